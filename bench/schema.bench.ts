@@ -1,0 +1,78 @@
+/**
+ * Schema discovery and payload validation on the request path: a cached
+ * `documentFor` lookup and `validate()` of a small payload, against raw ajv
+ * (the same compiled schema called directly) as the baseline.
+ */
+import { Ajv2020 } from "ajv/dist/2020.js";
+import type { JsonSchema } from "../src/core/types.js";
+import { JSON_SCHEMA_2020_12 } from "../src/schema/convert-2020-12.js";
+import { FORMAT_CHECKS } from "../src/schema/formats.js";
+import { SchemaRegistry, type SchemaTypeRef } from "../src/schema/schema-registry.js";
+import type { Bench } from "./harness.js";
+
+const schemas: JsonSchema = {
+  $schema: JSON_SCHEMA_2020_12,
+  $defs: {
+    Priority: { type: "string", enum: ["low", "normal", "high"] },
+    CreateTodo: {
+      type: "object",
+      properties: {
+        todoUuid: { type: "string", format: "uuid" },
+        title: { type: "string", minLength: 1 },
+        assigneeEmail: { type: "string", format: "email" },
+        dueAt: { type: "string", format: "date-time" },
+        priority: { $ref: "#/$defs/Priority" },
+        tags: { type: "array", items: { type: "string" } },
+      },
+      required: ["todoUuid", "title", "priority"],
+      additionalProperties: false,
+    },
+  },
+};
+
+const CreateTodo: SchemaTypeRef = Object.freeze({ kind: "command", domain: "Todo", name: "CreateTodo" });
+const payload = {
+  todoUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ab",
+  title: "Write the bench",
+  assigneeEmail: "ann@example.com",
+  dueAt: "2025-06-01T12:00:00Z",
+  priority: "high",
+  tags: ["work", "bench"],
+};
+
+export default async function (b: Bench): Promise<void> {
+  const n = b.quick ? 20_000 : 500_000;
+  const registry = new SchemaRegistry(schemas);
+  registry.validate(CreateTodo, payload); // compile outside the measurement
+
+  let sink = 0;
+  await b.measure("schema", "documentFor (cached, same token)", n, () => {
+    for (let i = 0; i < n; i++) if (registry.documentFor(CreateTodo) !== undefined) sink++;
+  }, "calls/s");
+  const literal = { kind: "command", domain: "Todo", name: "CreateTodo" } as const;
+  await b.measure("schema", "documentFor (cached, equal literal token)", n, () => {
+    for (let i = 0; i < n; i++) if (registry.documentFor({ ...literal }) !== undefined) sink++;
+  }, "calls/s");
+
+  const raw = new Ajv2020({ allErrors: true, strict: false, formats: { ...FORMAT_CHECKS } }).compile(registry.documentFor(CreateTodo)!);
+  const baseline = await b.measure("schema", "raw ajv compiled function (baseline)", n, () => {
+    for (let i = 0; i < n; i++) if (raw(payload)) sink++;
+  }, "calls/s");
+  const validate = await b.measure("schema", "registry.validate() small valid payload", n, () => {
+    for (let i = 0; i < n; i++) registry.validate(CreateTodo, payload);
+  }, "calls/s");
+  b.compare(validate, baseline);
+
+  const bad = { ...payload, title: "", assigneeEmail: "nope" };
+  const m = Math.floor(n / 10);
+  await b.measure("schema", "registry.validate() invalid payload (throws, 2 details)", m, () => {
+    for (let i = 0; i < m; i++) {
+      try {
+        registry.validate(CreateTodo, bad);
+      } catch {
+        sink++;
+      }
+    }
+  }, "calls/s");
+  if (sink === 0) throw new Error("unreachable: keeps the loops from being optimised away");
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env node
+/**
+ * The `mneme` binary. Parses argv only; the work is in schema-build.ts.
+ * Exit codes: 0 done, 1 the build failed, 2 usage error.
+ */
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { errorMessage } from "../core/errors.js";
+import { buildSchemas, writeSchemasFile } from "./schema-build.js";
+
+const USAGE = `Usage:
+  mneme schema build --tsconfig <file> --path <glob> --out <file> [--type <name>]
+  mneme --help | --version
+
+Commands:
+  schema build   Generate JSON Schema 2020-12 for the exported types of the files
+                 matching <glob> (quote it) and write { "$schema", "$defs" } to <file>,
+                 the input of createFacade({ schemas }). JSDoc tags such as
+                 @format email, @minimum 0, @pattern are honoured.
+
+Options:
+  --tsconfig <file>  tsconfig.json whose compiler options apply
+  --path <glob>      source files: *, **, ?, [abc], {a,b}
+  --out <file>       output JSON file (written atomically; directories are created)
+  --type <name>      only this exported type and what it references
+  -h, --help         show this help
+  -v, --version      show the version
+`;
+
+class UsageError extends Error {}
+
+function version(): string {
+  // src/cli/main.ts and dist/cli/main.js both sit two levels below package.json.
+  const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
+  return pkg.version ?? "unknown";
+}
+
+function run(argv: readonly string[]): number {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        tsconfig: { type: "string" },
+        path: { type: "string" },
+        out: { type: "string" },
+        type: { type: "string" },
+        help: { type: "boolean", short: "h" },
+        version: { type: "boolean", short: "v" },
+      },
+    });
+  } catch (e) {
+    throw new UsageError(errorMessage(e));
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (values.version === true) {
+    process.stdout.write(`${version()}\n`);
+    return 0;
+  }
+  if (positionals[0] === "help") {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  if (positionals.length === 0) throw new UsageError("no command given");
+  if (positionals[0] !== "schema" || positionals[1] !== "build") {
+    throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+  }
+  if (positionals.length > 2) {
+    throw new UsageError(`unexpected argument "${positionals[2]}" (quote the --path glob so the shell does not expand it)`);
+  }
+  const missing = (["tsconfig", "path", "out"] as const).filter((k) => values[k] === undefined || values[k] === "");
+  if (missing.length > 0) throw new UsageError(`missing ${missing.map((k) => `--${k}`).join(", ")}`);
+
+  const started = performance.now();
+  const doc = buildSchemas({ tsconfig: values.tsconfig!, path: values.path!, type: values.type });
+  writeSchemasFile(values.out!, doc);
+  const names = Object.keys(doc.$defs);
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  process.stdout.write(`mneme: wrote ${names.length} schema${names.length === 1 ? "" : "s"} to ${values.out} in ${seconds} s\n`);
+  return 0;
+}
+
+try {
+  process.exitCode = run(process.argv.slice(2));
+} catch (e) {
+  if (e instanceof UsageError) {
+    process.stderr.write(`mneme: ${e.message}\n\n${USAGE}`);
+    process.exitCode = 2;
+  } else {
+    process.stderr.write(`mneme: error: ${errorMessage(e)}\n`);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,172 @@
+import { authorized, newPermission, type Permission, type PermissionFunc, permissionLevelOf } from "../permissions/permission.js";
+import { MnemeError } from "./errors.js";
+import type { AggregateType, CommandType, EventType, Evolver, QueryType } from "./tokens.js";
+import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
+import type { CommandContext, QueryContext } from "./context.js";
+
+/** What a command handler may return: events, nothing, or events with a result for the caller. */
+export type CommandHandlerResult = readonly NewEvent[] | void | undefined | { events?: readonly NewEvent[]; result?: unknown };
+
+export type CommandHandler<P = any> = (ctx: CommandContext, cmd: CommandEnvelope<P>, payload: P) => CommandHandlerResult | Promise<CommandHandlerResult>;
+export type QueryHandler<P = any, R = any> = (ctx: QueryContext, qry: QueryEnvelope<P>, payload: P) => R | Promise<R>;
+
+export interface MessageOptions {
+  readonly description?: string;
+  /** Default: `authorized`. A built-in level or a custom permission function. */
+  readonly permission?: PermissionFunc;
+  readonly schema?: JsonSchema;
+  readonly secretFields?: readonly string[];
+}
+
+export interface AggregateOptions<S> {
+  readonly initialState: () => S;
+  readonly evolve: Readonly<Record<string, Evolver<S, any>>>;
+}
+
+/** A domain: its commands, queries, events, aggregates, handlers and permissions. */
+export interface Domain {
+  readonly name: string;
+  readonly description: string;
+  command<P, R = unknown>(name: string, opts?: MessageOptions): CommandType<P, R>;
+  query<P, R>(name: string, opts?: MessageOptions): QueryType<P, R>;
+  event<P>(name: string, opts?: { description?: string; schema?: JsonSchema }): EventType<P>;
+  aggregate<S>(name: string, opts: AggregateOptions<S>): AggregateType<S>;
+  handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void;
+  handleQuery<P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>): void;
+  /** Attaches a custom permission (e.g. from newPermissionCmdFunc) before the domain is registered. */
+  registerPermission(p: Permission): void;
+  readonly commands: ReadonlyMap<string, CommandType<any, any>>;
+  readonly queries: ReadonlyMap<string, QueryType<any, any>>;
+  readonly events: ReadonlyMap<string, EventType<any>>;
+  readonly aggregates: ReadonlyMap<string, AggregateType<any>>;
+  readonly commandHandlers: ReadonlyMap<string, CommandHandler>;
+  readonly queryHandlers: ReadonlyMap<string, QueryHandler>;
+  readonly permissions: ReadonlyMap<string, Permission>;
+}
+
+const NAME = /^[A-Za-z][A-Za-z0-9_]*$/;
+
+function checkName(what: string, name: string): void {
+  if (typeof name !== "string" || !NAME.test(name)) {
+    throw new MnemeError("INVALID_DOMAIN", `${what} name ${JSON.stringify(name)} must be an identifier (letters, digits, _; starting with a letter)`);
+  }
+}
+
+/**
+ * Defines a domain. Register it with `facade.registerDomain(domain)`.
+ * @example
+ * const Todo = defineDomain("Todo", { description: "Todo items" });
+ * const CreateTodo = Todo.command<CreateTodo>("CreateTodo", { description: "Create a todo" });
+ */
+export function defineDomain(name: string, opts: { description?: string } = {}): Domain {
+  checkName("domain", name);
+  const commands = new Map<string, CommandType<any, any>>();
+  const queries = new Map<string, QueryType<any, any>>();
+  const events = new Map<string, EventType<any>>();
+  const aggregates = new Map<string, AggregateType<any>>();
+  const commandHandlers = new Map<string, CommandHandler>();
+  const queryHandlers = new Map<string, QueryHandler>();
+  const permissions = new Map<string, Permission>();
+
+  const taken = (n: string) => commands.has(n) || queries.has(n);
+
+  const domain: Domain = {
+    name,
+    description: opts.description ?? `${name} domain`,
+    commands, queries, events, aggregates, commandHandlers, queryHandlers, permissions,
+
+    command<P, R = unknown>(cmdName: string, o: MessageOptions = {}): CommandType<P, R> {
+      checkName("command", cmdName);
+      if (taken(cmdName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${cmdName} is defined twice`);
+      const permission = o.permission ?? authorized;
+      const type: CommandType<P, R> = Object.freeze({
+        kind: "command" as const, domain: name, name: cmdName,
+        description: o.description ?? `${cmdName} command of ${name}`,
+        permission, secretFields: Object.freeze([...(o.secretFields ?? [])]),
+        ...(o.schema === undefined ? {} : { schema: o.schema }),
+      });
+      commands.set(cmdName, type);
+      permissions.set(cmdName, newPermission(name, cmdName, type.description, permission));
+      return type;
+    },
+
+    query<P, R>(qryName: string, o: MessageOptions = {}): QueryType<P, R> {
+      checkName("query", qryName);
+      if (taken(qryName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${qryName} is defined twice`);
+      const permission = o.permission ?? authorized;
+      const type: QueryType<P, R> = Object.freeze({
+        kind: "query" as const, domain: name, name: qryName,
+        description: o.description ?? `${qryName} query of ${name}`,
+        permission, secretFields: Object.freeze([...(o.secretFields ?? [])]),
+        ...(o.schema === undefined ? {} : { schema: o.schema }),
+      });
+      queries.set(qryName, type);
+      permissions.set(qryName, newPermission(name, qryName, type.description, permission));
+      return type;
+    },
+
+    event<P>(evtName: string, o: { description?: string; schema?: JsonSchema } = {}): EventType<P> {
+      checkName("event", evtName);
+      if (events.has(evtName)) throw new MnemeError("INVALID_DOMAIN", `event ${name}.${evtName} is defined twice`);
+      const path = `${name}.${evtName}`;
+      const type: EventType<P> = Object.freeze({
+        kind: "event" as const, domain: name, name: evtName, path,
+        description: o.description ?? `${evtName} event of ${name}`,
+        ...(o.schema === undefined ? {} : { schema: o.schema }),
+        create(aggregateUuid: string, payload: P, c: { version?: number; tenantUuid?: string; reqCtx?: RequestContext } = {}): NewEvent<P> {
+          const e: NewEvent<P> = { domain: name, name: evtName, aggregateUuid, payload };
+          if (c.version !== undefined) e.version = c.version;
+          if (c.tenantUuid !== undefined) e.tenantUuid = c.tenantUuid;
+          if (c.reqCtx !== undefined) e.reqCtx = c.reqCtx;
+          return e;
+        },
+        is(event: Event): event is Event<P> {
+          return event.domain === name && event.name === evtName;
+        },
+      });
+      events.set(evtName, type);
+      return type;
+    },
+
+    aggregate<S>(aggName: string, o: AggregateOptions<S>): AggregateType<S> {
+      checkName("aggregate", aggName);
+      if (aggregates.has(aggName)) throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} is defined twice`);
+      if (typeof o.initialState !== "function") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an initialState function`);
+      const evolve = Object.freeze({ ...o.evolve }) as Record<string, Evolver<S>>;
+      const type: AggregateType<S> = Object.freeze({
+        kind: "aggregate" as const, domain: name, name: aggName,
+        initialState: o.initialState, evolve,
+        apply(state: S, event: Event): S {
+          const fn = (event.domain === name ? evolve[event.name] : undefined) ?? evolve[`${event.domain}.${event.name}`];
+          return fn === undefined ? state : fn(state, event.payload, event);
+        },
+      });
+      aggregates.set(aggName, type);
+      return type;
+    },
+
+    handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void {
+      if (type.domain !== name || commands.get(type.name) !== type) {
+        throw new MnemeError("INVALID_DOMAIN", `command ${type.domain}.${type.name} is not a command of domain ${name}`);
+      }
+      if (commandHandlers.has(type.name)) throw new MnemeError("INVALID_DOMAIN", `command ${name}.${type.name} has a handler already`);
+      commandHandlers.set(type.name, fn as CommandHandler);
+    },
+
+    handleQuery<P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>): void {
+      if (type.domain !== name || queries.get(type.name) !== type) {
+        throw new MnemeError("INVALID_DOMAIN", `query ${type.domain}.${type.name} is not a query of domain ${name}`);
+      }
+      if (queryHandlers.has(type.name)) throw new MnemeError("INVALID_DOMAIN", `query ${name}.${type.name} has a handler already`);
+      queryHandlers.set(type.name, fn as QueryHandler);
+    },
+
+    registerPermission(p: Permission): void {
+      if (p.domain !== name) throw new MnemeError("INVALID_PERMISSION", `permission for domain ${p.domain} registered on domain ${name}`);
+      if (!taken(p.type)) throw new MnemeError("INVALID_PERMISSION", `${name} has no command or query ${p.type} to attach a permission to`);
+      const level = p.cmdFunc === undefined ? undefined : permissionLevelOf(p.cmdFunc);
+      permissions.set(p.type, level === undefined ? { ...p } : { ...p, funcSet: false, level });
+    },
+  };
+  return domain;
+}

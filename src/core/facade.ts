@@ -1,0 +1,656 @@
+import { MemoryCacheStore } from "../memory/memory-cache-store.js";
+import { MemoryCommandStore } from "../memory/memory-command-store.js";
+import { MemoryDataStore } from "../memory/memory-data-store.js";
+import { MemoryEventRepository } from "../memory/memory-event-repository.js";
+import { MemoryLogStore } from "../memory/memory-log-store.js";
+import { MemoryReadmodelStoreBackend } from "../memory/memory-readmodel-store-backend.js";
+import { type Authorizer, PermissionRegistry } from "../permissions/permission-registry.js";
+import { BaseEventHandler, DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost } from "../readmodel/base-event-handler.js";
+import type { EventHandler } from "../readmodel/event-handler.js";
+import { Runtime } from "../runtime/runtime.js";
+import { defineRuntimeDomain } from "../runtime/runtime-domain.js";
+import { type SystemEventKind, SystemEventProducer, type SystemEventProducerOptions } from "../runtime/system-events.js";
+import { SchemaRegistry } from "../schema/schema-registry.js";
+import type { CacheStore } from "../store/cache-store.js";
+import type { CommandStatus, CommandStore } from "../store/command-store.js";
+import type { DataStore } from "../store/data-store.js";
+import type { EventRepository } from "../store/event-repository.js";
+import type { LogStore } from "../store/log-store.js";
+import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { newUuid, nowNs } from "./clock.js";
+import type { AggregateLoader, CommandContext, LoadedAggregate, QueryContext } from "./context.js";
+import type { Domain } from "./domain.js";
+import { errorMessage, isMnemeError, MnemeError } from "./errors.js";
+import { KeyedLock } from "./keyed-lock.js";
+import { isPlainObject, redact } from "./redact.js";
+import type { AggregateType, CommandType, EventType, QueryType } from "./tokens.js";
+import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
+
+/** Options of createFacade. Every store defaults to its in-memory implementation. */
+export interface FacadeOptions {
+  readonly appName?: string;
+  readonly version?: string;
+  /** The tenant this instance serves, when it serves one (shown in systemInfo). */
+  readonly tenant?: string;
+  readonly instanceId?: string;
+  readonly eventRepository?: EventRepository;
+  readonly commandStore?: CommandStore;
+  readonly dataStore?: DataStore;
+  readonly cacheStore?: CacheStore;
+  readonly logStore?: LogStore;
+  /** Default backend of readmodels that set none (and of plain handlers' checkpoints). */
+  readonly readmodelStoreBackend?: ReadmodelStoreBackend;
+  /** Output of `mneme schema build`: the object, or the path of its file. */
+  readonly schemas?: JsonSchema | string;
+  readonly authorizer?: Authorizer;
+  /** true: facade.start() starts the system-event producer. */
+  readonly systemEvents?: boolean | SystemEventProducerOptions;
+  /** Extra cleanup run by stop() after the stores are closed (e.g. `close` of createSqliteBackends). */
+  readonly close?: () => Promise<void> | void;
+  /** Replay batch size and catch buffer bound of every handler (readmodels may override). */
+  readonly delivery?: Partial<DeliveryOptions>;
+}
+
+export interface DispatchOptions {
+  reqCtx?: RequestContext;
+  /** Resolve only after every running event handler has applied the command's events. */
+  waitToFinish?: boolean;
+  commandUuid?: string;
+}
+
+export interface HandlerError {
+  eventHandlerName: string;
+  error: Error;
+}
+
+export interface DispatchResult<R = unknown> {
+  commandUuid: string;
+  events: Event[];
+  /** With waitToFinish: handlers that failed on this command's events. */
+  handlerErrors: HandlerError[];
+  /** What the handler returned besides events, if anything (e.g. a session key). */
+  result?: R;
+}
+
+export interface QueryOptions {
+  reqCtx?: RequestContext;
+  queryUuid?: string;
+}
+
+/** A reference to a command or query by name (e.g. from HTTP). */
+export interface MessageRef {
+  domain: string;
+  name: string;
+}
+
+type FacadeState = "new" | "starting" | "started" | "stopping" | "stopped";
+
+/** Anything that can be closed and initialised. */
+interface Lifecycle {
+  init(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * The central access point: registers domains and handlers, executes
+ * commands, answers queries, and holds the Runtime.
+ */
+export class Facade {
+  readonly appName: string;
+  readonly version: string;
+  readonly tenant: string | undefined;
+  readonly instanceId: string;
+  readonly eventRepository: EventRepository;
+  readonly commandStore: CommandStore;
+  readonly dataStore: DataStore;
+  readonly cacheStore: CacheStore;
+  readonly logStore: LogStore;
+  readonly readmodelStoreBackend: ReadmodelStoreBackend;
+  readonly permissions: PermissionRegistry;
+  readonly systemEvents: SystemEventProducer;
+  readonly schemas: SchemaRegistry;
+  readonly runtime: Runtime;
+  startedAt = 0;
+
+  readonly #options: FacadeOptions;
+  readonly #domains = new Map<string, Domain>();
+  readonly #eventTypes = new Map<string, EventType>();
+  readonly #handlers = new Map<string, BaseEventHandler>();
+  readonly #locks = new KeyedLock();
+  readonly #delivery: DeliveryOptions;
+  readonly #startHooks: ((facade: Facade) => Promise<void> | void)[] = [];
+  readonly #host: HandlerHost & { eventType(path: string): EventType | undefined };
+  #state: FacadeState = "new";
+  #head = 0;
+  #unsubscribe: (() => void)[] = [];
+  #pushesLocally = false;
+  #startPromise: Promise<void> | undefined;
+  #stopPromise: Promise<void> | undefined;
+
+  constructor(options: FacadeOptions = {}) {
+    this.#options = options;
+    this.appName = options.appName ?? "mneme-app";
+    this.version = options.version ?? "0.0.0";
+    this.tenant = options.tenant;
+    this.instanceId = options.instanceId ?? newUuid();
+    this.eventRepository = options.eventRepository ?? new MemoryEventRepository();
+    this.commandStore = options.commandStore ?? new MemoryCommandStore();
+    this.dataStore = options.dataStore ?? new MemoryDataStore();
+    this.cacheStore = options.cacheStore ?? new MemoryCacheStore();
+    this.logStore = options.logStore ?? new MemoryLogStore();
+    this.readmodelStoreBackend = options.readmodelStoreBackend ?? new MemoryReadmodelStoreBackend();
+    this.permissions = new PermissionRegistry(options.authorizer);
+    const se = options.systemEvents;
+    this.systemEvents = new SystemEventProducer(typeof se === "object" ? se : {});
+    this.schemas = new SchemaRegistry(options.schemas);
+    this.#delivery = { ...DEFAULT_DELIVERY, ...options.delivery };
+    const publish = (kind: SystemEventKind, data: Record<string, unknown>, tenantUuid?: string) => {
+      if (this.systemEvents.running) this.systemEvents.publish(kind, data, tenantUuid);
+    };
+    this.#host = {
+      eventRepository: this.eventRepository,
+      readmodelStoreBackend: this.readmodelStoreBackend,
+      publish,
+      knownHead: () => this.#head,
+      noteHead: (p: number) => {
+        if (p > this.#head) this.#head = p;
+      },
+      eventType: (path: string) => this.#eventTypes.get(path),
+    };
+    this.runtime = new Runtime(this);
+    this.registerDomain(defineRuntimeDomain(this.runtime));
+  }
+
+  /** "new" | "starting" | "started" | "stopping" | "stopped" */
+  get state(): FacadeState {
+    return this.#state;
+  }
+
+  /** The registered domains by name (the Runtime included). */
+  get domains(): ReadonlyMap<string, Domain> {
+    return this.#domains;
+  }
+
+  /** The registered event handlers by name. */
+  get eventHandlers(): ReadonlyMap<string, BaseEventHandler> {
+    return this.#handlers;
+  }
+
+  /** The highest event position this facade has seen. */
+  get headPosition(): number {
+    return this.#head;
+  }
+
+  /**
+   * Registers a domain: its commands, queries, events and handlers, a runtime
+   * permission per command and query, and its schemas. INVALID_DOMAIN for a
+   * second domain of the same name.
+   */
+  registerDomain(domain: Domain): this {
+    if (this.#domains.has(domain.name)) throw new MnemeError("INVALID_DOMAIN", `a domain named ${domain.name} is registered already`);
+    if (this.#state === "stopping" || this.#state === "stopped") throw new MnemeError("INVALID_STATE", "the facade is stopped");
+    for (const p of domain.permissions.values()) {
+      if (this.permissions.has(p.domain, p.type)) throw new MnemeError("INVALID_DOMAIN", `permission ${p.domain}.${p.type} is registered already`);
+    }
+    for (const p of domain.permissions.values()) this.permissions.register(p);
+    for (const t of domain.events.values()) this.#eventTypes.set(t.path, t);
+    this.#domains.set(domain.name, domain);
+    return this;
+  }
+
+  /**
+   * Registers a readmodel or any event handler. Names are unique per facade
+   * (INVALID_EVENT_HANDLER). After start() it is restored and goes live at once.
+   */
+  registerReadmodel(handler: EventHandler | BaseEventHandler): this {
+    if (this.#state === "stopping" || this.#state === "stopped") throw new MnemeError("INVALID_STATE", "the facade is stopped");
+    const name = handler?.name;
+    if (typeof name !== "string" || name.trim() === "") throw new MnemeError("INVALID_EVENT_HANDLER", "an event handler needs a non-empty name");
+    if (typeof handler.domain !== "string" || handler.domain === "") throw new MnemeError("INVALID_EVENT_HANDLER", `event handler ${name} needs a domain`);
+    if (this.#handlers.has(name)) throw new MnemeError("INVALID_EVENT_HANDLER", `an event handler named ${name} is registered already`);
+    const h = handler instanceof BaseEventHandler ? handler : new EventHandlerAdapter(handler);
+    h.attachHost(this.#host, this.#delivery);
+    this.#handlers.set(name, h);
+    if (this.#state === "started") void this.#goLive(h).catch(() => undefined);
+    return this;
+  }
+
+  /** Runs `hook` inside start(), after stores are initialised and handlers are live (e.g. a bootstrap). */
+  onStart(hook: (facade: Facade) => Promise<void> | void): this {
+    this.#startHooks.push(hook);
+    return this;
+  }
+
+  /** Initialises stores, restores readmodels from their checkpoints, goes live. Idempotent. */
+  start(): Promise<void> {
+    if (this.#startPromise !== undefined) return this.#startPromise;
+    if (this.#state !== "new") return Promise.reject(new MnemeError("INVALID_STATE", `the facade cannot start when ${this.#state}`));
+    this.#startPromise = this.#start();
+    return this.#startPromise;
+  }
+
+  async #start(): Promise<void> {
+    this.#state = "starting";
+    try {
+      for (const s of this.#lifecycles()) await s.init();
+      if (this.#options.systemEvents) this.systemEvents.start();
+      this.#head = await this.eventRepository.headPosition();
+      await this.runtime.storeInfo();
+      const repo = this.eventRepository;
+      if (repo.onAppend !== undefined) {
+        this.#pushesLocally = true;
+        this.#unsubscribe.push(repo.onAppend((events) => this.#deliver(events)));
+      }
+      if (repo.onExternalAppend !== undefined) this.#unsubscribe.push(repo.onExternalAppend(() => this.#deliver(null)));
+      this.startedAt = nowNs();
+      this.#state = "started";
+      for (const h of this.#handlers.values()) await this.#goLive(h);
+      for (const hook of this.#startHooks) await hook(this);
+    } catch (err) {
+      this.#state = "new";
+      this.#startPromise = undefined;
+      for (const u of this.#unsubscribe.splice(0)) u();
+      throw err;
+    }
+  }
+
+  async #goLive(h: BaseEventHandler): Promise<void> {
+    if (h.isStateRestorer()) {
+      await (h as BaseEventHandler & { restoreState(ctx?: unknown, o?: object): { done: Promise<unknown> } }).restoreState().done;
+    } else {
+      await h.start();
+    }
+  }
+
+  #deliver(events: readonly Event[] | null): void {
+    if (events !== null) {
+      const last = events[events.length - 1];
+      if (last !== undefined && last.position > this.#head) this.#head = last.position;
+    }
+    for (const h of this.#handlers.values()) h.notify(events);
+  }
+
+  /** Stops delivery and the system-event producer, closes every store. Idempotent. */
+  stop(): Promise<void> {
+    if (this.#stopPromise !== undefined) return this.#stopPromise;
+    this.#stopPromise = this.#stop();
+    return this.#stopPromise;
+  }
+
+  async #stop(): Promise<void> {
+    if (this.#startPromise !== undefined) await this.#startPromise.catch(() => undefined);
+    const wasStarted = this.#state === "started";
+    this.#state = "stopping";
+    for (const u of this.#unsubscribe.splice(0)) u();
+    if (wasStarted) {
+      for (const h of this.#handlers.values()) {
+        if (h.state !== "stopped" || h.restoring) await h.stop().catch(() => undefined);
+      }
+    }
+    this.systemEvents.stop();
+    const errors: unknown[] = [];
+    for (const s of this.#lifecycles()) {
+      try {
+        await s.close();
+      } catch (e) {
+        errors.push(e);
+      }
+    }
+    try {
+      await this.#options.close?.();
+    } catch (e) {
+      errors.push(e);
+    }
+    this.#state = "stopped";
+    if (errors.length > 0) throw new MnemeError("STORE_ERROR", `stopping the facade: ${errors.map(errorMessage).join("; ")}`, { cause: errors[0] });
+  }
+
+  #lifecycles(): Lifecycle[] {
+    const all: Lifecycle[] = [this.eventRepository, this.commandStore, this.dataStore, this.cacheStore, this.logStore, this.readmodelStoreBackend];
+    for (const h of this.#handlers.values()) {
+      const b = (h as { readmodelStoreBackend?: ReadmodelStoreBackend }).readmodelStoreBackend;
+      if (b !== undefined) all.push(b);
+    }
+    return [...new Set(all)];
+  }
+
+  #assertStarted(): void {
+    if (this.#state !== "started") {
+      throw new MnemeError("NOT_STARTED", this.#state === "new" || this.#state === "starting"
+        ? "the facade is not started: await facade.start() first"
+        : "the facade is stopped");
+    }
+  }
+
+  /** The command type registered under (domain, name). UNKNOWN_COMMAND otherwise. */
+  resolveCommand(ref: CommandType<any, any> | MessageRef): CommandType<any, any> {
+    const t = this.#domains.get(ref?.domain)?.commands.get(ref?.name);
+    if (t === undefined) throw new MnemeError("UNKNOWN_COMMAND", `unknown command ${String(ref?.domain)}.${String(ref?.name)}`);
+    return t;
+  }
+
+  /** The query type registered under (domain, name). UNKNOWN_QUERY otherwise. */
+  resolveQuery(ref: QueryType<any, any> | MessageRef): QueryType<any, any> {
+    const t = this.#domains.get(ref?.domain)?.queries.get(ref?.name);
+    if (t === undefined) throw new MnemeError("UNKNOWN_QUERY", `unknown query ${String(ref?.domain)}.${String(ref?.name)}`);
+    return t;
+  }
+
+  /** The event handler registered under `name` (the object given to registerReadmodel). UNKNOWN_EVENT_HANDLER otherwise. */
+  readmodel<T extends EventHandler>(name: string): T {
+    const h = this.#handlers.get(name);
+    if (h === undefined) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `no event handler named ${JSON.stringify(name)} is registered`);
+    return (h instanceof EventHandlerAdapter ? h.inner : h) as unknown as T;
+  }
+
+  /** The event type of a path "Domain.Name", if registered. */
+  eventType(path: string): EventType | undefined {
+    return this.#eventTypes.get(path);
+  }
+
+  /**
+   * Executes a command: permission check, schema validation, handler, atomic
+   * append, audit record, live delivery.
+   * @example
+   * const { events } = await facade.dispatch(CreateTodo, { todoUuid, title }, { reqCtx, waitToFinish: true });
+   */
+  async dispatch<P, R = unknown>(type: CommandType<P, R> | MessageRef, payload: P, opts: DispatchOptions = {}): Promise<DispatchResult<R>> {
+    this.#assertStarted();
+    const t0 = performance.now();
+    const cmdType = this.resolveCommand(type as CommandType<any, any>);
+    const domain = this.#domains.get(cmdType.domain)!;
+    const reqCtx = normaliseReqCtx(opts.reqCtx);
+    const envelope: CommandEnvelope<P> = { commandUuid: opts.commandUuid ?? newUuid(), domain: cmdType.domain, name: cmdType.name, payload, reqCtx };
+    let stage: CommandStatus = "denied";
+    let appended: Event[] = [];
+    let result: unknown;
+    try {
+      if (!isPlainObject(payload)) {
+        stage = "failed";
+        throw new MnemeError("VALIDATION_FAILED", `the payload of ${cmdType.domain}.${cmdType.name} must be a JSON object`, { details: [{ pointer: "", message: "must be object" }] });
+      }
+      const verdict = this.permissions.evaluate(reqCtx, envelope);
+      const denied = verdict instanceof Promise ? await verdict : verdict;
+      if (denied !== undefined) throw denied;
+      stage = "failed";
+      this.schemas.validate(cmdType, payload);
+      const handler = domain.commandHandlers.get(cmdType.name);
+      if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${cmdType.domain}.${cmdType.name} has no handler`);
+      const loader = new CommandAggregates(this, this.#locks, reqCtx);
+      try {
+        const ctx: CommandContext = {
+          commandUuid: envelope.commandUuid,
+          reqCtx,
+          aggregates: loader,
+          query: (qt, qp) => this.#runQuery(qt, qp, reqCtx, newUuid(), false),
+          facade: this,
+          readmodel: <T extends EventHandler>(name: string) => this.readmodel<T>(name),
+        };
+        let out = handler(ctx, envelope, payload);
+        if (out instanceof Promise) out = await out;
+        const normalised = normaliseHandlerResult(out, cmdType);
+        result = normalised.result;
+        if (normalised.events.length > 0) {
+          const prepared = this.#prepareEvents(normalised.events, envelope, loader);
+          appended = await this.eventRepository.append(prepared.events, { expectedVersions: prepared.expectedVersions });
+        }
+      } finally {
+        loader.releaseAll();
+      }
+    } catch (err) {
+      const error = isMnemeError(err)
+        ? err
+        : new MnemeError("HANDLER_FAILED", `command ${cmdType.domain}.${cmdType.name} failed: ${errorMessage(err)}`, { cause: err });
+      await this.#record(cmdType, envelope, stage, [], error, t0);
+      const tenant = tenantOf(reqCtx);
+      if (this.systemEvents.running) {
+        this.systemEvents.publish("CommandFailed", { commandUuid: envelope.commandUuid, domain: cmdType.domain, name: cmdType.name, status: stage, code: error.code, error: error.message }, tenant || undefined);
+      }
+      throw error;
+    }
+    if (!this.#pushesLocally && appended.length > 0) this.#deliver(appended);
+    await this.#record(cmdType, envelope, "succeeded", appended, undefined, t0);
+    if (this.systemEvents.running) {
+      const tenant = tenantOf(reqCtx) || undefined;
+      this.systemEvents.publish("CommandExecuted", { commandUuid: envelope.commandUuid, domain: cmdType.domain, name: cmdType.name, events: appended.length, durationMicros: Math.round((performance.now() - t0) * 1000) }, tenant);
+      if (appended.length > 0) {
+        this.systemEvents.publish("EventsAppended", {
+          commandUuid: envelope.commandUuid,
+          events: appended.map((e) => ({ eventUuid: e.eventUuid, path: `${e.domain}.${e.name}`, aggregateUuid: e.aggregateUuid, version: e.version, position: e.position })),
+        }, tenant);
+      }
+    }
+    const handlerErrors = opts.waitToFinish === true && appended.length > 0 ? await this.#waitHandlers(appended) : [];
+    const res: DispatchResult<R> = { commandUuid: envelope.commandUuid, events: appended, handlerErrors };
+    if (result !== undefined) res.result = result as R;
+    return res;
+  }
+
+  async #waitHandlers(events: readonly Event[]): Promise<HandlerError[]> {
+    const from = events[0]!.position;
+    const to = events[events.length - 1]!.position;
+    const waits: Promise<HandlerError | undefined>[] = [];
+    for (const h of this.#handlers.values()) {
+      if (h.state !== "running") continue;
+      waits.push(h.waitFor(from, to).then((error) => (error === undefined ? undefined : { eventHandlerName: h.name, error })));
+    }
+    const out: HandlerError[] = [];
+    for (const r of await Promise.all(waits)) if (r !== undefined) out.push(r);
+    return out;
+  }
+
+  #prepareEvents(events: readonly NewEvent[], envelope: CommandEnvelope, loader: CommandAggregates): { events: NewEvent[]; expectedVersions: Record<string, number> } {
+    const reqCtx = envelope.reqCtx;
+    const tenantUuid = tenantOf(reqCtx);
+    const frozenCtx = Object.freeze({ ...reqCtx });
+    const createdAt = nowNs();
+    const out: NewEvent[] = new Array(events.length);
+    const aggregates = new Set<string>();
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]!;
+      if (!isNewEvent(e)) {
+        throw new MnemeError("INVALID_EVENTS", `command ${envelope.domain}.${envelope.name} returned something that is not an event at index ${i}: use EventType.create(aggregateUuid, payload)`);
+      }
+      if (!this.#eventTypes.has(`${e.domain}.${e.name}`)) {
+        throw new MnemeError("INVALID_EVENTS", `command ${envelope.domain}.${envelope.name} returned event ${e.domain}.${e.name}, which no registered domain defines`);
+      }
+      if (e.aggregateUuid === "") throw new MnemeError("INVALID_EVENTS", `event ${e.domain}.${e.name} has an empty aggregateUuid`);
+      aggregates.add(e.aggregateUuid);
+      const ne: NewEvent = {
+        domain: e.domain, name: e.name, aggregateUuid: e.aggregateUuid, payload: e.payload,
+        eventUuid: newUuid(), createdAt, commandUuid: envelope.commandUuid,
+        tenantUuid: e.tenantUuid ?? tenantUuid,
+        reqCtx: frozenCtx,
+      };
+      if (e.version !== undefined) ne.version = e.version;
+      out[i] = ne;
+    }
+    const expectedVersions: Record<string, number> = {};
+    for (const agg of aggregates) {
+      const loaded = loader.loadedVersion(agg);
+      if (loaded !== undefined) expectedVersions[agg] = loaded;
+      else if (reqCtx.targetAggregateVersion !== undefined &&
+        (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && aggregates.size === 1))) {
+        expectedVersions[agg] = reqCtx.targetAggregateVersion;
+      }
+    }
+    return { events: out, expectedVersions };
+  }
+
+  async #record(type: CommandType<any, any>, envelope: CommandEnvelope, status: CommandStatus, events: readonly Event[], error: MnemeError | undefined, t0: number): Promise<void> {
+    try {
+      await this.commandStore.record({
+        commandUuid: envelope.commandUuid,
+        domain: envelope.domain,
+        name: envelope.name,
+        tenantUuid: tenantOf(envelope.reqCtx),
+        reqCtx: envelope.reqCtx,
+        payload: redact(envelope.payload, type.secretFields),
+        status,
+        ...(error === undefined ? {} : { error: { code: error.code, message: error.message } }),
+        eventUuids: events.map((e) => e.eventUuid),
+        createdAt: nowNs(),
+        durationMicros: Math.round((performance.now() - t0) * 1000),
+      });
+    } catch (e) {
+      // The events are committed: an audit failure must not turn success into an error. It is logged instead.
+      await this.logStore.append({ level: "error", message: `recording command ${envelope.commandUuid} failed: ${errorMessage(e)}`, source: "mneme.dispatch" }).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Answers a query after its permission check (and schema validation, when a schema is known).
+   * @example
+   * const todo = await facade.query(GetTodo, { todoUuid, includeHistory: true }, { reqCtx });
+   */
+  async query<P, R>(type: QueryType<P, R> | MessageRef, payload: P, opts: QueryOptions = {}): Promise<R> {
+    this.#assertStarted();
+    const qt = this.resolveQuery(type as QueryType<any, any>) as QueryType<P, R>;
+    return this.#runQuery(qt, payload, normaliseReqCtx(opts.reqCtx), opts.queryUuid ?? newUuid(), true);
+  }
+
+  async #runQuery<P, R>(type: QueryType<P, R>, payload: P, reqCtx: RequestContext, queryUuid: string, check: boolean): Promise<R> {
+    const qt = this.resolveQuery(type);
+    const domain = this.#domains.get(qt.domain)!;
+    if (!isPlainObject(payload)) {
+      throw new MnemeError("VALIDATION_FAILED", `the payload of ${qt.domain}.${qt.name} must be a JSON object`, { details: [{ pointer: "", message: "must be object" }] });
+    }
+    const envelope: QueryEnvelope<P> = { queryUuid, domain: qt.domain, name: qt.name, payload, reqCtx };
+    if (check) {
+      const verdict = this.permissions.evaluate(reqCtx, envelope);
+      const denied = verdict instanceof Promise ? await verdict : verdict;
+      if (denied !== undefined) throw denied;
+    }
+    this.schemas.validate(qt, payload);
+    const handler = domain.queryHandlers.get(qt.name);
+    if (handler === undefined) throw new MnemeError("UNKNOWN_QUERY", `query ${qt.domain}.${qt.name} has no handler`);
+    const ctx: QueryContext = {
+      queryUuid,
+      reqCtx,
+      aggregates: new QueryAggregates(this),
+      query: (t, p) => this.#runQuery(t, p, reqCtx, newUuid(), false),
+      facade: this,
+      readmodel: <T extends EventHandler>(name: string) => this.readmodel<T>(name),
+    };
+    return (await handler(ctx, envelope, payload)) as R;
+  }
+
+  /** Folds an aggregate's events (no lock). */
+  async loadAggregate<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
+    if (aggregate?.kind !== "aggregate") throw new MnemeError("INVALID_REQUEST", "load takes an aggregate type");
+    if (typeof aggregateUuid !== "string" || aggregateUuid === "") throw new MnemeError("INVALID_REQUEST", `${aggregate.domain}.${aggregate.name}: aggregateUuid must be a non-empty string`);
+    const events = await this.eventRepository.loadAggregate(aggregateUuid);
+    let state = aggregate.initialState();
+    let version = 0;
+    for (const e of events) {
+      state = aggregate.apply(state, e);
+      version = e.version;
+    }
+    return { state, version };
+  }
+}
+
+/** Aggregate loading inside a command: lock, expected version, early CONFLICT on a stale targetAggregateVersion. */
+class CommandAggregates implements AggregateLoader {
+  readonly #versions = new Map<string, number>();
+  readonly #releases: (() => void)[] = [];
+
+  constructor(readonly facade: Facade, readonly locks: KeyedLock, readonly reqCtx: RequestContext) {}
+
+  async load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
+    if (typeof aggregateUuid !== "string" || aggregateUuid === "") {
+      throw new MnemeError("INVALID_REQUEST", `${aggregate?.domain}.${aggregate?.name}: aggregateUuid must be a non-empty string`);
+    }
+    // The first aggregate is locked (commands on it are serialised); further ones only when free, so two
+    // commands that load the same aggregates in opposite order cannot deadlock: the store's version check decides.
+    if (!this.#versions.has(aggregateUuid) && (this.#releases.length === 0 || !this.locks.isHeld(aggregateUuid))) {
+      this.#releases.push(await this.locks.acquire(aggregateUuid));
+    }
+    const loaded = await this.facade.loadAggregate(aggregate, aggregateUuid);
+    const target = this.reqCtx.targetAggregateVersion;
+    if (target !== undefined && this.reqCtx.targetAggregateUuid === aggregateUuid && loaded.version !== target) {
+      throw new MnemeError("CONFLICT", `aggregate ${aggregateUuid} is at version ${loaded.version}, the request expected ${target}`);
+    }
+    this.#versions.set(aggregateUuid, loaded.version);
+    return loaded;
+  }
+
+  loadedVersion(aggregateUuid: string): number | undefined {
+    return this.#versions.get(aggregateUuid);
+  }
+
+  releaseAll(): void {
+    for (const r of this.#releases.splice(0)) r();
+  }
+}
+
+class QueryAggregates implements AggregateLoader {
+  constructor(readonly facade: Facade) {}
+  load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
+    return this.facade.loadAggregate(aggregate, aggregateUuid);
+  }
+}
+
+/** Wraps a plain EventHandler object so it gets live delivery and a checkpoint. */
+class EventHandlerAdapter extends BaseEventHandler {
+  constructor(readonly inner: EventHandler) {
+    super();
+    this.domain = inner.domain;
+    this.name = inner.name;
+  }
+  override getDomainEvents(): EventType[] {
+    return this.inner.getDomainEvents();
+  }
+  override getDomainEventHandlers(typeOrPath: Parameters<EventHandler["getDomainEventHandlers"]>[0]) {
+    return this.inner.getDomainEventHandlers(typeOrPath);
+  }
+  protected override handlesAllEvents(): boolean {
+    return this.inner.getDomainEventHandlers("*").length > 0;
+  }
+}
+
+function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
+  if (reqCtx === undefined) return {};
+  if (!isPlainObject(reqCtx)) throw new MnemeError("INVALID_REQUEST", "reqCtx must be an object");
+  return reqCtx;
+}
+
+function tenantOf(reqCtx: RequestContext): string {
+  return reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid ?? "";
+}
+
+function isNewEvent(e: unknown): e is NewEvent {
+  if (typeof e !== "object" || e === null) return false;
+  const r = e as Record<string, unknown>;
+  return typeof r.domain === "string" && typeof r.name === "string" && typeof r.aggregateUuid === "string" && "payload" in r;
+}
+
+function normaliseHandlerResult(out: unknown, type: CommandType<any, any>): { events: readonly NewEvent[]; result: unknown } {
+  if (out === undefined || out === null) return { events: [], result: undefined };
+  if (Array.isArray(out)) return { events: out as NewEvent[], result: undefined };
+  if (typeof out === "object" && !isNewEvent(out)) {
+    const o = out as { events?: unknown; result?: unknown };
+    if (o.events !== undefined && !Array.isArray(o.events)) {
+      throw new MnemeError("INVALID_EVENTS", `command ${type.domain}.${type.name}: events must be an array`);
+    }
+    if ("events" in o || "result" in o) return { events: (o.events as NewEvent[] | undefined) ?? [], result: o.result };
+  }
+  throw new MnemeError("INVALID_EVENTS", `command ${type.domain}.${type.name} returned ${describe(out)}; a handler returns an array of events, nothing, or { events, result }`);
+}
+
+function describe(v: unknown): string {
+  if (Array.isArray(v)) return "an array";
+  return v === null ? "null" : `a ${typeof v}`;
+}
+
+/**
+ * Creates a facade. Every store defaults to in-memory; spread
+ * `createSqliteBackends(...)` or `createPostgresBackends(...)` in for durability.
+ * @example
+ * const facade = createFacade({ appName: "todo", ...createSqliteBackends({ filename: "todo.db" }) });
+ * facade.registerDomain(Todo);
+ * await facade.start();
+ */
+export function createFacade(options: FacadeOptions = {}): Facade {
+  return new Facade(options);
+}

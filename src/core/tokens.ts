@@ -1,0 +1,67 @@
+import type { PermissionFunc } from "../permissions/permission.js";
+import type { Event, JsonSchema, NewEvent, RequestContext } from "./types.js";
+
+/** A command type: a runtime token typed by its payload. `name` is the exported TypeScript type's name. */
+export interface CommandType<P = unknown, R = unknown> {
+  readonly kind: "command";
+  readonly domain: string;
+  readonly name: string;
+  readonly description: string;
+  readonly permission: PermissionFunc;
+  readonly schema?: JsonSchema;
+  /** Payload fields recorded as "[redacted]" wherever the command is recorded. */
+  readonly secretFields: readonly string[];
+  /** Phantom members: carry the payload and result types. */
+  readonly __payload?: P;
+  readonly __result?: R;
+}
+
+/** A query type, typed by its payload and its result. */
+export interface QueryType<P = unknown, R = unknown> {
+  readonly kind: "query";
+  readonly domain: string;
+  readonly name: string;
+  readonly description: string;
+  readonly permission: PermissionFunc;
+  readonly schema?: JsonSchema;
+  readonly secretFields: readonly string[];
+  readonly __payload?: P;
+  readonly __result?: R;
+}
+
+/** An event type. `create` makes a NewEvent for dispatch to append. */
+export interface EventType<P = unknown> {
+  readonly kind: "event";
+  readonly domain: string;
+  readonly name: string;
+  /** `${domain}.${name}` */
+  readonly path: string;
+  readonly description: string;
+  readonly schema?: JsonSchema;
+  create(aggregateUuid: string, payload: P, opts?: { version?: number; tenantUuid?: string; reqCtx?: RequestContext }): NewEvent<P>;
+  /** Narrows a stored event to this type. */
+  is(event: Event): event is Event<P>;
+  readonly __payload?: P;
+}
+
+/** The catch-all event kind: a handler registered for it receives every event. */
+export const AllEvents: { readonly kind: "allEvents"; readonly path: "*" } = Object.freeze({ kind: "allEvents", path: "*" });
+export type AllEventsType = typeof AllEvents;
+
+/** Folds an aggregate's events into its state. */
+export type Evolver<S, P = any> = (state: S, payload: P, event: Event<P>) => S;
+
+/** An aggregate type: how its state is built from its events. */
+export interface AggregateType<S = unknown> {
+  readonly kind: "aggregate";
+  readonly domain: string;
+  readonly name: string;
+  initialState(): S;
+  /** Evolvers keyed by event name (events of the same domain) or by event path. */
+  readonly evolve: Readonly<Record<string, Evolver<S>>>;
+  /** Applies one event: unknown events leave the state as it is. */
+  apply(state: S, event: Event): S;
+}
+
+export type PayloadOf<T> = T extends { readonly __payload?: infer P } ? P : never;
+export type ResultOf<T> = T extends { readonly __result?: infer R } ? R : never;

@@ -1,0 +1,65 @@
+// The root export list of mneme, name by name.
+export { MnemeError, isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "./core/errors.js";
+export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./core/types.js";
+export { eventPath } from "./core/types.js";
+export { nowNs, newUuid } from "./core/clock.js";
+export {
+  AllEvents, type AllEventsType, type CommandType, type QueryType, type EventType, type AggregateType, type Evolver, type PayloadOf, type ResultOf,
+} from "./core/tokens.js";
+export {
+  defineDomain, type Domain, type CommandHandler, type QueryHandler, type CommandHandlerResult, type MessageOptions, type AggregateOptions,
+} from "./core/domain.js";
+export type { CommandContext, QueryContext, AggregateLoader, LoadedAggregate } from "./core/context.js";
+export { REDACTED } from "./core/redact.js";
+export {
+  Facade, createFacade, type FacadeOptions, type DispatchOptions, type DispatchResult, type HandlerError, type QueryOptions, type MessageRef,
+} from "./core/facade.js";
+
+export {
+  anonymous, authenticated, authorized, newPermission, newPermissionCmdFunc, permissionLevelOf,
+  type Permission, type PermissionFunc, type PermissionLevel,
+} from "./permissions/permission.js";
+export { PermissionRegistry, type Authorizer } from "./permissions/permission-registry.js";
+export {
+  registerStorePermissions, storePermissionName, storePermissionDefinitions, STORE_NAMES, STORE_ACTIONS, STORE_PREFIXES,
+  type StoreName, type StoreAction,
+} from "./permissions/store-permissions.js";
+
+export type { StoreInfo, StorePage, PageRequest } from "./store/store-info.js";
+export type { EventRepository, AppendOptions, ReadAllOptions, AppendListener } from "./store/event-repository.js";
+export type { CommandStore, CommandRecord, CommandStatus, CommandListOptions } from "./store/command-store.js";
+export type { DataStore, DataEntry, DataEntryInfo } from "./store/data-store.js";
+export type { CacheStore, CacheEntry } from "./store/cache-store.js";
+export type { LogStore, LogEntry, NewLogEntry, LogLevel } from "./store/log-store.js";
+export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions } from "./store/readmodel-store-backend.js";
+
+export { MemoryEventRepository } from "./memory/memory-event-repository.js";
+export { MemoryCommandStore } from "./memory/memory-command-store.js";
+export { MemoryDataStore } from "./memory/memory-data-store.js";
+export { MemoryCacheStore } from "./memory/memory-cache-store.js";
+export { MemoryLogStore } from "./memory/memory-log-store.js";
+export { MemoryReadmodelStoreBackend } from "./memory/memory-readmodel-store-backend.js";
+
+export type {
+  EventHandler, DomainEventHandler, HandlerContext, EventHandlerState, RestorationState, RestoreReport,
+  EventHandlerMetrics, EventHandlerInfo, StateRestorer, MetricProvider,
+} from "./readmodel/event-handler.js";
+export { BaseEventHandler, type DeliveryOptions } from "./readmodel/base-event-handler.js";
+export {
+  BaseReadmodel, withReadmodelStoreBackend, withRestoreBatchSize, withCatchBufferLimit,
+  type ReadmodelOptions, type ReadmodelOption, type ReadmodelFacade,
+} from "./readmodel/base-readmodel.js";
+export {
+  ProjectionReadmodel, type ProjectionModel, type ProjectionList, type ProjectionListOptions, type ProjectionConfig, type ProjectionOrderBy,
+} from "./readmodel/projection-readmodel.js";
+export { toHistoryEvent, type HistoryEventModel } from "./readmodel/history.js";
+
+export {
+  Runtime, type ControlRequest, type ControlAction, type SystemInfo, type CommandListEntry, type QueryListEntry, type EventListEntry,
+  type CommandHandlerListEntry, type QueryHandlerListEntry,
+} from "./runtime/runtime.js";
+export { StoreAccess } from "./runtime/store-access.js";
+export {
+  SystemEventProducer, type SystemEvent, type SystemEventKind, type SystemEventListener, type SubscribeOptions, type SystemEventProducerOptions,
+} from "./runtime/system-events.js";
+export { SchemaRegistry, type SchemaSource } from "./schema/schema-registry.js";

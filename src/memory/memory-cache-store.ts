@@ -1,0 +1,127 @@
+import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { CacheEntry, CacheStore } from "../store/cache-store.js";
+import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
+import { decodeCursor, encodeCursor, resolvePageLimit, storeClosed } from "./paging.js";
+
+interface Slot {
+  /** The value as JSON: a copy nobody else holds, like Redis would keep. */
+  json: string;
+  /** ms since the epoch; undefined: no expiry. */
+  expiresAt: number | undefined;
+  /** ns since the epoch. */
+  createdAt: number;
+}
+
+/** Expired entries are dropped lazily on access and by a sweep every this many sets. */
+const SWEEP_EVERY = 1000;
+
+/**
+ * The in-memory CacheStore: JSON values by key with an optional TTL (ms).
+ * Values are serialised on set, so later changes to the caller's object do not
+ * leak in; expired entries are never returned.
+ */
+export class MemoryCacheStore implements CacheStore {
+  private readonly slots = new Map<string, Slot>();
+  private setsSinceSweep = 0;
+  private closed = false;
+
+  async init(): Promise<void> {
+    this.assertOpen();
+  }
+
+  async get<T = unknown>(key: string): Promise<T | undefined> {
+    this.assertOpen();
+    assertKey(key);
+    const s = this.live(key, Date.now());
+    return s === undefined ? undefined : (JSON.parse(s.json) as T);
+  }
+
+  async set<T = unknown>(key: string, value: T, opts?: { ttlMs?: number }): Promise<void> {
+    this.assertOpen();
+    assertKey(key);
+    const ttl = opts?.ttlMs;
+    if (ttl !== undefined && (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl <= 0)) {
+      throw new MnemeError("INVALID_REQUEST", `ttlMs must be a positive number, got ${String(ttl)}`);
+    }
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(value);
+    } catch (e) {
+      throw new MnemeError("INVALID_REQUEST", `cache value for ${key} is not JSON-serialisable`, { cause: e });
+    }
+    if (json === undefined) throw new MnemeError("INVALID_REQUEST", `cache value for ${key} is not JSON-serialisable`);
+    this.slots.set(key, { json, expiresAt: ttl === undefined ? undefined : Date.now() + ttl, createdAt: nowNs() });
+    if (++this.setsSinceSweep >= SWEEP_EVERY) this.sweep(Date.now());
+  }
+
+  async delete(key: string): Promise<boolean> {
+    this.assertOpen();
+    assertKey(key);
+    const live = this.live(key, Date.now()) !== undefined;
+    this.slots.delete(key);
+    return live;
+  }
+
+  async list(opts: PageRequest & { prefix?: string } = {}): Promise<StorePage<CacheEntry>> {
+    this.assertOpen();
+    const limit = resolvePageLimit(opts.limit);
+    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, "s")[0] as string);
+    const prefix = opts.prefix ?? "";
+    const now = Date.now();
+    this.sweep(now);
+    const keys = [...this.slots.keys()]
+      .filter((k) => k.startsWith(prefix) && (after === undefined || k > after))
+      .sort();
+    const items: CacheEntry[] = [];
+    for (const k of keys) {
+      if (items.length === limit) return { items, nextCursor: encodeCursor([(items[items.length - 1] as CacheEntry).key]) };
+      const s = this.slots.get(k) as Slot;
+      const entry: CacheEntry = { key: k, value: JSON.parse(s.json) as unknown, createdAt: s.createdAt };
+      if (s.expiresAt !== undefined) entry.expiresAt = s.expiresAt;
+      items.push(entry);
+    }
+    return { items };
+  }
+
+  async clear(): Promise<void> {
+    this.assertOpen();
+    this.slots.clear();
+  }
+
+  async info(): Promise<StoreInfo> {
+    this.assertOpen();
+    this.sweep(Date.now());
+    let last = 0;
+    for (const s of this.slots.values()) if (s.createdAt > last) last = s.createdAt;
+    return { storeType: "memory", numItems: this.slots.size, lastItemCreatedAt: last, connectionInfo: "memory" };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.slots.clear();
+  }
+
+  private live(key: string, now: number): Slot | undefined {
+    const s = this.slots.get(key);
+    if (s === undefined) return undefined;
+    if (s.expiresAt !== undefined && s.expiresAt <= now) {
+      this.slots.delete(key);
+      return undefined;
+    }
+    return s;
+  }
+
+  private sweep(now: number): void {
+    this.setsSinceSweep = 0;
+    for (const [k, s] of this.slots) if (s.expiresAt !== undefined && s.expiresAt <= now) this.slots.delete(k);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw storeClosed("MemoryCacheStore");
+  }
+}
+
+function assertKey(key: unknown): asserts key is string {
+  if (typeof key !== "string" || key === "") throw new MnemeError("INVALID_REQUEST", "a cache key must be a non-empty string");
+}

@@ -1,0 +1,237 @@
+import { nowNs, newUuid } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import type { StoreInfo } from "../store/store-info.js";
+import { storeClosed } from "./paging.js";
+
+const DEFAULT_BATCH_SIZE = 1000;
+const EMPTY: readonly Event[] = Object.freeze([]);
+
+/**
+ * The in-memory EventStore: the default of `createFacade` and the backend of
+ * tests. Appends run synchronously inside one call, so they are serialised and
+ * atomic without locks; stored events are frozen (the event and its reqCtx,
+ * not the payload) so readers share them without copying.
+ */
+export class MemoryEventRepository implements EventRepository {
+  /** Every event in position order (position i + 1 at index i). */
+  private readonly events: Event[] = [];
+  private readonly byAggregate = new Map<string, Event[]>();
+  private readonly listeners = new Set<AppendListener>();
+  private nextPosition = 1;
+  private closed = false;
+
+  async init(): Promise<void> {
+    this.assertOpen();
+  }
+
+  async append(newEvents: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
+    this.assertOpen();
+    if (!Array.isArray(newEvents)) throw new MnemeError("INVALID_EVENTS", "append takes an array of events");
+    const expected = opts?.expectedVersions;
+
+    // Validate everything before touching state: a failing call writes nothing.
+    const versions = new Map<string, number>();
+    if (expected !== undefined) {
+      for (const [agg, v] of Object.entries(expected)) {
+        if (!Number.isInteger(v) || v < 0) {
+          throw new MnemeError("INVALID_EVENTS", `expected version of ${agg} must be an integer >= 0, got ${String(v)}`);
+        }
+        const current = this.byAggregate.get(agg)?.length ?? 0;
+        if (current !== v) {
+          throw new MnemeError("CONFLICT", `aggregate ${agg} is at version ${current}, expected ${v}`, {
+            details: [{ message: "version moved", aggregateUuid: agg, expectedVersion: v, currentVersion: current }],
+          });
+        }
+      }
+    }
+    const assigned = new Array<number>(newEvents.length);
+    for (let i = 0; i < newEvents.length; i++) {
+      const e = newEvents[i] as NewEvent;
+      if (e === null || typeof e !== "object") throw new MnemeError("INVALID_EVENTS", `event ${i} is not an object`);
+      if (typeof e.aggregateUuid !== "string" || e.aggregateUuid === "") throw invalid(i, "aggregateUuid");
+      if (typeof e.domain !== "string" || e.domain === "") throw invalid(i, "domain");
+      if (typeof e.name !== "string" || e.name === "") throw invalid(i, "name");
+      const current = versions.get(e.aggregateUuid) ?? this.byAggregate.get(e.aggregateUuid)?.length ?? 0;
+      const next = current + 1;
+      if (e.version !== undefined && e.version !== next) {
+        if (Number.isInteger(e.version) && e.version >= 1 && e.version <= current) {
+          throw new MnemeError("CONFLICT", `version ${e.version} of aggregate ${e.aggregateUuid} is taken (current ${current})`, {
+            details: [{ message: "version taken", aggregateUuid: e.aggregateUuid, version: e.version, currentVersion: current }],
+          });
+        }
+        throw new MnemeError("INVALID_EVENTS", `event ${i}: version ${String(e.version)} of aggregate ${e.aggregateUuid} is not the next one (${next})`);
+      }
+      if (e.createdAt !== undefined && !Number.isFinite(e.createdAt)) {
+        throw new MnemeError("INVALID_EVENTS", `event ${i}: createdAt must be a finite number (ns), got ${String(e.createdAt)}`);
+      }
+      if (e.eventUuid !== undefined && (typeof e.eventUuid !== "string" || e.eventUuid === "")) throw invalid(i, "eventUuid");
+      versions.set(e.aggregateUuid, next);
+      assigned[i] = next;
+    }
+    if (newEvents.length === 0) return [];
+
+    // Commit: nothing below can fail.
+    const stored = new Array<Event>(newEvents.length);
+    let lastCtxIn: RequestContext | undefined;
+    let lastCtxOut: RequestContext = EMPTY_CTX;
+    for (let i = 0; i < newEvents.length; i++) {
+      const e = newEvents[i] as NewEvent;
+      // Events of one command share one reqCtx: copy it once per distinct object.
+      let reqCtx = EMPTY_CTX;
+      if (e.reqCtx !== undefined) {
+        if (e.reqCtx !== lastCtxIn) {
+          lastCtxIn = e.reqCtx;
+          lastCtxOut = Object.freeze({ ...e.reqCtx });
+        }
+        reqCtx = lastCtxOut;
+      }
+      const ev: Event = {
+        eventUuid: e.eventUuid ?? newUuid(),
+        position: this.nextPosition++,
+        tenantUuid: e.tenantUuid ?? "",
+        domain: e.domain,
+        name: e.name,
+        aggregateUuid: e.aggregateUuid,
+        version: assigned[i] as number,
+        createdAt: e.createdAt ?? nowNs(),
+        reqCtx,
+        payload: e.payload,
+      };
+      if (e.commandUuid !== undefined) ev.commandUuid = e.commandUuid;
+      Object.freeze(ev);
+      stored[i] = ev;
+      this.events.push(ev);
+      let stream = this.byAggregate.get(ev.aggregateUuid);
+      if (stream === undefined) {
+        stream = [];
+        this.byAggregate.set(ev.aggregateUuid, stream);
+      }
+      stream.push(ev);
+    }
+    this.notify(stored);
+    return stored.slice();
+  }
+
+  async loadAggregate(aggregateUuid: string, opts?: { fromVersion?: number }): Promise<Event[]> {
+    this.assertOpen();
+    const stream = this.byAggregate.get(aggregateUuid) ?? EMPTY;
+    const from = opts?.fromVersion ?? 1;
+    if (typeof from !== "number" || Number.isNaN(from)) {
+      throw new MnemeError("INVALID_REQUEST", `fromVersion must be a number, got ${String(from)}`);
+    }
+    // Versions are dense from 1, so version v sits at index v - 1.
+    return stream.slice(Math.max(0, Math.ceil(from) - 1));
+  }
+
+  async loadAggregates(aggregateUuids: readonly string[]): Promise<Map<string, Event[]>> {
+    this.assertOpen();
+    const out = new Map<string, Event[]>();
+    for (const id of aggregateUuids) out.set(id, (this.byAggregate.get(id) ?? EMPTY).slice());
+    return out;
+  }
+
+  readAll(opts: ReadAllOptions = {}): AsyncIterable<Event[]> {
+    return this.pages(opts);
+  }
+
+  private async *pages(opts: ReadAllOptions): AsyncGenerator<Event[], void, undefined> {
+    this.assertOpen();
+    const batchSize = opts.batchSize ?? DEFAULT_BATCH_SIZE;
+    if (!Number.isInteger(batchSize) || batchSize < 1) {
+      throw new MnemeError("INVALID_REQUEST", `batchSize must be a positive integer, got ${String(batchSize)}`);
+    }
+    let after = opts.afterPosition ?? 0;
+    const until = opts.untilPosition ?? Number.POSITIVE_INFINITY;
+    if (typeof after !== "number" || Number.isNaN(after)) throw new MnemeError("INVALID_REQUEST", "afterPosition must be a number");
+    if (typeof until !== "number" || Number.isNaN(until)) throw new MnemeError("INVALID_REQUEST", "untilPosition must be a number");
+    const tenant = opts.tenantUuid;
+    const paths = opts.eventPaths === undefined ? undefined : new Set(opts.eventPaths);
+    const signal = opts.signal;
+    const events = this.events;
+
+    for (;;) {
+      if (signal?.aborted === true || this.closed) return;
+      let i = firstAfter(events, after);
+      const page: Event[] = [];
+      let scannedTo = after;
+      // The store is read again for every page, so events appended while the
+      // caller works on a page show up in the next one.
+      while (i < events.length && page.length < batchSize) {
+        const e = events[i] as Event;
+        if (e.position > until) break;
+        scannedTo = e.position;
+        i++;
+        if (tenant !== undefined && e.tenantUuid !== tenant) continue;
+        if (paths !== undefined && !paths.has(`${e.domain}.${e.name}`)) continue;
+        page.push(e);
+      }
+      if (page.length === 0) return;
+      after = scannedTo;
+      yield page;
+    }
+  }
+
+  async headPosition(): Promise<number> {
+    this.assertOpen();
+    return this.events.length === 0 ? 0 : (this.events[this.events.length - 1] as Event).position;
+  }
+
+  async info(): Promise<StoreInfo> {
+    this.assertOpen();
+    const last = this.events[this.events.length - 1];
+    return { storeType: "memory", numItems: this.events.length, lastItemCreatedAt: last?.createdAt ?? 0, connectionInfo: "memory" };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.listeners.clear();
+  }
+
+  /**
+   * Registers a listener called synchronously after each commit, in commit
+   * (= position) order. A listener must not throw: its error is swallowed so
+   * one faulty listener cannot make a committed append look failed.
+   */
+  onAppend(listener: AppendListener): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  private notify(events: readonly Event[]): void {
+    if (this.listeners.size === 0) return;
+    const frozen = Object.freeze(events.slice());
+    for (const l of [...this.listeners]) {
+      try {
+        l(frozen);
+      } catch {
+        // The append is committed whatever a listener does (see onAppend).
+      }
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw storeClosed("MemoryEventRepository");
+  }
+}
+
+const EMPTY_CTX: RequestContext = Object.freeze({});
+
+function invalid(i: number, field: string): MnemeError {
+  return new MnemeError("INVALID_EVENTS", `event ${i}: ${field} must be a non-empty string`);
+}
+
+/** Index of the first event whose position is greater than `after` (binary search). */
+function firstAfter(events: readonly Event[], after: number): number {
+  let lo = 0;
+  let hi = events.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((events[mid] as Event).position <= after) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

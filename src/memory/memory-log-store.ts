@@ -1,0 +1,103 @@
+import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
+import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
+import { decodeCursor, encodeCursor, resolvePageLimit, storeClosed } from "./paging.js";
+
+const LEVELS = new Set<LogLevel>(["debug", "info", "warn", "error"]);
+
+/**
+ * The in-memory LogStore: entries get increasing ids (never reused, also after
+ * a delete) and are listed oldest first. `level` filters by exact level.
+ */
+export class MemoryLogStore implements LogStore {
+  /** In id order; entries are private and frozen, `data` is kept as JSON. */
+  private readonly entries: { entry: LogEntry; dataJson: string | undefined }[] = [];
+  private lastId = 0;
+  private closed = false;
+
+  async init(): Promise<void> {
+    this.assertOpen();
+  }
+
+  async append(input: NewLogEntry): Promise<LogEntry> {
+    this.assertOpen();
+    if (input === null || typeof input !== "object") throw new MnemeError("INVALID_REQUEST", "a log entry must be an object");
+    if (!LEVELS.has(input.level)) throw new MnemeError("INVALID_REQUEST", `log level must be debug, info, warn or error, got ${String(input.level)}`);
+    if (typeof input.message !== "string") throw new MnemeError("INVALID_REQUEST", "log message must be a string");
+    if (input.source !== undefined && typeof input.source !== "string") throw new MnemeError("INVALID_REQUEST", "log source must be a string");
+    if (input.tenantUuid !== undefined && typeof input.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "log tenantUuid must be a string");
+    let dataJson: string | undefined;
+    if (input.data !== undefined) {
+      if (input.data === null || typeof input.data !== "object" || Array.isArray(input.data)) {
+        throw new MnemeError("INVALID_REQUEST", "log data must be an object");
+      }
+      try {
+        dataJson = JSON.stringify(input.data);
+      } catch (e) {
+        throw new MnemeError("INVALID_REQUEST", "log data is not JSON-serialisable", { cause: e });
+      }
+    }
+    const entry: LogEntry = { id: ++this.lastId, createdAt: nowNs(), level: input.level, message: input.message };
+    if (input.source !== undefined) entry.source = input.source;
+    if (input.tenantUuid !== undefined) entry.tenantUuid = input.tenantUuid;
+    this.entries.push({ entry: Object.freeze(entry), dataJson });
+    return materialise(entry, dataJson);
+  }
+
+  async list(opts: PageRequest & { level?: LogLevel; source?: string; tenantUuid?: string } = {}): Promise<StorePage<LogEntry>> {
+    this.assertOpen();
+    const limit = resolvePageLimit(opts.limit);
+    const afterId = opts.cursor === undefined ? 0 : (decodeCursor(opts.cursor, "n")[0] as number);
+    const items: LogEntry[] = [];
+    for (let i = firstAfter(this.entries, afterId); i < this.entries.length; i++) {
+      const { entry, dataJson } = this.entries[i] as (typeof this.entries)[number];
+      if (opts.level !== undefined && entry.level !== opts.level) continue;
+      if (opts.source !== undefined && entry.source !== opts.source) continue;
+      if (opts.tenantUuid !== undefined && entry.tenantUuid !== opts.tenantUuid) continue;
+      if (items.length === limit) return { items, nextCursor: encodeCursor([(items[items.length - 1] as LogEntry).id]) };
+      items.push(materialise(entry, dataJson));
+    }
+    return { items };
+  }
+
+  async delete(id: number): Promise<boolean> {
+    this.assertOpen();
+    const i = firstAfter(this.entries, id - 1);
+    if (this.entries[i]?.entry.id !== id) return false;
+    this.entries.splice(i, 1);
+    return true;
+  }
+
+  async info(): Promise<StoreInfo> {
+    this.assertOpen();
+    const last = this.entries[this.entries.length - 1];
+    return { storeType: "memory", numItems: this.entries.length, lastItemCreatedAt: last?.entry.createdAt ?? 0, connectionInfo: "memory" };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw storeClosed("MemoryLogStore");
+  }
+}
+
+function materialise(entry: LogEntry, dataJson: string | undefined): LogEntry {
+  const out: LogEntry = { ...entry };
+  if (dataJson !== undefined) out.data = JSON.parse(dataJson) as Record<string, unknown>;
+  return out;
+}
+
+/** Index of the first entry with an id greater than `id`. */
+function firstAfter(entries: readonly { entry: LogEntry }[], id: number): number {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((entries[mid] as { entry: LogEntry }).entry.id <= id) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}

@@ -1,0 +1,354 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { StoreInfo } from "../store/store-info.js";
+import { AsyncMutex } from "./async-mutex.js";
+import { storeClosed } from "./paging.js";
+
+interface Doc {
+  /** What callers get, parsed afresh each time. */
+  json: string;
+  /** A private parse of `json` that list/count read fields from. */
+  value: unknown;
+}
+
+interface Coll {
+  docs: Map<string, Doc>;
+  /** Keys in code-unit order; dropped when a key is added or removed. */
+  sortedKeys: string[] | undefined;
+}
+
+interface Tx {
+  /** Inverse operations of the transaction's writes, applied backwards on rollback. */
+  undo: (() => void)[];
+}
+
+const FIELD = /^[A-Za-z0-9_]+$/;
+
+/**
+ * The in-memory ReadmodelStoreBackend. Documents are stored as JSON (copies in,
+ * copies out). Transactions are serialised by a mutex and undone from an undo
+ * log when they throw; AsyncLocalStorage tells writes inside the running
+ * transaction (applied at once) from writes outside it (they wait). Reads never
+ * wait, so a read from outside may see a running transaction's writes.
+ */
+export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
+  private readonly colls = new Map<string, Coll>();
+  private readonly checkpoints = new Map<string, number>();
+  private readonly mutex = new AsyncMutex();
+  private readonly als = new AsyncLocalStorage<Tx>();
+  private activeTx: Tx | undefined;
+  private lastWriteAt = 0;
+  private closed = false;
+
+  async init(): Promise<void> {
+    this.assertOpen();
+  }
+
+  collection<T>(name: string): ReadmodelCollection<T> {
+    if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "a collection name must be a non-empty string");
+    return new MemoryCollection<T>(this, name);
+  }
+
+  async listCollections(): Promise<string[]> {
+    this.assertOpen();
+    return [...this.colls.keys()].sort();
+  }
+
+  async transaction<R>(fn: () => Promise<R>): Promise<R> {
+    this.assertOpen();
+    if (this.insideTx()) return fn();
+    const release = await this.mutex.acquire();
+    const tx: Tx = { undo: [] };
+    const lastWriteAt = this.lastWriteAt;
+    this.activeTx = tx;
+    try {
+      return await this.als.run(tx, fn);
+    } catch (e) {
+      for (let i = tx.undo.length - 1; i >= 0; i--) (tx.undo[i] as () => void)();
+      this.lastWriteAt = lastWriteAt;
+      throw e;
+    } finally {
+      this.activeTx = undefined;
+      release();
+    }
+  }
+
+  async getCheckpoint(handler: string): Promise<number> {
+    this.assertOpen();
+    return this.checkpoints.get(handler) ?? 0;
+  }
+
+  async setCheckpoint(handler: string, position: number): Promise<void> {
+    if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "a handler name must be a non-empty string");
+    if (!Number.isInteger(position) || position < 0) throw new MnemeError("INVALID_REQUEST", `a checkpoint must be an integer >= 0, got ${String(position)}`);
+    await this.write(() => {
+      const had = this.checkpoints.has(handler);
+      const prev = this.checkpoints.get(handler);
+      this.logUndo(() => (had ? this.checkpoints.set(handler, prev as number) : this.checkpoints.delete(handler)));
+      this.checkpoints.set(handler, position);
+    });
+  }
+
+  async info(): Promise<StoreInfo> {
+    this.assertOpen();
+    let n = 0;
+    for (const c of this.colls.values()) n += c.docs.size;
+    return { storeType: "memory", numItems: n, lastItemCreatedAt: n === 0 ? 0 : this.lastWriteAt, connectionInfo: "memory" };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  // --- used by MemoryCollection ---------------------------------------------
+
+  /** @internal */
+  assertOpen(): void {
+    if (this.closed) throw storeClosed("MemoryReadmodelStoreBackend");
+  }
+
+  /** @internal The collection, or undefined when it never held a document. */
+  peek(name: string): Coll | undefined {
+    return this.colls.get(name);
+  }
+
+  /** @internal The collection, created (and the creation logged for rollback) when needed. */
+  ensure(name: string): Coll {
+    let c = this.colls.get(name);
+    if (c === undefined) {
+      c = { docs: new Map(), sortedKeys: [] };
+      this.colls.set(name, c);
+      this.logUndo(() => this.colls.delete(name));
+    }
+    return c;
+  }
+
+  /** @internal Replaces a collection's contents with nothing (clear), logging the old contents. */
+  reset(name: string): void {
+    const old = this.colls.get(name);
+    if (old === undefined || old.docs.size === 0) return;
+    this.colls.set(name, { docs: new Map(), sortedKeys: [] });
+    this.logUndo(() => this.colls.set(name, old));
+  }
+
+  /** @internal Stores (or, with undefined, removes) one document, logging the previous one. */
+  setDoc(c: Coll, key: string, doc: Doc | undefined): boolean {
+    const prev = c.docs.get(key);
+    if (doc === undefined) {
+      if (prev === undefined) return false;
+      c.docs.delete(key);
+      c.sortedKeys = undefined;
+    } else {
+      if (prev === undefined) c.sortedKeys = undefined;
+      c.docs.set(key, doc);
+      this.lastWriteAt = nowNs();
+    }
+    // `c` is the object the write went to: a clear swaps objects, and undoing in
+    // reverse order puts each object back before its own writes are undone.
+    this.logUndo(() => {
+      if (prev === undefined) {
+        if (c.docs.delete(key)) c.sortedKeys = undefined;
+      } else {
+        if (!c.docs.has(key)) c.sortedKeys = undefined;
+        c.docs.set(key, prev);
+      }
+    });
+    return true;
+  }
+
+  /**
+   * @internal Runs a write: at once inside the running transaction or when no
+   * transaction runs, else after the running (and queued) transactions.
+   */
+  async write<R>(apply: () => R): Promise<R> {
+    this.assertOpen();
+    if (this.insideTx() || !this.mutex.locked) return apply();
+    const release = await this.mutex.acquire();
+    try {
+      this.assertOpen();
+      return apply();
+    } finally {
+      release();
+    }
+  }
+
+  private insideTx(): boolean {
+    const tx = this.als.getStore();
+    // A stale context (a callback that outlived its transaction) counts as outside.
+    return tx !== undefined && tx === this.activeTx;
+  }
+
+  private logUndo(fn: () => void): void {
+    // Only writes of the running transaction are logged; outside writes run when none is active.
+    this.activeTx?.undo.push(fn);
+  }
+}
+
+class MemoryCollection<T> implements ReadmodelCollection<T> {
+  constructor(
+    private readonly backend: MemoryReadmodelStoreBackend,
+    private readonly name: string,
+  ) {}
+
+  async get(key: string): Promise<T | undefined> {
+    this.backend.assertOpen();
+    const d = this.backend.peek(this.name)?.docs.get(key);
+    return d === undefined ? undefined : (JSON.parse(d.json) as T);
+  }
+
+  async getMany(keys: readonly string[]): Promise<Map<string, T>> {
+    this.backend.assertOpen();
+    const out = new Map<string, T>();
+    const docs = this.backend.peek(this.name)?.docs;
+    if (docs === undefined) return out;
+    for (const k of keys) {
+      const d = docs.get(k);
+      if (d !== undefined) out.set(k, JSON.parse(d.json) as T);
+    }
+    return out;
+  }
+
+  async put(key: string, doc: T): Promise<void> {
+    const d = toDoc(key, doc);
+    await this.backend.write(() => {
+      this.backend.setDoc(this.backend.ensure(this.name), key, d);
+    });
+  }
+
+  async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
+    if (!Array.isArray(entries)) throw new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
+    const docs = entries.map(([k, v]) => [k, toDoc(k, v)] as const);
+    if (docs.length === 0) return;
+    await this.backend.write(() => {
+      const c = this.backend.ensure(this.name);
+      for (const [k, d] of docs) this.backend.setDoc(c, k, d);
+    });
+  }
+
+  async delete(key: string): Promise<boolean> {
+    assertKey(key);
+    return this.backend.write(() => {
+      const c = this.backend.peek(this.name);
+      return c === undefined ? false : this.backend.setDoc(c, key, undefined);
+    });
+  }
+
+  async list(opts: ListOptions = {}): Promise<T[]> {
+    this.backend.assertOpen();
+    const offset = opts.offset ?? 0;
+    const limit = opts.limit;
+    if (!Number.isInteger(offset) || offset < 0) throw new MnemeError("INVALID_REQUEST", `offset must be an integer >= 0, got ${String(offset)}`);
+    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) throw new MnemeError("INVALID_REQUEST", `limit must be an integer >= 0, got ${String(limit)}`);
+    const orderBy = opts.orderBy;
+    if (orderBy !== undefined) assertField(orderBy, "orderBy");
+    const match = matcher(opts.where);
+    const c = this.backend.peek(this.name);
+    if (c === undefined) return [];
+
+    let keys: string[];
+    if (orderBy === undefined) {
+      c.sortedKeys ??= [...c.docs.keys()].sort();
+      keys = match === undefined ? c.sortedKeys : c.sortedKeys.filter((k) => match((c.docs.get(k) as Doc).value));
+      if (opts.descending === true) keys = keys.slice().reverse();
+    } else {
+      const rows: { key: string; v: unknown }[] = [];
+      for (const [key, d] of c.docs) {
+        if (match !== undefined && !match(d.value)) continue;
+        rows.push({ key, v: fieldOf(d.value, orderBy) });
+      }
+      const dir = opts.descending === true ? -1 : 1;
+      rows.sort((a, b) => dir * (compareValues(a.v, b.v) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)));
+      keys = rows.map((r) => r.key);
+    }
+    const end = limit === undefined ? keys.length : offset + limit;
+    return keys.slice(offset, end).map((k) => JSON.parse((c.docs.get(k) as Doc).json) as T);
+  }
+
+  async count(where?: ListOptions["where"]): Promise<number> {
+    this.backend.assertOpen();
+    const match = matcher(where);
+    const c = this.backend.peek(this.name);
+    if (c === undefined) return 0;
+    if (match === undefined) return c.docs.size;
+    let n = 0;
+    for (const d of c.docs.values()) if (match(d.value)) n++;
+    return n;
+  }
+
+  async clear(): Promise<void> {
+    await this.backend.write(() => this.backend.reset(this.name));
+  }
+}
+
+function assertKey(key: unknown): asserts key is string {
+  if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
+}
+
+function toDoc(key: string, doc: unknown): Doc {
+  assertKey(key);
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(doc);
+  } catch (e) {
+    throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`, { cause: e });
+  }
+  if (json === undefined) throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`);
+  return { json, value: JSON.parse(json) as unknown };
+}
+
+function assertField(name: unknown, what: string): void {
+  if (typeof name !== "string" || !FIELD.test(name)) {
+    throw new MnemeError("INVALID_REQUEST", `${what} must be a field name of letters, digits and _, got ${JSON.stringify(name)}`);
+  }
+}
+
+function matcher(where: ListOptions["where"]): ((doc: unknown) => boolean) | undefined {
+  if (where === undefined) return undefined;
+  if (where === null || typeof where !== "object") throw new MnemeError("INVALID_REQUEST", "where must be an object");
+  const conds = Object.entries(where);
+  for (const [f, v] of conds) {
+    assertField(f, "a where field");
+    const ok = typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v));
+    if (!ok) throw new MnemeError("INVALID_REQUEST", `where.${f} must be a string, a finite number or a boolean`);
+  }
+  if (conds.length === 0) return undefined;
+  // Strict equality: 1 matches neither "1" nor true, as in the SQL backends.
+  return (doc) => conds.every(([f, v]) => fieldOf(doc, f) === v);
+}
+
+function fieldOf(doc: unknown, field: string): unknown {
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return undefined;
+  return Object.prototype.hasOwnProperty.call(doc, field) ? (doc as Record<string, unknown>)[field] : undefined;
+}
+
+/** Missing/null < booleans < numbers < strings < objects and arrays (by JSON). */
+function rank(v: unknown): number {
+  if (v === undefined || v === null) return 0;
+  switch (typeof v) {
+    case "boolean":
+      return 1;
+    case "number":
+      return 2;
+    case "string":
+      return 3;
+    default:
+      return 4;
+  }
+}
+
+function compareValues(a: unknown, b: unknown): number {
+  const ra = rank(a);
+  const rb = rank(b);
+  if (ra !== rb) return ra - rb;
+  if (ra === 0) return 0;
+  if (ra === 4) {
+    const ja = JSON.stringify(a);
+    const jb = JSON.stringify(b);
+    return ja < jb ? -1 : ja > jb ? 1 : 0;
+  }
+  const x = a as number | string | boolean;
+  const y = b as number | string | boolean;
+  return x < y ? -1 : x > y ? 1 : 0;
+}

@@ -1,0 +1,80 @@
+import { MnemeError } from "../core/errors.js";
+import type { StoreInfo } from "../store/store-info.js";
+import { describeConnection, type PgPool } from "./postgres-pool.js";
+import { quoteIdent, validateSchemaName } from "./postgres-schema.js";
+
+/** Options every Postgres store takes: the pool (owned by the caller) and the schema. */
+export interface PostgresStoreOptions {
+  /** The pool the store queries through; the store never ends it. */
+  readonly pool: PgPool;
+  /** The schema holding the store's tables (an identifier; created by init()). Default "mneme". */
+  readonly schema?: string;
+  /** Shown in info(); default derived from the pool's options, without the password. */
+  readonly connectionInfo?: string;
+}
+
+/**
+ * What every Postgres store shares: the pool, the validated and quoted schema,
+ * STORE_CLOSED after close(), and a close() that waits for calls in flight so a
+ * pool ended right after close() does not cut a running write.
+ */
+export abstract class PostgresStoreBase {
+  protected readonly pool: PgPool;
+  protected readonly schema: string;
+  /** `"schema"`, ready to prefix table names in SQL. */
+  protected readonly qschema: string;
+  protected readonly connectionInfo: string;
+  private closed = false;
+  private closing: Promise<void> | undefined;
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(opts: PostgresStoreOptions) {
+    if (typeof opts !== "object" || opts === null || typeof opts.pool?.query !== "function" || typeof opts.pool.connect !== "function") {
+      throw new MnemeError("INVALID_REQUEST", "postgres: a store needs { pool } (a pg.Pool or a pool-shaped object)");
+    }
+    this.pool = opts.pool;
+    this.schema = validateSchemaName(opts.schema);
+    this.qschema = quoteIdent(this.schema);
+    this.connectionInfo = opts.connectionInfo ?? describeConnection(opts.pool, this.schema);
+  }
+
+  /** True once close() was called. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Closes the store: later calls reject with STORE_CLOSED; waits for calls in flight. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.closed = true;
+      await this.onClose();
+      while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    })();
+    return this.closing;
+  }
+
+  /** Subclasses release their own resources here (dedicated clients, timers). */
+  protected async onClose(): Promise<void> {}
+
+  /** Throws STORE_CLOSED once closed. */
+  protected assertOpen(): void {
+    if (this.closed) throw new MnemeError("STORE_CLOSED", `postgres: ${this.constructor.name} is closed`);
+  }
+
+  /** Runs `fn` as a call close() waits for; rejects with STORE_CLOSED once closed. */
+  protected track<R>(fn: () => Promise<R>): Promise<R> {
+    this.assertOpen();
+    const p = fn();
+    this.inFlight.add(p);
+    const done = (): void => {
+      this.inFlight.delete(p);
+    };
+    p.then(done, done);
+    return p;
+  }
+
+  /** A StoreInfo of this store. */
+  protected storeInfo(numItems: number, lastItemCreatedAt: number): StoreInfo {
+    return { storeType: "postgres", numItems, lastItemCreatedAt, connectionInfo: this.connectionInfo };
+  }
+}

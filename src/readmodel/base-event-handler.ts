@@ -1,0 +1,603 @@
+import { errorMessage, isMnemeError, MnemeError } from "../core/errors.js";
+import { AllEvents, type AllEventsType, type EventType } from "../core/tokens.js";
+import type { Event } from "../core/types.js";
+import type { EventRepository } from "../store/event-repository.js";
+import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { SystemEventKind } from "../runtime/system-events.js";
+import type {
+  DomainEventHandler, EventHandler, EventHandlerInfo, EventHandlerMetrics, EventHandlerState,
+  HandlerContext, RestorationState, RestoreReport,
+} from "./event-handler.js";
+import { HandlerMetrics } from "./handler-metrics.js";
+
+/**
+ * What the facade gives a handler when it is registered: where events come
+ * from, where checkpoints go, where system events are published.
+ * @internal
+ */
+export interface HandlerHost {
+  readonly eventRepository: EventRepository;
+  /** The facade's default readmodel backend (checkpoints of plain handlers). */
+  readonly readmodelStoreBackend: ReadmodelStoreBackend;
+  publish(kind: SystemEventKind, data: Record<string, unknown>, tenantUuid?: string): void;
+  /** The highest position the facade has seen (for lag). */
+  knownHead(): number;
+  noteHead(position: number): void;
+}
+
+/** Tuning of delivery and restoration. */
+export interface DeliveryOptions {
+  /** Events per replay page and backend transaction. Default 1000. */
+  restoreBatchSize: number;
+  /** Live events buffered during a restoration before the buffer is dropped and the store is read instead. Default 10,000. */
+  catchBufferLimit: number;
+  /** Publish RestoreProgress every this many events. Default 50,000. */
+  progressEvery: number;
+}
+
+export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({ restoreBatchSize: 1000, catchBufferLimit: 10_000, progressEvery: 50_000 });
+
+/** A handler function failed on `event`. */
+export class HandlerFailure extends Error {
+  constructor(readonly event: Event, readonly error: unknown) {
+    super(`handler failed on ${event.domain}.${event.name} at position ${event.position}: ${errorMessage(error)}`, { cause: error });
+  }
+}
+
+interface Waiter {
+  from: number;
+  to: number;
+  resolve: (e: Error | undefined) => void;
+}
+
+type QueueItem = readonly Event[] | null; // null: read from the store
+
+/**
+ * Base of every event handler: live delivery in position order, exactly once,
+ * a persisted checkpoint, start/stop, failure isolation and metrics.
+ * BaseReadmodel adds restoration on top.
+ */
+export class BaseEventHandler implements EventHandler {
+  /** Set by the author in the constructor. */
+  domain = "";
+  /** Set by the author in the constructor; unique per facade (the eventHandlerName). */
+  name = "";
+  catchedEvents: Event[] = [];
+  restorationState: RestorationState = "idle";
+  lastEventTimestamp = 0;
+  lastPosition = 0;
+
+  protected host: HandlerHost | undefined;
+  protected delivery: DeliveryOptions = DEFAULT_DELIVERY;
+  protected readonly metrics = new HandlerMetrics();
+
+  readonly #handlers = new Map<string, DomainEventHandler[]>();
+  readonly #catchAll: DomainEventHandler[] = [];
+  readonly #eventTypes = new Map<string, EventType>();
+  #resolved = new Map<string, DomainEventHandler[]>();
+  #state: EventHandlerState = "stopped";
+  #queue: QueueItem[] = [];
+  #pumping: Promise<void> | undefined;
+  #waiters: Waiter[] = [];
+  #failedAt = 0;
+  #failure: Error | undefined;
+  #persistedPosition = 0;
+  // restoration hand-off
+  #catching = false;
+  #catchOverflow = false;
+  #catchPull = false;
+  #restore: { controller: AbortController; done: Promise<RestoreReport> } | undefined;
+
+  get state(): EventHandlerState {
+    return this.#state;
+  }
+
+  /**
+   * Registers a handler function for one event type, or for every event with `AllEvents`.
+   * @example
+   * this.addDomainEventHandler(TodoCreated, async (ctx, event, todo) => { ... });
+   */
+  addDomainEventHandler<P>(
+    type: EventType<P> | AllEventsType,
+    fn: (ctx: HandlerContext, event: Event<P>, domainEvt: P) => Promise<void> | void,
+  ): void {
+    if (typeof fn !== "function") throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: a domain event handler must be a function`);
+    if (type === AllEvents || (type as { kind?: string }).kind === "allEvents") {
+      this.#catchAll.push({ eventPath: "*", domain: "*", eventName: "*", fn: fn as DomainEventHandler["fn"] });
+    } else {
+      const t = type as EventType<P>;
+      if (t.kind !== "event") throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: addDomainEventHandler takes an event type or AllEvents`);
+      const list = this.#handlers.get(t.path) ?? [];
+      list.push({ eventPath: t.path, domain: t.domain, eventName: t.name, fn: fn as DomainEventHandler["fn"] });
+      this.#handlers.set(t.path, list);
+      this.#eventTypes.set(t.path, t as EventType);
+    }
+    this.#resolved = new Map();
+  }
+
+  /** The handlers for an event (type or path "Domain.Name"): specific ones first, then catch-all ones. */
+  getDomainEventHandlers(typeOrPath: EventType | AllEventsType | string): DomainEventHandler[] {
+    const path = typeof typeOrPath === "string" ? typeOrPath : typeOrPath.path;
+    if (path === "*") return [...this.#catchAll];
+    return [...(this.#handlers.get(path) ?? []), ...this.#catchAll];
+  }
+
+  /** The unique event types this handler handles (AllEvents excluded). */
+  getDomainEvents(): EventType[] {
+    return [...this.#eventTypes.values()];
+  }
+
+  /** True when a catch-all handler is registered. */
+  protected handlesAllEvents(): boolean {
+    return this.#catchAll.length > 0;
+  }
+
+  /** Paths this handler needs read from the store, or undefined for every event. */
+  protected eventPathFilter(): string[] | undefined {
+    return this.handlesAllEvents() ? undefined : this.getDomainEvents().map((t) => t.path);
+  }
+
+  /** Handlers for a stored event, cached per path. */
+  protected handlersFor(event: Event): DomainEventHandler[] {
+    const path = `${event.domain}.${event.name}`;
+    let fns = this.#resolved.get(path);
+    if (fns === undefined) {
+      fns = this.getDomainEventHandlers(path);
+      this.#resolved.set(path, fns);
+    }
+    return fns;
+  }
+
+  /** Where this handler's checkpoint (and, for readmodels, documents) live. */
+  protected checkpointBackend(): ReadmodelStoreBackend {
+    if (this.host === undefined) throw new MnemeError("NOT_STARTED", `event handler ${this.name} is not registered with a facade`);
+    return this.host.readmodelStoreBackend;
+  }
+
+  /** @internal Called by the facade on registration. */
+  attachHost(host: HandlerHost, delivery: DeliveryOptions = DEFAULT_DELIVERY): void {
+    this.host = host;
+    this.delivery = delivery;
+    this.#resolved = new Map();
+  }
+
+  /** Metrics of event processing. */
+  getMetrics(): EventHandlerMetrics {
+    return this.metrics.snapshot(this.lastPosition, this.lastEventTimestamp, this.host?.knownHead() ?? this.lastPosition);
+  }
+
+  /** The record the Runtime lists. */
+  info(): EventHandlerInfo {
+    const info: EventHandlerInfo = {
+      eventHandlerName: this.name,
+      domain: this.domain,
+      name: this.name,
+      state: this.#state,
+      restorationState: this.restorationState,
+      domainEvents: this.getDomainEvents().map((t) => t.path).concat(this.handlesAllEvents() ? ["*"] : []),
+      lastPosition: this.lastPosition,
+      lastEventTimestamp: this.lastEventTimestamp,
+      hasMetrics: this.isStateRestorer(),
+      isStateRestorer: this.isStateRestorer(),
+    };
+    if (this.metrics.lastError !== undefined && this.#state === "failed") info.lastError = this.metrics.lastError;
+    return info;
+  }
+
+  /** Whether this handler can rebuild its state (BaseReadmodel: true). */
+  isStateRestorer(): boolean {
+    return false;
+  }
+
+  // ---------------------------------------------------------------- live delivery
+
+  /** @internal Live delivery: committed events (in commit order), or null for "read the store". */
+  notify(events: readonly Event[] | null): void {
+    if (this.#catching) {
+      if (events === null) {
+        this.#catchPull = true;
+      } else {
+        this.metrics.eventsCaught += events.length;
+        if (!this.#catchOverflow && this.catchedEvents.length + events.length <= this.delivery.catchBufferLimit) {
+          for (const e of events) this.catchedEvents.push(e);
+        } else {
+          this.#catchOverflow = true;
+        }
+      }
+      return;
+    }
+    if (this.#state !== "running") return;
+    this.#queue.push(events);
+    if (this.#pumping === undefined) this.#pumping = this.#pump();
+  }
+
+  /**
+   * @internal Resolves when the handler has processed up to `to` (undefined), failed on an
+   * event in [from, to] (that error), or is not running (undefined).
+   */
+  waitFor(from: number, to: number): Promise<Error | undefined> {
+    const settled = this.#settle(from, to);
+    if (settled !== null) return Promise.resolve(settled);
+    return new Promise((resolve) => this.#waiters.push({ from, to, resolve }));
+  }
+
+  #settle(from: number, to: number): Error | undefined | null {
+    if (this.lastPosition >= to) return undefined;
+    if (this.#state === "failed") return this.#failedAt >= from && this.#failedAt <= to ? this.#failure : undefined;
+    if (this.#state === "stopped" && !this.#catching) return undefined;
+    return null;
+  }
+
+  #wake(): void {
+    if (this.#waiters.length === 0) return;
+    const keep: Waiter[] = [];
+    for (const w of this.#waiters) {
+      const s = this.#settle(w.from, w.to);
+      if (s === null) keep.push(w);
+      else w.resolve(s);
+    }
+    this.#waiters = keep;
+  }
+
+  async #pump(): Promise<void> {
+    try {
+      while (this.#queue.length > 0 && this.#state === "running") {
+        const item = this.#queue.shift()!;
+        if (item === null) {
+          while (this.#queue[0] === null) this.#queue.shift(); // coalesce reads
+          await this.#pull();
+          continue;
+        }
+        let i = 0;
+        while (i < item.length && item[i]!.position <= this.lastPosition) i++;
+        if (i === item.length) continue;
+        if (item[i]!.position !== this.lastPosition + 1) {
+          // A gap: something committed before these is not applied yet. The store decides.
+          await this.#pull();
+          continue;
+        }
+        let j = i + 1;
+        while (j < item.length && item[j]!.position === item[j - 1]!.position + 1) j++;
+        await this.applyEvents(i === 0 && j === item.length ? item : item.slice(i, j), false);
+        if (j < item.length) await this.#pull();
+        this.#wake();
+      }
+    } catch (err) {
+      this.#fail(err);
+    } finally {
+      this.#pumping = undefined;
+      this.#wake();
+      // work queued while the last await settled
+      if (this.#queue.length > 0 && this.#state === "running" && !this.#catching) this.#pumping = this.#pump();
+    }
+  }
+
+  /** Reads everything after lastPosition from the store and applies it. */
+  async #pull(): Promise<void> {
+    const host = this.#requireHost();
+    const filter = this.eventPathFilter();
+    const head = filter === undefined ? 0 : await host.eventRepository.headPosition();
+    for await (const batch of host.eventRepository.readAll({
+      afterPosition: this.lastPosition,
+      batchSize: this.delivery.restoreBatchSize,
+      ...(filter === undefined ? {} : { eventPaths: filter }),
+    })) {
+      if (this.#state !== "running") return;
+      const fresh = batch[0] !== undefined && batch[0].position <= this.lastPosition ? batch.filter((e) => e.position > this.lastPosition) : batch;
+      if (fresh.length > 0) await this.applyEvents(fresh, false);
+      this.#wake();
+    }
+    if (filter !== undefined && head > this.lastPosition) {
+      // every event this handler reads up to `head` has been applied
+      this.lastPosition = head;
+    }
+    host.noteHead(this.lastPosition);
+  }
+
+  /**
+   * Applies events (ascending, all after lastPosition) in one backend
+   * transaction with the checkpoint. On failure, the batch is rolled back and
+   * replayed one event per transaction, so the prefix before the failing
+   * event commits and the failing event's writes do not.
+   */
+  protected async applyEvents(events: readonly Event[], restoring: boolean): Promise<void> {
+    const last = events[events.length - 1];
+    if (last === undefined) return;
+    let relevant = false;
+    for (const e of events) {
+      if (this.handlersFor(e).length > 0) {
+        relevant = true;
+        break;
+      }
+    }
+    if (!relevant) {
+      this.lastPosition = last.position;
+      this.lastEventTimestamp = last.createdAt;
+      return;
+    }
+    const backend = this.checkpointBackend();
+    const ctx: HandlerContext = { eventHandlerName: this.name, restoring };
+    const t0 = performance.now();
+    let handled = 0;
+    try {
+      await backend.transaction(async () => {
+        await this.beforeBatch(events);
+        for (const e of events) {
+          const fns = this.handlersFor(e);
+          if (fns.length === 0) continue;
+          const s = restoring ? 0 : performance.now();
+          for (const h of fns) {
+            const r = h.fn(ctx, e, e.payload);
+            if (r !== undefined && typeof (r as Promise<void>).then === "function") await r;
+          }
+          handled++;
+          if (!restoring) this.metrics.sample((performance.now() - s) * 1000);
+        }
+        await this.afterBatch();
+        await backend.setCheckpoint(this.name, last.position);
+      });
+    } catch (err) {
+      this.discardBatch();
+      if (err instanceof HandlerFailure) throw err;
+      if (events.length > 1) {
+        for (const e of events) await this.applyEvents([e], restoring);
+        return;
+      }
+      throw new HandlerFailure(events[0]!, err);
+    }
+    if (restoring) this.metrics.sampleBatch(handled, (performance.now() - t0) * 1000);
+    this.metrics.eventsProcessed += handled;
+    this.lastPosition = last.position;
+    this.lastEventTimestamp = last.createdAt;
+    this.#persistedPosition = last.position;
+  }
+
+  /** Inside the batch's transaction, before its events are handled (e.g. to prefetch documents). */
+  protected async beforeBatch(_events: readonly Event[]): Promise<void> {
+    /* nothing by default */
+  }
+
+  /** Inside the batch's transaction, after its events were handled (e.g. to flush a write-back cache). */
+  protected async afterBatch(): Promise<void> {
+    /* nothing by default */
+  }
+
+  /** The batch was rolled back: drop whatever beforeBatch/handlers buffered. */
+  protected discardBatch(): void {
+    /* nothing by default */
+  }
+
+  #fail(err: unknown): void {
+    const failure = err instanceof HandlerFailure ? err : undefined;
+    const cause = failure?.error ?? err;
+    this.metrics.eventsFailed++;
+    this.metrics.lastError = errorMessage(cause);
+    this.#failedAt = failure?.event.position ?? this.lastPosition + 1;
+    this.#failure = isMnemeError(cause)
+      ? cause
+      : new MnemeError("HANDLER_FAILED", `event handler ${this.name} failed${failure ? ` on ${failure.event.domain}.${failure.event.name} at position ${failure.event.position}` : ""}: ${errorMessage(cause)}`, { cause });
+    this.#queue = [];
+    this.#setState("failed");
+    this.host?.publish("HandlerFailed", {
+      eventHandlerName: this.name,
+      error: this.metrics.lastError,
+      position: this.#failedAt,
+      ...(failure ? { eventPath: `${failure.event.domain}.${failure.event.name}`, eventUuid: failure.event.eventUuid } : {}),
+    }, failure?.event.tenantUuid || undefined);
+  }
+
+  #setState(state: EventHandlerState): void {
+    if (this.#state === state) return;
+    const from = this.#state;
+    this.#state = state;
+    this.host?.publish("EventHandlerStateChanged", { eventHandlerName: this.name, from, to: state, restorationState: this.restorationState });
+    this.#wake();
+  }
+
+  #requireHost(): HandlerHost {
+    if (this.host === undefined) throw new MnemeError("NOT_STARTED", `event handler ${this.name} is not registered with a facade`);
+    return this.host;
+  }
+
+  // ---------------------------------------------------------------- control
+
+  /** Whether a restoration is running. */
+  get restoring(): boolean {
+    return this.#restore !== undefined;
+  }
+
+  /**
+   * Resumes from the persisted checkpoint and goes live: catches up with the
+   * store, then resolves. INVALID_STATE when running or restoring.
+   */
+  async start(): Promise<void> {
+    if (this.#restore !== undefined) throw new MnemeError("INVALID_STATE", `event handler ${this.name} is restoring; wait for it or stop it`);
+    if (this.#state === "running") throw new MnemeError("INVALID_STATE", `event handler ${this.name} is running already`);
+    const backend = this.checkpointBackend();
+    const checkpoint = await backend.getCheckpoint(this.name);
+    this.lastPosition = checkpoint;
+    this.#persistedPosition = checkpoint;
+    this.#failure = undefined;
+    this.#setState("running");
+    this.notify(null);
+    await this.idle();
+  }
+
+  /** Resolves when live delivery has nothing queued. */
+  async idle(): Promise<void> {
+    while (this.#pumping !== undefined) await this.#pumping;
+  }
+
+  /**
+   * Stops live delivery (a running restoration is cancelled) and persists the
+   * checkpoint. INVALID_STATE when already stopped.
+   */
+  async stop(): Promise<void> {
+    if (this.#restore !== undefined) {
+      const r = this.#restore;
+      r.controller.abort();
+      await r.done.catch(() => undefined);
+      return;
+    }
+    if (this.#state === "stopped") throw new MnemeError("INVALID_STATE", `event handler ${this.name} is stopped already`);
+    this.#setState("stopped");
+    this.#queue = [];
+    await this.idle();
+    await this.#persistCheckpoint();
+  }
+
+  async #persistCheckpoint(): Promise<void> {
+    if (this.host === undefined || this.lastPosition === this.#persistedPosition) return;
+    await this.checkpointBackend().setCheckpoint(this.name, this.lastPosition);
+    this.#persistedPosition = this.lastPosition;
+  }
+
+  // ---------------------------------------------------------------- restoration
+
+  /**
+   * Rebuilds state from the event store: from zero (after `resetState`) or
+   * from the checkpoint. Live events that arrive meanwhile are caught and
+   * applied after the replay, each exactly once.
+   */
+  protected startRestore(opts: { fromZero?: boolean; signal?: AbortSignal } = {}): { done: Promise<RestoreReport>; cancel(): void } {
+    if (this.#restore !== undefined) {
+      const done = Promise.reject(new MnemeError("INVALID_STATE", `event handler ${this.name} is restoring already`));
+      done.catch(() => undefined);
+      return { done, cancel: () => undefined };
+    }
+    const controller = new AbortController();
+    if (opts.signal !== undefined) {
+      if (opts.signal.aborted) controller.abort();
+      else opts.signal.addEventListener("abort", () => controller.abort(), { once: true });
+    }
+    const done = this.#runRestore(opts.fromZero === true, controller.signal).finally(() => {
+      this.#restore = undefined;
+    });
+    this.#restore = { controller, done };
+    done.catch(() => undefined);
+    return { done, cancel: () => controller.abort() };
+  }
+
+  /** Clears the handler's own state before a restoration from zero. BaseReadmodel clears its collections. */
+  protected async resetState(): Promise<void> {
+    /* a plain handler has no state of its own */
+  }
+
+  async #runRestore(fromZero: boolean, signal: AbortSignal): Promise<RestoreReport> {
+    const host = this.#requireHost();
+    const backend = this.checkpointBackend();
+    // From here on live events are caught, not applied.
+    this.#catching = true;
+    this.#catchOverflow = false;
+    this.#catchPull = false;
+    this.catchedEvents = [];
+    const caughtBefore = this.metrics.eventsCaught;
+    this.#queue = [];
+    await this.idle();
+    const t0 = performance.now();
+    this.restorationState = "restoring";
+    this.#setState("running");
+    let replayed = 0;
+    let afterPosition = 0;
+    try {
+      if (fromZero) {
+        await this.resetState();
+        await backend.setCheckpoint(this.name, 0);
+        this.lastPosition = 0;
+        this.lastEventTimestamp = 0;
+      } else {
+        this.lastPosition = await backend.getCheckpoint(this.name);
+      }
+      this.#persistedPosition = this.lastPosition;
+      afterPosition = this.lastPosition;
+      host.publish("RestoreStarted", { eventHandlerName: this.name, fromZero, afterPosition });
+      replayed += await this.#replayFromStore(signal, replayed);
+      // Hand-off: apply what was caught, in position order, each once; repeat until nothing new.
+      let cursor = 0;
+      for (;;) {
+        if (signal.aborted) break;
+        if (this.#catchOverflow || this.#catchPull) {
+          this.#catchOverflow = false;
+          this.#catchPull = false;
+          this.catchedEvents = [];
+          cursor = 0;
+          replayed += await this.#replayFromStore(signal, replayed);
+          continue;
+        }
+        if (cursor >= this.catchedEvents.length) break; // nothing new: go live (no await between check and switch)
+        const pending = this.catchedEvents.slice(cursor).sort((a, b) => a.position - b.position);
+        cursor = this.catchedEvents.length;
+        const fresh = pending.filter((e) => e.position > this.lastPosition);
+        if (fresh.length === 0) continue;
+        if (fresh[0]!.position !== this.lastPosition + 1 || !contiguous(fresh)) {
+          this.#catchPull = true; // a gap: the store is the truth
+          continue;
+        }
+        await this.applyEvents(fresh, true);
+      }
+      if (signal.aborted) throw new MnemeError("RESTORE_CANCELLED", `restoration of ${this.name} was cancelled at position ${this.lastPosition}`);
+      this.#catching = false;
+      this.restorationState = "restored";
+      const durationMs = performance.now() - t0;
+      const report: RestoreReport = {
+        eventsReplayed: replayed,
+        eventsCaught: this.metrics.eventsCaught - caughtBefore,
+        durationMs,
+        eventsPerSecond: durationMs > 0 ? (replayed / durationMs) * 1000 : replayed,
+        afterPosition,
+        toPosition: this.lastPosition,
+      };
+      this.metrics.lastRestore = report;
+      host.noteHead(this.lastPosition);
+      host.publish("RestoreCompleted", { eventHandlerName: this.name, ...report });
+      this.#wake();
+      // anything that was pushed after the switch is queued normally from now on
+      return report;
+    } catch (err) {
+      this.#catching = false;
+      this.catchedEvents = this.catchedEvents.slice();
+      if (isMnemeError(err, "RESTORE_CANCELLED") || signal.aborted) {
+        this.restorationState = "cancelled";
+        await this.#persistCheckpoint().catch(() => undefined);
+        this.#setState("stopped");
+        host.publish("RestoreFailed", { eventHandlerName: this.name, cancelled: true, position: this.lastPosition });
+        throw isMnemeError(err, "RESTORE_CANCELLED") ? err : new MnemeError("RESTORE_CANCELLED", `restoration of ${this.name} was cancelled at position ${this.lastPosition}`);
+      }
+      this.restorationState = "failed";
+      this.#fail(err);
+      host.publish("RestoreFailed", { eventHandlerName: this.name, cancelled: false, error: this.metrics.lastError ?? errorMessage(err), position: this.lastPosition });
+      throw this.#failure ?? err;
+    }
+  }
+
+  async #replayFromStore(signal: AbortSignal, before: number): Promise<number> {
+    const host = this.#requireHost();
+    const filter = this.eventPathFilter();
+    const head = filter === undefined ? 0 : await host.eventRepository.headPosition();
+    let n = 0;
+    let nextProgress = before + this.delivery.progressEvery;
+    for await (const batch of host.eventRepository.readAll({
+      afterPosition: this.lastPosition,
+      batchSize: this.delivery.restoreBatchSize,
+      signal,
+      ...(filter === undefined ? {} : { eventPaths: filter }),
+    })) {
+      if (signal.aborted) break;
+      const fresh = batch[0] !== undefined && batch[0].position <= this.lastPosition ? batch.filter((e) => e.position > this.lastPosition) : batch;
+      if (fresh.length === 0) continue;
+      await this.applyEvents(fresh, true);
+      n += fresh.length;
+      if (before + n >= nextProgress) {
+        nextProgress += this.delivery.progressEvery;
+        host.publish("RestoreProgress", { eventHandlerName: this.name, eventsReplayed: before + n, position: this.lastPosition, head: host.knownHead() });
+      }
+    }
+    if (filter !== undefined && head > this.lastPosition && !signal.aborted) this.lastPosition = head;
+    return n;
+  }
+}
+
+function contiguous(events: readonly Event[]): boolean {
+  for (let i = 1; i < events.length; i++) if (events[i]!.position !== events[i - 1]!.position + 1) return false;
+  return true;
+}

@@ -1,0 +1,119 @@
+import { MnemeError } from "../core/errors.js";
+import type { EventRepository } from "../store/event-repository.js";
+import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { BaseEventHandler, type DeliveryOptions, type HandlerHost } from "./base-event-handler.js";
+import type { EventHandlerMetrics, MetricProvider, RestoreReport, StateRestorer } from "./event-handler.js";
+
+/** What a readmodel needs from the facade at construction. */
+export interface ReadmodelFacade {
+  readonly eventRepository: EventRepository;
+  readonly readmodelStoreBackend: ReadmodelStoreBackend;
+}
+
+/** Configuration of a readmodel. */
+export interface ReadmodelOptions {
+  /** Where this readmodel's documents and checkpoint live. Default: the facade's readmodelStoreBackend. */
+  readmodelStoreBackend?: ReadmodelStoreBackend;
+  /** Events per replay page and transaction. */
+  restoreBatchSize?: number;
+  /** Live events buffered during a restoration before the store is read instead. */
+  catchBufferLimit?: number;
+}
+
+export type ReadmodelOption = (options: ReadmodelOptions) => void;
+
+/** Keeps this readmodel's documents and checkpoint in `backend`. */
+export function withReadmodelStoreBackend(backend: ReadmodelStoreBackend): ReadmodelOption {
+  return (o) => {
+    o.readmodelStoreBackend = backend;
+  };
+}
+
+/** Sets the replay batch size (events per page and per backend transaction). */
+export function withRestoreBatchSize(size: number): ReadmodelOption {
+  if (!Number.isInteger(size) || size < 1 || size > 100_000) throw new MnemeError("INVALID_REQUEST", "restoreBatchSize must be an integer in 1..100000");
+  return (o) => {
+    o.restoreBatchSize = size;
+  };
+}
+
+/** Sets how many live events a restoration buffers before it reads the store instead. */
+export function withCatchBufferLimit(limit: number): ReadmodelOption {
+  if (!Number.isInteger(limit) || limit < 0) throw new MnemeError("INVALID_REQUEST", "catchBufferLimit must be a non-negative integer");
+  return (o) => {
+    o.catchBufferLimit = limit;
+  };
+}
+
+/**
+ * A queryable projection of domain state: an event handler that is also a
+ * state restorer and a metric provider. Extend it, set `domain` and `name`,
+ * and register handlers with `addDomainEventHandler`.
+ * @example
+ * class TodoList extends BaseReadmodel {
+ *   constructor(facade: Facade) {
+ *     super(facade);
+ *     this.domain = "Todo"; this.name = "TodoList";
+ *     this.addDomainEventHandler(TodoCreated, async (_ctx, e, p) => this.collection("todos").put(e.aggregateUuid, p));
+ *   }
+ * }
+ */
+export abstract class BaseReadmodel extends BaseEventHandler implements StateRestorer, MetricProvider {
+  eventRepository: EventRepository;
+  readmodelStoreBackend: ReadmodelStoreBackend;
+  options: ReadmodelOptions;
+
+  constructor(facade: ReadmodelFacade, ...options: ReadmodelOption[]) {
+    super();
+    const o: ReadmodelOptions = {};
+    for (const opt of options) opt(o);
+    this.options = o;
+    this.eventRepository = facade.eventRepository;
+    this.readmodelStoreBackend = o.readmodelStoreBackend ?? facade.readmodelStoreBackend;
+  }
+
+  /**
+   * Rebuilds state from the event repository: `fromZero` clears this
+   * readmodel's collections and checkpoint first, else it resumes from the
+   * checkpoint. `done` resolves with a report; `cancel()` makes it reject
+   * with RESTORE_CANCELLED. Override to reset your own structures, then call super.
+   */
+  restoreState(_ctx?: unknown, opts: { fromZero?: boolean; signal?: AbortSignal } = {}): { done: Promise<RestoreReport>; cancel(): void } {
+    return this.startRestore(opts);
+  }
+
+  override getMetrics(): EventHandlerMetrics {
+    return super.getMetrics();
+  }
+
+  override isStateRestorer(): boolean {
+    return true;
+  }
+
+  /** Documents of this readmodel, namespaced under its name. */
+  protected collection<T>(name: string): ReadmodelCollection<T> {
+    if (!this.name) throw new MnemeError("INVALID_EVENT_HANDLER", "set the readmodel's name before using its collections");
+    return this.readmodelStoreBackend.collection<T>(`${this.name}:${name}`);
+  }
+
+  /** Clears only this readmodel's own collections. */
+  protected override async resetState(): Promise<void> {
+    const prefix = `${this.name}:`;
+    for (const c of await this.readmodelStoreBackend.listCollections()) {
+      if (c.startsWith(prefix)) await this.readmodelStoreBackend.collection(c).clear();
+    }
+  }
+
+  protected override checkpointBackend(): ReadmodelStoreBackend {
+    return this.readmodelStoreBackend;
+  }
+
+  override attachHost(host: HandlerHost, delivery?: DeliveryOptions): void {
+    const base = delivery ?? this.delivery;
+    super.attachHost(host, {
+      restoreBatchSize: this.options.restoreBatchSize ?? base.restoreBatchSize,
+      catchBufferLimit: this.options.catchBufferLimit ?? base.catchBufferLimit,
+      progressEvery: base.progressEvery,
+    });
+  }
+}

@@ -1,0 +1,185 @@
+import { MnemeError } from "../core/errors.js";
+import type { AggregateType, EventType } from "../core/tokens.js";
+import type { Event } from "../core/types.js";
+import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
+import type { DeliveryOptions, HandlerHost } from "./base-event-handler.js";
+import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";
+import { type HistoryEventModel, toHistoryEvent } from "./history.js";
+
+/** A served model of one aggregate. `historyEvents` only when asked for. */
+export interface ProjectionModel<M> {
+  tenantUuid: string;
+  aggregateUuid: string;
+  model: M;
+  version: number;
+  /** ns since the epoch: the first event's createdAt. */
+  createdAt: number;
+  /** ns: the last event's createdAt. */
+  updatedAt: number;
+  historyEvents?: HistoryEventModel[];
+}
+
+/** Ordering of model lists (a whitelist). */
+export type ProjectionOrderBy = "createdAt" | "updatedAt" | "version" | "aggregateUuid";
+const ORDER_BY: readonly ProjectionOrderBy[] = ["createdAt", "updatedAt", "version", "aggregateUuid"];
+
+export interface ProjectionListOptions {
+  tenantUuid?: string;
+  /** From 1. */
+  page?: number;
+  /** Default 50, max 1000. */
+  pageSize?: number;
+  orderBy?: ProjectionOrderBy;
+  descending?: boolean;
+  includeHistory?: boolean;
+}
+
+export interface ProjectionList<M> {
+  items: ProjectionModel<M>[];
+  total: number;
+  page: number;
+  pageSize: number;
+}
+
+export interface ProjectionConfig<S, M> {
+  aggregate: AggregateType<S>;
+  /** Default `<Aggregate>Projection`. */
+  name?: string;
+  /** The model served from the state. Default: the state itself. */
+  toModel?: (state: S) => M;
+}
+
+/** The stored document: the state, not the served model, so toModel may change without a restore. */
+interface StoredModel<S> {
+  tenantUuid: string;
+  aggregateUuid: string;
+  state: S;
+  version: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export const DEFAULT_PAGE_SIZE = 50;
+export const MAX_PAGE_SIZE = 1000;
+
+/**
+ * One model per aggregate, kept current by applying each event's `evolve`
+ * step once (never re-reading the aggregate's stream), with history on demand.
+ * @example
+ * const todos = new ProjectionReadmodel(facade, { aggregate: TodoAggregate });
+ * facade.registerReadmodel(todos);
+ * await todos.getModel(todoUuid, { includeHistory: true });
+ */
+export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
+  readonly aggregate: AggregateType<S>;
+  readonly #toModel: (state: S) => M;
+  readonly #models: () => ReadmodelCollection<StoredModel<S>>;
+  #batch = new Map<string, StoredModel<S> | undefined>();
+  #dirty = new Set<string>();
+
+  constructor(facade: ReadmodelFacade, config: ProjectionConfig<S, M>, ...options: ReadmodelOption[]) {
+    super(facade, ...options);
+    if (config.aggregate?.kind !== "aggregate") throw new MnemeError("INVALID_EVENT_HANDLER", "ProjectionReadmodel needs an aggregate type");
+    this.aggregate = config.aggregate;
+    this.domain = config.aggregate.domain;
+    this.name = config.name ?? `${config.aggregate.name}Projection`;
+    this.#toModel = config.toModel ?? ((s: S) => s as unknown as M);
+    let coll: ReadmodelCollection<StoredModel<S>> | undefined;
+    this.#models = () => (coll ??= this.collection<StoredModel<S>>("models"));
+  }
+
+  override attachHost(host: HandlerHost & { eventType?(path: string): EventType | undefined }, delivery?: DeliveryOptions): void {
+    super.attachHost(host, delivery);
+    if (this.getDomainEvents().length > 0) return;
+    for (const key of Object.keys(this.aggregate.evolve)) {
+      const path = key.includes(".") ? key : `${this.aggregate.domain}.${key}`;
+      const type = host.eventType?.(path);
+      if (type === undefined) {
+        throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name}: the aggregate ${this.aggregate.domain}.${this.aggregate.name} evolves ${path}, which no registered domain defines`);
+      }
+      this.addDomainEventHandler(type, (_ctx, event) => this.#apply(event));
+    }
+  }
+
+  protected override async beforeBatch(events: readonly Event[]): Promise<void> {
+    const missing: string[] = [];
+    const seen = new Set<string>();
+    for (const e of events) {
+      if (seen.has(e.aggregateUuid) || this.#batch.has(e.aggregateUuid) || this.handlersFor(e).length === 0) continue;
+      seen.add(e.aggregateUuid);
+      missing.push(e.aggregateUuid);
+    }
+    if (missing.length === 0) return;
+    const found = await this.#models().getMany(missing);
+    for (const uuid of missing) this.#batch.set(uuid, found.get(uuid));
+  }
+
+  #apply(event: Event): void {
+    const current = this.#batch.get(event.aggregateUuid);
+    const state = this.aggregate.apply(current === undefined ? this.aggregate.initialState() : current.state, event);
+    this.#batch.set(event.aggregateUuid, current === undefined
+      ? { tenantUuid: event.tenantUuid, aggregateUuid: event.aggregateUuid, state, version: event.version, createdAt: event.createdAt, updatedAt: event.createdAt }
+      : { tenantUuid: current.tenantUuid || event.tenantUuid, aggregateUuid: event.aggregateUuid, state, version: event.version, createdAt: current.createdAt, updatedAt: event.createdAt });
+    this.#dirty.add(event.aggregateUuid);
+  }
+
+  protected override async afterBatch(): Promise<void> {
+    if (this.#dirty.size > 0) {
+      const entries: [string, StoredModel<S>][] = [];
+      for (const uuid of this.#dirty) entries.push([uuid, this.#batch.get(uuid)!]);
+      await this.#models().putMany(entries);
+    }
+    this.#dirty.clear();
+    // keep the cache bounded: it only serves the batch
+    this.#batch = new Map();
+  }
+
+  protected override discardBatch(): void {
+    this.#batch = new Map();
+    this.#dirty.clear();
+  }
+
+  /** The model of one aggregate, or undefined. History only with `includeHistory: true`, read from the event store now. */
+  async getModel(aggregateUuid: string, opts: { includeHistory?: boolean } = {}): Promise<ProjectionModel<M> | undefined> {
+    if (typeof aggregateUuid !== "string" || aggregateUuid === "") throw new MnemeError("INVALID_REQUEST", "aggregateUuid must be a non-empty string");
+    const doc = await this.#models().get(aggregateUuid);
+    if (doc === undefined) return undefined;
+    const item = this.#serve(doc);
+    if (opts.includeHistory === true) item.historyEvents = (await this.eventRepository.loadAggregate(aggregateUuid)).map(toHistoryEvent);
+    return item;
+  }
+
+  /** A page of models; with `includeHistory: true` the histories of the page are loaded in one repository call. */
+  async getModelList(opts: ProjectionListOptions = {}): Promise<ProjectionList<M>> {
+    const page = opts.page ?? 1;
+    const pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
+    const orderBy = opts.orderBy ?? "createdAt";
+    if (!Number.isInteger(page) || page < 1) throw new MnemeError("INVALID_REQUEST", `page must be an integer >= 1 (got ${String(opts.page)})`);
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
+      throw new MnemeError("INVALID_REQUEST", `pageSize must be an integer in 1..${MAX_PAGE_SIZE} (got ${String(opts.pageSize)})`);
+    }
+    if (!ORDER_BY.includes(orderBy)) throw new MnemeError("INVALID_REQUEST", `orderBy must be one of ${ORDER_BY.join(", ")} (got ${String(orderBy)})`);
+    const where = opts.tenantUuid === undefined ? undefined : { tenantUuid: opts.tenantUuid };
+    const [docs, total] = await Promise.all([
+      this.#models().list({ offset: (page - 1) * pageSize, limit: pageSize, orderBy, descending: opts.descending === true, ...(where ? { where } : {}) }),
+      this.#models().count(where),
+    ]);
+    const items = docs.map((d) => this.#serve(d));
+    if (opts.includeHistory === true && items.length > 0) {
+      const histories = await this.eventRepository.loadAggregates(items.map((i) => i.aggregateUuid));
+      for (const item of items) item.historyEvents = (histories.get(item.aggregateUuid) ?? []).map(toHistoryEvent);
+    }
+    return { items, total, page, pageSize };
+  }
+
+  #serve(doc: StoredModel<S>): ProjectionModel<M> {
+    return {
+      tenantUuid: doc.tenantUuid,
+      aggregateUuid: doc.aggregateUuid,
+      model: this.#toModel(doc.state),
+      version: doc.version,
+      createdAt: doc.createdAt,
+      updatedAt: doc.updatedAt,
+    };
+  }
+}

@@ -1,0 +1,226 @@
+import { MnemeError } from "../core/errors.js";
+import { nowNs } from "../core/clock.js";
+import type { Facade } from "../core/facade.js";
+import type { JsonSchema, RequestContext } from "../core/types.js";
+import { newUuid } from "../core/clock.js";
+import type { PermissionRegistry } from "../permissions/permission-registry.js";
+import type { BaseEventHandler } from "../readmodel/base-event-handler.js";
+import type { EventHandlerInfo, EventHandlerMetrics } from "../readmodel/event-handler.js";
+import type { SchemaTypeRef } from "../schema/schema-registry.js";
+import { StoreAccess } from "./store-access.js";
+import type { SystemEventProducer } from "./system-events.js";
+
+export interface CommandListEntry { domain: string; domainCmdName: string; description: string; permission: string }
+export interface QueryListEntry { domain: string; domainQryName: string; description: string; permission: string }
+export interface EventListEntry { domain: string; domainEvtName: string; domainEvtPath: string; description: string }
+export interface CommandHandlerListEntry { commandHandlerDomain: string; domainCommandHandlers: { domainCmdName: string }[] }
+export interface QueryHandlerListEntry { queryHandlerDomain: string; domainQueryHandlers: { domainQryName: string }[] }
+
+export type ControlAction = "restore" | "start" | "stop";
+export interface ControlRequest {
+  action: ControlAction;
+  eventHandlerName: string;
+  restoreFromZero?: boolean;
+}
+
+export interface SystemInfo {
+  appName: string;
+  version: string;
+  instanceId: string;
+  /** ns since the epoch; 0 before start. */
+  startedAt: number;
+  uptimeMs: number;
+  nodeVersion: string;
+  tenant?: string;
+  /** Store type per store. */
+  stores: Record<"event" | "command" | "data" | "cache" | "log" | "readmodel", string>;
+  counts: { domains: number; commands: number; queries: number; events: number; commandHandlers: number; queryHandlers: number; eventHandlers: number; permissions: number };
+  headPosition: number;
+  state: string;
+}
+
+const CONTROL_ACTIONS: readonly ControlAction[] = ["restore", "start", "stop"];
+
+/**
+ * The Runtime meta-domain: introspection, event-handler control, monitoring,
+ * schema discovery and store access. Every operation is also a command or
+ * query of the domain `Runtime` (permission-checked through dispatch/query).
+ */
+export class Runtime {
+  readonly permissions: PermissionRegistry;
+  readonly systemEvents: SystemEventProducer;
+  readonly stores: StoreAccess;
+  #storeTypes: SystemInfo["stores"] | undefined;
+
+  constructor(readonly facade: Facade) {
+    this.permissions = facade.permissions;
+    this.systemEvents = facade.systemEvents;
+    this.stores = new StoreAccess(facade);
+  }
+
+  /** Every registered command with its permission: the level name, "Custom", or "Administrator" (granted only by the authorizer). */
+  listCommands(): CommandListEntry[] {
+    const out: CommandListEntry[] = [];
+    for (const d of this.facade.domains.values()) {
+      for (const c of d.commands.values()) out.push({ domain: d.name, domainCmdName: c.name, description: c.description, permission: this.#permissionName(d.name, c.name) });
+    }
+    return out;
+  }
+
+  listQueries(): QueryListEntry[] {
+    const out: QueryListEntry[] = [];
+    for (const d of this.facade.domains.values()) {
+      for (const q of d.queries.values()) out.push({ domain: d.name, domainQryName: q.name, description: q.description, permission: this.#permissionName(d.name, q.name) });
+    }
+    return out;
+  }
+
+  listEvents(): EventListEntry[] {
+    const out: EventListEntry[] = [];
+    for (const d of this.facade.domains.values()) {
+      for (const e of d.events.values()) out.push({ domain: d.name, domainEvtName: e.name, domainEvtPath: e.path, description: e.description });
+    }
+    return out;
+  }
+
+  /** Command handlers grouped by domain (domains without handlers are left out). */
+  listCommandHandlers(): CommandHandlerListEntry[] {
+    const out: CommandHandlerListEntry[] = [];
+    for (const d of this.facade.domains.values()) {
+      if (d.commandHandlers.size === 0) continue;
+      out.push({ commandHandlerDomain: d.name, domainCommandHandlers: [...d.commandHandlers.keys()].map((domainCmdName) => ({ domainCmdName })) });
+    }
+    return out;
+  }
+
+  listQueryHandlers(): QueryHandlerListEntry[] {
+    const out: QueryHandlerListEntry[] = [];
+    for (const d of this.facade.domains.values()) {
+      if (d.queryHandlers.size === 0) continue;
+      out.push({ queryHandlerDomain: d.name, domainQueryHandlers: [...d.queryHandlers.keys()].map((domainQryName) => ({ domainQryName })) });
+    }
+    return out;
+  }
+
+  listEventHandlers(): EventHandlerInfo[] {
+    return [...this.facade.eventHandlers.values()].map((h) => h.info());
+  }
+
+  /**
+   * Metrics of one handler, or of every handler that has metrics (a record by
+   * name). Only state restorers (readmodels) have metrics.
+   */
+  getMetrics(): Record<string, EventHandlerMetrics>;
+  getMetrics(eventHandlerName: string): EventHandlerMetrics;
+  getMetrics(eventHandlerName?: string): EventHandlerMetrics | Record<string, EventHandlerMetrics> {
+    if (eventHandlerName !== undefined) {
+      const h = this.#handler(eventHandlerName);
+      if (!h.isStateRestorer()) throw new MnemeError("NOT_FOUND", `event handler ${eventHandlerName} is not a state restorer and has no metrics`);
+      return h.getMetrics();
+    }
+    const out: Record<string, EventHandlerMetrics> = {};
+    for (const h of this.facade.eventHandlers.values()) if (h.isStateRestorer()) out[h.name] = h.getMetrics();
+    return out;
+  }
+
+  systemInfo(): SystemInfo {
+    const f = this.facade;
+    let commands = 0, queries = 0, events = 0, commandHandlers = 0, queryHandlers = 0;
+    for (const d of f.domains.values()) {
+      commands += d.commands.size; queries += d.queries.size; events += d.events.size;
+      commandHandlers += d.commandHandlers.size; queryHandlers += d.queryHandlers.size;
+    }
+    const info: SystemInfo = {
+      appName: f.appName,
+      version: f.version,
+      instanceId: f.instanceId,
+      startedAt: f.startedAt,
+      uptimeMs: f.startedAt === 0 ? 0 : Math.max(0, Math.round((nowNs() - f.startedAt) / 1e6)),
+      nodeVersion: typeof process === "undefined" ? "" : process.version,
+      stores: this.#storeTypes ?? storeTypesOf(f),
+      counts: { domains: f.domains.size, commands, queries, events, commandHandlers, queryHandlers, eventHandlers: f.eventHandlers.size, permissions: f.permissions.list().length },
+      headPosition: f.headPosition,
+      state: f.state,
+    };
+    if (f.tenant !== undefined) info.tenant = f.tenant;
+    return info;
+  }
+
+  /** Fresh StoreInfo of every store (counts, newest item). */
+  async storeInfo(): Promise<Record<string, unknown>> {
+    const f = this.facade;
+    const [event, command, data, cache, log, readmodel] = await Promise.all([
+      f.eventRepository.info(), f.commandStore.info(), f.dataStore.info(), f.cacheStore.info(), f.logStore.info(), f.readmodelStoreBackend.info(),
+    ]);
+    this.#storeTypes = { event: event.storeType, command: command.storeType, data: data.storeType, cache: cache.storeType, log: log.storeType, readmodel: readmodel.storeType };
+    return { event, command, data, cache, log, readmodel };
+  }
+
+  /** The JSON Schema 2020-12 document of a command, query or event type. UNKNOWN_SCHEMA_TYPE when there is none. */
+  getSchema(req: { domain: string; type: string }): JsonSchema {
+    const types: SchemaTypeRef[] = [];
+    const d = this.facade.domains.get(req?.domain);
+    if (d !== undefined) {
+      for (const c of d.commands.values()) types.push(c);
+      for (const q of d.queries.values()) types.push(q);
+      for (const e of d.events.values()) types.push(e);
+    }
+    return this.facade.schemas.requireDocument(types, req ?? {});
+  }
+
+  /**
+   * restore / start / stop of an event handler; resolves when the action is
+   * complete with the handler's info. With `reqCtx`, the caller's permission
+   * for Runtime.ControlEventHandler is checked first.
+   */
+  async controlEventHandler(req: ControlRequest, reqCtx?: RequestContext): Promise<EventHandlerInfo> {
+    if (typeof req !== "object" || req === null) throw new MnemeError("INVALID_REQUEST", "the control request must be an object");
+    if (!CONTROL_ACTIONS.includes(req.action)) {
+      throw new MnemeError("INVALID_ACTION", `action must be one of ${CONTROL_ACTIONS.join(", ")} (got ${JSON.stringify(req.action)})`);
+    }
+    if (typeof req.eventHandlerName !== "string" || req.eventHandlerName === "") throw new MnemeError("INVALID_REQUEST", "eventHandlerName is required");
+    if (req.restoreFromZero !== undefined && typeof req.restoreFromZero !== "boolean") throw new MnemeError("INVALID_REQUEST", "restoreFromZero must be a boolean");
+    if (reqCtx !== undefined) {
+      await this.permissions.check(reqCtx, { commandUuid: newUuid(), domain: "Runtime", name: "ControlEventHandler", payload: req, reqCtx });
+    }
+    const h = this.#handler(req.eventHandlerName);
+    if (this.facade.state !== "started") throw new MnemeError("INVALID_STATE", `the facade is ${this.facade.state}: event handlers are controlled while it runs`);
+    switch (req.action) {
+      case "restore": {
+        if (!h.isStateRestorer()) throw new MnemeError("INVALID_ACTION", `event handler ${h.name} is not a state restorer: it can be started and stopped, not restored`);
+        if (h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is restoring already`);
+        const restorer = h as BaseEventHandler & { restoreState(ctx?: unknown, o?: { fromZero?: boolean }): { done: Promise<unknown> } };
+        await restorer.restoreState(undefined, { fromZero: req.restoreFromZero === true }).done;
+        break;
+      }
+      case "start":
+        if (h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is restoring: it starts by itself when done`);
+        if (h.state === "running") throw new MnemeError("INVALID_STATE", `event handler ${h.name} is running already`);
+        await h.start();
+        break;
+      case "stop":
+        if (h.state === "stopped" && !h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is stopped already`);
+        await h.stop();
+        break;
+    }
+    return h.info();
+  }
+
+  #handler(name: string): BaseEventHandler {
+    const h = this.facade.eventHandlers.get(name);
+    if (h === undefined) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `unknown event handler ${JSON.stringify(name)}`);
+    return h;
+  }
+
+  #permissionName(domain: string, type: string): string {
+    const p = this.permissions.get(domain, type);
+    if (p === undefined) return "None";
+    if (p.funcSet) return "Custom";
+    return p.level ?? "Administrator";
+  }
+}
+
+function storeTypesOf(f: Facade): SystemInfo["stores"] {
+  const t = (s: object) => s.constructor.name.replace(/(EventRepository|CommandStore|DataStore|CacheStore|LogStore|ReadmodelStoreBackend)$/, "").toLowerCase() || "custom";
+  return { event: t(f.eventRepository), command: t(f.commandStore), data: t(f.dataStore), cache: t(f.cacheStore), log: t(f.logStore), readmodel: t(f.readmodelStoreBackend) };
+}

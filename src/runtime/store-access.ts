@@ -1,0 +1,187 @@
+import { MnemeError } from "../core/errors.js";
+import { newUuid } from "../core/clock.js";
+import type { RequestContext } from "../core/types.js";
+import { type StoreAction, type StoreName, STORE_NAMES, storePermissionName } from "../permissions/store-permissions.js";
+import type { PermissionRegistry } from "../permissions/permission-registry.js";
+import type { CacheStore } from "../store/cache-store.js";
+import type { CommandStore } from "../store/command-store.js";
+import type { DataStore } from "../store/data-store.js";
+import type { EventRepository } from "../store/event-repository.js";
+import type { LogStore } from "../store/log-store.js";
+import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT, type StoreInfo, type StorePage } from "../store/store-info.js";
+import type { SystemEventProducer } from "./system-events.js";
+
+/** The stores the Runtime governs. */
+export interface GovernedStores {
+  readonly eventRepository: EventRepository;
+  readonly commandStore: CommandStore;
+  readonly dataStore: DataStore;
+  readonly cacheStore: CacheStore;
+  readonly logStore: LogStore;
+  readonly permissions: PermissionRegistry;
+  readonly systemEvents: SystemEventProducer;
+}
+
+/**
+ * Store access for system administrators: info / read / update / delete per
+ * store, each checked against its `<Store>.<Action>` permission, each change
+ * written to the LogStore as an audit entry.
+ */
+export class StoreAccess {
+  #registered = false;
+
+  constructor(readonly stores: GovernedStores) {}
+
+  /** True once registerStorePermissions ran. */
+  get permissionsRegistered(): boolean {
+    return this.#registered;
+  }
+
+  /** @internal Called by registerStorePermissions. */
+  markRegistered(): void {
+    this.#registered = true;
+  }
+
+  /** Rejects unless the sender holds `<Store>.<Action>`. */
+  async authorize(store: unknown, action: StoreAction, reqCtx: RequestContext | undefined, payload: unknown = {}): Promise<StoreName> {
+    const name = checkStore(store);
+    if (!this.#registered) {
+      throw new MnemeError("STORE_PERMISSIONS_NOT_REGISTERED", "store permissions are not registered: call registerStorePermissions(facade) at startup");
+    }
+    const ctx = reqCtx ?? {};
+    await this.stores.permissions.check(ctx, { queryUuid: newUuid(), domain: "Runtime", name: storePermissionName(name, action), payload, reqCtx: ctx });
+    return name;
+  }
+
+  async info(store: StoreName, reqCtx: RequestContext): Promise<StoreInfo> {
+    const name = await this.authorize(store, "Info", reqCtx, { store });
+    return this.#store(name).info();
+  }
+
+  /** A page of entries; `cursor` from the previous page's `nextCursor`. */
+  async read(store: StoreName, reqCtx: RequestContext, opts: { cursor?: string; limit?: number } = {}): Promise<StorePage<unknown>> {
+    const name = await this.authorize(store, "Read", reqCtx, { store, ...opts });
+    const limit = checkLimit(opts.limit);
+    const page = opts.cursor === undefined ? { limit } : { cursor: checkCursor(opts.cursor), limit };
+    switch (name) {
+      case "event": {
+        const after = page.cursor === undefined ? 0 : Number(page.cursor);
+        if (!Number.isSafeInteger(after) || after < 0) throw new MnemeError("INVALID_REQUEST", "an event store cursor is a position (a non-negative integer)");
+        for await (const batch of this.stores.eventRepository.readAll({ afterPosition: after, batchSize: limit })) {
+          const last = batch[batch.length - 1];
+          return batch.length === limit && last !== undefined ? { items: batch, nextCursor: String(last.position) } : { items: batch };
+        }
+        return { items: [] };
+      }
+      case "command": return this.stores.commandStore.list(page);
+      case "data": return this.stores.dataStore.list(page);
+      case "cache": return this.stores.cacheStore.list(page);
+      case "log": return this.stores.logStore.list(page);
+    }
+  }
+
+  /** Writes an entry: data (string or bytes as base64 `{ base64, contentType }`) and cache (`{ value, ttlMs? }` or any JSON). */
+  async update(store: StoreName, reqCtx: RequestContext, key: string, value: unknown): Promise<{ key: string }> {
+    const name = await this.authorize(store, "Update", reqCtx, { store, key });
+    checkKey(key);
+    switch (name) {
+      case "event": throw new MnemeError("INVALID_ACTION", "the EventStore is append-only: its entries cannot be updated");
+      case "command": throw new MnemeError("INVALID_ACTION", "the CommandStore is an audit trail: its records can be deleted, not changed");
+      case "log": throw new MnemeError("INVALID_ACTION", "the LogStore is append-only: its entries can be deleted, not changed");
+      case "data": {
+        if (typeof value === "string") await this.stores.dataStore.put(key, value);
+        else if (isObject(value) && typeof value.base64 === "string") {
+          const opts = typeof value.contentType === "string" ? { contentType: value.contentType } : {};
+          await this.stores.dataStore.put(key, Uint8Array.from(Buffer.from(value.base64, "base64")), opts);
+        } else if (isObject(value) && typeof value.text === "string") {
+          const opts = typeof value.contentType === "string" ? { contentType: value.contentType } : {};
+          await this.stores.dataStore.put(key, value.text, opts);
+        } else throw new MnemeError("INVALID_REQUEST", "a DataStore value is a string, { text, contentType? } or { base64, contentType? }");
+        break;
+      }
+      case "cache": {
+        if (isObject(value) && "value" in value) {
+          const ttl = value.ttlMs;
+          if (ttl !== undefined && (typeof ttl !== "number" || !(ttl > 0))) throw new MnemeError("INVALID_REQUEST", "ttlMs must be a positive number");
+          await this.stores.cacheStore.set(key, value.value, ttl === undefined ? {} : { ttlMs: ttl });
+        } else {
+          await this.stores.cacheStore.set(key, value);
+        }
+        break;
+      }
+    }
+    await this.#audit(name, "Update", key, reqCtx);
+    return { key };
+  }
+
+  async delete(store: StoreName, reqCtx: RequestContext, key: string): Promise<{ deleted: boolean }> {
+    const name = await this.authorize(store, "Delete", reqCtx, { store, key });
+    checkKey(key);
+    let deleted: boolean;
+    switch (name) {
+      case "event": throw new MnemeError("INVALID_ACTION", "the EventStore is append-only: its entries cannot be deleted");
+      case "command": deleted = await this.stores.commandStore.delete(key); break;
+      case "data": deleted = await this.stores.dataStore.delete(key); break;
+      case "cache": deleted = await this.stores.cacheStore.delete(key); break;
+      case "log": {
+        const id = Number(key);
+        if (!Number.isSafeInteger(id) || id < 1) throw new MnemeError("INVALID_REQUEST", "a LogStore key is an entry id (a positive integer)");
+        deleted = await this.stores.logStore.delete(id);
+        break;
+      }
+    }
+    if (!deleted) throw new MnemeError("NOT_FOUND", `no ${name} store entry ${JSON.stringify(key)}`);
+    await this.#audit(name, "Delete", key, reqCtx);
+    return { deleted };
+  }
+
+  #store(name: StoreName): { info(): Promise<StoreInfo> } {
+    switch (name) {
+      case "event": return this.stores.eventRepository;
+      case "command": return this.stores.commandStore;
+      case "data": return this.stores.dataStore;
+      case "cache": return this.stores.cacheStore;
+      case "log": return this.stores.logStore;
+    }
+  }
+
+  async #audit(store: StoreName, action: StoreAction, key: string, reqCtx: RequestContext): Promise<void> {
+    const by = { senderAccountUuid: reqCtx.senderAccountUuid ?? "", senderIdentityUuid: reqCtx.senderIdentityUuid ?? "" };
+    await this.stores.logStore.append({
+      level: "info",
+      message: `${storePermissionName(store, action)} ${key}`,
+      source: "mneme.runtime.stores",
+      ...(reqCtx.senderTenantUuid ? { tenantUuid: reqCtx.senderTenantUuid } : {}),
+      data: { store, action, key, ...by },
+    });
+    if (this.stores.systemEvents.running) this.stores.systemEvents.publish("StoreEntryChanged", { store, action, key, ...by });
+  }
+}
+
+function checkStore(store: unknown): StoreName {
+  if (typeof store !== "string" || !(STORE_NAMES as readonly string[]).includes(store)) {
+    throw new MnemeError("INVALID_REQUEST", `store must be one of ${STORE_NAMES.join(", ")} (got ${JSON.stringify(store)})`);
+  }
+  return store as StoreName;
+}
+
+function checkLimit(limit: unknown): number {
+  if (limit === undefined) return DEFAULT_PAGE_LIMIT;
+  if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_LIMIT) {
+    throw new MnemeError("INVALID_REQUEST", `limit must be an integer in 1..${MAX_PAGE_LIMIT}`);
+  }
+  return limit;
+}
+
+function checkCursor(cursor: unknown): string {
+  if (typeof cursor !== "string" || cursor.length > 2048) throw new MnemeError("INVALID_REQUEST", "cursor must be a string from a previous page");
+  return cursor;
+}
+
+function checkKey(key: unknown): void {
+  if (typeof key !== "string" || key === "" || key.length > 1024) throw new MnemeError("INVALID_REQUEST", "key must be a non-empty string of at most 1024 characters");
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}

@@ -1,0 +1,206 @@
+import { EventEmitter } from "eventemitter3";
+import { MnemeError } from "../core/errors.js";
+import { nowNs } from "../core/clock.js";
+
+/** Kinds of system events. docs/runtime.md describes each payload. */
+export type SystemEventKind =
+  | "CommandExecuted"
+  | "CommandFailed"
+  | "EventsAppended"
+  | "EventHandlerStateChanged"
+  | "RestoreStarted"
+  | "RestoreProgress"
+  | "RestoreCompleted"
+  | "RestoreFailed"
+  | "HandlerFailed"
+  | "StoreEntryChanged"
+  | "SubscriberDropped";
+
+/** One system event. `id` is monotonic per producer; `at` is ns since the epoch. */
+export interface SystemEvent {
+  id: number;
+  kind: SystemEventKind;
+  at: number;
+  tenantUuid?: string;
+  data: Record<string, unknown>;
+}
+
+/** A listener may be async: while its promise is pending, later events queue for it (bounded). */
+export type SystemEventListener = (event: SystemEvent) => void | Promise<void>;
+
+export interface SubscribeOptions {
+  /** Replays buffered events with a greater id first (resume after a reconnect). */
+  lastEventId?: number;
+  /** Only events of this tenant (system-wide events have none and are not shown). Absent: every event (system administrators). */
+  tenantUuid?: string;
+  /** Called once when the subscriber is dropped for falling behind, or when the producer stops. */
+  onClose?: (reason: "slow" | "stopped") => void;
+}
+
+export interface SystemEventProducerOptions {
+  /** Events kept for resume. Default 1000. */
+  bufferSize?: number;
+  /** Events queued for one slow (async) subscriber before it is dropped. Default 1000. */
+  maxQueuePerSubscriber?: number;
+}
+
+interface Subscriber {
+  listener: SystemEventListener;
+  tenantUuid: string | undefined;
+  queue: SystemEvent[];
+  busy: boolean;
+  closed: boolean;
+  onClose: ((reason: "slow" | "stopped") => void) | undefined;
+}
+
+/**
+ * The producer behind the SSE stream: publishes system events to subscribers,
+ * keeps a bounded ring buffer for resume, and drops subscribers that fall
+ * behind instead of growing memory.
+ */
+export class SystemEventProducer {
+  readonly #emitter = new EventEmitter<{ event: [SystemEvent] }>();
+  readonly #ring: (SystemEvent | undefined)[];
+  readonly #maxQueue: number;
+  readonly #subscribers = new Set<Subscriber>();
+  #ringStart = 0;
+  #ringLen = 0;
+  #nextId = 1;
+  #running = false;
+
+  constructor(opts: SystemEventProducerOptions = {}) {
+    const size = opts.bufferSize ?? 1000;
+    if (!Number.isInteger(size) || size < 1) throw new MnemeError("INVALID_REQUEST", "bufferSize must be a positive integer");
+    this.#ring = new Array<SystemEvent | undefined>(size);
+    this.#maxQueue = opts.maxQueuePerSubscriber ?? 1000;
+  }
+
+  get running(): boolean {
+    return this.#running;
+  }
+
+  /** Number of live subscribers. */
+  get subscriberCount(): number {
+    return this.#subscribers.size;
+  }
+
+  /** The id the next event gets minus one (0 before any event). */
+  get lastEventId(): number {
+    return this.#nextId - 1;
+  }
+
+  start(): void {
+    this.#running = true;
+  }
+
+  /** Stops publishing and closes every subscriber. Idempotent. */
+  stop(): void {
+    if (!this.#running) return;
+    this.#running = false;
+    for (const s of [...this.#subscribers]) this.#close(s, "stopped");
+  }
+
+  /** True when publishing would reach someone or the resume buffer: callers skip building payloads otherwise. */
+  get active(): boolean {
+    return this.#running;
+  }
+
+  /** Publishes an event (dropped silently while stopped). */
+  publish(kind: SystemEventKind, data: Record<string, unknown>, tenantUuid?: string): SystemEvent | undefined {
+    if (!this.#running) return undefined;
+    const event: SystemEvent = tenantUuid ? { id: this.#nextId++, kind, at: nowNs(), tenantUuid, data } : { id: this.#nextId++, kind, at: nowNs(), data };
+    this.#push(event);
+    this.#emitter.emit("event", event);
+    return event;
+  }
+
+  /**
+   * Subscribes; returns the unsubscribe function. SSE_PRODUCER_NOT_RUNNING while stopped.
+   * @example
+   * const off = runtime.systemEvents.subscribe((e) => console.log(e.kind), { lastEventId: 41 });
+   */
+  subscribe(listener: SystemEventListener, opts: SubscribeOptions = {}): () => void {
+    if (!this.#running) throw new MnemeError("SSE_PRODUCER_NOT_RUNNING", "the system-event producer is not running: start it with runtime.systemEvents.start() or createFacade({ systemEvents: true })");
+    const sub: Subscriber = { listener, tenantUuid: opts.tenantUuid, queue: [], busy: false, closed: false, onClose: opts.onClose };
+    if (opts.lastEventId !== undefined) {
+      for (let i = 0; i < this.#ringLen; i++) {
+        const e = this.#ring[(this.#ringStart + i) % this.#ring.length]!;
+        if (e.id > opts.lastEventId) this.#offer(sub, e);
+      }
+    }
+    const onEvent = (e: SystemEvent) => this.#offer(sub, e);
+    this.#emitter.on("event", onEvent);
+    this.#subscribers.add(sub);
+    (sub as Subscriber & { off?: () => void }).off = () => this.#emitter.off("event", onEvent);
+    return () => this.#close(sub, undefined);
+  }
+
+  /** The buffered events after `lastEventId` (oldest first). */
+  replay(lastEventId = 0): SystemEvent[] {
+    const out: SystemEvent[] = [];
+    for (let i = 0; i < this.#ringLen; i++) {
+      const e = this.#ring[(this.#ringStart + i) % this.#ring.length]!;
+      if (e.id > lastEventId) out.push(e);
+    }
+    return out;
+  }
+
+  #push(e: SystemEvent): void {
+    const size = this.#ring.length;
+    if (this.#ringLen < size) {
+      this.#ring[(this.#ringStart + this.#ringLen) % size] = e;
+      this.#ringLen++;
+    } else {
+      this.#ring[this.#ringStart] = e;
+      this.#ringStart = (this.#ringStart + 1) % size;
+    }
+  }
+
+  #offer(sub: Subscriber, e: SystemEvent): void {
+    if (sub.closed) return;
+    if (sub.tenantUuid !== undefined && e.tenantUuid !== sub.tenantUuid) return;
+    if (sub.busy) {
+      if (sub.queue.length >= this.#maxQueue) {
+        this.#close(sub, "slow");
+        return;
+      }
+      sub.queue.push(e);
+      return;
+    }
+    this.#deliver(sub, e);
+  }
+
+  #deliver(sub: Subscriber, e: SystemEvent): void {
+    let r: void | Promise<void>;
+    try {
+      r = sub.listener(e);
+    } catch {
+      return; // a throwing listener must not break the producer or other subscribers
+    }
+    if (r instanceof Promise) {
+      sub.busy = true;
+      r.then(() => this.#drain(sub), () => this.#drain(sub));
+    }
+  }
+
+  #drain(sub: Subscriber): void {
+    sub.busy = false;
+    while (!sub.closed && !sub.busy && sub.queue.length > 0) this.#deliver(sub, sub.queue.shift()!);
+  }
+
+  #close(sub: Subscriber, reason: "slow" | "stopped" | undefined): void {
+    if (sub.closed) return;
+    sub.closed = true;
+    sub.queue.length = 0;
+    (sub as Subscriber & { off?: () => void }).off?.();
+    this.#subscribers.delete(sub);
+    if (reason === "slow") this.publish("SubscriberDropped", { reason: "slow", maxQueue: this.#maxQueue });
+    if (reason !== undefined) {
+      try {
+        sub.onClose?.(reason);
+      } catch {
+        /* the subscriber's own cleanup failing must not affect the producer */
+      }
+    }
+  }
+}

@@ -1,0 +1,13 @@
+/**
+ * `mneme/sqlite`: the SQLite backends (better-sqlite3), the embedded durable
+ * default. The only module that loads better-sqlite3.
+ */
+export { createSqliteBackends } from "./sqlite-backends.js";
+export type { SqliteBackends, SqliteBackendsOptions } from "./sqlite-backends.js";
+export { SqliteEventRepository } from "./sqlite-event-repository.js";
+export { SqliteCommandStore } from "./sqlite-command-store.js";
+export { SqliteLogStore } from "./sqlite-log-store.js";
+export { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js";
+export { SqliteDatabase, DEFAULT_TABLE_PREFIX } from "./sqlite-database.js";
+export type { SqliteConnectionOption, SqliteOpenOptions, SqliteStoreOptions } from "./sqlite-database.js";
+export type { SqliteDriverDatabase, SqliteDriverStatement } from "./sqlite-driver.js";

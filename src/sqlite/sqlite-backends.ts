@@ -1,0 +1,70 @@
+import { MnemeError } from "../core/errors.js";
+import type { CommandStore } from "../store/command-store.js";
+import type { EventRepository } from "../store/event-repository.js";
+import type { LogStore } from "../store/log-store.js";
+import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { SqliteCommandStore } from "./sqlite-command-store.js";
+import { SqliteDatabase, type SqliteOpenOptions, validateTablePrefix } from "./sqlite-database.js";
+import type { SqliteDriverDatabase } from "./sqlite-driver.js";
+import { SqliteEventRepository } from "./sqlite-event-repository.js";
+import { SqliteLogStore } from "./sqlite-log-store.js";
+import { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js";
+
+/** Options of {@link createSqliteBackends}: a file to open, or a better-sqlite3 Database the caller owns (and closes). */
+export type SqliteBackendsOptions = (
+  | { readonly filename: string; readonly database?: never }
+  | { readonly database: SqliteDriverDatabase; readonly filename?: never }
+) &
+  SqliteOpenOptions & {
+    /** Prepended to every table name. Default "mneme_". */
+    readonly tablePrefix?: string;
+  };
+
+/** The SQLite stores of one database file, ready to spread into `createFacade`. */
+export interface SqliteBackends {
+  readonly eventRepository: SqliteEventRepository & EventRepository;
+  readonly commandStore: SqliteCommandStore & CommandStore;
+  readonly logStore: SqliteLogStore & LogStore;
+  readonly readmodelStoreBackend: SqliteReadmodelStoreBackend & ReadmodelStoreBackend;
+  /** Closes every store and then the file (when opened from `filename`); idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Every SQLite store over one shared connection: one file holds events,
+ * commands, logs and readmodels. The connection closes when the last store is
+ * closed (e.g. by `facade.stop()`), or with `close()`.
+ *
+ * @example
+ * const facade = createFacade({ appName: "todo", version: "1.0.0", ...createSqliteBackends({ filename: "todo.db" }) });
+ */
+export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackends {
+  if (typeof opts !== "object" || opts === null) throw new MnemeError("INVALID_REQUEST", "createSqliteBackends: options are required");
+  const tablePrefix = validateTablePrefix(opts.tablePrefix);
+  const connection =
+    opts.database !== undefined
+      ? SqliteDatabase.wrap(opts.database)
+      : SqliteDatabase.open(opts.filename as string, opts.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: opts.busyTimeoutMs });
+  const shared = { connection, tablePrefix };
+  const eventRepository = new SqliteEventRepository(shared);
+  const commandStore = new SqliteCommandStore(shared);
+  const logStore = new SqliteLogStore(shared);
+  const readmodelStoreBackend = new SqliteReadmodelStoreBackend(shared);
+  let closing: Promise<void> | undefined;
+  return {
+    eventRepository,
+    commandStore,
+    logStore,
+    readmodelStoreBackend,
+    close() {
+      closing ??= (async () => {
+        try {
+          await Promise.all([eventRepository.close(), commandStore.close(), logStore.close(), readmodelStoreBackend.close()]);
+        } finally {
+          connection.close();
+        }
+      })();
+      return closing;
+    },
+  };
+}

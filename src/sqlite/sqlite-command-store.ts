@@ -1,0 +1,138 @@
+import { MnemeError } from "../core/errors.js";
+import type { CommandListOptions, CommandRecord, CommandStatus, CommandStore } from "../store/command-store.js";
+import type { StoreInfo, StorePage } from "../store/store-info.js";
+import type { SqliteStoreOptions } from "./sqlite-database.js";
+import { sqliteCode, toStoreError } from "./sqlite-errors.js";
+import { decodeCursor, encodeCursor, pageLimit } from "./sqlite-paging.js";
+import { SqliteStoreBase } from "./sqlite-store-base.js";
+
+const STATUSES: readonly CommandStatus[] = ["succeeded", "failed", "denied"];
+
+/**
+ * The CommandStore in one SQLite table: the record as JSON text, plus the
+ * columns listing filters and pages on. Listing is keyset by
+ * (created_at, command_uuid) over an index, oldest first.
+ */
+export class SqliteCommandStore extends SqliteStoreBase implements CommandStore {
+  private readonly table: string;
+
+  constructor(opts: SqliteStoreOptions) {
+    super(opts);
+    this.table = `${this.prefix}commands`;
+  }
+
+  protected createTables(): void {
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS ${this.table} (
+        command_uuid TEXT PRIMARY KEY,
+        domain TEXT NOT NULL,
+        name TEXT NOT NULL,
+        tenant_uuid TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        record TEXT NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS ${this.table}_created ON ${this.table} (created_at, command_uuid);
+    `);
+  }
+
+  /** Stores a record; a second record with the same commandUuid is CONFLICT (the audit trail is append-only). */
+  async record(rec: CommandRecord): Promise<void> {
+    const json = validateRecord(rec);
+    const db = this.ready();
+    try {
+      db.statement(
+        `INSERT INTO ${this.table} (command_uuid, domain, name, tenant_uuid, status, created_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      ).run(rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, rec.createdAt, json);
+    } catch (e) {
+      if (sqliteCode(e)?.startsWith("SQLITE_CONSTRAINT") === true) {
+        throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is already recorded`, { cause: e });
+      }
+      throw toStoreError(e, "record");
+    }
+  }
+
+  async get(commandUuid: string): Promise<CommandRecord | undefined> {
+    if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "get: commandUuid must be a string");
+    try {
+      const row = this.ready().statement(`SELECT record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as { record: string } | undefined;
+      return row === undefined ? undefined : (JSON.parse(row.record) as CommandRecord);
+    } catch (e) {
+      throw toStoreError(e, "get");
+    }
+  }
+
+  async list(opts: CommandListOptions = {}): Promise<StorePage<CommandRecord>> {
+    const limit = pageLimit(opts);
+    const after = decodeCursor(opts.cursor, ["number", "string"]);
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (after !== undefined) {
+      where.push("(created_at, command_uuid) > (?, ?)");
+      params.push(after[0], after[1]);
+    }
+    for (const [column, value] of [
+      ["domain", opts.domain],
+      ["name", opts.name],
+      ["status", opts.status],
+      ["tenant_uuid", opts.tenantUuid],
+    ] as const) {
+      if (value === undefined) continue;
+      if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${column} must be a string`);
+      where.push(`${column} = ?`);
+      params.push(value);
+    }
+    const sql = `SELECT record FROM ${this.table}${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""}
+                 ORDER BY created_at, command_uuid LIMIT ?`;
+    let rows: [string][];
+    try {
+      // One row more than asked tells whether a next page exists.
+      rows = this.ready().rawStatement(sql).all(...params, limit + 1) as [string][];
+    } catch (e) {
+      throw toStoreError(e, "list");
+    }
+    const items = rows.slice(0, limit).map((r) => JSON.parse(r[0]) as CommandRecord);
+    const last = items[items.length - 1];
+    return rows.length > limit && last !== undefined ? { items, nextCursor: encodeCursor([last.createdAt, last.commandUuid]) } : { items };
+  }
+
+  async delete(commandUuid: string): Promise<boolean> {
+    if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "delete: commandUuid must be a string");
+    try {
+      return this.ready().statement(`DELETE FROM ${this.table} WHERE command_uuid = ?`).run(commandUuid).changes > 0;
+    } catch (e) {
+      throw toStoreError(e, "delete");
+    }
+  }
+
+  async info(): Promise<StoreInfo> {
+    try {
+      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(created_at) AS c FROM ${this.table}`).get() as { n: number; c: number | null };
+      return this.storeInfo(row.n, row.c ?? 0);
+    } catch (e) {
+      throw toStoreError(e, "info");
+    }
+  }
+}
+
+function validateRecord(rec: CommandRecord): string {
+  if (typeof rec !== "object" || rec === null) throw new MnemeError("INVALID_REQUEST", "record: a CommandRecord object is required");
+  for (const field of ["commandUuid", "domain", "name"] as const) {
+    if (typeof rec[field] !== "string" || rec[field] === "") throw new MnemeError("INVALID_REQUEST", `record: ${field} must be a non-empty string`);
+  }
+  if (typeof rec.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "record: tenantUuid must be a string");
+  if (!STATUSES.includes(rec.status)) throw new MnemeError("INVALID_REQUEST", `record: status must be one of ${STATUSES.join(", ")}`);
+  if (typeof rec.createdAt !== "number" || !Number.isFinite(rec.createdAt)) throw new MnemeError("INVALID_REQUEST", "record: createdAt must be a finite number (ns)");
+  if (typeof rec.reqCtx !== "object" || rec.reqCtx === null) throw new MnemeError("INVALID_REQUEST", "record: reqCtx must be an object");
+  if (typeof rec.durationMicros !== "number" || !Number.isFinite(rec.durationMicros)) {
+    throw new MnemeError("INVALID_REQUEST", "record: durationMicros must be a finite number");
+  }
+  if (!Array.isArray(rec.eventUuids) || rec.eventUuids.some((u) => typeof u !== "string")) {
+    throw new MnemeError("INVALID_REQUEST", "record: eventUuids must be an array of strings");
+  }
+  try {
+    return JSON.stringify(rec);
+  } catch (e) {
+    throw new MnemeError("INVALID_REQUEST", "record: the record is not JSON-serialisable", { cause: e });
+  }
+}

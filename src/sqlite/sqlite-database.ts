@@ -1,0 +1,232 @@
+import Database from "better-sqlite3";
+import { MnemeError } from "../core/errors.js";
+import type { SqliteDriverDatabase, SqliteDriverStatement } from "./sqlite-driver.js";
+import { toStoreError } from "./sqlite-errors.js";
+
+/** Options for opening a database file. */
+export interface SqliteOpenOptions {
+  /** How long a write waits for another process's lock before SQLITE_BUSY (ms). Default 5000. */
+  readonly busyTimeoutMs?: number;
+}
+
+/** Where a SQLite store keeps its data: a file it opens, a driver instance the caller owns, or a connection shared with other stores. */
+export type SqliteConnectionOption =
+  | { readonly filename: string; readonly database?: never; readonly connection?: never }
+  | { readonly database: SqliteDriverDatabase; readonly filename?: never; readonly connection?: never }
+  | { readonly connection: SqliteDatabase; readonly filename?: never; readonly database?: never };
+
+/** Constructor options of every SQLite store. */
+export type SqliteStoreOptions = SqliteConnectionOption &
+  SqliteOpenOptions & {
+    /** Prepended to every table name, so several apps can share one file. Default "mneme_". */
+    readonly tablePrefix?: string;
+  };
+
+/** The table prefix used when none is given. */
+export const DEFAULT_TABLE_PREFIX = "mneme_";
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * One SQLite connection shared by the stores of one file: applies the pragmas,
+ * caches prepared statements, and closes the driver when the last store
+ * releases it (only when it opened the driver itself).
+ *
+ * Every method is synchronous: better-sqlite3 runs a statement to completion
+ * on the calling thread, which is what makes commit order equal call order.
+ */
+export class SqliteDatabase {
+  readonly driver: SqliteDriverDatabase;
+  /** True when this object opened the driver and so must close it. */
+  readonly ownsDriver: boolean;
+  private refs = 0;
+  private closed = false;
+  private readonly statements = new Map<string, SqliteDriverStatement>();
+  private savepointDepth = 0;
+
+  private constructor(driver: SqliteDriverDatabase, ownsDriver: boolean) {
+    this.driver = driver;
+    this.ownsDriver = ownsDriver;
+  }
+
+  /**
+   * Opens (creating if needed) a database file with WAL, synchronous=NORMAL
+   * (durable across process crashes; a power loss may drop the last commits),
+   * foreign_keys and a busy timeout.
+   */
+  static open(filename: string, opts: SqliteOpenOptions = {}): SqliteDatabase {
+    if (typeof filename !== "string" || filename === "") {
+      throw new MnemeError("INVALID_REQUEST", "sqlite: filename must be a non-empty string");
+    }
+    const busyTimeoutMs = opts.busyTimeoutMs ?? 5000;
+    if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+      throw new MnemeError("INVALID_REQUEST", `sqlite: busyTimeoutMs must be a non-negative integer, got ${String(busyTimeoutMs)}`);
+    }
+    let driver: SqliteDriverDatabase;
+    try {
+      driver = new Database(filename, { timeout: busyTimeoutMs });
+    } catch (e) {
+      throw toStoreError(e, `opening ${filename}`);
+    }
+    try {
+      driver.pragma("journal_mode = WAL");
+      driver.pragma("synchronous = NORMAL");
+      driver.pragma("foreign_keys = ON");
+      driver.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    } catch (e) {
+      driver.close();
+      throw toStoreError(e, `configuring ${filename}`);
+    }
+    return new SqliteDatabase(driver, true);
+  }
+
+  /** Uses a driver the caller opened and configured; mneme never closes it. */
+  static wrap(driver: SqliteDriverDatabase): SqliteDatabase {
+    if (typeof driver !== "object" || driver === null || typeof driver.prepare !== "function") {
+      throw new MnemeError("INVALID_REQUEST", "sqlite: database must be a better-sqlite3 Database");
+    }
+    return new SqliteDatabase(driver, false);
+  }
+
+  /** The connection a store's options name, opened or wrapped as needed. */
+  static fromOptions(opts: SqliteStoreOptions): SqliteDatabase {
+    if (typeof opts !== "object" || opts === null) {
+      throw new MnemeError("INVALID_REQUEST", "sqlite: options are required ({ filename } or { database })");
+    }
+    const given = [opts.filename, opts.database, opts.connection].filter((x) => x !== undefined).length;
+    if (given !== 1) {
+      throw new MnemeError("INVALID_REQUEST", "sqlite: give exactly one of filename, database or connection");
+    }
+    if (opts.connection !== undefined) {
+      if (!(opts.connection instanceof SqliteDatabase)) {
+        throw new MnemeError("INVALID_REQUEST", "sqlite: connection must be a SqliteDatabase");
+      }
+      return opts.connection;
+    }
+    if (opts.database !== undefined) return SqliteDatabase.wrap(opts.database);
+    return SqliteDatabase.open(opts.filename as string, opts);
+  }
+
+  /** The file name, for `StoreInfo.connectionInfo`. */
+  get filename(): string {
+    return this.driver.name;
+  }
+
+  get isClosed(): boolean {
+    return this.closed || !this.driver.open;
+  }
+
+  /** A store starts using the connection. */
+  retain(): void {
+    if (this.closed) throw new MnemeError("STORE_CLOSED", "sqlite: the database is closed");
+    this.refs++;
+  }
+
+  /** A store stops using the connection; the last one closes it (when owned). */
+  release(): void {
+    if (this.refs === 0) return;
+    this.refs--;
+    if (this.refs === 0) this.close();
+  }
+
+  /** Closes the driver now if owned; idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.statements.clear();
+    if (this.ownsDriver && this.driver.open) this.driver.close();
+  }
+
+  /** A cached prepared statement (by SQL text). */
+  statement(sql: string): SqliteDriverStatement {
+    let stmt = this.statements.get(sql);
+    if (stmt === undefined) {
+      this.assertOpen();
+      stmt = this.driver.prepare(sql);
+      this.statements.set(sql, stmt);
+    }
+    return stmt;
+  }
+
+  /** A cached prepared statement returning rows as arrays. */
+  rawStatement(sql: string): SqliteDriverStatement {
+    const key = `raw:${sql}`;
+    let stmt = this.statements.get(key);
+    if (stmt === undefined) {
+      this.assertOpen();
+      stmt = this.driver.prepare(sql).raw(true);
+      this.statements.set(key, stmt);
+    }
+    return stmt;
+  }
+
+  /** Runs DDL (CREATE ... IF NOT EXISTS). */
+  exec(sql: string): void {
+    this.assertOpen();
+    this.driver.exec(sql);
+  }
+
+  /**
+   * Runs fn in a write transaction: BEGIN IMMEDIATE takes the write lock up
+   * front (so a read-then-write never fails half-way with SQLITE_BUSY); when a
+   * transaction is already open on the driver, a savepoint joins it.
+   */
+  writeTransaction<R>(fn: () => R): R {
+    this.assertOpen();
+    if (this.driver.inTransaction) return this.withSavepoint(fn, false);
+    this.statement("BEGIN IMMEDIATE").run();
+    try {
+      const result = fn();
+      this.statement("COMMIT").run();
+      return result;
+    } catch (e) {
+      if (this.driver.open && this.driver.inTransaction) this.statement("ROLLBACK").run();
+      throw e;
+    }
+  }
+
+  /** Runs fn inside a savepoint that is always rolled back: a private, throw-away view of pending writes. */
+  scratch<R>(fn: () => R): R {
+    this.assertOpen();
+    return this.withSavepoint(fn, true);
+  }
+
+  private withSavepoint<R>(fn: () => R, discard: boolean): R {
+    const name = `mneme_sp${this.savepointDepth++}`;
+    this.driver.exec(`SAVEPOINT ${name}`);
+    try {
+      const result = fn();
+      if (discard) this.driver.exec(`ROLLBACK TO ${name}`);
+      this.driver.exec(`RELEASE ${name}`);
+      return result;
+    } catch (e) {
+      if (this.driver.open) {
+        this.driver.exec(`ROLLBACK TO ${name}`);
+        this.driver.exec(`RELEASE ${name}`);
+      }
+      throw e;
+    } finally {
+      this.savepointDepth--;
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.isClosed) throw new MnemeError("STORE_CLOSED", "sqlite: the database is closed");
+  }
+}
+
+/** Validates a table prefix: it is spliced into SQL, so only an identifier (or "") is allowed. */
+export function validateTablePrefix(prefix: string | undefined): string {
+  const p = prefix ?? DEFAULT_TABLE_PREFIX;
+  if (typeof p !== "string" || (p !== "" && !IDENTIFIER.test(p))) {
+    throw new MnemeError("INVALID_REQUEST", `sqlite: tablePrefix must be letters, digits and _ (not starting with a digit), got ${JSON.stringify(p)}`);
+  }
+  return p;
+}
+
+const FIELD = /^[A-Za-z0-9_]+$/;
+
+/** True when `name` is an allowed document field name (letters, digits, _): the whitelist for JSON paths in SQL. */
+export function isFieldName(name: unknown): name is string {
+  return typeof name === "string" && FIELD.test(name);
+}

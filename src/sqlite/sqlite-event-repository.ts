@@ -1,0 +1,414 @@
+import { newUuid, nowNs } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import type { StoreInfo } from "../store/store-info.js";
+import type { SqliteStoreOptions } from "./sqlite-database.js";
+import { sqliteCode, toStoreError } from "./sqlite-errors.js";
+import { SqliteStoreBase } from "./sqlite-store-base.js";
+
+const DEFAULT_BATCH_SIZE = 1000;
+const MAX_BATCH_SIZE = 100_000;
+
+const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
+
+/** A row as better-sqlite3 returns it in raw mode, in COLUMNS order. */
+type EventRow = [number, string, string, string, string, string, number, string | null, number, string, string | null];
+
+/** A validated NewEvent, serialised, waiting for its version and position. */
+interface PendingEvent {
+  eventUuid: string;
+  tenantUuid: string;
+  domain: string;
+  name: string;
+  aggregateUuid: string;
+  version: number | undefined;
+  commandUuid: string | null;
+  createdAt: number;
+  reqCtxJson: string;
+  payloadJson: string | null;
+}
+
+/**
+ * The EventStore in one SQLite table.
+ *
+ * - `position` is the table's INTEGER PRIMARY KEY (the rowid): SQLite gives
+ *   max+1, appends are serialised by BEGIN IMMEDIATE and a rolled-back append
+ *   takes no rowid, so positions are contiguous and in commit order (gap-safe).
+ * - `UNIQUE (aggregate_uuid, version)` is the last line of defence against a
+ *   concurrent writer in another process; versions are checked in the same
+ *   write transaction first so the caller gets CONFLICT, not a driver error.
+ * - `created_at` is an INTEGER: nowNs() gives integer-valued doubles near
+ *   1.8e18 (> 2^53, multiples of 256). better-sqlite3 binds a number as a
+ *   double, INTEGER affinity stores it as the exactly equal int64, and reading
+ *   it back without safeIntegers converts that int64 to the same double, so
+ *   the round trip is exact while the column stays a plain integer for SQL.
+ * - payload and reqCtx are JSON text; an undefined payload is NULL.
+ */
+export class SqliteEventRepository extends SqliteStoreBase implements EventRepository {
+  private readonly table: string;
+  private readonly listeners = new Set<AppendListener>();
+  private readonly notifyQueue: Event[][] = [];
+  private notifying = false;
+
+  constructor(opts: SqliteStoreOptions) {
+    super(opts);
+    this.table = `${this.prefix}events`;
+  }
+
+  protected createTables(): void {
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS ${this.table} (
+        position INTEGER PRIMARY KEY,
+        event_uuid TEXT NOT NULL,
+        tenant_uuid TEXT NOT NULL,
+        domain TEXT NOT NULL,
+        name TEXT NOT NULL,
+        aggregate_uuid TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        command_uuid TEXT,
+        created_at INTEGER NOT NULL,
+        req_ctx TEXT NOT NULL,
+        payload TEXT,
+        UNIQUE (aggregate_uuid, version)
+      );
+      CREATE UNIQUE INDEX IF NOT EXISTS ${this.table}_event_uuid ON ${this.table} (event_uuid);
+    `);
+  }
+
+  async append(events: readonly NewEvent[], opts: AppendOptions = {}): Promise<Event[]> {
+    return this.appendSync(events, opts);
+  }
+
+  /** The whole append runs synchronously, so listeners see batches in commit order. */
+  private appendSync(events: readonly NewEvent[], opts: AppendOptions): Event[] {
+    if (!Array.isArray(events)) throw new MnemeError("INVALID_EVENTS", "append: events must be an array");
+    const expected = validateExpectedVersions(opts?.expectedVersions);
+    const db = this.ready();
+    if (events.length === 0 && expected.size === 0) return [];
+    const pending = events.map((e, i) => prepareEvent(e, i));
+
+    const maxVersion = db.statement(`SELECT MAX(version) AS v FROM ${this.table} WHERE aggregate_uuid = ?`);
+    const insert = db.statement(
+      `INSERT INTO ${this.table} (event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    const positions: number[] = new Array<number>(pending.length);
+    try {
+      db.writeTransaction(() => {
+        const current = new Map<string, number>();
+        const versionOf = (agg: string): number => {
+          let v = current.get(agg);
+          if (v === undefined) {
+            v = ((maxVersion.get(agg) as { v: number | null }).v ?? 0);
+            current.set(agg, v);
+          }
+          return v;
+        };
+        for (const [agg, want] of expected) {
+          const have = versionOf(agg);
+          if (have !== want) {
+            throw new MnemeError("CONFLICT", `aggregate ${agg} is at version ${have}, expected ${want}`, {
+              details: [{ message: "version moved", aggregateUuid: agg, expectedVersion: want, actualVersion: have }],
+            });
+          }
+        }
+        for (let i = 0; i < pending.length; i++) {
+          const p = pending[i] as PendingEvent;
+          const next = versionOf(p.aggregateUuid) + 1;
+          if (p.version === undefined) {
+            p.version = next;
+          } else if (p.version < next) {
+            throw new MnemeError("CONFLICT", `aggregate ${p.aggregateUuid} already has version ${p.version} (events[${i}])`, {
+              details: [{ message: "version taken", aggregateUuid: p.aggregateUuid, version: p.version }],
+            });
+          } else if (p.version > next) {
+            throw new MnemeError("INVALID_EVENTS", `events[${i}]: version ${p.version} of aggregate ${p.aggregateUuid} leaves a gap (next is ${next})`);
+          }
+          current.set(p.aggregateUuid, p.version);
+          const info = insert.run(p.eventUuid, p.tenantUuid, p.domain, p.name, p.aggregateUuid, p.version, p.commandUuid, p.createdAt, p.reqCtxJson, p.payloadJson);
+          positions[i] = Number(info.lastInsertRowid);
+        }
+      });
+    } catch (e) {
+      throw appendError(e);
+    }
+    // Built from the stored JSON, so live listeners see exactly what a later read returns.
+    const stored = pending.map((p, i) => toEvent(positions[i] as number, p));
+    if (stored.length > 0) this.notify(stored);
+    return stored;
+  }
+
+  async loadAggregate(aggregateUuid: string, opts: { fromVersion?: number } = {}): Promise<Event[]> {
+    if (typeof aggregateUuid !== "string") throw new MnemeError("INVALID_REQUEST", "loadAggregate: aggregateUuid must be a string");
+    const from = opts?.fromVersion ?? 1;
+    if (typeof from !== "number" || Number.isNaN(from)) throw new MnemeError("INVALID_REQUEST", `loadAggregate: fromVersion must be a number, got ${String(from)}`);
+    const db = this.ready();
+    try {
+      const rows = db
+        .rawStatement(`SELECT ${COLUMNS} FROM ${this.table} WHERE aggregate_uuid = ? AND version >= ? ORDER BY version`)
+        .all(aggregateUuid, from) as EventRow[];
+      return rows.map(rowToEvent);
+    } catch (e) {
+      throw toStoreError(e, "loadAggregate");
+    }
+  }
+
+  async loadAggregates(aggregateUuids: readonly string[]): Promise<Map<string, Event[]>> {
+    if (!Array.isArray(aggregateUuids) || aggregateUuids.some((u) => typeof u !== "string")) {
+      throw new MnemeError("INVALID_REQUEST", "loadAggregates: aggregateUuids must be an array of strings");
+    }
+    const result = new Map<string, Event[]>();
+    for (const u of aggregateUuids) result.set(u, []);
+    if (result.size === 0) return result;
+    const db = this.ready();
+    let rows: EventRow[];
+    try {
+      // One statement whatever the list length: the ids travel as one JSON parameter.
+      rows = db
+        .rawStatement(
+          `SELECT ${COLUMNS} FROM ${this.table}
+           WHERE aggregate_uuid IN (SELECT value FROM json_each(?)) ORDER BY aggregate_uuid, version`,
+        )
+        .all(JSON.stringify([...result.keys()])) as EventRow[];
+    } catch (e) {
+      throw toStoreError(e, "loadAggregates");
+    }
+    for (const row of rows) (result.get(row[5]) as Event[]).push(rowToEvent(row));
+    return result;
+  }
+
+  readAll(opts: ReadAllOptions = {}): AsyncIterable<Event[]> {
+    return this.pages(opts ?? {});
+  }
+
+  private async *pages(opts: ReadAllOptions): AsyncGenerator<Event[], void, undefined> {
+    const after = opts.afterPosition ?? 0;
+    const until = opts.untilPosition;
+    const batchSize = opts.batchSize ?? DEFAULT_BATCH_SIZE;
+    if (!Number.isInteger(after) || after < 0) throw new MnemeError("INVALID_REQUEST", `readAll: afterPosition must be an integer >= 0, got ${String(after)}`);
+    if (until !== undefined && (!Number.isInteger(until) || until < 0)) {
+      throw new MnemeError("INVALID_REQUEST", `readAll: untilPosition must be an integer >= 0, got ${String(until)}`);
+    }
+    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
+      throw new MnemeError("INVALID_REQUEST", `readAll: batchSize must be an integer in 1..${MAX_BATCH_SIZE}, got ${String(batchSize)}`);
+    }
+    if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readAll: tenantUuid must be a string");
+    const paths = opts.eventPaths;
+    if (paths !== undefined && (!Array.isArray(paths) || paths.some((p) => typeof p !== "string"))) {
+      throw new MnemeError("INVALID_REQUEST", "readAll: eventPaths must be an array of strings");
+    }
+    if (paths !== undefined && paths.length === 0) return;
+    const signal = opts.signal;
+
+    // The upper bound is re-read for every page: the page query then covers exactly
+    // (position, bound], so after a short page the next one starts at the bound
+    // instead of rescanning a filtered tail, and events committed meanwhile show up.
+    let sql = `SELECT ${COLUMNS} FROM ${this.table} WHERE position > ? AND position <= ?`;
+    const fixed: unknown[] = [];
+    if (opts.tenantUuid !== undefined) {
+      sql += " AND tenant_uuid = ?";
+      fixed.push(opts.tenantUuid);
+    }
+    if (paths !== undefined) {
+      sql += " AND (domain || '.' || name) IN (SELECT value FROM json_each(?))";
+      fixed.push(JSON.stringify(paths));
+    }
+    sql += " ORDER BY position LIMIT ?";
+    fixed.push(batchSize);
+    const headSql = `SELECT MAX(position) AS p FROM ${this.table}`;
+
+    let position = after;
+    for (;;) {
+      if (signal?.aborted === true) return;
+      let rows: EventRow[];
+      let bound: number;
+      try {
+        const db = this.ready();
+        const head = (db.statement(headSql).get() as { p: number | null }).p ?? 0;
+        bound = until === undefined ? head : Math.min(head, until);
+        if (position >= bound) return;
+        rows = db.rawStatement(sql).all(position, bound, ...fixed) as EventRow[];
+      } catch (e) {
+        throw toStoreError(e, "readAll");
+      }
+      if (rows.length === 0) return;
+      const page = rows.map(rowToEvent);
+      // A short page means everything up to the bound was scanned.
+      position = rows.length < batchSize ? bound : (page[page.length - 1] as Event).position;
+      yield page;
+    }
+  }
+
+  async headPosition(): Promise<number> {
+    try {
+      const row = this.ready().statement(`SELECT MAX(position) AS p FROM ${this.table}`).get() as { p: number | null };
+      return row.p ?? 0;
+    } catch (e) {
+      throw toStoreError(e, "headPosition");
+    }
+  }
+
+  async info(): Promise<StoreInfo> {
+    try {
+      const db = this.ready();
+      const { n } = db.statement(`SELECT COUNT(*) AS n FROM ${this.table}`).get() as { n: number };
+      const last = db.statement(`SELECT created_at AS c FROM ${this.table} ORDER BY position DESC LIMIT 1`).get() as { c: number } | undefined;
+      return this.storeInfo(n, last?.c ?? 0);
+    } catch (e) {
+      throw toStoreError(e, "info");
+    }
+  }
+
+  /**
+   * Listeners run synchronously right after COMMIT. A listener that appends
+   * re-entrantly is queued behind the batch being delivered, so every listener
+   * sees batches in commit order. A throwing listener does not undo or fail the
+   * append (it committed); its error is reported as a process warning.
+   */
+  onAppend(listener: AppendListener): () => void {
+    if (typeof listener !== "function") throw new MnemeError("INVALID_REQUEST", "onAppend: listener must be a function");
+    // Wrapped so the same function can be registered twice and removed once per registration.
+    const entry: AppendListener = (events) => listener(events);
+    this.listeners.add(entry);
+    return () => {
+      this.listeners.delete(entry);
+    };
+  }
+
+  override async close(): Promise<void> {
+    this.listeners.clear();
+    await super.close();
+  }
+
+  private notify(events: Event[]): void {
+    if (this.listeners.size === 0) return;
+    this.notifyQueue.push(events);
+    if (this.notifying) return;
+    this.notifying = true;
+    try {
+      let batch: Event[] | undefined;
+      while ((batch = this.notifyQueue.shift()) !== undefined) {
+        for (const listener of [...this.listeners]) {
+          try {
+            listener(batch);
+          } catch (e) {
+            process.emitWarning(e instanceof Error ? e : new Error(String(e)), { code: "MNEME_APPEND_LISTENER_FAILED" });
+          }
+        }
+      }
+    } finally {
+      this.notifying = false;
+    }
+  }
+}
+
+function validateExpectedVersions(ev: Record<string, number> | undefined): Map<string, number> {
+  const m = new Map<string, number>();
+  if (ev === undefined) return m;
+  if (typeof ev !== "object" || ev === null || Array.isArray(ev)) throw new MnemeError("INVALID_EVENTS", "append: expectedVersions must be an object");
+  for (const [agg, v] of Object.entries(ev)) {
+    if (agg === "") throw new MnemeError("INVALID_EVENTS", "append: expectedVersions has an empty aggregateUuid");
+    if (!Number.isInteger(v) || v < 0) throw new MnemeError("INVALID_EVENTS", `append: expectedVersions[${agg}] must be an integer >= 0, got ${String(v)}`);
+    m.set(agg, v);
+  }
+  return m;
+}
+
+function prepareEvent(e: NewEvent, i: number): PendingEvent {
+  if (typeof e !== "object" || e === null) throw new MnemeError("INVALID_EVENTS", `events[${i}] is not an object`);
+  for (const field of ["aggregateUuid", "domain", "name"] as const) {
+    if (typeof e[field] !== "string" || e[field] === "") throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a non-empty string`);
+  }
+  optionalString(e.eventUuid, i, "eventUuid", true);
+  optionalString(e.tenantUuid, i, "tenantUuid", false);
+  optionalString(e.commandUuid, i, "commandUuid", true);
+  if (e.version !== undefined && (!Number.isInteger(e.version) || e.version < 1)) {
+    throw new MnemeError("INVALID_EVENTS", `events[${i}].version must be an integer >= 1, got ${String(e.version)}`);
+  }
+  if (e.createdAt !== undefined && !Number.isInteger(e.createdAt)) {
+    throw new MnemeError("INVALID_EVENTS", `events[${i}].createdAt must be an integer number of ns, got ${String(e.createdAt)}`);
+  }
+  if (e.reqCtx !== undefined && (typeof e.reqCtx !== "object" || e.reqCtx === null || Array.isArray(e.reqCtx))) {
+    throw new MnemeError("INVALID_EVENTS", `events[${i}].reqCtx must be an object`);
+  }
+  return {
+    eventUuid: e.eventUuid ?? newUuid(),
+    tenantUuid: e.tenantUuid ?? "",
+    domain: e.domain,
+    name: e.name,
+    aggregateUuid: e.aggregateUuid,
+    version: e.version,
+    commandUuid: e.commandUuid ?? null,
+    createdAt: e.createdAt ?? nowNs(),
+    reqCtxJson: e.reqCtx === undefined ? "{}" : toJson(e.reqCtx, i, "reqCtx"),
+    payloadJson: e.payload === undefined ? null : toJson(e.payload, i, "payload"),
+  };
+}
+
+function optionalString(v: unknown, i: number, field: string, nonEmpty: boolean): void {
+  if (v === undefined) return;
+  if (typeof v !== "string" || (nonEmpty && v === "")) {
+    throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a ${nonEmpty ? "non-empty " : ""}string`);
+  }
+}
+
+function toJson(v: unknown, i: number, field: string): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(v);
+  } catch (e) {
+    throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-serialisable`, { cause: e });
+  }
+  if (json === undefined) throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-serialisable`);
+  return json;
+}
+
+function appendError(e: unknown): MnemeError {
+  // Only reachable when a writer outside this process raced us past the version check.
+  if (sqliteCode(e) === "SQLITE_CONSTRAINT_UNIQUE" || sqliteCode(e) === "SQLITE_CONSTRAINT_PRIMARYKEY") {
+    const msg = e instanceof Error ? e.message : "";
+    return msg.includes("event_uuid")
+      ? new MnemeError("CONFLICT", "append: an event with this eventUuid is already stored", { cause: e })
+      : new MnemeError("CONFLICT", "append: an aggregate version is already taken", { cause: e });
+  }
+  return toStoreError(e, "append");
+}
+
+function parseReqCtx(json: string): RequestContext {
+  return json === "{}" ? {} : (JSON.parse(json) as RequestContext);
+}
+
+function toEvent(position: number, p: PendingEvent): Event {
+  const e: Event = {
+    eventUuid: p.eventUuid,
+    position,
+    tenantUuid: p.tenantUuid,
+    domain: p.domain,
+    name: p.name,
+    aggregateUuid: p.aggregateUuid,
+    version: p.version as number,
+    createdAt: p.createdAt,
+    reqCtx: parseReqCtx(p.reqCtxJson),
+    payload: p.payloadJson === null ? undefined : JSON.parse(p.payloadJson),
+  };
+  if (p.commandUuid !== null) e.commandUuid = p.commandUuid;
+  return e;
+}
+
+function rowToEvent(r: EventRow): Event {
+  const e: Event = {
+    eventUuid: r[1],
+    position: r[0],
+    tenantUuid: r[2],
+    domain: r[3],
+    name: r[4],
+    aggregateUuid: r[5],
+    version: r[6],
+    createdAt: r[8],
+    reqCtx: parseReqCtx(r[9]),
+    payload: r[10] === null ? undefined : JSON.parse(r[10]),
+  };
+  if (r[7] !== null) e.commandUuid = r[7];
+  return e;
+}

@@ -1,0 +1,126 @@
+import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
+import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
+import type { SqliteStoreOptions } from "./sqlite-database.js";
+import { toStoreError } from "./sqlite-errors.js";
+import { decodeCursor, encodeCursor, pageLimit } from "./sqlite-paging.js";
+import { SqliteStoreBase } from "./sqlite-store-base.js";
+
+const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
+
+type LogRow = [number, string, string, string | null, string | null, string | null, number];
+
+/** The LogStore in one SQLite table; ids are an AUTOINCREMENT rowid (never reused, also after a delete), listing is keyset by id. */
+export class SqliteLogStore extends SqliteStoreBase implements LogStore {
+  private readonly table: string;
+
+  constructor(opts: SqliteStoreOptions) {
+    super(opts);
+    this.table = `${this.prefix}logs`;
+  }
+
+  protected createTables(): void {
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS ${this.table} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        level TEXT NOT NULL,
+        message TEXT NOT NULL,
+        source TEXT,
+        tenant_uuid TEXT,
+        data TEXT,
+        created_at INTEGER NOT NULL
+      );
+    `);
+  }
+
+  async append(entry: NewLogEntry): Promise<LogEntry> {
+    if (typeof entry !== "object" || entry === null) throw new MnemeError("INVALID_REQUEST", "append: a log entry object is required");
+    if (!LEVELS.includes(entry.level)) throw new MnemeError("INVALID_REQUEST", `append: level must be one of ${LEVELS.join(", ")}`);
+    if (typeof entry.message !== "string") throw new MnemeError("INVALID_REQUEST", "append: message must be a string");
+    if (entry.source !== undefined && typeof entry.source !== "string") throw new MnemeError("INVALID_REQUEST", "append: source must be a string");
+    if (entry.tenantUuid !== undefined && typeof entry.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "append: tenantUuid must be a string");
+    let dataJson: string | null = null;
+    if (entry.data !== undefined) {
+      if (typeof entry.data !== "object" || entry.data === null || Array.isArray(entry.data)) {
+        throw new MnemeError("INVALID_REQUEST", "append: data must be an object");
+      }
+      try {
+        dataJson = JSON.stringify(entry.data);
+      } catch (e) {
+        throw new MnemeError("INVALID_REQUEST", "append: data is not JSON-serialisable", { cause: e });
+      }
+    }
+    const createdAt = nowNs();
+    let id: number;
+    try {
+      const info = this.ready()
+        .statement(`INSERT INTO ${this.table} (level, message, source, tenant_uuid, data, created_at) VALUES (?, ?, ?, ?, ?, ?)`)
+        .run(entry.level, entry.message, entry.source ?? null, entry.tenantUuid ?? null, dataJson, createdAt);
+      id = Number(info.lastInsertRowid);
+    } catch (e) {
+      throw toStoreError(e, "append");
+    }
+    return toEntry([id, entry.level, entry.message, entry.source ?? null, entry.tenantUuid ?? null, dataJson, createdAt]);
+  }
+
+  async list(opts: PageRequest & { level?: LogLevel; source?: string; tenantUuid?: string } = {}): Promise<StorePage<LogEntry>> {
+    const limit = pageLimit(opts);
+    const after = decodeCursor(opts.cursor, ["number"]);
+    const where = ["id > ?"];
+    const params: unknown[] = [after?.[0] ?? 0];
+    if (opts.level !== undefined) {
+      if (!LEVELS.includes(opts.level)) throw new MnemeError("INVALID_REQUEST", `list: level must be one of ${LEVELS.join(", ")}`);
+      where.push("level = ?");
+      params.push(opts.level);
+    }
+    for (const [column, value] of [
+      ["source", opts.source],
+      ["tenant_uuid", opts.tenantUuid],
+    ] as const) {
+      if (value === undefined) continue;
+      if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${column} must be a string`);
+      where.push(`${column} = ?`);
+      params.push(value);
+    }
+    let rows: LogRow[];
+    try {
+      rows = this.ready()
+        .rawStatement(`SELECT id, level, message, source, tenant_uuid, data, created_at FROM ${this.table} WHERE ${where.join(" AND ")} ORDER BY id LIMIT ?`)
+        .all(...params, limit + 1) as LogRow[];
+    } catch (e) {
+      throw toStoreError(e, "list");
+    }
+    const items = rows.slice(0, limit).map(toEntry);
+    const last = items[items.length - 1];
+    return rows.length > limit && last !== undefined ? { items, nextCursor: encodeCursor([last.id]) } : { items };
+  }
+
+  async delete(id: number): Promise<boolean> {
+    if (!Number.isInteger(id)) throw new MnemeError("INVALID_REQUEST", `delete: id must be an integer, got ${String(id)}`);
+    try {
+      return this.ready().statement(`DELETE FROM ${this.table} WHERE id = ?`).run(id).changes > 0;
+    } catch (e) {
+      throw toStoreError(e, "delete");
+    }
+  }
+
+  async info(): Promise<StoreInfo> {
+    try {
+      const db = this.ready();
+      const { n } = db.statement(`SELECT COUNT(*) AS n FROM ${this.table}`).get() as { n: number };
+      const last = db.statement(`SELECT created_at AS c FROM ${this.table} ORDER BY id DESC LIMIT 1`).get() as { c: number } | undefined;
+      return this.storeInfo(n, last?.c ?? 0);
+    } catch (e) {
+      throw toStoreError(e, "info");
+    }
+  }
+}
+
+function toEntry(r: LogRow): LogEntry {
+  const entry: LogEntry = { id: r[0], level: r[1] as LogLevel, message: r[2], createdAt: r[6] };
+  if (r[3] !== null) entry.source = r[3];
+  if (r[4] !== null) entry.tenantUuid = r[4];
+  if (r[5] !== null) entry.data = JSON.parse(r[5]) as Record<string, unknown>;
+  return entry;
+}

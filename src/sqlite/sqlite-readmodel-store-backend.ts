@@ -1,0 +1,518 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { StoreInfo } from "../store/store-info.js";
+import { isFieldName, type SqliteDatabase, type SqliteStoreOptions } from "./sqlite-database.js";
+import { toStoreError } from "./sqlite-errors.js";
+import { SqliteStoreBase } from "./sqlite-store-base.js";
+
+/**
+ * The writes of a running transaction, not yet in SQLite: per collection
+ * key -> document JSON (null: deleted), the collections cleared first, and
+ * checkpoints.
+ */
+interface PendingWrites {
+  active: boolean;
+  readonly docs: Map<string, Map<string, string | null>>;
+  readonly cleared: Set<string>;
+  readonly checkpoints: Map<string, number>;
+}
+
+type Where = ListOptions["where"];
+
+const TYPE_RANK =
+  "CASE json_type(doc, ?) WHEN 'true' THEN 1 WHEN 'false' THEN 1 WHEN 'integer' THEN 2 WHEN 'real' THEN 2 " +
+  "WHEN 'text' THEN 3 WHEN 'array' THEN 4 WHEN 'object' THEN 4 ELSE 0 END";
+
+/** The JSON path of a top-level field; quoted so a name of digits is a key, not an index. */
+function jsonPath(field: string): string {
+  return `$."${field}"`;
+}
+
+/**
+ * Readmodel documents as JSON text in one table (collection, key, doc), plus
+ * a checkpoint table.
+ *
+ * `transaction(fn)` is serialised by an async mutex and tracked with
+ * AsyncLocalStorage: writes made inside fn (in its async context) are
+ * buffered and written in one BEGIN IMMEDIATE ... COMMIT when fn resolves, or
+ * dropped when it throws; writes from outside wait for the transaction to end;
+ * a nested transaction joins the outer one. The buffer is deliberate: the
+ * stores of one file share one connection, so a BEGIN held open across fn's
+ * awaits would pull every event append, command record and log line made
+ * meanwhile into this transaction (and its rollback), or block them all.
+ * Buffering keeps the SQLite write lock for the few milliseconds of the final
+ * commit only. Reads inside fn see its own writes: get() from the buffer,
+ * list()/count() by replaying the collection's pending writes in a savepoint
+ * that is rolled back straight after the query (all synchronous). Reads from
+ * outside see committed data only.
+ */
+export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements ReadmodelStoreBackend {
+  private readonly docsTable: string;
+  private readonly collectionsTable: string;
+  private readonly checkpointsTable: string;
+  private readonly context = new AsyncLocalStorage<PendingWrites>();
+  private readonly collections = new Map<string, SqliteReadmodelCollection<unknown>>();
+  /** Collections known to be in the collections table. */
+  private readonly registered = new Set<string>();
+  private locked = false;
+  private readonly waiters: (() => void)[] = [];
+
+  constructor(opts: SqliteStoreOptions) {
+    super(opts);
+    this.docsTable = `${this.prefix}readmodel_documents`;
+    this.collectionsTable = `${this.prefix}readmodel_collections`;
+    this.checkpointsTable = `${this.prefix}readmodel_checkpoints`;
+  }
+
+  protected createTables(): void {
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS ${this.docsTable} (
+        collection TEXT NOT NULL,
+        key TEXT NOT NULL,
+        doc TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (collection, key)
+      );
+      CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (name TEXT PRIMARY KEY);
+      CREATE TABLE IF NOT EXISTS ${this.checkpointsTable} (handler TEXT PRIMARY KEY, position INTEGER NOT NULL);
+    `);
+  }
+
+  collection<T>(name: string): ReadmodelCollection<T> {
+    if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "collection: name must be a non-empty string");
+    let c = this.collections.get(name);
+    if (c === undefined) {
+      c = new SqliteReadmodelCollection<unknown>(this, name);
+      this.collections.set(name, c);
+    }
+    return c as ReadmodelCollection<T>;
+  }
+
+  async listCollections(): Promise<string[]> {
+    const names = new Set<string>();
+    try {
+      const rows = this.ready().rawStatement(`SELECT name FROM ${this.collectionsTable} ORDER BY name`).all() as [string][];
+      for (const r of rows) names.add(r[0]);
+    } catch (e) {
+      throw toStoreError(e, "listCollections");
+    }
+    const tx = this.pending();
+    if (tx !== undefined) {
+      for (const [name, docs] of tx.docs) if ([...docs.values()].some((d) => d !== null)) names.add(name);
+    }
+    return [...names].sort();
+  }
+
+  async transaction<R>(fn: () => Promise<R>): Promise<R> {
+    if (typeof fn !== "function") throw new MnemeError("INVALID_REQUEST", "transaction: fn must be a function");
+    if (this.pending() !== undefined) return fn();
+    this.ready();
+    await this.acquire();
+    const tx: PendingWrites = { active: true, docs: new Map(), cleared: new Set(), checkpoints: new Map() };
+    try {
+      const result = await this.context.run(tx, fn);
+      tx.active = false;
+      this.commit(tx);
+      return result;
+    } finally {
+      tx.active = false;
+      this.release();
+    }
+  }
+
+  async getCheckpoint(handler: string): Promise<number> {
+    checkHandler(handler);
+    const pending = this.pending()?.checkpoints.get(handler);
+    if (pending !== undefined) return pending;
+    try {
+      const row = this.ready().statement(`SELECT position FROM ${this.checkpointsTable} WHERE handler = ?`).get(handler) as { position: number } | undefined;
+      return row?.position ?? 0;
+    } catch (e) {
+      throw toStoreError(e, "getCheckpoint");
+    }
+  }
+
+  async setCheckpoint(handler: string, position: number): Promise<void> {
+    checkHandler(handler);
+    if (!Number.isInteger(position) || position < 0) {
+      throw new MnemeError("INVALID_REQUEST", `setCheckpoint: position must be an integer >= 0, got ${String(position)}`);
+    }
+    await this.write("setCheckpoint", (tx) => {
+      if (tx !== undefined) tx.checkpoints.set(handler, position);
+      else this.upsertCheckpoint(handler, position);
+    });
+  }
+
+  async info(): Promise<StoreInfo> {
+    try {
+      // The newest write stands for "last item created": documents are replaced in place.
+      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(updated_at) AS t FROM ${this.docsTable}`).get() as { n: number; t: number | null };
+      return this.storeInfo(row.n, row.t ?? 0);
+    } catch (e) {
+      throw toStoreError(e, "info");
+    }
+  }
+
+  // ---- used by SqliteReadmodelCollection ----
+
+  /** The running transaction's buffer when called from inside it. */
+  pending(): PendingWrites | undefined {
+    const tx = this.context.getStore();
+    return tx?.active === true ? tx : undefined;
+  }
+
+  /**
+   * Runs a write: into the buffer inside a transaction; otherwise on SQLite at
+   * once, or after the running transaction (and earlier waiting writes) end.
+   */
+  async write<R>(what: string, fn: (tx: PendingWrites | undefined) => R): Promise<R> {
+    const tx = this.pending();
+    if (tx !== undefined) return fn(tx);
+    this.ready();
+    if (this.locked) {
+      await this.acquire();
+      try {
+        return this.direct(what, fn);
+      } finally {
+        this.release();
+      }
+    }
+    return this.direct(what, fn);
+  }
+
+  /** Runs a read query: inside a transaction with pending writes on `collection`, against a throw-away copy of them. */
+  read<R>(what: string, collection: string, query: () => R): R {
+    const db = this.ready();
+    const tx = this.pending();
+    try {
+      if (tx === undefined || (!tx.cleared.has(collection) && (tx.docs.get(collection)?.size ?? 0) === 0)) return query();
+      return db.scratch(() => {
+        this.applyCollection(tx, collection);
+        return query();
+      });
+    } catch (e) {
+      throw toStoreError(e, what);
+    }
+  }
+
+  /** Upserts documents (and registers the collection) in one write transaction. */
+  putNow(collection: string, entries: readonly (readonly [string, string])[]): void {
+    const db = this.ready();
+    db.writeTransaction(() => {
+      this.register(collection);
+      const upsert = db.statement(this.upsertSql());
+      const at = nowNs();
+      for (const [key, json] of entries) upsert.run(collection, key, json, at);
+    });
+    this.registered.add(collection);
+  }
+
+  get docs(): string {
+    return this.docsTable;
+  }
+
+  /** The open connection, for this backend's collections. */
+  connection(): SqliteDatabase {
+    return this.ready();
+  }
+
+  /** Runs a read of committed rows only (the caller consults the buffer itself). */
+  committed<R>(what: string, query: () => R): R {
+    try {
+      return query();
+    } catch (e) {
+      throw toStoreError(e, what);
+    }
+  }
+
+  // ---- internals ----
+
+  private direct<R>(what: string, fn: (tx: undefined) => R): R {
+    try {
+      return fn(undefined);
+    } catch (e) {
+      throw toStoreError(e, what);
+    }
+  }
+
+  private commit(tx: PendingWrites): void {
+    if (tx.cleared.size === 0 && tx.docs.size === 0 && tx.checkpoints.size === 0) return;
+    const db = this.ready();
+    const touched: string[] = [];
+    try {
+      db.writeTransaction(() => {
+        const names = new Set([...tx.cleared, ...tx.docs.keys()]);
+        for (const name of names) {
+          if (this.applyCollection(tx, name)) touched.push(name);
+        }
+        for (const [handler, position] of tx.checkpoints) this.upsertCheckpoint(handler, position);
+      });
+    } catch (e) {
+      throw toStoreError(e, "transaction commit");
+    }
+    for (const name of touched) this.registered.add(name);
+  }
+
+  /** Writes one collection's pending changes (inside a transaction or savepoint); true when it put documents. */
+  private applyCollection(tx: PendingWrites, name: string): boolean {
+    const db = this.db;
+    if (tx.cleared.has(name)) db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ?`).run(name);
+    const docs = tx.docs.get(name);
+    if (docs === undefined) return false;
+    const upsert = db.statement(this.upsertSql());
+    const del = db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ? AND key = ?`);
+    let put = false;
+    const at = nowNs();
+    for (const [key, json] of docs) {
+      if (json === null) del.run(name, key);
+      else {
+        upsert.run(name, key, json, at);
+        put = true;
+      }
+    }
+    if (put) this.register(name);
+    return put;
+  }
+
+  private register(collection: string): void {
+    if (this.registered.has(collection)) return;
+    this.db.statement(`INSERT OR IGNORE INTO ${this.collectionsTable} (name) VALUES (?)`).run(collection);
+  }
+
+  private upsertSql(): string {
+    return `INSERT INTO ${this.docsTable} (collection, key, doc, updated_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (collection, key) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at`;
+  }
+
+  private upsertCheckpoint(handler: string, position: number): void {
+    this.ready()
+      .statement(
+        `INSERT INTO ${this.checkpointsTable} (handler, position) VALUES (?, ?)
+         ON CONFLICT (handler) DO UPDATE SET position = excluded.position`,
+      )
+      .run(handler, position);
+  }
+
+  /** Takes the mutex; FIFO, handed straight to the next waiter on release. */
+  private acquire(): Promise<void> | void {
+    if (!this.locked) {
+      this.locked = true;
+      return;
+    }
+    return new Promise<void>((resolve) => this.waiters.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiters.shift();
+    if (next !== undefined) next();
+    else this.locked = false;
+  }
+}
+
+/** One collection of a SqliteReadmodelStoreBackend. */
+class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
+  constructor(
+    private readonly backend: SqliteReadmodelStoreBackend,
+    private readonly name: string,
+  ) {}
+
+  async get(key: string): Promise<T | undefined> {
+    checkKey(key);
+    const tx = this.backend.pending();
+    if (tx !== undefined) {
+      const pending = tx.docs.get(this.name)?.get(key);
+      if (pending !== undefined) return pending === null ? undefined : (JSON.parse(pending) as T);
+      if (tx.cleared.has(this.name)) return undefined;
+    }
+    const row = this.backend.committed("get", () =>
+      this.db().statement(`SELECT doc FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key),
+    ) as { doc: string } | undefined;
+    return row === undefined ? undefined : (JSON.parse(row.doc) as T);
+  }
+
+  async getMany(keys: readonly string[]): Promise<Map<string, T>> {
+    if (!Array.isArray(keys)) throw new MnemeError("INVALID_REQUEST", "getMany: keys must be an array of strings");
+    for (const k of keys) checkKey(k);
+    const out = new Map<string, T>();
+    const tx = this.backend.pending();
+    const pending = tx?.docs.get(this.name);
+    const fromDb: string[] = [];
+    for (const key of keys) {
+      const p = pending?.get(key);
+      if (p !== undefined) {
+        if (p !== null) out.set(key, JSON.parse(p) as T);
+      } else if (tx?.cleared.has(this.name) !== true) fromDb.push(key);
+    }
+    if (fromDb.length > 0) {
+      const rows = this.backend.committed("getMany", () =>
+        this.db()
+          .rawStatement(`SELECT key, doc FROM ${this.backend.docs} WHERE collection = ? AND key IN (SELECT value FROM json_each(?))`)
+          .all(this.name, JSON.stringify(fromDb)),
+      ) as [string, string][];
+      for (const [key, doc] of rows) out.set(key, JSON.parse(doc) as T);
+    }
+    // In the order asked for, like the memory backend.
+    const ordered = new Map<string, T>();
+    for (const key of keys) if (out.has(key)) ordered.set(key, out.get(key) as T);
+    return ordered;
+  }
+
+  async put(key: string, doc: T): Promise<void> {
+    checkKey(key);
+    const json = docJson(doc);
+    await this.backend.write("put", (tx) => {
+      if (tx !== undefined) pendingDocs(tx, this.name).set(key, json);
+      else this.backend.putNow(this.name, [[key, json]]);
+    });
+  }
+
+  async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
+    if (!Array.isArray(entries)) throw new MnemeError("INVALID_REQUEST", "putMany: entries must be an array of [key, doc]");
+    const rows = entries.map((entry) => {
+      if (!Array.isArray(entry) || entry.length !== 2) throw new MnemeError("INVALID_REQUEST", "putMany: each entry must be [key, doc]");
+      checkKey(entry[0]);
+      return [entry[0], docJson(entry[1])] as const;
+    });
+    if (rows.length === 0) return;
+    await this.backend.write("putMany", (tx) => {
+      if (tx !== undefined) {
+        const docs = pendingDocs(tx, this.name);
+        for (const [key, json] of rows) docs.set(key, json);
+      } else this.backend.putNow(this.name, rows);
+    });
+  }
+
+  async delete(key: string): Promise<boolean> {
+    checkKey(key);
+    return this.backend.write("delete", (tx) => {
+      if (tx === undefined) {
+        return this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).run(this.name, key).changes > 0;
+      }
+      const docs = pendingDocs(tx, this.name);
+      const p = docs.get(key);
+      const existed =
+        p !== undefined
+          ? p !== null
+          : !tx.cleared.has(this.name) &&
+            this.db().statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key) !== undefined;
+      docs.set(key, null);
+      return existed;
+    });
+  }
+
+  async list(opts: ListOptions = {}): Promise<T[]> {
+    const offset = opts.offset ?? 0;
+    const limit = opts.limit;
+    if (!Number.isInteger(offset) || offset < 0) throw new MnemeError("INVALID_REQUEST", `list: offset must be an integer >= 0, got ${String(offset)}`);
+    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) {
+      throw new MnemeError("INVALID_REQUEST", `list: limit must be an integer >= 0, got ${String(limit)}`);
+    }
+    const dir = opts.descending === true ? "DESC" : "ASC";
+    const { sql: whereSql, params } = whereClause(opts.where);
+    let order = `key ${dir}`;
+    const orderParams: unknown[] = [];
+    if (opts.orderBy !== undefined) {
+      if (!isFieldName(opts.orderBy)) throw new MnemeError("INVALID_REQUEST", `list: orderBy must be a field name (letters, digits, _), got ${JSON.stringify(opts.orderBy)}`);
+      // The JSON path is a parameter; the field-name check is the whitelist that keeps paths to one top-level field.
+      // Ranks first, as the memory backend does: missing/null < booleans < numbers < strings < arrays/objects
+      // (json_extract alone would sort booleans among the numbers as 0/1).
+      order = `${TYPE_RANK} ${dir}, json_extract(doc, ?) ${dir}, key ${dir}`;
+      const path = jsonPath(opts.orderBy);
+      orderParams.push(path, path);
+    }
+    const sql = `SELECT doc FROM ${this.backend.docs} WHERE collection = ?${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`;
+    const rows = this.backend.read("list", this.name, () =>
+      this.db()
+        .rawStatement(sql)
+        .all(this.name, ...params, ...orderParams, limit ?? -1, offset),
+    ) as [string][];
+    return rows.map((r) => JSON.parse(r[0]) as T);
+  }
+
+  async count(where?: Where): Promise<number> {
+    const { sql: whereSql, params } = whereClause(where);
+    const row = this.backend.read("count", this.name, () =>
+      this.db().statement(`SELECT COUNT(*) AS n FROM ${this.backend.docs} WHERE collection = ?${whereSql}`).get(this.name, ...params),
+    ) as { n: number };
+    return row.n;
+  }
+
+  async clear(): Promise<void> {
+    await this.backend.write("clear", (tx) => {
+      if (tx === undefined) {
+        this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ?`).run(this.name);
+        return;
+      }
+      tx.cleared.add(this.name);
+      tx.docs.get(this.name)?.clear();
+    });
+  }
+
+  private db(): SqliteDatabase {
+    return this.backend.connection();
+  }
+}
+
+/**
+ * Equality filters on top-level fields as SQL with parameters. json_type pins
+ * the JSON type too, so `{ n: 1 }` does not match `"1"` or `true` (SQLite
+ * would otherwise compare json true as 1).
+ */
+function whereClause(where: Where): { sql: string; params: unknown[] } {
+  if (where === undefined) return { sql: "", params: [] };
+  if (typeof where !== "object" || where === null || Array.isArray(where)) throw new MnemeError("INVALID_REQUEST", "where must be an object");
+  let sql = "";
+  const params: unknown[] = [];
+  for (const [field, value] of Object.entries(where)) {
+    if (!isFieldName(field)) throw new MnemeError("INVALID_REQUEST", `where: field must be a name (letters, digits, _), got ${JSON.stringify(field)}`);
+    const path = jsonPath(field);
+    switch (typeof value) {
+      case "string":
+        sql += " AND json_type(doc, ?) = 'text' AND json_extract(doc, ?) = ?";
+        params.push(path, path, value);
+        break;
+      case "number":
+        if (!Number.isFinite(value)) throw new MnemeError("INVALID_REQUEST", `where: ${field} must be a finite number`);
+        sql += " AND json_type(doc, ?) IN ('integer', 'real') AND json_extract(doc, ?) = ?";
+        params.push(path, path, value);
+        break;
+      case "boolean":
+        sql += " AND json_type(doc, ?) = ?";
+        params.push(path, value ? "true" : "false");
+        break;
+      default:
+        throw new MnemeError("INVALID_REQUEST", `where: ${field} must be a string, number or boolean`);
+    }
+  }
+  return { sql, params };
+}
+
+function pendingDocs(tx: PendingWrites, name: string): Map<string, string | null> {
+  let docs = tx.docs.get(name);
+  if (docs === undefined) {
+    docs = new Map();
+    tx.docs.set(name, docs);
+  }
+  return docs;
+}
+
+function checkKey(key: unknown): asserts key is string {
+  if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
+}
+
+function checkHandler(handler: unknown): asserts handler is string {
+  if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "handler must be a non-empty string");
+}
+
+function docJson(doc: unknown): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(doc);
+  } catch (e) {
+    throw new MnemeError("INVALID_REQUEST", "the document is not JSON-serialisable", { cause: e });
+  }
+  if (json === undefined) throw new MnemeError("INVALID_REQUEST", "the document is not JSON-serialisable");
+  return json;
+}

@@ -1,0 +1,56 @@
+import { MnemeError } from "../core/errors.js";
+import type { StoreInfo } from "../store/store-info.js";
+import { SqliteDatabase, type SqliteStoreOptions, validateTablePrefix } from "./sqlite-database.js";
+import { toStoreError } from "./sqlite-errors.js";
+
+/**
+ * What every SQLite store shares: its connection (retained while the store is
+ * open, so stores sharing one file close it exactly once), its table prefix,
+ * lazy idempotent table creation, and STORE_CLOSED after close().
+ */
+export abstract class SqliteStoreBase {
+  protected readonly db: SqliteDatabase;
+  protected readonly prefix: string;
+  private closed = false;
+  private tablesReady = false;
+
+  constructor(opts: SqliteStoreOptions) {
+    this.prefix = validateTablePrefix(opts?.tablePrefix);
+    this.db = SqliteDatabase.fromOptions(opts);
+    this.db.retain();
+  }
+
+  /** Creates the store's tables and indexes (IF NOT EXISTS); runs once per instance. */
+  protected abstract createTables(): void;
+
+  /** Creates the tables; idempotent. Every other method also does it on first use. */
+  async init(): Promise<void> {
+    this.ready();
+  }
+
+  /** Releases this store's hold on the connection; idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.db.release();
+  }
+
+  /** The connection, after checking the store is open and its tables exist. */
+  protected ready(): SqliteDatabase {
+    if (this.closed || this.db.isClosed) throw new MnemeError("STORE_CLOSED", `sqlite: ${this.constructor.name} is closed`);
+    if (!this.tablesReady) {
+      try {
+        this.createTables();
+      } catch (e) {
+        throw toStoreError(e, `creating the tables of ${this.constructor.name}`);
+      }
+      this.tablesReady = true;
+    }
+    return this.db;
+  }
+
+  /** A StoreInfo for this store's file. */
+  protected storeInfo(numItems: number, lastItemCreatedAt: number): StoreInfo {
+    return { storeType: "sqlite", numItems, lastItemCreatedAt, connectionInfo: `sqlite:${this.db.filename}` };
+  }
+}

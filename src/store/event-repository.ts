@@ -1,0 +1,65 @@
+import type { Event, NewEvent } from "../core/types.js";
+import type { StoreInfo } from "./store-info.js";
+
+export interface AppendOptions {
+  /** Per aggregate: the version the aggregate must be at (0: must not exist). CONFLICT otherwise. */
+  expectedVersions?: Record<string, number>;
+}
+
+export interface ReadAllOptions {
+  /** A checkpoint: only events with a greater position. Default 0 (from the start). */
+  afterPosition?: number;
+  /** Inclusive upper bound on positions. Default: no bound. */
+  untilPosition?: number;
+  /** Events per yielded page. Default 1000. */
+  batchSize?: number;
+  tenantUuid?: string;
+  /** Only events whose `${domain}.${name}` is listed. */
+  eventPaths?: string[];
+  /** When aborted, iteration stops (it returns; it does not throw). */
+  signal?: AbortSignal;
+}
+
+/** Notified after each committed append, in commit order. */
+export type AppendListener = (events: readonly Event[]) => void;
+
+/**
+ * The EventStore: append-only events, unique (aggregateUuid, version), a global
+ * position strictly increasing in commit order.
+ *
+ * `append` semantics (every backend, checked by the conformance suite):
+ * - all events of one call are written, or none;
+ * - an event without `version` gets the aggregate's next version; a given
+ *   `version` must be exactly the next one: a taken one gives CONFLICT, a gap
+ *   gives INVALID_EVENTS;
+ * - `expectedVersions[agg]` that differs from the aggregate's current version
+ *   (0 when absent) gives CONFLICT;
+ * - missing `eventUuid` (uuid v7), `createdAt` (ns), `tenantUuid` ("") and
+ *   `reqCtx` ({}) are filled; an empty aggregateUuid, domain or name gives INVALID_EVENTS.
+ */
+export interface EventRepository {
+  init(): Promise<void>;
+  append(events: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]>;
+  /** The aggregate's events in version order, from `fromVersion` (inclusive). */
+  loadAggregate(aggregateUuid: string, opts?: { fromVersion?: number }): Promise<Event[]>;
+  /** Several aggregates at once (one round trip where the backend can); absent ones map to []. */
+  loadAggregates(aggregateUuids: readonly string[]): Promise<Map<string, Event[]>>;
+  /** Streams keyset pages in position order; never loads the whole store; gap-safe. */
+  readAll(opts?: ReadAllOptions): AsyncIterable<Event[]>;
+  /** The highest position a reader can see now (0 when empty). */
+  headPosition(): Promise<number>;
+  info(): Promise<StoreInfo>;
+  close(): Promise<void>;
+  /**
+   * Optional: called after each append committed through this instance, in
+   * commit order. Backends that commit synchronously (memory, SQLite) notify in
+   * position order; the facade uses it for live delivery.
+   */
+  onAppend?(listener: AppendListener): () => void;
+  /**
+   * Optional: called when events may have been appended elsewhere (another
+   * process); the facade then pulls with `readAll`. Postgres: LISTEN/NOTIFY
+   * with a polling fallback.
+   */
+  onExternalAppend?(listener: () => void): () => void;
+}

@@ -1,0 +1,28 @@
+import type { PageRequest, StoreInfo, StorePage } from "./store-info.js";
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+export interface NewLogEntry {
+  level: LogLevel;
+  message: string;
+  source?: string;
+  tenantUuid?: string;
+  data?: Record<string, unknown>;
+}
+
+export interface LogEntry extends NewLogEntry {
+  /** Increasing id assigned by the store. */
+  id: number;
+  /** ns since the epoch. */
+  createdAt: number;
+}
+
+/** The LogStore: structured log entries. Listing is in id order (oldest first). */
+export interface LogStore {
+  init(): Promise<void>;
+  append(entry: NewLogEntry): Promise<LogEntry>;
+  list(opts?: PageRequest & { level?: LogLevel; source?: string; tenantUuid?: string }): Promise<StorePage<LogEntry>>;
+  delete(id: number): Promise<boolean>;
+  info(): Promise<StoreInfo>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,52 @@
+import type { StoreInfo } from "./store-info.js";
+
+export interface ListOptions {
+  offset?: number;
+  limit?: number;
+  /** A top-level field of the documents (an identifier: letters, digits, _); default: the key. */
+  orderBy?: string;
+  descending?: boolean;
+  /** Equality filter on top-level fields (strings, numbers, booleans). */
+  where?: Record<string, string | number | boolean>;
+}
+
+/**
+ * Documents by key within one collection. Ties in `orderBy` are broken by key,
+ * so paging is stable. An invalid `orderBy`/`where` field name gives INVALID_REQUEST.
+ */
+export interface ReadmodelCollection<T> {
+  get(key: string): Promise<T | undefined>;
+  getMany(keys: readonly string[]): Promise<Map<string, T>>;
+  put(key: string, doc: T): Promise<void>;
+  putMany(entries: readonly (readonly [string, T])[]): Promise<void>;
+  delete(key: string): Promise<boolean>;
+  list(opts?: ListOptions): Promise<T[]>;
+  count(where?: ListOptions["where"]): Promise<number>;
+  clear(): Promise<void>;
+}
+
+/**
+ * Persistence of readmodels: documents by collection and key, plus a
+ * checkpoint per event handler.
+ *
+ * `transaction(fn)` runs fn so that every write made through this backend
+ * inside it (including setCheckpoint) commits together or not at all: when fn
+ * throws, its writes are rolled back and the error is rethrown. Transactions
+ * are serialised: writes from outside a running transaction wait for it.
+ * A transaction inside a transaction joins the outer one.
+ */
+export interface ReadmodelStoreBackend {
+  init(): Promise<void>;
+  collection<T>(name: string): ReadmodelCollection<T>;
+  /** Names of the collections that hold or held documents. */
+  listCollections(): Promise<string[]>;
+  transaction<R>(fn: () => Promise<R>): Promise<R>;
+  /** The last position the handler processed; 0 when none was set. */
+  getCheckpoint(handler: string): Promise<number>;
+  setCheckpoint(handler: string, position: number): Promise<void>;
+  info(): Promise<StoreInfo>;
+  close(): Promise<void>;
+  /** Optional: an exclusive lock so one instance processes `handler` at a time (Postgres: advisory lock). Resolves true when taken. */
+  tryLock?(handler: string): Promise<boolean>;
+  unlock?(handler: string): Promise<void>;
+}

@@ -1,0 +1,183 @@
+import { execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Ajv2020 } from "ajv/dist/2020.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildSchemas } from "../src/cli/schema-build.js";
+import { isMnemeError } from "../src/core/errors.js";
+import type { JsonSchema } from "../src/core/types.js";
+import { SchemaRegistry } from "../src/schema/schema-registry.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const fixture = "test/fixtures/schema/todo-types.ts";
+const tmp = mkdtempSync(join(tmpdir(), "mneme-schema-cli-"));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real binary entry point, as a user would through npx. */
+function mneme(...args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile("npx", ["tsx", "src/cli/main.ts", ...args], { cwd: root, timeout: 60_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
+      // npm may print its own config warnings; they are not the CLI's output.
+      resolve({ code, stdout, stderr: stderr.split("\n").filter((l) => !l.startsWith("npm warn")).join("\n") });
+    });
+  });
+}
+
+function refsOf(node: unknown, out: string[] = []): string[] {
+  if (Array.isArray(node)) for (const n of node) refsOf(n, out);
+  else if (typeof node === "object" && node !== null) {
+    for (const [k, v] of Object.entries(node)) {
+      if (k === "$ref" && typeof v === "string") out.push(v);
+      else refsOf(v, out);
+    }
+  }
+  return out;
+}
+
+describe("mneme schema build (real CLI)", () => {
+  const out = join(tmp, "nested", "schemas.json");
+  let run: Run;
+  let doc: { $schema: string; $defs: Record<string, any> };
+
+  beforeAll(async () => {
+    run = await mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", fixture, "--out", out);
+    doc = JSON.parse(readFileSync(out, "utf8"));
+  }, 60_000);
+
+  it("exits 0 and reports what it wrote", () => {
+    expect(run.stderr.trim()).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/^mneme: wrote 8 schemas to .*schemas\.json in \d+\.\d s\n$/);
+  });
+
+  it("writes a 2020-12 document with $defs for every exported type and nothing else", () => {
+    expect(Object.keys(doc)).toEqual(["$schema", "$defs"]);
+    expect(doc.$schema).toBe("https://json-schema.org/draft/2020-12/schema");
+    expect(Object.keys(doc.$defs).sort()).toEqual(
+      ["CreateTodo", "ListTodos", "Location", "Page<TodoCreated>", "Priority", "TodoCreated", "TodoList", "UsesInternal"],
+    );
+    // The non-exported interface is inlined where it is used, not exposed.
+    expect(doc.$defs.UsesInternal.properties.inner.properties.secret).toEqual({ type: "string" });
+  });
+
+  it("is a valid 2020-12 document: ajv compiles it in strict mode", () => {
+    const ajv = new Ajv2020({ strict: true, validateFormats: false });
+    expect(() => ajv.compile(doc)).not.toThrow();
+  });
+
+  it("has no draft-07 leftovers: no definitions, every ref rewritten and resolvable", () => {
+    const text = JSON.stringify(doc);
+    expect(text).not.toContain('"definitions"');
+    expect(text).not.toContain('"additionalItems"');
+    const refs = refsOf(doc);
+    expect(refs.length).toBeGreaterThan(0);
+    for (const ref of refs) {
+      expect(ref).toMatch(/^#\/\$defs\//);
+      expect(doc.$defs).toHaveProperty([decodeURIComponent(ref.slice("#/$defs/".length))]);
+    }
+    expect(doc.$defs.TodoList.properties.page.$ref).toBe("#/$defs/Page%3CTodoCreated%3E");
+  });
+
+  it("converts tuples to prefixItems and keeps JSDoc formats and constraints", () => {
+    const p = doc.$defs.CreateTodo.properties;
+    expect(p.label.prefixItems).toEqual([{ type: "string" }, { type: "number" }]);
+    expect(p.label.items).toBeUndefined();
+    expect(p.assigneeEmail).toEqual({ type: "string", format: "email" });
+    expect(p.dueAt).toEqual({ type: "string", format: "date-time" });
+    expect(p.estimateMinutes).toEqual({ type: "number", minimum: 0 });
+    expect(p.location).toEqual({ $ref: "#/$defs/Location" });
+    expect(p.tags).toEqual({ type: "array", items: { type: "string" } });
+    expect(p.priority).toEqual({ $ref: "#/$defs/Priority" });
+    expect(doc.$defs.Priority.enum).toEqual(["low", "normal", "high"]);
+    expect(doc.$defs.CreateTodo.required).toEqual(
+      ["todoUuid", "title", "estimateMinutes", "done", "assigneeEmail", "dueAt", "priority", "location", "tags"],
+    );
+  });
+
+  it("feeds SchemaRegistry: standalone documents compile in strict mode and validate payloads", () => {
+    const registry = new SchemaRegistry(out);
+    const CreateTodo = { kind: "command", domain: "Todo", name: "CreateTodo" } as const;
+    const standalone = registry.documentFor(CreateTodo) as JsonSchema & { $defs: object; properties: object };
+    expect(Object.keys(standalone.$defs).sort()).toEqual(["Location", "Priority"]);
+    expect(() => new Ajv2020({ strict: true, validateFormats: false }).compile(standalone)).not.toThrow();
+    const payload = {
+      todoUuid: "t1", title: "x", estimateMinutes: 1, done: false, assigneeEmail: "ann@example.com",
+      dueAt: "2025-01-01T00:00:00Z", priority: "low", location: { name: "home", coordinates: [1, 2] }, tags: [],
+    };
+    expect(registry.validator(CreateTodo)!(payload)).toBeUndefined();
+    const details = registry.validator(CreateTodo)!({ ...payload, assigneeEmail: "nope", location: { name: "home", coordinates: [1] } });
+    expect(details?.map((d) => d.pointer).sort()).toEqual(["/assigneeEmail", "/location/coordinates"]);
+  });
+
+  it("matches the in-process buildSchemas (same function, deterministic)", () => {
+    expect(buildSchemas({ tsconfig: "tsconfig.json", path: fixture, cwd: root })).toEqual(doc);
+  });
+});
+
+describe("mneme schema build --type and errors (real CLI)", () => {
+  it("--type limits the output to that type and what it references", async () => {
+    const out = join(tmp, "one.json");
+    const r = await mneme("schema", "build", "--tsconfig=tsconfig.json", `--path=${fixture}`, `--out=${out}`, "--type", "TodoList");
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(readFileSync(out, "utf8"));
+    expect(Object.keys(doc.$defs).sort()).toEqual(["Page<TodoCreated>", "Priority", "TodoCreated", "TodoList"]);
+    expect(doc.$ref).toBeUndefined();
+  });
+
+  it("prints help with exit 0", async () => {
+    const r = await mneme("--help");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("mneme schema build --tsconfig <file> --path <glob> --out <file> [--type <name>]");
+  });
+
+  it("exits 2 with the usage on usage errors", async () => {
+    const cases: [string[], string][] = [
+      [[], "no command given"],
+      [["schema", "build", "--tsconfig", "tsconfig.json", "--path", fixture], "missing --out"],
+      [["schema", "build", "--tsconfig", "tsconfig.json", "--path", fixture, "--out", "x.json", "--bogus"], "--bogus"],
+      [["schema", "make"], 'unknown command "schema make"'],
+      [["schema", "build", "--tsconfig", "tsconfig.json", "--path", "a.ts", "b.ts", "--out", "x.json"], 'unexpected argument "b.ts"'],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => mneme(...args)));
+    runs.forEach((r, i) => {
+      expect(r.code, cases[i]![1]).toBe(2);
+      expect(r.stderr).toContain(cases[i]![1]);
+      expect(r.stderr).toContain("Usage:");
+    });
+  });
+
+  it("exits 1 and writes nothing when the build fails", async () => {
+    const out = join(tmp, "never.json");
+    const [noFiles, noType, noTsconfig] = await Promise.all([
+      mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", "test/fixtures/schema/*.nope", "--out", out),
+      mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", fixture, "--out", out, "--type", "Internal"),
+      mneme("schema", "build", "--tsconfig", "missing.json", "--path", fixture, "--out", out),
+    ]);
+    expect([noFiles.code, noType.code, noTsconfig.code]).toEqual([1, 1, 1]);
+    expect(noFiles.stderr).toContain('--path "test/fixtures/schema/*.nope" matches no file');
+    expect(noType.stderr).toContain("schema generation failed");
+    expect(noType.stderr).toContain("Internal");
+    expect(noTsconfig.stderr).toContain('tsconfig "missing.json" is not a file');
+    expect(existsSync(out)).toBe(false);
+  });
+});
+
+describe("buildSchemas (in process)", () => {
+  it("throws INVALID_REQUEST instead of falling back to the whole tsconfig when the glob matches nothing", () => {
+    try {
+      buildSchemas({ tsconfig: "tsconfig.json", path: "test/fixtures/schema/**/*.missing.ts", cwd: root });
+      expect.unreachable();
+    } catch (e) {
+      expect(isMnemeError(e, "INVALID_REQUEST")).toBe(true);
+    }
+  });
+});

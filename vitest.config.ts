@@ -1,0 +1,21 @@
+import { fileURLToPath } from "node:url";
+import { defineConfig } from "vitest/config";
+
+const src = (p: string) => fileURLToPath(new URL(`./src/${p}`, import.meta.url));
+
+export default defineConfig({
+  resolve: {
+    alias: [
+      { find: /^mneme\/(sqlite|postgres|http|testing)$/, replacement: src("$1/index.ts") },
+      { find: /^mneme$/, replacement: src("index.ts") },
+    ],
+  },
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    // Postgres and SQLite suites each work in their own schema / file, so files may run in parallel.
+    fileParallelism: true,
+    maxWorkers: 2,
+  },
+});
