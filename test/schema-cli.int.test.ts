@@ -51,7 +51,7 @@ describe("mneme schema build (real CLI)", () => {
   beforeAll(async () => {
     run = await mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", fixture, "--out", out);
     doc = JSON.parse(readFileSync(out, "utf8"));
-  }, 60_000);
+  }, 90_000);
 
   it("exits 0 and reports what it wrote", () => {
     expect(run.stderr.trim()).toBe("");
@@ -108,6 +108,7 @@ describe("mneme schema build (real CLI)", () => {
     const CreateTodo = { kind: "command", domain: "Todo", name: "CreateTodo" } as const;
     const standalone = registry.documentFor(CreateTodo) as JsonSchema & { $defs: object; properties: object };
     expect(Object.keys(standalone.$defs).sort()).toEqual(["Location", "Priority"]);
+    for (const [name, prop] of Object.entries<any>(standalone.properties)) expect(prop.type, name).toBeDefined();
     expect(() => new Ajv2020({ strict: true, validateFormats: false }).compile(standalone)).not.toThrow();
     const payload = {
       todoUuid: "t1", title: "x", estimateMinutes: 1, done: false, assigneeEmail: "ann@example.com",
@@ -131,13 +132,13 @@ describe("mneme schema build --type and errors (real CLI)", () => {
     const doc = JSON.parse(readFileSync(out, "utf8"));
     expect(Object.keys(doc.$defs).sort()).toEqual(["Page<TodoCreated>", "Priority", "TodoCreated", "TodoList"]);
     expect(doc.$ref).toBeUndefined();
-  });
+  }, 90_000);
 
   it("prints help with exit 0", async () => {
     const r = await mneme("--help");
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("mneme schema build --tsconfig <file> --path <glob> --out <file> [--type <name>]");
-  });
+  }, 90_000);
 
   it("exits 2 with the usage on usage errors", async () => {
     const cases: [string[], string][] = [
@@ -153,7 +154,7 @@ describe("mneme schema build --type and errors (real CLI)", () => {
       expect(r.stderr).toContain(cases[i]![1]);
       expect(r.stderr).toContain("Usage:");
     });
-  });
+  }, 90_000);
 
   it("exits 1 and writes nothing when the build fails", async () => {
     const out = join(tmp, "never.json");
@@ -168,7 +169,7 @@ describe("mneme schema build --type and errors (real CLI)", () => {
     expect(noType.stderr).toContain("Internal");
     expect(noTsconfig.stderr).toContain('tsconfig "missing.json" is not a file');
     expect(existsSync(out)).toBe(false);
-  });
+  }, 90_000);
 });
 
 describe("buildSchemas (in process)", () => {

@@ -109,6 +109,42 @@ describe("SchemaRegistry.documentFor", () => {
     expect(doc.$ref).toBeUndefined();
   });
 
+  it("gives every top-level property a type, also those written as $ref or union (spec 2.9)", () => {
+    const doc = registry.documentFor(CreateTodo) as any;
+    for (const [name, prop] of Object.entries<any>(doc.properties)) expect(prop.type, name).toBeDefined();
+    expect(doc.properties.priority).toEqual({ $ref: "#/$defs/Priority", type: "string" });
+    expect(doc.properties.location).toEqual({ $ref: "#/$defs/Location", type: "object" });
+    const Misc = defineDomain("Misc");
+    const union = Misc.command("Union", {
+      schema: {
+        type: "object",
+        properties: {
+          when: { $ref: "#/$defs/Stamp" },
+          either: { anyOf: [{ $ref: "#/$defs/Stamp" }, { type: "null" }] },
+          mode: { enum: ["a", 1, null] },
+          fixed: { const: true },
+          unknown: { anyOf: [{ type: "string" }, {}] },
+        },
+        $defs: { Stamp: { type: "string", format: "date-time" } },
+      },
+    });
+    // A cycle of aliases (which no validator could compile) must not loop while deriving.
+    const loop = Misc.command("Loop", {
+      schema: { type: "object", properties: { loop: { $ref: "#/$defs/A" } }, $defs: { A: { $ref: "#/$defs/B" }, B: { $ref: "#/$defs/A" } } },
+    });
+    expect((registry.documentFor(loop) as any).properties.loop).toEqual({ $ref: "#/$defs/A" });
+    const p = (registry.documentFor(union) as any).properties;
+    expect(p.when).toEqual({ $ref: "#/$defs/Stamp", type: "string", format: "date-time" });
+    expect(p.either.type).toEqual(["string", "null"]);
+    expect(p.mode.type).toEqual(["string", "number", "null"]);
+    expect(p.fixed.type).toBe("boolean");
+    expect(p.unknown.type).toBeUndefined();
+    // The added keywords do not change what validates.
+    const v = registry.validator(union)!;
+    expect(v({ when: "2025-01-01T00:00:00Z", either: null, mode: 1, fixed: true })).toBeUndefined();
+    expect(v({ when: "yesterday" })?.map((d) => d.pointer)).toEqual(["/when"]);
+  });
+
   it("omits $defs when the type references none, and follows generic and recursive refs", () => {
     expect(registry.documentFor(TodoCreated)).not.toHaveProperty("$defs");
     expect(Object.keys((registry.documentFor(ListTodos) as any).$defs)).toEqual(["Page<TodoCreated>", "TodoCreated"]);
@@ -148,7 +184,7 @@ describe("SchemaRegistry.documentFor", () => {
     });
     const doc = registry.documentFor(explicit) as any;
     expect(doc.$schema).toBe(JSON_SCHEMA_2020_12);
-    expect(doc.properties.id).toEqual({ $ref: "#/$defs/Id" });
+    expect(doc.properties.id).toEqual({ $ref: "#/$defs/Id", type: "string" });
     expect(Object.keys(doc.$defs)).toEqual(["Id", "Priority"]);
     expect(doc.properties.title).toBeUndefined();
     expect(registry.validator(explicit)!({ id: "ab" })).toEqual([{ pointer: "/id", message: "must NOT have fewer than 3 characters", keyword: "minLength" }]);

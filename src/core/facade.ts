@@ -192,6 +192,9 @@ export class Facade {
     for (const p of domain.permissions.values()) {
       if (this.permissions.has(p.domain, p.type)) throw new MnemeError("INVALID_DOMAIN", `permission ${p.domain}.${p.type} is registered already`);
     }
+    // Compile payload validators now, so a bad schema fails at registration and the first request pays nothing.
+    for (const t of domain.commands.values()) this.schemas.validator(t);
+    for (const t of domain.queries.values()) this.schemas.validator(t);
     for (const p of domain.permissions.values()) this.permissions.register(p);
     for (const t of domain.events.values()) this.#eventTypes.set(t.path, t);
     this.#domains.set(domain.name, domain);

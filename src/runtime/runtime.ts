@@ -51,6 +51,8 @@ export class Runtime {
   readonly systemEvents: SystemEventProducer;
   readonly stores: StoreAccess;
   #storeTypes: SystemInfo["stores"] | undefined;
+  // Handlers whose `start` is catching up: a second start or a restore then would race it on lastPosition.
+  readonly #starting = new Set<string>();
 
   constructor(readonly facade: Facade) {
     this.permissions = facade.permissions;
@@ -189,14 +191,24 @@ export class Runtime {
       case "restore": {
         if (!h.isStateRestorer()) throw new MnemeError("INVALID_ACTION", `event handler ${h.name} is not a state restorer: it can be started and stopped, not restored`);
         if (h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is restoring already`);
+        if (this.#starting.has(h.name)) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is starting: restore it when the start is done`);
         const restorer = h as BaseEventHandler & { restoreState(ctx?: unknown, o?: { fromZero?: boolean }): { done: Promise<unknown> } };
         await restorer.restoreState(undefined, { fromZero: req.restoreFromZero === true }).done;
         break;
       }
       case "start":
         if (h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is restoring: it starts by itself when done`);
-        if (h.state === "running") throw new MnemeError("INVALID_STATE", `event handler ${h.name} is running already`);
-        await h.start();
+        if (h.state === "running" || this.#starting.has(h.name)) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is running already`);
+        this.#starting.add(h.name);
+        try {
+          await h.start();
+        } finally {
+          this.#starting.delete(h.name);
+        }
+        // Catching up failed again (e.g. on the event it failed on before): report it like a failed restore does.
+        if (h.state === "failed") {
+          throw new MnemeError("HANDLER_FAILED", `event handler ${h.name} failed again while catching up: ${h.info().lastError ?? "unknown error"}`);
+        }
         break;
       case "stop":
         if (h.state === "stopped" && !h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is stopped already`);

@@ -67,6 +67,10 @@ export class SystemEventProducer {
   #ringLen = 0;
   #nextId = 1;
   #running = false;
+  // Events published while another is being emitted (e.g. SubscriberDropped from inside a delivery):
+  // emitted after it, so every subscriber sees ids in increasing order.
+  #emitting = false;
+  readonly #pending: SystemEvent[] = [];
 
   constructor(opts: SystemEventProducerOptions = {}) {
     const size = opts.bufferSize ?? 1000;
@@ -109,8 +113,22 @@ export class SystemEventProducer {
   publish(kind: SystemEventKind, data: Record<string, unknown>, tenantUuid?: string): SystemEvent | undefined {
     if (!this.#running) return undefined;
     const event: SystemEvent = tenantUuid ? { id: this.#nextId++, kind, at: nowNs(), tenantUuid, data } : { id: this.#nextId++, kind, at: nowNs(), data };
-    this.#push(event);
-    this.#emitter.emit("event", event);
+    if (this.#emitting) {
+      this.#pending.push(event);
+      return event;
+    }
+    this.#emitting = true;
+    try {
+      this.#push(event);
+      this.#emitter.emit("event", event);
+      while (this.#pending.length > 0) {
+        const next = this.#pending.shift()!;
+        this.#push(next);
+        this.#emitter.emit("event", next);
+      }
+    } finally {
+      this.#emitting = false;
+    }
     return event;
   }
 
@@ -127,6 +145,8 @@ export class SystemEventProducer {
         const e = this.#ring[(this.#ringStart + i) % this.#ring.length]!;
         if (e.id > opts.lastEventId) this.#offer(sub, e);
       }
+      // Dropped while replaying (more buffered events than its queue holds): never registered.
+      if (sub.closed) return () => undefined;
     }
     const onEvent = (e: SystemEvent) => this.#offer(sub, e);
     this.#emitter.on("event", onEvent);

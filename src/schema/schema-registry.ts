@@ -10,6 +10,7 @@ import type { JsonSchema } from "../core/types.js";
 import { convertTo2020_12, JSON_SCHEMA_2020_12 } from "./convert-2020-12.js";
 import { FORMAT_CHECKS } from "./formats.js";
 import { appendPointer, formatLocalRef, parseLocalRef } from "./json-pointer.js";
+import { withPropertyTypes } from "./property-types.js";
 
 /** What the registry needs of a command, query or event type token. */
 export interface SchemaTypeRef {
@@ -109,7 +110,9 @@ export class SchemaRegistry {
    * The standalone 2020-12 document of a type, or `undefined` when it has none:
    * its own `schema` wins, else `$defs[type.name]`. The root type is inlined
    * (`type: "object"`, `properties`, `required`, ...) next to `$schema` and only
-   * the `$defs` it transitively references. Cached and frozen.
+   * the `$defs` it transitively references. A top-level property written as a
+   * `$ref` or union also gets the `type` (and `format`) it resolves to, so every
+   * property has a `type` (spec 2.9). Cached and frozen.
    * @throws MnemeError INVALID_REQUEST when an explicit schema references a missing `$defs` entry.
    */
   documentFor(type: SchemaTypeRef): JsonSchema | undefined {
@@ -218,6 +221,7 @@ export class SchemaRegistry {
       new MnemeError("INVALID_REQUEST", `the schema of ${label} references "${formatLocalRef(["$defs", name])}", which no $defs holds`);
 
     root = inlineRoot(root, lookup, missing);
+    if (isObject(root)) root = withPropertyTypes(root, lookup);
     const used: SchemaObject = {};
     const pending = [...localDefRefs(root)];
     while (pending.length > 0) {

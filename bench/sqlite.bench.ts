@@ -1,0 +1,249 @@
+/**
+ * The SQLite event repository against raw better-sqlite3 running the same SQL
+ * by hand (same schema, same pragmas, same statements, rows read in raw mode
+ * and JSON parsed into event objects), in the same run:
+ * append in batches of 100, single-event append, readAll of 1,000,000 events
+ * (BENCH_QUICK=1: 100,000), loadAggregate of 50 events, loadAggregates of 100.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { newUuid, nowNs } from "../src/core/clock.js";
+import type { Event, NewEvent, RequestContext } from "../src/core/types.js";
+import { SqliteEventRepository } from "../src/sqlite/index.js";
+import type { Bench } from "./harness.js";
+
+const reqCtx: RequestContext = {
+  senderAccountUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ab",
+  senderSessionUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ac",
+  senderIdentityUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ad",
+  senderTenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
+  traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+};
+const payloadOf = (i: number) => ({ title: `todo number ${i}`, done: i % 2 === 0, tags: ["work", "bench"], n: i });
+const newEvent = (aggregateUuid: string, i: number): NewEvent => ({
+  domain: "Todo",
+  name: "TodoCreated",
+  aggregateUuid,
+  payload: payloadOf(i),
+  tenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
+  reqCtx,
+});
+
+const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
+type Row = [number, string, string, string, string, string, number, string | null, number, string, string | null];
+
+/** What a careful hand-written better-sqlite3 event store does: the baseline. */
+class RawStore {
+  readonly db: Database.Database;
+  private readonly begin;
+  private readonly commit;
+  private readonly rollback;
+  private readonly maxVersion;
+  private readonly insert;
+  private readonly page;
+  private readonly oneAggregate;
+  private readonly manyAggregates;
+
+  constructor(filename: string) {
+    this.db = new Database(filename, { timeout: 5000 });
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("synchronous = NORMAL");
+    this.db.pragma("foreign_keys = ON");
+    this.db.exec(`
+      CREATE TABLE IF NOT EXISTS mneme_events (
+        position INTEGER PRIMARY KEY, event_uuid TEXT NOT NULL, tenant_uuid TEXT NOT NULL,
+        domain TEXT NOT NULL, name TEXT NOT NULL, aggregate_uuid TEXT NOT NULL, version INTEGER NOT NULL,
+        command_uuid TEXT, created_at INTEGER NOT NULL, req_ctx TEXT NOT NULL, payload TEXT,
+        UNIQUE (aggregate_uuid, version));
+      CREATE UNIQUE INDEX IF NOT EXISTS mneme_events_event_uuid ON mneme_events (event_uuid);`);
+    this.begin = this.db.prepare("BEGIN IMMEDIATE");
+    this.commit = this.db.prepare("COMMIT");
+    this.rollback = this.db.prepare("ROLLBACK");
+    this.maxVersion = this.db.prepare("SELECT MAX(version) AS v FROM mneme_events WHERE aggregate_uuid = ?");
+    this.insert = this.db.prepare(
+      `INSERT INTO mneme_events (event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.page = this.db.prepare(`SELECT ${COLUMNS} FROM mneme_events WHERE position > ? ORDER BY position LIMIT ?`).raw(true);
+    this.oneAggregate = this.db.prepare(`SELECT ${COLUMNS} FROM mneme_events WHERE aggregate_uuid = ? AND version >= ? ORDER BY version`).raw(true);
+    this.manyAggregates = this.db
+      .prepare(`SELECT ${COLUMNS} FROM mneme_events WHERE aggregate_uuid IN (SELECT value FROM json_each(?)) ORDER BY aggregate_uuid, version`)
+      .raw(true);
+  }
+
+  append(events: readonly NewEvent[]): void {
+    this.begin.run();
+    try {
+      const current = new Map<string, number>();
+      for (const e of events) {
+        let v = current.get(e.aggregateUuid);
+        if (v === undefined) v = (this.maxVersion.get(e.aggregateUuid) as { v: number | null }).v ?? 0;
+        v++;
+        current.set(e.aggregateUuid, v);
+        this.insert.run(newUuid(), e.tenantUuid ?? "", e.domain, e.name, e.aggregateUuid, v, null, nowNs(), JSON.stringify(e.reqCtx ?? {}), JSON.stringify(e.payload));
+      }
+      this.commit.run();
+    } catch (err) {
+      if (this.db.inTransaction) this.rollback.run();
+      throw err;
+    }
+  }
+
+  *readAll(batchSize: number): Generator<Event[]> {
+    let after = 0;
+    for (;;) {
+      const rows = this.page.all(after, batchSize) as Row[];
+      if (rows.length === 0) return;
+      const page = rows.map(toEvent);
+      after = (page[page.length - 1] as Event).position;
+      yield page;
+    }
+  }
+
+  loadAggregate(aggregateUuid: string): Event[] {
+    return (this.oneAggregate.all(aggregateUuid, 1) as Row[]).map(toEvent);
+  }
+
+  loadAggregates(ids: readonly string[]): Map<string, Event[]> {
+    const out = new Map<string, Event[]>();
+    for (const id of ids) out.set(id, []);
+    for (const row of this.manyAggregates.all(JSON.stringify(ids)) as Row[]) out.get(row[5])?.push(toEvent(row));
+    return out;
+  }
+}
+
+function toEvent(r: Row): Event {
+  const e: Event = {
+    eventUuid: r[1],
+    position: r[0],
+    tenantUuid: r[2],
+    domain: r[3],
+    name: r[4],
+    aggregateUuid: r[5],
+    version: r[6],
+    createdAt: r[8],
+    reqCtx: JSON.parse(r[9]) as RequestContext,
+    payload: r[10] === null ? undefined : JSON.parse(r[10]),
+  };
+  if (r[7] !== null) e.commandUuid = r[7];
+  return e;
+}
+
+/** 100 events: 10 new aggregates with 10 events each (what a busy command batch looks like). */
+function batchOf100(round: number): NewEvent[] {
+  const out: NewEvent[] = [];
+  for (let a = 0; a < 10; a++) for (let k = 0; k < 10; k++) out.push(newEvent(`batch-${round}-${a}`, round * 100 + a * 10 + k));
+  return out;
+}
+
+export default async function sqliteBench(b: Bench): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "mneme-bench-sqlite-"));
+  try {
+    await appendBench(b, dir);
+    await readBench(b, dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function appendBench(b: Bench, dir: string): Promise<void> {
+  const batches = b.quick ? 100 : 500;
+  const singles = b.quick ? 2_000 : 10_000;
+  const mneme = new SqliteEventRepository({ filename: join(dir, "append-mneme.db") });
+  await mneme.init();
+  const raw = new RawStore(join(dir, "append-raw.db"));
+  // Warm both (statement preparation, page cache, JIT) before measuring.
+  for (let r = 0; r < 20; r++) {
+    await mneme.append(batchOf100(-1 - r));
+    raw.append(batchOf100(-1 - r));
+  }
+
+  // Alternate who goes first so neither always runs on a cooler/hotter machine.
+  const prebuilt = Array.from({ length: batches }, (_, r) => batchOf100(r));
+  const rawBatch = await b.measure("sqlite", "raw: append, batches of 100", batches * 100, () => {
+    for (const batch of prebuilt) raw.append(batch);
+  }, "events/s");
+  const mnemeBatch = await b.measure("sqlite", "mneme: append, batches of 100", batches * 100, async () => {
+    for (const batch of prebuilt) await mneme.append(batch);
+  }, "events/s");
+  b.compare(mnemeBatch, rawBatch);
+
+  const singleEvents = Array.from({ length: singles }, (_, i) => newEvent(`single-${i % 500}`, i));
+  const mnemeSingle = await b.measure("sqlite", "mneme: append, one event per call", singles, async () => {
+    for (const e of singleEvents) await mneme.append([e]);
+  }, "events/s");
+  const rawSingle = await b.measure("sqlite", "raw: append, one event per call", singles, () => {
+    for (const e of singleEvents) raw.append([e]);
+  }, "events/s");
+  b.compare(mnemeSingle, rawSingle);
+  await mneme.close();
+  raw.db.close();
+}
+
+async function readBench(b: Bench, dir: string): Promise<void> {
+  const total = b.quick ? 100_000 : 1_000_000;
+  const filename = join(dir, "read.db");
+  // One file read by both: identical data and layout. Filled through the raw store (fast bulk load).
+  const raw = new RawStore(filename);
+  const fill: NewEvent[] = [];
+  for (let k = 0; k < 50; k++) fill.push(newEvent("history-50", k));
+  for (let a = 0; a < 100; a++) for (let k = 0; k < 5; k++) fill.push(newEvent(`list-${a}`, a * 5 + k));
+  raw.append(fill);
+  let i = fill.length;
+  while (i < total) {
+    const chunk: NewEvent[] = [];
+    for (let k = 0; k < 10_000 && i < total; k++, i++) chunk.push(newEvent(`bulk-${i % 100_000}`, i));
+    raw.append(chunk);
+  }
+  const mneme = new SqliteEventRepository({ filename });
+  await mneme.init();
+
+  const mnemeRead = async (): Promise<number> => {
+    let n = 0;
+    for await (const page of mneme.readAll({ batchSize: 1000 })) n += page.length;
+    return n;
+  };
+  const rawRead = (): number => {
+    let n = 0;
+    for (const page of raw.readAll(1000)) n += page.length;
+    return n;
+  };
+  // Warm-up pass each (page cache, JIT); also checks both see every event.
+  const [nm, nr] = [await mnemeRead(), rawRead()];
+  if (nm !== total || nr !== total) throw new Error(`readAll saw ${nm} / ${nr} events, expected ${total}`);
+  const rawAll = await b.measure("sqlite", `raw: readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, () => void rawRead(), "events/s");
+  const mnemeAll = await b.measure("sqlite", `mneme: readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, async () => void (await mnemeRead()), "events/s");
+  b.compare(mnemeAll, rawAll);
+
+  const loads = b.quick ? 2_000 : 10_000;
+  for (let w = 0; w < 200; w++) {
+    await mneme.loadAggregate("history-50");
+    raw.loadAggregate("history-50");
+  }
+  const mnemeOne = await b.measure("sqlite", "mneme: loadAggregate (50 events)", loads, async () => {
+    for (let k = 0; k < loads; k++) if ((await mneme.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events");
+  }, "loads/s");
+  const rawOne = await b.measure("sqlite", "raw: loadAggregate (50 events)", loads, () => {
+    for (let k = 0; k < loads; k++) if (raw.loadAggregate("history-50").length !== 50) throw new Error("expected 50 events");
+  }, "loads/s");
+  b.compare(mnemeOne, rawOne);
+
+  const lists = b.quick ? 500 : 2_000;
+  const ids = Array.from({ length: 100 }, (_, a) => `list-${a}`);
+  for (let w = 0; w < 50; w++) {
+    await mneme.loadAggregates(ids);
+    raw.loadAggregates(ids);
+  }
+  const mnemeMany = await b.measure("sqlite", "mneme: loadAggregates (100 ids, 500 events)", lists, async () => {
+    for (let k = 0; k < lists; k++) if ((await mneme.loadAggregates(ids)).size !== 100) throw new Error("expected 100 aggregates");
+  }, "loads/s");
+  const rawMany = await b.measure("sqlite", "raw: loadAggregates (100 ids, 500 events)", lists, () => {
+    for (let k = 0; k < lists; k++) if (raw.loadAggregates(ids).size !== 100) throw new Error("expected 100 aggregates");
+  }, "loads/s");
+  b.compare(mnemeMany, rawMany);
+
+  await mneme.close();
+  raw.db.close();
+}

@@ -1,0 +1,187 @@
+import type { Notification } from "pg";
+import type { PgClient, PgPool } from "./postgres-pool.js";
+
+/** Options of {@link PostgresAppendWatcher}. */
+export interface PostgresAppendWatcherOptions {
+  readonly pool: PgPool;
+  /** The NOTIFY channel (exact, case-sensitive). */
+  readonly channel: string;
+  /** Notifications whose payload starts with `${instanceId}:` come from this instance and are ignored. */
+  readonly instanceId: string;
+  /** Polling fallback period; 0 turns polling off. */
+  readonly pollIntervalMs: number;
+  /** Wait before reconnecting the LISTEN client after it failed. */
+  readonly reconnectDelayMs: number;
+  /** The repository's head position (what a reader can see now). */
+  readonly readHead: () => Promise<number>;
+}
+
+/**
+ * Tells listeners that events may have been appended by another instance:
+ * LISTEN on a dedicated client (reconnected after an error, listeners told once
+ * after a reconnect since notifications may have been missed meanwhile) plus a
+ * polling fallback comparing the head position. Runs only while it has listeners.
+ */
+export class PostgresAppendWatcher {
+  private readonly listeners = new Set<() => void>();
+  private client: PgClient | undefined;
+  private running = false;
+  private connects = 0;
+  private pollTimer: ReturnType<typeof setInterval> | undefined;
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  private polling = false;
+  /** The highest position known to be seen by the listeners' side; -1 until the first poll. */
+  private lastSeen = -1;
+
+  constructor(private readonly opts: PostgresAppendWatcherOptions) {}
+
+  /** Adds a listener (starting the watcher with the first one); returns its remover. */
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    if (this.listeners.size === 1) this.start();
+    return () => {
+      if (this.listeners.delete(listener) && this.listeners.size === 0) this.stop();
+    };
+  }
+
+  /** True while the LISTEN client is connected and listening. */
+  get listening(): boolean {
+    return this.client !== undefined;
+  }
+
+  /**
+   * Records positions first+1..last appended by this instance, so the poll does
+   * not report them; only when first is already seen, so no gap hides an external event.
+   */
+  noteOwnAppend(first: number, last: number): void {
+    if (this.lastSeen >= 0 && first - 1 <= this.lastSeen && last > this.lastSeen) this.lastSeen = last;
+  }
+
+  /** Stops listening and polling and drops the listeners. */
+  close(): void {
+    this.listeners.clear();
+    this.stop();
+  }
+
+  private start(): void {
+    this.running = true;
+    void this.connect();
+    if (this.opts.pollIntervalMs > 0) {
+      this.pollTimer = setInterval(() => void this.poll(), this.opts.pollIntervalMs);
+      this.pollTimer.unref?.();
+      void this.poll();
+    }
+  }
+
+  private stop(): void {
+    this.running = false;
+    if (this.pollTimer !== undefined) clearInterval(this.pollTimer);
+    if (this.reconnectTimer !== undefined) clearTimeout(this.reconnectTimer);
+    this.pollTimer = undefined;
+    this.reconnectTimer = undefined;
+    this.lastSeen = -1;
+    const c = this.client;
+    this.client = undefined;
+    if (c !== undefined) destroy(c);
+  }
+
+  private async connect(): Promise<void> {
+    if (!this.running || this.client !== undefined) return;
+    let client: PgClient;
+    try {
+      client = await this.opts.pool.connect();
+    } catch {
+      this.scheduleReconnect();
+      return;
+    }
+    if (!this.running || this.client !== undefined) {
+      client.release();
+      return;
+    }
+    let lost = false;
+    const onLost = (): void => {
+      if (lost) return;
+      lost = true;
+      if (this.client === client) this.client = undefined;
+      destroy(client);
+      this.scheduleReconnect();
+    };
+    client.on("error", onLost);
+    client.on("end", onLost);
+    client.on("notification", (msg: Notification) => this.onNotification(msg));
+    try {
+      await client.query(`LISTEN "${this.opts.channel}"`);
+    } catch {
+      onLost();
+      return;
+    }
+    if (lost) return;
+    if (!this.running) {
+      destroy(client);
+      return;
+    }
+    this.client = client;
+    // After a reconnect, notifications sent while disconnected are lost: let listeners pull.
+    if (this.connects++ > 0) this.fire();
+  }
+
+  private scheduleReconnect(): void {
+    if (!this.running || this.reconnectTimer !== undefined) return;
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined;
+      void this.connect();
+    }, this.opts.reconnectDelayMs);
+    this.reconnectTimer.unref?.();
+  }
+
+  private onNotification(msg: Notification): void {
+    if (msg.channel !== this.opts.channel) return;
+    const payload = msg.payload ?? "";
+    const sep = payload.lastIndexOf(":");
+    if (payload.slice(0, sep) === this.opts.instanceId) return;
+    const pos = Number(payload.slice(sep + 1));
+    if (Number.isFinite(pos) && pos > this.lastSeen && this.lastSeen >= 0) this.lastSeen = pos;
+    this.fire();
+  }
+
+  private async poll(): Promise<void> {
+    if (this.polling || !this.running) return;
+    this.polling = true;
+    try {
+      const head = await this.opts.readHead();
+      if (!this.running) return;
+      if (this.lastSeen < 0) {
+        this.lastSeen = head;
+      } else if (head > this.lastSeen) {
+        this.lastSeen = head;
+        this.fire();
+      }
+    } catch {
+      // The database is unreachable for now; the next tick tries again.
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  private fire(): void {
+    for (const l of [...this.listeners]) {
+      try {
+        l();
+      } catch {
+        // A listener's failure must not stop the watcher or the other listeners.
+      }
+    }
+  }
+}
+
+/** Ends a client's session (its LISTEN and locks go with it); safe to call twice. */
+function destroy(client: PgClient): void {
+  client.removeAllListeners("notification");
+  // The connection may still report an error while closing; nobody else listens.
+  client.on("error", () => {});
+  try {
+    client.release(true);
+  } catch {
+    // Released already.
+  }
+}

@@ -1,0 +1,481 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { StoreInfo } from "../store/store-info.js";
+import { mapPgError } from "./postgres-errors.js";
+import type { PgClient } from "./postgres-pool.js";
+import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
+import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
+
+/** The running transaction: its dedicated client. */
+interface Tx {
+  readonly client: PgClient;
+}
+
+type Where = ListOptions["where"];
+
+const FIELD = /^[A-Za-z0-9_]+$/;
+
+/** Called with the handlers whose locks were lost because the lock connection failed. */
+export type LockLostListener = (handlers: readonly string[]) => void;
+
+/**
+ * Readmodel documents as JSONB in one table (collection, key, doc), a table of
+ * the collections that ever held a document, and a checkpoint table.
+ *
+ * `transaction(fn)` runs on one dedicated client (BEGIN ... COMMIT, ROLLBACK
+ * when fn throws); AsyncLocalStorage routes every call made inside fn to that
+ * client, so reads inside see fn's writes; a nested transaction joins the
+ * outer one. Transactions are serialised, and writes from outside wait for the
+ * running (and queued) ones, as the interface requires; reads never wait.
+ *
+ * `tryLock(handler)` takes `pg_try_advisory_lock` on a dedicated session
+ * client held while any lock is held, so one instance processes a handler at a
+ * time; the lock goes when `unlock` is called, when this backend is closed, or
+ * when the process or its connection dies, and another instance takes over.
+ */
+export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements ReadmodelStoreBackend {
+  /** @internal */ readonly docs: string;
+  /** @internal */ readonly collectionsTable: string;
+  private readonly checkpoints: string;
+  private readonly als = new AsyncLocalStorage<Tx>();
+  private activeTx: Tx | undefined;
+  private mutexTail: Promise<void> = Promise.resolve();
+  private mutexHolders = 0;
+  private lockClient: PgClient | undefined;
+  private lockOps: Promise<unknown> = Promise.resolve();
+  private readonly heldLocks = new Set<string>();
+  private readonly lockLostListeners = new Set<LockLostListener>();
+
+  constructor(opts: PostgresStoreOptions) {
+    super(opts);
+    this.docs = `${this.qschema}.readmodel_documents`;
+    this.collectionsTable = `${this.qschema}.readmodel_collections`;
+    this.checkpoints = `${this.qschema}.readmodel_checkpoints`;
+  }
+
+  /** Creates the schema and tables; idempotent, safe to run from several instances at once. */
+  async init(): Promise<void> {
+    await this.track(() =>
+      runSchemaDdl(this.pool, this.schema, [
+        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+        // COLLATE "C": keys and names sort by code point, as in the other backends, and the primary key serves that order.
+        `CREATE TABLE IF NOT EXISTS ${this.docs} (
+          collection text COLLATE "C" NOT NULL,
+          key text COLLATE "C" NOT NULL,
+          doc jsonb NOT NULL,
+          updated_at bigint NOT NULL,
+          PRIMARY KEY (collection, key)
+        )`,
+        `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
+        `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
+      ]),
+    );
+  }
+
+  collection<T>(name: string): ReadmodelCollection<T> {
+    if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "a collection name must be a non-empty string");
+    return new PostgresReadmodelCollection<T>(this, name);
+  }
+
+  async listCollections(): Promise<string[]> {
+    const res = await this.exec<{ collection: string }>(`SELECT collection FROM ${this.collectionsTable} ORDER BY collection`, [], false, "listCollections");
+    return res.rows.map((r) => r.collection);
+  }
+
+  async transaction<R>(fn: () => Promise<R>): Promise<R> {
+    if (typeof fn !== "function") throw new MnemeError("INVALID_REQUEST", "transaction: fn must be a function");
+    if (this.insideTx()) return fn();
+    return this.track(async () => {
+      const release = await this.acquire();
+      let client: PgClient | undefined;
+      let broken = false;
+      try {
+        this.assertOpen();
+        try {
+          client = await this.pool.connect();
+          await client.query("BEGIN");
+        } catch (e) {
+          broken = true;
+          throw mapPgError(e, "postgres: readmodel transaction: BEGIN");
+        }
+        const tx: Tx = { client };
+        this.activeTx = tx;
+        let result: R;
+        try {
+          result = await this.als.run(tx, fn);
+        } catch (e) {
+          this.activeTx = undefined;
+          try {
+            await client.query("ROLLBACK");
+          } catch {
+            broken = true;
+          }
+          throw e;
+        }
+        this.activeTx = undefined;
+        let committed;
+        try {
+          committed = await client.query("COMMIT");
+        } catch (e) {
+          broken = true;
+          throw mapPgError(e, "postgres: readmodel transaction: COMMIT");
+        }
+        // COMMIT of a transaction in which a statement failed (and fn caught it) rolls back instead.
+        if (committed.command === "ROLLBACK") {
+          throw new MnemeError("STORE_ERROR", "postgres: readmodel transaction rolled back: a statement inside it failed");
+        }
+        return result;
+      } finally {
+        this.activeTx = undefined;
+        client?.release(broken);
+        release();
+      }
+    });
+  }
+
+  async getCheckpoint(handler: string): Promise<number> {
+    const res = await this.exec<{ position: string }>(`SELECT position::text FROM ${this.checkpoints} WHERE handler = $1`, [handler], false, "getCheckpoint");
+    const row = res.rows[0];
+    return row === undefined ? 0 : Number(row.position);
+  }
+
+  async setCheckpoint(handler: string, position: number): Promise<void> {
+    if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "a handler name must be a non-empty string");
+    if (!Number.isInteger(position) || position < 0) throw new MnemeError("INVALID_REQUEST", `a checkpoint must be an integer >= 0, got ${String(position)}`);
+    await this.exec(
+      `INSERT INTO ${this.checkpoints} (handler, position) VALUES ($1, $2) ON CONFLICT (handler) DO UPDATE SET position = EXCLUDED.position`,
+      [handler, position],
+      true,
+      "setCheckpoint",
+    );
+  }
+
+  async info(): Promise<StoreInfo> {
+    const res = await this.exec<{ n: string; t: string | null }>(`SELECT count(*)::text AS n, max(updated_at)::text AS t FROM ${this.docs}`, [], false, "info");
+    const row = res.rows[0];
+    return this.storeInfo(Number(row?.n ?? 0), row?.t == null ? 0 : Number(row.t));
+  }
+
+  /**
+   * Takes the exclusive lock of `handler` for this backend (a session advisory
+   * lock on a dedicated client); true when taken or already held by this backend.
+   */
+  async tryLock(handler: string): Promise<boolean> {
+    if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "tryLock: a handler name must be a non-empty string");
+    return this.track(() =>
+      this.serialLockOp(async () => {
+        this.assertOpen();
+        if (this.heldLocks.has(handler)) return true;
+        const client = await this.ensureLockClient();
+        let ok: boolean;
+        try {
+          const res = await client.query<{ ok: boolean }>("SELECT pg_try_advisory_lock($1::bigint) AS ok", [this.lockKey(handler)]);
+          ok = res.rows[0]?.ok === true;
+        } catch (e) {
+          throw mapPgError(e, `postgres: tryLock(${handler})`);
+        }
+        if (ok) this.heldLocks.add(handler);
+        else if (this.heldLocks.size === 0) this.dropLockClient(false);
+        return ok;
+      }),
+    );
+  }
+
+  /** Releases the lock of `handler` when this backend holds it; otherwise does nothing. */
+  async unlock(handler: string): Promise<void> {
+    await this.track(() =>
+      this.serialLockOp(async () => {
+        const client = this.lockClient;
+        if (!this.heldLocks.has(handler) || client === undefined) return;
+        this.heldLocks.delete(handler);
+        try {
+          await client.query("SELECT pg_advisory_unlock($1::bigint)", [this.lockKey(handler)]);
+        } catch (e) {
+          // Ending the session is the sure way to let the lock go.
+          this.dropLockClient(true);
+          throw mapPgError(e, `postgres: unlock(${handler})`);
+        }
+        if (this.heldLocks.size === 0) this.dropLockClient(false);
+      }),
+    );
+  }
+
+  /** The handlers whose locks this backend holds now. */
+  heldLockNames(): string[] {
+    return [...this.heldLocks];
+  }
+
+  /** Tells `listener` when the lock connection failed and the listed locks were lost (another instance may take them). */
+  onLockLost(listener: LockLostListener): () => void {
+    this.lockLostListeners.add(listener);
+    return () => {
+      this.lockLostListeners.delete(listener);
+    };
+  }
+
+  protected override async onClose(): Promise<void> {
+    await this.lockOps.catch(() => undefined);
+    this.heldLocks.clear();
+    // Ending the session releases every advisory lock it holds.
+    this.dropLockClient(true);
+  }
+
+  // --- used by PostgresReadmodelCollection -----------------------------------
+
+  /**
+   * @internal Runs one statement: on the transaction's client inside a
+   * transaction, else on the pool, a write first waiting for running transactions.
+   */
+  async exec<R extends object>(text: string, values: unknown[], write: boolean, what: string) {
+    return this.track(async () => {
+      try {
+        const tx = this.currentTx();
+        if (tx !== undefined) return await tx.client.query<R>(text, values);
+        if (!write || this.mutexHolders === 0) return await this.pool.query<R>(text, values);
+        const release = await this.acquire();
+        try {
+          this.assertOpen();
+          return await this.pool.query<R>(text, values);
+        } finally {
+          release();
+        }
+      } catch (e) {
+        throw mapPgError(e, `postgres: readmodel ${what}`);
+      }
+    });
+  }
+
+  private currentTx(): Tx | undefined {
+    const tx = this.als.getStore();
+    // A stale context (a callback that outlived its transaction) counts as outside.
+    return tx !== undefined && tx === this.activeTx ? tx : undefined;
+  }
+
+  private insideTx(): boolean {
+    return this.currentTx() !== undefined;
+  }
+
+  /** A FIFO mutex: resolves with its release function once every earlier holder released. */
+  private acquire(): Promise<() => void> {
+    const prev = this.mutexTail;
+    let release!: () => void;
+    const mine = new Promise<void>((r) => {
+      release = r;
+    });
+    this.mutexTail = prev.then(() => mine);
+    this.mutexHolders++;
+    let released = false;
+    return prev.then(() => () => {
+      if (released) return;
+      released = true;
+      this.mutexHolders--;
+      release();
+    });
+  }
+
+  private lockKey(handler: string): string {
+    return advisoryKey("mneme:readmodel-lock", this.schema, handler);
+  }
+
+  private serialLockOp<R>(op: () => Promise<R>): Promise<R> {
+    const run = this.lockOps.then(op, op);
+    this.lockOps = run.catch(() => undefined);
+    return run;
+  }
+
+  private async ensureLockClient(): Promise<PgClient> {
+    if (this.lockClient !== undefined) return this.lockClient;
+    let client: PgClient;
+    try {
+      client = await this.pool.connect();
+    } catch (e) {
+      throw mapPgError(e, "postgres: connecting the readmodel lock client");
+    }
+    const onLost = (): void => {
+      if (this.lockClient !== client) return;
+      const lost = [...this.heldLocks];
+      this.heldLocks.clear();
+      this.dropLockClient(true);
+      if (lost.length === 0) return;
+      for (const l of [...this.lockLostListeners]) {
+        try {
+          l(lost);
+        } catch {
+          // A listener's failure must not hide the loss from the others.
+        }
+      }
+    };
+    client.on("error", onLost);
+    client.on("end", onLost);
+    this.lockClient = client;
+    return client;
+  }
+
+  private dropLockClient(destroy: boolean): void {
+    const client = this.lockClient;
+    if (client === undefined) return;
+    this.lockClient = undefined;
+    client.removeAllListeners("end");
+    client.removeAllListeners("error");
+    // A destroyed connection may still report an error while closing.
+    client.on("error", () => {});
+    try {
+      client.release(destroy);
+    } catch {
+      // Released already.
+    }
+  }
+}
+
+/** One collection of a {@link PostgresReadmodelStoreBackend}. */
+class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
+  constructor(
+    private readonly backend: PostgresReadmodelStoreBackend,
+    private readonly name: string,
+  ) {}
+
+  async get(key: string): Promise<T | undefined> {
+    assertKey(key);
+    const res = await this.backend.exec<{ doc: T }>(`SELECT doc FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`, [this.name, key], false, "get");
+    return res.rows[0]?.doc;
+  }
+
+  async getMany(keys: readonly string[]): Promise<Map<string, T>> {
+    if (!Array.isArray(keys)) throw new MnemeError("INVALID_REQUEST", "getMany takes an array of keys");
+    for (const k of keys) assertKey(k);
+    const out = new Map<string, T>();
+    if (keys.length === 0) return out;
+    const res = await this.backend.exec<{ key: string; doc: T }>(
+      `SELECT key, doc FROM ${this.backend.docs} WHERE collection = $1 AND key = ANY($2::text[])`,
+      [this.name, keys],
+      false,
+      "getMany",
+    );
+    const found = new Map(res.rows.map((r) => [r.key, r.doc] as const));
+    for (const k of keys) if (found.has(k)) out.set(k, found.get(k) as T);
+    return out;
+  }
+
+  async put(key: string, doc: T): Promise<void> {
+    const json = toJson(key, doc);
+    await this.backend.exec(
+      `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
+       INSERT INTO ${this.backend.docs} (collection, key, doc, updated_at) VALUES ($1, $2, $3::jsonb, $4)
+       ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at`,
+      [this.name, key, json, nowNs()],
+      true,
+      "put",
+    );
+  }
+
+  async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
+    if (!Array.isArray(entries)) throw new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
+    // The last document of a key wins, as if put one by one (ON CONFLICT cannot touch a row twice in one statement).
+    const byKey = new Map<string, string>();
+    for (const entry of entries) {
+      if (!Array.isArray(entry)) throw new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
+      const [k, v] = entry;
+      const json = toJson(k, v);
+      byKey.delete(k);
+      byKey.set(k, json);
+    }
+    if (byKey.size === 0) return;
+    await this.backend.exec(
+      `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
+       INSERT INTO ${this.backend.docs} (collection, key, doc, updated_at)
+       SELECT $1, u.key, u.doc, $4 FROM unnest($2::text[], $3::jsonb[]) AS u(key, doc)
+       ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at`,
+      [this.name, [...byKey.keys()], [...byKey.values()], nowNs()],
+      true,
+      "putMany",
+    );
+  }
+
+  async delete(key: string): Promise<boolean> {
+    assertKey(key);
+    const res = await this.backend.exec(`DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`, [this.name, key], true, "delete");
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  async list(opts: ListOptions = {}): Promise<T[]> {
+    const offset = opts.offset ?? 0;
+    const limit = opts.limit;
+    if (!Number.isInteger(offset) || offset < 0) throw new MnemeError("INVALID_REQUEST", `offset must be an integer >= 0, got ${String(offset)}`);
+    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) throw new MnemeError("INVALID_REQUEST", `limit must be an integer >= 0, got ${String(limit)}`);
+    if (opts.orderBy !== undefined) assertField(opts.orderBy, "orderBy");
+    const values: unknown[] = [this.name];
+    const where = whereSql(opts.where, values);
+    const dir = opts.descending === true ? "DESC" : "ASC";
+    let order = `key ${dir}`;
+    if (opts.orderBy !== undefined) {
+      // Typed order, as the other backends: missing/null < booleans < numbers < strings < arrays and objects; ties by key.
+      const f = `doc -> $${values.push(opts.orderBy)}::text`;
+      order = [
+        `CASE jsonb_typeof(${f}) WHEN 'boolean' THEN 1 WHEN 'number' THEN 2 WHEN 'string' THEN 3 WHEN 'array' THEN 4 WHEN 'object' THEN 4 ELSE 0 END ${dir}`,
+        `CASE WHEN jsonb_typeof(${f}) = 'boolean' THEN (${f})::boolean END ${dir}`,
+        `CASE WHEN jsonb_typeof(${f}) = 'number' THEN (${f})::numeric END ${dir}`,
+        `(CASE WHEN jsonb_typeof(${f}) = 'string' THEN (${f}) #>> '{}' END) COLLATE "C" ${dir}`,
+        `(CASE WHEN jsonb_typeof(${f}) IN ('array', 'object') THEN (${f})::text END) COLLATE "C" ${dir}`,
+        `key ${dir}`,
+      ].join(", ");
+    }
+    const lim = `$${values.push(limit ?? null)}`;
+    const off = `$${values.push(offset)}`;
+    const res = await this.backend.exec<{ doc: T }>(
+      `SELECT doc FROM ${this.backend.docs} WHERE collection = $1${where} ORDER BY ${order} LIMIT ${lim} OFFSET ${off}`,
+      values,
+      false,
+      "list",
+    );
+    return res.rows.map((r) => r.doc);
+  }
+
+  async count(where?: Where): Promise<number> {
+    const values: unknown[] = [this.name];
+    const cond = whereSql(where, values);
+    const res = await this.backend.exec<{ n: string }>(`SELECT count(*)::text AS n FROM ${this.backend.docs} WHERE collection = $1${cond}`, values, false, "count");
+    return Number(res.rows[0]?.n ?? 0);
+  }
+
+  async clear(): Promise<void> {
+    await this.backend.exec(`DELETE FROM ${this.backend.docs} WHERE collection = $1`, [this.name], true, "clear");
+  }
+}
+
+/** `AND doc -> $k = $v::jsonb ...`: field names and values are both parameters; equality is typed (1 matches neither "1" nor true). */
+function whereSql(where: Where, values: unknown[]): string {
+  if (where === undefined) return "";
+  if (where === null || typeof where !== "object" || Array.isArray(where)) throw new MnemeError("INVALID_REQUEST", "where must be an object");
+  let sql = "";
+  for (const [f, v] of Object.entries(where)) {
+    assertField(f, "a where field");
+    const ok = typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v));
+    if (!ok) throw new MnemeError("INVALID_REQUEST", `where.${f} must be a string, a finite number or a boolean`);
+    sql += ` AND doc -> $${values.push(f)}::text = $${values.push(JSON.stringify(v))}::jsonb`;
+  }
+  return sql;
+}
+
+function assertKey(key: unknown): asserts key is string {
+  if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
+}
+
+function assertField(name: unknown, what: string): void {
+  if (typeof name !== "string" || !FIELD.test(name)) {
+    throw new MnemeError("INVALID_REQUEST", `${what} must be a field name of letters, digits and _, got ${JSON.stringify(name)}`);
+  }
+}
+
+function toJson(key: string, doc: unknown): string {
+  assertKey(key);
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(doc);
+  } catch (e) {
+    throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`, { cause: e });
+  }
+  if (json === undefined) throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`);
+  return json;
+}

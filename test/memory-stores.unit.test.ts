@@ -1,0 +1,19 @@
+import { describeCacheStoreContract } from "../src/testing/cache-store-contract.js";
+import { describeCommandStoreContract } from "../src/testing/command-store-contract.js";
+import { describeDataStoreContract } from "../src/testing/data-store-contract.js";
+import { describeEventRepositoryContract } from "../src/testing/event-repository-contract.js";
+import { describeLogStoreContract } from "../src/testing/log-store-contract.js";
+import { describeReadmodelStoreBackendContract } from "../src/testing/readmodel-store-backend-contract.js";
+import { MemoryCacheStore } from "../src/memory/memory-cache-store.js";
+import { MemoryCommandStore } from "../src/memory/memory-command-store.js";
+import { MemoryDataStore } from "../src/memory/memory-data-store.js";
+import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
+import { MemoryLogStore } from "../src/memory/memory-log-store.js";
+import { MemoryReadmodelStoreBackend } from "../src/memory/memory-readmodel-store-backend.js";
+
+describeEventRepositoryContract("memory", async () => new MemoryEventRepository());
+describeCommandStoreContract("memory", async () => new MemoryCommandStore());
+describeDataStoreContract("memory", async () => new MemoryDataStore());
+describeCacheStoreContract("memory", async () => new MemoryCacheStore());
+describeLogStoreContract("memory", async () => new MemoryLogStore());
+describeReadmodelStoreBackendContract("memory", async () => new MemoryReadmodelStoreBackend());
