@@ -29,6 +29,14 @@ export class Bench {
     return row;
   }
 
+  /** Records a throughput timed by the caller (e.g. summed over interleaved rounds). */
+  record(group: string, name: string, ops: number, seconds: number, unit = "ops/s"): BenchRow {
+    const row: BenchRow = { group, name, ops, seconds, unit };
+    this.rows.push(row);
+    print(row);
+    return row;
+  }
+
   /** Records a ratio of `row` against `baseline` (throughput / throughput). */
   compare(row: BenchRow, baseline: BenchRow): void {
     row.ratio = (row.ops / row.seconds) / (baseline.ops / baseline.seconds);

@@ -138,6 +138,46 @@ function batchOf100(round: number): NewEvent[] {
   return out;
 }
 
+/**
+ * Times mneme and raw in interleaved rounds (alternating who goes first) and
+ * sums each side's time, so load from other processes hits both alike; then
+ * records one row per side and their ratio.
+ */
+async function duel(
+  b: Bench,
+  what: string,
+  opsPerRound: number,
+  rounds: number,
+  mneme: (round: number) => Promise<void>,
+  raw: (round: number) => void,
+  unit: string,
+): Promise<void> {
+  let tm = 0;
+  let tr = 0;
+  for (let r = 0; r < rounds; r++) {
+    const runMneme = async () => {
+      const t0 = performance.now();
+      await mneme(r);
+      tm += performance.now() - t0;
+    };
+    const runRaw = () => {
+      const t0 = performance.now();
+      raw(r);
+      tr += performance.now() - t0;
+    };
+    if (r % 2 === 0) {
+      await runMneme();
+      runRaw();
+    } else {
+      runRaw();
+      await runMneme();
+    }
+  }
+  const rawRow = b.record("sqlite", `raw: ${what}`, opsPerRound * rounds, tr / 1000, unit);
+  const mnemeRow = b.record("sqlite", `mneme: ${what}`, opsPerRound * rounds, tm / 1000, unit);
+  b.compare(mnemeRow, rawRow);
+}
+
 export default async function sqliteBench(b: Bench): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "mneme-bench-sqlite-"));
   try {
@@ -149,8 +189,9 @@ export default async function sqliteBench(b: Bench): Promise<void> {
 }
 
 async function appendBench(b: Bench, dir: string): Promise<void> {
-  const batches = b.quick ? 100 : 500;
-  const singles = b.quick ? 2_000 : 10_000;
+  const rounds = 10;
+  const batchesPerRound = b.quick ? 10 : 50;
+  const singlesPerRound = b.quick ? 200 : 1_000;
   const mneme = new SqliteEventRepository({ filename: join(dir, "append-mneme.db") });
   await mneme.init();
   const raw = new RawStore(join(dir, "append-raw.db"));
@@ -159,25 +200,34 @@ async function appendBench(b: Bench, dir: string): Promise<void> {
     await mneme.append(batchOf100(-1 - r));
     raw.append(batchOf100(-1 - r));
   }
-
-  // Alternate who goes first so neither always runs on a cooler/hotter machine.
-  const prebuilt = Array.from({ length: batches }, (_, r) => batchOf100(r));
-  const rawBatch = await b.measure("sqlite", "raw: append, batches of 100", batches * 100, () => {
-    for (const batch of prebuilt) raw.append(batch);
-  }, "events/s");
-  const mnemeBatch = await b.measure("sqlite", "mneme: append, batches of 100", batches * 100, async () => {
-    for (const batch of prebuilt) await mneme.append(batch);
-  }, "events/s");
-  b.compare(mnemeBatch, rawBatch);
-
-  const singleEvents = Array.from({ length: singles }, (_, i) => newEvent(`single-${i % 500}`, i));
-  const mnemeSingle = await b.measure("sqlite", "mneme: append, one event per call", singles, async () => {
-    for (const e of singleEvents) await mneme.append([e]);
-  }, "events/s");
-  const rawSingle = await b.measure("sqlite", "raw: append, one event per call", singles, () => {
-    for (const e of singleEvents) raw.append([e]);
-  }, "events/s");
-  b.compare(mnemeSingle, rawSingle);
+  const batches = Array.from({ length: rounds }, (_, r) => Array.from({ length: batchesPerRound }, (_, k) => batchOf100(r * batchesPerRound + k)));
+  await duel(
+    b,
+    "append, batches of 100",
+    batchesPerRound * 100,
+    rounds,
+    async (r) => {
+      for (const batch of batches[r] ?? []) await mneme.append(batch);
+    },
+    (r) => {
+      for (const batch of batches[r] ?? []) raw.append(batch);
+    },
+    "events/s",
+  );
+  const singles = Array.from({ length: rounds }, (_, r) => Array.from({ length: singlesPerRound }, (_, i) => newEvent(`single-${i % 500}`, r * singlesPerRound + i)));
+  await duel(
+    b,
+    "append, one event per call",
+    singlesPerRound,
+    rounds,
+    async (r) => {
+      for (const e of singles[r] ?? []) await mneme.append([e]);
+    },
+    (r) => {
+      for (const e of singles[r] ?? []) raw.append([e]);
+    },
+    "events/s",
+  );
   await mneme.close();
   raw.db.close();
 }
@@ -200,49 +250,59 @@ async function readBench(b: Bench, dir: string): Promise<void> {
   const mneme = new SqliteEventRepository({ filename });
   await mneme.init();
 
-  const mnemeRead = async (): Promise<number> => {
+  const mnemeRead = async (): Promise<void> => {
     let n = 0;
     for await (const page of mneme.readAll({ batchSize: 1000 })) n += page.length;
-    return n;
+    if (n !== total) throw new Error(`mneme readAll saw ${n} events, expected ${total}`);
   };
-  const rawRead = (): number => {
+  const rawRead = (): void => {
     let n = 0;
     for (const page of raw.readAll(1000)) n += page.length;
-    return n;
+    if (n !== total) throw new Error(`raw readAll saw ${n} events, expected ${total}`);
   };
-  // Warm-up pass each (page cache, JIT); also checks both see every event.
-  const [nm, nr] = [await mnemeRead(), rawRead()];
-  if (nm !== total || nr !== total) throw new Error(`readAll saw ${nm} / ${nr} events, expected ${total}`);
-  const rawAll = await b.measure("sqlite", `raw: readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, () => void rawRead(), "events/s");
-  const mnemeAll = await b.measure("sqlite", `mneme: readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, async () => void (await mnemeRead()), "events/s");
-  b.compare(mnemeAll, rawAll);
+  // Warm-up pass each (page cache, JIT).
+  await mnemeRead();
+  rawRead();
+  await duel(b, `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, b.quick ? 4 : 3, mnemeRead, rawRead, "events/s");
 
-  const loads = b.quick ? 2_000 : 10_000;
+  const loads = b.quick ? 200 : 1_000;
   for (let w = 0; w < 200; w++) {
     await mneme.loadAggregate("history-50");
     raw.loadAggregate("history-50");
   }
-  const mnemeOne = await b.measure("sqlite", "mneme: loadAggregate (50 events)", loads, async () => {
-    for (let k = 0; k < loads; k++) if ((await mneme.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events");
-  }, "loads/s");
-  const rawOne = await b.measure("sqlite", "raw: loadAggregate (50 events)", loads, () => {
-    for (let k = 0; k < loads; k++) if (raw.loadAggregate("history-50").length !== 50) throw new Error("expected 50 events");
-  }, "loads/s");
-  b.compare(mnemeOne, rawOne);
+  await duel(
+    b,
+    "loadAggregate (50 events)",
+    loads,
+    10,
+    async () => {
+      for (let k = 0; k < loads; k++) if ((await mneme.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events");
+    },
+    () => {
+      for (let k = 0; k < loads; k++) if (raw.loadAggregate("history-50").length !== 50) throw new Error("expected 50 events");
+    },
+    "loads/s",
+  );
 
-  const lists = b.quick ? 500 : 2_000;
+  const lists = b.quick ? 50 : 200;
   const ids = Array.from({ length: 100 }, (_, a) => `list-${a}`);
   for (let w = 0; w < 50; w++) {
     await mneme.loadAggregates(ids);
     raw.loadAggregates(ids);
   }
-  const mnemeMany = await b.measure("sqlite", "mneme: loadAggregates (100 ids, 500 events)", lists, async () => {
-    for (let k = 0; k < lists; k++) if ((await mneme.loadAggregates(ids)).size !== 100) throw new Error("expected 100 aggregates");
-  }, "loads/s");
-  const rawMany = await b.measure("sqlite", "raw: loadAggregates (100 ids, 500 events)", lists, () => {
-    for (let k = 0; k < lists; k++) if (raw.loadAggregates(ids).size !== 100) throw new Error("expected 100 aggregates");
-  }, "loads/s");
-  b.compare(mnemeMany, rawMany);
+  await duel(
+    b,
+    "loadAggregates (100 ids, 500 events)",
+    lists,
+    10,
+    async () => {
+      for (let k = 0; k < lists; k++) if ((await mneme.loadAggregates(ids)).size !== 100) throw new Error("expected 100 aggregates");
+    },
+    () => {
+      for (let k = 0; k < lists; k++) if (raw.loadAggregates(ids).size !== 100) throw new Error("expected 100 aggregates");
+    },
+    "loads/s",
+  );
 
   await mneme.close();
   raw.db.close();

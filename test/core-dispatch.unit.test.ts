@@ -207,13 +207,18 @@ describe("dispatch failures append nothing and are recorded", () => {
     expect(JSON.stringify((await f.commandStore.list()).items)).not.toMatch(/hunter2|tok"/);
   });
 
-  it("rejects a reqCtx that is not an object and an empty commandUuid", async () => {
+  it("rejects a reqCtx that is not an object, a bad targetAggregateVersion and an empty commandUuid", async () => {
     const { Bank, Deposit } = bankDomain();
     const f = await started((f) => f.registerDomain(Bank));
     const e1 = await rejection(f.dispatch(Deposit, { accountUuid: "a", amount: 1 }, { reqCtx: "admin" as never }));
     expect(e1.code).toBe("INVALID_REQUEST");
     const e2 = await rejection(f.dispatch(Deposit, { accountUuid: "a", amount: 1 }, { reqCtx: admin, commandUuid: "" }));
     expect(e2.code).toBe("INVALID_REQUEST");
+    for (const v of [-1, 1.5, "3", Number.NaN]) {
+      const e3 = await rejection(f.dispatch(Deposit, { accountUuid: "a", amount: 1 }, { reqCtx: { ...admin, targetAggregateVersion: v as number } }));
+      expect(e3.code).toBe("INVALID_REQUEST");
+      expect(e3.message).toMatch(/targetAggregateVersion/);
+    }
     expect(await f.eventRepository.headPosition()).toBe(0);
   });
 

@@ -139,7 +139,7 @@ export class Facade {
     this.cacheStore = options.cacheStore ?? new MemoryCacheStore();
     this.logStore = options.logStore ?? new MemoryLogStore();
     this.readmodelStoreBackend = options.readmodelStoreBackend ?? new MemoryReadmodelStoreBackend();
-    this.permissions = new PermissionRegistry(options.authorizer);
+    this.permissions = new PermissionRegistry(options.authorizer, { facade: this });
     const se = options.systemEvents;
     this.systemEvents = new SystemEventProducer(typeof se === "object" ? se : {});
     this.schemas = new SchemaRegistry(options.schemas);
@@ -224,8 +224,9 @@ export class Facade {
     return this;
   }
 
-  /** Initialises stores, restores readmodels from their checkpoints, goes live. Idempotent. */
+  /** Initialises stores, restores readmodels from their checkpoints, goes live. Idempotent; INVALID_STATE once stopped. */
   start(): Promise<void> {
+    if (this.#state === "stopping" || this.#state === "stopped") return Promise.reject(new MnemeError("INVALID_STATE", "a stopped facade cannot start again: create a new one"));
     if (this.#startPromise !== undefined) return this.#startPromise;
     if (this.#state !== "new") return Promise.reject(new MnemeError("INVALID_STATE", `the facade cannot start when ${this.#state}`));
     this.#startPromise = this.#start();
@@ -258,11 +259,7 @@ export class Facade {
   }
 
   async #goLive(h: BaseEventHandler): Promise<void> {
-    if (h.isStateRestorer()) {
-      await (h as BaseEventHandler & { restoreState(ctx?: unknown, o?: object): { done: Promise<unknown> } }).restoreState().done;
-    } else {
-      await h.start();
-    }
+    await h.goLive();
   }
 
   #deliver(events: readonly Event[] | null): void {
@@ -363,7 +360,7 @@ export class Facade {
     const cmdType = this.resolveCommand(type as CommandType<any, any>);
     const domain = this.#domains.get(cmdType.domain)!;
     const reqCtx = normaliseReqCtx(opts.reqCtx);
-    const envelope: CommandEnvelope<P> = { commandUuid: opts.commandUuid ?? newUuid(), domain: cmdType.domain, name: cmdType.name, payload, reqCtx };
+    const envelope: CommandEnvelope<P> = { commandUuid: messageUuid(opts.commandUuid, "commandUuid"), domain: cmdType.domain, name: cmdType.name, payload, reqCtx };
     let stage: CommandStatus = "denied";
     let appended: Event[] = [];
     let result: unknown;
@@ -469,12 +466,18 @@ export class Facade {
       out[i] = ne;
     }
     const expectedVersions: Record<string, number> = {};
+    const target = reqCtx.targetAggregateVersion;
     for (const agg of aggregates) {
+      const targeted = target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && aggregates.size === 1));
       const loaded = loader.loadedVersion(agg);
-      if (loaded !== undefined) expectedVersions[agg] = loaded;
-      else if (reqCtx.targetAggregateVersion !== undefined &&
-        (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && aggregates.size === 1))) {
-        expectedVersions[agg] = reqCtx.targetAggregateVersion;
+      if (loaded !== undefined) {
+        // The loaded version is what the handler decided on; a stale version the client sent must not be ignored silently.
+        if (targeted && loaded !== target) {
+          throw new MnemeError("CONFLICT", `aggregate ${agg} is at version ${loaded}, the request expected ${target}`);
+        }
+        expectedVersions[agg] = loaded;
+      } else if (targeted) {
+        expectedVersions[agg] = target;
       }
     }
     return { events: out, expectedVersions };
@@ -509,7 +512,7 @@ export class Facade {
   async query<P, R>(type: QueryType<P, R> | MessageRef, payload: P, opts: QueryOptions = {}): Promise<R> {
     this.#assertStarted();
     const qt = this.resolveQuery(type as QueryType<any, any>) as QueryType<P, R>;
-    return this.#runQuery(qt, payload, normaliseReqCtx(opts.reqCtx), opts.queryUuid ?? newUuid(), true);
+    return this.#runQuery(qt, payload, normaliseReqCtx(opts.reqCtx), messageUuid(opts.queryUuid, "queryUuid"), true);
   }
 
   async #runQuery<P, R>(type: QueryType<P, R>, payload: P, reqCtx: RequestContext, queryUuid: string, check: boolean): Promise<R> {
@@ -556,7 +559,10 @@ export class Facade {
 /** Aggregate loading inside a command: lock, expected version, early CONFLICT on a stale targetAggregateVersion. */
 class CommandAggregates implements AggregateLoader {
   readonly #versions = new Map<string, number>();
+  /** Per aggregate this command has asked for: settles once its lock is held (or was not needed). */
+  readonly #lockWaits = new Map<string, Promise<void>>();
   readonly #releases: (() => void)[] = [];
+  #released = false;
 
   constructor(readonly facade: Facade, readonly locks: KeyedLock, readonly reqCtx: RequestContext) {}
 
@@ -564,11 +570,15 @@ class CommandAggregates implements AggregateLoader {
     if (typeof aggregateUuid !== "string" || aggregateUuid === "") {
       throw new MnemeError("INVALID_REQUEST", `${aggregate?.domain}.${aggregate?.name}: aggregateUuid must be a non-empty string`);
     }
-    // The first aggregate is locked (commands on it are serialised); further ones only when free, so two
-    // commands that load the same aggregates in opposite order cannot deadlock: the store's version check decides.
-    if (!this.#versions.has(aggregateUuid) && (this.#releases.length === 0 || !this.locks.isHeld(aggregateUuid))) {
-      this.#releases.push(await this.locks.acquire(aggregateUuid));
+    let wait = this.#lockWaits.get(aggregateUuid);
+    if (wait === undefined) {
+      // The first aggregate is locked (commands on it are serialised); further ones only when free, so two
+      // commands that load the same aggregates in opposite order cannot deadlock: the store's version check decides.
+      // Decided synchronously, so loads started together (Promise.all) count as first and further ones too.
+      wait = this.#lockWaits.size === 0 || !this.locks.isHeld(aggregateUuid) ? this.#acquire(aggregateUuid) : RESOLVED;
+      this.#lockWaits.set(aggregateUuid, wait);
     }
+    await wait;
     const loaded = await this.facade.loadAggregate(aggregate, aggregateUuid);
     const target = this.reqCtx.targetAggregateVersion;
     if (target !== undefined && this.reqCtx.targetAggregateUuid === aggregateUuid && loaded.version !== target) {
@@ -578,14 +588,24 @@ class CommandAggregates implements AggregateLoader {
     return loaded;
   }
 
+  async #acquire(aggregateUuid: string): Promise<void> {
+    const release = await this.locks.acquire(aggregateUuid);
+    // The command may have ended while it waited (a sibling load failed): the lock must not leak.
+    if (this.#released) release();
+    else this.#releases.push(release);
+  }
+
   loadedVersion(aggregateUuid: string): number | undefined {
     return this.#versions.get(aggregateUuid);
   }
 
   releaseAll(): void {
+    this.#released = true;
     for (const r of this.#releases.splice(0)) r();
   }
 }
+
+const RESOLVED: Promise<void> = Promise.resolve();
 
 class QueryAggregates implements AggregateLoader {
   constructor(readonly facade: Facade) {}
@@ -615,7 +635,18 @@ class EventHandlerAdapter extends BaseEventHandler {
 function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
   if (reqCtx === undefined) return {};
   if (!isPlainObject(reqCtx)) throw new MnemeError("INVALID_REQUEST", "reqCtx must be an object");
+  const v: unknown = reqCtx.targetAggregateVersion;
+  if (v !== undefined && (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0)) {
+    throw new MnemeError("INVALID_REQUEST", `reqCtx.targetAggregateVersion must be an integer >= 0, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`);
+  }
   return reqCtx;
+}
+
+/** The caller's command/query uuid, or a fresh uuid v7. */
+function messageUuid(given: string | undefined, what: string): string {
+  if (given === undefined) return newUuid();
+  if (typeof given !== "string" || given === "") throw new MnemeError("INVALID_REQUEST", `${what} must be a non-empty string`);
+  return given;
 }
 
 function tenantOf(reqCtx: RequestContext): string {

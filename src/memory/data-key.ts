@@ -18,8 +18,9 @@ export function assertDataKey(key: unknown): asserts key is string {
   if (key.includes("..")) throw new MnemeError("INVALID_REQUEST", `a data key must not contain "..": ${JSON.stringify(key.slice(0, 80))}`);
 }
 
-/** Default content types: what a caller gets back when put() named none. */
+/** The content type of a string put without one. */
 export const TEXT_CONTENT_TYPE = "text/plain; charset=utf-8";
+/** The content type of bytes put without one. */
 export const BINARY_CONTENT_TYPE = "application/octet-stream";
 
 const encoder = new TextEncoder();

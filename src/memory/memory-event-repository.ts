@@ -111,7 +111,8 @@ export class MemoryEventRepository implements EventRepository {
       stream.push(ev);
     }
     this.notify(stored);
-    return stored.slice();
+    // `stored` is not kept by the repository (its events are), so the caller may have the array itself.
+    return stored;
   }
 
   async loadAggregate(aggregateUuid: string, opts?: { fromVersion?: number }): Promise<Event[]> {
@@ -147,7 +148,19 @@ export class MemoryEventRepository implements EventRepository {
     if (typeof after !== "number" || Number.isNaN(after)) throw new MnemeError("INVALID_REQUEST", "afterPosition must be a number");
     if (typeof until !== "number" || Number.isNaN(until)) throw new MnemeError("INVALID_REQUEST", "untilPosition must be a number");
     const tenant = opts.tenantUuid;
-    const paths = opts.eventPaths === undefined ? undefined : new Set(opts.eventPaths);
+    // domain -> names, so the filter needs no string building per event.
+    let paths: Map<string, Set<string>> | undefined;
+    if (opts.eventPaths !== undefined) {
+      paths = new Map();
+      for (const p of opts.eventPaths) {
+        const dot = p.indexOf(".");
+        if (dot < 0) continue; // not a "Domain.Name" path: matches nothing
+        const domain = p.slice(0, dot);
+        let names = paths.get(domain);
+        if (names === undefined) paths.set(domain, (names = new Set()));
+        names.add(p.slice(dot + 1));
+      }
+    }
     const signal = opts.signal;
     const events = this.events;
 
@@ -164,7 +177,7 @@ export class MemoryEventRepository implements EventRepository {
         scannedTo = e.position;
         i++;
         if (tenant !== undefined && e.tenantUuid !== tenant) continue;
-        if (paths !== undefined && !paths.has(`${e.domain}.${e.name}`)) continue;
+        if (paths !== undefined && paths.get(e.domain)?.has(e.name) !== true) continue;
         page.push(e);
       }
       if (page.length === 0) return;

@@ -26,6 +26,21 @@ interface Tx {
 
 const FIELD = /^[A-Za-z0-9_]+$/;
 
+/** What a collection needs from its backend; kept off the backend's public API. */
+interface BackendCore {
+  assertOpen(): void;
+  /** The collection, or undefined when it never held a document. */
+  peek(name: string): Coll | undefined;
+  /** The collection, created (and the creation logged for rollback) when needed. */
+  ensure(name: string): Coll;
+  /** Empties a collection (clear), logging the old contents. */
+  reset(name: string): void;
+  /** Stores (or, with undefined, removes) one document, logging the previous one; false when there was nothing to remove. */
+  setDoc(c: Coll, key: string, doc: Doc | undefined): boolean;
+  /** Runs a write at once inside the running transaction or when none runs, else after the running (and queued) ones. */
+  write<R>(apply: () => R): Promise<R>;
+}
+
 /**
  * The in-memory ReadmodelStoreBackend. Documents are stored as JSON (copies in,
  * copies out). Transactions are serialised by a mutex and undone from an undo
@@ -41,6 +56,14 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   private activeTx: Tx | undefined;
   private lastWriteAt = 0;
   private closed = false;
+  private readonly core: BackendCore = {
+    assertOpen: () => this.assertOpen(),
+    peek: (name) => this.colls.get(name),
+    ensure: (name) => this.ensure(name),
+    reset: (name) => this.reset(name),
+    setDoc: (c, key, doc) => this.setDoc(c, key, doc),
+    write: (apply) => this.write(apply),
+  };
 
   async init(): Promise<void> {
     this.assertOpen();
@@ -48,7 +71,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
 
   collection<T>(name: string): ReadmodelCollection<T> {
     if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "a collection name must be a non-empty string");
-    return new MemoryCollection<T>(this, name);
+    return new MemoryCollection<T>(this.core, name);
   }
 
   async listCollections(): Promise<string[]> {
@@ -102,20 +125,11 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     this.closed = true;
   }
 
-  // --- used by MemoryCollection ---------------------------------------------
-
-  /** @internal */
-  assertOpen(): void {
+  private assertOpen(): void {
     if (this.closed) throw storeClosed("MemoryReadmodelStoreBackend");
   }
 
-  /** @internal The collection, or undefined when it never held a document. */
-  peek(name: string): Coll | undefined {
-    return this.colls.get(name);
-  }
-
-  /** @internal The collection, created (and the creation logged for rollback) when needed. */
-  ensure(name: string): Coll {
+  private ensure(name: string): Coll {
     let c = this.colls.get(name);
     if (c === undefined) {
       c = { docs: new Map(), sortedKeys: [] };
@@ -125,16 +139,14 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     return c;
   }
 
-  /** @internal Replaces a collection's contents with nothing (clear), logging the old contents. */
-  reset(name: string): void {
+  private reset(name: string): void {
     const old = this.colls.get(name);
     if (old === undefined || old.docs.size === 0) return;
     this.colls.set(name, { docs: new Map(), sortedKeys: [] });
     this.logUndo(() => this.colls.set(name, old));
   }
 
-  /** @internal Stores (or, with undefined, removes) one document, logging the previous one. */
-  setDoc(c: Coll, key: string, doc: Doc | undefined): boolean {
+  private setDoc(c: Coll, key: string, doc: Doc | undefined): boolean {
     const prev = c.docs.get(key);
     if (doc === undefined) {
       if (prev === undefined) return false;
@@ -158,11 +170,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     return true;
   }
 
-  /**
-   * @internal Runs a write: at once inside the running transaction or when no
-   * transaction runs, else after the running (and queued) transactions.
-   */
-  async write<R>(apply: () => R): Promise<R> {
+  private async write<R>(apply: () => R): Promise<R> {
     this.assertOpen();
     if (this.insideTx() || !this.mutex.locked) return apply();
     const release = await this.mutex.acquire();
@@ -188,7 +196,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
 
 class MemoryCollection<T> implements ReadmodelCollection<T> {
   constructor(
-    private readonly backend: MemoryReadmodelStoreBackend,
+    private readonly backend: BackendCore,
     private readonly name: string,
   ) {}
 

@@ -1,13 +1,23 @@
 import { MnemeError } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
 import type { CommandEnvelope, QueryEnvelope, RequestContext } from "../core/types.js";
 
 /**
+ * What the registry passes a permission function besides the request: the facade
+ * the check runs in, so a custom function defined next to its domain can read a readmodel.
+ */
+export interface PermissionContext {
+  readonly facade: Facade;
+}
+
+/**
  * Decides whether a command or query may run: nothing (allow) or an Error
- * (deny). A thrown error denies too.
+ * (deny). A thrown error denies too. `ctx` is given by the facade's registry.
  */
 export type PermissionFunc = (
   reqCtx: RequestContext,
   command: CommandEnvelope | QueryEnvelope,
+  ctx?: PermissionContext,
 ) => void | Error | Promise<void | Error>;
 
 /** The three built-in levels. */

@@ -224,6 +224,11 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     return this.watcher.subscribe(listener);
   }
 
+  /** True while the dedicated LISTEN connection of onExternalAppend is up (for health checks and tests). */
+  get externalAppendListening(): boolean {
+    return this.watcher.listening;
+  }
+
   protected override async onClose(): Promise<void> {
     this.watcher.close();
     this.listeners.clear();

@@ -95,7 +95,7 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
       }
       const res = await this.run<LogRow>(
         `SELECT id::text, level, message, source, tenant_uuid, data, created_at::text FROM ${this.table}
-         WHERE ${where} ORDER BY id LIMIT $${values.push(limit + 1)}`,
+         WHERE ${where} ORDER BY ${this.table}.id LIMIT $${values.push(limit + 1)}`,
         values,
         "list",
       );
@@ -107,7 +107,7 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
 
   async delete(id: number): Promise<boolean> {
     return this.track(async () => {
-      if (!Number.isInteger(id)) return false;
+      if (!Number.isSafeInteger(id)) return false;
       const res = await this.run(`DELETE FROM ${this.table} WHERE id = $1`, [id], "delete");
       return (res.rowCount ?? 0) > 0;
     });

@@ -217,8 +217,17 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
 
   protected override async onClose(): Promise<void> {
     await this.lockOps.catch(() => undefined);
+    const client = this.lockClient;
+    if (client !== undefined && this.heldLocks.size > 0) {
+      // Released before close() resolves, so another instance can take over at once
+      // (ending the session below would release them too, but asynchronously).
+      try {
+        await client.query("SELECT pg_advisory_unlock_all()");
+      } catch {
+        // The connection is gone, and its locks with it.
+      }
+    }
     this.heldLocks.clear();
-    // Ending the session releases every advisory lock it holds.
     this.dropLockClient(true);
   }
 

@@ -6,7 +6,7 @@ import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js"
 import type { SystemEventKind } from "../runtime/system-events.js";
 import type {
   DomainEventHandler, EventHandler, EventHandlerInfo, EventHandlerMetrics, EventHandlerState,
-  HandlerContext, RestorationState, RestoreReport,
+  HandlerContext, RestorationState, RestoreReport, StateRestorer,
 } from "./event-handler.js";
 import { HandlerMetrics } from "./handler-metrics.js";
 
@@ -33,9 +33,11 @@ export interface DeliveryOptions {
   catchBufferLimit: number;
   /** Publish RestoreProgress every this many events. Default 50,000. */
   progressEvery: number;
+  /** In standby (another instance holds the handler's lock), try to take it over this often. Default 1000 ms. */
+  lockRetryMs: number;
 }
 
-export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({ restoreBatchSize: 1000, catchBufferLimit: 10_000, progressEvery: 50_000 });
+export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({ restoreBatchSize: 1000, catchBufferLimit: 10_000, progressEvery: 50_000, lockRetryMs: 1000 });
 
 /** A handler function failed on `event`. */
 export class HandlerFailure extends Error {
@@ -87,6 +89,9 @@ export class BaseEventHandler implements EventHandler {
   #catchOverflow = false;
   #catchPull = false;
   #restore: { controller: AbortController; done: Promise<RestoreReport> } | undefined;
+  // single-processor lock (backends with tryLock)
+  #lockHeld = false;
+  #standbyTimer: ReturnType<typeof setTimeout> | undefined;
 
   get state(): EventHandlerState {
     return this.#state;
@@ -224,7 +229,7 @@ export class BaseEventHandler implements EventHandler {
   #settle(from: number, to: number): Error | undefined | null {
     if (this.lastPosition >= to) return undefined;
     if (this.#state === "failed") return this.#failedAt >= from && this.#failedAt <= to ? this.#failure : undefined;
-    if (this.#state === "stopped" && !this.#catching) return undefined;
+    if ((this.#state === "stopped" || this.#state === "standby") && !this.#catching) return undefined;
     return null;
   }
 
@@ -413,6 +418,11 @@ export class BaseEventHandler implements EventHandler {
   async start(): Promise<void> {
     if (this.#restore !== undefined) throw new MnemeError("INVALID_STATE", `event handler ${this.name} is restoring; wait for it or stop it`);
     if (this.#state === "running") throw new MnemeError("INVALID_STATE", `event handler ${this.name} is running already`);
+    if (this.#state === "standby") throw new MnemeError("INVALID_STATE", `event handler ${this.name} is in standby: another instance processes it`);
+    if (!(await this.#takeLock())) {
+      this.#enterStandby();
+      return;
+    }
     const backend = this.checkpointBackend();
     const checkpoint = await backend.getCheckpoint(this.name);
     this.lastPosition = checkpoint;
@@ -437,13 +447,90 @@ export class BaseEventHandler implements EventHandler {
       const r = this.#restore;
       r.controller.abort();
       await r.done.catch(() => undefined);
+      await this.#releaseLock();
       return;
     }
     if (this.#state === "stopped") throw new MnemeError("INVALID_STATE", `event handler ${this.name} is stopped already`);
+    this.#clearStandby();
     this.#setState("stopped");
     this.#queue = [];
     await this.idle();
     await this.#persistCheckpoint();
+    await this.#releaseLock();
+  }
+
+  /**
+   * @internal Goes live as the facade starts it: restorers restore from their
+   * checkpoint, plain handlers catch up. With a lockable backend, an instance
+   * that cannot take the handler's lock waits in standby and takes over later.
+   */
+  async goLive(): Promise<void> {
+    if (!(await this.#takeLock())) {
+      this.#enterStandby();
+      return;
+    }
+    await this.#resume();
+  }
+
+  /** Restorers restore from the checkpoint through their (possibly overridden) restoreState; others catch up. */
+  async #resume(): Promise<void> {
+    if (this.isStateRestorer()) await (this as unknown as StateRestorer).restoreState(undefined, {}).done;
+    else await this.start();
+  }
+
+  /** True when this instance may process the handler (no lock needed, or the lock is held). */
+  async #takeLock(): Promise<boolean> {
+    const backend = this.checkpointBackend();
+    if (backend.tryLock === undefined || this.#lockHeld) return true;
+    this.#lockHeld = await backend.tryLock(this.name);
+    return this.#lockHeld;
+  }
+
+  async #releaseLock(): Promise<void> {
+    if (!this.#lockHeld) return;
+    this.#lockHeld = false;
+    await this.checkpointBackend().unlock?.(this.name);
+  }
+
+  #enterStandby(): void {
+    this.#setState("standby");
+    this.#clearStandby();
+    const retry = () => {
+      this.#standbyTimer = undefined;
+      if (this.#state !== "standby") return;
+      this.#takeLock().then(
+        async (got) => {
+          if (this.#state !== "standby") {
+            if (got) await this.#releaseLock();
+            return;
+          }
+          if (!got) {
+            this.#scheduleStandby(retry);
+            return;
+          }
+          this.host?.publish("EventHandlerStateChanged", { eventHandlerName: this.name, from: "standby", to: "taking-over", restorationState: this.restorationState });
+          this.#state = "stopped";
+          try {
+            await this.#resume();
+          } catch {
+            /* the failure is recorded in state and metrics */
+          }
+        },
+        () => this.#scheduleStandby(retry),
+      );
+    };
+    this.#scheduleStandby(retry);
+  }
+
+  #scheduleStandby(fn: () => void): void {
+    const t = setTimeout(fn, this.delivery.lockRetryMs);
+    (t as { unref?: () => void }).unref?.();
+    this.#standbyTimer = t;
+  }
+
+  #clearStandby(): void {
+    if (this.#standbyTimer !== undefined) clearTimeout(this.#standbyTimer);
+    this.#standbyTimer = undefined;
   }
 
   async #persistCheckpoint(): Promise<void> {
@@ -486,12 +573,19 @@ export class BaseEventHandler implements EventHandler {
   async #runRestore(fromZero: boolean, signal: AbortSignal): Promise<RestoreReport> {
     const host = this.#requireHost();
     const backend = this.checkpointBackend();
-    // From here on live events are caught, not applied.
+    if (this.#state === "standby") {
+      throw new MnemeError("INVALID_STATE", `event handler ${this.name} is processed by another instance (standby): it cannot be restored here`);
+    }
+    // From here on live events are caught, not applied (set before any await, so none slips through).
     this.#catching = true;
     this.#catchOverflow = false;
     this.#catchPull = false;
     this.catchedEvents = [];
     const caughtBefore = this.metrics.eventsCaught;
+    if (!(await this.#takeLock())) {
+      this.#catching = false;
+      throw new MnemeError("INVALID_STATE", `event handler ${this.name} is processed by another instance: it cannot be restored here`);
+    }
     this.#queue = [];
     await this.idle();
     const t0 = performance.now();

@@ -114,6 +114,7 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
       restoreBatchSize: this.options.restoreBatchSize ?? base.restoreBatchSize,
       catchBufferLimit: this.options.catchBufferLimit ?? base.catchBufferLimit,
       progressEvery: base.progressEvery,
+      lockRetryMs: base.lockRetryMs,
     });
   }
 }

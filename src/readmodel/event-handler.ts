@@ -25,7 +25,12 @@ export interface EventHandler {
   getDomainEventHandlers(typeOrPath: EventType | AllEventsType | string): DomainEventHandler[];
 }
 
-export type EventHandlerState = "running" | "stopped" | "failed";
+/**
+ * `standby`: the handler's backend allows one processing instance at a time
+ * (Postgres advisory lock) and another instance holds it; this one takes over
+ * when the lock frees.
+ */
+export type EventHandlerState = "running" | "stopped" | "failed" | "standby";
 export type RestorationState = "idle" | "restoring" | "restored" | "failed" | "cancelled";
 
 /** What a restoration reports when done. */

@@ -44,6 +44,9 @@ export interface SystemEventProducerOptions {
   maxQueuePerSubscriber?: number;
 }
 
+const ALL = "*";
+const TENANT = "t:";
+
 interface Subscriber {
   listener: SystemEventListener;
   tenantUuid: string | undefined;
@@ -59,7 +62,9 @@ interface Subscriber {
  * behind instead of growing memory.
  */
 export class SystemEventProducer {
-  readonly #emitter = new EventEmitter<{ event: [SystemEvent] }>();
+  // One channel for unfiltered subscribers ("*") and one per tenant ("t:<tenantUuid>"), so a publish only
+  // reaches the subscribers that can see it instead of every subscriber filtering every event.
+  readonly #emitter = new EventEmitter<Record<string, [SystemEvent]>>();
   readonly #ring: (SystemEvent | undefined)[];
   readonly #maxQueue: number;
   readonly #subscribers = new Set<Subscriber>();
@@ -119,13 +124,8 @@ export class SystemEventProducer {
     }
     this.#emitting = true;
     try {
-      this.#push(event);
-      this.#emitter.emit("event", event);
-      while (this.#pending.length > 0) {
-        const next = this.#pending.shift()!;
-        this.#push(next);
-        this.#emitter.emit("event", next);
-      }
+      this.#emit(event);
+      while (this.#pending.length > 0) this.#emit(this.#pending.shift()!);
     } finally {
       this.#emitting = false;
     }
@@ -149,9 +149,10 @@ export class SystemEventProducer {
       if (sub.closed) return () => undefined;
     }
     const onEvent = (e: SystemEvent) => this.#offer(sub, e);
-    this.#emitter.on("event", onEvent);
+    const channel = opts.tenantUuid === undefined ? ALL : TENANT + opts.tenantUuid;
+    this.#emitter.on(channel, onEvent);
     this.#subscribers.add(sub);
-    (sub as Subscriber & { off?: () => void }).off = () => this.#emitter.off("event", onEvent);
+    (sub as Subscriber & { off?: () => void }).off = () => this.#emitter.off(channel, onEvent);
     return () => this.#close(sub, undefined);
   }
 
@@ -163,6 +164,12 @@ export class SystemEventProducer {
       if (e.id > lastEventId) out.push(e);
     }
     return out;
+  }
+
+  #emit(e: SystemEvent): void {
+    this.#push(e);
+    this.#emitter.emit(ALL, e);
+    if (e.tenantUuid !== undefined) this.#emitter.emit(TENANT + e.tenantUuid, e);
   }
 
   #push(e: SystemEvent): void {

@@ -50,6 +50,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   private readonly listeners = new Set<AppendListener>();
   private readonly notifyQueue: Event[][] = [];
   private notifying = false;
+  private readonly insertSqls = new Map<number, string>();
 
   constructor(opts: SqliteStoreOptions) {
     super(opts);
@@ -86,13 +87,10 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     const expected = validateExpectedVersions(opts?.expectedVersions);
     const db = this.ready();
     if (events.length === 0 && expected.size === 0) return [];
-    const pending = events.map((e, i) => prepareEvent(e, i));
+    const ctxCache: ReqCtxCache = { obj: undefined, json: "{}" };
+    const pending = events.map((e, i) => prepareEvent(e, i, ctxCache));
 
     const maxVersion = db.statement(`SELECT MAX(version) AS v FROM ${this.table} WHERE aggregate_uuid = ?`);
-    const insert = db.statement(
-      `INSERT INTO ${this.table} (event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    );
     const positions: number[] = new Array<number>(pending.length);
     try {
       db.writeTransaction(() => {
@@ -100,7 +98,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
         const versionOf = (agg: string): number => {
           let v = current.get(agg);
           if (v === undefined) {
-            v = ((maxVersion.get(agg) as { v: number | null }).v ?? 0);
+            v = (maxVersion.get(agg) as { v: number | null }).v ?? 0;
             current.set(agg, v);
           }
           return v;
@@ -126,9 +124,8 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
             throw new MnemeError("INVALID_EVENTS", `events[${i}]: version ${p.version} of aggregate ${p.aggregateUuid} leaves a gap (next is ${next})`);
           }
           current.set(p.aggregateUuid, p.version);
-          const info = insert.run(p.eventUuid, p.tenantUuid, p.domain, p.name, p.aggregateUuid, p.version, p.commandUuid, p.createdAt, p.reqCtxJson, p.payloadJson);
-          positions[i] = Number(info.lastInsertRowid);
         }
+        this.insertRows(pending, positions);
       });
     } catch (e) {
       throw appendError(e);
@@ -137,6 +134,48 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     const stored = pending.map((p, i) => toEvent(positions[i] as number, p));
     if (stored.length > 0) this.notify(stored);
     return stored;
+  }
+
+  /**
+   * Inserts with multi-row INSERTs (chunks of 64/16/4/1 rows, one cached
+   * statement per size): a batch of 100 costs 4 statement runs, not 100. Rows
+   * of one INSERT get consecutive rowids (max + 1 each, and the write lock is
+   * ours), so each row's position follows from lastInsertRowid.
+   */
+  private insertRows(pending: readonly PendingEvent[], positions: number[]): void {
+    let i = 0;
+    while (i < pending.length) {
+      const left = pending.length - i;
+      const size = left >= 64 ? 64 : left >= 16 ? 16 : left >= 4 ? 4 : 1;
+      const params = new Array<unknown>(size * 10);
+      for (let k = 0, j = 0; k < size; k++) {
+        const p = pending[i + k] as PendingEvent;
+        params[j++] = p.eventUuid;
+        params[j++] = p.tenantUuid;
+        params[j++] = p.domain;
+        params[j++] = p.name;
+        params[j++] = p.aggregateUuid;
+        params[j++] = p.version;
+        params[j++] = p.commandUuid;
+        params[j++] = p.createdAt;
+        params[j++] = p.reqCtxJson;
+        params[j++] = p.payloadJson;
+      }
+      const last = Number(this.db.statement(this.insertSql(size)).run(params).lastInsertRowid);
+      for (let k = 0; k < size; k++) positions[i + k] = last - size + 1 + k;
+      i += size;
+    }
+  }
+
+  private insertSql(rows: number): string {
+    let sql = this.insertSqls.get(rows);
+    if (sql === undefined) {
+      sql =
+        `INSERT INTO ${this.table} (event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload) VALUES ` +
+        Array.from({ length: rows }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
+      this.insertSqls.set(rows, sql);
+    }
+    return sql;
   }
 
   async loadAggregate(aggregateUuid: string, opts: { fromVersion?: number } = {}): Promise<Event[]> {
@@ -315,7 +354,13 @@ function validateExpectedVersions(ev: Record<string, number> | undefined): Map<s
   return m;
 }
 
-function prepareEvent(e: NewEvent, i: number): PendingEvent {
+/** The events of one command share one reqCtx object: serialise it once per call. */
+interface ReqCtxCache {
+  obj: RequestContext | undefined;
+  json: string;
+}
+
+function prepareEvent(e: NewEvent, i: number, ctxCache: ReqCtxCache): PendingEvent {
   if (typeof e !== "object" || e === null) throw new MnemeError("INVALID_EVENTS", `events[${i}] is not an object`);
   for (const field of ["aggregateUuid", "domain", "name"] as const) {
     if (typeof e[field] !== "string" || e[field] === "") throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a non-empty string`);
@@ -341,9 +386,17 @@ function prepareEvent(e: NewEvent, i: number): PendingEvent {
     version: e.version,
     commandUuid: e.commandUuid ?? null,
     createdAt: e.createdAt ?? nowNs(),
-    reqCtxJson: e.reqCtx === undefined ? "{}" : toJson(e.reqCtx, i, "reqCtx"),
+    reqCtxJson: e.reqCtx === undefined ? "{}" : reqCtxJson(e.reqCtx, i, ctxCache),
     payloadJson: e.payload === undefined ? null : toJson(e.payload, i, "payload"),
   };
+}
+
+function reqCtxJson(reqCtx: RequestContext, i: number, cache: ReqCtxCache): string {
+  if (reqCtx !== cache.obj) {
+    cache.json = toJson(reqCtx, i, "reqCtx");
+    cache.obj = reqCtx;
+  }
+  return cache.json;
 }
 
 function optionalString(v: unknown, i: number, field: string, nonEmpty: boolean): void {

@@ -1,0 +1,102 @@
+/**
+ * The `Account` domain's definitions: its events and the aggregates built from
+ * them (account, email claim, credential, session). Commands and handlers live
+ * in account.ts and session.ts.
+ */
+import { defineDomain } from "../core/domain.js";
+import type { PasswordHash } from "./password.js";
+
+/** Accounts, their credentials and their sessions. */
+export const Account = defineDomain("Account", { description: "Accounts: registration, profile, password, login sessions" });
+
+export interface AccountRegistered { email: string; name: string }
+export interface AccountEmailChanged { email: string; previousEmail: string }
+export interface AccountNameChanged { name: string }
+/** The fact only: the hash goes to the account's credential aggregate, so history never shows it. */
+export type AccountPasswordChanged = Record<string, never>;
+export type AccountRemoved = Record<string, never>;
+export interface EmailClaimed { accountUuid: string; email: string }
+export interface EmailReleased { accountUuid: string }
+export interface CredentialSet extends PasswordHash { accountUuid: string }
+export interface SessionStarted {
+  accountUuid: string;
+  /** HMAC-SHA256 of the session key (base64url); the key itself is returned once, by Login. */
+  keyHash: string;
+  hashAlgorithm: string;
+  /** ns since the epoch. */
+  expiresAt: number;
+}
+export interface SessionEnded { reason: "logout" | "password-changed" | "account-removed" }
+
+export const AccountRegistered = Account.event<AccountRegistered>("AccountRegistered", { description: "An account was registered" });
+export const AccountEmailChanged = Account.event<AccountEmailChanged>("AccountEmailChanged", { description: "An account's email changed" });
+export const AccountNameChanged = Account.event<AccountNameChanged>("AccountNameChanged", { description: "An account's display name changed" });
+export const AccountPasswordChanged = Account.event<AccountPasswordChanged>("AccountPasswordChanged", { description: "An account's password changed (the hash is in CredentialSet)" });
+export const AccountRemoved = Account.event<AccountRemoved>("AccountRemoved", { description: "An account was removed" });
+export const EmailClaimed = Account.event<EmailClaimed>("EmailClaimed", { description: "An email was claimed by an account" });
+export const EmailReleased = Account.event<EmailReleased>("EmailReleased", { description: "An email was released by its account" });
+export const CredentialSet = Account.event<CredentialSet>("CredentialSet", { description: "An account's password hash (scrypt, salt, parameters) was set" });
+export const SessionStarted = Account.event<SessionStarted>("SessionStarted", { description: "A login started a session" });
+export const SessionEnded = Account.event<SessionEnded>("SessionEnded", { description: "A session ended" });
+
+/** The account as served: no secret and no hash. */
+export interface AccountModel {
+  email: string;
+  name: string;
+  removed: boolean;
+  /** ns: when the password was last set. */
+  passwordSetAt: number;
+}
+
+export const AccountAggregate = Account.aggregate<AccountModel>("Account", {
+  initialState: () => ({ email: "", name: "", removed: false, passwordSetAt: 0 }),
+  evolve: {
+    AccountRegistered: (s, p: AccountRegistered, e) => ({ ...s, email: p.email, name: p.name, removed: false, passwordSetAt: e.createdAt }),
+    AccountEmailChanged: (s, p: AccountEmailChanged) => ({ ...s, email: p.email }),
+    AccountNameChanged: (s, p: AccountNameChanged) => ({ ...s, name: p.name }),
+    AccountPasswordChanged: (s, _p, e) => ({ ...s, passwordSetAt: e.createdAt }),
+    AccountRemoved: (s) => ({ ...s, removed: true }),
+  },
+});
+
+/** Who holds an email now ("" when nobody). */
+export interface EmailClaimState { accountUuid: string }
+
+export const EmailClaimAggregate = Account.aggregate<EmailClaimState>("EmailClaim", {
+  initialState: () => ({ accountUuid: "" }),
+  evolve: {
+    EmailClaimed: (_s, p: EmailClaimed) => ({ accountUuid: p.accountUuid }),
+    EmailReleased: () => ({ accountUuid: "" }),
+  },
+});
+
+export interface CredentialState { hash: PasswordHash | undefined }
+
+export const CredentialAggregate = Account.aggregate<CredentialState>("Credential", {
+  initialState: () => ({ hash: undefined }),
+  evolve: {
+    CredentialSet: (_s, p: CredentialSet) => ({
+      hash: { algorithm: p.algorithm, N: p.N, r: p.r, p: p.p, keyLength: p.keyLength, salt: p.salt, hash: p.hash },
+    }),
+  },
+});
+
+/** A session as the Session readmodel keeps it. */
+export interface SessionModel {
+  accountUuid: string;
+  keyHash: string;
+  hashAlgorithm: string;
+  /** ns */
+  expiresAt: number;
+  /** ns; 0 while the session is open. */
+  endedAt: number;
+  endReason: string;
+}
+
+export const SessionAggregate = Account.aggregate<SessionModel>("Session", {
+  initialState: () => ({ accountUuid: "", keyHash: "", hashAlgorithm: "", expiresAt: 0, endedAt: 0, endReason: "" }),
+  evolve: {
+    SessionStarted: (_s, p: SessionStarted) => ({ accountUuid: p.accountUuid, keyHash: p.keyHash, hashAlgorithm: p.hashAlgorithm, expiresAt: p.expiresAt, endedAt: 0, endReason: "" }),
+    SessionEnded: (s, p: SessionEnded, e) => (s.endedAt !== 0 ? s : { ...s, endedAt: e.createdAt, endReason: p.reason }),
+  },
+});

@@ -1,0 +1,207 @@
+/**
+ * The `Account` domain's account commands and queries: register (anonymous),
+ * change email or name, set the password, remove; get and list. Login and
+ * logout are in session.ts.
+ */
+import { newUuid } from "../core/clock.js";
+import type { CommandContext } from "../core/context.js";
+import { MnemeError } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
+import type { NewEvent } from "../core/types.js";
+import { anonymous } from "../permissions/permission.js";
+import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
+import {
+  Account, AccountAggregate, type AccountModel, AccountEmailChanged, AccountNameChanged, AccountPasswordChanged, AccountRegistered,
+  AccountRemoved, CredentialAggregate, CredentialSet, EmailClaimAggregate, EmailClaimed, EmailReleased, SessionEnded,
+} from "./account-domain.js";
+import type { AuthIndex } from "./auth-index.js";
+import { defaultsOf, noteEndedSession } from "./defaults-state.js";
+import { credentialUuidOf, emailClaimUuidOf, normalizeEmail } from "./ids.js";
+import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
+import { checkPasswordPolicy, hashPassword, verifyPassword } from "./password.js";
+import {
+  accountNameSchema, emailSchema, includeHistorySchema, objectSchema, pageProperties, passwordSchema, uuidSchema,
+} from "./payload-schemas.js";
+import { accountOwnerOrSystemAdministrator, systemAdministrator } from "./permission-functions.js";
+import { found, listOptions } from "./query-helpers.js";
+import { READMODELS } from "./readmodel-names.js";
+import type { SessionProjection } from "./session.js";
+
+export { Account, AccountAggregate, type AccountModel } from "./account-domain.js";
+
+export interface RegisterAccount { email: string; password: string; name?: string }
+export interface ChangeAccountEmail { accountUuid: string; email: string }
+export interface ChangeAccountName { accountUuid: string; name: string }
+/** `currentPassword` is required when an account changes its own password. */
+export interface SetAccountPassword { accountUuid: string; password: string; currentPassword?: string }
+export interface RemoveAccount { accountUuid: string }
+export interface GetAccount { accountUuid: string; includeHistory?: boolean }
+export interface ListAccounts { page?: number; pageSize?: number; includeHistory?: boolean }
+export interface GetAccountByEmail { email: string; includeHistory?: boolean }
+
+const ownerOrAdmin = "(the account itself, or system administrators)";
+export const RegisterAccount = Account.command<RegisterAccount, { accountUuid: string }>("RegisterAccount", {
+  description: "Register an account (anonymous)",
+  permission: anonymous,
+  secretFields: ["password"],
+  schema: objectSchema({ email: emailSchema, password: passwordSchema, name: accountNameSchema }, ["email", "password"]),
+});
+export const ChangeAccountEmail = Account.command<ChangeAccountEmail>("ChangeAccountEmail", {
+  description: `Change an account's email ${ownerOrAdmin}`,
+  permission: accountOwnerOrSystemAdministrator,
+  schema: objectSchema({ accountUuid: uuidSchema, email: emailSchema }, ["accountUuid", "email"]),
+});
+export const ChangeAccountName = Account.command<ChangeAccountName>("ChangeAccountName", {
+  description: `Change an account's display name ${ownerOrAdmin}`,
+  permission: accountOwnerOrSystemAdministrator,
+  schema: objectSchema({ accountUuid: uuidSchema, name: accountNameSchema }, ["accountUuid", "name"]),
+});
+export const SetAccountPassword = Account.command<SetAccountPassword>("SetAccountPassword", {
+  description: `Set an account's password; the account itself gives its current one; other sessions end ${ownerOrAdmin}`,
+  permission: accountOwnerOrSystemAdministrator,
+  secretFields: ["password", "currentPassword"],
+  schema: objectSchema({ accountUuid: uuidSchema, password: passwordSchema, currentPassword: { type: "string", maxLength: 1024 } }, ["accountUuid", "password"]),
+});
+export const RemoveAccount = Account.command<RemoveAccount>("RemoveAccount", {
+  description: `Remove an account: its email is freed, its sessions end ${ownerOrAdmin}`,
+  permission: accountOwnerOrSystemAdministrator,
+  schema: objectSchema({ accountUuid: uuidSchema }, ["accountUuid"]),
+});
+export const GetAccount = Account.query<GetAccount, ProjectionModel<AccountModel>>("GetAccount", {
+  description: `One account, with its history on request ${ownerOrAdmin}`,
+  permission: accountOwnerOrSystemAdministrator,
+  schema: objectSchema({ accountUuid: uuidSchema, includeHistory: includeHistorySchema }, ["accountUuid"]),
+});
+export const ListAccounts = Account.query<ListAccounts, ProjectionList<AccountModel>>("ListAccounts", {
+  description: "A page of accounts (system administrators)",
+  permission: systemAdministrator,
+  schema: objectSchema(pageProperties),
+});
+export const GetAccountByEmail = Account.query<GetAccountByEmail, ProjectionModel<AccountModel>>("GetAccountByEmail", {
+  description: "The account of an email (system administrators)",
+  permission: systemAdministrator,
+  schema: objectSchema({ email: emailSchema, includeHistory: includeHistorySchema }, ["email"]),
+});
+
+/** The Account readmodel: one model per account (email, name, removed; never a hash), history on demand. */
+export class AccountProjection extends ProjectionReadmodel<AccountModel> {
+  constructor(facade: Facade) {
+    super(facade, { aggregate: AccountAggregate, name: READMODELS.account });
+  }
+}
+
+const NO_TENANT = { tenantUuid: "" };
+
+async function loadLiveAccount(ctx: CommandContext, accountUuid: string) {
+  const account = await ctx.aggregates.load(AccountAggregate, accountUuid);
+  if (account.version === 0 || account.state.removed) throw new MnemeError("NOT_FOUND", `account ${accountUuid} does not exist`);
+  return account;
+}
+
+/** SessionEnded for the account's open, unexpired sessions except `keep`. */
+async function endSessions(ctx: CommandContext, accountUuid: string, reason: SessionEnded["reason"], keep?: string): Promise<NewEvent[]> {
+  const state = defaultsOf(ctx.facade);
+  const refs = await ctx.readmodel<AuthIndex>(READMODELS.authIndex).sessionsOf(accountUuid);
+  const sessions = ctx.readmodel<SessionProjection>(READMODELS.session);
+  const now = state.clock();
+  const out: NewEvent[] = [];
+  for (const r of refs) {
+    if (r.sessionUuid === keep) continue;
+    const s = await sessions.getModel(r.sessionUuid);
+    if (s === undefined || s.model.endedAt !== 0 || s.model.expiresAt <= now) continue;
+    out.push(SessionEnded.create(r.sessionUuid, { reason }, NO_TENANT));
+    noteEndedSession(state, r.sessionUuid);
+  }
+  return out;
+}
+
+Account.handleCommand(RegisterAccount, async (ctx, _cmd, p) => {
+  const state = defaultsOf(ctx.facade);
+  const email = normalizeEmail(p.email);
+  checkPasswordPolicy(p.password);
+  const claimUuid = emailClaimUuidOf(email);
+  const claim = await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
+  if (claim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+  const accountUuid = newUuid();
+  const hash = await hashPassword(p.password, state.scrypt);
+  return {
+    events: [
+      EmailClaimed.create(claimUuid, { accountUuid, email }, NO_TENANT),
+      AccountRegistered.create(accountUuid, { email, name: (p.name ?? "").trim() }, NO_TENANT),
+      CredentialSet.create(credentialUuidOf(accountUuid), { accountUuid, ...hash }, NO_TENANT),
+    ],
+    result: { accountUuid },
+  };
+});
+
+Account.handleCommand(ChangeAccountEmail, async (ctx, _cmd, p) => {
+  const account = await loadLiveAccount(ctx, p.accountUuid);
+  const email = normalizeEmail(p.email);
+  if (email === account.state.email) return [];
+  const newClaimUuid = emailClaimUuidOf(email);
+  const oldClaimUuid = emailClaimUuidOf(account.state.email);
+  const [newClaim] = await Promise.all([ctx.aggregates.load(EmailClaimAggregate, newClaimUuid), ctx.aggregates.load(EmailClaimAggregate, oldClaimUuid)]);
+  if (newClaim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+  return [
+    EmailReleased.create(oldClaimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
+    EmailClaimed.create(newClaimUuid, { accountUuid: p.accountUuid, email }, NO_TENANT),
+    AccountEmailChanged.create(p.accountUuid, { email, previousEmail: account.state.email }, NO_TENANT),
+  ];
+});
+
+Account.handleCommand(ChangeAccountName, async (ctx, _cmd, p) => {
+  const account = await loadLiveAccount(ctx, p.accountUuid);
+  const name = p.name.trim();
+  if (name === account.state.name) return [];
+  return [AccountNameChanged.create(p.accountUuid, { name }, NO_TENANT)];
+});
+
+Account.handleCommand(SetAccountPassword, async (ctx, _cmd, p) => {
+  const state = defaultsOf(ctx.facade);
+  const account = await loadLiveAccount(ctx, p.accountUuid);
+  checkPasswordPolicy(p.password);
+  const credentialUuid = credentialUuidOf(p.accountUuid);
+  const credential = await ctx.aggregates.load(CredentialAggregate, credentialUuid);
+  const self = ctx.reqCtx.senderAccountUuid === p.accountUuid;
+  if (self) {
+    // A stolen session must not be enough to take the account over: the current password is required,
+    // and wrong guesses count against the same limit as logins.
+    await assertLoginAllowed(ctx.facade, state, account.state.email);
+    const ok = credential.state.hash !== undefined && (await verifyPassword(p.currentPassword ?? "", credential.state.hash));
+    if (!ok) {
+      await noteLoginFailure(ctx.facade, state, account.state.email);
+      throw new MnemeError("PERMISSION_DENIED", "the current password is wrong or missing");
+    }
+  }
+  const hash = await hashPassword(p.password, state.scrypt);
+  const ended = await endSessions(ctx, p.accountUuid, "password-changed", self ? ctx.reqCtx.senderSessionUuid : undefined);
+  if (self) await clearLoginFailures(ctx.facade, account.state.email);
+  return [
+    CredentialSet.create(credentialUuid, { accountUuid: p.accountUuid, ...hash }, NO_TENANT),
+    AccountPasswordChanged.create(p.accountUuid, {}, NO_TENANT),
+    ...ended,
+  ];
+});
+
+Account.handleCommand(RemoveAccount, async (ctx, _cmd, p) => {
+  if (p.accountUuid === defaultsOf(ctx.facade).adminAccountUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's account cannot be removed");
+  const account = await loadLiveAccount(ctx, p.accountUuid);
+  const claimUuid = emailClaimUuidOf(account.state.email);
+  await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
+  return [
+    AccountRemoved.create(p.accountUuid, {}, NO_TENANT),
+    EmailReleased.create(claimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
+    ...(await endSessions(ctx, p.accountUuid, "account-removed")),
+  ];
+});
+
+Account.handleQuery(GetAccount, async (ctx, _q, p) =>
+  found(await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(p.accountUuid, { includeHistory: p.includeHistory === true }), `account ${p.accountUuid}`));
+
+Account.handleQuery(ListAccounts, (ctx, _q, p) => ctx.readmodel<AccountProjection>(READMODELS.account).getModelList(listOptions(p)));
+
+Account.handleQuery(GetAccountByEmail, async (ctx, _q, p) => {
+  const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(normalizeEmail(p.email)));
+  if (claim.state.accountUuid === "") throw new MnemeError("NOT_FOUND", "no account has this email");
+  return found(await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(claim.state.accountUuid, { includeHistory: p.includeHistory === true }), "the account of this email");
+});

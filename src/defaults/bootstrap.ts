@@ -1,0 +1,94 @@
+/**
+ * The bootstrap of the built-in domains: the system tenant, its `system-admin`
+ * group (holding `*`: every permission, store permissions included), the admin
+ * account and its identity in the system tenant. It runs inside
+ * facade.start(), appends everything in one command (all or nothing), and does
+ * nothing at all when the system tenant exists already.
+ */
+import { isMnemeError, MnemeError } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
+import type { RequestContext } from "../core/types.js";
+import {
+  AccountAggregate, AccountRegistered, CredentialSet, EmailClaimAggregate, EmailClaimed,
+} from "./account-domain.js";
+import { defaultsOf } from "./defaults-state.js";
+import { GroupAggregate, GroupCreated } from "./group.js";
+import { credentialUuidOf, emailClaimUuidOf } from "./ids.js";
+import { IdentityAggregate, IdentityCreated, IdentityGroupAssigned } from "./identity.js";
+import { hashPassword } from "./password.js";
+import { emailSchema, nameSchema, objectSchema, accountNameSchema, passwordSchema } from "./payload-schemas.js";
+import { bootstrapOnly } from "./permission-functions.js";
+import { Tenant, TenantAggregate, TenantCreated } from "./tenant.js";
+
+/** The name of the bootstrapped group of system administrators. */
+export const SYSTEM_ADMIN_GROUP_NAME = "system-admin";
+
+export interface BootstrapSystemTenant { email: string; password: string; name: string; tenantName: string }
+
+/** Internal: dispatched by the bootstrap only (its permission refuses every other caller). */
+export const BootstrapSystemTenant = Tenant.command<BootstrapSystemTenant, { created: boolean }>("BootstrapSystemTenant", {
+  description: "Create the system tenant, the system-admin group and the admin account and identity (runs inside facade.start() only)",
+  permission: bootstrapOnly,
+  secretFields: ["password"],
+  schema: objectSchema({ email: emailSchema, password: passwordSchema, name: accountNameSchema, tenantName: nameSchema }, ["email", "password", "name", "tenantName"]),
+});
+
+Tenant.handleCommand(BootstrapSystemTenant, async (ctx, _cmd, p) => {
+  const s = defaultsOf(ctx.facade);
+  const tenant = await ctx.aggregates.load(TenantAggregate, s.systemTenantUuid);
+  if (tenant.version > 0) return { result: { created: false } };
+  const claimUuid = emailClaimUuidOf(p.email);
+  const [claim, account] = await Promise.all([
+    ctx.aggregates.load(EmailClaimAggregate, claimUuid),
+    ctx.aggregates.load(AccountAggregate, s.adminAccountUuid),
+    ctx.aggregates.load(GroupAggregate, s.systemAdminGroupUuid),
+    ctx.aggregates.load(IdentityAggregate, s.adminIdentityUuid),
+  ]);
+  if (claim.state.accountUuid !== "" || account.version > 0) {
+    throw new MnemeError("CONFLICT", "cannot bootstrap: the admin email belongs to an existing account already");
+  }
+  const hash = await hashPassword(p.password, s.scrypt);
+  const sys = { tenantUuid: s.systemTenantUuid };
+  const none = { tenantUuid: "" };
+  return {
+    events: [
+      TenantCreated.create(s.systemTenantUuid, { name: p.tenantName, system: true }, sys),
+      EmailClaimed.create(claimUuid, { accountUuid: s.adminAccountUuid, email: p.email }, none),
+      AccountRegistered.create(s.adminAccountUuid, { email: p.email, name: p.name }, none),
+      CredentialSet.create(credentialUuidOf(s.adminAccountUuid), { accountUuid: s.adminAccountUuid, ...hash }, none),
+      GroupCreated.create(s.systemAdminGroupUuid, { tenantUuid: s.systemTenantUuid, name: SYSTEM_ADMIN_GROUP_NAME, permissions: ["*"] }, sys),
+      IdentityCreated.create(s.adminIdentityUuid, { accountUuid: s.adminAccountUuid, tenantUuid: s.systemTenantUuid }, sys),
+      IdentityGroupAssigned.create(s.adminIdentityUuid, { groupUuid: s.systemAdminGroupUuid }, sys),
+    ],
+    result: { created: true },
+  };
+});
+
+/**
+ * The start hook: nothing is dispatched (and nothing recorded) when the system
+ * tenant exists; otherwise one BootstrapSystemTenant command. A CONFLICT means
+ * another instance bootstrapped the same store at the same time: fine when the
+ * tenant now exists.
+ */
+export async function bootstrap(facade: Facade): Promise<void> {
+  const s = defaultsOf(facade);
+  if ((await facade.loadAggregate(TenantAggregate, s.systemTenantUuid)).version === 0) {
+    const admin = s.admin;
+    if (admin === undefined) throw new MnemeError("INVALID_STATE", "the bootstrap ran already on this facade");
+    // The events of the bootstrap carry the admin as sender, so their history shows who they are.
+    const reqCtx: RequestContext = {
+      senderAccountUuid: s.adminAccountUuid, senderIdentityUuid: s.adminIdentityUuid, senderTenantUuid: s.systemTenantUuid,
+      attributes: { bootstrap: true },
+    };
+    s.trustedContexts.add(reqCtx);
+    try {
+      await facade.dispatch(BootstrapSystemTenant, { email: admin.email, password: admin.password, name: admin.name, tenantName: s.systemTenantName }, { reqCtx, waitToFinish: true });
+    } catch (e) {
+      if (!isMnemeError(e, "CONFLICT") || (await facade.loadAggregate(TenantAggregate, s.systemTenantUuid)).version === 0) throw e;
+    } finally {
+      s.trustedContexts.delete(reqCtx);
+    }
+  }
+  // Kept until here so a start that failed can be retried.
+  s.admin = undefined;
+}

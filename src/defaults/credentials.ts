@@ -1,0 +1,69 @@
+/**
+ * Credentials -> request context, for adapters (mneme/http): a session uuid
+ * and key (and optionally the identity to act as) become the sender fields
+ * of a RequestContext, or nothing when they do not check out.
+ */
+import type { Facade } from "../core/facade.js";
+import type { RequestContext } from "../core/types.js";
+import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
+import type { AccountModel, SessionModel } from "./account-domain.js";
+import { defaultsOf } from "./defaults-state.js";
+import type { IdentityModel } from "./identity.js";
+import { READMODELS } from "./readmodel-names.js";
+import { sessionKeyMatches } from "./session-key.js";
+import type { TenantModel } from "./tenant.js";
+
+export { isSystemAdmin } from "./sender.js";
+export { parseSessionToken } from "./session-key.js";
+
+/** What a client presents: from `Authorization: Bearer <sessionUuid>.<sessionKey>` and `X-Identity-Uuid`. */
+export interface Credentials {
+  sessionUuid: string;
+  sessionKey: string;
+  identityUuid?: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function projection<M>(facade: Facade, name: string): ProjectionReadmodel<M, M> {
+  return facade.readmodel<ProjectionReadmodel<M, M>>(name);
+}
+
+/**
+ * Resolves `{ senderAccountUuid, senderSessionUuid }`, plus `senderIdentityUuid`
+ * and `senderTenantUuid` when `identityUuid` is a live identity of the account
+ * in a live tenant; undefined when the session is unknown, ended, expired, of a
+ * removed account, or the key is wrong (compared in constant time). Reads the
+ * Session, Account and Identity readmodels: a few document reads per request.
+ * @example
+ * const reqCtx = await resolveCredentials(facade, { sessionUuid, sessionKey, identityUuid });
+ * if (reqCtx === undefined) return unauthorized();
+ */
+export async function resolveCredentials(facade: Facade, creds: Credentials): Promise<RequestContext | undefined> {
+  const state = defaultsOf(facade);
+  if (typeof creds !== "object" || creds === null) return undefined;
+  const { sessionUuid, sessionKey, identityUuid } = creds;
+  if (typeof sessionUuid !== "string" || !UUID.test(sessionUuid) || typeof sessionKey !== "string") return undefined;
+  if (state.endedSessions.has(sessionUuid)) return undefined;
+  const session = await projection<SessionModel>(facade, READMODELS.session).getModel(sessionUuid);
+  if (session === undefined) return undefined;
+  const s = session.model;
+  // The key is checked before anything else is told apart, so a wrong key learns nothing about the session.
+  if (!sessionKeyMatches(sessionKey, s.keyHash, state.sessionSecret)) return undefined;
+  if (s.endedAt !== 0 || s.expiresAt <= state.clock()) return undefined;
+  const wantIdentity = typeof identityUuid === "string" && UUID.test(identityUuid);
+  const [account, identity] = await Promise.all([
+    projection<AccountModel>(facade, READMODELS.account).getModel(s.accountUuid),
+    wantIdentity ? projection<IdentityModel>(facade, READMODELS.identity).getModel(identityUuid) : Promise.resolve(undefined),
+  ]);
+  if (account === undefined || account.model.removed) return undefined;
+  const reqCtx: RequestContext = { senderAccountUuid: s.accountUuid, senderSessionUuid: sessionUuid };
+  if (identity !== undefined && !identity.model.removed && identity.model.accountUuid === s.accountUuid) {
+    const tenant = await projection<TenantModel>(facade, READMODELS.tenant).getModel(identity.model.tenantUuid);
+    if (tenant !== undefined && !tenant.model.removed) {
+      reqCtx.senderIdentityUuid = identity.aggregateUuid;
+      reqCtx.senderTenantUuid = identity.model.tenantUuid;
+    }
+  }
+  return reqCtx;
+}

@@ -1,0 +1,138 @@
+/**
+ * The per-facade configuration of the built-in domains. The domains are
+ * module-level definitions shared by every facade; their handlers and
+ * permission functions find their facade's settings here.
+ */
+import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
+import type { RequestContext } from "../core/types.js";
+import {
+  adminAccountUuidOf, identityUuidOf, normalizeEmail, systemAdminGroupUuidOf, systemTenantUuidOf,
+} from "./ids.js";
+import { checkPasswordPolicy, checkScryptParams, DEFAULT_SCRYPT, type ScryptParams } from "./password.js";
+
+/** Options of `registerDefaults`. Only `admin` is required. */
+export interface DefaultsOptions {
+  /** The first system administrator, created on the first start (later starts leave the account as it is). */
+  readonly admin: { readonly email: string; readonly password: string; readonly name?: string };
+  /** Name of the system tenant. Default "system". */
+  readonly systemTenantName?: string;
+  /** Lifetime of a session from login. Default 24 h. */
+  readonly sessionTtlMs?: number;
+  /**
+   * HMAC key of stored session-key hashes (at least 16 characters). Default: derived from the app name.
+   * Session keys are 256 random bits, so the hash cannot be reversed either way; a secret key also keeps
+   * someone who can write the store from minting a valid key. Changing it ends every session.
+   */
+  readonly sessionSecret?: string;
+  /** scrypt parameters of new password hashes. Default N=2^15, r=8, p=1 (recorded with each hash). */
+  readonly passwordHashing?: Partial<ScryptParams>;
+  /** Failed logins per email within `failedLoginWindowMs` before further attempts are refused. Default 5. */
+  readonly maxFailedLogins?: number;
+  /** Default 60 000 (one minute). */
+  readonly failedLoginWindowMs?: number;
+  /** The clock, in ns since the epoch (session expiry, login limits). Default `nowNs`; tests pass a fake one. */
+  readonly clock?: () => number;
+}
+
+/** What `registerDefaults` resolves with: ids derived from the app name and the admin email. */
+export interface DefaultsInfo {
+  readonly systemTenantUuid: string;
+  readonly adminAccountUuid: string;
+  readonly adminIdentityUuid: string;
+  readonly systemAdminGroupUuid: string;
+}
+
+/** @internal The resolved settings and in-process state of one facade's defaults. */
+export interface DefaultsState extends DefaultsInfo {
+  readonly appName: string;
+  readonly systemTenantName: string;
+  /** Cleared once the bootstrap has run: the clear password stays in memory no longer than needed. */
+  admin: { email: string; password: string; name: string } | undefined;
+  readonly sessionTtlNs: number;
+  readonly sessionSecret: string;
+  readonly scrypt: Required<ScryptParams>;
+  readonly maxFailedLogins: number;
+  readonly failedLoginWindowNs: number;
+  readonly clock: () => number;
+  /** Request contexts the bootstrap dispatches with (by identity: nothing about them is persisted). */
+  readonly trustedContexts: WeakSet<RequestContext>;
+  /** Sessions this process ended, until the Session readmodel shows it (bounded). */
+  readonly endedSessions: Set<string>;
+}
+
+const states = new WeakMap<Facade, DefaultsState>();
+
+/** Bound of `endedSessions`: far more than a readmodel can lag behind. */
+export const ENDED_SESSIONS_LIMIT = 10_000;
+
+/** The defaults of a facade; INVALID_STATE when registerDefaults was not called on it. */
+export function defaultsOf(facade: Facade): DefaultsState {
+  const s = states.get(facade);
+  if (s === undefined) throw new MnemeError("INVALID_STATE", "the built-in domains are not registered on this facade: call registerDefaults(facade, { admin }) before facade.start()");
+  return s;
+}
+
+/** The defaults of a facade, or undefined. */
+export function maybeDefaultsOf(facade: Facade | undefined): DefaultsState | undefined {
+  return facade === undefined ? undefined : states.get(facade);
+}
+
+function positiveInt(name: string, v: number | undefined, fallback: number, max: number): number {
+  if (v === undefined) return fallback;
+  if (!Number.isInteger(v) || v < 1 || v > max) throw new MnemeError("INVALID_REQUEST", `registerDefaults: ${name} must be an integer in 1..${max} (got ${String(v)})`);
+  return v;
+}
+
+/** Validates the options once, derives the ids, and attaches the state to the facade. */
+export function createDefaultsState(facade: Facade, opts: DefaultsOptions): DefaultsState {
+  if (typeof opts !== "object" || opts === null || typeof opts.admin !== "object" || opts.admin === null) {
+    throw new MnemeError("INVALID_REQUEST", "registerDefaults: options { admin: { email, password } } are required");
+  }
+  if (states.has(facade)) throw new MnemeError("INVALID_STATE", "registerDefaults was called on this facade already");
+  const email = normalizeEmail(opts.admin.email);
+  checkPasswordPolicy(opts.admin.password, "admin.password");
+  const name = opts.admin.name ?? "";
+  if (typeof name !== "string" || name.length > 200) throw new MnemeError("INVALID_REQUEST", "registerDefaults: admin.name must be a string of at most 200 characters");
+  const tenantName = opts.systemTenantName ?? "system";
+  if (typeof tenantName !== "string" || tenantName.trim() === "" || tenantName.length > 200) {
+    throw new MnemeError("INVALID_REQUEST", "registerDefaults: systemTenantName must be a non-empty string of at most 200 characters");
+  }
+  const secret = opts.sessionSecret ?? `mneme-session-key:${facade.appName}`;
+  if (typeof secret !== "string" || secret.length < 16) throw new MnemeError("INVALID_REQUEST", "registerDefaults: sessionSecret must be a string of at least 16 characters");
+  if (opts.clock !== undefined && typeof opts.clock !== "function") throw new MnemeError("INVALID_REQUEST", "registerDefaults: clock must be a function returning ns");
+  const scrypt = checkScryptParams({ ...DEFAULT_SCRYPT, ...opts.passwordHashing });
+
+  const appName = facade.appName;
+  const systemTenantUuid = systemTenantUuidOf(appName);
+  const adminAccountUuid = adminAccountUuidOf(appName, email);
+  const state: DefaultsState = {
+    appName,
+    systemTenantUuid,
+    adminAccountUuid,
+    adminIdentityUuid: identityUuidOf(systemTenantUuid, adminAccountUuid),
+    systemAdminGroupUuid: systemAdminGroupUuidOf(systemTenantUuid),
+    systemTenantName: tenantName.trim(),
+    admin: { email, password: opts.admin.password, name },
+    sessionTtlNs: positiveInt("sessionTtlMs", opts.sessionTtlMs, 24 * 3_600_000, 366 * 24 * 3_600_000) * 1e6,
+    sessionSecret: secret,
+    scrypt,
+    maxFailedLogins: positiveInt("maxFailedLogins", opts.maxFailedLogins, 5, 1000),
+    failedLoginWindowNs: positiveInt("failedLoginWindowMs", opts.failedLoginWindowMs, 60_000, 24 * 3_600_000) * 1e6,
+    clock: opts.clock ?? nowNs,
+    trustedContexts: new WeakSet(),
+    endedSessions: new Set(),
+  };
+  states.set(facade, state);
+  return state;
+}
+
+/** Notes a session this process ended, so credentials stop resolving before the readmodel catches up. */
+export function noteEndedSession(state: DefaultsState, sessionUuid: string): void {
+  state.endedSessions.add(sessionUuid);
+  if (state.endedSessions.size > ENDED_SESSIONS_LIMIT) {
+    const oldest = state.endedSessions.values().next().value;
+    if (oldest !== undefined) state.endedSessions.delete(oldest);
+  }
+}

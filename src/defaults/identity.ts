@@ -1,0 +1,175 @@
+/**
+ * The `Identity` domain: an account's membership of a tenant, and the groups
+ * it holds there. A request is authorized as an identity (sender identity and
+ * tenant in the request context).
+ */
+import type { AggregateLoader, LoadedAggregate } from "../core/context.js";
+import { defineDomain } from "../core/domain.js";
+import { MnemeError } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
+import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
+import { AccountAggregate } from "./account-domain.js";
+import type { AuthIndex } from "./auth-index.js";
+import { defaultsOf } from "./defaults-state.js";
+import { loadLiveGroup } from "./group.js";
+import { identityUuidOf } from "./ids.js";
+import { includeHistorySchema, objectSchema, pageProperties, uuidSchema } from "./payload-schemas.js";
+import { accountOwnerOrSystemAdministrator } from "./permission-functions.js";
+import { found, listOptions } from "./query-helpers.js";
+import { READMODELS } from "./readmodel-names.js";
+import { assertHolds, assertTenantAccess, scopeTenantOf } from "./sender.js";
+import { TenantAggregate, type TenantProjection } from "./tenant.js";
+
+export interface CreateIdentity { accountUuid: string; tenantUuid?: string }
+export interface RemoveIdentity { identityUuid: string }
+export interface AssignGroup { identityUuid: string; groupUuid: string }
+export interface UnassignGroup { identityUuid: string; groupUuid: string }
+export interface GetIdentity { identityUuid: string; includeHistory?: boolean }
+export interface ListIdentities { tenantUuid?: string; page?: number; pageSize?: number; includeHistory?: boolean }
+export interface ListAccountIdentities { accountUuid: string }
+export interface IdentityCreated { accountUuid: string; tenantUuid: string }
+export type IdentityRemoved = Record<string, never>;
+export interface IdentityGroupAssigned { groupUuid: string }
+export interface IdentityGroupUnassigned { groupUuid: string }
+
+/** An identity as served. */
+export interface IdentityModel {
+  accountUuid: string;
+  tenantUuid: string;
+  groupUuids: string[];
+  removed: boolean;
+}
+
+/** An entry of ListAccountIdentities (and of Login's result). */
+export interface AccountIdentity { identityUuid: string; tenantUuid: string; tenantName: string }
+
+/** Identities: memberships of accounts in tenants. */
+export const Identity = defineDomain("Identity", { description: "Identities: an account's membership of a tenant, with its groups" });
+
+const tenantScoped = "(members of the tenant with the grant, or system administrators)";
+export const CreateIdentity = Identity.command<CreateIdentity, { identityUuid: string }>("CreateIdentity", {
+  description: `Make an account a member of a tenant ${tenantScoped}`,
+  schema: objectSchema({ accountUuid: uuidSchema, tenantUuid: uuidSchema }, ["accountUuid"]),
+});
+export const RemoveIdentity = Identity.command<RemoveIdentity>("RemoveIdentity", {
+  description: `End an account's membership of a tenant ${tenantScoped}`,
+  schema: objectSchema({ identityUuid: uuidSchema }, ["identityUuid"]),
+});
+export const AssignGroup = Identity.command<AssignGroup>("AssignGroup", {
+  description: `Give an identity a group of its tenant; the sender must hold the group's permissions ${tenantScoped}`,
+  schema: objectSchema({ identityUuid: uuidSchema, groupUuid: uuidSchema }, ["identityUuid", "groupUuid"]),
+});
+export const UnassignGroup = Identity.command<UnassignGroup>("UnassignGroup", {
+  description: `Take a group from an identity ${tenantScoped}`,
+  schema: objectSchema({ identityUuid: uuidSchema, groupUuid: uuidSchema }, ["identityUuid", "groupUuid"]),
+});
+export const GetIdentity = Identity.query<GetIdentity, ProjectionModel<IdentityModel>>("GetIdentity", {
+  description: "One identity, with its history on request",
+  schema: objectSchema({ identityUuid: uuidSchema, includeHistory: includeHistorySchema }, ["identityUuid"]),
+});
+export const ListIdentities = Identity.query<ListIdentities, ProjectionList<IdentityModel>>("ListIdentities", {
+  description: "A page of the identities of a tenant (default: the sender's)",
+  schema: objectSchema({ tenantUuid: uuidSchema, ...pageProperties }),
+});
+export const ListAccountIdentities = Identity.query<ListAccountIdentities, { items: AccountIdentity[] }>("ListAccountIdentities", {
+  description: "The identities of an account, to choose one (the account itself, or system administrators)",
+  permission: accountOwnerOrSystemAdministrator,
+  schema: objectSchema({ accountUuid: uuidSchema }, ["accountUuid"]),
+});
+
+export const IdentityCreated = Identity.event<IdentityCreated>("IdentityCreated", { description: "An account became a member of a tenant" });
+export const IdentityRemoved = Identity.event<IdentityRemoved>("IdentityRemoved", { description: "An account's membership of a tenant ended" });
+export const IdentityGroupAssigned = Identity.event<IdentityGroupAssigned>("IdentityGroupAssigned", { description: "An identity was given a group" });
+export const IdentityGroupUnassigned = Identity.event<IdentityGroupUnassigned>("IdentityGroupUnassigned", { description: "A group was taken from an identity" });
+
+export const IdentityAggregate = Identity.aggregate<IdentityModel>("Identity", {
+  initialState: () => ({ accountUuid: "", tenantUuid: "", groupUuids: [], removed: false }),
+  evolve: {
+    // A membership created again after its removal starts without groups.
+    IdentityCreated: (_s, p: IdentityCreated) => ({ accountUuid: p.accountUuid, tenantUuid: p.tenantUuid, groupUuids: [], removed: false }),
+    IdentityRemoved: (s) => ({ ...s, groupUuids: [], removed: true }),
+    IdentityGroupAssigned: (s, p: IdentityGroupAssigned) => (s.groupUuids.includes(p.groupUuid) ? s : { ...s, groupUuids: [...s.groupUuids, p.groupUuid] }),
+    IdentityGroupUnassigned: (s, p: IdentityGroupUnassigned) => ({ ...s, groupUuids: s.groupUuids.filter((g) => g !== p.groupUuid) }),
+  },
+});
+
+/** The Identity readmodel: one model per identity, listed by tenant, history on demand. */
+export class IdentityProjection extends ProjectionReadmodel<IdentityModel> {
+  constructor(facade: Facade) {
+    super(facade, { aggregate: IdentityAggregate, name: READMODELS.identity });
+  }
+}
+
+/** Loads an identity that exists and is not removed (in a command: locks it); NOT_FOUND otherwise. */
+export async function loadLiveIdentity(loader: AggregateLoader, identityUuid: string): Promise<LoadedAggregate<IdentityModel>> {
+  const identity = await loader.load(IdentityAggregate, identityUuid);
+  if (identity.version === 0 || identity.state.removed) throw new MnemeError("NOT_FOUND", `identity ${identityUuid} does not exist`);
+  return identity;
+}
+
+/** The live identities of an account whose tenant is live, with the tenant's name. */
+export async function accountIdentities(facade: Facade, accountUuid: string): Promise<AccountIdentity[]> {
+  const refs = await facade.readmodel<AuthIndex>(READMODELS.authIndex).identitiesOf(accountUuid);
+  const tenants = facade.readmodel<TenantProjection>(READMODELS.tenant);
+  const out: AccountIdentity[] = [];
+  for (const r of refs) {
+    const t = await tenants.getModel(r.tenantUuid);
+    if (t !== undefined && !t.model.removed) out.push({ identityUuid: r.identityUuid, tenantUuid: r.tenantUuid, tenantName: t.model.name });
+  }
+  return out;
+}
+
+Identity.handleCommand(CreateIdentity, async (ctx, _cmd, p) => {
+  const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
+  const identityUuid = identityUuidOf(tenantUuid, p.accountUuid);
+  const identity = await ctx.aggregates.load(IdentityAggregate, identityUuid);
+  if (identity.version > 0 && !identity.state.removed) throw new MnemeError("CONFLICT", `account ${p.accountUuid} is a member of tenant ${tenantUuid} already`);
+  const [account, tenant] = await Promise.all([ctx.aggregates.load(AccountAggregate, p.accountUuid), ctx.aggregates.load(TenantAggregate, tenantUuid)]);
+  if (account.version === 0 || account.state.removed) throw new MnemeError("NOT_FOUND", `account ${p.accountUuid} does not exist`);
+  if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${tenantUuid} does not exist`);
+  return { events: [IdentityCreated.create(identityUuid, { accountUuid: p.accountUuid, tenantUuid }, { tenantUuid })], result: { identityUuid } };
+});
+
+Identity.handleCommand(RemoveIdentity, async (ctx, _cmd, p) => {
+  const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, identity.state.tenantUuid);
+  if (p.identityUuid === defaultsOf(ctx.facade).adminIdentityUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's identity cannot be removed");
+  return [IdentityRemoved.create(p.identityUuid, {}, { tenantUuid: identity.state.tenantUuid })];
+});
+
+Identity.handleCommand(AssignGroup, async (ctx, _cmd, p) => {
+  const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, identity.state.tenantUuid);
+  const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
+  if (group.state.tenantUuid !== identity.state.tenantUuid) throw new MnemeError("INVALID_REQUEST", `group ${p.groupUuid} belongs to another tenant than identity ${p.identityUuid}`);
+  await assertHolds(ctx.facade, ctx.reqCtx, group.state.permissions, `assigning group ${p.groupUuid}`);
+  if (identity.state.groupUuids.includes(p.groupUuid)) return [];
+  return [IdentityGroupAssigned.create(p.identityUuid, { groupUuid: p.groupUuid }, { tenantUuid: identity.state.tenantUuid })];
+});
+
+Identity.handleCommand(UnassignGroup, async (ctx, _cmd, p) => {
+  const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, identity.state.tenantUuid);
+  const state = defaultsOf(ctx.facade);
+  if (p.identityUuid === state.adminIdentityUuid && p.groupUuid === state.systemAdminGroupUuid) {
+    throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator keeps the system-admin group");
+  }
+  if (!identity.state.groupUuids.includes(p.groupUuid)) return [];
+  return [IdentityGroupUnassigned.create(p.identityUuid, { groupUuid: p.groupUuid }, { tenantUuid: identity.state.tenantUuid })];
+});
+
+Identity.handleQuery(GetIdentity, async (ctx, _q, p) => {
+  const projection = ctx.readmodel<IdentityProjection>(READMODELS.identity);
+  const model = found(await projection.getModel(p.identityUuid), `identity ${p.identityUuid}`);
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, model.model.tenantUuid);
+  return p.includeHistory === true ? found(await projection.getModel(p.identityUuid, { includeHistory: true }), `identity ${p.identityUuid}`) : model;
+});
+
+Identity.handleQuery(ListIdentities, async (ctx, _q, p) => {
+  const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
+  return ctx.readmodel<IdentityProjection>(READMODELS.identity).getModelList(listOptions(p, tenantUuid));
+});
+
+Identity.handleQuery(ListAccountIdentities, async (ctx, _q, p) => ({ items: await accountIdentities(ctx.facade, p.accountUuid) }));

@@ -1,0 +1,38 @@
+/**
+ * The built-in domains (Tenant, Account, Identity, Group), registerDefaults and
+ * the credential helpers. Not a subpath: the root index re-exports these names.
+ */
+export { registerDefaults, DEFAULT_DOMAINS } from "./register-defaults.js";
+export type { DefaultsOptions, DefaultsInfo } from "./defaults-state.js";
+export { resolveCredentials, isSystemAdmin, parseSessionToken, type Credentials } from "./credentials.js";
+export { createDefaultAuthorizer, permissionName } from "./authorizer.js";
+export { resolveSender, grantsCover, type Sender } from "./sender.js";
+export { systemAdministrator, accountOwnerOrSystemAdministrator } from "./permission-functions.js";
+export { SYSTEM_ADMIN_GROUP_NAME, BootstrapSystemTenant } from "./bootstrap.js";
+export { READMODELS as DEFAULT_READMODELS } from "./readmodel-names.js";
+export { hashPassword, verifyPassword, DEFAULT_SCRYPT, type PasswordHash, type ScryptParams } from "./password.js";
+export {
+  Tenant, CreateTenant, RenameTenant, RemoveTenant, GetTenant, ListTenants, TenantCreated, TenantRenamed, TenantRemoved,
+  TenantAggregate, TenantProjection, type TenantModel,
+} from "./tenant.js";
+export {
+  Account, AccountAggregate, AccountRegistered, AccountEmailChanged, AccountNameChanged, AccountPasswordChanged, AccountRemoved,
+  EmailClaimed, EmailReleased, CredentialSet, SessionStarted, SessionEnded, SessionAggregate,
+  type AccountModel, type SessionModel,
+} from "./account-domain.js";
+export {
+  RegisterAccount, ChangeAccountEmail, ChangeAccountName, SetAccountPassword, RemoveAccount, GetAccount, ListAccounts, GetAccountByEmail,
+  AccountProjection,
+} from "./account.js";
+export { Login, Logout, SessionProjection, type LoginResult } from "./session.js";
+export {
+  Identity, CreateIdentity, RemoveIdentity, AssignGroup, UnassignGroup, GetIdentity, ListIdentities, ListAccountIdentities,
+  IdentityCreated, IdentityRemoved, IdentityGroupAssigned, IdentityGroupUnassigned, IdentityAggregate, IdentityProjection,
+  type IdentityModel, type AccountIdentity,
+} from "./identity.js";
+export {
+  Group, CreateGroup, RenameGroup, AddGroupPermission, RemoveGroupPermission, RemoveGroup, GetGroup, ListGroups,
+  GroupCreated, GroupRenamed, GroupPermissionAdded, GroupPermissionRemoved, GroupRemoved, GroupAggregate, GroupProjection,
+  type GroupModel,
+} from "./group.js";
+export { AuthIndex } from "./auth-index.js";

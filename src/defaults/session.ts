@@ -1,0 +1,102 @@
+/**
+ * Sessions of the `Account` domain: Login (anonymous; email and password ->
+ * session uuid and a random key, of which only a keyed hash is stored) and
+ * Logout (authenticated). Sessions expire `sessionTtlMs` after login.
+ */
+import { newUuid } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
+import { anonymous, authenticated } from "../permissions/permission.js";
+import { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
+import {
+  Account, CredentialAggregate, EmailClaimAggregate, SessionAggregate, SessionEnded, type SessionModel, SessionStarted,
+} from "./account-domain.js";
+import { defaultsOf, noteEndedSession } from "./defaults-state.js";
+import { credentialUuidOf, emailClaimUuidOf } from "./ids.js";
+import { accountIdentities, type AccountIdentity } from "./identity.js";
+import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
+import { dummyPasswordHash, verifyPassword } from "./password.js";
+import { loginPasswordSchema, objectSchema } from "./payload-schemas.js";
+import { READMODELS } from "./readmodel-names.js";
+import { hashSessionKey, newSessionKey, SESSION_KEY_HASH_ALGORITHM } from "./session-key.js";
+
+export { SessionAggregate, type SessionModel } from "./account-domain.js";
+
+export interface Login { email: string; password: string }
+export type Logout = Record<string, never>;
+
+/** What Login returns to its caller (and nowhere else): the only place the session key ever appears. */
+export interface LoginResult {
+  sessionUuid: string;
+  sessionKey: string;
+  /** `<sessionUuid>.<sessionKey>`, for `Authorization: Bearer`. */
+  token: string;
+  accountUuid: string;
+  /** ns since the epoch. */
+  expiresAt: number;
+  identities: AccountIdentity[];
+}
+
+export const Login = Account.command<Login, LoginResult>("Login", {
+  description: "Start a session with email and password (anonymous); the result holds the session key",
+  permission: anonymous,
+  secretFields: ["password"],
+  // Any string is accepted as an email here: a malformed one fails like an unknown one.
+  schema: objectSchema({ email: { type: "string", maxLength: 320 }, password: loginPasswordSchema }, ["email", "password"]),
+});
+export const Logout = Account.command<Logout>("Logout", {
+  description: "End the sender's session (authenticated)",
+  permission: authenticated,
+  schema: objectSchema({}),
+});
+
+/** The Session readmodel: one model per session (account, keyed hash, expiry, end); read by resolveCredentials. */
+export class SessionProjection extends ProjectionReadmodel<SessionModel> {
+  constructor(facade: Facade) {
+    super(facade, { aggregate: SessionAggregate, name: READMODELS.session });
+  }
+}
+
+/** The one error of every failed login: it does not say whether the email exists. */
+function loginFailed(): MnemeError {
+  return new MnemeError("UNAUTHENTICATED", "invalid email or password");
+}
+
+Account.handleCommand(Login, async (ctx, _cmd, p) => {
+  const state = defaultsOf(ctx.facade);
+  const email = typeof p.email === "string" ? p.email.trim().toLowerCase() : "";
+  // Loading the claim first locks it: the attempts of one email run one at a time, so the limit holds under concurrency.
+  const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(email));
+  await assertLoginAllowed(ctx.facade, state, email);
+  const accountUuid = claim.state.accountUuid;
+  const credential = accountUuid === "" ? undefined : (await ctx.aggregates.load(CredentialAggregate, credentialUuidOf(accountUuid))).state.hash;
+  // An unknown email costs one scrypt like a known one, so timing does not tell them apart either.
+  const ok = await verifyPassword(p.password, credential ?? (await dummyPasswordHash(state.scrypt)));
+  if (!ok || credential === undefined) {
+    await noteLoginFailure(ctx.facade, state, email);
+    throw loginFailed();
+  }
+  await clearLoginFailures(ctx.facade, email);
+  const sessionUuid = newUuid();
+  const sessionKey = newSessionKey();
+  const expiresAt = state.clock() + state.sessionTtlNs;
+  const started = SessionStarted.create(sessionUuid, {
+    accountUuid, keyHash: hashSessionKey(sessionKey, state.sessionSecret), hashAlgorithm: SESSION_KEY_HASH_ALGORITHM, expiresAt,
+  }, { tenantUuid: "" });
+  const result: LoginResult = {
+    sessionUuid, sessionKey, token: `${sessionUuid}.${sessionKey}`, accountUuid, expiresAt,
+    identities: await accountIdentities(ctx.facade, accountUuid),
+  };
+  return { events: [started], result };
+});
+
+Account.handleCommand(Logout, async (ctx) => {
+  const sessionUuid = ctx.reqCtx.senderSessionUuid!;
+  const session = await ctx.aggregates.load(SessionAggregate, sessionUuid);
+  if (session.version === 0 || session.state.accountUuid !== ctx.reqCtx.senderAccountUuid) {
+    throw new MnemeError("NOT_FOUND", "the sender's session does not exist");
+  }
+  if (session.state.endedAt !== 0) return [];
+  noteEndedSession(defaultsOf(ctx.facade), sessionUuid);
+  return [SessionEnded.create(sessionUuid, { reason: "logout" }, { tenantUuid: "" })];
+});

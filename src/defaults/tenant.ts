@@ -1,0 +1,112 @@
+/**
+ * The `Tenant` domain: the isolation units of an application. Every identity
+ * and group belongs to one tenant; the system tenant is bootstrapped and holds
+ * the system administrators.
+ */
+import { newUuid } from "../core/clock.js";
+import { defineDomain } from "../core/domain.js";
+import { MnemeError } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
+import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
+import { defaultsOf } from "./defaults-state.js";
+import { cleanName, includeHistorySchema, nameSchema, objectSchema, pageProperties, uuidSchema } from "./payload-schemas.js";
+import { systemAdministrator } from "./permission-functions.js";
+import { found, listOptions } from "./query-helpers.js";
+import { READMODELS } from "./readmodel-names.js";
+import { assertTenantAccess } from "./sender.js";
+
+export interface CreateTenant { tenantUuid?: string; name: string }
+export interface RenameTenant { tenantUuid: string; name: string }
+export interface RemoveTenant { tenantUuid: string }
+export interface GetTenant { tenantUuid: string; includeHistory?: boolean }
+export interface ListTenants { page?: number; pageSize?: number; includeHistory?: boolean }
+export interface TenantCreated { name: string; system: boolean }
+export interface TenantRenamed { name: string }
+export type TenantRemoved = Record<string, never>;
+
+/** A tenant as served. */
+export interface TenantModel {
+  name: string;
+  /** True for the bootstrapped system tenant. */
+  system: boolean;
+  removed: boolean;
+}
+
+/** Tenants: create, rename, remove; lists for system administrators. */
+export const Tenant = defineDomain("Tenant", { description: "Tenants: the isolation units; identities and groups belong to one" });
+
+export const CreateTenant = Tenant.command<CreateTenant, { tenantUuid: string }>("CreateTenant", {
+  description: "Create a tenant (system administrators)",
+  permission: systemAdministrator,
+  schema: objectSchema({ tenantUuid: uuidSchema, name: nameSchema }, ["name"]),
+});
+export const RenameTenant = Tenant.command<RenameTenant>("RenameTenant", {
+  description: "Rename a tenant (its own members with the grant, or system administrators)",
+  schema: objectSchema({ tenantUuid: uuidSchema, name: nameSchema }, ["tenantUuid", "name"]),
+});
+export const RemoveTenant = Tenant.command<RemoveTenant>("RemoveTenant", {
+  description: "Remove a tenant (not the system tenant); its identities stop authorizing",
+  schema: objectSchema({ tenantUuid: uuidSchema }, ["tenantUuid"]),
+});
+export const GetTenant = Tenant.query<GetTenant, ProjectionModel<TenantModel>>("GetTenant", {
+  description: "One tenant, with its history on request",
+  schema: objectSchema({ tenantUuid: uuidSchema, includeHistory: includeHistorySchema }, ["tenantUuid"]),
+});
+export const ListTenants = Tenant.query<ListTenants, ProjectionList<TenantModel>>("ListTenants", {
+  description: "A page of tenants (system administrators)",
+  permission: systemAdministrator,
+  schema: objectSchema(pageProperties),
+});
+
+export const TenantCreated = Tenant.event<TenantCreated>("TenantCreated", { description: "A tenant was created" });
+export const TenantRenamed = Tenant.event<TenantRenamed>("TenantRenamed", { description: "A tenant was renamed" });
+export const TenantRemoved = Tenant.event<TenantRemoved>("TenantRemoved", { description: "A tenant was removed" });
+
+export const TenantAggregate = Tenant.aggregate<TenantModel>("Tenant", {
+  initialState: () => ({ name: "", system: false, removed: false }),
+  evolve: {
+    TenantCreated: (_s, p: TenantCreated) => ({ name: p.name, system: p.system, removed: false }),
+    TenantRenamed: (s, p: TenantRenamed) => ({ ...s, name: p.name }),
+    TenantRemoved: (s) => ({ ...s, removed: true }),
+  },
+});
+
+/** The Tenant readmodel: one model per tenant, history on demand. */
+export class TenantProjection extends ProjectionReadmodel<TenantModel> {
+  constructor(facade: Facade) {
+    super(facade, { aggregate: TenantAggregate, name: READMODELS.tenant });
+  }
+}
+
+Tenant.handleCommand(CreateTenant, async (ctx, _cmd, p) => {
+  const tenantUuid = p.tenantUuid ?? newUuid();
+  const tenant = await ctx.aggregates.load(TenantAggregate, tenantUuid);
+  if (tenant.version > 0) throw new MnemeError("CONFLICT", `tenant ${tenantUuid} exists already`);
+  return { events: [TenantCreated.create(tenantUuid, { name: cleanName(p.name), system: false }, { tenantUuid })], result: { tenantUuid } };
+});
+
+Tenant.handleCommand(RenameTenant, async (ctx, _cmd, p) => {
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
+  const tenant = await ctx.aggregates.load(TenantAggregate, p.tenantUuid);
+  if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${p.tenantUuid} does not exist`);
+  const name = cleanName(p.name);
+  if (name === tenant.state.name) return [];
+  return [TenantRenamed.create(p.tenantUuid, { name }, { tenantUuid: p.tenantUuid })];
+});
+
+Tenant.handleCommand(RemoveTenant, async (ctx, _cmd, p) => {
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
+  if (p.tenantUuid === defaultsOf(ctx.facade).systemTenantUuid) throw new MnemeError("INVALID_ACTION", "the system tenant cannot be removed");
+  const tenant = await ctx.aggregates.load(TenantAggregate, p.tenantUuid);
+  if (tenant.version === 0) throw new MnemeError("NOT_FOUND", `tenant ${p.tenantUuid} does not exist`);
+  if (tenant.state.removed) return [];
+  return [TenantRemoved.create(p.tenantUuid, {}, { tenantUuid: p.tenantUuid })];
+});
+
+Tenant.handleQuery(GetTenant, async (ctx, _q, p) => {
+  await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
+  const projection = ctx.readmodel<TenantProjection>(READMODELS.tenant);
+  return found(await projection.getModel(p.tenantUuid, { includeHistory: p.includeHistory === true }), `tenant ${p.tenantUuid}`);
+});
+
+Tenant.handleQuery(ListTenants, (ctx, _q, p) => ctx.readmodel<TenantProjection>(READMODELS.tenant).getModelList(listOptions(p)));

@@ -1,0 +1,147 @@
+import { isMnemeError, MnemeError } from "../core/errors.js";
+import type { Facade, MessageRef } from "../core/facade.js";
+import type { RequestContext } from "../core/types.js";
+import { readJsonBody, UnsupportedMediaType } from "./body.js";
+import { type Authentication, readCredentials } from "./credentials.js";
+import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
+import { type CredentialResolver, type HttpHandlerOptions, type ResolvedHttpOptions, resolveHttpOptions } from "./options.js";
+import { errorResponse, problemResponse } from "./problem.js";
+import { buildRoutes, type Route, type RouteContext } from "./routes.js";
+
+/** A Fetch API request handler: mount it in node:http, Express, Fastify, Hono, Deno or Bun. */
+export type HttpHandler = (request: Request) => Promise<Response>;
+
+// Placeholder until the built-in Account domain ships its resolver: every presented credential is refused.
+const defaultResolver: CredentialResolver = async () => undefined;
+
+const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
+
+/**
+ * Serves a facade over HTTP: the Runtime endpoints, generic command and query
+ * endpoints, the Account endpoints and the system-event stream. Every route
+ * goes through the facade's permission check; errors are problem+json.
+ * @example
+ * const handler = createHttpHandler(facade);
+ * createServer(toNodeListener(handler)).listen(3000);
+ */
+export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = {}): HttpHandler {
+  const opts = resolveHttpOptions(options, defaultResolver);
+  const router = buildRoutes();
+  const sseGauge = new ConnectionGauge(opts.sse.maxConnections);
+  const limiter = opts.storeRateLimit === false ? undefined : new TokenBucketLimiter(opts.storeRateLimit.requests, opts.storeRateLimit.windowMs, opts.now);
+  const problems = { typeBase: opts.problemTypeBase, onError: opts.onError };
+
+  const handle = async (request: Request): Promise<Response> => {
+    let url: URL;
+    try {
+      url = new URL(request.url);
+    } catch {
+      throw new MnemeError("INVALID_REQUEST", "the request URL is malformed");
+    }
+    let path = url.pathname;
+    if (opts.basePath !== "") {
+      if (path !== opts.basePath && !path.startsWith(`${opts.basePath}/`)) return notFound(path);
+      path = path.slice(opts.basePath.length) || "/";
+    }
+    const method = request.method.toUpperCase();
+    const match = router.match(method, path);
+    if (match.kind === "not-found") return notFound(path);
+    if (match.kind === "method-not-allowed") {
+      const allow = [...match.allow, "OPTIONS"].join(", ");
+      if (method === "OPTIONS") return new Response(null, { status: 204, headers: { allow } });
+      return problemResponse(problems, "INVALID_REQUEST", `${method} is not allowed on ${path}; allowed: ${allow}`, { status: 405, headers: { allow } });
+    }
+    const route = match.value;
+    const params = match.params;
+    const auth = await authenticate(request);
+    if (auth.state !== "valid" && needsSession(route, params)) return unauthenticated(auth);
+    if (route.rateLimited === true && limiter !== undefined) {
+      const verdict = limiter.take(auth.reqCtx.senderSessionUuid ?? "");
+      if (!verdict.allowed) {
+        return problemResponse(problems, "RATE_LIMITED", `too many store requests for this session; retry in ${verdict.retryAfterSeconds} s`, {
+          headers: { "retry-after": String(verdict.retryAfterSeconds) },
+        });
+      }
+    }
+    const reqCtx = requestContext(request, auth.reqCtx, params, route.concurrencyHeaders === true);
+    let bodyRead: Promise<unknown> | undefined;
+    const rawBody = () => (bodyRead ??= readJsonBody(request, { maxBytes: opts.maxBodyBytes, maxDepth: opts.maxJsonDepth }));
+    const ctx: RouteContext = {
+      request, url, params, facade, reqCtx, auth, options: opts, sseGauge,
+      rawBody,
+      body: async () => (await rawBody()) ?? {},
+    };
+    try {
+      return await route.run(ctx);
+    } catch (e) {
+      // Without a valid session, a denial means "authenticate first", not "you may not".
+      if (auth.state !== "valid" && isMnemeError(e, "PERMISSION_DENIED")) return unauthenticated(auth);
+      throw e;
+    }
+  };
+
+  async function authenticate(request: Request): Promise<Authentication> {
+    const creds = readCredentials(request.headers);
+    if (creds === undefined) return { state: "none", reqCtx: {} };
+    if (typeof creds === "string") return { state: "invalid", reqCtx: {}, reason: creds };
+    const resolved = await opts.resolveCredentials(facade, creds);
+    if (resolved === undefined) return { state: "invalid", reqCtx: {}, reason: "the session is unknown, expired or signed out, or the identity is not the account's" };
+    return { state: "valid", reqCtx: resolved };
+  }
+
+  function needsSession(route: Route, params: Readonly<Record<string, string>>): boolean {
+    if (route.session === true) return true;
+    const ref: MessageRef = route.guard(params);
+    const p = facade.permissions.get(ref.domain, ref.name);
+    // Unknown commands get 401 too, so an anonymous caller learns nothing about what exists.
+    if (p === undefined) return true;
+    if (p.funcSet) return false;
+    return p.level !== "Anonymous";
+  }
+
+  function unauthenticated(auth: Authentication): Response {
+    const detail = auth.state === "invalid"
+      ? `the credentials are not valid: ${auth.reason}`
+      : "this route needs a session: send `Authorization: Bearer <sessionUuid>.<sessionKey>` (and X-Identity-Uuid), or the session cookie";
+    return problemResponse(problems, "UNAUTHENTICATED", detail, { headers: { "www-authenticate": "Bearer" } });
+  }
+
+  function notFound(path: string): Response {
+    return problemResponse(problems, "NOT_FOUND", `no route ${JSON.stringify(path.slice(0, 200))}; docs/http.md lists the routes`);
+  }
+
+  return async (request: Request): Promise<Response> => {
+    try {
+      return await handle(request);
+    } catch (e) {
+      if (e instanceof UnsupportedMediaType) return problemResponse(problems, "INVALID_REQUEST", e.message, { status: 415 });
+      return errorResponse(problems, e, request);
+    }
+  };
+}
+
+/**
+ * The request context of one request: the resolved sender, the path's tenant
+ * as target, the W3C trace id, and on command routes the optimistic-concurrency
+ * headers X-Target-Aggregate-Uuid / X-Target-Aggregate-Version.
+ */
+function requestContext(request: Request, sender: RequestContext, params: Readonly<Record<string, string>>, concurrency: boolean): RequestContext {
+  const ctx: RequestContext = { ...sender };
+  if (params.tenantUuid !== undefined) ctx.targetTenantUuid = params.tenantUuid;
+  const trace = TRACEPARENT.exec(request.headers.get("traceparent") ?? "");
+  if (trace !== null) ctx.traceId = trace[1]!;
+  if (concurrency) {
+    const agg = request.headers.get("x-target-aggregate-uuid");
+    const version = request.headers.get("x-target-aggregate-version");
+    if (agg !== null) {
+      if (agg.trim() === "" || agg.length > 200) throw new MnemeError("INVALID_REQUEST", "X-Target-Aggregate-Uuid must be a non-empty id");
+      ctx.targetAggregateUuid = agg.trim();
+    }
+    if (version !== null) {
+      const n = Number(version.trim());
+      if (!/^\d+$/.test(version.trim()) || !Number.isSafeInteger(n)) throw new MnemeError("INVALID_REQUEST", "X-Target-Aggregate-Version must be a non-negative integer");
+      ctx.targetAggregateVersion = n;
+    }
+  }
+  return ctx;
+}

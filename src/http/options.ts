@@ -1,0 +1,146 @@
+import { MnemeError } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
+import type { RequestContext } from "../core/types.js";
+import type { Credentials } from "./credentials.js";
+
+/**
+ * Turns presented credentials into the sender part of a RequestContext;
+ * `undefined` means the credentials are not valid (unknown or expired session,
+ * wrong key, identity not of this account).
+ */
+export type CredentialResolver = (facade: Facade, credentials: Credentials) => Promise<RequestContext | undefined>;
+
+/** SSE limits and timing. */
+export interface SseOptions {
+  /** Open streams at once, over every tenant; then 503 SSE_CONNECTION_LIMIT. Default 100. */
+  readonly maxConnections?: number;
+  /** A comment line every this many ms keeps proxies from closing an idle stream. Default 15000. */
+  readonly heartbeatMs?: number;
+  /** Events queued for a client that does not read; past it the stream is closed (the client resumes). Default 1000. */
+  readonly maxQueuedEvents?: number;
+  /** The `retry:` hint (ms) sent first, how long an EventSource waits before reconnecting. Default 2000. */
+  readonly retryMs?: number;
+}
+
+/** Per-session rate limit of the store endpoints: a token bucket. */
+export interface RateLimitOptions {
+  /** Requests allowed in a burst, refilled evenly over `windowMs`. Default 120. */
+  readonly requests: number;
+  /** Default 60000. */
+  readonly windowMs: number;
+}
+
+/** Cookies set by `POST /api/sessions` and cleared by `DELETE /api/sessions/current`. */
+export interface SessionCookieOptions {
+  /** Default true: the `Secure` attribute (browsers then send the cookie over HTTPS only). */
+  readonly secure?: boolean;
+  /** Default "Lax". */
+  readonly sameSite?: "Strict" | "Lax" | "None";
+  /** Default "/". */
+  readonly path?: string;
+  /** Max-Age in seconds; default: a session cookie. */
+  readonly maxAgeSeconds?: number;
+}
+
+/** Options of createHttpHandler. Every limit has a default; see docs/http.md. */
+export interface HttpHandlerOptions {
+  /** Default: `resolveCredentials` of the built-in Account domain (mneme's registerDefaults). */
+  readonly resolveCredentials?: CredentialResolver;
+  /** A prefix every route sits under, e.g. "/mneme" (then `/mneme/api/...`). Default "". */
+  readonly basePath?: string;
+  /** Largest request body in bytes; then 413 PAYLOAD_TOO_LARGE. Default 1 MiB. */
+  readonly maxBodyBytes?: number;
+  /** Deepest nesting of a JSON body; then 400. Default 64. */
+  readonly maxJsonDepth?: number;
+  /** Page size of list endpoints when none is given. Default 50. */
+  readonly defaultPageSize?: number;
+  /** Largest page size a list endpoint accepts; then 400. Default 1000. */
+  readonly maxPageSize?: number;
+  readonly sse?: SseOptions;
+  /** Store endpoints' rate limit per session, or false for none. Default 120 requests per 60 s. */
+  readonly storeRateLimit?: RateLimitOptions | false;
+  /** Set a `session` (and, with one identity, `identity`) cookie on login. Default false. */
+  readonly sessionCookies?: boolean | SessionCookieOptions;
+  /** Prefix of a problem's `type` URI (the code is appended). Default "urn:mneme:error:". */
+  readonly problemTypeBase?: string;
+  /** Called with every error that became a 5xx, e.g. to log it. */
+  readonly onError?: (error: unknown, request: Request) => void;
+  /** Clock of the rate limiter (ms). Default Date.now. */
+  readonly now?: () => number;
+}
+
+/** The options with every default filled in and checked. */
+export interface ResolvedHttpOptions {
+  readonly resolveCredentials: CredentialResolver;
+  readonly basePath: string;
+  readonly maxBodyBytes: number;
+  readonly maxJsonDepth: number;
+  readonly defaultPageSize: number;
+  readonly maxPageSize: number;
+  readonly sse: Required<SseOptions>;
+  readonly storeRateLimit: RateLimitOptions | false;
+  readonly sessionCookies: Required<Omit<SessionCookieOptions, "maxAgeSeconds">> & { maxAgeSeconds?: number } | false;
+  readonly problemTypeBase: string;
+  readonly onError: ((error: unknown, request: Request) => void) | undefined;
+  readonly now: () => number;
+}
+
+/** The defaults, in one place (docs/http.md lists them). */
+export const HTTP_DEFAULTS = Object.freeze({
+  maxBodyBytes: 1024 * 1024,
+  maxJsonDepth: 64,
+  defaultPageSize: 50,
+  maxPageSize: 1000,
+  sse: Object.freeze({ maxConnections: 100, heartbeatMs: 15_000, maxQueuedEvents: 1000, retryMs: 2000 }),
+  storeRateLimit: Object.freeze({ requests: 120, windowMs: 60_000 }),
+  problemTypeBase: "urn:mneme:error:",
+});
+
+/** Merges the options with the defaults and validates them (INVALID_REQUEST on a bad value). */
+export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: CredentialResolver): ResolvedHttpOptions {
+  if (typeof opts !== "object" || opts === null) throw new MnemeError("INVALID_REQUEST", "createHttpHandler options must be an object");
+  const resolveCredentials = opts.resolveCredentials ?? defaultResolver;
+  if (typeof resolveCredentials !== "function") throw new MnemeError("INVALID_REQUEST", "resolveCredentials must be a function");
+  const basePath = opts.basePath ?? "";
+  if (typeof basePath !== "string" || (basePath !== "" && (!basePath.startsWith("/") || basePath.endsWith("/")))) {
+    throw new MnemeError("INVALID_REQUEST", `basePath must be "" or start with "/" and not end with one (got ${JSON.stringify(basePath)})`);
+  }
+  const sse = { ...HTTP_DEFAULTS.sse, ...opts.sse };
+  const rate = opts.storeRateLimit === undefined ? HTTP_DEFAULTS.storeRateLimit : opts.storeRateLimit;
+  if (rate !== false) {
+    positiveInt("storeRateLimit.requests", rate.requests);
+    positiveInt("storeRateLimit.windowMs", rate.windowMs);
+  }
+  const cookies = opts.sessionCookies === undefined || opts.sessionCookies === false
+    ? false
+    : { secure: true, sameSite: "Lax" as const, path: "/", ...(opts.sessionCookies === true ? {} : opts.sessionCookies) };
+  if (cookies !== false && !["Strict", "Lax", "None"].includes(cookies.sameSite)) {
+    throw new MnemeError("INVALID_REQUEST", "sessionCookies.sameSite must be Strict, Lax or None");
+  }
+  const resolved: ResolvedHttpOptions = {
+    resolveCredentials,
+    basePath,
+    maxBodyBytes: positiveInt("maxBodyBytes", opts.maxBodyBytes ?? HTTP_DEFAULTS.maxBodyBytes),
+    maxJsonDepth: positiveInt("maxJsonDepth", opts.maxJsonDepth ?? HTTP_DEFAULTS.maxJsonDepth),
+    defaultPageSize: positiveInt("defaultPageSize", opts.defaultPageSize ?? HTTP_DEFAULTS.defaultPageSize),
+    maxPageSize: positiveInt("maxPageSize", opts.maxPageSize ?? HTTP_DEFAULTS.maxPageSize),
+    sse: {
+      maxConnections: positiveInt("sse.maxConnections", sse.maxConnections),
+      heartbeatMs: positiveInt("sse.heartbeatMs", sse.heartbeatMs),
+      maxQueuedEvents: positiveInt("sse.maxQueuedEvents", sse.maxQueuedEvents),
+      retryMs: positiveInt("sse.retryMs", sse.retryMs),
+    },
+    storeRateLimit: rate,
+    sessionCookies: cookies,
+    problemTypeBase: opts.problemTypeBase ?? HTTP_DEFAULTS.problemTypeBase,
+    onError: opts.onError,
+    now: opts.now ?? Date.now,
+  };
+  if (resolved.defaultPageSize > resolved.maxPageSize) throw new MnemeError("INVALID_REQUEST", "defaultPageSize must not exceed maxPageSize");
+  return resolved;
+}
+
+function positiveInt(name: string, v: unknown): number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) throw new MnemeError("INVALID_REQUEST", `${name} must be a positive integer (got ${JSON.stringify(v)})`);
+  return v;
+}

@@ -1,0 +1,85 @@
+import { MnemeError } from "../core/errors.js";
+
+/** What matching a request gives: a route with its decoded path parameters, the methods a known path allows, or nothing. */
+export type RouteMatch<T> =
+  | { readonly kind: "found"; readonly value: T; readonly params: Readonly<Record<string, string>> }
+  | { readonly kind: "method-not-allowed"; readonly allow: readonly string[] }
+  | { readonly kind: "not-found" };
+
+interface Entry<T> {
+  method: string;
+  segments: readonly string[];
+  value: T;
+}
+
+const MAX_SEGMENT = 1024;
+
+/**
+ * A small path router: patterns like `/api/tenants/:tenantUuid/runtime/schema`,
+ * exact segment counts, literal segments before parameters. Path segments are
+ * percent-decoded; a malformed escape is INVALID_REQUEST.
+ */
+export class Router<T> {
+  readonly #entries: Entry<T>[] = [];
+
+  /** Adds a route; a second route of the same method and pattern is a programming error. */
+  add(method: string, pattern: string, value: T): this {
+    const segments = pattern.split("/").slice(1);
+    if (this.#entries.some((e) => e.method === method && e.segments.join("/") === segments.join("/"))) {
+      throw new Error(`route ${method} ${pattern} is defined twice`);
+    }
+    this.#entries.push({ method, segments, value });
+    return this;
+  }
+
+  /** Matches a method and a (still percent-encoded) pathname. */
+  match(method: string, pathname: string): RouteMatch<T> {
+    const segments = splitPath(pathname);
+    if (segments === undefined) return { kind: "not-found" };
+    const allow = new Set<string>();
+    for (const e of this.#entries) {
+      const params = matchSegments(e.segments, segments);
+      if (params === undefined) continue;
+      if (e.method === method) return { kind: "found", value: e.value, params };
+      allow.add(e.method);
+    }
+    return allow.size === 0 ? { kind: "not-found" } : { kind: "method-not-allowed", allow: [...allow].sort() };
+  }
+}
+
+function splitPath(pathname: string): string[] | undefined {
+  if (!pathname.startsWith("/")) return undefined;
+  let p = pathname.slice(1);
+  if (p.endsWith("/")) p = p.slice(0, -1);
+  const raw = p.split("/");
+  const out: string[] = new Array(raw.length);
+  for (let i = 0; i < raw.length; i++) {
+    const s = raw[i]!;
+    if (s.length > MAX_SEGMENT * 3) throw new MnemeError("INVALID_REQUEST", "a path segment is too long");
+    let d: string;
+    try {
+      d = s.includes("%") ? decodeURIComponent(s) : s;
+    } catch {
+      throw new MnemeError("INVALID_REQUEST", `malformed percent-encoding in the path segment ${JSON.stringify(s.slice(0, 100))}`);
+    }
+    if (d.length > MAX_SEGMENT) throw new MnemeError("INVALID_REQUEST", "a path segment is too long");
+    out[i] = d;
+  }
+  return out;
+}
+
+function matchSegments(pattern: readonly string[], segments: readonly string[]): Record<string, string> | undefined {
+  if (pattern.length !== segments.length) return undefined;
+  let params: Record<string, string> | undefined;
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i]!;
+    const s = segments[i]!;
+    if (p.startsWith(":")) {
+      if (s === "") return undefined;
+      (params ??= {})[p.slice(1)] = s;
+    } else if (p !== s) {
+      return undefined;
+    }
+  }
+  return params ?? {};
+}

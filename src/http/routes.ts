@@ -1,0 +1,267 @@
+import { newUuid } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import type { Facade, MessageRef } from "../core/facade.js";
+import { isPlainObject } from "../core/redact.js";
+import type { RequestContext } from "../core/types.js";
+import type { Authentication } from "./credentials.js";
+import { serializeCookie } from "./credentials.js";
+import type { ConnectionGauge } from "./limits.js";
+import type { ResolvedHttpOptions } from "./options.js";
+import { boolParam, intParam, jsonResponse, noContent, paginate, readPage } from "./responses.js";
+import { Router } from "./router.js";
+import { lastEventIdOf, openSystemEventStream } from "./sse.js";
+
+/** What a route's code receives. */
+export interface RouteContext {
+  readonly request: Request;
+  readonly url: URL;
+  readonly params: Readonly<Record<string, string>>;
+  readonly facade: Facade;
+  /** The sender (from the credentials) plus the target tenant of the path. */
+  readonly reqCtx: RequestContext;
+  readonly auth: Authentication;
+  readonly options: ResolvedHttpOptions;
+  readonly sseGauge: ConnectionGauge;
+  /** The JSON body; `{}` when empty. */
+  body(): Promise<unknown>;
+  /** The JSON body; `undefined` when empty. */
+  rawBody(): Promise<unknown>;
+}
+
+/** One endpoint. */
+export interface Route {
+  /**
+   * The command or query whose permission guards the route: a request without
+   * valid credentials gets 401 before its body is read unless that permission
+   * is anonymous (or a custom function, which then decides).
+   */
+  readonly guard: (params: Readonly<Record<string, string>>) => MessageRef;
+  /** Needs an authenticated session whatever the permission says (store endpoints, SSE). */
+  readonly session?: boolean;
+  /** Counts against the per-session store rate limit. */
+  readonly rateLimited?: boolean;
+  /** Reads X-Target-Aggregate-Uuid / -Version into the request context (optimistic concurrency). */
+  readonly concurrencyHeaders?: boolean;
+  readonly run: (ctx: RouteContext) => Promise<Response>;
+}
+
+const runtime = (name: string) => () => ({ domain: "Runtime", name });
+const account = (name: string) => () => ({ domain: "Account", name });
+const T = "/api/tenants/:tenantUuid";
+
+/** The runtime lists served by `GET /api/tenants/{tenantUuid}/runtime/<path>`. */
+const RUNTIME_LISTS: readonly [path: string, query: string][] = [
+  ["commands", "ListCommands"],
+  ["queries", "ListQueries"],
+  ["events", "ListEvents"],
+  ["command-handlers", "ListCommandHandlers"],
+  ["query-handlers", "ListQueryHandlers"],
+  ["event-handlers", "ListEventHandlers"],
+];
+
+const LIST_KEYS = new Set(["action", "page", "pageSize", "eventHandlerName"]);
+
+/** Builds mneme's route table (docs/http.md describes every route). */
+export function buildRoutes(): Router<Route> {
+  const r = new Router<Route>();
+
+  for (const [path, query] of RUNTIME_LISTS) {
+    r.add("GET", `${T}/runtime/${path}`, {
+      guard: runtime(query),
+      run: async (c) => {
+        const page = readPage(pageQuery(c.url), c.options);
+        const all = await c.facade.query<Record<string, never>, unknown[]>({ domain: "Runtime", name: query }, {}, { reqCtx: c.reqCtx });
+        return jsonResponse(200, paginate(all, page));
+      },
+    });
+  }
+
+  r.add("GET", `${T}/runtime/permissions`, {
+    guard: runtime("ListPermissions"),
+    run: async (c) => {
+      const page = readPage(pageQuery(c.url), c.options);
+      const domain = c.url.searchParams.get("domain");
+      const all = await c.facade.query<{ domain?: string }, unknown[]>({ domain: "Runtime", name: "ListPermissions" }, domain === null ? {} : { domain }, { reqCtx: c.reqCtx });
+      return jsonResponse(200, paginate(all, page));
+    },
+  });
+
+  r.add("GET", `${T}/runtime/metrics`, {
+    guard: runtime("GetMetrics"),
+    run: async (c) => {
+      const name = c.url.searchParams.get("eventHandlerName");
+      const metrics = await c.facade.query({ domain: "Runtime", name: "GetMetrics" }, name === null ? {} : { eventHandlerName: name }, { reqCtx: c.reqCtx });
+      return jsonResponse(200, metrics);
+    },
+  });
+
+  r.add("GET", `${T}/runtime/system-info`, {
+    guard: runtime("GetSystemInfo"),
+    run: async (c) => jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "GetSystemInfo" }, {}, { reqCtx: c.reqCtx })),
+  });
+
+  r.add("POST", `${T}/runtime/event-handler-list`, {
+    guard: runtime("ListEventHandlers"),
+    run: async (c) => {
+      const body = objectBody(await c.body());
+      const action = body.action ?? "list";
+      if (action === "list") {
+        for (const k of Object.keys(body)) {
+          if (!LIST_KEYS.has(k)) throw new MnemeError("INVALID_REQUEST", `unknown field ${JSON.stringify(k)} in a list request (allowed: ${[...LIST_KEYS].join(", ")})`);
+        }
+        const page = readPage(body, c.options);
+        const name = body.eventHandlerName;
+        if (name !== undefined && typeof name !== "string") throw new MnemeError("INVALID_REQUEST", "eventHandlerName must be a string");
+        const all = await c.facade.query<Record<string, never>, { eventHandlerName: string }[]>({ domain: "Runtime", name: "ListEventHandlers" }, {}, { reqCtx: c.reqCtx });
+        return jsonResponse(200, paginate(name === undefined ? all : all.filter((h) => h.eventHandlerName === name), page));
+      }
+      if (action !== "restore" && action !== "start" && action !== "stop") {
+        throw new MnemeError("INVALID_ACTION", `action must be one of list, restore, start, stop (got ${JSON.stringify(action)})`);
+      }
+      const out = await c.facade.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { ...body, action }, { reqCtx: c.reqCtx });
+      return jsonResponse(200, out.result);
+    },
+  });
+
+  r.add("POST", `${T}/runtime/schema`, {
+    guard: runtime("GetSchema"),
+    run: async (c) => jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "GetSchema" }, objectBody(await c.body()), { reqCtx: c.reqCtx })),
+  });
+
+  r.add("GET", `${T}/runtime/sse`, {
+    guard: runtime("StreamSystemEvents"),
+    session: true,
+    run: async (c) => {
+      const allTenants = boolParam("allTenants", c.url.searchParams.get("allTenants")) ?? false;
+      const lastEventId = lastEventIdOf(c.request, c.url);
+      await c.facade.permissions.check(c.reqCtx, {
+        queryUuid: newUuid(), domain: "Runtime", name: "StreamSystemEvents", payload: { allTenants }, reqCtx: c.reqCtx,
+      });
+      return openSystemEventStream(c.facade.runtime.systemEvents, c.request, { tenantUuid: c.params.tenantUuid!, allTenants, lastEventId }, c.sseGauge, c.options.sse);
+    },
+  });
+
+  // Store endpoints: system administrators (the authorizer grants <Store>.<Action>), an authenticated session, rate limited.
+  const store = { session: true, rateLimited: true } as const;
+  r.add("GET", `${T}/runtime/stores/:store/info`, {
+    ...store,
+    guard: runtime("StoreInfo"),
+    run: async (c) => jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "StoreInfo" }, { store: c.params.store }, { reqCtx: c.reqCtx })),
+  });
+  r.add("GET", `${T}/runtime/stores/:store/entries`, {
+    ...store,
+    guard: runtime("StoreRead"),
+    run: async (c) => {
+      const cursor = c.url.searchParams.get("cursor");
+      const limit = intParam("limit", c.url.searchParams.get("limit") ?? undefined, 1, 1000);
+      const payload = { store: c.params.store, ...(cursor === null ? {} : { cursor }), ...(limit === undefined ? {} : { limit }) };
+      return jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "StoreRead" }, payload, { reqCtx: c.reqCtx }));
+    },
+  });
+  r.add("PATCH", `${T}/runtime/stores/:store/entries/:key`, {
+    ...store,
+    guard: runtime("StoreUpdate"),
+    run: async (c) => {
+      const raw = await c.rawBody();
+      if (raw === undefined) throw new MnemeError("INVALID_REQUEST", "the body is the new value of the entry (JSON)");
+      const out = await c.facade.dispatch({ domain: "Runtime", name: "StoreUpdate" }, { store: c.params.store, key: c.params.key, value: raw }, { reqCtx: c.reqCtx });
+      return jsonResponse(200, out.result);
+    },
+  });
+  r.add("DELETE", `${T}/runtime/stores/:store/entries/:key`, {
+    ...store,
+    guard: runtime("StoreDelete"),
+    run: async (c) => {
+      await c.facade.dispatch({ domain: "Runtime", name: "StoreDelete" }, { store: c.params.store, key: c.params.key }, { reqCtx: c.reqCtx });
+      return noContent();
+    },
+  });
+
+  r.add("POST", `${T}/commands/:domain/:name`, {
+    concurrencyHeaders: true,
+    guard: (p) => ({ domain: p.domain!, name: p.name! }),
+    run: async (c) => {
+      const wait = boolParam("wait", c.url.searchParams.get("wait")) ?? false;
+      const out = await c.facade.dispatch({ domain: c.params.domain!, name: c.params.name! }, await c.body(), { reqCtx: c.reqCtx, waitToFinish: wait });
+      const body: Record<string, unknown> = { commandUuid: out.commandUuid, events: out.events };
+      if (out.result !== undefined) body.result = out.result;
+      if (out.handlerErrors.length > 0) body.handlerErrors = out.handlerErrors.map((h) => ({ eventHandlerName: h.eventHandlerName, message: h.error.message }));
+      return jsonResponse(200, body);
+    },
+  });
+
+  r.add("POST", `${T}/queries/:domain/:name`, {
+    guard: (p) => ({ domain: p.domain!, name: p.name! }),
+    run: async (c) => jsonResponse(200, await c.facade.query({ domain: c.params.domain!, name: c.params.name! }, await c.body(), { reqCtx: c.reqCtx })),
+  });
+
+  // The built-in Account domain (registerDefaults).
+  r.add("POST", "/api/accounts", {
+    guard: account("RegisterAccount"),
+    run: async (c) => {
+      const out = await c.facade.dispatch({ domain: "Account", name: "RegisterAccount" }, await c.body(), { reqCtx: c.reqCtx });
+      const result = out.result as { accountUuid?: unknown } | undefined;
+      const accountUuid = typeof result?.accountUuid === "string" ? result.accountUuid : out.events[0]?.aggregateUuid;
+      return jsonResponse(201, { accountUuid });
+    },
+  });
+  r.add("GET", "/api/accounts/:accountUuid", {
+    guard: account("GetAccount"),
+    run: async (c) => {
+      const includeHistory = boolParam("includeHistory", c.url.searchParams.get("includeHistory"));
+      const payload = { accountUuid: c.params.accountUuid, ...(includeHistory === undefined ? {} : { includeHistory }) };
+      const item = await c.facade.query({ domain: "Account", name: "GetAccount" }, payload, { reqCtx: c.reqCtx });
+      if (item === undefined || item === null) throw new MnemeError("NOT_FOUND", `no account ${JSON.stringify(c.params.accountUuid)}`);
+      return jsonResponse(200, item);
+    },
+  });
+  r.add("GET", "/api/accounts", {
+    guard: account("ListAccounts"),
+    run: async (c) => {
+      const includeHistory = boolParam("includeHistory", c.url.searchParams.get("includeHistory"));
+      const { page, pageSize } = readPage(pageQuery(c.url), c.options);
+      const payload = { page, pageSize, ...(includeHistory === undefined ? {} : { includeHistory }) };
+      return jsonResponse(200, await c.facade.query({ domain: "Account", name: "ListAccounts" }, payload, { reqCtx: c.reqCtx }));
+    },
+  });
+  r.add("POST", "/api/sessions", {
+    guard: account("Login"),
+    run: async (c) => {
+      const out = await c.facade.dispatch({ domain: "Account", name: "Login" }, await c.body(), { reqCtx: c.reqCtx });
+      const session = out.result as { token?: unknown; identities?: { identityUuid?: unknown }[] } | undefined;
+      const headers = new Headers();
+      const cookies = c.options.sessionCookies;
+      if (cookies !== false && typeof session?.token === "string") {
+        headers.append("set-cookie", serializeCookie("session", session.token, cookies));
+        const ids = Array.isArray(session.identities) ? session.identities : [];
+        if (ids.length === 1 && typeof ids[0]?.identityUuid === "string") headers.append("set-cookie", serializeCookie("identity", ids[0].identityUuid, cookies));
+      }
+      return jsonResponse(201, out.result, headers);
+    },
+  });
+  r.add("DELETE", "/api/sessions/current", {
+    guard: account("Logout"),
+    run: async (c) => {
+      await c.facade.dispatch({ domain: "Account", name: "Logout" }, {}, { reqCtx: c.reqCtx });
+      const headers = new Headers();
+      const cookies = c.options.sessionCookies;
+      if (cookies !== false) {
+        headers.append("set-cookie", serializeCookie("session", "", { ...cookies, maxAgeSeconds: 0 }));
+        headers.append("set-cookie", serializeCookie("identity", "", { ...cookies, maxAgeSeconds: 0 }));
+      }
+      return noContent(headers);
+    },
+  });
+  return r;
+}
+
+function pageQuery(url: URL): { page?: string; pageSize?: string } {
+  const page = url.searchParams.get("page");
+  const pageSize = url.searchParams.get("pageSize");
+  return { ...(page === null ? {} : { page }), ...(pageSize === null ? {} : { pageSize }) };
+}
+
+function objectBody(body: unknown): Record<string, unknown> {
+  if (!isPlainObject(body)) throw new MnemeError("INVALID_REQUEST", "the request body must be a JSON object");
+  return body;
+}

@@ -1,0 +1,146 @@
+import { MnemeError } from "../core/errors.js";
+import type { SystemEvent, SystemEventProducer } from "../runtime/system-events.js";
+import type { ConnectionGauge } from "./limits.js";
+
+/** What a system-event stream shows and where it resumes. */
+export interface StreamSelection {
+  /** Events of this tenant and system-wide ones (which carry no tenant). */
+  readonly tenantUuid: string;
+  /** Every tenant's events (the URL's `?allTenants=true`). */
+  readonly allTenants: boolean;
+  /** Replay buffered events after this id first (Last-Event-ID). */
+  readonly lastEventId: number | undefined;
+}
+
+/** Limits and timing of one stream. */
+export interface StreamLimits {
+  readonly heartbeatMs: number;
+  readonly maxQueuedEvents: number;
+  readonly retryMs: number;
+}
+
+const encoder = new TextEncoder();
+
+/** One event in SSE framing: `id:` is the system event's id, `data:` the event as JSON (one line). */
+export function formatSseEvent(e: SystemEvent): string {
+  return `id: ${e.id}\ndata: ${JSON.stringify(e)}\n\n`;
+}
+
+/**
+ * The `Last-Event-ID` header, else the `lastEventId` query parameter (an
+ * EventSource cannot set headers on its first connection). INVALID_REQUEST
+ * when it is not a non-negative integer.
+ */
+export function lastEventIdOf(request: Request, url: URL): number | undefined {
+  const raw = request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId");
+  if (raw === null || raw.trim() === "") return undefined;
+  const t = raw.trim();
+  const n = Number(t);
+  if (!/^\d+$/.test(t) || !Number.isSafeInteger(n)) throw new MnemeError("INVALID_REQUEST", `Last-Event-ID must be a non-negative integer (got ${JSON.stringify(t.slice(0, 40))})`);
+  return n;
+}
+
+/**
+ * Opens a `text/event-stream` response over the system-event producer. The
+ * stream ends (and its connection slot is released) when the client aborts or
+ * cancels, when the producer stops (facade.stop()), or when the client stops
+ * reading and `maxQueuedEvents` pile up; the client then resumes with Last-Event-ID.
+ * Throws SSE_PRODUCER_NOT_RUNNING or SSE_CONNECTION_LIMIT before anything is sent.
+ */
+export function openSystemEventStream(
+  producer: SystemEventProducer,
+  request: Request,
+  selection: StreamSelection,
+  gauge: ConnectionGauge,
+  limits: StreamLimits,
+): Response {
+  if (!producer.running) throw notRunning();
+  const release = gauge.tryAcquire();
+  if (release === undefined) {
+    throw new MnemeError("SSE_CONNECTION_LIMIT", `too many open event streams (the limit is ${gauge.max}); retry later`);
+  }
+  let closed = false;
+  let unsubscribe: (() => void) | undefined;
+  let heartbeat: ReturnType<typeof setInterval> | undefined;
+  let controllerRef: ReadableStreamDefaultController<Uint8Array> | undefined;
+
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    if (heartbeat !== undefined) clearInterval(heartbeat);
+    request.signal.removeEventListener("abort", close);
+    unsubscribe?.();
+    release();
+    try {
+      controllerRef?.close();
+    } catch {
+      // Already closed or errored by the consumer's cancel: nothing left to end.
+    }
+  };
+
+  const send = (text: string) => {
+    if (closed || controllerRef === undefined) return;
+    // desiredSize goes negative as chunks queue unread; past the bound the client is too slow.
+    if ((controllerRef.desiredSize ?? 0) <= -limits.maxQueuedEvents) {
+      close();
+      return;
+    }
+    controllerRef.enqueue(encoder.encode(text));
+  };
+
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        controllerRef = controller;
+        controller.enqueue(encoder.encode(`retry: ${limits.retryMs}\n: connected\n\n`));
+      },
+      cancel() {
+        close();
+      },
+    },
+    { highWaterMark: 1 },
+  );
+
+  if (request.signal.aborted) {
+    close();
+    return sseResponse(stream);
+  }
+  request.signal.addEventListener("abort", close, { once: true });
+  try {
+    unsubscribe = producer.subscribe(
+      (e) => {
+        if (!selection.allTenants && e.tenantUuid !== undefined && e.tenantUuid !== selection.tenantUuid) return;
+        send(formatSseEvent(e));
+      },
+      {
+        ...(selection.lastEventId === undefined ? {} : { lastEventId: selection.lastEventId }),
+        onClose: () => close(),
+      },
+    );
+  } catch (e) {
+    close();
+    throw e;
+  }
+  if (closed) {
+    unsubscribe();
+    return sseResponse(stream);
+  }
+  heartbeat = setInterval(() => send(": heartbeat\n\n"), limits.heartbeatMs);
+  (heartbeat as { unref?: () => void }).unref?.();
+  return sseResponse(stream);
+}
+
+function sseResponse(stream: ReadableStream<Uint8Array>): Response {
+  return new Response(stream, {
+    status: 200,
+    headers: {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      "x-accel-buffering": "no",
+    },
+  });
+}
+
+function notRunning(): MnemeError {
+  return new MnemeError("SSE_PRODUCER_NOT_RUNNING", "the system-event producer is not running: start it with runtime.systemEvents.start() or createFacade({ systemEvents: true })");
+}

@@ -1,0 +1,15 @@
+/**
+ * `mneme/postgres`: the Postgres backends (pg), the scale-out engine for many
+ * app instances on one database. The only module that loads pg.
+ */
+export { createPostgresBackends } from "./postgres-backends.js";
+export type { PostgresBackends, PostgresBackendsOptions, PostgresConnection } from "./postgres-backends.js";
+export { PostgresEventRepository } from "./postgres-event-repository.js";
+export type { PostgresEventRepositoryOptions } from "./postgres-event-repository.js";
+export { PostgresCommandStore } from "./postgres-command-store.js";
+export { PostgresLogStore } from "./postgres-log-store.js";
+export { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
+export type { LockLostListener } from "./postgres-readmodel-store-backend.js";
+export type { PostgresStoreOptions } from "./postgres-store-base.js";
+export { DEFAULT_POSTGRES_SCHEMA } from "./postgres-schema.js";
+export type { PgPool, PgClient } from "./postgres-pool.js";

@@ -1,0 +1,108 @@
+import pg from "pg";
+import { MnemeError } from "../core/errors.js";
+import type { CommandStore } from "../store/command-store.js";
+import type { EventRepository } from "../store/event-repository.js";
+import type { LogStore } from "../store/log-store.js";
+import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { PostgresCommandStore } from "./postgres-command-store.js";
+import { PostgresEventRepository } from "./postgres-event-repository.js";
+import { PostgresLogStore } from "./postgres-log-store.js";
+import { describeConnection, type PgPool } from "./postgres-pool.js";
+import { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
+import { validateSchemaName } from "./postgres-schema.js";
+
+/** Where the stores connect: a connection string (a pool is made and ended by close()) or a pool the caller owns. */
+export type PostgresConnection =
+  | { readonly connectionString: string; readonly pool?: never }
+  | { readonly pool: PgPool; readonly connectionString?: never };
+
+/** Options of {@link createPostgresBackends}. */
+export interface PostgresBackendsOptions {
+  /** The schema holding every table (an identifier; created by init()). Default "mneme". */
+  readonly schema?: string;
+  /** Size of the pool made from a connection string. Default 10. */
+  readonly poolSize?: number;
+  /** Polling fallback behind LISTEN/NOTIFY of the event repository. Default 500 ms; 0 turns it off. */
+  readonly pollIntervalMs?: number;
+}
+
+/** The Postgres stores of one schema, ready to spread into `createFacade`. */
+export interface PostgresBackends {
+  readonly eventRepository: PostgresEventRepository & EventRepository;
+  readonly commandStore: PostgresCommandStore & CommandStore;
+  readonly logStore: PostgresLogStore & LogStore;
+  readonly readmodelStoreBackend: PostgresReadmodelStoreBackend & ReadmodelStoreBackend;
+  /** Closes every store, then ends the pool when it was made here; idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Every Postgres store in one schema over one pool: events, commands, logs and
+ * readmodels; many app instances may share the database. Options may be given
+ * in the first argument or the second.
+ *
+ * @example
+ * const facade = createFacade({ appName: "todo", version: "1.0.0",
+ *   ...createPostgresBackends({ connectionString: process.env.DATABASE_URL!, schema: "todo" }) });
+ */
+export function createPostgresBackends(
+  connection: PostgresConnection & PostgresBackendsOptions,
+  options: PostgresBackendsOptions = {},
+): PostgresBackends {
+  if (typeof connection !== "object" || connection === null) {
+    throw new MnemeError("INVALID_REQUEST", "createPostgresBackends: needs { connectionString } or { pool }");
+  }
+  const opts = { ...pick(connection), ...pick(options) };
+  const schema = validateSchemaName(opts.schema);
+  const poolSize = opts.poolSize ?? 10;
+  if (!Number.isInteger(poolSize) || poolSize < 2) {
+    // Up to two connections are held for long: the LISTEN client and the readmodel lock client.
+    throw new MnemeError("INVALID_REQUEST", `createPostgresBackends: poolSize must be an integer >= 2, got ${String(poolSize)}`);
+  }
+  let pool: PgPool;
+  let ownPool: pg.Pool | undefined;
+  let connectionInfo: string;
+  if (connection.pool !== undefined) {
+    if (connection.connectionString !== undefined) throw new MnemeError("INVALID_REQUEST", "createPostgresBackends: give connectionString or pool, not both");
+    pool = connection.pool;
+    connectionInfo = describeConnection(pool, schema);
+  } else if (typeof connection.connectionString === "string" && connection.connectionString !== "") {
+    ownPool = new pg.Pool({ connectionString: connection.connectionString, max: poolSize });
+    // An idle client that loses its connection emits 'error' on the pool; without a listener that would crash the process.
+    ownPool.on("error", () => {});
+    pool = ownPool;
+    connectionInfo = describeConnection(connection.connectionString, schema);
+  } else {
+    throw new MnemeError("INVALID_REQUEST", "createPostgresBackends: needs { connectionString } or { pool }");
+  }
+  const shared = { pool, schema, connectionInfo };
+  const eventRepository = new PostgresEventRepository(opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs });
+  const commandStore = new PostgresCommandStore(shared);
+  const logStore = new PostgresLogStore(shared);
+  const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);
+  let closing: Promise<void> | undefined;
+  return {
+    eventRepository,
+    commandStore,
+    logStore,
+    readmodelStoreBackend,
+    close() {
+      closing ??= (async () => {
+        try {
+          await Promise.all([eventRepository.close(), commandStore.close(), logStore.close(), readmodelStoreBackend.close()]);
+        } finally {
+          await ownPool?.end();
+        }
+      })();
+      return closing;
+    },
+  };
+}
+
+function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {
+  const out: { -readonly [K in keyof PostgresBackendsOptions]: PostgresBackendsOptions[K] } = {};
+  if (o.schema !== undefined) out.schema = o.schema;
+  if (o.poolSize !== undefined) out.poolSize = o.poolSize;
+  if (o.pollIntervalMs !== undefined) out.pollIntervalMs = o.pollIntervalMs;
+  return out;
+}

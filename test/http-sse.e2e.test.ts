@@ -1,0 +1,202 @@
+/**
+ * The system-event stream over a real server: ids, resume after a reconnect
+ * with no event missing, tenant selection, heartbeat, the connection limit,
+ * client abort, facade.stop(), a producer that is not running, a client that
+ * does not read.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { type Facade, createFacade, newUuid } from "mneme";
+import { createHttpHandler } from "mneme/http";
+import { ADMIN, TENANT_A, TENANT_SYS, USER, call, serve, startFacade, testAuthorizer, testResolver, type TestServer } from "./support/http-fixture.js";
+import { SseClient } from "./support/sse-client.js";
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function setup(options: Parameters<typeof serve>[1] = {}, facadeOpts: Parameters<typeof startFacade>[0] = {}): Promise<{ facade: Facade; srv: TestServer }> {
+  const facade = await startFacade(facadeOpts);
+  const srv = await serve(facade, options);
+  cleanups.push(async () => {
+    await srv.close();
+    await facade.stop();
+  });
+  return { facade, srv };
+}
+
+const sse = (srv: TestServer, tenant = TENANT_A, query = "") => `${srv.url}/api/tenants/${tenant}/runtime/sse${query}`;
+const createTodo = (srv: TestServer, tenant = TENANT_A) =>
+  call(srv.url, "POST", `/api/tenants/${tenant}/commands/Todo/CreateTodo`, { body: { todoUuid: newUuid(), title: "t" }, headers: USER.headers });
+
+/** Polls until fn() holds; for state the server changes after an asynchronous close. */
+async function eventually(fn: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!fn()) {
+    if (Date.now() > deadline) throw new Error("condition not reached");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe("GET /api/tenants/{tenantUuid}/runtime/sse", () => {
+  it("sends retry: first, then every event with its id: and the system event as data", async () => {
+    const { facade, srv } = await setup();
+    const client = await SseClient.open(sse(srv), ADMIN.headers);
+    cleanups.unshift(() => client.close());
+    expect(client.status).toBe(200);
+    await eventually(() => facade.systemEvents.subscriberCount === 1);
+    await createTodo(srv);
+    await client.until((c) => c.events.some((e) => e.data.kind === "EventsAppended"));
+    expect(client.retry).toBe(2000);
+    expect(client.comments).toContain("connected");
+    for (const e of client.events) {
+      expect(e.id).toBe(e.data.id);
+      expect(typeof e.data.kind).toBe("string");
+    }
+    const executed = client.events.find((e) => e.data.kind === "CommandExecuted")!;
+    expect(executed.data).toMatchObject({ tenantUuid: TENANT_A, data: { domain: "Todo", name: "CreateTodo", events: 1 } });
+  });
+
+  it("resumes after a reconnect from Last-Event-ID with no event missing and none twice", async () => {
+    const { facade, srv } = await setup();
+    const first = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), ADMIN.headers);
+    await eventually(() => facade.systemEvents.subscriberCount === 1);
+    for (let i = 0; i < 3; i++) await createTodo(srv);
+    await first.until((c) => c.events.length >= 6);
+    const lastSeen = first.events[first.events.length - 1]!.id;
+    await first.close();
+    await eventually(() => facade.systemEvents.subscriberCount === 0);
+
+    // Traffic while nobody listens: commands of two tenants.
+    for (let i = 0; i < 4; i++) await createTodo(srv, i % 2 === 0 ? TENANT_A : TENANT_SYS);
+    const missed = facade.systemEvents.replay(lastSeen).map((e) => e.id);
+    expect(missed.length).toBe(8);
+
+    const second = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(lastSeen) });
+    cleanups.unshift(() => second.close());
+    await second.until((c) => c.events.length >= missed.length);
+    await createTodo(srv);
+    await second.until((c) => c.events.length >= missed.length + 2);
+    const ids = second.events.map((e) => e.id);
+    expect(ids.slice(0, missed.length)).toEqual(missed);
+    // Contiguous from lastSeen + 1: nothing lost between the two connections, nothing repeated.
+    expect(ids).toEqual(ids.map((_, i) => lastSeen + 1 + i));
+    expect([...first.events.map((e) => e.id), ...ids]).toEqual([...first.events.map((e) => e.id), ...ids].map((_, i) => first.events[0]!.id + i));
+
+    // EventSource cannot set a header on its first connection: the query parameter does the same.
+    const third = await SseClient.open(sse(srv, TENANT_A, `?allTenants=true&lastEventId=${lastSeen}`), ADMIN.headers);
+    cleanups.unshift(() => third.close());
+    await third.until((c) => c.events.length >= missed.length);
+    expect(third.events.slice(0, missed.length).map((e) => e.id)).toEqual(missed);
+  });
+
+  it("shows the path's tenant and system-wide events; ?allTenants=true shows every tenant", async () => {
+    const { facade, srv } = await setup();
+    const mine = await SseClient.open(sse(srv, TENANT_A), ADMIN.headers);
+    const all = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), ADMIN.headers);
+    cleanups.unshift(() => mine.close(), () => all.close());
+    await eventually(() => facade.systemEvents.subscriberCount === 2);
+    await createTodo(srv, TENANT_SYS);
+    await createTodo(srv, TENANT_A);
+    facade.systemEvents.publish("StoreEntryChanged", { store: "cache", action: "Update", key: "k" });
+    await all.until((c) => c.events.some((e) => e.data.kind === "StoreEntryChanged"));
+    await mine.until((c) => c.events.some((e) => e.data.kind === "StoreEntryChanged"));
+    expect(new Set(all.events.map((e) => e.data.tenantUuid))).toEqual(new Set([TENANT_SYS, TENANT_A, undefined]));
+    expect(mine.events.every((e) => e.data.tenantUuid === undefined || e.data.tenantUuid === TENANT_A)).toBe(true);
+    expect(mine.events.filter((e) => e.data.tenantUuid === TENANT_A).length).toBe(2);
+  });
+
+  it("sends a heartbeat comment at the configured interval", async () => {
+    const { srv } = await setup({ sse: { heartbeatMs: 20 } });
+    const client = await SseClient.open(sse(srv), ADMIN.headers);
+    cleanups.unshift(() => client.close());
+    await client.until((c) => c.comments.filter((x) => x === "heartbeat").length >= 2);
+  });
+
+  it("refuses the connection over the limit with 503 SSE_CONNECTION_LIMIT, and frees the slot when a client leaves", async () => {
+    const { facade, srv } = await setup({ sse: { maxConnections: 2 } });
+    const a = await SseClient.open(sse(srv), ADMIN.headers);
+    const b = await SseClient.open(sse(srv), ADMIN.headers);
+    cleanups.unshift(() => b.close());
+    expect([a.status, b.status]).toEqual([200, 200]);
+    const over = await call(srv.url, "GET", `/api/tenants/${TENANT_A}/runtime/sse`, { headers: ADMIN.headers });
+    expect(over.status).toBe(503);
+    expect(over.body).toMatchObject({ code: "SSE_CONNECTION_LIMIT", status: 503 });
+    await a.close();
+    await eventually(() => facade.systemEvents.subscriberCount === 1);
+    const c = await SseClient.open(sse(srv), ADMIN.headers);
+    cleanups.unshift(() => c.close());
+    expect(c.status).toBe(200);
+  });
+
+  it("ends every stream cleanly on facade.stop()", async () => {
+    const facade = await startFacade();
+    const srv = await serve(facade);
+    cleanups.push(() => srv.close());
+    const a = await SseClient.open(sse(srv), ADMIN.headers);
+    const b = await SseClient.open(sse(srv, TENANT_SYS), ADMIN.headers);
+    await eventually(() => facade.systemEvents.subscriberCount === 2);
+    await facade.stop();
+    await Promise.all([a.finished, b.finished]);
+    expect(a.ended && b.ended).toBe(true);
+    expect(facade.systemEvents.subscriberCount).toBe(0);
+  });
+
+  it("answers 503 SSE_PRODUCER_NOT_RUNNING when the producer is not running", async () => {
+    const { srv } = await setup({}, { systemEvents: false });
+    const r = await call(srv.url, "GET", `/api/tenants/${TENANT_A}/runtime/sse`, { headers: ADMIN.headers });
+    expect(r.status).toBe(503);
+    expect(r.body).toMatchObject({ code: "SSE_PRODUCER_NOT_RUNNING" });
+  });
+
+  it("rejects a Last-Event-ID that is not a non-negative integer with 400", async () => {
+    const { srv } = await setup();
+    for (const bad of ["abc", "-1", "1.5", "99999999999999999999"]) {
+      const r = await call(srv.url, "GET", `/api/tenants/${TENANT_A}/runtime/sse`, { headers: { ...ADMIN.headers, "last-event-id": bad } });
+      expect(r.status, bad).toBe(400);
+    }
+  });
+
+  it("closes the stream of a client that stops reading once maxQueuedEvents pile up, and frees its slot", async () => {
+    const facade = await startFacade();
+    cleanups.push(() => facade.stop());
+    const handler = createHttpHandler(facade, { resolveCredentials: testResolver, sse: { maxQueuedEvents: 5, maxConnections: 1 } });
+    const res = await handler(new Request(`http://x/api/tenants/${TENANT_A}/runtime/sse`, { headers: ADMIN.headers }));
+    expect(res.status).toBe(200);
+    expect(facade.systemEvents.subscriberCount).toBe(1);
+    for (let i = 0; i < 10; i++) facade.systemEvents.publish("StoreEntryChanged", { i });
+    expect(facade.systemEvents.subscriberCount).toBe(0);
+    // The slot is free again, and what was queued is still readable before the end.
+    const again = await handler(new Request(`http://x/api/tenants/${TENANT_A}/runtime/sse`, { headers: ADMIN.headers }));
+    expect(again.status).toBe(200);
+    await again.body?.cancel();
+    const text = await res.text();
+    expect(text.startsWith("retry: 2000\n: connected\n\n")).toBe(true);
+    expect(text.match(/^id: /gm)?.length).toBeGreaterThan(0);
+  });
+
+  it("a client abort through the Fetch signal unsubscribes at once", async () => {
+    const facade = await startFacade();
+    cleanups.push(() => facade.stop());
+    const handler = createHttpHandler(facade, { resolveCredentials: testResolver });
+    const ac = new AbortController();
+    const res = await handler(new Request(`http://x/api/tenants/${TENANT_A}/runtime/sse`, { headers: ADMIN.headers, signal: ac.signal }));
+    expect(facade.systemEvents.subscriberCount).toBe(1);
+    ac.abort();
+    expect(facade.systemEvents.subscriberCount).toBe(0);
+    expect(await res.text()).toContain(": connected");
+  });
+});
+
+describe("the facade used by the SSE fixture", () => {
+  it("denies the stream to a user and to an anonymous caller before anything is subscribed", async () => {
+    const facade = createFacade({ systemEvents: true, authorizer: testAuthorizer });
+    await facade.start();
+    cleanups.push(() => facade.stop());
+    const handler = createHttpHandler(facade, { resolveCredentials: testResolver });
+    const denied = await handler(new Request(`http://x/api/tenants/${TENANT_A}/runtime/sse`, { headers: USER.headers }));
+    const anon = await handler(new Request(`http://x/api/tenants/${TENANT_A}/runtime/sse`));
+    expect([denied.status, anon.status]).toEqual([403, 401]);
+    expect(facade.systemEvents.subscriberCount).toBe(0);
+  });
+});
