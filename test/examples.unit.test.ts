@@ -12,3 +12,30 @@ describe("examples/readmodels (docs/readmodels.md)", () => {
     });
   });
 });
+
+describe("the README example", () => {
+  it("is the README's code and runs", async () => {
+    const { readFileSync, mkdtempSync, rmSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const { tmpdir } = await import("node:os");
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    const example = readFileSync(new URL("../examples/readme/readme-example.ts", import.meta.url), "utf8");
+    const block = /## In 30 lines\n\n```ts\n([\s\S]*?)```/.exec(readme)![1]!;
+    const body = example.split("\n").slice(1).join("\n").replace('process.env.MNEME_README_DB ?? "todo.db"', '"todo.db"');
+    expect(body).toBe(block);
+    const dir = mkdtempSync(join(tmpdir(), "mneme-readme-"));
+    process.env.MNEME_README_DB = join(dir, "todo.db");
+    const logs: unknown[] = [];
+    const log = console.log;
+    console.log = (...a: unknown[]) => void logs.push(a[0]);
+    try {
+      await import("../examples/readme/readme-example.js");
+    } finally {
+      console.log = log;
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(logs[0]).toMatchObject({ aggregateUuid: "t-1", model: { exists: true, title: "Ship it" }, version: 1 });
+    expect((logs[0] as { historyEvents: unknown[] }).historyEvents).toHaveLength(1);
+    expect(logs[1]).toEqual(expect.arrayContaining([expect.objectContaining({ domain: "Todo", domainCmdName: "CreateTodo", permission: "Authorized" })]));
+  });
+});

@@ -64,10 +64,19 @@ describe("producer", () => {
     const fromZero: number[] = [];
     p.subscribe((e) => void fromZero.push(e.id), { lastEventId: 0 });
     expect(fromZero).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-    // a lastEventId at or beyond the newest replays nothing
+    // the newest id replays nothing
     const none: number[] = [];
     p.subscribe((e) => void none.push(e.id), { lastEventId: 11 });
     expect(none).toEqual([]);
+  });
+
+  it("an id this producer never issued (from before a restart: ids begin at 1 again) replays the whole buffer", () => {
+    const p = producer({ bufferSize: 100 });
+    for (let i = 0; i < 3; i++) p.publish("CommandExecuted", { i });
+    const seen: number[] = [];
+    p.subscribe((e) => void seen.push(e.id), { lastEventId: 500 });
+    expect(seen).toEqual([1, 2, 3]);
+    expect(p.replay(500).map((e) => e.id)).toEqual([1, 2, 3]);
   });
 
   it("the ring buffer is bounded: only the newest bufferSize events can be resumed", () => {

@@ -112,14 +112,16 @@ describe("SqliteEventRepository", () => {
     await repo.close();
   });
 
-  it("a failure inside SQLite mid-batch (duplicate eventUuid at the 3rd insert) leaves nothing, and positions stay contiguous", async () => {
+  it("a failure inside SQLite mid-batch (duplicate eventUuid after the first 64-row INSERT) leaves nothing; positions stay contiguous", async () => {
     const repo = new SqliteEventRepository({ filename: newFile() });
     await repo.append([ev("x", {}, { eventUuid: "dup" })]);
-    await rejectsWith(repo.append([ev("a"), ev("b"), ev("c", {}, { eventUuid: "dup" })]), "CONFLICT");
+    const batch = Array.from({ length: 70 }, (_, i) => ev(`agg${i % 3}`, { i }, i === 66 ? { eventUuid: "dup" } : {}));
+    await rejectsWith(repo.append(batch), "CONFLICT");
     expect(await repo.headPosition()).toBe(1);
-    expect((await repo.loadAggregates(["a", "b", "c"])).get("a")).toEqual([]);
-    const next = await repo.append([ev("a")]);
-    expect(next[0]?.position).toBe(2);
+    expect((await repo.loadAggregates(["agg0", "agg1", "agg2"])).get("agg0")).toEqual([]);
+    const next = await repo.append(batch.map((e, i) => (i === 66 ? ev("agg0", { i }) : e)));
+    expect(next.map((e) => e.position)).toEqual(Array.from({ length: 70 }, (_, i) => i + 2));
+    expect((await collect(repo.readAll())).flat()).toEqual([...(await repo.loadAggregate("x")), ...next]);
     await repo.close();
   });
 

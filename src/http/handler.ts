@@ -1,4 +1,5 @@
 import { isMnemeError, MnemeError } from "../core/errors.js";
+import { resolveCredentials } from "../defaults/credentials.js";
 import type { Facade, MessageRef } from "../core/facade.js";
 import type { RequestContext } from "../core/types.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
@@ -11,8 +12,15 @@ import { buildRoutes, type Route, type RouteContext } from "./routes.js";
 /** A Fetch API request handler: mount it in node:http, Express, Fastify, Hono, Deno or Bun. */
 export type HttpHandler = (request: Request) => Promise<Response>;
 
-// Placeholder until the built-in Account domain ships its resolver: every presented credential is refused.
-const defaultResolver: CredentialResolver = async () => undefined;
+/** The built-in Account domain's resolver; a facade without registerDefaults is a setup mistake (500), not the client's. */
+const defaultResolver: CredentialResolver = async (facade, creds) => {
+  try {
+    return await resolveCredentials(facade, creds);
+  } catch (e) {
+    if (isMnemeError(e, "INVALID_STATE")) throw new MnemeError("INVALID_DOMAIN", `mneme/http: ${e.message}, or pass createHttpHandler(facade, { resolveCredentials })`, { cause: e });
+    throw e;
+  }
+};
 
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 

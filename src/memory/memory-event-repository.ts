@@ -153,12 +153,13 @@ export class MemoryEventRepository implements EventRepository {
     if (opts.eventPaths !== undefined) {
       paths = new Map();
       for (const p of opts.eventPaths) {
-        const dot = p.indexOf(".");
-        if (dot < 0) continue; // not a "Domain.Name" path: matches nothing
-        const domain = p.slice(0, dot);
-        let names = paths.get(domain);
-        if (names === undefined) paths.set(domain, (names = new Set()));
-        names.add(p.slice(dot + 1));
+        // Every split at a dot, so a dotted domain or name still matches exactly `${domain}.${name}`.
+        for (let dot = p.indexOf("."); dot >= 0; dot = p.indexOf(".", dot + 1)) {
+          const domain = p.slice(0, dot);
+          let names = paths.get(domain);
+          if (names === undefined) paths.set(domain, (names = new Set()));
+          names.add(p.slice(dot + 1));
+        }
       }
     }
     const signal = opts.signal;

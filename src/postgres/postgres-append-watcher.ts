@@ -1,6 +1,12 @@
 import type { Notification } from "pg";
 import type { PgClient, PgPool } from "./postgres-pool.js";
 
+/**
+ * Told that events may have been appended elsewhere; `position`, when given, is
+ * the last position of that append (a hint: pull with readAll from your checkpoint).
+ */
+export type ExternalAppendListener = (position?: number) => void;
+
 /** Options of {@link PostgresAppendWatcher}. */
 export interface PostgresAppendWatcherOptions {
   readonly pool: PgPool;
@@ -23,7 +29,7 @@ export interface PostgresAppendWatcherOptions {
  * polling fallback comparing the head position. Runs only while it has listeners.
  */
 export class PostgresAppendWatcher {
-  private readonly listeners = new Set<() => void>();
+  private readonly listeners = new Set<ExternalAppendListener>();
   private client: PgClient | undefined;
   private running = false;
   private connects = 0;
@@ -36,7 +42,7 @@ export class PostgresAppendWatcher {
   constructor(private readonly opts: PostgresAppendWatcherOptions) {}
 
   /** Adds a listener (starting the watcher with the first one); returns its remover. */
-  subscribe(listener: () => void): () => void {
+  subscribe(listener: ExternalAppendListener): () => void {
     this.listeners.add(listener);
     if (this.listeners.size === 1) this.start();
     return () => {
@@ -122,7 +128,7 @@ export class PostgresAppendWatcher {
     }
     this.client = client;
     // After a reconnect, notifications sent while disconnected are lost: let listeners pull.
-    if (this.connects++ > 0) this.fire();
+    if (this.connects++ > 0) this.fire(undefined);
   }
 
   private scheduleReconnect(): void {
@@ -140,8 +146,9 @@ export class PostgresAppendWatcher {
     const sep = payload.lastIndexOf(":");
     if (payload.slice(0, sep) === this.opts.instanceId) return;
     const pos = Number(payload.slice(sep + 1));
-    if (Number.isFinite(pos) && pos > this.lastSeen && this.lastSeen >= 0) this.lastSeen = pos;
-    this.fire();
+    if (!Number.isFinite(pos)) return this.fire(undefined);
+    if (pos > this.lastSeen && this.lastSeen >= 0) this.lastSeen = pos;
+    this.fire(pos);
   }
 
   private async poll(): Promise<void> {
@@ -154,7 +161,7 @@ export class PostgresAppendWatcher {
         this.lastSeen = head;
       } else if (head > this.lastSeen) {
         this.lastSeen = head;
-        this.fire();
+        this.fire(head);
       }
     } catch {
       // The database is unreachable for now; the next tick tries again.
@@ -163,10 +170,10 @@ export class PostgresAppendWatcher {
     }
   }
 
-  private fire(): void {
+  private fire(position: number | undefined): void {
     for (const l of [...this.listeners]) {
       try {
-        l();
+        l(position);
       } catch {
         // A listener's failure must not stop the watcher or the other listeners.
       }

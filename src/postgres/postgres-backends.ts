@@ -20,7 +20,7 @@ export type PostgresConnection =
 export interface PostgresBackendsOptions {
   /** The schema holding every table (an identifier; created by init()). Default "mneme". */
   readonly schema?: string;
-  /** Size of the pool made from a connection string. Default 10. */
+  /** Size of the pool made from a connection string (at least 4). Default 10. */
   readonly poolSize?: number;
   /** Polling fallback behind LISTEN/NOTIFY of the event repository. Default 500 ms; 0 turns it off. */
   readonly pollIntervalMs?: number;
@@ -55,9 +55,10 @@ export function createPostgresBackends(
   const opts = { ...pick(connection), ...pick(options) };
   const schema = validateSchemaName(opts.schema);
   const poolSize = opts.poolSize ?? 10;
-  if (!Number.isInteger(poolSize) || poolSize < 2) {
-    // Up to two connections are held for long: the LISTEN client and the readmodel lock client.
-    throw new MnemeError("INVALID_REQUEST", `createPostgresBackends: poolSize must be an integer >= 2, got ${String(poolSize)}`);
+  if (!Number.isInteger(poolSize) || poolSize < 4) {
+    // Up to three connections are held for long (the LISTEN client, the readmodel lock client, a
+    // readmodel transaction), and a restore reads events while its transaction is open.
+    throw new MnemeError("INVALID_REQUEST", `createPostgresBackends: poolSize must be an integer >= 4, got ${String(poolSize)}`);
   }
   let pool: PgPool;
   let ownPool: pg.Pool | undefined;

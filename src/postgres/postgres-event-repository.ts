@@ -3,7 +3,7 @@ import { MnemeError } from "../core/errors.js";
 import type { Event, NewEvent, RequestContext } from "../core/types.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { PostgresAppendWatcher } from "./postgres-append-watcher.js";
+import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
 import { mapPgError, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
 import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
@@ -216,9 +216,10 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   /**
    * Called when another instance (or process) may have appended: NOTIFY from
    * its append transaction, received on a dedicated LISTEN client, and a poll
-   * of the head position as a fallback. The caller pulls with readAll.
+   * of the head position as a fallback. The caller pulls with readAll; the
+   * listener's argument, when present, is the last position that append wrote.
    */
-  onExternalAppend(listener: () => void): () => void {
+  onExternalAppend(listener: ExternalAppendListener): () => void {
     if (typeof listener !== "function") throw new MnemeError("INVALID_REQUEST", "onExternalAppend: listener must be a function");
     this.assertOpen();
     return this.watcher.subscribe(listener);

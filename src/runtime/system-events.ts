@@ -29,7 +29,7 @@ export interface SystemEvent {
 export type SystemEventListener = (event: SystemEvent) => void | Promise<void>;
 
 export interface SubscribeOptions {
-  /** Replays buffered events with a greater id first (resume after a reconnect). */
+  /** Replays buffered events with a greater id first (resume after a reconnect). An id newer than any issued (from a previous run) replays the whole buffer. */
   lastEventId?: number;
   /** Only events of this tenant (system-wide events have none and are not shown). Absent: every event (system administrators). */
   tenantUuid?: string;
@@ -141,9 +141,10 @@ export class SystemEventProducer {
     if (!this.#running) throw new MnemeError("SSE_PRODUCER_NOT_RUNNING", "the system-event producer is not running: start it with runtime.systemEvents.start() or createFacade({ systemEvents: true })");
     const sub: Subscriber = { listener, tenantUuid: opts.tenantUuid, queue: [], busy: false, closed: false, onClose: opts.onClose };
     if (opts.lastEventId !== undefined) {
+      const after = this.#resumeAfter(opts.lastEventId);
       for (let i = 0; i < this.#ringLen; i++) {
         const e = this.#ring[(this.#ringStart + i) % this.#ring.length]!;
-        if (e.id > opts.lastEventId) this.#offer(sub, e);
+        if (e.id > after) this.#offer(sub, e);
       }
       // Dropped while replaying (more buffered events than its queue holds): never registered.
       if (sub.closed) return () => undefined;
@@ -156,14 +157,24 @@ export class SystemEventProducer {
     return () => this.#close(sub, undefined);
   }
 
-  /** The buffered events after `lastEventId` (oldest first). */
+  /** The buffered events after `lastEventId` (oldest first); all of them for an id this producer never issued. */
   replay(lastEventId = 0): SystemEvent[] {
+    lastEventId = this.#resumeAfter(lastEventId);
     const out: SystemEvent[] = [];
     for (let i = 0; i < this.#ringLen; i++) {
       const e = this.#ring[(this.#ringStart + i) % this.#ring.length]!;
       if (e.id > lastEventId) out.push(e);
     }
     return out;
+  }
+
+  /**
+   * Ids restart at 1 when the process restarts, and a reconnecting client (an EventSource
+   * sends its Last-Event-ID by itself) may carry an id of the previous run: one newer than
+   * anything issued here means "from before this run", so everything buffered is new to it.
+   */
+  #resumeAfter(lastEventId: number): number {
+    return lastEventId > this.#nextId - 1 ? 0 : lastEventId;
   }
 
   #emit(e: SystemEvent): void {

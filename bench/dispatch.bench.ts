@@ -1,0 +1,157 @@
+/**
+ * Commands per second through `facade.dispatch` on the in-memory stores, for a
+ * command whose handler returns one event: without waitToFinish (no readmodel),
+ * with waitToFinish and one ProjectionReadmodel, and load+append. The baseline
+ * of the same run is `MemoryEventRepository.append` of the same events, one per
+ * call, directly. Plus ns per permission check (`check` awaited, `evaluate`
+ * synchronous) for anonymous, authorized, and authorized with an authorizer.
+ */
+import { createFacade, type Facade } from "../src/core/facade.js";
+import { defineDomain } from "../src/core/domain.js";
+import type { CommandEnvelope, NewEvent, RequestContext } from "../src/core/types.js";
+import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
+import { anonymous, authorized, newPermission } from "../src/permissions/permission.js";
+import { PermissionRegistry } from "../src/permissions/permission-registry.js";
+import { ProjectionReadmodel } from "../src/readmodel/projection-readmodel.js";
+import type { Bench } from "./harness.js";
+
+const reqCtx: RequestContext = {
+  senderAccountUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ab",
+  senderSessionUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ac",
+  senderIdentityUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ad",
+  senderTenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
+  traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+};
+const TENANT = "0190a7a2-7d3c-7b5e-9f00-1234567890ae";
+const AGGREGATES = 10_000;
+
+interface CreateItem { itemUuid: string; title: string }
+interface ItemCreated { title: string }
+
+function itemDomain() {
+  const Items = defineDomain("Items");
+  const ItemCreated = Items.event<ItemCreated>("ItemCreated");
+  const Item = Items.aggregate<{ title: string; n: number }>("Item", {
+    initialState: () => ({ title: "", n: 0 }),
+    evolve: { ItemCreated: (s, p: ItemCreated) => ({ title: p.title, n: s.n + 1 }) },
+  });
+  const CreateItem = Items.command<CreateItem>("CreateItem");
+  Items.handleCommand(CreateItem, (_ctx, _cmd, p) => [ItemCreated.create(p.itemUuid, { title: p.title })]);
+  const TouchItem = Items.command<CreateItem>("TouchItem");
+  Items.handleCommand(TouchItem, async (ctx, _cmd, p) => {
+    await ctx.aggregates.load(Item, p.itemUuid);
+    return [ItemCreated.create(p.itemUuid, { title: p.title })];
+  });
+  return { Items, ItemCreated, Item, CreateItem, TouchItem };
+}
+
+const ids = Array.from({ length: AGGREGATES }, (_, i) => `0190a7a2-0000-7000-8000-${String(i).padStart(12, "0")}`);
+const payloadOf = (i: number): CreateItem => ({ itemUuid: ids[i % AGGREGATES]!, title: `item number ${i}` });
+
+async function facadeWith(setup?: (f: Facade, d: ReturnType<typeof itemDomain>) => void) {
+  const d = itemDomain();
+  const f = createFacade().registerDomain(d.Items);
+  setup?.(f, d);
+  await f.start();
+  return { f, ...d };
+}
+
+export default async function dispatchBench(b: Bench): Promise<void> {
+  const n = b.quick ? 20_000 : 200_000;
+  const nWait = b.quick ? 10_000 : 50_000;
+  const payloads = Array.from({ length: n }, (_, i) => payloadOf(i));
+
+  // Warm-up of both paths on throwaway instances.
+  {
+    const w = await facadeWith();
+    for (let i = 0; i < 20_000; i++) await w.f.dispatch(w.CreateItem, payloads[i % n]!, { reqCtx });
+    await w.f.stop();
+    const r = new MemoryEventRepository();
+    for (let i = 0; i < 20_000; i++) await r.append([w.ItemCreated.create(ids[i % AGGREGATES]!, { title: "w" }, { tenantUuid: TENANT, reqCtx })]);
+  }
+
+  // Baseline: the same one-event appends straight into the repository (it fills uuid, time, version, position).
+  const d0 = itemDomain();
+  const rawEvents: NewEvent[] = payloads.map((p) => ({ ...d0.ItemCreated.create(p.itemUuid, { title: p.title }, { tenantUuid: TENANT, reqCtx }), commandUuid: "c" }));
+  const repo = new MemoryEventRepository();
+  const raw = await b.measure("dispatch", "raw: MemoryEventRepository.append, 1 event/call", n, async () => {
+    for (let i = 0; i < n; i++) await repo.append([rawEvents[i]!]);
+  }, "events/s");
+  await repo.close();
+
+  {
+    const { f, CreateItem } = await facadeWith();
+    const row = await b.measure("dispatch", "dispatch 1-event command, no readmodel", n, async () => {
+      for (let i = 0; i < n; i++) await f.dispatch(CreateItem, payloads[i]!, { reqCtx });
+    }, "commands/s");
+    b.compare(row, raw);
+    await f.stop();
+  }
+
+  {
+    const { f, CreateItem } = await facadeWith();
+    const inFlight = 100;
+    const row = await b.measure("dispatch", `dispatch 1-event command, ${inFlight} in flight`, n, async () => {
+      for (let i = 0; i < n; i += inFlight) {
+        const batch: Promise<unknown>[] = [];
+        for (let j = i; j < i + inFlight && j < n; j++) batch.push(f.dispatch(CreateItem, payloads[j]!, { reqCtx }));
+        await Promise.all(batch);
+      }
+    }, "commands/s");
+    b.compare(row, raw);
+    await f.stop();
+  }
+
+  {
+    const { f, TouchItem } = await facadeWith();
+    const row = await b.measure("dispatch", "dispatch load+append (lock, fold, expected version)", n, async () => {
+      for (let i = 0; i < n; i++) await f.dispatch(TouchItem, payloads[i]!, { reqCtx });
+    }, "commands/s");
+    b.compare(row, raw);
+    await f.stop();
+  }
+
+  {
+    let projection: ProjectionReadmodel<{ title: string; n: number }> | undefined;
+    const { f, CreateItem } = await facadeWith((f, d) => {
+      projection = new ProjectionReadmodel(f, { aggregate: d.Item });
+      f.registerReadmodel(projection);
+    });
+    const row = await b.measure("dispatch", "dispatch + waitToFinish, one ProjectionReadmodel", nWait, async () => {
+      for (let i = 0; i < nWait; i++) await f.dispatch(CreateItem, payloads[i]!, { reqCtx, waitToFinish: true });
+    }, "commands/s");
+    b.compare(row, raw);
+    const m = await projection!.getModel(ids[0]!);
+    if (m === undefined || m.version !== Math.ceil(nWait / AGGREGATES)) throw new Error(`projection is at ${String(m?.version)}`);
+    await f.stop();
+  }
+
+  await permissionChecks(b);
+}
+
+async function permissionChecks(b: Bench): Promise<void> {
+  const n = b.quick ? 200_000 : 2_000_000;
+  const plain = new PermissionRegistry();
+  const withAuthorizer = new PermissionRegistry((ctx) => (ctx.senderAccountUuid === undefined ? new Error("no") : undefined));
+  for (const reg of [plain, withAuthorizer]) {
+    reg.register(newPermission("P", "Anon", "anonymous", anonymous));
+    reg.register(newPermission("P", "Authz", "authorized", authorized));
+  }
+  const env = (name: string): CommandEnvelope => ({ commandUuid: "c", domain: "P", name, payload: {}, reqCtx });
+  const cases: [string, PermissionRegistry, CommandEnvelope][] = [
+    ["anonymous", plain, env("Anon")],
+    ["authorized", plain, env("Authz")],
+    ["authorized + authorizer", withAuthorizer, env("Authz")],
+  ];
+  let denied = 0;
+  for (const [name, reg, e] of cases) {
+    for (let i = 0; i < 100_000; i++) if (reg.evaluate(reqCtx, e) !== undefined) denied++; // warm-up
+    let t0 = performance.now();
+    for (let i = 0; i < n; i++) if (reg.evaluate(reqCtx, e) !== undefined) denied++;
+    b.value("permissions", `evaluate (sync): ${name}`, ((performance.now() - t0) * 1e6) / n, "ns/check");
+    t0 = performance.now();
+    for (let i = 0; i < n; i++) await reg.check(reqCtx, e);
+    b.value("permissions", `check (awaited): ${name}`, ((performance.now() - t0) * 1e6) / n, "ns/check");
+  }
+  if (denied !== 0) throw new Error("a check that should pass was denied");
+}
