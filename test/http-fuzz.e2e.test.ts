@@ -131,7 +131,7 @@ describe("fuzzing mneme/http never gets a 5xx", () => {
         const hasBody = b !== undefined && m !== "GET" && m !== "HEAD";
         let req: Request;
         try {
-          req = new Request(`http://127.0.0.1${p}`, { method: m, headers, ...(hasBody ? { body: b } : {}) });
+          req = new Request(`http://127.0.0.1${p}`, { method: m, headers, ...(hasBody ? { body: b as BodyInit } : {}) });
         } catch {
           return; // not a request a client could send
         }

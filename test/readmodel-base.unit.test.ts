@@ -310,6 +310,11 @@ describe("restoration", () => {
     expect(rm.restorationState).toBe("failed");
     expect(rm.state).toBe("failed");
     expect(await rm.total("a")).toBe(2);
+    rm.failOn = undefined;
+    await facade.runtime.controlEventHandler({ action: "start", eventHandlerName: "CounterTotals" });
+    expect(rm.state).toBe("running");
+    expect(rm.restorationState).toBe("restored");
+    expect(await rm.total("a")).toBe(5);
     await facade.stop();
   });
 });

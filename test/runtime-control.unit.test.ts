@@ -3,7 +3,7 @@
  * docs/runtime.md, every error, and the system events each action publishes.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type ControlRequest, type EventHandlerInfo, type MnemeError, createFacade, isMnemeError } from "mneme";
+import { type ControlRequest, type EventHandlerInfo, MemoryReadmodelStoreBackend, type MnemeError, createFacade, isMnemeError } from "mneme";
 import { ADMIN, OrderList, USER, makeDomains, ofKind, type Rig, startRig } from "./runtime-fixture.js";
 
 let rig: Rig | undefined;
@@ -261,6 +261,49 @@ describe("concurrency", () => {
     expect(after.state).toBe("stopped");
     await ctl(rig, { action: "start", eventHandlerName: "OrderList" });
     expect(rig.orders.applied).toEqual(["o1", "o2"]);
+  });
+});
+
+/** A memory backend with the optional single-processor lock; `elsewhere` holds handlers' locks for "another instance". */
+class LockingBackend extends MemoryReadmodelStoreBackend {
+  readonly elsewhere = new Set<string>();
+  readonly mine = new Set<string>();
+  async tryLock(handler: string): Promise<boolean> {
+    if (this.elsewhere.has(handler)) return false;
+    this.mine.add(handler);
+    return true;
+  }
+  async unlock(handler: string): Promise<void> {
+    this.mine.delete(handler);
+  }
+}
+
+describe("standby (another instance holds the handler's lock)", () => {
+  it("start and restore are INVALID_STATE; stop -> stopped; start while still locked -> standby; start once free -> running", async () => {
+    const backend = new LockingBackend();
+    backend.elsewhere.add("OrderList");
+    rig = await startRig({ readmodelStoreBackend: backend, delivery: { lockRetryMs: 3_600_000 } });
+    await rig.place("o1");
+    expect(info(rig, "OrderList")).toMatchObject({ state: "standby", lastPosition: 0 });
+    expect(rig.orders.applied).toEqual([]);
+    expect(info(rig, "Mailer").state).toBe("running");
+    expect((await rejection(ctl(rig, { action: "start", eventHandlerName: "OrderList" }))).code).toBe("INVALID_STATE");
+    expect((await rejection(ctl(rig, { action: "restore", eventHandlerName: "OrderList" }))).code).toBe("INVALID_STATE");
+    expect(info(rig, "OrderList").state).toBe("standby");
+    expect(await ctl(rig, { action: "stop", eventHandlerName: "OrderList" })).toMatchObject({ state: "stopped" });
+    // still held elsewhere: start waits in standby again instead of processing beside the other instance
+    expect(await ctl(rig, { action: "start", eventHandlerName: "OrderList" })).toMatchObject({ state: "standby" });
+    await ctl(rig, { action: "stop", eventHandlerName: "OrderList" });
+    // a restore of a stopped handler whose lock is held elsewhere is refused too
+    expect((await rejection(ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true }))).code).toBe("INVALID_STATE");
+    expect(info(rig, "OrderList").state).toBe("stopped");
+    expect(rig.orders.applied).toEqual([]);
+    backend.elsewhere.delete("OrderList");
+    expect(await ctl(rig, { action: "start", eventHandlerName: "OrderList" })).toMatchObject({ state: "running", lastPosition: 1 });
+    expect(rig.orders.applied).toEqual(["o1"]);
+    expect(backend.mine.has("OrderList")).toBe(true);
+    await ctl(rig, { action: "stop", eventHandlerName: "OrderList" });
+    expect(backend.mine.has("OrderList")).toBe(false);
   });
 });
 

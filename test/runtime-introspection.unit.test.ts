@@ -237,6 +237,8 @@ describe("through facade.query, permission-checked", () => {
     await expect(f.permissions.check(USER, env(USER))).rejects.toMatchObject({ code: "PERMISSION_DENIED" });
     await expect(f.permissions.check(ADMIN, env(ADMIN))).resolves.toBeUndefined();
     expect((await rejection(q(f, "StreamSystemEvents", {}, USER))).code).toBe("PERMISSION_DENIED");
+    // It is a permission for the SSE route, not an answerable query: an administrator passes the check and finds no handler.
+    expect((await rejection(q(f, "StreamSystemEvents", {}, ADMIN))).code).toBe("UNKNOWN_QUERY");
 
     // Without an authorizer nobody gets them, however complete the context.
     const none = createFacade();

@@ -12,7 +12,7 @@ import { defineRuntimeDomain } from "../runtime/runtime-domain.js";
 import { type SystemEventKind, SystemEventProducer, type SystemEventProducerOptions } from "../runtime/system-events.js";
 import { SchemaRegistry } from "../schema/schema-registry.js";
 import type { CacheStore } from "../store/cache-store.js";
-import type { CommandStatus, CommandStore } from "../store/command-store.js";
+import type { CommandRecord, CommandStatus, CommandStore } from "../store/command-store.js";
 import type { DataStore } from "../store/data-store.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
@@ -120,6 +120,8 @@ export class Facade {
   readonly #delivery: DeliveryOptions;
   readonly #startHooks: ((facade: Facade) => Promise<void> | void)[] = [];
   readonly #host: HandlerHost & { eventType(path: string): EventType | undefined };
+  /** What a command context needs of the facade, made once (not per command). */
+  readonly #ctxHost: CommandContextHost;
   #state: FacadeState = "new";
   #head = 0;
   #unsubscribe: (() => void)[] = [];
@@ -156,6 +158,11 @@ export class Facade {
         if (p > this.#head) this.#head = p;
       },
       eventType: (path: string) => this.#eventTypes.get(path),
+    };
+    this.#ctxHost = {
+      facade: this,
+      locks: this.#locks,
+      runQuery: (t, p, reqCtx) => this.#runQuery(t, p, reqCtx, newUuid(), false),
     };
     this.runtime = new Runtime(this);
     this.registerDomain(defineRuntimeDomain(this.runtime));
@@ -362,7 +369,7 @@ export class Facade {
     const reqCtx = normaliseReqCtx(opts.reqCtx);
     const envelope: CommandEnvelope<P> = { commandUuid: messageUuid(opts.commandUuid, "commandUuid"), domain: cmdType.domain, name: cmdType.name, payload, reqCtx };
     let stage: CommandStatus = "denied";
-    let appended: Event[] = [];
+    let appended: Event[] | undefined;
     let result: unknown;
     try {
       if (!isPlainObject(payload)) {
@@ -376,26 +383,21 @@ export class Facade {
       this.schemas.validate(cmdType, payload);
       const handler = domain.commandHandlers.get(cmdType.name);
       if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${cmdType.domain}.${cmdType.name} has no handler`);
-      const loader = new CommandAggregates(this, this.#locks, reqCtx);
+      const ctx = new DispatchContext(this.#ctxHost, envelope.commandUuid, reqCtx);
       try {
-        const ctx: CommandContext = {
-          commandUuid: envelope.commandUuid,
-          reqCtx,
-          aggregates: loader,
-          query: (qt, qp) => this.#runQuery(qt, qp, reqCtx, newUuid(), false),
-          facade: this,
-          readmodel: <T extends EventHandler>(name: string) => this.readmodel<T>(name),
-        };
         let out = handler(ctx, envelope, payload);
         if (out instanceof Promise) out = await out;
-        const normalised = normaliseHandlerResult(out, cmdType);
-        result = normalised.result;
-        if (normalised.events.length > 0) {
-          const prepared = this.#prepareEvents(normalised.events, envelope, loader);
-          appended = await this.eventRepository.append(prepared.events, { expectedVersions: prepared.expectedVersions });
+        let events: readonly NewEvent[];
+        if (Array.isArray(out)) {
+          events = out;
+        } else {
+          const normalised = normaliseHandlerResult(out, cmdType);
+          events = normalised.events;
+          result = normalised.result;
         }
+        if (events.length > 0) appended = await this.#append(events, envelope, ctx.loader);
       } finally {
-        loader.releaseAll();
+        ctx.release();
       }
     } catch (err) {
       const error = isMnemeError(err)
@@ -408,7 +410,8 @@ export class Facade {
       }
       throw error;
     }
-    if (!this.#pushesLocally && appended.length > 0) this.#deliver(appended);
+    if (appended === undefined) appended = [];
+    else if (!this.#pushesLocally) this.#deliver(appended);
     await this.#record(cmdType, envelope, "succeeded", appended, undefined, t0);
     if (this.systemEvents.running) {
       const tenant = tenantOf(reqCtx) || undefined;
@@ -439,13 +442,16 @@ export class Facade {
     return out;
   }
 
-  #prepareEvents(events: readonly NewEvent[], envelope: CommandEnvelope, loader: CommandAggregates): { events: NewEvent[]; expectedVersions: Record<string, number> } {
+  /** Completes the command's events (uuid, time, commandUuid, reqCtx copy, tenant) and appends them with their expected versions. */
+  #append(events: readonly NewEvent[], envelope: CommandEnvelope, loader: CommandAggregates | undefined): Promise<Event[]> {
     const reqCtx = envelope.reqCtx;
     const tenantUuid = tenantOf(reqCtx);
     const frozenCtx = Object.freeze({ ...reqCtx });
     const createdAt = nowNs();
     const out: NewEvent[] = new Array(events.length);
-    const aggregates = new Set<string>();
+    // Most commands touch one aggregate: a Set only when there are more.
+    let first: string | undefined;
+    let more: Set<string> | undefined;
     for (let i = 0; i < events.length; i++) {
       const e = events[i]!;
       if (!isNewEvent(e)) {
@@ -454,10 +460,12 @@ export class Facade {
       if (!this.#eventTypes.has(`${e.domain}.${e.name}`)) {
         throw new MnemeError("INVALID_EVENTS", `command ${envelope.domain}.${envelope.name} returned event ${e.domain}.${e.name}, which no registered domain defines`);
       }
-      if (e.aggregateUuid === "") throw new MnemeError("INVALID_EVENTS", `event ${e.domain}.${e.name} has an empty aggregateUuid`);
-      aggregates.add(e.aggregateUuid);
+      const agg = e.aggregateUuid;
+      if (agg === "") throw new MnemeError("INVALID_EVENTS", `event ${e.domain}.${e.name} has an empty aggregateUuid`);
+      if (first === undefined) first = agg;
+      else if (agg !== first) (more ??= new Set([first])).add(agg);
       const ne: NewEvent = {
-        domain: e.domain, name: e.name, aggregateUuid: e.aggregateUuid, payload: e.payload,
+        domain: e.domain, name: e.name, aggregateUuid: agg, payload: e.payload,
         eventUuid: newUuid(), createdAt, commandUuid: envelope.commandUuid,
         tenantUuid: e.tenantUuid ?? tenantUuid,
         reqCtx: frozenCtx,
@@ -465,11 +473,12 @@ export class Facade {
       if (e.version !== undefined) ne.version = e.version;
       out[i] = ne;
     }
-    const expectedVersions: Record<string, number> = {};
     const target = reqCtx.targetAggregateVersion;
-    for (const agg of aggregates) {
-      const targeted = target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && aggregates.size === 1));
-      const loaded = loader.loadedVersion(agg);
+    if (loader === undefined && target === undefined) return this.eventRepository.append(out);
+    const expectedVersions: Record<string, number> = {};
+    for (const agg of more ?? [first!]) {
+      const targeted = target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && more === undefined));
+      const loaded = loader?.loadedVersion(agg);
       if (loaded !== undefined) {
         // The loaded version is what the handler decided on; a stale version the client sent must not be ignored silently.
         if (targeted && loaded !== target) {
@@ -480,12 +489,12 @@ export class Facade {
         expectedVersions[agg] = target;
       }
     }
-    return { events: out, expectedVersions };
+    return this.eventRepository.append(out, { expectedVersions });
   }
 
   async #record(type: CommandType<any, any>, envelope: CommandEnvelope, status: CommandStatus, events: readonly Event[], error: MnemeError | undefined, t0: number): Promise<void> {
     try {
-      await this.commandStore.record({
+      const rec: CommandRecord = {
         commandUuid: envelope.commandUuid,
         domain: envelope.domain,
         name: envelope.name,
@@ -493,11 +502,12 @@ export class Facade {
         reqCtx: envelope.reqCtx,
         payload: redact(envelope.payload, type.secretFields),
         status,
-        ...(error === undefined ? {} : { error: { code: error.code, message: error.message } }),
         eventUuids: events.map((e) => e.eventUuid),
         createdAt: nowNs(),
         durationMicros: Math.round((performance.now() - t0) * 1000),
-      });
+      };
+      if (error !== undefined) rec.error = { code: error.code, message: error.message };
+      await this.commandStore.record(rec);
     } catch (e) {
       // The events are committed: an audit failure must not turn success into an error. It is logged instead.
       await this.logStore.append({ level: "error", message: `recording command ${envelope.commandUuid} failed: ${errorMessage(e)}`, source: "mneme.dispatch" }).catch(() => undefined);
@@ -606,6 +616,52 @@ class CommandAggregates implements AggregateLoader {
 }
 
 const RESOLVED: Promise<void> = Promise.resolve();
+
+/** What every command context of one facade shares. */
+interface CommandContextHost {
+  readonly facade: Facade;
+  readonly locks: KeyedLock;
+  runQuery<P, R>(type: QueryType<P, R>, payload: P, reqCtx: RequestContext): Promise<R>;
+}
+
+/**
+ * The context a command handler gets. Its loader and functions are made on first
+ * use (most handlers use few of them), and stay the same objects afterwards, so
+ * `const { aggregates, query } = ctx` works.
+ */
+class DispatchContext implements CommandContext {
+  #loader: CommandAggregates | undefined;
+  #query: CommandContext["query"] | undefined;
+  #readmodel: CommandContext["readmodel"] | undefined;
+
+  constructor(readonly host: CommandContextHost, readonly commandUuid: string, readonly reqCtx: RequestContext) {}
+
+  get facade(): Facade {
+    return this.host.facade;
+  }
+
+  get aggregates(): CommandAggregates {
+    return (this.#loader ??= new CommandAggregates(this.host.facade, this.host.locks, this.reqCtx));
+  }
+
+  get query(): CommandContext["query"] {
+    return (this.#query ??= (type, payload) => this.host.runQuery(type, payload, this.reqCtx));
+  }
+
+  get readmodel(): CommandContext["readmodel"] {
+    return (this.#readmodel ??= <T extends EventHandler>(name: string) => this.host.facade.readmodel<T>(name));
+  }
+
+  /** The loader, if the handler used one. */
+  get loader(): CommandAggregates | undefined {
+    return this.#loader;
+  }
+
+  /** Releases the aggregate locks the handler took. */
+  release(): void {
+    this.#loader?.releaseAll();
+  }
+}
 
 class QueryAggregates implements AggregateLoader {
   constructor(readonly facade: Facade) {}

@@ -67,6 +67,9 @@ export class MemoryEventRepository implements EventRepository {
         throw new MnemeError("INVALID_EVENTS", `event ${i}: createdAt must be a finite number (ns), got ${String(e.createdAt)}`);
       }
       if (e.eventUuid !== undefined && (typeof e.eventUuid !== "string" || e.eventUuid === "")) throw invalid(i, "eventUuid");
+      if (e.commandUuid !== undefined && (typeof e.commandUuid !== "string" || e.commandUuid === "")) throw invalid(i, "commandUuid");
+      if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string") throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
+      if (e.reqCtx !== undefined && (e.reqCtx === null || typeof e.reqCtx !== "object")) throw new MnemeError("INVALID_EVENTS", `event ${i}: reqCtx must be an object`);
       versions.set(e.aggregateUuid, next);
       assigned[i] = next;
     }

@@ -50,7 +50,7 @@ export class PostgresAppendWatcher {
     };
   }
 
-  /** True while the LISTEN client is connected and listening. */
+  /** True while the LISTEN client is connected and listening (and the head position it compares with is known). */
   get listening(): boolean {
     return this.client !== undefined;
   }
@@ -117,6 +117,8 @@ export class PostgresAppendWatcher {
     client.on("notification", (msg: Notification) => this.onNotification(msg));
     try {
       await client.query(`LISTEN "${this.opts.channel}"`);
+      // The baseline is read after LISTEN is active: whatever commits later is notified or polled.
+      if (this.lastSeen < 0) this.lastSeen = Math.max(this.lastSeen, await this.opts.readHead());
     } catch {
       onLost();
       return;

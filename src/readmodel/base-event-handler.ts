@@ -431,6 +431,10 @@ export class BaseEventHandler implements EventHandler {
     this.#setState("running");
     this.notify(null);
     await this.idle();
+    // Caught up from the checkpoint: a restorer whose last restore failed or was cancelled is whole again.
+    if (this.#state === "running" && this.isStateRestorer() && (this.restorationState === "failed" || this.restorationState === "cancelled")) {
+      this.restorationState = "restored";
+    }
   }
 
   /** Resolves when live delivery has nothing queued. */
@@ -508,8 +512,8 @@ export class BaseEventHandler implements EventHandler {
             this.#scheduleStandby(retry);
             return;
           }
-          this.host?.publish("EventHandlerStateChanged", { eventHandlerName: this.name, from: "standby", to: "taking-over", restorationState: this.restorationState });
-          this.#state = "stopped";
+          // The lock is ours: standby -> stopped -> (restore from the checkpoint) -> running, each published.
+          this.#setState("stopped");
           try {
             await this.#resume();
           } catch {

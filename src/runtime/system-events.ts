@@ -149,7 +149,8 @@ export class SystemEventProducer {
       // Dropped while replaying (more buffered events than its queue holds): never registered.
       if (sub.closed) return () => undefined;
     }
-    const onEvent = (e: SystemEvent) => this.#offer(sub, e);
+    // Live events arrive on the subscriber's own channel (already tenant-filtered): an idle subscriber gets them directly.
+    const onEvent = (e: SystemEvent) => (sub.busy || sub.closed ? this.#offer(sub, e) : this.#deliver(sub, e));
     const channel = opts.tenantUuid === undefined ? ALL : TENANT + opts.tenantUuid;
     this.#emitter.on(channel, onEvent);
     this.#subscribers.add(sub);
