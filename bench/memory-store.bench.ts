@@ -3,7 +3,7 @@
  * by hand (fill uuid/time/version/position, push, page through slices), in the
  * same run: append of 1,000,000 events in batches of 100 (BENCH_QUICK=1:
  * 100,000), readAll of all of them in pages of 1000, one-event appends, and
- * loadAggregate.
+ * loadAggregate. Run with `npx tsx --expose-gc bench/run.ts memory-store` for steadier figures.
  */
 import { newUuid, nowNs } from "../src/core/clock.js";
 import type { Event, NewEvent, RequestContext } from "../src/core/types.js";
@@ -74,20 +74,24 @@ export default async function memoryStoreBench(b: Bench): Promise<void> {
   const total = b.quick ? 100_000 : 1_000_000;
   const batches = total / 100;
 
-  // Warm the JIT on both paths with throwaway stores.
+  // Input batches are built outside the timed section: both sides get the same objects.
+  const prebuilt = Array.from({ length: batches }, (_, r) => batchOf100(r));
+  // Run with `npx tsx --expose-gc bench/run.ts` to collect between phases, so neither side pays for the other's garbage.
+  const gc = (): void => (globalThis as { gc?: () => void }).gc?.();
+
+  // An unmeasured full-size round first: JIT warm-up, and the heap grows to its working size
+  // once, so whichever side is measured first is not charged for that growth.
   {
     const warmM = new MemoryEventRepository();
     const warmR = new RawArrayStore();
-    for (let r = 0; r < 200; r++) {
-      await warmM.append(batchOf100(r));
-      warmR.append(batchOf100(r));
+    for (const batch of prebuilt) {
+      await warmM.append(batch);
+      warmR.append(batch);
     }
     for await (const _ of warmM.readAll()) void _;
     for await (const _ of warmR.readAll(1000)) void _;
   }
-
-  // Input batches are built outside the timed section: both sides get the same objects.
-  const prebuilt = Array.from({ length: batches }, (_, r) => batchOf100(r));
+  gc();
 
   let raw: RawArrayStore | undefined = new RawArrayStore();
   const rawAppend = await b.measure("memory", "raw array: append, batches of 100", total, () => {
@@ -99,8 +103,7 @@ export default async function memoryStoreBench(b: Bench): Promise<void> {
     if (n !== total) throw new Error(`raw read ${n} events`);
   }, "events/s");
   raw = undefined; // let the baseline's million events go before mneme's are made
-  // With `npx tsx --expose-gc bench/run.ts`, collect them now so mneme does not pay for the baseline's garbage.
-  (globalThis as { gc?: () => void }).gc?.();
+  gc();
 
   const repo = new MemoryEventRepository();
   await repo.init();

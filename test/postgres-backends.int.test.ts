@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
+import { createFacade } from "../src/index.js";
 import { newUuid } from "../src/core/clock.js";
 import { isMnemeError } from "../src/core/errors.js";
 import type { Event, NewEvent } from "../src/core/types.js";
@@ -20,6 +21,7 @@ import { describeCommandStoreContract } from "../src/testing/command-store-contr
 import { describeEventRepositoryContract } from "../src/testing/event-repository-contract.js";
 import { describeLogStoreContract } from "../src/testing/log-store-contract.js";
 import { describeReadmodelStoreBackendContract } from "../src/testing/readmodel-store-backend-contract.js";
+import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const pools: pg.Pool[] = [];
@@ -526,5 +528,40 @@ describe("createPostgresBackends", () => {
     expect((await own.query("SELECT 1 AS one")).rows[0]).toEqual({ one: 1 });
     expect(() => createPostgresBackends({ pool: own, schema: "no spaces" })).toThrow(/identifier/);
     expect(() => createPostgresBackends({ connectionString: "" })).toThrow(/connectionString/);
+  });
+});
+
+describe("two facades (app instances) on one Postgres schema", () => {
+  it("deliver each other's events live, and the readmodel passes to the other instance when its holder stops", async () => {
+    const schema = newSchema();
+    const start = async () => {
+      const backends = createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 5, pollIntervalMs: 100 });
+      const facade = createFacade({ appName: "pg-instances", version: "1.0.0", ...backends, delivery: { lockRetryMs: 20 } });
+      facade.registerDomain(Counter);
+      const totals = new CounterTotals(facade);
+      facade.registerReadmodel(totals);
+      await facade.start();
+      return { facade, totals, state: () => facade.runtime.listEventHandlers().find((h) => h.eventHandlerName === "CounterTotals")?.state };
+    };
+    const a = await start();
+    const b = await start();
+    expect(a.state()).toBe("running");
+    expect(b.state()).toBe("standby");
+    const counter = newUuid();
+    for (let i = 0; i < 5; i++) {
+      await a.facade.dispatch(Increment, { counterUuid: counter, by: 1 });
+      await b.facade.dispatch(Increment, { counterUuid: counter, by: 10 });
+    }
+    // b's events reach a's readmodel through NOTIFY (or the poll): a applies all ten, once each.
+    await until(async () => (await a.totals.total(counter)) === 55, "a's readmodel has both instances' events");
+    expect([...a.totals.applied].sort((x, y) => x - y)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+
+    await a.facade.stop();
+    await until(() => b.state() === "running", "b takes the readmodel over");
+    await b.facade.dispatch(Increment, { counterUuid: counter, by: 100 });
+    await until(async () => (await b.totals.total(counter)) === 155, "b continues from a's checkpoint");
+    // b resumed from the shared checkpoint: it applied only the new event.
+    expect(b.totals.applied).toEqual([11]);
+    await b.facade.stop();
   });
 });

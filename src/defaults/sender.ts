@@ -110,7 +110,7 @@ export function grantsCover(grants: readonly string[], permission: string): bool
  * names an object of another is refused too (INVALID_REQUEST).
  */
 export async function assertTenantAccess(facade: Facade, reqCtx: RequestContext, tenantUuid: string): Promise<void> {
-  if (false) {
+  if (tenantUuid !== reqCtx.senderTenantUuid && !(await isSystemAdmin(facade, reqCtx))) {
     throw deny(`the sender may act only within its own tenant (${String(reqCtx.senderTenantUuid ?? "none")}), not on tenant ${tenantUuid}`);
   }
   if (reqCtx.targetTenantUuid !== undefined && reqCtx.targetTenantUuid !== tenantUuid) {

@@ -144,7 +144,8 @@ async function writeResponse(response: Response, res: ServerResponse, signal: Ab
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
-  if (!signal.aborted) res.end();
+  if (signal.aborted) res.destroy();
+  else res.end();
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string): void {

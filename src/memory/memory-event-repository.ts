@@ -171,6 +171,15 @@ export class MemoryEventRepository implements EventRepository {
     for (;;) {
       if (signal?.aborted === true || this.closed) return;
       let i = firstAfter(events, after);
+      if (tenant === undefined && paths === undefined) {
+        // Unfiltered (a restore): a page is one slice.
+        const end = Math.min(i + batchSize, until === Number.POSITIVE_INFINITY ? events.length : firstAfter(events, until));
+        if (end <= i) return;
+        const page = events.slice(i, end);
+        after = (page[page.length - 1] as Event).position;
+        yield page;
+        continue;
+      }
       const page: Event[] = [];
       let scannedTo = after;
       // The store is read again for every page, so events appended while the

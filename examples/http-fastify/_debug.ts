@@ -1,0 +1,25 @@
+import Fastify from "fastify";
+import { toNodeListener } from "mneme/http";
+const t0 = Date.now();
+const log = (m: string) => console.log(Date.now() - t0, m);
+let ctrl: ReadableStreamDefaultController<Uint8Array> | undefined;
+const handler = async (req: Request) => {
+  req.signal.addEventListener("abort", () => log("request aborted"));
+  return new Response(new ReadableStream<Uint8Array>({ start(c) { ctrl = c; c.enqueue(new TextEncoder().encode("hello\n")); }, cancel() { log("stream cancelled"); } }));
+};
+const mneme = toNodeListener(handler);
+const web = Fastify();
+web.removeAllContentTypeParsers();
+web.addContentTypeParser("*", (_req, _payload, done) => done(null));
+web.all("/api/*", (req, reply) => { reply.hijack(); return mneme(req.raw, reply.raw).then(() => log("listener done")); });
+await web.listen({ port: 3463, host: "127.0.0.1" });
+const ac = new AbortController();
+const res = await fetch("http://127.0.0.1:3463/api/x", { signal: ac.signal });
+const reader = res.body!.getReader();
+log(new TextDecoder().decode((await reader.read()).value));
+ac.abort();
+log("client aborted");
+await new Promise((r) => setTimeout(r, 300));
+log("closing");
+await web.close();
+log("closed");
