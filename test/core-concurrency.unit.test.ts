@@ -49,6 +49,19 @@ async function started(setup: (f: Facade) => void, opts: Parameters<typeof creat
   return f;
 }
 
+/** The promise's value, or "deadlock" when it has not settled after 10 s (a hang, not a timing check). */
+async function orHang<T>(p: Promise<T>): Promise<T | "deadlock"> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hang = new Promise<"deadlock">((r) => {
+    timer = setTimeout(() => r("deadlock"), 10_000);
+  });
+  try {
+    return await Promise.race([p, hang]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function rejection(p: Promise<unknown>): Promise<MnemeError> {
   try {
     await p;
@@ -122,10 +135,7 @@ describe("in-process serialisation", () => {
       return [Linked.create(p.a, {}), Linked.create(p.b, {})];
     });
     const f = await started((f) => f.registerDomain(D));
-    const outcome = await Promise.race([
-      Promise.allSettled([f.dispatch(Link, { a: "x", b: "y" }, { reqCtx: admin }), f.dispatch(Link, { a: "y", b: "x" }, { reqCtx: admin })]),
-      new Promise<"deadlock">((r) => setTimeout(() => r("deadlock"), 2000)),
-    ]);
+    const outcome = await orHang(Promise.allSettled([f.dispatch(Link, { a: "x", b: "y" }, { reqCtx: admin }), f.dispatch(Link, { a: "y", b: "x" }, { reqCtx: admin })]));
     expect(outcome).not.toBe("deadlock");
     const settled = outcome as PromiseSettledResult<unknown>[];
     // at least one succeeds; a loser fails only with CONFLICT (the store decided), never a hang
@@ -146,10 +156,7 @@ describe("in-process serialisation", () => {
       return [Touched.create("n", {})];
     });
     const f = await started((f) => f.registerDomain(D));
-    const outcome = await Promise.race([
-      Promise.all([f.dispatch(Touch, {}, { reqCtx: admin }), f.dispatch(Touch, {}, { reqCtx: admin })]),
-      new Promise<"deadlock">((r) => setTimeout(() => r("deadlock"), 2000)),
-    ]);
+    const outcome = await orHang(Promise.all([f.dispatch(Touch, {}, { reqCtx: admin }), f.dispatch(Touch, {}, { reqCtx: admin })]));
     expect(outcome).not.toBe("deadlock");
     expect((await f.eventRepository.loadAggregate("n")).map((e) => e.version)).toEqual([1, 2]);
   });
@@ -183,11 +190,8 @@ describe("in-process serialisation", () => {
     await expect(f.dispatch(Race, {}, { reqCtx: admin })).rejects.toMatchObject({ code: "INVALID_REQUEST" });
     releaseHold();
     await hold;
-    const outcome = await Promise.race([
-      f.dispatch(TouchB, {}, { reqCtx: admin }).then(() => "ok"),
-      new Promise<"stuck">((r) => setTimeout(() => r("stuck"), 2000)),
-    ]);
-    expect(outcome).toBe("ok");
+    const outcome = await orHang(f.dispatch(TouchB, {}, { reqCtx: admin }));
+    expect(outcome).not.toBe("deadlock");
   });
 });
 

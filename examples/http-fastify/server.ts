@@ -5,7 +5,8 @@ import { announce, createDemoApp, listenOptions, stopOnSignal } from "../http-co
 
 const app = await createDemoApp();
 const mneme = toNodeListener(app.handler);
-const web = Fastify();
+// Event streams are long-lived: close them too when the server stops.
+const web = Fastify({ forceCloseConnections: true });
 // Leave every body to mneme (it enforces its own size limit and content type).
 web.removeAllContentTypeParsers();
 web.addContentTypeParser("*", (_req, _payload, done) => done(null));

@@ -9,15 +9,23 @@ import type { PasswordHash } from "./password.js";
 /** Accounts, their credentials and their sessions. */
 export const Account = defineDomain("Account", { description: "Accounts: registration, profile, password, login sessions" });
 
+/** Payload of the `Account.AccountRegistered` event. */
 export interface AccountRegistered { email: string; name: string }
+/** Payload of the `Account.AccountEmailChanged` event. */
 export interface AccountEmailChanged { email: string; previousEmail: string }
+/** Payload of the `Account.AccountNameChanged` event. */
 export interface AccountNameChanged { name: string }
 /** The fact only: the hash goes to the account's credential aggregate, so history never shows it. */
 export type AccountPasswordChanged = Record<string, never>;
+/** Payload of the `Account.AccountRemoved` event. */
 export type AccountRemoved = Record<string, never>;
+/** Payload of the `Account.EmailClaimed` event. */
 export interface EmailClaimed { accountUuid: string; email: string }
+/** Payload of the `Account.EmailReleased` event. */
 export interface EmailReleased { accountUuid: string }
+/** Payload of the `Account.CredentialSet` event. */
 export interface CredentialSet extends PasswordHash { accountUuid: string }
+/** Payload of the `Account.SessionStarted` event. */
 export interface SessionStarted {
   accountUuid: string;
   /** HMAC-SHA256 of the session key (base64url); the key itself is returned once, by Login. */
@@ -26,17 +34,28 @@ export interface SessionStarted {
   /** ns since the epoch. */
   expiresAt: number;
 }
+/** Payload of the `Account.SessionEnded` event. */
 export interface SessionEnded { reason: "logout" | "password-changed" | "account-removed" }
 
+/** The `Account.AccountRegistered` event token. */
 export const AccountRegistered = Account.event<AccountRegistered>("AccountRegistered", { description: "An account was registered" });
+/** The `Account.AccountEmailChanged` event token. */
 export const AccountEmailChanged = Account.event<AccountEmailChanged>("AccountEmailChanged", { description: "An account's email changed" });
+/** The `Account.AccountNameChanged` event token. */
 export const AccountNameChanged = Account.event<AccountNameChanged>("AccountNameChanged", { description: "An account's display name changed" });
+/** The `Account.AccountPasswordChanged` event token. */
 export const AccountPasswordChanged = Account.event<AccountPasswordChanged>("AccountPasswordChanged", { description: "An account's password changed (the hash is in CredentialSet)" });
+/** The `Account.AccountRemoved` event token. */
 export const AccountRemoved = Account.event<AccountRemoved>("AccountRemoved", { description: "An account was removed" });
+/** The `Account.EmailClaimed` event token. */
 export const EmailClaimed = Account.event<EmailClaimed>("EmailClaimed", { description: "An email was claimed by an account" });
+/** The `Account.EmailReleased` event token. */
 export const EmailReleased = Account.event<EmailReleased>("EmailReleased", { description: "An email was released by its account" });
+/** The `Account.CredentialSet` event token. */
 export const CredentialSet = Account.event<CredentialSet>("CredentialSet", { description: "An account's password hash (scrypt, salt, parameters) was set" });
+/** The `Account.SessionStarted` event token. */
 export const SessionStarted = Account.event<SessionStarted>("SessionStarted", { description: "A login started a session" });
+/** The `Account.SessionEnded` event token. */
 export const SessionEnded = Account.event<SessionEnded>("SessionEnded", { description: "A session ended" });
 
 /** The account as served: no secret and no hash. */
@@ -48,6 +67,7 @@ export interface AccountModel {
   passwordSetAt: number;
 }
 
+/** The `Account.Account` aggregate: its state folded from its events. */
 export const AccountAggregate = Account.aggregate<AccountModel>("Account", {
   initialState: () => ({ email: "", name: "", removed: false, passwordSetAt: 0 }),
   evolve: {
@@ -62,6 +82,7 @@ export const AccountAggregate = Account.aggregate<AccountModel>("Account", {
 /** Who holds an email now ("" when nobody). */
 export interface EmailClaimState { accountUuid: string }
 
+/** The `Account.EmailClaim` aggregate: its state folded from its events. */
 export const EmailClaimAggregate = Account.aggregate<EmailClaimState>("EmailClaim", {
   initialState: () => ({ accountUuid: "" }),
   evolve: {
@@ -70,8 +91,10 @@ export const EmailClaimAggregate = Account.aggregate<EmailClaimState>("EmailClai
   },
 });
 
+/** The current password hash of an account (undefined before the first). */
 export interface CredentialState { hash: PasswordHash | undefined }
 
+/** The `Account.Credential` aggregate: its state folded from its events. */
 export const CredentialAggregate = Account.aggregate<CredentialState>("Credential", {
   initialState: () => ({ hash: undefined }),
   evolve: {
@@ -93,6 +116,7 @@ export interface SessionModel {
   endReason: string;
 }
 
+/** The `Account.Session` aggregate: its state folded from its events. */
 export const SessionAggregate = Account.aggregate<SessionModel>("Session", {
   initialState: () => ({ accountUuid: "", keyHash: "", hashAlgorithm: "", expiresAt: 0, endedAt: 0, endReason: "" }),
   evolve: {

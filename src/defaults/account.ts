@@ -29,54 +29,69 @@ import type { SessionProjection } from "./session.js";
 
 export { Account, AccountAggregate, type AccountModel } from "./account-domain.js";
 
+/** Payload of the `Account.RegisterAccount` command. */
 export interface RegisterAccount { email: string; password: string; name?: string }
+/** Payload of the `Account.ChangeAccountEmail` command. */
 export interface ChangeAccountEmail { accountUuid: string; email: string }
+/** Payload of the `Account.ChangeAccountName` command. */
 export interface ChangeAccountName { accountUuid: string; name: string }
 /** `currentPassword` is required when an account changes its own password. */
 export interface SetAccountPassword { accountUuid: string; password: string; currentPassword?: string }
+/** Payload of the `Account.RemoveAccount` command. */
 export interface RemoveAccount { accountUuid: string }
+/** Payload of the `Account.GetAccount` query. */
 export interface GetAccount { accountUuid: string; includeHistory?: boolean }
+/** Payload of the `Account.ListAccounts` query. */
 export interface ListAccounts { page?: number; pageSize?: number; includeHistory?: boolean }
+/** Payload of the `Account.GetAccountByEmail` query. */
 export interface GetAccountByEmail { email: string; includeHistory?: boolean }
 
 const ownerOrAdmin = "(the account itself, or system administrators)";
+/** The `Account.RegisterAccount` command token. */
 export const RegisterAccount = Account.command<RegisterAccount, { accountUuid: string }>("RegisterAccount", {
   description: "Register an account (anonymous)",
   permission: anonymous,
   secretFields: ["password"],
   schema: objectSchema({ email: emailSchema, password: passwordSchema, name: accountNameSchema }, ["email", "password"]),
 });
+/** The `Account.ChangeAccountEmail` command token. */
 export const ChangeAccountEmail = Account.command<ChangeAccountEmail>("ChangeAccountEmail", {
   description: `Change an account's email ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
   schema: objectSchema({ accountUuid: uuidSchema, email: emailSchema }, ["accountUuid", "email"]),
 });
+/** The `Account.ChangeAccountName` command token. */
 export const ChangeAccountName = Account.command<ChangeAccountName>("ChangeAccountName", {
   description: `Change an account's display name ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
   schema: objectSchema({ accountUuid: uuidSchema, name: accountNameSchema }, ["accountUuid", "name"]),
 });
+/** The `Account.SetAccountPassword` command token. */
 export const SetAccountPassword = Account.command<SetAccountPassword>("SetAccountPassword", {
   description: `Set an account's password; the account itself gives its current one; other sessions end ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
   secretFields: ["password", "currentPassword"],
   schema: objectSchema({ accountUuid: uuidSchema, password: passwordSchema, currentPassword: { type: "string", maxLength: 1024 } }, ["accountUuid", "password"]),
 });
+/** The `Account.RemoveAccount` command token. */
 export const RemoveAccount = Account.command<RemoveAccount>("RemoveAccount", {
   description: `Remove an account: its email is freed, its sessions end ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
   schema: objectSchema({ accountUuid: uuidSchema }, ["accountUuid"]),
 });
+/** The `Account.GetAccount` query token. */
 export const GetAccount = Account.query<GetAccount, ProjectionModel<AccountModel>>("GetAccount", {
   description: `One account, with its history on request ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
   schema: objectSchema({ accountUuid: uuidSchema, includeHistory: includeHistorySchema }, ["accountUuid"]),
 });
+/** The `Account.ListAccounts` query token. */
 export const ListAccounts = Account.query<ListAccounts, ProjectionList<AccountModel>>("ListAccounts", {
   description: "A page of accounts (system administrators)",
   permission: systemAdministrator,
   schema: objectSchema(pageProperties),
 });
+/** The `Account.GetAccountByEmail` query token. */
 export const GetAccountByEmail = Account.query<GetAccountByEmail, ProjectionModel<AccountModel>>("GetAccountByEmail", {
   description: "The account of an email (system administrators)",
   permission: systemAdministrator,

@@ -23,6 +23,7 @@ import { Tenant, TenantAggregate, TenantCreated } from "./tenant.js";
 /** The name of the bootstrapped group of system administrators. */
 export const SYSTEM_ADMIN_GROUP_NAME = "system-admin";
 
+/** Payload of the `Tenant.BootstrapSystemTenant` command. */
 export interface BootstrapSystemTenant { email: string; password: string; name: string; tenantName: string }
 
 /** Internal: dispatched by the bootstrap only (its permission refuses every other caller). */

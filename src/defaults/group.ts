@@ -18,17 +18,29 @@ import { READMODELS } from "./readmodel-names.js";
 import { assertHolds, assertTenantAccess, scopeTenantOf } from "./sender.js";
 import { TenantAggregate } from "./tenant.js";
 
+/** Payload of the `Group.CreateGroup` command. */
 export interface CreateGroup { groupUuid?: string; tenantUuid?: string; name: string; permissions?: string[] }
+/** Payload of the `Group.RenameGroup` command. */
 export interface RenameGroup { groupUuid: string; name: string }
+/** Payload of the `Group.AddGroupPermission` command. */
 export interface AddGroupPermission { groupUuid: string; permission: string }
+/** Payload of the `Group.RemoveGroupPermission` command. */
 export interface RemoveGroupPermission { groupUuid: string; permission: string }
+/** Payload of the `Group.RemoveGroup` command. */
 export interface RemoveGroup { groupUuid: string }
+/** Payload of the `Group.GetGroup` query. */
 export interface GetGroup { groupUuid: string; includeHistory?: boolean }
+/** Payload of the `Group.ListGroups` query. */
 export interface ListGroups { tenantUuid?: string; page?: number; pageSize?: number; includeHistory?: boolean }
+/** Payload of the `Group.GroupCreated` event. */
 export interface GroupCreated { tenantUuid: string; name: string; permissions: string[] }
+/** Payload of the `Group.GroupRenamed` event. */
 export interface GroupRenamed { name: string }
+/** Payload of the `Group.GroupPermissionAdded` event. */
 export interface GroupPermissionAdded { permission: string }
+/** Payload of the `Group.GroupPermissionRemoved` event. */
 export interface GroupPermissionRemoved { permission: string }
+/** Payload of the `Group.GroupRemoved` event. */
 export type GroupRemoved = Record<string, never>;
 
 /** A group as served. */
@@ -44,6 +56,7 @@ export interface GroupModel {
 export const Group = defineDomain("Group", { description: "Groups: named sets of permissions within a tenant (RBAC)" });
 
 const tenantScoped = "(members of the group's tenant with the grant, or system administrators)";
+/** The `Group.CreateGroup` command token. */
 export const CreateGroup = Group.command<CreateGroup, { groupUuid: string }>("CreateGroup", {
   description: `Create a group in a tenant ${tenantScoped}`,
   schema: objectSchema({
@@ -51,37 +64,49 @@ export const CreateGroup = Group.command<CreateGroup, { groupUuid: string }>("Cr
     permissions: { type: "array", items: permissionNameSchema, maxItems: 1000, uniqueItems: true },
   }, ["name"]),
 });
+/** The `Group.RenameGroup` command token. */
 export const RenameGroup = Group.command<RenameGroup>("RenameGroup", {
   description: `Rename a group ${tenantScoped}`,
   schema: objectSchema({ groupUuid: uuidSchema, name: nameSchema }, ["groupUuid", "name"]),
 });
+/** The `Group.AddGroupPermission` command token. */
 export const AddGroupPermission = Group.command<AddGroupPermission>("AddGroupPermission", {
   description: `Add a permission to a group; the sender must hold it ${tenantScoped}`,
   schema: objectSchema({ groupUuid: uuidSchema, permission: permissionNameSchema }, ["groupUuid", "permission"]),
 });
+/** The `Group.RemoveGroupPermission` command token. */
 export const RemoveGroupPermission = Group.command<RemoveGroupPermission>("RemoveGroupPermission", {
   description: `Remove a permission from a group ${tenantScoped}`,
   schema: objectSchema({ groupUuid: uuidSchema, permission: permissionNameSchema }, ["groupUuid", "permission"]),
 });
+/** The `Group.RemoveGroup` command token. */
 export const RemoveGroup = Group.command<RemoveGroup>("RemoveGroup", {
   description: `Remove a group (not system-admin) ${tenantScoped}`,
   schema: objectSchema({ groupUuid: uuidSchema }, ["groupUuid"]),
 });
+/** The `Group.GetGroup` query token. */
 export const GetGroup = Group.query<GetGroup, ProjectionModel<GroupModel>>("GetGroup", {
   description: "One group, with its history on request",
   schema: objectSchema({ groupUuid: uuidSchema, includeHistory: includeHistorySchema }, ["groupUuid"]),
 });
+/** The `Group.ListGroups` query token. */
 export const ListGroups = Group.query<ListGroups, ProjectionList<GroupModel>>("ListGroups", {
   description: "A page of the groups of a tenant (default: the sender's)",
   schema: objectSchema({ tenantUuid: uuidSchema, ...pageProperties }),
 });
 
+/** The `Group.GroupCreated` event token. */
 export const GroupCreated = Group.event<GroupCreated>("GroupCreated", { description: "A group was created" });
+/** The `Group.GroupRenamed` event token. */
 export const GroupRenamed = Group.event<GroupRenamed>("GroupRenamed", { description: "A group was renamed" });
+/** The `Group.GroupPermissionAdded` event token. */
 export const GroupPermissionAdded = Group.event<GroupPermissionAdded>("GroupPermissionAdded", { description: "A permission was added to a group" });
+/** The `Group.GroupPermissionRemoved` event token. */
 export const GroupPermissionRemoved = Group.event<GroupPermissionRemoved>("GroupPermissionRemoved", { description: "A permission was removed from a group" });
+/** The `Group.GroupRemoved` event token. */
 export const GroupRemoved = Group.event<GroupRemoved>("GroupRemoved", { description: "A group was removed" });
 
+/** The `Group.Group` aggregate: its state folded from its events. */
 export const GroupAggregate = Group.aggregate<GroupModel>("Group", {
   initialState: () => ({ tenantUuid: "", name: "", permissions: [], removed: false }),
   evolve: {

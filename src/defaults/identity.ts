@@ -20,16 +20,27 @@ import { READMODELS } from "./readmodel-names.js";
 import { assertHolds, assertTenantAccess, scopeTenantOf } from "./sender.js";
 import { TenantAggregate, type TenantProjection } from "./tenant.js";
 
+/** Payload of the `Identity.CreateIdentity` command. */
 export interface CreateIdentity { accountUuid: string; tenantUuid?: string }
+/** Payload of the `Identity.RemoveIdentity` command. */
 export interface RemoveIdentity { identityUuid: string }
+/** Payload of the `Identity.AssignGroup` command. */
 export interface AssignGroup { identityUuid: string; groupUuid: string }
+/** Payload of the `Identity.UnassignGroup` command. */
 export interface UnassignGroup { identityUuid: string; groupUuid: string }
+/** Payload of the `Identity.GetIdentity` query. */
 export interface GetIdentity { identityUuid: string; includeHistory?: boolean }
+/** Payload of the `Identity.ListIdentities` query. */
 export interface ListIdentities { tenantUuid?: string; page?: number; pageSize?: number; includeHistory?: boolean }
+/** Payload of the `Identity.ListAccountIdentities` query. */
 export interface ListAccountIdentities { accountUuid: string }
+/** Payload of the `Identity.IdentityCreated` event. */
 export interface IdentityCreated { accountUuid: string; tenantUuid: string }
+/** Payload of the `Identity.IdentityRemoved` event. */
 export type IdentityRemoved = Record<string, never>;
+/** Payload of the `Identity.IdentityGroupAssigned` event. */
 export interface IdentityGroupAssigned { groupUuid: string }
+/** Payload of the `Identity.IdentityGroupUnassigned` event. */
 export interface IdentityGroupUnassigned { groupUuid: string }
 
 /** An identity as served. */
@@ -47,41 +58,53 @@ export interface AccountIdentity { identityUuid: string; tenantUuid: string; ten
 export const Identity = defineDomain("Identity", { description: "Identities: an account's membership of a tenant, with its groups" });
 
 const tenantScoped = "(members of the tenant with the grant, or system administrators)";
+/** The `Identity.CreateIdentity` command token. */
 export const CreateIdentity = Identity.command<CreateIdentity, { identityUuid: string }>("CreateIdentity", {
   description: `Make an account a member of a tenant ${tenantScoped}`,
   schema: objectSchema({ accountUuid: uuidSchema, tenantUuid: uuidSchema }, ["accountUuid"]),
 });
+/** The `Identity.RemoveIdentity` command token. */
 export const RemoveIdentity = Identity.command<RemoveIdentity>("RemoveIdentity", {
   description: `End an account's membership of a tenant ${tenantScoped}`,
   schema: objectSchema({ identityUuid: uuidSchema }, ["identityUuid"]),
 });
+/** The `Identity.AssignGroup` command token. */
 export const AssignGroup = Identity.command<AssignGroup>("AssignGroup", {
   description: `Give an identity a group of its tenant; the sender must hold the group's permissions ${tenantScoped}`,
   schema: objectSchema({ identityUuid: uuidSchema, groupUuid: uuidSchema }, ["identityUuid", "groupUuid"]),
 });
+/** The `Identity.UnassignGroup` command token. */
 export const UnassignGroup = Identity.command<UnassignGroup>("UnassignGroup", {
   description: `Take a group from an identity ${tenantScoped}`,
   schema: objectSchema({ identityUuid: uuidSchema, groupUuid: uuidSchema }, ["identityUuid", "groupUuid"]),
 });
+/** The `Identity.GetIdentity` query token. */
 export const GetIdentity = Identity.query<GetIdentity, ProjectionModel<IdentityModel>>("GetIdentity", {
   description: "One identity, with its history on request",
   schema: objectSchema({ identityUuid: uuidSchema, includeHistory: includeHistorySchema }, ["identityUuid"]),
 });
+/** The `Identity.ListIdentities` query token. */
 export const ListIdentities = Identity.query<ListIdentities, ProjectionList<IdentityModel>>("ListIdentities", {
   description: "A page of the identities of a tenant (default: the sender's)",
   schema: objectSchema({ tenantUuid: uuidSchema, ...pageProperties }),
 });
+/** The `Identity.ListAccountIdentities` query token. */
 export const ListAccountIdentities = Identity.query<ListAccountIdentities, { items: AccountIdentity[] }>("ListAccountIdentities", {
   description: "The identities of an account, to choose one (the account itself, or system administrators)",
   permission: accountOwnerOrSystemAdministrator,
   schema: objectSchema({ accountUuid: uuidSchema }, ["accountUuid"]),
 });
 
+/** The `Identity.IdentityCreated` event token. */
 export const IdentityCreated = Identity.event<IdentityCreated>("IdentityCreated", { description: "An account became a member of a tenant" });
+/** The `Identity.IdentityRemoved` event token. */
 export const IdentityRemoved = Identity.event<IdentityRemoved>("IdentityRemoved", { description: "An account's membership of a tenant ended" });
+/** The `Identity.IdentityGroupAssigned` event token. */
 export const IdentityGroupAssigned = Identity.event<IdentityGroupAssigned>("IdentityGroupAssigned", { description: "An identity was given a group" });
+/** The `Identity.IdentityGroupUnassigned` event token. */
 export const IdentityGroupUnassigned = Identity.event<IdentityGroupUnassigned>("IdentityGroupUnassigned", { description: "A group was taken from an identity" });
 
+/** The `Identity.Identity` aggregate: its state folded from its events. */
 export const IdentityAggregate = Identity.aggregate<IdentityModel>("Identity", {
   initialState: () => ({ accountUuid: "", tenantUuid: "", groupUuids: [], removed: false }),
   evolve: {

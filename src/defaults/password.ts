@@ -31,6 +31,7 @@ export interface PasswordHash {
 /** 32 MiB and about 100 ms per hash on a current server core: the interactive-login setting. */
 export const DEFAULT_SCRYPT: Readonly<Required<ScryptParams>> = Object.freeze({ N: 32_768, r: 8, p: 1, keyLength: 64 });
 
+/** Shortest password accepted. */
 export const PASSWORD_MIN_LENGTH = 8;
 /** Bounds the work one request can cause (scrypt reads all of it). */
 export const PASSWORD_MAX_LENGTH = 1024;

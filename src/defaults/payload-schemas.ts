@@ -13,16 +13,23 @@ export function objectSchema(properties: Record<string, unknown>, required: stri
   return { $schema: S2020, type: "object", properties, required, additionalProperties: false };
 }
 
+/** A uuid string. */
 export const uuidSchema = { type: "string", format: "uuid" };
+/** An email address (checked by the `email` format). */
 export const emailSchema = { type: "string", format: "email", maxLength: 254 };
+/** A new password: 8 to 1024 characters. */
 export const passwordSchema = { type: "string", minLength: PASSWORD_MIN_LENGTH, maxLength: PASSWORD_MAX_LENGTH };
 /** Login takes any string: a too-short password is just a wrong one. */
 export const loginPasswordSchema = { type: "string", maxLength: PASSWORD_MAX_LENGTH };
+/** A non-empty display name of at most 200 characters. */
 export const nameSchema = { type: "string", minLength: 1, maxLength: 200 };
+/** An account's display name (may be empty). */
 export const accountNameSchema = { type: "string", maxLength: 200 };
 /** `*`, `Domain.*` or `Domain.Type` (store permissions: `Runtime.StoreEvent.Read`). */
 export const permissionNameSchema = { type: "string", minLength: 1, maxLength: 300, pattern: "^(\\*|[A-Za-z][A-Za-z0-9_]*\\.(\\*|[A-Za-z][A-Za-z0-9_.]*))$" };
+/** The `includeHistory` flag of Get and List queries. */
 export const includeHistorySchema = { type: "boolean" };
+/** `page`, `pageSize` and `includeHistory` of list queries. */
 export const pageProperties = {
   page: { type: "integer", minimum: 1 },
   pageSize: { type: "integer", minimum: 1, maximum: 1000 },

@@ -22,7 +22,9 @@ import { hashSessionKey, newSessionKey, SESSION_KEY_HASH_ALGORITHM } from "./ses
 
 export { SessionAggregate, type SessionModel } from "./account-domain.js";
 
+/** Payload of the `Account.Login` command. */
 export interface Login { email: string; password: string }
+/** Payload of the `Account.Logout` command. */
 export type Logout = Record<string, never>;
 
 /** What Login returns to its caller (and nowhere else): the only place the session key ever appears. */
@@ -37,6 +39,7 @@ export interface LoginResult {
   identities: AccountIdentity[];
 }
 
+/** The `Account.Login` command token. */
 export const Login = Account.command<Login, LoginResult>("Login", {
   description: "Start a session with email and password (anonymous); the result holds the session key",
   permission: anonymous,
@@ -44,6 +47,7 @@ export const Login = Account.command<Login, LoginResult>("Login", {
   // Any string is accepted as an email here: a malformed one fails like an unknown one.
   schema: objectSchema({ email: { type: "string", maxLength: 320 }, password: loginPasswordSchema }, ["email", "password"]),
 });
+/** The `Account.Logout` command token. */
 export const Logout = Account.command<Logout>("Logout", {
   description: "End the sender's session (authenticated)",
   permission: authenticated,

@@ -15,13 +15,21 @@ import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
 import { assertTenantAccess } from "./sender.js";
 
+/** Payload of the `Tenant.CreateTenant` command. */
 export interface CreateTenant { tenantUuid?: string; name: string }
+/** Payload of the `Tenant.RenameTenant` command. */
 export interface RenameTenant { tenantUuid: string; name: string }
+/** Payload of the `Tenant.RemoveTenant` command. */
 export interface RemoveTenant { tenantUuid: string }
+/** Payload of the `Tenant.GetTenant` query. */
 export interface GetTenant { tenantUuid: string; includeHistory?: boolean }
+/** Payload of the `Tenant.ListTenants` query. */
 export interface ListTenants { page?: number; pageSize?: number; includeHistory?: boolean }
+/** Payload of the `Tenant.TenantCreated` event. */
 export interface TenantCreated { name: string; system: boolean }
+/** Payload of the `Tenant.TenantRenamed` event. */
 export interface TenantRenamed { name: string }
+/** Payload of the `Tenant.TenantRemoved` event. */
 export type TenantRemoved = Record<string, never>;
 
 /** A tenant as served. */
@@ -35,33 +43,42 @@ export interface TenantModel {
 /** Tenants: create, rename, remove; lists for system administrators. */
 export const Tenant = defineDomain("Tenant", { description: "Tenants: the isolation units; identities and groups belong to one" });
 
+/** The `Tenant.CreateTenant` command token. */
 export const CreateTenant = Tenant.command<CreateTenant, { tenantUuid: string }>("CreateTenant", {
   description: "Create a tenant (system administrators)",
   permission: systemAdministrator,
   schema: objectSchema({ tenantUuid: uuidSchema, name: nameSchema }, ["name"]),
 });
+/** The `Tenant.RenameTenant` command token. */
 export const RenameTenant = Tenant.command<RenameTenant>("RenameTenant", {
   description: "Rename a tenant (its own members with the grant, or system administrators)",
   schema: objectSchema({ tenantUuid: uuidSchema, name: nameSchema }, ["tenantUuid", "name"]),
 });
+/** The `Tenant.RemoveTenant` command token. */
 export const RemoveTenant = Tenant.command<RemoveTenant>("RemoveTenant", {
   description: "Remove a tenant (not the system tenant); its identities stop authorizing",
   schema: objectSchema({ tenantUuid: uuidSchema }, ["tenantUuid"]),
 });
+/** The `Tenant.GetTenant` query token. */
 export const GetTenant = Tenant.query<GetTenant, ProjectionModel<TenantModel>>("GetTenant", {
   description: "One tenant, with its history on request",
   schema: objectSchema({ tenantUuid: uuidSchema, includeHistory: includeHistorySchema }, ["tenantUuid"]),
 });
+/** The `Tenant.ListTenants` query token. */
 export const ListTenants = Tenant.query<ListTenants, ProjectionList<TenantModel>>("ListTenants", {
   description: "A page of tenants (system administrators)",
   permission: systemAdministrator,
   schema: objectSchema(pageProperties),
 });
 
+/** The `Tenant.TenantCreated` event token. */
 export const TenantCreated = Tenant.event<TenantCreated>("TenantCreated", { description: "A tenant was created" });
+/** The `Tenant.TenantRenamed` event token. */
 export const TenantRenamed = Tenant.event<TenantRenamed>("TenantRenamed", { description: "A tenant was renamed" });
+/** The `Tenant.TenantRemoved` event token. */
 export const TenantRemoved = Tenant.event<TenantRemoved>("TenantRemoved", { description: "A tenant was removed" });
 
+/** The `Tenant.Tenant` aggregate: its state folded from its events. */
 export const TenantAggregate = Tenant.aggregate<TenantModel>("Tenant", {
   initialState: () => ({ name: "", system: false, removed: false }),
   evolve: {

@@ -1,0 +1,85 @@
+import { isMnemeError, type MnemeErrorCode } from "../core/errors.js";
+import type { Facade } from "../core/facade.js";
+import type { CommandType } from "../core/tokens.js";
+import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import { isDeepStrictEqual } from "node:util";
+
+/** An expected event: its type and payload, and optionally its aggregate. */
+export interface ExpectedEvent {
+  domain: string;
+  name: string;
+  payload: unknown;
+  aggregateUuid?: string;
+}
+
+/**
+ * Given / when / then for command handlers, on any started facade.
+ * @example
+ * await scenario(facade)
+ *   .given([TodoCreated.create(id, { title: "a" })])
+ *   .when(RenameTodo, { todoUuid: id, title: "b" }, { reqCtx })
+ *   .then([TodoRenamed.create(id, { title: "b" })]);
+ */
+export function scenario(facade: Facade): ScenarioGiven {
+  return new Scenario(facade, []);
+}
+
+export interface ScenarioGiven {
+  /** Events already in the store (appended directly, with no command). */
+  given(events: readonly NewEvent[]): ScenarioWhen;
+  when<P>(type: CommandType<P, any>, payload: P, opts?: { reqCtx?: RequestContext }): ScenarioThen;
+}
+export interface ScenarioWhen {
+  when<P>(type: CommandType<P, any>, payload: P, opts?: { reqCtx?: RequestContext }): ScenarioThen;
+}
+export interface ScenarioThen {
+  /** The command appended exactly these events (domain, name, payload, and aggregate when given), in order. */
+  then(expected: readonly ExpectedEvent[]): Promise<Event[]>;
+  /** The command failed with a MnemeError of this code (and appended nothing). */
+  thenThrows(code: MnemeErrorCode): Promise<Error>;
+}
+
+class Scenario implements ScenarioGiven, ScenarioWhen {
+  constructor(readonly facade: Facade, readonly history: readonly NewEvent[]) {}
+
+  given(events: readonly NewEvent[]): ScenarioWhen {
+    return new Scenario(this.facade, [...this.history, ...events]);
+  }
+
+  when<P>(type: CommandType<P, any>, payload: P, opts: { reqCtx?: RequestContext } = {}): ScenarioThen {
+    const run = async (): Promise<{ events?: Event[]; error?: unknown; before: number }> => {
+      if (this.history.length > 0) await this.facade.eventRepository.append(this.history);
+      const before = await this.facade.eventRepository.headPosition();
+      try {
+        const r = await this.facade.dispatch(type, payload, { ...(opts.reqCtx ? { reqCtx: opts.reqCtx } : {}), waitToFinish: true });
+        return { events: r.events, before };
+      } catch (error) {
+        return { error, before };
+      }
+    };
+    const facade = this.facade;
+    return {
+      async then(expected) {
+        const r = await run();
+        if (r.error !== undefined) throw new Error(`expected events, but the command failed: ${String((r.error as Error).message ?? r.error)}`, { cause: r.error });
+        const actual = (r.events ?? []).map((e) => ({ domain: e.domain, name: e.name, payload: e.payload, aggregateUuid: e.aggregateUuid }));
+        const want = expected.map((e) => ({ domain: e.domain, name: e.name, payload: e.payload, ...(e.aggregateUuid === undefined ? {} : { aggregateUuid: e.aggregateUuid }) }));
+        const comparable = actual.map((a, i) => (want[i]?.aggregateUuid === undefined ? { domain: a.domain, name: a.name, payload: a.payload } : a));
+        if (!isDeepStrictEqual(comparable, want)) {
+          throw new Error(`the command appended\n${JSON.stringify(comparable, null, 2)}\nbut the scenario expected\n${JSON.stringify(want, null, 2)}`);
+        }
+        return r.events ?? [];
+      },
+      async thenThrows(code) {
+        const r = await run();
+        if (r.error === undefined) throw new Error(`expected ${code}, but the command succeeded with ${r.events?.length ?? 0} event(s)`);
+        if (!isMnemeError(r.error, code)) {
+          throw new Error(`expected ${code}, got ${isMnemeError(r.error) ? r.error.code : "a non-mneme error"}: ${(r.error as Error).message}`, { cause: r.error });
+        }
+        const after = await facade.eventRepository.headPosition();
+        if (after !== r.before) throw new Error(`the command failed with ${code} but appended ${after - r.before} event(s)`);
+        return r.error;
+      },
+    };
+  }
+}

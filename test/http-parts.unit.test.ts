@@ -1,0 +1,166 @@
+/**
+ * The parts of mneme/http on their own: the status table, the rate limiter
+ * (fake clock), the SSE connection gauge, the body reader, the router and the
+ * credential parser.
+ */
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import type { MnemeErrorCode } from "mneme";
+import { STATUS_BY_CODE, statusOf } from "mneme/http";
+import { readJsonBody } from "../src/http/body.js";
+import { parseCookies, readCredentials } from "../src/http/credentials.js";
+import { ConnectionGauge, TokenBucketLimiter } from "../src/http/limits.js";
+import { Router } from "../src/http/router.js";
+
+describe("status table", () => {
+  it("maps the codes the issue pins and falls back to 500 for an unknown code", () => {
+    const pinned: [MnemeErrorCode, number][] = [
+      ["UNAUTHENTICATED", 401], ["PERMISSION_DENIED", 403], ["NOT_FOUND", 404], ["UNKNOWN_COMMAND", 404], ["UNKNOWN_QUERY", 404],
+      ["UNKNOWN_EVENT_HANDLER", 404], ["UNKNOWN_SCHEMA_TYPE", 404], ["CONFLICT", 409], ["INVALID_STATE", 409], ["INVALID_REQUEST", 400],
+      ["VALIDATION_FAILED", 400], ["INVALID_ACTION", 400], ["PAYLOAD_TOO_LARGE", 413], ["RATE_LIMITED", 429],
+      ["SSE_PRODUCER_NOT_RUNNING", 503], ["STORE_PERMISSIONS_NOT_REGISTERED", 503], ["SSE_CONNECTION_LIMIT", 503],
+    ];
+    for (const [code, status] of pinned) expect(STATUS_BY_CODE[code], code).toBe(status);
+    expect(statusOf("SOMETHING_NEW")).toBe(500);
+  });
+});
+
+describe("TokenBucketLimiter", () => {
+  it("allows a burst of `requests`, then refills evenly over the window", () => {
+    let now = 0;
+    const l = new TokenBucketLimiter(4, 60_000, () => now);
+    for (let i = 0; i < 4; i++) expect(l.take("s").allowed).toBe(true);
+    expect(l.take("s")).toEqual({ allowed: false, retryAfterSeconds: 15 });
+    expect(l.take("other").allowed).toBe(true);
+    now += 14_999;
+    expect(l.take("s")).toEqual({ allowed: false, retryAfterSeconds: 1 });
+    now += 2;
+    expect(l.take("s").allowed).toBe(true);
+    expect(l.take("s").allowed).toBe(false);
+  });
+
+  it("never allows more than requests + elapsed * rate (property)", () => {
+    fc.assert(fc.property(
+      fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1000, max: 60_000 }), fc.array(fc.integer({ min: 0, max: 5000 }), { maxLength: 200 }),
+      (requests, windowMs, gaps) => {
+        let now = 0;
+        const l = new TokenBucketLimiter(requests, windowMs, () => now);
+        let allowed = 0;
+        for (const g of gaps) {
+          now += g;
+          if (l.take("k").allowed) allowed++;
+        }
+        expect(allowed).toBeLessThanOrEqual(requests + Math.floor((now * requests) / windowMs));
+      },
+    ));
+  });
+
+  it("forgets idle sessions whose bucket refilled, so memory follows the active sessions", () => {
+    let now = 0;
+    const l = new TokenBucketLimiter(2, 1000, () => now);
+    for (let i = 0; i < 100; i++) l.take(`s${i}`);
+    expect(l.size).toBe(100);
+    now += 5000;
+    l.take("fresh");
+    expect(l.size).toBe(1);
+  });
+});
+
+describe("ConnectionGauge", () => {
+  it("hands out at most max slots; a release is idempotent", () => {
+    const g = new ConnectionGauge(2);
+    const a = g.tryAcquire()!;
+    const b = g.tryAcquire()!;
+    expect(g.tryAcquire()).toBeUndefined();
+    a();
+    a();
+    expect(g.open).toBe(1);
+    expect(g.tryAcquire()).toBeDefined();
+    b();
+    expect(g.open).toBe(1);
+  });
+});
+
+describe("readJsonBody", () => {
+  const limits = { maxBytes: 100, maxDepth: 3 };
+  const req = (body: BodyInit | null, headers: Record<string, string> = { "content-type": "application/json" }) =>
+    new Request("http://x/", { method: "POST", headers, body });
+
+  it("parses JSON, treats an empty body as undefined, accepts +json and a UTF-8 charset", async () => {
+    expect(await readJsonBody(req("{\"a\":[1]}"), limits)).toEqual({ a: [1] });
+    expect(await readJsonBody(req(null), limits)).toBeUndefined();
+    expect(await readJsonBody(req(""), limits)).toBeUndefined();
+    expect(await readJsonBody(req("1", { "content-type": "application/merge-patch+json" }), limits)).toBe(1);
+    expect(await readJsonBody(req("true", { "content-type": "application/json; charset=UTF-8" }), limits)).toBe(true);
+  });
+
+  it("rejects: too large (413), wrong type, wrong charset, no type with a body, not UTF-8, malformed, too deep", async () => {
+    await expect(readJsonBody(req("x".repeat(101)), limits)).rejects.toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
+    await expect(readJsonBody(req("1", { "content-type": "text/plain" }), limits)).rejects.toMatchObject({ name: "MnemeError", code: "INVALID_REQUEST" });
+    await expect(readJsonBody(req("1", { "content-type": "application/json; charset=latin1" }), limits)).rejects.toThrow(/UTF-8/);
+    await expect(readJsonBody(new Request("http://x/", { method: "POST", body: new Uint8Array([49]) }), limits)).rejects.toThrow(/Content-Type/);
+    await expect(readJsonBody(req(new Uint8Array([0x22, 0xff, 0x22])), limits)).rejects.toThrow(/UTF-8/);
+    await expect(readJsonBody(req("{\"a\":"), limits)).rejects.toThrow(/not valid JSON/);
+    await expect(readJsonBody(req("[[[[1]]]]"), limits)).rejects.toThrow(/nests deeper than 3/);
+    expect(await readJsonBody(req("[[[1]]]"), limits)).toEqual([[[1]]]);
+  });
+
+  it("stops reading a streamed body as soon as it passes the limit", async () => {
+    let pulled = 0;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(c) {
+        pulled++;
+        c.enqueue(new Uint8Array(40).fill(0x20));
+      },
+    });
+    const r = new Request("http://x/", { method: "POST", headers: { "content-type": "application/json" }, body: stream, duplex: "half" } as RequestInit);
+    await expect(readJsonBody(r, limits)).rejects.toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
+    expect(pulled).toBeLessThan(6);
+  });
+});
+
+describe("Router", () => {
+  const r = new Router<string>()
+    .add("GET", "/api/tenants/:t/runtime/commands", "commands")
+    .add("POST", "/api/tenants/:t/runtime/schema", "schema")
+    .add("GET", "/api/accounts/:a", "account")
+    .add("GET", "/api/accounts", "accounts")
+    .add("POST", "/api/accounts", "register");
+
+  it("matches literal segments and decodes parameters", () => {
+    expect(r.match("GET", "/api/tenants/t%2F1/runtime/commands")).toEqual({ kind: "found", value: "commands", params: { t: "t/1" } });
+    expect(r.match("GET", "/api/accounts/")).toEqual({ kind: "found", value: "accounts", params: {} });
+    expect(r.match("GET", "/api/accounts/x")).toMatchObject({ value: "account", params: { a: "x" } });
+  });
+
+  it("tells a wrong method (with the allowed ones) from an unknown path; a bad escape is INVALID_REQUEST", () => {
+    expect(r.match("DELETE", "/api/accounts")).toEqual({ kind: "method-not-allowed", allow: ["GET", "POST"] });
+    expect(r.match("GET", "/api/tenants//runtime/commands")).toEqual({ kind: "not-found" });
+    expect(r.match("GET", "/nothing")).toEqual({ kind: "not-found" });
+    expect(() => r.match("GET", "/api/accounts/%E0%A4%A")).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
+    expect(() => new Router<string>().add("GET", "/a/:x", "1").add("GET", "/a/:x", "2")).toThrow(/twice/);
+  });
+});
+
+describe("readCredentials", () => {
+  const h = (init: Record<string, string>) => new Headers(init);
+  it("reads the bearer token and identity, else the cookies; the header wins", () => {
+    expect(readCredentials(h({ authorization: "Bearer s1.k1", "x-identity-uuid": "i1" }))).toEqual({ sessionUuid: "s1", sessionKey: "k1", identityUuid: "i1" });
+    expect(readCredentials(h({ authorization: "bearer   s1.k.with.dots " }))).toEqual({ sessionUuid: "s1", sessionKey: "k.with.dots" });
+    expect(readCredentials(h({ cookie: "a=1; session=s2.k2; identity=i2" }))).toEqual({ sessionUuid: "s2", sessionKey: "k2", identityUuid: "i2" });
+    expect(readCredentials(h({ cookie: "session=s2.k2", authorization: "Bearer s1.k1" }))).toEqual({ sessionUuid: "s1", sessionKey: "k1" });
+    expect(readCredentials(h({}))).toBeUndefined();
+  });
+
+  it("returns a reason for what cannot be used", () => {
+    for (const bad of [{ authorization: "Basic abc" }, { authorization: "Bearer" }, { authorization: "Bearer .k" }, { authorization: "Bearer s." },
+      { "x-identity-uuid": "i" }, { authorization: `Bearer s.${"k".repeat(600)}` }]) {
+      expect(typeof readCredentials(h(bad)), JSON.stringify(bad)).toBe("string");
+    }
+  });
+
+  it("parses cookies leniently: quotes, percent-decoding, first of a repeated name, junk ignored", () => {
+    const c = parseCookies("x; a=\"q\"; b=%41%42; a=second; c=%E0%A4%A; =v");
+    expect(Object.fromEntries(c)).toEqual({ a: "q", b: "AB", c: "%E0%A4%A" });
+  });
+});

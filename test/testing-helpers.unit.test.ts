@@ -1,0 +1,29 @@
+import { describe, expect, it } from "vitest";
+import { createTestFacade, scenario, testReqCtx } from "mneme/testing";
+import { CompleteTodo, CreateTodo, RenameTodo, Todo, TodoCompleted, TodoCreated, TodoProjection, TodoRenamed } from "../examples/todo/todo-domain.js";
+
+const id = "0190f5e4-8e4a-7cc4-9f4e-000000000001";
+
+describe("mneme/testing helpers", () => {
+  it("createTestFacade starts a facade with domains and readmodels", async () => {
+    const facade = await createTestFacade({ domains: [Todo], readmodels: (f) => [new TodoProjection(f)] });
+    expect(facade.state).toBe("started");
+    expect(facade.runtime.listEventHandlers().map((h) => h.eventHandlerName)).toEqual(["TodoProjection"]);
+    await facade.stop();
+  });
+
+  it("scenario: given history, when a command, then its events", async () => {
+    const facade = await createTestFacade({ domains: [Todo] });
+    await scenario(facade)
+      .given([TodoCreated.create(id, { title: "a" })])
+      .when(RenameTodo, { todoUuid: id, title: "b" }, { reqCtx: testReqCtx })
+      .then([TodoRenamed.create(id, { title: "b" })]);
+    await scenario(facade).when(CompleteTodo, { todoUuid: id }, { reqCtx: testReqCtx }).then([TodoCompleted.create(id, { completed: true })]);
+    await scenario(facade).when(CreateTodo, { todoUuid: id, title: "again" }, { reqCtx: testReqCtx }).thenThrows("CONFLICT");
+    await expect(scenario(facade).when(RenameTodo, { todoUuid: id, title: "c" }, { reqCtx: testReqCtx }).then([TodoRenamed.create(id, { title: "WRONG" })]))
+      .rejects.toThrow(/but the scenario expected/);
+    await expect(scenario(facade).when(RenameTodo, { todoUuid: id, title: "d" }, { reqCtx: testReqCtx }).thenThrows("NOT_FOUND"))
+      .rejects.toThrow(/expected NOT_FOUND, but the command succeeded/);
+    await facade.stop();
+  });
+});
