@@ -432,7 +432,7 @@ export class BaseEventHandler implements EventHandler {
     this.notify(null);
     await this.idle();
     // Caught up from the checkpoint: a restorer whose last restore failed or was cancelled is whole again.
-    if (this.#state === "running" && this.isStateRestorer() && (this.restorationState === "failed" || this.restorationState === "cancelled")) {
+    if ((this.#state as EventHandlerState) === "running" && this.isStateRestorer() && (this.restorationState === "failed" || this.restorationState === "cancelled")) {
       this.restorationState = "restored";
     }
   }

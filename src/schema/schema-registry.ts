@@ -239,6 +239,17 @@ export class SchemaRegistry {
   }
 
   private compile(document: JsonSchema, type: SchemaTypeRef): PayloadValidator {
+    // Equal documents compile to equal validators: share them across registries (every facade of a test run, say).
+    const cacheKey = JSON.stringify(document);
+    const shared = COMPILED.get(cacheKey);
+    if (shared !== undefined) return shared;
+    const validator = this.compileNew(document, type);
+    if (COMPILED.size >= COMPILED_MAX) COMPILED.delete(COMPILED.keys().next().value!);
+    COMPILED.set(cacheKey, validator);
+    return validator;
+  }
+
+  private compileNew(document: JsonSchema, type: SchemaTypeRef): PayloadValidator {
     const ajv = this.ajv();
     // Unknown formats are annotations: registering them as "always valid" keeps ajv from warning or throwing.
     for (const f of formatsIn(document)) if (ajv.formats[f] === undefined) ajv.addFormat(f, true);
@@ -265,6 +276,10 @@ export class SchemaRegistry {
     return this.ajvInstance;
   }
 }
+
+/** Compiled validators by document (JSON), shared by every registry of the process; bounded. */
+const COMPILED = new Map<string, PayloadValidator>();
+const COMPILED_MAX = 2000;
 
 function readSchemasFile(path: string): unknown {
   let text: string;
