@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { BODY_TEXT } from "./responses.js";
 
 /** Options of toNodeListener. */
 export interface NodeListenerOptions {
@@ -116,6 +117,13 @@ async function writeResponse(response: Response, res: ServerResponse, signal: Ab
     if (k !== "set-cookie") res.setHeader(k, v);
   });
   if (cookies.length > 0) res.setHeader("set-cookie", cookies);
+  const text = (response as Response & { [BODY_TEXT]?: string })[BODY_TEXT];
+  if (typeof text === "string" && !response.bodyUsed) {
+    // A response of mneme/http whose text is at hand: skip pulling it through the stream.
+    res.setHeader("content-length", Buffer.byteLength(text));
+    res.end(text);
+    return;
+  }
   if (response.body === null) {
     res.end();
     return;

@@ -1,3 +1,4 @@
+import { withBodyText } from "./responses.js";
 import { isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "../core/errors.js";
 
 /**
@@ -84,10 +85,11 @@ export function problemResponse(
   const status = extra.status ?? statusOf(code);
   const body: ProblemBody = { type: `${opts.typeBase}${code}`, title: TITLES[status] ?? "Error", status, detail, code };
   if (extra.errors !== undefined && extra.errors.length > 0) body.errors = extra.errors;
-  return new Response(JSON.stringify(body), {
+  const text = JSON.stringify(body);
+  return withBodyText(new Response(text, {
     status,
     headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...extra.headers },
-  });
+  }), text);
 }
 
 /**

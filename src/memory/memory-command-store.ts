@@ -10,8 +10,11 @@ interface Row {
   commandUuid: string;
   /** What callers get, parsed afresh each time. */
   json: string;
-  /** A private parse of `json`, read by the filters only. */
-  rec: CommandRecord;
+  /** The fields the list filters read (kept apart so filtering parses nothing). */
+  domain: string;
+  name: string;
+  status: string;
+  tenantUuid: string;
 }
 
 /**
@@ -34,7 +37,7 @@ export class MemoryCommandStore implements CommandStore {
     validate(rec);
     if (this.byUuid.has(rec.commandUuid)) throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is recorded already`);
     const json = JSON.stringify(rec);
-    const row: Row = { createdAt: rec.createdAt, commandUuid: rec.commandUuid, json, rec: JSON.parse(json) as CommandRecord };
+    const row: Row = { createdAt: rec.createdAt, commandUuid: rec.commandUuid, json, domain: rec.domain, name: rec.name, status: rec.status, tenantUuid: rec.tenantUuid };
     const at = upperBound(this.order, row.createdAt, row.commandUuid);
     if (at === this.order.length) this.order.push(row);
     else this.order.splice(at, 0, row);
@@ -59,7 +62,7 @@ export class MemoryCommandStore implements CommandStore {
     let last: Row | undefined;
     for (let i = start; i < this.order.length; i++) {
       const row = this.order[i] as Row;
-      const r = row.rec;
+      const r = row;
       if (opts.domain !== undefined && r.domain !== opts.domain) continue;
       if (opts.name !== undefined && r.name !== opts.name) continue;
       if (opts.status !== undefined && r.status !== opts.status) continue;
