@@ -7,9 +7,8 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Facade, createFacade, newUuid } from "mneme";
+import { type Facade, createFacade, newUuid, registerDefaults } from "mneme";
 import { createHttpHandler, toNodeListener } from "mneme/http";
-import { registerDefaults } from "../src/defaults/index.js";
 import { registerTodo } from "../examples/todo/todo-domain.js";
 import { call } from "./support/http-fixture.js";
 

@@ -295,6 +295,13 @@ describe("store endpoints", () => {
       expect(over.headers.get("retry-after")).toBe("20");
       // USER's session has its own bucket (and is then refused by the permission check, not the limiter).
       expectProblem(await call(limited.url, "GET", t("/runtime/stores/event/info"), { headers: USER.headers }), 403, "PERMISSION_DENIED");
+      // The generic routes reach the same store messages and the same bucket.
+      expectProblem(await call(limited.url, "POST", t("/queries/Runtime/StoreInfo"), { body: { store: "event" }, headers: ADMIN.headers }), 429, "RATE_LIMITED");
+      expectProblem(await call(limited.url, "POST", t("/commands/Runtime/StoreDelete"), { body: { store: "cache", key: "k" }, headers: ADMIN.headers }), 429, "RATE_LIMITED");
+      expectProblem(await call(limited.url, "POST", t("/queries/Runtime/StoreInfo"), { body: { store: "event" } }), 401, "UNAUTHENTICATED");
+      now += 20_000;
+      expect((await call(limited.url, "POST", t("/queries/Runtime/StoreInfo"), { body: { store: "event" }, headers: ADMIN.headers })).status).toBe(200);
+      expectProblem(await call(limited.url, "GET", t("/runtime/stores/event/info"), { headers: ADMIN.headers }), 429, "RATE_LIMITED");
       now += 20_000;
       expect((await call(limited.url, "GET", t("/runtime/stores/event/info"), { headers: ADMIN.headers })).status).toBe(200);
     } finally {

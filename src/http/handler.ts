@@ -1,13 +1,13 @@
 import { isMnemeError, MnemeError } from "../core/errors.js";
-import { resolveCredentials } from "../defaults/credentials.js";
 import type { Facade, MessageRef } from "../core/facade.js";
 import type { RequestContext } from "../core/types.js";
+import { resolveCredentials } from "../defaults/credentials.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
 import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
 import { type CredentialResolver, type HttpHandlerOptions, type ResolvedHttpOptions, resolveHttpOptions } from "./options.js";
 import { errorResponse, problemResponse } from "./problem.js";
-import { buildRoutes, type Route, type RouteContext } from "./routes.js";
+import { buildRoutes, type RouteContext } from "./routes.js";
 
 /** A Fetch API request handler: mount it in node:http, Express, Fastify, Hono, Deno or Bun. */
 export type HttpHandler = (request: Request) => Promise<Response>;
@@ -22,6 +22,7 @@ const defaultResolver: CredentialResolver = async (facade, creds) => {
   }
 };
 
+const STORE_MESSAGES: ReadonlySet<string> = new Set(["StoreInfo", "StoreRead", "StoreUpdate", "StoreDelete"]);
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
 /**
@@ -61,9 +62,12 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     }
     const route = match.value;
     const params = match.params;
+    const guard = route.guard(params);
+    // Store access is limited the same way whichever route reaches it (the store endpoints or the generic ones).
+    const storeAccess = guard.domain === "Runtime" && STORE_MESSAGES.has(guard.name);
     const auth = await authenticate(request);
-    if (auth.state !== "valid" && needsSession(route, params)) return unauthenticated(auth);
-    if (route.rateLimited === true && limiter !== undefined) {
+    if (auth.state !== "valid" && (route.session === true || storeAccess || needsSession(guard))) return unauthenticated(auth);
+    if (storeAccess && limiter !== undefined) {
       const verdict = limiter.take(auth.reqCtx.senderSessionUuid ?? "");
       if (!verdict.allowed) {
         return problemResponse(problems, "RATE_LIMITED", `too many store requests for this session; retry in ${verdict.retryAfterSeconds} s`, {
@@ -97,9 +101,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     return { state: "valid", reqCtx: resolved };
   }
 
-  function needsSession(route: Route, params: Readonly<Record<string, string>>): boolean {
-    if (route.session === true) return true;
-    const ref: MessageRef = route.guard(params);
+  function needsSession(ref: MessageRef): boolean {
     const p = facade.permissions.get(ref.domain, ref.name);
     // Unknown commands get 401 too, so an anonymous caller learns nothing about what exists.
     if (p === undefined) return true;

@@ -36,10 +36,11 @@ export interface Route {
    * is anonymous (or a custom function, which then decides).
    */
   readonly guard: (params: Readonly<Record<string, string>>) => MessageRef;
-  /** Needs an authenticated session whatever the permission says (store endpoints, SSE). */
+  /**
+   * Needs an authenticated session whatever the permission says (SSE). Routes
+   * whose guard is a Runtime store message need one too and are rate limited.
+   */
   readonly session?: boolean;
-  /** Counts against the per-session store rate limit. */
-  readonly rateLimited?: boolean;
   /** Reads X-Target-Aggregate-Uuid / -Version into the request context (optimistic concurrency). */
   readonly concurrencyHeaders?: boolean;
   readonly run: (ctx: RouteContext) => Promise<Response>;
@@ -142,14 +143,11 @@ export function buildRoutes(): Router<Route> {
   });
 
   // Store endpoints: system administrators (the authorizer grants <Store>.<Action>), an authenticated session, rate limited.
-  const store = { session: true, rateLimited: true } as const;
   r.add("GET", `${T}/runtime/stores/:store/info`, {
-    ...store,
     guard: runtime("StoreInfo"),
     run: async (c) => jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "StoreInfo" }, { store: c.params.store }, { reqCtx: c.reqCtx })),
   });
   r.add("GET", `${T}/runtime/stores/:store/entries`, {
-    ...store,
     guard: runtime("StoreRead"),
     run: async (c) => {
       const cursor = c.url.searchParams.get("cursor");
@@ -159,7 +157,6 @@ export function buildRoutes(): Router<Route> {
     },
   });
   r.add("PATCH", `${T}/runtime/stores/:store/entries/:key`, {
-    ...store,
     guard: runtime("StoreUpdate"),
     run: async (c) => {
       const raw = await c.rawBody();
@@ -169,7 +166,6 @@ export function buildRoutes(): Router<Route> {
     },
   });
   r.add("DELETE", `${T}/runtime/stores/:store/entries/:key`, {
-    ...store,
     guard: runtime("StoreDelete"),
     run: async (c) => {
       await c.facade.dispatch({ domain: "Runtime", name: "StoreDelete" }, { store: c.params.store, key: c.params.key }, { reqCtx: c.reqCtx });
