@@ -92,6 +92,7 @@ export class BaseEventHandler implements EventHandler {
   // single-processor lock (backends with tryLock)
   #lockHeld = false;
   #standbyTimer: ReturnType<typeof setTimeout> | undefined;
+  #offLockLost: (() => void) | undefined;
 
   get state(): EventHandlerState {
     return this.#state;
@@ -487,10 +488,27 @@ export class BaseEventHandler implements EventHandler {
     const backend = this.checkpointBackend();
     if (backend.tryLock === undefined || this.#lockHeld) return true;
     this.#lockHeld = await backend.tryLock(this.name);
+    if (this.#lockHeld && backend.onLockLost !== undefined && this.#offLockLost === undefined) {
+      this.#offLockLost = backend.onLockLost((names) => {
+        if (names.includes(this.name)) this.#lockLost();
+      });
+    }
     return this.#lockHeld;
   }
 
+  /** Another instance may process the handler now: stop applying and wait in standby to take it back. */
+  #lockLost(): void {
+    if (!this.#lockHeld) return;
+    this.#lockHeld = false;
+    this.#queue = [];
+    this.#restore?.controller.abort();
+    this.metrics.lastError = `lost the processing lock of ${this.name}`;
+    this.#enterStandby();
+  }
+
   async #releaseLock(): Promise<void> {
+    this.#offLockLost?.();
+    this.#offLockLost = undefined;
     if (!this.#lockHeld) return;
     this.#lockHeld = false;
     await this.checkpointBackend().unlock?.(this.name);

@@ -49,4 +49,6 @@ export interface ReadmodelStoreBackend {
   /** Optional: an exclusive lock so one instance processes `handler` at a time (Postgres: advisory lock). Resolves true when taken. */
   tryLock?(handler: string): Promise<boolean>;
   unlock?(handler: string): Promise<void>;
+  /** Optional, with tryLock: tells when held locks were lost (e.g. the lock connection died), so their handlers step back. */
+  onLockLost?(listener: (handlers: readonly string[]) => void): () => void;
 }
