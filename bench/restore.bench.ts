@@ -1,0 +1,146 @@
+/**
+ * Restore of a readmodel over 1,000,000 events (BENCH_QUICK=1: 100,000) from
+ * SQLite and from Postgres, next to the raw driver reading and parsing the same
+ * rows in the same run; heap growth during the restore (run with --expose-gc,
+ * as `npm run bench` does).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import pg from "pg";
+import { AllEvents, BaseReadmodel, createFacade, defineDomain, type EventRepository, type Facade, MemoryReadmodelStoreBackend, newUuid, withReadmodelStoreBackend } from "mneme";
+import { createSqliteBackends } from "mneme/sqlite";
+import { createPostgresBackends } from "mneme/postgres";
+import type { Bench } from "./harness.js";
+
+const D = defineDomain("Bench");
+D.event<{ n: number }>("Added");
+
+/** Sums payloads per tenant-less stream: a trivial readmodel whose state is one number. */
+class Summer extends BaseReadmodel {
+  sum = 0;
+  count = 0;
+  peakHeap = 0;
+  constructor(f: Facade) {
+    super(f, withReadmodelStoreBackend(new MemoryReadmodelStoreBackend()));
+    this.domain = "Bench";
+    this.name = "Summer";
+    this.addDomainEventHandler(AllEvents, (_ctx, _e, p: unknown) => {
+      this.sum += (p as { n: number }).n;
+      if (++this.count % 10_000 === 0) this.peakHeap = Math.max(this.peakHeap, process.memoryUsage().heapUsed);
+    });
+  }
+  protected override async resetState(): Promise<void> {
+    this.sum = 0;
+    this.count = 0;
+  }
+}
+
+function gc(): void {
+  (globalThis as { gc?: () => void }).gc?.();
+}
+
+async function restoreRun(b: Bench, label: string, repo: EventRepository, n: number, raw: () => Promise<number>): Promise<void> {
+  await raw(); // warm the page cache and the JIT for both sides
+  const rawRow = await b.measure("restore", `${label} raw: read + JSON.parse ${n} rows`, n, async () => {
+    const c = await raw();
+    if (c !== n) throw new Error(`raw read ${c}`);
+  }, "events/s");
+  const facade = createFacade({ eventRepository: repo, delivery: { restoreBatchSize: 1000 } });
+  facade.registerDomain(D);
+  const summer = new Summer(facade);
+  facade.registerReadmodel(summer);
+  await facade.start(); // the first restore (from zero: no checkpoint yet)
+  gc();
+  const heapBefore = process.memoryUsage().heapUsed;
+  summer.peakHeap = heapBefore;
+  const row = await b.measure("restore", `${label} mneme: restore fromZero of a readmodel`, n, async () => {
+    await summer.restoreState(undefined, { fromZero: true }).done;
+    if (summer.count !== n) throw new Error(`restored ${summer.count}`);
+  }, "events/s");
+  b.compare(row, rawRow);
+  b.value("restore", `${label} heap growth during the restore (peak)`, (summer.peakHeap - heapBefore) / 1e6, "MB", (globalThis as { gc?: unknown }).gc ? "gc before" : "no --expose-gc");
+  await facade.stop();
+}
+
+export default async function (b: Bench): Promise<void> {
+  const n = b.quick ? 100_000 : 1_000_000;
+  const now = Date.now() * 1e6;
+
+  // ---- SQLite: fill with one INSERT ... SELECT over a recursive CTE (fast), through the repository's own tables.
+  const dir = mkdtempSync(join(tmpdir(), "mneme-restore-"));
+  const filename = join(dir, "restore.db");
+  {
+    const setup = createSqliteBackends({ filename });
+    await setup.eventRepository.init();
+    await setup.close();
+    const db = new Database(filename);
+    db.pragma("journal_mode = WAL");
+    db.exec(`WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ${n})
+      INSERT INTO mneme_events (position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload)
+      SELECT i, 'e-' || i, '', 'Bench', 'Added', 'agg-' || (i % 10000), (i / 10000) + 1, NULL, ${now} + i, '{"senderTenantUuid":"t"}', '{"n":1}' FROM s`);
+    db.close();
+  }
+  const sqlite = createSqliteBackends({ filename });
+  await sqlite.eventRepository.init();
+  await restoreRun(b, "sqlite", sqlite.eventRepository, n, async () => {
+    const db = new Database(filename, { readonly: true });
+    const stmt = db.prepare("SELECT position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload FROM mneme_events WHERE position > ? ORDER BY position LIMIT 1000");
+    let after = 0;
+    let count = 0;
+    for (;;) {
+      const rows = stmt.all(after) as { position: number; req_ctx: string; payload: string }[];
+      if (rows.length === 0) break;
+      for (const r of rows) {
+        JSON.parse(r.req_ctx);
+        JSON.parse(r.payload);
+        count++;
+      }
+      after = rows[rows.length - 1]!.position;
+    }
+    db.close();
+    return count;
+  });
+  await sqlite.close();
+  rmSync(dir, { recursive: true, force: true });
+
+  // ---- Postgres: fill with INSERT ... SELECT generate_series.
+  const connectionString = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+  const schema = `mneme_bench_${newUuid().replace(/-/g, "").slice(-12)}`;
+  const admin = new pg.Pool({ connectionString, max: 2 });
+  try {
+    const setup = createPostgresBackends({ connectionString, schema });
+    await setup.eventRepository.init();
+    await setup.close();
+    await admin.query(`INSERT INTO "${schema}".events (position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload)
+      SELECT i, 'e-' || i, '', 'Bench', 'Added', 'agg-' || (i % 10000), (i / 10000) + 1, NULL, ${now}::bigint + i, '{"senderTenantUuid":"t"}'::jsonb, '{"n":1}'::jsonb FROM generate_series(1, ${n}) AS i`);
+    await admin.query(`SELECT setval('"${schema}".events_position_seq', ${n})`);
+    await admin.query(`ANALYZE "${schema}".events`);
+    const postgres = createPostgresBackends({ connectionString, schema });
+    await postgres.eventRepository.init();
+    await restoreRun(b, "postgres", postgres.eventRepository, n, async () => {
+      const client = await admin.connect();
+      let after = 0;
+      let count = 0;
+      try {
+        for (;;) {
+          const { rows } = await client.query<{ position: string }>({
+            text: `SELECT position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload FROM "${schema}".events WHERE position > $1 ORDER BY position LIMIT 1000`,
+            values: [after],
+          });
+          if (rows.length === 0) break;
+          count += rows.length; // pg parses jsonb columns itself
+          after = Number(rows[rows.length - 1]!.position);
+        }
+      } finally {
+        client.release();
+      }
+      return count;
+    });
+    await postgres.close();
+  } finally {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.end();
+  }
+}
