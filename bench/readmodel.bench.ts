@@ -66,12 +66,10 @@ export default async function (b: Bench): Promise<void> {
   }, "events/s");
   b.compare(t, raw);
 
-  const heapBefore = process.memoryUsage().heapUsed;
   const p = await b.measure("readmodel", `restore fromZero, ProjectionReadmodel, 10k aggregates interleaved`, n, async () => {
     await projection.restoreState(undefined, { fromZero: true }).done;
   }, "events/s");
   b.compare(p, raw);
-  b.value("readmodel", "heap growth during projection restore", (process.memoryUsage().heapUsed - heapBefore) / 1e6, "MB");
 
   const clustered = createFacade({ eventRepository: await filled(n, 10_000, false) });
   clustered.registerDomain(D);
