@@ -11,22 +11,14 @@
  */
 import { createFacade, type Facade } from "../src/core/facade.js";
 import { defineDomain } from "../src/core/domain.js";
-import type { CommandEnvelope, NewEvent, RequestContext } from "../src/core/types.js";
+import type { CommandEnvelope, NewEvent } from "../src/core/types.js";
 import { MemoryCommandStore } from "../src/memory/memory-command-store.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
 import { anonymous, authorized, newPermission } from "../src/permissions/permission.js";
 import { PermissionRegistry } from "../src/permissions/permission-registry.js";
 import { ProjectionReadmodel } from "../src/readmodel/projection-readmodel.js";
-import type { Bench, BenchRow } from "./harness.js";
+import { BENCH_REQ_CTX as reqCtx, BENCH_TENANT as TENANT, type Bench, type BenchRow } from "./harness.js";
 
-const reqCtx: RequestContext = {
-  senderAccountUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ab",
-  senderSessionUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ac",
-  senderIdentityUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ad",
-  senderTenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
-  traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
-};
-const TENANT = "0190a7a2-7d3c-7b5e-9f00-1234567890ae";
 const AGGREGATES = 10_000;
 
 interface CreateItem { itemUuid: string; title: string }

@@ -6,17 +6,10 @@
  * loadAggregate. Run with `npx tsx --expose-gc bench/run.ts memory-store` for steadier figures.
  */
 import { newUuid, nowNs } from "../src/core/clock.js";
-import type { Event, NewEvent, RequestContext } from "../src/core/types.js";
+import type { Event, NewEvent } from "../src/core/types.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
-import type { Bench } from "./harness.js";
+import { BENCH_REQ_CTX, BENCH_TENANT, type Bench } from "./harness.js";
 
-const reqCtx: RequestContext = {
-  senderAccountUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ab",
-  senderSessionUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ac",
-  senderIdentityUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ad",
-  senderTenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
-  traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
-};
 const AGGREGATES = 10_000;
 const aggregateUuids = Array.from({ length: AGGREGATES }, () => newUuid());
 
@@ -30,8 +23,8 @@ function batchOf100(r: number): NewEvent[] {
       name: "TodoCreated",
       aggregateUuid: aggregateUuids[i % AGGREGATES] as string,
       payload: { title: `todo number ${i}`, done: i % 2 === 0, n: i },
-      tenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
-      reqCtx,
+      tenantUuid: BENCH_TENANT,
+      reqCtx: BENCH_REQ_CTX,
     });
   }
   return out;

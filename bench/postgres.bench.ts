@@ -18,26 +18,9 @@ import { newUuid, nowNs } from "../src/core/clock.js";
 import type { Event, NewEvent, RequestContext } from "../src/core/types.js";
 import { PostgresEventRepository } from "../src/postgres/index.js";
 import { advisoryKey } from "../src/postgres/postgres-schema.js";
-import type { Bench } from "./harness.js";
+import { BENCH_REQ_CTX, type Bench, duel, todoBatchOf100, todoEvent } from "./harness.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-
-const reqCtx: RequestContext = {
-  senderAccountUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ab",
-  senderSessionUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ac",
-  senderIdentityUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ad",
-  senderTenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
-  traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
-};
-const payloadOf = (i: number) => ({ title: `todo number ${i}`, done: i % 2 === 0, tags: ["work", "bench"], n: i });
-const newEvent = (aggregateUuid: string, i: number): NewEvent => ({
-  domain: "Todo",
-  name: "TodoCreated",
-  aggregateUuid,
-  payload: payloadOf(i),
-  tenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
-  reqCtx,
-});
 
 const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
 type Row = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown];
@@ -168,41 +151,6 @@ class RawStore {
   }
 }
 
-/** 100 events: 10 new aggregates with 10 events each (what a busy command batch looks like). */
-function batchOf100(round: number): NewEvent[] {
-  const out: NewEvent[] = [];
-  for (let a = 0; a < 10; a++) for (let k = 0; k < 10; k++) out.push(newEvent(`batch-${round}-${a}`, round * 100 + a * 10 + k));
-  return out;
-}
-
-/**
- * Times mneme and each baseline in interleaved rounds (rotating who goes first)
- * and sums each side's time, so background load hits all alike; records one
- * row per side and mneme's ratio against each baseline.
- */
-async function duel(
-  b: Bench,
-  what: string,
-  opsPerRound: number,
-  rounds: number,
-  mneme: (round: number) => Promise<void>,
-  baselines: readonly { name: string; run: (round: number) => Promise<void> }[],
-  unit: string,
-): Promise<void> {
-  const sides = [{ name: "mneme", run: mneme }, ...baselines];
-  const ms = sides.map(() => 0);
-  for (let r = 0; r < rounds; r++) {
-    for (let k = 0; k < sides.length; k++) {
-      const i = (k + r) % sides.length;
-      const t0 = performance.now();
-      await (sides[i] as (typeof sides)[number]).run(r);
-      ms[i] = (ms[i] as number) + performance.now() - t0;
-    }
-  }
-  const rows = sides.map((s, i) => b.record("postgres", `${s.name === "mneme" ? "mneme" : `raw (${s.name})`}: ${what}`, opsPerRound * rounds, (ms[i] as number) / 1000, unit));
-  for (const raw of rows.slice(1)) b.compare(rows[0] as (typeof rows)[number], raw);
-}
-
 export default async function postgresBench(b: Bench): Promise<void> {
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 4 });
   pool.on("error", () => {});
@@ -232,14 +180,15 @@ async function appendBench(b: Bench, pool: pg.Pool, schema: string): Promise<voi
   await mneme.init();
   const raw = new RawStore(pool, schema);
   for (let r = 0; r < 20; r++) {
-    await mneme.append(batchOf100(-1 - r));
-    await raw.appendSameStatement(batchOf100(-100 - r));
-    await raw.appendTransaction(batchOf100(-200 - r));
+    await mneme.append(todoBatchOf100(-1 - r));
+    await raw.appendSameStatement(todoBatchOf100(-100 - r));
+    await raw.appendTransaction(todoBatchOf100(-200 - r));
   }
   let seq = 0;
-  const fresh = (): NewEvent[] => batchOf100(seq++);
+  const fresh = (): NewEvent[] => todoBatchOf100(seq++);
   await duel(
     b,
+    "postgres",
     "append, batches of 100",
     batchesPerRound * 100,
     rounds,
@@ -247,15 +196,16 @@ async function appendBench(b: Bench, pool: pg.Pool, schema: string): Promise<voi
       for (let k = 0; k < batchesPerRound; k++) await mneme.append(fresh());
     },
     [
-      { name: "same statement", run: async () => { for (let k = 0; k < batchesPerRound; k++) await raw.appendSameStatement(fresh()); } },
-      { name: "hand-written transaction", run: async () => { for (let k = 0; k < batchesPerRound; k++) await raw.appendTransaction(fresh()); } },
+      { name: "raw (same statement)", run: async () => { for (let k = 0; k < batchesPerRound; k++) await raw.appendSameStatement(fresh()); } },
+      { name: "raw (hand-written transaction)", run: async () => { for (let k = 0; k < batchesPerRound; k++) await raw.appendTransaction(fresh()); } },
     ],
     "events/s",
   );
   let single = 0;
-  const one = (): NewEvent[] => [newEvent(`single-${single % 500}`, single++)];
+  const one = (): NewEvent[] => [todoEvent(`single-${single % 500}`, single++)];
   await duel(
     b,
+    "postgres",
     "append, one event per call",
     singlesPerRound,
     rounds,
@@ -263,8 +213,8 @@ async function appendBench(b: Bench, pool: pg.Pool, schema: string): Promise<voi
       for (let k = 0; k < singlesPerRound; k++) await mneme.append(one());
     },
     [
-      { name: "same statement", run: async () => { for (let k = 0; k < singlesPerRound; k++) await raw.appendSameStatement(one()); } },
-      { name: "hand-written transaction", run: async () => { for (let k = 0; k < singlesPerRound; k++) await raw.appendTransaction(one()); } },
+      { name: "raw (same statement)", run: async () => { for (let k = 0; k < singlesPerRound; k++) await raw.appendSameStatement(one()); } },
+      { name: "raw (hand-written transaction)", run: async () => { for (let k = 0; k < singlesPerRound; k++) await raw.appendTransaction(one()); } },
     ],
     "events/s",
   );
@@ -277,14 +227,14 @@ async function readBench(b: Bench, pool: pg.Pool, schema: string): Promise<void>
   await mneme.init();
   const raw = new RawStore(pool, schema);
   // Aggregates the loads read, through mneme's append; the bulk of the history straight in SQL (fast).
-  await mneme.append(Array.from({ length: 50 }, (_, k) => newEvent("history-50", k)));
+  await mneme.append(Array.from({ length: 50 }, (_, k) => todoEvent("history-50", k)));
   for (let a = 0; a < 100; a += 10) {
     const chunk: NewEvent[] = [];
-    for (let x = a; x < a + 10; x++) for (let k = 0; k < 5; k++) chunk.push(newEvent(`list-${x}`, x * 5 + k));
+    for (let x = a; x < a + 10; x++) for (let k = 0; k < 5; k++) chunk.push(todoEvent(`list-${x}`, x * 5 + k));
     await mneme.append(chunk);
   }
   const seeded = 550;
-  const ctxJson = JSON.stringify(reqCtx);
+  const ctxJson = JSON.stringify(BENCH_REQ_CTX);
   const base = nowNs();
   for (let from = seeded + 1; from <= total; from += 100_000) {
     const to = Math.min(total, from + 99_999);
@@ -313,7 +263,7 @@ async function readBench(b: Bench, pool: pg.Pool, schema: string): Promise<void>
   };
   await mnemeRead();
   await rawRead();
-  await duel(b, `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, b.quick ? 4 : 2, mnemeRead, [{ name: "same SQL", run: rawRead }], "events/s");
+  await duel(b, "postgres", `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, b.quick ? 4 : 2, mnemeRead, [{ name: "raw (same SQL)", run: rawRead }], "events/s");
 
   const loads = b.quick ? 200 : 1_000;
   for (let w = 0; w < 200; w++) {
@@ -322,13 +272,14 @@ async function readBench(b: Bench, pool: pg.Pool, schema: string): Promise<void>
   }
   await duel(
     b,
+    "postgres",
     "loadAggregate (50 events)",
     loads,
     6,
     async () => {
       for (let k = 0; k < loads; k++) if ((await mneme.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events");
     },
-    [{ name: "same SQL", run: async () => { for (let k = 0; k < loads; k++) if ((await raw.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events"); } }],
+    [{ name: "raw (same SQL)", run: async () => { for (let k = 0; k < loads; k++) if ((await raw.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events"); } }],
     "loads/s",
   );
 
@@ -343,13 +294,14 @@ async function readBench(b: Bench, pool: pg.Pool, schema: string): Promise<void>
   };
   await duel(
     b,
+    "postgres",
     "loadAggregates (100 ids, 500 events)",
     lists,
     6,
     async () => {
       for (let k = 0; k < lists; k++) check(await mneme.loadAggregates(ids));
     },
-    [{ name: "same SQL", run: async () => { for (let k = 0; k < lists; k++) check(await raw.loadAggregates(ids)); } }],
+    [{ name: "raw (same SQL)", run: async () => { for (let k = 0; k < lists; k++) check(await raw.loadAggregates(ids)); } }],
     "lists/s",
   );
   await mneme.close();

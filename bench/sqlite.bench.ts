@@ -12,24 +12,7 @@ import Database from "better-sqlite3";
 import { newUuid, nowNs } from "../src/core/clock.js";
 import type { Event, NewEvent, RequestContext } from "../src/core/types.js";
 import { SqliteEventRepository } from "../src/sqlite/index.js";
-import type { Bench } from "./harness.js";
-
-const reqCtx: RequestContext = {
-  senderAccountUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ab",
-  senderSessionUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ac",
-  senderIdentityUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ad",
-  senderTenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
-  traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
-};
-const payloadOf = (i: number) => ({ title: `todo number ${i}`, done: i % 2 === 0, tags: ["work", "bench"], n: i });
-const newEvent = (aggregateUuid: string, i: number): NewEvent => ({
-  domain: "Todo",
-  name: "TodoCreated",
-  aggregateUuid,
-  payload: payloadOf(i),
-  tenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae",
-  reqCtx,
-});
+import { type Bench, duel, todoBatchOf100, todoEvent } from "./harness.js";
 
 const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
 type Row = [number, string, string, string, string, string, number, string | null, number, string, string | null];
@@ -131,53 +114,6 @@ function toEvent(r: Row): Event {
   return e;
 }
 
-/** 100 events: 10 new aggregates with 10 events each (what a busy command batch looks like). */
-function batchOf100(round: number): NewEvent[] {
-  const out: NewEvent[] = [];
-  for (let a = 0; a < 10; a++) for (let k = 0; k < 10; k++) out.push(newEvent(`batch-${round}-${a}`, round * 100 + a * 10 + k));
-  return out;
-}
-
-/**
- * Times mneme and raw in interleaved rounds (alternating who goes first) and
- * sums each side's time, so load from other processes hits both alike; then
- * records one row per side and their ratio.
- */
-async function duel(
-  b: Bench,
-  what: string,
-  opsPerRound: number,
-  rounds: number,
-  mneme: (round: number) => Promise<void>,
-  raw: (round: number) => void,
-  unit: string,
-): Promise<void> {
-  let tm = 0;
-  let tr = 0;
-  for (let r = 0; r < rounds; r++) {
-    const runMneme = async () => {
-      const t0 = performance.now();
-      await mneme(r);
-      tm += performance.now() - t0;
-    };
-    const runRaw = () => {
-      const t0 = performance.now();
-      raw(r);
-      tr += performance.now() - t0;
-    };
-    if (r % 2 === 0) {
-      await runMneme();
-      runRaw();
-    } else {
-      runRaw();
-      await runMneme();
-    }
-  }
-  const rawRow = b.record("sqlite", `raw: ${what}`, opsPerRound * rounds, tr / 1000, unit);
-  const mnemeRow = b.record("sqlite", `mneme: ${what}`, opsPerRound * rounds, tm / 1000, unit);
-  b.compare(mnemeRow, rawRow);
-}
-
 export default async function sqliteBench(b: Bench): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "mneme-bench-sqlite-"));
   try {
@@ -197,35 +133,33 @@ async function appendBench(b: Bench, dir: string): Promise<void> {
   const raw = new RawStore(join(dir, "append-raw.db"));
   // Warm both (statement preparation, page cache, JIT) before measuring.
   for (let r = 0; r < 20; r++) {
-    await mneme.append(batchOf100(-1 - r));
-    raw.append(batchOf100(-1 - r));
+    await mneme.append(todoBatchOf100(-1 - r));
+    raw.append(todoBatchOf100(-1 - r));
   }
-  const batches = Array.from({ length: rounds }, (_, r) => Array.from({ length: batchesPerRound }, (_, k) => batchOf100(r * batchesPerRound + k)));
+  const batches = Array.from({ length: rounds }, (_, r) => Array.from({ length: batchesPerRound }, (_, k) => todoBatchOf100(r * batchesPerRound + k)));
   await duel(
     b,
+    "sqlite",
     "append, batches of 100",
     batchesPerRound * 100,
     rounds,
     async (r) => {
       for (const batch of batches[r] ?? []) await mneme.append(batch);
     },
-    (r) => {
-      for (const batch of batches[r] ?? []) raw.append(batch);
-    },
+    [{ name: "raw", run: (r) => { for (const batch of batches[r] ?? []) raw.append(batch); } }],
     "events/s",
   );
-  const singles = Array.from({ length: rounds }, (_, r) => Array.from({ length: singlesPerRound }, (_, i) => newEvent(`single-${i % 500}`, r * singlesPerRound + i)));
+  const singles = Array.from({ length: rounds }, (_, r) => Array.from({ length: singlesPerRound }, (_, i) => todoEvent(`single-${i % 500}`, r * singlesPerRound + i)));
   await duel(
     b,
+    "sqlite",
     "append, one event per call",
     singlesPerRound,
     rounds,
     async (r) => {
       for (const e of singles[r] ?? []) await mneme.append([e]);
     },
-    (r) => {
-      for (const e of singles[r] ?? []) raw.append([e]);
-    },
+    [{ name: "raw", run: (r) => { for (const e of singles[r] ?? []) raw.append([e]); } }],
     "events/s",
   );
   await mneme.close();
@@ -238,13 +172,13 @@ async function readBench(b: Bench, dir: string): Promise<void> {
   // One file read by both: identical data and layout. Filled through the raw store (fast bulk load).
   const raw = new RawStore(filename);
   const fill: NewEvent[] = [];
-  for (let k = 0; k < 50; k++) fill.push(newEvent("history-50", k));
-  for (let a = 0; a < 100; a++) for (let k = 0; k < 5; k++) fill.push(newEvent(`list-${a}`, a * 5 + k));
+  for (let k = 0; k < 50; k++) fill.push(todoEvent("history-50", k));
+  for (let a = 0; a < 100; a++) for (let k = 0; k < 5; k++) fill.push(todoEvent(`list-${a}`, a * 5 + k));
   raw.append(fill);
   let i = fill.length;
   while (i < total) {
     const chunk: NewEvent[] = [];
-    for (let k = 0; k < 10_000 && i < total; k++, i++) chunk.push(newEvent(`bulk-${i % 100_000}`, i));
+    for (let k = 0; k < 10_000 && i < total; k++, i++) chunk.push(todoEvent(`bulk-${i % 100_000}`, i));
     raw.append(chunk);
   }
   const mneme = new SqliteEventRepository({ filename });
@@ -263,7 +197,7 @@ async function readBench(b: Bench, dir: string): Promise<void> {
   // Warm-up pass each (page cache, JIT).
   await mnemeRead();
   rawRead();
-  await duel(b, `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, b.quick ? 4 : 3, mnemeRead, rawRead, "events/s");
+  await duel(b, "sqlite", `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, b.quick ? 4 : 3, mnemeRead, [{ name: "raw", run: rawRead }], "events/s");
 
   const loads = b.quick ? 200 : 1_000;
   for (let w = 0; w < 200; w++) {
@@ -272,15 +206,14 @@ async function readBench(b: Bench, dir: string): Promise<void> {
   }
   await duel(
     b,
+    "sqlite",
     "loadAggregate (50 events)",
     loads,
     10,
     async () => {
       for (let k = 0; k < loads; k++) if ((await mneme.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events");
     },
-    () => {
-      for (let k = 0; k < loads; k++) if (raw.loadAggregate("history-50").length !== 50) throw new Error("expected 50 events");
-    },
+    [{ name: "raw", run: () => { for (let k = 0; k < loads; k++) if (raw.loadAggregate("history-50").length !== 50) throw new Error("expected 50 events"); } }],
     "loads/s",
   );
 
@@ -292,15 +225,14 @@ async function readBench(b: Bench, dir: string): Promise<void> {
   }
   await duel(
     b,
+    "sqlite",
     "loadAggregates (100 ids, 500 events)",
     lists,
     10,
     async () => {
       for (let k = 0; k < lists; k++) if ((await mneme.loadAggregates(ids)).size !== 100) throw new Error("expected 100 aggregates");
     },
-    () => {
-      for (let k = 0; k < lists; k++) if (raw.loadAggregates(ids).size !== 100) throw new Error("expected 100 aggregates");
-    },
+    [{ name: "raw", run: () => { for (let k = 0; k < lists; k++) if (raw.loadAggregates(ids).size !== 100) throw new Error("expected 100 aggregates"); } }],
     "loads/s",
   );
 

@@ -4,10 +4,12 @@
  * request context, and aggregate loading inside a handler that cannot deadlock.
  */
 import fc from "fast-check";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
-  createFacade, defineDomain, type Facade, isMnemeError, MemoryEventRepository, type MnemeError, type RequestContext,
+  createFacade, defineDomain, MemoryEventRepository, type RequestContext,
 } from "mneme";
+import { rejection } from "./support/rejections.js";
+import { startedFacades } from "./support/started-facades.js";
 
 const admin: RequestContext = {
   senderAccountUuid: "acc-1", senderSessionUuid: "ses-1", senderIdentityUuid: "idn-1", senderTenantUuid: "ten-1",
@@ -36,18 +38,7 @@ function counterDomain() {
   return { Counting, Incremented, Counter, Increment, Blind };
 }
 
-const facades: Facade[] = [];
-afterEach(async () => {
-  for (const f of facades.splice(0)) await f.stop();
-});
-
-async function started(setup: (f: Facade) => void, opts: Parameters<typeof createFacade>[0] = {}): Promise<Facade> {
-  const f = createFacade(opts);
-  facades.push(f);
-  setup(f);
-  await f.start();
-  return f;
-}
+const started = startedFacades();
 
 /** The promise's value, or "deadlock" when it has not settled after 10 s (a hang, not a timing check). */
 async function orHang<T>(p: Promise<T>): Promise<T | "deadlock"> {
@@ -60,16 +51,6 @@ async function orHang<T>(p: Promise<T>): Promise<T | "deadlock"> {
   } finally {
     clearTimeout(timer);
   }
-}
-
-async function rejection(p: Promise<unknown>): Promise<MnemeError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isMnemeError(e)) return e;
-    throw e;
-  }
-  throw new Error("expected a rejection");
 }
 
 describe("in-process serialisation", () => {

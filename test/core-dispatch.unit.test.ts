@@ -3,11 +3,13 @@
  * audit record with redacted secrets), what a succeeding one appends (uuid v7,
  * ns times, reqCtx copy, versions, positions, tenant), and atomicity across aggregates.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
-  anonymous, type CommandRecord, type CommandType, createFacade, defineDomain, type Facade, isMnemeError, MemoryEventRepository,
+  anonymous, type CommandRecord, type CommandType, defineDomain, type Facade, MemoryEventRepository,
   MnemeError, type MnemeErrorCode, type NewEvent, REDACTED, type RequestContext,
 } from "mneme";
+import { rejection } from "./support/rejections.js";
+import { startedFacades } from "./support/started-facades.js";
 
 const admin: RequestContext = {
   senderAccountUuid: "acc-1", senderSessionUuid: "ses-1", senderIdentityUuid: "idn-1", senderTenantUuid: "ten-1",
@@ -28,28 +30,7 @@ function bankDomain() {
   return { Bank, Deposited, Account, Deposit };
 }
 
-let facades: Facade[] = [];
-afterEach(async () => {
-  for (const f of facades.splice(0)) await f.stop();
-});
-
-async function started(setup: (f: Facade) => void, opts: Parameters<typeof createFacade>[0] = {}): Promise<Facade> {
-  const f = createFacade(opts);
-  facades.push(f);
-  setup(f);
-  await f.start();
-  return f;
-}
-
-async function rejection(p: Promise<unknown>): Promise<MnemeError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isMnemeError(e)) return e;
-    throw new Error(`expected a MnemeError, got ${String(e)}`);
-  }
-  throw new Error("expected a rejection");
-}
+const started = startedFacades();
 
 /** Dispatches a failing command and checks that nothing was appended and what the audit trail holds. */
 async function expectFailure(

@@ -6,18 +6,15 @@
 import { afterEach, describe, expect, it } from "vitest";
 import {
   ChangeAccountEmail, ChangeAccountName, GetAccount, GetAccountByEmail, ListAccounts, Login, RegisterAccount, RemoveAccount,
-  SetAccountPassword, isMnemeError, resolveCredentials,
+  SetAccountPassword, resolveCredentials,
 } from "mneme";
 import { ADMIN_EMAIL, makeWorld, type World } from "./support/defaults-world.js";
+import { outcomeCode } from "./support/rejections.js";
 
 let world: World;
 afterEach(async () => {
   await world?.facade.stop();
 });
-
-async function code(p: Promise<unknown>): Promise<string> {
-  return p.then(() => "ok", (e: unknown) => (isMnemeError(e) ? e.code : `not a MnemeError: ${String(e)}`));
-}
 
 describe("accounts", () => {
   it("keeps the history of an account after three changes, with the sender identity of each", async () => {
@@ -52,12 +49,12 @@ describe("accounts", () => {
   it("makes emails unique, case-insensitively, and exactly one of concurrent registrations wins", async () => {
     world = await makeWorld();
     await world.register("bob@example.org");
-    expect(await code(world.facade.dispatch(RegisterAccount, { email: " BOB@Example.org ", password: "another-password" }))).toBe("VALIDATION_FAILED");
-    expect(await code(world.facade.dispatch(RegisterAccount, { email: "BOB@Example.org", password: "another-password" }))).toBe("CONFLICT");
-    expect(await code(world.facade.dispatch(RegisterAccount, { email: ADMIN_EMAIL, password: "another-password" }))).toBe("CONFLICT");
+    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: " BOB@Example.org ", password: "another-password" }))).toBe("VALIDATION_FAILED");
+    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: "BOB@Example.org", password: "another-password" }))).toBe("CONFLICT");
+    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: ADMIN_EMAIL, password: "another-password" }))).toBe("CONFLICT");
 
     const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) =>
-      code(world.facade.dispatch(RegisterAccount, { email: i % 2 === 0 ? "race@example.org" : "RACE@example.org", password: `password-${i}` }))));
+      outcomeCode(world.facade.dispatch(RegisterAccount, { email: i % 2 === 0 ? "race@example.org" : "RACE@example.org", password: `password-${i}` }))));
     expect(outcomes.filter((o) => o === "ok")).toHaveLength(1);
     expect(outcomes.filter((o) => o === "CONFLICT")).toHaveLength(11);
     const list = await world.facade.query(ListAccounts, { pageSize: 100 }, { reqCtx: world.admin });
@@ -69,14 +66,14 @@ describe("accounts", () => {
     const carl = await world.register("carl@example.org");
     await world.register("dora@example.org");
     const { reqCtx } = await world.login("carl@example.org");
-    expect(await code(world.facade.dispatch(ChangeAccountEmail, { accountUuid: carl, email: "dora@example.org" }, { reqCtx }))).toBe("CONFLICT");
+    expect(await outcomeCode(world.facade.dispatch(ChangeAccountEmail, { accountUuid: carl, email: "dora@example.org" }, { reqCtx }))).toBe("CONFLICT");
     await world.facade.dispatch(ChangeAccountEmail, { accountUuid: carl, email: "carl@new.example" }, { reqCtx, waitToFinish: true });
-    expect(await code(world.facade.dispatch(Login, { email: "carl@example.org", password: "carl@example.org-pw" }))).toBe("UNAUTHENTICATED");
-    expect(await code(world.facade.dispatch(Login, { email: "carl@new.example", password: "carl@example.org-pw" }))).toBe("ok");
+    expect(await outcomeCode(world.facade.dispatch(Login, { email: "carl@example.org", password: "carl@example.org-pw" }))).toBe("UNAUTHENTICATED");
+    expect(await outcomeCode(world.facade.dispatch(Login, { email: "carl@new.example", password: "carl@example.org-pw" }))).toBe("ok");
     expect(await world.register("carl@example.org")).toMatch(/^[0-9a-f-]{36}$/);
     const byEmail = await world.facade.query(GetAccountByEmail, { email: "Carl@New.example" }, { reqCtx: world.admin });
     expect(byEmail.aggregateUuid).toBe(carl);
-    expect(await code(world.facade.query(GetAccountByEmail, { email: "nobody@example.org" }, { reqCtx: world.admin }))).toBe("NOT_FOUND");
+    expect(await outcomeCode(world.facade.query(GetAccountByEmail, { email: "nobody@example.org" }, { reqCtx: world.admin }))).toBe("NOT_FOUND");
   });
 
   it("asks an account for its current password and ends its other sessions on a password change", async () => {
@@ -86,14 +83,14 @@ describe("accounts", () => {
     const second = await world.login("eve@example.org");
     const set = (reqCtx: typeof first.reqCtx, currentPassword?: string) => world.facade.dispatch(SetAccountPassword,
       { accountUuid: eve, password: "eve-new-password", ...(currentPassword === undefined ? {} : { currentPassword }) }, { reqCtx, waitToFinish: true });
-    expect(await code(set(first.reqCtx))).toBe("PERMISSION_DENIED");
-    expect(await code(set(first.reqCtx, "not-the-password"))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(set(first.reqCtx))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(set(first.reqCtx, "not-the-password"))).toBe("PERMISSION_DENIED");
     await set(first.reqCtx, "eve@example.org-pw");
     const resolve = (l: typeof first.login) => resolveCredentials(world.facade, { sessionUuid: l.sessionUuid, sessionKey: l.sessionKey });
     expect(await resolve(first.login)).toBeDefined();
     expect(await resolve(second.login)).toBeUndefined();
-    expect(await code(world.facade.dispatch(Login, { email: "eve@example.org", password: "eve@example.org-pw" }))).toBe("UNAUTHENTICATED");
-    expect(await code(world.facade.dispatch(Login, { email: "eve@example.org", password: "eve-new-password" }))).toBe("ok");
+    expect(await outcomeCode(world.facade.dispatch(Login, { email: "eve@example.org", password: "eve@example.org-pw" }))).toBe("UNAUTHENTICATED");
+    expect(await outcomeCode(world.facade.dispatch(Login, { email: "eve@example.org", password: "eve-new-password" }))).toBe("ok");
     // an administrator resets it without the current one, and every session of the account ends
     await world.facade.dispatch(SetAccountPassword, { accountUuid: eve, password: "reset-by-admin" }, { reqCtx: world.admin, waitToFinish: true });
     expect(await resolve(first.login)).toBeUndefined();
@@ -107,11 +104,11 @@ describe("accounts", () => {
     // no waitToFinish: the session is refused at once in this process
     expect(await resolveCredentials(world.facade, { sessionUuid: login.sessionUuid, sessionKey: login.sessionKey })).toBeUndefined();
     await world.register("fay@example.org", "fay-second-life");
-    expect(await code(world.facade.dispatch(Login, { email: "fay@example.org", password: "fay@example.org-pw" }))).toBe("UNAUTHENTICATED");
+    expect(await outcomeCode(world.facade.dispatch(Login, { email: "fay@example.org", password: "fay@example.org-pw" }))).toBe("UNAUTHENTICATED");
     const old = await world.facade.query(GetAccount, { accountUuid: fay, includeHistory: true }, { reqCtx: world.admin });
     expect(old.model.removed).toBe(true);
     expect(old.historyEvents!.map((e) => e.domainEvtName)).toEqual(["AccountRegistered", "AccountRemoved"]);
-    expect(await code(world.facade.dispatch(RemoveAccount, { accountUuid: world.ids.adminAccountUuid }, { reqCtx: world.admin }))).toBe("INVALID_ACTION");
+    expect(await outcomeCode(world.facade.dispatch(RemoveAccount, { accountUuid: world.ids.adminAccountUuid }, { reqCtx: world.admin }))).toBe("INVALID_ACTION");
   });
 
   it("lets an account read and rename itself, not another account", async () => {
@@ -120,8 +117,8 @@ describe("accounts", () => {
     const hal = await world.register("hal@example.org");
     const { reqCtx } = await world.login("gus@example.org");
     expect((await world.facade.query(GetAccount, { accountUuid: gus }, { reqCtx })).model.email).toBe("gus@example.org");
-    expect(await code(world.facade.query(GetAccount, { accountUuid: hal }, { reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(world.facade.dispatch(ChangeAccountName, { accountUuid: hal, name: "Hacked" }, { reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(world.facade.query(GetAccount, { accountUuid: hal }, { reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(world.facade.dispatch(ChangeAccountName, { accountUuid: hal, name: "Hacked" }, { reqCtx }))).toBe("PERMISSION_DENIED");
     await world.facade.dispatch(ChangeAccountName, { accountUuid: gus, name: "Gus" }, { reqCtx, waitToFinish: true });
     expect((await world.facade.query(GetAccount, { accountUuid: gus }, { reqCtx })).model.name).toBe("Gus");
   });
@@ -137,6 +134,6 @@ describe("accounts", () => {
     expect(p1.items[0]!.model.email).toBe(ADMIN_EMAIL);
     for (const item of p1.items) expect(item.historyEvents![0]!.domainEvtName).toBe("AccountRegistered");
     expect(p3.items.every((i) => !("historyEvents" in i))).toBe(true);
-    expect(await code(world.facade.query(ListAccounts, { pageSize: 1001 }, { reqCtx: world.admin }))).toBe("VALIDATION_FAILED");
+    expect(await outcomeCode(world.facade.query(ListAccounts, { pageSize: 1001 }, { reqCtx: world.admin }))).toBe("VALIDATION_FAILED");
   });
 });

@@ -9,18 +9,15 @@ import { afterEach, describe, expect, it } from "vitest";
 import {
   AddGroupPermission, AssignGroup, CreateGroup, CreateTenant, GetGroup, GetIdentity, GetTenant, ListGroups, ListIdentities, ListTenants,
   MnemeError, RemoveGroup, RemoveGroupPermission, RemoveIdentity, RemoveTenant, RenameGroup, RenameTenant, UnassignGroup,
-  createFacade, defineDomain, isMnemeError, registerDefaults,
+  createFacade, defineDomain, registerDefaults,
 } from "mneme";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, makeWorld, type World } from "./support/defaults-world.js";
+import { outcomeCode } from "./support/rejections.js";
 
 let world: World;
 afterEach(async () => {
   await world?.facade.stop();
 });
-
-async function code(p: Promise<unknown>): Promise<string> {
-  return p.then(() => "ok", (e: unknown) => (isMnemeError(e) ? e.code : `not a MnemeError: ${String(e)}`));
-}
 
 describe("groups and the default authorizer", () => {
   it("grants through Domain.* and *, but store permissions only to the system tenant", async () => {
@@ -29,18 +26,18 @@ describe("groups and the default authorizer", () => {
     const groupAdmin = await world.member("ga@example.org", T, ["Group.*"]);
     const root = await world.member("root@example.org", T, ["*"]);
     const f = world.facade;
-    expect(await code(f.dispatch(CreateGroup, { name: "by wildcard" }, { reqCtx: groupAdmin.reqCtx }))).toBe("ok");
-    expect(await code(f.dispatch(RenameTenant, { tenantUuid: T, name: "Acme" }, { reqCtx: groupAdmin.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.dispatch(RenameTenant, { tenantUuid: T, name: "Acme" }, { reqCtx: root.reqCtx }))).toBe("ok");
+    expect(await outcomeCode(f.dispatch(CreateGroup, { name: "by wildcard" }, { reqCtx: groupAdmin.reqCtx }))).toBe("ok");
+    expect(await outcomeCode(f.dispatch(RenameTenant, { tenantUuid: T, name: "Acme" }, { reqCtx: groupAdmin.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch(RenameTenant, { tenantUuid: T, name: "Acme" }, { reqCtx: root.reqCtx }))).toBe("ok");
     // "*" in an ordinary tenant is not enough for what system administrators do
-    expect(await code(f.runtime.stores.read("event", root.reqCtx))).toBe("PERMISSION_DENIED");
-    expect(await code(f.query({ domain: "Runtime", name: "StoreInfo" }, { store: "log" }, { reqCtx: root.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.query(ListTenants, {}, { reqCtx: root.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.runtime.stores.read("event", root.reqCtx))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.query({ domain: "Runtime", name: "StoreInfo" }, { store: "log" }, { reqCtx: root.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.query(ListTenants, {}, { reqCtx: root.reqCtx }))).toBe("PERMISSION_DENIED");
     expect((await f.runtime.stores.read("event", world.admin, { limit: 5 })).items).toHaveLength(5);
     // a system-tenant member with just the store permission may use it; others in the system tenant may not
     const auditor = await world.member("auditor@example.org", world.ids.systemTenantUuid, ["Runtime.StoreLog.Read"]);
-    expect(await code(f.runtime.stores.read("log", auditor.reqCtx))).toBe("ok");
-    expect(await code(f.runtime.stores.read("event", auditor.reqCtx))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.runtime.stores.read("log", auditor.reqCtx))).toBe("ok");
+    expect(await outcomeCode(f.runtime.stores.read("event", auditor.reqCtx))).toBe("PERMISSION_DENIED");
   });
 
   it("lets nobody hand out a permission it does not hold", async () => {
@@ -49,17 +46,17 @@ describe("groups and the default authorizer", () => {
     const lead = await world.member("lead@example.org", T, ["Group.CreateGroup", "Group.AddGroupPermission", "Identity.AssignGroup", "Tenant.GetTenant"]);
     const f = world.facade;
     const own = (await f.dispatch(CreateGroup, { name: "readers", permissions: ["Tenant.GetTenant"] }, { reqCtx: lead.reqCtx, waitToFinish: true })).result!.groupUuid;
-    expect(await code(f.dispatch(CreateGroup, { name: "admins", permissions: ["*"] }, { reqCtx: lead.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Tenant.RemoveTenant" }, { reqCtx: lead.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Group.*" }, { reqCtx: lead.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Group.CreateGroup" }, { reqCtx: lead.reqCtx }))).toBe("ok");
+    expect(await outcomeCode(f.dispatch(CreateGroup, { name: "admins", permissions: ["*"] }, { reqCtx: lead.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Tenant.RemoveTenant" }, { reqCtx: lead.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Group.*" }, { reqCtx: lead.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Group.CreateGroup" }, { reqCtx: lead.reqCtx }))).toBe("ok");
     // assigning a group counts as handing out its permissions
     const strong = await world.createGroup(T, "strong", ["Tenant.RemoveTenant"]);
-    expect(await code(f.dispatch(AssignGroup, { identityUuid: lead.identityUuid, groupUuid: strong }, { reqCtx: lead.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.dispatch(AssignGroup, { identityUuid: lead.identityUuid, groupUuid: own }, { reqCtx: lead.reqCtx }))).toBe("ok");
-    expect(await code(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Todo.CreateTodo" }, { reqCtx: world.admin }))).toBe("VALIDATION_FAILED");
-    expect(await code(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Nope.*" }, { reqCtx: world.admin }))).toBe("VALIDATION_FAILED");
-    expect(await code(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Runtime.StoreEvent.Read" }, { reqCtx: world.admin }))).toBe("ok");
+    expect(await outcomeCode(f.dispatch(AssignGroup, { identityUuid: lead.identityUuid, groupUuid: strong }, { reqCtx: lead.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch(AssignGroup, { identityUuid: lead.identityUuid, groupUuid: own }, { reqCtx: lead.reqCtx }))).toBe("ok");
+    expect(await outcomeCode(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Todo.CreateTodo" }, { reqCtx: world.admin }))).toBe("VALIDATION_FAILED");
+    expect(await outcomeCode(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Nope.*" }, { reqCtx: world.admin }))).toBe("VALIDATION_FAILED");
+    expect(await outcomeCode(f.dispatch(AddGroupPermission, { groupUuid: own, permission: "Runtime.StoreEvent.Read" }, { reqCtx: world.admin }))).toBe("ok");
   });
 
   it("keeps members to their tenant even when only the payload names another one", async () => {
@@ -70,17 +67,17 @@ describe("groups and the default authorizer", () => {
     const t = await world.member("t@example.org", T, ["Group.*", "Tenant.*", "Identity.*"]);
     const f = world.facade;
     // no targetTenantUuid in the context: the handlers check the tenant of what the payload names
-    expect(await code(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "mine" }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.dispatch(CreateGroup, { tenantUuid: U, name: "planted" }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.dispatch(RemoveTenant, { tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.query(GetGroup, { groupUuid: uGroup }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.query(ListIdentities, { tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.dispatch({ domain: "Identity", name: "CreateIdentity" }, { accountUuid: t.accountUuid, tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "mine" }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch(CreateGroup, { tenantUuid: U, name: "planted" }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch(RemoveTenant, { tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.query(GetGroup, { groupUuid: uGroup }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.query(ListIdentities, { tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.dispatch({ domain: "Identity", name: "CreateIdentity" }, { accountUuid: t.accountUuid, tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
     // an administrator may, but not with a request that targets one tenant and names another's group
-    expect(await code(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "x" }, { reqCtx: { ...world.admin, targetTenantUuid: T } }))).toBe("INVALID_REQUEST");
-    expect(await code(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "x" }, { reqCtx: world.admin }))).toBe("ok");
+    expect(await outcomeCode(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "x" }, { reqCtx: { ...world.admin, targetTenantUuid: T } }))).toBe("INVALID_REQUEST");
+    expect(await outcomeCode(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "x" }, { reqCtx: world.admin }))).toBe("ok");
     // a group of U cannot be given to an identity of T
-    expect(await code(f.dispatch(AssignGroup, { identityUuid: t.identityUuid, groupUuid: uGroup }, { reqCtx: world.admin }))).toBe("INVALID_REQUEST");
+    expect(await outcomeCode(f.dispatch(AssignGroup, { identityUuid: t.identityUuid, groupUuid: uGroup }, { reqCtx: world.admin }))).toBe("INVALID_REQUEST");
   });
 
   it("refuses a context whose identity is not the sender's, or belongs to another tenant", async () => {
@@ -90,11 +87,11 @@ describe("groups and the default authorizer", () => {
     const a = await world.member("a@example.org", T, ["Tenant.GetTenant"]);
     const b = await world.member("b@example.org", T, ["Tenant.GetTenant"]);
     const f = world.facade;
-    expect(await code(f.query(GetTenant, { tenantUuid: T }, { reqCtx: a.reqCtx }))).toBe("ok");
-    expect(await code(f.query(GetTenant, { tenantUuid: T }, { reqCtx: { ...a.reqCtx, senderIdentityUuid: b.identityUuid } }))).toBe("PERMISSION_DENIED");
-    expect(await code(f.query(GetTenant, { tenantUuid: U }, { reqCtx: { ...a.reqCtx, senderTenantUuid: U } }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.query(GetTenant, { tenantUuid: T }, { reqCtx: a.reqCtx }))).toBe("ok");
+    expect(await outcomeCode(f.query(GetTenant, { tenantUuid: T }, { reqCtx: { ...a.reqCtx, senderIdentityUuid: b.identityUuid } }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.query(GetTenant, { tenantUuid: U }, { reqCtx: { ...a.reqCtx, senderTenantUuid: U } }))).toBe("PERMISSION_DENIED");
     // the bootstrapped admin's identity claimed by another account is refused too
-    expect(await code(f.query(ListTenants, {}, { reqCtx: { ...world.admin, senderAccountUuid: a.accountUuid } }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.query(ListTenants, {}, { reqCtx: { ...world.admin, senderAccountUuid: a.accountUuid } }))).toBe("PERMISSION_DENIED");
   });
 
   it("revokes grants when a group, a permission, an identity or a tenant goes", async () => {
@@ -102,7 +99,7 @@ describe("groups and the default authorizer", () => {
     const T = await world.createTenant("T");
     const m = await world.member("m@example.org", T, ["Tenant.GetTenant"]);
     const f = world.facade;
-    const get = () => code(f.query(GetTenant, { tenantUuid: T }, { reqCtx: m.reqCtx }));
+    const get = () => outcomeCode(f.query(GetTenant, { tenantUuid: T }, { reqCtx: m.reqCtx }));
     expect(await get()).toBe("ok");
     const groupUuid = (await f.query(GetIdentity, { identityUuid: m.identityUuid }, { reqCtx: world.admin })).model.groupUuids[0]!;
     await f.dispatch(RemoveGroupPermission, { groupUuid, permission: "Tenant.GetTenant" }, { reqCtx: world.admin, waitToFinish: true });
@@ -127,11 +124,11 @@ describe("groups and the default authorizer", () => {
     const f = world.facade;
     const { systemTenantUuid, systemAdminGroupUuid, adminIdentityUuid } = world.ids;
     const admin = { reqCtx: world.admin };
-    expect(await code(f.dispatch(RemoveTenant, { tenantUuid: systemTenantUuid }, admin))).toBe("INVALID_ACTION");
-    expect(await code(f.dispatch(RemoveGroup, { groupUuid: systemAdminGroupUuid }, admin))).toBe("INVALID_ACTION");
-    expect(await code(f.dispatch(RemoveGroupPermission, { groupUuid: systemAdminGroupUuid, permission: "*" }, admin))).toBe("INVALID_ACTION");
-    expect(await code(f.dispatch(UnassignGroup, { identityUuid: adminIdentityUuid, groupUuid: systemAdminGroupUuid }, admin))).toBe("INVALID_ACTION");
-    expect(await code(f.dispatch(RemoveIdentity, { identityUuid: adminIdentityUuid }, admin))).toBe("INVALID_ACTION");
+    expect(await outcomeCode(f.dispatch(RemoveTenant, { tenantUuid: systemTenantUuid }, admin))).toBe("INVALID_ACTION");
+    expect(await outcomeCode(f.dispatch(RemoveGroup, { groupUuid: systemAdminGroupUuid }, admin))).toBe("INVALID_ACTION");
+    expect(await outcomeCode(f.dispatch(RemoveGroupPermission, { groupUuid: systemAdminGroupUuid, permission: "*" }, admin))).toBe("INVALID_ACTION");
+    expect(await outcomeCode(f.dispatch(UnassignGroup, { identityUuid: adminIdentityUuid, groupUuid: systemAdminGroupUuid }, admin))).toBe("INVALID_ACTION");
+    expect(await outcomeCode(f.dispatch(RemoveIdentity, { identityUuid: adminIdentityUuid }, admin))).toBe("INVALID_ACTION");
     const group = await f.query(GetGroup, { groupUuid: systemAdminGroupUuid, includeHistory: true }, admin);
     expect(group.model).toEqual({ tenantUuid: systemTenantUuid, name: "system-admin", permissions: ["*"], removed: false });
     expect(group.historyEvents!.map((e) => [e.domainEvtName, e.senderIdentityUuid])).toEqual([["GroupCreated", adminIdentityUuid]]);
@@ -151,8 +148,8 @@ describe("groups and the default authorizer", () => {
       const login = (await facade.dispatch({ domain: "Account", name: "Login" }, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, { waitToFinish: true })).result as { sessionUuid: string; accountUuid: string; identities: { identityUuid: string; tenantUuid: string }[] };
       const id = login.identities[0]!;
       const reqCtx = { senderAccountUuid: login.accountUuid, senderSessionUuid: login.sessionUuid, senderIdentityUuid: id.identityUuid, senderTenantUuid: id.tenantUuid };
-      expect(await code(facade.query(GetTenant, { tenantUuid: id.tenantUuid }, { reqCtx }))).toBe("PERMISSION_DENIED");
-      expect(await code(facade.query(GetTenant, { tenantUuid: id.tenantUuid }, { reqCtx: { ...reqCtx, attributes: { mfa: true } } }))).toBe("ok");
+      expect(await outcomeCode(facade.query(GetTenant, { tenantUuid: id.tenantUuid }, { reqCtx }))).toBe("PERMISSION_DENIED");
+      expect(await outcomeCode(facade.query(GetTenant, { tenantUuid: id.tenantUuid }, { reqCtx: { ...reqCtx, attributes: { mfa: true } } }))).toBe("ok");
     } finally {
       await facade.stop();
     }
@@ -184,8 +181,8 @@ describe("groups and the default authorizer", () => {
     const t = await f.query(GetTenant, { tenantUuid: T, includeHistory: true }, { reqCtx: world.admin });
     expect(t.historyEvents!.map((e) => e.domainEvtName)).toEqual(["TenantCreated", "TenantRenamed"]);
     expect(t.createdAt).toBeLessThan(t.updatedAt);
-    expect(await code(f.query(GetTenant, { tenantUuid: "0190c0de-0000-7000-8000-000000000000" }, { reqCtx: world.admin }))).toBe("NOT_FOUND");
-    expect(await code(f.dispatch(CreateTenant, { name: "   " }, { reqCtx: world.admin }))).toBe("VALIDATION_FAILED");
+    expect(await outcomeCode(f.query(GetTenant, { tenantUuid: "0190c0de-0000-7000-8000-000000000000" }, { reqCtx: world.admin }))).toBe("NOT_FOUND");
+    expect(await outcomeCode(f.dispatch(CreateTenant, { name: "   " }, { reqCtx: world.admin }))).toBe("VALIDATION_FAILED");
   });
 });
 
@@ -203,19 +200,19 @@ describe("registerDefaults", () => {
 
   it("checks its options and leaves the facade as it was on a clash", async () => {
     const f = createFacade({ appName: "checks" });
-    expect(await code(registerDefaults(f, { admin: { email: "not an email", password: ADMIN_PASSWORD } }))).toBe("VALIDATION_FAILED");
-    expect(await code(registerDefaults(f, { admin: { email: ADMIN_EMAIL, password: "short" } }))).toBe("VALIDATION_FAILED");
-    expect(await code(registerDefaults(f, { admin, passwordHashing: { N: 1000 } }))).toBe("INVALID_REQUEST");
-    expect(await code(registerDefaults(f, { admin, sessionSecret: "too short" }))).toBe("INVALID_REQUEST");
+    expect(await outcomeCode(registerDefaults(f, { admin: { email: "not an email", password: ADMIN_PASSWORD } }))).toBe("VALIDATION_FAILED");
+    expect(await outcomeCode(registerDefaults(f, { admin: { email: ADMIN_EMAIL, password: "short" } }))).toBe("VALIDATION_FAILED");
+    expect(await outcomeCode(registerDefaults(f, { admin, passwordHashing: { N: 1000 } }))).toBe("INVALID_REQUEST");
+    expect(await outcomeCode(registerDefaults(f, { admin, sessionSecret: "too short" }))).toBe("INVALID_REQUEST");
     f.registerDomain(defineDomain("Group"));
-    expect(await code(registerDefaults(f, { admin }))).toBe("INVALID_DOMAIN");
+    expect(await outcomeCode(registerDefaults(f, { admin }))).toBe("INVALID_DOMAIN");
     expect(f.domains.has("Tenant")).toBe(false);
 
     const g = createFacade({ appName: "checks" });
     await registerDefaults(g, { admin, passwordHashing: FAST_HASHING });
-    expect(await code(registerDefaults(g, { admin }))).toBe("INVALID_DOMAIN");
+    expect(await outcomeCode(registerDefaults(g, { admin }))).toBe("INVALID_DOMAIN");
     await g.start();
-    expect(await code(registerDefaults(createFacade(), { admin }).then(() => registerDefaults(g, { admin })))).toBe("INVALID_STATE");
+    expect(await outcomeCode(registerDefaults(createFacade(), { admin }).then(() => registerDefaults(g, { admin })))).toBe("INVALID_STATE");
     await g.stop();
   });
 });

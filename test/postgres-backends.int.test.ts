@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createFacade } from "../src/index.js";
 import { newUuid } from "../src/core/clock.js";
 import { isMnemeError } from "../src/core/errors.js";
-import type { Event, NewEvent } from "../src/core/types.js";
+import type { Event } from "../src/core/types.js";
 import {
   createPostgresBackends,
   PostgresCommandStore,
@@ -22,6 +22,8 @@ import { describeEventRepositoryContract } from "../src/testing/event-repository
 import { describeLogStoreContract } from "../src/testing/log-store-contract.js";
 import { describeReadmodelStoreBackendContract } from "../src/testing/readmodel-store-backend-contract.js";
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
+import { rejectsWith } from "./support/rejections.js";
+import { ev } from "./support/todo-events.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const pools: pg.Pool[] = [];
@@ -103,28 +105,10 @@ function storeOf<K extends "eventRepository" | "commandStore" | "logStore" | "re
   describeReadmodelStoreBackendContract("createPostgresBackends().readmodelStoreBackend", c.factory, c.opts);
 }
 
-const ev = (aggregateUuid: string, payload: unknown = {}, extra: Partial<NewEvent> = {}): NewEvent => ({
-  domain: "Todo",
-  name: "TodoCreated",
-  aggregateUuid,
-  payload,
-  ...extra,
-});
-
 async function readAll(repo: PostgresEventRepository): Promise<Event[]> {
   const out: Event[] = [];
   for await (const page of repo.readAll()) out.push(...page);
   return out;
-}
-
-async function rejectsWith(p: Promise<unknown>, code: string): Promise<unknown> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e, `expected a ${code} rejection`).toBeDefined();
-  expect(isMnemeError(e) ? e.code : e).toBe(code);
-  return e;
 }
 
 /** Polls `cond` (a database fact, not a duration) until true; fails after `tries`. */

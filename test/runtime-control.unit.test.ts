@@ -3,8 +3,9 @@
  * docs/runtime.md, every error, and the system events each action publishes.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type ControlRequest, type EventHandlerInfo, MemoryReadmodelStoreBackend, type MnemeError, createFacade, isMnemeError } from "mneme";
+import { type ControlRequest, type EventHandlerInfo, MemoryReadmodelStoreBackend, createFacade } from "mneme";
 import { ADMIN, OrderList, USER, makeDomains, ofKind, type Rig, startRig } from "./runtime-fixture.js";
+import { rejection } from "./support/rejections.js";
 
 let rig: Rig | undefined;
 afterEach(async () => {
@@ -14,16 +15,6 @@ afterEach(async () => {
   }
   rig = undefined;
 });
-
-async function rejection(p: Promise<unknown>): Promise<MnemeError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isMnemeError(e)) return e;
-    throw e;
-  }
-  throw new Error("expected a rejection");
-}
 
 const ctl = (r: Rig, req: ControlRequest) => r.facade.runtime.controlEventHandler(req);
 const info = (r: Rig, name: string): EventHandlerInfo => r.facade.runtime.listEventHandlers().find((h) => h.name === name)!;

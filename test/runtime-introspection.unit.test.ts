@@ -5,9 +5,10 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  type Facade, type JsonSchema, type MnemeError, type RequestContext, createFacade, defineDomain, isMnemeError, registerStorePermissions,
+  type Facade, type JsonSchema, type RequestContext, createFacade, defineDomain, registerStorePermissions,
 } from "mneme";
 import { ADMIN, USER, OrderList, makeDomains, type Rig, startRig } from "./runtime-fixture.js";
+import { rejection } from "./support/rejections.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
 let rig: Rig | undefined;
@@ -19,15 +20,6 @@ afterEach(async () => {
   for (const f of extra.splice(0)) await f.stop();
 });
 
-async function rejection(p: Promise<unknown> | (() => unknown)): Promise<MnemeError> {
-  try {
-    await (typeof p === "function" ? p() : p);
-  } catch (e) {
-    if (isMnemeError(e)) return e;
-    throw e;
-  }
-  throw new Error("expected a rejection");
-}
 
 const q = (f: Facade, name: string, payload: object = {}, reqCtx: RequestContext = USER) =>
   f.query({ domain: "Runtime", name }, payload as never, { reqCtx });

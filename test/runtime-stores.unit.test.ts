@@ -5,10 +5,11 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  type Authorizer, type Facade, type LogEntry, type MnemeError, type Permission, type RequestContext, STORE_ACTIONS, STORE_NAMES, type StoreAction,
-  type StoreName, createFacade, isMnemeError, registerStorePermissions, storePermissionName,
+  type Authorizer, type Facade, type LogEntry, type Permission, type RequestContext, STORE_ACTIONS, STORE_NAMES, type StoreAction,
+  type StoreName, createFacade, registerStorePermissions, storePermissionName,
 } from "mneme";
 import { ADMIN, USER, type Rig, startRig } from "./runtime-fixture.js";
+import { rejection } from "./support/rejections.js";
 
 let rig: Rig | undefined;
 const extra: Facade[] = [];
@@ -17,16 +18,6 @@ afterEach(async () => {
   rig = undefined;
   for (const f of extra.splice(0)) await f.stop();
 });
-
-async function rejection(p: Promise<unknown>): Promise<MnemeError> {
-  try {
-    await p;
-  } catch (e) {
-    if (isMnemeError(e)) return e;
-    throw e;
-  }
-  throw new Error("expected a rejection");
-}
 
 /** One call of each action on a store, with arguments that would succeed for an administrator where the store allows it. */
 function op(f: Facade, store: StoreName, action: StoreAction, reqCtx: RequestContext): Promise<unknown> {

@@ -20,6 +20,8 @@ import { describeCommandStoreContract } from "../src/testing/command-store-contr
 import { describeEventRepositoryContract } from "../src/testing/event-repository-contract.js";
 import { describeLogStoreContract } from "../src/testing/log-store-contract.js";
 import { describeReadmodelStoreBackendContract } from "../src/testing/readmodel-store-backend-contract.js";
+import { rejectsWith } from "./support/rejections.js";
+import { ev } from "./support/todo-events.js";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-sqlite-"));
 let fileNo = 0;
@@ -45,27 +47,10 @@ describeCommandStoreContract("createSqliteBackends().commandStore", () => shared
 describeLogStoreContract("createSqliteBackends().logStore", () => sharedStore("logStore"));
 describeReadmodelStoreBackendContract("createSqliteBackends().readmodelStoreBackend", () => sharedStore("readmodelStoreBackend"));
 
-const ev = (aggregateUuid: string, payload: unknown = {}, extra: Partial<NewEvent> = {}): NewEvent => ({
-  domain: "Todo",
-  name: "TodoCreated",
-  aggregateUuid,
-  payload,
-  ...extra,
-});
-
 async function collect(it: AsyncIterable<Event[]>): Promise<Event[][]> {
   const pages: Event[][] = [];
   for await (const p of it) pages.push(p);
   return pages;
-}
-
-async function rejectsWith(p: Promise<unknown>, code: string): Promise<void> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e, `expected a ${code} rejection`).toBeDefined();
-  expect(isMnemeError(e) ? e.code : e).toBe(code);
 }
 
 describe("SqliteEventRepository", () => {

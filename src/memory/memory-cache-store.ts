@@ -1,8 +1,9 @@
 import { nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import type { CacheEntry, CacheStore } from "../store/cache-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { decodeCursor, encodeCursor, resolvePageLimit, storeClosed } from "./paging.js";
+import { storeClosed } from "./store-closed.js";
 
 interface Slot {
   /** The value as JSON: a copy nobody else holds, like Redis would keep. */
@@ -65,8 +66,8 @@ export class MemoryCacheStore implements CacheStore {
 
   async list(opts: PageRequest & { prefix?: string } = {}): Promise<StorePage<CacheEntry>> {
     this.assertOpen();
-    const limit = resolvePageLimit(opts.limit);
-    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, "s")[0] as string);
+    const limit = pageLimit(opts.limit);
+    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, ["string"])[0] as string);
     const prefix = opts.prefix ?? "";
     const now = Date.now();
     this.sweep(now);

@@ -1,9 +1,9 @@
 import { MnemeError } from "../core/errors.js";
+import { validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
-import { decodeCursor, encodeCursor, resolvePageLimit, storeClosed } from "./paging.js";
-
-const STATUSES = new Set(["succeeded", "failed", "denied"]);
+import { storeClosed } from "./store-closed.js";
 
 interface Row {
   createdAt: number;
@@ -34,9 +34,8 @@ export class MemoryCommandStore implements CommandStore {
 
   async record(rec: CommandRecord): Promise<void> {
     this.assertOpen();
-    validate(rec);
+    const json = validateCommandRecord(rec);
     if (this.byUuid.has(rec.commandUuid)) throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is recorded already`);
-    const json = JSON.stringify(rec);
     const row: Row = { createdAt: rec.createdAt, commandUuid: rec.commandUuid, json, domain: rec.domain, name: rec.name, status: rec.status, tenantUuid: rec.tenantUuid };
     const at = upperBound(this.order, row.createdAt, row.commandUuid);
     if (at === this.order.length) this.order.push(row);
@@ -52,10 +51,10 @@ export class MemoryCommandStore implements CommandStore {
 
   async list(opts: CommandListOptions = {}): Promise<StorePage<CommandRecord>> {
     this.assertOpen();
-    const limit = resolvePageLimit(opts.limit);
+    const limit = pageLimit(opts.limit);
     let start = 0;
     if (opts.cursor !== undefined) {
-      const [createdAt, uuid] = decodeCursor(opts.cursor, "ns") as [number, string];
+      const [createdAt, uuid] = decodeCursor(opts.cursor, ["number", "string"]) as [number, string];
       start = upperBound(this.order, createdAt, uuid);
     }
     const items: CommandRecord[] = [];
@@ -103,6 +102,9 @@ export class MemoryCommandStore implements CommandStore {
 
 /** Index of the first row that sorts after (createdAt, uuid). */
 function upperBound(rows: readonly Row[], createdAt: number, uuid: string): number {
+  // Records arrive in time order almost always: the end is the answer without a search.
+  const last = rows[rows.length - 1];
+  if (last === undefined || last.createdAt < createdAt || (last.createdAt === createdAt && last.commandUuid <= uuid)) return rows.length;
   let lo = 0;
   let hi = rows.length;
   while (lo < hi) {
@@ -112,18 +114,4 @@ function upperBound(rows: readonly Row[], createdAt: number, uuid: string): numb
     else hi = mid;
   }
   return lo;
-}
-
-function validate(rec: CommandRecord): void {
-  const bad = (what: string): MnemeError => new MnemeError("INVALID_REQUEST", `invalid command record: ${what}`);
-  if (rec === null || typeof rec !== "object") throw bad("not an object");
-  for (const f of ["commandUuid", "domain", "name"] as const) {
-    if (typeof rec[f] !== "string" || rec[f] === "") throw bad(`${f} must be a non-empty string`);
-  }
-  if (typeof rec.tenantUuid !== "string") throw bad("tenantUuid must be a string");
-  if (!STATUSES.has(rec.status)) throw bad(`status must be succeeded, failed or denied, got ${String(rec.status)}`);
-  if (typeof rec.createdAt !== "number" || !Number.isFinite(rec.createdAt)) throw bad("createdAt must be a finite number (ns)");
-  if (typeof rec.durationMicros !== "number" || !Number.isFinite(rec.durationMicros)) throw bad("durationMicros must be a finite number");
-  if (!Array.isArray(rec.eventUuids) || rec.eventUuids.some((u) => typeof u !== "string")) throw bad("eventUuids must be an array of strings");
-  if (rec.reqCtx === null || typeof rec.reqCtx !== "object") throw bad("reqCtx must be an object");
 }

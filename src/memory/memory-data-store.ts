@@ -1,8 +1,9 @@
 import { nowNs } from "../core/clock.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { assertDataKey, dataToStore } from "./data-key.js";
-import { decodeCursor, encodeCursor, resolvePageLimit, storeClosed } from "./paging.js";
+import { storeClosed } from "./store-closed.js";
 
 /**
  * The in-memory DataStore: blobs by key. Bytes are copied on the way in and out,
@@ -49,8 +50,8 @@ export class MemoryDataStore implements DataStore {
 
   async list(opts: PageRequest & { prefix?: string } = {}): Promise<StorePage<DataEntryInfo>> {
     this.assertOpen();
-    const limit = resolvePageLimit(opts.limit);
-    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, "s")[0] as string);
+    const limit = pageLimit(opts.limit);
+    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, ["string"])[0] as string);
     const prefix = opts.prefix ?? "";
     const keys = this.keys();
     // Start at the first key after the cursor, or at the prefix.

@@ -3,7 +3,7 @@ import { MnemeError } from "../core/errors.js";
 import type { Event, NewEvent, RequestContext } from "../core/types.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { storeClosed } from "./paging.js";
+import { storeClosed } from "./store-closed.js";
 
 const DEFAULT_BATCH_SIZE = 1000;
 const EMPTY: readonly Event[] = Object.freeze([]);

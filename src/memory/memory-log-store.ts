@@ -1,10 +1,9 @@
 import { nowNs } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { decodeCursor, encodeCursor, resolvePageLimit, storeClosed } from "./paging.js";
-
-const LEVELS = new Set<LogLevel>(["debug", "info", "warn", "error"]);
+import { storeClosed } from "./store-closed.js";
 
 /**
  * The in-memory LogStore: entries get increasing ids (never reused, also after
@@ -22,22 +21,7 @@ export class MemoryLogStore implements LogStore {
 
   async append(input: NewLogEntry): Promise<LogEntry> {
     this.assertOpen();
-    if (input === null || typeof input !== "object") throw new MnemeError("INVALID_REQUEST", "a log entry must be an object");
-    if (!LEVELS.has(input.level)) throw new MnemeError("INVALID_REQUEST", `log level must be debug, info, warn or error, got ${String(input.level)}`);
-    if (typeof input.message !== "string") throw new MnemeError("INVALID_REQUEST", "log message must be a string");
-    if (input.source !== undefined && typeof input.source !== "string") throw new MnemeError("INVALID_REQUEST", "log source must be a string");
-    if (input.tenantUuid !== undefined && typeof input.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "log tenantUuid must be a string");
-    let dataJson: string | undefined;
-    if (input.data !== undefined) {
-      if (input.data === null || typeof input.data !== "object" || Array.isArray(input.data)) {
-        throw new MnemeError("INVALID_REQUEST", "log data must be an object");
-      }
-      try {
-        dataJson = JSON.stringify(input.data);
-      } catch (e) {
-        throw new MnemeError("INVALID_REQUEST", "log data is not JSON-serialisable", { cause: e });
-      }
-    }
+    const dataJson = validateNewLogEntry(input);
     const entry: LogEntry = { id: ++this.lastId, createdAt: nowNs(), level: input.level, message: input.message };
     if (input.source !== undefined) entry.source = input.source;
     if (input.tenantUuid !== undefined) entry.tenantUuid = input.tenantUuid;
@@ -47,8 +31,8 @@ export class MemoryLogStore implements LogStore {
 
   async list(opts: PageRequest & { level?: LogLevel; source?: string; tenantUuid?: string } = {}): Promise<StorePage<LogEntry>> {
     this.assertOpen();
-    const limit = resolvePageLimit(opts.limit);
-    const afterId = opts.cursor === undefined ? 0 : (decodeCursor(opts.cursor, "n")[0] as number);
+    const limit = pageLimit(opts.limit);
+    const afterId = opts.cursor === undefined ? 0 : (decodeCursor(opts.cursor, ["number"])[0] as number);
     const items: LogEntry[] = [];
     for (let i = firstAfter(this.entries, afterId); i < this.entries.length; i++) {
       const { entry, dataJson } = this.entries[i] as (typeof this.entries)[number];

@@ -1,10 +1,13 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import {
+  assertCheckpoint, assertCollectionName, assertDocumentKey, assertFieldName, assertHandlerName, documentEntriesJson, documentJson, listWindow,
+  whereConditions,
+} from "../store/readmodel-validation.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { AsyncMutex } from "./async-mutex.js";
-import { storeClosed } from "./paging.js";
+import { storeClosed } from "./store-closed.js";
 
 interface Doc {
   /** What callers get, parsed afresh each time. */
@@ -23,8 +26,6 @@ interface Tx {
   /** Inverse operations of the transaction's writes, applied backwards on rollback. */
   undo: (() => void)[];
 }
-
-const FIELD = /^[A-Za-z0-9_]+$/;
 
 /** What a collection needs from its backend; kept off the backend's public API. */
 interface BackendCore {
@@ -70,7 +71,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   }
 
   collection<T>(name: string): ReadmodelCollection<T> {
-    if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "a collection name must be a non-empty string");
+    assertCollectionName(name);
     return new MemoryCollection<T>(this.core, name);
   }
 
@@ -104,8 +105,8 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   }
 
   async setCheckpoint(handler: string, position: number): Promise<void> {
-    if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "a handler name must be a non-empty string");
-    if (!Number.isInteger(position) || position < 0) throw new MnemeError("INVALID_REQUEST", `a checkpoint must be an integer >= 0, got ${String(position)}`);
+    assertHandlerName(handler);
+    assertCheckpoint(position);
     await this.write(() => {
       const had = this.checkpoints.has(handler);
       const prev = this.checkpoints.get(handler);
@@ -219,15 +220,14 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   }
 
   async put(key: string, doc: T): Promise<void> {
-    const d = toDoc(key, doc);
+    const d = toDoc(documentJson(key, doc));
     await this.backend.write(() => {
       this.backend.setDoc(this.backend.ensure(this.name), key, d);
     });
   }
 
   async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
-    if (!Array.isArray(entries)) throw new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
-    const docs = entries.map(([k, v]) => [k, toDoc(k, v)] as const);
+    const docs = documentEntriesJson(entries).map(([k, json]) => [k, toDoc(json)] as const);
     if (docs.length === 0) return;
     await this.backend.write(() => {
       const c = this.backend.ensure(this.name);
@@ -236,7 +236,7 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   }
 
   async delete(key: string): Promise<boolean> {
-    assertKey(key);
+    assertDocumentKey(key);
     return this.backend.write(() => {
       const c = this.backend.peek(this.name);
       return c === undefined ? false : this.backend.setDoc(c, key, undefined);
@@ -245,12 +245,9 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
 
   async list(opts: ListOptions = {}): Promise<T[]> {
     this.backend.assertOpen();
-    const offset = opts.offset ?? 0;
-    const limit = opts.limit;
-    if (!Number.isInteger(offset) || offset < 0) throw new MnemeError("INVALID_REQUEST", `offset must be an integer >= 0, got ${String(offset)}`);
-    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) throw new MnemeError("INVALID_REQUEST", `limit must be an integer >= 0, got ${String(limit)}`);
+    const { offset, limit } = listWindow(opts);
     const orderBy = opts.orderBy;
-    if (orderBy !== undefined) assertField(orderBy, "orderBy");
+    if (orderBy !== undefined) assertFieldName(orderBy, "orderBy");
     const match = matcher(opts.where);
     const c = this.backend.peek(this.name);
     if (c === undefined) return [];
@@ -290,37 +287,12 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   }
 }
 
-function assertKey(key: unknown): asserts key is string {
-  if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
-}
-
-function toDoc(key: string, doc: unknown): Doc {
-  assertKey(key);
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(doc);
-  } catch (e) {
-    throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`, { cause: e });
-  }
-  if (json === undefined) throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`);
+function toDoc(json: string): Doc {
   return { json, value: JSON.parse(json) as unknown };
 }
 
-function assertField(name: unknown, what: string): void {
-  if (typeof name !== "string" || !FIELD.test(name)) {
-    throw new MnemeError("INVALID_REQUEST", `${what} must be a field name of letters, digits and _, got ${JSON.stringify(name)}`);
-  }
-}
-
 function matcher(where: ListOptions["where"]): ((doc: unknown) => boolean) | undefined {
-  if (where === undefined) return undefined;
-  if (where === null || typeof where !== "object") throw new MnemeError("INVALID_REQUEST", "where must be an object");
-  const conds = Object.entries(where);
-  for (const [f, v] of conds) {
-    assertField(f, "a where field");
-    const ok = typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v));
-    if (!ok) throw new MnemeError("INVALID_REQUEST", `where.${f} must be a string, a finite number or a boolean`);
-  }
+  const conds = whereConditions(where);
   if (conds.length === 0) return undefined;
   // Strict equality: 1 matches neither "1" nor true, as in the SQL backends.
   return (doc) => conds.every(([f, v]) => fieldOf(doc, f) === v);

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { MnemeError } from "../core/errors.js";
+import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
@@ -81,22 +82,12 @@ export function createPostgresBackends(
   const commandStore = new PostgresCommandStore(shared);
   const logStore = new PostgresLogStore(shared);
   const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);
-  let closing: Promise<void> | undefined;
   return {
     eventRepository,
     commandStore,
     logStore,
     readmodelStoreBackend,
-    close() {
-      closing ??= (async () => {
-        try {
-          await Promise.all([eventRepository.close(), commandStore.close(), logStore.close(), readmodelStoreBackend.close()]);
-        } finally {
-          await ownPool?.end();
-        }
-      })();
-      return closing;
-    },
+    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend], () => ownPool?.end()),
   };
 }
 

@@ -1,12 +1,12 @@
 import { MnemeError } from "../core/errors.js";
+import { validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
-import { decodeCursor, encodeCursor, pageLimit } from "./postgres-paging.js";
 import { runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
-const STATUSES = new Set(["succeeded", "failed", "denied"]);
 const INT64_LIMIT = 2 ** 63;
 
 /**
@@ -44,12 +44,10 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
 
   async record(rec: CommandRecord): Promise<void> {
     await this.track(async () => {
-      validate(rec);
-      let json: string;
-      try {
-        json = JSON.stringify(rec);
-      } catch (e) {
-        throw new MnemeError("INVALID_REQUEST", "invalid command record: not JSON-serialisable", { cause: e });
+      const json = validateCommandRecord(rec);
+      // created_at is a bigint column.
+      if (!Number.isInteger(rec.createdAt) || Math.abs(rec.createdAt) >= INT64_LIMIT) {
+        throw new MnemeError("INVALID_REQUEST", "invalid command record: createdAt must be an integer number of ns");
       }
       try {
         await this.pool.query(
@@ -67,15 +65,15 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async get(commandUuid: string): Promise<CommandRecord | undefined> {
     return this.track(async () => {
       if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "get: commandUuid must be a string");
-      const res = await this.run<{ record: CommandRecord }>(`SELECT record FROM ${this.table} WHERE command_uuid = $1`, [commandUuid], "get");
+      const res = await this.query<{ record: CommandRecord }>(`SELECT record FROM ${this.table} WHERE command_uuid = $1`, [commandUuid], "command get");
       return res.rows[0]?.record;
     });
   }
 
   async list(opts: CommandListOptions = {}): Promise<StorePage<CommandRecord>> {
     return this.track(async () => {
-      const limit = pageLimit(opts);
-      const after = decodeCursor(opts.cursor, ["number", "string"]);
+      const limit = pageLimit(opts.limit);
+      const after = decodeCursor(opts.cursor, ["integer", "string"]);
       const values: unknown[] = [];
       const conds: string[] = [];
       if (after !== undefined) conds.push(`(created_at, command_uuid) > ($${values.push(after[0])}::bigint, $${values.push(after[1])})`);
@@ -92,10 +90,10 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
       }
       const where = conds.length === 0 ? "" : `WHERE ${conds.join(" AND ")}`;
       // One row more than the page tells whether a next page exists.
-      const res = await this.run<{ record: CommandRecord }>(
+      const res = await this.query<{ record: CommandRecord }>(
         `SELECT record FROM ${this.table} ${where} ORDER BY created_at, command_uuid LIMIT $${values.push(limit + 1)}`,
         values,
-        "list",
+        "command list",
       );
       const items = res.rows.slice(0, limit).map((r) => r.record);
       if (res.rows.length <= limit) return { items };
@@ -107,42 +105,15 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async delete(commandUuid: string): Promise<boolean> {
     return this.track(async () => {
       if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "delete: commandUuid must be a string");
-      const res = await this.run(`DELETE FROM ${this.table} WHERE command_uuid = $1`, [commandUuid], "delete");
+      const res = await this.query(`DELETE FROM ${this.table} WHERE command_uuid = $1`, [commandUuid], "command delete");
       return (res.rowCount ?? 0) > 0;
     });
   }
 
   async info(): Promise<StoreInfo> {
     return this.track(async () => {
-      const res = await this.run<{ n: string; t: string | null }>(
-        `SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.table}`,
-        [],
-        "info",
-      );
-      const row = res.rows[0];
-      return this.storeInfo(Number(row?.n ?? 0), row?.t == null ? 0 : Number(row.t));
+      const res = await this.query<{ n: string; t: string | null }>(`SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.table}`, [], "command info");
+      return this.storeInfoOf(res.rows[0]);
     });
   }
-
-  private async run<R extends object>(text: string, values: unknown[], what: string) {
-    try {
-      return await this.pool.query<R>(text, values);
-    } catch (e) {
-      throw mapPgError(e, `postgres: command ${what}`);
-    }
-  }
-}
-
-function validate(rec: CommandRecord): void {
-  const bad = (what: string): MnemeError => new MnemeError("INVALID_REQUEST", `invalid command record: ${what}`);
-  if (rec === null || typeof rec !== "object") throw bad("not an object");
-  for (const f of ["commandUuid", "domain", "name"] as const) {
-    if (typeof rec[f] !== "string" || rec[f] === "") throw bad(`${f} must be a non-empty string`);
-  }
-  if (typeof rec.tenantUuid !== "string") throw bad("tenantUuid must be a string");
-  if (!STATUSES.has(rec.status)) throw bad(`status must be succeeded, failed or denied, got ${String(rec.status)}`);
-  if (!Number.isInteger(rec.createdAt) || Math.abs(rec.createdAt) >= INT64_LIMIT) throw bad("createdAt must be an integer number of ns");
-  if (typeof rec.durationMicros !== "number" || !Number.isFinite(rec.durationMicros)) throw bad("durationMicros must be a finite number");
-  if (!Array.isArray(rec.eventUuids) || rec.eventUuids.some((u) => typeof u !== "string")) throw bad("eventUuids must be an array of strings");
-  if (rec.reqCtx === null || typeof rec.reqCtx !== "object") throw bad("reqCtx must be an object");
 }

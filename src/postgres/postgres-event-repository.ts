@@ -1,7 +1,9 @@
 import { newUuid, nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import { eventFieldJson, expectedVersionsMap } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
 import { mapPgError, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
@@ -16,7 +18,6 @@ export interface PostgresEventRepositoryOptions extends PostgresStoreOptions {
   readonly reconnectDelayMs?: number;
 }
 
-const DEFAULT_BATCH_SIZE = 1000;
 const MAX_BATCH_SIZE = 10_000;
 const INT64_LIMIT = 2 ** 63;
 const EMPTY_CTX: RequestContext = Object.freeze({});
@@ -190,13 +191,12 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   async info(): Promise<StoreInfo> {
     return this.track(async () => {
-      const res = await this.query<{ n: string; last: string | null }>(
-        `SELECT count(*)::text AS n, (SELECT created_at::text FROM ${this.qschema}.events ORDER BY position DESC LIMIT 1) AS last FROM ${this.qschema}.events`,
+      const res = await this.query<{ n: string; t: string | null }>(
+        `SELECT count(*)::text AS n, (SELECT created_at::text FROM ${this.qschema}.events ORDER BY position DESC LIMIT 1) AS t FROM ${this.qschema}.events`,
         [],
         "info",
       );
-      const row = res.rows[0];
-      return this.storeInfo(Number(row?.n ?? 0), row?.last == null ? 0 : Number(row.last));
+      return this.storeInfoOf(res.rows[0]);
     });
   }
 
@@ -237,20 +237,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   private async *pages(opts: ReadAllOptions): AsyncGenerator<Event[], void, undefined> {
     this.assertOpen();
-    const after0 = opts.afterPosition ?? 0;
-    const until = opts.untilPosition;
-    const batchSize = opts.batchSize ?? DEFAULT_BATCH_SIZE;
-    if (!Number.isInteger(after0) || after0 < 0) throw new MnemeError("INVALID_REQUEST", `readAll: afterPosition must be an integer >= 0, got ${String(after0)}`);
-    if (until !== undefined && (!Number.isInteger(until) || until < 0)) {
-      throw new MnemeError("INVALID_REQUEST", `readAll: untilPosition must be an integer >= 0, got ${String(until)}`);
-    }
-    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
-      throw new MnemeError("INVALID_REQUEST", `readAll: batchSize must be an integer in 1..${MAX_BATCH_SIZE}, got ${String(batchSize)}`);
-    }
-    if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readAll: tenantUuid must be a string");
-    if (opts.eventPaths !== undefined && (!Array.isArray(opts.eventPaths) || opts.eventPaths.some((p) => typeof p !== "string"))) {
-      throw new MnemeError("INVALID_REQUEST", "readAll: eventPaths must be an array of strings");
-    }
+    const { afterPosition: after0, untilPosition: until, batchSize } = readAllWindow(opts, MAX_BATCH_SIZE);
     const values: unknown[] = [0, batchSize];
     let where = "position > $1";
     if (until !== undefined) where += ` AND position <= $${values.push(until)}`;
@@ -276,14 +263,6 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     const res = await this.query<{ head: string | null }>(`SELECT max(position)::text AS head FROM ${this.qschema}.events`, [], "headPosition");
     const head = res.rows[0]?.head;
     return head == null ? 0 : Number(head);
-  }
-
-  private async query<R extends object>(text: string, values: unknown[], what: string) {
-    try {
-      return await this.pool.query<R>(text, values);
-    } catch (e) {
-      throw mapPgError(e, `postgres: ${what}`);
-    }
   }
 
   private async rows(text: string, values: unknown[], what: string): Promise<Row[]> {
@@ -431,20 +410,9 @@ interface Prepared {
 /** Validates an append and fills what is missing; the versions and positions come from the database. */
 function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): Prepared {
   if (!Array.isArray(events)) throw new MnemeError("INVALID_EVENTS", "append: events must be an array");
-  const expAggs: string[] = [];
-  const expVersions: number[] = [];
-  const expected = opts?.expectedVersions;
-  if (expected !== undefined) {
-    if (typeof expected !== "object" || expected === null || Array.isArray(expected)) {
-      throw new MnemeError("INVALID_EVENTS", "append: expectedVersions must be an object");
-    }
-    for (const [agg, v] of Object.entries(expected)) {
-      if (agg === "") throw new MnemeError("INVALID_EVENTS", "append: expectedVersions has an empty aggregateUuid");
-      if (!Number.isInteger(v) || v < 0) throw new MnemeError("INVALID_EVENTS", `append: expectedVersions[${agg}] must be an integer >= 0, got ${String(v)}`);
-      expAggs.push(agg);
-      expVersions.push(v);
-    }
-  }
+  const expected = expectedVersionsMap(opts?.expectedVersions);
+  const expAggs = [...expected.keys()];
+  const expVersions = [...expected.values()];
   const n = events.length;
   const out = new Array<Event>(n);
   const eventUuids = new Array<string>(n);
@@ -487,7 +455,7 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
       if (e.reqCtx !== lastCtxIn) {
         lastCtxIn = e.reqCtx;
         lastCtxOut = Object.freeze({ ...e.reqCtx });
-        lastCtxJson = toJson(lastCtxOut, i, "reqCtx");
+        lastCtxJson = eventFieldJson(lastCtxOut, i, "reqCtx");
       }
       reqCtx = lastCtxOut;
       reqCtxJson = lastCtxJson;
@@ -515,23 +483,12 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
     commands[i] = e.commandUuid ?? null;
     createdAts[i] = ev.createdAt;
     reqCtxs[i] = reqCtxJson;
-    payloads[i] = toJson(e.payload, i, "payload");
+    payloads[i] = eventFieldJson(e.payload, i, "payload");
   }
   return {
     events: out,
     columns: [eventUuids, tenants, domains, names, aggs, versions, commands, createdAts, reqCtxs, payloads, expAggs, expVersions],
   };
-}
-
-function toJson(v: unknown, i: number, field: string): string {
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(v);
-  } catch (e) {
-    throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-serialisable`, { cause: e });
-  }
-  if (json === undefined) throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-serialisable`);
-  return json;
 }
 
 /** Fills positions and versions assigned by the database; the events are frozen like stored ones. */

@@ -1,13 +1,11 @@
 import { nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
+import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { mapPgError } from "./postgres-errors.js";
-import { decodeCursor, encodeCursor, pageLimit } from "./postgres-paging.js";
 import { runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
-
-const LEVELS = new Set<LogLevel>(["debug", "info", "warn", "error"]);
 
 interface LogRow {
   id: string;
@@ -53,25 +51,12 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
 
   async append(input: NewLogEntry): Promise<LogEntry> {
     return this.track(async () => {
-      if (input === null || typeof input !== "object") throw new MnemeError("INVALID_REQUEST", "a log entry must be an object");
-      if (!LEVELS.has(input.level)) throw new MnemeError("INVALID_REQUEST", `log level must be debug, info, warn or error, got ${String(input.level)}`);
-      if (typeof input.message !== "string") throw new MnemeError("INVALID_REQUEST", "log message must be a string");
-      if (input.source !== undefined && typeof input.source !== "string") throw new MnemeError("INVALID_REQUEST", "log source must be a string");
-      if (input.tenantUuid !== undefined && typeof input.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "log tenantUuid must be a string");
-      let dataJson: string | null = null;
-      if (input.data !== undefined) {
-        if (input.data === null || typeof input.data !== "object" || Array.isArray(input.data)) throw new MnemeError("INVALID_REQUEST", "log data must be an object");
-        try {
-          dataJson = JSON.stringify(input.data);
-        } catch (e) {
-          throw new MnemeError("INVALID_REQUEST", "log data is not JSON-serialisable", { cause: e });
-        }
-      }
-      const res = await this.run<LogRow>(
+      const dataJson = validateNewLogEntry(input) ?? null;
+      const res = await this.query<LogRow>(
         `INSERT INTO ${this.table} (level, message, source, tenant_uuid, data, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6)
          RETURNING id::text, level, message, source, tenant_uuid, data, created_at::text`,
         [input.level, input.message, input.source ?? null, input.tenantUuid ?? null, dataJson, nowNs()],
-        "append",
+        "log append",
       );
       return toEntry(res.rows[0] as LogRow);
     });
@@ -79,8 +64,8 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
 
   async list(opts: PageRequest & { level?: LogLevel; source?: string; tenantUuid?: string } = {}): Promise<StorePage<LogEntry>> {
     return this.track(async () => {
-      const limit = pageLimit(opts);
-      const after = decodeCursor(opts.cursor, ["number"]);
+      const limit = pageLimit(opts.limit);
+      const after = decodeCursor(opts.cursor, ["integer"]);
       const values: unknown[] = [after?.[0] ?? 0];
       let where = "id > $1";
       for (const [field, column] of [
@@ -93,11 +78,11 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
         if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${field} must be a string`);
         where += ` AND ${column} = $${values.push(value)}`;
       }
-      const res = await this.run<LogRow>(
+      const res = await this.query<LogRow>(
         `SELECT id::text, level, message, source, tenant_uuid, data, created_at::text FROM ${this.table}
          WHERE ${where} ORDER BY ${this.table}.id LIMIT $${values.push(limit + 1)}`,
         values,
-        "list",
+        "log list",
       );
       const items = res.rows.slice(0, limit).map(toEntry);
       if (res.rows.length <= limit) return { items };
@@ -108,29 +93,20 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
   async delete(id: number): Promise<boolean> {
     return this.track(async () => {
       if (!Number.isSafeInteger(id)) return false;
-      const res = await this.run(`DELETE FROM ${this.table} WHERE id = $1`, [id], "delete");
+      const res = await this.query(`DELETE FROM ${this.table} WHERE id = $1`, [id], "log delete");
       return (res.rowCount ?? 0) > 0;
     });
   }
 
   async info(): Promise<StoreInfo> {
     return this.track(async () => {
-      const res = await this.run<{ n: string; t: string | null }>(
+      const res = await this.query<{ n: string; t: string | null }>(
         `SELECT count(*)::text AS n, (SELECT created_at::text FROM ${this.table} ORDER BY id DESC LIMIT 1) AS t FROM ${this.table}`,
         [],
-        "info",
+        "log info",
       );
-      const row = res.rows[0];
-      return this.storeInfo(Number(row?.n ?? 0), row?.t == null ? 0 : Number(row.t));
+      return this.storeInfoOf(res.rows[0]);
     });
-  }
-
-  private async run<R extends object>(text: string, values: unknown[], what: string) {
-    try {
-      return await this.pool.query<R>(text, values);
-    } catch (e) {
-      throw mapPgError(e, `postgres: log ${what}`);
-    }
   }
 }
 

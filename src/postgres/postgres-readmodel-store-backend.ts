@@ -2,6 +2,10 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import {
+  assertCheckpoint, assertCollectionName, assertDocumentKey, assertDocumentKeys, assertFieldName, assertHandlerName, documentEntriesJson,
+  documentJson, listWindow, whereConditions,
+} from "../store/readmodel-validation.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
 import type { PgClient } from "./postgres-pool.js";
@@ -14,8 +18,6 @@ interface Tx {
 }
 
 type Where = ListOptions["where"];
-
-const FIELD = /^[A-Za-z0-9_]+$/;
 
 /** Called with the handlers whose locks were lost because the lock connection failed. */
 export type LockLostListener = (handlers: readonly string[]) => void;
@@ -75,7 +77,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   }
 
   collection<T>(name: string): ReadmodelCollection<T> {
-    if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "a collection name must be a non-empty string");
+    assertCollectionName(name);
     return new PostgresReadmodelCollection<T>(this, name);
   }
 
@@ -142,8 +144,8 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   }
 
   async setCheckpoint(handler: string, position: number): Promise<void> {
-    if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "a handler name must be a non-empty string");
-    if (!Number.isInteger(position) || position < 0) throw new MnemeError("INVALID_REQUEST", `a checkpoint must be an integer >= 0, got ${String(position)}`);
+    assertHandlerName(handler);
+    assertCheckpoint(position);
     await this.exec(
       `INSERT INTO ${this.checkpoints} (handler, position) VALUES ($1, $2) ON CONFLICT (handler) DO UPDATE SET position = EXCLUDED.position`,
       [handler, position],
@@ -154,8 +156,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
 
   async info(): Promise<StoreInfo> {
     const res = await this.exec<{ n: string; t: string | null }>(`SELECT count(*)::text AS n, max(updated_at)::text AS t FROM ${this.docs}`, [], false, "info");
-    const row = res.rows[0];
-    return this.storeInfo(Number(row?.n ?? 0), row?.t == null ? 0 : Number(row.t));
+    return this.storeInfoOf(res.rows[0]);
   }
 
   /**
@@ -346,14 +347,13 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   ) {}
 
   async get(key: string): Promise<T | undefined> {
-    assertKey(key);
+    assertDocumentKey(key);
     const res = await this.backend.exec<{ doc: T }>(`SELECT doc FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`, [this.name, key], false, "get");
     return res.rows[0]?.doc;
   }
 
   async getMany(keys: readonly string[]): Promise<Map<string, T>> {
-    if (!Array.isArray(keys)) throw new MnemeError("INVALID_REQUEST", "getMany takes an array of keys");
-    for (const k of keys) assertKey(k);
+    assertDocumentKeys(keys);
     const out = new Map<string, T>();
     if (keys.length === 0) return out;
     const res = await this.backend.exec<{ key: string; doc: T }>(
@@ -368,7 +368,7 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async put(key: string, doc: T): Promise<void> {
-    const json = toJson(key, doc);
+    const json = documentJson(key, doc);
     await this.backend.exec(
       `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
        INSERT INTO ${this.backend.docs} (collection, key, doc, updated_at) VALUES ($1, $2, $3::jsonb, $4)
@@ -380,13 +380,9 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
-    if (!Array.isArray(entries)) throw new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
     // The last document of a key wins, as if put one by one (ON CONFLICT cannot touch a row twice in one statement).
     const byKey = new Map<string, string>();
-    for (const entry of entries) {
-      if (!Array.isArray(entry)) throw new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
-      const [k, v] = entry;
-      const json = toJson(k, v);
+    for (const [k, json] of documentEntriesJson(entries)) {
       byKey.delete(k);
       byKey.set(k, json);
     }
@@ -403,17 +399,14 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async delete(key: string): Promise<boolean> {
-    assertKey(key);
+    assertDocumentKey(key);
     const res = await this.backend.exec(`DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`, [this.name, key], true, "delete");
     return (res.rowCount ?? 0) > 0;
   }
 
   async list(opts: ListOptions = {}): Promise<T[]> {
-    const offset = opts.offset ?? 0;
-    const limit = opts.limit;
-    if (!Number.isInteger(offset) || offset < 0) throw new MnemeError("INVALID_REQUEST", `offset must be an integer >= 0, got ${String(offset)}`);
-    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) throw new MnemeError("INVALID_REQUEST", `limit must be an integer >= 0, got ${String(limit)}`);
-    if (opts.orderBy !== undefined) assertField(opts.orderBy, "orderBy");
+    const { offset, limit } = listWindow(opts);
+    if (opts.orderBy !== undefined) assertFieldName(opts.orderBy, "orderBy");
     const values: unknown[] = [this.name];
     const where = whereSql(opts.where, values);
     const dir = opts.descending === true ? "DESC" : "ASC";
@@ -455,36 +448,7 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
 
 /** `AND doc -> $k = $v::jsonb ...`: field names and values are both parameters; equality is typed (1 matches neither "1" nor true). */
 function whereSql(where: Where, values: unknown[]): string {
-  if (where === undefined) return "";
-  if (where === null || typeof where !== "object" || Array.isArray(where)) throw new MnemeError("INVALID_REQUEST", "where must be an object");
   let sql = "";
-  for (const [f, v] of Object.entries(where)) {
-    assertField(f, "a where field");
-    const ok = typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v));
-    if (!ok) throw new MnemeError("INVALID_REQUEST", `where.${f} must be a string, a finite number or a boolean`);
-    sql += ` AND doc -> $${values.push(f)}::text = $${values.push(JSON.stringify(v))}::jsonb`;
-  }
+  for (const [f, v] of whereConditions(where)) sql += ` AND doc -> $${values.push(f)}::text = $${values.push(JSON.stringify(v))}::jsonb`;
   return sql;
-}
-
-function assertKey(key: unknown): asserts key is string {
-  if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
-}
-
-function assertField(name: unknown, what: string): void {
-  if (typeof name !== "string" || !FIELD.test(name)) {
-    throw new MnemeError("INVALID_REQUEST", `${what} must be a field name of letters, digits and _, got ${JSON.stringify(name)}`);
-  }
-}
-
-function toJson(key: string, doc: unknown): string {
-  assertKey(key);
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(doc);
-  } catch (e) {
-    throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`, { cause: e });
-  }
-  if (json === undefined) throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`);
-  return json;
 }

@@ -1,5 +1,7 @@
+import type { QueryResult } from "pg";
 import { MnemeError } from "../core/errors.js";
 import type { StoreInfo } from "../store/store-info.js";
+import { mapPgError } from "./postgres-errors.js";
 import { describeConnection, type PgPool } from "./postgres-pool.js";
 import { quoteIdent, validateSchemaName } from "./postgres-schema.js";
 
@@ -76,5 +78,19 @@ export abstract class PostgresStoreBase {
   /** A StoreInfo of this store. */
   protected storeInfo(numItems: number, lastItemCreatedAt: number): StoreInfo {
     return { storeType: "postgres", numItems, lastItemCreatedAt, connectionInfo: this.connectionInfo };
+  }
+
+  /** A StoreInfo from an info query's row: `n` items and `t`, the newest item's createdAt (null when empty), both bigint as text. */
+  protected storeInfoOf(row: { n: string; t: string | null } | undefined): StoreInfo {
+    return this.storeInfo(Number(row?.n ?? 0), row?.t == null ? 0 : Number(row.t));
+  }
+
+  /** Runs one statement on the pool; a failure becomes the MnemeError of `mapPgError`, its message starting `postgres: ${what}`. */
+  protected async query<R extends object>(text: string, values: unknown[], what: string): Promise<QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(text, values);
+    } catch (e) {
+      throw mapPgError(e, `postgres: ${what}`);
+    }
   }
 }

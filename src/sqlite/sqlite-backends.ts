@@ -1,4 +1,5 @@
 import { MnemeError } from "../core/errors.js";
+import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
@@ -50,21 +51,11 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
   const commandStore = new SqliteCommandStore(shared);
   const logStore = new SqliteLogStore(shared);
   const readmodelStoreBackend = new SqliteReadmodelStoreBackend(shared);
-  let closing: Promise<void> | undefined;
   return {
     eventRepository,
     commandStore,
     logStore,
     readmodelStoreBackend,
-    close() {
-      closing ??= (async () => {
-        try {
-          await Promise.all([eventRepository.close(), commandStore.close(), logStore.close(), readmodelStoreBackend.close()]);
-        } finally {
-          connection.close();
-        }
-      })();
-      return closing;
-    },
+    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend], () => connection.close()),
   };
 }

@@ -1,12 +1,11 @@
 import { MnemeError } from "../core/errors.js";
-import type { CommandListOptions, CommandRecord, CommandStatus, CommandStore } from "../store/command-store.js";
+import { validateCommandRecord } from "../store/command-record-validation.js";
+import type { CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
-import { decodeCursor, encodeCursor, pageLimit } from "./sqlite-paging.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
-
-const STATUSES: readonly CommandStatus[] = ["succeeded", "failed", "denied"];
 
 /**
  * The CommandStore in one SQLite table: the record as JSON text, plus the
@@ -38,7 +37,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
 
   /** Stores a record; a second record with the same commandUuid is CONFLICT (the audit trail is append-only). */
   async record(rec: CommandRecord): Promise<void> {
-    const json = validateRecord(rec);
+    const json = validateCommandRecord(rec);
     const db = this.ready();
     try {
       db.statement(
@@ -63,7 +62,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   }
 
   async list(opts: CommandListOptions = {}): Promise<StorePage<CommandRecord>> {
-    const limit = pageLimit(opts);
+    const limit = pageLimit(opts.limit);
     const after = decodeCursor(opts.cursor, ["number", "string"]);
     const where: string[] = [];
     const params: unknown[] = [];
@@ -112,27 +111,5 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
     } catch (e) {
       throw toStoreError(e, "info");
     }
-  }
-}
-
-function validateRecord(rec: CommandRecord): string {
-  if (typeof rec !== "object" || rec === null) throw new MnemeError("INVALID_REQUEST", "record: a CommandRecord object is required");
-  for (const field of ["commandUuid", "domain", "name"] as const) {
-    if (typeof rec[field] !== "string" || rec[field] === "") throw new MnemeError("INVALID_REQUEST", `record: ${field} must be a non-empty string`);
-  }
-  if (typeof rec.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "record: tenantUuid must be a string");
-  if (!STATUSES.includes(rec.status)) throw new MnemeError("INVALID_REQUEST", `record: status must be one of ${STATUSES.join(", ")}`);
-  if (typeof rec.createdAt !== "number" || !Number.isFinite(rec.createdAt)) throw new MnemeError("INVALID_REQUEST", "record: createdAt must be a finite number (ns)");
-  if (typeof rec.reqCtx !== "object" || rec.reqCtx === null) throw new MnemeError("INVALID_REQUEST", "record: reqCtx must be an object");
-  if (typeof rec.durationMicros !== "number" || !Number.isFinite(rec.durationMicros)) {
-    throw new MnemeError("INVALID_REQUEST", "record: durationMicros must be a finite number");
-  }
-  if (!Array.isArray(rec.eventUuids) || rec.eventUuids.some((u) => typeof u !== "string")) {
-    throw new MnemeError("INVALID_REQUEST", "record: eventUuids must be an array of strings");
-  }
-  try {
-    return JSON.stringify(rec);
-  } catch (e) {
-    throw new MnemeError("INVALID_REQUEST", "record: the record is not JSON-serialisable", { cause: e });
   }
 }

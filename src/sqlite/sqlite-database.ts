@@ -223,10 +223,3 @@ export function validateTablePrefix(prefix: string | undefined): string {
   }
   return p;
 }
-
-const FIELD = /^[A-Za-z0-9_]+$/;
-
-/** True when `name` is an allowed document field name (letters, digits, _): the whitelist for JSON paths in SQL. */
-export function isFieldName(name: unknown): name is string {
-  return typeof name === "string" && FIELD.test(name);
-}

@@ -1,13 +1,14 @@
 import { newUuid, nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import { eventFieldJson, expectedVersionsMap } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
-const DEFAULT_BATCH_SIZE = 1000;
 const MAX_BATCH_SIZE = 100_000;
 
 const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
@@ -84,7 +85,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   /** The whole append runs synchronously, so listeners see batches in commit order. */
   private appendSync(events: readonly NewEvent[], opts: AppendOptions): Event[] {
     if (!Array.isArray(events)) throw new MnemeError("INVALID_EVENTS", "append: events must be an array");
-    const expected = validateExpectedVersions(opts?.expectedVersions);
+    const expected = expectedVersionsMap(opts?.expectedVersions);
     const db = this.ready();
     if (events.length === 0 && expected.size === 0) return [];
     const ctxCache: ReqCtxCache = { obj: undefined, json: "{}" };
@@ -222,21 +223,8 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   }
 
   private async *pages(opts: ReadAllOptions): AsyncGenerator<Event[], void, undefined> {
-    const after = opts.afterPosition ?? 0;
-    const until = opts.untilPosition;
-    const batchSize = opts.batchSize ?? DEFAULT_BATCH_SIZE;
-    if (!Number.isInteger(after) || after < 0) throw new MnemeError("INVALID_REQUEST", `readAll: afterPosition must be an integer >= 0, got ${String(after)}`);
-    if (until !== undefined && (!Number.isInteger(until) || until < 0)) {
-      throw new MnemeError("INVALID_REQUEST", `readAll: untilPosition must be an integer >= 0, got ${String(until)}`);
-    }
-    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > MAX_BATCH_SIZE) {
-      throw new MnemeError("INVALID_REQUEST", `readAll: batchSize must be an integer in 1..${MAX_BATCH_SIZE}, got ${String(batchSize)}`);
-    }
-    if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readAll: tenantUuid must be a string");
+    const { afterPosition: after, untilPosition: until, batchSize } = readAllWindow(opts, MAX_BATCH_SIZE);
     const paths = opts.eventPaths;
-    if (paths !== undefined && (!Array.isArray(paths) || paths.some((p) => typeof p !== "string"))) {
-      throw new MnemeError("INVALID_REQUEST", "readAll: eventPaths must be an array of strings");
-    }
     if (paths !== undefined && paths.length === 0) return;
     const signal = opts.signal;
 
@@ -342,18 +330,6 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   }
 }
 
-function validateExpectedVersions(ev: Record<string, number> | undefined): Map<string, number> {
-  const m = new Map<string, number>();
-  if (ev === undefined) return m;
-  if (typeof ev !== "object" || ev === null || Array.isArray(ev)) throw new MnemeError("INVALID_EVENTS", "append: expectedVersions must be an object");
-  for (const [agg, v] of Object.entries(ev)) {
-    if (agg === "") throw new MnemeError("INVALID_EVENTS", "append: expectedVersions has an empty aggregateUuid");
-    if (!Number.isInteger(v) || v < 0) throw new MnemeError("INVALID_EVENTS", `append: expectedVersions[${agg}] must be an integer >= 0, got ${String(v)}`);
-    m.set(agg, v);
-  }
-  return m;
-}
-
 /** The events of one command share one reqCtx object: serialise it once per call. */
 interface ReqCtxCache {
   obj: RequestContext | undefined;
@@ -387,13 +363,13 @@ function prepareEvent(e: NewEvent, i: number, ctxCache: ReqCtxCache): PendingEve
     commandUuid: e.commandUuid ?? null,
     createdAt: e.createdAt ?? nowNs(),
     reqCtxJson: e.reqCtx === undefined ? "{}" : reqCtxJson(e.reqCtx, i, ctxCache),
-    payloadJson: e.payload === undefined ? null : toJson(e.payload, i, "payload"),
+    payloadJson: e.payload === undefined ? null : eventFieldJson(e.payload, i, "payload"),
   };
 }
 
 function reqCtxJson(reqCtx: RequestContext, i: number, cache: ReqCtxCache): string {
   if (reqCtx !== cache.obj) {
-    cache.json = toJson(reqCtx, i, "reqCtx");
+    cache.json = eventFieldJson(reqCtx, i, "reqCtx");
     cache.obj = reqCtx;
   }
   return cache.json;
@@ -404,17 +380,6 @@ function optionalString(v: unknown, i: number, field: string, nonEmpty: boolean)
   if (typeof v !== "string" || (nonEmpty && v === "")) {
     throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a ${nonEmpty ? "non-empty " : ""}string`);
   }
-}
-
-function toJson(v: unknown, i: number, field: string): string {
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(v);
-  } catch (e) {
-    throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-serialisable`, { cause: e });
-  }
-  if (json === undefined) throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-serialisable`);
-  return json;
 }
 
 function appendError(e: unknown): MnemeError {

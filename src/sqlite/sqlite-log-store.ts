@@ -1,13 +1,12 @@
 import { nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
+import { isLogLevel, validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
-import { decodeCursor, encodeCursor, pageLimit } from "./sqlite-paging.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
-
-const LEVELS: readonly LogLevel[] = ["debug", "info", "warn", "error"];
 
 type LogRow = [number, string, string, string | null, string | null, string | null, number];
 
@@ -35,22 +34,7 @@ export class SqliteLogStore extends SqliteStoreBase implements LogStore {
   }
 
   async append(entry: NewLogEntry): Promise<LogEntry> {
-    if (typeof entry !== "object" || entry === null) throw new MnemeError("INVALID_REQUEST", "append: a log entry object is required");
-    if (!LEVELS.includes(entry.level)) throw new MnemeError("INVALID_REQUEST", `append: level must be one of ${LEVELS.join(", ")}`);
-    if (typeof entry.message !== "string") throw new MnemeError("INVALID_REQUEST", "append: message must be a string");
-    if (entry.source !== undefined && typeof entry.source !== "string") throw new MnemeError("INVALID_REQUEST", "append: source must be a string");
-    if (entry.tenantUuid !== undefined && typeof entry.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "append: tenantUuid must be a string");
-    let dataJson: string | null = null;
-    if (entry.data !== undefined) {
-      if (typeof entry.data !== "object" || entry.data === null || Array.isArray(entry.data)) {
-        throw new MnemeError("INVALID_REQUEST", "append: data must be an object");
-      }
-      try {
-        dataJson = JSON.stringify(entry.data);
-      } catch (e) {
-        throw new MnemeError("INVALID_REQUEST", "append: data is not JSON-serialisable", { cause: e });
-      }
-    }
+    const dataJson = validateNewLogEntry(entry) ?? null;
     const createdAt = nowNs();
     let id: number;
     try {
@@ -65,12 +49,12 @@ export class SqliteLogStore extends SqliteStoreBase implements LogStore {
   }
 
   async list(opts: PageRequest & { level?: LogLevel; source?: string; tenantUuid?: string } = {}): Promise<StorePage<LogEntry>> {
-    const limit = pageLimit(opts);
+    const limit = pageLimit(opts.limit);
     const after = decodeCursor(opts.cursor, ["number"]);
     const where = ["id > ?"];
     const params: unknown[] = [after?.[0] ?? 0];
     if (opts.level !== undefined) {
-      if (!LEVELS.includes(opts.level)) throw new MnemeError("INVALID_REQUEST", `list: level must be one of ${LEVELS.join(", ")}`);
+      if (!isLogLevel(opts.level)) throw new MnemeError("INVALID_REQUEST", "list: level must be one of debug, info, warn, error");
       where.push("level = ?");
       params.push(opts.level);
     }

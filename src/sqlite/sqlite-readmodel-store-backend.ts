@@ -2,8 +2,12 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import {
+  assertCheckpoint, assertCollectionName, assertDocumentKey, assertDocumentKeys, assertFieldName, assertHandlerName, documentEntriesJson,
+  documentJson, listWindow, whereConditions,
+} from "../store/readmodel-validation.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { isFieldName, type SqliteDatabase, type SqliteStoreOptions } from "./sqlite-database.js";
+import type { SqliteDatabase, SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
@@ -81,7 +85,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   collection<T>(name: string): ReadmodelCollection<T> {
-    if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "collection: name must be a non-empty string");
+    assertCollectionName(name);
     let c = this.collections.get(name);
     if (c === undefined) {
       c = new SqliteReadmodelCollection<unknown>(this, name);
@@ -123,7 +127,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   async getCheckpoint(handler: string): Promise<number> {
-    checkHandler(handler);
+    assertHandlerName(handler);
     const pending = this.pending()?.checkpoints.get(handler);
     if (pending !== undefined) return pending;
     try {
@@ -135,10 +139,8 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   async setCheckpoint(handler: string, position: number): Promise<void> {
-    checkHandler(handler);
-    if (!Number.isInteger(position) || position < 0) {
-      throw new MnemeError("INVALID_REQUEST", `setCheckpoint: position must be an integer >= 0, got ${String(position)}`);
-    }
+    assertHandlerName(handler);
+    assertCheckpoint(position);
     await this.write("setCheckpoint", (tx) => {
       if (tx !== undefined) tx.checkpoints.set(handler, position);
       else this.upsertCheckpoint(handler, position);
@@ -319,7 +321,7 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   ) {}
 
   async get(key: string): Promise<T | undefined> {
-    checkKey(key);
+    assertDocumentKey(key);
     const tx = this.backend.pending();
     if (tx !== undefined) {
       const pending = tx.docs.get(this.name)?.get(key);
@@ -333,8 +335,7 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async getMany(keys: readonly string[]): Promise<Map<string, T>> {
-    if (!Array.isArray(keys)) throw new MnemeError("INVALID_REQUEST", "getMany: keys must be an array of strings");
-    for (const k of keys) checkKey(k);
+    assertDocumentKeys(keys);
     const out = new Map<string, T>();
     const tx = this.backend.pending();
     const pending = tx?.docs.get(this.name);
@@ -360,8 +361,7 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async put(key: string, doc: T): Promise<void> {
-    checkKey(key);
-    const json = docJson(doc);
+    const json = documentJson(key, doc);
     await this.backend.write("put", (tx) => {
       if (tx !== undefined) pendingDocs(tx, this.name).set(key, json);
       else this.backend.putNow(this.name, [[key, json]]);
@@ -369,12 +369,7 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
-    if (!Array.isArray(entries)) throw new MnemeError("INVALID_REQUEST", "putMany: entries must be an array of [key, doc]");
-    const rows = entries.map((entry) => {
-      if (!Array.isArray(entry) || entry.length !== 2) throw new MnemeError("INVALID_REQUEST", "putMany: each entry must be [key, doc]");
-      checkKey(entry[0]);
-      return [entry[0], docJson(entry[1])] as const;
-    });
+    const rows = documentEntriesJson(entries);
     if (rows.length === 0) return;
     await this.backend.write("putMany", (tx) => {
       if (tx !== undefined) {
@@ -385,7 +380,7 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async delete(key: string): Promise<boolean> {
-    checkKey(key);
+    assertDocumentKey(key);
     return this.backend.write("delete", (tx) => {
       if (tx === undefined) {
         return this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).run(this.name, key).changes > 0;
@@ -403,18 +398,13 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async list(opts: ListOptions = {}): Promise<T[]> {
-    const offset = opts.offset ?? 0;
-    const limit = opts.limit;
-    if (!Number.isInteger(offset) || offset < 0) throw new MnemeError("INVALID_REQUEST", `list: offset must be an integer >= 0, got ${String(offset)}`);
-    if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) {
-      throw new MnemeError("INVALID_REQUEST", `list: limit must be an integer >= 0, got ${String(limit)}`);
-    }
+    const { offset, limit } = listWindow(opts);
     const dir = opts.descending === true ? "DESC" : "ASC";
     const { sql: whereSql, params } = whereClause(opts.where);
     let order = `key ${dir}`;
     const orderParams: unknown[] = [];
     if (opts.orderBy !== undefined) {
-      if (!isFieldName(opts.orderBy)) throw new MnemeError("INVALID_REQUEST", `list: orderBy must be a field name (letters, digits, _), got ${JSON.stringify(opts.orderBy)}`);
+      assertFieldName(opts.orderBy, "orderBy");
       // The JSON path is a parameter; the field-name check is the whitelist that keeps paths to one top-level field.
       // Ranks first, as the memory backend does: missing/null < booleans < numbers < strings < arrays/objects
       // (json_extract alone would sort booleans among the numbers as 0/1).
@@ -461,12 +451,9 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
  * would otherwise compare json true as 1).
  */
 function whereClause(where: Where): { sql: string; params: unknown[] } {
-  if (where === undefined) return { sql: "", params: [] };
-  if (typeof where !== "object" || where === null || Array.isArray(where)) throw new MnemeError("INVALID_REQUEST", "where must be an object");
   let sql = "";
   const params: unknown[] = [];
-  for (const [field, value] of Object.entries(where)) {
-    if (!isFieldName(field)) throw new MnemeError("INVALID_REQUEST", `where: field must be a name (letters, digits, _), got ${JSON.stringify(field)}`);
+  for (const [field, value] of whereConditions(where)) {
     const path = jsonPath(field);
     switch (typeof value) {
       case "string":
@@ -474,7 +461,6 @@ function whereClause(where: Where): { sql: string; params: unknown[] } {
         params.push(path, path, value);
         break;
       case "number":
-        if (!Number.isFinite(value)) throw new MnemeError("INVALID_REQUEST", `where: ${field} must be a finite number`);
         sql += " AND json_type(doc, ?) IN ('integer', 'real') AND json_extract(doc, ?) = ?";
         params.push(path, path, value);
         break;
@@ -482,8 +468,6 @@ function whereClause(where: Where): { sql: string; params: unknown[] } {
         sql += " AND json_type(doc, ?) = ?";
         params.push(path, value ? "true" : "false");
         break;
-      default:
-        throw new MnemeError("INVALID_REQUEST", `where: ${field} must be a string, number or boolean`);
     }
   }
   return { sql, params };
@@ -496,23 +480,4 @@ function pendingDocs(tx: PendingWrites, name: string): Map<string, string | null
     tx.docs.set(name, docs);
   }
   return docs;
-}
-
-function checkKey(key: unknown): asserts key is string {
-  if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
-}
-
-function checkHandler(handler: unknown): asserts handler is string {
-  if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "handler must be a non-empty string");
-}
-
-function docJson(doc: unknown): string {
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(doc);
-  } catch (e) {
-    throw new MnemeError("INVALID_REQUEST", "the document is not JSON-serialisable", { cause: e });
-  }
-  if (json === undefined) throw new MnemeError("INVALID_REQUEST", "the document is not JSON-serialisable");
-  return json;
 }

@@ -4,8 +4,9 @@ import { join, resolve } from "node:path";
 import { nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import { assertDataKey, dataToStore } from "../memory/data-key.js";
-import { decodeCursor, encodeCursor, resolvePageLimit, storeClosed } from "../memory/paging.js";
+import { storeClosed } from "../memory/store-closed.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
+import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 
 /** Options of {@link FilesystemDataStore}. */
@@ -128,8 +129,8 @@ export class FilesystemDataStore implements DataStore {
 
   async list(opts: PageRequest & { prefix?: string } = {}): Promise<StorePage<DataEntryInfo>> {
     this.assertOpen();
-    const limit = resolvePageLimit(opts.limit);
-    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, "s")[0] as string);
+    const limit = pageLimit(opts.limit);
+    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, ["string"])[0] as string);
     const prefix = opts.prefix ?? "";
     const candidates: { key: string; name: string }[] = [];
     for (const name of await this.metaNames()) {

@@ -1,0 +1,87 @@
+import { MnemeError } from "../core/errors.js";
+import type { ListOptions } from "./readmodel-store-backend.js";
+
+/** A top-level document field: the whitelist that keeps field names out of reach of SQL and JSON-path injection. */
+const FIELD = /^[A-Za-z0-9_]+$/;
+
+/** A `where` condition after {@link whereConditions} checked it: a field name and a string, finite number or boolean. */
+export type WhereCondition = readonly [field: string, value: string | number | boolean];
+
+/** Throws INVALID_REQUEST unless `name` is a collection name (a non-empty string). */
+export function assertCollectionName(name: unknown): asserts name is string {
+  if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "a collection name must be a non-empty string");
+}
+
+/** Throws INVALID_REQUEST unless `key` is a document key (a string). */
+export function assertDocumentKey(key: unknown): asserts key is string {
+  if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
+}
+
+/** Throws INVALID_REQUEST unless `keys` (of getMany) is an array of document keys. */
+export function assertDocumentKeys(keys: unknown): asserts keys is readonly string[] {
+  if (!Array.isArray(keys)) throw new MnemeError("INVALID_REQUEST", "getMany takes an array of keys");
+  for (const k of keys) assertDocumentKey(k);
+}
+
+/** The JSON a backend stores for document `key`; INVALID_REQUEST when the key is not a string or the document has no JSON form. */
+export function documentJson(key: string, doc: unknown): string {
+  assertDocumentKey(key);
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(doc);
+  } catch (e) {
+    throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`, { cause: e });
+  }
+  if (json === undefined) throw new MnemeError("INVALID_REQUEST", `document ${key} is not JSON-serialisable`);
+  return json;
+}
+
+/** The [key, JSON] pairs of a putMany call, in order, checked all before anything is written. */
+export function documentEntriesJson(entries: unknown): [string, string][] {
+  const bad = (): MnemeError => new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
+  if (!Array.isArray(entries)) throw bad();
+  return entries.map((entry: unknown): [string, string] => {
+    if (!Array.isArray(entry) || entry.length !== 2) throw bad();
+    const [key, doc] = entry as [string, unknown];
+    return [key, documentJson(key, doc)];
+  });
+}
+
+/** Throws INVALID_REQUEST unless `handler` is an event handler name (a non-empty string). */
+export function assertHandlerName(handler: unknown): asserts handler is string {
+  if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "a handler name must be a non-empty string");
+}
+
+/** Throws INVALID_REQUEST unless `position` is a checkpoint (an integer >= 0). */
+export function assertCheckpoint(position: unknown): asserts position is number {
+  if (!Number.isInteger(position) || (position as number) < 0) throw new MnemeError("INVALID_REQUEST", `a checkpoint must be an integer >= 0, got ${String(position)}`);
+}
+
+/** Throws INVALID_REQUEST unless `name` is a top-level field name (letters, digits, _); `what` names it in the message. */
+export function assertFieldName(name: unknown, what: string): asserts name is string {
+  if (typeof name !== "string" || !FIELD.test(name)) {
+    throw new MnemeError("INVALID_REQUEST", `${what} must be a field name of letters, digits and _, got ${JSON.stringify(name)}`);
+  }
+}
+
+/** The offset (default 0) and limit (default none) of a collection listing, each an integer >= 0. */
+export function listWindow(opts: ListOptions): { offset: number; limit: number | undefined } {
+  const offset = opts.offset ?? 0;
+  const limit = opts.limit;
+  if (!Number.isInteger(offset) || offset < 0) throw new MnemeError("INVALID_REQUEST", `offset must be an integer >= 0, got ${String(offset)}`);
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) throw new MnemeError("INVALID_REQUEST", `limit must be an integer >= 0, got ${String(limit)}`);
+  return { offset, limit };
+}
+
+/** The checked conditions of a `where` filter (none when it is absent): field names by {@link assertFieldName}, values strings, finite numbers or booleans. */
+export function whereConditions(where: ListOptions["where"]): WhereCondition[] {
+  if (where === undefined) return [];
+  if (where === null || typeof where !== "object" || Array.isArray(where)) throw new MnemeError("INVALID_REQUEST", "where must be an object");
+  const conds = Object.entries(where);
+  for (const [f, v] of conds) {
+    assertFieldName(f, "a where field");
+    const ok = typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && Number.isFinite(v));
+    if (!ok) throw new MnemeError("INVALID_REQUEST", `where.${f} must be a string, a finite number or a boolean`);
+  }
+  return conds;
+}
