@@ -9,7 +9,7 @@ import {
 import type { Bench } from "./harness.js";
 
 const D = defineDomain("Bench");
-const Added = D.event<{ n: number }>("Added");
+D.event<{ n: number }>("Added");
 const Agg = D.aggregate<{ sum: number }>("Acc", { initialState: () => ({ sum: 0 }), evolve: { Added: (s, p: { n: number }) => ({ sum: s.sum + p.n }) } });
 D.query<Record<string, never>, unknown>("Nothing", { permission: anonymous });
 

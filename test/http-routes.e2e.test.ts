@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Facade, MnemeError, anonymous, createFacade, defineDomain, newUuid } from "mneme";
-import { ADMIN, TENANT_A, TENANT_SYS, USER, call, serve, startFacade, testAuthorizer, type TestServer } from "./support/http-fixture.js";
+import { ADMIN, TENANT_A, TENANT_SYS, USER, call, serve, testAuthorizer, type TestServer } from "./support/http-fixture.js";
 
 const NO_IDENTITY = { authorization: USER.headers.authorization! };
 const BAD_TOKEN = { authorization: `Bearer ${USER.reqCtx.senderSessionUuid}.wrong-key` };

@@ -221,7 +221,7 @@ export class Facade {
     const h = handler instanceof BaseEventHandler ? handler : new EventHandlerAdapter(handler);
     h.attachHost(this.#host, this.#delivery);
     this.#handlers.set(name, h);
-    if (this.#state === "started") void this.#goLive(h).catch(() => undefined);
+    if (this.#state === "started") void h.goLive().catch(() => undefined);
     return this;
   }
 
@@ -255,7 +255,7 @@ export class Facade {
       if (repo.onExternalAppend !== undefined) this.#unsubscribe.push(repo.onExternalAppend(() => this.#deliver(null)));
       this.startedAt = nowNs();
       this.#state = "started";
-      for (const h of this.#handlers.values()) await this.#goLive(h);
+      for (const h of this.#handlers.values()) await h.goLive();
       for (const hook of this.#startHooks) await hook(this);
     } catch (err) {
       this.#state = "new";
@@ -263,10 +263,6 @@ export class Facade {
       for (const u of this.#unsubscribe.splice(0)) u();
       throw err;
     }
-  }
-
-  async #goLive(h: BaseEventHandler): Promise<void> {
-    await h.goLive();
   }
 
   #deliver(events: readonly Event[] | null): void {

@@ -5,7 +5,7 @@ import { resolveCredentials } from "../defaults/credentials.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
 import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
-import { type CredentialResolver, type HttpHandlerOptions, type ResolvedHttpOptions, resolveHttpOptions } from "./options.js";
+import { type CredentialResolver, type HttpHandlerOptions, resolveHttpOptions } from "./options.js";
 import { errorResponse, problemResponse } from "./problem.js";
 import { buildRoutes, type RouteContext } from "./routes.js";
 
