@@ -178,6 +178,8 @@ describe("allowed for an administrator", () => {
     const bin = (await f.dataStore.get("bin"))!;
     expect([...bin.data]).toEqual([1, 2, 3]);
     expect(bin.contentType).toBe("application/octet-stream");
+    await expect(s.update("data", ADMIN, "bad", { base64: "not base64!" })).rejects.toMatchObject({ code: "INVALID_REQUEST" });
+    expect(await f.dataStore.get("bad")).toBeUndefined();
     await s.update("data", ADMIN, "page", { text: "<p>", contentType: "text/html" });
     expect((await f.dataStore.get("page"))!.contentType).toBe("text/html");
     await s.update("cache", ADMIN, "c", { value: { n: 1 }, ttlMs: 60_000 });

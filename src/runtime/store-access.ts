@@ -92,7 +92,7 @@ export class StoreAccess {
         if (typeof value === "string") await this.stores.dataStore.put(key, value);
         else if (isObject(value) && typeof value.base64 === "string") {
           const opts = typeof value.contentType === "string" ? { contentType: value.contentType } : {};
-          await this.stores.dataStore.put(key, Uint8Array.from(Buffer.from(value.base64, "base64")), opts);
+          await this.stores.dataStore.put(key, decodeBase64(value.base64), opts);
         } else if (isObject(value) && typeof value.text === "string") {
           const opts = typeof value.contentType === "string" ? { contentType: value.contentType } : {};
           await this.stores.dataStore.put(key, value.text, opts);
@@ -156,6 +156,19 @@ export class StoreAccess {
     });
     if (this.stores.systemEvents.running) this.stores.systemEvents.publish("StoreEntryChanged", { store, action, key, ...by });
   }
+}
+
+/** Standard base64 to bytes with the web's atob; INVALID_REQUEST when it is not base64. */
+function decodeBase64(text: string): Uint8Array {
+  let binary: string;
+  try {
+    binary = atob(text);
+  } catch (e) {
+    throw new MnemeError("INVALID_REQUEST", "base64 must be standard base64 text", { cause: e });
+  }
+  const out = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
+  return out;
 }
 
 function checkStore(store: unknown): StoreName {
