@@ -17,5 +17,7 @@ export default defineConfig({
     // Postgres and SQLite suites each work in their own schema / file, so files may run in parallel.
     fileParallelism: true,
     maxWorkers: 2,
+    // On CI, also write a JSON report: .ci/run prints the plain "N passed, N failed" line from it.
+    ...(process.env.CI ? { reporters: ["default", "json"], outputFile: { json: ".ci/vitest-report.json" } } : {}),
   },
 });
