@@ -108,6 +108,19 @@ describe("every route, allowed and denied", () => {
     ac.abort();
   });
 
+  it("HEAD answers like GET with no body: 200 for a list, 401 without credentials, 404 for an unknown path", async () => {
+    const get = await call(srv.url, "GET", t("/runtime/commands"), { headers: ADMIN.headers });
+    const head = await call(srv.url, "HEAD", t("/runtime/commands"), { headers: ADMIN.headers });
+    expect(head.status).toBe(200);
+    expect(head.body).toBe("");
+    expect(head.headers.get("content-type")).toBe(get.headers.get("content-type"));
+    expect((await call(srv.url, "HEAD", t("/runtime/commands"))).status).toBe(401);
+    const unknown = await call(srv.url, "HEAD", "/api/nowhere");
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toBe("");
+    expect(serverErrors).toEqual([]);
+  });
+
   it("an anonymous route runs without credentials, and with a stale token as anonymous", async () => {
     expect(await call(srv.url, "POST", t("/queries/Probe/Ping"), { body: {} })).toMatchObject({ status: 200, body: "pong" });
     expect(await call(srv.url, "POST", t("/queries/Probe/Ping"), { body: {}, headers: BAD_TOKEN })).toMatchObject({ status: 200, body: "pong" });

@@ -120,13 +120,21 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     return problemResponse(problems, "NOT_FOUND", `no route ${JSON.stringify(path.slice(0, 200))}; docs/http.md lists the routes`);
   }
 
-  return async (request: Request): Promise<Response> => {
+  const answer = async (request: Request): Promise<Response> => {
     try {
       return await handle(request);
     } catch (e) {
       if (e instanceof UnsupportedMediaType) return problemResponse(problems, "INVALID_REQUEST", e.message, { status: 415 });
       return errorResponse(problems, e, request);
     }
+  };
+
+  return async (request: Request): Promise<Response> => {
+    if (request.method.toUpperCase() !== "HEAD") return answer(request);
+    // HEAD is GET without the body: same status and headers (a stream, such as SSE, is closed at once).
+    const res = await answer(new Request(request.url, { method: "GET", headers: request.headers, signal: request.signal }));
+    await res.body?.cancel().catch(() => undefined);
+    return new Response(null, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
 }
 
