@@ -269,7 +269,8 @@ export class BaseEventHandler implements EventHandler {
         this.#wake();
       }
     } catch (err) {
-      this.#fail(err);
+      // A batch refused because the processing lock was lost is not the handler's failure: it waits in standby.
+      if (this.#state !== "standby") this.#fail(err);
     } finally {
       this.#pumping = undefined;
       this.#wake();
@@ -672,6 +673,12 @@ export class BaseEventHandler implements EventHandler {
     } catch (err) {
       this.#catching = false;
       this.catchedEvents = this.catchedEvents.slice();
+      if ((this.#state as EventHandlerState) === "standby") {
+        // The lock was lost mid-restore: the standby retry takes the handler back (and restores it) later.
+        this.restorationState = "cancelled";
+        host.publish("RestoreFailed", { eventHandlerName: this.name, cancelled: true, lockLost: true, position: this.lastPosition });
+        throw new MnemeError("RESTORE_CANCELLED", `restoration of ${this.name} stopped at position ${this.lastPosition}: another instance took its processing lock`);
+      }
       if (isMnemeError(err, "RESTORE_CANCELLED") || signal.aborted) {
         this.restorationState = "cancelled";
         await this.#persistCheckpoint().catch(() => undefined);

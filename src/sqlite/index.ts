@@ -5,9 +5,13 @@
 export { createSqliteBackends } from "./sqlite-backends.js";
 export type { SqliteBackends, SqliteBackendsOptions } from "./sqlite-backends.js";
 export { SqliteEventRepository } from "./sqlite-event-repository.js";
+export type { SqliteEventRepositoryOptions } from "./sqlite-event-repository.js";
+export type { SqliteExternalAppendListener } from "./sqlite-append-watcher.js";
 export { SqliteCommandStore } from "./sqlite-command-store.js";
 export { SqliteLogStore } from "./sqlite-log-store.js";
 export { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js";
+export type { SqliteReadmodelStoreBackendOptions } from "./sqlite-readmodel-store-backend.js";
+export type { SqliteLockLostListener } from "./sqlite-lease-locks.js";
 export { SqliteDatabase, DEFAULT_TABLE_PREFIX } from "./sqlite-database.js";
 export type { SqliteConnectionOption, SqliteOpenOptions, SqliteStoreOptions } from "./sqlite-database.js";
 export type { SqliteDriverDatabase, SqliteDriverStatement } from "./sqlite-driver.js";

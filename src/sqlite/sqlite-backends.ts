@@ -19,6 +19,10 @@ export type SqliteBackendsOptions = (
   SqliteOpenOptions & {
     /** Prepended to every table name. Default "mneme_". */
     readonly tablePrefix?: string;
+    /** How often the event repository looks for appends by other processes on the file (ms). Default 250; 0 turns it off. */
+    readonly pollIntervalMs?: number;
+    /** Lease of a readmodel's processing lock (ms), renewed every third of it. Default 5000. */
+    readonly lockLeaseMs?: number;
   };
 
 /** The SQLite stores of one database file, ready to spread into `createFacade`. */
@@ -36,6 +40,11 @@ export interface SqliteBackends {
  * commands, logs and readmodels. The connection closes when the last store is
  * closed (e.g. by `facade.stop()`), or with `close()`.
  *
+ * Several processes (or several calls of this in one process) may share the
+ * file: each is one instance that sees the others' appends within
+ * `pollIntervalMs`, and each SQLite-kept readmodel runs on one instance at a
+ * time (a lease of `lockLeaseMs`); see docs/scaling.md.
+ *
  * @example
  * const facade = createFacade({ appName: "todo", version: "1.0.0", ...createSqliteBackends({ filename: "todo.db" }) });
  */
@@ -47,10 +56,17 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
       ? SqliteDatabase.wrap(opts.database)
       : SqliteDatabase.open(opts.filename as string, opts.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: opts.busyTimeoutMs });
   const shared = { connection, tablePrefix };
-  const eventRepository = new SqliteEventRepository(shared);
+  let eventRepository: SqliteEventRepository;
+  let readmodelStoreBackend: SqliteReadmodelStoreBackend;
+  try {
+    eventRepository = new SqliteEventRepository(opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs });
+    readmodelStoreBackend = new SqliteReadmodelStoreBackend(opts.lockLeaseMs === undefined ? shared : { ...shared, lockLeaseMs: opts.lockLeaseMs });
+  } catch (e) {
+    connection.close();
+    throw e;
+  }
   const commandStore = new SqliteCommandStore(shared);
   const logStore = new SqliteLogStore(shared);
-  const readmodelStoreBackend = new SqliteReadmodelStoreBackend(shared);
   return {
     eventRepository,
     commandStore,

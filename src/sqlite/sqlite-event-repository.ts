@@ -5,11 +5,24 @@ import { eventFieldJson, expectedVersionsMap } from "../store/append-validation.
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
+import { SqliteAppendWatcher, type SqliteExternalAppendListener } from "./sqlite-append-watcher.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
 const MAX_BATCH_SIZE = 100_000;
+
+/** The default period of the onExternalAppend poll (ms). */
+const DEFAULT_POLL_INTERVAL_MS = 250;
+
+/** Constructor options of {@link SqliteEventRepository}. */
+export type SqliteEventRepositoryOptions = SqliteStoreOptions & {
+  /**
+   * How often onExternalAppend checks for appends by other connections (other
+   * processes on the same file), in ms. Default 250; 0 turns it off.
+   */
+  readonly pollIntervalMs?: number;
+};
 
 const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
 
@@ -45,6 +58,8 @@ interface PendingEvent {
  *   it back without safeIntegers converts that int64 to the same double, so
  *   the round trip is exact while the column stays a plain integer for SQL.
  * - payload and reqCtx are JSON text; an undefined payload is NULL.
+ * - `onExternalAppend` polls `PRAGMA data_version` (see SqliteAppendWatcher),
+ *   so processes sharing the file see each other's appends live.
  */
 export class SqliteEventRepository extends SqliteStoreBase implements EventRepository {
   private readonly table: string;
@@ -52,10 +67,20 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   private readonly notifyQueue: Event[][] = [];
   private notifying = false;
   private readonly insertSqls = new Map<number, string>();
+  private readonly watcher: SqliteAppendWatcher;
 
-  constructor(opts: SqliteStoreOptions) {
+  constructor(opts: SqliteEventRepositoryOptions) {
+    const pollIntervalMs = opts?.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    if (!Number.isInteger(pollIntervalMs) || pollIntervalMs < 0) {
+      throw new MnemeError("INVALID_REQUEST", `sqlite: pollIntervalMs must be a non-negative integer, got ${String(pollIntervalMs)}`);
+    }
     super(opts);
     this.table = `${this.prefix}events`;
+    this.watcher = new SqliteAppendWatcher({
+      pollIntervalMs,
+      readDataVersion: () => (this.ready().statement("PRAGMA data_version").get() as { data_version: number }).data_version,
+      readHead: () => (this.ready().statement(`SELECT MAX(position) AS p FROM ${this.table}`).get() as { p: number | null }).p ?? 0,
+    });
   }
 
   protected createTables(): void {
@@ -133,7 +158,10 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     }
     // Built from the stored JSON, so live listeners see exactly what a later read returns.
     const stored = pending.map((p, i) => toEvent(positions[i] as number, p));
-    if (stored.length > 0) this.notify(stored);
+    if (stored.length > 0) {
+      this.watcher.noteOwnAppend(positions[0] as number, positions[positions.length - 1] as number);
+      this.notify(stored);
+    }
     return stored;
   }
 
@@ -303,7 +331,35 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     };
   }
 
+  /**
+   * Called when another connection to the file (another process, or another
+   * createSqliteBackends in this one) appended events: every `pollIntervalMs`,
+   * a check of `PRAGMA data_version` and, when it moved, of the head position.
+   * Never for this connection's own appends (onAppend reports those). The
+   * caller pulls with readAll; the argument is the head position seen.
+   */
+  onExternalAppend(listener: SqliteExternalAppendListener): () => void {
+    if (typeof listener !== "function") throw new MnemeError("INVALID_REQUEST", "onExternalAppend: listener must be a function");
+    try {
+      this.ready();
+      return this.watcher.subscribe(listener);
+    } catch (e) {
+      throw toStoreError(e, "onExternalAppend");
+    }
+  }
+
+  /** @internal The poll's work, run now (tests drive it without timers); true when listeners were told. */
+  checkExternalAppends(): boolean {
+    return this.watcher.poll();
+  }
+
+  /** True while onExternalAppend polls (it has listeners and a non-zero pollIntervalMs). */
+  get externalAppendWatching(): boolean {
+    return this.watcher.running;
+  }
+
   override async close(): Promise<void> {
+    this.watcher.close();
     this.listeners.clear();
     await super.close();
   }

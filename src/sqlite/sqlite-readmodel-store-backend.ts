@@ -9,7 +9,21 @@ import {
 import type { StoreInfo } from "../store/store-info.js";
 import type { SqliteDatabase, SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
+import { leaseLostError, leaseTableDdl, SqliteLeaseLocks, type SqliteLockLostListener } from "./sqlite-lease-locks.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
+
+/** The default lease of a readmodel lock (ms). */
+const DEFAULT_LOCK_LEASE_MS = 5000;
+
+/** Constructor options of {@link SqliteReadmodelStoreBackend}. */
+export type SqliteReadmodelStoreBackendOptions = SqliteStoreOptions & {
+  /**
+   * How long a readmodel's processing lock lasts without renewal (ms; renewed
+   * every lockLeaseMs/3). A process that dies or stalls longer loses it to
+   * another instance after at most this long. Default 5000.
+   */
+  readonly lockLeaseMs?: number;
+};
 
 /**
  * The writes of a running transaction, not yet in SQLite: per collection
@@ -51,6 +65,13 @@ function jsonPath(field: string): string {
  * list()/count() by replaying the collection's pending writes in a savepoint
  * that is rolled back straight after the query (all synchronous). Reads from
  * outside see committed data only.
+ *
+ * `tryLock`/`unlock`/`onLockLost`: a lease per handler in a table of the file
+ * (see SqliteLeaseLocks), so that of several processes (or several backends
+ * in one process) on one file exactly one processes a readmodel; the others
+ * stand by. A commit that carries a locked handler's checkpoint checks the
+ * lease in the same write transaction and is refused (INVALID_STATE, nothing
+ * written, onLockLost told) when another instance has taken it over.
  */
 export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements ReadmodelStoreBackend {
   private readonly docsTable: string;
@@ -62,12 +83,20 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   private readonly registered = new Set<string>();
   private locked = false;
   private readonly waiters: (() => void)[] = [];
+  private readonly locksTable: string;
+  private readonly leases: SqliteLeaseLocks;
 
-  constructor(opts: SqliteStoreOptions) {
+  constructor(opts: SqliteReadmodelStoreBackendOptions) {
+    const lockLeaseMs = opts?.lockLeaseMs ?? DEFAULT_LOCK_LEASE_MS;
+    if (!Number.isInteger(lockLeaseMs) || lockLeaseMs < 3) {
+      throw new MnemeError("INVALID_REQUEST", `sqlite: lockLeaseMs must be an integer >= 3, got ${String(lockLeaseMs)}`);
+    }
     super(opts);
     this.docsTable = `${this.prefix}readmodel_documents`;
     this.collectionsTable = `${this.prefix}readmodel_collections`;
     this.checkpointsTable = `${this.prefix}readmodel_checkpoints`;
+    this.locksTable = `${this.prefix}readmodel_locks`;
+    this.leases = new SqliteLeaseLocks({ table: this.locksTable, leaseMs: lockLeaseMs, connection: () => this.ready() });
   }
 
   protected createTables(): void {
@@ -81,6 +110,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
       );
       CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (name TEXT PRIMARY KEY);
       CREATE TABLE IF NOT EXISTS ${this.checkpointsTable} (handler TEXT PRIMARY KEY, position INTEGER NOT NULL);
+      ${leaseTableDdl(this.locksTable)}
     `);
   }
 
@@ -143,8 +173,48 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     assertCheckpoint(position);
     await this.write("setCheckpoint", (tx) => {
       if (tx !== undefined) tx.checkpoints.set(handler, position);
+      else if (this.leases.fenced(handler)) this.fencedWrite("setCheckpoint", [handler], () => this.upsertCheckpoint(handler, position));
       else this.upsertCheckpoint(handler, position);
     });
+  }
+
+  /**
+   * Takes the processing lock of `handler` for this backend instance (a lease
+   * in the file): true when it was free, expired, or already ours (then renewed).
+   */
+  async tryLock(handler: string): Promise<boolean> {
+    return this.leases.tryLock(handler);
+  }
+
+  /** Releases the lock of `handler` when this backend holds it; otherwise does nothing. */
+  async unlock(handler: string): Promise<void> {
+    this.leases.unlock(handler);
+  }
+
+  /** Tells `listener` which handlers' locks were lost (another instance took an expired lease), so they step back. */
+  onLockLost(listener: SqliteLockLostListener): () => void {
+    return this.leases.onLockLost(listener);
+  }
+
+  /** The handlers whose locks this backend holds now. */
+  heldLockNames(): string[] {
+    return this.leases.heldLockNames();
+  }
+
+  /** This backend's owner id in the lease table (one per instance). */
+  get lockOwner(): string {
+    return this.leases.owner;
+  }
+
+  /** @internal The lease heartbeat, for tests: renews now, or is paused to stand for a stalled process. */
+  get leaseLocks(): SqliteLeaseLocks {
+    return this.leases;
+  }
+
+  /** Releases this backend's locks, then the connection; idempotent. */
+  override async close(): Promise<void> {
+    this.leases.close();
+    await super.close();
   }
 
   async info(): Promise<StoreInfo> {
@@ -241,20 +311,36 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
 
   private commit(tx: PendingWrites): void {
     if (tx.cleared.size === 0 && tx.docs.size === 0 && tx.checkpoints.size === 0) return;
-    const db = this.ready();
     const touched: string[] = [];
+    const fenced = [...tx.checkpoints.keys()].filter((h) => this.leases.fenced(h));
+    this.fencedWrite("transaction commit", fenced, () => {
+      const names = new Set([...tx.cleared, ...tx.docs.keys()]);
+      for (const name of names) {
+        if (this.applyCollection(tx, name)) touched.push(name);
+      }
+      for (const [handler, position] of tx.checkpoints) this.upsertCheckpoint(handler, position);
+    });
+    for (const name of touched) this.registered.add(name);
+  }
+
+  /**
+   * Runs fn in one write transaction after proving (and renewing) this
+   * backend's lease on each of `handlers`; when one was taken over, rolls
+   * back, reports the loss and throws INVALID_STATE.
+   */
+  private fencedWrite(what: string, handlers: readonly string[], fn: () => void): void {
+    const db = this.ready();
+    let gone: string[] = [];
     try {
       db.writeTransaction(() => {
-        const names = new Set([...tx.cleared, ...tx.docs.keys()]);
-        for (const name of names) {
-          if (this.applyCollection(tx, name)) touched.push(name);
-        }
-        for (const [handler, position] of tx.checkpoints) this.upsertCheckpoint(handler, position);
+        gone = this.leases.verify(handlers);
+        if (gone.length > 0) throw leaseLostError(gone);
+        fn();
       });
     } catch (e) {
-      throw toStoreError(e, "transaction commit");
+      if (gone.length > 0) this.leases.markLost(gone);
+      throw toStoreError(e, what);
     }
-    for (const name of touched) this.registered.add(name);
   }
 
   /** Writes one collection's pending changes (inside a transaction or savepoint); true when it put documents. */

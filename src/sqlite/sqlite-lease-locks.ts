@@ -1,0 +1,214 @@
+import { newUuid } from "../core/clock.js";
+import { MnemeError } from "../core/errors.js";
+import { assertHandlerName } from "../store/readmodel-validation.js";
+import type { SqliteDatabase } from "./sqlite-database.js";
+import { toStoreError } from "./sqlite-errors.js";
+
+/** Called with the handlers whose leases were lost (another instance took them, or they could not be renewed in time). */
+export type SqliteLockLostListener = (handlers: readonly string[]) => void;
+
+/** Options of {@link SqliteLeaseLocks}. */
+export interface SqliteLeaseLocksOptions {
+  /** The lease table (already prefixed; created by the owning backend). */
+  readonly table: string;
+  /** How long a lease lasts without renewal (ms); renewed every leaseMs/3. */
+  readonly leaseMs: number;
+  /** The open connection with the lease table created (throws STORE_CLOSED once closed). */
+  readonly connection: () => SqliteDatabase;
+}
+
+/** The DDL of the lease table: one row per locked handler. */
+export function leaseTableDdl(table: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${table} (handler TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at INTEGER NOT NULL);`;
+}
+
+/**
+ * The single-processor lock of SqliteReadmodelStoreBackend: a lease per
+ * handler in a table of the shared file, because SQLite has no lock that
+ * outlives a transaction and dies with its process.
+ *
+ * - `tryLock` takes the row in one upsert under BEGIN IMMEDIATE when it is
+ *   free, expired, or already this owner's (each backend instance is its own
+ *   owner, so two backends in one process exclude each other too).
+ * - A heartbeat renews held leases every leaseMs/3; a renewal that finds the
+ *   row gone or owned by someone else (this process stalled past expiry and
+ *   another instance took over) reports the handler lost.
+ * - The fence: `verify` runs inside the write transaction that commits a
+ *   fenced handler's checkpoint and renews its lease there, so a stalled
+ *   instance that wakes up cannot commit after another one took over — the
+ *   check and the write are one SQLite transaction.
+ * Expiry uses the wall clock (Date.now()): the processes sharing a file run
+ * on one machine, so they share it.
+ */
+export class SqliteLeaseLocks {
+  /** This instance's owner id in the lease table. */
+  readonly owner = newUuid();
+  private readonly held = new Map<string, number>(); // handler -> expires_at we last wrote
+  /** Held once and lost since: their checkpoint writes stay fenced until tryLock or unlock. */
+  private readonly lost = new Set<string>();
+  private readonly listeners = new Set<SqliteLockLostListener>();
+  private heartbeat: ReturnType<typeof setInterval> | undefined;
+  private heartbeatPaused = false;
+
+  constructor(private readonly opts: SqliteLeaseLocksOptions) {}
+
+  /** Takes or renews the lease of `handler`; true when it is this owner's now. */
+  tryLock(handler: string): boolean {
+    assertHandlerName(handler);
+    const db = this.opts.connection();
+    const now = Date.now();
+    const expiresAt = now + this.opts.leaseMs;
+    let taken: boolean;
+    try {
+      taken = db.writeTransaction(
+        () =>
+          db
+            .statement(
+              `INSERT INTO ${this.opts.table} (handler, owner, expires_at) VALUES (?, ?, ?)
+               ON CONFLICT (handler) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+               WHERE ${this.opts.table}.owner = excluded.owner OR ${this.opts.table}.expires_at <= ?`,
+            )
+            .run(handler, this.owner, expiresAt, now).changes > 0,
+      );
+    } catch (e) {
+      throw toStoreError(e, `tryLock(${handler})`);
+    }
+    if (taken) {
+      this.held.set(handler, expiresAt);
+      this.lost.delete(handler);
+      this.startHeartbeat();
+    } else if (this.held.has(handler)) {
+      this.markLost([handler]);
+    }
+    return taken;
+  }
+
+  /** Releases the lease of `handler` when this owner holds it (or held it); otherwise does nothing. */
+  unlock(handler: string): void {
+    const had = this.held.delete(handler) || this.lost.delete(handler);
+    if (this.held.size === 0) this.stopHeartbeat();
+    if (!had) return;
+    try {
+      this.opts.connection().statement(`DELETE FROM ${this.opts.table} WHERE handler = ? AND owner = ?`).run(handler, this.owner);
+    } catch (e) {
+      throw toStoreError(e, `unlock(${handler})`);
+    }
+  }
+
+  /** Adds a listener for lost leases; returns its remover. */
+  onLockLost(listener: SqliteLockLostListener): () => void {
+    if (typeof listener !== "function") throw new MnemeError("INVALID_REQUEST", "onLockLost: listener must be a function");
+    const entry: SqliteLockLostListener = (handlers) => listener(handlers);
+    this.listeners.add(entry);
+    return () => {
+      this.listeners.delete(entry);
+    };
+  }
+
+  /** The handlers whose leases this owner holds now. */
+  heldLockNames(): string[] {
+    return [...this.held.keys()];
+  }
+
+  /** True when `handler`'s checkpoint writes must prove the lease is still this owner's. */
+  fenced(handler: string): boolean {
+    return this.held.has(handler) || this.lost.has(handler);
+  }
+
+  /**
+   * Inside a write transaction: renews each handler's lease if this owner
+   * still holds the row; returns the handlers whose row is gone or someone
+   * else's (the caller rolls back and calls `markLost`).
+   */
+  verify(handlers: readonly string[]): string[] {
+    if (handlers.length === 0) return [];
+    const db = this.opts.connection();
+    const expiresAt = Date.now() + this.opts.leaseMs;
+    const renew = db.statement(`UPDATE ${this.opts.table} SET expires_at = ? WHERE handler = ? AND owner = ?`);
+    const gone: string[] = [];
+    for (const h of handlers) if (renew.run(expiresAt, h, this.owner).changes === 0) gone.push(h);
+    return gone;
+  }
+
+  /**
+   * The heartbeat's work, run now: renews every held lease in one write
+   * transaction and reports the ones lost. When the renewal itself fails
+   * (file busy past busy_timeout), leases whose expiry has passed are no
+   * longer provably ours and are reported lost too.
+   */
+  renew(): string[] {
+    if (this.held.size === 0) return [];
+    const handlers = [...this.held.keys()];
+    const now = Date.now();
+    const expiresAt = now + this.opts.leaseMs;
+    let gone: string[];
+    try {
+      const db = this.opts.connection();
+      gone = db.writeTransaction(() => this.verify(handlers));
+    } catch {
+      gone = handlers.filter((h) => (this.held.get(h) ?? 0) <= now);
+      this.markLost(gone);
+      return gone;
+    }
+    for (const h of handlers) if (!gone.includes(h) && this.held.has(h)) this.held.set(h, expiresAt);
+    this.markLost(gone);
+    return gone;
+  }
+
+  /** Moves held handlers to lost and tells the listeners (once per loss). */
+  markLost(handlers: readonly string[]): void {
+    const told = handlers.filter((h) => this.held.delete(h));
+    for (const h of handlers) this.lost.add(h);
+    if (this.held.size === 0) this.stopHeartbeat();
+    if (told.length === 0) return;
+    for (const l of [...this.listeners]) {
+      try {
+        l(told);
+      } catch (e) {
+        process.emitWarning(e instanceof Error ? e : new Error(String(e)), { code: "MNEME_LOCK_LOST_LISTENER_FAILED" });
+      }
+    }
+  }
+
+  /** Releases every lease of this owner (best effort: a closed file has no one to release to) and stops the heartbeat. */
+  close(): void {
+    this.stopHeartbeat();
+    const hadAny = this.held.size > 0 || this.lost.size > 0;
+    this.held.clear();
+    this.lost.clear();
+    this.listeners.clear();
+    if (!hadAny) return;
+    try {
+      this.opts.connection().statement(`DELETE FROM ${this.opts.table} WHERE owner = ?`).run(this.owner);
+    } catch {
+      // The connection is closed already; the leases expire on their own after leaseMs.
+    }
+  }
+
+  /** @internal Test hook: a paused heartbeat stands for a process that stalled (its leases run out). */
+  pauseHeartbeat(paused: boolean): void {
+    this.heartbeatPaused = paused;
+  }
+
+  private startHeartbeat(): void {
+    if (this.heartbeat !== undefined) return;
+    this.heartbeat = setInterval(() => {
+      if (!this.heartbeatPaused) this.renew();
+    }, Math.max(1, Math.floor(this.opts.leaseMs / 3)));
+    this.heartbeat.unref?.();
+  }
+
+  private stopHeartbeat(): void {
+    if (this.heartbeat !== undefined) clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+  }
+}
+
+/** The error of a commit refused because another instance holds the handlers' leases now. */
+export function leaseLostError(handlers: readonly string[]): MnemeError {
+  return new MnemeError(
+    "INVALID_STATE",
+    `sqlite: the processing lock of ${handlers.join(", ")} is held by another instance now (this one did not renew its lease in time); nothing was written`,
+    { details: handlers.map((h) => ({ message: "lease lost", eventHandlerName: h })) },
+  );
+}
