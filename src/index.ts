@@ -4,12 +4,12 @@ export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, Quer
 export { eventPath } from "./core/types.js";
 export { nowNs, newUuid } from "./core/clock.js";
 export {
-  AllEvents, type AllEventsType, type CommandType, type QueryType, type EventType, type AggregateType, type Evolver, type PayloadOf, type ResultOf,
+  AllEvents, type AllEventsType, type MessageType, type CommandType, type QueryType, type EventType, type AggregateType, type Evolver, type PayloadOf, type ResultOf,
 } from "./core/tokens.js";
 export {
   defineDomain, type Domain, type CommandHandler, type QueryHandler, type CommandHandlerResult, type MessageOptions, type AggregateOptions,
 } from "./core/domain.js";
-export type { CommandContext, QueryContext, AggregateLoader, LoadedAggregate } from "./core/context.js";
+export type { CommandContext, QueryContext, MessageContext, AggregateLoader, LoadedAggregate } from "./core/context.js";
 export { REDACTED } from "./core/redact.js";
 export {
   Facade, createFacade, type FacadeOptions, type DispatchOptions, type DispatchResult, type HandlerError, type QueryOptions, type MessageRef,

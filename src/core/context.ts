@@ -14,9 +14,8 @@ export interface AggregateLoader {
   load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>>;
 }
 
-/** What a command handler receives. */
-export interface CommandContext {
-  readonly commandUuid: string;
+/** What command and query handlers both receive. */
+export interface MessageContext {
   readonly reqCtx: RequestContext;
   /**
    * Loads an aggregate. In a command, the first aggregate loaded is locked
@@ -24,20 +23,19 @@ export interface CommandContext {
    * loaded becomes the expected version of its events.
    */
   readonly aggregates: AggregateLoader;
-  /** Runs a query without a permission check (the command was checked already). */
+  /** Runs a query without a permission check (the caller was checked already). */
   query<P, R>(type: QueryType<P, R>, payload: P): Promise<R>;
   readonly facade: Facade;
   /** The event handler (readmodel) registered under `name`. UNKNOWN_EVENT_HANDLER otherwise. */
   readmodel<T extends EventHandler>(name: string): T;
 }
 
+/** What a command handler receives. */
+export interface CommandContext extends MessageContext {
+  readonly commandUuid: string;
+}
+
 /** What a query handler receives. */
-export interface QueryContext {
+export interface QueryContext extends MessageContext {
   readonly queryUuid: string;
-  readonly reqCtx: RequestContext;
-  readonly aggregates: AggregateLoader;
-  query<P, R>(type: QueryType<P, R>, payload: P): Promise<R>;
-  readonly facade: Facade;
-  /** The event handler (readmodel) registered under `name`. UNKNOWN_EVENT_HANDLER otherwise. */
-  readmodel<T extends EventHandler>(name: string): T;
 }

@@ -1,32 +1,28 @@
 import type { PermissionFunc } from "../permissions/permission.js";
 import type { Event, JsonSchema, NewEvent, RequestContext } from "./types.js";
 
-/** A command type: a runtime token typed by its payload. `name` is the exported TypeScript type's name. */
-export interface CommandType<P = unknown, R = unknown> {
-  readonly kind: "command";
+/** What command and query types share: identity, description, permission, schema, secret fields. */
+export interface MessageType<P = unknown, R = unknown> {
   readonly domain: string;
   readonly name: string;
   readonly description: string;
   readonly permission: PermissionFunc;
   readonly schema?: JsonSchema;
-  /** Payload fields recorded as "[redacted]" wherever the command is recorded. */
+  /** Payload fields recorded as "[redacted]" wherever the message is recorded. */
   readonly secretFields: readonly string[];
   /** Phantom members: carry the payload and result types. */
   readonly __payload?: P;
   readonly __result?: R;
 }
 
+/** A command type: a runtime token typed by its payload. `name` is the exported TypeScript type's name. */
+export interface CommandType<P = unknown, R = unknown> extends MessageType<P, R> {
+  readonly kind: "command";
+}
+
 /** A query type, typed by its payload and its result. */
-export interface QueryType<P = unknown, R = unknown> {
+export interface QueryType<P = unknown, R = unknown> extends MessageType<P, R> {
   readonly kind: "query";
-  readonly domain: string;
-  readonly name: string;
-  readonly description: string;
-  readonly permission: PermissionFunc;
-  readonly schema?: JsonSchema;
-  readonly secretFields: readonly string[];
-  readonly __payload?: P;
-  readonly __result?: R;
 }
 
 /** An event type. `create` makes a NewEvent for dispatch to append. */
