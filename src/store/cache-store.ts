@@ -8,7 +8,11 @@ export interface CacheEntry<T = unknown> {
   createdAt: number;
 }
 
-/** The CacheStore: JSON values by key with an optional TTL. Expired entries are never returned. */
+/**
+ * The CacheStore: JSON values by key with an optional TTL (`ttlMs` > 0).
+ * Expired entries are never returned; values must be JSON-serialisable;
+ * `CacheEntry.createdAt` is in nanoseconds.
+ */
 export interface CacheStore {
   init(): Promise<void>;
   get<T = unknown>(key: string): Promise<T | undefined>;

@@ -27,7 +27,12 @@ export interface CommandListOptions extends PageRequest {
   tenantUuid?: string;
 }
 
-/** The CommandStore: every executed command with its outcome. Listing is newest last, keyset by (createdAt, commandUuid). */
+/**
+ * The CommandStore: every executed command with its outcome. Listing is newest
+ * last, keyset by (createdAt, commandUuid). Recording a commandUuid twice gives
+ * CONFLICT and keeps the first; stored records cannot be changed through the
+ * given or the returned objects.
+ */
 export interface CommandStore {
   init(): Promise<void>;
   record(rec: CommandRecord): Promise<void>;

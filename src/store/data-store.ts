@@ -13,7 +13,12 @@ export interface DataEntry extends DataEntryInfo {
   data: Uint8Array;
 }
 
-/** The DataStore: blobs by key. Keys are non-empty, at most 1024 characters, without NUL or "..". Listing is in key order. */
+/**
+ * The DataStore: blobs by key. Keys are non-empty, at most 1024 characters,
+ * without NUL or ".." (else INVALID_REQUEST). Listing is in key order. Default
+ * content types: `text/plain; charset=utf-8` for strings,
+ * `application/octet-stream` for bytes. An overwrite keeps `createdAt`.
+ */
 export interface DataStore {
   init(): Promise<void>;
   put(key: string, data: Uint8Array | string, opts?: { contentType?: string }): Promise<DataEntryInfo>;

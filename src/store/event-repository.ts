@@ -35,7 +35,12 @@ export type AppendListener = (events: readonly Event[]) => void;
  * - `expectedVersions[agg]` that differs from the aggregate's current version
  *   (0 when absent) gives CONFLICT;
  * - missing `eventUuid` (uuid v7), `createdAt` (ns), `tenantUuid` ("") and
- *   `reqCtx` ({}) are filled; an empty aggregateUuid, domain or name gives INVALID_EVENTS.
+ *   `reqCtx` ({}) are filled; an empty aggregateUuid, domain or name gives INVALID_EVENTS;
+ * - appends without expected versions never conflict with each other: 20
+ *   concurrent appends to one aggregate get versions 1..20;
+ * - `expectedVersions` are checked for aggregates with no event in the call too.
+ * `readAll` sees events appended during the iteration, never yields an empty
+ * page, and rejects a batchSize below 1 with INVALID_REQUEST.
  */
 export interface EventRepository {
   init(): Promise<void>;

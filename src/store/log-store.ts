@@ -17,7 +17,10 @@ export interface LogEntry extends NewLogEntry {
   createdAt: number;
 }
 
-/** The LogStore: structured log entries. Listing is in id order (oldest first). */
+/**
+ * The LogStore: structured log entries. Listing is in id order (oldest first);
+ * the `level` filter is an exact match; ids are never reused after a delete.
+ */
 export interface LogStore {
   init(): Promise<void>;
   append(entry: NewLogEntry): Promise<LogEntry>;

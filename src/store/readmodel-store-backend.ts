@@ -12,7 +12,10 @@ export interface ListOptions {
 
 /**
  * Documents by key within one collection. Ties in `orderBy` are broken by key,
- * so paging is stable. An invalid `orderBy`/`where` field name gives INVALID_REQUEST.
+ * so paging is stable; `descending` is the exact reverse (ties by key
+ * descending). `where` matches types exactly (1, "1" and true differ). An
+ * invalid `orderBy`/`where` field name, or a negative offset or limit, gives
+ * INVALID_REQUEST; limit 0 returns an empty list.
  */
 export interface ReadmodelCollection<T> {
   get(key: string): Promise<T | undefined>;

@@ -15,7 +15,16 @@ export interface StorePage<T> {
   nextCursor?: string;
 }
 
-/** Keyset paging: an opaque cursor from the previous page and a limit (default 100, max 1000). */
+/**
+ * Keyset paging: an opaque cursor from the previous page and a limit (default
+ * 100; above 1000 it is capped at 1000; below 1, not an integer, or a
+ * malformed cursor: INVALID_REQUEST). Every page but the last is full; the
+ * last page has no `nextCursor`, also when it is full.
+ *
+ * Every store (checked by the conformance suites in `mneme/testing`): a call
+ * after `close()` rejects with STORE_CLOSED, `close()` may be called twice,
+ * and errors come back as rejected promises, never as synchronous throws.
+ */
 export interface PageRequest {
   cursor?: string;
   limit?: number;
