@@ -297,11 +297,12 @@ describe("PostgresEventRepository across instances", () => {
     try {
       await gate.query("BEGIN");
       await gate.query(`SELECT pg_advisory_xact_lock(${gateKey})`);
-      const pending = repo.append(Array.from({ length: 50 }, (_, i) => ev("batch", { i })));
+      // rejectsWith attaches its handler now: the rejection may come before the next line that awaits it.
+      const pending = rejectsWith(repo.append(Array.from({ length: 50 }, (_, i) => ev("batch", { i }))), "STORE_ERROR");
       await until(async () => (await advisoryWaiters()).length === 1, "the append waits in the trigger, after its INSERT");
       const [pid] = await advisoryWaiters();
       await pool.query("SELECT pg_terminate_backend($1)", [pid]);
-      await rejectsWith(pending, "STORE_ERROR");
+      await pending;
       await gate.query("COMMIT");
     } finally {
       gate.release();
