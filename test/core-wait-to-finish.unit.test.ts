@@ -55,14 +55,20 @@ async function ticks(n: number): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
 }
 
+/** A started facade with the Notes domain and one gated readmodel. */
+async function gatedFacade() {
+  const { Notes, Written, Write } = notesDomain();
+  const f = createFacade().registerDomain(Notes);
+  facades.push(f);
+  const rm = new GatedReadmodel(f, "Gated", Written);
+  f.registerReadmodel(rm);
+  await f.start();
+  return { f, rm, Write };
+}
+
 describe("waitToFinish", () => {
   it("resolves only after a slow async handler has applied the command's events", async () => {
-    const { Notes, Written, Write } = notesDomain();
-    const f = createFacade().registerDomain(Notes);
-    facades.push(f);
-    const rm = new GatedReadmodel(f, "Gated", Written);
-    f.registerReadmodel(rm);
-    await f.start();
+    const { f, rm, Write } = await gatedFacade();
 
     let open!: () => void;
     rm.gate = new Promise((r) => (open = r));
@@ -84,12 +90,7 @@ describe("waitToFinish", () => {
   });
 
   it("without waitToFinish, dispatch resolves with the committed events before the handler ran", async () => {
-    const { Notes, Written, Write } = notesDomain();
-    const f = createFacade().registerDomain(Notes);
-    facades.push(f);
-    const rm = new GatedReadmodel(f, "Gated", Written);
-    f.registerReadmodel(rm);
-    await f.start();
+    const { f, rm, Write } = await gatedFacade();
     let open!: () => void;
     rm.gate = new Promise((r) => (open = r));
     const r = await f.dispatch(Write, { noteUuid: "n", text: "hello" }, { reqCtx: admin });
