@@ -184,6 +184,19 @@ describe("the spec's endpoints", () => {
     expectProblem(await call(srv.url, "POST", path, { body: [1, 2], headers: USER.headers }), 400, "INVALID_REQUEST");
   });
 
+  it("an unknown action is 400 INVALID_ACTION on event-handler-list and on the generic command route alike", async () => {
+    const generic = t("/commands/Runtime/ControlEventHandler");
+    for (const action of ["explode", "", 3]) {
+      const body = { action, eventHandlerName: "TodoProjection" };
+      expectProblem(await call(srv.url, "POST", t("/runtime/event-handler-list"), { body, headers: ADMIN.headers }), 400, "INVALID_ACTION");
+      expectProblem(await call(srv.url, "POST", generic, { body, headers: ADMIN.headers }), 400, "INVALID_ACTION");
+    }
+    // The generic route has no "list" default: no action is an unknown action there too.
+    expectProblem(await call(srv.url, "POST", generic, { body: { eventHandlerName: "TodoProjection" }, headers: ADMIN.headers }), 400, "INVALID_ACTION");
+    expectProblem(await call(srv.url, "POST", generic, { body: { action: "stop", eventHandlerName: 5 }, headers: ADMIN.headers }), 400, "VALIDATION_FAILED");
+    expect(facade.runtime.listEventHandlers().find((h) => h.eventHandlerName === "TodoProjection")?.state).toBe("running");
+  });
+
   it("schema returns the JSON schema document of a type, exactly as the Runtime builds it", async () => {
     const r = await call(srv.url, "POST", t("/runtime/schema"), { body: { domain: "Todo", type: "CreateTodo" }, headers: USER.headers });
     expect(r.status).toBe(200);

@@ -27,6 +27,24 @@ describe("errors", () => {
     }
   });
 
+  it("INVALID_ACTION for an unknown action through facade.dispatch of Runtime.ControlEventHandler too, not VALIDATION_FAILED", async () => {
+    rig = await startRig();
+    const dispatch = (payload: Record<string, unknown>) =>
+      rig!.facade.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, payload, { reqCtx: ADMIN });
+    for (const action of ["explode", "list", "RESTORE", "", 3, null]) {
+      const e = await rejection(dispatch({ action, eventHandlerName: "OrderList" }));
+      expect(e.code, JSON.stringify(action)).toBe("INVALID_ACTION");
+      expect(e.message).toContain("restore, start, stop");
+    }
+    expect((await rejection(dispatch({ eventHandlerName: "OrderList" }))).code).toBe("INVALID_ACTION");
+    expect(info(rig, "OrderList").state).toBe("running");
+    // The other fields are still validated by the schema.
+    const bad = await rejection(dispatch({ action: "stop", eventHandlerName: "", restoreFromZero: "yes", extra: 1 }));
+    expect(bad.code).toBe("VALIDATION_FAILED");
+    expect(bad.details?.map((d) => d.pointer).sort()).toEqual(["/eventHandlerName", "/extra", "/restoreFromZero"]);
+    expect((await dispatch({ action: "stop", eventHandlerName: "OrderList" })).result).toMatchObject({ state: "stopped" });
+  });
+
   it("UNKNOWN_EVENT_HANDLER for a name no handler has", async () => {
     rig = await startRig();
     for (const action of ["restore", "start", "stop"] as const) {

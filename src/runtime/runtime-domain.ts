@@ -56,11 +56,13 @@ export function defineRuntimeDomain(runtime: Runtime): Domain {
 
   const ControlEventHandler = Runtime.command<{ action: "restore" | "start" | "stop"; eventHandlerName: string; restoreFromZero?: boolean }, unknown>("ControlEventHandler", {
     description: "Restore (optionally from zero), start or stop an event handler (system administrators)",
+    // `action` is checked by runtime.controlEventHandler, not by the schema: an unknown action is
+    // INVALID_ACTION whichever way it comes (direct call, dispatch, HTTP), never VALIDATION_FAILED.
     schema: objectSchema({
-      action: { type: "string", enum: ["restore", "start", "stop"] },
+      action: { description: "\"restore\", \"start\" or \"stop\"; anything else is INVALID_ACTION", examples: ["restore", "start", "stop"] },
       eventHandlerName: { type: "string", minLength: 1 },
       restoreFromZero: { type: "boolean" },
-    }, ["action", "eventHandlerName"]),
+    }, ["eventHandlerName"]),
   });
   Runtime.handleCommand(ControlEventHandler, async (_ctx, _c, p) => ({ result: await runtime.controlEventHandler(p) }));
 
