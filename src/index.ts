@@ -62,6 +62,7 @@ export {
 export { StoreAccess } from "./runtime/store-access.js";
 export {
   SystemEventProducer, type SystemEvent, type SystemEventKind, type SystemEventListener, type SubscribeOptions, type SystemEventProducerOptions,
+  type SystemEventGap, type SystemEventGapReason,
 } from "./runtime/system-events.js";
 export { SchemaRegistry, type SchemaSource } from "./schema/schema-registry.js";
 

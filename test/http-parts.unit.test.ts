@@ -19,6 +19,7 @@ describe("status table", () => {
       ["UNKNOWN_EVENT_HANDLER", 404], ["UNKNOWN_SCHEMA_TYPE", 404], ["CONFLICT", 409], ["INVALID_STATE", 409], ["INVALID_REQUEST", 400],
       ["VALIDATION_FAILED", 400], ["INVALID_ACTION", 400], ["PAYLOAD_TOO_LARGE", 413], ["RATE_LIMITED", 429],
       ["SSE_PRODUCER_NOT_RUNNING", 503], ["STORE_PERMISSIONS_NOT_REGISTERED", 503], ["SSE_CONNECTION_LIMIT", 503],
+      ["UNAVAILABLE", 503], ["CSRF", 403],
     ];
     for (const [code, status] of pinned) expect(STATUS_BY_CODE[code], code).toBe(status);
     expect(statusOf("SOMETHING_NEW")).toBe(500);

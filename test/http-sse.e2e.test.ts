@@ -90,6 +90,93 @@ describe("GET /api/tenants/{tenantUuid}/runtime/sse", () => {
     expect(third.events.slice(0, missed.length).map((e) => e.id)).toEqual(missed);
   });
 
+  it("after a restart, a Last-Event-ID of the previous run starts the stream with event: gap (unknown-epoch), then every new event", async () => {
+    // The defect: ids restarted at 1, so Last-Event-ID 82 after 114 new events replayed only 83..114, silently.
+    const before = await setup();
+    const first = await SseClient.open(sse(before.srv, TENANT_A, "?allTenants=true"), ADMIN.headers);
+    await eventually(() => before.facade.systemEvents.subscriberCount === 1);
+    for (let i = 0; i < 3; i++) await createTodo(before.srv);
+    await first.until((c) => c.events.length >= 6);
+    const lastSeen = first.lastEventId!;
+    expect(lastSeen).toBe(first.events[5]!.id);
+    await first.close();
+    await cleanups.pop()!(); // the process goes away
+
+    const after = await setup(); // a new process: a new producer
+    for (let i = 0; i < 5; i++) await createTodo(after.srv);
+    const expected = after.facade.systemEvents.replay(0).map((e) => e.id);
+    expect(expected.length).toBeGreaterThanOrEqual(10); // the start's own events, then 2 per command
+    const second = await SseClient.open(sse(after.srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(lastSeen) });
+    cleanups.unshift(() => second.close());
+    await second.until((c) => c.events.length >= expected.length);
+    expect(second.gaps).toEqual([{ id: expect.any(Number), data: { lastEventId: lastSeen, reason: "unknown-epoch" } }]);
+    expect(second.events.map((e) => e.id)).toEqual(expected);
+    expect(expected.every((id) => !first.events.some((e) => e.id === id))).toBe(true);
+
+    // The gap's id: makes the client's next reconnect exact: no second notice, nothing twice.
+    await second.close();
+    await eventually(() => after.facade.systemEvents.subscriberCount === 0);
+    const third = await SseClient.open(sse(after.srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(second.gaps[0]!.id) });
+    cleanups.unshift(() => third.close());
+    await third.until((c) => c.events.length >= expected.length);
+    expect(third.gaps).toEqual([]);
+    expect(third.events.map((e) => e.id)).toEqual(expected);
+  });
+
+  it("a Last-Event-ID older than the ring buffer starts the stream with event: gap (buffer-overflow)", async () => {
+    const { facade, srv } = await setup({}, { systemEvents: { bufferSize: 4 } });
+    for (let i = 0; i < 4; i++) await createTodo(srv); // 8 events: only the last 4 are kept
+    const all = facade.systemEvents.replay(0).map((e) => e.id);
+    expect(all.length).toBe(4);
+    const old = all[0]! - 3; // seen by a client that left early
+    const client = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(old) });
+    cleanups.unshift(() => client.close());
+    await client.until((c) => c.events.length >= 4);
+    expect(client.gaps).toEqual([{ id: all[0]! - 1, data: { lastEventId: old, reason: "buffer-overflow" } }]);
+    expect(client.events.map((e) => e.id)).toEqual(all);
+    // The id evicted last is still exact.
+    const exact = await SseClient.open(sse(srv, TENANT_A, `?allTenants=true&lastEventId=${all[0]! - 1}`), ADMIN.headers);
+    cleanups.unshift(() => exact.close());
+    await exact.until((c) => c.events.length >= 4);
+    expect(exact.gaps).toEqual([]);
+    expect(exact.events.map((e) => e.id)).toEqual(all);
+  });
+
+  it("a Last-Event-ID of another instance of the app starts the stream with event: gap (unknown-epoch)", async () => {
+    const a = await setup();
+    const b = await setup();
+    for (let i = 0; i < 2; i++) await createTodo(a.srv);
+    await createTodo(b.srv);
+    const fromA = a.facade.systemEvents.lastEventId;
+    const onB = b.facade.systemEvents.replay(0).map((e) => e.id);
+    expect(onB.length).toBeGreaterThanOrEqual(2);
+    expect(onB).not.toContain(fromA);
+    const client = await SseClient.open(sse(b.srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(fromA) });
+    cleanups.unshift(() => client.close());
+    await client.until((c) => c.events.length >= onB.length);
+    expect(client.gaps.map((g) => g.data)).toEqual([{ lastEventId: fromA, reason: "unknown-epoch" }]);
+    expect(client.events.map((e) => e.id)).toEqual(onB);
+  });
+
+  it("a stream opened without Last-Event-ID sends the current id first, so a reconnect before any event misses nothing", async () => {
+    const { facade, srv } = await setup();
+    await createTodo(srv);
+    const head = facade.systemEvents.lastEventId;
+    const first = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), ADMIN.headers);
+    await first.until((c) => c.lastEventId !== undefined);
+    expect(first.lastEventId).toBe(head);
+    expect(first.events).toEqual([]);
+    await first.close();
+    await eventually(() => facade.systemEvents.subscriberCount === 0);
+    await createTodo(srv); // while the client is away
+    const second = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(first.lastEventId) });
+    cleanups.unshift(() => second.close());
+    await second.until((c) => c.events.length >= 2);
+    expect(second.gaps).toEqual([]);
+    expect(second.events.map((e) => e.id)).toEqual(facade.systemEvents.replay(head).map((e) => e.id));
+    expect(second.events.map((e) => e.data.kind)).toEqual(["CommandExecuted", "EventsAppended"]);
+  });
+
   it("shows the path's tenant and system-wide events; ?allTenants=true shows every tenant", async () => {
     const { facade, srv } = await setup();
     const mine = await SseClient.open(sse(srv, TENANT_A), ADMIN.headers);

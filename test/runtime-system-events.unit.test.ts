@@ -4,8 +4,13 @@
  * payload fields docs/runtime.md lists.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type SystemEvent, SystemEventProducer, createFacade, isMnemeError, registerStorePermissions } from "mneme";
+import { type SystemEvent, type SystemEventGap, SystemEventProducer, createFacade, isMnemeError, registerStorePermissions } from "mneme";
 import { ADMIN, OTHER_TENANT_USER, USER, ofKind, type Rig, startRig } from "./runtime-fixture.js";
+
+/** The sequence part of an id (its low 22 bits): 1, 2, 3 ... within one epoch. */
+const seq = (id: number): number => id % 2 ** 22;
+/** The id of a producer's n-th event (no epoch rollover in these tests). */
+const at = (p: SystemEventProducer, n: number): number => p.epoch * 2 ** 22 + n;
 
 let rig: Rig | undefined;
 afterEach(async () => {
@@ -18,22 +23,36 @@ afterEach(async () => {
 
 const never = () => new Promise<void>(() => undefined);
 
-function producer(opts: ConstructorParameters<typeof SystemEventProducer>[0] = {}): SystemEventProducer {
-  const p = new SystemEventProducer(opts);
+function producer(opts: ConstructorParameters<typeof SystemEventProducer>[0] = {}, ids?: ConstructorParameters<typeof SystemEventProducer>[1]): SystemEventProducer {
+  const p = new SystemEventProducer(opts, ids);
   p.start();
   return p;
 }
 
+/** Subscribes from `lastEventId`, recording the gap notice (if any) and the events in the order they came. */
+function resume(p: SystemEventProducer, lastEventId: number): { log: (SystemEventGap | number)[]; ids: number[]; gap: SystemEventGap | undefined } {
+  const log: (SystemEventGap | number)[] = [];
+  p.subscribe((e) => void log.push(e.id), { lastEventId, onGap: (g) => void log.push(g) });
+  const gaps = log.filter((x): x is SystemEventGap => typeof x !== "number");
+  expect(gaps.length).toBeLessThanOrEqual(1);
+  if (gaps.length === 1) expect(log[0]).toBe(gaps[0]); // the notice comes before any event
+  return { log, ids: log.filter((x): x is number => typeof x === "number"), gap: gaps[0] };
+}
+
 describe("producer", () => {
-  it("ids are numbers, monotonic from 1; `at` is ns and does not go back", () => {
+  it("ids are safe integers: the producer's epoch, then a sequence from 1; `at` is ns and does not go back", () => {
     const p = producer();
     const seen: SystemEvent[] = [];
     p.subscribe((e) => void seen.push(e));
     for (let i = 0; i < 5; i++) p.publish("CommandExecuted", { i });
-    expect(seen.map((e) => e.id)).toEqual([1, 2, 3, 4, 5]);
+    expect(seen.map((e) => seq(e.id))).toEqual([1, 2, 3, 4, 5]);
+    for (const e of seen) {
+      expect(Number.isSafeInteger(e.id)).toBe(true);
+      expect(Math.floor(e.id / 2 ** 22)).toBe(p.epoch);
+    }
     for (let i = 1; i < seen.length; i++) expect(seen[i]!.at).toBeGreaterThanOrEqual(seen[i - 1]!.at);
     expect(seen[0]!.at).toBeGreaterThan(1.6e18);
-    expect(p.lastEventId).toBe(5);
+    expect(seq(p.lastEventId)).toBe(5);
   });
 
   it("subscribing while stopped fails with SSE_PRODUCER_NOT_RUNNING (before start and after stop); publishing then is a no-op", () => {
@@ -49,51 +68,122 @@ describe("producer", () => {
     expect(p.subscriberCount).toBe(0);
     expect(() => p.subscribe(() => undefined)).toThrow(expect.objectContaining({ code: "SSE_PRODUCER_NOT_RUNNING" }));
     p.start();
-    expect(p.publish("CommandExecuted", {})!.id).toBe(1); // nothing published while stopped used an id
+    expect(seq(p.publish("CommandExecuted", {})!.id)).toBe(1); // nothing published while stopped used an id
   });
 
   it("a subscriber resumes after lastEventId from the ring buffer, then gets live events, without gaps or duplicates", () => {
     const p = producer({ bufferSize: 100 });
     for (let i = 0; i < 10; i++) p.publish("CommandExecuted", { i });
     const seen: number[] = [];
-    p.subscribe((e) => void seen.push(e.id), { lastEventId: 7 });
+    p.subscribe((e) => void seen.push(seq(e.id)), { lastEventId: at(p, 7) });
     expect(seen).toEqual([8, 9, 10]);
     p.publish("CommandExecuted", {});
     expect(seen).toEqual([8, 9, 10, 11]);
-    expect(p.replay(9).map((e) => e.id)).toEqual([10, 11]);
+    expect(p.replay(at(p, 9)).map((e) => seq(e.id))).toEqual([10, 11]);
     const fromZero: number[] = [];
-    p.subscribe((e) => void fromZero.push(e.id), { lastEventId: 0 });
+    p.subscribe((e) => void fromZero.push(seq(e.id)), { lastEventId: 0 });
     expect(fromZero).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     // the newest id replays nothing
     const none: number[] = [];
-    p.subscribe((e) => void none.push(e.id), { lastEventId: 11 });
+    p.subscribe((e) => void none.push(seq(e.id)), { lastEventId: at(p, 11) });
     expect(none).toEqual([]);
   });
 
-  it("an id this producer never issued (from before a restart: ids begin at 1 again) replays the whole buffer", () => {
-    const p = producer({ bufferSize: 100 });
-    for (let i = 0; i < 3; i++) p.publish("CommandExecuted", { i });
-    const seen: number[] = [];
-    p.subscribe((e) => void seen.push(e.id), { lastEventId: 500 });
-    expect(seen).toEqual([1, 2, 3]);
-    expect(p.replay(500).map((e) => e.id)).toEqual([1, 2, 3]);
+  it("after a restart (a new producer) an id of the previous run is a gap, \"unknown-epoch\", then everything buffered follows", () => {
+    // The defect: ids began at 1 in every process, so an id of the previous run looked like one of this run and was continued.
+    const before = producer();
+    for (let i = 0; i < 82; i++) before.publish("CommandExecuted", { i });
+    const lastSeen = before.lastEventId;
+    before.stop();
+    const after = producer();
+    for (let i = 0; i < 114; i++) after.publish("CommandExecuted", { i });
+    expect(after.epoch).not.toBe(before.epoch);
+    const r = resume(after, lastSeen);
+    expect(r.gap).toEqual({ lastEventId: lastSeen, reason: "unknown-epoch", continuesAfter: at(after, 0) });
+    expect(r.ids.map(seq)).toEqual(Array.from({ length: 114 }, (_, i) => i + 1));
+    expect(after.gapFor(lastSeen)?.reason).toBe("unknown-epoch");
+    expect(after.replay(lastSeen)).toHaveLength(114);
+    // Resuming from the gap's id continues exactly: no second notice.
+    expect(resume(after, r.gap!.continuesAfter)).toMatchObject({ gap: undefined, ids: r.ids });
   });
 
-  it("the ring buffer is bounded: only the newest bufferSize events can be resumed", () => {
+  it("an id of another instance running at the same time is a gap, \"unknown-epoch\", whichever is ahead", () => {
+    const a = producer();
+    const b = producer();
+    expect(a.epoch).not.toBe(b.epoch);
+    for (let i = 0; i < 5; i++) a.publish("CommandExecuted", { i });
+    for (let i = 0; i < 3; i++) b.publish("CommandExecuted", { i });
+    for (const [from, to] of [[a, b], [b, a]] as const) {
+      for (const n of [1, 3]) {
+        const r = resume(to, at(from, n));
+        expect(r.gap?.reason).toBe("unknown-epoch");
+        expect(r.ids).toEqual(to.replay(0).map((e) => e.id));
+      }
+    }
+  });
+
+  it("an id older than the ring buffer is a gap, \"buffer-overflow\"; the oldest id still continuable is the last one evicted", () => {
     const p = producer({ bufferSize: 3 });
     for (let i = 0; i < 10; i++) p.publish("CommandExecuted", { i });
+    for (const n of [1, 2, 6]) {
+      const r = resume(p, at(p, n));
+      expect(r.gap).toEqual({ lastEventId: at(p, n), reason: "buffer-overflow", continuesAfter: at(p, 7) });
+      expect(r.ids.map(seq)).toEqual([8, 9, 10]);
+    }
+    // 7 was evicted last: whoever saw it misses nothing.
+    expect(resume(p, at(p, 7))).toMatchObject({ gap: undefined, ids: [at(p, 8), at(p, 9), at(p, 10)] });
+    expect(p.replay().map((e) => seq(e.id))).toEqual([8, 9, 10]);
+    // 0 means "from the first event": a gap once anything has left the buffer.
+    expect(resume(p, 0).gap).toEqual({ lastEventId: 0, reason: "buffer-overflow", continuesAfter: at(p, 7) });
+    const fresh = producer({ bufferSize: 3 });
+    fresh.publish("CommandExecuted", {});
+    expect(resume(fresh, 0)).toMatchObject({ gap: undefined, ids: [at(fresh, 1)] });
+  });
+
+  it("an id of this epoch that was never issued is a gap, \"unknown-id\"; a bad id is INVALID_REQUEST", () => {
+    const p = producer();
+    for (let i = 0; i < 3; i++) p.publish("CommandExecuted", { i });
+    const r = resume(p, at(p, 500));
+    expect(r.gap?.reason).toBe("unknown-id");
+    expect(r.ids.map(seq)).toEqual([1, 2, 3]);
+    for (const bad of [-1, 1.5, Number.NaN, 2 ** 53]) {
+      expect(() => p.subscribe(() => undefined, { lastEventId: bad })).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
+    }
+  });
+
+  it("the origin (lastEventId before any event) resumes exactly; a listener-free subscriber still gets onGap", () => {
+    const p = producer();
+    const origin = p.lastEventId;
+    expect(origin).toBe(at(p, 0));
+    p.publish("CommandExecuted", {});
+    p.publish("CommandExecuted", {});
+    expect(resume(p, origin)).toMatchObject({ gap: undefined, ids: [at(p, 1), at(p, 2)] });
+    // A throwing onGap is ignored like a throwing listener.
     const seen: number[] = [];
-    p.subscribe((e) => void seen.push(e.id), { lastEventId: 2 });
-    expect(seen).toEqual([8, 9, 10]);
-    expect(p.replay().map((e) => e.id)).toEqual([8, 9, 10]);
+    p.subscribe((e) => void seen.push(seq(e.id)), { lastEventId: 7, onGap: () => { throw new Error("bug"); } });
+    expect(seen).toEqual([1, 2]);
+  });
+
+  it("when an epoch's sequence is used up the next epoch follows: ids keep increasing and a resume across it is exact", () => {
+    const p = producer({ bufferSize: 10 }, { sequenceBits: 2 }); // 3 ids per epoch
+    const first = p.epoch;
+    const ids: number[] = [];
+    for (let i = 0; i < 7; i++) ids.push(p.publish("CommandExecuted", { i })!.id);
+    expect(ids).toEqual([...ids].sort((x, y) => x - y));
+    expect(ids.map((id) => [Math.floor(id / 4), id % 4])).toEqual([
+      [first, 1], [first, 2], [first, 3], [first + 1, 1], [first + 1, 2], [first + 1, 3], [first + 2, 1],
+    ]);
+    expect(resume(p, ids[2]!)).toMatchObject({ gap: undefined, ids: ids.slice(3) });
+    expect(resume(p, 0)).toMatchObject({ gap: undefined, ids });
+    expect(resume(p, (first + 3) * 4 + 1).gap?.reason).toBe("unknown-epoch");
   });
 
   it("a subscriber with a tenant sees only that tenant's events; one without sees all", () => {
     const p = producer();
     const a: number[] = [];
     const all: number[] = [];
-    p.subscribe((e) => void a.push(e.id), { tenantUuid: "t-a" });
-    p.subscribe((e) => void all.push(e.id));
+    p.subscribe((e) => void a.push(seq(e.id)), { tenantUuid: "t-a" });
+    p.subscribe((e) => void all.push(seq(e.id)));
     p.publish("CommandExecuted", {}, "t-a");
     p.publish("CommandExecuted", {}, "t-b");
     p.publish("CommandExecuted", {}); // system-wide
@@ -102,7 +192,7 @@ describe("producer", () => {
     expect(all).toEqual([1, 2, 3, 4]);
     // the filter applies to the replay too
     const resumed: number[] = [];
-    p.subscribe((e) => void resumed.push(e.id), { tenantUuid: "t-b", lastEventId: 0 });
+    p.subscribe((e) => void resumed.push(seq(e.id)), { tenantUuid: "t-b", lastEventId: 0 });
     expect(resumed).toEqual([2]);
   });
 
@@ -120,7 +210,7 @@ describe("producer", () => {
     expect(closed).toEqual(["slow"]);
     expect(p.subscriberCount).toBe(1);
     p.publish("CommandExecuted", { i: 7 });
-    const ids = fast.map((e) => e.id);
+    const ids = fast.map((e) => seq(e.id));
     expect(ids).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
     const dropped = fast.find((e) => e.kind === "SubscriberDropped")!;
     expect(dropped.data).toEqual({ reason: "slow", maxQueue: 5 });
@@ -138,7 +228,7 @@ describe("producer", () => {
       inFlight++;
       maxInFlight = Math.max(maxInFlight, inFlight);
       await new Promise<void>((r) => (release = r));
-      seen.push(e.id);
+      seen.push(seq(e.id));
       inFlight--;
     });
     for (let i = 0; i < 8; i++) p.publish("CommandExecuted", {});
@@ -169,7 +259,7 @@ describe("producer", () => {
     p.subscribe(() => {
       throw new Error("listener bug");
     });
-    const off = p.subscribe((e) => void seen.push(e.id));
+    const off = p.subscribe((e) => void seen.push(seq(e.id)));
     p.publish("CommandExecuted", {});
     off();
     p.publish("CommandExecuted", {});
@@ -323,7 +413,7 @@ describe("every kind the facade publishes", () => {
     for (let i = 0; i < 3; i++) await rig.place(`o${i}`);
     expect(ofKind(rig.events, "SubscriberDropped")).toHaveLength(1);
     // the fast recorder saw strictly increasing ids throughout
-    const ids = rig.events.map((e) => e.id);
+    const ids = rig.events.map((e) => seq(e.id));
     expect(ids).toEqual([...ids].sort((a, b) => a - b));
     expect(new Set(ids).size).toBe(ids.length);
   });
@@ -333,7 +423,8 @@ describe("every kind the facade publishes", () => {
     const kinds: Record<SystemEvent["kind"], true> = {
       CommandExecuted: true, CommandFailed: true, EventsAppended: true, EventHandlerStateChanged: true, RestoreStarted: true,
       RestoreProgress: true, RestoreCompleted: true, RestoreFailed: true, HandlerFailed: true, StoreEntryChanged: true, SubscriberDropped: true,
+      HandlersInStandby: true, // test/sqlite-instances.int.test.ts
     };
-    expect(Object.keys(kinds)).toHaveLength(11);
+    expect(Object.keys(kinds)).toHaveLength(12);
   });
 });

@@ -7,6 +7,11 @@ import {
   createFacade, defineDomain, type Facade, isMnemeError, type RequestContext, type SystemEvent, SystemEventProducer,
 } from "mneme";
 
+/** The sequence part of an id (its low 22 bits): 1, 2, 3 ... within one epoch. */
+const seq = (id: number): number => id % 2 ** 22;
+/** The id of a producer's n-th event (no epoch rollover in these tests). */
+const at = (p: SystemEventProducer, n: number): number => p.epoch * 2 ** 22 + n;
+
 const admin: RequestContext = {
   senderAccountUuid: "acc-1", senderSessionUuid: "ses-1", senderIdentityUuid: "idn-1", senderTenantUuid: "ten-1",
 };
@@ -40,12 +45,12 @@ describe("SystemEventProducer lifecycle", () => {
     const p = new SystemEventProducer();
     expect(p.publish("CommandExecuted", {})).toBeUndefined();
     p.start();
-    expect(p.publish("CommandExecuted", {})?.id).toBe(1);
+    expect(seq(p.publish("CommandExecuted", {})?.id ?? 0)).toBe(1);
     p.stop();
     expect(p.publish("CommandExecuted", {})).toBeUndefined();
     p.start();
-    expect(p.publish("CommandExecuted", {})?.id).toBe(2);
-    expect(p.replay(0).map((e) => e.id)).toEqual([1, 2]);
+    expect(seq(p.publish("CommandExecuted", {})?.id ?? 0)).toBe(2);
+    expect(p.replay(0).map((e) => seq(e.id))).toEqual([1, 2]);
   });
 
   it("stop closes every subscriber with onClose(\"stopped\") and they get nothing more; stop is idempotent", () => {
@@ -53,7 +58,7 @@ describe("SystemEventProducer lifecycle", () => {
     p.start();
     const got: number[] = [];
     const onClose = vi.fn();
-    p.subscribe((e) => void got.push(e.id), { onClose });
+    p.subscribe((e) => void got.push(seq(e.id)), { onClose });
     p.publish("CommandExecuted", {});
     p.stop();
     p.stop();
@@ -70,7 +75,7 @@ describe("SystemEventProducer lifecycle", () => {
     p.start();
     const got: number[] = [];
     const onClose = vi.fn();
-    const off = p.subscribe((e) => void got.push(e.id), { onClose });
+    const off = p.subscribe((e) => void got.push(seq(e.id)), { onClose });
     p.publish("CommandExecuted", {});
     off();
     off();
@@ -97,7 +102,7 @@ describe("ids, resume and the ring buffer", () => {
     p.publish("CommandExecuted", { a: 1 }, "t1");
     p.publish("EventsAppended", { b: 2 });
     p.publish("CommandFailed", { c: 3 }, "");
-    expect(got.map((e) => e.id)).toEqual([1, 2, 3]);
+    expect(got.map((e) => seq(e.id))).toEqual([1, 2, 3]);
     expect(got[0]).toMatchObject({ kind: "CommandExecuted", data: { a: 1 }, tenantUuid: "t1" });
     expect("tenantUuid" in got[1]!).toBe(false);
     expect("tenantUuid" in got[2]!).toBe(false);
@@ -106,7 +111,7 @@ describe("ids, resume and the ring buffer", () => {
       expect(e.at).toBeGreaterThan(before - 1e9);
     }
     expect(got[1]!.at).toBeGreaterThan(got[0]!.at);
-    expect(p.lastEventId).toBe(3);
+    expect(seq(p.lastEventId)).toBe(3);
   });
 
   it("resumes after lastEventId from the buffer, then continues live without gaps or duplicates", () => {
@@ -114,16 +119,16 @@ describe("ids, resume and the ring buffer", () => {
     p.start();
     for (let i = 0; i < 5; i++) p.publish("CommandExecuted", { i });
     const got: number[] = [];
-    p.subscribe((e) => void got.push(e.id), { lastEventId: 2 });
+    p.subscribe((e) => void got.push(seq(e.id)), { lastEventId: at(p, 2) });
     expect(got).toEqual([3, 4, 5]);
     p.publish("CommandExecuted", {});
     expect(got).toEqual([3, 4, 5, 6]);
     const fromStart: number[] = [];
-    p.subscribe((e) => void fromStart.push(e.id), { lastEventId: 0 });
+    p.subscribe((e) => void fromStart.push(seq(e.id)), { lastEventId: 0 });
     expect(fromStart).toEqual([1, 2, 3, 4, 5, 6]);
     // without lastEventId: live only
     const live: number[] = [];
-    p.subscribe((e) => void live.push(e.id));
+    p.subscribe((e) => void live.push(seq(e.id)));
     expect(live).toEqual([]);
   });
 
@@ -131,12 +136,12 @@ describe("ids, resume and the ring buffer", () => {
     const p = new SystemEventProducer({ bufferSize: 3 });
     p.start();
     for (let i = 0; i < 10; i++) p.publish("CommandExecuted", { i });
-    expect(p.replay(0).map((e) => e.id)).toEqual([8, 9, 10]);
-    const got: number[] = [];
-    p.subscribe((e) => void got.push(e.id), { lastEventId: 1 });
-    expect(got).toEqual([8, 9, 10]);
-    expect(p.replay(9).map((e) => e.id)).toEqual([10]);
-    expect(p.replay(10)).toEqual([]);
+    expect(p.replay(0).map((e) => seq(e.id))).toEqual([8, 9, 10]);
+    const got: (number | string)[] = [];
+    p.subscribe((e) => void got.push(seq(e.id)), { lastEventId: at(p, 1), onGap: (g) => void got.push(g.reason) });
+    expect(got).toEqual(["buffer-overflow", 8, 9, 10]);
+    expect(p.replay(at(p, 9)).map((e) => seq(e.id))).toEqual([10]);
+    expect(p.replay(at(p, 10))).toEqual([]);
   });
 
   it("the tenant filter shows only that tenant's events (system-wide ones excluded), also on resume", () => {
@@ -147,8 +152,8 @@ describe("ids, resume and the ring buffer", () => {
     p.publish("CommandExecuted", {}); // 3, system-wide
     const t1: number[] = [];
     const all: number[] = [];
-    p.subscribe((e) => void t1.push(e.id), { tenantUuid: "t1", lastEventId: 0 });
-    p.subscribe((e) => void all.push(e.id), { lastEventId: 0 });
+    p.subscribe((e) => void t1.push(seq(e.id)), { tenantUuid: "t1", lastEventId: 0 });
+    p.subscribe((e) => void all.push(seq(e.id)), { lastEventId: 0 });
     p.publish("CommandExecuted", {}, "t1"); // 4
     p.publish("CommandExecuted", {}, "t2"); // 5
     p.publish("SubscriberDropped", {}); // 6
@@ -164,7 +169,7 @@ describe("subscribers that misbehave", () => {
     const a: number[] = [];
     const b: number[] = [];
     let calls = 0;
-    p.subscribe((e) => void a.push(e.id));
+    p.subscribe((e) => void a.push(seq(e.id)));
     p.subscribe(() => {
       calls++;
       throw new Error("listener bug");
@@ -172,7 +177,7 @@ describe("subscribers that misbehave", () => {
     p.subscribe(async () => {
       throw new Error("async listener bug");
     });
-    p.subscribe((e) => void b.push(e.id));
+    p.subscribe((e) => void b.push(seq(e.id)));
     expect(() => {
       p.publish("CommandExecuted", {});
       p.publish("CommandExecuted", {});
@@ -200,11 +205,11 @@ describe("subscribers that misbehave", () => {
     const blocked = new Promise<void>((r) => (unblock = r));
     // the slow one subscribes first, so a drop happens in the middle of delivering one event
     p.subscribe(async (e) => {
-      slowGot.push(e.id);
+      slowGot.push(seq(e.id));
       await blocked;
     }, { onClose });
     p.subscribe(async (e) => {
-      fastGot.push(e.id);
+      fastGot.push(seq(e.id));
     });
     for (let i = 0; i < 20; i++) {
       p.publish("CommandExecuted", { i });
@@ -231,10 +236,10 @@ describe("subscribers that misbehave", () => {
     const first: number[] = [];
     const second: number[] = [];
     p.subscribe((e) => {
-      first.push(e.id);
-      if (e.id === 1) p.publish("HandlerFailed", { nested: true });
+      first.push(seq(e.id));
+      if (seq(e.id) === 1) p.publish("HandlerFailed", { nested: true });
     });
-    p.subscribe((e) => void second.push(e.id));
+    p.subscribe((e) => void second.push(seq(e.id)));
     p.publish("CommandExecuted", {});
     expect(first).toEqual([1, 2]);
     expect(second).toEqual([1, 2]);
@@ -246,7 +251,7 @@ describe("subscribers that misbehave", () => {
     const got: number[] = [];
     p.subscribe(async (e) => {
       await ticks(1);
-      got.push(e.id);
+      got.push(seq(e.id));
     });
     for (let i = 0; i < 10; i++) p.publish("CommandExecuted", {});
     await ticks(30);
@@ -292,7 +297,7 @@ describe("what dispatch publishes", () => {
     expect(mine[2]).toMatchObject({ tenantUuid: "ten-1", data: { status: "failed", code: "HANDLER_FAILED" } });
     expect(mine[3]).toMatchObject({ data: { status: "denied", code: "PERMISSION_DENIED" } });
     expect("tenantUuid" in mine[3]!).toBe(false);
-    const ids = got.map((e) => e.id);
+    const ids = got.map((e) => seq(e.id));
     expect(ids).toEqual([...ids].sort((a, b) => a - b));
     expect(t2).toEqual([]);
   });

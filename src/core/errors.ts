@@ -28,7 +28,9 @@ export type MnemeErrorCode =
   | "INVALID_EVENTS"
   | "STORE_CLOSED"
   | "STORE_ERROR"
-  | "NOT_STARTED";
+  | "NOT_STARTED"
+  | "UNAVAILABLE"
+  | "CSRF";
 
 /** A problem detail attached to an error, e.g. one failing JSON pointer of a validation. */
 export interface MnemeErrorDetail {

@@ -6,5 +6,5 @@ export {
 export type { Credentials } from "./credentials.js";
 export { STATUS_BY_CODE, statusOf, type ProblemBody } from "./problem.js";
 export type { ListBody } from "./responses.js";
-export { formatSseEvent } from "./sse.js";
+export { formatSseEvent, formatSseGap } from "./sse.js";
 export { toNodeListener, type NodeListener, type NodeListenerOptions } from "./node-listener.js";

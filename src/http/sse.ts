@@ -1,5 +1,5 @@
 import { MnemeError } from "../core/errors.js";
-import type { SystemEvent, SystemEventProducer } from "../runtime/system-events.js";
+import type { SystemEvent, SystemEventGap, SystemEventProducer } from "../runtime/system-events.js";
 import type { ConnectionGauge } from "./limits.js";
 
 /** What a system-event stream shows and where it resumes. */
@@ -27,6 +27,15 @@ export function formatSseEvent(e: SystemEvent): string {
 }
 
 /**
+ * The notice that events may be missing: `event: gap`, data `{ lastEventId, reason }`,
+ * and as `id:` the id the replay continues after, so a reconnect after it does not
+ * report the same gap again.
+ */
+export function formatSseGap(gap: SystemEventGap): string {
+  return `event: gap\nid: ${gap.continuesAfter}\ndata: ${JSON.stringify({ lastEventId: gap.lastEventId, reason: gap.reason })}\n\n`;
+}
+
+/**
  * The `Last-Event-ID` header, else the `lastEventId` query parameter (an
  * EventSource cannot set headers on its first connection). INVALID_REQUEST
  * when it is not a non-negative integer.
@@ -41,7 +50,10 @@ export function lastEventIdOf(request: Request, url: URL): number | undefined {
 }
 
 /**
- * Opens a `text/event-stream` response over the system-event producer. The
+ * Opens a `text/event-stream` response over the system-event producer. A
+ * resume that cannot continue exactly starts with `event: gap`; a stream opened
+ * without a Last-Event-ID starts with an `id:` line (the producer's last id), so
+ * the client's first reconnect resumes exactly even before any event came. The
  * stream ends (and its connection slot is released) when the client aborts or
  * cancels, when the producer stops (facade.stop()), or when the client stops
  * reading and `maxQueuedEvents` pile up; the client then resumes with Last-Event-ID.
@@ -106,6 +118,8 @@ export function openSystemEventStream(
     return sseResponse(stream);
   }
   request.signal.addEventListener("abort", close, { once: true });
+  // No publish can come between reading the last id and subscribing (both synchronous).
+  if (selection.lastEventId === undefined) send(`id: ${producer.lastEventId}\n\n`);
   try {
     unsubscribe = producer.subscribe(
       (e) => {
@@ -113,7 +127,7 @@ export function openSystemEventStream(
         send(formatSseEvent(e));
       },
       {
-        ...(selection.lastEventId === undefined ? {} : { lastEventId: selection.lastEventId }),
+        ...(selection.lastEventId === undefined ? {} : { lastEventId: selection.lastEventId, onGap: (gap: SystemEventGap) => send(formatSseGap(gap)) }),
         onClose: () => close(),
       },
     );

@@ -16,7 +16,11 @@ export type SystemEventKind =
   | "StoreEntryChanged"
   | "SubscriberDropped";
 
-/** One system event. `id` is monotonic per producer; `at` is ns since the epoch. */
+/**
+ * One system event. `id` is a safe integer, increasing within a producer and
+ * unique across restarts and instances ("System events" in docs/runtime.md); `at`
+ * is ns since the Unix epoch.
+ */
 export interface SystemEvent {
   id: number;
   kind: SystemEventKind;
@@ -28,9 +32,32 @@ export interface SystemEvent {
 /** A listener may be async: while its promise is pending, later events queue for it (bounded). */
 export type SystemEventListener = (event: SystemEvent) => void | Promise<void>;
 
+/**
+ * Why a resume cannot continue exactly: the id is of another producer (a
+ * previous run, another instance), older than the resume buffer, or of this
+ * producer but never issued.
+ */
+export type SystemEventGapReason = "unknown-epoch" | "buffer-overflow" | "unknown-id";
+
+/** What a resuming subscriber is told, before any event, when events may be missing between its `lastEventId` and what follows. */
+export interface SystemEventGap {
+  /** The id the subscriber resumed from. */
+  readonly lastEventId: number;
+  readonly reason: SystemEventGapReason;
+  /** The delivery goes on with the buffered events after this id (an SSE stream sends it as the gap's `id:`). */
+  readonly continuesAfter: number;
+}
+
 export interface SubscribeOptions {
-  /** Replays buffered events with a greater id first (resume after a reconnect). An id newer than any issued (from a previous run) replays the whole buffer. */
+  /**
+   * Resume: replays the buffered events after this id first, then goes live.
+   * When the id cannot be continued exactly (another epoch, older than the
+   * buffer, never issued) `onGap` is called first and the whole buffer is
+   * replayed. 0 means "from this producer's first event".
+   */
   lastEventId?: number;
+  /** Called once, before any event, when the `lastEventId` resume has a gap. */
+  onGap?: (gap: SystemEventGap) => void;
   /** Only events of this tenant (system-wide events have none and are not shown). Absent: every event (system administrators). */
   tenantUuid?: string;
   /** Called once when the subscriber is dropped for falling behind, or when the producer stops. */
@@ -42,6 +69,19 @@ export interface SystemEventProducerOptions {
   bufferSize?: number;
   /** Events queued for one slow (async) subscriber before it is dropped. Default 1000. */
   maxQueuePerSubscriber?: number;
+}
+
+/** Low bits of an id: the sequence within an epoch; the high bits are the epoch. */
+const SEQUENCE_BITS = 22;
+/** Largest epoch a producer draws at random (2^30); rollovers count up from it, and epoch x 2^22 stays below 2^53. */
+const RANDOM_EPOCHS = 2 ** 30;
+
+/** How system-event ids are made; the second constructor argument, for tests only. */
+export interface SystemEventIdOptions {
+  /** @internal The epoch to start with (default: random in 1..2^30). */
+  readonly epoch?: number;
+  /** @internal Bits of the sequence part (default 22): a small value makes an epoch rollover testable. */
+  readonly sequenceBits?: number;
 }
 
 const ALL = "*";
@@ -70,18 +110,32 @@ export class SystemEventProducer {
   readonly #subscribers = new Set<Subscriber>();
   #ringStart = 0;
   #ringLen = 0;
-  #nextId = 1;
+  // id = epoch * span + sequence. An epoch is drawn at random per producer, so ids of a previous run or of
+  // another instance are recognisably not this producer's; when the sequence is used up, the next epoch follows.
+  readonly #span: number;
+  readonly #firstEpoch: number;
+  #epoch: number;
+  #sequence = 0;
+  // The id of the last event that left the ring buffer: resuming from an older id has missed events.
+  #evictedId: number | undefined;
   #running = false;
   // Events published while another is being emitted (e.g. SubscriberDropped from inside a delivery):
   // emitted after it, so every subscriber sees ids in increasing order.
   #emitting = false;
   readonly #pending: SystemEvent[] = [];
 
-  constructor(opts: SystemEventProducerOptions = {}) {
+  constructor(opts: SystemEventProducerOptions = {}, ids: SystemEventIdOptions = {}) {
     const size = opts.bufferSize ?? 1000;
     if (!Number.isInteger(size) || size < 1) throw new MnemeError("INVALID_REQUEST", "bufferSize must be a positive integer");
     this.#ring = new Array<SystemEvent | undefined>(size);
     this.#maxQueue = opts.maxQueuePerSubscriber ?? 1000;
+    const bits = ids.sequenceBits ?? SEQUENCE_BITS;
+    if (!Number.isInteger(bits) || bits < 1 || bits > SEQUENCE_BITS) throw new MnemeError("INVALID_REQUEST", `sequenceBits must be an integer in 1..${SEQUENCE_BITS}`);
+    this.#span = 2 ** bits;
+    const epoch = ids.epoch ?? 1 + (crypto.getRandomValues(new Uint32Array(1))[0]! % RANDOM_EPOCHS);
+    if (!Number.isInteger(epoch) || epoch < 1 || epoch > RANDOM_EPOCHS) throw new MnemeError("INVALID_REQUEST", `epoch must be an integer in 1..${RANDOM_EPOCHS}`);
+    this.#firstEpoch = epoch;
+    this.#epoch = epoch;
   }
 
   get running(): boolean {
@@ -93,9 +147,17 @@ export class SystemEventProducer {
     return this.#subscribers.size;
   }
 
-  /** The id the next event gets minus one (0 before any event). */
+  /**
+   * The id of the last event published; before any, this producer's origin
+   * (its first epoch x 2^22), from which a resume replays everything buffered.
+   */
   get lastEventId(): number {
-    return this.#nextId - 1;
+    return this.#epoch * this.#span + this.#sequence;
+  }
+
+  /** The epoch of the ids published now (the high part of an id: `Math.floor(id / 2 ** 22)`). */
+  get epoch(): number {
+    return this.#epoch;
   }
 
   start(): void {
@@ -117,7 +179,13 @@ export class SystemEventProducer {
   /** Publishes an event (dropped silently while stopped). */
   publish(kind: SystemEventKind, data: Record<string, unknown>, tenantUuid?: string): SystemEvent | undefined {
     if (!this.#running) return undefined;
-    const event: SystemEvent = tenantUuid ? { id: this.#nextId++, kind, at: nowNs(), tenantUuid, data } : { id: this.#nextId++, kind, at: nowNs(), data };
+    if (this.#sequence === this.#span - 1) {
+      // The epoch's sequence is used up: the next epoch, so ids keep increasing.
+      this.#epoch++;
+      this.#sequence = 0;
+    }
+    const id = this.#epoch * this.#span + ++this.#sequence;
+    const event: SystemEvent = tenantUuid ? { id, kind, at: nowNs(), tenantUuid, data } : { id, kind, at: nowNs(), data };
     if (this.#emitting) {
       this.#pending.push(event);
       return event;
@@ -133,15 +201,26 @@ export class SystemEventProducer {
   }
 
   /**
-   * Subscribes; returns the unsubscribe function. SSE_PRODUCER_NOT_RUNNING while stopped.
+   * Subscribes; returns the unsubscribe function. SSE_PRODUCER_NOT_RUNNING while stopped;
+   * INVALID_REQUEST for a `lastEventId` that is not a non-negative safe integer.
    * @example
-   * const off = runtime.systemEvents.subscribe((e) => console.log(e.kind), { lastEventId: 41 });
+   * const off = runtime.systemEvents.subscribe((e) => console.log(e.kind), {
+   *   lastEventId, onGap: (g) => console.warn(`events may be missing after ${g.lastEventId}: ${g.reason}`),
+   * });
    */
   subscribe(listener: SystemEventListener, opts: SubscribeOptions = {}): () => void {
     if (!this.#running) throw new MnemeError("SSE_PRODUCER_NOT_RUNNING", "the system-event producer is not running: start it with runtime.systemEvents.start() or createFacade({ systemEvents: true })");
     const sub: Subscriber = { listener, tenantUuid: opts.tenantUuid, queue: [], busy: false, closed: false, onClose: opts.onClose };
     if (opts.lastEventId !== undefined) {
-      const after = this.#resumeAfter(opts.lastEventId);
+      const gap = this.gapFor(opts.lastEventId);
+      const after = gap === undefined ? opts.lastEventId : 0;
+      if (gap !== undefined) {
+        try {
+          opts.onGap?.(gap);
+        } catch {
+          /* like a throwing listener: ignored */
+        }
+      }
       for (let i = 0; i < this.#ringLen; i++) {
         const e = this.#ring[(this.#ringStart + i) % this.#ring.length]!;
         if (e.id > after) this.#offer(sub, e);
@@ -158,24 +237,34 @@ export class SystemEventProducer {
     return () => this.#close(sub, undefined);
   }
 
-  /** The buffered events after `lastEventId` (oldest first); all of them for an id this producer never issued. */
+  /** The buffered events after `lastEventId` (oldest first); all of them when `gapFor(lastEventId)` reports a gap. */
   replay(lastEventId = 0): SystemEvent[] {
-    lastEventId = this.#resumeAfter(lastEventId);
+    const after = this.gapFor(lastEventId) === undefined ? lastEventId : 0;
     const out: SystemEvent[] = [];
     for (let i = 0; i < this.#ringLen; i++) {
       const e = this.#ring[(this.#ringStart + i) % this.#ring.length]!;
-      if (e.id > lastEventId) out.push(e);
+      if (e.id > after) out.push(e);
     }
     return out;
   }
 
   /**
-   * Ids restart at 1 when the process restarts, and a reconnecting client (an EventSource
-   * sends its Last-Event-ID by itself) may carry an id of the previous run: one newer than
-   * anything issued here means "from before this run", so everything buffered is new to it.
+   * Whether a resume from `lastEventId` would miss nothing: `undefined` when
+   * the buffered events after it are exactly what came after it, else the gap.
+   * 0 stands for this producer's origin (before its first event).
    */
-  #resumeAfter(lastEventId: number): number {
-    return lastEventId > this.#nextId - 1 ? 0 : lastEventId;
+  gapFor(lastEventId: number): SystemEventGap | undefined {
+    if (!Number.isSafeInteger(lastEventId) || lastEventId < 0) {
+      throw new MnemeError("INVALID_REQUEST", `lastEventId must be a non-negative safe integer (got ${String(lastEventId)})`);
+    }
+    const origin = this.#firstEpoch * this.#span;
+    const id = lastEventId === 0 ? origin : lastEventId;
+    const epoch = Math.floor(id / this.#span);
+    let reason: SystemEventGapReason | undefined;
+    if (epoch < this.#firstEpoch || epoch > this.#epoch) reason = "unknown-epoch";
+    else if (id > this.lastEventId) reason = "unknown-id";
+    else if (this.#evictedId !== undefined && id < this.#evictedId) reason = "buffer-overflow";
+    return reason === undefined ? undefined : { lastEventId, reason, continuesAfter: this.#evictedId ?? origin };
   }
 
   #emit(e: SystemEvent): void {
@@ -190,6 +279,7 @@ export class SystemEventProducer {
       this.#ring[(this.#ringStart + this.#ringLen) % size] = e;
       this.#ringLen++;
     } else {
+      this.#evictedId = this.#ring[this.#ringStart]!.id;
       this.#ring[this.#ringStart] = e;
       this.#ringStart = (this.#ringStart + 1) % size;
     }

@@ -4,9 +4,18 @@ export interface SseEvent {
   data: { id: number; kind: string; tenantUuid?: string; data: Record<string, unknown> };
 }
 
+/** An `event: gap` block: its data and its `id:`. */
+export interface SseGap {
+  id: number | undefined;
+  data: { lastEventId: number; reason: string };
+}
+
 export class SseClient {
   readonly events: SseEvent[] = [];
+  readonly gaps: SseGap[] = [];
   readonly comments: string[] = [];
+  /** The last `id:` received, as an EventSource would send it on reconnect (also from a block without data). */
+  lastEventId: number | undefined;
   retry: number | undefined;
   ended = false;
   readonly #abort = new AbortController();
@@ -84,11 +93,20 @@ export class SseClient {
   #block(block: string): void {
     let id: number | undefined;
     let data: string | undefined;
+    let type: string | undefined;
     for (const line of block.split("\n")) {
       if (line.startsWith(":")) this.comments.push(line.slice(1).trim());
       else if (line.startsWith("id: ")) id = Number(line.slice(4));
       else if (line.startsWith("data: ")) data = line.slice(6);
+      else if (line.startsWith("event: ")) type = line.slice(7);
       else if (line.startsWith("retry: ")) this.retry = Number(line.slice(7));
+    }
+    if (id !== undefined) this.lastEventId = id;
+    if (type !== undefined) {
+      if (type !== "gap" || data === undefined) throw new Error(`an unexpected event type: ${block}`);
+      this.gaps.push({ id, data: JSON.parse(data) });
+      if (this.events.length > 0) throw new Error(`a gap after events: ${block}`);
+      return;
     }
     if (data !== undefined) {
       if (id === undefined) throw new Error(`an event without id: ${block}`);
