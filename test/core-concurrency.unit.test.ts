@@ -276,8 +276,15 @@ describe("expected versions from the request context", () => {
     const e = await rejection(f.dispatch(Blind, { counterUuid: "other", others: ["c"] }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 1 } }));
     expect(e.code).toBe("CONFLICT");
     expect(await f.eventRepository.loadAggregate("other")).toEqual([]);
-    // without targetAggregateUuid, a multi-aggregate command has no single aggregate: the version is not applied
-    const ok = await f.dispatch(Blind, { counterUuid: "other", others: ["c"] }, { reqCtx: { ...admin, targetAggregateVersion: 1 } });
+    // without targetAggregateUuid, a multi-aggregate command has no single aggregate: ambiguous, refused (not ignored)
+    const ambiguous = await rejection(f.dispatch(Blind, { counterUuid: "other", others: ["c"] }, { reqCtx: { ...admin, targetAggregateVersion: 1 } }));
+    expect(ambiguous.code).toBe("INVALID_REQUEST");
+    expect(await f.eventRepository.loadAggregate("other")).toEqual([]);
+    // a targetAggregateUuid the command neither loads nor appends to: refused too, whatever the version
+    const elsewhere = await rejection(f.dispatch(Blind, { counterUuid: "other" }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 7 } }));
+    expect(elsewhere.code).toBe("INVALID_REQUEST");
+    expect(await f.eventRepository.loadAggregate("other")).toEqual([]);
+    const ok = await f.dispatch(Blind, { counterUuid: "other", others: ["c"] }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 2 } });
     expect(ok.events.map((x) => x.version)).toEqual([1, 3]);
   });
 
@@ -298,7 +305,7 @@ describe("expected versions from the request context", () => {
     const Slow = d.Counting.command<{ counterUuid: string }>("Slow");
     d.Counting.handleCommand(Slow, async (ctx, _c, p) => {
       const c = await ctx.aggregates.load(d.Counter, p.counterUuid);
-      await repo.append([d.Incremented.create(p.counterUuid, { by: 1, seen: -1 })]); // another process
+      await repo.append([d.Incremented.create(p.counterUuid, { by: 1, seen: -1 }, { tenantUuid: admin.senderTenantUuid! })]); // another process
       return [d.Incremented.create(p.counterUuid, { by: 1, seen: c.version })];
     });
     const f = await started((f) => f.registerDomain(d.Counting), { eventRepository: repo });

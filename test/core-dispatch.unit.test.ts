@@ -315,7 +315,7 @@ describe("atomicity", () => {
     await f.dispatch(Transfer, { from: "X", to: "Y" }, { reqCtx: admin });
     // another writer (e.g. another process) moves Y between load and append
     interfere = async () => {
-      await repo.append([Deposited.create("Y", { amount: 100 })]);
+      await repo.append([Deposited.create("Y", { amount: 100 }, { tenantUuid: admin.senderTenantUuid! })]);
     };
     const head = await repo.headPosition();
     const e = await rejection(f.dispatch(Transfer, { from: "X", to: "Y" }, { reqCtx: admin }));

@@ -135,7 +135,7 @@ describe("memory stores: properties", () => {
           const repo = new MemoryEventRepository();
           const all = [];
           for (const b of batches) {
-            all.push(...(await repo.append(b.map((e) => ({ domain: "D", name: e.name, aggregateUuid: e.agg, tenantUuid: e.tenant, payload: null })))));
+            all.push(...(await repo.append(b.map((e) => ({ domain: "D", name: e.name, aggregateUuid: `${e.tenant}/${e.agg}`, tenantUuid: e.tenant, payload: null })))));
           }
           const expected = all.filter(
             (e) =>

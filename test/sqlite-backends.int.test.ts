@@ -208,7 +208,7 @@ describe("SqliteEventRepository", () => {
     const repo = new SqliteEventRepository({ filename: newFile() });
     const batch: NewEvent[] = [];
     for (let i = 0; i < 250; i++) {
-      batch.push(ev(`agg${i % 7}`, { i }, { tenantUuid: i % 2 === 0 ? "even" : "odd", name: i % 5 === 0 ? "Five" : "Other" }));
+      batch.push(ev(`agg${i % 14}`, { i }, { tenantUuid: i % 2 === 0 ? "even" : "odd", name: i % 5 === 0 ? "Five" : "Other" }));
     }
     await repo.append(batch);
     const all = (await collect(repo.readAll({ batchSize: 100 }))).map((p) => p.length);

@@ -14,20 +14,47 @@ export interface AggregateLoader {
   load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>>;
 }
 
+/**
+ * A readmodel that can hand out a view limited to one tenant. `ctx.readmodel`
+ * in a command or query handler returns `forTenant(ctx.tenantUuid)` of such a
+ * readmodel, so the obvious code reads only the caller's tenant.
+ */
+export interface TenantScopable<V = unknown> {
+  forTenant(tenantUuid: string): V;
+}
+
+/** What `ctx.readmodel` gives for a readmodel type: its tenant view, if it has one. */
+export type TenantView<T> = T extends TenantScopable<infer V> ? V : T;
+
+/** True when `h` offers `forTenant`. */
+export function isTenantScopable(h: unknown): h is TenantScopable {
+  return typeof h === "object" && h !== null && typeof (h as { forTenant?: unknown }).forTenant === "function";
+}
+
 /** What command and query handlers both receive. */
 export interface MessageContext {
   readonly reqCtx: RequestContext;
+  /** The effective tenant: `reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid ?? ""`. */
+  readonly tenantUuid: string;
   /**
    * Loads an aggregate. In a command, the first aggregate loaded is locked
    * in-process until the command's events are appended, and the version
-   * loaded becomes the expected version of its events.
+   * loaded becomes the expected version of its events. A tenant-scoped
+   * aggregate of another tenant than `tenantUuid` is NOT_FOUND.
    */
   readonly aggregates: AggregateLoader;
   /** Runs a query without a permission check (the caller was checked already). */
   query<P, R>(type: QueryType<P, R>, payload: P): Promise<R>;
   readonly facade: Facade;
-  /** The event handler (readmodel) registered under `name`. UNKNOWN_EVENT_HANDLER otherwise. */
-  readmodel<T extends EventHandler>(name: string): T;
+  /**
+   * A registered readmodel, given by name or as the object itself, as this
+   * tenant sees it: a ProjectionReadmodel comes as a view of `tenantUuid`'s
+   * models only (history included). UNKNOWN_EVENT_HANDLER when not registered.
+   * @example
+   * const todo = await ctx.readmodel(todos).getModel(p.todoUuid); // undefined for another tenant's todo
+   */
+  readmodel<T extends EventHandler>(handler: T): TenantView<T>;
+  readmodel<T extends EventHandler>(name: string): TenantView<T>;
 }
 
 /** What a command handler receives. */

@@ -1,6 +1,6 @@
 import { authorized, newPermission, type Permission, type PermissionFunc, permissionLevelOf } from "../permissions/permission.js";
 import { MnemeError } from "./errors.js";
-import type { AggregateType, CommandType, EventType, Evolver, QueryType } from "./tokens.js";
+import type { AggregateTenancy, AggregateType, CommandType, EventType, Evolver, QueryType } from "./tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
 import type { CommandContext, QueryContext } from "./context.js";
 
@@ -20,7 +20,10 @@ export interface MessageOptions {
 
 export interface AggregateOptions<S> {
   readonly initialState: () => S;
+  /** Evolvers keyed by event name (events of this domain) or by event path `Domain.Name`. */
   readonly evolve: Readonly<Record<string, Evolver<S, any>>>;
+  /** Default `"tenant"`: the aggregate belongs to the tenant of its first event. `"global"` opts out. */
+  readonly tenancy?: AggregateTenancy;
 }
 
 /** A domain: its commands, queries, events, aggregates, handlers and permissions. */
@@ -132,9 +135,17 @@ export function defineDomain(name: string, opts: { description?: string } = {}):
       checkName("aggregate", aggName);
       if (aggregates.has(aggName)) throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} is defined twice`);
       if (typeof o.initialState !== "function") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an initialState function`);
+      if (o.evolve === null || typeof o.evolve !== "object") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an evolve object`);
+      const tenancy = o.tenancy ?? "tenant";
+      if (tenancy !== "tenant" && tenancy !== "global") {
+        throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: tenancy must be "tenant" or "global", got ${JSON.stringify(tenancy)}`);
+      }
       const evolve = Object.freeze({ ...o.evolve }) as Record<string, Evolver<S>>;
+      for (const [key, fn] of Object.entries(evolve)) {
+        if (typeof fn !== "function") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: evolve.${key} must be a function`);
+      }
       const type: AggregateType<S> = Object.freeze({
-        kind: "aggregate" as const, domain: name, name: aggName,
+        kind: "aggregate" as const, domain: name, name: aggName, tenancy,
         initialState: o.initialState, evolve,
         apply(state: S, event: Event): S {
           const fn = (event.domain === name ? evolve[event.name] : undefined) ?? evolve[`${event.domain}.${event.name}`];

@@ -14,16 +14,16 @@ import { SchemaRegistry } from "../schema/schema-registry.js";
 import type { CacheStore } from "../store/cache-store.js";
 import type { CommandRecord, CommandStatus, CommandStore } from "../store/command-store.js";
 import type { DataStore } from "../store/data-store.js";
-import type { EventRepository } from "../store/event-repository.js";
+import type { AppendOptions, EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { newUuid, nowNs } from "./clock.js";
-import type { AggregateLoader, CommandContext, LoadedAggregate, QueryContext } from "./context.js";
+import { type AggregateLoader, type CommandContext, isTenantScopable, type LoadedAggregate, type MessageContext, type QueryContext } from "./context.js";
 import type { Domain } from "./domain.js";
 import { errorMessage, isMnemeError, MnemeError } from "./errors.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { isPlainObject, redact } from "./redact.js";
-import type { AggregateType, CommandType, EventType, QueryType } from "./tokens.js";
+import type { AggregateTenancy, AggregateType, CommandType, EventType, QueryType } from "./tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
 
 /** Options of createFacade. Every store defaults to its in-memory implementation. */
@@ -49,6 +49,13 @@ export interface FacadeOptions {
   readonly close?: () => Promise<void> | void;
   /** Replay batch size and catch buffer bound of every handler (readmodels may override). */
   readonly delivery?: Partial<DeliveryOptions>;
+  /**
+   * start(): `waitForStandby` (ms, default 0) lets start() wait up to that long for
+   * handlers left in standby (another instance holds their processing lock) to take
+   * over and catch up. Handlers still in standby then are reported (a
+   * `HandlersInStandby` system event and a `warn` LogStore entry).
+   */
+  readonly start?: { readonly waitForStandby?: number };
 }
 
 export interface DispatchOptions {
@@ -66,7 +73,12 @@ export interface HandlerError {
 export interface DispatchResult<R = unknown> {
   commandUuid: string;
   events: Event[];
-  /** With waitToFinish: handlers that failed on this command's events. */
+  /**
+   * With waitToFinish: handlers that failed on this command's events, and handlers
+   * of these events in standby here (another instance holds their processing lock),
+   * which did not apply them in this instance (error INVALID_STATE, `details[0].state`
+   * "standby").
+   */
   handlerErrors: HandlerError[];
   /** What the handler returned besides events, if anything (e.g. a session key). */
   result?: R;
@@ -115,6 +127,12 @@ export class Facade {
   readonly #options: FacadeOptions;
   readonly #domains = new Map<string, Domain>();
   readonly #eventTypes = new Map<string, EventType>();
+  /** Event path -> "global" when only global aggregates evolve it (its aggregates are exempt from the tenant rule). */
+  readonly #eventTenancy = new Map<string, AggregateTenancy>();
+  /** Evolve keys naming another domain's events, checked once every domain is registered (at start). */
+  readonly #pendingEvolveKeys: { aggregate: AggregateType<any>; key: string }[] = [];
+  /** True when the event repository writes the command record in the append's transaction. */
+  readonly #recordsWithAppend: boolean;
   readonly #handlers = new Map<string, BaseEventHandler>();
   readonly #locks = new KeyedLock();
   readonly #delivery: DeliveryOptions;
@@ -141,6 +159,7 @@ export class Facade {
     this.cacheStore = options.cacheStore ?? new MemoryCacheStore();
     this.logStore = options.logStore ?? new MemoryLogStore();
     this.readmodelStoreBackend = options.readmodelStoreBackend ?? new MemoryReadmodelStoreBackend();
+    this.#recordsWithAppend = this.eventRepository.joinCommandStore?.(this.commandStore) === true;
     this.permissions = new PermissionRegistry(options.authorizer, { facade: this });
     const se = options.systemEvents;
     this.systemEvents = new SystemEventProducer(typeof se === "object" ? se : {});
@@ -199,13 +218,43 @@ export class Facade {
     for (const p of domain.permissions.values()) {
       if (this.permissions.has(p.domain, p.type)) throw new MnemeError("INVALID_DOMAIN", `permission ${p.domain}.${p.type} is registered already`);
     }
+    const deferredKeys = this.#checkEvolveKeys(domain);
     // Compile payload validators now, so a bad schema fails at registration and the first request pays nothing.
     for (const t of domain.commands.values()) this.schemas.validator(t);
     for (const t of domain.queries.values()) this.schemas.validator(t);
     for (const p of domain.permissions.values()) this.permissions.register(p);
     for (const t of domain.events.values()) this.#eventTypes.set(t.path, t);
+    for (const a of domain.aggregates.values()) {
+      for (const key of Object.keys(a.evolve)) {
+        const path = key.includes(".") ? key : `${a.domain}.${key}`;
+        // One tenant-scoped aggregate evolving an event keeps the rule on for it.
+        if (a.tenancy === "tenant") this.#eventTenancy.set(path, "tenant");
+        else if (!this.#eventTenancy.has(path)) this.#eventTenancy.set(path, "global");
+      }
+    }
+    this.#pendingEvolveKeys.push(...deferredKeys);
     this.#domains.set(domain.name, domain);
     return this;
+  }
+
+  /**
+   * Rejects evolve keys that name no event (a typo such as `Opend` would
+   * otherwise never fire). Keys of this domain are checked now; keys naming
+   * a domain not registered yet are returned, to be checked at start().
+   */
+  #checkEvolveKeys(domain: Domain): { aggregate: AggregateType<any>; key: string }[] {
+    const deferred: { aggregate: AggregateType<any>; key: string }[] = [];
+    for (const a of domain.aggregates.values()) {
+      for (const key of Object.keys(a.evolve)) {
+        const dot = key.indexOf(".");
+        const owner = dot < 0 ? domain.name : key.slice(0, dot);
+        const name = dot < 0 ? key : key.slice(dot + 1);
+        const events = owner === domain.name ? domain.events : this.#domains.get(owner)?.events;
+        if (events === undefined) deferred.push({ aggregate: a, key });
+        else if (!events.has(name)) throw unknownEvolveKey(a, key, owner, events);
+      }
+    }
+    return deferred;
   }
 
   /**
@@ -242,7 +291,17 @@ export class Facade {
 
   async #start(): Promise<void> {
     this.#state = "starting";
+    const waitForStandby = this.#options.start?.waitForStandby ?? 0;
     try {
+      if (typeof waitForStandby !== "number" || !(waitForStandby >= 0) || waitForStandby > 2_147_483_647) {
+        throw new MnemeError("INVALID_REQUEST", `start.waitForStandby must be a number of ms in 0..2147483647, got ${String(waitForStandby)}`);
+      }
+      for (const { aggregate, key } of this.#pendingEvolveKeys) {
+        const dot = key.indexOf(".");
+        const owner = key.slice(0, dot);
+        const events = this.#domains.get(owner)?.events;
+        if (events === undefined || !events.has(key.slice(dot + 1))) throw unknownEvolveKey(aggregate, key, owner, events);
+      }
       for (const s of this.#lifecycles()) await s.init();
       if (this.#options.systemEvents) this.systemEvents.start();
       this.#head = await this.eventRepository.headPosition();
@@ -256,6 +315,18 @@ export class Facade {
       this.startedAt = nowNs();
       this.#state = "started";
       for (const h of this.#handlers.values()) await h.goLive();
+      // Handlers left in standby (another instance holds their lock): wait for them when asked, report the rest.
+      if (waitForStandby > 0) await Promise.all([...this.#handlers.values()].map((h) => h.untilOutOfStandby(waitForStandby)));
+      const standby = [...this.#handlers.values()].filter((h) => h.state === "standby").map((h) => h.name);
+      if (standby.length > 0) {
+        this.#host.publish("HandlersInStandby", { eventHandlerNames: standby, waitedMs: waitForStandby });
+        await this.logStore.append({
+          level: "warn",
+          source: "mneme.start",
+          message: `started with event handlers in standby (another instance holds their processing lock; this one takes over when it frees): ${standby.join(", ")}`,
+          data: { eventHandlerNames: standby, waitedMs: waitForStandby },
+        }).catch(() => undefined);
+      }
       for (const hook of this.#startHooks) await hook(this);
     } catch (err) {
       this.#state = "new";
@@ -391,7 +462,7 @@ export class Facade {
           events = normalised.events;
           result = normalised.result;
         }
-        if (events.length > 0) appended = await this.#append(events, envelope, ctx.loader);
+        if (events.length > 0) appended = await this.#append(events, envelope, ctx.loader, cmdType, t0);
       } finally {
         ctx.release();
       }
@@ -408,7 +479,8 @@ export class Facade {
     }
     if (appended === undefined) appended = [];
     else if (!this.#pushesLocally) this.#deliver(appended);
-    await this.#record(cmdType, envelope, "succeeded", appended, undefined, t0);
+    // With events, a joined repository committed the record with them already.
+    if (appended.length === 0 || !this.#recordsWithAppend) await this.#record(cmdType, envelope, "succeeded", appended, undefined, t0);
     if (this.systemEvents.running) {
       const tenant = tenantOf(reqCtx) || undefined;
       this.systemEvents.publish("CommandExecuted", { commandUuid: envelope.commandUuid, domain: cmdType.domain, name: cmdType.name, events: appended.length, durationMicros: Math.round((performance.now() - t0) * 1000) }, tenant);
@@ -429,17 +501,31 @@ export class Facade {
     const from = events[0]!.position;
     const to = events[events.length - 1]!.position;
     const waits: Promise<HandlerError | undefined>[] = [];
+    // A handler in standby did not apply the events here: reported when it handles any of them.
+    const handles = (h: BaseEventHandler): boolean => events.some((e) => h.getDomainEventHandlers(`${e.domain}.${e.name}`).length > 0);
     for (const h of this.#handlers.values()) {
+      if (h.state === "standby") {
+        if (handles(h)) waits.push(Promise.resolve({ eventHandlerName: h.name, error: h.standbyError() }));
+        continue;
+      }
       if (h.state !== "running") continue;
-      waits.push(h.waitFor(from, to).then((error) => (error === undefined ? undefined : { eventHandlerName: h.name, error })));
+      waits.push(h.waitFor(from, to).then((error) => {
+        if (error === undefined || (h.state === "standby" && !handles(h))) return undefined;
+        return { eventHandlerName: h.name, error };
+      }));
     }
     const out: HandlerError[] = [];
     for (const r of await Promise.all(waits)) if (r !== undefined) out.push(r);
     return out;
   }
 
-  /** Completes the command's events (uuid, time, commandUuid, reqCtx copy, tenant) and appends them with their expected versions. */
-  #append(events: readonly NewEvent[], envelope: CommandEnvelope, loader: CommandAggregates | undefined): Promise<Event[]> {
+  /**
+   * Completes the command's events (uuid, time, commandUuid, reqCtx copy,
+   * tenant) and appends them with their expected versions, the aggregates
+   * exempt from the tenant rule and, where the repository joins the command
+   * store, the command's record.
+   */
+  #append(events: readonly NewEvent[], envelope: CommandEnvelope, loader: CommandAggregates | undefined, type: CommandType<any, any>, t0: number): Promise<Event[]> {
     const reqCtx = envelope.reqCtx;
     const tenantUuid = tenantOf(reqCtx);
     const frozenCtx = Object.freeze({ ...reqCtx });
@@ -448,18 +534,22 @@ export class Facade {
     // Most commands touch one aggregate: a Set only when there are more.
     let first: string | undefined;
     let more: Set<string> | undefined;
+    // Aggregates some event of which is evolved by a tenant-scoped aggregate (or by none).
+    let scopedByEvent: Set<string> | undefined;
     for (let i = 0; i < events.length; i++) {
       const e = events[i]!;
       if (!isNewEvent(e)) {
         throw new MnemeError("INVALID_EVENTS", `command ${envelope.domain}.${envelope.name} returned something that is not an event at index ${i}: use EventType.create(aggregateUuid, payload)`);
       }
-      if (!this.#eventTypes.has(`${e.domain}.${e.name}`)) {
-        throw new MnemeError("INVALID_EVENTS", `command ${envelope.domain}.${envelope.name} returned event ${e.domain}.${e.name}, which no registered domain defines`);
+      const path = `${e.domain}.${e.name}`;
+      if (!this.#eventTypes.has(path)) {
+        throw new MnemeError("INVALID_EVENTS", `command ${envelope.domain}.${envelope.name} returned event ${path}, which no registered domain defines`);
       }
       const agg = e.aggregateUuid;
-      if (agg === "") throw new MnemeError("INVALID_EVENTS", `event ${e.domain}.${e.name} has an empty aggregateUuid`);
+      if (agg === "") throw new MnemeError("INVALID_EVENTS", `event ${path} has an empty aggregateUuid`);
       if (first === undefined) first = agg;
       else if (agg !== first) (more ??= new Set([first])).add(agg);
+      if (this.#eventTenancy.get(path) !== "global") (scopedByEvent ??= new Set()).add(agg);
       const ne: NewEvent = {
         domain: e.domain, name: e.name, aggregateUuid: agg, payload: e.payload,
         eventUuid: newUuid(), createdAt, commandUuid: envelope.commandUuid,
@@ -469,41 +559,79 @@ export class Facade {
       if (e.version !== undefined) ne.version = e.version;
       out[i] = ne;
     }
-    const target = reqCtx.targetAggregateVersion;
-    if (loader === undefined && target === undefined) return this.eventRepository.append(out);
-    const expectedVersions: Record<string, number> = {};
-    for (const agg of more ?? [first!]) {
-      const targeted = target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && more === undefined));
-      const loaded = loader?.loadedVersion(agg);
-      if (loaded !== undefined) {
-        // The loaded version is what the handler decided on; a stale version the client sent must not be ignored silently.
-        if (targeted && loaded !== target) {
-          throw new MnemeError("CONFLICT", `aggregate ${agg} is at version ${loaded}, the request expected ${target}`);
-        }
-        expectedVersions[agg] = loaded;
-      } else if (targeted) {
-        expectedVersions[agg] = target;
-      }
+    const aggregates = more ?? [first!];
+    const opts: AppendOptions = {};
+    // Global: loaded as a global aggregate in this command, or (not loaded) every event of it is evolved by global aggregates only.
+    let globals: string[] | undefined;
+    for (const agg of aggregates) {
+      const loadedTenancy = loader?.loadedTenancy(agg);
+      if (loadedTenancy === "global" || (loadedTenancy === undefined && scopedByEvent?.has(agg) !== true)) (globals ??= []).push(agg);
     }
-    return this.eventRepository.append(out, { expectedVersions });
+    if (globals !== undefined) opts.globalAggregates = globals;
+    const target = reqCtx.targetAggregateVersion;
+    if (target !== undefined) this.#checkTarget(reqCtx, aggregates, more !== undefined, loader);
+    if (loader !== undefined || target !== undefined) {
+      const expectedVersions: Record<string, number> = {};
+      for (const agg of aggregates) {
+        const targeted = target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && more === undefined));
+        const loaded = loader?.loadedVersion(agg);
+        if (loaded !== undefined) {
+          // The loaded version is what the handler decided on; a stale version the client sent must not be ignored silently.
+          if (targeted && loaded !== target) {
+            throw new MnemeError("CONFLICT", `aggregate ${agg} is at version ${loaded}, the request expected ${target}`);
+          }
+          expectedVersions[agg] = loaded;
+        } else if (targeted) {
+          expectedVersions[agg] = target;
+        }
+      }
+      opts.expectedVersions = expectedVersions;
+    }
+    if (this.#recordsWithAppend) {
+      opts.commandRecord = this.#commandRecord(type, envelope, "succeeded", out.map((e) => e.eventUuid!), undefined, t0);
+    }
+    return this.eventRepository.append(out, opts);
+  }
+
+  /**
+   * A `targetAggregateVersion` must name what it guards: with
+   * `targetAggregateUuid`, an aggregate the command loaded or appends to;
+   * without it, the command's only aggregate. Anything else is ambiguous and
+   * refused (INVALID_REQUEST) rather than ignored.
+   */
+  #checkTarget(reqCtx: RequestContext, aggregates: Iterable<string>, several: boolean, loader: CommandAggregates | undefined): void {
+    const uuid = reqCtx.targetAggregateUuid;
+    if (uuid === undefined) {
+      if (several) {
+        throw new MnemeError("INVALID_REQUEST", "targetAggregateVersion without targetAggregateUuid is ambiguous: the command appends to several aggregates");
+      }
+      return;
+    }
+    if (loader?.loadedVersion(uuid) !== undefined) return;
+    for (const agg of aggregates) if (agg === uuid) return;
+    throw new MnemeError("INVALID_REQUEST", `targetAggregateVersion guards aggregate ${uuid}, which the command neither loaded nor appends to`);
+  }
+
+  #commandRecord(type: CommandType<any, any>, envelope: CommandEnvelope, status: CommandStatus, eventUuids: string[], error: MnemeError | undefined, t0: number): CommandRecord {
+    const rec: CommandRecord = {
+      commandUuid: envelope.commandUuid,
+      domain: envelope.domain,
+      name: envelope.name,
+      tenantUuid: tenantOf(envelope.reqCtx),
+      reqCtx: envelope.reqCtx,
+      payload: redact(envelope.payload, type.secretFields),
+      status,
+      eventUuids,
+      createdAt: nowNs(),
+      durationMicros: Math.round((performance.now() - t0) * 1000),
+    };
+    if (error !== undefined) rec.error = { code: error.code, message: error.message };
+    return rec;
   }
 
   async #record(type: CommandType<any, any>, envelope: CommandEnvelope, status: CommandStatus, events: readonly Event[], error: MnemeError | undefined, t0: number): Promise<void> {
     try {
-      const rec: CommandRecord = {
-        commandUuid: envelope.commandUuid,
-        domain: envelope.domain,
-        name: envelope.name,
-        tenantUuid: tenantOf(envelope.reqCtx),
-        reqCtx: envelope.reqCtx,
-        payload: redact(envelope.payload, type.secretFields),
-        status,
-        eventUuids: events.map((e) => e.eventUuid),
-        createdAt: nowNs(),
-        durationMicros: Math.round((performance.now() - t0) * 1000),
-      };
-      if (error !== undefined) rec.error = { code: error.code, message: error.message };
-      await this.commandStore.record(rec);
+      await this.commandStore.record(this.#commandRecord(type, envelope, status, events.map((e) => e.eventUuid), error, t0));
     } catch (e) {
       // The events are committed: an audit failure must not turn success into an error. It is logged instead.
       await this.logStore.append({ level: "error", message: `recording command ${envelope.commandUuid} failed: ${errorMessage(e)}`, source: "mneme.dispatch" }).catch(() => undefined);
@@ -536,22 +664,32 @@ export class Facade {
     this.schemas.validate(qt, payload);
     const handler = domain.queryHandlers.get(qt.name);
     if (handler === undefined) throw new MnemeError("UNKNOWN_QUERY", `query ${qt.domain}.${qt.name} has no handler`);
+    const tenantUuid = tenantOf(reqCtx);
     const ctx: QueryContext = {
       queryUuid,
       reqCtx,
-      aggregates: new QueryAggregates(this),
+      tenantUuid,
+      aggregates: new QueryAggregates(this, tenantUuid),
       query: (t, p) => this.#runQuery(t, p, reqCtx, newUuid(), false),
       facade: this,
-      readmodel: <T extends EventHandler>(name: string) => this.readmodel<T>(name),
+      readmodel: scopedReadmodels(this, tenantUuid),
     };
     return (await handler(ctx, envelope, payload)) as R;
   }
 
-  /** Folds an aggregate's events (no lock). */
-  async loadAggregate<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
+  /**
+   * Folds an aggregate's events (no lock). Trusted code: unscoped unless
+   * `tenantUuid` is given; then a tenant-scoped aggregate of another tenant
+   * is NOT_FOUND, as inside a handler.
+   */
+  async loadAggregate<S>(aggregate: AggregateType<S>, aggregateUuid: string, opts: { tenantUuid?: string } = {}): Promise<LoadedAggregate<S>> {
     if (aggregate?.kind !== "aggregate") throw new MnemeError("INVALID_REQUEST", "load takes an aggregate type");
     if (typeof aggregateUuid !== "string" || aggregateUuid === "") throw new MnemeError("INVALID_REQUEST", `${aggregate.domain}.${aggregate.name}: aggregateUuid must be a non-empty string`);
     const events = await this.eventRepository.loadAggregate(aggregateUuid);
+    const tenant = opts.tenantUuid;
+    if (tenant !== undefined && aggregate.tenancy !== "global" && events.length > 0 && events[0]!.tenantUuid !== tenant) {
+      throw aggregateNotFound(aggregate, aggregateUuid);
+    }
     let state = aggregate.initialState();
     let version = 0;
     for (const e of events) {
@@ -565,12 +703,14 @@ export class Facade {
 /** Aggregate loading inside a command: lock, expected version, early CONFLICT on a stale targetAggregateVersion. */
 class CommandAggregates implements AggregateLoader {
   readonly #versions = new Map<string, number>();
+  /** How each loaded aggregate was loaded: "tenant" wins over "global" for one uuid. */
+  readonly #tenancy = new Map<string, AggregateTenancy>();
   /** Per aggregate this command has asked for: settles once its lock is held (or was not needed). */
   readonly #lockWaits = new Map<string, Promise<void>>();
   readonly #releases: (() => void)[] = [];
   #released = false;
 
-  constructor(readonly facade: Facade, readonly locks: KeyedLock, readonly reqCtx: RequestContext) {}
+  constructor(readonly facade: Facade, readonly locks: KeyedLock, readonly reqCtx: RequestContext, readonly tenantUuid: string) {}
 
   async load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
     if (typeof aggregateUuid !== "string" || aggregateUuid === "") {
@@ -585,7 +725,8 @@ class CommandAggregates implements AggregateLoader {
       this.#lockWaits.set(aggregateUuid, wait);
     }
     await wait;
-    const loaded = await this.facade.loadAggregate(aggregate, aggregateUuid);
+    const loaded = await this.facade.loadAggregate(aggregate, aggregateUuid, { tenantUuid: this.tenantUuid });
+    if (aggregate.tenancy !== "global" || !this.#tenancy.has(aggregateUuid)) this.#tenancy.set(aggregateUuid, aggregate.tenancy);
     const target = this.reqCtx.targetAggregateVersion;
     if (target !== undefined && this.reqCtx.targetAggregateUuid === aggregateUuid && loaded.version !== target) {
       throw new MnemeError("CONFLICT", `aggregate ${aggregateUuid} is at version ${loaded.version}, the request expected ${target}`);
@@ -603,6 +744,10 @@ class CommandAggregates implements AggregateLoader {
 
   loadedVersion(aggregateUuid: string): number | undefined {
     return this.#versions.get(aggregateUuid);
+  }
+
+  loadedTenancy(aggregateUuid: string): AggregateTenancy | undefined {
+    return this.#tenancy.get(aggregateUuid);
   }
 
   releaseAll(): void {
@@ -629,15 +774,18 @@ class DispatchContext implements CommandContext {
   #loader: CommandAggregates | undefined;
   #query: CommandContext["query"] | undefined;
   #readmodel: CommandContext["readmodel"] | undefined;
+  readonly tenantUuid: string;
 
-  constructor(readonly host: CommandContextHost, readonly commandUuid: string, readonly reqCtx: RequestContext) {}
+  constructor(readonly host: CommandContextHost, readonly commandUuid: string, readonly reqCtx: RequestContext) {
+    this.tenantUuid = tenantOf(reqCtx);
+  }
 
   get facade(): Facade {
     return this.host.facade;
   }
 
   get aggregates(): CommandAggregates {
-    return (this.#loader ??= new CommandAggregates(this.host.facade, this.host.locks, this.reqCtx));
+    return (this.#loader ??= new CommandAggregates(this.host.facade, this.host.locks, this.reqCtx, this.tenantUuid));
   }
 
   get query(): CommandContext["query"] {
@@ -645,7 +793,7 @@ class DispatchContext implements CommandContext {
   }
 
   get readmodel(): CommandContext["readmodel"] {
-    return (this.#readmodel ??= <T extends EventHandler>(name: string) => this.host.facade.readmodel<T>(name));
+    return (this.#readmodel ??= scopedReadmodels(this.host.facade, this.tenantUuid));
   }
 
   /** The loader, if the handler used one. */
@@ -660,10 +808,31 @@ class DispatchContext implements CommandContext {
 }
 
 class QueryAggregates implements AggregateLoader {
-  constructor(readonly facade: Facade) {}
+  constructor(readonly facade: Facade, readonly tenantUuid: string) {}
   load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
-    return this.facade.loadAggregate(aggregate, aggregateUuid);
+    return this.facade.loadAggregate(aggregate, aggregateUuid, { tenantUuid: this.tenantUuid });
   }
+}
+
+/**
+ * `ctx.readmodel` of a handler: the readmodel (by name or the object itself)
+ * as the effective tenant may see it — `forTenant(tenantUuid)` of a
+ * readmodel that offers it (a ProjectionReadmodel does), else the readmodel.
+ */
+function scopedReadmodels(facade: Facade, tenantUuid: string): MessageContext["readmodel"] {
+  return ((ref: string | EventHandler) => {
+    const h: unknown = typeof ref === "string" ? facade.readmodel(ref) : facade.readmodel(registeredName(facade, ref));
+    return isTenantScopable(h) ? h.forTenant(tenantUuid) : h;
+  }) as MessageContext["readmodel"];
+}
+
+/** The name `handler` is registered under; UNKNOWN_EVENT_HANDLER when that name holds another object. */
+function registeredName(facade: Facade, handler: EventHandler): string {
+  const name = handler?.name;
+  if (typeof name !== "string" || facade.readmodel(name) !== handler) {
+    throw new MnemeError("UNKNOWN_EVENT_HANDLER", `event handler ${JSON.stringify(name)} is not registered with this facade`);
+  }
+  return name;
 }
 
 /** Wraps a plain EventHandler object so it gets live delivery and a checkpoint. */
@@ -703,6 +872,16 @@ function messageUuid(given: string | undefined, what: string): string {
 
 function tenantOf(reqCtx: RequestContext): string {
   return reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid ?? "";
+}
+
+function aggregateNotFound(aggregate: AggregateType<any>, aggregateUuid: string): MnemeError {
+  // The same words whether the aggregate is absent or lives in another tenant: no existence oracle.
+  return new MnemeError("NOT_FOUND", `${aggregate.domain}.${aggregate.name} ${aggregateUuid} was not found`);
+}
+
+function unknownEvolveKey(aggregate: AggregateType<any>, key: string, owner: string, events: ReadonlyMap<string, EventType> | undefined): MnemeError {
+  const known = events === undefined ? `no domain ${owner} is registered` : `known events of ${owner}: ${[...events.keys()].join(", ") || "none"}`;
+  return new MnemeError("INVALID_DOMAIN", `aggregate ${aggregate.domain}.${aggregate.name}: evolve key ${JSON.stringify(key)} names no event (${known})`);
 }
 
 function isNewEvent(e: unknown): e is NewEvent {

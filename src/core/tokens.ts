@@ -47,11 +47,19 @@ export type AllEventsType = typeof AllEvents;
 /** Folds an aggregate's events into its state. */
 export type Evolver<S, P = any> = (state: S, payload: P, event: Event<P>) => S;
 
+/**
+ * Whom an aggregate belongs to. `"tenant"` (the default): the tenant of its
+ * first event; commands of other tenants cannot load it or append to it.
+ * `"global"`: no tenant check (e.g. accounts, which exist across tenants).
+ */
+export type AggregateTenancy = "tenant" | "global";
+
 /** An aggregate type: how its state is built from its events. */
 export interface AggregateType<S = unknown> {
   readonly kind: "aggregate";
   readonly domain: string;
   readonly name: string;
+  readonly tenancy: AggregateTenancy;
   initialState(): S;
   /** Evolvers keyed by event name (events of the same domain) or by event path. */
   readonly evolve: Readonly<Record<string, Evolver<S>>>;

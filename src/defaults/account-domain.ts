@@ -69,6 +69,7 @@ export interface AccountModel {
 
 /** The `Account.Account` aggregate: its state folded from its events. */
 export const AccountAggregate = Account.aggregate<AccountModel>("Account", {
+  tenancy: "global",
   initialState: () => ({ email: "", name: "", removed: false, passwordSetAt: 0 }),
   evolve: {
     AccountRegistered: (s, p: AccountRegistered, e) => ({ ...s, email: p.email, name: p.name, removed: false, passwordSetAt: e.createdAt }),
@@ -84,6 +85,7 @@ export interface EmailClaimState { accountUuid: string }
 
 /** The `Account.EmailClaim` aggregate: its state folded from its events. */
 export const EmailClaimAggregate = Account.aggregate<EmailClaimState>("EmailClaim", {
+  tenancy: "global",
   initialState: () => ({ accountUuid: "" }),
   evolve: {
     EmailClaimed: (_s, p: EmailClaimed) => ({ accountUuid: p.accountUuid }),
@@ -96,6 +98,7 @@ export interface CredentialState { hash: PasswordHash | undefined }
 
 /** The `Account.Credential` aggregate: its state folded from its events. */
 export const CredentialAggregate = Account.aggregate<CredentialState>("Credential", {
+  tenancy: "global",
   initialState: () => ({ hash: undefined }),
   evolve: {
     CredentialSet: (_s, p: CredentialSet) => ({
@@ -118,6 +121,7 @@ export interface SessionModel {
 
 /** The `Account.Session` aggregate: its state folded from its events. */
 export const SessionAggregate = Account.aggregate<SessionModel>("Session", {
+  tenancy: "global",
   initialState: () => ({ accountUuid: "", keyHash: "", hashAlgorithm: "", expiresAt: 0, endedAt: 0, endReason: "" }),
   evolve: {
     SessionStarted: (_s, p: SessionStarted) => ({ accountUuid: p.accountUuid, keyHash: p.keyHash, hashAlgorithm: p.hashAlgorithm, expiresAt: p.expiresAt, endedAt: 0, endReason: "" }),

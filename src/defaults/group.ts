@@ -108,6 +108,8 @@ export const GroupRemoved = Group.event<GroupRemoved>("GroupRemoved", { descript
 
 /** The `Group.Group` aggregate: its state folded from its events. */
 export const GroupAggregate = Group.aggregate<GroupModel>("Group", {
+  // Built-in aggregates are global: their handlers check tenant access themselves (answering NOT_FOUND across tenants).
+  tenancy: "global",
   initialState: () => ({ tenantUuid: "", name: "", permissions: [], removed: false }),
   evolve: {
     GroupCreated: (_s, p: GroupCreated) => ({ tenantUuid: p.tenantUuid, name: p.name, permissions: [...p.permissions], removed: false }),

@@ -106,6 +106,8 @@ export const IdentityGroupUnassigned = Identity.event<IdentityGroupUnassigned>("
 
 /** The `Identity.Identity` aggregate: its state folded from its events. */
 export const IdentityAggregate = Identity.aggregate<IdentityModel>("Identity", {
+  // Built-in aggregates are global: their handlers check tenant access themselves (answering NOT_FOUND across tenants).
+  tenancy: "global",
   initialState: () => ({ accountUuid: "", tenantUuid: "", groupUuids: [], removed: false }),
   evolve: {
     // A membership created again after its removal starts without groups.

@@ -80,6 +80,7 @@ export const TenantRemoved = Tenant.event<TenantRemoved>("TenantRemoved", { desc
 
 /** The `Tenant.Tenant` aggregate: its state folded from its events. */
 export const TenantAggregate = Tenant.aggregate<TenantModel>("Tenant", {
+  tenancy: "global",
   initialState: () => ({ name: "", system: false, removed: false }),
   evolve: {
     TenantCreated: (_s, p: TenantCreated) => ({ name: p.name, system: p.system, removed: false }),

@@ -41,6 +41,26 @@ export interface ProjectionList<M> {
   pageSize: number;
 }
 
+/** Options of `getModel`. */
+export interface ProjectionGetOptions {
+  includeHistory?: boolean;
+  /** Only a model of this tenant: another tenant's model is undefined, as if absent. */
+  tenantUuid?: string;
+}
+
+/**
+ * A ProjectionReadmodel as one tenant sees it (`forTenant`, and what
+ * `ctx.readmodel` gives a command or query handler): models, lists, counts
+ * and history of that tenant only. For a global aggregate it is unscoped.
+ */
+export interface ProjectionView<M> {
+  /** The tenant it is limited to; undefined when unscoped (a global aggregate). */
+  readonly tenantUuid: string | undefined;
+  getModel(aggregateUuid: string, opts?: { includeHistory?: boolean }): Promise<ProjectionModel<M> | undefined>;
+  /** A `tenantUuid` in `opts` narrows further: another tenant's gives an empty list. */
+  getModelList(opts?: ProjectionListOptions): Promise<ProjectionList<M>>;
+}
+
 export interface ProjectionConfig<S, M> {
   aggregate: AggregateType<S>;
   /** Default `<Aggregate>Projection`. */
@@ -139,14 +159,48 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
     this.#dirty.clear();
   }
 
-  /** The model of one aggregate, or undefined. History only with `includeHistory: true`, read from the event store now. */
-  async getModel(aggregateUuid: string, opts: { includeHistory?: boolean } = {}): Promise<ProjectionModel<M> | undefined> {
+  /**
+   * The model of one aggregate, or undefined. History only with
+   * `includeHistory: true`, read from the event store now. Unscoped unless
+   * `tenantUuid` is given (trusted code); handlers get a scoped view through `ctx.readmodel`.
+   */
+  async getModel(aggregateUuid: string, opts: ProjectionGetOptions = {}): Promise<ProjectionModel<M> | undefined> {
     if (typeof aggregateUuid !== "string" || aggregateUuid === "") throw new MnemeError("INVALID_REQUEST", "aggregateUuid must be a non-empty string");
+    const tenant = opts.tenantUuid;
+    if (tenant !== undefined && typeof tenant !== "string") throw new MnemeError("INVALID_REQUEST", "tenantUuid must be a string");
     const doc = await this.#models().get(aggregateUuid);
-    if (doc === undefined) return undefined;
+    if (doc === undefined || (tenant !== undefined && doc.tenantUuid !== tenant)) return undefined;
     const item = this.#serve(doc);
-    if (opts.includeHistory === true) item.historyEvents = (await this.eventRepository.loadAggregate(aggregateUuid)).map(toHistoryEvent);
+    if (opts.includeHistory === true) item.historyEvents = historyOf(await this.eventRepository.loadAggregate(aggregateUuid), tenant);
     return item;
+  }
+
+  /**
+   * This projection as `tenantUuid` sees it: only that tenant's models, in
+   * lists and counts too, and only that tenant's events in history. A
+   * projection of a global aggregate is not limited.
+   * @example
+   * const mine = todos.forTenant(tenantUuid);
+   * await mine.getModel(todoUuid);   // undefined when the todo belongs to another tenant
+   */
+  forTenant(tenantUuid: string): ProjectionView<M> {
+    if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "forTenant: tenantUuid must be a string");
+    if (this.aggregate.tenancy === "global") {
+      return {
+        tenantUuid: undefined,
+        getModel: (uuid, opts = {}) => this.getModel(uuid, { includeHistory: opts.includeHistory === true }),
+        getModelList: (opts = {}) => this.getModelList(opts),
+      };
+    }
+    return {
+      tenantUuid,
+      getModel: (uuid, opts = {}) => this.getModel(uuid, { includeHistory: opts.includeHistory === true, tenantUuid }),
+      getModelList: async (opts = {}) => {
+        const list = await this.getModelList({ ...opts, tenantUuid });
+        // Asked for another tenant than its own: nothing (after the same validation of page options).
+        return opts.tenantUuid === undefined || opts.tenantUuid === tenantUuid ? list : { items: [], total: 0, page: list.page, pageSize: list.pageSize };
+      },
+    };
   }
 
   /** A page of models; with `includeHistory: true` the histories of the page are loaded in one repository call. */
@@ -159,6 +213,7 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
       throw new MnemeError("INVALID_REQUEST", `pageSize must be an integer in 1..${MAX_PAGE_SIZE} (got ${String(opts.pageSize)})`);
     }
     if (!ORDER_BY.includes(orderBy)) throw new MnemeError("INVALID_REQUEST", `orderBy must be one of ${ORDER_BY.join(", ")} (got ${String(orderBy)})`);
+    if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "tenantUuid must be a string");
     const where = opts.tenantUuid === undefined ? undefined : { tenantUuid: opts.tenantUuid };
     const [docs, total] = await Promise.all([
       this.#models().list({ offset: (page - 1) * pageSize, limit: pageSize, orderBy, descending: opts.descending === true, ...(where ? { where } : {}) }),
@@ -167,7 +222,7 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
     const items = docs.map((d) => this.#serve(d));
     if (opts.includeHistory === true && items.length > 0) {
       const histories = await this.eventRepository.loadAggregates(items.map((i) => i.aggregateUuid));
-      for (const item of items) item.historyEvents = (histories.get(item.aggregateUuid) ?? []).map(toHistoryEvent);
+      for (const item of items) item.historyEvents = historyOf(histories.get(item.aggregateUuid) ?? [], opts.tenantUuid);
     }
     return { items, total, page, pageSize };
   }
@@ -182,4 +237,11 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
       updatedAt: doc.updatedAt,
     };
   }
+}
+
+/** History events; limited to one tenant's events when `tenantUuid` is given (streams written before the tenant rule may mix tenants). */
+function historyOf(events: readonly Event[], tenantUuid: string | undefined): HistoryEventModel[] {
+  const out: HistoryEventModel[] = [];
+  for (const e of events) if (tenantUuid === undefined || e.tenantUuid === tenantUuid) out.push(toHistoryEvent(e));
+  return out;
 }

@@ -37,6 +37,15 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
 
   /** Stores a record; a second record with the same commandUuid is CONFLICT (the audit trail is append-only). */
   async record(rec: CommandRecord): Promise<void> {
+    this.recordSync(rec);
+  }
+
+  /**
+   * @internal Writes a record synchronously: inside the event repository's
+   * write transaction when the two share a connection, so a command's events
+   * and its record commit together.
+   */
+  recordSync(rec: CommandRecord): void {
     const json = validateCommandRecord(rec);
     const db = this.ready();
     try {

@@ -1,10 +1,12 @@
 import { newUuid, nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import type { Event, NewEvent, RequestContext } from "../core/types.js";
-import { eventFieldJson, expectedVersionsMap } from "../store/append-validation.js";
+import { checkAppendTenants, eventFieldJson, expectedVersionsMap, globalAggregatesSet } from "../store/append-validation.js";
+import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
+import { SqliteCommandStore } from "./sqlite-command-store.js";
 import { SqliteAppendWatcher, type SqliteExternalAppendListener } from "./sqlite-append-watcher.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
@@ -68,6 +70,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   private notifying = false;
   private readonly insertSqls = new Map<number, string>();
   private readonly watcher: SqliteAppendWatcher;
+  private commandStore: SqliteCommandStore | undefined;
 
   constructor(opts: SqliteEventRepositoryOptions) {
     const pollIntervalMs = opts?.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
@@ -107,28 +110,51 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     return this.appendSync(events, opts);
   }
 
+  /** Joins a SqliteCommandStore on the same connection: a command's record then commits with its events. */
+  joinCommandStore(commandStore: CommandStore): boolean {
+    if (!(commandStore instanceof SqliteCommandStore) || !this.sharesConnectionWith(commandStore)) return false;
+    this.commandStore = commandStore;
+    return true;
+  }
+
   /** The whole append runs synchronously, so listeners see batches in commit order. */
   private appendSync(events: readonly NewEvent[], opts: AppendOptions): Event[] {
     if (!Array.isArray(events)) throw new MnemeError("INVALID_EVENTS", "append: events must be an array");
     const expected = expectedVersionsMap(opts?.expectedVersions);
+    const globals = globalAggregatesSet(opts?.globalAggregates);
     const db = this.ready();
     if (events.length === 0 && expected.size === 0) return [];
     const ctxCache: ReqCtxCache = { obj: undefined, json: "{}" };
     const pending = events.map((e, i) => prepareEvent(e, i, ctxCache));
+    const record = events.length > 0 ? opts?.commandRecord : undefined;
+    const commandStore = record === undefined ? undefined : this.commandStore;
 
-    const maxVersion = db.statement(`SELECT MAX(version) AS v FROM ${this.table} WHERE aggregate_uuid = ?`);
+    // One indexed lookup per aggregate gives both its current version and its tenant (of version 1).
+    const head = db.statement(
+      `SELECT MAX(version) AS v, (SELECT tenant_uuid FROM ${this.table} WHERE aggregate_uuid = ? AND version = 1) AS t FROM ${this.table} WHERE aggregate_uuid = ?`,
+    );
     const positions: number[] = new Array<number>(pending.length);
     try {
       db.writeTransaction(() => {
         const current = new Map<string, number>();
+        const tenants = new Map<string, string | null>();
+        const lookUp = (agg: string): void => {
+          const row = head.get(agg, agg) as { v: number | null; t: string | null };
+          current.set(agg, row.v ?? 0);
+          tenants.set(agg, row.t);
+        };
         const versionOf = (agg: string): number => {
           let v = current.get(agg);
           if (v === undefined) {
-            v = (maxVersion.get(agg) as { v: number | null }).v ?? 0;
-            current.set(agg, v);
+            lookUp(agg);
+            v = current.get(agg) as number;
           }
           return v;
         };
+        checkAppendTenants(pending, globals, (agg) => {
+          if (!tenants.has(agg)) lookUp(agg);
+          return tenants.get(agg) ?? undefined;
+        });
         for (const [agg, want] of expected) {
           const have = versionOf(agg);
           if (have !== want) {
@@ -152,6 +178,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
           current.set(p.aggregateUuid, p.version);
         }
         this.insertRows(pending, positions);
+        if (commandStore !== undefined && record !== undefined) commandStore.recordSync(record);
       });
     } catch (e) {
       throw appendError(e);

@@ -49,6 +49,11 @@ export abstract class SqliteStoreBase {
     return this.db;
   }
 
+  /** True when `other` writes through the same connection (so both can write in one transaction). */
+  sharesConnectionWith(other: SqliteStoreBase): boolean {
+    return other.db === this.db;
+  }
+
   /** A StoreInfo for this store's file. */
   protected storeInfo(numItems: number, lastItemCreatedAt: number): StoreInfo {
     return { storeType: "sqlite", numItems, lastItemCreatedAt, connectionInfo: `sqlite:${this.db.filename}` };

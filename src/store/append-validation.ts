@@ -27,3 +27,50 @@ export function eventFieldJson(v: unknown, i: number, field: string): string {
   if (json === undefined) throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-serialisable`);
   return json;
 }
+
+/** The NOT_FOUND of the tenant rule: worded as for an absent aggregate, so it reveals nothing of another tenant. */
+export function aggregateNotInTenant(aggregateUuid: string): MnemeError {
+  return new MnemeError("NOT_FOUND", `aggregate ${aggregateUuid} was not found`);
+}
+
+/** The checked `globalAggregates` of an append (undefined when none). */
+export function globalAggregatesSet(globals: readonly string[] | undefined): ReadonlySet<string> | undefined {
+  if (globals === undefined) return undefined;
+  if (!Array.isArray(globals) || globals.some((g) => typeof g !== "string")) {
+    throw new MnemeError("INVALID_EVENTS", "append: globalAggregates must be an array of aggregate uuids");
+  }
+  return globals.length === 0 ? undefined : new Set(globals);
+}
+
+/**
+ * The tenant rule of an append (see EventRepository): each event's tenant
+ * must be its aggregate's, which is the tenant of the aggregate's first
+ * stored event (`storedTenant`, undefined for a new aggregate) or else of its
+ * first event in this call. Throws NOT_FOUND on the first mismatch. Backends
+ * that can run a lookup inside their write transaction call this there.
+ */
+export function checkAppendTenants(
+  events: readonly { aggregateUuid: string; tenantUuid?: string }[],
+  globals: ReadonlySet<string> | undefined,
+  storedTenant: (aggregateUuid: string) => string | undefined,
+): void {
+  let first: string | undefined;
+  let firstTenant: string | undefined;
+  let tenants: Map<string, string> | undefined;
+  for (const e of events) {
+    const agg = e.aggregateUuid;
+    if (globals?.has(agg) === true) continue;
+    const tenant = e.tenantUuid ?? "";
+    let owner: string | undefined;
+    // Most calls touch one aggregate: no Map for them.
+    if (agg === first) owner = firstTenant;
+    else if (first === undefined) {
+      first = agg;
+      owner = firstTenant = storedTenant(agg) ?? tenant;
+    } else {
+      owner = (tenants ??= new Map()).get(agg);
+      if (owner === undefined) tenants.set(agg, (owner = storedTenant(agg) ?? tenant));
+    }
+    if (owner !== tenant) throw aggregateNotInTenant(agg);
+  }
+}

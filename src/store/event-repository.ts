@@ -1,9 +1,22 @@
 import type { Event, NewEvent } from "../core/types.js";
+import type { CommandRecord, CommandStore } from "./command-store.js";
 import type { StoreInfo } from "./store-info.js";
 
 export interface AppendOptions {
   /** Per aggregate: the version the aggregate must be at (0: must not exist). CONFLICT otherwise. */
   expectedVersions?: Record<string, number>;
+  /**
+   * Aggregates exempt from the tenant rule (their type is declared
+   * `tenancy: "global"`): events of any tenant may be appended to them.
+   */
+  globalAggregates?: readonly string[];
+  /**
+   * The command's audit record, written in the append's own transaction by a
+   * repository that joined the command store (see `joinCommandStore`);
+   * ignored by others. A record of a commandUuid recorded already is CONFLICT
+   * and nothing of the call is written.
+   */
+  commandRecord?: CommandRecord;
 }
 
 export interface ReadAllOptions {
@@ -38,7 +51,14 @@ export type AppendListener = (events: readonly Event[]) => void;
  *   `reqCtx` ({}) are filled; an empty aggregateUuid, domain or name gives INVALID_EVENTS;
  * - appends without expected versions never conflict with each other: 20
  *   concurrent appends to one aggregate get versions 1..20;
- * - `expectedVersions` are checked for aggregates with no event in the call too.
+ * - `expectedVersions` are checked for aggregates with no event in the call too;
+ * - the tenant rule: an aggregate belongs to the tenant of its first event
+ *   (`tenantUuid`, "" when none). An event whose tenant differs from its
+ *   aggregate's tenant (stored, or set by an earlier event of the same call)
+ *   gives NOT_FOUND, worded as for an absent aggregate, and nothing of the
+ *   call is written; it is checked before versions, in the append's own
+ *   transaction, so two first appends of one aggregate from two tenants
+ *   leave exactly one tenant's events. Aggregates in `globalAggregates` are exempt.
  * `readAll` sees events appended during the iteration, never yields an empty
  * page, and rejects a batchSize below 1 with INVALID_REQUEST.
  */
@@ -61,6 +81,13 @@ export interface EventRepository {
    * position order; the facade uses it for live delivery.
    */
   onAppend?(listener: AppendListener): () => void;
+  /**
+   * Optional: when `commandStore` lives in the same database as this
+   * repository, appends given `opts.commandRecord` write the record in the
+   * same transaction as the events; returns true when that is so (the facade
+   * then records succeeded commands only through append).
+   */
+  joinCommandStore?(commandStore: CommandStore): boolean;
   /**
    * Optional: called when events may have been appended elsewhere (another
    * process); the facade then pulls with `readAll`. Postgres: LISTEN/NOTIFY

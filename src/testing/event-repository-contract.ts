@@ -155,7 +155,7 @@ export function describeEventRepositoryContract(
 
     test("the events append returns equal the stored ones", async (repo) => {
       const agg = newUuid();
-      const appended = await repo.append([ev(agg, { tenantUuid: "t1", commandUuid: newUuid(), reqCtx: { traceId: "x" } }), ev(agg)]);
+      const appended = await repo.append([ev(agg, { tenantUuid: "t1", commandUuid: newUuid(), reqCtx: { traceId: "x" } }), ev(agg, { tenantUuid: "t1" })]);
       expect(await repo.loadAggregate(agg)).toEqual(appended);
       expect(await readEverything(repo)).toEqual(appended);
     });
@@ -260,6 +260,76 @@ export function describeEventRepositoryContract(
       expect(await repo.loadAggregate(a)).toEqual([]);
       expect(await repo.headPosition()).toBe(0);
       expect((await repo.info()).numItems).toBe(0);
+    });
+
+    // --- the tenant rule ---------------------------------------------------------
+
+    test("an event of another tenant than its aggregate's gives NOT_FOUND and writes nothing", async (repo) => {
+      const agg = newUuid();
+      const tenantA = newUuid();
+      const tenantB = newUuid();
+      await repo.append([ev(agg, { tenantUuid: tenantA })]);
+      const fresh = newUuid();
+      for (const [events, opts] of [
+        [[ev(agg, { tenantUuid: tenantB })], undefined],
+        // The tenant rule comes before versions: neither a right nor a wrong expected version tells that it exists.
+        [[ev(agg, { tenantUuid: tenantB })], { expectedVersions: { [agg]: 1 } }],
+        [[ev(agg, { tenantUuid: tenantB })], { expectedVersions: { [agg]: 7 } }],
+        [[ev(agg, { tenantUuid: tenantB, version: 2 })], undefined],
+        // A mixed batch: a new aggregate of B and A's aggregate: nothing of it.
+        [[ev(fresh, { tenantUuid: tenantB }), ev(agg, { tenantUuid: tenantB })], undefined],
+      ] as const) {
+        const e = await expectRejectsWith(() => repo.append(events, opts), "NOT_FOUND");
+        expect(e.message).not.toContain(tenantA);
+        expect(e.message).not.toContain(tenantB);
+      }
+      expect((await repo.loadAggregate(agg)).map((e) => e.tenantUuid)).toEqual([tenantA]);
+      expect(await repo.loadAggregate(fresh)).toEqual([]);
+      expect(await readEverything(repo)).toHaveLength(1);
+      // The owner goes on as before.
+      expect((await repo.append([ev(agg, { tenantUuid: tenantA })], { expectedVersions: { [agg]: 1 } }))[0]?.version).toBe(2);
+    });
+
+    test("an aggregate belongs to the tenant of its first event, in the same call too; the empty tenant is a tenant", async (repo) => {
+      const x = newUuid();
+      await expectRejectsWith(() => repo.append([ev(x, { tenantUuid: "a" }), ev(x, { tenantUuid: "b" })]), "NOT_FOUND");
+      expect(await repo.loadAggregate(x)).toEqual([]);
+      const y = newUuid();
+      await repo.append([ev(y)]);
+      await expectRejectsWith(() => repo.append([ev(y, { tenantUuid: "a" })]), "NOT_FOUND");
+      await repo.append([ev(y, { tenantUuid: "" }), ev(y)]);
+      expect((await repo.loadAggregate(y)).map((e) => [e.version, e.tenantUuid])).toEqual([[1, ""], [2, ""], [3, ""]]);
+      expect(await readEverything(repo)).toHaveLength(3);
+    });
+
+    test("aggregates in globalAggregates take events of any tenant; the others in the same call are still checked", async (repo) => {
+      const g = newUuid();
+      const s = newUuid();
+      await repo.append([ev(g, { tenantUuid: "a" }), ev(s, { tenantUuid: "a" })]);
+      const r = await repo.append([ev(g, { tenantUuid: "b" }), ev(g, { tenantUuid: "" })], { globalAggregates: [g] });
+      expect(r.map((e) => [e.version, e.tenantUuid])).toEqual([[2, "b"], [3, ""]]);
+      await expectRejectsWith(() => repo.append([ev(g, { tenantUuid: "c" }), ev(s, { tenantUuid: "c" })], { globalAggregates: [g] }), "NOT_FOUND");
+      expect((await repo.loadAggregate(g)).map((e) => e.tenantUuid)).toEqual(["a", "b", ""]);
+      expect((await repo.loadAggregate(s)).map((e) => e.tenantUuid)).toEqual(["a"]);
+      await expectRejectsWith(() => repo.append([ev(g)], { globalAggregates: "g" as unknown as string[] }), "INVALID_EVENTS");
+    });
+
+    test("concurrent first appends of one aggregate from two tenants: one tenant's events only", async (repo) => {
+      for (let round = 0; round < 5; round++) {
+        const agg = newUuid();
+        const results = await Promise.allSettled(
+          Array.from({ length: 12 }, (_, i) => repo.append([ev(agg, { tenantUuid: i % 2 === 0 ? "even" : "odd", payload: { i } })])),
+        );
+        const ok = results.filter((r): r is PromiseFulfilledResult<Event[]> => r.status === "fulfilled");
+        for (const f of results) {
+          if (f.status === "rejected" && !isMnemeError(f.reason, "NOT_FOUND")) expect.fail(`expected NOT_FOUND, got ${String(f.reason)}`);
+        }
+        expect(ok.length).toBeGreaterThanOrEqual(1);
+        const stream = await repo.loadAggregate(agg);
+        expect(stream).toHaveLength(ok.length);
+        expect(new Set(stream.map((e) => e.tenantUuid)).size).toBe(1);
+        expect(stream.map((e) => e.version)).toEqual(Array.from({ length: ok.length }, (_, i) => i + 1));
+      }
     });
 
     // --- concurrency -------------------------------------------------------------
