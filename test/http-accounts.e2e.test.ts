@@ -4,7 +4,7 @@
  * createHttpHandler (no test resolver), sessions by header and by cookie, and
  * the permission matrix of an administrator against an ordinary account.
  */
-import { createServer } from "node:http";
+import { createServer, request as httpRequest } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Facade, createFacade, newUuid, registerDefaults } from "mneme";
@@ -17,6 +17,7 @@ const ADMIN_PASSWORD = "correct horse battery staple";
 let facade: Facade;
 let base: string;
 let cookieBase: string;
+let allowedBase: string;
 let systemTenant: string;
 let adminAccount: string;
 const closers: (() => Promise<void>)[] = [];
@@ -40,6 +41,7 @@ beforeAll(async () => {
   await facade.start();
   base = await listen(createHttpHandler(facade));
   cookieBase = await listen(createHttpHandler(facade, { sessionCookies: { secure: false } }));
+  allowedBase = await listen(createHttpHandler(facade, { sessionCookies: { secure: false }, allowedOrigins: ["https://app.example"] }));
 });
 afterAll(async () => {
   for (const c of closers) await c();
@@ -107,10 +109,109 @@ describe("account registration, login, logout", () => {
     const cookie = set.map((c) => c.split(";")[0]).join("; ");
     const lists = await call(cookieBase, "GET", `/api/tenants/${systemTenant}/runtime/commands`, { headers: { cookie } });
     expect(lists.status).toBe(200);
-    const out = await fetch(`${cookieBase}/api/sessions/current`, { method: "DELETE", headers: { cookie } });
+    const out = await fetch(`${cookieBase}/api/sessions/current`, { method: "DELETE", headers: { cookie, origin: cookieBase } });
     expect(out.status).toBe(204);
     expect(out.headers.getSetCookie().every((c) => c.includes("Max-Age=0"))).toBe(true);
     expect((await call(cookieBase, "GET", `/api/tenants/${systemTenant}/runtime/commands`, { headers: { cookie } })).status).toBe(401);
+  });
+});
+
+/** Sends exactly these headers and body over node:http (fetch would add or normalise some). */
+function raw(at: string, method: string, path: string, headers: Record<string, string>, body = ""): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${at}${path}`, { method, headers }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (text += c));
+      res.on("end", () => resolve({ status: res.statusCode!, body: text === "" ? undefined : JSON.parse(text) }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+async function cookieLogin(): Promise<string> {
+  const r = await fetch(`${cookieBase}/api/sessions`, {
+    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: ADMIN_EMAIL, password: ADMIN_PASSWORD }),
+  });
+  expect(r.status).toBe(201);
+  return r.headers.getSetCookie().map((c) => c.split(";")[0]).join("; ");
+}
+
+describe("CSRF: state-changing requests authenticated by the session cookie alone", () => {
+  const EVIL = "https://evil.example";
+  const logout = () => `/api/tenants/${systemTenant}/commands/Account/Logout`;
+  const entry = (key: string) => `/api/tenants/${systemTenant}/runtime/stores/cache/entries/${key}`;
+  const json = { "content-type": "application/json" };
+  const stillSignedIn = async (cookie: string) => (await call(cookieBase, "GET", `/api/tenants/${systemTenant}/runtime/commands`, { headers: { cookie } })).status;
+
+  it("an empty text/plain POST from another origin with only the cookie is 403 CSRF, and the session still works", async () => {
+    const cookie = await cookieLogin();
+    const r = await raw(cookieBase, "POST", logout(), { cookie, "content-type": "text/plain", "content-length": "0", origin: EVIL });
+    expect(r.status).toBe(403);
+    expect(r.body).toMatchObject({ code: "CSRF", status: 403, type: "urn:mneme:error:CSRF" });
+    expect(await stillSignedIn(cookie)).toBe(200);
+  });
+
+  it("refuses every state-changing method from a foreign or opaque origin, a foreign Referer, or with neither header", async () => {
+    const cookie = await cookieLogin();
+    const requests: [method: string, path: string, body: string][] = [
+      ["POST", logout(), ""],
+      ["DELETE", "/api/sessions/current", ""],
+      ["PATCH", entry("csrf"), JSON.stringify({ value: "x" })],
+      ["DELETE", entry("csrf"), ""],
+    ];
+    const origins: Record<string, string>[] = [
+      { origin: EVIL },
+      { origin: "null" },
+      { origin: `${cookieBase}.evil.example` },
+      { referer: `${EVIL}/page?from=${encodeURIComponent(cookieBase)}` },
+      {},
+    ];
+    for (const [method, path, body] of requests) {
+      for (const from of origins) {
+        const r = await raw(cookieBase, method, path, { cookie, ...json, ...from }, body);
+        expect(r.status, `${method} ${path} ${JSON.stringify(from)}`).toBe(403);
+        expect(r.body.code).toBe("CSRF");
+      }
+    }
+    expect(await stillSignedIn(cookie)).toBe(200);
+    // Reads are not state-changing: no Origin needed.
+    expect((await raw(cookieBase, "GET", `/api/tenants/${systemTenant}/runtime/system-info`, { cookie, origin: EVIL })).status).toBe(200);
+  });
+
+  it("the request's own origin, its Referer, and an allowedOrigins entry pass", async () => {
+    const cookie = await cookieLogin();
+    const patch = (at: string, from: Record<string, string>) => raw(at, "PATCH", entry("csrf-ok"), { cookie, ...json, ...from }, JSON.stringify({ value: 1 }));
+    expect((await patch(cookieBase, { origin: cookieBase })).status).toBe(200);
+    expect((await patch(cookieBase, { referer: `${cookieBase}/app/index.html` })).status).toBe(200);
+    expect((await patch(allowedBase, { origin: "https://app.example" })).status).toBe(200);
+    expect((await patch(allowedBase, { origin: allowedBase })).status).toBe(200);
+    expect((await patch(allowedBase, { origin: EVIL })).status).toBe(403);
+    expect((await patch(cookieBase, { origin: "https://app.example" })).status).toBe(403); // allowed on the other handler only
+    // A same-origin logout does sign out.
+    expect((await raw(cookieBase, "POST", logout(), { cookie, "content-type": "text/plain", "content-length": "0", origin: cookieBase })).status).toBe(200);
+    expect(await stillSignedIn(cookie)).toBe(401);
+  });
+
+  it("requests with the token in the Authorization header are unaffected, whatever their Origin", async () => {
+    const cookie = await cookieLogin();
+    const s = await login(ADMIN_EMAIL, ADMIN_PASSWORD);
+    const auth = bearer(s, s.identities[0]!.identityUuid);
+    const r = await raw(cookieBase, "PATCH", entry("csrf-bearer"), { ...auth, ...json, origin: EVIL }, JSON.stringify({ value: 2 }));
+    expect(r.status).toBe(200);
+    // The header wins over a cookie sent along: still not a cookie-only request.
+    expect((await raw(cookieBase, "PATCH", entry("csrf-bearer"), { ...auth, cookie, ...json }, JSON.stringify({ value: 3 }))).status).toBe(200);
+    expect((await raw(cookieBase, "POST", logout(), { ...auth, "content-type": "text/plain", "content-length": "0", origin: EVIL })).status).toBe(200);
+    expect((await call(cookieBase, "GET", `/api/accounts/${adminAccount}`, { headers: auth })).status).toBe(401);
+    expect(await stillSignedIn(cookie)).toBe(200); // the cookie's own session is another one
+  });
+
+  it("createHttpHandler rejects an allowedOrigins entry that is not an origin", () => {
+    for (const bad of ["app.example", "https://app.example/path", "https://app.example?x", "ftp://app.example", "*", "https://u:p@app.example"]) {
+      expect(() => createHttpHandler(facade, { allowedOrigins: [bad] }), bad).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
+    }
+    expect(() => createHttpHandler(facade, { allowedOrigins: ["https://App.Example:443/", "http://127.0.0.1:8080"] })).not.toThrow();
   });
 });
 

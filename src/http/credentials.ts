@@ -9,12 +9,13 @@ export interface Credentials {
 
 /**
  * What the request carried: nothing, something unusable (a malformed header,
- * a token the resolver rejected), or a resolved sender.
+ * a token the resolver rejected), or a resolved sender, with where its session
+ * token came from (a cookie is sent by the browser by itself: see the CSRF check).
  */
 export type Authentication =
   | { readonly state: "none"; readonly reqCtx: RequestContext }
   | { readonly state: "invalid"; readonly reqCtx: RequestContext; readonly reason: string }
-  | { readonly state: "valid"; readonly reqCtx: RequestContext };
+  | { readonly state: "valid"; readonly reqCtx: RequestContext; readonly via: "header" | "cookie" };
 
 const MAX_PART = 512;
 

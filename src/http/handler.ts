@@ -23,6 +23,7 @@ const defaultResolver: CredentialResolver = async (facade, creds) => {
 };
 
 const STORE_MESSAGES: ReadonlySet<string> = new Set(["StoreInfo", "StoreRead", "StoreUpdate", "StoreDelete"]);
+const STATE_CHANGING: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
 /**
@@ -66,6 +67,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     // Store access is limited the same way whichever route reaches it (the store endpoints or the generic ones).
     const storeAccess = guard.domain === "Runtime" && STORE_MESSAGES.has(guard.name);
     const auth = await authenticate(request);
+    if (auth.state === "valid" && auth.via === "cookie" && STATE_CHANGING.has(method)) checkOrigin(request, url);
     if (auth.state !== "valid" && (route.session === true || storeAccess || needsSession(guard))) return unauthenticated(auth);
     if (storeAccess && limiter !== undefined) {
       const verdict = limiter.take(auth.reqCtx.senderSessionUuid ?? "");
@@ -98,7 +100,33 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     if (typeof creds === "string") return { state: "invalid", reqCtx: {}, reason: creds };
     const resolved = await opts.resolveCredentials(facade, creds);
     if (resolved === undefined) return { state: "invalid", reqCtx: {}, reason: "the session is unknown, expired or signed out, or the identity is not the account's" };
-    return { state: "valid", reqCtx: resolved };
+    // readCredentials takes the token from the Authorization header when there is one, else from the cookie.
+    return { state: "valid", reqCtx: resolved, via: request.headers.get("authorization") === null ? "cookie" : "header" };
+  }
+
+  /**
+   * CSRF: a browser attaches the session cookie to a request another site
+   * makes, so a state-changing request authenticated by the cookie alone must
+   * come from the request's own origin or an allowed one: its `Origin`, else
+   * its `Referer`'s origin; neither is refused too.
+   */
+  function checkOrigin(request: Request, url: URL): void {
+    const origin = request.headers.get("origin");
+    const referer = origin === null ? request.headers.get("referer") : null;
+    const claimed = origin ?? referer;
+    if (claimed === null) {
+      throw new MnemeError("CSRF", "a state-changing request authenticated by the session cookie needs an Origin (or Referer) header; send the token in `Authorization: Bearer` instead, or from a browser");
+    }
+    let from: string | undefined;
+    try {
+      const u = new URL(claimed);
+      if (u.protocol === "http:" || u.protocol === "https:") from = u.origin;
+    } catch {
+      from = undefined; // "null" (an opaque origin) or garbage
+    }
+    if (from === url.origin || (from !== undefined && opts.allowedOrigins.has(from))) return;
+    const what = origin !== null ? "Origin" : "Referer";
+    throw new MnemeError("CSRF", `cross-site request refused: the ${what} ${JSON.stringify(claimed.slice(0, 200))} is neither this server's origin nor one of createHttpHandler's allowedOrigins, and the request is authenticated by the session cookie alone`);
   }
 
   function needsSession(ref: MessageRef): boolean {

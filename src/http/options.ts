@@ -67,6 +67,12 @@ export interface HttpHandlerOptions {
   readonly onError?: (error: unknown, request: Request) => void;
   /** Clock of the rate limiter (ms). Default Date.now. */
   readonly now?: () => number;
+  /**
+   * Origins (`"https://app.example"`) besides the request's own from which a
+   * state-changing request authenticated by the session cookie alone is
+   * accepted; any other gets 403 CSRF. Default none.
+   */
+  readonly allowedOrigins?: readonly string[];
 }
 
 /** The options with every default filled in and checked. */
@@ -83,6 +89,8 @@ export interface ResolvedHttpOptions {
   readonly problemTypeBase: string;
   readonly onError: ((error: unknown, request: Request) => void) | undefined;
   readonly now: () => number;
+  /** Normalised origins (`URL.origin`). */
+  readonly allowedOrigins: ReadonlySet<string>;
 }
 
 /** The defaults, in one place (docs/http.md lists them). */
@@ -135,9 +143,34 @@ export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: Cr
     problemTypeBase: opts.problemTypeBase ?? HTTP_DEFAULTS.problemTypeBase,
     onError: opts.onError,
     now: opts.now ?? Date.now,
+    allowedOrigins: originSet(opts.allowedOrigins ?? []),
   };
   if (resolved.defaultPageSize > resolved.maxPageSize) throw new MnemeError("INVALID_REQUEST", "defaultPageSize must not exceed maxPageSize");
   return resolved;
+}
+
+/** Each entry must be an http(s) origin: scheme, host and optional port, nothing after (a trailing "/" is tolerated). */
+function originSet(list: readonly string[]): ReadonlySet<string> {
+  if (!Array.isArray(list)) throw new MnemeError("INVALID_REQUEST", "allowedOrigins must be an array of origins such as \"https://app.example\"");
+  const out = new Set<string>();
+  for (const o of list as unknown[]) {
+    const origin = bareOrigin(o);
+    if (origin === undefined) throw new MnemeError("INVALID_REQUEST", `allowedOrigins: ${JSON.stringify(o)} is not an origin such as "https://app.example"`);
+    out.add(origin);
+  }
+  return out;
+}
+
+function bareOrigin(o: unknown): string | undefined {
+  if (typeof o !== "string") return undefined;
+  let u: URL;
+  try {
+    u = new URL(o);
+  } catch {
+    return undefined;
+  }
+  const bare = u.pathname === "/" && !/[?#]/.test(o) && u.username === "" && u.password === "";
+  return bare && (u.protocol === "http:" || u.protocol === "https:") ? u.origin : undefined;
 }
 
 function positiveInt(name: string, v: unknown): number {
