@@ -10,10 +10,32 @@ import { MemoryCacheStore } from "../src/memory/memory-cache-store.js";
 import { MemoryCommandStore } from "../src/memory/memory-command-store.js";
 import { MemoryDataStore } from "../src/memory/memory-data-store.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
+import type { Event, NewEvent } from "../src/core/types.js";
+import type { AppendOptions } from "../src/store/event-repository.js";
 import { MemoryLogStore } from "../src/memory/memory-log-store.js";
 import { MemoryReadmodelStoreBackend } from "../src/memory/memory-readmodel-store-backend.js";
 
 describeEventRepositoryContract("memory", async () => new MemoryEventRepository());
+
+/** Broken on purpose: it exempts every aggregate from the tenant rule. The suite must catch it. */
+class WithoutTenantRule extends MemoryEventRepository {
+  override append(events: readonly NewEvent[], opts: AppendOptions = {}): Promise<Event[]> {
+    return super.append(events, { ...opts, globalAggregates: events.map((e) => e.aggregateUuid) });
+  }
+}
+describeEventRepositoryContract("memory without the tenant rule (broken on purpose)", async () => new WithoutTenantRule(), {
+  expectFailures: [
+    {
+      reason: "the store omits the tenant rule",
+      tests: [
+        "an event of another tenant than its aggregate's gives NOT_FOUND and writes nothing",
+        "an aggregate belongs to the tenant of its first event, in the same call too; the empty tenant is a tenant",
+        "aggregates in globalAggregates take events of any tenant; the others in the same call are still checked",
+        "concurrent first appends of one aggregate from two tenants: one tenant's events only",
+      ],
+    },
+  ],
+});
 describeCommandStoreContract("memory", async () => new MemoryCommandStore());
 describeDataStoreContract("memory", async () => new MemoryDataStore());
 describeCacheStoreContract("memory", async () => new MemoryCacheStore());

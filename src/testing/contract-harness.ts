@@ -28,6 +28,11 @@ export function describeContract<S extends ContractStore>(
     if (typeof s.reason !== "string" || s.reason.trim() === "") throw new Error(`${suite}: every skip needs a reason`);
     for (const t of s.tests) skips.set(t, s.reason);
   }
+  const failures = new Map<string, string>();
+  for (const s of opts?.expectFailures ?? []) {
+    if (typeof s.reason !== "string" || s.reason.trim() === "") throw new Error(`${suite}: every expected failure needs a reason`);
+    for (const t of s.tests) failures.set(t, s.reason);
+  }
 
   describe(`${suite}: ${name}`, () => {
     let store: S | undefined;
@@ -57,8 +62,9 @@ export function describeContract<S extends ContractStore>(
         it.skip(`${title} (skipped: ${reason})`, () => {});
         return;
       }
-      it(
-        title,
+      const failing = failures.get(title);
+      (failing === undefined ? it : it.fails)(
+        failing === undefined ? title : `${title} (must fail: ${failing})`,
         async (ctx) => {
           if (store === undefined) throw new Error("the store factory did not produce a store");
           await fn(store, ctx);
@@ -68,7 +74,7 @@ export function describeContract<S extends ContractStore>(
     };
     body(test);
 
-    const unknown = [...skips.keys()].filter((t) => !titles.has(t));
+    const unknown = [...skips.keys(), ...failures.keys()].filter((t) => !titles.has(t));
     if (unknown.length > 0) throw new Error(`${suite}: skip names unknown tests: ${unknown.map((t) => JSON.stringify(t)).join(", ")}`);
   });
 }

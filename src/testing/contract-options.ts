@@ -12,5 +12,11 @@ export interface ContractSkip {
  */
 export interface ContractOptions<S = unknown> {
   readonly skip?: readonly ContractSkip[];
+  /**
+   * Tests that must fail on this store (each with its reason): for checking
+   * that the suite catches a deliberately broken store. They pass only when
+   * their body fails.
+   */
+  readonly expectFailures?: readonly ContractSkip[];
   readonly cleanup?: (store: S) => Promise<void>;
 }
