@@ -21,6 +21,8 @@ describe("npm run demo", () => {
     expect(first).toContain("CreateTodo   -> TodoCreated v1 @1");
     expect(first).toContain("anonymous CreateTodo is denied: PERMISSION_DENIED");
     expect(first).toContain("history: TodoCreated > TodoRenamed > TodoCompleted");
+    expect(first).toContain("RenameTodo from another tenant is refused: NOT_FOUND");
+    expect(first).toContain("GetTodo from another tenant -> undefined");
     const second = await demo();
     expect(second).toContain("restored TodoProjection from its checkpoint at position 3: replayed 0 event(s)");
     expect(second).toContain("CreateTodo   -> TodoCreated v1 @4");

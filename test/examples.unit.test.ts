@@ -29,13 +29,20 @@ describe("the README example", () => {
     const log = console.log;
     console.log = (...a: unknown[]) => void logs.push(a[0]);
     try {
-      await import("../examples/readme/readme-example.js");
+      // Twice on one file, as a user runs it twice: the second run must not fail (it restarts on the durable file).
+      await import("../examples/readme/readme-example.js?first");
+      await import("../examples/readme/readme-example.js?second");
     } finally {
       console.log = log;
       rmSync(dir, { recursive: true, force: true });
     }
-    expect(logs[0]).toMatchObject({ aggregateUuid: "t-1", model: { exists: true, title: "Ship it" }, version: 1 });
-    expect((logs[0] as { historyEvents: unknown[] }).historyEvents).toHaveLength(1);
-    expect(logs[1]).toEqual(expect.arrayContaining([expect.objectContaining({ domain: "Todo", domainCmdName: "CreateTodo", permission: "Authorized" })]));
+    expect(logs).toHaveLength(8);
+    for (const run of [logs.slice(0, 4), logs.slice(4)]) {
+      expect(run[0]).toMatchObject({ tenantUuid: "t", model: { exists: true, title: "Ship it" }, version: 1 });
+      expect(run[0]).not.toHaveProperty("historyEvents");
+      expect(run[1]).toBeUndefined(); // another tenant does not see it
+      expect((run[2] as { historyEvents: unknown[] }).historyEvents).toHaveLength(1);
+      expect(run[3]).toEqual(expect.arrayContaining([expect.objectContaining({ domain: "Todo", domainCmdName: "CreateTodo", permission: "Authorized" })]));
+    }
   });
 });

@@ -49,6 +49,15 @@ try {
   console.log(`anonymous CreateTodo is denied: ${(e as { code: string }).code}`);
 }
 
+// Another tenant's user knows the uuid, but todos belong to the tenant of their first event.
+const stranger: RequestContext = { ...reqCtx, senderIdentityUuid: "0190f5e4-0000-7000-8000-0000000000c2", senderTenantUuid: "0190f5e4-0000-7000-8000-0000000000d2" };
+try {
+  await facade.dispatch(RenameTodo, { todoUuid, title: "mine now" }, { reqCtx: stranger });
+} catch (e) {
+  console.log(`RenameTodo from another tenant is refused: ${(e as { code: string }).code}`);
+}
+console.log(`GetTodo from another tenant -> ${String(await facade.query(GetTodo, { todoUuid }, { reqCtx: stranger }))}`);
+
 const item = await facade.query(GetTodo, { todoUuid, includeHistory: true }, { reqCtx });
 console.log(`GetTodo      -> "${item?.model.title}" done=${item?.model.done} version ${item?.version}; history: ${item?.historyEvents?.map((h) => h.domainEvtName).join(" > ")}`);
 const list = await facade.query(ListTodos, { pageSize: 5 }, { reqCtx });

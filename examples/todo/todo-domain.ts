@@ -1,9 +1,10 @@
 /**
  * The Todo domain of the demo: an aggregate, three commands, two queries and a
- * projection readmodel with history on demand.
+ * projection readmodel with history on demand. Todos are tenant-scoped (the
+ * default): a user of another tenant can neither load, change nor read them.
  */
 import {
-  type EventHandler, type Facade, MnemeError, type ProjectionList, type ProjectionModel, ProjectionReadmodel, defineDomain,
+  type Facade, MnemeError, type ProjectionList, type ProjectionModel, ProjectionReadmodel, defineDomain,
 } from "mneme";
 
 export interface CreateTodo {
@@ -113,10 +114,10 @@ export class TodoProjection extends ProjectionReadmodel<TodoState> {
 export function registerTodo(facade: Facade): TodoProjection {
   const projection = new TodoProjection(facade);
   if (!Todo.queryHandlers.has("GetTodo")) {
-    // Query handlers read from whichever projection the facade registered.
-    Todo.handleQuery(GetTodo, (ctx, _q, p) => projectionOf(ctx).getModel(p.todoUuid, p.includeHistory === true ? { includeHistory: true } : {}));
-    Todo.handleQuery(ListTodos, (ctx, _q, p) => projectionOf(ctx).getModelList({
-      ...(ctx.reqCtx.senderTenantUuid ? { tenantUuid: ctx.reqCtx.senderTenantUuid } : {}),
+    // Query handlers read from whichever projection the facade registered. `ctx.readmodel` gives the
+    // view of the caller's tenant: another tenant's todo is undefined, lists hold this tenant's todos only.
+    Todo.handleQuery(GetTodo, (ctx, _q, p) => ctx.readmodel<TodoProjection>("TodoProjection").getModel(p.todoUuid, p.includeHistory === true ? { includeHistory: true } : {}));
+    Todo.handleQuery(ListTodos, (ctx, _q, p) => ctx.readmodel<TodoProjection>("TodoProjection").getModelList({
       ...(p.page === undefined ? {} : { page: p.page }),
       ...(p.pageSize === undefined ? {} : { pageSize: p.pageSize }),
       ...(p.includeHistory === true ? { includeHistory: true } : {}),
@@ -125,8 +126,4 @@ export function registerTodo(facade: Facade): TodoProjection {
   facade.registerDomain(Todo);
   facade.registerReadmodel(projection);
   return projection;
-}
-
-function projectionOf(ctx: { readmodel<T extends EventHandler>(name: string): T }): TodoProjection {
-  return ctx.readmodel<TodoProjection>("TodoProjection");
 }
