@@ -66,18 +66,22 @@ describe("groups and the default authorizer", () => {
     const uGroup = await world.createGroup(U, "u-group", []);
     const t = await world.member("t@example.org", T, ["Group.*", "Tenant.*", "Identity.*"]);
     const f = world.facade;
-    // no targetTenantUuid in the context: the handlers check the tenant of what the payload names
-    expect(await outcomeCode(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "mine" }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
+    // no targetTenantUuid in the context: the handlers check the tenant of what the payload names;
+    // another tenant's group answers as if it did not exist (no confirmation that it does)
+    const renamed = await f.dispatch(RenameGroup, { groupUuid: uGroup, name: "mine" }, { reqCtx: t.reqCtx }).catch((e: Error) => e);
+    const absent = await f.dispatch(RenameGroup, { groupUuid: "0190f5e4-0000-7000-8000-00000000dead", name: "mine" }, { reqCtx: t.reqCtx }).catch((e: Error) => e);
+    expect([(renamed as { code?: string }).code, (absent as { code?: string }).code]).toEqual(["NOT_FOUND", "NOT_FOUND"]);
+    expect((renamed as Error).message.replace(uGroup, "X")).toBe((absent as Error).message.replace("0190f5e4-0000-7000-8000-00000000dead", "X"));
     expect(await outcomeCode(f.dispatch(CreateGroup, { tenantUuid: U, name: "planted" }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
     expect(await outcomeCode(f.dispatch(RemoveTenant, { tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await outcomeCode(f.query(GetGroup, { groupUuid: uGroup }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(f.query(GetGroup, { groupUuid: uGroup }, { reqCtx: t.reqCtx }))).toBe("NOT_FOUND");
     expect(await outcomeCode(f.query(ListIdentities, { tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
     expect(await outcomeCode(f.dispatch({ domain: "Identity", name: "CreateIdentity" }, { accountUuid: t.accountUuid, tenantUuid: U }, { reqCtx: t.reqCtx }))).toBe("PERMISSION_DENIED");
     // an administrator may, but not with a request that targets one tenant and names another's group
-    expect(await outcomeCode(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "x" }, { reqCtx: { ...world.admin, targetTenantUuid: T } }))).toBe("INVALID_REQUEST");
+    expect(await outcomeCode(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "x" }, { reqCtx: { ...world.admin, targetTenantUuid: T } }))).toBe("NOT_FOUND");
     expect(await outcomeCode(f.dispatch(RenameGroup, { groupUuid: uGroup, name: "x" }, { reqCtx: world.admin }))).toBe("ok");
-    // a group of U cannot be given to an identity of T
-    expect(await outcomeCode(f.dispatch(AssignGroup, { identityUuid: t.identityUuid, groupUuid: uGroup }, { reqCtx: world.admin }))).toBe("INVALID_REQUEST");
+    // a group of U cannot be given to an identity of T: it answers as if the group did not exist
+    expect(await outcomeCode(f.dispatch(AssignGroup, { identityUuid: t.identityUuid, groupUuid: uGroup }, { reqCtx: world.admin }))).toBe("NOT_FOUND");
   });
 
   it("refuses a context whose identity is not the sender's, or belongs to another tenant", async () => {

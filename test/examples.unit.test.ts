@@ -30,8 +30,9 @@ describe("the README example", () => {
     console.log = (...a: unknown[]) => void logs.push(a[0]);
     try {
       // Twice on one file, as a user runs it twice: the second run must not fail (it restarts on the durable file).
-      await import("../examples/readme/readme-example.js?first");
-      await import("../examples/readme/readme-example.js?second");
+      const example = "../examples/readme/readme-example.js";
+      await import(`${example}?first`);
+      await import(`${example}?second`);
     } finally {
       console.log = log;
       rmSync(dir, { recursive: true, force: true });

@@ -15,7 +15,7 @@ import {
 } from "./payload-schemas.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
-import { assertHolds, assertTenantAccess, scopeTenantOf } from "./sender.js";
+import { assertHolds, assertSeesObject, assertTenantAccess, scopeTenantOf } from "./sender.js";
 import { TenantAggregate } from "./tenant.js";
 
 /** Payload of the `Group.CreateGroup` command. */
@@ -167,7 +167,7 @@ Group.handleCommand(CreateGroup, async (ctx, _cmd, p) => {
 
 Group.handleCommand(RenameGroup, async (ctx, _cmd, p) => {
   const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, group.state.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
   const name = cleanName(p.name);
   if (name === group.state.name) return [];
   return [GroupRenamed.create(p.groupUuid, { name }, { tenantUuid: group.state.tenantUuid })];
@@ -175,7 +175,7 @@ Group.handleCommand(RenameGroup, async (ctx, _cmd, p) => {
 
 Group.handleCommand(AddGroupPermission, async (ctx, _cmd, p) => {
   const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, group.state.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
   checkPermissionName(ctx.facade, p.permission);
   await assertHolds(ctx.facade, ctx.reqCtx, [p.permission], `adding ${p.permission} to a group`);
   if (group.state.permissions.includes(p.permission)) return [];
@@ -184,7 +184,7 @@ Group.handleCommand(AddGroupPermission, async (ctx, _cmd, p) => {
 
 Group.handleCommand(RemoveGroupPermission, async (ctx, _cmd, p) => {
   const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, group.state.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
   if (p.groupUuid === defaultsOf(ctx.facade).systemAdminGroupUuid && p.permission === "*") {
     throw new MnemeError("INVALID_ACTION", "the system-admin group always holds every permission");
   }
@@ -194,7 +194,7 @@ Group.handleCommand(RemoveGroupPermission, async (ctx, _cmd, p) => {
 
 Group.handleCommand(RemoveGroup, async (ctx, _cmd, p) => {
   const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, group.state.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
   if (p.groupUuid === defaultsOf(ctx.facade).systemAdminGroupUuid) throw new MnemeError("INVALID_ACTION", "the system-admin group cannot be removed");
   return [GroupRemoved.create(p.groupUuid, {}, { tenantUuid: group.state.tenantUuid })];
 });
@@ -202,7 +202,7 @@ Group.handleCommand(RemoveGroup, async (ctx, _cmd, p) => {
 Group.handleQuery(GetGroup, async (ctx, _q, p) => {
   const projection = ctx.readmodel<GroupProjection>(READMODELS.group);
   const model = found(await projection.getModel(p.groupUuid), `group ${p.groupUuid}`);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, model.model.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, model.model.tenantUuid, `group ${p.groupUuid}`);
   // History is read only once access is settled.
   return p.includeHistory === true ? found(await projection.getModel(p.groupUuid, { includeHistory: true }), `group ${p.groupUuid}`) : model;
 });

@@ -17,7 +17,7 @@ import { includeHistorySchema, objectSchema, pageProperties, uuidSchema } from "
 import { accountOwnerOrSystemAdministrator } from "./permission-functions.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
-import { assertHolds, assertTenantAccess, scopeTenantOf } from "./sender.js";
+import { assertHolds, assertSeesObject, assertTenantAccess, scopeTenantOf } from "./sender.js";
 import { TenantAggregate, type TenantProjection } from "./tenant.js";
 
 /** Payload of the `Identity.CreateIdentity` command. */
@@ -158,16 +158,17 @@ Identity.handleCommand(CreateIdentity, async (ctx, _cmd, p) => {
 
 Identity.handleCommand(RemoveIdentity, async (ctx, _cmd, p) => {
   const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, identity.state.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
   if (p.identityUuid === defaultsOf(ctx.facade).adminIdentityUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's identity cannot be removed");
   return [IdentityRemoved.create(p.identityUuid, {}, { tenantUuid: identity.state.tenantUuid })];
 });
 
 Identity.handleCommand(AssignGroup, async (ctx, _cmd, p) => {
   const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, identity.state.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
   const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  if (group.state.tenantUuid !== identity.state.tenantUuid) throw new MnemeError("INVALID_REQUEST", `group ${p.groupUuid} belongs to another tenant than identity ${p.identityUuid}`);
+  // Another tenant's group answers as if it did not exist (the same words as loadLiveGroup's).
+  if (group.state.tenantUuid !== identity.state.tenantUuid) throw new MnemeError("NOT_FOUND", `group ${p.groupUuid} does not exist`);
   await assertHolds(ctx.facade, ctx.reqCtx, group.state.permissions, `assigning group ${p.groupUuid}`);
   if (identity.state.groupUuids.includes(p.groupUuid)) return [];
   return [IdentityGroupAssigned.create(p.identityUuid, { groupUuid: p.groupUuid }, { tenantUuid: identity.state.tenantUuid })];
@@ -175,7 +176,7 @@ Identity.handleCommand(AssignGroup, async (ctx, _cmd, p) => {
 
 Identity.handleCommand(UnassignGroup, async (ctx, _cmd, p) => {
   const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, identity.state.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
   const state = defaultsOf(ctx.facade);
   if (p.identityUuid === state.adminIdentityUuid && p.groupUuid === state.systemAdminGroupUuid) {
     throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator keeps the system-admin group");
@@ -187,7 +188,7 @@ Identity.handleCommand(UnassignGroup, async (ctx, _cmd, p) => {
 Identity.handleQuery(GetIdentity, async (ctx, _q, p) => {
   const projection = ctx.readmodel<IdentityProjection>(READMODELS.identity);
   const model = found(await projection.getModel(p.identityUuid), `identity ${p.identityUuid}`);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, model.model.tenantUuid);
+  await assertSeesObject(ctx.facade, ctx.reqCtx, model.model.tenantUuid, `identity ${p.identityUuid}`);
   return p.includeHistory === true ? found(await projection.getModel(p.identityUuid, { includeHistory: true }), `identity ${p.identityUuid}`) : model;
 });
 

@@ -118,6 +118,18 @@ export async function assertTenantAccess(facade: Facade, reqCtx: RequestContext,
   }
 }
 
+/**
+ * Rejects with NOT_FOUND unless the sender may see an object (a group, an
+ * identity) of `objectTenantUuid`: worded as for an absent object, so a
+ * lookup across tenants does not confirm that the object exists. A request
+ * that targets another tenant than the object's is NOT_FOUND too.
+ */
+export async function assertSeesObject(facade: Facade, reqCtx: RequestContext, objectTenantUuid: string, what: string): Promise<void> {
+  const visible = (reqCtx.targetTenantUuid === undefined || reqCtx.targetTenantUuid === objectTenantUuid)
+    && (objectTenantUuid === reqCtx.senderTenantUuid || (await isSystemAdmin(facade, reqCtx)));
+  if (!visible) throw new MnemeError("NOT_FOUND", `${what} does not exist`);
+}
+
 /** The tenant a tenant-scoped request works in: the payload's, else the target tenant, else the sender's. */
 export function scopeTenantOf(reqCtx: RequestContext, payloadTenantUuid: string | undefined): string {
   const t = payloadTenantUuid ?? reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid;
