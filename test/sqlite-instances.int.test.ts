@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createFacade, isMnemeError, newUuid, type Facade } from "mneme";
 import { createSqliteBackends, SqliteEventRepository, SqliteReadmodelStoreBackend, type SqliteBackends } from "mneme/sqlite";
 import { CreateTodo, registerTodo } from "../examples/todo/todo-domain.js";
-import { Counter, CounterTotals, Increment, IncrementMany } from "./support/counter-domain.js";
+import { Counter, CounterTotals, Increment, IncrementMany, Note } from "./support/counter-domain.js";
 import { rejectsWith } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
 
@@ -400,4 +400,140 @@ describe("app instances on one SQLite file (facade level)", () => {
     expect(await here.totals.total("shared")).toBe(ownEvents + commands);
     expect(events).toBeGreaterThan(commands);
   }, 60_000);
+});
+
+interface Holder {
+  readonly pid: number;
+  /** The head after its appends (all applied by its readmodel). */
+  readonly head: number;
+  kill(): Promise<void>;
+}
+
+/** Starts test/support/sqlite-lease-holder-process.ts: a live process holding the CounterTotals lease of `filename`. */
+async function leaseHolder(filename: string, events: number): Promise<Holder> {
+  const child = fork(fileURLToPath(new URL("./support/sqlite-lease-holder-process.ts", import.meta.url)), [filename, String(events)], {
+    execArgv: ["--import", "tsx"],
+    cwd: fileURLToPath(new URL("..", import.meta.url)),
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => child.once("exit", (code, signal) => resolve(signal ?? code)));
+  cleanups.push(() => child.kill("SIGKILL"));
+  const ready = await new Promise<{ pid: number; head: number }>((resolve, reject) => {
+    child.once("message", (m) => resolve(m as { pid: number; head: number }));
+    child.once("error", reject);
+    void exited.then((how) => reject(new Error(`the lease holder exited (${String(how)}) before reporting`)));
+  });
+  return {
+    ...ready,
+    kill: async () => {
+      child.kill("SIGKILL");
+      expect(await exited).toBe("SIGKILL");
+    },
+  };
+}
+
+async function eventAt(f: Facade, position: number) {
+  for await (const batch of f.eventRepository.readAll({ afterPosition: position - 1, untilPosition: position })) return batch[0]!;
+  throw new Error(`no event at ${position}`);
+}
+
+describe("a process restarted after kill -9 (SQLite)", () => {
+  it("takes the dead process's lease at once: running and current when start() resolves, lastEventTimestamp restored, waitToFinish applies", async () => {
+    const filename = newFile();
+    const holder = await leaseHolder(filename, 12);
+    expect(holder.head).toBe(12);
+    expect(leaseOwner(filename, "CounterTotals")).toMatch(new RegExp(`/${holder.pid}@`));
+    await holder.kill(); // its lease row stays, unexpired for a minute
+
+    // The restart: a lease and a retry period no test waits for, so only "the owner process is gone" can let it in.
+    const backends = createSqliteBackends({ filename, lockLeaseMs: 60_000 });
+    const f = createFacade({ appName: "sqlite-instances", ...backends, systemEvents: true, delivery: { lockRetryMs: 3_600_000 } });
+    cleanups.push(() => f.stop().catch(() => undefined));
+    f.registerDomain(Counter);
+    const totals = new CounterTotals(f);
+    f.registerReadmodel(totals);
+    await f.start();
+    const info = f.runtime.listEventHandlers()[0]!;
+    expect(info.state).toBe("running");
+    expect(info.lastPosition).toBe(12);
+    expect(info.lastEventTimestamp).toBe((await eventAt(f, 12)).createdAt);
+    expect(f.runtime.getMetrics("CounterTotals").lastEventTimestamp).toBe(info.lastEventTimestamp);
+    expect(leaseOwner(filename, "CounterTotals")).toBe(backends.readmodelStoreBackend.lockOwner);
+    expect(f.systemEvents.replay(0).filter((e) => e.kind === "HandlersInStandby")).toEqual([]);
+    expect(await totals.total("shared")).toBe(12);
+    const r = await f.dispatch(Increment, { counterUuid: "shared", by: 1 }, { waitToFinish: true });
+    expect(r.handlerErrors).toEqual([]);
+    expect(await totals.total("shared")).toBe(13);
+    expect(totals.applied).toEqual([13]); // resumed from the dead process's checkpoint: nothing applied twice
+  }, 60_000);
+
+  it("while the lease holder lives: start() reports the handler in standby, waitToFinish says it did not apply, start.waitForStandby waits for the take-over", async () => {
+    const filename = newFile();
+    const holder = await leaseHolder(filename, 3);
+    const open = (start?: { waitForStandby: number }) => {
+      const f = createFacade({ appName: "sqlite-instances", ...createSqliteBackends({ filename }), systemEvents: true, delivery: { lockRetryMs: 50 }, ...(start ? { start } : {}) });
+      cleanups.push(() => f.stop().catch(() => undefined));
+      f.registerDomain(Counter);
+      const totals = new CounterTotals(f);
+      f.registerReadmodel(totals);
+      return { f, totals, state: () => f.runtime.listEventHandlers()[0]!.state };
+    };
+
+    // a waits 100 ms for nothing: the holder lives, so the handler stays in standby, and start() says so
+    const a = open({ waitForStandby: 100 });
+    await a.f.start();
+    expect(a.state()).toBe("standby");
+    expect(a.f.systemEvents.replay(0).filter((e) => e.kind === "HandlersInStandby").map((e) => e.data)).toEqual([
+      { eventHandlerNames: ["CounterTotals"], waitedMs: 100 },
+    ]);
+    const logged = (await a.f.logStore.list({ level: "warn", source: "mneme.start" })).items;
+    expect(logged).toHaveLength(1);
+    expect(logged[0]!.message).toMatch(/standby.*CounterTotals/);
+    expect(logged[0]!.data).toEqual({ eventHandlerNames: ["CounterTotals"], waitedMs: 100 });
+    const r = await a.f.dispatch(Increment, { counterUuid: "shared", by: 1 }, { waitToFinish: true });
+    expect(r.handlerErrors).toHaveLength(1);
+    expect(r.handlerErrors[0]!.eventHandlerName).toBe("CounterTotals");
+    expect(r.handlerErrors[0]!.error).toMatchObject({ code: "INVALID_STATE", details: [{ message: "standby", state: "standby" }] });
+    // a handler in standby that does not handle the command's events is not reported
+    expect((await a.f.dispatch(Note, { counterUuid: "shared", text: "n" }, { waitToFinish: true })).handlerErrors).toEqual([]);
+    await a.f.stop();
+
+    // b waits up to 30 s: start() is still pending while the handler stands by, and resolves once it has taken over
+    const b = open({ waitForStandby: 30_000 });
+    let started = false;
+    const starting = b.f.start().then(() => (started = true));
+    await until(() => b.state() === "standby", "b's handler stands by");
+    expect(started).toBe(false);
+    await holder.kill();
+    await starting;
+    expect(b.state()).toBe("running");
+    expect(b.totals.lastPosition).toBe(holder.head + 2);
+    expect(await b.totals.total("shared")).toBe(holder.head + 1);
+    expect(b.f.systemEvents.replay(0).filter((e) => e.kind === "HandlersInStandby")).toEqual([]);
+    expect((await b.f.logStore.list({ level: "warn", source: "mneme.start" })).items).toHaveLength(1); // a's entry only
+  }, 60_000);
+
+  it("a handler that lost its lease never writes its checkpoint: stop() in standby resolves and leaves the holder's checkpoint", async () => {
+    const filename = newFile();
+    const a = await counterInstance(filename, { lockLeaseMs: 1000 });
+    const b = await counterInstance(filename);
+    await a.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: true });
+    // an event CounterTotals does not handle moves a's position past its persisted checkpoint
+    await a.f.dispatch(Note, { counterUuid: "c", text: "not counted" }, { waitToFinish: true });
+    expect(a.totals.lastPosition).toBe(2);
+
+    a.backends.readmodelStoreBackend.leaseLocks.pauseHeartbeat(true);
+    await until(() => b.state() === "running", "b takes the expired lease");
+    for (let i = 0; i < 3; i++) await b.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: true });
+    const checkpoint = await b.backends.readmodelStoreBackend.getCheckpoint("CounterTotals");
+    expect(checkpoint).toBe(5);
+    a.backends.readmodelStoreBackend.leaseLocks.pauseHeartbeat(false);
+    await until(() => a.state() === "standby", "a steps back");
+
+    await a.f.runtime.controlEventHandler({ action: "stop", eventHandlerName: "CounterTotals" });
+    expect(a.state()).toBe("stopped");
+    expect(await b.backends.readmodelStoreBackend.getCheckpoint("CounterTotals")).toBe(checkpoint);
+    await b.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: true });
+    expect(await b.totals.total("c")).toBe(5);
+  });
 });

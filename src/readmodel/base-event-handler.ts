@@ -93,6 +93,9 @@ export class BaseEventHandler implements EventHandler {
   #lockHeld = false;
   #standbyTimer: ReturnType<typeof setTimeout> | undefined;
   #offLockLost: (() => void) | undefined;
+  /** A standby retry took the lock and is catching up (standby -> stopped -> running). */
+  #takingOver = false;
+  readonly #standbyWaiters = new Set<() => void>();
 
   get state(): EventHandlerState {
     return this.#state;
@@ -219,7 +222,8 @@ export class BaseEventHandler implements EventHandler {
 
   /**
    * @internal Resolves when the handler has processed up to `to` (undefined), failed on an
-   * event in [from, to] (that error), or is not running (undefined).
+   * event in [from, to] (that error), stepped back to standby before reaching `to`
+   * (its `standbyError()`), or is stopped (undefined).
    */
   waitFor(from: number, to: number): Promise<Error | undefined> {
     const settled = this.#settle(from, to);
@@ -230,8 +234,21 @@ export class BaseEventHandler implements EventHandler {
   #settle(from: number, to: number): Error | undefined | null {
     if (this.lastPosition >= to) return undefined;
     if (this.#state === "failed") return this.#failedAt >= from && this.#failedAt <= to ? this.#failure : undefined;
-    if ((this.#state === "stopped" || this.#state === "standby") && !this.#catching) return undefined;
+    if (this.#state === "standby" && !this.#catching) return this.standbyError();
+    if (this.#state === "stopped" && !this.#catching) return undefined;
     return null;
+  }
+
+  /**
+   * @internal What `waitToFinish` reports for this handler while it is in standby: the
+   * events were not applied here (another instance holds its processing lock).
+   */
+  standbyError(): MnemeError {
+    return new MnemeError(
+      "INVALID_STATE",
+      `event handler ${this.name} is in standby (another instance holds its processing lock): it has not applied these events here (at position ${this.lastPosition})`,
+      { details: [{ message: "standby", eventHandlerName: this.name, state: "standby", lastPosition: this.lastPosition }] },
+    );
   }
 
   #wake(): void {
@@ -296,7 +313,11 @@ export class BaseEventHandler implements EventHandler {
     }
     if (filter !== undefined && head > this.lastPosition) {
       // every event this handler reads up to `head` has been applied
-      this.lastPosition = head;
+      const at = await this.#timestampAt(head);
+      if (head > this.lastPosition) {
+        this.lastPosition = head;
+        this.lastEventTimestamp = at;
+      }
     }
     host.noteHead(this.lastPosition);
   }
@@ -427,7 +448,9 @@ export class BaseEventHandler implements EventHandler {
     }
     const backend = this.checkpointBackend();
     const checkpoint = await backend.getCheckpoint(this.name);
+    const at = await this.#timestampAt(checkpoint);
     this.lastPosition = checkpoint;
+    this.lastEventTimestamp = at;
     this.#persistedPosition = checkpoint;
     this.#failure = undefined;
     this.#setState("running");
@@ -459,6 +482,7 @@ export class BaseEventHandler implements EventHandler {
     if (this.#state === "stopped") throw new MnemeError("INVALID_STATE", `event handler ${this.name} is stopped already`);
     this.#clearStandby();
     this.#setState("stopped");
+    this.#wakeStandbyWaiters();
     this.#queue = [];
     await this.idle();
     await this.#persistCheckpoint();
@@ -525,6 +549,7 @@ export class BaseEventHandler implements EventHandler {
         async (got) => {
           if (this.#state !== "standby") {
             if (got) await this.#releaseLock();
+            this.#wakeStandbyWaiters();
             return;
           }
           if (!got) {
@@ -532,12 +557,17 @@ export class BaseEventHandler implements EventHandler {
             return;
           }
           // The lock is ours: standby -> stopped -> (restore from the checkpoint) -> running, each published.
+          this.#takingOver = true;
           this.#setState("stopped");
           try {
             await this.#resume();
           } catch {
             /* the failure is recorded in state and metrics */
+          } finally {
+            this.#takingOver = false;
           }
+          // Lost again while catching up: still in standby, waiters keep waiting.
+          if (this.#state !== "standby") this.#wakeStandbyWaiters();
         },
         () => this.#scheduleStandby(retry),
       );
@@ -556,10 +586,49 @@ export class BaseEventHandler implements EventHandler {
     this.#standbyTimer = undefined;
   }
 
+  /**
+   * @internal Resolves true once the handler is out of standby (it took the lock
+   * over and caught up, failed, or was stopped), false when `timeoutMs` passed first.
+   * Resolves true at once when it is not in standby.
+   */
+  untilOutOfStandby(timeoutMs: number): Promise<boolean> {
+    if (this.#state !== "standby" && !this.#takingOver) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (out: boolean): void => {
+        clearTimeout(timer);
+        this.#standbyWaiters.delete(wake);
+        resolve(out);
+      };
+      const wake = (): void => done(true);
+      const timer = setTimeout(() => done(false), Math.max(0, timeoutMs));
+      this.#standbyWaiters.add(wake);
+    });
+  }
+
+  #wakeStandbyWaiters(): void {
+    for (const w of [...this.#standbyWaiters]) w();
+  }
+
   async #persistCheckpoint(): Promise<void> {
     if (this.host === undefined || this.lastPosition === this.#persistedPosition) return;
-    await this.checkpointBackend().setCheckpoint(this.name, this.lastPosition);
+    const backend = this.checkpointBackend();
+    // Without its processing lock this instance must not write the checkpoint: the holder
+    // owns it and may be further on (the write would move it back, and a crash of the
+    // holder would then apply events twice).
+    if (backend.tryLock !== undefined && !this.#lockHeld) return;
+    await backend.setCheckpoint(this.name, this.lastPosition);
     this.#persistedPosition = this.lastPosition;
+  }
+
+  /** The createdAt (ns) of the event at `position`; 0 for position 0 or when no event is stored there. */
+  async #timestampAt(position: number): Promise<number> {
+    if (position <= 0) return 0;
+    const host = this.#requireHost();
+    for await (const batch of host.eventRepository.readAll({ afterPosition: position - 1, untilPosition: position, batchSize: 1 })) {
+      const e = batch[0];
+      return e !== undefined && e.position === position ? e.createdAt : 0;
+    }
+    return 0;
   }
 
   // ---------------------------------------------------------------- restoration
@@ -618,12 +687,19 @@ export class BaseEventHandler implements EventHandler {
     let afterPosition = 0;
     try {
       if (fromZero) {
-        await this.resetState();
-        await backend.setCheckpoint(this.name, 0);
+        // One backend transaction: a crash or an error never leaves the collections
+        // cleared at the old checkpoint (the next start would resume there with no documents).
+        await backend.transaction(async () => {
+          await this.resetState();
+          await backend.setCheckpoint(this.name, 0);
+        });
         this.lastPosition = 0;
         this.lastEventTimestamp = 0;
       } else {
-        this.lastPosition = await backend.getCheckpoint(this.name);
+        const checkpoint = await backend.getCheckpoint(this.name);
+        const at = await this.#timestampAt(checkpoint);
+        this.lastPosition = checkpoint;
+        this.lastEventTimestamp = at;
       }
       this.#persistedPosition = this.lastPosition;
       afterPosition = this.lastPosition;
@@ -715,7 +791,14 @@ export class BaseEventHandler implements EventHandler {
         host.publish("RestoreProgress", { eventHandlerName: this.name, eventsReplayed: before + n, position: this.lastPosition, head: host.knownHead() });
       }
     }
-    if (filter !== undefined && head > this.lastPosition && !signal.aborted) this.lastPosition = head;
+    if (filter !== undefined && head > this.lastPosition && !signal.aborted) {
+      // every event this handler reads up to `head` has been applied
+      const at = await this.#timestampAt(head);
+      if (head > this.lastPosition) {
+        this.lastPosition = head;
+        this.lastEventTimestamp = at;
+      }
+    }
     return n;
   }
 }

@@ -13,6 +13,7 @@ export type SystemEventKind =
   | "RestoreCompleted"
   | "RestoreFailed"
   | "HandlerFailed"
+  | "HandlersInStandby"
   | "StoreEntryChanged"
   | "SubscriberDropped";
 

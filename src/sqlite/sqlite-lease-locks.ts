@@ -1,3 +1,5 @@
+import { readlinkSync } from "node:fs";
+import { hostname } from "node:os";
 import { newUuid } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import { assertHandlerName } from "../store/readmodel-validation.js";
@@ -29,7 +31,10 @@ export function leaseTableDdl(table: string): string {
  *
  * - `tryLock` takes the row in one upsert under BEGIN IMMEDIATE when it is
  *   free, expired, or already this owner's (each backend instance is its own
- *   owner, so two backends in one process exclude each other too).
+ *   owner, so two backends in one process exclude each other too), and, in
+ *   the same transaction, when its owner is a process of this machine that is
+ *   gone: the owner id names its host and process (see {@link leaseOwnerId}),
+ *   so a process restarted after a crash does not wait for its own dead lease.
  * - A heartbeat renews held leases every leaseMs/3; a renewal that finds the
  *   row gone or owned by someone else (this process stalled past expiry and
  *   another instance took over) reports the handler lost.
@@ -41,8 +46,8 @@ export function leaseTableDdl(table: string): string {
  * on one machine, so they share it.
  */
 export class SqliteLeaseLocks {
-  /** This instance's owner id in the lease table. */
-  readonly owner = newUuid();
+  /** This instance's owner id in the lease table: `<uuid>/<pid>@<host>`. */
+  readonly owner = leaseOwnerId();
   private readonly held = new Map<string, number>(); // handler -> expires_at we last wrote
   /** Held once and lost since: their checkpoint writes stay fenced until tryLock or unlock. */
   private readonly lost = new Set<string>();
@@ -60,16 +65,22 @@ export class SqliteLeaseLocks {
     const expiresAt = now + this.opts.leaseMs;
     let taken: boolean;
     try {
-      taken = db.writeTransaction(
-        () =>
-          db
-            .statement(
-              `INSERT INTO ${this.opts.table} (handler, owner, expires_at) VALUES (?, ?, ?)
-               ON CONFLICT (handler) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-               WHERE ${this.opts.table}.owner = excluded.owner OR ${this.opts.table}.expires_at <= ?`,
-            )
-            .run(handler, this.owner, expiresAt, now).changes > 0,
-      );
+      taken = db.writeTransaction(() => {
+        const upserted = db
+          .statement(
+            `INSERT INTO ${this.opts.table} (handler, owner, expires_at) VALUES (?, ?, ?)
+             ON CONFLICT (handler) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+             WHERE ${this.opts.table}.owner = excluded.owner OR ${this.opts.table}.expires_at <= ?`,
+          )
+          .run(handler, this.owner, expiresAt, now).changes > 0;
+        if (upserted) return true;
+        // Held and not expired: still free for us when its owner process is gone from this machine.
+        const row = db.statement(`SELECT owner FROM ${this.opts.table} WHERE handler = ?`).get(handler) as { owner: string } | undefined;
+        if (row === undefined || !ownerIsGone(row.owner)) return false;
+        return db
+          .statement(`UPDATE ${this.opts.table} SET owner = ?, expires_at = ? WHERE handler = ? AND owner = ?`)
+          .run(this.owner, expiresAt, handler, row.owner).changes > 0;
+      });
     } catch (e) {
       throw toStoreError(e, `tryLock(${handler})`);
     }
@@ -211,4 +222,40 @@ export function leaseLostError(handlers: readonly string[]): MnemeError {
     `sqlite: the processing lock of ${handlers.join(", ")} is held by another instance now (this one did not renew its lease in time); nothing was written`,
     { details: handlers.map((h) => ({ message: "lease lost", eventHandlerName: h })) },
   );
+}
+
+/** This machine as lease owners name it: the hostname, plus the PID namespace where the platform tells it (containers that share a hostname). */
+const THIS_HOST = ((): string => {
+  let ns = "";
+  try {
+    ns = readlinkSync("/proc/self/ns/pid"); // e.g. "pid:[4026531836]"
+  } catch {
+    // not Linux (or no /proc): the hostname alone
+  }
+  return ns === "" ? hostname() : `${hostname()}|${ns}`;
+})();
+
+/** A fresh lease owner id: `<uuid>/<pid>@<host>` (one per backend instance; the process and host let a restarted process see its predecessor is gone). */
+export function leaseOwnerId(): string {
+  return `${newUuid()}/${process.pid}@${THIS_HOST}`;
+}
+
+/**
+ * True only when `owner` names a process of this host (and PID namespace)
+ * other than this one that no longer exists. Anything else (another host,
+ * this process, an id without host and pid, a live process, a PID reused by
+ * another live process) is treated as alive: its lease runs until it expires.
+ */
+export function ownerIsGone(owner: string): boolean {
+  const m = /^[^/]+\/(\d+)@(.+)$/.exec(owner);
+  if (m === null || m[2] !== THIS_HOST) return false;
+  const pid = Number(m[1]);
+  if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid) return false;
+  try {
+    process.kill(pid, 0); // signal 0: existence check only
+    return false;
+  } catch (e) {
+    // ESRCH: no such process. EPERM: it exists (another user's).
+    return (e as NodeJS.ErrnoException).code === "ESRCH";
+  }
 }

@@ -69,9 +69,11 @@ function jsonPath(field: string): string {
  * `tryLock`/`unlock`/`onLockLost`: a lease per handler in a table of the file
  * (see SqliteLeaseLocks), so that of several processes (or several backends
  * in one process) on one file exactly one processes a readmodel; the others
- * stand by. A commit that carries a locked handler's checkpoint checks the
- * lease in the same write transaction and is refused (INVALID_STATE, nothing
- * written, onLockLost told) when another instance has taken it over.
+ * stand by; a lease whose owner process is gone from this machine is taken at
+ * once, without waiting for it to expire. A commit that carries a locked
+ * handler's checkpoint checks the lease in the same write transaction and is
+ * refused (INVALID_STATE, nothing written, onLockLost told) when another
+ * instance has taken it over.
  */
 export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements ReadmodelStoreBackend {
   private readonly docsTable: string;
@@ -201,7 +203,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     return this.leases.heldLockNames();
   }
 
-  /** This backend's owner id in the lease table (one per instance). */
+  /** This backend's owner id in the lease table (one per instance): `<uuid>/<pid>@<host>`, so a restarted process sees a dead owner. */
   get lockOwner(): string {
     return this.leases.owner;
   }

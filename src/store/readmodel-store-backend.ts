@@ -34,7 +34,11 @@ export interface ReadmodelCollection<T> {
  *
  * `transaction(fn)` runs fn so that every write made through this backend
  * inside it (including setCheckpoint) commits together or not at all: when fn
- * throws, its writes are rolled back and the error is rethrown. Transactions
+ * throws, its writes are rolled back and the error is rethrown; a crash before
+ * it resolves leaves none of them on a durable backend. Every write counts,
+ * `clear()` included: BaseReadmodel clears its collections and resets its
+ * checkpoint to 0 in one transaction for a restore from zero, so an error or a
+ * crash never leaves an emptied readmodel at an old checkpoint. Transactions
  * are serialised: writes from outside a running transaction wait for it.
  * A transaction inside a transaction joins the outer one.
  */

@@ -26,7 +26,8 @@ const ids = (xs: readonly Item[]): string[] => xs.map((x) => x.id);
  * The ReadmodelStoreBackend conformance suite: documents by collection and
  * key (get/put/delete/getMany/putMany, list with offset/limit/orderBy/
  * descending/where, count, clear), checkpoints, and transactions (commit,
- * rollback, nesting, serialisation against outside writes).
+ * rollback, nesting, serialisation against outside writes, and the atomic
+ * clear + checkpoint reset of a restore from zero).
  */
 export function describeReadmodelStoreBackendContract(
   name: string,
@@ -342,6 +343,56 @@ export function describeReadmodelStoreBackendContract(
       // The backend works normally afterwards.
       await a.put("later", item("later", 5));
       expect(await backend.transaction(async () => (await a.get("later"))?.n)).toBe(5);
+    });
+
+    test("clearing a readmodel for a restore from zero and resetting its checkpoint are atomic", async (backend) => {
+      // What BaseReadmodel does in one transaction: clear every collection of the readmodel ("RM:"), then set its checkpoint to 0.
+      // An error at any point leaves documents and checkpoint as they were: never emptied documents at the old checkpoint.
+      const a = backend.collection<Item>("RM:a");
+      const b = backend.collection<Item>("RM:b");
+      const other = backend.collection<Item>("Other:a");
+      await fill(a, [item("a1", 1), item("a2", 2)]);
+      await fill(b, [item("b1", 1)]);
+      await fill(other, [item("o1", 1)]);
+      await backend.setCheckpoint("RM", 7);
+      await backend.setCheckpoint("Other", 3);
+      const clearRm = async (): Promise<void> => {
+        for (const c of await backend.listCollections()) if (c.startsWith("RM:")) await backend.collection(c).clear();
+      };
+      const boom = new Error("injected");
+      for (const failAfter of ["first clear", "every clear", "the checkpoint"]) {
+        await expect(
+          backend.transaction(async () => {
+            if (failAfter === "first clear") {
+              await a.clear();
+              throw boom;
+            }
+            await clearRm();
+            if (failAfter === "the checkpoint") await backend.setCheckpoint("RM", 0);
+            throw boom;
+          }),
+        ).rejects.toBe(boom);
+        expect(ids(await a.list()), `after an error after ${failAfter}`).toEqual(["a1", "a2"]);
+        expect(ids(await b.list())).toEqual(["b1"]);
+        expect(await backend.getCheckpoint("RM")).toBe(7);
+      }
+      await backend.transaction(async () => {
+        await clearRm();
+        await backend.setCheckpoint("RM", 0);
+      });
+      expect(await a.count()).toBe(0);
+      expect(await b.count()).toBe(0);
+      expect(await backend.getCheckpoint("RM")).toBe(0);
+      // only its own collections and checkpoint
+      expect(ids(await other.list())).toEqual(["o1"]);
+      expect(await backend.getCheckpoint("Other")).toBe(3);
+      // the replay writes again
+      await backend.transaction(async () => {
+        await a.put("a1", item("a1", 10));
+        await backend.setCheckpoint("RM", 1);
+      });
+      expect(ids(await a.list())).toEqual(["a1"]);
+      expect(await backend.getCheckpoint("RM")).toBe(1);
     });
 
     test("reads inside a transaction see its writes", async (backend) => {
