@@ -41,12 +41,13 @@ interface Block {
   expected: number | undefined;
 }
 
-/** The ```sh blocks of the walk-through section. */
-function walkThrough(): Block[] {
-  const md = readFileSync(new URL("../docs/http.md", import.meta.url), "utf8");
-  const start = md.indexOf("## Walk-through with curl");
+/** The ```sh blocks of a walk-through section. */
+function walkThrough(doc: string, heading: string): Block[] {
+  const md = readFileSync(new URL(`../docs/${doc}`, import.meta.url), "utf8");
+  const start = md.indexOf(heading);
+  if (start < 0) throw new Error(`docs/${doc} has no section ${heading}`);
   const end = md.indexOf("\n## ", start + 1);
-  const section = md.slice(start, end);
+  const section = md.slice(start, end < 0 ? undefined : end);
   const blocks: Block[] = [];
   for (const m of section.matchAll(/```sh\n([\s\S]*?)```/g)) {
     const code = m[1]!;
@@ -56,12 +57,15 @@ function walkThrough(): Block[] {
   return blocks;
 }
 
-describe("docs/http.md", () => {
+describe.each([
+  ["http.md", "## Walk-through with curl", 20],
+  ["tenancy.md", "## Walk-through", 15],
+])("docs/%s", (doc, heading, minBlocks) => {
   it("every curl example of the walk-through answers the status it documents", async () => {
-    const blocks = walkThrough();
-    expect(blocks.length).toBeGreaterThan(20);
-    const statusFile = join(dir, "status");
-    const bodyFile = join(dir, "body");
+    const blocks = walkThrough(doc, heading);
+    expect(blocks.length).toBeGreaterThan(minBlocks);
+    const statusFile = join(dir, `${doc}.status`);
+    const bodyFile = join(dir, `${doc}.body`);
     writeFileSync(statusFile, "");
     const script: string[] = ["set -euo pipefail"];
     blocks.forEach((b, i) => {
@@ -72,7 +76,7 @@ describe("docs/http.md", () => {
       // The block's own curl, with its status appended to a file; its body kept for the failure message.
       script.push(`curl() { command curl -sS -o "${bodyFile}.${i}" -w '%{http_code}\\n' "$@" >> "${statusFile}" || true; }`, b.code, "unset -f curl");
     });
-    const scriptFile = join(dir, "walk.sh");
+    const scriptFile = join(dir, `${doc}.walk.sh`);
     writeFileSync(scriptFile, script.join("\n"));
     await run("bash", [scriptFile], { env: { ...process.env, MNEME: url, MNEME_ADMIN_PASSWORD: PASSWORD }, timeout: 60_000 });
     const got = readFileSync(statusFile, "utf8").trim().split("\n").map(Number);

@@ -30,6 +30,11 @@ export class OpenTodos extends BaseReadmodel {
   async openIn(tenantUuid: string): Promise<number> {
     return (await this.collection<OpenCount>("counts").get(tenantUuid))?.open ?? 0;
   }
+
+  /** What a handler gets from `ctx.readmodel(openTodos)`: its own tenant's count only. */
+  forTenant(tenantUuid: string): { open(): Promise<number> } {
+    return { open: () => this.openIn(tenantUuid) };
+  }
 }
 
 /** Runs the example; returns what it observed. */
