@@ -14,6 +14,7 @@ import {
   UUID_V7,
 } from "./contract-harness.js";
 import type { ContractOptions } from "./contract-options.js";
+import { describeEventRepositoryPayloadContract } from "./event-repository-payload-contract.js";
 
 function ev(aggregateUuid: string, extra: Partial<NewEvent> = {}): NewEvent {
   return { domain: "Test", name: "Happened", aggregateUuid, payload: { n: 0 }, ...extra };
@@ -656,6 +657,8 @@ export function describeEventRepositoryContract(
       const read = await readEverything(repo);
       expect(read[0]?.payload).toEqual(payload);
     });
+
+    describeEventRepositoryPayloadContract(test);
 
     test("reqCtx keeps every field", async (repo) => {
       const reqCtx: RequestContext = {
