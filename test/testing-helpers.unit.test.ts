@@ -26,4 +26,24 @@ describe("mneme/testing helpers", () => {
       .rejects.toThrow(/expected NOT_FOUND, but the command succeeded/);
     await facade.stop();
   });
+
+  it("scenario: awaiting when(...) without then/thenThrows rejects at once with a clear error and runs nothing", async () => {
+    const facade = await createTestFacade({ domains: [Todo] });
+    const step = scenario(facade).given([TodoCreated.create(id, { title: "a" })]).when(RenameTodo, { todoUuid: id, title: "b" }, { reqCtx: testReqCtx });
+    // What `await` does with a thenable: call then(resolve, reject). reject must be called, synchronously.
+    const seen: { resolved?: unknown; rejected?: unknown } = {};
+    (step.then as unknown as (ok: (v: unknown) => void, fail: (e: unknown) => void) => unknown)(
+      (v) => (seen.resolved = v),
+      (e) => (seen.rejected = e),
+    );
+    expect(seen.resolved).toBeUndefined();
+    expect(String(seen.rejected)).toMatch(/awaited without an expectation, so nothing ran: finish it with \.then\(\[\.\.\.expected events\]\) or \.thenThrows\(code\)/);
+    // And a real await (TypeScript already rejects it: the `then` is not a promise's).
+    // @ts-expect-error -- awaiting the step itself is the mistake under test
+    await expect((async () => await step)()).rejects.toThrow(/awaited without an expectation/);
+    expect(await facade.eventRepository.headPosition(), "neither the given events nor the command ran").toBe(0);
+    // The step is still usable afterwards.
+    await step.then([TodoRenamed.create(id, { title: "b" })]);
+    await facade.stop();
+  });
 });

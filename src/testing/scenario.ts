@@ -25,13 +25,24 @@ export function scenario(facade: Facade): ScenarioGiven {
 }
 
 export interface ScenarioGiven {
-  /** Events already in the store (appended directly, with no command). */
+  /**
+   * Events already in the store (appended directly, with no command, when
+   * `then` or `thenThrows` runs the scenario). An event without `tenantUuid`
+   * is appended in the command's tenant (`reqCtx.targetTenantUuid ??
+   * reqCtx.senderTenantUuid ?? ""`), so the command can load its aggregate.
+   */
   given(events: readonly NewEvent[]): ScenarioWhen;
   when<P>(type: CommandType<P, any>, payload: P, opts?: { reqCtx?: RequestContext }): ScenarioThen;
 }
 export interface ScenarioWhen {
   when<P>(type: CommandType<P, any>, payload: P, opts?: { reqCtx?: RequestContext }): ScenarioThen;
 }
+/**
+ * The expectation step. `when()` runs nothing by itself: the command runs when
+ * `then([...])` or `thenThrows(code)` is called. Awaiting `when(...)` directly
+ * is a mistake that TypeScript reports (its `then` is not a promise's); in
+ * JavaScript it rejects at once with an error saying so.
+ */
 export interface ScenarioThen {
   /** The command appended exactly these events (domain, name, payload, and aggregate when given), in order. */
   then(expected: readonly ExpectedEvent[]): Promise<Event[]>;
@@ -48,7 +59,11 @@ class Scenario implements ScenarioGiven, ScenarioWhen {
 
   when<P>(type: CommandType<P, any>, payload: P, opts: { reqCtx?: RequestContext } = {}): ScenarioThen {
     const run = async (): Promise<{ events?: Event[]; error?: unknown; before: number }> => {
-      if (this.history.length > 0) await this.facade.eventRepository.append(this.history);
+      if (this.history.length > 0) {
+        // History belongs to the tenant the command acts in (an aggregate is its first event's tenant's), unless an event names one.
+        const tenantUuid = opts.reqCtx?.targetTenantUuid ?? opts.reqCtx?.senderTenantUuid ?? "";
+        await this.facade.eventRepository.append(this.history.map((e) => (e.tenantUuid === undefined ? { ...e, tenantUuid } : e)));
+      }
       const before = await this.facade.eventRepository.headPosition();
       try {
         const r = await this.facade.dispatch(type, payload, { ...(opts.reqCtx ? { reqCtx: opts.reqCtx } : {}), waitToFinish: true });
@@ -58,17 +73,21 @@ class Scenario implements ScenarioGiven, ScenarioWhen {
       }
     };
     const facade = this.facade;
+    const expectEvents = async (expected: readonly ExpectedEvent[]): Promise<Event[]> => {
+      const r = await run();
+      if (r.error !== undefined) throw new Error(`expected events, but the command failed: ${String((r.error as Error).message ?? r.error)}`, { cause: r.error });
+      const actual = (r.events ?? []).map((e) => ({ domain: e.domain, name: e.name, payload: e.payload, aggregateUuid: e.aggregateUuid }));
+      const want = expected.map((e) => ({ domain: e.domain, name: e.name, payload: e.payload, ...(e.aggregateUuid === undefined ? {} : { aggregateUuid: e.aggregateUuid }) }));
+      const comparable = actual.map((a, i) => (want[i]?.aggregateUuid === undefined ? { domain: a.domain, name: a.name, payload: a.payload } : a));
+      if (!isDeepStrictEqual(comparable, want)) {
+        throw new Error(`the command appended\n${JSON.stringify(comparable, null, 2)}\nbut the scenario expected\n${JSON.stringify(want, null, 2)}`);
+      }
+      return r.events ?? [];
+    };
     return {
-      async then(expected) {
-        const r = await run();
-        if (r.error !== undefined) throw new Error(`expected events, but the command failed: ${String((r.error as Error).message ?? r.error)}`, { cause: r.error });
-        const actual = (r.events ?? []).map((e) => ({ domain: e.domain, name: e.name, payload: e.payload, aggregateUuid: e.aggregateUuid }));
-        const want = expected.map((e) => ({ domain: e.domain, name: e.name, payload: e.payload, ...(e.aggregateUuid === undefined ? {} : { aggregateUuid: e.aggregateUuid }) }));
-        const comparable = actual.map((a, i) => (want[i]?.aggregateUuid === undefined ? { domain: a.domain, name: a.name, payload: a.payload } : a));
-        if (!isDeepStrictEqual(comparable, want)) {
-          throw new Error(`the command appended\n${JSON.stringify(comparable, null, 2)}\nbut the scenario expected\n${JSON.stringify(want, null, 2)}`);
-        }
-        return r.events ?? [];
+      then(expected: readonly ExpectedEvent[], onRejected?: unknown): Promise<Event[]> {
+        if (!Array.isArray(expected)) return notAwaitable(onRejected);
+        return expectEvents(expected);
       },
       async thenThrows(code) {
         const r = await run();
@@ -82,4 +101,19 @@ class Scenario implements ScenarioGiven, ScenarioWhen {
       },
     };
   }
+}
+
+/**
+ * `await scenario(...).when(...)` (no `.then([...])` / `.thenThrows(code)`)
+ * calls `then(resolve, reject)`: reject at once with a clear error, before
+ * anything runs, instead of a promise that never settles.
+ */
+function notAwaitable(onRejected: unknown): Promise<Event[]> {
+  const error = new Error(
+    "scenario(...).when(...) was awaited without an expectation, so nothing ran: finish it with .then([...expected events]) or .thenThrows(code)",
+  );
+  if (typeof onRejected === "function") (onRejected as (e: unknown) => void)(error);
+  const rejected = Promise.reject(error);
+  rejected.catch(() => undefined); // the await above is told already; this promise is for a direct caller
+  return rejected;
 }
