@@ -16,6 +16,7 @@ import type { CommandRecord, CommandStatus, CommandStore } from "../store/comman
 import type { DataStore } from "../store/data-store.js";
 import type { AppendOptions, EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
+import { jsonSafeProblem } from "../store/json-safe.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { newUuid, nowNs } from "./clock.js";
 import { type AggregateLoader, type CommandContext, isTenantScopable, type LoadedAggregate, type MessageContext, type QueryContext } from "./context.js";
@@ -219,9 +220,9 @@ export class Facade {
       if (this.permissions.has(p.domain, p.type)) throw new MnemeError("INVALID_DOMAIN", `permission ${p.domain}.${p.type} is registered already`);
     }
     const deferredKeys = this.#checkEvolveKeys(domain);
-    // Compile payload validators now, so a bad schema fails at registration and the first request pays nothing.
-    for (const t of domain.commands.values()) this.schemas.validator(t);
-    for (const t of domain.queries.values()) this.schemas.validator(t);
+    // Compile payload validators now, so a bad schema fails at registration and the first request pays nothing;
+    // a command or query without a schema is INVALID_DOMAIN when schemas are required, else warned about.
+    this.schemas.checkDomain(domain.name, [...domain.commands.values(), ...domain.queries.values()]);
     for (const p of domain.permissions.values()) this.permissions.register(p);
     for (const t of domain.events.values()) this.#eventTypes.set(t.path, t);
     for (const a of domain.aggregates.values()) {
@@ -443,6 +444,7 @@ export class Facade {
         stage = "failed";
         throw new MnemeError("VALIDATION_FAILED", `the payload of ${cmdType.domain}.${cmdType.name} must be a JSON object`, { details: [{ pointer: "", message: "must be object" }] });
       }
+      checkPayload(cmdType, payload);
       const verdict = this.permissions.evaluate(reqCtx, envelope);
       const denied = verdict instanceof Promise ? await verdict : verdict;
       if (denied !== undefined) throw denied;
@@ -655,6 +657,7 @@ export class Facade {
     if (!isPlainObject(payload)) {
       throw new MnemeError("VALIDATION_FAILED", `the payload of ${qt.domain}.${qt.name} must be a JSON object`, { details: [{ pointer: "", message: "must be object" }] });
     }
+    checkPayload(qt, payload);
     const envelope: QueryEnvelope<P> = { queryUuid, domain: qt.domain, name: qt.name, payload, reqCtx };
     if (check) {
       const verdict = this.permissions.evaluate(reqCtx, envelope);
@@ -853,9 +856,25 @@ class EventHandlerAdapter extends BaseEventHandler {
   }
 }
 
+/**
+ * The JSON-safe payload rule (before the permission check, so nothing runs on
+ * a payload no backend could store faithfully): VALIDATION_FAILED with a pointer.
+ */
+function checkPayload(type: { domain: string; name: string }, payload: unknown): void {
+  const problem = jsonSafeProblem(payload);
+  if (problem !== undefined) {
+    throw new MnemeError("VALIDATION_FAILED", `the payload of ${type.domain}.${type.name} is not JSON-safe at ${problem.pointer}: ${problem.message}`, {
+      details: [{ pointer: problem.pointer, message: problem.message }],
+    });
+  }
+}
+
 function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
   if (reqCtx === undefined) return {};
   if (!isPlainObject(reqCtx)) throw new MnemeError("INVALID_REQUEST", "reqCtx must be an object");
+  // Every event of the command stores a copy of it: it must read back unchanged too.
+  const problem = jsonSafeProblem(reqCtx);
+  if (problem !== undefined) throw new MnemeError("INVALID_REQUEST", `reqCtx is not JSON-safe at ${problem.pointer}: ${problem.message}`, { details: [{ pointer: problem.pointer, message: problem.message }] });
   const v: unknown = reqCtx.targetAggregateVersion;
   if (v !== undefined && (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0)) {
     throw new MnemeError("INVALID_REQUEST", `reqCtx.targetAggregateVersion must be an integer >= 0, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`);

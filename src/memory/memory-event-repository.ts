@@ -1,7 +1,7 @@
 import { nowNs, newUuid } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import type { Event, NewEvent, RequestContext } from "../core/types.js";
-import { checkAppendTenants, globalAggregatesSet } from "../store/append-validation.js";
+import { checkAppendTenants, checkEventField, globalAggregatesSet } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { storeClosed } from "./store-closed.js";
@@ -33,11 +33,18 @@ export class MemoryEventRepository implements EventRepository {
     const expected = opts?.expectedVersions;
 
     // Validate everything before touching state: a failing call writes nothing.
+    let checkedCtx: RequestContext | undefined;
     for (let i = 0; i < newEvents.length; i++) {
       const e = newEvents[i] as NewEvent;
       if (e === null || typeof e !== "object") throw new MnemeError("INVALID_EVENTS", `event ${i} is not an object`);
       if (typeof e.aggregateUuid !== "string" || e.aggregateUuid === "") throw invalid(i, "aggregateUuid");
       if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string") throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
+      // The payload rule of every backend: what is accepted here reads back unchanged from SQLite and Postgres too.
+      checkEventField(e.payload, i, "payload");
+      if (e.reqCtx !== undefined && e.reqCtx !== checkedCtx) {
+        checkEventField(e.reqCtx, i, "reqCtx");
+        checkedCtx = e.reqCtx;
+      }
     }
     // The tenant rule comes before versions: a CONFLICT must not tell that another tenant's aggregate exists.
     checkAppendTenants(newEvents, globalAggregatesSet(opts?.globalAggregates), (agg) => this.byAggregate.get(agg)?.[0]?.tenantUuid);

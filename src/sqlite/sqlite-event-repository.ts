@@ -446,7 +446,7 @@ function prepareEvent(e: NewEvent, i: number, ctxCache: ReqCtxCache): PendingEve
     commandUuid: e.commandUuid ?? null,
     createdAt: e.createdAt ?? nowNs(),
     reqCtxJson: e.reqCtx === undefined ? "{}" : reqCtxJson(e.reqCtx, i, ctxCache),
-    payloadJson: e.payload === undefined ? null : eventFieldJson(e.payload, i, "payload"),
+    payloadJson: eventFieldJson(e.payload, i, "payload"),
   };
 }
 

@@ -1,4 +1,5 @@
 import { MnemeError } from "../core/errors.js";
+import { jsonSafeProblem } from "./json-safe.js";
 
 /**
  * The checked `expectedVersions` of an append (aggregateUuid -> version, empty
@@ -16,8 +17,24 @@ export function expectedVersionsMap(expected: Record<string, number> | undefined
   return m;
 }
 
-/** The JSON of field `field` of event `i` of an append (payload, reqCtx); INVALID_EVENTS when it has no JSON form. */
+/**
+ * Refuses a field of event `i` (payload, reqCtx) that is not JSON-safe (see
+ * json-safe.ts) with INVALID_EVENTS and a JSON pointer into the append's
+ * events array, so every backend refuses the same values before writing.
+ */
+export function checkEventField(v: unknown, i: number, field: string): void {
+  const problem = jsonSafeProblem(v);
+  if (problem !== undefined) {
+    const pointer = `/${i}/${field}${problem.pointer}`;
+    throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-safe at ${problem.pointer === "" ? "its root" : problem.pointer}: ${problem.message}`, {
+      details: [{ pointer, message: problem.message }],
+    });
+  }
+}
+
+/** The JSON of field `field` of event `i` of an append (payload, reqCtx); INVALID_EVENTS when it is not JSON-safe. */
 export function eventFieldJson(v: unknown, i: number, field: string): string {
+  checkEventField(v, i, field);
   let json: string | undefined;
   try {
     json = JSON.stringify(v);
