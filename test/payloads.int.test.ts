@@ -73,7 +73,7 @@ describe.each(backends)("payloads on %s", (_name, make) => {
     const head = await f.eventRepository.headPosition();
     const e = await rejection(f.dispatch(d.Store, { id: newUuid(), value }));
     expect(e.code).toBe("VALIDATION_FAILED");
-    expect((e.details as { pointer: string }[])[0]!.pointer.startsWith(pointer)).toBe(true);
+    expect(e.details![0]!.pointer!.startsWith(pointer)).toBe(true);
     expect(d.handled()).toBe(before);
     expect(await f.eventRepository.headPosition()).toBe(head);
   });
@@ -88,7 +88,7 @@ describe.each(backends)("payloads on %s", (_name, make) => {
     for (const id of ["inf", "date"]) {
       const e = await rejection(f.dispatch(d.Echo, { id, value: 1 }));
       expect(e.code).toBe("INVALID_EVENTS");
-      expect((e.details as { pointer: string }[])[0]!.pointer).toBe("/0/payload/value");
+      expect(e.details![0]!.pointer!).toBe("/0/payload/value");
     }
     expect(await f.eventRepository.headPosition()).toBe(head);
   });
