@@ -368,3 +368,114 @@ describe("format checks", () => {
     ]);
   });
 });
+
+describe("commands and queries without a schema", () => {
+  // A schemas document whose names do not match the code: `CreateTodoPayload` instead of `CreateTodo`.
+  const mismatched: JsonSchema = {
+    $schema: JSON_SCHEMA_2020_12,
+    $defs: {
+      CreateTodoPayload: { type: "object", properties: { title: { type: "string" } }, required: ["title"] },
+      ListTodos: { type: "object", properties: {} },
+    },
+  };
+  const domain = () => {
+    const Shop = defineDomain("Shop");
+    const Create = Shop.command<{ title: string }>("CreateTodo");
+    Shop.query("ListTodos");
+    Shop.query("CountTodos");
+    Shop.command("Explicit", { schema: { type: "object", properties: {} } });
+    Shop.handleCommand(Create, async () => []);
+    return { Shop, Create };
+  };
+
+  it("are warned about once per domain at registerDomain (MNEME_SCHEMA_MISSING), with a hint at a near $defs name", async () => {
+    const { createFacade } = await import("../src/core/facade.js");
+    const warn = vi.spyOn(process, "emitWarning").mockImplementation(() => undefined);
+    try {
+      const f = createFacade({ schemas: mismatched });
+      expect(warn).not.toHaveBeenCalled(); // the Runtime domain ships its own schemas
+      f.registerDomain(domain().Shop);
+      expect(warn).toHaveBeenCalledTimes(1);
+      const [message, options] = warn.mock.calls[0] as [string, { code: string; detail: string }];
+      expect(options.code).toBe("MNEME_SCHEMA_MISSING");
+      expect(message).toContain('Shop.CreateTodo (did you mean $defs["CreateTodoPayload"]?)');
+      expect(message).toContain("Shop.CountTodos");
+      expect(message).not.toContain("Shop.ListTodos");
+      expect(message).not.toContain("Shop.Explicit");
+      expect(options.detail).toBe("unvalidated: Shop.CreateTodo, Shop.CountTodos");
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it("are listed in systemInfo().unvalidated; built-in and Runtime types never are", async () => {
+    const { createFacade } = await import("../src/core/facade.js");
+    const { registerDefaults } = await import("../src/defaults/register-defaults.js");
+    const warn = vi.spyOn(process, "emitWarning").mockImplementation(() => undefined);
+    try {
+      const f = createFacade({ schemas: mismatched });
+      await registerDefaults(f, { admin: { email: "admin@example.org", password: "a long enough password" } });
+      expect(f.runtime.systemInfo().unvalidated).toEqual([]);
+      f.registerDomain(domain().Shop);
+      expect(f.runtime.systemInfo().unvalidated).toEqual(["Shop.CreateTodo", "Shop.CountTodos"]);
+      // Without any schemas document nothing is validated by choice: listed, but no warning.
+      warn.mockClear();
+      const bare = createFacade({});
+      bare.registerDomain(domain().Shop);
+      expect(warn).not.toHaveBeenCalled();
+      expect(bare.runtime.systemInfo().unvalidated).toEqual(["Shop.CreateTodo", "Shop.ListTodos", "Shop.CountTodos"]);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it("are INVALID_DOMAIN at registerDomain with schemas: { document, required: true }, and nothing of the domain is registered", async () => {
+    const { createFacade } = await import("../src/core/facade.js");
+    const { registerDefaults } = await import("../src/defaults/register-defaults.js");
+    const f = createFacade({ schemas: { document: mismatched, required: true } });
+    await registerDefaults(f, { admin: { email: "admin@example.org", password: "a long enough password" } }); // built-ins pass
+    const { Shop } = domain();
+    let error: unknown;
+    try {
+      f.registerDomain(Shop);
+    } catch (e) {
+      error = e;
+    }
+    expect(isMnemeError(error, "INVALID_DOMAIN")).toBe(true);
+    expect((error as MnemeError).message).toMatch(/domain Shop: schemas are required, but these commands and queries have none: Shop\.CreateTodo \(did you mean \$defs\["CreateTodoPayload"\]\?\), Shop\.CountTodos/);
+    expect(f.domains.has("Shop")).toBe(false);
+    expect(f.permissions.has("Shop", "CreateTodo")).toBe(false);
+    // Fixed (here: an explicit schema for each), the domain registers.
+    const Fixed = defineDomain("Shop");
+    Fixed.command("CreateTodo", { schema: { type: "object", properties: { title: { type: "string" } } } });
+    Fixed.query("CountTodos", { schema: { type: "object" } });
+    f.registerDomain(Fixed);
+    expect(f.runtime.systemInfo().unvalidated).toEqual([]);
+  });
+
+  it("accepts the options form with a file path, and without a document when every type has its own schema", () => {
+    const dir = mkdtempSync(join(tmpdir(), "mneme-schema-options-"));
+    try {
+      const file = join(dir, "schemas.json");
+      writeFileSync(file, JSON.stringify(schemas));
+      const fromFile = new SchemaRegistry({ document: file, required: true });
+      expect(fromFile.required).toBe(true);
+      expect(fromFile.has("CreateTodo")).toBe(true);
+      expect(new SchemaRegistry({ document: schemas }).required).toBe(false);
+      const explicitOnly = new SchemaRegistry({ required: true });
+      expect(explicitOnly.hasDocument).toBe(false);
+      expect(explicitOnly.checkDomain("Todo", [{ kind: "command", domain: "Todo", name: "X", schema: { type: "object" } }])).toEqual([]);
+      expect(() => explicitOnly.checkDomain("Todo", [{ kind: "command", domain: "Todo", name: "Y" }])).toThrow(/schemas are required.*Todo\.Y/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("keeps reading a document as a document, and refuses a non-boolean required", () => {
+    // JSON Schema's own `required` is an array: a document with $defs is never mistaken for options.
+    const doc = new SchemaRegistry({ $defs: { A: { type: "object" } }, required: ["a"], document: "x" } as JsonSchema);
+    expect(doc.has("A")).toBe(true);
+    expect(doc.required).toBe(false);
+    expect(() => new SchemaRegistry({ required: "yes" } as unknown as JsonSchema)).toThrow(/"required" must be a boolean/);
+  });
+});

@@ -37,6 +37,8 @@ export interface SystemInfo {
   counts: { domains: number; commands: number; queries: number; events: number; commandHandlers: number; queryHandlers: number; eventHandlers: number; permissions: number };
   headPosition: number;
   state: string;
+  /** Commands and queries without a payload schema (`Domain.Name`): their payloads are not validated. */
+  unvalidated: string[];
 }
 
 const CONTROL_ACTIONS: readonly ControlAction[] = ["restore", "start", "stop"];
@@ -128,9 +130,11 @@ export class Runtime {
   systemInfo(): SystemInfo {
     const f = this.facade;
     let commands = 0, queries = 0, events = 0, commandHandlers = 0, queryHandlers = 0;
+    const unvalidated: string[] = [];
     for (const d of f.domains.values()) {
       commands += d.commands.size; queries += d.queries.size; events += d.events.size;
       commandHandlers += d.commandHandlers.size; queryHandlers += d.queryHandlers.size;
+      unvalidated.push(...f.schemas.missing(d.commands.values()), ...f.schemas.missing(d.queries.values()));
     }
     const info: SystemInfo = {
       appName: f.appName,
@@ -143,6 +147,7 @@ export class Runtime {
       counts: { domains: f.domains.size, commands, queries, events, commandHandlers, queryHandlers, eventHandlers: f.eventHandlers.size, permissions: f.permissions.list().length },
       headPosition: f.headPosition,
       state: f.state,
+      unvalidated,
     };
     if (f.tenant !== undefined) info.tenant = f.tenant;
     return info;

@@ -21,8 +21,29 @@ export interface SchemaTypeRef {
   readonly schema?: JsonSchema | undefined;
 }
 
-/** `createFacade({ schemas })`: the object `mneme schema build` wrote, or the path of its file. */
-export type SchemaSource = JsonSchema | string;
+/** The schemas document: the object `mneme schema build` wrote, or the path of its file. */
+export type SchemaDocument = JsonSchema | string;
+
+/**
+ * `createFacade({ schemas: { document, required } })`: the document with options.
+ * A type alias (not an interface), so it also fits `FacadeOptions.schemas`.
+ */
+export type SchemaOptions = {
+  /** The output of `mneme schema build` (object or file path). Omitted: only types with an explicit `schema` have one. */
+  readonly document?: SchemaDocument;
+  /**
+   * true: a command or query without a schema is INVALID_DOMAIN at registerDomain.
+   * Default false: it is listed in `runtime.systemInfo().unvalidated`, and when a
+   * document was given, a process warning `MNEME_SCHEMA_MISSING` names it.
+   */
+  readonly required?: boolean;
+};
+
+/** `createFacade({ schemas })`: a document (object or file path), or {@link SchemaOptions}. */
+export type SchemaSource = SchemaDocument | SchemaOptions;
+
+/** The code of the process warning for commands and queries left without a schema by a schemas document. */
+export const SCHEMA_MISSING_WARNING = "MNEME_SCHEMA_MISSING";
 
 /** Checks a payload: `undefined` when valid, else one detail per failing JSON pointer. */
 export type PayloadValidator = (payload: unknown) => MnemeErrorDetail[] | undefined;
@@ -59,18 +80,36 @@ const MESSAGE_POINTERS = 10;
 export class SchemaRegistry {
   /** The `$defs` of the source (converted to 2020-12, frozen). */
   readonly defs: Readonly<Record<string, JsonSchema | boolean>>;
+  /** true: every command and query must have a schema (`{ required: true }`). */
+  readonly required: boolean;
+  /** true when a schemas document was given (so a type it lacks is likely a name mismatch). */
+  readonly hasDocument: boolean;
   private readonly byToken = new WeakMap<SchemaTypeRef, Entry>();
   private readonly byKey = new Map<string, Entry>();
   private ajvInstance: Ajv2020 | undefined;
 
   /**
-   * @param source the output of `mneme schema build` (object, or path of the JSON file);
-   *   raw ts-json-schema-generator output (draft-07 `definitions`) is accepted and converted.
+   * @param source the output of `mneme schema build` (object, or path of the JSON file),
+   *   or `{ document?, required? }` ({@link SchemaOptions}); raw ts-json-schema-generator
+   *   output (draft-07 `definitions`) is accepted and converted. An object is read as
+   *   options when it has no `$defs` / `definitions` and only the keys `document` and `required`.
    *   Omitted: only types with an explicit `schema` have one.
-   * @throws MnemeError INVALID_REQUEST when the file cannot be read or parsed, or the
-   *   object is not a schema document whose local refs all resolve.
+   * @throws MnemeError INVALID_REQUEST when the file cannot be read or parsed, the
+   *   object is not a schema document whose local refs all resolve, or `required` is not a boolean.
    */
-  constructor(source?: SchemaSource) {
+  constructor(sourceOrOptions?: SchemaSource) {
+    let source: SchemaDocument | undefined;
+    if (isSchemaOptions(sourceOrOptions)) {
+      if (sourceOrOptions.required !== undefined && typeof sourceOrOptions.required !== "boolean") {
+        throw new MnemeError("INVALID_REQUEST", `schemas option "required" must be a boolean, got ${JSON.stringify(sourceOrOptions.required) ?? typeof sourceOrOptions.required}`);
+      }
+      this.required = sourceOrOptions.required === true;
+      source = sourceOrOptions.document;
+    } else {
+      this.required = false;
+      source = sourceOrOptions;
+    }
+    this.hasDocument = source !== undefined;
     if (source === undefined) {
       this.defs = Object.freeze({});
       return;
@@ -171,6 +210,57 @@ export class SchemaRegistry {
     if (entry.validator !== undefined || entry.document === undefined) return entry.validator;
     entry.validator = this.compile(entry.document, type);
     return entry.validator;
+  }
+
+  /**
+   * The labels (`Domain.Name`) of the types that have no schema, in the given
+   * order; compiles the validators of the others (as {@link validator} does).
+   * @throws MnemeError INVALID_REQUEST when a schema does not compile.
+   */
+  missing(types: Iterable<SchemaTypeRef>): string[] {
+    const out: string[] = [];
+    for (const t of types) if (this.validator(t) === undefined) out.push(`${t.domain}.${t.name}`);
+    return out;
+  }
+
+  /**
+   * The registration check of a domain's commands and queries: compiles their
+   * validators (a bad schema fails now, the first request pays nothing) and
+   * deals with those that have no schema, whose payloads would go unvalidated:
+   * INVALID_DOMAIN when schemas are `required`; otherwise, when a schemas
+   * document was given, one process warning `MNEME_SCHEMA_MISSING` that names
+   * them (usually a name that differs between the document's `$defs` and the
+   * code). Returns their labels.
+   * @throws MnemeError INVALID_DOMAIN (required and missing), INVALID_REQUEST (a schema does not compile).
+   */
+  checkDomain(domain: string, types: Iterable<SchemaTypeRef>): string[] {
+    const without: SchemaTypeRef[] = [];
+    for (const t of types) if (this.validator(t) === undefined) without.push(t);
+    if (without.length === 0) return [];
+    const missing = without.map((t) => `${t.domain}.${t.name}`);
+    const named = without.map((t) => `${t.domain}.${t.name}${this.hint(t.name)}`).join(", ");
+    if (this.required) {
+      throw new MnemeError(
+        "INVALID_DOMAIN",
+        `domain ${domain}: schemas are required, but ${without.length === 1 ? "this command or query has" : "these commands and queries have"} none: ${named}. ` +
+          `Give each a \`schema\` option, or a $defs entry of its name in the schemas document (\`mneme schema build\`)`,
+      );
+    }
+    if (this.hasDocument && typeof process !== "undefined" && typeof process.emitWarning === "function") {
+      process.emitWarning(
+        `domain ${domain}: the schemas document has no $defs entry for ${named}, so their payloads are not validated ` +
+          `(createFacade({ schemas: { document, required: true } }) makes this an error)`,
+        { code: SCHEMA_MISSING_WARNING, detail: `unvalidated: ${missing.join(", ")}` },
+      );
+    }
+    return missing;
+  }
+
+  /** ' (did you mean $defs["X"]?)' for $defs names that equal the type's name but for case, or contain it. */
+  private hint(name: string): string {
+    const lower = name.toLowerCase();
+    const near = Object.keys(this.defs).filter((d) => d !== name && d.toLowerCase().includes(lower));
+    return near.length === 0 ? "" : ` (did you mean $defs[${near.slice(0, 3).map((d) => JSON.stringify(d)).join(" or ")}]?)`;
   }
 
   /**
@@ -293,6 +383,15 @@ function readSchemasFile(path: string): unknown {
   } catch (e) {
     throw new MnemeError("INVALID_REQUEST", `schemas file "${path}" is not valid JSON: ${errorMessage(e)}`, { cause: e });
   }
+}
+
+const OPTION_KEYS = new Set(["document", "required"]);
+
+/** `{ document?, required? }` rather than a schemas document: no `$defs` / `definitions`, only option keys, at least one. */
+function isSchemaOptions(v: unknown): v is SchemaOptions {
+  if (!isObject(v) || "$defs" in v || "definitions" in v) return false;
+  const keys = Object.keys(v);
+  return keys.length > 0 && keys.every((k) => OPTION_KEYS.has(k));
 }
 
 function isObject(v: unknown): v is SchemaObject {
