@@ -120,12 +120,25 @@ async function until(cond: () => Promise<boolean> | boolean, what: string, tries
   throw new Error(`timed out waiting for: ${what}`);
 }
 
-/** Backends waiting for an advisory lock (a not-granted advisory lock in pg_locks). */
-async function advisoryWaiters(): Promise<number[]> {
+/**
+ * Sessions holding (granted) or waiting for (not granted) the advisory lock of
+ * `key`. Only this one key: other test files run in parallel on the same
+ * database, and their sessions must never be counted (or terminated) here.
+ * pg_locks shows a bigint key as its high and low 32 bits (classid, objid; objsubid 1).
+ */
+async function advisoryLockPids(key: string, granted: boolean): Promise<number[]> {
+  const u = BigInt.asUintN(64, BigInt(key));
   const res = await pool.query<{ pid: number }>(
-    "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted = $1 AND classid = $2::bigint::oid AND objid = $3::bigint::oid AND objsubid = 1
+       AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+    [granted, Number(u >> 32n), Number(u & 0xffffffffn)],
   );
   return res.rows.map((r) => r.pid);
+}
+
+/** Sessions waiting for the advisory lock of `key`. */
+function advisoryWaiters(key: string): Promise<number[]> {
+  return advisoryLockPids(key, false);
 }
 
 /** Calls the append function in an explicit transaction left open: an append "in flight" of another instance. */
@@ -238,7 +251,7 @@ describe("PostgresEventRepository across instances", () => {
       const later = repo.append([ev("later")]).finally(() => {
         settled = true;
       });
-      await until(async () => (await advisoryWaiters()).length === 1, "the later append waits for the append lock");
+      await until(async () => (await advisoryWaiters(advisoryKey("mneme:events", schema))).length === 1, "the later append waits for the append lock");
       expect(settled).toBe(false);
       expect((await readAll(repo)).map((e) => e.aggregateUuid)).toEqual(["before"]);
       expect(await repo.headPosition()).toBe(1);
@@ -298,9 +311,9 @@ describe("PostgresEventRepository across instances", () => {
       await gate.query("BEGIN");
       await gate.query(`SELECT pg_advisory_xact_lock(${gateKey})`);
       // rejectsWith attaches its handler now: the rejection may come before the next line that awaits it.
-      const pending = rejectsWith(repo.append(Array.from({ length: 50 }, (_, i) => ev("batch", { i }))), "STORE_ERROR");
-      await until(async () => (await advisoryWaiters()).length === 1, "the append waits in the trigger, after its INSERT");
-      const [pid] = await advisoryWaiters();
+      const pending = rejectsWith(repo.append(Array.from({ length: 50 }, (_, i) => ev("batch", { i }))), "UNAVAILABLE");
+      await until(async () => (await advisoryWaiters(gateKey)).length === 1, "the append waits in the trigger, after its INSERT");
+      const [pid] = await advisoryWaiters(gateKey);
       await pool.query("SELECT pg_terminate_backend($1)", [pid]);
       await pending;
       await gate.query("COMMIT");
@@ -411,11 +424,11 @@ describe("PostgresReadmodelStoreBackend across instances", () => {
     // The holder's connection dies: it is told, and a third backend takes over.
     const lost: string[][] = [];
     a.onLockLost((handlers) => lost.push([...handlers].sort()));
-    const holder = await pool.query<{ pid: number }>(
-      "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-    );
-    expect(holder.rows).toHaveLength(1);
-    await pool.query("SELECT pg_terminate_backend($1)", [holder.rows[0]?.pid]);
+    // a's lock session, found by the key of one of its locks (this schema's), never another test file's session.
+    const holder = await advisoryLockPids(advisoryKey("mneme:readmodel-lock", schema, "Projection"), true);
+    expect(holder).toHaveLength(1);
+    expect(await advisoryLockPids(advisoryKey("mneme:readmodel-lock", schema, "Other"), true)).toEqual(holder);
+    await pool.query("SELECT pg_terminate_backend($1)", [holder[0]]);
     await until(() => lost.length === 1, "a is told its locks are lost");
     expect(lost).toEqual([["Other", "Projection"]]);
     const c = new PostgresReadmodelStoreBackend({ pool: newPool(), schema });

@@ -13,4 +13,4 @@ export type { ExternalAppendListener } from "./postgres-append-watcher.js";
 export type { LockLostListener } from "./postgres-readmodel-store-backend.js";
 export type { PostgresStoreOptions } from "./postgres-store-base.js";
 export { DEFAULT_POSTGRES_SCHEMA } from "./postgres-schema.js";
-export type { PgPool, PgClient } from "./postgres-pool.js";
+export type { PgPool, PgClient, PgClientKind, PgStatement, PgStatementHook } from "./postgres-pool.js";

@@ -1,5 +1,5 @@
 import type { Notification } from "pg";
-import type { PgClient, PgPool } from "./postgres-pool.js";
+import { type CheckedOutClient, checkout, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 
 /**
  * Told that events may have been appended elsewhere; `position`, when given, is
@@ -20,6 +20,8 @@ export interface PostgresAppendWatcherOptions {
   readonly reconnectDelayMs: number;
   /** The repository's head position (what a reader can see now). */
   readonly readHead: () => Promise<number>;
+  /** The stores' statement hook (a testing aid), called before LISTEN. */
+  readonly onStatement?: PgStatementHook | undefined;
 }
 
 /**
@@ -30,7 +32,7 @@ export interface PostgresAppendWatcherOptions {
  */
 export class PostgresAppendWatcher {
   private readonly listeners = new Set<ExternalAppendListener>();
-  private client: PgClient | undefined;
+  private client: CheckedOutClient | undefined;
   private running = false;
   private connects = 0;
   private pollTimer: ReturnType<typeof setInterval> | undefined;
@@ -93,17 +95,6 @@ export class PostgresAppendWatcher {
 
   private async connect(): Promise<void> {
     if (!this.running || this.client !== undefined) return;
-    let client: PgClient;
-    try {
-      client = await this.opts.pool.connect();
-    } catch {
-      this.scheduleReconnect();
-      return;
-    }
-    if (!this.running || this.client !== undefined) {
-      client.release();
-      return;
-    }
     let lost = false;
     const onLost = (): void => {
       if (lost) return;
@@ -112,9 +103,19 @@ export class PostgresAppendWatcher {
       destroy(client);
       this.scheduleReconnect();
     };
-    client.on("error", onLost);
-    client.on("end", onLost);
-    client.on("notification", (msg: Notification) => this.onNotification(msg));
+    let client: CheckedOutClient;
+    try {
+      // The checked-out client listens for 'error' and 'end' (onLost) from the start: a session that dies never goes unheard.
+      client = await checkout(this.opts.pool, "listen", this.opts.onStatement, "postgres: the LISTEN client", onLost);
+    } catch {
+      this.scheduleReconnect();
+      return;
+    }
+    if (!this.running || this.client !== undefined) {
+      client.release();
+      return;
+    }
+    client.raw.on("notification", (msg: Notification) => this.onNotification(msg));
     try {
       await client.query(`LISTEN "${this.opts.channel}"`);
       // The baseline is read after LISTEN is active: whatever commits later is notified or polled.
@@ -184,13 +185,7 @@ export class PostgresAppendWatcher {
 }
 
 /** Ends a client's session (its LISTEN and locks go with it); safe to call twice. */
-function destroy(client: PgClient): void {
-  client.removeAllListeners("notification");
-  // The connection may still report an error while closing; nobody else listens.
-  client.on("error", () => {});
-  try {
-    client.release(true);
-  } catch {
-    // Released already.
-  }
+function destroy(client: CheckedOutClient): void {
+  client.raw.removeAllListeners("notification");
+  client.release(true);
 }

@@ -8,7 +8,7 @@ import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js"
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { PostgresEventRepository } from "./postgres-event-repository.js";
 import { PostgresLogStore } from "./postgres-log-store.js";
-import { describeConnection, type PgPool } from "./postgres-pool.js";
+import { describeConnection, listenForPoolErrors, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 import { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
 import { validateSchemaName } from "./postgres-schema.js";
 
@@ -25,6 +25,12 @@ export interface PostgresBackendsOptions {
   readonly poolSize?: number;
   /** Polling fallback behind LISTEN/NOTIFY of the event repository. Default 500 ms; 0 turns it off. */
   readonly pollIntervalMs?: number;
+  /**
+   * A testing aid for fault injection: awaited before every statement any of
+   * the stores sends, with the session's backend pid (see PgStatementHook).
+   * Leave it unset in production.
+   */
+  readonly onStatement?: PgStatementHook;
 }
 
 /** The Postgres stores of one schema, ready to spread into `createFacade`. */
@@ -70,14 +76,14 @@ export function createPostgresBackends(
     connectionInfo = describeConnection(pool, schema);
   } else if (typeof connection.connectionString === "string" && connection.connectionString !== "") {
     ownPool = new pg.Pool({ connectionString: connection.connectionString, max: poolSize });
-    // An idle client that loses its connection emits 'error' on the pool; without a listener that would crash the process.
-    ownPool.on("error", () => {});
     pool = ownPool;
     connectionInfo = describeConnection(connection.connectionString, schema);
   } else {
     throw new MnemeError("INVALID_REQUEST", "createPostgresBackends: needs { connectionString } or { pool }");
   }
-  const shared = { pool, schema, connectionInfo };
+  // An idle client that loses its connection emits 'error' on the pool; without a listener that would end the process.
+  listenForPoolErrors(pool);
+  const shared = { pool, schema, connectionInfo, ...(opts.onStatement === undefined ? {} : { onStatement: opts.onStatement }) };
   const eventRepository = new PostgresEventRepository(opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs });
   const commandStore = new PostgresCommandStore(shared);
   const logStore = new PostgresLogStore(shared);
@@ -96,5 +102,6 @@ function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {
   if (o.schema !== undefined) out.schema = o.schema;
   if (o.poolSize !== undefined) out.poolSize = o.poolSize;
   if (o.pollIntervalMs !== undefined) out.pollIntervalMs = o.pollIntervalMs;
+  if (o.onStatement !== undefined) out.onStatement = o.onStatement;
   return out;
 }

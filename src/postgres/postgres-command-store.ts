@@ -17,6 +17,7 @@ const INT64_LIMIT = 2 ** 63;
  */
 export class PostgresCommandStore extends PostgresStoreBase implements CommandStore {
   private readonly table: string;
+  protected override readonly clientKind = "command";
 
   constructor(opts: PostgresStoreOptions) {
     super(opts);
@@ -38,7 +39,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
           record jsonb NOT NULL
         )`,
         `CREATE INDEX IF NOT EXISTS commands_created_at_idx ON ${this.table} (created_at, command_uuid)`,
-      ]),
+      ], this.onStatement),
     );
   }
 
@@ -50,7 +51,8 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
         throw new MnemeError("INVALID_REQUEST", "invalid command record: createdAt must be an integer number of ns");
       }
       try {
-        await this.pool.query(
+        await this.poolQuery(
+          "command",
           `INSERT INTO ${this.table} (command_uuid, domain, name, tenant_uuid, status, created_at, record) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`,
           [rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, rec.createdAt, json],
         );

@@ -11,8 +11,45 @@ export function sqlState(e: unknown): string | undefined {
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
+/** Socket-level error codes of a connection that failed or could not be made. */
+const CONNECTION_ERROR_CODES = new Set(["ECONNRESET", "EPIPE", "ECONNREFUSED", "ECONNABORTED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "EAI_AGAIN"]);
+
 /**
- * Maps a driver error to a MnemeError a caller can act on: unique violations,
+ * SQLSTATEs that end or refuse the session rather than fail one statement:
+ * class 08 (connection exception), 57P01 admin_shutdown (pg_terminate_backend,
+ * a fast shutdown), 57P02 crash_shutdown, 57P03 cannot_connect_now (starting
+ * up, in recovery), 57P05 idle_session_timeout, 25P03
+ * idle_in_transaction_session_timeout, 53300 too_many_connections.
+ */
+const CONNECTION_SQLSTATES = new Set(["57P01", "57P02", "57P03", "57P05", "25P03", "53300"]);
+
+/** Messages of node-postgres and pg-pool for a connection that is gone or could not be had. */
+const CONNECTION_MESSAGES = [
+  "Connection terminated", // "... unexpectedly", "... due to connection timeout"
+  "Client has encountered a connection error",
+  "Client was closed and is not queryable",
+  "timeout exceeded when trying to connect",
+  "Connection ended unexpectedly",
+];
+
+/**
+ * True when `e` says the connection failed (lost, refused, terminated by the
+ * server) rather than that the statement was wrong: the same call may succeed
+ * on a new connection once the database is reachable again.
+ */
+export function isConnectionError(e: unknown): boolean {
+  if (typeof e !== "object" || e === null) return false;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code === "string") {
+    if (CONNECTION_ERROR_CODES.has(code) || CONNECTION_SQLSTATES.has(code) || /^08[0-9A-Z]{3}$/.test(code)) return true;
+  }
+  const msg = (e as { message?: unknown }).message;
+  return typeof msg === "string" && CONNECTION_MESSAGES.some((m) => msg.startsWith(m));
+}
+
+/**
+ * Maps a driver error to a MnemeError a caller can act on: a lost or refused
+ * connection is UNAVAILABLE (retry later; see {@link isConnectionError}); unique violations,
  * serialization failures and deadlocks are CONFLICT; values Postgres cannot
  * store (NUL characters, lone surrogates in JSON) are `invalidCode`; a missing
  * table means init() was not called; anything else is STORE_ERROR with the cause.
@@ -21,6 +58,7 @@ export function mapPgError(e: unknown, what: string, invalidCode: MnemeErrorCode
   if (isMnemeError(e)) return e;
   const state = sqlState(e);
   const msg = e instanceof Error ? e.message : String(e);
+  if (isConnectionError(e)) return new MnemeError("UNAVAILABLE", `${what}: the database connection failed: ${msg}`, { cause: e });
   switch (state) {
     case "23505":
     case "40001":

@@ -108,12 +108,13 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       pollIntervalMs: poll,
       reconnectDelayMs: reconnect,
       readHead: () => this.readHead(),
+      onStatement: this.onStatement,
     });
   }
 
   /** Creates the schema, the events table and the append function; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
-    await this.track(() => runSchemaDdl(this.pool, this.schema, this.ddl()));
+    await this.track(() => runSchemaDdl(this.pool, this.schema, this.ddl(), this.onStatement));
   }
 
   async append(events: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
@@ -124,7 +125,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       this.appendsInFlight.add(token);
       let stored: Event[];
       try {
-        const res = await this.pool.query<{ base_position: string; versions: number[] }>({
+        const res = await this.poolQuery<{ base_position: string; versions: number[] }>("append", {
           text: this.appendSql,
           values: [this.lockKey, this.channel, this.instanceId, ...prepared.columns],
         });
@@ -267,7 +268,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   private async rows(text: string, values: unknown[], what: string): Promise<Row[]> {
     try {
-      const res = await this.pool.query<Row>({ text, values, rowMode: "array" });
+      const res = await this.poolQuery<Row>("read", { text, values, rowMode: "array" });
       return res.rows;
     } catch (e) {
       throw mapPgError(e, `postgres: ${what}`);

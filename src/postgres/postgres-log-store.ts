@@ -25,6 +25,7 @@ interface LogRow {
  */
 export class PostgresLogStore extends PostgresStoreBase implements LogStore {
   private readonly table: string;
+  protected override readonly clientKind = "log";
 
   constructor(opts: PostgresStoreOptions) {
     super(opts);
@@ -45,7 +46,7 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
           data jsonb,
           created_at bigint NOT NULL
         )`,
-      ]),
+      ], this.onStatement),
     );
   }
 

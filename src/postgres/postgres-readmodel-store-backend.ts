@@ -1,20 +1,20 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { isMnemeError, MnemeError } from "../core/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint, assertCollectionName, assertDocumentKey, assertDocumentKeys, assertFieldName, assertHandlerName, documentEntriesJson,
   documentJson, listWindow, whereConditions,
 } from "../store/readmodel-validation.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { mapPgError } from "./postgres-errors.js";
-import type { PgClient } from "./postgres-pool.js";
+import { isConnectionError, mapPgError } from "./postgres-errors.js";
+import type { CheckedOutClient } from "./postgres-pool.js";
 import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
 /** The running transaction: its dedicated client. */
 interface Tx {
-  readonly client: PgClient;
+  readonly client: CheckedOutClient;
 }
 
 type Where = ListOptions["where"];
@@ -31,6 +31,10 @@ export type LockLostListener = (handlers: readonly string[]) => void;
  * client, so reads inside see fn's writes; a nested transaction joins the
  * outer one. Transactions are serialised, and writes from outside wait for the
  * running (and queued) ones, as the interface requires; reads never wait.
+ * When the client's connection dies inside a transaction (between two
+ * statements or during one), the transaction rejects with UNAVAILABLE and
+ * nothing of it is committed (unless COMMIT itself was under way: then it may
+ * have), and the client is destroyed, never reused.
  *
  * `tryLock(handler)` takes `pg_try_advisory_lock` on a dedicated session
  * client held while any lock is held, so one instance processes a handler at a
@@ -45,10 +49,11 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   private activeTx: Tx | undefined;
   private mutexTail: Promise<void> = Promise.resolve();
   private mutexHolders = 0;
-  private lockClient: PgClient | undefined;
+  private lockClient: CheckedOutClient | undefined;
   private lockOps: Promise<unknown> = Promise.resolve();
   private readonly heldLocks = new Set<string>();
   private readonly lockLostListeners = new Set<LockLostListener>();
+  protected override readonly clientKind = "readmodel";
 
   constructor(opts: PostgresStoreOptions) {
     super(opts);
@@ -72,7 +77,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         )`,
         `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
         `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
-      ]),
+      ], this.onStatement),
     );
   }
 
@@ -91,12 +96,12 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     if (this.insideTx()) return fn();
     return this.track(async () => {
       const release = await this.acquire();
-      let client: PgClient | undefined;
+      let client: CheckedOutClient | undefined;
       let broken = false;
       try {
         this.assertOpen();
+        client = await this.checkout("transaction", "postgres: readmodel transaction");
         try {
-          client = await this.pool.connect();
           await client.query("BEGIN");
         } catch (e) {
           broken = true;
@@ -109,10 +114,19 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           result = await this.als.run(tx, fn);
         } catch (e) {
           this.activeTx = undefined;
-          try {
-            await client.query("ROLLBACK");
-          } catch {
+          let lost = client.lost;
+          if (!lost) {
+            try {
+              await client.query("ROLLBACK");
+            } catch (rollbackError) {
+              broken = true;
+              lost = client.lost || isConnectionError(rollbackError);
+            }
+          }
+          if (lost) {
+            // The session is gone and its transaction with it; fn may have seen (and wrapped) that error.
             broken = true;
+            throw isMnemeError(e, "UNAVAILABLE") ? e : new MnemeError("UNAVAILABLE", "postgres: readmodel transaction: the database connection failed", { cause: e });
           }
           throw e;
         }
@@ -122,6 +136,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           committed = await client.query("COMMIT");
         } catch (e) {
           broken = true;
+          // A connection that died during COMMIT leaves its outcome unknown: UNAVAILABLE, and a caller reads its checkpoint again.
           throw mapPgError(e, "postgres: readmodel transaction: COMMIT");
         }
         // COMMIT of a transaction in which a statement failed (and fn caught it) rolls back instead.
@@ -243,11 +258,11 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
       try {
         const tx = this.currentTx();
         if (tx !== undefined) return await tx.client.query<R>(text, values);
-        if (!write || this.mutexHolders === 0) return await this.pool.query<R>(text, values);
+        if (!write || this.mutexHolders === 0) return await this.poolQuery<R>("readmodel", text, values);
         const release = await this.acquire();
         try {
           this.assertOpen();
-          return await this.pool.query<R>(text, values);
+          return await this.poolQuery<R>("readmodel", text, values);
         } finally {
           release();
         }
@@ -295,14 +310,9 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     return run;
   }
 
-  private async ensureLockClient(): Promise<PgClient> {
+  private async ensureLockClient(): Promise<CheckedOutClient> {
     if (this.lockClient !== undefined) return this.lockClient;
-    let client: PgClient;
-    try {
-      client = await this.pool.connect();
-    } catch (e) {
-      throw mapPgError(e, "postgres: connecting the readmodel lock client");
-    }
+    // Told once when the session dies (an 'error' or an unexpected 'end'): its advisory locks are gone.
     const onLost = (): void => {
       if (this.lockClient !== client) return;
       const lost = [...this.heldLocks];
@@ -317,8 +327,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         }
       }
     };
-    client.on("error", onLost);
-    client.on("end", onLost);
+    const client = await this.checkout("lock", "postgres: the readmodel lock client", onLost);
     this.lockClient = client;
     return client;
   }
@@ -327,15 +336,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     const client = this.lockClient;
     if (client === undefined) return;
     this.lockClient = undefined;
-    client.removeAllListeners("end");
-    client.removeAllListeners("error");
-    // A destroyed connection may still report an error while closing.
-    client.on("error", () => {});
-    try {
-      client.release(destroy);
-    } catch {
-      // Released already.
-    }
+    client.release(destroy);
   }
 }
 

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { MnemeError } from "../core/errors.js";
 import { mapPgError } from "./postgres-errors.js";
-import type { PgPool } from "./postgres-pool.js";
+import { checkout, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 
 /** The schema the Postgres backends use when none is given. */
 export const DEFAULT_POSTGRES_SCHEMA = "mneme";
@@ -41,13 +41,8 @@ export function advisoryKey(...parts: string[]): string {
  * several stores or app instances may run at the same time, and concurrent
  * `CREATE ... IF NOT EXISTS` on the same name can otherwise fail on the catalog's unique indexes.
  */
-export async function runSchemaDdl(pool: PgPool, schema: string, statements: readonly string[]): Promise<void> {
-  let client;
-  try {
-    client = await pool.connect();
-  } catch (e) {
-    throw mapPgError(e, `postgres: connecting to create the tables of schema ${schema}`);
-  }
+export async function runSchemaDdl(pool: PgPool, schema: string, statements: readonly string[], onStatement?: PgStatementHook): Promise<void> {
+  const client = await checkout(pool, "ddl", onStatement, `postgres: creating the tables of schema ${schema}`);
   let broken = false;
   try {
     await client.query("BEGIN");

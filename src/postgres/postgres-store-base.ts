@@ -2,7 +2,9 @@ import type { QueryResult } from "pg";
 import { MnemeError } from "../core/errors.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
-import { describeConnection, type PgPool } from "./postgres-pool.js";
+import {
+  type CheckedOutClient, checkout, describeConnection, listenForPoolErrors, type PgClientKind, type PgPool, type PgQuery, type PgStatementHook, withClient,
+} from "./postgres-pool.js";
 import { quoteIdent, validateSchemaName } from "./postgres-schema.js";
 
 /** Options every Postgres store takes: the pool (owned by the caller) and the schema. */
@@ -13,12 +15,17 @@ export interface PostgresStoreOptions {
   readonly schema?: string;
   /** Shown in info(); default derived from the pool's options, without the password. */
   readonly connectionInfo?: string;
+  /** A testing aid for fault injection, called before every statement (see {@link PgStatementHook}); leave unset in production. */
+  readonly onStatement?: PgStatementHook;
 }
 
 /**
  * What every Postgres store shares: the pool, the validated and quoted schema,
  * STORE_CLOSED after close(), and a close() that waits for calls in flight so a
- * pool ended right after close() does not cut a running write.
+ * pool ended right after close() does not cut a running write. Every statement
+ * runs on a client checked out through {@link checkout}, which survives its
+ * connection dying (the call fails with UNAVAILABLE, the client is destroyed);
+ * the pool gets an 'error' listener for its idle clients.
  */
 export abstract class PostgresStoreBase {
   protected readonly pool: PgPool;
@@ -26,6 +33,9 @@ export abstract class PostgresStoreBase {
   /** `"schema"`, ready to prefix table names in SQL. */
   protected readonly qschema: string;
   protected readonly connectionInfo: string;
+  protected readonly onStatement: PgStatementHook | undefined;
+  /** The kind of client {@link query} checks out (see PgClientKind). */
+  protected readonly clientKind: PgClientKind = "read";
   private closed = false;
   private closing: Promise<void> | undefined;
   private readonly inFlight = new Set<Promise<unknown>>();
@@ -38,6 +48,11 @@ export abstract class PostgresStoreBase {
     this.schema = validateSchemaName(opts.schema);
     this.qschema = quoteIdent(this.schema);
     this.connectionInfo = opts.connectionInfo ?? describeConnection(opts.pool, this.schema);
+    if (opts.onStatement !== undefined && typeof opts.onStatement !== "function") {
+      throw new MnemeError("INVALID_REQUEST", "postgres: onStatement must be a function");
+    }
+    this.onStatement = opts.onStatement;
+    listenForPoolErrors(opts.pool);
   }
 
   /** True once close() was called. */
@@ -85,12 +100,22 @@ export abstract class PostgresStoreBase {
     return this.storeInfo(Number(row?.n ?? 0), row?.t == null ? 0 : Number(row.t));
   }
 
-  /** Runs one statement on the pool; a failure becomes the MnemeError of `mapPgError`, its message starting `postgres: ${what}`. */
+  /** Runs one statement on a pool client; a failure becomes the MnemeError of `mapPgError`, its message starting `postgres: ${what}`. */
   protected async query<R extends object>(text: string, values: unknown[], what: string): Promise<QueryResult<R>> {
     try {
-      return await this.pool.query<R>(text, values);
+      return await this.poolQuery<R>(this.clientKind, { text, values });
     } catch (e) {
       throw mapPgError(e, `postgres: ${what}`);
     }
+  }
+
+  /** Runs one statement on a client checked out for it (destroyed when its connection failed); driver errors are thrown as they are. */
+  protected poolQuery<R extends object>(kind: PgClientKind, q: PgQuery | string, values?: unknown[]): Promise<QueryResult<R>> {
+    return withClient(this.pool, kind, this.onStatement, `postgres: ${kind}`, (c) => c.query<R>(q, values));
+  }
+
+  /** Checks out a client held across statements (a transaction, a session); release it with `release()`. */
+  protected checkout(kind: PgClientKind, what: string, onLost?: (error: unknown) => void): Promise<CheckedOutClient> {
+    return checkout(this.pool, kind, this.onStatement, what, onLost);
   }
 }

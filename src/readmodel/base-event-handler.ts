@@ -35,9 +35,18 @@ export interface DeliveryOptions {
   progressEvery: number;
   /** In standby (another instance holds the handler's lock), try to take it over this often. Default 1000 ms. */
   lockRetryMs: number;
+  /**
+   * After a batch failed with UNAVAILABLE (the database could not be reached), wait this long
+   * before reading the checkpoint and the store again; doubled after each failed try. Default 50 ms.
+   */
+  retryInitialMs: number;
+  /** The longest wait between such tries. Default 5000 ms. */
+  retryMaxMs: number;
 }
 
-export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({ restoreBatchSize: 1000, catchBufferLimit: 10_000, progressEvery: 50_000, lockRetryMs: 1000 });
+export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({
+  restoreBatchSize: 1000, catchBufferLimit: 10_000, progressEvery: 50_000, lockRetryMs: 1000, retryInitialMs: 50, retryMaxMs: 5000,
+});
 
 /** A handler function failed on `event`. */
 export class HandlerFailure extends Error {
@@ -93,6 +102,12 @@ export class BaseEventHandler implements EventHandler {
   #lockHeld = false;
   #standbyTimer: ReturnType<typeof setTimeout> | undefined;
   #offLockLost: (() => void) | undefined;
+  // retry after UNAVAILABLE (the database could not be reached)
+  #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #retryDelay = 0;
+  #retryError: MnemeError | undefined;
+  /** Set when a batch failed with UNAVAILABLE: the pump reads the checkpoint again before it goes on. */
+  #resync = false;
   /** A standby retry took the lock and is catching up (standby -> stopped -> running). */
   #takingOver = false;
   readonly #standbyWaiters = new Set<() => void>();
@@ -217,7 +232,8 @@ export class BaseEventHandler implements EventHandler {
     }
     if (this.#state !== "running") return;
     this.#queue.push(events);
-    if (this.#pumping === undefined) this.#pumping = this.#pump();
+    // While a retry after UNAVAILABLE waits out its backoff, its timer starts the pump.
+    if (this.#pumping === undefined && this.#retryTimer === undefined) this.#pumping = this.#pump();
   }
 
   /**
@@ -236,6 +252,8 @@ export class BaseEventHandler implements EventHandler {
     if (this.#state === "failed") return this.#failedAt >= from && this.#failedAt <= to ? this.#failure : undefined;
     if (this.#state === "standby" && !this.#catching) return this.standbyError();
     if (this.#state === "stopped" && !this.#catching) return undefined;
+    // Waiting out a backoff after UNAVAILABLE: report it rather than wait for the database to come back.
+    if (this.#retryTimer !== undefined && this.#retryError !== undefined) return this.#retryError;
     return null;
   }
 
@@ -265,6 +283,7 @@ export class BaseEventHandler implements EventHandler {
   async #pump(): Promise<void> {
     try {
       while (this.#queue.length > 0 && this.#state === "running") {
+        if (this.#resync) await this.#readCheckpointAgain();
         const item = this.#queue.shift()!;
         if (item === null) {
           while (this.#queue[0] === null) this.#queue.shift(); // coalesce reads
@@ -285,15 +304,69 @@ export class BaseEventHandler implements EventHandler {
         if (j < item.length) await this.#pull();
         this.#wake();
       }
+      if (this.#retryError !== undefined && this.#state === "running" && !this.#resync) this.#recovered();
     } catch (err) {
       // A batch refused because the processing lock was lost is not the handler's failure: it waits in standby.
-      if (this.#state !== "standby") this.#fail(err);
+      // One that failed because the database was unreachable is retried from the checkpoint after a backoff.
+      if (this.#state !== "standby" && this.#retryLater(err) === undefined) this.#fail(err);
     } finally {
       this.#pumping = undefined;
       this.#wake();
       // work queued while the last await settled
-      if (this.#queue.length > 0 && this.#state === "running" && !this.#catching) this.#pumping = this.#pump();
+      if (this.#queue.length > 0 && this.#state === "running" && !this.#catching && this.#retryTimer === undefined) this.#pumping = this.#pump();
     }
+  }
+
+  /**
+   * After UNAVAILABLE: the failed batch may have committed (a COMMIT cut off) or not, so
+   * the persisted checkpoint, not lastPosition, says where to go on. Runs inside the pump.
+   */
+  async #readCheckpointAgain(): Promise<void> {
+    const checkpoint = await this.checkpointBackend().getCheckpoint(this.name);
+    this.#resync = false;
+    this.lastPosition = checkpoint;
+    this.#persistedPosition = checkpoint;
+  }
+
+  /**
+   * When `err` is UNAVAILABLE (the database could not be reached), schedules a retry
+   * (the pump reads the checkpoint and the store again) after a backoff doubling from
+   * `retryInitialMs` to `retryMaxMs`, and returns that error; else returns undefined.
+   * The handler stays running meanwhile; waitToFinish reports the error.
+   */
+  #retryLater(err: unknown): MnemeError | undefined {
+    const cause = err instanceof HandlerFailure ? err.error : err;
+    if (!isMnemeError(cause, "UNAVAILABLE") || this.#state !== "running") return undefined;
+    this.metrics.lastError = errorMessage(cause);
+    this.#retryError = cause;
+    this.#resync = true;
+    this.#queue = [];
+    const { retryInitialMs, retryMaxMs } = this.delivery;
+    this.#retryDelay = this.#retryDelay === 0 ? retryInitialMs : Math.min(retryMaxMs, this.#retryDelay * 2);
+    this.#clearRetry();
+    const timer = setTimeout(() => {
+      if (this.#retryTimer !== timer) return;
+      this.#retryTimer = undefined;
+      if (this.#state !== "running" || this.#catching) return;
+      this.#queue.push(null);
+      if (this.#pumping === undefined) this.#pumping = this.#pump();
+    }, this.#retryDelay);
+    (timer as { unref?: () => void }).unref?.();
+    this.#retryTimer = timer;
+    this.#wake();
+    return cause;
+  }
+
+  /** A retry after UNAVAILABLE went through: the backoff starts over; a restore that failed so is whole again. */
+  #recovered(): void {
+    this.#retryError = undefined;
+    this.#retryDelay = 0;
+    if (this.isStateRestorer() && this.restorationState === "failed") this.restorationState = "restored";
+  }
+
+  #clearRetry(): void {
+    if (this.#retryTimer !== undefined) clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
   }
 
   /** Reads everything after lastPosition from the store and applies it. */
@@ -367,6 +440,9 @@ export class BaseEventHandler implements EventHandler {
     } catch (err) {
       this.discardBatch();
       if (err instanceof HandlerFailure) throw err;
+      // A lost connection is no event's fault, and a COMMIT it cut off may have committed the
+      // whole batch: no replay one by one here; the pump reads the checkpoint again (#retryLater).
+      if (isMnemeError(err, "UNAVAILABLE")) throw new HandlerFailure(events[0]!, err);
       if (events.length > 1) {
         for (const e of events) await this.applyEvents([e], restoring);
         return;
@@ -418,6 +494,7 @@ export class BaseEventHandler implements EventHandler {
     if (this.#state === state) return;
     const from = this.#state;
     this.#state = state;
+    if (state !== "running") this.#clearRetry();
     this.host?.publish("EventHandlerStateChanged", { eventHandlerName: this.name, from, to: state, restorationState: this.restorationState });
     this.#wake();
   }
@@ -674,7 +751,11 @@ export class BaseEventHandler implements EventHandler {
     this.#catchPull = false;
     this.catchedEvents = [];
     const caughtBefore = this.metrics.eventsCaught;
-    if (!(await this.#takeLock())) {
+    // tryLock may fail (UNAVAILABLE): live events must not stay caught then.
+    if (!(await this.#takeLock().catch((e: unknown) => {
+      this.#catching = false;
+      throw e;
+    }))) {
       this.#catching = false;
       throw new MnemeError("INVALID_STATE", `event handler ${this.name} is processed by another instance: it cannot be restored here`);
     }
@@ -763,9 +844,12 @@ export class BaseEventHandler implements EventHandler {
         throw isMnemeError(err, "RESTORE_CANCELLED") ? err : new MnemeError("RESTORE_CANCELLED", `restoration of ${this.name} was cancelled at position ${this.lastPosition}`);
       }
       this.restorationState = "failed";
-      this.#fail(err);
+      // UNAVAILABLE (the database could not be reached): the handler stays running and catches up
+      // from the checkpoint after a backoff (restored again then); any other error fails it.
+      const unavailable = this.#retryLater(err);
+      if (unavailable === undefined) this.#fail(err);
       host.publish("RestoreFailed", { eventHandlerName: this.name, cancelled: false, error: this.metrics.lastError ?? errorMessage(err), position: this.lastPosition });
-      throw this.#failure ?? err;
+      throw unavailable ?? this.#failure ?? err;
     }
   }
 

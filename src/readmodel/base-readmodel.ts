@@ -115,6 +115,8 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
       catchBufferLimit: this.options.catchBufferLimit ?? base.catchBufferLimit,
       progressEvery: base.progressEvery,
       lockRetryMs: base.lockRetryMs,
+      retryInitialMs: base.retryInitialMs,
+      retryMaxMs: base.retryMaxMs,
     });
   }
 }
