@@ -64,7 +64,7 @@ export {
   SystemEventProducer, type SystemEvent, type SystemEventKind, type SystemEventListener, type SubscribeOptions, type SystemEventProducerOptions,
   type SystemEventGap, type SystemEventGapReason,
 } from "./runtime/system-events.js";
-export { SchemaRegistry, type SchemaSource } from "./schema/schema-registry.js";
+export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "./schema/schema-registry.js";
 
 // Built-in domains (registerDefaults), the default authorizer and credentials.
 export {
