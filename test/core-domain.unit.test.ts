@@ -194,3 +194,56 @@ describe("facade.registerDomain", () => {
     expect(facade.permissions.list({ domain: "Runtime" }).length).toBeGreaterThan(0);
   });
 });
+
+describe("evolve keys that name no event", () => {
+  it("registration rejects a key of the domain that names no event, listing the known ones", () => {
+    const Acc = defineDomain("Acc");
+    Acc.event<{ at: number }>("Opened");
+    Acc.event<Record<string, never>>("Closed");
+    Acc.aggregate<{ open: boolean }>("Account", { initialState: () => ({ open: false }), evolve: { Opend: () => ({ open: true }) } });
+    let error: unknown;
+    try {
+      createFacade().registerDomain(Acc);
+    } catch (e) {
+      error = e;
+    }
+    expect(isMnemeError(error, "INVALID_DOMAIN")).toBe(true);
+    expect((error as Error).message).toContain('"Opend"');
+    expect((error as Error).message).toContain("Opened, Closed");
+  });
+
+  it("a key naming another domain's event is checked at start, once every domain is registered", async () => {
+    const A = defineDomain("A");
+    A.aggregate<number>("Counter", { initialState: () => 0, evolve: { "B.Bumped": (n) => n + 1 } });
+    const B = defineDomain("B");
+    B.event<Record<string, never>>("Bumped");
+    const ok = createFacade().registerDomain(A).registerDomain(B);
+    await ok.start();
+    await ok.stop();
+    const C = defineDomain("C");
+    C.aggregate<number>("Counter", { initialState: () => 0, evolve: { "B.Bumpd": (n) => n + 1, "Nowhere.X": (n) => n } });
+    const bad = createFacade().registerDomain(C).registerDomain(defineDomain("B"));
+    await expect(bad.start()).rejects.toMatchObject({ code: "INVALID_DOMAIN" });
+    expect(bad.state).toBe("new");
+  });
+
+  it("with the domain's event map, a typo is a type error and payloads are typed", () => {
+    interface Opened { at: number }
+    const Typed = defineDomain<{ Opened: Opened; Closed: { why: string } }>("Typed");
+    const Opened = Typed.event("Opened");
+    const Closed = Typed.event<{ why: string }>("Closed");
+    const Account = Typed.aggregate<{ at: number; why: string }>("Account", {
+      initialState: () => ({ at: 0, why: "" }),
+      evolve: { Opened: (s, p) => ({ ...s, at: p.at }), Closed: (s, p) => ({ ...s, why: p.why }) },
+    });
+    Typed.aggregate<number>("Typo", {
+      initialState: () => 0,
+      // @ts-expect-error "Opend" is not an event of the domain's map (npm run typecheck fails if this compiles)
+      evolve: { Opend: (n: number) => n },
+    });
+    expect(Opened.create("x", { at: 1 }).payload).toEqual({ at: 1 });
+    expect(Closed.name).toBe("Closed");
+    expect(Object.keys(Account.evolve)).toEqual(["Opened", "Closed"]);
+    expect(codeOf(() => createFacade().registerDomain(Typed))).toBe("INVALID_DOMAIN");
+  });
+});

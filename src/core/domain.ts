@@ -18,22 +18,38 @@ export interface MessageOptions {
   readonly secretFields?: readonly string[];
 }
 
-export interface AggregateOptions<S> {
+/**
+ * Evolvers keyed by event name (events of this domain) or by event path
+ * `Domain.Name` (events of another domain). In a domain defined with its
+ * event map (`defineDomain<{ Opened: Opened }>(...)`), a key that names no
+ * event is a type error, and each evolver's payload is typed.
+ */
+export type EvolveMap<S, E = Record<string, any>> =
+  & { readonly [K in keyof E & string]?: Evolver<S, E[K]> }
+  & { readonly [path: `${string}.${string}`]: Evolver<S, any> };
+
+export interface AggregateOptions<S, E = Record<string, any>> {
   readonly initialState: () => S;
   /** Evolvers keyed by event name (events of this domain) or by event path `Domain.Name`. */
-  readonly evolve: Readonly<Record<string, Evolver<S, any>>>;
+  readonly evolve: EvolveMap<S, E>;
   /** Default `"tenant"`: the aggregate belongs to the tenant of its first event. `"global"` opts out. */
   readonly tenancy?: AggregateTenancy;
 }
 
-/** A domain: its commands, queries, events, aggregates, handlers and permissions. */
-export interface Domain {
+/**
+ * A domain: its commands, queries, events, aggregates, handlers and
+ * permissions. `E`, when given to `defineDomain`, maps event names to payload
+ * types, so event names and evolve keys are checked by the compiler.
+ */
+export interface Domain<E extends Record<string, unknown> = Record<string, any>> {
   readonly name: string;
   readonly description: string;
   command<P, R = unknown>(name: string, opts?: MessageOptions): CommandType<P, R>;
   query<P, R>(name: string, opts?: MessageOptions): QueryType<P, R>;
+  /** An event of the domain's event map (its payload type from the map). */
+  event<K extends keyof E & string>(name: K, opts?: { description?: string; schema?: JsonSchema }): EventType<E[K]>;
   event<P>(name: string, opts?: { description?: string; schema?: JsonSchema }): EventType<P>;
-  aggregate<S>(name: string, opts: AggregateOptions<S>): AggregateType<S>;
+  aggregate<S>(name: string, opts: AggregateOptions<S, E>): AggregateType<S>;
   handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void;
   handleQuery<P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>): void;
   /** Attaches a custom permission (e.g. from newPermissionCmdFunc) before the domain is registered. */
@@ -56,12 +72,18 @@ function checkName(what: string, name: string): void {
 }
 
 /**
- * Defines a domain. Register it with `facade.registerDomain(domain)`.
+ * Defines a domain. Register it with `facade.registerDomain(domain)`. Give
+ * the domain's event map as the type argument and the compiler checks event
+ * names and evolve keys (a typo such as `Opend` is a type error) and types
+ * each evolver's payload; without it, registration still rejects an evolve
+ * key that names no event.
  * @example
  * const Todo = defineDomain("Todo", { description: "Todo items" });
  * const CreateTodo = Todo.command<CreateTodo>("CreateTodo", { description: "Create a todo" });
+ * const Typed = defineDomain<{ TodoCreated: TodoCreated }>("Todo");
+ * const TodoCreated = Typed.event("TodoCreated");   // EventType<TodoCreated>
  */
-export function defineDomain(name: string, opts: { description?: string } = {}): Domain {
+export function defineDomain<E extends Record<string, unknown> = Record<string, any>>(name: string, opts: { description?: string } = {}): Domain<E> {
   checkName("domain", name);
   const commands = new Map<string, CommandType<any, any>>();
   const queries = new Map<string, QueryType<any, any>>();
@@ -73,7 +95,7 @@ export function defineDomain(name: string, opts: { description?: string } = {}):
 
   const taken = (n: string) => commands.has(n) || queries.has(n);
 
-  const domain: Domain = {
+  const domain: Domain<E> = {
     name,
     description: opts.description ?? `${name} domain`,
     commands, queries, events, aggregates, commandHandlers, queryHandlers, permissions,
@@ -131,7 +153,7 @@ export function defineDomain(name: string, opts: { description?: string } = {}):
       return type;
     },
 
-    aggregate<S>(aggName: string, o: AggregateOptions<S>): AggregateType<S> {
+    aggregate<S>(aggName: string, o: AggregateOptions<S, E>): AggregateType<S> {
       checkName("aggregate", aggName);
       if (aggregates.has(aggName)) throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} is defined twice`);
       if (typeof o.initialState !== "function") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an initialState function`);
