@@ -145,7 +145,7 @@ function advisoryWaiters(key: string): Promise<number[]> {
 async function openAppend(schema: string, client: pg.PoolClient, aggregateUuid: string, channel = `mneme_events_${schema}`): Promise<void> {
   await client.query("BEGIN");
   await client.query(
-    `SELECT * FROM "${schema}".mneme_append($1::bigint, $2, 'test', $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::integer[], $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], '{}', '{}')`,
+    `SELECT * FROM "${schema}".mneme_append($1::bigint, $2, 'test', $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::integer[], $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], '{}', '{}', '{}')`,
     [advisoryKey("mneme:events", schema), channel, [newUuid()], [""], ["Todo"], ["TodoCreated"], [aggregateUuid], [null], [null], [Date.now() * 1e6], ["{}"], ['{"held":true}']],
   );
 }

@@ -24,6 +24,11 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
     this.table = `${this.qschema}.commands`;
   }
 
+  /** True when this store's table is in `schema` of the database behind `pool` (the event repository then joins it). */
+  sharesTablesWith(pool: unknown, schema: string): boolean {
+    return pool === this.pool && schema === this.schema;
+  }
+
   /** Creates the schema and table; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>

@@ -5,6 +5,9 @@ export const SQLSTATE_VERSION_TAKEN = "MN409";
 /** SQLSTATE raised by the append function when a given version leaves a gap (-> INVALID_EVENTS). */
 export const SQLSTATE_VERSION_GAP = "MN422";
 
+/** SQLSTATE raised by the append function when an event's tenant is not its aggregate's (-> NOT_FOUND). */
+export const SQLSTATE_NOT_IN_TENANT = "MN404";
+
 /** The SQLSTATE of a driver error, when it has one. */
 export function sqlState(e: unknown): string | undefined {
   const code = (e as { code?: unknown } | null)?.code;
@@ -67,6 +70,8 @@ export function mapPgError(e: unknown, what: string, invalidCode: MnemeErrorCode
       return new MnemeError("CONFLICT", `${what}: ${msg}`, { cause: e });
     case SQLSTATE_VERSION_GAP:
       return new MnemeError("INVALID_EVENTS", `${what}: ${msg}`, { cause: e });
+    case SQLSTATE_NOT_IN_TENANT:
+      return new MnemeError("NOT_FOUND", msg, { cause: e });
     case "22P05": // untranslatable character (\u0000 or a lone surrogate in JSONB)
     case "22P02": // invalid text representation
     case "22021": // character not in repertoire (NUL byte in text)

@@ -1,12 +1,15 @@
 import { newUuid, nowNs } from "../core/clock.js";
 import { MnemeError } from "../core/errors.js";
 import type { Event, NewEvent, RequestContext } from "../core/types.js";
-import { eventFieldJson, expectedVersionsMap } from "../store/append-validation.js";
+import { eventFieldJson, expectedVersionsMap, globalAggregatesSet } from "../store/append-validation.js";
+import { validateCommandRecord } from "../store/command-record-validation.js";
+import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
-import { mapPgError, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
+import { PostgresCommandStore } from "./postgres-command-store.js";
+import { mapPgError, SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
 import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
@@ -79,6 +82,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   private readonly channel: string;
   private readonly instanceId = newUuid();
   private readonly appendSql: string;
+  /** The append with the command record inserted by the same statement (set by joinCommandStore). */
+  private appendWithRecordSql: string | undefined;
   private readonly listeners = new Set<AppendListener>();
   private readonly watcher: PostgresAppendWatcher;
   private readonly appendsInFlight = new Set<InFlight>();
@@ -97,10 +102,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     // NOTIFY channel names are identifiers (at most 63 bytes): long schema names are hashed.
     const channel = `mneme_events_${this.schema}`;
     this.channel = channel.length <= 63 ? channel : `mneme_events_${advisoryKey(channel).replace("-", "n")}`;
-    this.appendSql =
-      `SELECT base_position::text, versions FROM ${this.qschema}.mneme_append(` +
-      "$1::bigint, $2::text, $3::text, $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], " +
-      "$10::text[], $11::bigint[], $12::jsonb[], $13::jsonb[], $14::text[], $15::integer[])";
+    this.appendSql = `SELECT base_position::text, versions FROM ${this.appendCall()}`;
     this.watcher = new PostgresAppendWatcher({
       pool: this.pool,
       channel: this.channel,
@@ -112,6 +114,30 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     });
   }
 
+  private appendCall(): string {
+    return (
+      `${this.qschema}.mneme_append(` +
+      "$1::bigint, $2::text, $3::text, $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], " +
+      "$10::text[], $11::bigint[], $12::jsonb[], $13::jsonb[], $14::text[], $15::integer[], $16::text[])"
+    );
+  }
+
+  /**
+   * Joins a PostgresCommandStore of the same pool and schema: a command's
+   * record is then inserted by the append's own statement (one round trip,
+   * one transaction).
+   */
+  joinCommandStore(commandStore: CommandStore): boolean {
+    if (!(commandStore instanceof PostgresCommandStore) || !commandStore.sharesTablesWith(this.pool, this.schema)) return false;
+    // A data-modifying CTE runs once, after the append it reads from: if the append raises, nothing is inserted.
+    this.appendWithRecordSql =
+      `WITH a AS (SELECT base_position, versions FROM ${this.appendCall()}), ` +
+      `r AS (INSERT INTO ${this.qschema}.commands (command_uuid, domain, name, tenant_uuid, status, created_at, record) ` +
+      "SELECT $17, $18, $19, $20, $21, $22::bigint, $23::jsonb FROM a) " +
+      "SELECT base_position::text, versions FROM a";
+    return true;
+  }
+
   /** Creates the schema, the events table and the append function; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() => runSchemaDdl(this.pool, this.schema, this.ddl(), this.onStatement));
@@ -121,13 +147,23 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     return this.track(async () => {
       const prepared = prepare(events, opts);
       if (prepared.events.length === 0) return [];
+      const rec = opts?.commandRecord;
+      const withRecord = rec !== undefined && this.appendWithRecordSql !== undefined;
+      const values = [this.lockKey, this.channel, this.instanceId, ...prepared.columns];
+      if (withRecord) {
+        const json = validateCommandRecord(rec);
+        if (!Number.isInteger(rec.createdAt) || Math.abs(rec.createdAt) >= INT64_LIMIT) {
+          throw new MnemeError("INVALID_REQUEST", "invalid command record: createdAt must be an integer number of ns");
+        }
+        values.push(rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, rec.createdAt, json);
+      }
       const token: InFlight = { id: this.nextAppendId++ };
       this.appendsInFlight.add(token);
       let stored: Event[];
       try {
         const res = await this.poolQuery<{ base_position: string; versions: number[] }>("append", {
-          text: this.appendSql,
-          values: [this.lockKey, this.channel, this.instanceId, ...prepared.columns],
+          text: withRecord ? (this.appendWithRecordSql as string) : this.appendSql,
+          values,
         });
         const row = res.rows[0];
         if (row === undefined) throw new MnemeError("STORE_ERROR", "postgres: append returned no row");
@@ -135,7 +171,11 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       } catch (e) {
         this.appendsInFlight.delete(token);
         this.emitInCommitOrder();
-        throw mapPgError(e, "postgres: append", "INVALID_EVENTS");
+        const err = mapPgError(e, "postgres: append", "INVALID_EVENTS");
+        if (withRecord && err.code === "CONFLICT" && /commands_pkey/.test(err.message)) {
+          throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is already recorded`, { cause: e });
+        }
+        throw err;
       }
       this.appendsInFlight.delete(token);
       const first = (stored[0] as Event).position;
@@ -325,12 +365,14 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         CONSTRAINT events_aggregate_version_key UNIQUE (aggregate_uuid, version),
         CONSTRAINT events_event_uuid_key UNIQUE (event_uuid)
       )`,
-      // One round trip per append: lock, read versions under the lock, check, allocate, insert, notify.
+      // The signature of 0.1 (before the tenant rule): dropped so no caller can append around the rule.
+      `DROP FUNCTION IF EXISTS ${s}.mneme_append(bigint, text, text, text[], text[], text[], text[], text[], integer[], text[], bigint[], jsonb[], jsonb[], text[], integer[])`,
+      // One round trip per append: lock, check tenants and versions under the lock, allocate, insert, notify.
       `CREATE OR REPLACE FUNCTION ${s}.mneme_append(
         p_lock_key bigint, p_channel text, p_note text,
         p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
         p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
-        p_expected_aggregates text[], p_expected_versions integer[])
+        p_expected_aggregates text[], p_expected_versions integer[], p_global_aggregates text[])
       RETURNS TABLE (base_position bigint, versions integer[])
       LANGUAGE plpgsql VOLATILE AS $fn$
       #variable_conflict use_column
@@ -346,6 +388,23 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         END IF;
         -- Held until this transaction's commit is visible: appends are serialised in commit order.
         PERFORM pg_advisory_xact_lock(p_lock_key);
+
+        -- The tenant rule, before versions (a CONFLICT would tell that the aggregate exists): an aggregate
+        -- belongs to the tenant of its first event, stored (version 1) or else the first of this call.
+        WITH u AS (
+          SELECT x.agg, x.tenant, x.ord,
+                 first_value(x.tenant) OVER (PARTITION BY x.agg ORDER BY x.ord) AS call_tenant
+          FROM unnest(p_aggregate_uuids, p_tenant_uuids) WITH ORDINALITY AS x(agg, tenant, ord)
+          WHERE NOT (x.agg = ANY (coalesce(p_global_aggregates, '{}'::text[])))
+        )
+        SELECT u.agg INTO r
+        FROM u LEFT JOIN ${s}.events f ON f.aggregate_uuid = u.agg AND f.version = 1
+        WHERE u.tenant IS DISTINCT FROM coalesce(f.tenant_uuid, u.call_tenant)
+        ORDER BY u.ord
+        LIMIT 1;
+        IF FOUND THEN
+          RAISE EXCEPTION 'aggregate % was not found', r.agg USING ERRCODE = '${SQLSTATE_NOT_IN_TENANT}';
+        END IF;
 
         SELECT x.agg, x.expected, coalesce(c.version, 0) AS actual INTO r
         FROM unnest(p_expected_aggregates, p_expected_versions) AS x(agg, expected)
@@ -404,7 +463,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
 interface Prepared {
   events: Event[];
-  /** Parameters $4..$15 of the append statement. */
+  /** Parameters $4..$16 of the append statement. */
   columns: unknown[];
 }
 
@@ -412,6 +471,7 @@ interface Prepared {
 function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): Prepared {
   if (!Array.isArray(events)) throw new MnemeError("INVALID_EVENTS", "append: events must be an array");
   const expected = expectedVersionsMap(opts?.expectedVersions);
+  const globals = globalAggregatesSet(opts?.globalAggregates);
   const expAggs = [...expected.keys()];
   const expVersions = [...expected.values()];
   const n = events.length;
@@ -488,7 +548,7 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
   }
   return {
     events: out,
-    columns: [eventUuids, tenants, domains, names, aggs, versions, commands, createdAts, reqCtxs, payloads, expAggs, expVersions],
+    columns: [eventUuids, tenants, domains, names, aggs, versions, commands, createdAts, reqCtxs, payloads, expAggs, expVersions, globals === undefined ? [] : [...globals]],
   };
 }
 
