@@ -274,6 +274,15 @@ describe("commands and queries", () => {
     expectProblem(await call(srv.url, "POST", t("/commands/Todo/RenameTodo"), {
       body: { todoUuid, title: "z" }, headers: { ...USER.headers, "x-target-aggregate-version": "-1" },
     }), 400, "INVALID_REQUEST");
+    // A version that guards nothing the command touches is never ignored: an X-Target-Aggregate-Uuid naming another
+    // aggregate is 400, whatever the version (it was 200 with a stale one).
+    const other = newUuid();
+    await call(srv.url, "POST", t("/commands/Todo/CreateTodo"), { body: { todoUuid: other, title: "other" }, headers: USER.headers });
+    expectProblem(await call(srv.url, "POST", t("/commands/Todo/RenameTodo"), {
+      body: { todoUuid, title: "w" }, headers: { ...USER.headers, "x-target-aggregate-uuid": other, "x-target-aggregate-version": "7" },
+    }), 400, "INVALID_REQUEST");
+    const after = await call(srv.url, "POST", t("/queries/Todo/GetTodo"), { body: { todoUuid }, headers: USER.headers });
+    expect(after.body).toMatchObject({ version: 2, model: { title: "y" } });
   });
 
   it("a handler's plain error is a 500 whose detail leaks nothing, and onError hears of it", async () => {
