@@ -59,6 +59,7 @@ const onUncaught = (e: unknown): void => {
 };
 beforeAll(() => {
   process.on("uncaughtException", onUncaught);
+  process.on("unhandledRejection", onUncaught);
 });
 /** Closes what a test opened, also when it failed half-way (a pool ends only when no client is checked out). */
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -72,6 +73,7 @@ afterEach(async () => {
 });
 afterAll(async () => {
   process.off("uncaughtException", onUncaught);
+  process.off("unhandledRejection", onUncaught);
   for (const p of pools) await p.end().catch(() => undefined);
   for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
   await admin.end();
@@ -92,7 +94,8 @@ type Target = (s: PgStatement, indexInTransaction: number) => boolean;
 /**
  * The statement hook: counts statements per kind and per transaction, and
  * when a target is armed, terminates the session of the first statement it
- * matches before that statement is sent (the hook is awaited), then disarms.
+ * matches before that statement is sent (the hook is awaited), then disarms;
+ * a target armed with an action runs that instead.
  */
 class Faults {
   readonly kills: { kind: PgClientKind; text: string; index: number; pid: number }[] = [];
@@ -100,6 +103,7 @@ class Faults {
   readonly statements: PgStatement[] = [];
   recording = false;
   #target: Target | undefined;
+  #action: ((s: PgStatement) => Promise<void>) | undefined;
   readonly #txIndex = new Map<number, number>();
 
   readonly hook = async (s: PgStatement): Promise<void> => {
@@ -112,13 +116,17 @@ class Faults {
     const target = this.#target;
     if (target === undefined || !target(s, index)) return;
     this.#target = undefined;
+    const action = this.#action;
+    this.#action = undefined;
+    if (action !== undefined) return action(s);
     // Recorded first: the client may hear of its session's end (and react) before the admin query returns.
     this.kills.push({ kind: s.kind, text: s.text, index, pid });
     await terminate(pid);
   };
 
-  arm(target: Target): void {
+  arm(target: Target, action?: (s: PgStatement) => Promise<void>): void {
     this.#target = target;
+    this.#action = action;
   }
 
   get armed(): boolean {
@@ -423,6 +431,37 @@ describe("a facade on Postgres while sessions are killed under load", () => {
     expect(handler().state).toBe("running");
     expectDestroyed(pool, faults.kills);
     await facade.stop();
+  });
+
+  it("a take-over that finds its handler stopped gives the lock back; an unlock whose session dies is no unhandled rejection", async () => {
+    const schema = newSchema();
+    const pool = userPool();
+    const faults = new Faults();
+    const other = closeLater(new PostgresReadmodelStoreBackend({ pool: userPool(), schema }));
+    await other.init();
+    expect(await other.tryLock("CounterTotals")).toBe(true);
+    const backends = createPostgresBackends({ pool, schema, pollIntervalMs: 0, onStatement: faults.hook });
+    const facade = closeLater(createFacade({ appName: "pg-faults-standby", ...backends, delivery: { lockRetryMs: 10 } }));
+    facade.registerDomain(Counter);
+    const totals = new CounterTotals(facade);
+    facade.registerReadmodel(totals);
+    await facade.start();
+    expect(totals.state).toBe("standby");
+    // Before the next take-over's tryLock is sent, the other instance lets go and the handler is stopped: the
+    // take-over gets the lock for a handler no longer in standby and gives it back, and that unlock's session dies.
+    faults.arm(
+      (s) => s.kind === "lock" && s.text.includes("pg_try_advisory_lock"),
+      async () => {
+        await other.unlock("CounterTotals");
+        await totals.stop();
+        faults.arm((s) => s.kind === "lock" && s.text.includes("pg_advisory_unlock("));
+      },
+    );
+    await until(() => faults.kills.length === 1, "the give-back's unlock is killed");
+    // The lock went with the session: the other instance takes it again; the handler stays stopped.
+    await until(() => other.tryLock("CounterTotals"), "the other instance takes the lock");
+    expect(totals.state).toBe("stopped");
+    expectDestroyed(pool, faults.kills);
   });
 
   it("a handler error thrown by user code still makes the handler failed (no retry)", async () => {

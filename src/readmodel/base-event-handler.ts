@@ -625,7 +625,8 @@ export class BaseEventHandler implements EventHandler {
       this.#takeLock().then(
         async (got) => {
           if (this.#state !== "standby") {
-            if (got) await this.#releaseLock();
+            // An unlock that fails (its connection died: the lock went with it) must not become an unhandled rejection.
+            if (got) await this.#releaseLock().catch(() => undefined);
             this.#wakeStandbyWaiters();
             return;
           }
