@@ -639,8 +639,16 @@ export class BaseEventHandler implements EventHandler {
           this.#setState("stopped");
           try {
             await this.#resume();
-          } catch {
-            /* the failure is recorded in state and metrics */
+          } catch (err) {
+            // The failure is recorded in state and metrics. A transient one (the database went away while
+            // catching up) must not leave the handler stopped while it holds the lock: give it back, stand by.
+            if (this.#state === "stopped" && isMnemeError(err, "UNAVAILABLE")) {
+              this.metrics.lastError = errorMessage(err);
+              await this.#releaseLock().catch(() => undefined);
+              this.#takingOver = false;
+              this.#enterStandby();
+              return;
+            }
           } finally {
             this.#takingOver = false;
           }
