@@ -642,7 +642,7 @@ export class BaseEventHandler implements EventHandler {
           } catch (err) {
             // The failure is recorded in state and metrics. A transient one (the database went away while
             // catching up) must not leave the handler stopped while it holds the lock: give it back, stand by.
-            if (this.#state === "stopped" && isMnemeError(err, "UNAVAILABLE")) {
+            if ((this.#state as EventHandlerState) === "stopped" && isMnemeError(err, "UNAVAILABLE")) {
               this.metrics.lastError = errorMessage(err);
               await this.#releaseLock().catch(() => undefined);
               this.#takingOver = false;
