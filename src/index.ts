@@ -65,22 +65,3 @@ export {
   type SystemEventGap, type SystemEventGapReason,
 } from "./runtime/system-events.js";
 export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "./schema/schema-registry.js";
-
-// Built-in domains (registerDefaults), the default authorizer and credentials.
-export {
-  registerDefaults, DEFAULT_DOMAINS, type DefaultsOptions, type DefaultsInfo, resolveCredentials, isSystemAdmin,
-  parseSessionToken, type Credentials, createDefaultAuthorizer, permissionName, resolveSender, grantsCover,
-  type Sender, systemAdministrator, accountOwnerOrSystemAdministrator, SYSTEM_ADMIN_GROUP_NAME, BootstrapSystemTenant,
-  DEFAULT_READMODELS, hashPassword, verifyPassword, DEFAULT_SCRYPT, type PasswordHash, type ScryptParams, Tenant,
-  CreateTenant, RenameTenant, RemoveTenant, GetTenant, ListTenants, TenantCreated, TenantRenamed, TenantRemoved,
-  TenantAggregate, TenantProjection, type TenantModel, Account, AccountAggregate, AccountRegistered,
-  AccountEmailChanged, AccountNameChanged, AccountPasswordChanged, AccountRemoved, EmailClaimed, EmailReleased,
-  CredentialSet, SessionStarted, SessionEnded, SessionAggregate, type AccountModel, type SessionModel, RegisterAccount,
-  ChangeAccountEmail, ChangeAccountName, SetAccountPassword, RemoveAccount, GetAccount, ListAccounts,
-  GetAccountByEmail, AccountProjection, Login, Logout, SessionProjection, type LoginResult, Identity, CreateIdentity,
-  RemoveIdentity, AssignGroup, UnassignGroup, GetIdentity, ListIdentities, ListAccountIdentities, IdentityCreated,
-  IdentityRemoved, IdentityGroupAssigned, IdentityGroupUnassigned, IdentityAggregate, IdentityProjection,
-  type IdentityModel, type AccountIdentity, Group, CreateGroup, RenameGroup, AddGroupPermission, RemoveGroupPermission,
-  RemoveGroup, GetGroup, ListGroups, GroupCreated, GroupRenamed, GroupPermissionAdded, GroupPermissionRemoved,
-  GroupRemoved, GroupAggregate, GroupProjection, type GroupModel, AuthIndex,
-} from "./defaults/index.js";

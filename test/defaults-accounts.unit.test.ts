@@ -4,10 +4,7 @@
  * removal, and the Account readmodel's queries.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  ChangeAccountEmail, ChangeAccountName, GetAccount, GetAccountByEmail, ListAccounts, Login, RegisterAccount, RemoveAccount,
-  SetAccountPassword, resolveCredentials,
-} from "mneme";
+import { ChangeAccountEmail, ChangeAccountName, GetAccount, GetAccountByEmail, ListAccounts, Login, RegisterAccount, RemoveAccount, SetAccountPassword, resolveCredentials } from "mneme/defaults";
 import { ADMIN_EMAIL, makeWorld, type World } from "./support/defaults-world.js";
 import { outcomeCode } from "./support/rejections.js";
 

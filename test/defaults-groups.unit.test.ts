@@ -6,11 +6,8 @@
  * registerDefaults' own checks.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  AddGroupPermission, AssignGroup, CreateGroup, CreateTenant, GetGroup, GetIdentity, GetTenant, ListGroups, ListIdentities, ListTenants,
-  MnemeError, RemoveGroup, RemoveGroupPermission, RemoveIdentity, RemoveTenant, RenameGroup, RenameTenant, UnassignGroup,
-  createFacade, defineDomain, registerDefaults,
-} from "mneme";
+import { MnemeError, createFacade, defineDomain } from "mneme";
+import { AddGroupPermission, AssignGroup, CreateGroup, CreateTenant, GetGroup, GetIdentity, GetTenant, ListGroups, ListIdentities, ListTenants, RemoveGroup, RemoveGroupPermission, RemoveIdentity, RemoveTenant, RenameGroup, RenameTenant, UnassignGroup, registerDefaults } from "mneme/defaults";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, makeWorld, type World } from "./support/defaults-world.js";
 import { outcomeCode } from "./support/rejections.js";
 

@@ -7,10 +7,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import {
-  ChangeAccountName, GetAccount, ListTenants, Login, type LoginResult, RegisterAccount, SetAccountPassword, type Facade, createFacade,
-  registerDefaults, resolveCredentials,
-} from "mneme";
+import { type Facade, createFacade } from "mneme";
+import { ChangeAccountName, GetAccount, ListTenants, Login, type LoginResult, RegisterAccount, SetAccountPassword, registerDefaults, resolveCredentials } from "mneme/defaults";
 import { createSqliteBackends } from "mneme/sqlite";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
 

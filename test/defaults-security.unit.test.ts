@@ -5,10 +5,8 @@
  * their parameters recorded.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  ChangeAccountName, DEFAULT_SCRYPT, Login, Logout, REDACTED, RegisterAccount, SetAccountPassword, type CommandRecord, type Facade,
-  type SystemEvent, hashPassword, isMnemeError, verifyPassword,
-} from "mneme";
+import { REDACTED, type CommandRecord, type Facade, type SystemEvent, isMnemeError } from "mneme";
+import { ChangeAccountName, DEFAULT_SCRYPT, Login, Logout, RegisterAccount, SetAccountPassword, hashPassword, verifyPassword } from "mneme/defaults";
 import { ADMIN_PASSWORD, makeWorld, type World } from "./support/defaults-world.js";
 
 let world: World;

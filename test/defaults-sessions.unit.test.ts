@@ -4,9 +4,8 @@
  * the failed-login limit (also under concurrency).
  */
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  CreateIdentity, Login, Logout, RemoveIdentity, RemoveTenant, isMnemeError, isSystemAdmin, parseSessionToken, resolveCredentials,
-} from "mneme";
+import { isMnemeError } from "mneme";
+import { CreateIdentity, Login, Logout, RemoveIdentity, RemoveTenant, isSystemAdmin, parseSessionToken, resolveCredentials } from "mneme/defaults";
 import { makeWorld, type World } from "./support/defaults-world.js";
 
 let world: World;

@@ -7,7 +7,8 @@
 import { createServer, request as httpRequest } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Facade, createFacade, newUuid, registerDefaults } from "mneme";
+import { type Facade, createFacade, newUuid } from "mneme";
+import { registerDefaults } from "mneme/defaults";
 import { createHttpHandler, toNodeListener } from "mneme/http";
 import { registerTodo } from "../examples/todo/todo-domain.js";
 import { call } from "./support/http-fixture.js";

@@ -277,7 +277,7 @@ describe("the check before commands and queries", () => {
   async function setup(opts: { authorizer?: Authorizer } = {}) {
     const Doc = defineDomain("Doc");
     const Saved = Doc.event<object>("Saved");
-    const commandSpy = vi.fn(() => [Saved.create("d", {})]);
+    const commandSpy = vi.fn((ctx: { tenantUuid: string }) => [Saved.create(`d-${ctx.tenantUuid}`, {})]); // one aggregate per tenant: aggregates belong to a tenant
     const querySpy = vi.fn(() => "answer");
     const Save = Doc.command("Save");
     const SaveAnon = Doc.command("SaveAnon", { permission: anonymous });

@@ -7,7 +7,8 @@
  *   PORT (default 3000, 0 = any free port), HOST (default 127.0.0.1)
  */
 import type { AddressInfo } from "node:net";
-import { type Facade, createFacade, registerDefaults } from "mneme";
+import { type Facade, createFacade } from "mneme";
+import { registerDefaults } from "mneme/defaults";
 import { type HttpHandler, createHttpHandler } from "mneme/http";
 import { createSqliteBackends } from "mneme/sqlite";
 import { registerTodo } from "../todo/todo-domain.js";

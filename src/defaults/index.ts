@@ -1,6 +1,8 @@
 /**
- * The built-in domains (Tenant, Account, Identity, Group), registerDefaults and
- * the credential helpers. Not a subpath: the root index re-exports these names.
+ * `mneme/defaults`: the built-in domains (Tenant, Account, Session, Identity,
+ * Group) and their tokens, registerDefaults, the default authorizer and the
+ * credential helpers. Apps that bring their own identity and tenancy never
+ * import it.
  */
 export { registerDefaults, DEFAULT_DOMAINS } from "./register-defaults.js";
 export type { DefaultsOptions, DefaultsInfo } from "./defaults-state.js";

@@ -4,10 +4,8 @@
  * commands: register, log in (credentials resolved like mneme/http does), create
  * tenants, identities and groups.
  */
-import {
-  AssignGroup, CreateGroup, CreateIdentity, CreateTenant, type DefaultsInfo, type DefaultsOptions, type Facade, type FacadeOptions,
-  Login, type LoginResult, RegisterAccount, type RequestContext, createFacade, registerDefaults, resolveCredentials,
-} from "mneme";
+import { type Facade, type FacadeOptions, type RequestContext, createFacade } from "mneme";
+import { AssignGroup, CreateGroup, CreateIdentity, CreateTenant, type DefaultsInfo, type DefaultsOptions, Login, type LoginResult, RegisterAccount, registerDefaults, resolveCredentials } from "mneme/defaults";
 
 export const ADMIN_EMAIL = "admin@example.org";
 export const ADMIN_PASSWORD = "admin-password-1";
