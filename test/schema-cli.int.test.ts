@@ -119,8 +119,8 @@ describe("mneme schema build (real CLI)", () => {
     expect(details?.map((d) => d.pointer).sort()).toEqual(["/assigneeEmail", "/location/coordinates"]);
   });
 
-  it("matches the in-process buildSchemas (same function, deterministic)", () => {
-    expect(buildSchemas({ tsconfig: "tsconfig.json", path: fixture, cwd: root })).toEqual(doc);
+  it("matches the in-process buildSchemas (same function, deterministic)", async () => {
+    expect(await buildSchemas({ tsconfig: "tsconfig.json", path: fixture, cwd: root })).toEqual(doc);
   });
 });
 
@@ -173,9 +173,9 @@ describe("mneme schema build --type and errors (real CLI)", () => {
 });
 
 describe("buildSchemas (in process)", () => {
-  it("throws INVALID_REQUEST instead of falling back to the whole tsconfig when the glob matches nothing", () => {
+  it("throws INVALID_REQUEST instead of falling back to the whole tsconfig when the glob matches nothing", async () => {
     try {
-      buildSchemas({ tsconfig: "tsconfig.json", path: "test/fixtures/schema/**/*.missing.ts", cwd: root });
+      await buildSchemas({ tsconfig: "tsconfig.json", path: "test/fixtures/schema/**/*.missing.ts", cwd: root });
       expect.unreachable();
     } catch (e) {
       expect(isMnemeError(e, "INVALID_REQUEST")).toBe(true);

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `mneme` binary. Parses argv only; the work is in schema-build.ts.
- * Exit codes: 0 done, 1 the build failed, 2 usage error.
+ * Exit codes: 0 done, 1 the build failed (also: ts-json-schema-generator is
+ * not installed), 2 usage error. Only `schema build` loads the generator.
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -16,7 +17,8 @@ Commands:
   schema build   Generate JSON Schema 2020-12 for the exported types of the files
                  matching <glob> (quote it) and write { "$schema", "$defs" } to <file>,
                  the input of createFacade({ schemas }). JSDoc tags such as
-                 @format email, @minimum 0, @pattern are honoured.
+                 @format email, @minimum 0, @pattern are honoured. Needs the
+                 ts-json-schema-generator package (a dev dependency of your project).
 
 Options:
   --tsconfig <file>  tsconfig.json whose compiler options apply
@@ -35,7 +37,7 @@ function version(): string {
   return pkg.version ?? "unknown";
 }
 
-function run(argv: readonly string[]): number {
+async function run(argv: readonly string[]): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({
@@ -78,7 +80,7 @@ function run(argv: readonly string[]): number {
   if (missing.length > 0) throw new UsageError(`missing ${missing.map((k) => `--${k}`).join(", ")}`);
 
   const started = performance.now();
-  const doc = buildSchemas({ tsconfig: values.tsconfig!, path: values.path!, type: values.type });
+  const doc = await buildSchemas({ tsconfig: values.tsconfig!, path: values.path!, type: values.type });
   writeSchemasFile(values.out!, doc);
   const names = Object.keys(doc.$defs);
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
@@ -87,7 +89,7 @@ function run(argv: readonly string[]): number {
 }
 
 try {
-  process.exitCode = run(process.argv.slice(2));
+  process.exitCode = await run(process.argv.slice(2));
 } catch (e) {
   if (e instanceof UsageError) {
     process.stderr.write(`mneme: ${e.message}\n\n${USAGE}`);

@@ -2,13 +2,14 @@
  * `mneme schema build`: JSON Schema 2020-12 for the exported types of source
  * files, through ts-json-schema-generator. Build time only: it loads the
  * TypeScript compiler (~1 s cold), which is why schemas are never generated in a request.
+ * The generator is an optional peer dependency, imported on demand (load-generator.ts).
  */
 import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { createGenerator } from "ts-json-schema-generator";
 import { errorMessage, MnemeError } from "../core/errors.js";
 import type { JsonSchema } from "../core/types.js";
 import { convertTo2020_12, JSON_SCHEMA_2020_12 } from "../schema/convert-2020-12.js";
+import { loadGenerator } from "./load-generator.js";
 import { matchFiles } from "./match-files.js";
 
 /** Options of {@link buildSchemas}, the flags of `mneme schema build`. */
@@ -33,12 +34,15 @@ export interface SchemasDocument {
  * Generates the schemas of every exported type of the files matching `path`
  * (JSDoc honoured: `@format`, `@minimum`, `@pattern`, descriptions ...) and
  * converts them to 2020-12.
- * @throws MnemeError INVALID_REQUEST when the tsconfig or the files are missing,
+ * @throws MnemeError INVALID_REQUEST when ts-json-schema-generator is not
+ *   installed (naming the install command), the tsconfig or the files are missing,
  *   the type is unknown, or the generator fails (its message is kept).
  * @example
- * const doc = buildSchemas({ tsconfig: "tsconfig.json", path: "src/domain/*.ts" });
+ * const doc = await buildSchemas({ tsconfig: "tsconfig.json", path: "src/domain/*.ts" });
  */
-export function buildSchemas(opts: BuildSchemasOptions): SchemasDocument {
+export async function buildSchemas(opts: BuildSchemasOptions): Promise<SchemasDocument> {
+  // First: without the generator no other check helps.
+  const createGenerator = await loadGenerator();
   const cwd = resolve(opts.cwd ?? process.cwd());
   const tsconfig = resolve(cwd, opts.tsconfig);
   if (!statSync(tsconfig, { throwIfNoEntry: false })?.isFile()) {
