@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { defineDomain } from "../src/core/domain.js";
+import { defineDomain } from "../src/model/domain.js";
 import { createFacade, type Facade, type FacadeOptions } from "../src/core/facade.js";
 import type { EventRepository } from "../src/store/event-repository.js";
 import { createPostgresBackends } from "../src/postgres/postgres-backends.js";

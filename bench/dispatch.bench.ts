@@ -10,11 +10,11 @@
  * busy machine disturbs less than wall time.
  */
 import { createFacade, type Facade } from "../src/core/facade.js";
-import { defineDomain } from "../src/core/domain.js";
-import type { CommandEnvelope, NewEvent } from "../src/core/types.js";
+import { defineDomain } from "../src/model/domain.js";
+import type { CommandEnvelope, NewEvent } from "../src/model/types.js";
 import { MemoryCommandStore } from "../src/memory/memory-command-store.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
-import { anonymous, authorized, newPermission } from "../src/permissions/permission.js";
+import { anonymous, authorized, newPermission } from "../src/model/permission.js";
 import { PermissionRegistry } from "../src/permissions/permission-registry.js";
 import { ProjectionReadmodel } from "../src/readmodel/projection-readmodel.js";
 import { BENCH_REQ_CTX as reqCtx, BENCH_TENANT as TENANT, type Bench, type BenchRow } from "./harness.js";

@@ -3,7 +3,7 @@
  * Figures are printed as one table; ratios compare mneme with the raw driver
  * doing the same work in the same run.
  */
-import type { NewEvent, RequestContext } from "../src/core/types.js";
+import type { NewEvent, RequestContext } from "../src/model/types.js";
 
 export interface BenchRow {
   group: string;

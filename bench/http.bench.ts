@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import autocannon from "autocannon";
 import { v4 as uuidv4 } from "uuid";
 import { createFacade } from "../src/core/facade.js";
-import type { RequestContext } from "../src/core/types.js";
+import type { RequestContext } from "../src/model/types.js";
 import { createHttpHandler, toNodeListener } from "../src/http/index.js";
 import { CreateTodo, registerTodo } from "../examples/todo/todo-domain.js";
 import type { Bench } from "./harness.js";

@@ -5,8 +5,8 @@
  * 100,000), readAll of all of them in pages of 1000, one-event appends, and
  * loadAggregate. Run with `npx tsx --expose-gc bench/run.ts memory-store` for steadier figures.
  */
-import { newUuid, nowNs } from "../src/core/clock.js";
-import type { Event, NewEvent } from "../src/core/types.js";
+import { newUuid, nowNs } from "../src/model/clock.js";
+import type { Event, NewEvent } from "../src/model/types.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
 import { BENCH_REQ_CTX, BENCH_TENANT, type Bench } from "./harness.js";
 

@@ -14,8 +14,8 @@
  * mapped to Event objects.
  */
 import pg from "pg";
-import { newUuid, nowNs } from "../src/core/clock.js";
-import type { Event, NewEvent, RequestContext } from "../src/core/types.js";
+import { newUuid, nowNs } from "../src/model/clock.js";
+import type { Event, NewEvent, RequestContext } from "../src/model/types.js";
 import { PostgresEventRepository } from "../src/postgres/index.js";
 import { advisoryKey } from "../src/postgres/postgres-schema.js";
 import { BENCH_REQ_CTX, type Bench, duel, todoBatchOf100, todoEvent } from "./harness.js";

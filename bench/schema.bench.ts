@@ -4,7 +4,7 @@
  * (the same compiled schema called directly) as the baseline.
  */
 import { Ajv2020 } from "ajv/dist/2020.js";
-import type { JsonSchema } from "../src/core/types.js";
+import type { JsonSchema } from "../src/model/types.js";
 import { JSON_SCHEMA_2020_12 } from "../src/schema/convert-2020-12.js";
 import { FORMAT_CHECKS } from "../src/schema/formats.js";
 import { SchemaRegistry, type SchemaTypeRef } from "../src/schema/schema-registry.js";

@@ -9,8 +9,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import { newUuid, nowNs } from "../src/core/clock.js";
-import type { Event, NewEvent, RequestContext } from "../src/core/types.js";
+import { newUuid, nowNs } from "../src/model/clock.js";
+import type { Event, NewEvent, RequestContext } from "../src/model/types.js";
 import { SqliteEventRepository } from "../src/sqlite/index.js";
 import { type Bench, duel, todoBatchOf100, todoEvent } from "./harness.js";
 

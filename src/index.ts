@@ -1,16 +1,16 @@
 // The root export list of mneme, name by name.
-export { MnemeError, isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "./core/errors.js";
-export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./core/types.js";
-export { eventPath } from "./core/types.js";
-export { nowNs, newUuid } from "./core/clock.js";
+export { MnemeError, isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "./model/errors.js";
+export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./model/types.js";
+export { eventPath } from "./model/types.js";
+export { nowNs, newUuid } from "./model/clock.js";
 export {
   AllEvents, type AllEventsType, type MessageType, type CommandType, type QueryType, type EventType, type AggregateType, type Evolver, type PayloadOf, type ResultOf,
-} from "./core/tokens.js";
+} from "./model/tokens.js";
 export {
   defineDomain, type Domain, type CommandHandler, type QueryHandler, type CommandHandlerResult, type MessageOptions, type AggregateOptions,
-} from "./core/domain.js";
-export type { CommandContext, QueryContext, MessageContext, AggregateLoader, LoadedAggregate } from "./core/context.js";
-export { REDACTED } from "./core/redact.js";
+} from "./model/domain.js";
+export type { CommandContext, QueryContext, MessageContext, AggregateLoader, LoadedAggregate } from "./model/context.js";
+export { REDACTED } from "./model/redact.js";
 export {
   Facade, createFacade, type FacadeOptions, type DispatchOptions, type DispatchResult, type HandlerError, type QueryOptions, type MessageRef,
 } from "./core/facade.js";
@@ -18,7 +18,7 @@ export {
 export {
   anonymous, authenticated, authorized, newPermission, newPermissionCmdFunc, permissionLevelOf,
   type Permission, type PermissionFunc, type PermissionLevel, type PermissionContext,
-} from "./permissions/permission.js";
+} from "./model/permission.js";
 export { PermissionRegistry, type Authorizer } from "./permissions/permission-registry.js";
 export {
   registerStorePermissions, storePermissionName, storePermissionDefinitions, STORE_NAMES, STORE_ACTIONS, STORE_PREFIXES,
@@ -44,7 +44,7 @@ export { FilesystemDataStore, type FilesystemDataStoreOptions } from "./store-fs
 export type {
   EventHandler, DomainEventHandler, HandlerContext, EventHandlerState, RestorationState, RestoreReport,
   EventHandlerMetrics, EventHandlerInfo, StateRestorer, MetricProvider,
-} from "./readmodel/event-handler.js";
+} from "./model/event-handler.js";
 export { BaseEventHandler, type DeliveryOptions } from "./readmodel/base-event-handler.js";
 export {
   BaseReadmodel, withReadmodelStoreBackend, withRestoreBatchSize, withCatchBufferLimit,

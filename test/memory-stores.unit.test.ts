@@ -10,7 +10,7 @@ import { MemoryCacheStore } from "../src/memory/memory-cache-store.js";
 import { MemoryCommandStore } from "../src/memory/memory-command-store.js";
 import { MemoryDataStore } from "../src/memory/memory-data-store.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
-import type { Event, NewEvent } from "../src/core/types.js";
+import type { Event, NewEvent } from "../src/model/types.js";
 import type { AppendOptions } from "../src/store/event-repository.js";
 import { MemoryLogStore } from "../src/memory/memory-log-store.js";
 import { MemoryReadmodelStoreBackend } from "../src/memory/memory-readmodel-store-backend.js";

@@ -2,9 +2,9 @@ import fc from "fast-check";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { createFacade } from "../src/index.js";
-import { newUuid } from "../src/core/clock.js";
-import { isMnemeError } from "../src/core/errors.js";
-import type { Event } from "../src/core/types.js";
+import { newUuid } from "../src/model/clock.js";
+import { isMnemeError } from "../src/model/errors.js";
+import type { Event } from "../src/model/types.js";
 import {
   createPostgresBackends,
   PostgresCommandStore,

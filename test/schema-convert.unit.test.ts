@@ -1,6 +1,6 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { describe, expect, it } from "vitest";
-import type { JsonSchema } from "../src/core/types.js";
+import type { JsonSchema } from "../src/model/types.js";
 import { convertTo2020_12, JSON_SCHEMA_2020_12 } from "../src/schema/convert-2020-12.js";
 import { appendPointer, formatLocalRef, parseLocalRef } from "../src/schema/json-pointer.js";
 

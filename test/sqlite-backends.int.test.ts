@@ -5,9 +5,9 @@ import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
-import { nowNs } from "../src/core/clock.js";
-import { isMnemeError } from "../src/core/errors.js";
-import type { Event, NewEvent } from "../src/core/types.js";
+import { nowNs } from "../src/model/clock.js";
+import { isMnemeError } from "../src/model/errors.js";
+import type { Event, NewEvent } from "../src/model/types.js";
 import type { CommandRecord } from "../src/store/command-store.js";
 import {
   createSqliteBackends,

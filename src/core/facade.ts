@@ -6,7 +6,7 @@ import { MemoryLogStore } from "../memory/memory-log-store.js";
 import { MemoryReadmodelStoreBackend } from "../memory/memory-readmodel-store-backend.js";
 import { type Authorizer, PermissionRegistry } from "../permissions/permission-registry.js";
 import { BaseEventHandler, DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost } from "../readmodel/base-event-handler.js";
-import type { EventHandler } from "../readmodel/event-handler.js";
+import type { EventHandler } from "../model/event-handler.js";
 import { Runtime } from "../runtime/runtime.js";
 import { defineRuntimeDomain } from "../runtime/runtime-domain.js";
 import { type SystemEventKind, SystemEventProducer, type SystemEventProducerOptions } from "../runtime/system-events.js";
@@ -18,14 +18,14 @@ import type { AppendOptions, EventRepository } from "../store/event-repository.j
 import type { LogStore } from "../store/log-store.js";
 import { jsonSafeProblem } from "../store/json-safe.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import { newUuid, nowNs } from "./clock.js";
-import { type AggregateLoader, type CommandContext, isTenantScopable, type LoadedAggregate, type MessageContext, type QueryContext } from "./context.js";
-import type { Domain } from "./domain.js";
-import { errorMessage, isMnemeError, MnemeError } from "./errors.js";
-import { KeyedLock } from "./keyed-lock.js";
-import { isPlainObject, redact } from "./redact.js";
-import type { AggregateTenancy, AggregateType, CommandType, EventType, QueryType } from "./tokens.js";
-import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
+import { newUuid, nowNs } from "../model/clock.js";
+import { type AggregateLoader, type CommandContext, isTenantScopable, type LoadedAggregate, type MessageContext, type QueryContext } from "../model/context.js";
+import type { Domain } from "../model/domain.js";
+import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
+import { KeyedLock } from "../model/keyed-lock.js";
+import { isPlainObject, redact } from "../model/redact.js";
+import type { AggregateTenancy, AggregateType, CommandType, EventType, QueryType } from "../model/tokens.js";
+import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "../model/types.js";
 
 /** Options of createFacade. Every store defaults to its in-memory implementation. */
 export interface FacadeOptions {

@@ -3,7 +3,7 @@
  * them (account, email claim, credential, session). Commands and handlers live
  * in account.ts and session.ts.
  */
-import { defineDomain } from "../core/domain.js";
+import { defineDomain } from "../model/domain.js";
 import type { PasswordHash } from "./password.js";
 
 /** Accounts, their credentials and their sessions. */

@@ -3,12 +3,12 @@
  * change email or name, set the password, remove; get and list. Login and
  * logout are in session.ts.
  */
-import { newUuid } from "../core/clock.js";
-import type { CommandContext } from "../core/context.js";
-import { MnemeError } from "../core/errors.js";
+import { newUuid } from "../model/clock.js";
+import type { CommandContext } from "../model/context.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
-import type { NewEvent } from "../core/types.js";
-import { anonymous } from "../permissions/permission.js";
+import type { NewEvent } from "../model/types.js";
+import { anonymous } from "../model/permission.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import {
   Account, AccountAggregate, type AccountModel, AccountEmailChanged, AccountNameChanged, AccountPasswordChanged, AccountRegistered,

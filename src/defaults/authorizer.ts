@@ -3,9 +3,9 @@
  * groups. Consulted after the `authorized` level passes, and for every
  * permission without a level (store permissions, Runtime control, the SSE stream).
  */
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
-import { authorized } from "../permissions/permission.js";
+import { authorized } from "../model/permission.js";
 import type { Authorizer } from "../permissions/permission-registry.js";
 import { defaultsOf } from "./defaults-state.js";
 import { grantsCover, resolveSender } from "./sender.js";

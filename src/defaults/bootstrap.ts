@@ -5,9 +5,9 @@
  * facade.start(), appends everything in one command (all or nothing), and does
  * nothing at all when the system tenant exists already.
  */
-import { isMnemeError, MnemeError } from "../core/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
-import type { RequestContext } from "../core/types.js";
+import type { RequestContext } from "../model/types.js";
 import {
   AccountAggregate, AccountRegistered, CredentialSet, EmailClaimAggregate, EmailClaimed,
 } from "./account-domain.js";

@@ -4,7 +4,7 @@
  * of a RequestContext, or nothing when they do not check out.
  */
 import type { Facade } from "../core/facade.js";
-import type { RequestContext } from "../core/types.js";
+import type { RequestContext } from "../model/types.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import type { AccountModel, SessionModel } from "./account-domain.js";
 import { defaultsOf } from "./defaults-state.js";

@@ -3,10 +3,10 @@
  * module-level definitions shared by every facade; their handlers and
  * permission functions find their facade's settings here.
  */
-import { nowNs } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { nowNs } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
-import type { RequestContext } from "../core/types.js";
+import type { RequestContext } from "../model/types.js";
 import {
   adminAccountUuidOf, identityUuidOf, normalizeEmail, systemAdminGroupUuidOf, systemTenantUuidOf,
 } from "./ids.js";

@@ -3,10 +3,10 @@
  * identity holds what its groups hold; the default authorizer grants a
  * command or query when one of them holds `<Domain>.<Command>`.
  */
-import { newUuid } from "../core/clock.js";
-import type { AggregateLoader, LoadedAggregate } from "../core/context.js";
-import { defineDomain } from "../core/domain.js";
-import { MnemeError } from "../core/errors.js";
+import { newUuid } from "../model/clock.js";
+import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
+import { defineDomain } from "../model/domain.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import { defaultsOf } from "./defaults-state.js";

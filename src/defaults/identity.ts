@@ -3,9 +3,9 @@
  * it holds there. A request is authorized as an identity (sender identity and
  * tenant in the request context).
  */
-import type { AggregateLoader, LoadedAggregate } from "../core/context.js";
-import { defineDomain } from "../core/domain.js";
-import { MnemeError } from "../core/errors.js";
+import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
+import { defineDomain } from "../model/domain.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import { AccountAggregate } from "./account-domain.js";

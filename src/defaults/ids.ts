@@ -5,7 +5,7 @@
  * need no lookup table.
  */
 import { v5 as uuidv5 } from "uuid";
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 
 /** The namespace of every id mneme derives. Never change it: stores written before would no longer match. */
 export const MNEME_ID_NAMESPACE = "8b0c5f3e-2f4a-4d59-9a57-6c1e0d7b3a21";

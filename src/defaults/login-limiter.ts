@@ -5,7 +5,7 @@
  * limited exactly like a known one and the limit reveals nothing.
  */
 import { createHash } from "node:crypto";
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
 import type { DefaultsState } from "./defaults-state.js";
 

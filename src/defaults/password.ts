@@ -4,7 +4,7 @@
  * still verify after the defaults are raised.
  */
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 
 /** scrypt cost parameters: N (CPU/memory cost, a power of two), r (block size), p (parallelism). */
 export interface ScryptParams {

@@ -2,8 +2,8 @@
  * JSON Schemas (2020-12) of the built-in commands and queries: they ship with
  * the domains, so validation and `runtime.getSchema` work without `mneme schema build`.
  */
-import { MnemeError } from "../core/errors.js";
-import type { JsonSchema } from "../core/types.js";
+import { MnemeError } from "../model/errors.js";
+import type { JsonSchema } from "../model/types.js";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./password.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";

@@ -3,8 +3,8 @@
  * authorizer is not consulted), reading the facade's readmodels through the
  * permission context the registry passes.
  */
-import { MnemeError } from "../core/errors.js";
-import { authenticated, type PermissionFunc } from "../permissions/permission.js";
+import { MnemeError } from "../model/errors.js";
+import { authenticated, type PermissionFunc } from "../model/permission.js";
 import { maybeDefaultsOf } from "./defaults-state.js";
 import { isSystemAdmin } from "./sender.js";
 

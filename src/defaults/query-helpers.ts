@@ -1,5 +1,5 @@
 /** Small helpers shared by the built-in query handlers. */
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { ProjectionListOptions, ProjectionModel } from "../readmodel/projection-readmodel.js";
 
 /** The options of a ProjectionReadmodel list from a list query's payload. */

@@ -3,7 +3,7 @@
  * their readmodels, the store permissions, the group-based authorizer, and the
  * bootstrap of the system tenant and its administrator.
  */
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
 import { registerStorePermissions } from "../permissions/store-permissions.js";
 import { AccountProjection } from "./account.js";

@@ -3,10 +3,10 @@
  * readmodels (identity of the account in the tenant, live tenant, account and
  * groups), with what its groups grant and whether it is a system administrator.
  */
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
-import type { RequestContext } from "../core/types.js";
-import { authorized } from "../permissions/permission.js";
+import type { RequestContext } from "../model/types.js";
+import { authorized } from "../model/permission.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import type { AccountModel } from "./account-domain.js";
 import { defaultsOf, type DefaultsState } from "./defaults-state.js";

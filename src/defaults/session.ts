@@ -3,10 +3,10 @@
  * session uuid and a random key, of which only a keyed hash is stored) and
  * Logout (authenticated). Sessions expire `sessionTtlMs` after login.
  */
-import { newUuid } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { newUuid } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
-import { anonymous, authenticated } from "../permissions/permission.js";
+import { anonymous, authenticated } from "../model/permission.js";
 import { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import {
   Account, CredentialAggregate, EmailClaimAggregate, SessionAggregate, SessionEnded, type SessionModel, SessionStarted,

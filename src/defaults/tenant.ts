@@ -3,9 +3,9 @@
  * and group belongs to one tenant; the system tenant is bootstrapped and holds
  * the system administrators.
  */
-import { newUuid } from "../core/clock.js";
-import { defineDomain } from "../core/domain.js";
-import { MnemeError } from "../core/errors.js";
+import { newUuid } from "../model/clock.js";
+import { defineDomain } from "../model/domain.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import { defaultsOf } from "./defaults-state.js";

@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 
 /** Thrown for a body that is not JSON at all: the handler answers 415 rather than 400. */
 export class UnsupportedMediaType extends MnemeError {

@@ -1,4 +1,4 @@
-import type { RequestContext } from "../core/types.js";
+import type { RequestContext } from "../model/types.js";
 
 /** What a client presents: the two halves of its session token and, optionally, the identity it acts as. */
 export interface Credentials {

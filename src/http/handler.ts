@@ -1,6 +1,6 @@
-import { isMnemeError, MnemeError } from "../core/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Facade, MessageRef } from "../core/facade.js";
-import type { RequestContext } from "../core/types.js";
+import type { RequestContext } from "../model/types.js";
 import { resolveCredentials } from "../defaults/credentials.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";

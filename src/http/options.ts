@@ -1,6 +1,6 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
-import type { RequestContext } from "../core/types.js";
+import type { RequestContext } from "../model/types.js";
 import type { Credentials } from "./credentials.js";
 
 /**

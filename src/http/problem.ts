@@ -1,5 +1,5 @@
 import { withBodyText } from "./responses.js";
-import { isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "../core/errors.js";
+import { isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "../model/errors.js";
 
 /**
  * The one table from MnemeError code to HTTP status. Codes that only a

@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 
 /**
  * Where a response made here keeps its body text, so toNodeListener can write

@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 
 /** What matching a request gives: a route with its decoded path parameters, the methods a known path allows, or nothing. */
 export type RouteMatch<T> =

@@ -1,8 +1,8 @@
-import { newUuid } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { newUuid } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
 import type { Facade, MessageRef } from "../core/facade.js";
-import { isPlainObject } from "../core/redact.js";
-import type { RequestContext } from "../core/types.js";
+import { isPlainObject } from "../model/redact.js";
+import type { RequestContext } from "../model/types.js";
 import type { Authentication } from "./credentials.js";
 import { serializeCookie } from "./credentials.js";
 import type { ConnectionGauge } from "./limits.js";

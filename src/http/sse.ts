@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { SystemEvent, SystemEventGap, SystemEventProducer } from "../runtime/system-events.js";
 import type { ConnectionGauge } from "./limits.js";
 

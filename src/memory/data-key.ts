@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 
 /** The longest DataStore key, in characters. */
 export const MAX_DATA_KEY_LENGTH = 1024;

@@ -1,5 +1,5 @@
-import { nowNs } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { nowNs } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
 import type { CacheEntry, CacheStore } from "../store/cache-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";

@@ -1,4 +1,4 @@
-import { nowNs } from "../core/clock.js";
+import { nowNs } from "../model/clock.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";

@@ -1,6 +1,6 @@
-import { nowNs, newUuid } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
-import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import { nowNs, newUuid } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
+import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import { checkAppendTenants, checkEventField, globalAggregatesSet } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";

@@ -1,4 +1,4 @@
-import { nowNs } from "../core/clock.js";
+import { nowNs } from "../model/clock.js";
 import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";

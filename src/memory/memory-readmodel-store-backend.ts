@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { nowNs } from "../core/clock.js";
+import { nowNs } from "../model/clock.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint, assertCollectionName, assertDocumentKey, assertFieldName, assertHandlerName, documentEntriesJson, documentJson, listWindow,

@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 
 /** The STORE_CLOSED error a memory store rejects with once it is closed. */
 export function storeClosed(store: string): MnemeError {

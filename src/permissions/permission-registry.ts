@@ -1,6 +1,6 @@
-import { isMnemeError, MnemeError } from "../core/errors.js";
-import type { CommandEnvelope, QueryEnvelope, RequestContext } from "../core/types.js";
-import { type Permission, type PermissionContext, permissionLevelOf } from "./permission.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
+import type { CommandEnvelope, QueryEnvelope, RequestContext } from "../model/types.js";
+import { type Permission, type PermissionContext, permissionLevelOf } from "../model/permission.js";
 
 /**
  * An RBAC hook consulted after the `authorized` level passes and for every

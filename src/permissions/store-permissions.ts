@@ -1,4 +1,4 @@
-import type { Permission } from "./permission.js";
+import type { Permission } from "../model/permission.js";
 
 /** The five stores as the Runtime's store access names them. */
 export type StoreName = "event" | "command" | "data" | "cache" | "log";

@@ -1,5 +1,5 @@
 import pg from "pg";
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";

@@ -1,4 +1,4 @@
-import { isMnemeError, MnemeError, type MnemeErrorCode } from "../core/errors.js";
+import { isMnemeError, MnemeError, type MnemeErrorCode } from "../model/errors.js";
 
 /** SQLSTATE raised by the append function when a version or expected version is taken (-> CONFLICT). */
 export const SQLSTATE_VERSION_TAKEN = "MN409";

@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { nowNs } from "../core/clock.js";
-import { isMnemeError, MnemeError } from "../core/errors.js";
+import { nowNs } from "../model/clock.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint, assertCollectionName, assertDocumentKey, assertDocumentKeys, assertFieldName, assertHandlerName, documentEntriesJson,

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import { mapPgError } from "./postgres-errors.js";
 import { checkout, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 

@@ -1,5 +1,5 @@
 import type { QueryResult } from "pg";
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
 import {

@@ -1,13 +1,13 @@
-import { errorMessage, isMnemeError, MnemeError } from "../core/errors.js";
-import { AllEvents, type AllEventsType, type EventType } from "../core/tokens.js";
-import type { Event } from "../core/types.js";
+import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
+import { AllEvents, type AllEventsType, type EventType } from "../model/tokens.js";
+import type { Event } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import type { SystemEventKind } from "../runtime/system-events.js";
 import type {
   DomainEventHandler, EventHandler, EventHandlerInfo, EventHandlerMetrics, EventHandlerState,
   HandlerContext, RestorationState, RestoreReport, StateRestorer,
-} from "./event-handler.js";
+} from "../model/event-handler.js";
 import { HandlerMetrics } from "./handler-metrics.js";
 
 /**

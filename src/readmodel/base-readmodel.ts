@@ -1,8 +1,8 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseEventHandler, type DeliveryOptions, type HandlerHost } from "./base-event-handler.js";
-import type { EventHandlerMetrics, MetricProvider, RestoreReport, StateRestorer } from "./event-handler.js";
+import type { EventHandlerMetrics, MetricProvider, RestoreReport, StateRestorer } from "../model/event-handler.js";
 
 /** What a readmodel needs from the facade at construction. */
 export interface ReadmodelFacade {

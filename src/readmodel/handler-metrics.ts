@@ -1,4 +1,4 @@
-import type { EventHandlerMetrics, RestoreReport } from "./event-handler.js";
+import type { EventHandlerMetrics, RestoreReport } from "../model/event-handler.js";
 
 const SAMPLES = 1024;
 

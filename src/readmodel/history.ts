@@ -1,4 +1,4 @@
-import type { Event } from "../core/types.js";
+import type { Event } from "../model/types.js";
 
 /** One entry of an aggregate's history (spec 2.8), built from a stored event at query time. */
 export interface HistoryEventModel {

@@ -1,6 +1,6 @@
-import { MnemeError } from "../core/errors.js";
-import type { AggregateType, EventType } from "../core/tokens.js";
-import type { Event } from "../core/types.js";
+import { MnemeError } from "../model/errors.js";
+import type { AggregateType, EventType } from "../model/tokens.js";
+import type { Event } from "../model/types.js";
 import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import type { DeliveryOptions, HandlerHost } from "./base-event-handler.js";
 import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";

@@ -1,7 +1,7 @@
-import { defineDomain, type Domain } from "../core/domain.js";
-import { MnemeError } from "../core/errors.js";
-import type { JsonSchema } from "../core/types.js";
-import type { PermissionFunc } from "../permissions/permission.js";
+import { defineDomain, type Domain } from "../model/domain.js";
+import { MnemeError } from "../model/errors.js";
+import type { JsonSchema } from "../model/types.js";
+import type { PermissionFunc } from "../model/permission.js";
 import type { StoreAction } from "../permissions/store-permissions.js";
 import type { Runtime } from "./runtime.js";
 

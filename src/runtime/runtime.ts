@@ -1,11 +1,11 @@
-import { MnemeError } from "../core/errors.js";
-import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../model/errors.js";
+import { nowNs } from "../model/clock.js";
 import type { Facade } from "../core/facade.js";
-import type { JsonSchema, RequestContext } from "../core/types.js";
-import { newUuid } from "../core/clock.js";
+import type { JsonSchema, RequestContext } from "../model/types.js";
+import { newUuid } from "../model/clock.js";
 import type { PermissionRegistry } from "../permissions/permission-registry.js";
 import type { BaseEventHandler } from "../readmodel/base-event-handler.js";
-import type { EventHandlerInfo, EventHandlerMetrics } from "../readmodel/event-handler.js";
+import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
 import type { SchemaTypeRef } from "../schema/schema-registry.js";
 import { StoreAccess } from "./store-access.js";
 import type { SystemEventProducer } from "./system-events.js";

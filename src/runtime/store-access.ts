@@ -1,6 +1,6 @@
-import { MnemeError } from "../core/errors.js";
-import { newUuid } from "../core/clock.js";
-import type { RequestContext } from "../core/types.js";
+import { MnemeError } from "../model/errors.js";
+import { newUuid } from "../model/clock.js";
+import type { RequestContext } from "../model/types.js";
 import { type StoreAction, type StoreName, STORE_NAMES, storePermissionName } from "../permissions/store-permissions.js";
 import type { PermissionRegistry } from "../permissions/permission-registry.js";
 import type { CacheStore } from "../store/cache-store.js";

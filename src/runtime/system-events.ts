@@ -1,6 +1,6 @@
 import { EventEmitter } from "eventemitter3";
-import { MnemeError } from "../core/errors.js";
-import { nowNs } from "../core/clock.js";
+import { MnemeError } from "../model/errors.js";
+import { nowNs } from "../model/clock.js";
 
 /** Kinds of system events. docs/runtime.md describes each payload. */
 export type SystemEventKind =

@@ -2,7 +2,7 @@
  * draft-07 -> JSON Schema 2020-12, for the output of ts-json-schema-generator
  * (and hand-written draft-07 schemas). Pure: the input is never modified.
  */
-import type { JsonSchema } from "../core/types.js";
+import type { JsonSchema } from "../model/types.js";
 import { formatLocalRef, parseLocalRef } from "./json-pointer.js";
 
 /** The `$schema` URI of the 2020-12 dialect, as every mneme schema document names it. */

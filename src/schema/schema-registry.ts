@@ -5,8 +5,8 @@
  */
 import { readFileSync } from "node:fs";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
-import { errorMessage, MnemeError, type MnemeErrorDetail } from "../core/errors.js";
-import type { JsonSchema } from "../core/types.js";
+import { errorMessage, MnemeError, type MnemeErrorDetail } from "../model/errors.js";
+import type { JsonSchema } from "../model/types.js";
 import { convertTo2020_12, JSON_SCHEMA_2020_12 } from "./convert-2020-12.js";
 import { FORMAT_CHECKS } from "./formats.js";
 import { appendPointer, formatLocalRef, parseLocalRef } from "./json-pointer.js";

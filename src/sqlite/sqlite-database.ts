@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { SqliteDriverDatabase, SqliteDriverStatement } from "./sqlite-driver.js";
 import { toStoreError } from "./sqlite-errors.js";
 

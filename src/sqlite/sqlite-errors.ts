@@ -1,4 +1,4 @@
-import { isMnemeError, MnemeError } from "../core/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 
 /**
  * Turns whatever a driver call threw into a MnemeError: MnemeErrors pass

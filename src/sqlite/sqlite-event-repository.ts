@@ -1,6 +1,6 @@
-import { newUuid, nowNs } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
-import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import { newUuid, nowNs } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
+import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import { checkAppendTenants, eventFieldJson, expectedVersionsMap, globalAggregatesSet } from "../store/append-validation.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";

@@ -1,7 +1,7 @@
 import { readlinkSync } from "node:fs";
 import { hostname } from "node:os";
-import { newUuid } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { newUuid } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
 import { assertHandlerName } from "../store/readmodel-validation.js";
 import type { SqliteDatabase } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";

@@ -1,5 +1,5 @@
-import { nowNs } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { nowNs } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
 import { isLogLevel, validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";

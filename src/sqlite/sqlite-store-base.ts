@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { SqliteDatabase, type SqliteStoreOptions, validateTablePrefix } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";

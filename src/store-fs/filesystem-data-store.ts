@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { nowNs } from "../core/clock.js";
-import { MnemeError } from "../core/errors.js";
+import { nowNs } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
 import { assertDataKey, dataToStore } from "../memory/data-key.js";
 import { storeClosed } from "../memory/store-closed.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";

@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import { jsonSafeProblem } from "./json-safe.js";
 
 /**

@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { CommandRecord } from "./command-store.js";
 
 const STATUSES: ReadonlySet<unknown> = new Set(["succeeded", "failed", "denied"]);

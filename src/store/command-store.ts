@@ -1,4 +1,4 @@
-import type { RequestContext } from "../core/types.js";
+import type { RequestContext } from "../model/types.js";
 import type { PageRequest, StoreInfo, StorePage } from "./store-info.js";
 
 export type CommandStatus = "succeeded" | "failed" | "denied";

@@ -1,4 +1,4 @@
-import type { Event, NewEvent } from "../core/types.js";
+import type { Event, NewEvent } from "../model/types.js";
 import type { CommandRecord, CommandStore } from "./command-store.js";
 import type { StoreInfo } from "./store-info.js";
 

@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { LogLevel, NewLogEntry } from "./log-store.js";
 
 const LEVELS: ReadonlySet<unknown> = new Set<LogLevel>(["debug", "info", "warn", "error"]);

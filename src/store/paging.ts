@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import { DEFAULT_PAGE_LIMIT, MAX_PAGE_LIMIT } from "./store-info.js";
 
 /**

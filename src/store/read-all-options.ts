@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { ReadAllOptions } from "./event-repository.js";
 
 /** The page size of `readAll` when none is asked for. */

@@ -1,4 +1,4 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "../model/errors.js";
 import type { ListOptions } from "./readmodel-store-backend.js";
 
 /** A top-level document field: the whitelist that keeps field names out of reach of SQL and JSON-path injection. */

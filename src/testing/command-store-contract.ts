@@ -1,5 +1,5 @@
 import { expect } from "vitest";
-import { newUuid, nowNs } from "../core/clock.js";
+import { newUuid, nowNs } from "../model/clock.js";
 import type { CommandRecord, CommandStore } from "../store/command-store.js";
 import type { StorePage } from "../store/store-info.js";
 import { describeContract, expectClosedBehaviour, expectNoSecret, expectRejectsWith } from "./contract-harness.js";

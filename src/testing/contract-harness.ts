@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, type TestContext } from "vitest";
-import { isMnemeError, type MnemeErrorCode } from "../core/errors.js";
+import { isMnemeError, type MnemeErrorCode } from "../model/errors.js";
 import type { ContractOptions } from "./contract-options.js";
 
 /** What every store has: the suites call init() on a fresh store and close() after the test. */

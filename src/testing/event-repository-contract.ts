@@ -1,7 +1,7 @@
 import { expect } from "vitest";
-import { newUuid } from "../core/clock.js";
-import { isMnemeError } from "../core/errors.js";
-import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import { newUuid } from "../model/clock.js";
+import { isMnemeError } from "../model/errors.js";
+import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import {
   collectPages,

@@ -11,8 +11,8 @@
  */
 import type { Arbitrary } from "fast-check";
 import { expect } from "vitest";
-import { newUuid } from "../core/clock.js";
-import type { Event, NewEvent } from "../core/types.js";
+import { newUuid } from "../model/clock.js";
+import type { Event, NewEvent } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import { collectPages, expectRejectsWith, type ContractTest } from "./contract-harness.js";
 

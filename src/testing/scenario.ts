@@ -1,7 +1,7 @@
-import { isMnemeError, type MnemeErrorCode } from "../core/errors.js";
+import { isMnemeError, type MnemeErrorCode } from "../model/errors.js";
 import type { Facade } from "../core/facade.js";
-import type { CommandType } from "../core/tokens.js";
-import type { Event, NewEvent, RequestContext } from "../core/types.js";
+import type { CommandType } from "../model/tokens.js";
+import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import { isDeepStrictEqual } from "node:util";
 
 /** An expected event: its type and payload, and optionally its aggregate. */

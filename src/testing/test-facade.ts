@@ -1,6 +1,6 @@
-import type { Domain } from "../core/domain.js";
+import type { Domain } from "../model/domain.js";
 import { createFacade, type Facade, type FacadeOptions } from "../core/facade.js";
-import type { EventHandler } from "../readmodel/event-handler.js";
+import type { EventHandler } from "../model/event-handler.js";
 
 /** The system administrator's request context shape used by tests (all four sender fields). */
 export const testReqCtx = Object.freeze({

@@ -4,7 +4,7 @@
  * and optimistic concurrency are exercised across connections for real.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { isMnemeError } from "../../src/core/errors.js";
+import { isMnemeError } from "../../src/model/errors.js";
 import { SqliteEventRepository } from "../../src/sqlite/sqlite-event-repository.js";
 
 const { filename, worker, rounds } = workerData as { filename: string; worker: number; rounds: number };

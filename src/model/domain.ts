@@ -1,4 +1,4 @@
-import { authorized, newPermission, type Permission, type PermissionFunc, permissionLevelOf } from "../permissions/permission.js";
+import { authorized, newPermission, type Permission, type PermissionFunc, permissionLevelOf } from "./permission.js";
 import { MnemeError } from "./errors.js";
 import type { AggregateTenancy, AggregateType, CommandType, EventType, Evolver, QueryType } from "./tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";

@@ -1,6 +1,6 @@
-import { MnemeError } from "../core/errors.js";
+import { MnemeError } from "./errors.js";
 import type { Facade } from "../core/facade.js";
-import type { CommandEnvelope, QueryEnvelope, RequestContext } from "../core/types.js";
+import type { CommandEnvelope, QueryEnvelope, RequestContext } from "./types.js";
 
 /**
  * What the registry passes a permission function besides the request: the facade

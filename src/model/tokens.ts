@@ -1,4 +1,4 @@
-import type { PermissionFunc } from "../permissions/permission.js";
+import type { PermissionFunc } from "./permission.js";
 import type { Event, JsonSchema, NewEvent, RequestContext } from "./types.js";
 
 /** What command and query types share: identity, description, permission, schema, secret fields. */

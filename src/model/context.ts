@@ -1,6 +1,6 @@
 import type { AggregateType, QueryType } from "./tokens.js";
-import type { Facade } from "./facade.js";
-import type { EventHandler } from "../readmodel/event-handler.js";
+import type { Facade } from "../core/facade.js";
+import type { EventHandler } from "./event-handler.js";
 import type { RequestContext } from "./types.js";
 
 /** An aggregate's state folded from its events, and its version (0: it does not exist). */

@@ -1,5 +1,5 @@
-import type { AllEventsType, EventType } from "../core/tokens.js";
-import type { Event } from "../core/types.js";
+import type { AllEventsType, EventType } from "./tokens.js";
+import type { Event } from "./types.js";
 
 /** What a domain-event handler function receives besides the event. */
 export interface HandlerContext {

@@ -1,0 +1,72 @@
+/**
+ * Who sent a command or query, and what it targets. Built-in permission levels
+ * read the sender fields; `targetAggregateVersion` is an expected version
+ * (optimistic concurrency).
+ */
+export interface RequestContext {
+  senderAccountUuid?: string;
+  senderSessionUuid?: string;
+  senderIdentityUuid?: string;
+  senderTenantUuid?: string;
+  targetTenantUuid?: string;
+  targetAggregateUuid?: string;
+  targetAggregateVersion?: number;
+  traceId?: string;
+  attributes?: Record<string, unknown>;
+}
+
+/** A stored event. `position` is global and assigned by the event repository. */
+export interface Event<P = unknown> {
+  eventUuid: string;
+  position: number;
+  tenantUuid: string;
+  domain: string;
+  name: string;
+  aggregateUuid: string;
+  version: number;
+  commandUuid?: string;
+  /** Nanoseconds since the Unix epoch (an integer-valued number). */
+  createdAt: number;
+  reqCtx: RequestContext;
+  payload: P;
+}
+
+/** An event to append. The repository fills what is missing (uuid, time, version, position). */
+export interface NewEvent<P = unknown> {
+  domain: string;
+  name: string;
+  aggregateUuid: string;
+  payload: P;
+  version?: number;
+  tenantUuid?: string;
+  reqCtx?: RequestContext;
+  commandUuid?: string;
+  eventUuid?: string;
+  createdAt?: number;
+}
+
+/** A JSON Schema document (2020-12). */
+export type JsonSchema = { [key: string]: unknown };
+
+/** The command as a permission function and a handler see it. */
+export interface CommandEnvelope<P = unknown> {
+  commandUuid: string;
+  domain: string;
+  name: string;
+  payload: P;
+  reqCtx: RequestContext;
+}
+
+/** The query as a permission function and a handler see it. */
+export interface QueryEnvelope<P = unknown> {
+  queryUuid: string;
+  domain: string;
+  name: string;
+  payload: P;
+  reqCtx: RequestContext;
+}
+
+/** Event path: `${domain}.${name}`. */
+export function eventPath(e: { domain: string; name: string }): string {
+  return `${e.domain}.${e.name}`;
+}
