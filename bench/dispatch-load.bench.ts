@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { defineDomain } from "../src/model/domain.js";
-import { createFacade, type Facade, type FacadeOptions } from "../src/core/facade.js";
+import { createFacade, type Facade, type FacadeOptions } from "../src/app/facade.js";
 import type { EventRepository } from "../src/store/event-repository.js";
 import { createPostgresBackends } from "../src/postgres/postgres-backends.js";
 import { createSqliteBackends } from "../src/sqlite/sqlite-backends.js";

@@ -9,7 +9,7 @@
  * authorizer. Each figure is also given per CPU second of this process, which a
  * busy machine disturbs less than wall time.
  */
-import { createFacade, type Facade } from "../src/core/facade.js";
+import { createFacade, type Facade } from "../src/app/facade.js";
 import { defineDomain } from "../src/model/domain.js";
 import type { CommandEnvelope, NewEvent } from "../src/model/types.js";
 import { MemoryCommandStore } from "../src/memory/memory-command-store.js";

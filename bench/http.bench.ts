@@ -12,7 +12,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import autocannon from "autocannon";
 import { v4 as uuidv4 } from "uuid";
-import { createFacade } from "../src/core/facade.js";
+import { createFacade } from "../src/app/facade.js";
 import type { RequestContext } from "../src/model/types.js";
 import { createHttpHandler, toNodeListener } from "../src/http/index.js";
 import { CreateTodo, registerTodo } from "../examples/todo/todo-domain.js";

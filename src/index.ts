@@ -13,7 +13,7 @@ export type { CommandContext, QueryContext, MessageContext, AggregateLoader, Loa
 export { REDACTED } from "./model/redact.js";
 export {
   Facade, createFacade, type FacadeOptions, type DispatchOptions, type DispatchResult, type HandlerError, type QueryOptions, type MessageRef,
-} from "./core/facade.js";
+} from "./app/facade.js";
 
 export {
   anonymous, authenticated, authorized, newPermission, newPermissionCmdFunc, permissionLevelOf,

@@ -389,7 +389,7 @@ describe("commands and queries without a schema", () => {
   };
 
   it("are warned about once per domain at registerDomain (MNEME_SCHEMA_MISSING), with a hint at a near $defs name", async () => {
-    const { createFacade } = await import("../src/core/facade.js");
+    const { createFacade } = await import("../src/app/facade.js");
     const warn = vi.spyOn(process, "emitWarning").mockImplementation(() => undefined);
     try {
       const f = createFacade({ schemas: mismatched });
@@ -409,7 +409,7 @@ describe("commands and queries without a schema", () => {
   });
 
   it("are listed in systemInfo().unvalidated; built-in and Runtime types never are", async () => {
-    const { createFacade } = await import("../src/core/facade.js");
+    const { createFacade } = await import("../src/app/facade.js");
     const { registerDefaults } = await import("../src/defaults/register-defaults.js");
     const warn = vi.spyOn(process, "emitWarning").mockImplementation(() => undefined);
     try {
@@ -430,7 +430,7 @@ describe("commands and queries without a schema", () => {
   });
 
   it("are INVALID_DOMAIN at registerDomain with schemas: { document, required: true }, and nothing of the domain is registered", async () => {
-    const { createFacade } = await import("../src/core/facade.js");
+    const { createFacade } = await import("../src/app/facade.js");
     const { registerDefaults } = await import("../src/defaults/register-defaults.js");
     const f = createFacade({ schemas: { document: mismatched, required: true } });
     await registerDefaults(f, { admin: { email: "admin@example.org", password: "a long enough password" } }); // built-ins pass

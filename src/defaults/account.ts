@@ -6,7 +6,7 @@
 import { newUuid } from "../model/clock.js";
 import type { CommandContext } from "../model/context.js";
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { NewEvent } from "../model/types.js";
 import { anonymous } from "../model/permission.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";

@@ -3,7 +3,7 @@
  * small documents with top-level fields so a collection filter finds them:
  * the live identities of an account, and the open sessions of an account.
  */
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import { BaseReadmodel } from "../readmodel/base-readmodel.js";
 import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { SessionEnded, SessionStarted } from "./account-domain.js";

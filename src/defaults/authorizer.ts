@@ -4,7 +4,7 @@
  * permission without a level (store permissions, Runtime control, the SSE stream).
  */
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import { authorized } from "../model/permission.js";
 import type { Authorizer } from "../permissions/permission-registry.js";
 import { defaultsOf } from "./defaults-state.js";

@@ -6,7 +6,7 @@
  * nothing at all when the system tenant exists already.
  */
 import { isMnemeError, MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { RequestContext } from "../model/types.js";
 import {
   AccountAggregate, AccountRegistered, CredentialSet, EmailClaimAggregate, EmailClaimed,

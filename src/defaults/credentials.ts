@@ -3,7 +3,7 @@
  * and key (and optionally the identity to act as) become the sender fields
  * of a RequestContext, or nothing when they do not check out.
  */
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { RequestContext } from "../model/types.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import type { AccountModel, SessionModel } from "./account-domain.js";

@@ -5,7 +5,7 @@
  */
 import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { RequestContext } from "../model/types.js";
 import {
   adminAccountUuidOf, identityUuidOf, normalizeEmail, systemAdminGroupUuidOf, systemTenantUuidOf,

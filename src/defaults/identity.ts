@@ -6,7 +6,7 @@
 import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
 import { defineDomain } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import { AccountAggregate } from "./account-domain.js";
 import type { AuthIndex } from "./auth-index.js";

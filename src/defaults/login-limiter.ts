@@ -6,7 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { DefaultsState } from "./defaults-state.js";
 
 interface Window {

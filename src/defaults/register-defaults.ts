@@ -4,7 +4,7 @@
  * bootstrap of the system tenant and its administrator.
  */
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import { registerStorePermissions } from "../permissions/store-permissions.js";
 import { AccountProjection } from "./account.js";
 import { AuthIndex } from "./auth-index.js";

@@ -4,7 +4,7 @@
  * groups), with what its groups grant and whether it is a system administrator.
  */
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { RequestContext } from "../model/types.js";
 import { authorized } from "../model/permission.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";

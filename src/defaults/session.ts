@@ -5,7 +5,7 @@
  */
 import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import { anonymous, authenticated } from "../model/permission.js";
 import { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import {

@@ -6,7 +6,7 @@
 import { newUuid } from "../model/clock.js";
 import { defineDomain } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import { defaultsOf } from "./defaults-state.js";
 import { cleanName, includeHistorySchema, nameSchema, objectSchema, pageProperties, uuidSchema } from "./payload-schemas.js";

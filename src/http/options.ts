@@ -1,5 +1,5 @@
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { RequestContext } from "../model/types.js";
 import type { Credentials } from "./credentials.js";
 

@@ -1,5 +1,5 @@
 import type { AggregateType, QueryType } from "./tokens.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { EventHandler } from "./event-handler.js";
 import type { RequestContext } from "./types.js";
 

@@ -1,5 +1,5 @@
 import { MnemeError } from "./errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { CommandEnvelope, QueryEnvelope, RequestContext } from "./types.js";
 
 /**

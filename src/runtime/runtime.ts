@@ -1,6 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { JsonSchema, RequestContext } from "../model/types.js";
 import { newUuid } from "../model/clock.js";
 import type { PermissionRegistry } from "../permissions/permission-registry.js";

@@ -1,5 +1,5 @@
 import { isMnemeError, type MnemeErrorCode } from "../model/errors.js";
-import type { Facade } from "../core/facade.js";
+import type { Facade } from "../app/facade.js";
 import type { CommandType } from "../model/tokens.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import { isDeepStrictEqual } from "node:util";

@@ -1,5 +1,5 @@
 import type { Domain } from "../model/domain.js";
-import { createFacade, type Facade, type FacadeOptions } from "../core/facade.js";
+import { createFacade, type Facade, type FacadeOptions } from "../app/facade.js";
 import type { EventHandler } from "../model/event-handler.js";
 
 /** The system administrator's request context shape used by tests (all four sender fields). */
