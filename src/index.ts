@@ -11,9 +11,11 @@ export {
 } from "./model/domain.js";
 export type { CommandContext, QueryContext, MessageContext, AggregateLoader, LoadedAggregate } from "./model/context.js";
 export { REDACTED } from "./model/redact.js";
-export {
-  Facade, createFacade, type FacadeOptions, type DispatchOptions, type DispatchResult, type HandlerError, type QueryOptions, type MessageRef,
-} from "./app/facade.js";
+export type { SystemEventKind } from "./model/system-event-kind.js";
+export type {
+  FacadeHandle, EventReader, DispatchOptions, DispatchResult, HandlerError, QueryOptions, MessageRef, CommandRef, QueryRef,
+} from "./model/facade-handle.js";
+export { Facade, createFacade, type FacadeOptions } from "./app/facade.js";
 
 export {
   anonymous, authenticated, authorized, newPermission, newPermissionCmdFunc, permissionLevelOf,
@@ -57,11 +59,11 @@ export { toHistoryEvent, type HistoryEventModel } from "./readmodel/history.js";
 
 export {
   Runtime, type ControlRequest, type ControlAction, type SystemInfo, type CommandListEntry, type QueryListEntry, type EventListEntry,
-  type CommandHandlerListEntry, type QueryHandlerListEntry,
+  type CommandHandlerListEntry, type QueryHandlerListEntry, type RuntimeHost,
 } from "./runtime/runtime.js";
 export { StoreAccess } from "./runtime/store-access.js";
 export {
-  SystemEventProducer, type SystemEvent, type SystemEventKind, type SystemEventListener, type SubscribeOptions, type SystemEventProducerOptions,
+  SystemEventProducer, type SystemEvent, type SystemEventListener, type SubscribeOptions, type SystemEventProducerOptions,
   type SystemEventGap, type SystemEventGapReason,
 } from "./runtime/system-events.js";
 export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "./schema/schema-registry.js";

@@ -9,7 +9,8 @@ import { BaseEventHandler, DEFAULT_DELIVERY, type DeliveryOptions, type HandlerH
 import type { EventHandler } from "../model/event-handler.js";
 import { Runtime } from "../runtime/runtime.js";
 import { defineRuntimeDomain } from "../runtime/runtime-domain.js";
-import { type SystemEventKind, SystemEventProducer, type SystemEventProducerOptions } from "../runtime/system-events.js";
+import { SystemEventProducer, type SystemEventProducerOptions } from "../runtime/system-events.js";
+import type { SystemEventKind } from "../model/system-event-kind.js";
 import { SchemaRegistry } from "../schema/schema-registry.js";
 import type { CacheStore } from "../store/cache-store.js";
 import type { CommandRecord, CommandStatus, CommandStore } from "../store/command-store.js";
@@ -26,6 +27,7 @@ import { KeyedLock } from "../model/keyed-lock.js";
 import { isPlainObject, redact } from "../model/redact.js";
 import type { AggregateTenancy, AggregateType, CommandType, EventType, QueryType } from "../model/tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "../model/types.js";
+import type { DispatchOptions, DispatchResult, FacadeHandle, HandlerError, MessageRef, QueryOptions } from "../model/facade-handle.js";
 
 /** Options of createFacade. Every store defaults to its in-memory implementation. */
 export interface FacadeOptions {
@@ -59,43 +61,6 @@ export interface FacadeOptions {
   readonly start?: { readonly waitForStandby?: number };
 }
 
-export interface DispatchOptions {
-  reqCtx?: RequestContext;
-  /** Resolve only after every running event handler has applied the command's events. */
-  waitToFinish?: boolean;
-  commandUuid?: string;
-}
-
-export interface HandlerError {
-  eventHandlerName: string;
-  error: Error;
-}
-
-export interface DispatchResult<R = unknown> {
-  commandUuid: string;
-  events: Event[];
-  /**
-   * With waitToFinish: handlers that failed on this command's events, and handlers
-   * of these events in standby here (another instance holds their processing lock),
-   * which did not apply them in this instance (error INVALID_STATE, `details[0].state`
-   * "standby").
-   */
-  handlerErrors: HandlerError[];
-  /** What the handler returned besides events, if anything (e.g. a session key). */
-  result?: R;
-}
-
-export interface QueryOptions {
-  reqCtx?: RequestContext;
-  queryUuid?: string;
-}
-
-/** A reference to a command or query by name (e.g. from HTTP). */
-export interface MessageRef {
-  domain: string;
-  name: string;
-}
-
 type FacadeState = "new" | "starting" | "started" | "stopping" | "stopped";
 
 /** Anything that can be closed and initialised. */
@@ -108,7 +73,7 @@ interface Lifecycle {
  * The central access point: registers domains and handlers, executes
  * commands, answers queries, and holds the Runtime.
  */
-export class Facade {
+export class Facade implements FacadeHandle {
   readonly appName: string;
   readonly version: string;
   readonly tenant: string | undefined;
@@ -412,7 +377,7 @@ export class Facade {
   }
 
   /** The event handler registered under `name` (the object given to registerReadmodel). UNKNOWN_EVENT_HANDLER otherwise. */
-  readmodel<T extends EventHandler>(name: string): T {
+  readmodel<T extends { readonly name: string } = EventHandler>(name: string): T {
     const h = this.#handlers.get(name);
     if (h === undefined) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `no event handler named ${JSON.stringify(name)} is registered`);
     return (h instanceof EventHandlerAdapter ? h.inner : h) as unknown as T;

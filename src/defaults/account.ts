@@ -181,16 +181,16 @@ Account.handleCommand(SetAccountPassword, async (ctx, _cmd, p) => {
   if (self) {
     // A stolen session must not be enough to take the account over: the current password is required,
     // and wrong guesses count against the same limit as logins.
-    await assertLoginAllowed(ctx.facade, state, account.state.email);
+    await assertLoginAllowed(state.stores, state, account.state.email);
     const ok = credential.state.hash !== undefined && (await verifyPassword(p.currentPassword ?? "", credential.state.hash));
     if (!ok) {
-      await noteLoginFailure(ctx.facade, state, account.state.email);
+      await noteLoginFailure(state.stores, state, account.state.email);
       throw new MnemeError("PERMISSION_DENIED", "the current password is wrong or missing");
     }
   }
   const hash = await hashPassword(p.password, state.scrypt);
   const ended = await endSessions(ctx, p.accountUuid, "password-changed", self ? ctx.reqCtx.senderSessionUuid : undefined);
-  if (self) await clearLoginFailures(ctx.facade, account.state.email);
+  if (self) await clearLoginFailures(state.stores, account.state.email);
   return [
     CredentialSet.create(credentialUuid, { accountUuid: p.accountUuid, ...hash }, NO_TENANT),
     AccountPasswordChanged.create(p.accountUuid, {}, NO_TENANT),

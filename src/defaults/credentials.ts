@@ -3,7 +3,7 @@
  * and key (and optionally the identity to act as) become the sender fields
  * of a RequestContext, or nothing when they do not check out.
  */
-import type { Facade } from "../app/facade.js";
+import type { FacadeHandle } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import type { AccountModel, SessionModel } from "./account-domain.js";
@@ -25,7 +25,7 @@ export interface Credentials {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-function projection<M>(facade: Facade, name: string): ProjectionReadmodel<M, M> {
+function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<M, M> {
   return facade.readmodel<ProjectionReadmodel<M, M>>(name);
 }
 
@@ -39,7 +39,7 @@ function projection<M>(facade: Facade, name: string): ProjectionReadmodel<M, M> 
  * const reqCtx = await resolveCredentials(facade, { sessionUuid, sessionKey, identityUuid });
  * if (reqCtx === undefined) return unauthorized();
  */
-export async function resolveCredentials(facade: Facade, creds: Credentials): Promise<RequestContext | undefined> {
+export async function resolveCredentials(facade: FacadeHandle, creds: Credentials): Promise<RequestContext | undefined> {
   const state = defaultsOf(facade);
   if (typeof creds !== "object" || creds === null) return undefined;
   const { sessionUuid, sessionKey, identityUuid } = creds;

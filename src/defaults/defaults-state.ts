@@ -6,6 +6,9 @@
 import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
+import type { FacadeHandle } from "../model/facade-handle.js";
+import type { CacheStore } from "../store/cache-store.js";
+import type { LogStore } from "../store/log-store.js";
 import type { RequestContext } from "../model/types.js";
 import {
   adminAccountUuidOf, identityUuidOf, normalizeEmail, systemAdminGroupUuidOf, systemTenantUuidOf,
@@ -60,22 +63,30 @@ export interface DefaultsState extends DefaultsInfo {
   readonly trustedContexts: WeakSet<RequestContext>;
   /** Sessions this process ended, until the Session readmodel shows it (bounded). */
   readonly endedSessions: Set<string>;
+  /** The facade's stores the login limiter counts in and logs to. */
+  readonly stores: LoginStores;
 }
 
-const states = new WeakMap<Facade, DefaultsState>();
+/** Where failed logins are counted (CacheStore) and the limit is logged (LogStore). */
+export interface LoginStores {
+  readonly cacheStore: CacheStore;
+  readonly logStore: LogStore;
+}
+
+const states = new WeakMap<FacadeHandle, DefaultsState>();
 
 /** Bound of `endedSessions`: far more than a readmodel can lag behind. */
 export const ENDED_SESSIONS_LIMIT = 10_000;
 
 /** The defaults of a facade; INVALID_STATE when registerDefaults was not called on it. */
-export function defaultsOf(facade: Facade): DefaultsState {
+export function defaultsOf(facade: FacadeHandle): DefaultsState {
   const s = states.get(facade);
   if (s === undefined) throw new MnemeError("INVALID_STATE", "the built-in domains are not registered on this facade: call registerDefaults(facade, { admin }) before facade.start()");
   return s;
 }
 
 /** The defaults of a facade, or undefined. */
-export function maybeDefaultsOf(facade: Facade | undefined): DefaultsState | undefined {
+export function maybeDefaultsOf(facade: FacadeHandle | undefined): DefaultsState | undefined {
   return facade === undefined ? undefined : states.get(facade);
 }
 
@@ -123,6 +134,7 @@ export function createDefaultsState(facade: Facade, opts: DefaultsOptions): Defa
     clock: opts.clock ?? nowNs,
     trustedContexts: new WeakSet(),
     endedSessions: new Set(),
+    stores: { cacheStore: facade.cacheStore, logStore: facade.logStore },
   };
   states.set(facade, state);
   return state;

@@ -8,6 +8,7 @@ import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
 import { defineDomain } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
+import type { FacadeHandle } from "../model/facade-handle.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import { defaultsOf } from "./defaults-state.js";
 import {
@@ -131,7 +132,7 @@ export class GroupProjection extends ProjectionReadmodel<GroupModel> {
  * Rejects a permission name that grants nothing: `*`, `Domain.*` of a
  * registered domain, or a registered `Domain.Type` (a typo would otherwise fail silently).
  */
-export function checkPermissionName(facade: Facade, permission: string): void {
+export function checkPermissionName(facade: FacadeHandle, permission: string): void {
   if (permission === "*") return;
   const dot = permission.indexOf(".");
   const domain = dot > 0 ? permission.slice(0, dot) : "";

@@ -7,6 +7,7 @@ import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
 import { defineDomain } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
+import type { FacadeHandle } from "../model/facade-handle.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import { AccountAggregate } from "./account-domain.js";
 import type { AuthIndex } from "./auth-index.js";
@@ -133,7 +134,7 @@ export async function loadLiveIdentity(loader: AggregateLoader, identityUuid: st
 }
 
 /** The live identities of an account whose tenant is live, with the tenant's name. */
-export async function accountIdentities(facade: Facade, accountUuid: string): Promise<AccountIdentity[]> {
+export async function accountIdentities(facade: FacadeHandle, accountUuid: string): Promise<AccountIdentity[]> {
   const refs = await facade.readmodel<AuthIndex>(READMODELS.authIndex).identitiesOf(accountUuid);
   const tenants = facade.readmodel<TenantProjection>(READMODELS.tenant);
   const out: AccountIdentity[] = [];

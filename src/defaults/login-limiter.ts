@@ -6,8 +6,7 @@
  */
 import { createHash } from "node:crypto";
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../app/facade.js";
-import type { DefaultsState } from "./defaults-state.js";
+import type { DefaultsState, LoginStores } from "./defaults-state.js";
 
 interface Window {
   /** ns: when the window's first failure happened. */
@@ -22,7 +21,7 @@ function keyOf(normalizedEmail: string): string {
   return PREFIX + createHash("sha256").update(normalizedEmail).digest("hex");
 }
 
-async function current(facade: Facade, state: DefaultsState, key: string): Promise<Window | undefined> {
+async function current(facade: LoginStores, state: DefaultsState, key: string): Promise<Window | undefined> {
   const w = await facade.cacheStore.get<Window>(key);
   if (w === undefined || typeof w.start !== "number" || typeof w.failures !== "number") return undefined;
   return state.clock() - w.start >= state.failedLoginWindowNs ? undefined : w;
@@ -32,7 +31,7 @@ async function current(facade: Facade, state: DefaultsState, key: string): Promi
  * RATE_LIMITED when the email has used up its failures in the current window.
  * Callers serialise check / fail per email (the Login command locks the email's claim aggregate).
  */
-export async function assertLoginAllowed(facade: Facade, state: DefaultsState, normalizedEmail: string): Promise<void> {
+export async function assertLoginAllowed(facade: LoginStores, state: DefaultsState, normalizedEmail: string): Promise<void> {
   const w = await current(facade, state, keyOf(normalizedEmail));
   if (w !== undefined && w.failures >= state.maxFailedLogins) {
     throw new MnemeError("RATE_LIMITED", "too many failed logins for this email: try again later");
@@ -40,7 +39,7 @@ export async function assertLoginAllowed(facade: Facade, state: DefaultsState, n
 }
 
 /** Counts one failure; logs a warning when the limit is reached. */
-export async function noteLoginFailure(facade: Facade, state: DefaultsState, normalizedEmail: string): Promise<void> {
+export async function noteLoginFailure(facade: LoginStores, state: DefaultsState, normalizedEmail: string): Promise<void> {
   const key = keyOf(normalizedEmail);
   const w = (await current(facade, state, key)) ?? { start: state.clock(), failures: 0 };
   const next: Window = { start: w.start, failures: w.failures + 1 };
@@ -57,6 +56,6 @@ export async function noteLoginFailure(facade: Facade, state: DefaultsState, nor
 }
 
 /** Forgets the failures of an email (after a successful login). */
-export async function clearLoginFailures(facade: Facade, normalizedEmail: string): Promise<void> {
+export async function clearLoginFailures(facade: LoginStores, normalizedEmail: string): Promise<void> {
   await facade.cacheStore.delete(keyOf(normalizedEmail));
 }

@@ -4,7 +4,7 @@
  * groups), with what its groups grant and whether it is a system administrator.
  */
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../app/facade.js";
+import type { FacadeHandle } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
 import { authorized } from "../model/permission.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
@@ -28,7 +28,7 @@ export interface Sender {
   readonly systemAdmin: boolean;
 }
 
-function projection<M>(facade: Facade, name: string): ProjectionReadmodel<M, M> {
+function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<M, M> {
   return facade.readmodel<ProjectionReadmodel<M, M>>(name);
 }
 
@@ -42,7 +42,7 @@ function deny(message: string): MnemeError {
  * session itself is not looked at: contexts from outside are built by
  * resolveCredentials, which checks it.
  */
-export async function resolveSender(facade: Facade, reqCtx: RequestContext): Promise<Sender | MnemeError> {
+export async function resolveSender(facade: FacadeHandle, reqCtx: RequestContext): Promise<Sender | MnemeError> {
   const levelError = authorized(reqCtx, { queryUuid: "", domain: "", name: "", payload: {}, reqCtx });
   if (levelError instanceof Error) return levelError as MnemeError;
   const state = defaultsOf(facade);
@@ -86,7 +86,7 @@ function isSystemAdminSender(state: DefaultsState, tenantUuid: string, groupUuid
  * @example
  * if (await isSystemAdmin(facade, reqCtx)) showAdminMenu();
  */
-export async function isSystemAdmin(facade: Facade, reqCtx: RequestContext): Promise<boolean> {
+export async function isSystemAdmin(facade: FacadeHandle, reqCtx: RequestContext): Promise<boolean> {
   const state = defaultsOf(facade);
   if (reqCtx?.senderTenantUuid !== state.systemTenantUuid) return false;
   const sender = await resolveSender(facade, reqCtx);
@@ -109,7 +109,7 @@ export function grantsCover(grants: readonly string[], permission: string): bool
  * tenant for a system administrator. A request that targets one tenant and
  * names an object of another is refused too (INVALID_REQUEST).
  */
-export async function assertTenantAccess(facade: Facade, reqCtx: RequestContext, tenantUuid: string): Promise<void> {
+export async function assertTenantAccess(facade: FacadeHandle, reqCtx: RequestContext, tenantUuid: string): Promise<void> {
   if (tenantUuid !== reqCtx.senderTenantUuid && !(await isSystemAdmin(facade, reqCtx))) {
     throw deny(`the sender may act only within its own tenant (${String(reqCtx.senderTenantUuid ?? "none")}), not on tenant ${tenantUuid}`);
   }
@@ -124,7 +124,7 @@ export async function assertTenantAccess(facade: Facade, reqCtx: RequestContext,
  * lookup across tenants does not confirm that the object exists. A request
  * that targets another tenant than the object's is NOT_FOUND too.
  */
-export async function assertSeesObject(facade: Facade, reqCtx: RequestContext, objectTenantUuid: string, what: string): Promise<void> {
+export async function assertSeesObject(facade: FacadeHandle, reqCtx: RequestContext, objectTenantUuid: string, what: string): Promise<void> {
   const visible = (reqCtx.targetTenantUuid === undefined || reqCtx.targetTenantUuid === objectTenantUuid)
     && (objectTenantUuid === reqCtx.senderTenantUuid || (await isSystemAdmin(facade, reqCtx)));
   if (!visible) throw new MnemeError("NOT_FOUND", `${what} does not exist`);
@@ -141,7 +141,7 @@ export function scopeTenantOf(reqCtx: RequestContext, payloadTenantUuid: string 
  * Rejects unless the sender holds every one of `permissions` (system
  * administrators hold all): nobody hands out more than it has.
  */
-export async function assertHolds(facade: Facade, reqCtx: RequestContext, permissions: readonly string[], what: string): Promise<void> {
+export async function assertHolds(facade: FacadeHandle, reqCtx: RequestContext, permissions: readonly string[], what: string): Promise<void> {
   if (permissions.length === 0) return;
   const sender = await resolveSender(facade, reqCtx);
   if (sender instanceof Error) throw sender;

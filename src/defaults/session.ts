@@ -71,16 +71,16 @@ Account.handleCommand(Login, async (ctx, _cmd, p) => {
   const email = typeof p.email === "string" ? p.email.trim().toLowerCase() : "";
   // Loading the claim first locks it: the attempts of one email run one at a time, so the limit holds under concurrency.
   const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(email));
-  await assertLoginAllowed(ctx.facade, state, email);
+  await assertLoginAllowed(state.stores, state, email);
   const accountUuid = claim.state.accountUuid;
   const credential = accountUuid === "" ? undefined : (await ctx.aggregates.load(CredentialAggregate, credentialUuidOf(accountUuid))).state.hash;
   // An unknown email costs one scrypt like a known one, so timing does not tell them apart either.
   const ok = await verifyPassword(p.password, credential ?? (await dummyPasswordHash(state.scrypt)));
   if (!ok || credential === undefined) {
-    await noteLoginFailure(ctx.facade, state, email);
+    await noteLoginFailure(state.stores, state, email);
     throw loginFailed();
   }
-  await clearLoginFailures(ctx.facade, email);
+  await clearLoginFailures(state.stores, email);
   const sessionUuid = newUuid();
   const sessionKey = newSessionKey();
   const expiresAt = state.clock() + state.sessionTtlNs;

@@ -1,5 +1,6 @@
 import { isMnemeError, MnemeError } from "../model/errors.js";
-import type { Facade, MessageRef } from "../app/facade.js";
+import type { Facade } from "../app/facade.js";
+import type { MessageRef } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
 import { resolveCredentials } from "../defaults/credentials.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";

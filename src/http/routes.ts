@@ -1,6 +1,7 @@
 import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import type { Facade, MessageRef } from "../app/facade.js";
+import type { Facade } from "../app/facade.js";
+import type { MessageRef } from "../model/facade-handle.js";
 import { isPlainObject } from "../model/redact.js";
 import type { RequestContext } from "../model/types.js";
 import type { Authentication } from "./credentials.js";

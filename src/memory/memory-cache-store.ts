@@ -3,7 +3,7 @@ import { MnemeError } from "../model/errors.js";
 import type { CacheEntry, CacheStore } from "../store/cache-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { storeClosed } from "./store-closed.js";
+import { storeClosed } from "../store/store-closed.js";
 
 interface Slot {
   /** The value as JSON: a copy nobody else holds, like Redis would keep. */

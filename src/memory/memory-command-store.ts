@@ -3,7 +3,7 @@ import { validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
-import { storeClosed } from "./store-closed.js";
+import { storeClosed } from "../store/store-closed.js";
 
 interface Row {
   createdAt: number;

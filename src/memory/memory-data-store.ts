@@ -2,8 +2,8 @@ import { nowNs } from "../model/clock.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { assertDataKey, dataToStore } from "./data-key.js";
-import { storeClosed } from "./store-closed.js";
+import { assertDataKey, dataToStore } from "../store/data-key.js";
+import { storeClosed } from "../store/store-closed.js";
 
 /**
  * The in-memory DataStore: blobs by key. Bytes are copied on the way in and out,

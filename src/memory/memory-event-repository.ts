@@ -4,7 +4,7 @@ import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import { checkAppendTenants, checkEventField, globalAggregatesSet } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { storeClosed } from "./store-closed.js";
+import { storeClosed } from "../store/store-closed.js";
 
 const DEFAULT_BATCH_SIZE = 1000;
 const EMPTY: readonly Event[] = Object.freeze([]);

@@ -3,7 +3,7 @@ import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { storeClosed } from "./store-closed.js";
+import { storeClosed } from "../store/store-closed.js";
 
 /**
  * The in-memory LogStore: entries get increasing ids (never reused, also after

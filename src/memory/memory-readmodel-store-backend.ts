@@ -7,7 +7,7 @@ import {
 } from "../store/readmodel-validation.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { AsyncMutex } from "./async-mutex.js";
-import { storeClosed } from "./store-closed.js";
+import { storeClosed } from "../store/store-closed.js";
 
 interface Doc {
   /** What callers get, parsed afresh each time. */

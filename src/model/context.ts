@@ -1,5 +1,5 @@
 import type { AggregateType, QueryType } from "./tokens.js";
-import type { Facade } from "../app/facade.js";
+import type { FacadeHandle } from "./facade-handle.js";
 import type { EventHandler } from "./event-handler.js";
 import type { RequestContext } from "./types.js";
 
@@ -45,7 +45,8 @@ export interface MessageContext {
   readonly aggregates: AggregateLoader;
   /** Runs a query without a permission check (the caller was checked already). */
   query<P, R>(type: QueryType<P, R>, payload: P): Promise<R>;
-  readonly facade: Facade;
+  /** The facade the handler runs in, as handlers may use it (see FacadeHandle). */
+  readonly facade: FacadeHandle;
   /**
    * A registered readmodel, given by name or as the object itself, as this
    * tenant sees it: a ProjectionReadmodel comes as a view of `tenantUuid`'s

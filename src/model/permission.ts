@@ -1,5 +1,5 @@
 import { MnemeError } from "./errors.js";
-import type { Facade } from "../app/facade.js";
+import type { FacadeHandle } from "./facade-handle.js";
 import type { CommandEnvelope, QueryEnvelope, RequestContext } from "./types.js";
 
 /**
@@ -7,7 +7,7 @@ import type { CommandEnvelope, QueryEnvelope, RequestContext } from "./types.js"
  * the check runs in, so a custom function defined next to its domain can read a readmodel.
  */
 export interface PermissionContext {
-  readonly facade: Facade;
+  readonly facade: FacadeHandle;
 }
 
 /**

@@ -3,7 +3,7 @@ import { AllEvents, type AllEventsType, type EventType } from "../model/tokens.j
 import type { Event } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import type { SystemEventKind } from "../runtime/system-events.js";
+import type { SystemEventKind } from "../model/system-event-kind.js";
 import type {
   DomainEventHandler, EventHandler, EventHandlerInfo, EventHandlerMetrics, EventHandlerState,
   HandlerContext, RestorationState, RestoreReport, StateRestorer,

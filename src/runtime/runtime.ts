@@ -1,13 +1,14 @@
 import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
-import type { Facade } from "../app/facade.js";
 import type { JsonSchema, RequestContext } from "../model/types.js";
 import { newUuid } from "../model/clock.js";
 import type { PermissionRegistry } from "../permissions/permission-registry.js";
 import type { BaseEventHandler } from "../readmodel/base-event-handler.js";
 import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
-import type { SchemaTypeRef } from "../schema/schema-registry.js";
-import { StoreAccess } from "./store-access.js";
+import type { SchemaRegistry, SchemaTypeRef } from "../schema/schema-registry.js";
+import type { Domain } from "../model/domain.js";
+import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { type GovernedStores, StoreAccess } from "./store-access.js";
 import type { SystemEventProducer } from "./system-events.js";
 
 export interface CommandListEntry { domain: string; domainCmdName: string; description: string; permission: string }
@@ -41,6 +42,26 @@ export interface SystemInfo {
   unvalidated: string[];
 }
 
+/**
+ * What the Runtime reads of the facade it serves: the registered parts, the
+ * stores, the lifecycle. The Facade implements it; the Runtime never needs
+ * the Facade class.
+ */
+export interface RuntimeHost extends GovernedStores {
+  readonly appName: string;
+  readonly version: string;
+  readonly instanceId: string;
+  readonly tenant: string | undefined;
+  /** ns since the epoch; 0 before start. */
+  readonly startedAt: number;
+  readonly headPosition: number;
+  readonly state: string;
+  readonly readmodelStoreBackend: ReadmodelStoreBackend;
+  readonly domains: ReadonlyMap<string, Domain>;
+  readonly eventHandlers: ReadonlyMap<string, BaseEventHandler>;
+  readonly schemas: SchemaRegistry;
+}
+
 const CONTROL_ACTIONS: readonly ControlAction[] = ["restore", "start", "stop"];
 
 /**
@@ -56,7 +77,7 @@ export class Runtime {
   // Handlers whose `start` is catching up: a second start or a restore then would race it on lastPosition.
   readonly #starting = new Set<string>();
 
-  constructor(readonly facade: Facade) {
+  constructor(readonly facade: RuntimeHost) {
     this.permissions = facade.permissions;
     this.systemEvents = facade.systemEvents;
     this.stores = new StoreAccess(facade);
@@ -237,7 +258,7 @@ export class Runtime {
   }
 }
 
-function storeTypesOf(f: Facade): SystemInfo["stores"] {
+function storeTypesOf(f: RuntimeHost): SystemInfo["stores"] {
   const t = (s: object) => s.constructor.name.replace(/(EventRepository|CommandStore|DataStore|CacheStore|LogStore|ReadmodelStoreBackend)$/, "").toLowerCase() || "custom";
   return { event: t(f.eventRepository), command: t(f.commandStore), data: t(f.dataStore), cache: t(f.cacheStore), log: t(f.logStore), readmodel: t(f.readmodelStoreBackend) };
 }

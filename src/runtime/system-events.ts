@@ -1,21 +1,7 @@
 import { EventEmitter } from "eventemitter3";
 import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
-
-/** Kinds of system events. docs/runtime.md describes each payload. */
-export type SystemEventKind =
-  | "CommandExecuted"
-  | "CommandFailed"
-  | "EventsAppended"
-  | "EventHandlerStateChanged"
-  | "RestoreStarted"
-  | "RestoreProgress"
-  | "RestoreCompleted"
-  | "RestoreFailed"
-  | "HandlerFailed"
-  | "HandlersInStandby"
-  | "StoreEntryChanged"
-  | "SubscriberDropped";
+import type { SystemEventKind } from "../model/system-event-kind.js";
 
 /**
  * One system event. `id` is a safe integer, increasing within a producer and

@@ -3,8 +3,8 @@ import { mkdir, open, readdir, readFile, rename, stat, unlink } from "node:fs/pr
 import { join, resolve } from "node:path";
 import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import { assertDataKey, dataToStore } from "../memory/data-key.js";
-import { storeClosed } from "../memory/store-closed.js";
+import { assertDataKey, dataToStore } from "../store/data-key.js";
+import { storeClosed } from "../store/store-closed.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";

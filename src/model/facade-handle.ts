@@ -1,0 +1,81 @@
+import type { Event, RequestContext } from "./types.js";
+
+export interface DispatchOptions {
+  reqCtx?: RequestContext;
+  /** Resolve only after every running event handler has applied the command's events. */
+  waitToFinish?: boolean;
+  commandUuid?: string;
+}
+
+export interface HandlerError {
+  eventHandlerName: string;
+  error: Error;
+}
+
+export interface DispatchResult<R = unknown> {
+  commandUuid: string;
+  events: Event[];
+  /**
+   * With waitToFinish: handlers that failed on this command's events, and handlers
+   * of these events in standby here (another instance holds their processing lock),
+   * which did not apply them in this instance (error INVALID_STATE, `details[0].state`
+   * "standby").
+   */
+  handlerErrors: HandlerError[];
+  /** What the handler returned besides events, if anything (e.g. a session key). */
+  result?: R;
+}
+
+export interface QueryOptions {
+  reqCtx?: RequestContext;
+  queryUuid?: string;
+}
+
+/** A reference to a command or query by name (e.g. from HTTP). */
+export interface MessageRef {
+  domain: string;
+  name: string;
+}
+
+/** A command as `FacadeHandle.dispatch` takes it: its CommandType, or a MessageRef. */
+export interface CommandRef<P = unknown, R = unknown> extends MessageRef {
+  readonly kind?: "command";
+  readonly __payload?: P;
+  readonly __result?: R;
+}
+
+/** A query as `FacadeHandle.query` takes it: its QueryType, or a MessageRef. */
+export interface QueryRef<P = unknown, R = unknown> extends MessageRef {
+  readonly kind?: "query";
+  readonly __payload?: P;
+  readonly __result?: R;
+}
+
+/** The reading side of the event store, as handlers may use it (every EventRepository has it). */
+export interface EventReader {
+  loadAggregate(aggregateUuid: string, opts?: { fromVersion?: number }): Promise<Event[]>;
+  loadAggregates(aggregateUuids: readonly string[]): Promise<Map<string, Event[]>>;
+  headPosition(): Promise<number>;
+}
+
+/**
+ * The facade as command and query handlers (`ctx.facade`) and permission
+ * functions (`ctx.facade`) see it: dispatch, query, registered readmodels and
+ * lookups in the permission registry. The Facade implements it; it is also an
+ * identity, so state kept per facade can be keyed by it (a WeakMap).
+ * Declared here, in the model, so that nothing below the composition root
+ * (src/app) needs the Facade class.
+ */
+export interface FacadeHandle {
+  readonly appName: string;
+  dispatch<P, R = unknown>(type: CommandRef<P, R>, payload: P, opts?: DispatchOptions): Promise<DispatchResult<R>>;
+  query<P, R>(type: QueryRef<P, R>, payload: P, opts?: QueryOptions): Promise<R>;
+  /** A registered event handler or readmodel by name, unscoped; UNKNOWN_EVENT_HANDLER when there is none. */
+  readmodel<T extends { readonly name: string }>(name: string): T;
+  /** Reads of the facade's event store (its EventRepository). */
+  readonly eventRepository: EventReader;
+  readonly permissions: {
+    has(domain: string, type: string): boolean;
+    list(filter?: { domain?: string; type?: string }): readonly { readonly domain: string; readonly type: string }[];
+  };
+}
