@@ -7,7 +7,7 @@ import type { Facade } from "../app/facade.js";
 import { BaseReadmodel } from "../readmodel/base-readmodel.js";
 import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { SessionEnded, SessionStarted } from "./account-domain.js";
-import { IdentityCreated, IdentityRemoved } from "./identity.js";
+import { IdentityCreated, IdentityRemoved } from "./identity-domain.js";
 import { READMODELS } from "./readmodel-names.js";
 
 /** One live identity of an account. */

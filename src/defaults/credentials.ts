@@ -8,10 +8,10 @@ import type { RequestContext } from "../model/types.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import type { AccountModel, SessionModel } from "./account-domain.js";
 import { defaultsOf } from "./defaults-state.js";
-import type { IdentityModel } from "./identity.js";
+import type { IdentityModel } from "./identity-domain.js";
 import { READMODELS } from "./readmodel-names.js";
 import { sessionKeyMatches } from "./session-key.js";
-import type { TenantModel } from "./tenant.js";
+import type { TenantModel } from "./tenant-domain.js";
 
 export { isSystemAdmin } from "./sender.js";
 export { parseSessionToken } from "./session-key.js";

@@ -5,7 +5,6 @@
  */
 import { newUuid } from "../model/clock.js";
 import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
-import { defineDomain } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
@@ -17,7 +16,10 @@ import {
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
 import { assertHolds, assertSeesObject, assertTenantAccess, scopeTenantOf } from "./sender.js";
-import { TenantAggregate } from "./tenant.js";
+import { TenantAggregate } from "./tenant-domain.js";
+import { GroupCreated, GroupRenamed, GroupPermissionAdded, GroupPermissionRemoved, GroupRemoved, type GroupModel, Group, GroupAggregate } from "./group-domain.js";
+
+export { GroupCreated, GroupRenamed, GroupPermissionAdded, GroupPermissionRemoved, GroupRemoved, type GroupModel, Group, GroupAggregate } from "./group-domain.js";
 
 /** Payload of the `Group.CreateGroup` command. */
 export interface CreateGroup { groupUuid?: string; tenantUuid?: string; name: string; permissions?: string[] }
@@ -33,28 +35,6 @@ export interface RemoveGroup { groupUuid: string }
 export interface GetGroup { groupUuid: string; includeHistory?: boolean }
 /** Payload of the `Group.ListGroups` query. */
 export interface ListGroups { tenantUuid?: string; page?: number; pageSize?: number; includeHistory?: boolean }
-/** Payload of the `Group.GroupCreated` event. */
-export interface GroupCreated { tenantUuid: string; name: string; permissions: string[] }
-/** Payload of the `Group.GroupRenamed` event. */
-export interface GroupRenamed { name: string }
-/** Payload of the `Group.GroupPermissionAdded` event. */
-export interface GroupPermissionAdded { permission: string }
-/** Payload of the `Group.GroupPermissionRemoved` event. */
-export interface GroupPermissionRemoved { permission: string }
-/** Payload of the `Group.GroupRemoved` event. */
-export type GroupRemoved = Record<string, never>;
-
-/** A group as served. */
-export interface GroupModel {
-  tenantUuid: string;
-  name: string;
-  /** `Domain.Type`, `Domain.*` or `*`. */
-  permissions: string[];
-  removed: boolean;
-}
-
-/** Groups: named permission sets within a tenant. */
-export const Group = defineDomain("Group", { description: "Groups: named sets of permissions within a tenant (RBAC)" });
 
 const tenantScoped = "(members of the group's tenant with the grant, or system administrators)";
 /** The `Group.CreateGroup` command token. */
@@ -94,31 +74,6 @@ export const GetGroup = Group.query<GetGroup, ProjectionModel<GroupModel>>("GetG
 export const ListGroups = Group.query<ListGroups, ProjectionList<GroupModel>>("ListGroups", {
   description: "A page of the groups of a tenant (default: the sender's)",
   schema: objectSchema({ tenantUuid: uuidSchema, ...pageProperties }),
-});
-
-/** The `Group.GroupCreated` event token. */
-export const GroupCreated = Group.event<GroupCreated>("GroupCreated", { description: "A group was created" });
-/** The `Group.GroupRenamed` event token. */
-export const GroupRenamed = Group.event<GroupRenamed>("GroupRenamed", { description: "A group was renamed" });
-/** The `Group.GroupPermissionAdded` event token. */
-export const GroupPermissionAdded = Group.event<GroupPermissionAdded>("GroupPermissionAdded", { description: "A permission was added to a group" });
-/** The `Group.GroupPermissionRemoved` event token. */
-export const GroupPermissionRemoved = Group.event<GroupPermissionRemoved>("GroupPermissionRemoved", { description: "A permission was removed from a group" });
-/** The `Group.GroupRemoved` event token. */
-export const GroupRemoved = Group.event<GroupRemoved>("GroupRemoved", { description: "A group was removed" });
-
-/** The `Group.Group` aggregate: its state folded from its events. */
-export const GroupAggregate = Group.aggregate<GroupModel>("Group", {
-  // Built-in aggregates are global: their handlers check tenant access themselves (answering NOT_FOUND across tenants).
-  tenancy: "global",
-  initialState: () => ({ tenantUuid: "", name: "", permissions: [], removed: false }),
-  evolve: {
-    GroupCreated: (_s, p: GroupCreated) => ({ tenantUuid: p.tenantUuid, name: p.name, permissions: [...p.permissions], removed: false }),
-    GroupRenamed: (s, p: GroupRenamed) => ({ ...s, name: p.name }),
-    GroupPermissionAdded: (s, p: GroupPermissionAdded) => (s.permissions.includes(p.permission) ? s : { ...s, permissions: [...s.permissions, p.permission] }),
-    GroupPermissionRemoved: (s, p: GroupPermissionRemoved) => ({ ...s, permissions: s.permissions.filter((x) => x !== p.permission) }),
-    GroupRemoved: (s) => ({ ...s, removed: true }),
-  },
 });
 
 /** The Group readmodel: one model per group, listed by tenant, history on demand. */

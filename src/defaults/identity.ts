@@ -4,7 +4,6 @@
  * tenant in the request context).
  */
 import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
-import { defineDomain } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
@@ -19,7 +18,11 @@ import { accountOwnerOrSystemAdministrator } from "./permission-functions.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
 import { assertHolds, assertSeesObject, assertTenantAccess, scopeTenantOf } from "./sender.js";
-import { TenantAggregate, type TenantProjection } from "./tenant.js";
+import { TenantAggregate } from "./tenant-domain.js";
+import type { TenantProjection } from "./tenant.js";
+import { IdentityCreated, IdentityRemoved, IdentityGroupAssigned, IdentityGroupUnassigned, type IdentityModel, type AccountIdentity, Identity, IdentityAggregate } from "./identity-domain.js";
+
+export { IdentityCreated, IdentityRemoved, IdentityGroupAssigned, IdentityGroupUnassigned, type IdentityModel, type AccountIdentity, Identity, IdentityAggregate } from "./identity-domain.js";
 
 /** Payload of the `Identity.CreateIdentity` command. */
 export interface CreateIdentity { accountUuid: string; tenantUuid?: string }
@@ -35,28 +38,6 @@ export interface GetIdentity { identityUuid: string; includeHistory?: boolean }
 export interface ListIdentities { tenantUuid?: string; page?: number; pageSize?: number; includeHistory?: boolean }
 /** Payload of the `Identity.ListAccountIdentities` query. */
 export interface ListAccountIdentities { accountUuid: string }
-/** Payload of the `Identity.IdentityCreated` event. */
-export interface IdentityCreated { accountUuid: string; tenantUuid: string }
-/** Payload of the `Identity.IdentityRemoved` event. */
-export type IdentityRemoved = Record<string, never>;
-/** Payload of the `Identity.IdentityGroupAssigned` event. */
-export interface IdentityGroupAssigned { groupUuid: string }
-/** Payload of the `Identity.IdentityGroupUnassigned` event. */
-export interface IdentityGroupUnassigned { groupUuid: string }
-
-/** An identity as served. */
-export interface IdentityModel {
-  accountUuid: string;
-  tenantUuid: string;
-  groupUuids: string[];
-  removed: boolean;
-}
-
-/** An entry of ListAccountIdentities (and of Login's result). */
-export interface AccountIdentity { identityUuid: string; tenantUuid: string; tenantName: string }
-
-/** Identities: memberships of accounts in tenants. */
-export const Identity = defineDomain("Identity", { description: "Identities: an account's membership of a tenant, with its groups" });
 
 const tenantScoped = "(members of the tenant with the grant, or system administrators)";
 /** The `Identity.CreateIdentity` command token. */
@@ -94,29 +75,6 @@ export const ListAccountIdentities = Identity.query<ListAccountIdentities, { ite
   description: "The identities of an account, to choose one (the account itself, or system administrators)",
   permission: accountOwnerOrSystemAdministrator,
   schema: objectSchema({ accountUuid: uuidSchema }, ["accountUuid"]),
-});
-
-/** The `Identity.IdentityCreated` event token. */
-export const IdentityCreated = Identity.event<IdentityCreated>("IdentityCreated", { description: "An account became a member of a tenant" });
-/** The `Identity.IdentityRemoved` event token. */
-export const IdentityRemoved = Identity.event<IdentityRemoved>("IdentityRemoved", { description: "An account's membership of a tenant ended" });
-/** The `Identity.IdentityGroupAssigned` event token. */
-export const IdentityGroupAssigned = Identity.event<IdentityGroupAssigned>("IdentityGroupAssigned", { description: "An identity was given a group" });
-/** The `Identity.IdentityGroupUnassigned` event token. */
-export const IdentityGroupUnassigned = Identity.event<IdentityGroupUnassigned>("IdentityGroupUnassigned", { description: "A group was taken from an identity" });
-
-/** The `Identity.Identity` aggregate: its state folded from its events. */
-export const IdentityAggregate = Identity.aggregate<IdentityModel>("Identity", {
-  // Built-in aggregates are global: their handlers check tenant access themselves (answering NOT_FOUND across tenants).
-  tenancy: "global",
-  initialState: () => ({ accountUuid: "", tenantUuid: "", groupUuids: [], removed: false }),
-  evolve: {
-    // A membership created again after its removal starts without groups.
-    IdentityCreated: (_s, p: IdentityCreated) => ({ accountUuid: p.accountUuid, tenantUuid: p.tenantUuid, groupUuids: [], removed: false }),
-    IdentityRemoved: (s) => ({ ...s, groupUuids: [], removed: true }),
-    IdentityGroupAssigned: (s, p: IdentityGroupAssigned) => (s.groupUuids.includes(p.groupUuid) ? s : { ...s, groupUuids: [...s.groupUuids, p.groupUuid] }),
-    IdentityGroupUnassigned: (s, p: IdentityGroupUnassigned) => ({ ...s, groupUuids: s.groupUuids.filter((g) => g !== p.groupUuid) }),
-  },
 });
 
 /** The Identity readmodel: one model per identity, listed by tenant, history on demand. */

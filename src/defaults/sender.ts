@@ -10,10 +10,10 @@ import { authorized } from "../model/permission.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import type { AccountModel } from "./account-domain.js";
 import { defaultsOf, type DefaultsState } from "./defaults-state.js";
-import type { GroupModel } from "./group.js";
-import type { IdentityModel } from "./identity.js";
+import type { GroupModel } from "./group-domain.js";
+import type { IdentityModel } from "./identity-domain.js";
 import { READMODELS } from "./readmodel-names.js";
-import type { TenantModel } from "./tenant.js";
+import type { TenantModel } from "./tenant-domain.js";
 
 /** A sender whose identity, account, tenant and groups all check out. */
 export interface Sender {

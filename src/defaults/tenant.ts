@@ -4,7 +4,6 @@
  * the system administrators.
  */
 import { newUuid } from "../model/clock.js";
-import { defineDomain } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
@@ -14,6 +13,9 @@ import { systemAdministrator } from "./permission-functions.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
 import { assertTenantAccess } from "./sender.js";
+import { TenantCreated, TenantRenamed, TenantRemoved, type TenantModel, Tenant, TenantAggregate } from "./tenant-domain.js";
+
+export { TenantCreated, TenantRenamed, TenantRemoved, type TenantModel, Tenant, TenantAggregate } from "./tenant-domain.js";
 
 /** Payload of the `Tenant.CreateTenant` command. */
 export interface CreateTenant { tenantUuid?: string; name: string }
@@ -25,23 +27,6 @@ export interface RemoveTenant { tenantUuid: string }
 export interface GetTenant { tenantUuid: string; includeHistory?: boolean }
 /** Payload of the `Tenant.ListTenants` query. */
 export interface ListTenants { page?: number; pageSize?: number; includeHistory?: boolean }
-/** Payload of the `Tenant.TenantCreated` event. */
-export interface TenantCreated { name: string; system: boolean }
-/** Payload of the `Tenant.TenantRenamed` event. */
-export interface TenantRenamed { name: string }
-/** Payload of the `Tenant.TenantRemoved` event. */
-export type TenantRemoved = Record<string, never>;
-
-/** A tenant as served. */
-export interface TenantModel {
-  name: string;
-  /** True for the bootstrapped system tenant. */
-  system: boolean;
-  removed: boolean;
-}
-
-/** Tenants: create, rename, remove; lists for system administrators. */
-export const Tenant = defineDomain("Tenant", { description: "Tenants: the isolation units; identities and groups belong to one" });
 
 /** The `Tenant.CreateTenant` command token. */
 export const CreateTenant = Tenant.command<CreateTenant, { tenantUuid: string }>("CreateTenant", {
@@ -69,24 +54,6 @@ export const ListTenants = Tenant.query<ListTenants, ProjectionList<TenantModel>
   description: "A page of tenants (system administrators)",
   permission: systemAdministrator,
   schema: objectSchema(pageProperties),
-});
-
-/** The `Tenant.TenantCreated` event token. */
-export const TenantCreated = Tenant.event<TenantCreated>("TenantCreated", { description: "A tenant was created" });
-/** The `Tenant.TenantRenamed` event token. */
-export const TenantRenamed = Tenant.event<TenantRenamed>("TenantRenamed", { description: "A tenant was renamed" });
-/** The `Tenant.TenantRemoved` event token. */
-export const TenantRemoved = Tenant.event<TenantRemoved>("TenantRemoved", { description: "A tenant was removed" });
-
-/** The `Tenant.Tenant` aggregate: its state folded from its events. */
-export const TenantAggregate = Tenant.aggregate<TenantModel>("Tenant", {
-  tenancy: "global",
-  initialState: () => ({ name: "", system: false, removed: false }),
-  evolve: {
-    TenantCreated: (_s, p: TenantCreated) => ({ name: p.name, system: p.system, removed: false }),
-    TenantRenamed: (s, p: TenantRenamed) => ({ ...s, name: p.name }),
-    TenantRemoved: (s) => ({ ...s, removed: true }),
-  },
 });
 
 /** The Tenant readmodel: one model per tenant, history on demand. */
