@@ -36,7 +36,6 @@ const RANKS = {
   runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
   app: 6, //         createFacade / Facade: the composition root
   "index.ts": 7, //  the root export `mneme`
-  core: 7.5, //      re-exports of model/errors and model/types kept for src/cli only; to be deleted
   defaults: 8, //    subpath mneme/defaults: the built-in domains
   testing: 8, //     subpath mneme/testing
   cli: 8, //         the `mneme` binary

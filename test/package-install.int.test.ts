@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GENERATOR_PACKAGE, GENERATOR_RANGE, installCommand, loadGenerator } from "../src/cli/load-generator.js";
-import { isMnemeError, MnemeError } from "../src/core/errors.js";
+import { isMnemeError, MnemeError } from "../src/model/errors.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), "mneme-package-install-"));

@@ -6,8 +6,8 @@ import { fileURLToPath } from "node:url";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildSchemas } from "../src/cli/schema-build.js";
-import { isMnemeError } from "../src/core/errors.js";
-import type { JsonSchema } from "../src/core/types.js";
+import { isMnemeError } from "../src/model/errors.js";
+import type { JsonSchema } from "../src/model/types.js";
 import { SchemaRegistry } from "../src/schema/schema-registry.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));

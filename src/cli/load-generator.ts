@@ -8,7 +8,7 @@
  * commands never load it.
  */
 import type * as Generator from "ts-json-schema-generator";
-import { errorMessage, MnemeError } from "../core/errors.js";
+import { errorMessage, MnemeError } from "../model/errors.js";
 
 /** The package `mneme schema build` needs. */
 export const GENERATOR_PACKAGE = "ts-json-schema-generator";

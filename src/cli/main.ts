@@ -6,7 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { errorMessage } from "../core/errors.js";
+import { errorMessage } from "../model/errors.js";
 import { buildSchemas, writeSchemasFile } from "./schema-build.js";
 
 const USAGE = `Usage:

@@ -6,8 +6,8 @@
  */
 import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { errorMessage, MnemeError } from "../core/errors.js";
-import type { JsonSchema } from "../core/types.js";
+import { errorMessage, MnemeError } from "../model/errors.js";
+import type { JsonSchema } from "../model/types.js";
 import { convertTo2020_12, JSON_SCHEMA_2020_12 } from "../schema/convert-2020-12.js";
 import { loadGenerator } from "./load-generator.js";
 import { matchFiles } from "./match-files.js";
