@@ -18,8 +18,9 @@ export type {
 export { Facade, createFacade, type FacadeOptions } from "./app/facade.js";
 
 export {
-  anonymous, authenticated, authorized, newPermission, newPermissionCmdFunc, permissionLevelOf,
-  type Permission, type PermissionFunc, type PermissionLevel, type PermissionContext,
+  anonymous, authenticated, authorized, newPermission, newPermissionCmdFunc, permissionLevelOf, permissionFuncOf, checkPermission,
+  type Permission, type LevelPermission, type CustomPermission, type AdministratorPermission, type PermissionKind,
+  type PermissionFunc, type PermissionLevel, type PermissionContext,
 } from "./model/permission.js";
 export { PermissionRegistry, type Authorizer } from "./permissions/permission-registry.js";
 export {

@@ -166,10 +166,11 @@ describe("facade.registerDomain", () => {
     expect(perms.map((p) => p.type).sort()).toEqual(["Anon", "Attached", "Authn", "Authz", "Custom", "Default", "QAnon", "QCustom", "QDefault"]);
     const get = (t: string) => facade.permissions.get("Shop", t)!;
     expect(get("Default")).toMatchObject({ domain: "Shop", type: "Default", description: "default level", funcSet: false, level: "Authorized" });
-    expect(get("Anon")).toMatchObject({ funcSet: false, level: "Anonymous", cmdFunc: anonymous });
+    expect(get("Anon")).toMatchObject({ kind: "level", funcSet: false, level: "Anonymous" });
+    expect(get("Anon").cmdFunc).toBeUndefined(); // cmdFunc is present exactly when funcSet is true
     expect(get("Authn")).toMatchObject({ funcSet: false, level: "Authenticated" });
     expect(get("Authz")).toMatchObject({ funcSet: false, level: "Authorized" });
-    expect(get("Custom")).toMatchObject({ funcSet: true, cmdFunc: custom });
+    expect(get("Custom")).toMatchObject({ kind: "custom", funcSet: true, cmdFunc: custom });
     expect(get("Custom").level).toBeUndefined();
     expect(get("QDefault")).toMatchObject({ funcSet: false, level: "Authorized" });
     expect(get("QAnon")).toMatchObject({ funcSet: false, level: "Anonymous" });

@@ -51,27 +51,69 @@ describe("PermissionRegistry.register", () => {
     ["funcSet that is not a boolean", { funcSet: "yes" as unknown as boolean }],
     ["funcSet without cmdFunc", { funcSet: true }],
     ["cmdFunc that is not a function", { cmdFunc: "allow" as unknown as PermissionFunc }],
+    ["no kind", { kind: undefined as unknown as "administrator" }],
+    ["an unknown kind", { kind: "admin" as unknown as "administrator" }],
   ])("rejects %s with INVALID_PERMISSION and keeps nothing", (_what, patch) => {
     const reg = new PermissionRegistry();
-    const p = { domain: "D", type: "T", description: "a permission", funcSet: false, ...patch } as Permission;
+    const p = { kind: "administrator", domain: "D", type: "T", description: "a permission", funcSet: false, ...patch } as Permission;
     expect(() => reg.register(p)).toThrow(expect.objectContaining({ code: "INVALID_PERMISSION" }));
     expect(reg.list()).toEqual([]);
   });
 
-  it("rejects a custom cmdFunc without funcSet and a level without its function (they would silently change meaning)", () => {
+  it("rejects fields that contradict the kind (they would silently change meaning)", () => {
     const reg = new PermissionRegistry();
-    expect(() => reg.register({ domain: "D", type: "T", description: "d", funcSet: false, cmdFunc: () => undefined })).toThrow(expect.objectContaining({ code: "INVALID_PERMISSION" }));
-    expect(() => reg.register({ domain: "D", type: "T", description: "d", funcSet: false, level: "Anonymous" })).toThrow(expect.objectContaining({ code: "INVALID_PERMISSION" }));
+    const base = { domain: "D", type: "T", description: "d" };
+    const contradictions: unknown[] = [
+      { ...base, kind: "administrator", funcSet: false, cmdFunc: () => undefined }, // a custom function without funcSet
+      { ...base, kind: "administrator", funcSet: false, level: "Anonymous" }, //      a level on an administrator permission
+      { ...base, kind: "level", funcSet: false }, //                                  a level permission without its level
+      { ...base, kind: "level", funcSet: false, level: "Admin" },
+      { ...base, kind: "level", funcSet: false, level: "Anonymous", cmdFunc: () => undefined },
+      { ...base, kind: "level", funcSet: true, level: "Anonymous" },
+      { ...base, kind: "custom", funcSet: false, cmdFunc: () => undefined },
+      { ...base, kind: "custom", funcSet: true, cmdFunc: () => undefined, level: "Authorized" },
+      { ...base, funcSet: false }, // the untagged shape of earlier versions
+    ];
+    for (const p of contradictions) {
+      expect(() => reg.register(p as Permission), JSON.stringify(p)).toThrow(expect.objectContaining({ code: "INVALID_PERMISSION" }));
+    }
     expect(reg.list()).toEqual([]);
+  });
+
+  it("stores each kind with exactly its fields: cmdFunc only when funcSet, level only for a level", () => {
+    const reg = new PermissionRegistry();
+    const custom: PermissionFunc = () => undefined;
+    reg.register({ kind: "level", domain: "D", type: "L", description: "d", funcSet: false, level: "Authenticated" });
+    reg.register({ kind: "custom", domain: "D", type: "C", description: "d", funcSet: true, cmdFunc: custom });
+    reg.register({ kind: "administrator", domain: "D", type: "A", description: "d", funcSet: false });
+    expect(reg.list()).toEqual([
+      { kind: "level", domain: "D", type: "L", description: "d", funcSet: false, level: "Authenticated" },
+      { kind: "custom", domain: "D", type: "C", description: "d", funcSet: true, cmdFunc: custom },
+      { kind: "administrator", domain: "D", type: "A", description: "d", funcSet: false },
+    ]);
+    const labels = reg.list().map((p) => {
+      switch (p.kind) {
+        case "level": return p.level; //              narrowed: level is a PermissionLevel
+        case "custom": return typeof p.cmdFunc; //    narrowed: cmdFunc is a PermissionFunc
+        case "administrator": return "admin";
+      }
+    });
+    expect(labels).toEqual(["Authenticated", "function", "admin"]);
   });
 
   it("a built-in level registered as a custom function stays a level: authorized still consults the authorizer", async () => {
     const authorizer = vi.fn<Authorizer>(() => new Error("not in role"));
     const reg = new PermissionRegistry(authorizer);
     reg.register(newPermissionCmdFunc("D", "T", authorized));
-    expect(reg.get("D", "T")).toMatchObject({ funcSet: false, level: "Authorized" });
+    expect(reg.get("D", "T")).toMatchObject({ kind: "level", funcSet: false, level: "Authorized" });
+    expect(reg.get("D", "T")?.cmdFunc).toBeUndefined();
     expect(await denial(reg.check(full, envelope("D", "T", full)))).toMatchObject({ code: "PERMISSION_DENIED" });
     expect(authorizer).toHaveBeenCalledTimes(1);
+    // A hand-made custom permission with a level function too.
+    reg.register({ kind: "custom", domain: "D", type: "T2", description: "d", funcSet: true, cmdFunc: authorized });
+    expect(reg.get("D", "T2")).toEqual({ kind: "level", domain: "D", type: "T2", description: "d", funcSet: false, level: "Authorized" });
+    expect(await denial(reg.check(full, envelope("D", "T2", full)))).toMatchObject({ code: "PERMISSION_DENIED" });
+    expect(authorizer).toHaveBeenCalledTimes(2);
   });
 
   it("rejects a duplicate (domain, type) and keeps the first; the same type in another domain is fine", () => {
@@ -88,8 +130,9 @@ describe("PermissionRegistry.register", () => {
     const reg = new PermissionRegistry();
     const p = newPermission("D", "T", "anon", anonymous);
     reg.register(p);
-    p.cmdFunc = () => new Error("no");
-    p.level = undefined as never;
+    const mutable = p as { -readonly [K in "kind" | "level"]: unknown };
+    mutable.kind = "administrator";
+    mutable.level = undefined;
     expect(Object.isFrozen(reg.get("D", "T"))).toBe(true);
     await reg.check({}, envelope("D", "T"));
   });
@@ -103,12 +146,13 @@ describe("PermissionRegistry.register", () => {
     expect(e?.message).toContain("Nope.Nothing");
   });
 
-  it("newPermission / newPermissionCmdFunc set funcSet and level", () => {
+  it("newPermission / newPermissionCmdFunc set kind, funcSet and level", () => {
     const custom: PermissionFunc = () => undefined;
-    expect(newPermission("D", "T", "d")).toEqual({ domain: "D", type: "T", description: "d", funcSet: false });
-    expect(newPermission("D", "T", "d", authenticated)).toEqual({ domain: "D", type: "T", description: "d", funcSet: false, cmdFunc: authenticated, level: "Authenticated" });
-    expect(newPermission("D", "T", "d", custom)).toEqual({ domain: "D", type: "T", description: "d", funcSet: true, cmdFunc: custom });
-    expect(newPermissionCmdFunc("D", "Do", custom)).toMatchObject({ domain: "D", type: "Do", funcSet: true, cmdFunc: custom });
+    expect(newPermission("D", "T", "d")).toEqual({ kind: "administrator", domain: "D", type: "T", description: "d", funcSet: false });
+    expect(newPermission("D", "T", "d", authenticated)).toEqual({ kind: "level", domain: "D", type: "T", description: "d", funcSet: false, level: "Authenticated" });
+    expect(newPermission("D", "T", "d", custom)).toEqual({ kind: "custom", domain: "D", type: "T", description: "d", funcSet: true, cmdFunc: custom });
+    expect(newPermissionCmdFunc("D", "Do", custom)).toMatchObject({ kind: "custom", domain: "D", type: "Do", funcSet: true, cmdFunc: custom });
+    expect(newPermissionCmdFunc("D", "Do", anonymous)).toMatchObject({ kind: "level", funcSet: false, level: "Anonymous" });
     expect(newPermissionCmdFunc("D", "Do", custom).description.length).toBeGreaterThan(0);
     expect([anonymous, authenticated, authorized, custom].map(permissionLevelOf)).toEqual(["Anonymous", "Authenticated", "Authorized", undefined]);
   });
@@ -392,7 +436,7 @@ describe("store permissions", () => {
     expect(names).toEqual(expected);
     expect(STORE_NAMES.length * STORE_ACTIONS.length).toBe(20);
     for (const p of perms) {
-      expect(p).toMatchObject({ domain: "Runtime", funcSet: false });
+      expect(p).toMatchObject({ kind: "administrator", domain: "Runtime", funcSet: false });
       expect(p.level).toBeUndefined();
       expect(p.cmdFunc).toBeUndefined();
       expect(p.description.length).toBeGreaterThan(0);

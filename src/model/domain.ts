@@ -1,11 +1,11 @@
-import { authorized, newPermission, type Permission, type PermissionFunc, permissionLevelOf } from "./permission.js";
+import { authorized, checkPermission, newPermission, type Permission, type PermissionFunc } from "./permission.js";
 import { MnemeError } from "./errors.js";
 import type { AggregateTenancy, AggregateType, CommandType, EventType, Evolver, QueryType } from "./tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
 import type { CommandContext, QueryContext } from "./context.js";
 
-/** What a command handler may return: events, nothing, or events with a result for the caller. */
-export type CommandHandlerResult = readonly NewEvent[] | void | undefined | { events?: readonly NewEvent[]; result?: unknown };
+/** What a command handler may return: events, nothing, or events with a result (of type `R`) for the caller. */
+export type CommandHandlerResult<R = unknown> = readonly NewEvent[] | void | undefined | { events?: readonly NewEvent[]; result?: R };
 
 export type CommandHandler<P = any> = (ctx: CommandContext, cmd: CommandEnvelope<P>, payload: P) => CommandHandlerResult | Promise<CommandHandlerResult>;
 export type QueryHandler<P = any, R = any> = (ctx: QueryContext, qry: QueryEnvelope<P>, payload: P) => R | Promise<R>;
@@ -52,7 +52,10 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
   aggregate<S>(name: string, opts: AggregateOptions<S, E>): AggregateType<S>;
   handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void;
   handleQuery<P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>): void;
-  /** Attaches a custom permission (e.g. from newPermissionCmdFunc) before the domain is registered. */
+  /**
+   * Attaches a permission (e.g. from newPermissionCmdFunc) to one of the domain's commands or queries before
+   * the domain is registered, replacing the one its options gave. INVALID_PERMISSION when it is malformed.
+   */
   registerPermission(p: Permission): void;
   readonly commands: ReadonlyMap<string, CommandType<any, any>>;
   readonly queries: ReadonlyMap<string, QueryType<any, any>>;
@@ -195,10 +198,10 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
     },
 
     registerPermission(p: Permission): void {
-      if (p.domain !== name) throw new MnemeError("INVALID_PERMISSION", `permission for domain ${p.domain} registered on domain ${name}`);
-      if (!taken(p.type)) throw new MnemeError("INVALID_PERMISSION", `${name} has no command or query ${p.type} to attach a permission to`);
-      const level = p.cmdFunc === undefined ? undefined : permissionLevelOf(p.cmdFunc);
-      permissions.set(p.type, level === undefined ? { ...p } : { ...p, funcSet: false, level });
+      const checked = checkPermission(p); // a custom permission with a built-in level function becomes that level
+      if (checked.domain !== name) throw new MnemeError("INVALID_PERMISSION", `permission for domain ${checked.domain} registered on domain ${name}`);
+      if (!taken(checked.type)) throw new MnemeError("INVALID_PERMISSION", `${name} has no command or query ${checked.type} to attach a permission to`);
+      permissions.set(checked.type, checked);
     },
   };
   return domain;

@@ -23,17 +23,52 @@ export type PermissionFunc = (
 /** The three built-in levels. */
 export type PermissionLevel = "Anonymous" | "Authenticated" | "Authorized";
 
-/** A registry entry: one per command, query and store action. */
-export interface Permission {
-  domain: string;
-  type: string;
-  description: string;
-  /** True when a custom permission function is attached. */
-  funcSet: boolean;
-  cmdFunc?: PermissionFunc;
-  /** Set for the built-in levels; absent for custom functions and store permissions. */
-  level?: PermissionLevel;
+/** What every permission names: the (domain, type) it guards and what it is for. */
+interface PermissionBase {
+  readonly domain: string;
+  readonly type: string;
+  readonly description: string;
 }
+
+/**
+ * A built-in level: its own function (`anonymous`, `authenticated`,
+ * `authorized`) decides, and for `Authorized` the authorizer then too.
+ */
+export interface LevelPermission extends PermissionBase {
+  readonly kind: "level";
+  readonly level: PermissionLevel;
+  readonly funcSet: false;
+  readonly cmdFunc?: undefined;
+}
+
+/** A custom permission function: it decides alone, the authorizer is not consulted. */
+export interface CustomPermission extends PermissionBase {
+  readonly kind: "custom";
+  readonly funcSet: true;
+  readonly cmdFunc: PermissionFunc;
+  readonly level?: undefined;
+}
+
+/**
+ * No level and no function: granted only by the authorizer (system
+ * administrators with the default one), never without an authorizer. The
+ * store permissions, `Runtime.ControlEventHandler` and `Runtime.StreamSystemEvents`.
+ */
+export interface AdministratorPermission extends PermissionBase {
+  readonly kind: "administrator";
+  readonly funcSet: false;
+  readonly cmdFunc?: undefined;
+  readonly level?: undefined;
+}
+
+/**
+ * A registry entry: one per command, query and store action. Narrow on
+ * `kind` (or on `funcSet`: `cmdFunc` is present exactly when it is true).
+ */
+export type Permission = LevelPermission | CustomPermission | AdministratorPermission;
+
+/** `"level"`, `"custom"` or `"administrator"`. */
+export type PermissionKind = Permission["kind"];
 
 const LEVEL = Symbol.for("mneme.permissionLevel");
 
@@ -72,15 +107,89 @@ export const authorized: PermissionFunc = levelFunc("Authorized", (reqCtx) => {
   return undefined;
 });
 
-/** Creates a permission; with `cmdFunc` it is a custom one (`funcSet: true`) unless cmdFunc is a built-in level. */
-export function newPermission(domain: string, type: string, description: string, cmdFunc?: PermissionFunc): Permission {
-  if (cmdFunc === undefined) return { domain, type, description, funcSet: false };
-  const level = permissionLevelOf(cmdFunc);
-  if (level !== undefined) return { domain, type, description, funcSet: false, cmdFunc, level };
-  return { domain, type, description, funcSet: true, cmdFunc };
+const LEVEL_FUNCS: Readonly<Record<PermissionLevel, PermissionFunc>> = Object.freeze({
+  Anonymous: anonymous,
+  Authenticated: authenticated,
+  Authorized: authorized,
+});
+
+/** The function that decides a permission: its level's built-in function, its custom one, or none (administrator). */
+export function permissionFuncOf(p: LevelPermission | CustomPermission): PermissionFunc;
+export function permissionFuncOf(p: Permission): PermissionFunc | undefined;
+export function permissionFuncOf(p: Permission): PermissionFunc | undefined {
+  switch (p.kind) {
+    case "level": return LEVEL_FUNCS[p.level];
+    case "custom": return p.cmdFunc;
+    case "administrator": return undefined;
+  }
 }
 
-/** Creates a custom permission for a (domain, command) pair. */
-export function newPermissionCmdFunc(domain: string, commandName: string, cmdFunc: PermissionFunc, description?: string): Permission {
-  return { domain, type: commandName, description: description ?? `Custom permission for ${domain}.${commandName}`, funcSet: true, cmdFunc };
+/**
+ * Creates a permission. Without `cmdFunc`: an administrator-only permission
+ * (`kind: "administrator"`); with a built-in level function: that level
+ * (`kind: "level"`, no cmdFunc); with any other function: a custom one (`kind: "custom"`, `funcSet: true`).
+ */
+export function newPermission(domain: string, type: string, description: string): AdministratorPermission;
+export function newPermission(domain: string, type: string, description: string, cmdFunc: PermissionFunc): LevelPermission | CustomPermission;
+export function newPermission(domain: string, type: string, description: string, cmdFunc?: PermissionFunc): Permission;
+export function newPermission(domain: string, type: string, description: string, cmdFunc?: PermissionFunc): Permission {
+  if (cmdFunc === undefined) return { kind: "administrator", domain, type, description, funcSet: false };
+  const level = permissionLevelOf(cmdFunc);
+  if (level !== undefined) return { kind: "level", domain, type, description, funcSet: false, level };
+  return { kind: "custom", domain, type, description, funcSet: true, cmdFunc };
+}
+
+/** Creates a custom permission for a (domain, command) pair (a built-in level function gives that level). */
+export function newPermissionCmdFunc(domain: string, commandName: string, cmdFunc: PermissionFunc, description?: string): LevelPermission | CustomPermission {
+  return newPermission(domain, commandName, description ?? `Custom permission for ${domain}.${commandName}`, cmdFunc);
+}
+
+const KINDS: readonly PermissionKind[] = ["level", "custom", "administrator"];
+const LEVELS: readonly PermissionLevel[] = ["Anonymous", "Authenticated", "Authorized"];
+
+/**
+ * Validates a permission given by a caller and returns a frozen copy of
+ * exactly its fields; INVALID_PERMISSION when a field is missing or
+ * contradicts its kind. A custom permission whose cmdFunc is a built-in level
+ * function becomes that level, so `authorized` always consults the authorizer,
+ * however the permission was made.
+ */
+export function checkPermission(input: Permission): Permission {
+  const raw = input as unknown as Record<string, unknown> | null;
+  if (raw === null || typeof raw !== "object") throw new MnemeError("INVALID_PERMISSION", "a permission must be an object");
+  for (const field of ["domain", "type", "description"] as const) {
+    const v = raw[field];
+    if (typeof v !== "string" || v.trim() === "") {
+      throw new MnemeError("INVALID_PERMISSION", `permission ${field} must be a non-empty string (got ${JSON.stringify(v)})`);
+    }
+  }
+  const p = input;
+  const name = `permission ${p.domain}.${p.type}`;
+  const invalid = (why: string) => new MnemeError("INVALID_PERMISSION", `${name}: ${why} (make permissions with newPermission or newPermissionCmdFunc)`);
+  if (!KINDS.includes(p.kind)) throw invalid(`kind must be one of ${KINDS.map((k) => JSON.stringify(k)).join(", ")}, got ${JSON.stringify(raw.kind)}`);
+  if (typeof raw.funcSet !== "boolean") throw invalid("funcSet must be a boolean");
+  if (raw.cmdFunc !== undefined && typeof raw.cmdFunc !== "function") throw invalid("cmdFunc must be a function");
+  const { domain, type, description } = p;
+  switch (p.kind) {
+    case "custom": {
+      if (p.funcSet !== true) throw invalid("a custom permission has funcSet: true");
+      if (typeof p.cmdFunc !== "function") throw invalid("a custom permission needs its cmdFunc");
+      if (raw.level !== undefined) throw invalid("a custom permission has no level");
+      const level = permissionLevelOf(p.cmdFunc);
+      return Object.freeze(level === undefined
+        ? { kind: "custom", domain, type, description, funcSet: true, cmdFunc: p.cmdFunc }
+        : { kind: "level", domain, type, description, funcSet: false, level });
+    }
+    case "level":
+      if (p.funcSet !== false) throw invalid("a level permission has funcSet: false");
+      if (raw.cmdFunc !== undefined) throw invalid("a level permission carries no cmdFunc: its level's built-in function decides");
+      if (!LEVELS.includes(p.level)) throw invalid(`level must be one of ${LEVELS.join(", ")}, got ${JSON.stringify(raw.level)}`);
+      return Object.freeze({ kind: "level", domain, type, description, funcSet: false, level: p.level });
+    case "administrator":
+      if (p.funcSet !== false) throw invalid("an administrator permission has funcSet: false");
+      // A function or a level here would silently change who is granted: say so instead.
+      if (raw.cmdFunc !== undefined) throw invalid("an administrator permission has no cmdFunc (a custom permission has kind \"custom\")");
+      if (raw.level !== undefined) throw invalid(`an administrator permission has no level (a level permission has kind "level")`);
+      return Object.freeze({ kind: "administrator", domain, type, description, funcSet: false });
+  }
 }

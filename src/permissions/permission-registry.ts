@@ -1,6 +1,6 @@
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { CommandEnvelope, QueryEnvelope, RequestContext } from "../model/types.js";
-import { type Permission, type PermissionContext, permissionLevelOf } from "../model/permission.js";
+import { checkPermission, type Permission, type PermissionContext, type PermissionFunc, permissionFuncOf } from "../model/permission.js";
 
 /**
  * An RBAC hook consulted after the `authorized` level passes and for every
@@ -34,40 +34,19 @@ export class PermissionRegistry {
   }
 
   /**
-   * Validates and adds a permission. INVALID_PERMISSION on empty fields, a duplicate (domain, type), or a
-   * custom cmdFunc without funcSet. A built-in level function is stored as that level (funcSet false), so
-   * `authorized` always consults the authorizer, however the permission was made.
+   * Validates and adds a permission (a frozen copy). INVALID_PERMISSION on empty fields, a field that
+   * contradicts the permission's `kind`, or a duplicate (domain, type). A custom permission whose cmdFunc
+   * is a built-in level function is stored as that level, so `authorized` always consults the authorizer.
    */
   register(p: Permission): void {
-    if (p === null || typeof p !== "object") throw new MnemeError("INVALID_PERMISSION", "a permission must be an object");
-    for (const field of ["domain", "type", "description"] as const) {
-      const v = (p as unknown as Record<string, unknown>)[field];
-      if (typeof v !== "string" || v.trim() === "") {
-        throw new MnemeError("INVALID_PERMISSION", `permission ${field} must be a non-empty string (got ${JSON.stringify(v)})`);
-      }
-    }
-    if (typeof p.funcSet !== "boolean") throw new MnemeError("INVALID_PERMISSION", `permission ${p.domain}.${p.type}: funcSet must be a boolean`);
-    if (p.funcSet && typeof p.cmdFunc !== "function") {
-      throw new MnemeError("INVALID_PERMISSION", `permission ${p.domain}.${p.type} has funcSet but no cmdFunc`);
-    }
-    if (p.cmdFunc !== undefined && typeof p.cmdFunc !== "function") {
-      throw new MnemeError("INVALID_PERMISSION", `permission ${p.domain}.${p.type}: cmdFunc must be a function`);
-    }
-    const level = p.cmdFunc === undefined ? undefined : permissionLevelOf(p.cmdFunc);
-    if (!p.funcSet && p.cmdFunc !== undefined && level === undefined) {
-      throw new MnemeError("INVALID_PERMISSION", `permission ${p.domain}.${p.type}: a custom cmdFunc needs funcSet: true (use newPermission or newPermissionCmdFunc)`);
-    }
-    if (p.cmdFunc === undefined && p.level !== undefined) {
-      // A level without its function would silently fall back to "authorizer only": say so instead.
-      throw new MnemeError("INVALID_PERMISSION", `permission ${p.domain}.${p.type}: level ${String(p.level)} needs its cmdFunc (use newPermission)`);
-    }
-    let types = this.#byDomain.get(p.domain);
+    const checked = checkPermission(p);
+    let types = this.#byDomain.get(checked.domain);
     if (types === undefined) {
       types = new Map();
-      this.#byDomain.set(p.domain, types);
+      this.#byDomain.set(checked.domain, types);
     }
-    if (types.has(p.type)) throw new MnemeError("INVALID_PERMISSION", `permission ${p.domain}.${p.type} is registered already`);
-    types.set(p.type, Object.freeze(level === undefined ? { ...p } : { ...p, funcSet: false, level }));
+    if (types.has(checked.type)) throw new MnemeError("INVALID_PERMISSION", `permission ${checked.domain}.${checked.type} is registered already`);
+    types.set(checked.type, checked);
   }
 
   /** True when (domain, type) is registered. */
@@ -90,8 +69,10 @@ export class PermissionRegistry {
 
   /**
    * Resolves when the envelope may run, rejects with a MnemeError otherwise.
-   * Order: a custom function decides alone; else the level; for `Authorized`
-   * then the authorizer. No permission, or one with neither, is denied.
+   * By kind: a custom function decides alone; a level's function decides, for
+   * `Authorized` followed by the authorizer; an administrator permission is
+   * granted by the authorizer only. No permission (or no authorizer for an
+   * administrator permission) is denied.
    */
   check(reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope): Promise<void> {
     // Not an async function: a synchronous allow costs no extra promise (this runs before every command and query).
@@ -113,31 +94,42 @@ export class PermissionRegistry {
   evaluate(reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope): MnemeError | undefined | Promise<MnemeError | undefined> {
     const p = this.#byDomain.get(envelope.domain)?.get(envelope.name);
     if (p === undefined) return new MnemeError("PERMISSION_DENIED", `no permission is registered for ${envelope.domain}.${envelope.name}`);
-    const fn = p.cmdFunc;
-    if (fn !== undefined) {
-      // A custom function decides alone; a level is followed by the authorizer for Authorized.
-      const then = !p.funcSet && p.level === "Authorized" ? this.#authorizer : undefined;
-      let r: unknown;
-      try {
-        r = fn(reqCtx, envelope, this.#context);
-      } catch (e) {
-        return toDenial(p, e);
-      }
-      return isThenable(r)
-        ? Promise.resolve(r).then((v) => verdict(p, v, reqCtx, envelope, then), (e: unknown) => toDenial(p, e))
-        : verdict(p, r, reqCtx, envelope, then);
+    switch (p.kind) {
+      case "custom":
+        // A custom function decides alone.
+        return run(p, p.cmdFunc, reqCtx, envelope, this.#context, undefined);
+      case "level":
+        // The level's function; for Authorized, then the authorizer.
+        return run(p, permissionFuncOf(p), reqCtx, envelope, this.#context, p.level === "Authorized" ? this.#authorizer : undefined);
+      case "administrator":
+        // No level and no function (store permissions, Runtime control): only the authorizer grants.
+        if (this.#authorizer === undefined) {
+          return new MnemeError("PERMISSION_DENIED", `${p.domain}.${p.type} is granted only by an authorizer, and none is installed`);
+        }
+        return consult(p, this.#authorizer, reqCtx, envelope);
     }
-    // No level and no custom function (store permissions): only the authorizer grants.
-    if (this.#authorizer === undefined) {
-      return new MnemeError("PERMISSION_DENIED", `${p.domain}.${p.type} is granted only by an authorizer, and none is installed`);
-    }
-    return consult(p, this.#authorizer, reqCtx, envelope);
   }
 }
 
 type Outcome = MnemeError | undefined | Promise<MnemeError | undefined>;
 
 const ALLOWED: Promise<void> = Promise.resolve();
+
+/** Runs a permission function; `then` (the authorizer, for Authorized) is consulted when it allows. */
+function run(
+  p: Permission, fn: PermissionFunc, reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope,
+  context: PermissionContext | undefined, then: Authorizer | undefined,
+): Outcome {
+  let r: unknown;
+  try {
+    r = fn(reqCtx, envelope, context);
+  } catch (e) {
+    return toDenial(p, e);
+  }
+  return isThenable(r)
+    ? Promise.resolve(r).then((v) => verdict(p, v, reqCtx, envelope, then), (e: unknown) => toDenial(p, e))
+    : verdict(p, r, reqCtx, envelope, then);
+}
 
 function rejectDenial(denied: MnemeError | undefined): void {
   if (denied !== undefined) throw denied;

@@ -1,4 +1,4 @@
-import type { Permission } from "../model/permission.js";
+import { type AdministratorPermission, newPermission, type Permission } from "../model/permission.js";
 
 /** The five stores as the Runtime's store access names them. */
 export type StoreName = "event" | "command" | "data" | "cache" | "log";
@@ -29,17 +29,12 @@ export function storePermissionName(store: StoreName, action: StoreAction): stri
   return `${STORE_PREFIXES[store]}.${action}`;
 }
 
-/** The 20 store permissions of domain `Runtime`: no level, granted only through the authorizer. */
-export function storePermissionDefinitions(): Permission[] {
-  const out: Permission[] = [];
+/** The 20 store permissions of domain `Runtime`: `kind: "administrator"`, granted only through the authorizer. */
+export function storePermissionDefinitions(): AdministratorPermission[] {
+  const out: AdministratorPermission[] = [];
   for (const store of STORE_NAMES) {
     for (const action of STORE_ACTIONS) {
-      out.push({
-        domain: "Runtime",
-        type: storePermissionName(store, action),
-        description: `${ACTION_TEXT[action]} ${STORE_TITLES[store]} (system administrators only)`,
-        funcSet: false,
-      });
+      out.push(newPermission("Runtime", storePermissionName(store, action), `${ACTION_TEXT[action]} ${STORE_TITLES[store]} (system administrators only)`));
     }
   }
   return out;

@@ -101,7 +101,7 @@ export function defineRuntimeDomain(runtime: Runtime): Domain {
   for (const type of ["ControlEventHandler", "StreamSystemEvents"]) {
     const current = Runtime.permissions.get(type);
     if (current === undefined) throw new MnemeError("INVALID_DOMAIN", `Runtime.${type} missing`);
-    Runtime.registerPermission({ domain: "Runtime", type, description: current.description, funcSet: false });
+    Runtime.registerPermission({ kind: "administrator", domain: "Runtime", type, description: current.description, funcSet: false });
   }
   return Runtime;
 }

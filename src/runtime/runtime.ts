@@ -253,8 +253,11 @@ export class Runtime {
   #permissionName(domain: string, type: string): string {
     const p = this.permissions.get(domain, type);
     if (p === undefined) return "None";
-    if (p.funcSet) return "Custom";
-    return p.level ?? "Administrator";
+    switch (p.kind) {
+      case "level": return p.level;
+      case "custom": return "Custom";
+      case "administrator": return "Administrator";
+    }
   }
 }
 
