@@ -1,5 +1,8 @@
 // The root export list of mneme, name by name.
-export { MnemeError, isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "./model/errors.js";
+export {
+  MnemeError, isMnemeError, defineErrorCode, errorCodeDefinition, listErrorCodes, isMnemeErrorCode, MNEME_ERROR_CODES,
+  type MnemeErrorCode, type UserErrorCode, type ErrorCode, type ErrorCodeDefinition, type MnemeErrorDetail,
+} from "./model/errors.js";
 export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./model/types.js";
 export { eventPath } from "./model/types.js";
 export { nowNs, newUuid } from "./model/clock.js";

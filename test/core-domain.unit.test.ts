@@ -4,10 +4,10 @@
  */
 import { describe, expect, it } from "vitest";
 import {
-  anonymous, authenticated, authorized, createFacade, defineDomain, isMnemeError, newPermissionCmdFunc, type MnemeErrorCode,
+  anonymous, authenticated, authorized, createFacade, defineDomain, type ErrorCode, isMnemeError, newPermissionCmdFunc,
 } from "mneme";
 
-function codeOf(fn: () => unknown): MnemeErrorCode | "no error" | "not a MnemeError" {
+function codeOf(fn: () => unknown): ErrorCode | "no error" | "not a MnemeError" {
   try {
     fn();
   } catch (e) {

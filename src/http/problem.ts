@@ -1,9 +1,10 @@
 import { withBodyText } from "./responses.js";
-import { isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "../model/errors.js";
+import { type ErrorCode, errorCodeDefinition, isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "../model/errors.js";
 
 /**
- * The one table from MnemeError code to HTTP status. Codes that only a
+ * The one table from mneme's own error codes to HTTP status. Codes that only a
  * programming or configuration mistake produces are 500: the client cannot fix them.
+ * Codes defined with `defineErrorCode` answer with the status they were defined with.
  */
 export const STATUS_BY_CODE: Readonly<Record<MnemeErrorCode, number>> = Object.freeze({
   INVALID_REQUEST: 400,
@@ -39,15 +40,37 @@ export const STATUS_BY_CODE: Readonly<Record<MnemeErrorCode, number>> = Object.f
 const TITLES: Readonly<Record<number, string>> = {
   400: "Bad Request",
   401: "Unauthorized",
+  402: "Payment Required",
   403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
+  406: "Not Acceptable",
+  408: "Request Timeout",
   409: "Conflict",
+  410: "Gone",
+  411: "Length Required",
+  412: "Precondition Failed",
   413: "Content Too Large",
+  414: "URI Too Long",
   415: "Unsupported Media Type",
+  416: "Range Not Satisfiable",
+  417: "Expectation Failed",
+  421: "Misdirected Request",
+  422: "Unprocessable Content",
+  423: "Locked",
+  424: "Failed Dependency",
+  425: "Too Early",
+  426: "Upgrade Required",
+  428: "Precondition Required",
   429: "Too Many Requests",
+  431: "Request Header Fields Too Large",
+  451: "Unavailable For Legal Reasons",
   500: "Internal Server Error",
+  501: "Not Implemented",
+  502: "Bad Gateway",
   503: "Service Unavailable",
+  504: "Gateway Timeout",
+  507: "Insufficient Storage",
 };
 
 /** The body of an error response (RFC 9457 problem details plus mneme's `code`). */
@@ -69,9 +92,13 @@ export interface ProblemOptions {
   readonly onError: ((error: unknown, request: Request) => void) | undefined;
 }
 
-/** HTTP status of a MnemeError code; 500 for a code this version does not know. */
+/**
+ * HTTP status of a MnemeError code: mneme's own from STATUS_BY_CODE, a user
+ * code's from its `defineErrorCode`; 500 for a code neither knows.
+ */
 export function statusOf(code: string): number {
-  return (STATUS_BY_CODE as Readonly<Record<string, number>>)[code] ?? 500;
+  if (Object.hasOwn(STATUS_BY_CODE, code)) return STATUS_BY_CODE[code as MnemeErrorCode];
+  return errorCodeDefinition(code)?.status ?? 500;
 }
 
 /**
@@ -80,7 +107,7 @@ export function statusOf(code: string): number {
  */
 export function problemResponse(
   opts: Pick<ProblemOptions, "typeBase">,
-  code: MnemeErrorCode,
+  code: ErrorCode,
   detail: string,
   extra: { status?: number; headers?: Record<string, string>; errors?: readonly MnemeErrorDetail[] } = {},
 ): Response {

@@ -1,4 +1,4 @@
-import { isMnemeError, type MnemeErrorCode } from "../model/errors.js";
+import { type ErrorCode, isMnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { CommandType } from "../model/tokens.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
@@ -46,8 +46,8 @@ export interface ScenarioWhen {
 export interface ScenarioThen {
   /** The command appended exactly these events (domain, name, payload, and aggregate when given), in order. */
   then(expected: readonly ExpectedEvent[]): Promise<Event[]>;
-  /** The command failed with a MnemeError of this code (and appended nothing). */
-  thenThrows(code: MnemeErrorCode): Promise<Error>;
+  /** The command failed with a MnemeError of this code (mneme's own or a user code) and appended nothing. */
+  thenThrows(code: ErrorCode): Promise<Error>;
 }
 
 class Scenario implements ScenarioGiven, ScenarioWhen {
