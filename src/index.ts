@@ -11,6 +11,7 @@ export {
 } from "./model/tokens.js";
 export {
   defineDomain, type Domain, type CommandHandler, type QueryHandler, type CommandHandlerResult, type MessageOptions, type AggregateOptions,
+  on, type EvolveStep, type EvolveOn,
 } from "./model/domain.js";
 export type { CommandContext, QueryContext, MessageContext, AggregateLoader, LoadedAggregate } from "./model/context.js";
 export { REDACTED } from "./model/redact.js";

@@ -28,10 +28,47 @@ export type EvolveMap<S, E = Record<string, any>> =
   & { readonly [K in keyof E & string]?: Evolver<S, E[K]> }
   & { readonly [path: `${string}.${string}`]: Evolver<S, any> };
 
+/**
+ * One evolver of the token-keyed form, made by `on(EventToken, fn)`: the
+ * payload type comes from the token, of this domain or of another.
+ */
+export interface EvolveStep<S, P = any> {
+  readonly kind: "evolveStep";
+  readonly event: EventType<P>;
+  readonly evolve: Evolver<S, P>;
+}
+
+/** `on` as the function form of `evolve` receives it: with the aggregate's state type bound. */
+export type EvolveOn<S> = <P>(event: EventType<P>, evolve: Evolver<S, P>) => EvolveStep<S, P>;
+
+/**
+ * Pairs an event token with its evolver; the payload type comes from the token.
+ * The state type comes from the aggregate: give it (`aggregate<TodoState>(...)`),
+ * or use the function form `evolve: (on) => [...]`, which infers it from `initialState`.
+ * @example
+ * const TodoAggregate = Todo.aggregate<TodoState>("Todo", {
+ *   initialState: () => ({ exists: false, title: "" }),
+ *   evolve: [
+ *     on(TodoCreated, (_s, p) => ({ exists: true, title: p.title })),   // p: TodoCreated
+ *     on(Tenant.TenantRemoved, (s) => ({ ...s, exists: false })),       // an event of another domain
+ *   ],
+ * });
+ */
+export function on<S, P>(event: EventType<P>, evolve: Evolver<S, P>): EvolveStep<S, P> {
+  return Object.freeze({ kind: "evolveStep" as const, event, evolve });
+}
+
 export interface AggregateOptions<S, E = Record<string, any>> {
   readonly initialState: () => S;
-  /** Evolvers keyed by event name (events of this domain) or by event path `Domain.Name`. */
-  readonly evolve: EvolveMap<S, E>;
+  /**
+   * How events fold into the state, in one of three forms:
+   * - evolvers keyed by event name (events of this domain) or by event path `Domain.Name`
+   *   (`{ TodoCreated: (s, p: TodoCreated) => ... }`; payloads typed by the domain's event map, if any);
+   * - steps made by `on(EventToken, fn)`, each payload typed by its token (`[on(TodoCreated, (s, p) => ...)]`);
+   * - a function given `on` that returns such steps (`(on) => [on(TodoCreated, (s, p) => ...)]`), which
+   *   also types the state from `initialState` without a type argument.
+   */
+  readonly evolve: EvolveMap<S, E> | readonly EvolveStep<S>[] | ((on: EvolveOn<S>) => readonly EvolveStep<S>[]);
   /** Default `"tenant"`: the aggregate belongs to the tenant of its first event. `"global"` opts out. */
   readonly tenancy?: AggregateTenancy;
 }
@@ -98,6 +135,40 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
 
   const taken = (n: string) => commands.has(n) || queries.has(n);
 
+  /**
+   * The evolve map of an aggregate, from any of the three forms. Steps are keyed
+   * as the object form is (name for this domain's events, path for others'), so
+   * registration checks them the same way; a token of this domain must be the one
+   * its `event()` made, and an event evolved twice is INVALID_DOMAIN.
+   */
+  function evolveMapOf<S>(what: string, given: AggregateOptions<S, E>["evolve"]): Record<string, Evolver<S>> {
+    const form = typeof given === "function" ? given(on) : given;
+    if (form === null || typeof form !== "object") {
+      throw new MnemeError("INVALID_DOMAIN", `${what} needs evolve: an object of evolvers, an array of on(EventToken, fn) steps, or a function returning one`);
+    }
+    if (!Array.isArray(form)) return { ...(form as Record<string, Evolver<S>>) };
+    const out: Record<string, Evolver<S>> = {};
+    (form as readonly unknown[]).forEach((item, i) => {
+      const step = item as Partial<EvolveStep<S>> | null;
+      const at = `${what}: evolve[${i}]`;
+      if (step === null || typeof step !== "object" || step.kind !== "evolveStep") {
+        throw new MnemeError("INVALID_DOMAIN", `${at} must be made by on(EventToken, fn)`);
+      }
+      const ev = step.event as EventType | null | undefined;
+      if (ev === null || typeof ev !== "object" || ev.kind !== "event") {
+        throw new MnemeError("INVALID_DOMAIN", `${at}: on(...) needs an event token (from a domain's event()), got ${ev === null || ev === undefined ? String(ev) : JSON.stringify((ev as { kind?: unknown }).kind ?? typeof ev)}`);
+      }
+      if (typeof step.evolve !== "function") throw new MnemeError("INVALID_DOMAIN", `${at}: on(${ev.path}, fn): fn must be a function`);
+      if (ev.domain === name && events.get(ev.name) !== ev) {
+        throw new MnemeError("INVALID_DOMAIN", `${at}: the token ${ev.path} was made by another domain object named ${name}, not by this one`);
+      }
+      const key = ev.domain === name ? ev.name : ev.path;
+      if (Object.hasOwn(out, key)) throw new MnemeError("INVALID_DOMAIN", `${at}: ${ev.path} is evolved twice`);
+      out[key] = step.evolve;
+    });
+    return out;
+  }
+
   const domain: Domain<E> = {
     name,
     description: opts.description ?? `${name} domain`,
@@ -160,12 +231,11 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
       checkName("aggregate", aggName);
       if (aggregates.has(aggName)) throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} is defined twice`);
       if (typeof o.initialState !== "function") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an initialState function`);
-      if (o.evolve === null || typeof o.evolve !== "object") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an evolve object`);
       const tenancy = o.tenancy ?? "tenant";
       if (tenancy !== "tenant" && tenancy !== "global") {
         throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: tenancy must be "tenant" or "global", got ${JSON.stringify(tenancy)}`);
       }
-      const evolve = Object.freeze({ ...o.evolve }) as Record<string, Evolver<S>>;
+      const evolve = Object.freeze(evolveMapOf(`aggregate ${name}.${aggName}`, o.evolve));
       for (const [key, fn] of Object.entries(evolve)) {
         if (typeof fn !== "function") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: evolve.${key} must be a function`);
       }
