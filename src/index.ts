@@ -32,7 +32,8 @@ export {
   type StoreName, type StoreAction,
 } from "./permissions/store-permissions.js";
 
-export type { StoreInfo, StorePage, PageRequest } from "./store/store-info.js";
+// StoreInfo (the type every store reports) is exported below with the Runtime domain, whose query StoreInfo answers it.
+export type { StorePage, PageRequest } from "./store/store-info.js";
 export type { EventRepository, AppendOptions, ReadAllOptions, AppendListener } from "./store/event-repository.js";
 export type { CommandStore, CommandRecord, CommandStatus, CommandListOptions } from "./store/command-store.js";
 export type { DataStore, DataEntry, DataEntryInfo } from "./store/data-store.js";
@@ -67,6 +68,13 @@ export {
   type CommandHandlerListEntry, type QueryHandlerListEntry, type RuntimeHost,
 } from "./runtime/runtime.js";
 export { StoreAccess } from "./runtime/store-access.js";
+// Domains: the install step, and the Runtime domain's definition and tokens (typed by payload and result).
+export type { DomainInstaller, DomainInstall, InstalledDomain, TypedCommandHandler } from "./model/domain-install.js";
+export {
+  RuntimeDomain, ListCommands, ListQueries, ListEvents, ListCommandHandlers, ListQueryHandlers, ListEventHandlers, ListPermissions,
+  GetMetrics, GetSystemInfo, GetSchema, StreamSystemEvents, StoreInfo, StoreRead, ControlEventHandler, StoreUpdate, StoreDelete,
+  type PermissionListEntry,
+} from "./runtime/runtime-domain.js";
 export {
   SystemEventProducer, type SystemEvent, type SystemEventListener, type SubscribeOptions, type SystemEventProducerOptions,
   type SystemEventGap, type SystemEventGapReason,

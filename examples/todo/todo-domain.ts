@@ -2,9 +2,11 @@
  * The Todo domain of the demo: an aggregate, three commands, two queries and a
  * projection readmodel with history on demand. Todos are tenant-scoped (the
  * default): a user of another tenant can neither load, change nor read them.
+ * The definition (tokens, aggregate, the commands' handlers) is shared by every
+ * facade; `installTodo` is the install step, run once per facade by `registerTodo`.
  */
 import {
-  type Facade, MnemeError, type ProjectionList, type ProjectionModel, ProjectionReadmodel, defineDomain,
+  type DomainInstaller, type Facade, MnemeError, type ProjectionList, type ProjectionModel, ProjectionReadmodel, defineDomain,
 } from "mneme";
 
 export interface CreateTodo {
@@ -110,20 +112,26 @@ export class TodoProjection extends ProjectionReadmodel<TodoState> {
   }
 }
 
-/** Registers the domain, its readmodel and its queries on a facade; returns the readmodel. */
+/**
+ * The Todo domain's install step: its queries read the projection they are
+ * given, so each facade's queries read that facade's projection. `ctx.readmodel`
+ * gives the view of the caller's tenant: another tenant's todo is undefined,
+ * lists hold this tenant's todos only. (The commands need nothing but their
+ * context: they are attached to the definition above.)
+ */
+export function installTodo(d: DomainInstaller, todos: TodoProjection): void {
+  d.handleQuery(GetTodo, (ctx, _q, p) => ctx.readmodel(todos).getModel(p.todoUuid, p.includeHistory === true ? { includeHistory: true } : {}));
+  d.handleQuery(ListTodos, (ctx, _q, p) => ctx.readmodel(todos).getModelList({
+    ...(p.page === undefined ? {} : { page: p.page }),
+    ...(p.pageSize === undefined ? {} : { pageSize: p.pageSize }),
+    ...(p.includeHistory === true ? { includeHistory: true } : {}),
+  }));
+}
+
+/** Installs the domain and registers its readmodel on a facade (any number of facades); returns the readmodel. */
 export function registerTodo(facade: Facade): TodoProjection {
   const projection = new TodoProjection(facade);
-  if (!Todo.queryHandlers.has("GetTodo")) {
-    // Query handlers read from whichever projection the facade registered. `ctx.readmodel` gives the
-    // view of the caller's tenant: another tenant's todo is undefined, lists hold this tenant's todos only.
-    Todo.handleQuery(GetTodo, (ctx, _q, p) => ctx.readmodel<TodoProjection>("TodoProjection").getModel(p.todoUuid, p.includeHistory === true ? { includeHistory: true } : {}));
-    Todo.handleQuery(ListTodos, (ctx, _q, p) => ctx.readmodel<TodoProjection>("TodoProjection").getModelList({
-      ...(p.page === undefined ? {} : { page: p.page }),
-      ...(p.pageSize === undefined ? {} : { pageSize: p.pageSize }),
-      ...(p.includeHistory === true ? { includeHistory: true } : {}),
-    }));
-  }
-  facade.registerDomain(Todo);
+  facade.registerDomain(Todo, (d) => installTodo(d, projection));
   facade.registerReadmodel(projection);
   return projection;
 }

@@ -8,7 +8,7 @@ import { type Authorizer, PermissionRegistry } from "../permissions/permission-r
 import { BaseEventHandler, DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost } from "../readmodel/base-event-handler.js";
 import type { EventHandler } from "../model/event-handler.js";
 import { Runtime } from "../runtime/runtime.js";
-import { defineRuntimeDomain } from "../runtime/runtime-domain.js";
+import { installRuntimeDomain, RuntimeDomain } from "../runtime/runtime-domain.js";
 import { SystemEventProducer, type SystemEventProducerOptions } from "../runtime/system-events.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
 import { SchemaRegistry } from "../schema/schema-registry.js";
@@ -22,6 +22,7 @@ import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js"
 import { newUuid, nowNs } from "../model/clock.js";
 import { type AggregateLoader, type CommandContext, isTenantScopable, type LoadedAggregate, type MessageContext, type QueryContext } from "../model/context.js";
 import type { Domain } from "../model/domain.js";
+import { type DomainInstall, installDomain, type InstalledDomain } from "../model/domain-install.js";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import { KeyedLock } from "../model/keyed-lock.js";
 import { isPlainObject, redact } from "../model/redact.js";
@@ -91,7 +92,7 @@ export class Facade implements FacadeHandle {
   startedAt = 0;
 
   readonly #options: FacadeOptions;
-  readonly #domains = new Map<string, Domain>();
+  readonly #domains = new Map<string, InstalledDomain>();
   readonly #eventTypes = new Map<string, EventType>();
   /** Event path -> "global" when only global aggregates evolve it (its aggregates are exempt from the tenant rule). */
   readonly #eventTenancy = new Map<string, AggregateTenancy>();
@@ -150,7 +151,8 @@ export class Facade implements FacadeHandle {
       runQuery: (t, p, reqCtx) => this.#runQuery(t, p, reqCtx, newUuid(), false),
     };
     this.runtime = new Runtime(this);
-    this.registerDomain(defineRuntimeDomain(this.runtime));
+    const runtime = this.runtime;
+    this.registerDomain(RuntimeDomain, (d) => installRuntimeDomain(d, runtime));
   }
 
   /** "new" | "starting" | "started" | "stopping" | "stopped" */
@@ -158,8 +160,8 @@ export class Facade implements FacadeHandle {
     return this.#state;
   }
 
-  /** The registered domains by name (the Runtime included). */
-  get domains(): ReadonlyMap<string, Domain> {
+  /** The registered domains by name (the Runtime included), each with the handlers installed in this facade. */
+  get domains(): ReadonlyMap<string, InstalledDomain> {
     return this.#domains;
   }
 
@@ -174,13 +176,19 @@ export class Facade implements FacadeHandle {
   }
 
   /**
-   * Registers a domain: its commands, queries, events and handlers, a runtime
-   * permission per command and query, and its schemas. INVALID_DOMAIN for a
-   * second domain of the same name.
+   * Installs a domain: its commands, queries, events and handlers, a runtime
+   * permission per command and query, and its schemas. `install`, the domain's
+   * install step, attaches handlers (and permissions) in this facade only, with
+   * whatever they need in its closure; the definition is not changed, so it
+   * installs in any number of facades. INVALID_DOMAIN for a second domain of
+   * the same name; nothing is registered when the install step throws.
+   * @example
+   * facade.registerDomain(Todo, (d) => installTodo(d, todos));
    */
-  registerDomain(domain: Domain): this {
-    if (this.#domains.has(domain.name)) throw new MnemeError("INVALID_DOMAIN", `a domain named ${domain.name} is registered already`);
+  registerDomain(definition: Domain<any>, install?: DomainInstall): this {
+    if (this.#domains.has(definition?.name)) throw new MnemeError("INVALID_DOMAIN", `a domain named ${definition.name} is registered already`);
     if (this.#state === "stopping" || this.#state === "stopped") throw new MnemeError("INVALID_STATE", "the facade is stopped");
+    const domain = installDomain(definition, install);
     for (const p of domain.permissions.values()) {
       if (this.permissions.has(p.domain, p.type)) throw new MnemeError("INVALID_DOMAIN", `permission ${p.domain}.${p.type} is registered already`);
     }
@@ -208,7 +216,7 @@ export class Facade implements FacadeHandle {
    * otherwise never fire). Keys of this domain are checked now; keys naming
    * a domain not registered yet are returned, to be checked at start().
    */
-  #checkEvolveKeys(domain: Domain): { aggregate: AggregateType<any>; key: string }[] {
+  #checkEvolveKeys(domain: InstalledDomain): { aggregate: AggregateType<any>; key: string }[] {
     const deferred: { aggregate: AggregateType<any>; key: string }[] = [];
     for (const a of domain.aggregates.values()) {
       for (const key of Object.keys(a.evolve)) {

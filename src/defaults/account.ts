@@ -6,6 +6,7 @@
 import { newUuid } from "../model/clock.js";
 import type { CommandContext } from "../model/context.js";
 import { MnemeError } from "../model/errors.js";
+import type { DomainInstaller } from "../model/domain-install.js";
 import type { Facade } from "../app/facade.js";
 import type { NewEvent } from "../model/types.js";
 import { anonymous } from "../model/permission.js";
@@ -15,7 +16,6 @@ import {
   AccountRemoved, CredentialAggregate, CredentialSet, EmailClaimAggregate, EmailClaimed, EmailReleased, SessionEnded,
 } from "./account-domain.js";
 import type { AuthIndex } from "./auth-index.js";
-import { defaultsOf, noteEndedSession } from "./defaults-state.js";
 import { credentialUuidOf, emailClaimUuidOf, normalizeEmail } from "./ids.js";
 import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
 import { checkPasswordPolicy, hashPassword, verifyPassword } from "./password.js";
@@ -25,6 +25,7 @@ import {
 import { accountOwnerOrSystemAdministrator, systemAdministrator } from "./permission-functions.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
+import { type DefaultsSettings, noteEndedSession } from "./settings.js";
 import type { SessionProjection } from "./session.js";
 
 export { Account, AccountAggregate, type AccountModel } from "./account-domain.js";
@@ -114,8 +115,7 @@ async function loadLiveAccount(ctx: CommandContext, accountUuid: string) {
 }
 
 /** SessionEnded for the account's open, unexpired sessions except `keep`. */
-async function endSessions(ctx: CommandContext, accountUuid: string, reason: SessionEnded["reason"], keep?: string): Promise<NewEvent[]> {
-  const state = defaultsOf(ctx.facade);
+async function endSessions(ctx: CommandContext, state: DefaultsSettings, accountUuid: string, reason: SessionEnded["reason"], keep?: string): Promise<NewEvent[]> {
   const refs = await ctx.readmodel<AuthIndex>(READMODELS.authIndex).sessionsOf(accountUuid);
   const sessions = ctx.readmodel<SessionProjection>(READMODELS.session);
   const now = state.clock();
@@ -130,93 +130,94 @@ async function endSessions(ctx: CommandContext, accountUuid: string, reason: Ses
   return out;
 }
 
-Account.handleCommand(RegisterAccount, async (ctx, _cmd, p) => {
-  const state = defaultsOf(ctx.facade);
-  const email = normalizeEmail(p.email);
-  checkPasswordPolicy(p.password);
-  const claimUuid = emailClaimUuidOf(email);
-  const claim = await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
-  if (claim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
-  const accountUuid = newUuid();
-  const hash = await hashPassword(p.password, state.scrypt);
-  return {
-    events: [
-      EmailClaimed.create(claimUuid, { accountUuid, email }, NO_TENANT),
-      AccountRegistered.create(accountUuid, { email, name: (p.name ?? "").trim() }, NO_TENANT),
-      CredentialSet.create(credentialUuidOf(accountUuid), { accountUuid, ...hash }, NO_TENANT),
-    ],
-    result: { accountUuid },
-  };
-});
+/** Attaches the Account domain's account commands and queries in one facade, with its settings (see registerDefaults). */
+export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
+  d.handleCommand(RegisterAccount, async (ctx, _cmd, p) => {
+    const email = normalizeEmail(p.email);
+    checkPasswordPolicy(p.password);
+    const claimUuid = emailClaimUuidOf(email);
+    const claim = await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
+    if (claim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+    const accountUuid = newUuid();
+    const hash = await hashPassword(p.password, s.scrypt);
+    return {
+      events: [
+        EmailClaimed.create(claimUuid, { accountUuid, email }, NO_TENANT),
+        AccountRegistered.create(accountUuid, { email, name: (p.name ?? "").trim() }, NO_TENANT),
+        CredentialSet.create(credentialUuidOf(accountUuid), { accountUuid, ...hash }, NO_TENANT),
+      ],
+      result: { accountUuid },
+    };
+  });
 
-Account.handleCommand(ChangeAccountEmail, async (ctx, _cmd, p) => {
-  const account = await loadLiveAccount(ctx, p.accountUuid);
-  const email = normalizeEmail(p.email);
-  if (email === account.state.email) return [];
-  const newClaimUuid = emailClaimUuidOf(email);
-  const oldClaimUuid = emailClaimUuidOf(account.state.email);
-  const [newClaim] = await Promise.all([ctx.aggregates.load(EmailClaimAggregate, newClaimUuid), ctx.aggregates.load(EmailClaimAggregate, oldClaimUuid)]);
-  if (newClaim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
-  return [
-    EmailReleased.create(oldClaimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
-    EmailClaimed.create(newClaimUuid, { accountUuid: p.accountUuid, email }, NO_TENANT),
-    AccountEmailChanged.create(p.accountUuid, { email, previousEmail: account.state.email }, NO_TENANT),
-  ];
-});
+  d.handleCommand(ChangeAccountEmail, async (ctx, _cmd, p) => {
+    const account = await loadLiveAccount(ctx, p.accountUuid);
+    const email = normalizeEmail(p.email);
+    if (email === account.state.email) return [];
+    const newClaimUuid = emailClaimUuidOf(email);
+    const oldClaimUuid = emailClaimUuidOf(account.state.email);
+    const [newClaim] = await Promise.all([ctx.aggregates.load(EmailClaimAggregate, newClaimUuid), ctx.aggregates.load(EmailClaimAggregate, oldClaimUuid)]);
+    if (newClaim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+    return [
+      EmailReleased.create(oldClaimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
+      EmailClaimed.create(newClaimUuid, { accountUuid: p.accountUuid, email }, NO_TENANT),
+      AccountEmailChanged.create(p.accountUuid, { email, previousEmail: account.state.email }, NO_TENANT),
+    ];
+  });
 
-Account.handleCommand(ChangeAccountName, async (ctx, _cmd, p) => {
-  const account = await loadLiveAccount(ctx, p.accountUuid);
-  const name = p.name.trim();
-  if (name === account.state.name) return [];
-  return [AccountNameChanged.create(p.accountUuid, { name }, NO_TENANT)];
-});
+  d.handleCommand(ChangeAccountName, async (ctx, _cmd, p) => {
+    const account = await loadLiveAccount(ctx, p.accountUuid);
+    const name = p.name.trim();
+    if (name === account.state.name) return [];
+    return [AccountNameChanged.create(p.accountUuid, { name }, NO_TENANT)];
+  });
 
-Account.handleCommand(SetAccountPassword, async (ctx, _cmd, p) => {
-  const state = defaultsOf(ctx.facade);
-  const account = await loadLiveAccount(ctx, p.accountUuid);
-  checkPasswordPolicy(p.password);
-  const credentialUuid = credentialUuidOf(p.accountUuid);
-  const credential = await ctx.aggregates.load(CredentialAggregate, credentialUuid);
-  const self = ctx.reqCtx.senderAccountUuid === p.accountUuid;
-  if (self) {
-    // A stolen session must not be enough to take the account over: the current password is required,
-    // and wrong guesses count against the same limit as logins.
-    await assertLoginAllowed(state.stores, state, account.state.email);
-    const ok = credential.state.hash !== undefined && (await verifyPassword(p.currentPassword ?? "", credential.state.hash));
-    if (!ok) {
-      await noteLoginFailure(state.stores, state, account.state.email);
-      throw new MnemeError("PERMISSION_DENIED", "the current password is wrong or missing");
+  d.handleCommand(SetAccountPassword, async (ctx, _cmd, p) => {
+    const account = await loadLiveAccount(ctx, p.accountUuid);
+    checkPasswordPolicy(p.password);
+    const credentialUuid = credentialUuidOf(p.accountUuid);
+    const credential = await ctx.aggregates.load(CredentialAggregate, credentialUuid);
+    const self = ctx.reqCtx.senderAccountUuid === p.accountUuid;
+    if (self) {
+      // A stolen session must not be enough to take the account over: the current password is required,
+      // and wrong guesses count against the same limit as logins.
+      await assertLoginAllowed(s, account.state.email);
+      const ok = credential.state.hash !== undefined && (await verifyPassword(p.currentPassword ?? "", credential.state.hash));
+      if (!ok) {
+        await noteLoginFailure(s, account.state.email);
+        throw new MnemeError("PERMISSION_DENIED", "the current password is wrong or missing");
+      }
     }
-  }
-  const hash = await hashPassword(p.password, state.scrypt);
-  const ended = await endSessions(ctx, p.accountUuid, "password-changed", self ? ctx.reqCtx.senderSessionUuid : undefined);
-  if (self) await clearLoginFailures(state.stores, account.state.email);
-  return [
-    CredentialSet.create(credentialUuid, { accountUuid: p.accountUuid, ...hash }, NO_TENANT),
-    AccountPasswordChanged.create(p.accountUuid, {}, NO_TENANT),
-    ...ended,
-  ];
-});
+    const hash = await hashPassword(p.password, s.scrypt);
+    const ended = await endSessions(ctx, s, p.accountUuid, "password-changed", self ? ctx.reqCtx.senderSessionUuid : undefined);
+    if (self) await clearLoginFailures(s, account.state.email);
+    return [
+      CredentialSet.create(credentialUuid, { accountUuid: p.accountUuid, ...hash }, NO_TENANT),
+      AccountPasswordChanged.create(p.accountUuid, {}, NO_TENANT),
+      ...ended,
+    ];
+  });
 
-Account.handleCommand(RemoveAccount, async (ctx, _cmd, p) => {
-  if (p.accountUuid === defaultsOf(ctx.facade).adminAccountUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's account cannot be removed");
-  const account = await loadLiveAccount(ctx, p.accountUuid);
-  const claimUuid = emailClaimUuidOf(account.state.email);
-  await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
-  return [
-    AccountRemoved.create(p.accountUuid, {}, NO_TENANT),
-    EmailReleased.create(claimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
-    ...(await endSessions(ctx, p.accountUuid, "account-removed")),
-  ];
-});
+  d.handleCommand(RemoveAccount, async (ctx, _cmd, p) => {
+    if (p.accountUuid === s.adminAccountUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's account cannot be removed");
+    const account = await loadLiveAccount(ctx, p.accountUuid);
+    const claimUuid = emailClaimUuidOf(account.state.email);
+    await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
+    return [
+      AccountRemoved.create(p.accountUuid, {}, NO_TENANT),
+      EmailReleased.create(claimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
+      ...(await endSessions(ctx, s, p.accountUuid, "account-removed")),
+    ];
+  });
 
-Account.handleQuery(GetAccount, async (ctx, _q, p) =>
-  found(await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(p.accountUuid, { includeHistory: p.includeHistory === true }), `account ${p.accountUuid}`));
+  d.handleQuery(GetAccount, async (ctx, _q, p) =>
+    found(await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(p.accountUuid, { includeHistory: p.includeHistory === true }), `account ${p.accountUuid}`));
 
-Account.handleQuery(ListAccounts, (ctx, _q, p) => ctx.readmodel<AccountProjection>(READMODELS.account).getModelList(listOptions(p)));
+  d.handleQuery(ListAccounts, (ctx, _q, p) => ctx.readmodel<AccountProjection>(READMODELS.account).getModelList(listOptions(p)));
 
-Account.handleQuery(GetAccountByEmail, async (ctx, _q, p) => {
-  const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(normalizeEmail(p.email)));
-  if (claim.state.accountUuid === "") throw new MnemeError("NOT_FOUND", "no account has this email");
-  return found(await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(claim.state.accountUuid, { includeHistory: p.includeHistory === true }), "the account of this email");
-});
+  d.handleQuery(GetAccountByEmail, async (ctx, _q, p) => {
+    const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(normalizeEmail(p.email)));
+    if (claim.state.accountUuid === "") throw new MnemeError("NOT_FOUND", "no account has this email");
+    return found(await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(claim.state.accountUuid, { includeHistory: p.includeHistory === true }), "the account of this email");
+  });
+}

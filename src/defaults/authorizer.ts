@@ -7,8 +7,7 @@ import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import { authorized } from "../model/permission.js";
 import type { Authorizer } from "../permissions/permission-registry.js";
-import { defaultsOf } from "./defaults-state.js";
-import { grantsCover, resolveSender } from "./sender.js";
+import { grantsCover, resolveSender, systemIdsOf } from "./sender.js";
 
 /** The name a group holds to grant a permission: `<Domain>.<Type>` (store permissions: `Runtime.StoreEvent.Read`). */
 export function permissionName(p: { domain: string; type: string }): string {
@@ -26,6 +25,7 @@ export function permissionName(p: { domain: string; type: string }): string {
  * facade.permissions.setAuthorizer(createDefaultAuthorizer(facade, myExtraRules));
  */
 export function createDefaultAuthorizer(facade: Facade, next?: Authorizer): Authorizer {
+  const { systemTenantUuid } = systemIdsOf(facade);
   return async (reqCtx, permission, envelope) => {
     if (permission.level === undefined) {
       const levelError = authorized(reqCtx, envelope);
@@ -37,7 +37,7 @@ export function createDefaultAuthorizer(facade: Facade, next?: Authorizer): Auth
     if (reqCtx.targetTenantUuid !== undefined && reqCtx.targetTenantUuid !== sender.tenantUuid && !sender.systemAdmin) {
       return new MnemeError("PERMISSION_DENIED", `${name}: the sender may act only within its own tenant, not on tenant ${reqCtx.targetTenantUuid}`);
     }
-    if (permission.level === undefined && sender.tenantUuid !== defaultsOf(facade).systemTenantUuid) {
+    if (permission.level === undefined && sender.tenantUuid !== systemTenantUuid) {
       return new MnemeError("PERMISSION_DENIED", `${name} is for system administrators: it is granted only to identities of the system tenant`);
     }
     if (!grantsCover(sender.grants, name)) {

@@ -3,21 +3,27 @@
  * group (holding `*`: every permission, store permissions included), the admin
  * account and its identity in the system tenant. It runs inside
  * facade.start(), appends everything in one command (all or nothing), and does
- * nothing at all when the system tenant exists already.
+ * nothing at all when the system tenant exists already. `createBootstrap`
+ * makes one facade's part: the install step of its command (part of the Tenant
+ * domain's) and the start hook, sharing the request contexts it trusts.
  */
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
+import type { DomainInstaller } from "../model/domain-install.js";
+import { newPermissionCmdFunc } from "../model/permission.js";
+import type { CommandContext } from "../model/context.js";
+import type { CommandHandlerResult } from "../model/domain.js";
 import type { RequestContext } from "../model/types.js";
 import {
   AccountAggregate, AccountRegistered, CredentialSet, EmailClaimAggregate, EmailClaimed,
 } from "./account-domain.js";
-import { defaultsOf } from "./defaults-state.js";
 import { GroupAggregate, GroupCreated } from "./group.js";
 import { credentialUuidOf, emailClaimUuidOf } from "./ids.js";
 import { IdentityAggregate, IdentityCreated, IdentityGroupAssigned } from "./identity.js";
 import { hashPassword } from "./password.js";
 import { emailSchema, nameSchema, objectSchema, accountNameSchema, passwordSchema } from "./payload-schemas.js";
-import { bootstrapOnly } from "./permission-functions.js";
+import { trustedContextsOnly } from "./permission-functions.js";
+import type { AdminCredentials, DefaultsSettings } from "./settings.js";
 import { Tenant, TenantAggregate, TenantCreated } from "./tenant.js";
 
 /** The name of the bootstrapped group of system administrators. */
@@ -26,16 +32,62 @@ export const SYSTEM_ADMIN_GROUP_NAME = "system-admin";
 /** Payload of the `Tenant.BootstrapSystemTenant` command. */
 export interface BootstrapSystemTenant { email: string; password: string; name: string; tenantName: string }
 
-/** Internal: dispatched by the bootstrap only (its permission refuses every other caller). */
+/**
+ * Internal: dispatched by the bootstrap only. The definition refuses every
+ * caller; the install step gives each facade a permission that lets its own
+ * bootstrap's request context through.
+ */
 export const BootstrapSystemTenant = Tenant.command<BootstrapSystemTenant, { created: boolean }>("BootstrapSystemTenant", {
   description: "Create the system tenant, the system-admin group and the admin account and identity (runs inside facade.start() only)",
-  permission: bootstrapOnly,
+  permission: trustedContextsOnly(new WeakSet()),
   secretFields: ["password"],
   schema: objectSchema({ email: emailSchema, password: passwordSchema, name: accountNameSchema, tenantName: nameSchema }, ["email", "password", "name", "tenantName"]),
 });
 
-Tenant.handleCommand(BootstrapSystemTenant, async (ctx, _cmd, p) => {
-  const s = defaultsOf(ctx.facade);
+/** One facade's bootstrap: the install step of its command, and the start hook that dispatches it. */
+export interface Bootstrap {
+  /** Part of the Tenant domain's install step: BootstrapSystemTenant's handler and permission. */
+  install(d: DomainInstaller): void;
+  /** The start hook (`facade.onStart`). */
+  run(facade: Facade): Promise<void>;
+}
+
+/** The bootstrap of one facade, with its settings and the first administrator's credentials. */
+export function createBootstrap(s: DefaultsSettings, adminCredentials: AdminCredentials): Bootstrap {
+  // Request contexts the bootstrap dispatches with (by identity: nothing about them is persisted).
+  const trusted = new WeakSet<RequestContext>();
+  // Kept until the bootstrap has run: the clear password stays in memory no longer than needed.
+  let admin: AdminCredentials | undefined = adminCredentials;
+  return {
+    install(d) {
+      d.registerPermission(newPermissionCmdFunc("Tenant", BootstrapSystemTenant.name, trustedContextsOnly(trusted), BootstrapSystemTenant.description));
+      d.handleCommand(BootstrapSystemTenant, (ctx, _cmd, p) => bootstrapEvents(ctx, s, p));
+    },
+    async run(facade) {
+      if ((await facade.loadAggregate(TenantAggregate, s.systemTenantUuid)).version === 0) {
+        if (admin === undefined) throw new MnemeError("INVALID_STATE", "the bootstrap ran already on this facade");
+        // The events of the bootstrap carry the admin as sender, so their history shows who they are.
+        const reqCtx: RequestContext = {
+          senderAccountUuid: s.adminAccountUuid, senderIdentityUuid: s.adminIdentityUuid, senderTenantUuid: s.systemTenantUuid,
+          attributes: { bootstrap: true },
+        };
+        trusted.add(reqCtx);
+        try {
+          await facade.dispatch(BootstrapSystemTenant, { email: admin.email, password: admin.password, name: admin.name, tenantName: s.systemTenantName }, { reqCtx, waitToFinish: true });
+        } catch (e) {
+          if (!isMnemeError(e, "CONFLICT") || (await facade.loadAggregate(TenantAggregate, s.systemTenantUuid)).version === 0) throw e;
+        } finally {
+          trusted.delete(reqCtx);
+        }
+      }
+      // Kept until here so a start that failed can be retried.
+      admin = undefined;
+    },
+  };
+}
+
+/** The events of the bootstrap, or nothing when the system tenant exists. */
+async function bootstrapEvents(ctx: CommandContext, s: DefaultsSettings, p: BootstrapSystemTenant): Promise<CommandHandlerResult<{ created: boolean }>> {
   const tenant = await ctx.aggregates.load(TenantAggregate, s.systemTenantUuid);
   if (tenant.version > 0) return { result: { created: false } };
   const claimUuid = emailClaimUuidOf(p.email);
@@ -63,33 +115,4 @@ Tenant.handleCommand(BootstrapSystemTenant, async (ctx, _cmd, p) => {
     ],
     result: { created: true },
   };
-});
-
-/**
- * The start hook: nothing is dispatched (and nothing recorded) when the system
- * tenant exists; otherwise one BootstrapSystemTenant command. A CONFLICT means
- * another instance bootstrapped the same store at the same time: fine when the
- * tenant now exists.
- */
-export async function bootstrap(facade: Facade): Promise<void> {
-  const s = defaultsOf(facade);
-  if ((await facade.loadAggregate(TenantAggregate, s.systemTenantUuid)).version === 0) {
-    const admin = s.admin;
-    if (admin === undefined) throw new MnemeError("INVALID_STATE", "the bootstrap ran already on this facade");
-    // The events of the bootstrap carry the admin as sender, so their history shows who they are.
-    const reqCtx: RequestContext = {
-      senderAccountUuid: s.adminAccountUuid, senderIdentityUuid: s.adminIdentityUuid, senderTenantUuid: s.systemTenantUuid,
-      attributes: { bootstrap: true },
-    };
-    s.trustedContexts.add(reqCtx);
-    try {
-      await facade.dispatch(BootstrapSystemTenant, { email: admin.email, password: admin.password, name: admin.name, tenantName: s.systemTenantName }, { reqCtx, waitToFinish: true });
-    } catch (e) {
-      if (!isMnemeError(e, "CONFLICT") || (await facade.loadAggregate(TenantAggregate, s.systemTenantUuid)).version === 0) throw e;
-    } finally {
-      s.trustedContexts.delete(reqCtx);
-    }
-  }
-  // Kept until here so a start that failed can be retried.
-  s.admin = undefined;
 }

@@ -6,11 +6,10 @@
 import type { FacadeHandle } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
-import type { AccountModel, SessionModel } from "./account-domain.js";
-import { defaultsOf } from "./defaults-state.js";
+import type { AccountModel } from "./account-domain.js";
 import type { IdentityModel } from "./identity-domain.js";
-import { READMODELS } from "./readmodel-names.js";
-import { sessionKeyMatches } from "./session-key.js";
+import { builtInReadmodel, READMODELS } from "./readmodel-names.js";
+import type { SessionProjection } from "./session.js";
 import type { TenantModel } from "./tenant-domain.js";
 
 export { isSystemAdmin } from "./sender.js";
@@ -26,7 +25,7 @@ export interface Credentials {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<M, M> {
-  return facade.readmodel<ProjectionReadmodel<M, M>>(name);
+  return builtInReadmodel<ProjectionReadmodel<M, M>>(facade, name);
 }
 
 /**
@@ -40,17 +39,13 @@ function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<
  * if (reqCtx === undefined) return unauthorized();
  */
 export async function resolveCredentials(facade: FacadeHandle, creds: Credentials): Promise<RequestContext | undefined> {
-  const state = defaultsOf(facade);
+  // The Session readmodel holds this facade's session settings (key secret, clock): registerDefaults gave them.
+  const sessions = builtInReadmodel<SessionProjection>(facade, READMODELS.session);
   if (typeof creds !== "object" || creds === null) return undefined;
   const { sessionUuid, sessionKey, identityUuid } = creds;
   if (typeof sessionUuid !== "string" || !UUID.test(sessionUuid) || typeof sessionKey !== "string") return undefined;
-  if (state.endedSessions.has(sessionUuid)) return undefined;
-  const session = await projection<SessionModel>(facade, READMODELS.session).getModel(sessionUuid);
-  if (session === undefined) return undefined;
-  const s = session.model;
-  // The key is checked before anything else is told apart, so a wrong key learns nothing about the session.
-  if (!sessionKeyMatches(sessionKey, s.keyHash, state.sessionSecret)) return undefined;
-  if (s.endedAt !== 0 || s.expiresAt <= state.clock()) return undefined;
+  const s = await sessions.openSession(sessionUuid, sessionKey);
+  if (s === undefined) return undefined;
   const wantIdentity = typeof identityUuid === "string" && UUID.test(identityUuid);
   const [account, identity] = await Promise.all([
     projection<AccountModel>(facade, READMODELS.account).getModel(s.accountUuid),

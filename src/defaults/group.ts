@@ -6,15 +6,16 @@
 import { newUuid } from "../model/clock.js";
 import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
 import { MnemeError } from "../model/errors.js";
+import type { DomainInstaller } from "../model/domain-install.js";
 import type { Facade } from "../app/facade.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
-import { defaultsOf } from "./defaults-state.js";
 import {
   cleanName, includeHistorySchema, nameSchema, objectSchema, pageProperties, permissionNameSchema, uuidSchema,
 } from "./payload-schemas.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
+import type { DefaultsSettings } from "./settings.js";
 import { assertHolds, assertSeesObject, assertTenantAccess, scopeTenantOf } from "./sender.js";
 import { TenantAggregate } from "./tenant-domain.js";
 import { GroupCreated, GroupRenamed, GroupPermissionAdded, GroupPermissionRemoved, GroupRemoved, type GroupModel, Group, GroupAggregate } from "./group-domain.js";
@@ -107,64 +108,67 @@ export async function loadLiveGroup(loader: AggregateLoader, groupUuid: string):
   return group;
 }
 
-Group.handleCommand(CreateGroup, async (ctx, _cmd, p) => {
-  const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
-  const groupUuid = p.groupUuid ?? newUuid();
-  const group = await ctx.aggregates.load(GroupAggregate, groupUuid);
-  if (group.version > 0) throw new MnemeError("CONFLICT", `group ${groupUuid} exists already`);
-  const tenant = await ctx.aggregates.load(TenantAggregate, tenantUuid);
-  if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${tenantUuid} does not exist`);
-  const permissions = [...new Set(p.permissions ?? [])];
-  for (const perm of permissions) checkPermissionName(ctx.facade, perm);
-  await assertHolds(ctx.facade, ctx.reqCtx, permissions, "creating a group with these permissions");
-  return { events: [GroupCreated.create(groupUuid, { tenantUuid, name: cleanName(p.name), permissions }, { tenantUuid })], result: { groupUuid } };
-});
+/** Attaches the Group domain's commands and queries in one facade, with its settings (see registerDefaults). */
+export function installGroup(d: DomainInstaller, s: DefaultsSettings): void {
+  d.handleCommand(CreateGroup, async (ctx, _cmd, p) => {
+    const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
+    await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
+    const groupUuid = p.groupUuid ?? newUuid();
+    const group = await ctx.aggregates.load(GroupAggregate, groupUuid);
+    if (group.version > 0) throw new MnemeError("CONFLICT", `group ${groupUuid} exists already`);
+    const tenant = await ctx.aggregates.load(TenantAggregate, tenantUuid);
+    if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${tenantUuid} does not exist`);
+    const permissions = [...new Set(p.permissions ?? [])];
+    for (const perm of permissions) checkPermissionName(ctx.facade, perm);
+    await assertHolds(ctx.facade, ctx.reqCtx, permissions, "creating a group with these permissions");
+    return { events: [GroupCreated.create(groupUuid, { tenantUuid, name: cleanName(p.name), permissions }, { tenantUuid })], result: { groupUuid } };
+  });
 
-Group.handleCommand(RenameGroup, async (ctx, _cmd, p) => {
-  const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
-  const name = cleanName(p.name);
-  if (name === group.state.name) return [];
-  return [GroupRenamed.create(p.groupUuid, { name }, { tenantUuid: group.state.tenantUuid })];
-});
+  d.handleCommand(RenameGroup, async (ctx, _cmd, p) => {
+    const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
+    const name = cleanName(p.name);
+    if (name === group.state.name) return [];
+    return [GroupRenamed.create(p.groupUuid, { name }, { tenantUuid: group.state.tenantUuid })];
+  });
 
-Group.handleCommand(AddGroupPermission, async (ctx, _cmd, p) => {
-  const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
-  checkPermissionName(ctx.facade, p.permission);
-  await assertHolds(ctx.facade, ctx.reqCtx, [p.permission], `adding ${p.permission} to a group`);
-  if (group.state.permissions.includes(p.permission)) return [];
-  return [GroupPermissionAdded.create(p.groupUuid, { permission: p.permission }, { tenantUuid: group.state.tenantUuid })];
-});
+  d.handleCommand(AddGroupPermission, async (ctx, _cmd, p) => {
+    const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
+    checkPermissionName(ctx.facade, p.permission);
+    await assertHolds(ctx.facade, ctx.reqCtx, [p.permission], `adding ${p.permission} to a group`);
+    if (group.state.permissions.includes(p.permission)) return [];
+    return [GroupPermissionAdded.create(p.groupUuid, { permission: p.permission }, { tenantUuid: group.state.tenantUuid })];
+  });
 
-Group.handleCommand(RemoveGroupPermission, async (ctx, _cmd, p) => {
-  const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
-  if (p.groupUuid === defaultsOf(ctx.facade).systemAdminGroupUuid && p.permission === "*") {
-    throw new MnemeError("INVALID_ACTION", "the system-admin group always holds every permission");
-  }
-  if (!group.state.permissions.includes(p.permission)) return [];
-  return [GroupPermissionRemoved.create(p.groupUuid, { permission: p.permission }, { tenantUuid: group.state.tenantUuid })];
-});
+  d.handleCommand(RemoveGroupPermission, async (ctx, _cmd, p) => {
+    const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
+    if (p.groupUuid === s.systemAdminGroupUuid && p.permission === "*") {
+      throw new MnemeError("INVALID_ACTION", "the system-admin group always holds every permission");
+    }
+    if (!group.state.permissions.includes(p.permission)) return [];
+    return [GroupPermissionRemoved.create(p.groupUuid, { permission: p.permission }, { tenantUuid: group.state.tenantUuid })];
+  });
 
-Group.handleCommand(RemoveGroup, async (ctx, _cmd, p) => {
-  const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
-  if (p.groupUuid === defaultsOf(ctx.facade).systemAdminGroupUuid) throw new MnemeError("INVALID_ACTION", "the system-admin group cannot be removed");
-  return [GroupRemoved.create(p.groupUuid, {}, { tenantUuid: group.state.tenantUuid })];
-});
+  d.handleCommand(RemoveGroup, async (ctx, _cmd, p) => {
+    const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, group.state.tenantUuid, `group ${p.groupUuid}`);
+    if (p.groupUuid === s.systemAdminGroupUuid) throw new MnemeError("INVALID_ACTION", "the system-admin group cannot be removed");
+    return [GroupRemoved.create(p.groupUuid, {}, { tenantUuid: group.state.tenantUuid })];
+  });
 
-Group.handleQuery(GetGroup, async (ctx, _q, p) => {
-  const projection = ctx.readmodel<GroupProjection>(READMODELS.group);
-  const model = found(await projection.getModel(p.groupUuid), `group ${p.groupUuid}`);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, model.model.tenantUuid, `group ${p.groupUuid}`);
-  // History is read only once access is settled.
-  return p.includeHistory === true ? found(await projection.getModel(p.groupUuid, { includeHistory: true }), `group ${p.groupUuid}`) : model;
-});
+  d.handleQuery(GetGroup, async (ctx, _q, p) => {
+    const projection = ctx.readmodel<GroupProjection>(READMODELS.group);
+    const model = found(await projection.getModel(p.groupUuid), `group ${p.groupUuid}`);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, model.model.tenantUuid, `group ${p.groupUuid}`);
+    // History is read only once access is settled.
+    return p.includeHistory === true ? found(await projection.getModel(p.groupUuid, { includeHistory: true }), `group ${p.groupUuid}`) : model;
+  });
 
-Group.handleQuery(ListGroups, async (ctx, _q, p) => {
-  const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
-  return ctx.readmodel<GroupProjection>(READMODELS.group).getModelList(listOptions(p, tenantUuid));
-});
+  d.handleQuery(ListGroups, async (ctx, _q, p) => {
+    const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
+    await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
+    return ctx.readmodel<GroupProjection>(READMODELS.group).getModelList(listOptions(p, tenantUuid));
+  });
+}

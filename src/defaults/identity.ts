@@ -5,18 +5,19 @@
  */
 import type { AggregateLoader, LoadedAggregate } from "../model/context.js";
 import { MnemeError } from "../model/errors.js";
+import type { DomainInstaller } from "../model/domain-install.js";
 import type { Facade } from "../app/facade.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import { AccountAggregate } from "./account-domain.js";
 import type { AuthIndex } from "./auth-index.js";
-import { defaultsOf } from "./defaults-state.js";
 import { loadLiveGroup } from "./group.js";
 import { identityUuidOf } from "./ids.js";
 import { includeHistorySchema, objectSchema, pageProperties, uuidSchema } from "./payload-schemas.js";
 import { accountOwnerOrSystemAdministrator } from "./permission-functions.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
+import type { DefaultsSettings } from "./settings.js";
 import { assertHolds, assertSeesObject, assertTenantAccess, scopeTenantOf } from "./sender.js";
 import { TenantAggregate } from "./tenant-domain.js";
 import type { TenantProjection } from "./tenant.js";
@@ -103,58 +104,60 @@ export async function accountIdentities(facade: FacadeHandle, accountUuid: strin
   return out;
 }
 
-Identity.handleCommand(CreateIdentity, async (ctx, _cmd, p) => {
-  const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
-  const identityUuid = identityUuidOf(tenantUuid, p.accountUuid);
-  const identity = await ctx.aggregates.load(IdentityAggregate, identityUuid);
-  if (identity.version > 0 && !identity.state.removed) throw new MnemeError("CONFLICT", `account ${p.accountUuid} is a member of tenant ${tenantUuid} already`);
-  const [account, tenant] = await Promise.all([ctx.aggregates.load(AccountAggregate, p.accountUuid), ctx.aggregates.load(TenantAggregate, tenantUuid)]);
-  if (account.version === 0 || account.state.removed) throw new MnemeError("NOT_FOUND", `account ${p.accountUuid} does not exist`);
-  if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${tenantUuid} does not exist`);
-  return { events: [IdentityCreated.create(identityUuid, { accountUuid: p.accountUuid, tenantUuid }, { tenantUuid })], result: { identityUuid } };
-});
+/** Attaches the Identity domain's commands and queries in one facade, with its settings (see registerDefaults). */
+export function installIdentity(d: DomainInstaller, s: DefaultsSettings): void {
+  d.handleCommand(CreateIdentity, async (ctx, _cmd, p) => {
+    const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
+    await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
+    const identityUuid = identityUuidOf(tenantUuid, p.accountUuid);
+    const identity = await ctx.aggregates.load(IdentityAggregate, identityUuid);
+    if (identity.version > 0 && !identity.state.removed) throw new MnemeError("CONFLICT", `account ${p.accountUuid} is a member of tenant ${tenantUuid} already`);
+    const [account, tenant] = await Promise.all([ctx.aggregates.load(AccountAggregate, p.accountUuid), ctx.aggregates.load(TenantAggregate, tenantUuid)]);
+    if (account.version === 0 || account.state.removed) throw new MnemeError("NOT_FOUND", `account ${p.accountUuid} does not exist`);
+    if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${tenantUuid} does not exist`);
+    return { events: [IdentityCreated.create(identityUuid, { accountUuid: p.accountUuid, tenantUuid }, { tenantUuid })], result: { identityUuid } };
+  });
 
-Identity.handleCommand(RemoveIdentity, async (ctx, _cmd, p) => {
-  const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
-  if (p.identityUuid === defaultsOf(ctx.facade).adminIdentityUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's identity cannot be removed");
-  return [IdentityRemoved.create(p.identityUuid, {}, { tenantUuid: identity.state.tenantUuid })];
-});
+  d.handleCommand(RemoveIdentity, async (ctx, _cmd, p) => {
+    const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
+    if (p.identityUuid === s.adminIdentityUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's identity cannot be removed");
+    return [IdentityRemoved.create(p.identityUuid, {}, { tenantUuid: identity.state.tenantUuid })];
+  });
 
-Identity.handleCommand(AssignGroup, async (ctx, _cmd, p) => {
-  const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
-  const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
-  // Another tenant's group answers as if it did not exist (the same words as loadLiveGroup's).
-  if (group.state.tenantUuid !== identity.state.tenantUuid) throw new MnemeError("NOT_FOUND", `group ${p.groupUuid} does not exist`);
-  await assertHolds(ctx.facade, ctx.reqCtx, group.state.permissions, `assigning group ${p.groupUuid}`);
-  if (identity.state.groupUuids.includes(p.groupUuid)) return [];
-  return [IdentityGroupAssigned.create(p.identityUuid, { groupUuid: p.groupUuid }, { tenantUuid: identity.state.tenantUuid })];
-});
+  d.handleCommand(AssignGroup, async (ctx, _cmd, p) => {
+    const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
+    const group = await loadLiveGroup(ctx.aggregates, p.groupUuid);
+    // Another tenant's group answers as if it did not exist (the same words as loadLiveGroup's).
+    if (group.state.tenantUuid !== identity.state.tenantUuid) throw new MnemeError("NOT_FOUND", `group ${p.groupUuid} does not exist`);
+    await assertHolds(ctx.facade, ctx.reqCtx, group.state.permissions, `assigning group ${p.groupUuid}`);
+    if (identity.state.groupUuids.includes(p.groupUuid)) return [];
+    return [IdentityGroupAssigned.create(p.identityUuid, { groupUuid: p.groupUuid }, { tenantUuid: identity.state.tenantUuid })];
+  });
 
-Identity.handleCommand(UnassignGroup, async (ctx, _cmd, p) => {
-  const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
-  const state = defaultsOf(ctx.facade);
-  if (p.identityUuid === state.adminIdentityUuid && p.groupUuid === state.systemAdminGroupUuid) {
-    throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator keeps the system-admin group");
-  }
-  if (!identity.state.groupUuids.includes(p.groupUuid)) return [];
-  return [IdentityGroupUnassigned.create(p.identityUuid, { groupUuid: p.groupUuid }, { tenantUuid: identity.state.tenantUuid })];
-});
+  d.handleCommand(UnassignGroup, async (ctx, _cmd, p) => {
+    const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
+    if (p.identityUuid === s.adminIdentityUuid && p.groupUuid === s.systemAdminGroupUuid) {
+      throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator keeps the system-admin group");
+    }
+    if (!identity.state.groupUuids.includes(p.groupUuid)) return [];
+    return [IdentityGroupUnassigned.create(p.identityUuid, { groupUuid: p.groupUuid }, { tenantUuid: identity.state.tenantUuid })];
+  });
 
-Identity.handleQuery(GetIdentity, async (ctx, _q, p) => {
-  const projection = ctx.readmodel<IdentityProjection>(READMODELS.identity);
-  const model = found(await projection.getModel(p.identityUuid), `identity ${p.identityUuid}`);
-  await assertSeesObject(ctx.facade, ctx.reqCtx, model.model.tenantUuid, `identity ${p.identityUuid}`);
-  return p.includeHistory === true ? found(await projection.getModel(p.identityUuid, { includeHistory: true }), `identity ${p.identityUuid}`) : model;
-});
+  d.handleQuery(GetIdentity, async (ctx, _q, p) => {
+    const projection = ctx.readmodel<IdentityProjection>(READMODELS.identity);
+    const model = found(await projection.getModel(p.identityUuid), `identity ${p.identityUuid}`);
+    await assertSeesObject(ctx.facade, ctx.reqCtx, model.model.tenantUuid, `identity ${p.identityUuid}`);
+    return p.includeHistory === true ? found(await projection.getModel(p.identityUuid, { includeHistory: true }), `identity ${p.identityUuid}`) : model;
+  });
 
-Identity.handleQuery(ListIdentities, async (ctx, _q, p) => {
-  const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
-  return ctx.readmodel<IdentityProjection>(READMODELS.identity).getModelList(listOptions(p, tenantUuid));
-});
+  d.handleQuery(ListIdentities, async (ctx, _q, p) => {
+    const tenantUuid = scopeTenantOf(ctx.reqCtx, p.tenantUuid);
+    await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
+    return ctx.readmodel<IdentityProjection>(READMODELS.identity).getModelList(listOptions(p, tenantUuid));
+  });
 
-Identity.handleQuery(ListAccountIdentities, async (ctx, _q, p) => ({ items: await accountIdentities(ctx.facade, p.accountUuid) }));
+  d.handleQuery(ListAccountIdentities, async (ctx, _q, p) => ({ items: await accountIdentities(ctx.facade, p.accountUuid) }));
+}

@@ -5,7 +5,7 @@
  * import it.
  */
 export { registerDefaults, DEFAULT_DOMAINS } from "./register-defaults.js";
-export type { DefaultsOptions, DefaultsInfo } from "./defaults-state.js";
+export type { DefaultsOptions, DefaultsInfo } from "./settings.js";
 export { resolveCredentials, isSystemAdmin, parseSessionToken, type Credentials } from "./credentials.js";
 export { createDefaultAuthorizer, permissionName } from "./authorizer.js";
 export { resolveSender, grantsCover, type Sender } from "./sender.js";

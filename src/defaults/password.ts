@@ -87,21 +87,11 @@ export async function verifyPassword(password: unknown, stored: PasswordHash): P
   return key.length === expected.length && timingSafeEqual(key, expected) && candidate === password;
 }
 
-const dummies = new Map<string, Promise<PasswordHash>>();
-
 /**
- * A hash of a random password with the given parameters, made once per
- * parameter set: a login for an unknown email verifies against it, so it takes
- * as long as a login with a wrong password.
+ * A hash of a random password with the given parameters: a login for an
+ * unknown email verifies against it, so it takes as long as a login with a
+ * wrong password. The caller keeps it (registerDefaults: one per facade).
  */
 export function dummyPasswordHash(params: ScryptParams): Promise<PasswordHash> {
-  const p = checkScryptParams(params);
-  const key = `${p.N}:${p.r}:${p.p}:${p.keyLength}`;
-  let h = dummies.get(key);
-  if (h === undefined) {
-    h = hashPassword(randomBytes(24).toString("base64"), p);
-    dummies.set(key, h);
-    h.catch(() => dummies.delete(key));
-  }
-  return h;
+  return hashPassword(randomBytes(24).toString("base64"), checkScryptParams(params));
 }

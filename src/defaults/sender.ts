@@ -9,10 +9,10 @@ import type { RequestContext } from "../model/types.js";
 import { authorized } from "../model/permission.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import type { AccountModel } from "./account-domain.js";
-import { defaultsOf, type DefaultsState } from "./defaults-state.js";
 import type { GroupModel } from "./group-domain.js";
 import type { IdentityModel } from "./identity-domain.js";
-import { READMODELS } from "./readmodel-names.js";
+import { systemAdminGroupUuidOf, systemTenantUuidOf } from "./ids.js";
+import { builtInReadmodel, READMODELS } from "./readmodel-names.js";
 import type { TenantModel } from "./tenant-domain.js";
 
 /** A sender whose identity, account, tenant and groups all check out. */
@@ -29,7 +29,16 @@ export interface Sender {
 }
 
 function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<M, M> {
-  return facade.readmodel<ProjectionReadmodel<M, M>>(name);
+  return builtInReadmodel<ProjectionReadmodel<M, M>>(facade, name);
+}
+
+/**
+ * The system tenant of the facade and its `system-admin` group: derived from
+ * the app name (as registerDefaults derives them), so nothing is looked up.
+ */
+export function systemIdsOf(facade: { readonly appName: string }): { systemTenantUuid: string; systemAdminGroupUuid: string } {
+  const systemTenantUuid = systemTenantUuidOf(facade.appName);
+  return { systemTenantUuid, systemAdminGroupUuid: systemAdminGroupUuidOf(systemTenantUuid) };
 }
 
 function deny(message: string): MnemeError {
@@ -45,7 +54,6 @@ function deny(message: string): MnemeError {
 export async function resolveSender(facade: FacadeHandle, reqCtx: RequestContext): Promise<Sender | MnemeError> {
   const levelError = authorized(reqCtx, { queryUuid: "", domain: "", name: "", payload: {}, reqCtx });
   if (levelError instanceof Error) return levelError as MnemeError;
-  const state = defaultsOf(facade);
   const identityUuid = reqCtx.senderIdentityUuid!;
   const [identity, tenant, account] = await Promise.all([
     projection<IdentityModel>(facade, READMODELS.identity).getModel(identityUuid),
@@ -72,12 +80,13 @@ export async function resolveSender(facade: FacadeHandle, reqCtx: RequestContext
     tenantUuid: identity.model.tenantUuid,
     groupUuids,
     grants: [...grants],
-    systemAdmin: isSystemAdminSender(state, identity.model.tenantUuid, groupUuids),
+    systemAdmin: isSystemAdminSender(facade, identity.model.tenantUuid, groupUuids),
   };
 }
 
-function isSystemAdminSender(state: DefaultsState, tenantUuid: string, groupUuids: readonly string[]): boolean {
-  return tenantUuid === state.systemTenantUuid && groupUuids.includes(state.systemAdminGroupUuid);
+function isSystemAdminSender(facade: FacadeHandle, tenantUuid: string, groupUuids: readonly string[]): boolean {
+  const ids = systemIdsOf(facade);
+  return tenantUuid === ids.systemTenantUuid && groupUuids.includes(ids.systemAdminGroupUuid);
 }
 
 /**
@@ -87,8 +96,9 @@ function isSystemAdminSender(state: DefaultsState, tenantUuid: string, groupUuid
  * if (await isSystemAdmin(facade, reqCtx)) showAdminMenu();
  */
 export async function isSystemAdmin(facade: FacadeHandle, reqCtx: RequestContext): Promise<boolean> {
-  const state = defaultsOf(facade);
-  if (reqCtx?.senderTenantUuid !== state.systemTenantUuid) return false;
+  // Throws INVALID_STATE when the built-in domains are not registered, whoever asks.
+  builtInReadmodel(facade, READMODELS.identity);
+  if (reqCtx?.senderTenantUuid !== systemIdsOf(facade).systemTenantUuid) return false;
   const sender = await resolveSender(facade, reqCtx);
   return !(sender instanceof Error) && sender.systemAdmin;
 }

@@ -1,24 +1,27 @@
 /**
  * Sessions of the `Account` domain: Login (anonymous; email and password ->
  * session uuid and a random key, of which only a keyed hash is stored) and
- * Logout (authenticated). Sessions expire `sessionTtlMs` after login.
+ * Logout (authenticated). Sessions expire `sessionTtlMs` after login. The
+ * handlers are attached by `installSessions`, part of the Account domain's
+ * install step, with the facade's settings.
  */
 import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
+import type { DomainInstaller } from "../model/domain-install.js";
 import { anonymous, authenticated } from "../model/permission.js";
 import { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import {
   Account, CredentialAggregate, EmailClaimAggregate, SessionAggregate, SessionEnded, type SessionModel, SessionStarted,
 } from "./account-domain.js";
-import { defaultsOf, noteEndedSession } from "./defaults-state.js";
 import { credentialUuidOf, emailClaimUuidOf } from "./ids.js";
 import { accountIdentities, type AccountIdentity } from "./identity.js";
 import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
-import { dummyPasswordHash, verifyPassword } from "./password.js";
+import { dummyPasswordHash, type PasswordHash, verifyPassword } from "./password.js";
 import { loginPasswordSchema, objectSchema } from "./payload-schemas.js";
 import { READMODELS } from "./readmodel-names.js";
-import { hashSessionKey, newSessionKey, SESSION_KEY_HASH_ALGORITHM } from "./session-key.js";
+import { hashSessionKey, newSessionKey, SESSION_KEY_HASH_ALGORITHM, sessionKeyMatches } from "./session-key.js";
+import { type DefaultsSettings, noteEndedSession } from "./settings.js";
 
 export { SessionAggregate, type SessionModel } from "./account-domain.js";
 
@@ -54,10 +57,34 @@ export const Logout = Account.command<Logout>("Logout", {
   schema: objectSchema({}),
 });
 
-/** The Session readmodel: one model per session (account, keyed hash, expiry, end); read by resolveCredentials. */
+/**
+ * The Session readmodel: one model per session (account, keyed hash, expiry,
+ * end). It holds the facade's session settings (the key secret, the clock),
+ * given by registerDefaults, so it can tell whether a presented key opens a
+ * session: resolveCredentials asks it.
+ */
 export class SessionProjection extends ProjectionReadmodel<SessionModel> {
-  constructor(facade: Facade) {
+  readonly #settings: Pick<DefaultsSettings, "sessionSecret" | "clock" | "endedSessions">;
+
+  constructor(facade: Facade, settings: Pick<DefaultsSettings, "sessionSecret" | "clock" | "endedSessions">) {
     super(facade, { aggregate: SessionAggregate, name: READMODELS.session });
+    this.#settings = settings;
+  }
+
+  /**
+   * The session `sessionKey` opens: undefined when it is unknown, ended (here
+   * or in this process), expired, or the key is wrong (compared in constant time).
+   */
+  async openSession(sessionUuid: string, sessionKey: string): Promise<SessionModel | undefined> {
+    const settings = this.#settings;
+    if (settings.endedSessions.has(sessionUuid)) return undefined;
+    const session = await this.getModel(sessionUuid);
+    if (session === undefined) return undefined;
+    const s = session.model;
+    // The key is checked before anything else is told apart, so a wrong key learns nothing about the session.
+    if (!sessionKeyMatches(sessionKey, s.keyHash, settings.sessionSecret)) return undefined;
+    if (s.endedAt !== 0 || s.expiresAt <= settings.clock()) return undefined;
+    return s;
   }
 }
 
@@ -66,41 +93,55 @@ function loginFailed(): MnemeError {
   return new MnemeError("UNAUTHENTICATED", "invalid email or password");
 }
 
-Account.handleCommand(Login, async (ctx, _cmd, p) => {
-  const state = defaultsOf(ctx.facade);
-  const email = typeof p.email === "string" ? p.email.trim().toLowerCase() : "";
-  // Loading the claim first locks it: the attempts of one email run one at a time, so the limit holds under concurrency.
-  const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(email));
-  await assertLoginAllowed(state.stores, state, email);
-  const accountUuid = claim.state.accountUuid;
-  const credential = accountUuid === "" ? undefined : (await ctx.aggregates.load(CredentialAggregate, credentialUuidOf(accountUuid))).state.hash;
-  // An unknown email costs one scrypt like a known one, so timing does not tell them apart either.
-  const ok = await verifyPassword(p.password, credential ?? (await dummyPasswordHash(state.scrypt)));
-  if (!ok || credential === undefined) {
-    await noteLoginFailure(state.stores, state, email);
-    throw loginFailed();
-  }
-  await clearLoginFailures(state.stores, email);
-  const sessionUuid = newUuid();
-  const sessionKey = newSessionKey();
-  const expiresAt = state.clock() + state.sessionTtlNs;
-  const started = SessionStarted.create(sessionUuid, {
-    accountUuid, keyHash: hashSessionKey(sessionKey, state.sessionSecret), hashAlgorithm: SESSION_KEY_HASH_ALGORITHM, expiresAt,
-  }, { tenantUuid: "" });
-  const result: LoginResult = {
-    sessionUuid, sessionKey, token: `${sessionUuid}.${sessionKey}`, accountUuid, expiresAt,
-    identities: await accountIdentities(ctx.facade, accountUuid),
+/** Attaches Login and Logout in one facade, with its settings (part of the Account domain's install step). */
+export function installSessions(d: DomainInstaller, state: DefaultsSettings): void {
+  // Made on the first login of an unknown email, then kept (a failed derivation is retried next time).
+  let dummyHash: Promise<PasswordHash> | undefined;
+  const dummy = (): Promise<PasswordHash> => {
+    if (dummyHash === undefined) {
+      const h = dummyPasswordHash(state.scrypt);
+      h.catch(() => {
+        if (dummyHash === h) dummyHash = undefined;
+      });
+      dummyHash = h;
+    }
+    return dummyHash;
   };
-  return { events: [started], result };
-});
+  d.handleCommand(Login, async (ctx, _cmd, p) => {
+    const email = typeof p.email === "string" ? p.email.trim().toLowerCase() : "";
+    // Loading the claim first locks it: the attempts of one email run one at a time, so the limit holds under concurrency.
+    const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(email));
+    await assertLoginAllowed(state, email);
+    const accountUuid = claim.state.accountUuid;
+    const credential = accountUuid === "" ? undefined : (await ctx.aggregates.load(CredentialAggregate, credentialUuidOf(accountUuid))).state.hash;
+    // An unknown email costs one scrypt like a known one, so timing does not tell them apart either.
+    const ok = await verifyPassword(p.password, credential ?? (await dummy()));
+    if (!ok || credential === undefined) {
+      await noteLoginFailure(state, email);
+      throw loginFailed();
+    }
+    await clearLoginFailures(state, email);
+    const sessionUuid = newUuid();
+    const sessionKey = newSessionKey();
+    const expiresAt = state.clock() + state.sessionTtlNs;
+    const started = SessionStarted.create(sessionUuid, {
+      accountUuid, keyHash: hashSessionKey(sessionKey, state.sessionSecret), hashAlgorithm: SESSION_KEY_HASH_ALGORITHM, expiresAt,
+    }, { tenantUuid: "" });
+    const result: LoginResult = {
+      sessionUuid, sessionKey, token: `${sessionUuid}.${sessionKey}`, accountUuid, expiresAt,
+      identities: await accountIdentities(ctx.facade, accountUuid),
+    };
+    return { events: [started], result };
+  });
 
-Account.handleCommand(Logout, async (ctx) => {
-  const sessionUuid = ctx.reqCtx.senderSessionUuid!;
-  const session = await ctx.aggregates.load(SessionAggregate, sessionUuid);
-  if (session.version === 0 || session.state.accountUuid !== ctx.reqCtx.senderAccountUuid) {
-    throw new MnemeError("NOT_FOUND", "the sender's session does not exist");
-  }
-  if (session.state.endedAt !== 0) return [];
-  noteEndedSession(defaultsOf(ctx.facade), sessionUuid);
-  return [SessionEnded.create(sessionUuid, { reason: "logout" }, { tenantUuid: "" })];
-});
+  d.handleCommand(Logout, async (ctx) => {
+    const sessionUuid = ctx.reqCtx.senderSessionUuid!;
+    const session = await ctx.aggregates.load(SessionAggregate, sessionUuid);
+    if (session.version === 0 || session.state.accountUuid !== ctx.reqCtx.senderAccountUuid) {
+      throw new MnemeError("NOT_FOUND", "the sender's session does not exist");
+    }
+    if (session.state.endedAt !== 0) return [];
+    noteEndedSession(state, sessionUuid);
+    return [SessionEnded.create(sessionUuid, { reason: "logout" }, { tenantUuid: "" })];
+  });
+}

@@ -5,13 +5,14 @@
  */
 import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
+import type { DomainInstaller } from "../model/domain-install.js";
 import type { Facade } from "../app/facade.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
-import { defaultsOf } from "./defaults-state.js";
 import { cleanName, includeHistorySchema, nameSchema, objectSchema, pageProperties, uuidSchema } from "./payload-schemas.js";
 import { systemAdministrator } from "./permission-functions.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
+import type { DefaultsSettings } from "./settings.js";
 import { assertTenantAccess } from "./sender.js";
 import { TenantCreated, TenantRenamed, TenantRemoved, type TenantModel, Tenant, TenantAggregate } from "./tenant-domain.js";
 
@@ -63,35 +64,38 @@ export class TenantProjection extends ProjectionReadmodel<TenantModel> {
   }
 }
 
-Tenant.handleCommand(CreateTenant, async (ctx, _cmd, p) => {
-  const tenantUuid = p.tenantUuid ?? newUuid();
-  const tenant = await ctx.aggregates.load(TenantAggregate, tenantUuid);
-  if (tenant.version > 0) throw new MnemeError("CONFLICT", `tenant ${tenantUuid} exists already`);
-  return { events: [TenantCreated.create(tenantUuid, { name: cleanName(p.name), system: false }, { tenantUuid })], result: { tenantUuid } };
-});
+/** Attaches the Tenant domain's commands and queries in one facade, with its settings (see registerDefaults). */
+export function installTenant(d: DomainInstaller, s: DefaultsSettings): void {
+  d.handleCommand(CreateTenant, async (ctx, _cmd, p) => {
+    const tenantUuid = p.tenantUuid ?? newUuid();
+    const tenant = await ctx.aggregates.load(TenantAggregate, tenantUuid);
+    if (tenant.version > 0) throw new MnemeError("CONFLICT", `tenant ${tenantUuid} exists already`);
+    return { events: [TenantCreated.create(tenantUuid, { name: cleanName(p.name), system: false }, { tenantUuid })], result: { tenantUuid } };
+  });
 
-Tenant.handleCommand(RenameTenant, async (ctx, _cmd, p) => {
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
-  const tenant = await ctx.aggregates.load(TenantAggregate, p.tenantUuid);
-  if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${p.tenantUuid} does not exist`);
-  const name = cleanName(p.name);
-  if (name === tenant.state.name) return [];
-  return [TenantRenamed.create(p.tenantUuid, { name }, { tenantUuid: p.tenantUuid })];
-});
+  d.handleCommand(RenameTenant, async (ctx, _cmd, p) => {
+    await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
+    const tenant = await ctx.aggregates.load(TenantAggregate, p.tenantUuid);
+    if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${p.tenantUuid} does not exist`);
+    const name = cleanName(p.name);
+    if (name === tenant.state.name) return [];
+    return [TenantRenamed.create(p.tenantUuid, { name }, { tenantUuid: p.tenantUuid })];
+  });
 
-Tenant.handleCommand(RemoveTenant, async (ctx, _cmd, p) => {
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
-  if (p.tenantUuid === defaultsOf(ctx.facade).systemTenantUuid) throw new MnemeError("INVALID_ACTION", "the system tenant cannot be removed");
-  const tenant = await ctx.aggregates.load(TenantAggregate, p.tenantUuid);
-  if (tenant.version === 0) throw new MnemeError("NOT_FOUND", `tenant ${p.tenantUuid} does not exist`);
-  if (tenant.state.removed) return [];
-  return [TenantRemoved.create(p.tenantUuid, {}, { tenantUuid: p.tenantUuid })];
-});
+  d.handleCommand(RemoveTenant, async (ctx, _cmd, p) => {
+    await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
+    if (p.tenantUuid === s.systemTenantUuid) throw new MnemeError("INVALID_ACTION", "the system tenant cannot be removed");
+    const tenant = await ctx.aggregates.load(TenantAggregate, p.tenantUuid);
+    if (tenant.version === 0) throw new MnemeError("NOT_FOUND", `tenant ${p.tenantUuid} does not exist`);
+    if (tenant.state.removed) return [];
+    return [TenantRemoved.create(p.tenantUuid, {}, { tenantUuid: p.tenantUuid })];
+  });
 
-Tenant.handleQuery(GetTenant, async (ctx, _q, p) => {
-  await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
-  const projection = ctx.readmodel<TenantProjection>(READMODELS.tenant);
-  return found(await projection.getModel(p.tenantUuid, { includeHistory: p.includeHistory === true }), `tenant ${p.tenantUuid}`);
-});
+  d.handleQuery(GetTenant, async (ctx, _q, p) => {
+    await assertTenantAccess(ctx.facade, ctx.reqCtx, p.tenantUuid);
+    const projection = ctx.readmodel<TenantProjection>(READMODELS.tenant);
+    return found(await projection.getModel(p.tenantUuid, { includeHistory: p.includeHistory === true }), `tenant ${p.tenantUuid}`);
+  });
 
-Tenant.handleQuery(ListTenants, (ctx, _q, p) => ctx.readmodel<TenantProjection>(READMODELS.tenant).getModelList(listOptions(p)));
+  d.handleQuery(ListTenants, (ctx, _q, p) => ctx.readmodel<TenantProjection>(READMODELS.tenant).getModelList(listOptions(p)));
+}

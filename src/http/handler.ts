@@ -3,6 +3,7 @@ import type { Facade } from "../app/facade.js";
 import type { MessageRef } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
 import { resolveCredentials } from "../defaults/credentials.js";
+import { STORE_MESSAGES } from "../runtime/runtime-domain.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
 import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
@@ -23,7 +24,6 @@ const defaultResolver: CredentialResolver = async (facade, creds) => {
   }
 };
 
-const STORE_MESSAGES: ReadonlySet<string> = new Set(["StoreInfo", "StoreRead", "StoreUpdate", "StoreDelete"]);
 const STATE_CHANGING: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
@@ -66,7 +66,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     const params = match.params;
     const guard = route.guard(params);
     // Store access is limited the same way whichever route reaches it (the store endpoints or the generic ones).
-    const storeAccess = guard.domain === "Runtime" && STORE_MESSAGES.has(guard.name);
+    const storeAccess = isStoreMessage(guard);
     const auth = await authenticate(request);
     if (auth.state === "valid" && auth.via === "cookie" && STATE_CHANGING.has(method)) checkOrigin(request, url);
     if (auth.state !== "valid" && (route.session === true || storeAccess || needsSession(guard))) return unauthenticated(auth);
@@ -165,6 +165,11 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     await res.body?.cancel().catch(() => undefined);
     return new Response(null, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
+}
+
+/** True when `ref` is one of the Runtime's store messages (the generic routes can reach them too). */
+function isStoreMessage(ref: MessageRef): boolean {
+  return STORE_MESSAGES.some((t) => t.domain === ref.domain && t.name === ref.name);
 }
 
 /**

@@ -3,7 +3,14 @@ import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { MessageRef } from "../model/facade-handle.js";
 import { isPlainObject } from "../model/redact.js";
+import type { MessageType, PayloadOf, QueryType } from "../model/tokens.js";
 import type { RequestContext } from "../model/types.js";
+import { GetAccount, ListAccounts, RegisterAccount } from "../defaults/account.js";
+import { Login, Logout } from "../defaults/session.js";
+import {
+  ControlEventHandler, GetMetrics, GetSchema, GetSystemInfo, ListCommandHandlers, ListCommands, ListEventHandlers, ListEvents, ListPermissions,
+  ListQueries, ListQueryHandlers, type NoPayload, StoreDelete, StoreInfo, StoreRead, StoreUpdate, StreamSystemEvents,
+} from "../runtime/runtime-domain.js";
 import type { Authentication } from "./credentials.js";
 import { serializeCookie } from "./credentials.js";
 import type { ConnectionGauge } from "./limits.js";
@@ -47,18 +54,18 @@ export interface Route {
   readonly run: (ctx: RouteContext) => Promise<Response>;
 }
 
-const runtime = (name: string) => () => ({ domain: "Runtime", name });
-const account = (name: string) => () => ({ domain: "Account", name });
+/** The guard of a route that serves one command or query: its token. */
+const guardBy = (type: MessageType<any, any>) => (): MessageRef => type;
 const T = "/api/tenants/:tenantUuid";
 
 /** The runtime lists served by `GET /api/tenants/{tenantUuid}/runtime/<path>`. */
-const RUNTIME_LISTS: readonly [path: string, query: string][] = [
-  ["commands", "ListCommands"],
-  ["queries", "ListQueries"],
-  ["events", "ListEvents"],
-  ["command-handlers", "ListCommandHandlers"],
-  ["query-handlers", "ListQueryHandlers"],
-  ["event-handlers", "ListEventHandlers"],
+const RUNTIME_LISTS: readonly [path: string, query: QueryType<NoPayload, readonly unknown[]>][] = [
+  ["commands", ListCommands],
+  ["queries", ListQueries],
+  ["events", ListEvents],
+  ["command-handlers", ListCommandHandlers],
+  ["query-handlers", ListQueryHandlers],
+  ["event-handlers", ListEventHandlers],
 ];
 
 const LIST_KEYS = new Set(["action", "page", "pageSize", "eventHandlerName"]);
@@ -69,41 +76,41 @@ export function buildRoutes(): Router<Route> {
 
   for (const [path, query] of RUNTIME_LISTS) {
     r.add("GET", `${T}/runtime/${path}`, {
-      guard: runtime(query),
+      guard: guardBy(query),
       run: async (c) => {
         const page = readPage(pageQuery(c.url), c.options);
-        const all = await c.facade.query<Record<string, never>, unknown[]>({ domain: "Runtime", name: query }, {}, { reqCtx: c.reqCtx });
+        const all = await c.facade.query(query, {}, { reqCtx: c.reqCtx });
         return jsonResponse(200, paginate(all, page));
       },
     });
   }
 
   r.add("GET", `${T}/runtime/permissions`, {
-    guard: runtime("ListPermissions"),
+    guard: guardBy(ListPermissions),
     run: async (c) => {
       const page = readPage(pageQuery(c.url), c.options);
       const domain = c.url.searchParams.get("domain");
-      const all = await c.facade.query<{ domain?: string }, unknown[]>({ domain: "Runtime", name: "ListPermissions" }, domain === null ? {} : { domain }, { reqCtx: c.reqCtx });
+      const all = await c.facade.query(ListPermissions, domain === null ? {} : { domain }, { reqCtx: c.reqCtx });
       return jsonResponse(200, paginate(all, page));
     },
   });
 
   r.add("GET", `${T}/runtime/metrics`, {
-    guard: runtime("GetMetrics"),
+    guard: guardBy(GetMetrics),
     run: async (c) => {
       const name = c.url.searchParams.get("eventHandlerName");
-      const metrics = await c.facade.query({ domain: "Runtime", name: "GetMetrics" }, name === null ? {} : { eventHandlerName: name }, { reqCtx: c.reqCtx });
+      const metrics = await c.facade.query(GetMetrics, name === null ? {} : { eventHandlerName: name }, { reqCtx: c.reqCtx });
       return jsonResponse(200, metrics);
     },
   });
 
   r.add("GET", `${T}/runtime/system-info`, {
-    guard: runtime("GetSystemInfo"),
-    run: async (c) => jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "GetSystemInfo" }, {}, { reqCtx: c.reqCtx })),
+    guard: guardBy(GetSystemInfo),
+    run: async (c) => jsonResponse(200, await c.facade.query(GetSystemInfo, {}, { reqCtx: c.reqCtx })),
   });
 
   r.add("POST", `${T}/runtime/event-handler-list`, {
-    guard: runtime("ListEventHandlers"),
+    guard: guardBy(ListEventHandlers),
     run: async (c) => {
       const body = objectBody(await c.body());
       const action = body.action ?? "list";
@@ -114,30 +121,30 @@ export function buildRoutes(): Router<Route> {
         const page = readPage(body, c.options);
         const name = body.eventHandlerName;
         if (name !== undefined && typeof name !== "string") throw new MnemeError("INVALID_REQUEST", "eventHandlerName must be a string");
-        const all = await c.facade.query<Record<string, never>, { eventHandlerName: string }[]>({ domain: "Runtime", name: "ListEventHandlers" }, {}, { reqCtx: c.reqCtx });
+        const all = await c.facade.query(ListEventHandlers, {}, { reqCtx: c.reqCtx });
         return jsonResponse(200, paginate(name === undefined ? all : all.filter((h) => h.eventHandlerName === name), page));
       }
       if (action !== "restore" && action !== "start" && action !== "stop") {
         throw new MnemeError("INVALID_ACTION", `action must be one of list, restore, start, stop (got ${JSON.stringify(action)})`);
       }
-      const out = await c.facade.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { ...body, action }, { reqCtx: c.reqCtx });
+      const out = await c.facade.dispatch(ControlEventHandler, bodyAs(ControlEventHandler, { ...body, action }), { reqCtx: c.reqCtx });
       return jsonResponse(200, out.result);
     },
   });
 
   r.add("POST", `${T}/runtime/schema`, {
-    guard: runtime("GetSchema"),
-    run: async (c) => jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "GetSchema" }, objectBody(await c.body()), { reqCtx: c.reqCtx })),
+    guard: guardBy(GetSchema),
+    run: async (c) => jsonResponse(200, await c.facade.query(GetSchema, bodyAs(GetSchema, objectBody(await c.body())), { reqCtx: c.reqCtx })),
   });
 
   r.add("GET", `${T}/runtime/sse`, {
-    guard: runtime("StreamSystemEvents"),
+    guard: guardBy(StreamSystemEvents),
     session: true,
     run: async (c) => {
       const allTenants = boolParam("allTenants", c.url.searchParams.get("allTenants")) ?? false;
       const lastEventId = lastEventIdOf(c.request, c.url);
       await c.facade.permissions.check(c.reqCtx, {
-        queryUuid: newUuid(), domain: "Runtime", name: "StreamSystemEvents", payload: { allTenants }, reqCtx: c.reqCtx,
+        queryUuid: newUuid(), domain: StreamSystemEvents.domain, name: StreamSystemEvents.name, payload: { allTenants }, reqCtx: c.reqCtx,
       });
       return openSystemEventStream(c.facade.runtime.systemEvents, c.request, { tenantUuid: c.params.tenantUuid!, allTenants, lastEventId }, c.sseGauge, c.options.sse);
     },
@@ -145,31 +152,31 @@ export function buildRoutes(): Router<Route> {
 
   // Store endpoints: system administrators (the authorizer grants <Store>.<Action>), an authenticated session, rate limited.
   r.add("GET", `${T}/runtime/stores/:store/info`, {
-    guard: runtime("StoreInfo"),
-    run: async (c) => jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "StoreInfo" }, { store: c.params.store }, { reqCtx: c.reqCtx })),
+    guard: guardBy(StoreInfo),
+    run: async (c) => jsonResponse(200, await c.facade.query(StoreInfo, { store: storeParam(c) }, { reqCtx: c.reqCtx })),
   });
   r.add("GET", `${T}/runtime/stores/:store/entries`, {
-    guard: runtime("StoreRead"),
+    guard: guardBy(StoreRead),
     run: async (c) => {
       const cursor = c.url.searchParams.get("cursor");
       const limit = intParam("limit", c.url.searchParams.get("limit") ?? undefined, 1, 1000);
-      const payload = { store: c.params.store, ...(cursor === null ? {} : { cursor }), ...(limit === undefined ? {} : { limit }) };
-      return jsonResponse(200, await c.facade.query({ domain: "Runtime", name: "StoreRead" }, payload, { reqCtx: c.reqCtx }));
+      const payload = { store: storeParam(c), ...(cursor === null ? {} : { cursor }), ...(limit === undefined ? {} : { limit }) };
+      return jsonResponse(200, await c.facade.query(StoreRead, payload, { reqCtx: c.reqCtx }));
     },
   });
   r.add("PATCH", `${T}/runtime/stores/:store/entries/:key`, {
-    guard: runtime("StoreUpdate"),
+    guard: guardBy(StoreUpdate),
     run: async (c) => {
       const raw = await c.rawBody();
       if (raw === undefined) throw new MnemeError("INVALID_REQUEST", "the body is the new value of the entry (JSON)");
-      const out = await c.facade.dispatch({ domain: "Runtime", name: "StoreUpdate" }, { store: c.params.store, key: c.params.key, value: raw }, { reqCtx: c.reqCtx });
+      const out = await c.facade.dispatch(StoreUpdate, { store: storeParam(c), key: c.params.key!, value: raw }, { reqCtx: c.reqCtx });
       return jsonResponse(200, out.result);
     },
   });
   r.add("DELETE", `${T}/runtime/stores/:store/entries/:key`, {
-    guard: runtime("StoreDelete"),
+    guard: guardBy(StoreDelete),
     run: async (c) => {
-      await c.facade.dispatch({ domain: "Runtime", name: "StoreDelete" }, { store: c.params.store, key: c.params.key }, { reqCtx: c.reqCtx });
+      await c.facade.dispatch(StoreDelete, { store: storeParam(c), key: c.params.key! }, { reqCtx: c.reqCtx });
       return noContent();
     },
   });
@@ -179,7 +186,9 @@ export function buildRoutes(): Router<Route> {
     guard: (p) => ({ domain: p.domain!, name: p.name! }),
     run: async (c) => {
       const wait = boolParam("wait", c.url.searchParams.get("wait")) ?? false;
-      const out = await c.facade.dispatch({ domain: c.params.domain!, name: c.params.name! }, await c.body(), { reqCtx: c.reqCtx, waitToFinish: wait });
+      // The path names the command: dispatch goes through its registered token (UNKNOWN_COMMAND when there is none).
+      const type = c.facade.resolveCommand({ domain: c.params.domain!, name: c.params.name! });
+      const out = await c.facade.dispatch(type, await c.body(), { reqCtx: c.reqCtx, waitToFinish: wait });
       const body: Record<string, unknown> = { commandUuid: out.commandUuid, events: out.events };
       if (out.result !== undefined) body.result = out.result;
       if (out.handlerErrors.length > 0) body.handlerErrors = out.handlerErrors.map((h) => ({ eventHandlerName: h.eventHandlerName, message: h.error.message }));
@@ -189,57 +198,58 @@ export function buildRoutes(): Router<Route> {
 
   r.add("POST", `${T}/queries/:domain/:name`, {
     guard: (p) => ({ domain: p.domain!, name: p.name! }),
-    run: async (c) => jsonResponse(200, await c.facade.query({ domain: c.params.domain!, name: c.params.name! }, await c.body(), { reqCtx: c.reqCtx })),
+    run: async (c) => {
+      // The path names the query: it is answered through its registered token (UNKNOWN_QUERY when there is none).
+      const type = c.facade.resolveQuery({ domain: c.params.domain!, name: c.params.name! });
+      return jsonResponse(200, await c.facade.query(type, await c.body(), { reqCtx: c.reqCtx }));
+    },
   });
 
   // The built-in Account domain (registerDefaults).
   r.add("POST", "/api/accounts", {
-    guard: account("RegisterAccount"),
+    guard: guardBy(RegisterAccount),
     run: async (c) => {
-      const out = await c.facade.dispatch({ domain: "Account", name: "RegisterAccount" }, await c.body(), { reqCtx: c.reqCtx });
-      const result = out.result as { accountUuid?: unknown } | undefined;
-      const accountUuid = typeof result?.accountUuid === "string" ? result.accountUuid : out.events[0]?.aggregateUuid;
-      return jsonResponse(201, { accountUuid });
+      const out = await c.facade.dispatch(RegisterAccount, bodyAs(RegisterAccount, await c.body()), { reqCtx: c.reqCtx });
+      return jsonResponse(201, { accountUuid: out.result?.accountUuid });
     },
   });
   r.add("GET", "/api/accounts/:accountUuid", {
-    guard: account("GetAccount"),
+    guard: guardBy(GetAccount),
     run: async (c) => {
       const includeHistory = boolParam("includeHistory", c.url.searchParams.get("includeHistory"));
-      const payload = { accountUuid: c.params.accountUuid, ...(includeHistory === undefined ? {} : { includeHistory }) };
-      const item = await c.facade.query({ domain: "Account", name: "GetAccount" }, payload, { reqCtx: c.reqCtx });
-      if (item === undefined || item === null) throw new MnemeError("NOT_FOUND", `no account ${JSON.stringify(c.params.accountUuid)}`);
-      return jsonResponse(200, item);
+      const payload = { accountUuid: c.params.accountUuid!, ...(includeHistory === undefined ? {} : { includeHistory }) };
+      // NOT_FOUND (404) when there is no such account: the query says so itself.
+      return jsonResponse(200, await c.facade.query(GetAccount, payload, { reqCtx: c.reqCtx }));
     },
   });
   r.add("GET", "/api/accounts", {
-    guard: account("ListAccounts"),
+    guard: guardBy(ListAccounts),
     run: async (c) => {
       const includeHistory = boolParam("includeHistory", c.url.searchParams.get("includeHistory"));
       const { page, pageSize } = readPage(pageQuery(c.url), c.options);
       const payload = { page, pageSize, ...(includeHistory === undefined ? {} : { includeHistory }) };
-      return jsonResponse(200, await c.facade.query({ domain: "Account", name: "ListAccounts" }, payload, { reqCtx: c.reqCtx }));
+      return jsonResponse(200, await c.facade.query(ListAccounts, payload, { reqCtx: c.reqCtx }));
     },
   });
   r.add("POST", "/api/sessions", {
-    guard: account("Login"),
+    guard: guardBy(Login),
     run: async (c) => {
-      const out = await c.facade.dispatch({ domain: "Account", name: "Login" }, await c.body(), { reqCtx: c.reqCtx });
-      const session = out.result as { token?: unknown; identities?: { identityUuid?: unknown }[] } | undefined;
+      const out = await c.facade.dispatch(Login, bodyAs(Login, await c.body()), { reqCtx: c.reqCtx });
+      const session = out.result;
       const headers = new Headers();
       const cookies = c.options.sessionCookies;
-      if (cookies !== false && typeof session?.token === "string") {
+      if (cookies !== false && session !== undefined) {
         headers.append("set-cookie", serializeCookie("session", session.token, cookies));
-        const ids = Array.isArray(session.identities) ? session.identities : [];
-        if (ids.length === 1 && typeof ids[0]?.identityUuid === "string") headers.append("set-cookie", serializeCookie("identity", ids[0].identityUuid, cookies));
+        const ids = session.identities;
+        if (ids.length === 1) headers.append("set-cookie", serializeCookie("identity", ids[0]!.identityUuid, cookies));
       }
-      return jsonResponse(201, out.result, headers);
+      return jsonResponse(201, session, headers);
     },
   });
   r.add("DELETE", "/api/sessions/current", {
-    guard: account("Logout"),
+    guard: guardBy(Logout),
     run: async (c) => {
-      await c.facade.dispatch({ domain: "Account", name: "Logout" }, {}, { reqCtx: c.reqCtx });
+      await c.facade.dispatch(Logout, {}, { reqCtx: c.reqCtx });
       const headers = new Headers();
       const cookies = c.options.sessionCookies;
       if (cookies !== false) {
@@ -256,6 +266,19 @@ function pageQuery(url: URL): { page?: string; pageSize?: string } {
   const page = url.searchParams.get("page");
   const pageSize = url.searchParams.get("pageSize");
   return { ...(page === null ? {} : { page }), ...(pageSize === null ? {} : { pageSize }) };
+}
+
+/**
+ * A request body as the payload of `type`. Not checked here: the facade checks
+ * it against the message's schema (VALIDATION_FAILED, 400) before any handler runs.
+ */
+function bodyAs<T extends MessageType<any, any>>(_type: T, body: unknown): PayloadOf<T> {
+  return body as PayloadOf<T>;
+}
+
+/** The `:store` of a store route, as the store messages take it (their schema checks it is a store's name). */
+function storeParam(c: RouteContext): PayloadOf<typeof StoreInfo>["store"] {
+  return c.params.store as PayloadOf<typeof StoreInfo>["store"];
 }
 
 function objectBody(body: unknown): Record<string, unknown> {

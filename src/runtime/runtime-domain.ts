@@ -1,9 +1,21 @@
-import { defineDomain, type Domain } from "../model/domain.js";
-import { MnemeError } from "../model/errors.js";
+/**
+ * The `Runtime` domain: every runtime operation as a command or query, with its
+ * permission and schema. The definition and its tokens are module-level (one
+ * for every facade); the handlers are attached by `installRuntimeDomain`, which
+ * each facade's constructor runs with its own Runtime. Lists need `authorized`;
+ * control, the system-event stream and store access are granted only by the
+ * authorizer (system administrators).
+ */
+import { defineDomain } from "../model/domain.js";
+import type { DomainInstaller } from "../model/domain-install.js";
+import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
+import { newPermission, newPermissionCmdFunc, type Permission, type PermissionFunc } from "../model/permission.js";
 import type { JsonSchema } from "../model/types.js";
-import type { PermissionFunc } from "../model/permission.js";
-import type { StoreAction } from "../permissions/store-permissions.js";
-import type { Runtime } from "./runtime.js";
+import type { StoreAction, StoreName } from "../permissions/store-permissions.js";
+import type { StoreInfo as StoreInfoOfStore, StorePage } from "../store/store-info.js";
+import type {
+  CommandHandlerListEntry, CommandListEntry, ControlRequest, EventListEntry, QueryHandlerListEntry, QueryListEntry, Runtime, SystemInfo,
+} from "./runtime.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
 const STORE = { type: "string", enum: ["event", "command", "data", "cache", "log"] };
@@ -12,96 +24,133 @@ function objectSchema(properties: Record<string, unknown>, required: string[] = 
   return { $schema: S2020, type: "object", properties, required, additionalProperties: false };
 }
 
+/** The payload of the Runtime queries that take none. */
+export type NoPayload = Record<string, never>;
+
+/** A permission as `Runtime.ListPermissions` answers it: without its function. */
+export type PermissionListEntry = Permission extends infer P ? (P extends unknown ? Omit<P, "cmdFunc"> : never) : never;
+
+/** What `Runtime.StoreInfo` answers: the store's own report. */
+export type StoreInfo = StoreInfoOfStore;
+
+/** The `Runtime` domain's definition (its name is `Runtime`; the class `Runtime` is the facade's view of itself). */
+export const RuntimeDomain = defineDomain("Runtime", { description: "The application's view of itself: introspection, control, monitoring, schemas, stores" });
+
+const empty = objectSchema({});
+const list = <R>(name: string, description: string) => RuntimeDomain.query<NoPayload, R>(name, { description, schema: empty });
+
+/** `Runtime.ListCommands`: every registered command with its permission (`authorized`). */
+export const ListCommands = list<CommandListEntry[]>("ListCommands", "List every registered command with its permission");
+/** `Runtime.ListQueries`: every registered query with its permission (`authorized`). */
+export const ListQueries = list<QueryListEntry[]>("ListQueries", "List every registered query with its permission");
+/** `Runtime.ListEvents`: every registered domain event (`authorized`). */
+export const ListEvents = list<EventListEntry[]>("ListEvents", "List every registered domain event");
+/** `Runtime.ListCommandHandlers`: command handlers grouped by domain (`authorized`). */
+export const ListCommandHandlers = list<CommandHandlerListEntry[]>("ListCommandHandlers", "List command handlers grouped by domain");
+/** `Runtime.ListQueryHandlers`: query handlers grouped by domain (`authorized`). */
+export const ListQueryHandlers = list<QueryHandlerListEntry[]>("ListQueryHandlers", "List query handlers grouped by domain");
+/** `Runtime.ListEventHandlers`: event handlers and readmodels with their state (`authorized`). */
+export const ListEventHandlers = list<EventHandlerInfo[]>("ListEventHandlers", "List event handlers and readmodels with their state");
+/** `Runtime.GetSystemInfo`: application name, version, instance, uptime, stores and counts (`authorized`). */
+export const GetSystemInfo = list<SystemInfo>("GetSystemInfo", "Application name, version, instance, uptime, stores and counts");
+
+/** `Runtime.ListPermissions`: the permission registry, optionally of one domain (`authorized`). */
+export const ListPermissions = RuntimeDomain.query<{ domain?: string }, PermissionListEntry[]>("ListPermissions", {
+  description: "List the permission registry (optionally of one domain)",
+  schema: objectSchema({ domain: { type: "string" } }),
+});
+
+/** `Runtime.GetMetrics`: metrics of one handler, or a record by handler name of every state restorer (`authorized`). */
+export const GetMetrics = RuntimeDomain.query<{ eventHandlerName?: string }, EventHandlerMetrics | Record<string, EventHandlerMetrics>>("GetMetrics", {
+  description: "Metrics of event handlers that are state restorers",
+  schema: objectSchema({ eventHandlerName: { type: "string", minLength: 1 } }),
+});
+
+/** `Runtime.GetSchema`: the JSON Schema 2020-12 of a command, query or event type (`authorized`). */
+export const GetSchema = RuntimeDomain.query<{ domain: string; type: string }, JsonSchema>("GetSchema", {
+  description: "The JSON Schema 2020-12 of a command, query or event type",
+  schema: objectSchema({ domain: { type: "string", minLength: 1 }, type: { type: "string", minLength: 1 } }, ["domain", "type"]),
+});
+
+/** `Runtime.ControlEventHandler`: restore, start or stop an event handler; `result` is its info (authorizer only). */
+export const ControlEventHandler = RuntimeDomain.command<ControlRequest, EventHandlerInfo>("ControlEventHandler", {
+  description: "Restore (optionally from zero), start or stop an event handler (system administrators)",
+  // `action` is checked by runtime.controlEventHandler, not by the schema: an unknown action is
+  // INVALID_ACTION whichever way it comes (direct call, dispatch, HTTP), never VALIDATION_FAILED.
+  schema: objectSchema({
+    action: { description: "\"restore\", \"start\" or \"stop\"; anything else is INVALID_ACTION", examples: ["restore", "start", "stop"] },
+    eventHandlerName: { type: "string", minLength: 1 },
+    restoreFromZero: { type: "boolean" },
+  }, ["eventHandlerName"]),
+});
+
 /**
- * Defines the `Runtime` domain over a Runtime: every runtime operation as a
- * command or query, with its permission and schema. Lists need `authorized`;
- * control, the system-event stream and store access are granted only by the
- * authorizer (system administrators).
+ * `Runtime.StreamSystemEvents`: no handler; the permission the SSE route of
+ * mneme/http checks (authorizer only).
  */
-export function defineRuntimeDomain(runtime: Runtime): Domain {
-  const Runtime = defineDomain("Runtime", { description: "The application's view of itself: introspection, control, monitoring, schemas, stores" });
-  const empty = objectSchema({});
+export const StreamSystemEvents = RuntimeDomain.query<NoPayload, never>("StreamSystemEvents", {
+  description: "Subscribe to the real-time system-event stream (SSE; system administrators)",
+  schema: empty,
+});
 
-  const list = <R>(name: string, description: string, fn: () => R) => {
-    const q = Runtime.query<Record<string, never>, R>(name, { description, schema: empty });
-    Runtime.handleQuery(q, () => fn());
-    return q;
-  };
-  list("ListCommands", "List every registered command with its permission", () => runtime.listCommands());
-  list("ListQueries", "List every registered query with its permission", () => runtime.listQueries());
-  list("ListEvents", "List every registered domain event", () => runtime.listEvents());
-  list("ListCommandHandlers", "List command handlers grouped by domain", () => runtime.listCommandHandlers());
-  list("ListQueryHandlers", "List query handlers grouped by domain", () => runtime.listQueryHandlers());
-  list("ListEventHandlers", "List event handlers and readmodels with their state", () => runtime.listEventHandlers());
-  list("GetSystemInfo", "Application name, version, instance, uptime, stores and counts", () => runtime.systemInfo());
+/** `Runtime.StoreInfo`: information about a store (needs `<Store>.Info`). */
+export const StoreInfo = RuntimeDomain.query<{ store: StoreName }, StoreInfo>("StoreInfo", {
+  description: "Information about a store (needs <Store>.Info)", schema: objectSchema({ store: STORE }, ["store"]),
+});
+/** `Runtime.StoreRead`: a page of store entries, `cursor` from the previous page's `nextCursor` (needs `<Store>.Read`). */
+export const StoreRead = RuntimeDomain.query<{ store: StoreName; cursor?: string; limit?: number }, StorePage<unknown>>("StoreRead", {
+  description: "Read a page of store entries (needs <Store>.Read)",
+  schema: objectSchema({ store: STORE, cursor: { type: "string" }, limit: { type: "integer", minimum: 1, maximum: 1000 } }, ["store"]),
+});
+/** `Runtime.StoreUpdate`: write a store entry; `result` is `{ key }` (needs `<Store>.Update`). */
+export const StoreUpdate = RuntimeDomain.command<{ store: StoreName; key: string; value: unknown }, { key: string }>("StoreUpdate", {
+  description: "Write a store entry (needs <Store>.Update)",
+  schema: objectSchema({ store: STORE, key: { type: "string", minLength: 1 }, value: {} }, ["store", "key", "value"]),
+});
+/** `Runtime.StoreDelete`: delete a store entry; `result` is `{ deleted: true }` (needs `<Store>.Delete`). */
+export const StoreDelete = RuntimeDomain.command<{ store: StoreName; key: string }, { deleted: boolean }>("StoreDelete", {
+  description: "Delete a store entry (needs <Store>.Delete)",
+  schema: objectSchema({ store: STORE, key: { type: "string", minLength: 1 } }, ["store", "key"]),
+});
 
-  const ListPermissions = Runtime.query<{ domain?: string }, unknown>("ListPermissions", {
-    description: "List the permission registry (optionally of one domain)",
-    schema: objectSchema({ domain: { type: "string" } }),
-  });
-  Runtime.handleQuery(ListPermissions, (_ctx, _q, p) =>
-    runtime.permissions.list(p.domain === undefined ? {} : { domain: p.domain }).map(({ cmdFunc: _f, ...rest }) => rest));
+/** The store messages, each gated by the store's own `<Store>.<Action>` permission once installed. */
+export const STORE_MESSAGES = Object.freeze([StoreInfo, StoreRead, StoreUpdate, StoreDelete]);
 
-  const GetMetrics = Runtime.query<{ eventHandlerName?: string }, unknown>("GetMetrics", {
-    description: "Metrics of event handlers that are state restorers",
-    schema: objectSchema({ eventHandlerName: { type: "string", minLength: 1 } }),
-  });
-  Runtime.handleQuery(GetMetrics, (_ctx, _q, p) => (p.eventHandlerName === undefined ? runtime.getMetrics() : runtime.getMetrics(p.eventHandlerName)));
+// No level: only the authorizer grants these (system administrators). The store messages are too until
+// installed, where their permission becomes the gate of the store's own permission (it needs the Runtime).
+for (const t of [ControlEventHandler, StreamSystemEvents, ...STORE_MESSAGES]) {
+  RuntimeDomain.registerPermission(newPermission("Runtime", t.name, t.description));
+}
 
-  const GetSchema = Runtime.query<{ domain: string; type: string }, JsonSchema>("GetSchema", {
-    description: "The JSON Schema 2020-12 of a command, query or event type",
-    schema: objectSchema({ domain: { type: "string", minLength: 1 }, type: { type: "string", minLength: 1 } }, ["domain", "type"]),
-  });
-  Runtime.handleQuery(GetSchema, (_ctx, _q, p) => runtime.getSchema(p));
-
-  const ControlEventHandler = Runtime.command<{ action: "restore" | "start" | "stop"; eventHandlerName: string; restoreFromZero?: boolean }, unknown>("ControlEventHandler", {
-    description: "Restore (optionally from zero), start or stop an event handler (system administrators)",
-    // `action` is checked by runtime.controlEventHandler, not by the schema: an unknown action is
-    // INVALID_ACTION whichever way it comes (direct call, dispatch, HTTP), never VALIDATION_FAILED.
-    schema: objectSchema({
-      action: { description: "\"restore\", \"start\" or \"stop\"; anything else is INVALID_ACTION", examples: ["restore", "start", "stop"] },
-      eventHandlerName: { type: "string", minLength: 1 },
-      restoreFromZero: { type: "boolean" },
-    }, ["eventHandlerName"]),
-  });
-  Runtime.handleCommand(ControlEventHandler, async (_ctx, _c, p) => ({ result: await runtime.controlEventHandler(p) }));
-
-  Runtime.query<Record<string, never>, unknown>("StreamSystemEvents", {
-    description: "Subscribe to the real-time system-event stream (SSE; system administrators)",
-    schema: empty,
-  });
+/**
+ * The install step of the Runtime domain: attaches its handlers, and the store
+ * messages' permissions, over one facade's Runtime. Run by the facade's
+ * constructor: `facade.registerDomain(RuntimeDomain, (d) => installRuntimeDomain(d, runtime))`.
+ */
+export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void {
+  d.handleQuery(ListCommands, () => runtime.listCommands());
+  d.handleQuery(ListQueries, () => runtime.listQueries());
+  d.handleQuery(ListEvents, () => runtime.listEvents());
+  d.handleQuery(ListCommandHandlers, () => runtime.listCommandHandlers());
+  d.handleQuery(ListQueryHandlers, () => runtime.listQueryHandlers());
+  d.handleQuery(ListEventHandlers, () => runtime.listEventHandlers());
+  d.handleQuery(GetSystemInfo, () => runtime.systemInfo());
+  d.handleQuery(ListPermissions, (_ctx, _q, p) =>
+    runtime.permissions.list(p.domain === undefined ? {} : { domain: p.domain }).map(({ cmdFunc: _f, ...rest }) => rest as PermissionListEntry));
+  d.handleQuery(GetMetrics, (_ctx, _q, p) => (p.eventHandlerName === undefined ? runtime.getMetrics() : runtime.getMetrics(p.eventHandlerName)));
+  d.handleQuery(GetSchema, (_ctx, _q, p) => runtime.getSchema(p));
+  d.handleCommand(ControlEventHandler, async (_ctx, _c, p) => ({ result: await runtime.controlEventHandler(p) }));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.
   const gate = (action: StoreAction): PermissionFunc => async (reqCtx, env) => {
     await runtime.stores.authorize((env.payload as { store?: unknown } | undefined)?.store, action, reqCtx, env.payload);
   };
-  const StoreInfo = Runtime.query<{ store: string }, unknown>("StoreInfo", {
-    description: "Information about a store (needs <Store>.Info)", permission: gate("Info"), schema: objectSchema({ store: STORE }, ["store"]),
-  });
-  Runtime.handleQuery(StoreInfo, (ctx, _q, p) => runtime.stores.info(p.store as never, ctx.reqCtx));
-  const StoreRead = Runtime.query<{ store: string; cursor?: string; limit?: number }, unknown>("StoreRead", {
-    description: "Read a page of store entries (needs <Store>.Read)", permission: gate("Read"),
-    schema: objectSchema({ store: STORE, cursor: { type: "string" }, limit: { type: "integer", minimum: 1, maximum: 1000 } }, ["store"]),
-  });
-  Runtime.handleQuery(StoreRead, (ctx, _q, p) => runtime.stores.read(p.store as never, ctx.reqCtx, {
+  const actions = [[StoreInfo, "Info"], [StoreRead, "Read"], [StoreUpdate, "Update"], [StoreDelete, "Delete"]] as const;
+  for (const [t, action] of actions) d.registerPermission(newPermissionCmdFunc("Runtime", t.name, gate(action), t.description));
+  d.handleQuery(StoreInfo, (ctx, _q, p) => runtime.stores.info(p.store, ctx.reqCtx));
+  d.handleQuery(StoreRead, (ctx, _q, p) => runtime.stores.read(p.store, ctx.reqCtx, {
     ...(p.cursor === undefined ? {} : { cursor: p.cursor }), ...(p.limit === undefined ? {} : { limit: p.limit }),
   }));
-  const StoreUpdate = Runtime.command<{ store: string; key: string; value: unknown }, unknown>("StoreUpdate", {
-    description: "Write a store entry (needs <Store>.Update)", permission: gate("Update"),
-    schema: objectSchema({ store: STORE, key: { type: "string", minLength: 1 }, value: {} }, ["store", "key", "value"]),
-  });
-  Runtime.handleCommand(StoreUpdate, async (ctx, _c, p) => ({ result: await runtime.stores.update(p.store as never, ctx.reqCtx, p.key, p.value) }));
-  const StoreDelete = Runtime.command<{ store: string; key: string }, unknown>("StoreDelete", {
-    description: "Delete a store entry (needs <Store>.Delete)", permission: gate("Delete"),
-    schema: objectSchema({ store: STORE, key: { type: "string", minLength: 1 } }, ["store", "key"]),
-  });
-  Runtime.handleCommand(StoreDelete, async (ctx, _c, p) => ({ result: await runtime.stores.delete(p.store as never, ctx.reqCtx, p.key) }));
-
-  // Control and the stream: no level; only the authorizer grants them (system administrators).
-  for (const type of ["ControlEventHandler", "StreamSystemEvents"]) {
-    const current = Runtime.permissions.get(type);
-    if (current === undefined) throw new MnemeError("INVALID_DOMAIN", `Runtime.${type} missing`);
-    Runtime.registerPermission({ kind: "administrator", domain: "Runtime", type, description: current.description, funcSet: false });
-  }
-  return Runtime;
+  d.handleCommand(StoreUpdate, async (ctx, _c, p) => ({ result: await runtime.stores.update(p.store, ctx.reqCtx, p.key, p.value) }));
+  d.handleCommand(StoreDelete, async (ctx, _c, p) => ({ result: await runtime.stores.delete(p.store, ctx.reqCtx, p.key) }));
 }

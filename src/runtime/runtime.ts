@@ -6,7 +6,7 @@ import type { PermissionRegistry } from "../permissions/permission-registry.js";
 import type { BaseEventHandler } from "../readmodel/base-event-handler.js";
 import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
 import type { SchemaRegistry, SchemaTypeRef } from "../schema/schema-registry.js";
-import type { Domain } from "../model/domain.js";
+import type { InstalledDomain } from "../model/domain-install.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { type GovernedStores, StoreAccess } from "./store-access.js";
 import type { SystemEventProducer } from "./system-events.js";
@@ -57,7 +57,8 @@ export interface RuntimeHost extends GovernedStores {
   readonly headPosition: number;
   readonly state: string;
   readonly readmodelStoreBackend: ReadmodelStoreBackend;
-  readonly domains: ReadonlyMap<string, Domain>;
+  /** Each with the handlers installed in this facade. */
+  readonly domains: ReadonlyMap<string, InstalledDomain>;
   readonly eventHandlers: ReadonlyMap<string, BaseEventHandler>;
   readonly schemas: SchemaRegistry;
 }

@@ -1,15 +1,13 @@
 /**
- * The per-facade configuration of the built-in domains. The domains are
- * module-level definitions shared by every facade; their handlers and
- * permission functions find their facade's settings here.
+ * The settings of the built-in domains in one facade: `registerDefaults`
+ * resolves them from its options once and passes them as a parameter to each
+ * domain's install step, readmodel, authorizer and bootstrap. Nothing here is
+ * module state: two facades (or two copies of this module) share nothing.
  */
 import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../app/facade.js";
-import type { FacadeHandle } from "../model/facade-handle.js";
 import type { CacheStore } from "../store/cache-store.js";
 import type { LogStore } from "../store/log-store.js";
-import type { RequestContext } from "../model/types.js";
 import {
   adminAccountUuidOf, identityUuidOf, normalizeEmail, systemAdminGroupUuidOf, systemTenantUuidOf,
 } from "./ids.js";
@@ -47,20 +45,16 @@ export interface DefaultsInfo {
   readonly systemAdminGroupUuid: string;
 }
 
-/** @internal The resolved settings and in-process state of one facade's defaults. */
-export interface DefaultsState extends DefaultsInfo {
+/** @internal The resolved settings and in-process state of one facade's built-in domains. */
+export interface DefaultsSettings extends DefaultsInfo {
   readonly appName: string;
   readonly systemTenantName: string;
-  /** Cleared once the bootstrap has run: the clear password stays in memory no longer than needed. */
-  admin: { email: string; password: string; name: string } | undefined;
   readonly sessionTtlNs: number;
   readonly sessionSecret: string;
   readonly scrypt: Required<ScryptParams>;
   readonly maxFailedLogins: number;
   readonly failedLoginWindowNs: number;
   readonly clock: () => number;
-  /** Request contexts the bootstrap dispatches with (by identity: nothing about them is persisted). */
-  readonly trustedContexts: WeakSet<RequestContext>;
   /** Sessions this process ended, until the Session readmodel shows it (bounded). */
   readonly endedSessions: Set<string>;
   /** The facade's stores the login limiter counts in and logs to. */
@@ -73,22 +67,15 @@ export interface LoginStores {
   readonly logStore: LogStore;
 }
 
-const states = new WeakMap<FacadeHandle, DefaultsState>();
+/** The first administrator, as the bootstrap needs it (held only until the bootstrap has run). */
+export interface AdminCredentials {
+  readonly email: string;
+  readonly password: string;
+  readonly name: string;
+}
 
 /** Bound of `endedSessions`: far more than a readmodel can lag behind. */
 export const ENDED_SESSIONS_LIMIT = 10_000;
-
-/** The defaults of a facade; INVALID_STATE when registerDefaults was not called on it. */
-export function defaultsOf(facade: FacadeHandle): DefaultsState {
-  const s = states.get(facade);
-  if (s === undefined) throw new MnemeError("INVALID_STATE", "the built-in domains are not registered on this facade: call registerDefaults(facade, { admin }) before facade.start()");
-  return s;
-}
-
-/** The defaults of a facade, or undefined. */
-export function maybeDefaultsOf(facade: FacadeHandle | undefined): DefaultsState | undefined {
-  return facade === undefined ? undefined : states.get(facade);
-}
 
 function positiveInt(name: string, v: number | undefined, fallback: number, max: number): number {
   if (v === undefined) return fallback;
@@ -96,12 +83,14 @@ function positiveInt(name: string, v: number | undefined, fallback: number, max:
   return v;
 }
 
-/** Validates the options once, derives the ids, and attaches the state to the facade. */
-export function createDefaultsState(facade: Facade, opts: DefaultsOptions): DefaultsState {
+/** Validates the options once and derives the ids: the settings, and the admin's credentials for the bootstrap. */
+export function resolveDefaultsSettings(
+  facade: { readonly appName: string } & LoginStores,
+  opts: DefaultsOptions,
+): { settings: DefaultsSettings; admin: AdminCredentials } {
   if (typeof opts !== "object" || opts === null || typeof opts.admin !== "object" || opts.admin === null) {
     throw new MnemeError("INVALID_REQUEST", "registerDefaults: options { admin: { email, password } } are required");
   }
-  if (states.has(facade)) throw new MnemeError("INVALID_STATE", "registerDefaults was called on this facade already");
   const email = normalizeEmail(opts.admin.email);
   checkPasswordPolicy(opts.admin.password, "admin.password");
   const name = opts.admin.name ?? "";
@@ -118,33 +107,30 @@ export function createDefaultsState(facade: Facade, opts: DefaultsOptions): Defa
   const appName = facade.appName;
   const systemTenantUuid = systemTenantUuidOf(appName);
   const adminAccountUuid = adminAccountUuidOf(appName, email);
-  const state: DefaultsState = {
+  const settings: DefaultsSettings = {
     appName,
     systemTenantUuid,
     adminAccountUuid,
     adminIdentityUuid: identityUuidOf(systemTenantUuid, adminAccountUuid),
     systemAdminGroupUuid: systemAdminGroupUuidOf(systemTenantUuid),
     systemTenantName: tenantName.trim(),
-    admin: { email, password: opts.admin.password, name },
     sessionTtlNs: positiveInt("sessionTtlMs", opts.sessionTtlMs, 24 * 3_600_000, 366 * 24 * 3_600_000) * 1e6,
     sessionSecret: secret,
     scrypt,
     maxFailedLogins: positiveInt("maxFailedLogins", opts.maxFailedLogins, 5, 1000),
     failedLoginWindowNs: positiveInt("failedLoginWindowMs", opts.failedLoginWindowMs, 60_000, 24 * 3_600_000) * 1e6,
     clock: opts.clock ?? nowNs,
-    trustedContexts: new WeakSet(),
     endedSessions: new Set(),
     stores: { cacheStore: facade.cacheStore, logStore: facade.logStore },
   };
-  states.set(facade, state);
-  return state;
+  return { settings, admin: { email, password: opts.admin.password, name } };
 }
 
 /** Notes a session this process ended, so credentials stop resolving before the readmodel catches up. */
-export function noteEndedSession(state: DefaultsState, sessionUuid: string): void {
-  state.endedSessions.add(sessionUuid);
-  if (state.endedSessions.size > ENDED_SESSIONS_LIMIT) {
-    const oldest = state.endedSessions.values().next().value;
-    if (oldest !== undefined) state.endedSessions.delete(oldest);
+export function noteEndedSession(settings: DefaultsSettings, sessionUuid: string): void {
+  settings.endedSessions.add(sessionUuid);
+  if (settings.endedSessions.size > ENDED_SESSIONS_LIMIT) {
+    const oldest = settings.endedSessions.values().next().value;
+    if (oldest !== undefined) settings.endedSessions.delete(oldest);
   }
 }
