@@ -51,7 +51,7 @@ export { FilesystemDataStore, type FilesystemDataStoreOptions } from "./store-fs
 
 export type {
   EventHandler, DomainEventHandler, HandlerContext, EventHandlerState, RestorationState, RestoreReport,
-  EventHandlerMetrics, EventHandlerInfo, StateRestorer, MetricProvider,
+  EventHandlerMetrics, EventHandlerInfo, StateRestorer, MetricProvider, ReadmodelHandle,
 } from "./model/event-handler.js";
 export { BaseEventHandler, type DeliveryOptions } from "./readmodel/base-event-handler.js";
 export {

@@ -127,7 +127,7 @@ describe("history on demand", () => {
     const { facade, repo } = await setup();
     for (let i = 1; i <= 100; i++) await facade.dispatch(CreateTodo, { todoUuid: uuid(i), title: `t${i}` }, { reqCtx: ctx(tenantA, "i") });
     for (let i = 1; i <= 100; i += 2) await facade.dispatch(RenameTodo, { todoUuid: uuid(i), title: `r${i}` }, { reqCtx: ctx(tenantA, "j") });
-    await facade.readmodel<ProjectionReadmodel<TodoState>>("TodoProjection").idle();
+    await facade.readmodel("TodoProjection", ProjectionReadmodel).idle();
     repo.reset();
     const list = await facade.query(ListTodos, { pageSize: 100, includeHistory: true }, { reqCtx: ctx(tenantA, "x") });
     expect(list.items).toHaveLength(100);

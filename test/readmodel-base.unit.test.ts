@@ -168,8 +168,8 @@ describe("restoration", () => {
       f.registerReadmodel(new CounterTotals(f, "Two"));
     });
     for (let i = 0; i < 10; i++) await inc(facade, `c${i % 2}`, 1);
-    const one = facade.readmodel<CounterTotals>("One");
-    const two = facade.readmodel<CounterTotals>("Two");
+    const one = facade.readmodel("One", CounterTotals);
+    const two = facade.readmodel("Two", CounterTotals);
     await one.idle();
     await two.idle();
     // sabotage One's documents: fromZero must rebuild them
@@ -205,7 +205,7 @@ describe("restoration", () => {
   it("cancel rejects with RESTORE_CANCELLED, leaves 'cancelled', and a later start resumes from the checkpoint", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f, "Slow", withRestoreBatchSize(5))));
     for (let i = 0; i < 50; i++) await inc(facade, "a");
-    const rm = facade.readmodel<CounterTotals>("Slow");
+    const rm = facade.readmodel("Slow", CounterTotals);
     await rm.idle();
     rm.delayMs = 2;
     const r = rm.restoreState(undefined, { fromZero: true });
@@ -229,7 +229,7 @@ describe("restoration", () => {
   it("a second restore while one runs is INVALID_STATE", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f, "R", withRestoreBatchSize(2))));
     for (let i = 0; i < 20; i++) await inc(facade, "a");
-    const rm = facade.readmodel<CounterTotals>("R");
+    const rm = facade.readmodel("R", CounterTotals);
     rm.delayMs = 1;
     const first = rm.restoreState(undefined, { fromZero: true });
     await expect(rm.restoreState().done).rejects.toMatchObject({ code: "INVALID_STATE" });
@@ -241,7 +241,7 @@ describe("restoration", () => {
   it("records events that arrive while restoring in catchedEvents and applies each exactly once", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f, "R", withRestoreBatchSize(3))));
     for (let i = 0; i < 30; i++) await inc(facade, "a");
-    const rm = facade.readmodel<CounterTotals>("R");
+    const rm = facade.readmodel("R", CounterTotals);
     await rm.idle();
     rm.delayMs = 5;
     const r = rm.restoreState(undefined, { fromZero: true });
@@ -259,7 +259,7 @@ describe("restoration", () => {
   it("drops an overflowing catch buffer and reads the store instead, losing nothing", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f, "R", withRestoreBatchSize(2), withCatchBufferLimit(3))));
     for (let i = 0; i < 20; i++) await inc(facade, "a");
-    const rm = facade.readmodel<CounterTotals>("R");
+    const rm = facade.readmodel("R", CounterTotals);
     await rm.idle();
     rm.delayMs = 5;
     const r = rm.restoreState(undefined, { fromZero: true });
@@ -274,7 +274,7 @@ describe("restoration", () => {
 
   it("stop, dispatch, start: nothing is missed", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f)));
-    const rm = facade.readmodel<CounterTotals>("CounterTotals");
+    const rm = facade.readmodel("CounterTotals", CounterTotals);
     await inc(facade, "a", 1, true);
     await facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "CounterTotals" });
     for (let i = 0; i < 7; i++) await inc(facade, "a");
@@ -292,9 +292,9 @@ describe("restoration", () => {
     });
     await facade.dispatch(Note, { counterUuid: "n", text: "x" });
     await inc(facade, "a", 1, true);
-    const rm = facade.readmodel<CounterTotals>("CounterTotals");
+    const rm = facade.readmodel("CounterTotals", CounterTotals);
     expect(rm.lastPosition).toBe(2);
-    expect(facade.readmodel<EventCounter>("EventCounter").seen).toBe(2);
+    expect(facade.readmodel("EventCounter", EventCounter).seen).toBe(2);
     // restore from zero with the path filter: catches up past the Noted event too
     await rm.restoreState(undefined, { fromZero: true }).done;
     expect(rm.lastPosition).toBe(2);
@@ -305,7 +305,7 @@ describe("restoration", () => {
   it("a restore that fails leaves restorationState failed and state failed", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f)));
     for (let i = 0; i < 5; i++) await inc(facade, "a", 1, true);
-    const rm = facade.readmodel<CounterTotals>("CounterTotals");
+    const rm = facade.readmodel("CounterTotals", CounterTotals);
     rm.failOn = (e) => e.position === 3;
     await expect(rm.restoreState(undefined, { fromZero: true }).done).rejects.toMatchObject({ code: "HANDLER_FAILED" });
     expect(rm.restorationState).toBe("failed");
@@ -324,7 +324,7 @@ describe("metrics", () => {
   it("counts processed events, mean and p99 handling time, lag and the last restore", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f)));
     for (let i = 0; i < 12; i++) await inc(facade, "a", 1, true);
-    const m = facade.readmodel<CounterTotals>("CounterTotals").getMetrics();
+    const m = facade.readmodel("CounterTotals", CounterTotals).getMetrics();
     expect(m.eventsProcessed).toBe(12);
     expect(m.eventsFailed).toBe(0);
     expect(m.meanHandleMicros).toBeGreaterThan(0);
@@ -336,7 +336,7 @@ describe("metrics", () => {
     await facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "CounterTotals" });
     await inc(facade, "a");
     await inc(facade, "a");
-    expect(facade.readmodel<CounterTotals>("CounterTotals").getMetrics().lag).toBe(2);
+    expect(facade.readmodel("CounterTotals", CounterTotals).getMetrics().lag).toBe(2);
     await facade.stop();
   });
 });

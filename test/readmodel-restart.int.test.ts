@@ -68,7 +68,7 @@ describe("handler positions across a restart", () => {
     expect(after).toEqual(before);
     for (const [name, p] of Object.entries(after)) expect(p.lastEventTimestamp, name).toBeGreaterThan(0);
     expect(second.runtime.getMetrics("CounterTotals").lastEventTimestamp).toBe(before.CounterTotals!.lastEventTimestamp);
-    expect(second.readmodel<Audit>("Audit").seen).toBe(0); // resumed from its checkpoint: nothing applied again
+    expect(second.readmodel("Audit", Audit).seen).toBe(0); // resumed from its checkpoint: nothing applied again
     await second.stop();
   });
 });

@@ -5,8 +5,9 @@ import { MemoryEventRepository } from "../memory/memory-event-repository.js";
 import { MemoryLogStore } from "../memory/memory-log-store.js";
 import { MemoryReadmodelStoreBackend } from "../memory/memory-readmodel-store-backend.js";
 import { type Authorizer, PermissionRegistry } from "../permissions/permission-registry.js";
-import { BaseEventHandler, DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost } from "../readmodel/base-event-handler.js";
-import type { EventHandler } from "../model/event-handler.js";
+import { type BaseEventHandler, toBaseEventHandler } from "../readmodel/base-event-handler.js";
+import { DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost, type HandlerRunner, runnerOf } from "../readmodel/handler-runner.js";
+import { type EventHandler, isReadmodelHandle, type ReadmodelHandle } from "../model/event-handler.js";
 import { Runtime } from "../runtime/runtime.js";
 import { installRuntimeDomain, RuntimeDomain } from "../runtime/runtime-domain.js";
 import { SystemEventProducer, type SystemEventProducerOptions } from "../runtime/system-events.js";
@@ -101,10 +102,12 @@ export class Facade implements FacadeHandle {
   /** True when the event repository writes the command record in the append's transaction. */
   readonly #recordsWithAppend: boolean;
   readonly #handlers = new Map<string, BaseEventHandler>();
+  /** Per registered name: the object given, its runner, its handle. */
+  readonly #registered = new Map<string, Registration>();
   readonly #locks = new KeyedLock();
   readonly #delivery: DeliveryOptions;
   readonly #startHooks: ((facade: Facade) => Promise<void> | void)[] = [];
-  readonly #host: HandlerHost & { eventType(path: string): EventType | undefined };
+  readonly #host: HandlerHost;
   /** What a command context needs of the facade, made once (not per command). */
   readonly #ctxHost: CommandContextHost;
   #state: FacadeState = "new";
@@ -235,17 +238,33 @@ export class Facade implements FacadeHandle {
    * Registers a readmodel or any event handler. Names are unique per facade
    * (INVALID_EVENT_HANDLER). After start() it is restored and goes live at once.
    */
-  registerReadmodel(handler: EventHandler | BaseEventHandler): this {
+  registerReadmodel(handler: EventHandler): this {
+    this.register(handler);
+    return this;
+  }
+
+  /**
+   * Registers a readmodel or any event handler as `registerReadmodel` does, and
+   * returns its handle: `facade.readmodel(handle)` and `ctx.readmodel(handle)`
+   * give it back with its type.
+   * @example
+   * const todos = facade.register(new ProjectionReadmodel(facade, { aggregate: TodoAggregate }));
+   * await facade.readmodel(todos).getModel(todoUuid);
+   */
+  register<T extends EventHandler>(handler: T): ReadmodelHandle<T> {
     if (this.#state === "stopping" || this.#state === "stopped") throw new MnemeError("INVALID_STATE", "the facade is stopped");
     const name = handler?.name;
     if (typeof name !== "string" || name.trim() === "") throw new MnemeError("INVALID_EVENT_HANDLER", "an event handler needs a non-empty name");
     if (typeof handler.domain !== "string" || handler.domain === "") throw new MnemeError("INVALID_EVENT_HANDLER", `event handler ${name} needs a domain`);
     if (this.#handlers.has(name)) throw new MnemeError("INVALID_EVENT_HANDLER", `an event handler named ${name} is registered already`);
-    const h = handler instanceof BaseEventHandler ? handler : new EventHandlerAdapter(handler);
-    h.attachHost(this.#host, this.#delivery);
+    const h = toBaseEventHandler(handler);
+    const runner = runnerOf(h);
+    runner.attach(this.#host, this.#delivery);
+    const handle: ReadmodelHandle<T> = Object.freeze({ kind: "readmodelHandle", name, readmodel: handler });
     this.#handlers.set(name, h);
-    if (this.#state === "started") void h.goLive().catch(() => undefined);
-    return this;
+    this.#registered.set(name, { object: handler, handler: h, runner, handle });
+    if (this.#state === "started") void runner.goLive().catch(() => undefined);
+    return handle;
   }
 
   /** Runs `hook` inside start(), after stores are initialised and handlers are live (e.g. a bootstrap). */
@@ -288,9 +307,9 @@ export class Facade implements FacadeHandle {
       if (repo.onExternalAppend !== undefined) this.#unsubscribe.push(repo.onExternalAppend(() => this.#deliver(null)));
       this.startedAt = nowNs();
       this.#state = "started";
-      for (const h of this.#handlers.values()) await h.goLive();
+      for (const r of this.#registered.values()) await r.runner.goLive();
       // Handlers left in standby (another instance holds their lock): wait for them when asked, report the rest.
-      if (waitForStandby > 0) await Promise.all([...this.#handlers.values()].map((h) => h.untilOutOfStandby(waitForStandby)));
+      if (waitForStandby > 0) await Promise.all([...this.#registered.values()].map((r) => r.runner.untilOutOfStandby(waitForStandby)));
       const standby = [...this.#handlers.values()].filter((h) => h.state === "standby").map((h) => h.name);
       if (standby.length > 0) {
         this.#host.publish("HandlersInStandby", { eventHandlerNames: standby, waitedMs: waitForStandby });
@@ -315,7 +334,7 @@ export class Facade implements FacadeHandle {
       const last = events[events.length - 1];
       if (last !== undefined && last.position > this.#head) this.#head = last.position;
     }
-    for (const h of this.#handlers.values()) h.notify(events);
+    for (const r of this.#registered.values()) r.runner.notify(events);
   }
 
   /** Stops delivery and the system-event producer, closes every store. Idempotent. */
@@ -384,11 +403,23 @@ export class Facade implements FacadeHandle {
     return t;
   }
 
-  /** The event handler registered under `name` (the object given to registerReadmodel). UNKNOWN_EVENT_HANDLER otherwise. */
-  readmodel<T extends { readonly name: string } = EventHandler>(name: string): T {
-    const h = this.#handlers.get(name);
-    if (h === undefined) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `no event handler named ${JSON.stringify(name)} is registered`);
-    return (h instanceof EventHandlerAdapter ? h.inner : h) as unknown as T;
+  /**
+   * A registered readmodel or event handler (the object given to `register` /
+   * `registerReadmodel`), typed by what identifies it: its handle, the object
+   * itself (checked to be the one registered here), or its name with its class
+   * (checked with `instanceof`). UNKNOWN_EVENT_HANDLER when nothing (or another
+   * kind of object) is registered so.
+   * @example
+   * const todos = facade.readmodel(todoHandle);                          // ProjectionReadmodel<TodoState>
+   * const open = facade.readmodel("OpenTodos", OpenTodos);               // OpenTodos, or UNKNOWN_EVENT_HANDLER
+   */
+  readmodel<T extends EventHandler>(handle: ReadmodelHandle<T>): T;
+  readmodel<T extends EventHandler>(handler: T): T;
+  readmodel<C extends abstract new (...args: any[]) => EventHandler>(name: string, type: C): InstanceType<C>;
+  /** By name alone the type is the caller's word (`T`, unchecked): prefer a handle, the object, or the name with its class. */
+  readmodel<T extends { readonly name: string } = EventHandler>(name: string): T;
+  readmodel(ref: string | EventHandler | ReadmodelHandle<EventHandler>, type?: abstract new (...args: any[]) => EventHandler): unknown {
+    return lookupReadmodel(this.#registered, ref, type);
   }
 
   /** The event type of a path "Domain.Name", if registered. */
@@ -402,7 +433,7 @@ export class Facade implements FacadeHandle {
    * @example
    * const { events } = await facade.dispatch(CreateTodo, { todoUuid, title }, { reqCtx, waitToFinish: true });
    */
-  async dispatch<P, R = unknown>(type: CommandType<P, R> | MessageRef, payload: P, opts: DispatchOptions = {}): Promise<DispatchResult<R>> {
+  async dispatch<P, R = unknown>(type: CommandType<P, R> | MessageRef, payload: NoInfer<P>, opts: DispatchOptions = {}): Promise<DispatchResult<R>> {
     this.#assertStarted();
     const t0 = performance.now();
     const cmdType = this.resolveCommand(type as CommandType<any, any>);
@@ -478,13 +509,13 @@ export class Facade implements FacadeHandle {
     const waits: Promise<HandlerError | undefined>[] = [];
     // A handler in standby did not apply the events here: reported when it handles any of them.
     const handles = (h: BaseEventHandler): boolean => events.some((e) => h.getDomainEventHandlers(`${e.domain}.${e.name}`).length > 0);
-    for (const h of this.#handlers.values()) {
+    for (const { handler: h, runner } of this.#registered.values()) {
       if (h.state === "standby") {
-        if (handles(h)) waits.push(Promise.resolve({ eventHandlerName: h.name, error: h.standbyError() }));
+        if (handles(h)) waits.push(Promise.resolve({ eventHandlerName: h.name, error: runner.standbyError() }));
         continue;
       }
       if (h.state !== "running") continue;
-      waits.push(h.waitFor(from, to).then((error) => {
+      waits.push(runner.waitFor(from, to).then((error) => {
         if (error === undefined || (h.state === "standby" && !handles(h))) return undefined;
         return { eventHandlerName: h.name, error };
       }));
@@ -618,7 +649,7 @@ export class Facade implements FacadeHandle {
    * @example
    * const todo = await facade.query(GetTodo, { todoUuid, includeHistory: true }, { reqCtx });
    */
-  async query<P, R>(type: QueryType<P, R> | MessageRef, payload: P, opts: QueryOptions = {}): Promise<R> {
+  async query<P, R>(type: QueryType<P, R> | MessageRef, payload: NoInfer<P>, opts: QueryOptions = {}): Promise<R> {
     this.#assertStarted();
     const qt = this.resolveQuery(type as QueryType<any, any>) as QueryType<P, R>;
     return this.#runQuery(qt, payload, normaliseReqCtx(opts.reqCtx), messageUuid(opts.queryUuid, "queryUuid"), true);
@@ -796,37 +827,53 @@ class QueryAggregates implements AggregateLoader {
  * readmodel that offers it (a ProjectionReadmodel does), else the readmodel.
  */
 function scopedReadmodels(facade: Facade, tenantUuid: string): MessageContext["readmodel"] {
-  return ((ref: string | EventHandler) => {
-    const h: unknown = typeof ref === "string" ? facade.readmodel(ref) : facade.readmodel(registeredName(facade, ref));
+  return ((ref: string | EventHandler | ReadmodelHandle<EventHandler>, type?: ReadmodelClass) => {
+    const h: EventHandler = typeof ref === "string"
+      ? (type === undefined ? facade.readmodel(ref) : facade.readmodel(ref, type))
+      : isReadmodelHandle(ref) ? facade.readmodel(ref) : facade.readmodel(ref);
     return isTenantScopable(h) ? h.forTenant(tenantUuid) : h;
   }) as MessageContext["readmodel"];
 }
 
-/** The name `handler` is registered under; UNKNOWN_EVENT_HANDLER when that name holds another object. */
-function registeredName(facade: Facade, handler: EventHandler): string {
-  const name = handler?.name;
-  if (typeof name !== "string" || facade.readmodel(name) !== handler) {
-    throw new MnemeError("UNKNOWN_EVENT_HANDLER", `event handler ${JSON.stringify(name)} is not registered with this facade`);
-  }
-  return name;
+/** A class of readmodels or handlers, as a lookup by name takes it. */
+type ReadmodelClass = abstract new (...args: any[]) => EventHandler;
+
+/** What the facade keeps of a registered handler. */
+interface Registration {
+  /** The object given to register / registerReadmodel (a plain EventHandler or a BaseEventHandler). */
+  readonly object: EventHandler;
+  /** The BaseEventHandler that runs it: the object itself, or the adapter of a plain one. */
+  readonly handler: BaseEventHandler;
+  readonly runner: HandlerRunner;
+  readonly handle: ReadmodelHandle<EventHandler>;
 }
 
-/** Wraps a plain EventHandler object so it gets live delivery and a checkpoint. */
-class EventHandlerAdapter extends BaseEventHandler {
-  constructor(readonly inner: EventHandler) {
-    super();
-    this.domain = inner.domain;
-    this.name = inner.name;
+/**
+ * The registered object that `ref` names: by name (with `type`, checked with
+ * instanceof), by this facade's handle, or the object itself when it is the
+ * one registered under its name. UNKNOWN_EVENT_HANDLER otherwise.
+ */
+function lookupReadmodel(registered: ReadonlyMap<string, Registration>, ref: unknown, type: ReadmodelClass | undefined): EventHandler {
+  if (typeof ref === "string") {
+    const r = registered.get(ref);
+    if (r === undefined) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `no event handler named ${JSON.stringify(ref)} is registered`);
+    if (type === undefined) return r.object;
+    if (typeof type !== "function") throw new MnemeError("INVALID_REQUEST", `readmodel(${JSON.stringify(ref)}, type): type must be a class`);
+    const found: object = r.object;
+    if (!(found instanceof type)) {
+      throw new MnemeError("UNKNOWN_EVENT_HANDLER", `the event handler named ${JSON.stringify(ref)} is a ${found.constructor?.name || "plain object"}, not a ${type.name || "instance of the class given"}`);
+    }
+    return r.object;
   }
-  override getDomainEvents(): EventType[] {
-    return this.inner.getDomainEvents();
+  if (isReadmodelHandle(ref)) {
+    const r = registered.get(ref.name);
+    if (r === undefined || r.handle !== ref) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `the handle of ${JSON.stringify(ref.name)} is not one of this facade`);
+    return r.object;
   }
-  override getDomainEventHandlers(typeOrPath: Parameters<EventHandler["getDomainEventHandlers"]>[0]) {
-    return this.inner.getDomainEventHandlers(typeOrPath);
-  }
-  protected override handlesAllEvents(): boolean {
-    return this.inner.getDomainEventHandlers("*").length > 0;
-  }
+  const name = (ref as { name?: unknown } | null | undefined)?.name;
+  const r = typeof name === "string" ? registered.get(name) : undefined;
+  if (r === undefined || r.object !== ref) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `event handler ${JSON.stringify(name)} is not registered with this facade`);
+  return r.object;
 }
 
 /**

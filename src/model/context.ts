@@ -1,6 +1,6 @@
 import type { AggregateType, QueryType } from "./tokens.js";
 import type { FacadeHandle } from "./facade-handle.js";
-import type { EventHandler } from "./event-handler.js";
+import type { EventHandler, ReadmodelHandle } from "./event-handler.js";
 import type { RequestContext } from "./types.js";
 
 /** An aggregate's state folded from its events, and its version (0: it does not exist). */
@@ -54,7 +54,11 @@ export interface MessageContext {
    * @example
    * const todo = await ctx.readmodel(todos).getModel(p.todoUuid); // undefined for another tenant's todo
    */
+  readmodel<T extends EventHandler>(handle: ReadmodelHandle<T>): TenantView<T>;
   readmodel<T extends EventHandler>(handler: T): TenantView<T>;
+  /** By name, checked to be an instance of `type` (UNKNOWN_EVENT_HANDLER otherwise). */
+  readmodel<C extends abstract new (...args: any[]) => EventHandler>(name: string, type: C): TenantView<InstanceType<C>>;
+  /** By name alone `T` is unchecked: prefer a handle, the object, or the name with its class. */
   readmodel<T extends EventHandler>(name: string): TenantView<T>;
 }
 

@@ -82,3 +82,5 @@ export interface StateRestorer {
 export interface MetricProvider {
   getMetrics(): EventHandlerMetrics;
 }
+
+export { isReadmodelHandle, type ReadmodelHandle } from "./readmodel-handle.js";

@@ -1,7 +1,8 @@
 import { MnemeError } from "../model/errors.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import { BaseEventHandler, type DeliveryOptions, type HandlerHost } from "./base-event-handler.js";
+import { BaseEventHandler } from "./base-event-handler.js";
+import { runnerOf } from "./handler-runner.js";
 import type { EventHandlerMetrics, MetricProvider, RestoreReport, StateRestorer } from "../model/event-handler.js";
 
 /** What a readmodel needs from the facade at construction. */
@@ -48,7 +49,10 @@ export function withCatchBufferLimit(limit: number): ReadmodelOption {
 /**
  * A queryable projection of domain state: an event handler that is also a
  * state restorer and a metric provider. Extend it, set `domain` and `name`,
- * and register handlers with `addDomainEventHandler`.
+ * and register handlers with `addDomainEventHandler`. Delivery, checkpoints,
+ * restoration and its hand-off, locks, retries and metrics are the work of an
+ * internal runner; `lastPosition`, `lastEventTimestamp`, `catchedEvents` and
+ * `restorationState` are read-only views of its state.
  * @example
  * class TodoList extends BaseReadmodel {
  *   constructor(facade: Facade) {
@@ -70,6 +74,11 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
     this.options = o;
     this.eventRepository = facade.eventRepository;
     this.readmodelStoreBackend = o.readmodelStoreBackend ?? facade.readmodelStoreBackend;
+    runnerOf(this).configureRestorer({
+      backend: () => this.readmodelStoreBackend,
+      options: () => this.options,
+      restoreState: (opts) => this.restoreState(undefined, opts),
+    });
   }
 
   /**
@@ -79,15 +88,11 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
    * with RESTORE_CANCELLED. Override to reset your own structures, then call super.
    */
   restoreState(_ctx?: unknown, opts: { fromZero?: boolean; signal?: AbortSignal } = {}): { done: Promise<RestoreReport>; cancel(): void } {
-    return this.startRestore(opts);
+    return runnerOf(this).startRestore(opts);
   }
 
   override getMetrics(): EventHandlerMetrics {
     return super.getMetrics();
-  }
-
-  override isStateRestorer(): boolean {
-    return true;
   }
 
   /** Documents of this readmodel, namespaced under its name. */
@@ -102,21 +107,5 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
     for (const c of await this.readmodelStoreBackend.listCollections()) {
       if (c.startsWith(prefix)) await this.readmodelStoreBackend.collection(c).clear();
     }
-  }
-
-  protected override checkpointBackend(): ReadmodelStoreBackend {
-    return this.readmodelStoreBackend;
-  }
-
-  override attachHost(host: HandlerHost, delivery?: DeliveryOptions): void {
-    const base = delivery ?? this.delivery;
-    super.attachHost(host, {
-      restoreBatchSize: this.options.restoreBatchSize ?? base.restoreBatchSize,
-      catchBufferLimit: this.options.catchBufferLimit ?? base.catchBufferLimit,
-      progressEvery: base.progressEvery,
-      lockRetryMs: base.lockRetryMs,
-      retryInitialMs: base.retryInitialMs,
-      retryMaxMs: base.retryMaxMs,
-    });
   }
 }

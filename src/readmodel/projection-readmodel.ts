@@ -1,9 +1,9 @@
 import { MnemeError } from "../model/errors.js";
-import type { AggregateType, EventType } from "../model/tokens.js";
+import type { AggregateType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
 import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
-import type { DeliveryOptions, HandlerHost } from "./base-event-handler.js";
 import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";
+import { runnerOf } from "./handler-runner.js";
 import { type HistoryEventModel, toHistoryEvent } from "./history.js";
 
 /** A served model of one aggregate. `historyEvents` only when asked for. */
@@ -106,19 +106,18 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
     this.#toModel = config.toModel ?? ((s: S) => s as unknown as M);
     let coll: ReadmodelCollection<StoredModel<S>> | undefined;
     this.#models = () => (coll ??= this.collection<StoredModel<S>>("models"));
-  }
-
-  override attachHost(host: HandlerHost & { eventType?(path: string): EventType | undefined }, delivery?: DeliveryOptions): void {
-    super.attachHost(host, delivery);
-    if (this.getDomainEvents().length > 0) return;
-    for (const key of Object.keys(this.aggregate.evolve)) {
-      const path = key.includes(".") ? key : `${this.aggregate.domain}.${key}`;
-      const type = host.eventType?.(path);
-      if (type === undefined) {
-        throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name}: the aggregate ${this.aggregate.domain}.${this.aggregate.name} evolves ${path}, which no registered domain defines`);
+    // Registered with a facade: handle every event the aggregate evolves, as the facade's domains define them.
+    runnerOf(this).onAttach((host) => {
+      if (this.getDomainEvents().length > 0) return;
+      for (const key of Object.keys(this.aggregate.evolve)) {
+        const path = key.includes(".") ? key : `${this.aggregate.domain}.${key}`;
+        const type = host.eventType?.(path);
+        if (type === undefined) {
+          throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name}: the aggregate ${this.aggregate.domain}.${this.aggregate.name} evolves ${path}, which no registered domain defines`);
+        }
+        this.addDomainEventHandler(type, (_ctx, event) => this.#apply(event));
       }
-      this.addDomainEventHandler(type, (_ctx, event) => this.#apply(event));
-    }
+    });
   }
 
   protected override async beforeBatch(events: readonly Event[]): Promise<void> {

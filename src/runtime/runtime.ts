@@ -4,6 +4,7 @@ import type { JsonSchema, RequestContext } from "../model/types.js";
 import { newUuid } from "../model/clock.js";
 import type { PermissionRegistry } from "../permissions/permission-registry.js";
 import type { BaseEventHandler } from "../readmodel/base-event-handler.js";
+import { runnerOf } from "../readmodel/handler-runner.js";
 import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
 import type { SchemaRegistry, SchemaTypeRef } from "../schema/schema-registry.js";
 import type { InstalledDomain } from "../model/domain-install.js";
@@ -129,7 +130,7 @@ export class Runtime {
   }
 
   listEventHandlers(): EventHandlerInfo[] {
-    return [...this.facade.eventHandlers.values()].map((h) => h.info());
+    return [...this.facade.eventHandlers.values()].map((h) => runnerOf(h).info());
   }
 
   /**
@@ -141,11 +142,15 @@ export class Runtime {
   getMetrics(eventHandlerName?: string): EventHandlerMetrics | Record<string, EventHandlerMetrics> {
     if (eventHandlerName !== undefined) {
       const h = this.#handler(eventHandlerName);
-      if (!h.isStateRestorer()) throw new MnemeError("NOT_FOUND", `event handler ${eventHandlerName} is not a state restorer and has no metrics`);
-      return h.getMetrics();
+      const runner = runnerOf(h);
+      if (!runner.isStateRestorer) throw new MnemeError("NOT_FOUND", `event handler ${eventHandlerName} is not a state restorer and has no metrics`);
+      return runner.getMetrics();
     }
     const out: Record<string, EventHandlerMetrics> = {};
-    for (const h of this.facade.eventHandlers.values()) if (h.isStateRestorer()) out[h.name] = h.getMetrics();
+    for (const h of this.facade.eventHandlers.values()) {
+      const runner = runnerOf(h);
+      if (runner.isStateRestorer) out[h.name] = runner.getMetrics();
+    }
     return out;
   }
 
@@ -213,14 +218,15 @@ export class Runtime {
       await this.permissions.check(reqCtx, { commandUuid: newUuid(), domain: "Runtime", name: "ControlEventHandler", payload: req, reqCtx });
     }
     const h = this.#handler(req.eventHandlerName);
+    const runner = runnerOf(h);
     if (this.facade.state !== "started") throw new MnemeError("INVALID_STATE", `the facade is ${this.facade.state}: event handlers are controlled while it runs`);
     switch (req.action) {
       case "restore": {
-        if (!h.isStateRestorer()) throw new MnemeError("INVALID_ACTION", `event handler ${h.name} is not a state restorer: it can be started and stopped, not restored`);
+        if (!runner.isStateRestorer) throw new MnemeError("INVALID_ACTION", `event handler ${h.name} is not a state restorer: it can be started and stopped, not restored`);
         if (h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is restoring already`);
         if (this.#starting.has(h.name)) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is starting: restore it when the start is done`);
-        const restorer = h as BaseEventHandler & { restoreState(ctx?: unknown, o?: { fromZero?: boolean }): { done: Promise<unknown> } };
-        await restorer.restoreState(undefined, { fromZero: req.restoreFromZero === true }).done;
+        // Through the readmodel's own (possibly overridden) restoreState.
+        await runner.restoreThroughHandler({ fromZero: req.restoreFromZero === true }).done;
         break;
       }
       case "start":
@@ -234,7 +240,7 @@ export class Runtime {
         }
         // Catching up failed again (e.g. on the event it failed on before): report it like a failed restore does.
         if (h.state === "failed") {
-          throw new MnemeError("HANDLER_FAILED", `event handler ${h.name} failed again while catching up: ${h.info().lastError ?? "unknown error"}`);
+          throw new MnemeError("HANDLER_FAILED", `event handler ${h.name} failed again while catching up: ${runner.info().lastError ?? "unknown error"}`);
         }
         break;
       case "stop":
@@ -242,7 +248,7 @@ export class Runtime {
         await h.stop();
         break;
     }
-    return h.info();
+    return runner.info();
   }
 
   #handler(name: string): BaseEventHandler {
