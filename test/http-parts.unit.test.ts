@@ -165,3 +165,25 @@ describe("readCredentials", () => {
     expect(Object.fromEntries(c)).toEqual({ a: "q", b: "AB", c: "%E0%A4%A" });
   });
 });
+
+describe("dispatch through tokens", () => {
+  it("names no command or query by a string: every route's message is a Runtime or built-in token", async () => {
+    const { readdirSync, readFileSync } = await import("node:fs");
+    const dir = new URL("../src/http/", import.meta.url);
+    for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
+      const text = readFileSync(new URL(file, dir), "utf8");
+      expect({ file, byName: text.match(/domain: "\w+"|"(Runtime|Account|Tenant)"/g) ?? [] }).toEqual({ file, byName: [] });
+    }
+    const { buildRoutes } = await import("../src/http/routes.js");
+    const { ListCommands, StoreRead } = await import("mneme");
+    const { Login } = await import("mneme/defaults");
+    const routes = buildRoutes();
+    const guard = (method: string, path: string) => {
+      const m = routes.match(method, path);
+      return m.kind === "found" ? m.value.guard(m.params) : undefined;
+    };
+    expect(guard("GET", "/api/tenants/t/runtime/commands")).toBe(ListCommands);
+    expect(guard("GET", "/api/tenants/t/runtime/stores/event/entries")).toBe(StoreRead);
+    expect(guard("POST", "/api/sessions")).toBe(Login);
+  });
+});
