@@ -172,7 +172,7 @@ export function checkPermission(input: Permission): Permission {
   const { domain, type, description } = p;
   switch (p.kind) {
     case "custom": {
-      if (p.funcSet !== true) throw invalid("a custom permission has funcSet: true");
+      if (!raw.funcSet) throw invalid("a custom permission has funcSet: true");
       if (typeof p.cmdFunc !== "function") throw invalid("a custom permission needs its cmdFunc");
       if (raw.level !== undefined) throw invalid("a custom permission has no level");
       const level = permissionLevelOf(p.cmdFunc);
@@ -181,12 +181,12 @@ export function checkPermission(input: Permission): Permission {
         : { kind: "level", domain, type, description, funcSet: false, level });
     }
     case "level":
-      if (p.funcSet !== false) throw invalid("a level permission has funcSet: false");
+      if (raw.funcSet) throw invalid("a level permission has funcSet: false");
       if (raw.cmdFunc !== undefined) throw invalid("a level permission carries no cmdFunc: its level's built-in function decides");
       if (!LEVELS.includes(p.level)) throw invalid(`level must be one of ${LEVELS.join(", ")}, got ${JSON.stringify(raw.level)}`);
       return Object.freeze({ kind: "level", domain, type, description, funcSet: false, level: p.level });
     case "administrator":
-      if (p.funcSet !== false) throw invalid("an administrator permission has funcSet: false");
+      if (raw.funcSet) throw invalid("an administrator permission has funcSet: false");
       // A function or a level here would silently change who is granted: say so instead.
       if (raw.cmdFunc !== undefined) throw invalid("an administrator permission has no cmdFunc (a custom permission has kind \"custom\")");
       if (raw.level !== undefined) throw invalid(`an administrator permission has no level (a level permission has kind "level")`);
