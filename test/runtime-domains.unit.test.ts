@@ -7,7 +7,7 @@
  */
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
 import {
-  type CommandListEntry, type DomainInstaller, type EventHandlerInfo, type Facade, type JsonSchema, type PermissionListEntry, type RequestContext,
+  type CommandListEntry, type DomainInstaller, type EventHandlerInfo, type Facade, type JsonSchema, type PermissionListEntry,
   type StoreInfo as StoreInfoT, type SystemInfo, ControlEventHandler, GetSchema, GetSystemInfo, ListCommandHandlers, ListCommands,
   ListPermissions, ListQueries, RuntimeDomain, StoreInfo, createFacade, defineDomain, newPermissionCmdFunc, registerStorePermissions,
 } from "mneme";
@@ -148,7 +148,7 @@ describe("the Runtime domain", () => {
     expectTypeOf(ControlEventHandler).toExtend<{ readonly __result?: EventHandlerInfo }>();
     // @ts-expect-error: a store is one of the five store names
     await expect(f.query(StoreInfo, { store: "nope" }, { reqCtx: ADMIN })).rejects.toMatchObject({ code: "INVALID_REQUEST" });
-    const queries = await f.query(ListQueries, {}, { reqCtx: USER as RequestContext });
+    const queries = await f.query(ListQueries, {}, { reqCtx: USER });
     expect(queries.find((q) => q.domainQryName === "StoreInfo")?.permission).toBe("Custom");
   });
 });

@@ -8,7 +8,7 @@ import type { RequestContext } from "../model/types.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import type { AccountModel } from "./account-domain.js";
 import type { IdentityModel } from "./identity-domain.js";
-import { builtInReadmodel, READMODELS } from "./readmodel-names.js";
+import { READMODELS, requireDefaults } from "./readmodel-names.js";
 import type { SessionProjection } from "./session.js";
 import type { TenantModel } from "./tenant-domain.js";
 
@@ -25,7 +25,7 @@ export interface Credentials {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<M, M> {
-  return builtInReadmodel<ProjectionReadmodel<M, M>>(facade, name);
+  return facade.readmodel<ProjectionReadmodel<M, M>>(name);
 }
 
 /**
@@ -40,7 +40,8 @@ function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<
  */
 export async function resolveCredentials(facade: FacadeHandle, creds: Credentials): Promise<RequestContext | undefined> {
   // The Session readmodel holds this facade's session settings (key secret, clock): registerDefaults gave them.
-  const sessions = builtInReadmodel<SessionProjection>(facade, READMODELS.session);
+  requireDefaults(facade);
+  const sessions = facade.readmodel<SessionProjection>(READMODELS.session);
   if (typeof creds !== "object" || creds === null) return undefined;
   const { sessionUuid, sessionKey, identityUuid } = creds;
   if (typeof sessionUuid !== "string" || !UUID.test(sessionUuid) || typeof sessionKey !== "string") return undefined;

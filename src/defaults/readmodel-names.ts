@@ -12,13 +12,13 @@ export const READMODELS = Object.freeze({
 });
 
 /**
- * A built-in readmodel of `facade`, by name: what code that has only the facade
- * (credentials, the sender check, permission functions) reads the built-in
- * domains' state through. INVALID_STATE when registerDefaults was not called on it.
+ * Rejects with INVALID_STATE unless registerDefaults was called on `facade`:
+ * code that has only the facade (credentials, the sender check, permission
+ * functions) reads the built-in domains' state through its readmodels.
  */
-export function builtInReadmodel<T extends { readonly name: string }>(facade: FacadeHandle, name: string): T {
+export function requireDefaults(facade: FacadeHandle): void {
   try {
-    return facade.readmodel<T>(name);
+    facade.readmodel(READMODELS.session);
   } catch (e) {
     if (isMnemeError(e, "UNKNOWN_EVENT_HANDLER")) {
       throw new MnemeError("INVALID_STATE", "the built-in domains are not registered on this facade: call registerDefaults(facade, { admin }) before facade.start()", { cause: e });

@@ -12,7 +12,7 @@ import type { AccountModel } from "./account-domain.js";
 import type { GroupModel } from "./group-domain.js";
 import type { IdentityModel } from "./identity-domain.js";
 import { systemAdminGroupUuidOf, systemTenantUuidOf } from "./ids.js";
-import { builtInReadmodel, READMODELS } from "./readmodel-names.js";
+import { READMODELS, requireDefaults } from "./readmodel-names.js";
 import type { TenantModel } from "./tenant-domain.js";
 
 /** A sender whose identity, account, tenant and groups all check out. */
@@ -29,7 +29,7 @@ export interface Sender {
 }
 
 function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<M, M> {
-  return builtInReadmodel<ProjectionReadmodel<M, M>>(facade, name);
+  return facade.readmodel<ProjectionReadmodel<M, M>>(name);
 }
 
 /**
@@ -54,6 +54,7 @@ function deny(message: string): MnemeError {
 export async function resolveSender(facade: FacadeHandle, reqCtx: RequestContext): Promise<Sender | MnemeError> {
   const levelError = authorized(reqCtx, { queryUuid: "", domain: "", name: "", payload: {}, reqCtx });
   if (levelError instanceof Error) return levelError as MnemeError;
+  requireDefaults(facade);
   const identityUuid = reqCtx.senderIdentityUuid!;
   const [identity, tenant, account] = await Promise.all([
     projection<IdentityModel>(facade, READMODELS.identity).getModel(identityUuid),
@@ -97,7 +98,7 @@ function isSystemAdminSender(facade: FacadeHandle, tenantUuid: string, groupUuid
  */
 export async function isSystemAdmin(facade: FacadeHandle, reqCtx: RequestContext): Promise<boolean> {
   // Throws INVALID_STATE when the built-in domains are not registered, whoever asks.
-  builtInReadmodel(facade, READMODELS.identity);
+  requireDefaults(facade);
   if (reqCtx?.senderTenantUuid !== systemIdsOf(facade).systemTenantUuid) return false;
   const sender = await resolveSender(facade, reqCtx);
   return !(sender instanceof Error) && sender.systemAdmin;

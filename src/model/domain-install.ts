@@ -81,7 +81,7 @@ export function installDomain(domain: Domain<any>, install?: DomainInstall): Ins
     handleCommand(type, fn) {
       assertOpen("handleCommand");
       if (type?.domain !== name || domain.commands.get(type.name) !== type) {
-        throw new MnemeError("INVALID_DOMAIN", `command ${String(type?.domain)}.${String(type?.name)} is not a command of domain ${name}`);
+        throw new MnemeError("INVALID_DOMAIN", `command ${type?.domain}.${type?.name} is not a command of domain ${name}`);
       }
       if (commandHandlers.has(type.name) || domain.commandHandlers.has(type.name)) {
         throw new MnemeError("INVALID_DOMAIN", `command ${name}.${type.name} has a handler already`);
@@ -92,7 +92,7 @@ export function installDomain(domain: Domain<any>, install?: DomainInstall): Ins
     handleQuery(type, fn) {
       assertOpen("handleQuery");
       if (type?.domain !== name || domain.queries.get(type.name) !== type) {
-        throw new MnemeError("INVALID_DOMAIN", `query ${String(type?.domain)}.${String(type?.name)} is not a query of domain ${name}`);
+        throw new MnemeError("INVALID_DOMAIN", `query ${type?.domain}.${type?.name} is not a query of domain ${name}`);
       }
       if (queryHandlers.has(type.name) || domain.queryHandlers.has(type.name)) {
         throw new MnemeError("INVALID_DOMAIN", `query ${name}.${type.name} has a handler already`);

@@ -136,7 +136,7 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   d.handleQuery(ListEventHandlers, () => runtime.listEventHandlers());
   d.handleQuery(GetSystemInfo, () => runtime.systemInfo());
   d.handleQuery(ListPermissions, (_ctx, _q, p) =>
-    runtime.permissions.list(p.domain === undefined ? {} : { domain: p.domain }).map(({ cmdFunc: _f, ...rest }) => rest as PermissionListEntry));
+    runtime.permissions.list(p.domain === undefined ? {} : { domain: p.domain }).map(({ cmdFunc: _f, ...rest }) => rest));
   d.handleQuery(GetMetrics, (_ctx, _q, p) => (p.eventHandlerName === undefined ? runtime.getMetrics() : runtime.getMetrics(p.eventHandlerName)));
   d.handleQuery(GetSchema, (_ctx, _q, p) => runtime.getSchema(p));
   d.handleCommand(ControlEventHandler, async (_ctx, _c, p) => ({ result: await runtime.controlEventHandler(p) }));
