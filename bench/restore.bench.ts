@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
-import { AllEvents, BaseReadmodel, createFacade, defineDomain, type EventRepository, type Facade, MemoryReadmodelStoreBackend, newUuid, withReadmodelStoreBackend } from "mneme";
+import { AllEvents, BaseReadmodel, createFacade, defineDomain, type Facade, MemoryReadmodelStoreBackend, newUuid, withReadmodelStoreBackend } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { createPostgresBackends } from "mneme/postgres";
 import type { Bench } from "./harness.js";
@@ -41,7 +41,7 @@ function gc(): void {
   (globalThis as { gc?: () => void }).gc?.();
 }
 
-async function restoreRun(b: Bench, label: string, repo: EventRepository, n: number, raw: () => Promise<number>): Promise<void> {
+async function restoreRun(b: Bench, label: string, repo: Facade["eventRepository"], n: number, raw: () => Promise<number>): Promise<void> {
   await raw(); // warm the page cache and the JIT for both sides
   const rawRow = await b.measure("restore", `${label} raw: read + JSON.parse ${n} rows`, n, async () => {
     const c = await raw();
