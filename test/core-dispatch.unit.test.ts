@@ -4,10 +4,9 @@
  * ns times, reqCtx copy, versions, positions, tenant), and atomicity across aggregates.
  */
 import { describe, expect, it } from "vitest";
-import {
-  anonymous, type CommandRecord, type CommandType, defineDomain, type Facade, MemoryEventRepository,
-  MnemeError, type MnemeErrorCode, type NewEvent, REDACTED, type RequestContext,
-} from "mneme";
+import { anonymous, type CommandType, defineDomain, type Facade, MemoryEventRepository, MnemeError, type MnemeErrorCode, type NewEvent, type RequestContext } from "mneme";
+import { type CommandRecord } from "mneme/store";
+import { REDACTED } from "mneme/runtime";
 import { rejection } from "./support/rejections.js";
 import { startedFacades } from "./support/started-facades.js";
 

@@ -5,7 +5,8 @@
  * state: sessions, secrets, clocks and the bootstrap are per facade.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { type Facade, RuntimeDomain, createFacade } from "mneme";
+import { type Facade, createFacade } from "mneme";
+import { RuntimeDomain } from "mneme/runtime";
 import * as defaults from "mneme/defaults";
 import { DEFAULT_DOMAINS, Login, resolveCredentials, isSystemAdmin } from "mneme/defaults";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, makeWorld, type World } from "./support/defaults-world.js";

@@ -5,7 +5,9 @@
  * their parameters recorded.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { REDACTED, type CommandRecord, type Facade, type SystemEvent, isMnemeError } from "mneme";
+import { type Facade, type SystemEvent, isMnemeError } from "mneme";
+import { type CommandRecord } from "mneme/store";
+import { REDACTED } from "mneme/runtime";
 import { ChangeAccountName, DEFAULT_SCRYPT, Login, Logout, RegisterAccount, SetAccountPassword, hashPassword, verifyPassword } from "mneme/defaults";
 import { ADMIN_PASSWORD, makeWorld, type World } from "./support/defaults-world.js";
 

@@ -4,10 +4,8 @@
  * isMnemeError, and the status mneme/http maps it to.
  */
 import { describe, expect, it } from "vitest";
-import {
-  defineErrorCode, type ErrorCode, errorCodeDefinition, isMnemeError, isMnemeErrorCode, listErrorCodes, MNEME_ERROR_CODES, MnemeError,
-  type MnemeErrorCode, type UserErrorCode,
-} from "mneme";
+import { defineErrorCode, type ErrorCode, isMnemeError, MnemeError, type MnemeErrorCode, type UserErrorCode } from "mneme";
+import { errorCodeDefinition, isMnemeErrorCode, listErrorCodes, MNEME_ERROR_CODES } from "mneme/runtime";
 import { STATUS_BY_CODE, statusOf } from "mneme/http";
 
 function codeOf(fn: () => unknown): ErrorCode | "no error" {

@@ -5,7 +5,8 @@
  * the steps as it checks object keys.
  */
 import { describe, expect, it } from "vitest";
-import { type AggregateType, createFacade, defineDomain, type Event, type EvolveStep, isMnemeError, newUuid, on } from "mneme";
+import { type AggregateType, createFacade, defineDomain, type Event, isMnemeError, newUuid, on } from "mneme";
+import { type EvolveStep } from "mneme/runtime";
 
 interface TodoCreated { title: string }
 interface TodoRenamed { newTitle: string }

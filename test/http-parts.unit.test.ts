@@ -175,7 +175,7 @@ describe("dispatch through tokens", () => {
       expect({ file, byName: text.match(/domain: "\w+"|"(Runtime|Account|Tenant)"/g) ?? [] }).toEqual({ file, byName: [] });
     }
     const { buildRoutes } = await import("../src/http/routes.js");
-    const { ListCommands, StoreRead } = await import("mneme");
+    const { ListCommands, StoreRead } = await import("mneme/runtime");
     const { Login } = await import("mneme/defaults");
     const routes = buildRoutes();
     const guard = (method: string, path: string) => {

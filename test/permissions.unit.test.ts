@@ -4,11 +4,8 @@
  * and query, and the 20 store permissions.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import {
-  anonymous, type Authorizer, authenticated, authorized, type CommandEnvelope, createFacade, defineDomain, type Facade, isMnemeError,
-  MnemeError, newPermission, newPermissionCmdFunc, type Permission, type PermissionFunc, PermissionRegistry, permissionLevelOf,
-  registerStorePermissions, type RequestContext, STORE_ACTIONS, STORE_NAMES,
-} from "mneme";
+import { anonymous, type Authorizer, authenticated, authorized, type CommandEnvelope, createFacade, defineDomain, type Facade, isMnemeError, MnemeError, newPermission, newPermissionCmdFunc, type Permission, type PermissionFunc, registerStorePermissions, type RequestContext } from "mneme";
+import { PermissionRegistry, permissionLevelOf, STORE_ACTIONS, STORE_NAMES } from "mneme/runtime";
 
 const SENDER_FIELDS = ["senderAccountUuid", "senderSessionUuid", "senderIdentityUuid", "senderTenantUuid"] as const;
 const full: RequestContext = { senderAccountUuid: "acc", senderSessionUuid: "ses", senderIdentityUuid: "idn", senderTenantUuid: "ten" };

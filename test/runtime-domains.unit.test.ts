@@ -6,11 +6,9 @@
  * from `mneme` and typed by payload and result.
  */
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
-import {
-  type CommandListEntry, type DomainInstaller, type EventHandlerInfo, type Facade, type JsonSchema, type PermissionListEntry,
-  type StoreInfo as StoreInfoT, type SystemInfo, ControlEventHandler, GetSchema, GetSystemInfo, ListCommandHandlers, ListCommands,
-  ListPermissions, ListQueries, RuntimeDomain, StoreInfo, createFacade, defineDomain, newPermissionCmdFunc, registerStorePermissions,
-} from "mneme";
+import { type DomainInstaller, type EventHandlerInfo, type Facade, type JsonSchema, type SystemInfo, createFacade, defineDomain, newPermissionCmdFunc, registerStorePermissions } from "mneme";
+import type { StoreInfo as StoreInfoT } from "mneme/store";
+import { type CommandListEntry, type PermissionListEntry, ControlEventHandler, StoreInfo, GetSchema, GetSystemInfo, ListCommandHandlers, ListCommands, ListPermissions, ListQueries, RuntimeDomain } from "mneme/runtime";
 import { ADMIN, USER, authorizer } from "./runtime-fixture.js";
 
 /** The code of the MnemeError `fn` throws. */

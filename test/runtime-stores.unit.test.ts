@@ -4,10 +4,9 @@
  * registerStorePermissions, and audited in the LogStore.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  type Authorizer, type Facade, type LogEntry, type Permission, type RequestContext, STORE_ACTIONS, STORE_NAMES, type StoreAction,
-  type StoreName, createFacade, registerStorePermissions, storePermissionName,
-} from "mneme";
+import { type Authorizer, type Facade, type Permission, type RequestContext, type StoreAction, type StoreName, createFacade, registerStorePermissions } from "mneme";
+import { type LogEntry } from "mneme/store";
+import { STORE_ACTIONS, STORE_NAMES, storePermissionName } from "mneme/runtime";
 import { ADMIN, USER, type Rig, startRig } from "./runtime-fixture.js";
 import { rejection } from "./support/rejections.js";
 

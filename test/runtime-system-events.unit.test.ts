@@ -4,7 +4,8 @@
  * payload fields docs/runtime.md lists.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type SystemEvent, type SystemEventGap, SystemEventProducer, createFacade, isMnemeError, registerStorePermissions } from "mneme";
+import { type SystemEvent, createFacade, isMnemeError, registerStorePermissions } from "mneme";
+import { type SystemEventGap, SystemEventProducer } from "mneme/runtime";
 import { ADMIN, OTHER_TENANT_USER, USER, ofKind, type Rig, startRig } from "./runtime-fixture.js";
 
 /** The sequence part of an id (its low 22 bits): 1, 2, 3 ... within one epoch. */

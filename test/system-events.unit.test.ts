@@ -3,9 +3,8 @@
  * tenant filter, slow and throwing subscribers, and what dispatch publishes.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import {
-  createFacade, defineDomain, type Facade, isMnemeError, type RequestContext, type SystemEvent, SystemEventProducer,
-} from "mneme";
+import { createFacade, defineDomain, type Facade, isMnemeError, type RequestContext, type SystemEvent } from "mneme";
+import { SystemEventProducer } from "mneme/runtime";
 
 /** The sequence part of an id (its low 22 bits): 1, 2, 3 ... within one epoch. */
 const seq = (id: number): number => id % 2 ** 22;

@@ -7,16 +7,8 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  type DataStore,
-  FilesystemDataStore,
-  MemoryCacheStore,
-  MemoryCommandStore,
-  MemoryEventRepository,
-  MemoryLogStore,
-  MemoryReadmodelStoreBackend,
-  type ReadmodelCollection,
-} from "mneme";
+import { FilesystemDataStore, MemoryCacheStore, MemoryCommandStore, MemoryEventRepository, MemoryLogStore, MemoryReadmodelStoreBackend } from "mneme";
+import { type DataStore, type ReadmodelCollection } from "mneme/store";
 import {
   describeCacheStoreContract,
   describeCommandStoreContract,

@@ -3,7 +3,8 @@
  * docs/testing.md tests: one document per todo in the collection "todos",
  * listed, counted and looked up. test/docs-testing.unit.test.ts runs it.
  */
-import { BaseReadmodel, type Facade, type ReadmodelCollection } from "mneme";
+import { BaseReadmodel, type Facade } from "mneme";
+import { type ReadmodelCollection } from "mneme/store";
 import { TodoCompleted, TodoCreated, TodoRenamed } from "../todo/todo-domain.js";
 
 export interface BoardItem {
