@@ -13,12 +13,14 @@ import { join } from "node:path";
 import pg from "pg";
 import { defineDomain } from "../src/model/domain.js";
 import { createFacade, type Facade, type FacadeOptions } from "../src/app/facade.js";
-import type { EventRepository } from "../src/store/event-repository.js";
 import { createPostgresBackends } from "../src/postgres/postgres-backends.js";
 import { createSqliteBackends } from "../src/sqlite/sqlite-backends.js";
 import { BENCH_REQ_CTX as reqCtx, BENCH_TENANT as TENANT, type Bench } from "./harness.js";
 
-interface Touch { itemUuid: string; title: string }
+interface Touch {
+  itemUuid: string;
+  title: string;
+}
 
 function itemDomain() {
   const Items = defineDomain("Items");
@@ -45,11 +47,16 @@ export default async function dispatchLoadBench(b: Bench): Promise<void> {
     const cases: [string, number, number, (tag: string) => Partial<FacadeOptions>][] = [
       ["memory", b.quick ? 5_000 : 40_000, 200, () => ({})],
       ["sqlite", b.quick ? 1_000 : 6_000, 100, (tag) => createSqliteBackends({ filename: join(dir, `${tag}.db`) })],
-      ["postgres", b.quick ? 200 : 1_500, 100, (tag) => {
-        const schema = `mneme_bench_load_${tag}_${process.pid}`;
-        schemas.push(schema);
-        return createPostgresBackends({ pool, schema });
-      }],
+      [
+        "postgres",
+        b.quick ? 200 : 1_500,
+        100,
+        (tag) => {
+          const schema = `mneme_bench_load_${tag}_${process.pid}`;
+          schemas.push(schema);
+          return createPostgresBackends({ pool, schema });
+        },
+      ],
     ];
     for (const [backend, n, aggregates, make] of cases) {
       const d = itemDomain();
@@ -57,7 +64,7 @@ export default async function dispatchLoadBench(b: Bench): Promise<void> {
       f.registerDomain(d.Items);
       await f.start();
       const rawStores = make("raw");
-      const raw = rawStores.eventRepository as EventRepository | undefined ?? f.eventRepository;
+      const raw = rawStores.eventRepository ?? f.eventRepository;
       if (raw !== f.eventRepository) await raw.init();
       const ids = Array.from({ length: aggregates }, (_, i) => `0190a7a2-0000-7000-8000-${String(i).padStart(12, "0")}`);
       const rounds = 4;
@@ -72,7 +79,9 @@ export default async function dispatchLoadBench(b: Bench): Promise<void> {
         await f.dispatch(d.TouchItem, { itemUuid: ids[w % aggregates]!, title: "warm" }, { reqCtx });
         const agg = rawIds[w % aggregates]!;
         const evs = await raw.loadAggregate(agg);
-        await raw.append([{ ...d.ItemTouched.create(agg, { title: "warm" }, { tenantUuid: TENANT, reqCtx }), commandUuid: "c" }], { expectedVersions: { [agg]: evs.length === 0 ? 0 : evs[evs.length - 1]!.version } });
+        await raw.append([{ ...d.ItemTouched.create(agg, { title: "warm" }, { tenantUuid: TENANT, reqCtx }), commandUuid: "c" }], {
+          expectedVersions: { [agg]: evs.length === 0 ? 0 : evs[evs.length - 1]!.version },
+        });
       }
       for (let r = 0; r < rounds; r++) {
         let t0 = performance.now();
@@ -83,12 +92,26 @@ export default async function dispatchLoadBench(b: Bench): Promise<void> {
           const agg = rawIds[k % aggregates]!;
           const evs = await raw.loadAggregate(agg);
           const version = evs.length === 0 ? 0 : evs[evs.length - 1]!.version;
-          await raw.append([{ ...d.ItemTouched.create(agg, { title: `t${k}` }, { tenantUuid: TENANT, reqCtx }), commandUuid: "c" }], { expectedVersions: { [agg]: version } });
+          await raw.append([{ ...d.ItemTouched.create(agg, { title: `t${k}` }, { tenantUuid: TENANT, reqCtx }), commandUuid: "c" }], {
+            expectedVersions: { [agg]: version },
+          });
         }
         rawSeconds += (performance.now() - t0) / 1000;
       }
-      const base = b.record("dispatch-load", `raw ${backend}: loadAggregate + append (expected version)`, per * rounds, rawSeconds, "commands/s");
-      const row = b.record("dispatch-load", `${backend}: dispatch load+append, ${aggregates} aggregates`, per * rounds, mnemeSeconds, "commands/s");
+      const base = b.record(
+        "dispatch-load",
+        `raw ${backend}: loadAggregate + append (expected version)`,
+        per * rounds,
+        rawSeconds,
+        "commands/s",
+      );
+      const row = b.record(
+        "dispatch-load",
+        `${backend}: dispatch load+append, ${aggregates} aggregates`,
+        per * rounds,
+        mnemeSeconds,
+        "commands/s",
+      );
       b.compare(row, base);
       await f.stop();
       if (raw !== f.eventRepository) await raw.close();

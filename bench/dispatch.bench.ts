@@ -21,8 +21,13 @@ import { BENCH_REQ_CTX as reqCtx, BENCH_TENANT as TENANT, type Bench, type Bench
 
 const AGGREGATES = 10_000;
 
-interface CreateItem { itemUuid: string; title: string }
-interface ItemCreated { title: string }
+interface CreateItem {
+  itemUuid: string;
+  title: string;
+}
+interface ItemCreated {
+  title: string;
+}
 
 function itemDomain() {
   const Items = defineDomain("Items");
@@ -63,7 +68,13 @@ async function facadeWith(setup?: (f: Facade, d: ReturnType<typeof itemDomain>) 
  * Runs fn and records its throughput by wall time (the harness's row) and by this
  * process's CPU time: on a shared machine the wall time includes other processes' work.
  */
-async function timed(b: Bench, name: string, ops: number, unit: string, fn: () => Promise<void>): Promise<{ wall: BenchRow; cpuRate: number }> {
+async function timed(
+  b: Bench,
+  name: string,
+  ops: number,
+  unit: string,
+  fn: () => Promise<void>,
+): Promise<{ wall: BenchRow; cpuRate: number }> {
   const c0 = process.cpuUsage();
   const t0 = performance.now();
   await fn();
@@ -94,12 +105,16 @@ export default async function dispatchBench(b: Bench): Promise<void> {
     for (let i = 0; i < 20_000; i++) await w.f.dispatch(w.CreateItem, payloads[i % n]!, { reqCtx });
     await w.f.stop();
     const r = new MemoryEventRepository();
-    for (let i = 0; i < 20_000; i++) await r.append([w.ItemCreated.create(ids[i % AGGREGATES]!, { title: "w" }, { tenantUuid: TENANT, reqCtx })]);
+    for (let i = 0; i < 20_000; i++)
+      await r.append([w.ItemCreated.create(ids[i % AGGREGATES]!, { title: "w" }, { tenantUuid: TENANT, reqCtx })]);
   }
 
   // Baseline: the same one-event appends straight into the repository (it fills uuid, time, version, position).
   const d0 = itemDomain();
-  const rawEvents: NewEvent[] = payloads.map((p) => ({ ...d0.ItemCreated.create(p.itemUuid, { title: p.title }, { tenantUuid: TENANT, reqCtx }), commandUuid: "c" }));
+  const rawEvents: NewEvent[] = payloads.map((p) => ({
+    ...d0.ItemCreated.create(p.itemUuid, { title: p.title }, { tenantUuid: TENANT, reqCtx }),
+    commandUuid: "c",
+  }));
   const repo = new MemoryEventRepository();
   const raw = await timed(b, "raw: MemoryEventRepository.append, 1 event/call", n, "events/s", async () => {
     for (let i = 0; i < n; i++) await repo.append([rawEvents[i]!]);
@@ -108,9 +123,13 @@ export default async function dispatchBench(b: Bench): Promise<void> {
 
   {
     const { f, CreateItem } = await facadeWith();
-    compareBoth(b, await timed(b, "dispatch 1-event command, no readmodel", n, "commands/s", async () => {
-      for (let i = 0; i < n; i++) await f.dispatch(CreateItem, payloads[i]!, { reqCtx });
-    }), raw);
+    compareBoth(
+      b,
+      await timed(b, "dispatch 1-event command, no readmodel", n, "commands/s", async () => {
+        for (let i = 0; i < n; i++) await f.dispatch(CreateItem, payloads[i]!, { reqCtx });
+      }),
+      raw,
+    );
     await f.stop();
   }
 
@@ -119,30 +138,42 @@ export default async function dispatchBench(b: Bench): Promise<void> {
     const d = itemDomain();
     const f = createFacade({ commandStore: new DiscardingCommandStore() }).registerDomain(d.Items);
     await f.start();
-    compareBoth(b, await timed(b, "dispatch 1-event command, CommandStore discarding", n, "commands/s", async () => {
-      for (let i = 0; i < n; i++) await f.dispatch(d.CreateItem, payloads[i]!, { reqCtx });
-    }), raw);
+    compareBoth(
+      b,
+      await timed(b, "dispatch 1-event command, CommandStore discarding", n, "commands/s", async () => {
+        for (let i = 0; i < n; i++) await f.dispatch(d.CreateItem, payloads[i]!, { reqCtx });
+      }),
+      raw,
+    );
     await f.stop();
   }
 
   {
     const { f, CreateItem } = await facadeWith();
     const inFlight = 100;
-    compareBoth(b, await timed(b, `dispatch 1-event command, ${inFlight} in flight`, n, "commands/s", async () => {
-      for (let i = 0; i < n; i += inFlight) {
-        const batch: Promise<unknown>[] = [];
-        for (let j = i; j < i + inFlight && j < n; j++) batch.push(f.dispatch(CreateItem, payloads[j]!, { reqCtx }));
-        await Promise.all(batch);
-      }
-    }), raw);
+    compareBoth(
+      b,
+      await timed(b, `dispatch 1-event command, ${inFlight} in flight`, n, "commands/s", async () => {
+        for (let i = 0; i < n; i += inFlight) {
+          const batch: Promise<unknown>[] = [];
+          for (let j = i; j < i + inFlight && j < n; j++) batch.push(f.dispatch(CreateItem, payloads[j]!, { reqCtx }));
+          await Promise.all(batch);
+        }
+      }),
+      raw,
+    );
     await f.stop();
   }
 
   {
     const { f, TouchItem } = await facadeWith();
-    compareBoth(b, await timed(b, "dispatch load+append (lock, fold, expected version)", n, "commands/s", async () => {
-      for (let i = 0; i < n; i++) await f.dispatch(TouchItem, payloads[i]!, { reqCtx });
-    }), raw);
+    compareBoth(
+      b,
+      await timed(b, "dispatch load+append (lock, fold, expected version)", n, "commands/s", async () => {
+        for (let i = 0; i < n; i++) await f.dispatch(TouchItem, payloads[i]!, { reqCtx });
+      }),
+      raw,
+    );
     await f.stop();
   }
 
@@ -152,14 +183,17 @@ export default async function dispatchBench(b: Bench): Promise<void> {
       projection = new ProjectionReadmodel(f, { aggregate: d.Item });
       f.registerReadmodel(projection);
     });
-    compareBoth(b, await timed(b, "dispatch + waitToFinish, one ProjectionReadmodel", nWait, "commands/s", async () => {
-      for (let i = 0; i < nWait; i++) await f.dispatch(CreateItem, payloads[i]!, { reqCtx, waitToFinish: true });
-    }), raw);
+    compareBoth(
+      b,
+      await timed(b, "dispatch + waitToFinish, one ProjectionReadmodel", nWait, "commands/s", async () => {
+        for (let i = 0; i < nWait; i++) await f.dispatch(CreateItem, payloads[i]!, { reqCtx, waitToFinish: true });
+      }),
+      raw,
+    );
     const m = await projection!.getModel(ids[0]!);
     if (m === undefined || m.version !== Math.ceil(nWait / AGGREGATES)) throw new Error(`projection is at ${String(m?.version)}`);
     await f.stop();
   }
-
 }
 
 async function permissionChecks(b: Bench): Promise<void> {

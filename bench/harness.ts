@@ -41,7 +41,7 @@ export class Bench {
 
   /** Records a ratio of `row` against `baseline` (throughput / throughput). */
   compare(row: BenchRow, baseline: BenchRow): void {
-    row.ratio = (row.ops / row.seconds) / (baseline.ops / baseline.seconds);
+    row.ratio = row.ops / row.seconds / (baseline.ops / baseline.seconds);
     console.log(`    -> ${row.name} / ${baseline.name} = ${row.ratio.toFixed(2)}x`);
   }
 

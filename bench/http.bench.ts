@@ -44,41 +44,72 @@ export default async function httpBench(b: Bench): Promise<void> {
     await facade.query({ domain: "Runtime", name: "ListCommands" }, {}, { reqCtx });
     await (await handler(new Request(listUrl, { headers }))).text();
   }
-  const directList = await b.measure("http", "facade.query ListCommands (direct, baseline)", inProcess, async () => {
-    for (let i = 0; i < inProcess; i++) JSON.stringify(await facade.query({ domain: "Runtime", name: "ListCommands" }, {}, { reqCtx }));
-  }, "req/s");
-  const handlerList = await b.measure("http", "handler GET runtime/commands (in-process)", inProcess, async () => {
-    for (let i = 0; i < inProcess; i++) {
-      const res = await handler(new Request(listUrl, { headers }));
-      if (res.status !== 200) throw new Error(`status ${res.status}`);
-      await res.text();
-    }
-  }, "req/s");
+  const directList = await b.measure(
+    "http",
+    "facade.query ListCommands (direct, baseline)",
+    inProcess,
+    async () => {
+      for (let i = 0; i < inProcess; i++) JSON.stringify(await facade.query({ domain: "Runtime", name: "ListCommands" }, {}, { reqCtx }));
+    },
+    "req/s",
+  );
+  const handlerList = await b.measure(
+    "http",
+    "handler GET runtime/commands (in-process)",
+    inProcess,
+    async () => {
+      for (let i = 0; i < inProcess; i++) {
+        const res = await handler(new Request(listUrl, { headers }));
+        if (res.status !== 200) throw new Error(`status ${res.status}`);
+        await res.text();
+      }
+    },
+    "req/s",
+  );
   b.compare(handlerList, directList);
   overhead(b, "list", handlerList.seconds / handlerList.ops - directList.seconds / directList.ops);
 
   const cmdUrl = `http://bench/api/tenants/${TENANT}/commands/Todo/CreateTodo`;
-  const postCreate = () => handler(new Request(cmdUrl, {
-    method: "POST", headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ todoUuid: uuidv4(), title: "bench" }),
-  }));
+  const postCreate = () =>
+    handler(
+      new Request(cmdUrl, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify({ todoUuid: uuidv4(), title: "bench" }),
+      }),
+    );
   for (let i = 0; i < 500; i++) {
     await facade.dispatch(CreateTodo, { todoUuid: uuidv4(), title: "warm" }, { reqCtx });
     await (await postCreate()).text();
   }
-  const directCmd = await b.measure("http", "facade.dispatch CreateTodo (direct, baseline)", inProcess, async () => {
-    for (let i = 0; i < inProcess; i++) JSON.stringify(await facade.dispatch(CreateTodo, { todoUuid: uuidv4(), title: "bench" }, { reqCtx }));
-  }, "req/s");
-  const handlerCmd = await b.measure("http", "handler POST commands/Todo/CreateTodo (in-process)", inProcess, async () => {
-    for (let i = 0; i < inProcess; i++) {
-      const res = await postCreate();
-      if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
-      await res.text();
-    }
-  }, "req/s");
+  const directCmd = await b.measure(
+    "http",
+    "facade.dispatch CreateTodo (direct, baseline)",
+    inProcess,
+    async () => {
+      for (let i = 0; i < inProcess; i++)
+        JSON.stringify(await facade.dispatch(CreateTodo, { todoUuid: uuidv4(), title: "bench" }, { reqCtx }));
+    },
+    "req/s",
+  );
+  const handlerCmd = await b.measure(
+    "http",
+    "handler POST commands/Todo/CreateTodo (in-process)",
+    inProcess,
+    async () => {
+      for (let i = 0; i < inProcess; i++) {
+        const res = await postCreate();
+        if (res.status !== 200) throw new Error(`status ${res.status}: ${await res.text()}`);
+        await res.text();
+      }
+    },
+    "req/s",
+  );
   b.compare(handlerCmd, directCmd);
   overhead(b, "command", handlerCmd.seconds / handlerCmd.ops - directCmd.seconds / directCmd.ops);
 
-  const server = createServer(toNodeListener(handler));
+  const nodeListener = toNodeListener(handler);
+  const server = createServer((req, res) => void nodeListener(req, res));
   server.keepAliveTimeout = 10_000;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

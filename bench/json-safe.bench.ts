@@ -25,7 +25,13 @@ const command = {
 const order = {
   orderUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ac",
   customer: { name: "Zoë Ünal", address: { street: "Hauptstraße 1", city: "Köln", zip: "50667" } },
-  items: Array.from({ length: 50 }, (_, i) => ({ sku: `SKU-${i}`, name: `item ${i} — ✓`, qty: (i % 3) + 1, price: 9.99 + i, tags: ["a", "b"] })),
+  items: Array.from({ length: 50 }, (_, i) => ({
+    sku: `SKU-${i}`,
+    name: `item ${i} — ✓`,
+    qty: (i % 3) + 1,
+    price: 9.99 + i,
+    tags: ["a", "b"],
+  })),
 };
 
 export default async function (b: Bench): Promise<void> {
@@ -42,14 +48,25 @@ export default async function (b: Bench): Promise<void> {
     if (jsonSafeProblem(c.value) !== undefined) throw new Error(`the ${c.name} bench payload is not JSON-safe`);
     const perRound = Math.max(1, Math.floor(c.ops / rounds));
     // Interleaved rounds, so background load hits both alike; the first round of each warms up the JIT.
-    await duel(b, "json-safe", c.name, perRound, rounds, async () => {
-      for (let i = 0; i < perRound; i++) if (jsonSafeProblem(c.value) === undefined) sink++;
-    }, [{
-      name: "JSON.stringify (baseline)",
-      run: () => {
-        for (let i = 0; i < perRound; i++) sink += JSON.stringify(c.value).length;
+    await duel(
+      b,
+      "json-safe",
+      c.name,
+      perRound,
+      rounds,
+      async () => {
+        for (let i = 0; i < perRound; i++) if (jsonSafeProblem(c.value) === undefined) sink++;
       },
-    }], "calls/s");
+      [
+        {
+          name: "JSON.stringify (baseline)",
+          run: () => {
+            for (let i = 0; i < perRound; i++) sink += JSON.stringify(c.value).length;
+          },
+        },
+      ],
+      "calls/s",
+    );
   }
   if (sink === 0) throw new Error("unreachable: keeps the loops from being optimised away");
 }

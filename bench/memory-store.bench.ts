@@ -87,60 +87,108 @@ export default async function memoryStoreBench(b: Bench): Promise<void> {
   gc();
 
   let raw: RawArrayStore | undefined = new RawArrayStore();
-  const rawAppend = await b.measure("memory", "raw array: append, batches of 100", total, () => {
-    for (const batch of prebuilt) (raw as RawArrayStore).append(batch);
-  }, "events/s");
-  const rawRead = await b.measure("memory", "raw array: readAll, pages of 1000", total, async () => {
-    let n = 0;
-    for await (const page of (raw as RawArrayStore).readAll(1000)) n += page.length;
-    if (n !== total) throw new Error(`raw read ${n} events`);
-  }, "events/s");
+  const rawAppend = await b.measure(
+    "memory",
+    "raw array: append, batches of 100",
+    total,
+    () => {
+      for (const batch of prebuilt) (raw as RawArrayStore).append(batch);
+    },
+    "events/s",
+  );
+  const rawRead = await b.measure(
+    "memory",
+    "raw array: readAll, pages of 1000",
+    total,
+    async () => {
+      let n = 0;
+      for await (const page of (raw as RawArrayStore).readAll(1000)) n += page.length;
+      if (n !== total) throw new Error(`raw read ${n} events`);
+    },
+    "events/s",
+  );
   raw = undefined; // let the baseline's million events go before mneme's are made
   gc();
 
   const repo = new MemoryEventRepository();
   await repo.init();
-  const mnemeAppend = await b.measure("memory", "mneme: append, batches of 100", total, async () => {
-    for (const batch of prebuilt) await repo.append(batch);
-  }, "events/s");
+  const mnemeAppend = await b.measure(
+    "memory",
+    "mneme: append, batches of 100",
+    total,
+    async () => {
+      for (const batch of prebuilt) await repo.append(batch);
+    },
+    "events/s",
+  );
   b.compare(mnemeAppend, rawAppend);
 
-  const mnemeRead = await b.measure("memory", "mneme: readAll, pages of 1000", total, async () => {
-    let n = 0;
-    for await (const page of repo.readAll({ batchSize: 1000 })) n += page.length;
-    if (n !== total) throw new Error(`mneme read ${n} events`);
-  }, "events/s");
+  const mnemeRead = await b.measure(
+    "memory",
+    "mneme: readAll, pages of 1000",
+    total,
+    async () => {
+      let n = 0;
+      for await (const page of repo.readAll({ batchSize: 1000 })) n += page.length;
+      if (n !== total) throw new Error(`mneme read ${n} events`);
+    },
+    "events/s",
+  );
   b.compare(mnemeRead, rawRead);
 
-  const filtered = await b.measure("memory", "mneme: readAll, tenant + eventPaths filter", total, async () => {
-    let n = 0;
-    const pages = repo.readAll({ batchSize: 1000, tenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae", eventPaths: ["Todo.TodoCreated"] });
-    for await (const page of pages) n += page.length;
-    if (n !== total) throw new Error(`mneme filtered read ${n} events`);
-  }, "events scanned/s");
+  const filtered = await b.measure(
+    "memory",
+    "mneme: readAll, tenant + eventPaths filter",
+    total,
+    async () => {
+      let n = 0;
+      const pages = repo.readAll({ batchSize: 1000, tenantUuid: "0190a7a2-7d3c-7b5e-9f00-1234567890ae", eventPaths: ["Todo.TodoCreated"] });
+      for await (const page of pages) n += page.length;
+      if (n !== total) throw new Error(`mneme filtered read ${n} events`);
+    },
+    "events scanned/s",
+  );
   void filtered;
 
   // Commands append a few events each: one event per call is the facade's common case.
   const singles = b.quick ? 20_000 : 100_000;
   const single = new MemoryEventRepository();
   const singleEvents = prebuilt.slice(0, singles / 100).flat();
-  await b.measure("memory", "mneme: append, one event per call", singles, async () => {
-    for (const e of singleEvents) await single.append([e]);
-  }, "events/s");
-  await b.measure("memory", "mneme: append, one event, expectedVersions", singles, async () => {
-    const s = new MemoryEventRepository();
-    for (const e of singleEvents) {
-      const current = (await s.loadAggregate(e.aggregateUuid)).length;
-      await s.append([e], { expectedVersions: { [e.aggregateUuid]: current } });
-    }
-  }, "commands/s");
+  await b.measure(
+    "memory",
+    "mneme: append, one event per call",
+    singles,
+    async () => {
+      for (const e of singleEvents) await single.append([e]);
+    },
+    "events/s",
+  );
+  await b.measure(
+    "memory",
+    "mneme: append, one event, expectedVersions",
+    singles,
+    async () => {
+      const s = new MemoryEventRepository();
+      for (const e of singleEvents) {
+        const current = (await s.loadAggregate(e.aggregateUuid)).length;
+        await s.append([e], { expectedVersions: { [e.aggregateUuid]: current } });
+      }
+    },
+    "commands/s",
+  );
 
   const loads = b.quick ? 20_000 : 100_000;
-  await b.measure("memory", `mneme: loadAggregate (${total / AGGREGATES} events each)`, loads, async () => {
-    let n = 0;
-    for (let i = 0; i < loads; i++) n += (await repo.loadAggregate(aggregateUuids[i % AGGREGATES] as string)).length;
-    if (n !== loads * (total / AGGREGATES)) throw new Error(`loaded ${n} events`);
-  }, "loads/s");
+  await b.measure(
+    "memory",
+    `mneme: loadAggregate (${total / AGGREGATES} events each)`,
+    loads,
+    async () => {
+      let n = 0;
+      for (let i = 0; i < loads; i++) n += (await repo.loadAggregate(aggregateUuids[i % AGGREGATES] as string)).length;
+      if (n !== loads * (total / AGGREGATES)) throw new Error(`loaded ${n} events`);
+    },
+    "loads/s",
+  );
 
   b.value("memory", `heap used (store of ${total} events + inputs)`, process.memoryUsage().heapUsed / 1e6, "MB");
   await repo.close();

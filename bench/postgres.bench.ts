@@ -196,8 +196,18 @@ async function appendBench(b: Bench, pool: pg.Pool, schema: string): Promise<voi
       for (let k = 0; k < batchesPerRound; k++) await mneme.append(fresh());
     },
     [
-      { name: "raw (same statement)", run: async () => { for (let k = 0; k < batchesPerRound; k++) await raw.appendSameStatement(fresh()); } },
-      { name: "raw (hand-written transaction)", run: async () => { for (let k = 0; k < batchesPerRound; k++) await raw.appendTransaction(fresh()); } },
+      {
+        name: "raw (same statement)",
+        run: async () => {
+          for (let k = 0; k < batchesPerRound; k++) await raw.appendSameStatement(fresh());
+        },
+      },
+      {
+        name: "raw (hand-written transaction)",
+        run: async () => {
+          for (let k = 0; k < batchesPerRound; k++) await raw.appendTransaction(fresh());
+        },
+      },
     ],
     "events/s",
   );
@@ -213,8 +223,18 @@ async function appendBench(b: Bench, pool: pg.Pool, schema: string): Promise<voi
       for (let k = 0; k < singlesPerRound; k++) await mneme.append(one());
     },
     [
-      { name: "raw (same statement)", run: async () => { for (let k = 0; k < singlesPerRound; k++) await raw.appendSameStatement(one()); } },
-      { name: "raw (hand-written transaction)", run: async () => { for (let k = 0; k < singlesPerRound; k++) await raw.appendTransaction(one()); } },
+      {
+        name: "raw (same statement)",
+        run: async () => {
+          for (let k = 0; k < singlesPerRound; k++) await raw.appendSameStatement(one());
+        },
+      },
+      {
+        name: "raw (hand-written transaction)",
+        run: async () => {
+          for (let k = 0; k < singlesPerRound; k++) await raw.appendTransaction(one());
+        },
+      },
     ],
     "events/s",
   );
@@ -263,7 +283,16 @@ async function readBench(b: Bench, pool: pg.Pool, schema: string): Promise<void>
   };
   await mnemeRead();
   await rawRead();
-  await duel(b, "postgres", `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, b.quick ? 4 : 2, mnemeRead, [{ name: "raw (same SQL)", run: rawRead }], "events/s");
+  await duel(
+    b,
+    "postgres",
+    `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`,
+    total,
+    b.quick ? 4 : 2,
+    mnemeRead,
+    [{ name: "raw (same SQL)", run: rawRead }],
+    "events/s",
+  );
 
   const loads = b.quick ? 200 : 1_000;
   for (let w = 0; w < 200; w++) {
@@ -279,7 +308,14 @@ async function readBench(b: Bench, pool: pg.Pool, schema: string): Promise<void>
     async () => {
       for (let k = 0; k < loads; k++) if ((await mneme.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events");
     },
-    [{ name: "raw (same SQL)", run: async () => { for (let k = 0; k < loads; k++) if ((await raw.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events"); } }],
+    [
+      {
+        name: "raw (same SQL)",
+        run: async () => {
+          for (let k = 0; k < loads; k++) if ((await raw.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events");
+        },
+      },
+    ],
     "loads/s",
   );
 
@@ -301,7 +337,14 @@ async function readBench(b: Bench, pool: pg.Pool, schema: string): Promise<void>
     async () => {
       for (let k = 0; k < lists; k++) check(await mneme.loadAggregates(ids));
     },
-    [{ name: "raw (same SQL)", run: async () => { for (let k = 0; k < lists; k++) check(await raw.loadAggregates(ids)); } }],
+    [
+      {
+        name: "raw (same SQL)",
+        run: async () => {
+          for (let k = 0; k < lists; k++) check(await raw.loadAggregates(ids));
+        },
+      },
+    ],
     "lists/s",
   );
   await mneme.close();

@@ -4,13 +4,24 @@
  * same repository's readAll; history of a 100-item list.
  */
 import {
-  AllEvents, BaseReadmodel, createFacade, defineDomain, type Facade, MemoryEventRepository, type NewEvent, ProjectionReadmodel, anonymous,
+  AllEvents,
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type Facade,
+  MemoryEventRepository,
+  type NewEvent,
+  ProjectionReadmodel,
+  anonymous,
 } from "mneme";
 import type { Bench } from "./harness.js";
 
 const D = defineDomain("Bench");
 D.event<{ n: number }>("Added");
-const Agg = D.aggregate<{ sum: number }>("Acc", { initialState: () => ({ sum: 0 }), evolve: { Added: (s, p: { n: number }) => ({ sum: s.sum + p.n }) } });
+const Agg = D.aggregate<{ sum: number }>("Acc", {
+  initialState: () => ({ sum: 0 }),
+  evolve: { Added: (s, p: { n: number }) => ({ sum: s.sum + p.n }) },
+});
 D.query<Record<string, never>, unknown>("Nothing", { permission: anonymous });
 
 class Trivial extends BaseReadmodel {
@@ -45,11 +56,17 @@ export default async function (b: Bench): Promise<void> {
   const n = b.quick ? 200_000 : 1_000_000;
   const repo = await filled(n, 10_000);
 
-  const raw = await b.measure("readmodel", `raw readAll loop over ${n} events (memory)`, n, async () => {
-    let c = 0;
-    for await (const page of repo.readAll({ batchSize: 1000 })) for (const _e of page) c++;
-    if (c !== n) throw new Error("raw count");
-  }, "events/s");
+  const raw = await b.measure(
+    "readmodel",
+    `raw readAll loop over ${n} events (memory)`,
+    n,
+    async () => {
+      let c = 0;
+      for await (const page of repo.readAll({ batchSize: 1000 })) for (const _e of page) c++;
+      if (c !== n) throw new Error("raw count");
+    },
+    "events/s",
+  );
 
   const facade = createFacade({ eventRepository: repo });
   facade.registerDomain(D);
@@ -60,15 +77,27 @@ export default async function (b: Bench): Promise<void> {
   await facade.start();
 
   trivial.count = 0;
-  const t = await b.measure("readmodel", `restore fromZero, trivial handler (memory)`, n, async () => {
-    await trivial.restoreState(undefined, { fromZero: true }).done;
-    if (trivial.count !== n) throw new Error(`trivial count ${trivial.count}`);
-  }, "events/s");
+  const t = await b.measure(
+    "readmodel",
+    `restore fromZero, trivial handler (memory)`,
+    n,
+    async () => {
+      await trivial.restoreState(undefined, { fromZero: true }).done;
+      if (trivial.count !== n) throw new Error(`trivial count ${trivial.count}`);
+    },
+    "events/s",
+  );
   b.compare(t, raw);
 
-  const p = await b.measure("readmodel", `restore fromZero, ProjectionReadmodel, 10k aggregates interleaved`, n, async () => {
-    await projection.restoreState(undefined, { fromZero: true }).done;
-  }, "events/s");
+  const p = await b.measure(
+    "readmodel",
+    `restore fromZero, ProjectionReadmodel, 10k aggregates interleaved`,
+    n,
+    async () => {
+      await projection.restoreState(undefined, { fromZero: true }).done;
+    },
+    "events/s",
+  );
   b.compare(p, raw);
 
   const clustered = createFacade({ eventRepository: await filled(n, 10_000, false) });
@@ -76,9 +105,15 @@ export default async function (b: Bench): Promise<void> {
   const projection2 = new ProjectionReadmodel(clustered, { aggregate: Agg, name: "Sums" });
   clustered.registerReadmodel(projection2);
   await clustered.start();
-  const p2 = await b.measure("readmodel", `restore fromZero, ProjectionReadmodel, 10k aggregates in runs`, n, async () => {
-    await projection2.restoreState(undefined, { fromZero: true }).done;
-  }, "events/s");
+  const p2 = await b.measure(
+    "readmodel",
+    `restore fromZero, ProjectionReadmodel, 10k aggregates in runs`,
+    n,
+    async () => {
+      await projection2.restoreState(undefined, { fromZero: true }).done;
+    },
+    "events/s",
+  );
   b.compare(p2, raw);
   await clustered.stop();
 
@@ -90,9 +125,15 @@ export default async function (b: Bench): Promise<void> {
     return original(ids);
   };
   const rounds = 200;
-  const h = await b.measure("readmodel", "getModelList(100, includeHistory) over 100-event streams", rounds, async () => {
-    for (let i = 0; i < rounds; i++) await projection.getModelList({ pageSize: 100, includeHistory: true });
-  }, "lists/s");
+  const h = await b.measure(
+    "readmodel",
+    "getModelList(100, includeHistory) over 100-event streams",
+    rounds,
+    async () => {
+      for (let i = 0; i < rounds; i++) await projection.getModelList({ pageSize: 100, includeHistory: true });
+    },
+    "lists/s",
+  );
   void h;
   b.value("readmodel", "repository calls per history list", calls / rounds, "calls");
   await facade.stop();

@@ -9,7 +9,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
-import { AllEvents, BaseReadmodel, createFacade, defineDomain, type Facade, MemoryReadmodelStoreBackend, newUuid, withReadmodelStoreBackend } from "mneme";
+import {
+  AllEvents,
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type Facade,
+  MemoryReadmodelStoreBackend,
+  newUuid,
+  withReadmodelStoreBackend,
+} from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { createPostgresBackends } from "mneme/postgres";
 import type { Bench } from "./harness.js";
@@ -43,10 +52,16 @@ function gc(): void {
 
 async function restoreRun(b: Bench, label: string, repo: Facade["eventRepository"], n: number, raw: () => Promise<number>): Promise<void> {
   await raw(); // warm the page cache and the JIT for both sides
-  const rawRow = await b.measure("restore", `${label} raw: read + JSON.parse ${n} rows`, n, async () => {
-    const c = await raw();
-    if (c !== n) throw new Error(`raw read ${c}`);
-  }, "events/s");
+  const rawRow = await b.measure(
+    "restore",
+    `${label} raw: read + JSON.parse ${n} rows`,
+    n,
+    async () => {
+      const c = await raw();
+      if (c !== n) throw new Error(`raw read ${c}`);
+    },
+    "events/s",
+  );
   const facade = createFacade({ eventRepository: repo, delivery: { restoreBatchSize: 1000 } });
   facade.registerDomain(D);
   const summer = new Summer(facade);
@@ -55,12 +70,24 @@ async function restoreRun(b: Bench, label: string, repo: Facade["eventRepository
   gc();
   const heapBefore = process.memoryUsage().heapUsed;
   summer.peakHeap = heapBefore;
-  const row = await b.measure("restore", `${label} mneme: restore fromZero of a readmodel`, n, async () => {
-    await summer.restoreState(undefined, { fromZero: true }).done;
-    if (summer.count !== n) throw new Error(`restored ${summer.count}`);
-  }, "events/s");
+  const row = await b.measure(
+    "restore",
+    `${label} mneme: restore fromZero of a readmodel`,
+    n,
+    async () => {
+      await summer.restoreState(undefined, { fromZero: true }).done;
+      if (summer.count !== n) throw new Error(`restored ${summer.count}`);
+    },
+    "events/s",
+  );
   b.compare(row, rawRow);
-  b.value("restore", `${label} heap growth during the restore (peak)`, (summer.peakHeap - heapBefore) / 1e6, "MB", (globalThis as { gc?: unknown }).gc ? "gc before" : "no --expose-gc");
+  b.value(
+    "restore",
+    `${label} heap growth during the restore (peak)`,
+    (summer.peakHeap - heapBefore) / 1e6,
+    "MB",
+    (globalThis as { gc?: unknown }).gc ? "gc before" : "no --expose-gc",
+  );
   await facade.stop();
 }
 
@@ -86,7 +113,9 @@ export default async function (b: Bench): Promise<void> {
   await sqlite.eventRepository.init();
   await restoreRun(b, "sqlite", sqlite.eventRepository, n, async () => {
     const db = new Database(filename, { readonly: true });
-    const stmt = db.prepare("SELECT position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload FROM mneme_events WHERE position > ? ORDER BY position LIMIT 1000");
+    const stmt = db.prepare(
+      "SELECT position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload FROM mneme_events WHERE position > ? ORDER BY position LIMIT 1000",
+    );
     let after = 0;
     let count = 0;
     for (;;) {

@@ -27,7 +27,8 @@ function buildApp(dir: string): Facade {
       defs[`D${d}Cmd${i}`] = {
         type: "object",
         properties: { id: { $ref: "#/$defs/Uuid" }, title: { type: "string", minLength: 1 }, count: { type: "integer" } },
-        required: ["id", "title"], additionalProperties: false,
+        required: ["id", "title"],
+        additionalProperties: false,
       };
     }
   }
@@ -63,7 +64,9 @@ export default async function (b: Bench): Promise<void> {
       const micros = ((performance.now() - t0) * 1000) / calls;
       b.value("runtime", name, micros, "µs/call");
     };
-    console.log(`  (app: ${DOMAINS} domains x ${PER_DOMAIN} commands/queries/events + the Runtime domain; ${rt.listCommands().length} commands, ${rt.listQueries().length} queries)`);
+    console.log(
+      `  (app: ${DOMAINS} domains x ${PER_DOMAIN} commands/queries/events + the Runtime domain; ${rt.listCommands().length} commands, ${rt.listQueries().length} queries)`,
+    );
     await perCall("listCommands", () => rt.listCommands());
     await perCall("listQueries", () => rt.listQueries());
     await perCall("listEvents", () => rt.listEvents());
@@ -97,9 +100,15 @@ export default async function (b: Bench): Promise<void> {
     // Warm both paths up first: the figures are noisy on a shared 2-core machine, cold JIT makes them worse.
     for (let i = 1; i <= 2000; i++) raw.emit("event", { id: i, kind: "CommandExecuted", at: 0, data: { i } });
     rawSeen = 0;
-    const baseline = await b.measure("system events", `raw eventemitter3, ${subscribers} listeners (baseline)`, events, () => {
-      for (let i = 1; i <= events; i++) raw.emit("event", { id: i, kind: "CommandExecuted", at: 0, data: { i } });
-    }, "events/s");
+    const baseline = await b.measure(
+      "system events",
+      `raw eventemitter3, ${subscribers} listeners (baseline)`,
+      events,
+      () => {
+        for (let i = 1; i <= events; i++) raw.emit("event", { id: i, kind: "CommandExecuted", at: 0, data: { i } });
+      },
+      "events/s",
+    );
 
     const p = new SystemEventProducer();
     p.start();
@@ -107,9 +116,15 @@ export default async function (b: Bench): Promise<void> {
     for (let i = 0; i < subscribers; i++) p.subscribe(() => void seen++);
     for (let i = 0; i < 2000; i++) p.publish("CommandExecuted", { i }, "t");
     seen = 0;
-    const sync = await b.measure("system events", `producer.publish, ${subscribers} sync subscribers`, events, () => {
-      for (let i = 0; i < events; i++) p.publish("CommandExecuted", { i }, "t");
-    }, "events/s");
+    const sync = await b.measure(
+      "system events",
+      `producer.publish, ${subscribers} sync subscribers`,
+      events,
+      () => {
+        for (let i = 0; i < events; i++) p.publish("CommandExecuted", { i }, "t");
+      },
+      "events/s",
+    );
     b.compare(sync, baseline);
     if (seen !== subscribers * events || rawSeen !== subscribers * events) throw new Error(`lost deliveries: ${seen} / ${rawSeen}`);
     p.stop();
@@ -118,9 +133,15 @@ export default async function (b: Bench): Promise<void> {
     pt.start();
     let tenantSeen = 0;
     for (let i = 0; i < subscribers; i++) pt.subscribe(() => void tenantSeen++, { tenantUuid: `t${i % 100}` });
-    await b.measure("system events", `producer.publish, ${subscribers} subscribers over 100 tenants`, events, () => {
-      for (let i = 0; i < events; i++) pt.publish("CommandExecuted", { i }, `t${i % 100}`);
-    }, "events/s");
+    await b.measure(
+      "system events",
+      `producer.publish, ${subscribers} subscribers over 100 tenants`,
+      events,
+      () => {
+        for (let i = 0; i < events; i++) pt.publish("CommandExecuted", { i }, `t${i % 100}`);
+      },
+      "events/s",
+    );
     if (tenantSeen !== (subscribers / 100) * events) throw new Error(`tenant filter delivered ${tenantSeen}`);
     pt.stop();
 
@@ -130,13 +151,19 @@ export default async function (b: Bench): Promise<void> {
     let asyncSeen = 0;
     for (let i = 0; i < subscribers; i++) pa.subscribe(async () => void asyncSeen++);
     const asyncEvents = Math.floor(events / 4);
-    await b.measure("system events", `producer.publish, ${subscribers} async subscribers (drained)`, asyncEvents, async () => {
-      for (let i = 0; i < asyncEvents; i++) {
-        pa.publish("CommandExecuted", { i });
-        if (i % 100 === 99) await new Promise((r) => setImmediate(r));
-      }
-      while (asyncSeen < subscribers * asyncEvents) await new Promise((r) => setImmediate(r));
-    }, "events/s");
+    await b.measure(
+      "system events",
+      `producer.publish, ${subscribers} async subscribers (drained)`,
+      asyncEvents,
+      async () => {
+        for (let i = 0; i < asyncEvents; i++) {
+          pa.publish("CommandExecuted", { i });
+          if (i % 100 === 99) await new Promise((r) => setImmediate(r));
+        }
+        while (asyncSeen < subscribers * asyncEvents) await new Promise((r) => setImmediate(r));
+      },
+      "events/s",
+    );
     pa.stop();
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -46,33 +46,63 @@ export default async function (b: Bench): Promise<void> {
   registry.validate(CreateTodo, payload); // compile outside the measurement
 
   let sink = 0;
-  await b.measure("schema", "documentFor (cached, same token)", n, () => {
-    for (let i = 0; i < n; i++) if (registry.documentFor(CreateTodo) !== undefined) sink++;
-  }, "calls/s");
+  await b.measure(
+    "schema",
+    "documentFor (cached, same token)",
+    n,
+    () => {
+      for (let i = 0; i < n; i++) if (registry.documentFor(CreateTodo) !== undefined) sink++;
+    },
+    "calls/s",
+  );
   const literal = { kind: "command", domain: "Todo", name: "CreateTodo" } as const;
-  await b.measure("schema", "documentFor (cached, equal literal token)", n, () => {
-    for (let i = 0; i < n; i++) if (registry.documentFor({ ...literal }) !== undefined) sink++;
-  }, "calls/s");
+  await b.measure(
+    "schema",
+    "documentFor (cached, equal literal token)",
+    n,
+    () => {
+      for (let i = 0; i < n; i++) if (registry.documentFor({ ...literal }) !== undefined) sink++;
+    },
+    "calls/s",
+  );
 
   const raw = new Ajv2020({ allErrors: true, strict: false, formats: { ...FORMAT_CHECKS } }).compile(registry.documentFor(CreateTodo)!);
-  const baseline = await b.measure("schema", "raw ajv compiled function (baseline)", n, () => {
-    for (let i = 0; i < n; i++) if (raw(payload)) sink++;
-  }, "calls/s");
-  const validate = await b.measure("schema", "registry.validate() small valid payload", n, () => {
-    for (let i = 0; i < n; i++) registry.validate(CreateTodo, payload);
-  }, "calls/s");
+  const baseline = await b.measure(
+    "schema",
+    "raw ajv compiled function (baseline)",
+    n,
+    () => {
+      for (let i = 0; i < n; i++) if (raw(payload)) sink++;
+    },
+    "calls/s",
+  );
+  const validate = await b.measure(
+    "schema",
+    "registry.validate() small valid payload",
+    n,
+    () => {
+      for (let i = 0; i < n; i++) registry.validate(CreateTodo, payload);
+    },
+    "calls/s",
+  );
   b.compare(validate, baseline);
 
   const bad = { ...payload, title: "", assigneeEmail: "nope" };
   const m = Math.floor(n / 10);
-  await b.measure("schema", "registry.validate() invalid payload (throws, 2 details)", m, () => {
-    for (let i = 0; i < m; i++) {
-      try {
-        registry.validate(CreateTodo, bad);
-      } catch {
-        sink++;
+  await b.measure(
+    "schema",
+    "registry.validate() invalid payload (throws, 2 details)",
+    m,
+    () => {
+      for (let i = 0; i < m; i++) {
+        try {
+          registry.validate(CreateTodo, bad);
+        } catch {
+          sink++;
+        }
       }
-    }
-  }, "calls/s");
+    },
+    "calls/s",
+  );
   if (sink === 0) throw new Error("unreachable: keeps the loops from being optimised away");
 }

@@ -50,9 +50,13 @@ class RawStore {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.page = this.db.prepare(`SELECT ${COLUMNS} FROM mneme_events WHERE position > ? ORDER BY position LIMIT ?`).raw(true);
-    this.oneAggregate = this.db.prepare(`SELECT ${COLUMNS} FROM mneme_events WHERE aggregate_uuid = ? AND version >= ? ORDER BY version`).raw(true);
+    this.oneAggregate = this.db
+      .prepare(`SELECT ${COLUMNS} FROM mneme_events WHERE aggregate_uuid = ? AND version >= ? ORDER BY version`)
+      .raw(true);
     this.manyAggregates = this.db
-      .prepare(`SELECT ${COLUMNS} FROM mneme_events WHERE aggregate_uuid IN (SELECT value FROM json_each(?)) ORDER BY aggregate_uuid, version`)
+      .prepare(
+        `SELECT ${COLUMNS} FROM mneme_events WHERE aggregate_uuid IN (SELECT value FROM json_each(?)) ORDER BY aggregate_uuid, version`,
+      )
       .raw(true);
   }
 
@@ -65,7 +69,18 @@ class RawStore {
         if (v === undefined) v = (this.maxVersion.get(e.aggregateUuid) as { v: number | null }).v ?? 0;
         v++;
         current.set(e.aggregateUuid, v);
-        this.insert.run(newUuid(), e.tenantUuid ?? "", e.domain, e.name, e.aggregateUuid, v, null, nowNs(), JSON.stringify(e.reqCtx ?? {}), JSON.stringify(e.payload));
+        this.insert.run(
+          newUuid(),
+          e.tenantUuid ?? "",
+          e.domain,
+          e.name,
+          e.aggregateUuid,
+          v,
+          null,
+          nowNs(),
+          JSON.stringify(e.reqCtx ?? {}),
+          JSON.stringify(e.payload),
+        );
       }
       this.commit.run();
     } catch (err) {
@@ -136,7 +151,9 @@ async function appendBench(b: Bench, dir: string): Promise<void> {
     await mneme.append(todoBatchOf100(-1 - r));
     raw.append(todoBatchOf100(-1 - r));
   }
-  const batches = Array.from({ length: rounds }, (_, r) => Array.from({ length: batchesPerRound }, (_, k) => todoBatchOf100(r * batchesPerRound + k)));
+  const batches = Array.from({ length: rounds }, (_, r) =>
+    Array.from({ length: batchesPerRound }, (_, k) => todoBatchOf100(r * batchesPerRound + k)),
+  );
   await duel(
     b,
     "sqlite",
@@ -146,10 +163,19 @@ async function appendBench(b: Bench, dir: string): Promise<void> {
     async (r) => {
       for (const batch of batches[r] ?? []) await mneme.append(batch);
     },
-    [{ name: "raw", run: (r) => { for (const batch of batches[r] ?? []) raw.append(batch); } }],
+    [
+      {
+        name: "raw",
+        run: (r) => {
+          for (const batch of batches[r] ?? []) raw.append(batch);
+        },
+      },
+    ],
     "events/s",
   );
-  const singles = Array.from({ length: rounds }, (_, r) => Array.from({ length: singlesPerRound }, (_, i) => todoEvent(`single-${i % 500}`, r * singlesPerRound + i)));
+  const singles = Array.from({ length: rounds }, (_, r) =>
+    Array.from({ length: singlesPerRound }, (_, i) => todoEvent(`single-${i % 500}`, r * singlesPerRound + i)),
+  );
   await duel(
     b,
     "sqlite",
@@ -159,7 +185,14 @@ async function appendBench(b: Bench, dir: string): Promise<void> {
     async (r) => {
       for (const e of singles[r] ?? []) await mneme.append([e]);
     },
-    [{ name: "raw", run: (r) => { for (const e of singles[r] ?? []) raw.append([e]); } }],
+    [
+      {
+        name: "raw",
+        run: (r) => {
+          for (const e of singles[r] ?? []) raw.append([e]);
+        },
+      },
+    ],
     "events/s",
   );
   await mneme.close();
@@ -197,7 +230,16 @@ async function readBench(b: Bench, dir: string): Promise<void> {
   // Warm-up pass each (page cache, JIT).
   await mnemeRead();
   rawRead();
-  await duel(b, "sqlite", `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`, total, b.quick ? 4 : 3, mnemeRead, [{ name: "raw", run: rawRead }], "events/s");
+  await duel(
+    b,
+    "sqlite",
+    `readAll ${total.toLocaleString("en-US")} events (pages of 1000)`,
+    total,
+    b.quick ? 4 : 3,
+    mnemeRead,
+    [{ name: "raw", run: rawRead }],
+    "events/s",
+  );
 
   const loads = b.quick ? 200 : 1_000;
   for (let w = 0; w < 200; w++) {
@@ -213,7 +255,14 @@ async function readBench(b: Bench, dir: string): Promise<void> {
     async () => {
       for (let k = 0; k < loads; k++) if ((await mneme.loadAggregate("history-50")).length !== 50) throw new Error("expected 50 events");
     },
-    [{ name: "raw", run: () => { for (let k = 0; k < loads; k++) if (raw.loadAggregate("history-50").length !== 50) throw new Error("expected 50 events"); } }],
+    [
+      {
+        name: "raw",
+        run: () => {
+          for (let k = 0; k < loads; k++) if (raw.loadAggregate("history-50").length !== 50) throw new Error("expected 50 events");
+        },
+      },
+    ],
     "loads/s",
   );
 
@@ -232,7 +281,14 @@ async function readBench(b: Bench, dir: string): Promise<void> {
     async () => {
       for (let k = 0; k < lists; k++) if ((await mneme.loadAggregates(ids)).size !== 100) throw new Error("expected 100 aggregates");
     },
-    [{ name: "raw", run: () => { for (let k = 0; k < lists; k++) if (raw.loadAggregates(ids).size !== 100) throw new Error("expected 100 aggregates"); } }],
+    [
+      {
+        name: "raw",
+        run: () => {
+          for (let k = 0; k < lists; k++) if (raw.loadAggregates(ids).size !== 100) throw new Error("expected 100 aggregates");
+        },
+      },
+    ],
     "loads/s",
   );
 

@@ -62,7 +62,11 @@ function stripComments(text) {
     const n = text[i + 1];
     if (quote !== null) {
       out += c;
-      if (c === "\\") { out += n ?? ""; i += 2; continue; }
+      if (c === "\\") {
+        out += n ?? "";
+        i += 2;
+        continue;
+      }
       if (c === quote || (c === "\n" && quote !== "`")) quote = null;
       i++;
       continue;
@@ -95,7 +99,7 @@ function importsOf(text) {
   const found = [];
   for (const re of [STATIC, SIDE_EFFECT, DYNAMIC]) {
     re.lastIndex = 0;
-    for (let m; (m = re.exec(code)) !== null; ) {
+    for (let m; (m = re.exec(code)) !== null;) {
       const at = m.index + m[0].lastIndexOf(m[2]);
       found.push({ spec: m[2], line: code.slice(0, at).split("\n").length });
     }
@@ -107,12 +111,7 @@ function importsOf(text) {
 function resolveSpec(fromFile, spec) {
   if (!spec.startsWith(".")) return undefined;
   const base = resolve(dirname(fromFile), spec);
-  const candidates = [
-    base.replace(/\.(m?js)$/, (_m, ext) => (ext === "mjs" ? ".mts" : ".ts")),
-    base,
-    `${base}.ts`,
-    join(base, "index.ts"),
-  ];
+  const candidates = [base.replace(/\.(m?js)$/, (_m, ext) => (ext === "mjs" ? ".mts" : ".ts")), base, `${base}.ts`, join(base, "index.ts")];
   return candidates.find((c) => c.endsWith(".ts") && existsSync(c) && statSync(c).isFile());
 }
 
@@ -197,9 +196,7 @@ function loopThrough(start, comp) {
 const cycles = [];
 for (const comp of components) {
   comp.sort();
-  cycles.push(
-    `cycle of ${comp.length} file(s): ${comp.map(rel).join(", ")}\n    e.g. ${loopThrough(comp[0], comp).map(rel).join(" -> ")}`,
-  );
+  cycles.push(`cycle of ${comp.length} file(s): ${comp.map(rel).join(", ")}\n    e.g. ${loopThrough(comp[0], comp).map(rel).join(" -> ")}`);
 }
 
 // 2. layers

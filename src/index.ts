@@ -1,13 +1,35 @@
 // The root export list of mneme, name by name: the framework an application is written with.
 // Backend authors find the store interfaces in mneme/store; the Runtime domain's tokens and parts are in mneme/runtime.
-export { MnemeError, isMnemeError, defineErrorCode, type MnemeErrorCode, type UserErrorCode, type ErrorCode, type MnemeErrorDetail } from "./model/errors.js";
+export {
+  MnemeError,
+  isMnemeError,
+  defineErrorCode,
+  type MnemeErrorCode,
+  type UserErrorCode,
+  type ErrorCode,
+  type MnemeErrorDetail,
+} from "./model/errors.js";
 export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./model/types.js";
 export { nowNs, newUuid } from "./model/clock.js";
 export {
-  AllEvents, type CommandType, type QueryType, type EventType, type AggregateType, type Evolver, type PayloadOf, type ResultOf,
+  AllEvents,
+  type CommandType,
+  type QueryType,
+  type EventType,
+  type AggregateType,
+  type Evolver,
+  type PayloadOf,
+  type ResultOf,
 } from "./model/tokens.js";
 export {
-  defineDomain, on, type Domain, type CommandHandler, type QueryHandler, type CommandHandlerResult, type MessageOptions, type AggregateOptions,
+  defineDomain,
+  on,
+  type Domain,
+  type CommandHandler,
+  type QueryHandler,
+  type CommandHandlerResult,
+  type MessageOptions,
+  type AggregateOptions,
 } from "./model/domain.js";
 export type { DomainInstaller, DomainInstall } from "./model/domain-install.js";
 export type { CommandContext, QueryContext, MessageContext, AggregateLoader, LoadedAggregate } from "./model/context.js";
@@ -15,8 +37,15 @@ export type { FacadeHandle, DispatchOptions, DispatchResult, HandlerError, Query
 export { Facade, createFacade, type FacadeOptions } from "./app/facade.js";
 
 export {
-  anonymous, authenticated, authorized, newPermission, newPermissionCmdFunc,
-  type Permission, type PermissionFunc, type PermissionLevel, type PermissionContext,
+  anonymous,
+  authenticated,
+  authorized,
+  newPermission,
+  newPermissionCmdFunc,
+  type Permission,
+  type PermissionFunc,
+  type PermissionLevel,
+  type PermissionContext,
 } from "./model/permission.js";
 export type { Authorizer } from "./permissions/permission-registry.js";
 export { registerStorePermissions, type StoreName, type StoreAction } from "./permissions/store-permissions.js";
@@ -30,16 +59,35 @@ export { MemoryReadmodelStoreBackend } from "./memory/memory-readmodel-store-bac
 export { FilesystemDataStore } from "./store-fs/filesystem-data-store.js";
 
 export type {
-  EventHandler, DomainEventHandler, HandlerContext, EventHandlerState, RestorationState, RestoreReport,
-  EventHandlerMetrics, EventHandlerInfo, StateRestorer, MetricProvider, ReadmodelHandle,
+  EventHandler,
+  DomainEventHandler,
+  HandlerContext,
+  EventHandlerState,
+  RestorationState,
+  RestoreReport,
+  EventHandlerMetrics,
+  EventHandlerInfo,
+  StateRestorer,
+  MetricProvider,
+  ReadmodelHandle,
 } from "./model/event-handler.js";
 export { BaseEventHandler } from "./readmodel/base-event-handler.js";
 export {
-  BaseReadmodel, withReadmodelStoreBackend, withRestoreBatchSize, withCatchBufferLimit,
-  type ReadmodelOptions, type ReadmodelOption, type ReadmodelFacade,
+  BaseReadmodel,
+  withReadmodelStoreBackend,
+  withRestoreBatchSize,
+  withCatchBufferLimit,
+  type ReadmodelOptions,
+  type ReadmodelOption,
+  type ReadmodelFacade,
 } from "./readmodel/base-readmodel.js";
 export {
-  ProjectionReadmodel, type ProjectionModel, type ProjectionList, type ProjectionListOptions, type ProjectionConfig, type ProjectionOrderBy,
+  ProjectionReadmodel,
+  type ProjectionModel,
+  type ProjectionList,
+  type ProjectionListOptions,
+  type ProjectionConfig,
+  type ProjectionOrderBy,
 } from "./readmodel/projection-readmodel.js";
 export type { HistoryEventModel } from "./readmodel/history.js";
 

@@ -6,7 +6,17 @@ import { globToRegExp, matchFiles } from "../src/cli/match-files.js";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-match-files-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-for (const f of ["a.ts", "b.ts", "c.js", "sub/d.ts", "sub/deep/e.ts", "sub/deep/f.tsx", ".hidden/g.ts", "node_modules/pkg/h.ts", "x[1].ts"]) {
+for (const f of [
+  "a.ts",
+  "b.ts",
+  "c.js",
+  "sub/d.ts",
+  "sub/deep/e.ts",
+  "sub/deep/f.tsx",
+  ".hidden/g.ts",
+  "node_modules/pkg/h.ts",
+  "x[1].ts",
+]) {
   mkdirSync(join(dir, f, ".."), { recursive: true });
   writeFileSync(join(dir, f), "export {};\n");
 }

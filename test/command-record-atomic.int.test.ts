@@ -42,10 +42,14 @@ describe("SIGKILL at random points of a dispatch loop (SQLite)", () => {
   it("every command with events has its succeeded record, and every succeeded record has its events", async () => {
     const filename = join(dir, "killed.db");
     for (let round = 0; round < 4; round++) {
-      const child: ChildProcess = fork(fileURLToPath(new URL("./support/dispatch-kill-process.ts", import.meta.url)), [filename, String(round)], {
-        execArgv: ["--import", "tsx"],
-        stdio: ["ignore", "pipe", "inherit", "ipc"],
-      });
+      const child: ChildProcess = fork(
+        fileURLToPath(new URL("./support/dispatch-kill-process.ts", import.meta.url)),
+        [filename, String(round)],
+        {
+          execArgv: ["--import", "tsx"],
+          stdio: ["ignore", "pipe", "inherit", "ipc"],
+        },
+      );
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error("the child did not start in 30 s")), 30_000);
         child.stdout!.on("data", (b: Buffer) => {
@@ -77,10 +81,15 @@ describe("SIGKILL at random points of a dispatch loop (SQLite)", () => {
       }
       const stored = new Set(events.map((e) => e.eventUuid));
       let records = 0;
-      for (let page = await f.commandStore.list({ limit: 1000 }); ; page = await f.commandStore.list({ limit: 1000, cursor: page.nextCursor! })) {
+      for (
+        let page = await f.commandStore.list({ limit: 1000 });
+        ;
+        page = await f.commandStore.list({ limit: 1000, cursor: page.nextCursor })
+      ) {
         for (const r of page.items) {
           records++;
-          if (r.status === "succeeded") for (const u of r.eventUuids) expect(stored.has(u), `event ${u} of record ${r.commandUuid}`).toBe(true);
+          if (r.status === "succeeded")
+            for (const u of r.eventUuids) expect(stored.has(u), `event ${u} of record ${r.commandUuid}`).toBe(true);
         }
         if (page.nextCursor === undefined) break;
       }
@@ -116,7 +125,7 @@ describe.each<[string, () => Partial<FacadeOptions> & { close(): Promise<void> }
       const e = await rejection(f.dispatch(IncrementMany, { counterUuids: ["c", "d"], by: 5 }, { commandUuid }));
       expect(e.code).toBe("CONFLICT");
       expect(await f.eventRepository.headPosition()).toBe(head);
-      expect((await f.eventRepository.loadAggregate("d"))).toEqual([]);
+      expect(await f.eventRepository.loadAggregate("d")).toEqual([]);
       const rec = await f.commandStore.get(commandUuid);
       expect(rec).toMatchObject({ status: "succeeded", eventUuids: first.events.map((x) => x.eventUuid) });
     } finally {
@@ -133,7 +142,9 @@ it("postgres: a record insert that fails takes the command's events with it", as
   try {
     await f.dispatch(Increment, { counterUuid: "ok", by: 1 });
     // An injected fault: the command record cannot be written.
-    await pool.query(`CREATE FUNCTION "${schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$`);
+    await pool.query(
+      `CREATE FUNCTION "${schema}".refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$`,
+    );
     await pool.query(`CREATE TRIGGER refuse BEFORE INSERT ON "${schema}".commands FOR EACH ROW EXECUTE FUNCTION "${schema}".refuse()`);
     const head = await f.eventRepository.headPosition();
     await rejection(f.dispatch(Increment, { counterUuid: "lost", by: 1 }));

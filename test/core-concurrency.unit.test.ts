@@ -5,14 +5,15 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  createFacade, defineDomain, MemoryEventRepository, type RequestContext,
-} from "mneme";
+import { createFacade, defineDomain, MemoryEventRepository, type RequestContext } from "mneme";
 import { rejection } from "./support/rejections.js";
 import { startedFacades } from "./support/started-facades.js";
 
 const admin: RequestContext = {
-  senderAccountUuid: "acc-1", senderSessionUuid: "ses-1", senderIdentityUuid: "idn-1", senderTenantUuid: "ten-1",
+  senderAccountUuid: "acc-1",
+  senderSessionUuid: "ses-1",
+  senderIdentityUuid: "idn-1",
+  senderTenantUuid: "ten-1",
 };
 
 function counterDomain() {
@@ -57,7 +58,9 @@ describe("in-process serialisation", () => {
   it("50 concurrent load+append commands on one aggregate all succeed with versions 1..50", async () => {
     const { Counting, Increment, Counter } = counterDomain();
     const f = await started((f) => f.registerDomain(Counting));
-    const results = await Promise.allSettled(Array.from({ length: 50 }, () => f.dispatch(Increment, { counterUuid: "c" }, { reqCtx: admin })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 50 }, () => f.dispatch(Increment, { counterUuid: "c" }, { reqCtx: admin })),
+    );
     expect(results.filter((r) => r.status === "rejected")).toEqual([]);
     const events = await f.eventRepository.loadAggregate("c");
     expect(events.map((e) => e.version)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
@@ -116,7 +119,12 @@ describe("in-process serialisation", () => {
       return [Linked.create(p.a, {}), Linked.create(p.b, {})];
     });
     const f = await started((f) => f.registerDomain(D));
-    const outcome = await orHang(Promise.allSettled([f.dispatch(Link, { a: "x", b: "y" }, { reqCtx: admin }), f.dispatch(Link, { a: "y", b: "x" }, { reqCtx: admin })]));
+    const outcome = await orHang(
+      Promise.allSettled([
+        f.dispatch(Link, { a: "x", b: "y" }, { reqCtx: admin }),
+        f.dispatch(Link, { a: "y", b: "x" }, { reqCtx: admin }),
+      ]),
+    );
     expect(outcome).not.toBe("deadlock");
     const settled = outcome as PromiseSettledResult<unknown>[];
     // at least one succeeds; a loser fails only with CONFLICT (the store decided), never a hang
@@ -202,7 +210,7 @@ describe("two facades on one shared MemoryEventRepository", () => {
     expect(lost.reason).toMatchObject({ code: "CONFLICT" });
     expect((await repo.loadAggregate("prize")).map((e) => e.version)).toEqual([1]);
     // the loser's audit record says failed with CONFLICT
-    const loser = results[0]!.status === "rejected" ? f1 : f2;
+    const loser = results[0].status === "rejected" ? f1 : f2;
     const recs = (await loser.commandStore.list()).items;
     expect(recs.map((r) => [r.status, r.error?.code])).toEqual([["failed", "CONFLICT"]]);
   });
@@ -217,7 +225,9 @@ describe("two facades on one shared MemoryEventRepository", () => {
         await f1.start();
         await f2.start();
         try {
-          const results = await Promise.allSettled(plan.map(([first, agg]) => (first ? f1 : f2).dispatch(Increment, { counterUuid: agg }, { reqCtx: admin })));
+          const results = await Promise.allSettled(
+            plan.map(([first, agg]) => (first ? f1 : f2).dispatch(Increment, { counterUuid: agg }, { reqCtx: admin })),
+          );
           for (const r of results) if (r.status === "rejected") expect(r.reason).toMatchObject({ code: "CONFLICT" });
           const ok = results.filter((r) => r.status === "fulfilled").length;
           let stored = 0;
@@ -248,7 +258,9 @@ describe("expected versions from the request context", () => {
 
   it("targetAggregateVersion with targetAggregateUuid: CONFLICT when moved, success when current", async () => {
     const { f, Blind } = await withCounter(2);
-    const e = await rejection(f.dispatch(Blind, { counterUuid: "c" }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 1 } }));
+    const e = await rejection(
+      f.dispatch(Blind, { counterUuid: "c" }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 1 } }),
+    );
     expect(e.code).toBe("CONFLICT");
     expect(await f.eventRepository.headPosition()).toBe(2);
     const ok = await f.dispatch(Blind, { counterUuid: "c" }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 2 } });
@@ -273,24 +285,41 @@ describe("expected versions from the request context", () => {
 
   it("targetAggregateUuid applies only to its aggregate in a multi-aggregate command", async () => {
     const { f, Blind } = await withCounter(2);
-    const e = await rejection(f.dispatch(Blind, { counterUuid: "other", others: ["c"] }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 1 } }));
+    const e = await rejection(
+      f.dispatch(
+        Blind,
+        { counterUuid: "other", others: ["c"] },
+        { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 1 } },
+      ),
+    );
     expect(e.code).toBe("CONFLICT");
     expect(await f.eventRepository.loadAggregate("other")).toEqual([]);
     // without targetAggregateUuid, a multi-aggregate command has no single aggregate: ambiguous, refused (not ignored)
-    const ambiguous = await rejection(f.dispatch(Blind, { counterUuid: "other", others: ["c"] }, { reqCtx: { ...admin, targetAggregateVersion: 1 } }));
+    const ambiguous = await rejection(
+      f.dispatch(Blind, { counterUuid: "other", others: ["c"] }, { reqCtx: { ...admin, targetAggregateVersion: 1 } }),
+    );
     expect(ambiguous.code).toBe("INVALID_REQUEST");
     expect(await f.eventRepository.loadAggregate("other")).toEqual([]);
     // a targetAggregateUuid the command neither loads nor appends to: refused too, whatever the version
-    const elsewhere = await rejection(f.dispatch(Blind, { counterUuid: "other" }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 7 } }));
+    const elsewhere = await rejection(
+      f.dispatch(Blind, { counterUuid: "other" }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 7 } }),
+    );
     expect(elsewhere.code).toBe("INVALID_REQUEST");
     expect(await f.eventRepository.loadAggregate("other")).toEqual([]);
-    const ok = await f.dispatch(Blind, { counterUuid: "other", others: ["c"] }, { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 2 } });
+    const ok = await f.dispatch(
+      Blind,
+      { counterUuid: "other", others: ["c"] },
+      { reqCtx: { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 2 } },
+    );
     expect(ok.events.map((x) => x.version)).toEqual([1, 3]);
   });
 
   it("a handler that loads the targeted aggregate: CONFLICT when the request's version is stale (with or without targetAggregateUuid)", async () => {
     const { f, Increment } = await withCounter(2);
-    for (const reqCtx of [{ ...admin, targetAggregateUuid: "c", targetAggregateVersion: 1 }, { ...admin, targetAggregateVersion: 1 }]) {
+    for (const reqCtx of [
+      { ...admin, targetAggregateUuid: "c", targetAggregateVersion: 1 },
+      { ...admin, targetAggregateVersion: 1 },
+    ]) {
       const e = await rejection(f.dispatch(Increment, { counterUuid: "c" }, { reqCtx }));
       expect(e.code).toBe("CONFLICT");
       expect(await f.eventRepository.headPosition()).toBe(2);

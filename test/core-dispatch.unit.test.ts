@@ -4,18 +4,38 @@
  * ns times, reqCtx copy, versions, positions, tenant), and atomicity across aggregates.
  */
 import { describe, expect, it } from "vitest";
-import { anonymous, type CommandType, defineDomain, type Facade, MemoryEventRepository, MnemeError, type MnemeErrorCode, type NewEvent, type RequestContext } from "mneme";
+import {
+  anonymous,
+  type CommandType,
+  defineDomain,
+  type Facade,
+  MemoryEventRepository,
+  MnemeError,
+  type MnemeErrorCode,
+  type NewEvent,
+  type RequestContext,
+} from "mneme";
 import { type CommandRecord } from "mneme/store";
 import { REDACTED } from "mneme/runtime";
 import { rejection } from "./support/rejections.js";
 import { startedFacades } from "./support/started-facades.js";
 
 const admin: RequestContext = {
-  senderAccountUuid: "acc-1", senderSessionUuid: "ses-1", senderIdentityUuid: "idn-1", senderTenantUuid: "ten-1",
+  senderAccountUuid: "acc-1",
+  senderSessionUuid: "ses-1",
+  senderIdentityUuid: "idn-1",
+  senderTenantUuid: "ten-1",
 };
 
-interface Deposit { accountUuid: string; amount: number; pin?: string; otherUuid?: string }
-interface Deposited { amount: number }
+interface Deposit {
+  accountUuid: string;
+  amount: number;
+  pin?: string;
+  otherUuid?: string;
+}
+interface Deposited {
+  amount: number;
+}
 
 function bankDomain() {
   const Bank = defineDomain("Bank");
@@ -33,12 +53,15 @@ const started = startedFacades();
 
 /** Dispatches a failing command and checks that nothing was appended and what the audit trail holds. */
 async function expectFailure(
-  f: Facade, type: CommandType<any, any> | { domain: string; name: string }, payload: unknown, code: MnemeErrorCode,
+  f: Facade,
+  type: CommandType<any, any> | { domain: string; name: string },
+  payload: unknown,
+  code: MnemeErrorCode,
   opts: { reqCtx?: RequestContext; status?: "failed" | "denied" | "unrecorded"; message?: RegExp; aggregate?: string } = {},
 ): Promise<{ error: MnemeError; record: CommandRecord | undefined }> {
   const headBefore = await f.eventRepository.headPosition();
   const commandUuid = `cmd-${Math.random().toString(36).slice(2)}`;
-  const error = await rejection(f.dispatch(type as CommandType<unknown>, payload, { reqCtx: opts.reqCtx ?? admin, commandUuid }));
+  const error = await rejection(f.dispatch(type as CommandType, payload, { reqCtx: opts.reqCtx ?? admin, commandUuid }));
   expect(error.code).toBe(code);
   if (opts.message !== undefined) expect(error.message).toMatch(opts.message);
   expect(error.message.length).toBeGreaterThan(10);
@@ -60,7 +83,10 @@ describe("dispatch failures append nothing and are recorded", () => {
     const f = await started((f) => f.registerDomain(Bank));
     const Stranger = defineDomain("Stranger").command("Do");
     await expectFailure(f, Stranger, {}, "UNKNOWN_COMMAND", { status: "unrecorded", message: /Stranger\.Do/ });
-    await expectFailure(f, { domain: "Bank", name: "Withdraw" }, {}, "UNKNOWN_COMMAND", { status: "unrecorded", message: /Bank\.Withdraw/ });
+    await expectFailure(f, { domain: "Bank", name: "Withdraw" }, {}, "UNKNOWN_COMMAND", {
+      status: "unrecorded",
+      message: /Bank\.Withdraw/,
+    });
     await expectFailure(f, { domain: "Nope", name: "Deposit" }, {}, "UNKNOWN_COMMAND", { status: "unrecorded" });
     // a query is not a command
     await expectFailure(f, { domain: "Runtime", name: "ListCommands" }, {}, "UNKNOWN_COMMAND", { status: "unrecorded" });
@@ -83,7 +109,12 @@ describe("dispatch failures append nothing and are recorded", () => {
   });
 
   it.each([
-    ["a string", "x"], ["null", null], ["an array", [1]], ["a number", 5], ["undefined", undefined], ["a Date", new Date(0)],
+    ["a string", "x"],
+    ["null", null],
+    ["an array", [1]],
+    ["a number", 5],
+    ["undefined", undefined],
+    ["a Date", new Date(0)],
   ])("VALIDATION_FAILED when the payload is %s", async (_what, payload) => {
     const { Bank, Deposit } = bankDomain();
     const f = await started((f) => f.registerDomain(Bank));
@@ -162,7 +193,11 @@ describe("dispatch failures append nothing and are recorded", () => {
   it("a denied command is recorded as denied, the handler never runs, secrets are redacted", async () => {
     const { Bank, Deposit } = bankDomain();
     const f = await started((f) => f.registerDomain(Bank));
-    const { record } = await expectFailure(f, Deposit, { accountUuid: "a", amount: 5, pin: "1234" }, "PERMISSION_DENIED", { reqCtx: {}, status: "denied", aggregate: "a" });
+    const { record } = await expectFailure(f, Deposit, { accountUuid: "a", amount: 5, pin: "1234" }, "PERMISSION_DENIED", {
+      reqCtx: {},
+      status: "denied",
+      aggregate: "a",
+    });
     expect(record!.payload).toEqual({ accountUuid: "a", amount: 5, pin: REDACTED });
     expect(JSON.stringify(await f.commandStore.list())).not.toContain("1234");
   });
@@ -170,7 +205,9 @@ describe("dispatch failures append nothing and are recorded", () => {
   it("secret fields are redacted in failed and succeeded records alike; the handler still sees the secret", async () => {
     const Vault = defineDomain("Vault");
     const Opened = Vault.event<{ ok: boolean }>("Opened");
-    const Open = Vault.command<{ vaultUuid: string; password: string; token?: string; note: string }>("Open", { secretFields: ["password", "token"] });
+    const Open = Vault.command<{ vaultUuid: string; password: string; token?: string; note: string }>("Open", {
+      secretFields: ["password", "token"],
+    });
     const seen: string[] = [];
     Vault.handleCommand(Open, (_ctx, _cmd, p) => {
       seen.push(p.password);
@@ -181,7 +218,11 @@ describe("dispatch failures append nothing and are recorded", () => {
     await expectFailure(f, Open, { vaultUuid: "v", password: "hunter2", note: "fail" }, "HANDLER_FAILED");
     const ok = await f.dispatch(Open, { vaultUuid: "v", password: "hunter2", token: "tok", note: "ok" }, { reqCtx: admin });
     const rec = await f.commandStore.get(ok.commandUuid);
-    expect(rec).toMatchObject({ status: "succeeded", payload: { vaultUuid: "v", password: REDACTED, token: REDACTED, note: "ok" }, eventUuids: [ok.events[0]!.eventUuid] });
+    expect(rec).toMatchObject({
+      status: "succeeded",
+      payload: { vaultUuid: "v", password: REDACTED, token: REDACTED, note: "ok" },
+      eventUuids: [ok.events[0]!.eventUuid],
+    });
     expect(rec!.error).toBeUndefined();
     expect(seen).toEqual(["hunter2", "hunter2"]);
     expect(JSON.stringify((await f.commandStore.list()).items)).not.toMatch(/hunter2|tok"/);
@@ -195,7 +236,9 @@ describe("dispatch failures append nothing and are recorded", () => {
     const e2 = await rejection(f.dispatch(Deposit, { accountUuid: "a", amount: 1 }, { reqCtx: admin, commandUuid: "" }));
     expect(e2.code).toBe("INVALID_REQUEST");
     for (const v of [-1, 1.5, "3", Number.NaN]) {
-      const e3 = await rejection(f.dispatch(Deposit, { accountUuid: "a", amount: 1 }, { reqCtx: { ...admin, targetAggregateVersion: v as number } }));
+      const e3 = await rejection(
+        f.dispatch(Deposit, { accountUuid: "a", amount: 1 }, { reqCtx: { ...admin, targetAggregateVersion: v as number } }),
+      );
       expect(e3.code).toBe("INVALID_REQUEST");
       expect(e3.message).toMatch(/targetAggregateVersion/);
     }
@@ -227,7 +270,9 @@ describe("events appended by dispatch", () => {
     const { Bank, Deposited } = bankDomain();
     const Split = Bank.command<{ a: string; b: string }>("Split");
     Bank.handleCommand(Split, (_c, _m, p) => [
-      Deposited.create(p.a, { amount: 1 }), Deposited.create(p.b, { amount: 2 }), Deposited.create(p.a, { amount: 3 }),
+      Deposited.create(p.a, { amount: 1 }),
+      Deposited.create(p.b, { amount: 2 }),
+      Deposited.create(p.a, { amount: 3 }),
     ]);
     const f = await started((f) => f.registerDomain(Bank));
     const reqCtx: RequestContext = { ...admin, traceId: "trace-1", attributes: { ip: "127.0.0.1" } };
@@ -238,7 +283,14 @@ describe("events appended by dispatch", () => {
     reqCtx.traceId = "mutated after dispatch";
 
     const all = [...r1.events, ...r2.events];
-    expect(all.map((e) => [e.aggregateUuid, e.version])).toEqual([["A", 1], ["B", 1], ["A", 2], ["A", 3], ["C", 1], ["A", 4]]);
+    expect(all.map((e) => [e.aggregateUuid, e.version])).toEqual([
+      ["A", 1],
+      ["B", 1],
+      ["A", 2],
+      ["A", 3],
+      ["C", 1],
+      ["A", 4],
+    ]);
     expect(all.map((e) => e.position)).toEqual([1, 2, 3, 4, 5, 6]);
     const uuids = new Set(all.map((e) => e.eventUuid));
     expect(uuids.size).toBe(6);
@@ -264,7 +316,9 @@ describe("events appended by dispatch", () => {
   it("ignores a reqCtx or commandUuid a handler puts on its events: every event carries the command's", async () => {
     const { Bank, Deposited } = bankDomain();
     const Sneaky = Bank.command("Sneaky");
-    Bank.handleCommand(Sneaky, () => [{ ...Deposited.create("a", { amount: 1 }, { reqCtx: { senderAccountUuid: "someone-else" } }), commandUuid: "other" }]);
+    Bank.handleCommand(Sneaky, () => [
+      { ...Deposited.create("a", { amount: 1 }, { reqCtx: { senderAccountUuid: "someone-else" } }), commandUuid: "other" },
+    ]);
     const f = await started((f) => f.registerDomain(Bank));
     const r = await f.dispatch(Sneaky, {}, { reqCtx: admin });
     expect(r.events[0]!.reqCtx).toEqual(admin);
@@ -276,7 +330,7 @@ describe("events appended by dispatch", () => {
     ["sender tenant when no target", { senderTenantUuid: "t-sender" }, "t-sender"],
     ["target without sender", { targetTenantUuid: "t-target" }, "t-target"],
     ["empty string when neither", {}, ""],
-  ])("tenantUuid = targetTenantUuid ?? senderTenantUuid ?? \"\": %s", async (_what, reqCtx, tenant) => {
+  ])('tenantUuid = targetTenantUuid ?? senderTenantUuid ?? "": %s', async (_what, reqCtx, tenant) => {
     const Pub = defineDomain("Pub");
     const Said = Pub.event<object>("Said");
     const Say = Pub.command("Say", { permission: anonymous });

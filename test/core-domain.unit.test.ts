@@ -4,7 +4,14 @@
  */
 import { describe, expect, it } from "vitest";
 import {
-  anonymous, authenticated, authorized, createFacade, defineDomain, type ErrorCode, isMnemeError, newPermissionCmdFunc,
+  anonymous,
+  authenticated,
+  authorized,
+  createFacade,
+  defineDomain,
+  type ErrorCode,
+  isMnemeError,
+  newPermissionCmdFunc,
 } from "mneme";
 
 function codeOf(fn: () => unknown): ErrorCode | "no error" | "not a MnemeError" {
@@ -40,9 +47,22 @@ describe("defineDomain tokens", () => {
     const Shop = defineDomain("Shop");
     const OrderPlaced = Shop.event<{ total: number }>("OrderPlaced");
     const OrderCancelled = Shop.event<{ reason: string }>("OrderCancelled");
-    expect(OrderPlaced.create("o-1", { total: 3 })).toEqual({ domain: "Shop", name: "OrderPlaced", aggregateUuid: "o-1", payload: { total: 3 } });
+    expect(OrderPlaced.create("o-1", { total: 3 })).toEqual({
+      domain: "Shop",
+      name: "OrderPlaced",
+      aggregateUuid: "o-1",
+      payload: { total: 3 },
+    });
     expect(OrderPlaced.create("o-1", { total: 3 }, { version: 2, tenantUuid: "t" })).toMatchObject({ version: 2, tenantUuid: "t" });
-    const stored = { ...OrderPlaced.create("o-1", { total: 3 }), eventUuid: "e", position: 1, tenantUuid: "", version: 1, createdAt: 1, reqCtx: {} };
+    const stored = {
+      ...OrderPlaced.create("o-1", { total: 3 }),
+      eventUuid: "e",
+      position: 1,
+      tenantUuid: "",
+      version: 1,
+      createdAt: 1,
+      reqCtx: {},
+    };
     expect(OrderPlaced.is(stored)).toBe(true);
     expect(OrderCancelled.is(stored)).toBe(false);
   });
@@ -54,9 +74,23 @@ describe("defineDomain tokens", () => {
     const Bonus = Other.event<{ n: number }>("Bonus");
     const Counter = Shop.aggregate<{ total: number }>("Counter", {
       initialState: () => ({ total: 0 }),
-      evolve: { Added: (s, p: { n: number }) => ({ total: s.total + p.n }), "Other.Bonus": (s, p: { n: number }) => ({ total: s.total + 10 * p.n }) },
+      evolve: {
+        Added: (s, p: { n: number }) => ({ total: s.total + p.n }),
+        "Other.Bonus": (s, p: { n: number }) => ({ total: s.total + 10 * p.n }),
+      },
     });
-    const ev = (t: { domain: string; name: string }, n: number) => ({ domain: t.domain, name: t.name, aggregateUuid: "c", payload: { n }, eventUuid: "e", position: 1, tenantUuid: "", version: 1, createdAt: 1, reqCtx: {} });
+    const ev = (t: { domain: string; name: string }, n: number) => ({
+      domain: t.domain,
+      name: t.name,
+      aggregateUuid: "c",
+      payload: { n },
+      eventUuid: "e",
+      position: 1,
+      tenantUuid: "",
+      version: 1,
+      createdAt: 1,
+      reqCtx: {},
+    });
     let s = Counter.initialState();
     s = Counter.apply(s, ev(Added, 2));
     s = Counter.apply(s, ev(Bonus, 1));
@@ -163,9 +197,25 @@ describe("facade.registerDomain", () => {
     facade.registerDomain(Shop);
 
     const perms = facade.permissions.list({ domain: "Shop" });
-    expect(perms.map((p) => p.type).sort()).toEqual(["Anon", "Attached", "Authn", "Authz", "Custom", "Default", "QAnon", "QCustom", "QDefault"]);
+    expect(perms.map((p) => p.type).sort()).toEqual([
+      "Anon",
+      "Attached",
+      "Authn",
+      "Authz",
+      "Custom",
+      "Default",
+      "QAnon",
+      "QCustom",
+      "QDefault",
+    ]);
     const get = (t: string) => facade.permissions.get("Shop", t)!;
-    expect(get("Default")).toMatchObject({ domain: "Shop", type: "Default", description: "default level", funcSet: false, level: "Authorized" });
+    expect(get("Default")).toMatchObject({
+      domain: "Shop",
+      type: "Default",
+      description: "default level",
+      funcSet: false,
+      level: "Authorized",
+    });
     expect(get("Anon")).toMatchObject({ kind: "level", funcSet: false, level: "Anonymous" });
     expect(get("Anon").cmdFunc).toBeUndefined(); // cmdFunc is present exactly when funcSet is true
     expect(get("Authn")).toMatchObject({ funcSet: false, level: "Authenticated" });
@@ -229,7 +279,9 @@ describe("evolve keys that name no event", () => {
   });
 
   it("with the domain's event map, a typo is a type error and payloads are typed", () => {
-    interface Opened { at: number }
+    interface Opened {
+      at: number;
+    }
     const Typed = defineDomain<{ Opened: Opened; Closed: { why: string } }>("Typed");
     const Opened = Typed.event("Opened");
     const Closed = Typed.event<{ why: string }>("Closed");

@@ -4,12 +4,26 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import {
-  BaseReadmodel, createFacade, defineDomain, isMnemeError, MemoryCacheStore, MemoryCommandStore, MemoryDataStore, MemoryEventRepository,
-  MemoryLogStore, MemoryReadmodelStoreBackend, type ReadmodelFacade, type RequestContext, withReadmodelStoreBackend,
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  isMnemeError,
+  MemoryCacheStore,
+  MemoryCommandStore,
+  MemoryDataStore,
+  MemoryEventRepository,
+  MemoryLogStore,
+  MemoryReadmodelStoreBackend,
+  type ReadmodelFacade,
+  type RequestContext,
+  withReadmodelStoreBackend,
 } from "mneme";
 
 const admin: RequestContext = {
-  senderAccountUuid: "acc-1", senderSessionUuid: "ses-1", senderIdentityUuid: "idn-1", senderTenantUuid: "ten-1",
+  senderAccountUuid: "acc-1",
+  senderSessionUuid: "ses-1",
+  senderIdentityUuid: "idn-1",
+  senderTenantUuid: "ten-1",
 };
 
 function pingDomain() {

@@ -5,11 +5,22 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  BaseReadmodel, createFacade, defineDomain, type EventType, type Facade, isMnemeError, ProjectionReadmodel, type ReadmodelFacade, type RequestContext,
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type EventType,
+  type Facade,
+  isMnemeError,
+  ProjectionReadmodel,
+  type ReadmodelFacade,
+  type RequestContext,
 } from "mneme";
 
 const admin: RequestContext = {
-  senderAccountUuid: "acc-1", senderSessionUuid: "ses-1", senderIdentityUuid: "idn-1", senderTenantUuid: "ten-1",
+  senderAccountUuid: "acc-1",
+  senderSessionUuid: "ses-1",
+  senderIdentityUuid: "idn-1",
+  senderTenantUuid: "ten-1",
 };
 
 function notesDomain() {
@@ -145,7 +156,7 @@ describe("waitToFinish", () => {
     await f.start();
     for (let i = 1; i <= 20; i++) {
       await f.dispatch(Write, { noteUuid: "n", text: `v${i}` }, { reqCtx: admin, waitToFinish: true });
-      expect((await projection.getModel("n"))).toMatchObject({ version: i, model: { text: `v${i}`, edits: i } });
+      expect(await projection.getModel("n")).toMatchObject({ version: i, model: { text: `v${i}`, edits: i } });
     }
   });
 
@@ -156,11 +167,13 @@ describe("waitToFinish", () => {
     const projection = new ProjectionReadmodel(f, { aggregate: Note });
     f.registerReadmodel(projection);
     await f.start();
-    await Promise.all(Array.from({ length: 30 }, async (_, i) => {
-      const r = await f.dispatch(Write, { noteUuid: `n${i % 3}`, text: `t${i}` }, { reqCtx: admin, waitToFinish: true });
-      const m = await projection.getModel(`n${i % 3}`);
-      expect(m!.version).toBeGreaterThanOrEqual(r.events[0]!.version);
-    }));
+    await Promise.all(
+      Array.from({ length: 30 }, async (_, i) => {
+        const r = await f.dispatch(Write, { noteUuid: `n${i % 3}`, text: `t${i}` }, { reqCtx: admin, waitToFinish: true });
+        const m = await projection.getModel(`n${i % 3}`);
+        expect(m!.version).toBeGreaterThanOrEqual(r.events[0]!.version);
+      }),
+    );
   });
 
   it("a command with no events resolves at once with waitToFinish", async () => {

@@ -4,7 +4,18 @@
  * removal, and the Account readmodel's queries.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { ChangeAccountEmail, ChangeAccountName, GetAccount, GetAccountByEmail, ListAccounts, Login, RegisterAccount, RemoveAccount, SetAccountPassword, resolveCredentials } from "mneme/defaults";
+import {
+  ChangeAccountEmail,
+  ChangeAccountName,
+  GetAccount,
+  GetAccountByEmail,
+  ListAccounts,
+  Login,
+  RegisterAccount,
+  RemoveAccount,
+  SetAccountPassword,
+  resolveCredentials,
+} from "mneme/defaults";
 import { ADMIN_EMAIL, makeWorld, type World } from "./support/defaults-world.js";
 import { outcomeCode } from "./support/rejections.js";
 
@@ -19,18 +30,35 @@ describe("accounts", () => {
     const T = await world.createTenant("acme");
     const ann = await world.member("ann@example.org", T, []);
     // 1. the account itself, acting as its identity in T
-    await world.facade.dispatch(ChangeAccountName, { accountUuid: ann.accountUuid, name: "Ann" }, { reqCtx: ann.reqCtx, waitToFinish: true });
+    await world.facade.dispatch(
+      ChangeAccountName,
+      { accountUuid: ann.accountUuid, name: "Ann" },
+      { reqCtx: ann.reqCtx, waitToFinish: true },
+    );
     // 2. the system administrator
-    await world.facade.dispatch(ChangeAccountEmail, { accountUuid: ann.accountUuid, email: "ann@acme.example" }, { reqCtx: world.admin, waitToFinish: true });
+    await world.facade.dispatch(
+      ChangeAccountEmail,
+      { accountUuid: ann.accountUuid, email: "ann@acme.example" },
+      { reqCtx: world.admin, waitToFinish: true },
+    );
     // 3. the account itself again, with only a session (no identity)
     const { reqCtx: bare } = await world.login("ann@acme.example", "ann@example.org-pw");
-    await world.facade.dispatch(SetAccountPassword, { accountUuid: ann.accountUuid, password: "a-better-password", currentPassword: "ann@example.org-pw" }, { reqCtx: bare, waitToFinish: true });
+    await world.facade.dispatch(
+      SetAccountPassword,
+      { accountUuid: ann.accountUuid, password: "a-better-password", currentPassword: "ann@example.org-pw" },
+      { reqCtx: bare, waitToFinish: true },
+    );
 
     const item = await world.facade.query(GetAccount, { accountUuid: ann.accountUuid, includeHistory: true }, { reqCtx: ann.reqCtx });
     expect(item.model).toMatchObject({ email: "ann@acme.example", name: "Ann", removed: false });
     expect(item.version).toBe(4);
     const h = item.historyEvents!;
-    expect(h.map((e) => e.domainEvtName)).toEqual(["AccountRegistered", "AccountNameChanged", "AccountEmailChanged", "AccountPasswordChanged"]);
+    expect(h.map((e) => e.domainEvtName)).toEqual([
+      "AccountRegistered",
+      "AccountNameChanged",
+      "AccountEmailChanged",
+      "AccountPasswordChanged",
+    ]);
     expect(h.map((e) => e.senderIdentityUuid)).toEqual(["", ann.identityUuid, world.ids.adminIdentityUuid, ""]);
     expect(h.map((e) => e.senderTenantUuid)).toEqual(["", T, world.ids.systemTenantUuid, ""]);
     expect(h.map((e) => e.version)).toEqual([1, 2, 3, 4]);
@@ -46,12 +74,26 @@ describe("accounts", () => {
   it("makes emails unique, case-insensitively, and exactly one of concurrent registrations wins", async () => {
     world = await makeWorld();
     await world.register("bob@example.org");
-    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: " BOB@Example.org ", password: "another-password" }))).toBe("VALIDATION_FAILED");
-    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: "BOB@Example.org", password: "another-password" }))).toBe("CONFLICT");
-    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: ADMIN_EMAIL, password: "another-password" }))).toBe("CONFLICT");
+    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: " BOB@Example.org ", password: "another-password" }))).toBe(
+      "VALIDATION_FAILED",
+    );
+    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: "BOB@Example.org", password: "another-password" }))).toBe(
+      "CONFLICT",
+    );
+    expect(await outcomeCode(world.facade.dispatch(RegisterAccount, { email: ADMIN_EMAIL, password: "another-password" }))).toBe(
+      "CONFLICT",
+    );
 
-    const outcomes = await Promise.all(Array.from({ length: 12 }, (_, i) =>
-      outcomeCode(world.facade.dispatch(RegisterAccount, { email: i % 2 === 0 ? "race@example.org" : "RACE@example.org", password: `password-${i}` }))));
+    const outcomes = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        outcomeCode(
+          world.facade.dispatch(RegisterAccount, {
+            email: i % 2 === 0 ? "race@example.org" : "RACE@example.org",
+            password: `password-${i}`,
+          }),
+        ),
+      ),
+    );
     expect(outcomes.filter((o) => o === "ok")).toHaveLength(1);
     expect(outcomes.filter((o) => o === "CONFLICT")).toHaveLength(11);
     const list = await world.facade.query(ListAccounts, { pageSize: 100 }, { reqCtx: world.admin });
@@ -63,14 +105,20 @@ describe("accounts", () => {
     const carl = await world.register("carl@example.org");
     await world.register("dora@example.org");
     const { reqCtx } = await world.login("carl@example.org");
-    expect(await outcomeCode(world.facade.dispatch(ChangeAccountEmail, { accountUuid: carl, email: "dora@example.org" }, { reqCtx }))).toBe("CONFLICT");
+    expect(await outcomeCode(world.facade.dispatch(ChangeAccountEmail, { accountUuid: carl, email: "dora@example.org" }, { reqCtx }))).toBe(
+      "CONFLICT",
+    );
     await world.facade.dispatch(ChangeAccountEmail, { accountUuid: carl, email: "carl@new.example" }, { reqCtx, waitToFinish: true });
-    expect(await outcomeCode(world.facade.dispatch(Login, { email: "carl@example.org", password: "carl@example.org-pw" }))).toBe("UNAUTHENTICATED");
+    expect(await outcomeCode(world.facade.dispatch(Login, { email: "carl@example.org", password: "carl@example.org-pw" }))).toBe(
+      "UNAUTHENTICATED",
+    );
     expect(await outcomeCode(world.facade.dispatch(Login, { email: "carl@new.example", password: "carl@example.org-pw" }))).toBe("ok");
     expect(await world.register("carl@example.org")).toMatch(/^[0-9a-f-]{36}$/);
     const byEmail = await world.facade.query(GetAccountByEmail, { email: "Carl@New.example" }, { reqCtx: world.admin });
     expect(byEmail.aggregateUuid).toBe(carl);
-    expect(await outcomeCode(world.facade.query(GetAccountByEmail, { email: "nobody@example.org" }, { reqCtx: world.admin }))).toBe("NOT_FOUND");
+    expect(await outcomeCode(world.facade.query(GetAccountByEmail, { email: "nobody@example.org" }, { reqCtx: world.admin }))).toBe(
+      "NOT_FOUND",
+    );
   });
 
   it("asks an account for its current password and ends its other sessions on a password change", async () => {
@@ -78,18 +126,28 @@ describe("accounts", () => {
     const eve = await world.register("eve@example.org");
     const first = await world.login("eve@example.org");
     const second = await world.login("eve@example.org");
-    const set = (reqCtx: typeof first.reqCtx, currentPassword?: string) => world.facade.dispatch(SetAccountPassword,
-      { accountUuid: eve, password: "eve-new-password", ...(currentPassword === undefined ? {} : { currentPassword }) }, { reqCtx, waitToFinish: true });
+    const set = (reqCtx: typeof first.reqCtx, currentPassword?: string) =>
+      world.facade.dispatch(
+        SetAccountPassword,
+        { accountUuid: eve, password: "eve-new-password", ...(currentPassword === undefined ? {} : { currentPassword }) },
+        { reqCtx, waitToFinish: true },
+      );
     expect(await outcomeCode(set(first.reqCtx))).toBe("PERMISSION_DENIED");
     expect(await outcomeCode(set(first.reqCtx, "not-the-password"))).toBe("PERMISSION_DENIED");
     await set(first.reqCtx, "eve@example.org-pw");
     const resolve = (l: typeof first.login) => resolveCredentials(world.facade, { sessionUuid: l.sessionUuid, sessionKey: l.sessionKey });
     expect(await resolve(first.login)).toBeDefined();
     expect(await resolve(second.login)).toBeUndefined();
-    expect(await outcomeCode(world.facade.dispatch(Login, { email: "eve@example.org", password: "eve@example.org-pw" }))).toBe("UNAUTHENTICATED");
+    expect(await outcomeCode(world.facade.dispatch(Login, { email: "eve@example.org", password: "eve@example.org-pw" }))).toBe(
+      "UNAUTHENTICATED",
+    );
     expect(await outcomeCode(world.facade.dispatch(Login, { email: "eve@example.org", password: "eve-new-password" }))).toBe("ok");
     // an administrator resets it without the current one, and every session of the account ends
-    await world.facade.dispatch(SetAccountPassword, { accountUuid: eve, password: "reset-by-admin" }, { reqCtx: world.admin, waitToFinish: true });
+    await world.facade.dispatch(
+      SetAccountPassword,
+      { accountUuid: eve, password: "reset-by-admin" },
+      { reqCtx: world.admin, waitToFinish: true },
+    );
     expect(await resolve(first.login)).toBeUndefined();
   });
 
@@ -101,11 +159,15 @@ describe("accounts", () => {
     // no waitToFinish: the session is refused at once in this process
     expect(await resolveCredentials(world.facade, { sessionUuid: login.sessionUuid, sessionKey: login.sessionKey })).toBeUndefined();
     await world.register("fay@example.org", "fay-second-life");
-    expect(await outcomeCode(world.facade.dispatch(Login, { email: "fay@example.org", password: "fay@example.org-pw" }))).toBe("UNAUTHENTICATED");
+    expect(await outcomeCode(world.facade.dispatch(Login, { email: "fay@example.org", password: "fay@example.org-pw" }))).toBe(
+      "UNAUTHENTICATED",
+    );
     const old = await world.facade.query(GetAccount, { accountUuid: fay, includeHistory: true }, { reqCtx: world.admin });
     expect(old.model.removed).toBe(true);
     expect(old.historyEvents!.map((e) => e.domainEvtName)).toEqual(["AccountRegistered", "AccountRemoved"]);
-    expect(await outcomeCode(world.facade.dispatch(RemoveAccount, { accountUuid: world.ids.adminAccountUuid }, { reqCtx: world.admin }))).toBe("INVALID_ACTION");
+    expect(
+      await outcomeCode(world.facade.dispatch(RemoveAccount, { accountUuid: world.ids.adminAccountUuid }, { reqCtx: world.admin })),
+    ).toBe("INVALID_ACTION");
   });
 
   it("lets an account read and rename itself, not another account", async () => {
@@ -115,7 +177,9 @@ describe("accounts", () => {
     const { reqCtx } = await world.login("gus@example.org");
     expect((await world.facade.query(GetAccount, { accountUuid: gus }, { reqCtx })).model.email).toBe("gus@example.org");
     expect(await outcomeCode(world.facade.query(GetAccount, { accountUuid: hal }, { reqCtx }))).toBe("PERMISSION_DENIED");
-    expect(await outcomeCode(world.facade.dispatch(ChangeAccountName, { accountUuid: hal, name: "Hacked" }, { reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(world.facade.dispatch(ChangeAccountName, { accountUuid: hal, name: "Hacked" }, { reqCtx }))).toBe(
+      "PERMISSION_DENIED",
+    );
     await world.facade.dispatch(ChangeAccountName, { accountUuid: gus, name: "Gus" }, { reqCtx, waitToFinish: true });
     expect((await world.facade.query(GetAccount, { accountUuid: gus }, { reqCtx })).model.name).toBe("Gus");
   });

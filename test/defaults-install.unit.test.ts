@@ -32,9 +32,14 @@ describe("installing the built-in domains", () => {
   it("registerDefaults installs each domain's handlers in its facade, and still resolves at once with the ids", async () => {
     const f = createFacade({ appName: "installed" });
     stops.push(f);
-    const ids = await defaults.registerDefaults(f, { admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, passwordHashing: FAST_HASHING });
+    const ids = await defaults.registerDefaults(f, {
+      admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD },
+      passwordHashing: FAST_HASHING,
+    });
     expect(Object.keys(ids).sort()).toEqual(["adminAccountUuid", "adminIdentityUuid", "systemAdminGroupUuid", "systemTenantUuid"]);
-    const byDomain = new Map(f.runtime.listCommandHandlers().map((h) => [h.commandHandlerDomain, h.domainCommandHandlers.map((c) => c.domainCmdName)]));
+    const byDomain = new Map(
+      f.runtime.listCommandHandlers().map((h) => [h.commandHandlerDomain, h.domainCommandHandlers.map((c) => c.domainCmdName)]),
+    );
     expect(byDomain.get("Account")).toEqual(expect.arrayContaining(["RegisterAccount", "Login", "Logout"]));
     expect(byDomain.get("Tenant")).toEqual(expect.arrayContaining(["CreateTenant", "BootstrapSystemTenant"]));
     expect(f.domains.get("Account")?.definition).toBe(defaults.Account);
@@ -54,10 +59,18 @@ describe("installing the built-in domains", () => {
     a.clock.advanceMs(61_000);
     expect(await resolveCredentials(a.facade, creds)).toBeUndefined();
     // B allows one failed login per email, A the default five.
-    await expect(b.facade.dispatch(Login, { email: ADMIN_EMAIL, password: "wrong-password-1" })).rejects.toMatchObject({ code: "UNAUTHENTICATED" });
-    await expect(b.facade.dispatch(Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD })).rejects.toMatchObject({ code: "RATE_LIMITED" });
-    await expect(a.facade.dispatch(Login, { email: ADMIN_EMAIL, password: "wrong-password-1" })).rejects.toMatchObject({ code: "UNAUTHENTICATED" });
-    expect((await a.facade.dispatch(Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD })).result?.sessionKey).toEqual(expect.any(String));
+    await expect(b.facade.dispatch(Login, { email: ADMIN_EMAIL, password: "wrong-password-1" })).rejects.toMatchObject({
+      code: "UNAUTHENTICATED",
+    });
+    await expect(b.facade.dispatch(Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD })).rejects.toMatchObject({
+      code: "RATE_LIMITED",
+    });
+    await expect(a.facade.dispatch(Login, { email: ADMIN_EMAIL, password: "wrong-password-1" })).rejects.toMatchObject({
+      code: "UNAUTHENTICATED",
+    });
+    expect((await a.facade.dispatch(Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD })).result?.sessionKey).toEqual(
+      expect.any(String),
+    );
   });
 
   it("the helpers read what they need through the facade: a second copy of the module works on a facade the first set up", async () => {
@@ -65,14 +78,20 @@ describe("installing the built-in domains", () => {
     const f = createFacade({ appName: "copies" });
     stops.push(f);
     const ids = await defaults.registerDefaults(f, {
-      admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, passwordHashing: FAST_HASHING, clock: clock.fn,
+      admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD },
+      passwordHashing: FAST_HASHING,
+      clock: clock.fn,
     });
     await f.start();
     vi.resetModules();
     const copy = await import("../src/defaults/index.js");
     expect(copy.resolveCredentials).not.toBe(resolveCredentials);
     const login = (await f.dispatch(copy.Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, { waitToFinish: true })).result!;
-    const reqCtx = await copy.resolveCredentials(f, { sessionUuid: login.sessionUuid, sessionKey: login.sessionKey, identityUuid: ids.adminIdentityUuid });
+    const reqCtx = await copy.resolveCredentials(f, {
+      sessionUuid: login.sessionUuid,
+      sessionKey: login.sessionKey,
+      identityUuid: ids.adminIdentityUuid,
+    });
     expect(reqCtx).toMatchObject({ senderIdentityUuid: ids.adminIdentityUuid, senderTenantUuid: ids.systemTenantUuid });
     expect(await copy.isSystemAdmin(f, reqCtx!)).toBe(true);
     expect(await isSystemAdmin(f, reqCtx!)).toBe(true);
@@ -82,15 +101,26 @@ describe("installing the built-in domains", () => {
     const f = createFacade({ appName: "bare" });
     stops.push(f);
     await f.start();
-    await expect(resolveCredentials(f, { sessionUuid: "0190f5e4-0000-7000-8000-0000000000b1", sessionKey: "k" })).rejects.toMatchObject({ code: "INVALID_STATE" });
+    await expect(resolveCredentials(f, { sessionUuid: "0190f5e4-0000-7000-8000-0000000000b1", sessionKey: "k" })).rejects.toMatchObject({
+      code: "INVALID_STATE",
+    });
     await expect(isSystemAdmin(f, {})).rejects.toMatchObject({ code: "INVALID_STATE" });
-    const denied = await defaults.systemAdministrator({}, { queryUuid: "q", domain: "X", name: "Y", payload: {}, reqCtx: {} }, { facade: f });
+    const denied = await defaults.systemAdministrator(
+      {},
+      { queryUuid: "q", domain: "X", name: "Y", payload: {}, reqCtx: {} },
+      { facade: f },
+    );
     expect(denied).toMatchObject({ code: "PERMISSION_DENIED", message: expect.stringContaining("not registered") });
   });
 
   it("the bootstrap's command is refused to everyone but the facade's own bootstrap", async () => {
     const w = await world();
-    await expect(w.facade.dispatch(defaults.BootstrapSystemTenant, { email: "x@example.org", password: "a-password-1", name: "x", tenantName: "t" }, { reqCtx: w.admin }))
-      .rejects.toMatchObject({ code: "PERMISSION_DENIED" });
+    await expect(
+      w.facade.dispatch(
+        defaults.BootstrapSystemTenant,
+        { email: "x@example.org", password: "a-password-1", name: "x", tenantName: "t" },
+        { reqCtx: w.admin },
+      ),
+    ).rejects.toMatchObject({ code: "PERMISSION_DENIED" });
   });
 });

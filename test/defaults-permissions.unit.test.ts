@@ -52,10 +52,13 @@ async function scene(permission: string): Promise<Scene> {
   const other = await world.member(`other${n}@example.org`, U, [permission]);
   const target = (c: RequestContext): RequestContext => ({ ...c, targetTenantUuid: T });
   return {
-    world, T, U,
+    world,
+    T,
+    U,
     victim: { accountUuid: victimUuid, email: victimEmail, identityUuid: victimIdentity },
     loner: { accountUuid: lonerUuid },
-    emptyGroup, victimGroup,
+    emptyGroup,
+    victimGroup,
     ctx: {
       anonymous: target({}),
       authenticated: target(authenticated),
@@ -68,10 +71,14 @@ async function scene(permission: string): Promise<Scene> {
 }
 
 type Call = (s: Scene, reqCtx: RequestContext) => Promise<unknown>;
-const cmd = (domain: string, name: string, payload: (s: Scene) => Record<string, unknown>): Call =>
-  (s, reqCtx) => s.world.facade.dispatch({ domain, name }, payload(s), { reqCtx, waitToFinish: true });
-const qry = (domain: string, name: string, payload: (s: Scene) => Record<string, unknown>): Call =>
-  (s, reqCtx) => s.world.facade.query({ domain, name }, payload(s), { reqCtx });
+const cmd =
+  (domain: string, name: string, payload: (s: Scene) => Record<string, unknown>): Call =>
+  (s, reqCtx) =>
+    s.world.facade.dispatch({ domain, name }, payload(s), { reqCtx, waitToFinish: true });
+const qry =
+  (domain: string, name: string, payload: (s: Scene) => Record<string, unknown>): Call =>
+  (s, reqCtx) =>
+    s.world.facade.query({ domain, name }, payload(s), { reqCtx });
 
 /** Allowed senders, in WHO order: 1 = allowed, 0 = PERMISSION_DENIED. */
 const everyone = "111111";
@@ -87,31 +94,91 @@ const rows: [string, string, string, Call][] = [
   ["Tenant", "RemoveTenant", tenantGrant, cmd("Tenant", "RemoveTenant", (s) => ({ tenantUuid: s.T }))],
   ["Tenant", "GetTenant", tenantGrant, qry("Tenant", "GetTenant", (s) => ({ tenantUuid: s.T, includeHistory: true }))],
   ["Tenant", "ListTenants", adminOnly, qry("Tenant", "ListTenants", () => ({}))],
-  ["Tenant", "BootstrapSystemTenant", nobody, cmd("Tenant", "BootstrapSystemTenant", () => ({ email: "x@example.org", password: "password-x", name: "x", tenantName: "x" }))],
+  [
+    "Tenant",
+    "BootstrapSystemTenant",
+    nobody,
+    cmd("Tenant", "BootstrapSystemTenant", () => ({ email: "x@example.org", password: "password-x", name: "x", tenantName: "x" })),
+  ],
   // Account
-  ["Account", "RegisterAccount", everyone, cmd("Account", "RegisterAccount", () => ({ email: `new${++seq}@example.org`, password: "new-password" }))],
+  [
+    "Account",
+    "RegisterAccount",
+    everyone,
+    cmd("Account", "RegisterAccount", () => ({ email: `new${++seq}@example.org`, password: "new-password" })),
+  ],
   ["Account", "Login", everyone, cmd("Account", "Login", (s) => ({ email: s.victim.email, password: `${s.victim.email}-pw` }))],
   ["Account", "Logout", sessions, cmd("Account", "Logout", () => ({}))],
-  ["Account", "ChangeAccountEmail", adminOnly, cmd("Account", "ChangeAccountEmail", (s) => ({ accountUuid: s.victim.accountUuid, email: `changed${++seq}@example.org` }))],
-  ["Account", "ChangeAccountName", adminOnly, cmd("Account", "ChangeAccountName", (s) => ({ accountUuid: s.victim.accountUuid, name: "Changed" }))],
-  ["Account", "SetAccountPassword", adminOnly, cmd("Account", "SetAccountPassword", (s) => ({ accountUuid: s.victim.accountUuid, password: "a-new-password" }))],
+  [
+    "Account",
+    "ChangeAccountEmail",
+    adminOnly,
+    cmd("Account", "ChangeAccountEmail", (s) => ({ accountUuid: s.victim.accountUuid, email: `changed${++seq}@example.org` })),
+  ],
+  [
+    "Account",
+    "ChangeAccountName",
+    adminOnly,
+    cmd("Account", "ChangeAccountName", (s) => ({ accountUuid: s.victim.accountUuid, name: "Changed" })),
+  ],
+  [
+    "Account",
+    "SetAccountPassword",
+    adminOnly,
+    cmd("Account", "SetAccountPassword", (s) => ({ accountUuid: s.victim.accountUuid, password: "a-new-password" })),
+  ],
   ["Account", "RemoveAccount", adminOnly, cmd("Account", "RemoveAccount", (s) => ({ accountUuid: s.victim.accountUuid }))],
   ["Account", "GetAccount", adminOnly, qry("Account", "GetAccount", (s) => ({ accountUuid: s.victim.accountUuid, includeHistory: true }))],
   ["Account", "ListAccounts", adminOnly, qry("Account", "ListAccounts", () => ({ page: 1, pageSize: 10 }))],
   ["Account", "GetAccountByEmail", adminOnly, qry("Account", "GetAccountByEmail", (s) => ({ email: s.victim.email }))],
   // Identity
-  ["Identity", "CreateIdentity", tenantGrant, cmd("Identity", "CreateIdentity", (s) => ({ accountUuid: s.loner.accountUuid, tenantUuid: s.T }))],
+  [
+    "Identity",
+    "CreateIdentity",
+    tenantGrant,
+    cmd("Identity", "CreateIdentity", (s) => ({ accountUuid: s.loner.accountUuid, tenantUuid: s.T })),
+  ],
   ["Identity", "RemoveIdentity", tenantGrant, cmd("Identity", "RemoveIdentity", (s) => ({ identityUuid: s.victim.identityUuid }))],
-  ["Identity", "AssignGroup", tenantGrant, cmd("Identity", "AssignGroup", (s) => ({ identityUuid: s.victim.identityUuid, groupUuid: s.emptyGroup }))],
-  ["Identity", "UnassignGroup", tenantGrant, cmd("Identity", "UnassignGroup", (s) => ({ identityUuid: s.victim.identityUuid, groupUuid: s.victimGroup }))],
-  ["Identity", "GetIdentity", tenantGrant, qry("Identity", "GetIdentity", (s) => ({ identityUuid: s.victim.identityUuid, includeHistory: true }))],
+  [
+    "Identity",
+    "AssignGroup",
+    tenantGrant,
+    cmd("Identity", "AssignGroup", (s) => ({ identityUuid: s.victim.identityUuid, groupUuid: s.emptyGroup })),
+  ],
+  [
+    "Identity",
+    "UnassignGroup",
+    tenantGrant,
+    cmd("Identity", "UnassignGroup", (s) => ({ identityUuid: s.victim.identityUuid, groupUuid: s.victimGroup })),
+  ],
+  [
+    "Identity",
+    "GetIdentity",
+    tenantGrant,
+    qry("Identity", "GetIdentity", (s) => ({ identityUuid: s.victim.identityUuid, includeHistory: true })),
+  ],
   ["Identity", "ListIdentities", tenantGrant, qry("Identity", "ListIdentities", () => ({}))],
-  ["Identity", "ListAccountIdentities", adminOnly, qry("Identity", "ListAccountIdentities", (s) => ({ accountUuid: s.victim.accountUuid }))],
+  [
+    "Identity",
+    "ListAccountIdentities",
+    adminOnly,
+    qry("Identity", "ListAccountIdentities", (s) => ({ accountUuid: s.victim.accountUuid })),
+  ],
   // Group
   ["Group", "CreateGroup", tenantGrant, cmd("Group", "CreateGroup", (s) => ({ tenantUuid: s.T, name: "created" }))],
   ["Group", "RenameGroup", tenantGrant, cmd("Group", "RenameGroup", (s) => ({ groupUuid: s.victimGroup, name: "renamed" }))],
-  ["Group", "AddGroupPermission", tenantGrant, cmd("Group", "AddGroupPermission", (s) => ({ groupUuid: s.emptyGroup, permission: "Group.AddGroupPermission" }))],
-  ["Group", "RemoveGroupPermission", tenantGrant, cmd("Group", "RemoveGroupPermission", (s) => ({ groupUuid: s.victimGroup, permission: "Tenant.GetTenant" }))],
+  [
+    "Group",
+    "AddGroupPermission",
+    tenantGrant,
+    cmd("Group", "AddGroupPermission", (s) => ({ groupUuid: s.emptyGroup, permission: "Group.AddGroupPermission" })),
+  ],
+  [
+    "Group",
+    "RemoveGroupPermission",
+    tenantGrant,
+    cmd("Group", "RemoveGroupPermission", (s) => ({ groupUuid: s.victimGroup, permission: "Tenant.GetTenant" })),
+  ],
   ["Group", "RemoveGroup", tenantGrant, cmd("Group", "RemoveGroup", (s) => ({ groupUuid: s.victimGroup }))],
   ["Group", "GetGroup", tenantGrant, qry("Group", "GetGroup", (s) => ({ groupUuid: s.victimGroup, includeHistory: true }))],
   ["Group", "ListGroups", tenantGrant, qry("Group", "ListGroups", () => ({}))],
@@ -120,8 +187,10 @@ const rows: [string, string, string, Call][] = [
 describe("the permission matrix of the built-in domains", () => {
   it("covers every built-in command and query", async () => {
     const world = await makeWorld();
-    const listed = [...world.facade.runtime.listCommands().map((c) => `${c.domain}.${c.domainCmdName}`), ...world.facade.runtime.listQueries().map((q) => `${q.domain}.${q.domainQryName}`)]
-      .filter((n) => /^(Tenant|Account|Identity|Group)\./.test(n));
+    const listed = [
+      ...world.facade.runtime.listCommands().map((c) => `${c.domain}.${c.domainCmdName}`),
+      ...world.facade.runtime.listQueries().map((q) => `${q.domain}.${q.domainQryName}`),
+    ].filter((n) => /^(Tenant|Account|Identity|Group)\./.test(n));
     expect(rows.map(([d, n]) => `${d}.${n}`).sort()).toEqual(listed.sort());
     await world.facade.stop();
   });
@@ -136,7 +205,10 @@ describe("the permission matrix of the built-in domains", () => {
     it.each(WHO.map((who, i) => [who, expected[i] === "1"] as const))("%s -> allowed: %s", async (who, allowed) => {
       const s = allowed ? await scene(`${domain}.${name}`) : (shared ??= await scene(`${domain}.${name}`));
       try {
-        const outcome = await call(s, s.ctx[who]).then(() => "allowed", (e: unknown) => e);
+        const outcome = await call(s, s.ctx[who]).then(
+          () => "allowed",
+          (e: unknown) => e,
+        );
         if (allowed) {
           expect(outcome).toBe("allowed");
         } else {

@@ -8,16 +8,33 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { type Facade, createFacade } from "mneme";
-import { ChangeAccountName, GetAccount, ListTenants, Login, type LoginResult, RegisterAccount, SetAccountPassword, registerDefaults, resolveCredentials } from "mneme/defaults";
+import {
+  ChangeAccountName,
+  GetAccount,
+  ListTenants,
+  Login,
+  type LoginResult,
+  RegisterAccount,
+  SetAccountPassword,
+  registerDefaults,
+  resolveCredentials,
+} from "mneme/defaults";
 import { createSqliteBackends } from "mneme/sqlite";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-defaults-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function open(filename: string, adminPassword = ADMIN_PASSWORD): Promise<{ facade: Facade; ids: Awaited<ReturnType<typeof registerDefaults>> }> {
+async function open(
+  filename: string,
+  adminPassword = ADMIN_PASSWORD,
+): Promise<{ facade: Facade; ids: Awaited<ReturnType<typeof registerDefaults>> }> {
   const facade = createFacade({ appName: "restart", ...createSqliteBackends({ filename }) });
-  const ids = await registerDefaults(facade, { admin: { email: ADMIN_EMAIL, password: adminPassword }, passwordHashing: FAST_HASHING, sessionSecret: "a secret of the deployment" });
+  const ids = await registerDefaults(facade, {
+    admin: { email: ADMIN_EMAIL, password: adminPassword },
+    passwordHashing: FAST_HASHING,
+    sessionSecret: "a secret of the deployment",
+  });
   return { facade, ids };
 }
 
@@ -26,7 +43,11 @@ async function counts(facade: Facade): Promise<{ head: number; commands: number 
 }
 
 async function adminCtx(facade: Facade, login: LoginResult) {
-  return resolveCredentials(facade, { sessionUuid: login.sessionUuid, sessionKey: login.sessionKey, identityUuid: login.identities[0]!.identityUuid });
+  return resolveCredentials(facade, {
+    sessionUuid: login.sessionUuid,
+    sessionKey: login.sessionKey,
+    identityUuid: login.identities[0]!.identityUuid,
+  });
 }
 
 describe("built-in domains on SQLite", () => {
@@ -34,14 +55,20 @@ describe("built-in domains on SQLite", () => {
     const file = join(dir, "restart.db");
     const first = await open(file);
     await first.facade.start();
-    const accountUuid = (await first.facade.dispatch(RegisterAccount, { email: "sam@example.org", password: "sam-password" }, { waitToFinish: true })).result!.accountUuid;
-    const session = (await first.facade.dispatch(Login, { email: "sam@example.org", password: "sam-password" }, { waitToFinish: true })).result!;
+    const accountUuid = (
+      await first.facade.dispatch(RegisterAccount, { email: "sam@example.org", password: "sam-password" }, { waitToFinish: true })
+    ).result!.accountUuid;
+    const session = (await first.facade.dispatch(Login, { email: "sam@example.org", password: "sam-password" }, { waitToFinish: true }))
+      .result!;
     const samCtx = { senderAccountUuid: accountUuid, senderSessionUuid: session.sessionUuid };
     await first.facade.dispatch(ChangeAccountName, { accountUuid, name: "Sam" }, { reqCtx: samCtx, waitToFinish: true });
     const admin = (await first.facade.dispatch(Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, { waitToFinish: true })).result!;
     // the admin changes the password; the next start must not put the configured one back
-    await first.facade.dispatch(SetAccountPassword, { accountUuid: first.ids.adminAccountUuid, password: "changed-admin-password", currentPassword: ADMIN_PASSWORD },
-      { reqCtx: (await adminCtx(first.facade, admin))!, waitToFinish: true });
+    await first.facade.dispatch(
+      SetAccountPassword,
+      { accountUuid: first.ids.adminAccountUuid, password: "changed-admin-password", currentPassword: ADMIN_PASSWORD },
+      { reqCtx: (await adminCtx(first.facade, admin))!, waitToFinish: true },
+    );
     const before = await counts(first.facade);
     await first.facade.stop();
 
@@ -57,8 +84,12 @@ describe("built-in domains on SQLite", () => {
     const adminAgain = await adminCtx(second.facade, admin);
     expect(adminAgain?.senderTenantUuid).toBe(first.ids.systemTenantUuid);
     expect((await second.facade.query(ListTenants, {}, { reqCtx: adminAgain! })).total).toBe(1);
-    await expect(second.facade.dispatch(Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD })).rejects.toMatchObject({ code: "UNAUTHENTICATED" });
-    expect((await second.facade.dispatch(Login, { email: "sam@example.org", password: "sam-password" })).result!.accountUuid).toBe(accountUuid);
+    await expect(second.facade.dispatch(Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD })).rejects.toMatchObject({
+      code: "UNAUTHENTICATED",
+    });
+    expect((await second.facade.dispatch(Login, { email: "sam@example.org", password: "sam-password" })).result!.accountUuid).toBe(
+      accountUuid,
+    );
     await second.facade.stop();
 
     // a third start with another configured admin password changes nothing either
@@ -66,7 +97,9 @@ describe("built-in domains on SQLite", () => {
     await third.facade.start();
     const after = await counts(third.facade);
     expect(after.head).toBe(before.head + 1); // Sam's second login
-    await expect(third.facade.dispatch(Login, { email: ADMIN_EMAIL, password: "yet-another-password" })).rejects.toMatchObject({ code: "UNAUTHENTICATED" });
+    await expect(third.facade.dispatch(Login, { email: ADMIN_EMAIL, password: "yet-another-password" })).rejects.toMatchObject({
+      code: "UNAUTHENTICATED",
+    });
     await third.facade.stop();
   });
 
@@ -76,7 +109,8 @@ describe("built-in domains on SQLite", () => {
     const b = await open(file);
     await Promise.all([a.facade.start(), b.facade.start()]);
     const created: string[] = [];
-    for await (const batch of a.facade.eventRepository.readAll()) for (const e of batch) if (e.name === "TenantCreated") created.push(e.aggregateUuid);
+    for await (const batch of a.facade.eventRepository.readAll())
+      for (const e of batch) if (e.name === "TenantCreated") created.push(e.aggregateUuid);
     expect(created).toEqual([a.ids.systemTenantUuid]);
     // one bootstrap command succeeded; the other instance, if it got as far as appending, met a CONFLICT and accepted it
     const records = (await a.facade.commandStore.list({ limit: 100 })).items.filter((r) => r.name === "BootstrapSystemTenant");

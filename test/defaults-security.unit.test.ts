@@ -6,9 +6,17 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { type Facade, type SystemEvent, isMnemeError } from "mneme";
-import { type CommandRecord } from "mneme/store";
 import { REDACTED } from "mneme/runtime";
-import { ChangeAccountName, DEFAULT_SCRYPT, Login, Logout, RegisterAccount, SetAccountPassword, hashPassword, verifyPassword } from "mneme/defaults";
+import {
+  ChangeAccountName,
+  DEFAULT_SCRYPT,
+  Login,
+  Logout,
+  RegisterAccount,
+  SetAccountPassword,
+  hashPassword,
+  verifyPassword,
+} from "mneme/defaults";
 import { ADMIN_PASSWORD, makeWorld, type World } from "./support/defaults-world.js";
 
 let world: World;
@@ -45,20 +53,24 @@ describe("secrets", () => {
     const f = world.facade;
     const secrets: string[] = [ADMIN_PASSWORD];
     const errors: string[] = [];
-    const attempt = (p: Promise<unknown>) => p.catch((e: unknown) => {
-      errors.push(isMnemeError(e) ? JSON.stringify(e.toJSON()) + String(e.stack) : String(e));
-    });
+    const attempt = (p: Promise<unknown>) =>
+      p.catch((e: unknown) => {
+        errors.push(isMnemeError(e) ? JSON.stringify(e.toJSON()) + String(e.stack) : String(e));
+      });
 
     const password = "Quinn's secret 1";
     secrets.push(password);
-    const quinn = (await f.dispatch(RegisterAccount, { email: "quinn@example.org", password, name: "Quinn" }, { waitToFinish: true })).result!.accountUuid;
+    const quinn = (await f.dispatch(RegisterAccount, { email: "quinn@example.org", password, name: "Quinn" }, { waitToFinish: true }))
+      .result!.accountUuid;
     const first = (await f.dispatch(Login, { email: "quinn@example.org", password }, { waitToFinish: true })).result!;
     secrets.push(first.sessionKey, first.token);
     const reqCtx = { senderAccountUuid: quinn, senderSessionUuid: first.sessionUuid };
     await f.dispatch(ChangeAccountName, { accountUuid: quinn, name: "Q" }, { reqCtx, waitToFinish: true });
     const wrong = "Quinn's wrong guess";
     secrets.push(wrong);
-    await attempt(f.dispatch(SetAccountPassword, { accountUuid: quinn, password: "Quinn's next secret", currentPassword: wrong }, { reqCtx }));
+    await attempt(
+      f.dispatch(SetAccountPassword, { accountUuid: quinn, password: "Quinn's next secret", currentPassword: wrong }, { reqCtx }),
+    );
     const next = "Quinn's next secret";
     secrets.push(next);
     await f.dispatch(SetAccountPassword, { accountUuid: quinn, password: next, currentPassword: password }, { reqCtx, waitToFinish: true });
@@ -82,7 +94,7 @@ describe("secrets", () => {
       expect(thrown.includes(secret), `errors: ${secret}`).toBe(false);
     }
     // the command store shows that a password was given, not what it was
-    const records = (await f.commandStore.list({ limit: 1000 })).items as CommandRecord[];
+    const records = (await f.commandStore.list({ limit: 1000 })).items;
     const register = records.find((r) => r.name === "RegisterAccount" && r.status === "succeeded")!;
     expect(register.payload).toEqual({ email: "quinn@example.org", password: REDACTED, name: "Quinn" });
     const change = records.find((r) => r.name === "SetAccountPassword" && r.status === "succeeded")!;

@@ -5,7 +5,16 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { isMnemeError } from "mneme";
-import { CreateIdentity, Login, Logout, RemoveIdentity, RemoveTenant, isSystemAdmin, parseSessionToken, resolveCredentials } from "mneme/defaults";
+import {
+  CreateIdentity,
+  Login,
+  Logout,
+  RemoveIdentity,
+  RemoveTenant,
+  isSystemAdmin,
+  parseSessionToken,
+  resolveCredentials,
+} from "mneme/defaults";
 import { makeWorld, type World } from "./support/defaults-world.js";
 
 let world: World;
@@ -14,7 +23,10 @@ afterEach(async () => {
 });
 
 async function failure(p: Promise<unknown>): Promise<{ code: string; message: string } | "ok"> {
-  return p.then(() => "ok" as const, (e: unknown) => (isMnemeError(e) ? { code: e.code, message: e.message } : { code: "?", message: String(e) }));
+  return p.then(
+    () => "ok" as const,
+    (e: unknown) => (isMnemeError(e) ? { code: e.code, message: e.message } : { code: "?", message: String(e) }),
+  );
 }
 
 describe("login and credentials", () => {
@@ -39,7 +51,10 @@ describe("login and credentials", () => {
     const { sessionUuid, sessionKey } = jo.login;
     const resolve = (c: { sessionUuid: string; sessionKey: string; identityUuid?: string }) => resolveCredentials(world.facade, c);
     expect(await resolve({ sessionUuid, sessionKey, identityUuid: jo.identityUuid })).toEqual({
-      senderAccountUuid: jo.accountUuid, senderSessionUuid: sessionUuid, senderIdentityUuid: jo.identityUuid, senderTenantUuid: T,
+      senderAccountUuid: jo.accountUuid,
+      senderSessionUuid: sessionUuid,
+      senderIdentityUuid: jo.identityUuid,
+      senderTenantUuid: T,
     });
     const flipped = sessionKey.slice(0, -1) + (sessionKey.endsWith("A") ? "B" : "A");
     expect(await resolve({ sessionUuid, sessionKey: flipped })).toBeUndefined();
@@ -47,10 +62,17 @@ describe("login and credentials", () => {
     expect(await resolve({ sessionUuid: kim.login.sessionUuid, sessionKey })).toBeUndefined();
     expect(await resolve({ sessionUuid: "not-a-uuid", sessionKey })).toBeUndefined();
     // someone else's identity is not taken on
-    expect(await resolve({ sessionUuid, sessionKey, identityUuid: kim.identityUuid })).toEqual({ senderAccountUuid: jo.accountUuid, senderSessionUuid: sessionUuid });
+    expect(await resolve({ sessionUuid, sessionKey, identityUuid: kim.identityUuid })).toEqual({
+      senderAccountUuid: jo.accountUuid,
+      senderSessionUuid: sessionUuid,
+    });
     await world.facade.dispatch(RemoveIdentity, { identityUuid: jo.identityUuid }, { reqCtx: world.admin, waitToFinish: true });
     expect((await resolve({ sessionUuid, sessionKey, identityUuid: jo.identityUuid }))?.senderIdentityUuid).toBeUndefined();
-    await world.facade.dispatch(CreateIdentity, { accountUuid: jo.accountUuid, tenantUuid: T }, { reqCtx: world.admin, waitToFinish: true });
+    await world.facade.dispatch(
+      CreateIdentity,
+      { accountUuid: jo.accountUuid, tenantUuid: T },
+      { reqCtx: world.admin, waitToFinish: true },
+    );
     expect((await resolve({ sessionUuid, sessionKey, identityUuid: jo.identityUuid }))?.senderTenantUuid).toBe(T);
     await world.facade.dispatch(RemoveTenant, { tenantUuid: T }, { reqCtx: world.admin, waitToFinish: true });
     expect((await resolve({ sessionUuid, sessionKey, identityUuid: jo.identityUuid }))?.senderTenantUuid).toBeUndefined();
@@ -93,11 +115,16 @@ describe("login and credentials", () => {
     world = await makeWorld({ defaults: { maxFailedLogins: 3, failedLoginWindowMs: 60_000 } });
     await world.register("oli@example.org");
     for (const email of ["oli@example.org", "ghost@example.org"]) {
-      for (let i = 0; i < 3; i++) expect(await failure(world.facade.dispatch(Login, { email, password: "wrong-password" }))).toMatchObject({ code: "UNAUTHENTICATED" });
+      for (let i = 0; i < 3; i++)
+        expect(await failure(world.facade.dispatch(Login, { email, password: "wrong-password" }))).toMatchObject({
+          code: "UNAUTHENTICATED",
+        });
       expect(await failure(world.facade.dispatch(Login, { email, password: "wrong-password" }))).toMatchObject({ code: "RATE_LIMITED" });
     }
     // even the right password is refused while the window lasts; other emails are not affected
-    expect(await failure(world.facade.dispatch(Login, { email: "OLI@example.org", password: "oli@example.org-pw" }))).toMatchObject({ code: "RATE_LIMITED" });
+    expect(await failure(world.facade.dispatch(Login, { email: "OLI@example.org", password: "oli@example.org-pw" }))).toMatchObject({
+      code: "RATE_LIMITED",
+    });
     expect(await failure(world.facade.dispatch(Login, { email: "admin@example.org", password: "admin-password-1" }))).toBe("ok");
     world.clock.advanceMs(60_000);
     expect(await failure(world.facade.dispatch(Login, { email: "oli@example.org", password: "oli@example.org-pw" }))).toBe("ok");
@@ -109,7 +136,9 @@ describe("login and credentials", () => {
   it("holds the limit under concurrent attempts, and a success clears the count", async () => {
     world = await makeWorld({ defaults: { maxFailedLogins: 5 } });
     await world.register("pam@example.org");
-    const outcomes = await Promise.all(Array.from({ length: 20 }, () => failure(world.facade.dispatch(Login, { email: "pam@example.org", password: "wrong-password" }))));
+    const outcomes = await Promise.all(
+      Array.from({ length: 20 }, () => failure(world.facade.dispatch(Login, { email: "pam@example.org", password: "wrong-password" }))),
+    );
     const codes = outcomes.map((o) => (o === "ok" ? "ok" : o.code));
     expect(codes.filter((c) => c === "UNAUTHENTICATED")).toHaveLength(5);
     expect(codes.filter((c) => c === "RATE_LIMITED")).toHaveLength(15);
@@ -117,7 +146,10 @@ describe("login and credentials", () => {
     world.clock.advanceMs(60_000);
     for (let i = 0; i < 4; i++) await failure(world.facade.dispatch(Login, { email: "pam@example.org", password: "wrong-password" }));
     expect(await failure(world.facade.dispatch(Login, { email: "pam@example.org", password: "pam@example.org-pw" }))).toBe("ok");
-    for (let i = 0; i < 4; i++) expect(await failure(world.facade.dispatch(Login, { email: "pam@example.org", password: "wrong-password" }))).toMatchObject({ code: "UNAUTHENTICATED" });
+    for (let i = 0; i < 4; i++)
+      expect(await failure(world.facade.dispatch(Login, { email: "pam@example.org", password: "wrong-password" }))).toMatchObject({
+        code: "UNAUTHENTICATED",
+      });
   });
 
   it("tells system administrators apart", async () => {

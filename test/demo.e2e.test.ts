@@ -10,7 +10,10 @@ const dir = mkdtempSync(join(tmpdir(), "mneme-demo-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function demo(): Promise<string> {
-  const { stdout } = await run("npx", ["tsx", "examples/todo/main.ts"], { env: { ...process.env, MNEME_DEMO_DB: join(dir, "demo.db") }, timeout: 60_000 });
+  const { stdout } = await run("npx", ["tsx", "examples/todo/main.ts"], {
+    env: { ...process.env, MNEME_DEMO_DB: join(dir, "demo.db") },
+    timeout: 60_000,
+  });
   return stdout;
 }
 

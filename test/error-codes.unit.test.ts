@@ -23,7 +23,11 @@ describe("defineErrorCode", () => {
     const NOT_ENOUGH_STOCK = defineErrorCode("NOT_ENOUGH_STOCK", { status: 422, description: "The stock does not cover the order" });
     const typed: UserErrorCode<"NOT_ENOUGH_STOCK"> = NOT_ENOUGH_STOCK;
     expect(typed).toBe("NOT_ENOUGH_STOCK");
-    expect(errorCodeDefinition("NOT_ENOUGH_STOCK")).toEqual({ code: "NOT_ENOUGH_STOCK", status: 422, description: "The stock does not cover the order" });
+    expect(errorCodeDefinition("NOT_ENOUGH_STOCK")).toEqual({
+      code: "NOT_ENOUGH_STOCK",
+      status: 422,
+      description: "The stock does not cover the order",
+    });
     expect(listErrorCodes().map((d) => d.code)).toContain("NOT_ENOUGH_STOCK");
     expect(Object.isFrozen(errorCodeDefinition("NOT_ENOUGH_STOCK"))).toBe(true);
     // The description defaults to the code.
@@ -46,7 +50,10 @@ describe("defineErrorCode", () => {
 
   it("mneme's own codes cannot be redefined, with any status", () => {
     for (const code of MNEME_ERROR_CODES) {
-      expect(codeOf(() => defineErrorCode(code, { status: 422 })), code).toBe("INVALID_DOMAIN");
+      expect(
+        codeOf(() => defineErrorCode(code, { status: 422 })),
+        code,
+      ).toBe("INVALID_DOMAIN");
       expect(errorCodeDefinition(code)).toBeUndefined();
     }
     expect(MNEME_ERROR_CODES).toHaveLength(Object.keys(STATUS_BY_CODE).length);

@@ -8,9 +8,17 @@ import { describe, expect, it } from "vitest";
 import { type AggregateType, createFacade, defineDomain, type Event, isMnemeError, newUuid, on } from "mneme";
 import { type EvolveStep } from "mneme/runtime";
 
-interface TodoCreated { title: string }
-interface TodoRenamed { newTitle: string }
-interface TodoState { exists: boolean; title: string; removedBy: string }
+interface TodoCreated {
+  title: string;
+}
+interface TodoRenamed {
+  newTitle: string;
+}
+interface TodoState {
+  exists: boolean;
+  title: string;
+  removedBy: string;
+}
 
 function codeOf(fn: () => unknown): string {
   try {
@@ -24,7 +32,16 @@ function codeOf(fn: () => unknown): string {
 let position = 0;
 function stored(domain: string, name: string, payload: unknown, aggregateUuid = "agg-1"): Event {
   position += 1;
-  return { eventUuid: `e-${position}`, position, domain, name, aggregateUuid, version: position, payload, createdAt: position } as unknown as Event;
+  return {
+    eventUuid: `e-${position}`,
+    position,
+    domain,
+    name,
+    aggregateUuid,
+    version: position,
+    payload,
+    createdAt: position,
+  } as unknown as Event;
 }
 
 function fold<S>(a: AggregateType<S>, events: Event[]): S {
@@ -122,14 +139,23 @@ describe("evolve: [on(EventToken, fn)]", () => {
 
   it("refuses a step that is not on(token, fn), a second step for one event, and a token of another domain object of the same name", () => {
     const { Todo, TodoCreated } = todoDomains();
-    const opts = (evolve: unknown) => ({ initialState: () => 0, evolve } as never);
+    const opts = (evolve: unknown) => ({ initialState: () => 0, evolve }) as never;
     expect(codeOf(() => Todo.aggregate("NotAStep", opts([(n: number) => n])))).toBe("INVALID_DOMAIN");
     expect(codeOf(() => Todo.aggregate("NoToken", opts([on(undefined as never, (n: number) => n)])))).toBe("INVALID_DOMAIN");
     expect(codeOf(() => Todo.aggregate("Command", opts([on(Todo.command("Create") as never, (n: number) => n)])))).toBe("INVALID_DOMAIN");
     expect(codeOf(() => Todo.aggregate("NoFn", opts([on(TodoCreated, "x" as never)])))).toBe("INVALID_DOMAIN");
-    expect(codeOf(() => Todo.aggregate("Twice", opts([on(TodoCreated, (n: number) => n), on(TodoCreated, (n: number) => n + 1)])))).toBe("INVALID_DOMAIN");
+    expect(codeOf(() => Todo.aggregate("Twice", opts([on(TodoCreated, (n: number) => n), on(TodoCreated, (n: number) => n + 1)])))).toBe(
+      "INVALID_DOMAIN",
+    );
     expect(codeOf(() => Todo.aggregate("Nothing", opts(undefined)))).toBe("INVALID_DOMAIN");
-    expect(codeOf(() => Todo.aggregate("BadFn", opts(() => 5)))).toBe("INVALID_DOMAIN");
+    expect(
+      codeOf(() =>
+        Todo.aggregate(
+          "BadFn",
+          opts(() => 5),
+        ),
+      ),
+    ).toBe("INVALID_DOMAIN");
     const Twin = defineDomain("Todo");
     const TwinCreated = Twin.event<TodoCreated>("TodoCreated");
     let error: unknown;

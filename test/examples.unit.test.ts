@@ -43,7 +43,9 @@ describe("the README example", () => {
       expect(run[0]).not.toHaveProperty("historyEvents");
       expect(run[1]).toBeUndefined(); // another tenant does not see it
       expect((run[2] as { historyEvents: unknown[] }).historyEvents).toHaveLength(1);
-      expect(run[3]).toEqual(expect.arrayContaining([expect.objectContaining({ domain: "Todo", domainCmdName: "CreateTodo", permission: "Authorized" })]));
+      expect(run[3]).toEqual(
+        expect.arrayContaining([expect.objectContaining({ domain: "Todo", domainCmdName: "CreateTodo", permission: "Authorized" })]),
+      );
     }
   });
 });

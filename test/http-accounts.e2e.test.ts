@@ -24,12 +24,16 @@ let adminAccount: string;
 const closers: (() => Promise<void>)[] = [];
 
 async function listen(handler: (r: Request) => Promise<Response>): Promise<string> {
-  const server = createServer(toNodeListener(handler));
+  const nodeListener = toNodeListener(handler);
+  const server = createServer((req, res) => void nodeListener(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  closers.push(() => new Promise<void>((resolve) => {
-    server.closeAllConnections();
-    server.close(() => resolve());
-  }));
+  closers.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
@@ -62,11 +66,16 @@ async function login(email: string, password: string): Promise<Session> {
   expect(r.status, JSON.stringify(r.body)).toBe(201);
   return r.body as Session;
 }
-const bearer = (s: Session, identityUuid?: string) => ({ authorization: `Bearer ${s.token}`, ...(identityUuid === undefined ? {} : { "x-identity-uuid": identityUuid }) });
+const bearer = (s: Session, identityUuid?: string) => ({
+  authorization: `Bearer ${s.token}`,
+  ...(identityUuid === undefined ? {} : { "x-identity-uuid": identityUuid }),
+});
 
 describe("account registration, login, logout", () => {
   it("POST /api/accounts registers anonymously: 201 { accountUuid }; the same email again is a 409", async () => {
-    const r = await call(base, "POST", "/api/accounts", { body: { email: "ann@example.org", password: "ann's long password", name: "Ann" } });
+    const r = await call(base, "POST", "/api/accounts", {
+      body: { email: "ann@example.org", password: "ann's long password", name: "Ann" },
+    });
     expect(r.status).toBe(201);
     expect(Object.keys(r.body)).toEqual(["accountUuid"]);
     expect(r.body.accountUuid).toMatch(/^[0-9a-f-]{36}$/);
@@ -100,7 +109,9 @@ describe("account registration, login, logout", () => {
 
   it("with sessionCookies, login sets the session and identity cookies, they authenticate, logout clears them", async () => {
     const r = await fetch(`${cookieBase}/api/sessions`, {
-      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: ADMIN_EMAIL, password: ADMIN_PASSWORD }),
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: ADMIN_EMAIL, password: ADMIN_PASSWORD }),
     });
     expect(r.status).toBe(201);
     const set = r.headers.getSetCookie();
@@ -133,10 +144,15 @@ function raw(at: string, method: string, path: string, headers: Record<string, s
 
 async function cookieLogin(): Promise<string> {
   const r = await fetch(`${cookieBase}/api/sessions`, {
-    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: ADMIN_EMAIL, password: ADMIN_PASSWORD }),
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email: ADMIN_EMAIL, password: ADMIN_PASSWORD }),
   });
   expect(r.status).toBe(201);
-  return r.headers.getSetCookie().map((c) => c.split(";")[0]).join("; ");
+  return r.headers
+    .getSetCookie()
+    .map((c) => c.split(";")[0])
+    .join("; ");
 }
 
 describe("CSRF: state-changing requests authenticated by the session cookie alone", () => {
@@ -144,7 +160,8 @@ describe("CSRF: state-changing requests authenticated by the session cookie alon
   const logout = () => `/api/tenants/${systemTenant}/commands/Account/Logout`;
   const entry = (key: string) => `/api/tenants/${systemTenant}/runtime/stores/cache/entries/${key}`;
   const json = { "content-type": "application/json" };
-  const stillSignedIn = async (cookie: string) => (await call(cookieBase, "GET", `/api/tenants/${systemTenant}/runtime/commands`, { headers: { cookie } })).status;
+  const stillSignedIn = async (cookie: string) =>
+    (await call(cookieBase, "GET", `/api/tenants/${systemTenant}/runtime/commands`, { headers: { cookie } })).status;
 
   it("an empty text/plain POST from another origin with only the cookie is 403 CSRF, and the session still works", async () => {
     const cookie = await cookieLogin();
@@ -183,7 +200,8 @@ describe("CSRF: state-changing requests authenticated by the session cookie alon
 
   it("the request's own origin, its Referer, and an allowedOrigins entry pass", async () => {
     const cookie = await cookieLogin();
-    const patch = (at: string, from: Record<string, string>) => raw(at, "PATCH", entry("csrf-ok"), { cookie, ...json, ...from }, JSON.stringify({ value: 1 }));
+    const patch = (at: string, from: Record<string, string>) =>
+      raw(at, "PATCH", entry("csrf-ok"), { cookie, ...json, ...from }, JSON.stringify({ value: 1 }));
     expect((await patch(cookieBase, { origin: cookieBase })).status).toBe(200);
     expect((await patch(cookieBase, { referer: `${cookieBase}/app/index.html` })).status).toBe(200);
     expect((await patch(allowedBase, { origin: "https://app.example" })).status).toBe(200);
@@ -191,7 +209,9 @@ describe("CSRF: state-changing requests authenticated by the session cookie alon
     expect((await patch(allowedBase, { origin: EVIL })).status).toBe(403);
     expect((await patch(cookieBase, { origin: "https://app.example" })).status).toBe(403); // allowed on the other handler only
     // A same-origin logout does sign out.
-    expect((await raw(cookieBase, "POST", logout(), { cookie, "content-type": "text/plain", "content-length": "0", origin: cookieBase })).status).toBe(200);
+    expect(
+      (await raw(cookieBase, "POST", logout(), { cookie, "content-type": "text/plain", "content-length": "0", origin: cookieBase })).status,
+    ).toBe(200);
     expect(await stillSignedIn(cookie)).toBe(401);
   });
 
@@ -202,14 +222,25 @@ describe("CSRF: state-changing requests authenticated by the session cookie alon
     const r = await raw(cookieBase, "PATCH", entry("csrf-bearer"), { ...auth, ...json, origin: EVIL }, JSON.stringify({ value: 2 }));
     expect(r.status).toBe(200);
     // The header wins over a cookie sent along: still not a cookie-only request.
-    expect((await raw(cookieBase, "PATCH", entry("csrf-bearer"), { ...auth, cookie, ...json }, JSON.stringify({ value: 3 }))).status).toBe(200);
-    expect((await raw(cookieBase, "POST", logout(), { ...auth, "content-type": "text/plain", "content-length": "0", origin: EVIL })).status).toBe(200);
+    expect((await raw(cookieBase, "PATCH", entry("csrf-bearer"), { ...auth, cookie, ...json }, JSON.stringify({ value: 3 }))).status).toBe(
+      200,
+    );
+    expect(
+      (await raw(cookieBase, "POST", logout(), { ...auth, "content-type": "text/plain", "content-length": "0", origin: EVIL })).status,
+    ).toBe(200);
     expect((await call(cookieBase, "GET", `/api/accounts/${adminAccount}`, { headers: auth })).status).toBe(401);
     expect(await stillSignedIn(cookie)).toBe(200); // the cookie's own session is another one
   });
 
   it("createHttpHandler rejects an allowedOrigins entry that is not an origin", () => {
-    for (const bad of ["app.example", "https://app.example/path", "https://app.example?x", "ftp://app.example", "*", "https://u:p@app.example"]) {
+    for (const bad of [
+      "app.example",
+      "https://app.example/path",
+      "https://app.example?x",
+      "ftp://app.example",
+      "*",
+      "https://u:p@app.example",
+    ]) {
       expect(() => createHttpHandler(facade, { allowedOrigins: [bad] }), bad).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
     }
     expect(() => createHttpHandler(facade, { allowedOrigins: ["https://App.Example:443/", "http://127.0.0.1:8080"] })).not.toThrow();
@@ -220,7 +251,9 @@ describe("GET /api/accounts/{accountUuid} and GET /api/accounts (spec 4)", () =>
   let ann: Session;
   let annUuid: string;
   beforeAll(async () => {
-    annUuid = (await call(base, "POST", "/api/accounts", { body: { email: "bob@example.org", password: "bob's long password", name: "Bob" } })).body.accountUuid;
+    annUuid = (
+      await call(base, "POST", "/api/accounts", { body: { email: "bob@example.org", password: "bob's long password", name: "Bob" } })
+    ).body.accountUuid;
     ann = await login("bob@example.org", "bob's long password");
   });
 
@@ -233,9 +266,13 @@ describe("GET /api/accounts/{accountUuid} and GET /api/accounts (spec 4)", () =>
     const h = await call(base, "GET", `/api/accounts/${annUuid}?includeHistory=true`, { headers: bearer(ann) });
     expect(h.status).toBe(200);
     expect(h.body.historyEvents.map((e: { domainEvtName: string }) => e.domainEvtName)).toContain("AccountRegistered");
-    const direct = await facade.query({ domain: "Account", name: "GetAccount" }, { accountUuid: annUuid, includeHistory: true }, {
-      reqCtx: { senderAccountUuid: annUuid, senderSessionUuid: ann.sessionUuid },
-    });
+    const direct = await facade.query(
+      { domain: "Account", name: "GetAccount" },
+      { accountUuid: annUuid, includeHistory: true },
+      {
+        reqCtx: { senderAccountUuid: annUuid, senderSessionUuid: ann.sessionUuid },
+      },
+    );
     expect(h.body).toEqual(JSON.parse(JSON.stringify(direct)));
   });
 

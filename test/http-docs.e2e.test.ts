@@ -25,7 +25,8 @@ beforeAll(async () => {
   process.env.MNEME_ADMIN_PASSWORD = PASSWORD;
   delete process.env.MNEME_DB;
   app = await createDemoApp();
-  server = createServer(toNodeListener(app.handler));
+  const nodeListener = toNodeListener(app.handler);
+  server = createServer((req, res) => void nodeListener(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
@@ -74,7 +75,11 @@ describe.each([
         return;
       }
       // The block's own curl, with its status appended to a file; its body kept for the failure message.
-      script.push(`curl() { command curl -sS -o "${bodyFile}.${i}" -w '%{http_code}\\n' "$@" >> "${statusFile}" || true; }`, b.code, "unset -f curl");
+      script.push(
+        `curl() { command curl -sS -o "${bodyFile}.${i}" -w '%{http_code}\\n' "$@" >> "${statusFile}" || true; }`,
+        b.code,
+        "unset -f curl",
+      );
     });
     const scriptFile = join(dir, `${doc}.walk.sh`);
     writeFileSync(scriptFile, script.join("\n"));

@@ -11,10 +11,20 @@ import { TENANT_A, USER, call, serve, startFacade, type TestServer } from "./sup
 const INSUFFICIENT_FUNDS = defineErrorCode("INSUFFICIENT_FUNDS", { status: 422, description: "The balance does not cover the amount" });
 const ACCOUNT_CLOSED = defineErrorCode("ACCOUNT_CLOSED", { status: 410, description: "The account is closed" });
 
-interface Deposit { accountUuid: string; amount: number }
-interface Withdraw { accountUuid: string; amount: number }
-interface Deposited { amount: number }
-interface Withdrawn { amount: number }
+interface Deposit {
+  accountUuid: string;
+  amount: number;
+}
+interface Withdraw {
+  accountUuid: string;
+  amount: number;
+}
+interface Deposited {
+  amount: number;
+}
+interface Withdrawn {
+  amount: number;
+}
 
 const Bank = defineDomain("Bank", { description: "Accounts with a balance" });
 const DepositCmd = Bank.command<Deposit>("Deposit");
@@ -24,7 +34,10 @@ const DepositedEvt = Bank.event<Deposited>("Deposited");
 const WithdrawnEvt = Bank.event<Withdrawn>("Withdrawn");
 const Account = Bank.aggregate<{ balance: number }>("Account", {
   initialState: () => ({ balance: 0 }),
-  evolve: { Deposited: (s, p: Deposited) => ({ balance: s.balance + p.amount }), Withdrawn: (s, p: Withdrawn) => ({ balance: s.balance - p.amount }) },
+  evolve: {
+    Deposited: (s, p: Deposited) => ({ balance: s.balance + p.amount }),
+    Withdrawn: (s, p: Withdrawn) => ({ balance: s.balance - p.amount }),
+  },
 });
 Bank.handleCommand(DepositCmd, async (ctx, _c, p) => {
   await ctx.aggregates.load(Account, p.accountUuid);
@@ -59,7 +72,10 @@ afterAll(async () => {
 describe("user-defined error codes over HTTP", () => {
   it("a command throwing a user code answers with its status and code; nothing is appended", async () => {
     const accountUuid = newUuid();
-    const ok = await call(srv.url, "POST", t("/commands/Bank/Deposit?wait=true"), { body: { accountUuid, amount: 10 }, headers: USER.headers });
+    const ok = await call(srv.url, "POST", t("/commands/Bank/Deposit?wait=true"), {
+      body: { accountUuid, amount: 10 },
+      headers: USER.headers,
+    });
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
     const head = await facade.eventRepository.headPosition();
 
@@ -67,7 +83,10 @@ describe("user-defined error codes over HTTP", () => {
     expect(r.status, JSON.stringify(r.body)).toBe(422);
     expect(r.headers.get("content-type")).toBe("application/problem+json");
     expect(r.body).toMatchObject({
-      type: "urn:mneme:error:INSUFFICIENT_FUNDS", title: "Unprocessable Content", status: 422, code: "INSUFFICIENT_FUNDS",
+      type: "urn:mneme:error:INSUFFICIENT_FUNDS",
+      title: "Unprocessable Content",
+      status: 422,
+      code: "INSUFFICIENT_FUNDS",
       detail: "the balance 10 does not cover 25",
     });
     expect(await facade.eventRepository.headPosition()).toBe(head);
@@ -91,7 +110,10 @@ describe("user-defined error codes over HTTP", () => {
 
   it("through facade.dispatch the error keeps its code for isMnemeError", async () => {
     const accountUuid = newUuid();
-    const error = await facade.dispatch(WithdrawCmd, { accountUuid, amount: 1 }, { reqCtx: USER.reqCtx }).then(() => undefined, (e: unknown) => e);
+    const error = await facade.dispatch(WithdrawCmd, { accountUuid, amount: 1 }, { reqCtx: USER.reqCtx }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(isMnemeError(error, INSUFFICIENT_FUNDS)).toBe(true);
     expect(isMnemeError(error, "INVALID_ACTION")).toBe(false);
   });

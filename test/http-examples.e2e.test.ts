@@ -37,8 +37,8 @@ function start(file: string, env: Record<string, string> = {}): Promise<{ url: s
         resolve({ url: m[1]!, proc, output: () => out });
       }
     };
-    proc.stdout!.on("data", onData);
-    proc.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    proc.stdout.on("data", onData);
+    proc.stderr.on("data", (c: Buffer) => (out += c.toString()));
     proc.once("exit", (code) => {
       clearTimeout(timer);
       reject(new Error(`${file} exited with ${code}:\n${out}`));
@@ -48,13 +48,16 @@ function start(file: string, env: Record<string, string> = {}): Promise<{ url: s
 
 function stop(proc: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => {
-    if (proc.exitCode !== null) return resolve(proc.exitCode);
+    if (proc.exitCode !== null) return void resolve(proc.exitCode);
     proc.once("exit", (code) => resolve(code));
     proc.kill("SIGTERM");
   });
 }
 
-type Fetch = (url: string, init?: { method?: string; headers?: Record<string, string>; body?: string }) => Promise<{ status: number; text: string }>;
+type Fetch = (
+  url: string,
+  init?: { method?: string; headers?: Record<string, string>; body?: string },
+) => Promise<{ status: number; text: string }>;
 const plainFetch: Fetch = async (url, init) => {
   const r = await fetch(url, init);
   return { status: r.status, text: await r.text() };
@@ -75,10 +78,16 @@ async function exercise(url: string, doFetch: Fetch): Promise<void> {
   expect(names).toEqual(expect.arrayContaining(["CreateTodo", "RegisterAccount", "ControlEventHandler"]));
 
   const created = await doFetch(`${url}/api/tenants/${tenantUuid}/commands/Todo/CreateTodo?wait=true`, {
-    method: "POST", headers: { ...auth, ...json }, body: JSON.stringify({ todoUuid: newUuid(), title: "from an example" }),
+    method: "POST",
+    headers: { ...auth, ...json },
+    body: JSON.stringify({ todoUuid: newUuid(), title: "from an example" }),
   });
   expect(created.status, created.text).toBe(200);
-  const bad = await doFetch(`${url}/api/tenants/${tenantUuid}/commands/Todo/CreateTodo`, { method: "POST", headers: { ...auth, ...json }, body: "{oops" });
+  const bad = await doFetch(`${url}/api/tenants/${tenantUuid}/commands/Todo/CreateTodo`, {
+    method: "POST",
+    headers: { ...auth, ...json },
+    body: "{oops",
+  });
   expect(bad.status).toBe(400);
   expect(JSON.parse(bad.text).code).toBe("INVALID_REQUEST");
   expect((await doFetch(`${url}/api/tenants/${tenantUuid}/runtime/commands`)).status).toBe(401);
@@ -90,8 +99,9 @@ async function exercise(url: string, doFetch: Fetch): Promise<void> {
 /** Opens the SSE stream, runs a command, and resolves with the first event block that names it. */
 async function sseSeesCommand(url: string): Promise<string> {
   const json = { "content-type": "application/json" };
-  const login = await (await fetch(`${url}/api/sessions`, { method: "POST", headers: json, body: JSON.stringify(ADMIN) })).json() as {
-    token: string; identities: { identityUuid: string; tenantUuid: string }[];
+  const login = (await (await fetch(`${url}/api/sessions`, { method: "POST", headers: json, body: JSON.stringify(ADMIN) })).json()) as {
+    token: string;
+    identities: { identityUuid: string; tenantUuid: string }[];
   };
   const { identityUuid, tenantUuid } = login.identities[0]!;
   const auth = { authorization: `Bearer ${login.token}`, "x-identity-uuid": identityUuid };
@@ -101,7 +111,9 @@ async function sseSeesCommand(url: string): Promise<string> {
   const reader = res.body!.getReader();
   await reader.read(); // "retry:" and the connected comment: the subscription is live
   await fetch(`${url}/api/tenants/${tenantUuid}/commands/Todo/CreateTodo`, {
-    method: "POST", headers: { ...auth, ...json }, body: JSON.stringify({ todoUuid: newUuid(), title: "seen on the stream" }),
+    method: "POST",
+    headers: { ...auth, ...json },
+    body: JSON.stringify({ todoUuid: newUuid(), title: "seen on the stream" }),
   });
   const decoder = new TextDecoder();
   let text = "";
@@ -136,25 +148,45 @@ describe("HTTP examples", () => {
     const key = join(tmp, "key.pem");
     const cert = join(tmp, "cert.pem");
     try {
-      execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
-        "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+      execFileSync(
+        "openssl",
+        [
+          "req",
+          "-x509",
+          "-newkey",
+          "rsa:2048",
+          "-nodes",
+          "-keyout",
+          key,
+          "-out",
+          cert,
+          "-days",
+          "1",
+          "-subj",
+          "/CN=127.0.0.1",
+          "-addext",
+          "subjectAltName=IP:127.0.0.1",
+        ],
+        { stdio: "ignore" },
+      );
     } catch (e) {
-      throw new Error(`openssl is needed to make a test certificate: ${String(e)}`);
+      throw new Error(`openssl is needed to make a test certificate: ${String(e)}`, { cause: e });
     }
     const { url, proc, output } = await start("examples/http-https/server.ts", { TLS_KEY_FILE: key, TLS_CERT_FILE: cert });
     expect(url.startsWith("https://127.0.0.1:")).toBe(true);
     const { readFileSync } = await import("node:fs");
     const ca = readFileSync(cert);
-    const tlsFetch: Fetch = (target, init = {}) => new Promise((resolve, reject) => {
-      const req = httpsRequest(target, { method: init.method ?? "GET", headers: init.headers ?? {}, ca }, (res) => {
-        let text = "";
-        res.on("data", (c: Buffer) => (text += c.toString()));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on("error", reject);
+    const tlsFetch: Fetch = (target, init = {}) =>
+      new Promise((resolve, reject) => {
+        const req = httpsRequest(target, { method: init.method ?? "GET", headers: init.headers ?? {}, ca }, (res) => {
+          let text = "";
+          res.on("data", (c: Buffer) => (text += c.toString()));
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+          res.on("error", reject);
+        });
+        req.on("error", reject);
+        req.end(init.body);
       });
-      req.on("error", reject);
-      req.end(init.body);
-    });
     await exercise(url, tlsFetch);
     expect(await stop(proc), output()).toBe(0);
   }, 60_000);

@@ -15,11 +15,25 @@ import { Router } from "../src/http/router.js";
 describe("status table", () => {
   it("maps the codes the issue pins and falls back to 500 for an unknown code", () => {
     const pinned: [MnemeErrorCode, number][] = [
-      ["UNAUTHENTICATED", 401], ["PERMISSION_DENIED", 403], ["NOT_FOUND", 404], ["UNKNOWN_COMMAND", 404], ["UNKNOWN_QUERY", 404],
-      ["UNKNOWN_EVENT_HANDLER", 404], ["UNKNOWN_SCHEMA_TYPE", 404], ["CONFLICT", 409], ["INVALID_STATE", 409], ["INVALID_REQUEST", 400],
-      ["VALIDATION_FAILED", 400], ["INVALID_ACTION", 400], ["PAYLOAD_TOO_LARGE", 413], ["RATE_LIMITED", 429],
-      ["SSE_PRODUCER_NOT_RUNNING", 503], ["STORE_PERMISSIONS_NOT_REGISTERED", 503], ["SSE_CONNECTION_LIMIT", 503],
-      ["UNAVAILABLE", 503], ["CSRF", 403],
+      ["UNAUTHENTICATED", 401],
+      ["PERMISSION_DENIED", 403],
+      ["NOT_FOUND", 404],
+      ["UNKNOWN_COMMAND", 404],
+      ["UNKNOWN_QUERY", 404],
+      ["UNKNOWN_EVENT_HANDLER", 404],
+      ["UNKNOWN_SCHEMA_TYPE", 404],
+      ["CONFLICT", 409],
+      ["INVALID_STATE", 409],
+      ["INVALID_REQUEST", 400],
+      ["VALIDATION_FAILED", 400],
+      ["INVALID_ACTION", 400],
+      ["PAYLOAD_TOO_LARGE", 413],
+      ["RATE_LIMITED", 429],
+      ["SSE_PRODUCER_NOT_RUNNING", 503],
+      ["STORE_PERMISSIONS_NOT_REGISTERED", 503],
+      ["SSE_CONNECTION_LIMIT", 503],
+      ["UNAVAILABLE", 503],
+      ["CSRF", 403],
     ];
     for (const [code, status] of pinned) expect(STATUS_BY_CODE[code], code).toBe(status);
     expect(statusOf("SOMETHING_NEW")).toBe(500);
@@ -41,19 +55,23 @@ describe("TokenBucketLimiter", () => {
   });
 
   it("never allows more than requests + elapsed * rate (property)", () => {
-    fc.assert(fc.property(
-      fc.integer({ min: 1, max: 20 }), fc.integer({ min: 1000, max: 60_000 }), fc.array(fc.integer({ min: 0, max: 5000 }), { maxLength: 200 }),
-      (requests, windowMs, gaps) => {
-        let now = 0;
-        const l = new TokenBucketLimiter(requests, windowMs, () => now);
-        let allowed = 0;
-        for (const g of gaps) {
-          now += g;
-          if (l.take("k").allowed) allowed++;
-        }
-        expect(allowed).toBeLessThanOrEqual(requests + Math.floor((now * requests) / windowMs));
-      },
-    ));
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1000, max: 60_000 }),
+        fc.array(fc.integer({ min: 0, max: 5000 }), { maxLength: 200 }),
+        (requests, windowMs, gaps) => {
+          let now = 0;
+          const l = new TokenBucketLimiter(requests, windowMs, () => now);
+          let allowed = 0;
+          for (const g of gaps) {
+            now += g;
+            if (l.take("k").allowed) allowed++;
+          }
+          expect(allowed).toBeLessThanOrEqual(requests + Math.floor((now * requests) / windowMs));
+        },
+      ),
+    );
   });
 
   it("forgets idle sessions whose bucket refilled, so memory follows the active sessions", () => {
@@ -88,7 +106,7 @@ describe("readJsonBody", () => {
     new Request("http://x/", { method: "POST", headers, body });
 
   it("parses JSON, treats an empty body as undefined, accepts +json and a UTF-8 charset", async () => {
-    expect(await readJsonBody(req("{\"a\":[1]}"), limits)).toEqual({ a: [1] });
+    expect(await readJsonBody(req('{"a":[1]}'), limits)).toEqual({ a: [1] });
     expect(await readJsonBody(req(null), limits)).toBeUndefined();
     expect(await readJsonBody(req(""), limits)).toBeUndefined();
     expect(await readJsonBody(req("1", { "content-type": "application/merge-patch+json" }), limits)).toBe(1);
@@ -97,11 +115,16 @@ describe("readJsonBody", () => {
 
   it("rejects: too large (413), wrong type, wrong charset, no type with a body, not UTF-8, malformed, too deep", async () => {
     await expect(readJsonBody(req("x".repeat(101)), limits)).rejects.toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
-    await expect(readJsonBody(req("1", { "content-type": "text/plain" }), limits)).rejects.toMatchObject({ name: "MnemeError", code: "INVALID_REQUEST" });
+    await expect(readJsonBody(req("1", { "content-type": "text/plain" }), limits)).rejects.toMatchObject({
+      name: "MnemeError",
+      code: "INVALID_REQUEST",
+    });
     await expect(readJsonBody(req("1", { "content-type": "application/json; charset=latin1" }), limits)).rejects.toThrow(/UTF-8/);
-    await expect(readJsonBody(new Request("http://x/", { method: "POST", body: new Uint8Array([49]) }), limits)).rejects.toThrow(/Content-Type/);
+    await expect(readJsonBody(new Request("http://x/", { method: "POST", body: new Uint8Array([49]) }), limits)).rejects.toThrow(
+      /Content-Type/,
+    );
     await expect(readJsonBody(req(new Uint8Array([0x22, 0xff, 0x22])), limits)).rejects.toThrow(/UTF-8/);
-    await expect(readJsonBody(req("{\"a\":"), limits)).rejects.toThrow(/not valid JSON/);
+    await expect(readJsonBody(req('{"a":'), limits)).rejects.toThrow(/not valid JSON/);
     await expect(readJsonBody(req("[[[[1]]]]"), limits)).rejects.toThrow(/nests deeper than 3/);
     expect(await readJsonBody(req("[[[1]]]"), limits)).toEqual([[[1]]]);
   });
@@ -114,7 +137,12 @@ describe("readJsonBody", () => {
         c.enqueue(new Uint8Array(40).fill(0x20));
       },
     });
-    const r = new Request("http://x/", { method: "POST", headers: { "content-type": "application/json" }, body: stream, duplex: "half" } as RequestInit);
+    const r = new Request("http://x/", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: stream,
+      duplex: "half",
+    } as RequestInit);
     await expect(readJsonBody(r, limits)).rejects.toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
     expect(pulled).toBeLessThan(6);
   });
@@ -146,22 +174,36 @@ describe("Router", () => {
 describe("readCredentials", () => {
   const h = (init: Record<string, string>) => new Headers(init);
   it("reads the bearer token and identity, else the cookies; the header wins", () => {
-    expect(readCredentials(h({ authorization: "Bearer s1.k1", "x-identity-uuid": "i1" }))).toEqual({ sessionUuid: "s1", sessionKey: "k1", identityUuid: "i1" });
+    expect(readCredentials(h({ authorization: "Bearer s1.k1", "x-identity-uuid": "i1" }))).toEqual({
+      sessionUuid: "s1",
+      sessionKey: "k1",
+      identityUuid: "i1",
+    });
     expect(readCredentials(h({ authorization: "bearer   s1.k.with.dots " }))).toEqual({ sessionUuid: "s1", sessionKey: "k.with.dots" });
-    expect(readCredentials(h({ cookie: "a=1; session=s2.k2; identity=i2" }))).toEqual({ sessionUuid: "s2", sessionKey: "k2", identityUuid: "i2" });
+    expect(readCredentials(h({ cookie: "a=1; session=s2.k2; identity=i2" }))).toEqual({
+      sessionUuid: "s2",
+      sessionKey: "k2",
+      identityUuid: "i2",
+    });
     expect(readCredentials(h({ cookie: "session=s2.k2", authorization: "Bearer s1.k1" }))).toEqual({ sessionUuid: "s1", sessionKey: "k1" });
     expect(readCredentials(h({}))).toBeUndefined();
   });
 
   it("returns a reason for what cannot be used", () => {
-    for (const bad of [{ authorization: "Basic abc" }, { authorization: "Bearer" }, { authorization: "Bearer .k" }, { authorization: "Bearer s." },
-      { "x-identity-uuid": "i" }, { authorization: `Bearer s.${"k".repeat(600)}` }]) {
+    for (const bad of [
+      { authorization: "Basic abc" },
+      { authorization: "Bearer" },
+      { authorization: "Bearer .k" },
+      { authorization: "Bearer s." },
+      { "x-identity-uuid": "i" },
+      { authorization: `Bearer s.${"k".repeat(600)}` },
+    ]) {
       expect(typeof readCredentials(h(bad)), JSON.stringify(bad)).toBe("string");
     }
   });
 
   it("parses cookies leniently: quotes, percent-decoding, first of a repeated name, junk ignored", () => {
-    const c = parseCookies("x; a=\"q\"; b=%41%42; a=second; c=%E0%A4%A; =v");
+    const c = parseCookies('x; a="q"; b=%41%42; a=second; c=%E0%A4%A; =v');
     expect(Object.fromEntries(c)).toEqual({ a: "q", b: "AB", c: "%E0%A4%A" });
   });
 });

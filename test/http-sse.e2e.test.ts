@@ -7,7 +7,18 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { type Facade, createFacade, newUuid } from "mneme";
 import { createHttpHandler } from "mneme/http";
-import { ADMIN, TENANT_A, TENANT_SYS, USER, call, serve, startFacade, testAuthorizer, testResolver, type TestServer } from "./support/http-fixture.js";
+import {
+  ADMIN,
+  TENANT_A,
+  TENANT_SYS,
+  USER,
+  call,
+  serve,
+  startFacade,
+  testAuthorizer,
+  testResolver,
+  type TestServer,
+} from "./support/http-fixture.js";
 import { SseClient } from "./support/sse-client.js";
 
 const cleanups: (() => Promise<void>)[] = [];
@@ -15,7 +26,10 @@ afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 
-async function setup(options: Parameters<typeof serve>[1] = {}, facadeOpts: Parameters<typeof startFacade>[0] = {}): Promise<{ facade: Facade; srv: TestServer }> {
+async function setup(
+  options: Parameters<typeof serve>[1] = {},
+  facadeOpts: Parameters<typeof startFacade>[0] = {},
+): Promise<{ facade: Facade; srv: TestServer }> {
   const facade = await startFacade(facadeOpts);
   const srv = await serve(facade, options);
   cleanups.push(async () => {
@@ -27,7 +41,10 @@ async function setup(options: Parameters<typeof serve>[1] = {}, facadeOpts: Para
 
 const sse = (srv: TestServer, tenant = TENANT_A, query = "") => `${srv.url}/api/tenants/${tenant}/runtime/sse${query}`;
 const createTodo = (srv: TestServer, tenant = TENANT_A) =>
-  call(srv.url, "POST", `/api/tenants/${tenant}/commands/Todo/CreateTodo`, { body: { todoUuid: newUuid(), title: "t" }, headers: USER.headers });
+  call(srv.url, "POST", `/api/tenants/${tenant}/commands/Todo/CreateTodo`, {
+    body: { todoUuid: newUuid(), title: "t" },
+    headers: USER.headers,
+  });
 
 /** Polls until fn() holds; for state the server changes after an asynchronous close. */
 async function eventually(fn: () => boolean, ms = 5000): Promise<void> {
@@ -81,7 +98,9 @@ describe("GET /api/tenants/{tenantUuid}/runtime/sse", () => {
     expect(ids.slice(0, missed.length)).toEqual(missed);
     // Contiguous from lastSeen + 1: nothing lost between the two connections, nothing repeated.
     expect(ids).toEqual(ids.map((_, i) => lastSeen + 1 + i));
-    expect([...first.events.map((e) => e.id), ...ids]).toEqual([...first.events.map((e) => e.id), ...ids].map((_, i) => first.events[0]!.id + i));
+    expect([...first.events.map((e) => e.id), ...ids]).toEqual(
+      [...first.events.map((e) => e.id), ...ids].map((_, i) => first.events[0]!.id + i),
+    );
 
     // EventSource cannot set a header on its first connection: the query parameter does the same.
     const third = await SseClient.open(sse(srv, TENANT_A, `?allTenants=true&lastEventId=${lastSeen}`), ADMIN.headers);
@@ -106,7 +125,10 @@ describe("GET /api/tenants/{tenantUuid}/runtime/sse", () => {
     for (let i = 0; i < 5; i++) await createTodo(after.srv);
     const expected = after.facade.systemEvents.replay(0).map((e) => e.id);
     expect(expected.length).toBeGreaterThanOrEqual(10); // the start's own events, then 2 per command
-    const second = await SseClient.open(sse(after.srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(lastSeen) });
+    const second = await SseClient.open(sse(after.srv, TENANT_A, "?allTenants=true"), {
+      ...ADMIN.headers,
+      "last-event-id": String(lastSeen),
+    });
     cleanups.unshift(() => second.close());
     await second.until((c) => c.events.length >= expected.length);
     expect(second.gaps).toEqual([{ id: expect.any(Number), data: { lastEventId: lastSeen, reason: "unknown-epoch" } }]);
@@ -116,7 +138,10 @@ describe("GET /api/tenants/{tenantUuid}/runtime/sse", () => {
     // The gap's id: makes the client's next reconnect exact: no second notice, nothing twice.
     await second.close();
     await eventually(() => after.facade.systemEvents.subscriberCount === 0);
-    const third = await SseClient.open(sse(after.srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(second.gaps[0]!.id) });
+    const third = await SseClient.open(sse(after.srv, TENANT_A, "?allTenants=true"), {
+      ...ADMIN.headers,
+      "last-event-id": String(second.gaps[0]!.id),
+    });
     cleanups.unshift(() => third.close());
     await third.until((c) => c.events.length >= expected.length);
     expect(third.gaps).toEqual([]);
@@ -169,7 +194,10 @@ describe("GET /api/tenants/{tenantUuid}/runtime/sse", () => {
     await first.close();
     await eventually(() => facade.systemEvents.subscriberCount === 0);
     await createTodo(srv); // while the client is away
-    const second = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(first.lastEventId) });
+    const second = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), {
+      ...ADMIN.headers,
+      "last-event-id": String(first.lastEventId),
+    });
     cleanups.unshift(() => second.close());
     await second.until((c) => c.events.length >= 2);
     expect(second.gaps).toEqual([]);
@@ -181,7 +209,10 @@ describe("GET /api/tenants/{tenantUuid}/runtime/sse", () => {
     const { facade, srv } = await setup();
     const mine = await SseClient.open(sse(srv, TENANT_A), ADMIN.headers);
     const all = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), ADMIN.headers);
-    cleanups.unshift(() => mine.close(), () => all.close());
+    cleanups.unshift(
+      () => mine.close(),
+      () => all.close(),
+    );
     await eventually(() => facade.systemEvents.subscriberCount === 2);
     await createTodo(srv, TENANT_SYS);
     await createTodo(srv, TENANT_A);

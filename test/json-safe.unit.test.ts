@@ -13,7 +13,18 @@ function arrays(depth: number, leaf: unknown = 1): unknown {
 describe("jsonSafeProblem", () => {
   it("accepts JSON-safe values of every kind", () => {
     const ok: unknown[] = [
-      null, true, false, 0, -1.5, 1e308, Number.MAX_VALUE, Number.MIN_VALUE, "", "日本語 😀 \u2028", [], {},
+      null,
+      true,
+      false,
+      0,
+      -1.5,
+      1e308,
+      Number.MAX_VALUE,
+      Number.MIN_VALUE,
+      "",
+      "日本語 😀 \u2028",
+      [],
+      {},
       { a: [1, "two", null, { three: [3] }, [], {}], b: { c: { d: false } } },
       Object.assign(Object.create(null) as object, { a: 1, nested: Object.assign(Object.create(null) as object, { b: [2] }) }),
       JSON.parse('{"__proto__": {"x": 1}, "constructor": "c"}') as unknown,
@@ -44,7 +55,16 @@ describe("jsonSafeProblem", () => {
     ["undefined at the root", undefined, "", /undefined/],
     ["a BigInt", { n: 1n }, "/n", /BigInt/],
     ["a Date", { at: new Date(0) }, "/at", /Date.*toISOString/],
-    ["a class instance", { c: new (class Money { amount = 1 })() }, "/c", /instance of Money/],
+    [
+      "a class instance",
+      {
+        c: new (class Money {
+          amount = 1;
+        })(),
+      },
+      "/c",
+      /instance of Money/,
+    ],
     ["a Map", new Map(), "", /instance of Map/],
     ["a Set", [new Set([1])], "/0", /instance of Set/],
     ["a boxed string", { s: new String("x") }, "/s", /instance of String/],
@@ -54,7 +74,16 @@ describe("jsonSafeProblem", () => {
     ["a function", { f() {} }, "/f", /function/],
     ["a symbol value", { s: Symbol("s") }, "/s", /symbol/],
     ["a symbol key", { o: { [Symbol("k")]: 1 } }, "/o", /symbol key \(Symbol\("k"\)\)/],
-    ["a getter", { get g() { return 1; } }, "/g", /accessor/],
+    [
+      "a getter",
+      {
+        get g() {
+          return 1;
+        },
+      },
+      "/g",
+      /accessor/,
+    ],
     ["a getter and setter", Object.defineProperty({}, "gs", { get: () => 1, set: () => undefined, enumerable: true }), "/gs", /accessor/],
     ["a setter alone", Object.defineProperty({}, "s", { set: () => undefined, enumerable: true }), "/s", /accessor/],
     ["pointer tokens are escaped (RFC 6901)", { "a/b": { "c~d": [0, NaN] } }, "/a~1b/c~0d/1", /NaN/],
@@ -71,7 +100,10 @@ describe("jsonSafeProblem", () => {
   it("refuses a cycle with a clear message instead of overflowing the stack", () => {
     const root: Record<string, unknown> = { a: { list: [1] } };
     ((root.a as Record<string, unknown>).list as unknown[]).push(root.a);
-    expect(jsonSafeProblem(root)).toEqual({ pointer: "/a/list/1", message: expect.stringMatching(/refers back to \/a \(a cycle\)/) as unknown });
+    expect(jsonSafeProblem(root)).toEqual({
+      pointer: "/a/list/1",
+      message: expect.stringMatching(/refers back to \/a \(a cycle\)/) as unknown,
+    });
     const self: Record<string, unknown> = {};
     self.me = self;
     expect(jsonSafeProblem(self)).toEqual({ pointer: "/me", message: expect.stringMatching(/refers back to the root/) as unknown });
@@ -111,13 +143,24 @@ describe("jsonSafeProblem", () => {
   });
 
   it("property: every generated JSON-safe value is accepted", () => {
-    fc.assert(fc.property(jsonSafeArbitrary(fc, { maxDepth: 6 }), (v) => jsonSafeProblem(v) === undefined), { numRuns: 500 });
+    fc.assert(
+      fc.property(jsonSafeArbitrary(fc, { maxDepth: 6 }), (v) => jsonSafeProblem(v) === undefined),
+      { numRuns: 500 },
+    );
   });
 
   it("property: every value it accepts survives JSON.parse(JSON.stringify(v)) deep-equal", () => {
     const anything = fc.anything({
-      withBigInt: true, withBoxedValues: true, withDate: true, withMap: true, withSet: true, withNullPrototype: true,
-      withObjectString: true, withSparseArray: true, withTypedArray: true, withUnicodeString: true, stringUnit: "binary",
+      withBigInt: true,
+      withBoxedValues: true,
+      withDate: true,
+      withMap: true,
+      withSet: true,
+      withNullPrototype: true,
+      withObjectString: true,
+      withSparseArray: true,
+      withTypedArray: true,
+      stringUnit: "binary",
     });
     let accepted = 0;
     fc.assert(
@@ -135,15 +178,20 @@ describe("jsonSafeProblem", () => {
     // Put one bad value somewhere inside a JSON-safe object; the pointer must lead to it.
     const bad = fc.constantFrom<unknown>(NaN, Infinity, undefined, 1n, "\u0000", "\uD800", new Date(0), new Map(), () => 1);
     fc.assert(
-      fc.property(fc.dictionary(fc.string(), jsonSafeArbitrary(fc, { maxDepth: 2 }), { minKeys: 0, maxKeys: 4 }), fc.string(), bad, (base, key, b) => {
-        const token = key.replace(/~/g, "~0").replace(/\//g, "~1");
-        const v = { ...base, [key]: { inner: [b] } };
-        const p = jsonSafeProblem(v);
-        if (p === undefined) return false;
-        if (p.pointer === `/${token}/inner/0`) return true;
-        // Another key of the base may come first only when it is itself refused (it cannot be: base is JSON-safe).
-        return false;
-      }),
+      fc.property(
+        fc.dictionary(fc.string(), jsonSafeArbitrary(fc, { maxDepth: 2 }), { minKeys: 0, maxKeys: 4 }),
+        fc.string(),
+        bad,
+        (base, key, b) => {
+          const token = key.replace(/~/g, "~0").replace(/\//g, "~1");
+          const v = { ...base, [key]: { inner: [b] } };
+          const p = jsonSafeProblem(v);
+          if (p === undefined) return false;
+          if (p.pointer === `/${token}/inner/0`) return true;
+          // Another key of the base may come first only when it is itself refused (it cannot be: base is JSON-safe).
+          return false;
+        },
+      ),
       { numRuns: 300 },
     );
   });

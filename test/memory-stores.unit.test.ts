@@ -55,7 +55,11 @@ const colArb = fc.constantFrom("a", "b", "c");
 const keyArb = fc.constantFrom("k1", "k2", "k3", "k4", "k5");
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant("put" as const), col: colArb, key: keyArb, n: fc.integer({ min: 0, max: 9 }) }),
-  fc.record({ kind: fc.constant("putMany" as const), col: colArb, entries: fc.array(fc.tuple(keyArb, fc.integer({ min: 0, max: 9 })), { maxLength: 4 }) }),
+  fc.record({
+    kind: fc.constant("putMany" as const),
+    col: colArb,
+    entries: fc.array(fc.tuple(keyArb, fc.integer({ min: 0, max: 9 })), { maxLength: 4 }),
+  }),
   fc.record({ kind: fc.constant("delete" as const), col: colArb, key: keyArb }),
   fc.record({ kind: fc.constant("clear" as const), col: colArb }),
   fc.record({ kind: fc.constant("checkpoint" as const), handler: fc.constantFrom("H1", "H2"), position: fc.nat({ max: 100 }) }),
@@ -125,7 +129,8 @@ describe("memory stores: properties", () => {
           for (const [k, d] of Object.entries(docs)) await col.put(k, { ...d, key: k });
           const cmp = (a: unknown, b: unknown): number => (a === b ? 0 : (a as number) < (b as number) ? -1 : 1);
           let rows = Object.entries(docs).map(([key, d]) => ({ ...d, key }));
-          if (opts.where !== undefined) rows = rows.filter((r) => Object.entries(opts.where ?? {}).every(([f, v]) => r[f as "g" | "f"] === v));
+          if (opts.where !== undefined)
+            rows = rows.filter((r) => Object.entries(opts.where ?? {}).every(([f, v]) => r[f as "g" | "f"] === v));
           rows.sort((a, b) => (opts.orderBy === undefined ? 0 : cmp(a[opts.orderBy], b[opts.orderBy])) || cmp(a.key, b.key));
           if (opts.descending === true) rows.reverse();
           const offset = opts.offset ?? 0;
@@ -139,7 +144,11 @@ describe("memory stores: properties", () => {
   });
 
   it("readAll returns the filtered events in full pages, whatever the options", async () => {
-    const evArb = fc.record({ agg: fc.constantFrom("a", "b", "c"), tenant: fc.constantFrom("", "t1", "t2"), name: fc.constantFrom("X", "Y", "Z") });
+    const evArb = fc.record({
+      agg: fc.constantFrom("a", "b", "c"),
+      tenant: fc.constantFrom("", "t1", "t2"),
+      name: fc.constantFrom("X", "Y", "Z"),
+    });
     await fc.assert(
       fc.asyncProperty(
         fc.array(fc.array(evArb, { minLength: 1, maxLength: 5 }), { maxLength: 20 }),
@@ -157,7 +166,11 @@ describe("memory stores: properties", () => {
           const repo = new MemoryEventRepository();
           const all = [];
           for (const b of batches) {
-            all.push(...(await repo.append(b.map((e) => ({ domain: "D", name: e.name, aggregateUuid: `${e.tenant}/${e.agg}`, tenantUuid: e.tenant, payload: null })))));
+            all.push(
+              ...(await repo.append(
+                b.map((e) => ({ domain: "D", name: e.name, aggregateUuid: `${e.tenant}/${e.agg}`, tenantUuid: e.tenant, payload: null })),
+              )),
+            );
           }
           const expected = all.filter(
             (e) =>

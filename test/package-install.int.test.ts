@@ -30,7 +30,14 @@ function exec(file: string, args: readonly string[], cwd: string, timeout = 120_
     execFile(file, [...args], { cwd, timeout, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
       // npm may print its own config warnings; they are not the program's output.
-      resolve({ code, stdout, stderr: stderr.split("\n").filter((l) => !l.startsWith("npm warn")).join("\n") });
+      resolve({
+        code,
+        stdout,
+        stderr: stderr
+          .split("\n")
+          .filter((l) => !l.startsWith("npm warn"))
+          .join("\n"),
+      });
     });
   });
 }
@@ -105,7 +112,12 @@ describe("package.json and sources", () => {
           const value = /^\s*(?:import|export)\s+(?!type\b)[^;]*?from\s+["'](ts-json-schema-generator|typescript)["']/m;
           const bare = /^\s*import\s+["'](ts-json-schema-generator|typescript)["']/m;
           const dynamic = /import\(\s*["'](ts-json-schema-generator|typescript)["']\s*\)/;
-          if (value.test(text) || bare.test(text) || dynamic.test(text) || /require\(\s*["'](ts-json-schema-generator|typescript)["']/.test(text)) {
+          if (
+            value.test(text) ||
+            bare.test(text) ||
+            dynamic.test(text) ||
+            /require\(\s*["'](ts-json-schema-generator|typescript)["']/.test(text)
+          ) {
             offenders.push(full.slice(root.length));
           }
         }

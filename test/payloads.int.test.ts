@@ -25,7 +25,10 @@ afterAll(async () => {
 
 function domain() {
   const D = defineDomain("Payloads");
-  const Store = D.command<{ id: string; value: unknown }>("Store", { permission: anonymous, schema: { type: "object", properties: { id: { type: "string" }, n: { type: "integer" } } } });
+  const Store = D.command<{ id: string; value: unknown }>("Store", {
+    permission: anonymous,
+    schema: { type: "object", properties: { id: { type: "string" }, n: { type: "integer" } } },
+  });
   const Echo = D.command<{ id: string; value: unknown }>("Echo", { permission: anonymous });
   const Ask = D.query<{ value: unknown }, unknown>("Ask", { permission: anonymous });
   const Stored = D.event<{ value: unknown }>("Stored");
@@ -35,7 +38,9 @@ function domain() {
     return [Stored.create(p.id, { value: p.value })];
   });
   // Returns an event whose payload the handler made itself (not from the request).
-  D.handleCommand(Echo, (_ctx, _c, p) => [Stored.create(p.id, { value: p.id === "inf" ? Infinity : p.id === "date" ? new Date(0) : p.value })]);
+  D.handleCommand(Echo, (_ctx, _c, p) => [
+    Stored.create(p.id, { value: p.id === "inf" ? Infinity : p.id === "date" ? new Date(0) : p.value }),
+  ]);
   D.handleQuery(Ask, (_ctx, _q, p) => p.value);
   return { D, Store, Echo, Ask, handled: () => handled };
 }
@@ -68,15 +73,18 @@ describe.each(backends)("payloads on %s", (_name, make) => {
     ["a class instance", { m: new Map() }, "/value/m"],
   ];
 
-  it.each(refused)("a command payload with %s is VALIDATION_FAILED with a pointer, before the handler runs", async (_what, value, pointer) => {
-    const before = d.handled();
-    const head = await f.eventRepository.headPosition();
-    const e = await rejection(f.dispatch(d.Store, { id: newUuid(), value }));
-    expect(e.code).toBe("VALIDATION_FAILED");
-    expect(e.details![0]!.pointer!.startsWith(pointer)).toBe(true);
-    expect(d.handled()).toBe(before);
-    expect(await f.eventRepository.headPosition()).toBe(head);
-  });
+  it.each(refused)(
+    "a command payload with %s is VALIDATION_FAILED with a pointer, before the handler runs",
+    async (_what, value, pointer) => {
+      const before = d.handled();
+      const head = await f.eventRepository.headPosition();
+      const e = await rejection(f.dispatch(d.Store, { id: newUuid(), value }));
+      expect(e.code).toBe("VALIDATION_FAILED");
+      expect(e.details![0]!.pointer!.startsWith(pointer)).toBe(true);
+      expect(d.handled()).toBe(before);
+      expect(await f.eventRepository.headPosition()).toBe(head);
+    },
+  );
 
   it("a query payload is held to the same rule", async () => {
     expect((await rejection(f.query(d.Ask, { value: { n: Infinity } }))).code).toBe("VALIDATION_FAILED");
@@ -94,7 +102,14 @@ describe.each(backends)("payloads on %s", (_name, make) => {
   });
 
   it("accepted payloads read back unchanged: live, loaded and replayed", async () => {
-    const value = { text: "é 😀 \u2028 \"q\" \\", big: 2 ** 53 - 1, neg: -0.5, tiny: 5e-324, nested: [[], {}, [null, true, false]], empty: "" };
+    const value = {
+      text: 'é 😀 \u2028 "q" \\',
+      big: 2 ** 53 - 1,
+      neg: -0.5,
+      tiny: 5e-324,
+      nested: [[], {}, [null, true, false]],
+      empty: "",
+    };
     const id = newUuid();
     const r = await f.dispatch(d.Store, { id, value });
     expect(r.events[0]!.payload).toEqual({ value });

@@ -4,7 +4,24 @@
  * and query, and the 20 store permissions.
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { anonymous, type Authorizer, authenticated, authorized, type CommandEnvelope, createFacade, defineDomain, type Facade, isMnemeError, MnemeError, newPermission, newPermissionCmdFunc, type Permission, type PermissionFunc, registerStorePermissions, type RequestContext } from "mneme";
+import {
+  anonymous,
+  type Authorizer,
+  authenticated,
+  authorized,
+  type CommandEnvelope,
+  createFacade,
+  defineDomain,
+  type Facade,
+  isMnemeError,
+  MnemeError,
+  newPermission,
+  newPermissionCmdFunc,
+  type Permission,
+  type PermissionFunc,
+  registerStorePermissions,
+  type RequestContext,
+} from "mneme";
 import { PermissionRegistry, permissionLevelOf, STORE_ACTIONS, STORE_NAMES } from "mneme/runtime";
 
 const SENDER_FIELDS = ["senderAccountUuid", "senderSessionUuid", "senderIdentityUuid", "senderTenantUuid"] as const;
@@ -90,9 +107,12 @@ describe("PermissionRegistry.register", () => {
     ]);
     const labels = reg.list().map((p) => {
       switch (p.kind) {
-        case "level": return p.level; //              narrowed: level is a PermissionLevel
-        case "custom": return typeof p.cmdFunc; //    narrowed: cmdFunc is a PermissionFunc
-        case "administrator": return "admin";
+        case "level":
+          return p.level; //              narrowed: level is a PermissionLevel
+        case "custom":
+          return typeof p.cmdFunc; //    narrowed: cmdFunc is a PermissionFunc
+        case "administrator":
+          return "admin";
       }
     });
     expect(labels).toEqual(["Authenticated", "function", "admin"]);
@@ -116,7 +136,9 @@ describe("PermissionRegistry.register", () => {
   it("rejects a duplicate (domain, type) and keeps the first; the same type in another domain is fine", () => {
     const reg = new PermissionRegistry();
     reg.register(newPermission("D", "T", "first", anonymous));
-    expect(() => reg.register(newPermission("D", "T", "second", authorized))).toThrow(expect.objectContaining({ code: "INVALID_PERMISSION" }));
+    expect(() => reg.register(newPermission("D", "T", "second", authorized))).toThrow(
+      expect.objectContaining({ code: "INVALID_PERMISSION" }),
+    );
     reg.register(newPermission("E", "T", "other domain"));
     expect(reg.get("D", "T")?.description).toBe("first");
     expect(reg.list().map((p) => `${p.domain}.${p.type}`)).toEqual(["D.T", "E.T"]);
@@ -146,12 +168,37 @@ describe("PermissionRegistry.register", () => {
   it("newPermission / newPermissionCmdFunc set kind, funcSet and level", () => {
     const custom: PermissionFunc = () => undefined;
     expect(newPermission("D", "T", "d")).toEqual({ kind: "administrator", domain: "D", type: "T", description: "d", funcSet: false });
-    expect(newPermission("D", "T", "d", authenticated)).toEqual({ kind: "level", domain: "D", type: "T", description: "d", funcSet: false, level: "Authenticated" });
-    expect(newPermission("D", "T", "d", custom)).toEqual({ kind: "custom", domain: "D", type: "T", description: "d", funcSet: true, cmdFunc: custom });
-    expect(newPermissionCmdFunc("D", "Do", custom)).toMatchObject({ kind: "custom", domain: "D", type: "Do", funcSet: true, cmdFunc: custom });
+    expect(newPermission("D", "T", "d", authenticated)).toEqual({
+      kind: "level",
+      domain: "D",
+      type: "T",
+      description: "d",
+      funcSet: false,
+      level: "Authenticated",
+    });
+    expect(newPermission("D", "T", "d", custom)).toEqual({
+      kind: "custom",
+      domain: "D",
+      type: "T",
+      description: "d",
+      funcSet: true,
+      cmdFunc: custom,
+    });
+    expect(newPermissionCmdFunc("D", "Do", custom)).toMatchObject({
+      kind: "custom",
+      domain: "D",
+      type: "Do",
+      funcSet: true,
+      cmdFunc: custom,
+    });
     expect(newPermissionCmdFunc("D", "Do", anonymous)).toMatchObject({ kind: "level", funcSet: false, level: "Anonymous" });
     expect(newPermissionCmdFunc("D", "Do", custom).description.length).toBeGreaterThan(0);
-    expect([anonymous, authenticated, authorized, custom].map(permissionLevelOf)).toEqual(["Anonymous", "Authenticated", "Authorized", undefined]);
+    expect([anonymous, authenticated, authorized, custom].map(permissionLevelOf)).toEqual([
+      "Anonymous",
+      "Authenticated",
+      "Authorized",
+      undefined,
+    ]);
   });
 });
 
@@ -164,7 +211,13 @@ describe("built-in levels: exactly the sender fields of each level", () => {
 
   it.each(subsets)("sender fields %s", async (_name, ctx) => {
     // the non-sender fields never count
-    const noisy: RequestContext = { ...ctx, targetTenantUuid: "t", targetAggregateUuid: "a", traceId: "x", attributes: { senderAccountUuid: "acc" } };
+    const noisy: RequestContext = {
+      ...ctx,
+      targetTenantUuid: "t",
+      targetAggregateUuid: "a",
+      traceId: "x",
+      attributes: { senderAccountUuid: "acc" },
+    };
     for (const c of [ctx, noisy]) {
       expect(await denial(reg.check(c, envelope("L", "Anon", c)))).toBeUndefined();
       const authn = await denial(reg.check(c, envelope("L", "Authn", c)));
@@ -184,7 +237,9 @@ describe("built-in levels: exactly the sender fields of each level", () => {
     expect(e?.code).toBe("PERMISSION_DENIED");
     expect(e?.message).toContain("senderIdentityUuid");
     expect(e?.message).not.toContain("senderAccountUuid");
-    expect(await denial(reg.check({ senderAccountUuid: "", senderSessionUuid: "s" }, envelope("L", "Authn")))).toMatchObject({ code: "PERMISSION_DENIED" });
+    expect(await denial(reg.check({ senderAccountUuid: "", senderSessionUuid: "s" }, envelope("L", "Authn")))).toMatchObject({
+      code: "PERMISSION_DENIED",
+    });
   });
 
   it("evaluate is synchronous when every step is", () => {
@@ -220,31 +275,54 @@ describe("custom permission functions", () => {
 
   it("returning or throwing a MnemeError rejects with that very error", async () => {
     const err = new MnemeError("UNAUTHENTICATED", "log in first");
-    for (const fn of [() => err, async () => err, () => { throw err; }, async () => { throw err; }]) {
+    for (const fn of [
+      () => err,
+      async () => err,
+      () => {
+        throw err;
+      },
+      async () => {
+        throw err;
+      },
+    ]) {
       expect(await denial(registryWith(fn as PermissionFunc).check({}, envelope("C", "Do")))).toBe(err);
     }
   });
 
   it("throwing (sync or async, Error or not) denies", async () => {
     const err = new TypeError("bug in the permission function");
-    for (const fn of [() => { throw err; }, async () => { throw err; }]) {
-      const e = await denial(registryWith(fn as PermissionFunc).check(full, envelope("C", "Do", full)));
+    for (const fn of [
+      () => {
+        throw err;
+      },
+      async () => {
+        throw err;
+      },
+    ]) {
+      const e = await denial(registryWith(fn).check(full, envelope("C", "Do", full)));
       expect(e).toMatchObject({ code: "PERMISSION_DENIED", cause: err });
     }
-    const s = await denial(registryWith(() => { throw "nope"; }).check(full, envelope("C", "Do", full)));
+    const s = await denial(
+      registryWith(() => {
+        throw "nope";
+      }).check(full, envelope("C", "Do", full)),
+    );
     expect(s).toMatchObject({ code: "PERMISSION_DENIED", cause: "nope" });
   });
 
-  it.each<[string, unknown]>([["false", false], ["true", true], ["0", 0], ["a string", "no"], ["an object", { allowed: true }]])(
-    "returning %s (neither nothing nor an Error) denies: deny is the default",
-    async (_what, value) => {
-      // e.g. `permission: (ctx) => ctx.senderAccountUuid === adminUuid` type-checks (boolean is assignable to void)
-      for (const fn of [() => value, async () => value]) {
-        const e = await denial(registryWith(fn as PermissionFunc).check(full, envelope("C", "Do", full)));
-        expect(e?.code).toBe("PERMISSION_DENIED");
-      }
-    },
-  );
+  it.each<[string, unknown]>([
+    ["false", false],
+    ["true", true],
+    ["0", 0],
+    ["a string", "no"],
+    ["an object", { allowed: true }],
+  ])("returning %s (neither nothing nor an Error) denies: deny is the default", async (_what, value) => {
+    // e.g. `permission: (ctx) => ctx.senderAccountUuid === adminUuid` type-checks (boolean is assignable to void)
+    for (const fn of [() => value, async () => value]) {
+      const e = await denial(registryWith(fn as PermissionFunc).check(full, envelope("C", "Do", full)));
+      expect(e?.code).toBe("PERMISSION_DENIED");
+    }
+  });
 
   it("receives the request context and the envelope, and decides alone: the authorizer is not consulted", async () => {
     const authorizer = vi.fn<Authorizer>(() => new Error("authorizer says no"));
@@ -270,7 +348,9 @@ describe("the authorizer", () => {
   it("is consulted only after the authorized level passes, with (reqCtx, permission, envelope)", async () => {
     const authorizer = vi.fn<Authorizer>(() => undefined);
     const reg = registry(authorizer);
-    expect(await denial(reg.check({ senderAccountUuid: "a", senderSessionUuid: "s" }, envelope("A", "Authz")))).toMatchObject({ code: "PERMISSION_DENIED" });
+    expect(await denial(reg.check({ senderAccountUuid: "a", senderSessionUuid: "s" }, envelope("A", "Authz")))).toMatchObject({
+      code: "PERMISSION_DENIED",
+    });
     expect(authorizer).not.toHaveBeenCalled();
     // anonymous and authenticated levels do not consult it
     await reg.check({}, envelope("A", "Anon"));
@@ -288,8 +368,18 @@ describe("the authorizer", () => {
     const cases: [Authorizer, (e: MnemeError | undefined) => void][] = [
       [() => plain, (e) => expect(e).toMatchObject({ code: "PERMISSION_DENIED", cause: plain })],
       [async () => plain, (e) => expect(e).toMatchObject({ code: "PERMISSION_DENIED", cause: plain })],
-      [() => { throw plain; }, (e) => expect(e).toMatchObject({ code: "PERMISSION_DENIED", cause: plain })],
-      [async () => { throw plain; }, (e) => expect(e).toMatchObject({ code: "PERMISSION_DENIED", cause: plain })],
+      [
+        () => {
+          throw plain;
+        },
+        (e) => expect(e).toMatchObject({ code: "PERMISSION_DENIED", cause: plain }),
+      ],
+      [
+        async () => {
+          throw plain;
+        },
+        (e) => expect(e).toMatchObject({ code: "PERMISSION_DENIED", cause: plain }),
+      ],
       [() => own, (e) => expect(e).toBe(own)],
       [async () => own, (e) => expect(e).toBe(own)],
       [async () => undefined, (e) => expect(e).toBeUndefined()],
@@ -322,9 +412,13 @@ describe("the check before commands and queries", () => {
     const querySpy = vi.fn(() => "answer");
     const Save = Doc.command("Save");
     const SaveAnon = Doc.command("SaveAnon", { permission: anonymous });
-    const SaveCustom = Doc.command("SaveCustom", { permission: (ctx) => (ctx.attributes?.["role"] === "editor" ? undefined : new Error("editors only")) });
+    const SaveCustom = Doc.command("SaveCustom", {
+      permission: (ctx) => (ctx.attributes?.["role"] === "editor" ? undefined : new Error("editors only")),
+    });
     const SaveAttached = Doc.command("SaveAttached");
-    Doc.registerPermission(newPermissionCmdFunc("Doc", "SaveAttached", async (ctx) => (ctx.traceId === "ok" ? undefined : new Error("bad trace"))));
+    Doc.registerPermission(
+      newPermissionCmdFunc("Doc", "SaveAttached", async (ctx) => (ctx.traceId === "ok" ? undefined : new Error("bad trace"))),
+    );
     const Read = Doc.query<object, string>("Read");
     const ReadAuthn = Doc.query<object, string>("ReadAuthn", { permission: authenticated });
     for (const t of [Save, SaveAnon, SaveCustom, SaveAttached]) Doc.handleCommand(t, commandSpy);
@@ -386,7 +480,9 @@ describe("the check before commands and queries", () => {
 
   it("queries default to authorized, and a denied query never reaches its handler", async () => {
     const { f, querySpy, Read, ReadAuthn } = await setup();
-    expect(await denial(f.query(Read, {}, { reqCtx: { senderAccountUuid: "a", senderSessionUuid: "s" } }))).toMatchObject({ code: "PERMISSION_DENIED" });
+    expect(await denial(f.query(Read, {}, { reqCtx: { senderAccountUuid: "a", senderSessionUuid: "s" } }))).toMatchObject({
+      code: "PERMISSION_DENIED",
+    });
     expect(await denial(f.query(ReadAuthn, {}, {}))).toMatchObject({ code: "PERMISSION_DENIED" });
     expect(querySpy).not.toHaveBeenCalled();
     expect(await f.query(Read, {}, { reqCtx: full })).toBe("answer");
@@ -429,7 +525,9 @@ describe("store permissions", () => {
     const before = f.permissions.list().length;
     const perms = registerStorePermissions(f);
     const names = perms.map((p) => p.type).sort();
-    const expected = ["StoreEvent", "StoreCommand", "StoreData", "StoreCache", "StoreLog"].flatMap((s) => ["Info", "Read", "Update", "Delete"].map((a) => `${s}.${a}`)).sort();
+    const expected = ["StoreEvent", "StoreCommand", "StoreData", "StoreCache", "StoreLog"]
+      .flatMap((s) => ["Info", "Read", "Update", "Delete"].map((a) => `${s}.${a}`))
+      .sort();
     expect(names).toEqual(expected);
     expect(STORE_NAMES.length * STORE_ACTIONS.length).toBe(20);
     for (const p of perms) {
@@ -489,6 +587,8 @@ describe("store permissions", () => {
     registerStorePermissions(f);
     const root = { ...full, senderAccountUuid: "root" };
     expect(await f.query({ domain: "Runtime", name: "StoreInfo" }, { store: "event" }, { reqCtx: root })).toMatchObject({ numItems: 0 });
-    expect(await denial(f.query({ domain: "Runtime", name: "StoreInfo" }, { store: "event" }, { reqCtx: full }))).toMatchObject({ code: "PERMISSION_DENIED" });
+    expect(await denial(f.query({ domain: "Runtime", name: "StoreInfo" }, { store: "event" }, { reqCtx: full }))).toMatchObject({
+      code: "PERMISSION_DENIED",
+    });
   });
 });

@@ -146,7 +146,20 @@ async function openAppend(schema: string, client: pg.PoolClient, aggregateUuid: 
   await client.query("BEGIN");
   await client.query(
     `SELECT * FROM "${schema}".mneme_append($1::bigint, $2, 'test', $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::integer[], $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], '{}', '{}', '{}')`,
-    [advisoryKey("mneme:events", schema), channel, [newUuid()], [""], ["Todo"], ["TodoCreated"], [aggregateUuid], [null], [null], [Date.now() * 1e6], ["{}"], ['{"held":true}']],
+    [
+      advisoryKey("mneme:events", schema),
+      channel,
+      [newUuid()],
+      [""],
+      ["Todo"],
+      ["TodoCreated"],
+      [aggregateUuid],
+      [null],
+      [null],
+      [Date.now() * 1e6],
+      ["{}"],
+      ['{"held":true}'],
+    ],
   );
 }
 
@@ -251,7 +264,10 @@ describe("PostgresEventRepository across instances", () => {
       const later = repo.append([ev("later")]).finally(() => {
         settled = true;
       });
-      await until(async () => (await advisoryWaiters(advisoryKey("mneme:events", schema))).length === 1, "the later append waits for the append lock");
+      await until(
+        async () => (await advisoryWaiters(advisoryKey("mneme:events", schema))).length === 1,
+        "the later append waits for the append lock",
+      );
       expect(settled).toBe(false);
       expect((await readAll(repo)).map((e) => e.aggregateUuid)).toEqual(["before"]);
       expect(await repo.headPosition()).toBe(1);
@@ -305,7 +321,9 @@ describe("PostgresEventRepository across instances", () => {
     const gateKey = advisoryKey("test-gate", schema);
     await pool.query(`CREATE FUNCTION "${schema}".test_gate() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN PERFORM pg_advisory_xact_lock(${gateKey}); RETURN NULL; END $$`);
-    await pool.query(`CREATE TRIGGER test_gate AFTER INSERT ON "${schema}".events FOR EACH STATEMENT EXECUTE FUNCTION "${schema}".test_gate()`);
+    await pool.query(
+      `CREATE TRIGGER test_gate AFTER INSERT ON "${schema}".events FOR EACH STATEMENT EXECUTE FUNCTION "${schema}".test_gate()`,
+    );
     const gate = await pool.connect();
     try {
       await gate.query("BEGIN");
@@ -347,7 +365,9 @@ describe("PostgresEventRepository across instances", () => {
     expect(own?.position).toBe(1);
     expect(calls).toEqual([x?.position]);
 
-    const listener = await pool.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE query = $1", [`LISTEN "mneme_events_${schema}"`]);
+    const listener = await pool.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE query = $1", [
+      `LISTEN "mneme_events_${schema}"`,
+    ]);
     expect(listener.rows).toHaveLength(1);
     await pool.query("SELECT pg_terminate_backend($1)", [listener.rows[0]?.pid]);
     await until(() => b.externalAppendListening && calls.length === 2, "b listens again and reports a possible miss once");
@@ -505,8 +525,18 @@ describe("createPostgresBackends", () => {
     await Promise.all([b.eventRepository.init(), b.commandStore.init(), b.logStore.init(), b.readmodelStoreBackend.init()]);
     await b.eventRepository.append([ev("a")]);
     await b.logStore.append({ level: "info", message: "hi" });
-    const tables = await pool.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1", [schema]);
-    expect(tables.rows.map((r) => r.table_name)).toEqual(["commands", "events", "logs", "readmodel_checkpoints", "readmodel_collections", "readmodel_documents"]);
+    const tables = await pool.query<{ table_name: string }>(
+      "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY 1",
+      [schema],
+    );
+    expect(tables.rows.map((r) => r.table_name)).toEqual([
+      "commands",
+      "events",
+      "logs",
+      "readmodel_checkpoints",
+      "readmodel_collections",
+      "readmodel_documents",
+    ]);
     const info = await b.eventRepository.info();
     expect(info).toMatchObject({ storeType: "postgres", numItems: 1 });
     expect(info.connectionInfo).toContain(`schema=${schema}`);

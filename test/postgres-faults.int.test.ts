@@ -10,8 +10,13 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createFacade, isMnemeError, newUuid, type Event } from "mneme";
 import {
-  createPostgresBackends, PostgresCommandStore, PostgresEventRepository, PostgresLogStore, PostgresReadmodelStoreBackend,
-  type PgClientKind, type PgStatement,
+  createPostgresBackends,
+  PostgresCommandStore,
+  PostgresEventRepository,
+  PostgresLogStore,
+  PostgresReadmodelStoreBackend,
+  type PgClientKind,
+  type PgStatement,
 } from "mneme/postgres";
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
 import { rejection } from "./support/rejections.js";
@@ -183,7 +188,10 @@ describe("Postgres sessions terminated at statement boundaries", () => {
     const body = async (n: number): Promise<void> => {
       await docs.put("a", { n });
       expect(await docs.get("a")).toEqual({ n });
-      await docs.putMany([["b", { n }], ["c", { n }]]);
+      await docs.putMany([
+        ["b", { n }],
+        ["c", { n }],
+      ]);
       await backend.setCheckpoint("h", n);
     };
     faults.recording = true;
@@ -199,7 +207,13 @@ describe("Postgres sessions terminated at statement boundaries", () => {
       expect(err.code, `killed before statement ${k} (${texts[k]}): ${err.message}`).toBe("UNAVAILABLE");
       expect(faults.kills).toHaveLength(k + 1);
       expect(await backend.getCheckpoint("h")).toBe(1);
-      expect(await docs.getMany(["a", "b", "c"])).toEqual(new Map([["a", { n: 1 }], ["b", { n: 1 }], ["c", { n: 1 }]]));
+      expect(await docs.getMany(["a", "b", "c"])).toEqual(
+        new Map([
+          ["a", { n: 1 }],
+          ["b", { n: 1 }],
+          ["c", { n: 1 }],
+        ]),
+      );
     }
     // After the last boundary: the client is idle in the pool when its session ends.
     await backend.transaction(() => body(2));
@@ -231,7 +245,18 @@ describe("Postgres sessions terminated at statement boundaries", () => {
     const [stored] = await repo.append([ev("a")]);
     expect(stored?.version).toBe(1);
 
-    const rec = { commandUuid: newUuid(), domain: "Todo", name: "CreateTodo", tenantUuid: "", status: "succeeded" as const, createdAt: 1, durationMicros: 1, reqCtx: {}, payload: {}, eventUuids: [] };
+    const rec = {
+      commandUuid: newUuid(),
+      domain: "Todo",
+      name: "CreateTodo",
+      tenantUuid: "",
+      status: "succeeded" as const,
+      createdAt: 1,
+      durationMicros: 1,
+      reqCtx: {},
+      payload: {},
+      eventUuids: [],
+    };
     faults.arm((s) => s.kind === "command");
     expect((await rejection(commands.record(rec))).code).toBe("UNAVAILABLE");
     expect(await commands.get(rec.commandUuid)).toBeUndefined();
@@ -347,7 +372,9 @@ describe("a facade on Postgres while sessions are killed under load", () => {
     const pool = userPool(10);
     const faults = new Faults();
     const backends = createPostgresBackends({ pool, schema, pollIntervalMs: 50, onStatement: faults.hook });
-    const facade = closeLater(createFacade({ appName: "pg-faults", ...backends, delivery: { lockRetryMs: 20, retryInitialMs: 5, retryMaxMs: 100 } }));
+    const facade = closeLater(
+      createFacade({ appName: "pg-faults", ...backends, delivery: { lockRetryMs: 20, retryInitialMs: 5, retryMaxMs: 100 } }),
+    );
     facade.registerDomain(Counter);
     const totals = new CounterTotals(facade);
     facade.registerReadmodel(totals);
@@ -383,7 +410,10 @@ describe("a facade on Postgres while sessions are killed under load", () => {
     // (BEGIN, get, put, setCheckpoint, COMMIT), an append, an event read (a readAll page,
     // the head poll), and the idle LISTEN and lock sessions.
     const targets: { name: string; target?: Target; idle?: PgClientKind }[] = [
-      ...[0, 1, 2, 3].map((k) => ({ name: `transaction statement ${k}`, target: ((s, index) => s.kind === "transaction" && index === k) as Target })),
+      ...[0, 1, 2, 3].map((k) => ({
+        name: `transaction statement ${k}`,
+        target: ((s, index) => s.kind === "transaction" && index === k) as Target,
+      })),
       { name: "transaction COMMIT", target: (s) => s.kind === "transaction" && s.text === "COMMIT" },
       { name: "append", target: (s) => s.kind === "append" },
       { name: "read", target: (s) => s.kind === "read" },
@@ -403,7 +433,10 @@ describe("a facade on Postgres while sessions are killed under load", () => {
       } else {
         // The idle sessions: wait until the handler holds its lock again / b listens again, then kill.
         const kind = t.idle!;
-        await until(() => (kind === "lock" ? handler().state === "running" : backends.eventRepository.externalAppendListening), `round ${round}: ${t.name} is up`);
+        await until(
+          () => (kind === "lock" ? handler().state === "running" : backends.eventRepository.externalAppendListening),
+          `round ${round}: ${t.name} is up`,
+        );
         const pid = faults.lastPid.get(kind)!;
         await terminate(pid);
         faults.kills.push({ kind, text: "(idle)", index: -1, pid });

@@ -37,7 +37,10 @@ describe("app instances on one Postgres schema (facade level)", () => {
   it("concurrent conflicting commands from two instances: exactly one wins, the other gets CONFLICT", async () => {
     const schema = newSchema();
     const make = async () => {
-      const f = createFacade({ appName: "pg-conflict", ...createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 5, pollIntervalMs: 100 }) });
+      const f = createFacade({
+        appName: "pg-conflict",
+        ...createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 5, pollIntervalMs: 100 }),
+      });
       registerTodo(f);
       await f.start();
       facades.push(f);
@@ -62,7 +65,11 @@ describe("app instances on one Postgres schema (facade level)", () => {
   it("an instance that loses its lock connection steps back to standby, and the other takes the readmodel over", async () => {
     const schema = newSchema();
     const make = async () => {
-      const f = createFacade({ appName: "pg-locklost", ...createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 5, pollIntervalMs: 100 }), delivery: { lockRetryMs: 50 } });
+      const f = createFacade({
+        appName: "pg-locklost",
+        ...createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 5, pollIntervalMs: 100 }),
+        delivery: { lockRetryMs: 50 },
+      });
       f.registerDomain(Counter);
       const totals = new CounterTotals(f);
       f.registerReadmodel(totals);

@@ -1,6 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { createFacade, MemoryEventRepository, ProjectionReadmodel, type Facade, type RequestContext } from "mneme";
-import { CompleteTodo, CreateTodo, GetTodo, ListTodos, RenameTodo, TodoAggregate, registerTodo, type TodoState } from "../examples/todo/todo-domain.js";
+import {
+  CompleteTodo,
+  CreateTodo,
+  GetTodo,
+  ListTodos,
+  RenameTodo,
+  TodoAggregate,
+  registerTodo,
+  type TodoState,
+} from "../examples/todo/todo-domain.js";
 
 /** A repository that counts the calls history makes. */
 class SpyRepository extends MemoryEventRepository {
@@ -23,7 +32,10 @@ class SpyRepository extends MemoryEventRepository {
 const tenantA = "0190f5e4-0000-7000-8000-00000000000a";
 const tenantB = "0190f5e4-0000-7000-8000-00000000000b";
 const ctx = (tenant: string, identity: string): RequestContext => ({
-  senderAccountUuid: "acc", senderSessionUuid: "ses", senderIdentityUuid: identity, senderTenantUuid: tenant,
+  senderAccountUuid: "acc",
+  senderSessionUuid: "ses",
+  senderIdentityUuid: identity,
+  senderTenantUuid: tenant,
 });
 const uuid = (n: number) => `0190f5e4-8e4a-7cc4-9f4e-${n.toString(16).padStart(12, "0")}`;
 
@@ -54,7 +66,11 @@ describe("ProjectionReadmodel", () => {
   it("pages, orders by a whitelisted field, filters by tenant and counts the total", async () => {
     const { facade, projection } = await setup();
     for (let i = 1; i <= 7; i++) {
-      await facade.dispatch(CreateTodo, { todoUuid: uuid(i), title: `t${i}` }, { reqCtx: ctx(i % 2 ? tenantA : tenantB, "i"), waitToFinish: true });
+      await facade.dispatch(
+        CreateTodo,
+        { todoUuid: uuid(i), title: `t${i}` },
+        { reqCtx: ctx(i % 2 ? tenantA : tenantB, "i"), waitToFinish: true },
+      );
     }
     await facade.dispatch(RenameTodo, { todoUuid: uuid(2), title: "renamed" }, { reqCtx: ctx(tenantB, "i"), waitToFinish: true });
     const all = await projection.getModelList({ pageSize: 3 });
@@ -79,12 +95,19 @@ describe("ProjectionReadmodel", () => {
   it("serves toModel(state) and names itself <Aggregate>Projection by default", async () => {
     const facade = createFacade();
     const projection = registerTodo(facade);
-    const titles = new ProjectionReadmodel<TodoState, { title: string }>(facade, { aggregate: TodoAggregate, toModel: (s) => ({ title: s.title.toUpperCase() }) });
+    const titles = new ProjectionReadmodel<TodoState, { title: string }>(facade, {
+      aggregate: TodoAggregate,
+      toModel: (s) => ({ title: s.title.toUpperCase() }),
+    });
     expect(titles.name).toBe("TodoProjection");
     expect(titles.domain).toBe("Todo");
     // the same default name as the example's readmodel: a second registration is rejected
     expect(() => facade.registerReadmodel(titles)).toThrow(expect.objectContaining({ code: "INVALID_EVENT_HANDLER" }));
-    const renamed = new ProjectionReadmodel<TodoState, { title: string }>(facade, { aggregate: TodoAggregate, name: "Titles", toModel: (s) => ({ title: s.title.toUpperCase() }) });
+    const renamed = new ProjectionReadmodel<TodoState, { title: string }>(facade, {
+      aggregate: TodoAggregate,
+      name: "Titles",
+      toModel: (s) => ({ title: s.title.toUpperCase() }),
+    });
     facade.registerReadmodel(renamed);
     await facade.start();
     await facade.dispatch(CreateTodo, { todoUuid: uuid(1), title: "shout" }, { reqCtx: ctx(tenantA, "i"), waitToFinish: true });
@@ -117,7 +140,15 @@ describe("history on demand", () => {
     expect(JSON.parse(h[1]!.domainEvtData)).toEqual({ title: "b" });
     expect(typeof h[0]!.domainEvtData).toBe("string");
     expect(h[0]!.createdAt).toBeGreaterThan(1.6e18);
-    expect(Object.keys(h[0]!).sort()).toEqual(["createdAt", "domainEvtData", "domainEvtName", "eventUuid", "senderIdentityUuid", "senderTenantUuid", "version"]);
+    expect(Object.keys(h[0]!).sort()).toEqual([
+      "createdAt",
+      "domainEvtData",
+      "domainEvtName",
+      "eventUuid",
+      "senderIdentityUuid",
+      "senderTenantUuid",
+      "version",
+    ]);
     // nothing history-specific was appended
     expect(await facade.eventRepository.headPosition()).toBe(3);
     await facade.stop();
@@ -126,7 +157,8 @@ describe("history on demand", () => {
   it("a list with history makes one repository call for the whole page", async () => {
     const { facade, repo } = await setup();
     for (let i = 1; i <= 100; i++) await facade.dispatch(CreateTodo, { todoUuid: uuid(i), title: `t${i}` }, { reqCtx: ctx(tenantA, "i") });
-    for (let i = 1; i <= 100; i += 2) await facade.dispatch(RenameTodo, { todoUuid: uuid(i), title: `r${i}` }, { reqCtx: ctx(tenantA, "j") });
+    for (let i = 1; i <= 100; i += 2)
+      await facade.dispatch(RenameTodo, { todoUuid: uuid(i), title: `r${i}` }, { reqCtx: ctx(tenantA, "j") });
     await facade.readmodel("TodoProjection", ProjectionReadmodel).idle();
     repo.reset();
     const list = await facade.query(ListTodos, { pageSize: 100, includeHistory: true }, { reqCtx: ctx(tenantA, "x") });

@@ -1,7 +1,14 @@
 import { describe, expect, it } from "vitest";
 import {
-  AllEvents, BaseReadmodel, createFacade, isMnemeError, MemoryReadmodelStoreBackend, withCatchBufferLimit,
-  withReadmodelStoreBackend, withRestoreBatchSize, type Facade,
+  AllEvents,
+  BaseReadmodel,
+  createFacade,
+  isMnemeError,
+  MemoryReadmodelStoreBackend,
+  withCatchBufferLimit,
+  withReadmodelStoreBackend,
+  withRestoreBatchSize,
+  type Facade,
 } from "mneme";
 import { Counter, CounterTotals, EventCounter, Increment, Incremented, Note, Noted } from "./support/counter-domain.js";
 
@@ -56,8 +63,12 @@ describe("BaseReadmodel handler map", () => {
     const facade = createFacade();
     facade.registerDomain(Counter);
     facade.registerReadmodel(new CounterTotals(facade, "Same"));
-    expect(() => facade.registerReadmodel(new CounterTotals(facade, "Same"))).toThrow(expect.objectContaining({ code: "INVALID_EVENT_HANDLER" }));
-    expect(() => facade.registerReadmodel(new CounterTotals(facade, ""))).toThrow(expect.objectContaining({ code: "INVALID_EVENT_HANDLER" }));
+    expect(() => facade.registerReadmodel(new CounterTotals(facade, "Same"))).toThrow(
+      expect.objectContaining({ code: "INVALID_EVENT_HANDLER" }),
+    );
+    expect(() => facade.registerReadmodel(new CounterTotals(facade, ""))).toThrow(
+      expect.objectContaining({ code: "INVALID_EVENT_HANDLER" }),
+    );
   });
 });
 
@@ -85,16 +96,29 @@ describe("live delivery", () => {
       domain: "Counter",
       name: "Plain",
       getDomainEvents: () => [Noted],
-      getDomainEventHandlers: (t: unknown) => (t === "*" ? [] : (typeof t === "string" ? t : (t as { path: string }).path) === Noted.path
-        ? [{ eventPath: Noted.path, domain: "Counter", eventName: "Noted", fn: (_c: unknown, _e: unknown, p: { text: string }) => void seen.push(p.text) }]
-        : []),
+      getDomainEventHandlers: (t: unknown) =>
+        t === "*"
+          ? []
+          : (typeof t === "string" ? t : (t as { path: string }).path) === Noted.path
+            ? [
+                {
+                  eventPath: Noted.path,
+                  domain: "Counter",
+                  eventName: "Noted",
+                  fn: (_c: unknown, _e: unknown, p: { text: string }) => void seen.push(p.text),
+                },
+              ]
+            : [],
     };
     const facade = await started((f) => f.registerReadmodel(plain));
     await facade.dispatch(Note, { counterUuid: "x", text: "hello" }, { waitToFinish: true });
     await inc(facade, "x", 1, true);
     await facade.dispatch(Note, { counterUuid: "x", text: "world" }, { waitToFinish: true });
     expect(seen).toEqual(["hello", "world"]);
-    expect(facade.runtime.listEventHandlers().find((h) => h.eventHandlerName === "Plain")).toMatchObject({ hasMetrics: false, state: "running" });
+    expect(facade.runtime.listEventHandlers().find((h) => h.eventHandlerName === "Plain")).toMatchObject({
+      hasMetrics: false,
+      state: "running",
+    });
     await facade.stop();
   });
 
@@ -150,7 +174,11 @@ describe("failure isolation", () => {
     facade.registerReadmodel(rm);
     await facade.start();
     rm.failOn = (e) => e.aggregateUuid === "c";
-    const r = await facade.dispatch({ domain: "Counter", name: "IncrementMany" }, { counterUuids: ["a", "b", "c", "d"], by: 2 }, { waitToFinish: true });
+    const r = await facade.dispatch(
+      { domain: "Counter", name: "IncrementMany" },
+      { counterUuids: ["a", "b", "c", "d"], by: 2 },
+      { waitToFinish: true },
+    );
     expect(r.handlerErrors).toHaveLength(1);
     expect(await rm.total("a")).toBe(2);
     expect(await rm.total("b")).toBe(2);

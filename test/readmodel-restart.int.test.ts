@@ -32,7 +32,11 @@ class Audit extends BaseEventHandler {
 
 async function open(filename: string): Promise<Facade> {
   const facade = createFacade({ appName: "restart", ...createSqliteBackends({ filename }) });
-  await registerDefaults(facade, { admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, passwordHashing: FAST_HASHING, sessionSecret: "a secret of the deployment" });
+  await registerDefaults(facade, {
+    admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD },
+    passwordHashing: FAST_HASHING,
+    sessionSecret: "a secret of the deployment",
+  });
   facade.registerDomain(Counter);
   facade.registerReadmodel(new CounterTotals(facade)).registerReadmodel(new Audit());
   await facade.start();
@@ -40,12 +44,17 @@ async function open(filename: string): Promise<Facade> {
 }
 
 async function createdAtOf(facade: Facade, position: number): Promise<number> {
-  for await (const batch of facade.eventRepository.readAll({ afterPosition: position - 1, untilPosition: position })) return batch[0]!.createdAt;
+  for await (const batch of facade.eventRepository.readAll({ afterPosition: position - 1, untilPosition: position }))
+    return batch[0]!.createdAt;
   throw new Error(`no event at position ${position}`);
 }
 
 const positions = (facade: Facade) =>
-  Object.fromEntries(facade.runtime.listEventHandlers().map((h) => [h.eventHandlerName, { lastPosition: h.lastPosition, lastEventTimestamp: h.lastEventTimestamp }]));
+  Object.fromEntries(
+    facade.runtime
+      .listEventHandlers()
+      .map((h) => [h.eventHandlerName, { lastPosition: h.lastPosition, lastEventTimestamp: h.lastEventTimestamp }]),
+  );
 
 describe("handler positions across a restart", () => {
   it("lastEventTimestamp survives a restart: the createdAt of the event at lastPosition, for built-in readmodels, app readmodels and plain handlers", async () => {

@@ -36,9 +36,10 @@ afterAll(async () => {
 async function seed(f: Facade): Promise<Record<string, number>> {
   const expected: Record<string, number> = {};
   for (let i = 0; i < 10; i++) {
-    const r = i % 3 === 0
-      ? await f.dispatch(IncrementMany, { counterUuids: ["c1", "c2", "c3"], by: i + 1 }, { waitToFinish: true })
-      : await f.dispatch(Increment, { counterUuid: `c${i % 4}`, by: i + 1 }, { waitToFinish: true });
+    const r =
+      i % 3 === 0
+        ? await f.dispatch(IncrementMany, { counterUuids: ["c1", "c2", "c3"], by: i + 1 }, { waitToFinish: true })
+        : await f.dispatch(Increment, { counterUuid: `c${i % 4}`, by: i + 1 }, { waitToFinish: true });
     for (const e of r.events) expected[e.aggregateUuid] = (expected[e.aggregateUuid] ?? 0) + i + 1;
   }
   return expected;
@@ -56,7 +57,12 @@ async function reopen(backends: FacadeOptions): Promise<{ f: Facade; totals: Cou
   return { f, totals, replay };
 }
 
-async function expectFullReplayState(f: Facade, totals: CounterTotals, replay: CounterTotals, expected: Record<string, number>): Promise<void> {
+async function expectFullReplayState(
+  f: Facade,
+  totals: CounterTotals,
+  replay: CounterTotals,
+  expected: Record<string, number>,
+): Promise<void> {
   const head = await f.eventRepository.headPosition();
   expect(totals.state).toBe("running");
   expect(replay.applied).toEqual(Array.from({ length: head }, (_, i) => i + 1));

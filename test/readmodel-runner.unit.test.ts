@@ -5,7 +5,15 @@
  */
 import { describe, expect, it } from "vitest";
 import {
-  anonymous, BaseEventHandler, BaseReadmodel, createFacade, defineDomain, type EventHandler, type Facade, ProjectionReadmodel, type RestoreReport,
+  anonymous,
+  BaseEventHandler,
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type EventHandler,
+  type Facade,
+  ProjectionReadmodel,
+  type RestoreReport,
 } from "mneme";
 import { Counter, CounterTotals, EventCounter, Increment, Incremented } from "./support/counter-domain.js";
 
@@ -23,14 +31,22 @@ describe("the runner's state is read-only", () => {
     const f = await started((facade) => facade.registerReadmodel((rm = new CounterTotals(facade))));
     await f.dispatch(Increment, { counterUuid: "a", by: 1 }, { waitToFinish: true });
     expect(rm.lastPosition).toBe(1);
-    // @ts-expect-error a getter only
-    expect(() => { rm.lastPosition = 0; }).toThrow(TypeError);
-    // @ts-expect-error a getter only
-    expect(() => { rm.lastEventTimestamp = 0; }).toThrow(TypeError);
-    // @ts-expect-error a getter only
-    expect(() => { rm.restorationState = "idle"; }).toThrow(TypeError);
-    // @ts-expect-error a getter only
-    expect(() => { rm.catchedEvents = []; }).toThrow(TypeError);
+    expect(() => {
+      // @ts-expect-error a getter only
+      rm.lastPosition = 0;
+    }).toThrow(TypeError);
+    expect(() => {
+      // @ts-expect-error a getter only
+      rm.lastEventTimestamp = 0;
+    }).toThrow(TypeError);
+    expect(() => {
+      // @ts-expect-error a getter only
+      rm.restorationState = "idle";
+    }).toThrow(TypeError);
+    expect(() => {
+      // @ts-expect-error a getter only
+      rm.catchedEvents = [];
+    }).toThrow(TypeError);
     // the view is a copy: changing it changes nothing
     expect(() => (rm.catchedEvents as unknown as unknown[]).push({})).toThrow(TypeError);
     expect(rm.lastPosition).toBe(1);
@@ -45,14 +61,48 @@ describe("the runner's state is read-only", () => {
     const rm = new CounterTotals(f);
     class Plain extends BaseEventHandler {}
     for (const h of [rm, new Plain()]) {
-      for (const m of ["notify", "attachHost", "goLive", "waitFor", "standbyError", "untilOutOfStandby", "info", "isStateRestorer",
-        "applyEvents", "startRestore", "checkpointBackend", "eventPathFilter", "handlesAllEvents", "host", "delivery", "metrics"]) {
+      for (const m of [
+        "notify",
+        "attachHost",
+        "goLive",
+        "waitFor",
+        "standbyError",
+        "untilOutOfStandby",
+        "info",
+        "isStateRestorer",
+        "applyEvents",
+        "startRestore",
+        "checkpointBackend",
+        "eventPathFilter",
+        "handlesAllEvents",
+        "host",
+        "delivery",
+        "metrics",
+      ]) {
         expect(m in h, m).toBe(false);
       }
     }
     // the contract stays
-    for (const m of ["domain", "name", "eventRepository", "readmodelStoreBackend", "options", "catchedEvents", "restorationState", "lastEventTimestamp",
-      "lastPosition", "addDomainEventHandler", "getDomainEventHandlers", "getDomainEvents", "restoreState", "getMetrics", "state", "start", "stop", "idle"]) {
+    for (const m of [
+      "domain",
+      "name",
+      "eventRepository",
+      "readmodelStoreBackend",
+      "options",
+      "catchedEvents",
+      "restorationState",
+      "lastEventTimestamp",
+      "lastPosition",
+      "addDomainEventHandler",
+      "getDomainEventHandlers",
+      "getDomainEvents",
+      "restoreState",
+      "getMetrics",
+      "state",
+      "start",
+      "stop",
+      "idle",
+    ]) {
       expect(m in rm, m).toBe(true);
     }
   });
@@ -78,7 +128,9 @@ describe("handles and typed lookups", () => {
     expect(await byName.total("a")).toBe(3);
     expect(f.readmodel("Other", BaseReadmodel)).toBe(byName);
     // checked: another class, another object of the same name, another facade's handle, an unknown name
-    expect(() => f.readmodel("EventCounter", CounterTotals)).toThrow(expect.objectContaining({ code: "UNKNOWN_EVENT_HANDLER", message: expect.stringContaining("EventCounter, not a CounterTotals") }));
+    expect(() => f.readmodel("EventCounter", CounterTotals)).toThrow(
+      expect.objectContaining({ code: "UNKNOWN_EVENT_HANDLER", message: expect.stringContaining("EventCounter, not a CounterTotals") }),
+    );
     expect(() => f.readmodel(new CounterTotals(f))).toThrow(expect.objectContaining({ code: "UNKNOWN_EVENT_HANDLER" }));
     const other = createFacade();
     other.registerDomain(Counter);
@@ -96,9 +148,10 @@ describe("handles and typed lookups", () => {
       domain: "Counter",
       name: "Plain",
       getDomainEvents: () => [Incremented],
-      getDomainEventHandlers: (t) => (t === Incremented || t === "Counter.Incremented"
-        ? [{ eventPath: "Counter.Incremented", domain: "Counter", eventName: "Incremented", fn: (_c, e) => void seen.push(e.position) }]
-        : []),
+      getDomainEventHandlers: (t) =>
+        t === Incremented || t === "Counter.Incremented"
+          ? [{ eventPath: "Counter.Incremented", domain: "Counter", eventName: "Incremented", fn: (_c, e) => void seen.push(e.position) }]
+          : [],
     };
     const f = createFacade();
     f.registerDomain(Counter);
@@ -109,14 +162,21 @@ describe("handles and typed lookups", () => {
     expect(f.readmodel(handle)).toBe(plain);
     expect(f.readmodel(plain)).toBe(plain);
     expect(f.readmodel("Plain")).toBe(plain);
-    expect(f.runtime.listEventHandlers().find((h) => h.name === "Plain")).toMatchObject({ state: "running", lastPosition: 1, isStateRestorer: false });
+    expect(f.runtime.listEventHandlers().find((h) => h.name === "Plain")).toMatchObject({
+      state: "running",
+      lastPosition: 1,
+      isStateRestorer: false,
+    });
     await f.stop();
   });
 
   it("ctx.readmodel takes a handle or a name with its class, and gives the tenant's view", async () => {
     const D = defineDomain("Shelf");
     const Placed = D.event<{ title: string }>("Placed");
-    const Book = D.aggregate<{ title: string }>("Book", { initialState: () => ({ title: "" }), evolve: { Placed: (_s, p: { title: string }) => ({ title: p.title }) } });
+    const Book = D.aggregate<{ title: string }>("Book", {
+      initialState: () => ({ title: "" }),
+      evolve: { Placed: (_s, p: { title: string }) => ({ title: p.title }) },
+    });
     const Place = D.command<{ bookUuid: string; title: string }>("Place", { permission: anonymous });
     D.handleCommand(Place, (_c, _m, p) => [Placed.create(p.bookUuid, { title: p.title })]);
     const Get = D.query<{ bookUuid: string; how: string }, unknown>("Get", { permission: anonymous });
@@ -143,7 +203,10 @@ describe("the runner goes through the readmodel's own restoreState", () => {
   it("at start and for the Runtime's restore, an overridden restoreState runs", async () => {
     const calls: { fromZero?: boolean }[] = [];
     class Tracked extends CounterTotals {
-      override restoreState(ctx?: unknown, opts: { fromZero?: boolean; signal?: AbortSignal } = {}): { done: Promise<RestoreReport>; cancel(): void } {
+      override restoreState(
+        ctx?: unknown,
+        opts: { fromZero?: boolean; signal?: AbortSignal } = {},
+      ): { done: Promise<RestoreReport>; cancel(): void } {
         calls.push({ ...(opts.fromZero === undefined ? {} : { fromZero: opts.fromZero }) });
         return super.restoreState(ctx, opts);
       }

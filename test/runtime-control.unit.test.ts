@@ -57,7 +57,9 @@ describe("errors", () => {
   it("INVALID_REQUEST for a missing name, a non-boolean restoreFromZero or a non-object request", async () => {
     rig = await startRig();
     expect((await rejection(ctl(rig, { action: "stop" } as never))).code).toBe("INVALID_REQUEST");
-    expect((await rejection(ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: "yes" } as never))).code).toBe("INVALID_REQUEST");
+    expect((await rejection(ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: "yes" } as never))).code).toBe(
+      "INVALID_REQUEST",
+    );
     expect((await rejection(rig.facade.runtime.controlEventHandler(null as never))).code).toBe("INVALID_REQUEST");
   });
 
@@ -75,14 +77,18 @@ describe("errors", () => {
     expect((await rejection(f.runtime.controlEventHandler({ action: "start", eventHandlerName: "OrderList" }))).code).toBe("INVALID_STATE");
     await f.start();
     await f.stop();
-    expect((await rejection(f.runtime.controlEventHandler({ action: "restore", eventHandlerName: "OrderList" }))).code).toBe("INVALID_STATE");
+    expect((await rejection(f.runtime.controlEventHandler({ action: "restore", eventHandlerName: "OrderList" }))).code).toBe(
+      "INVALID_STATE",
+    );
   });
 
   it("with a reqCtx, the caller's permission is checked first (before the handler is looked up)", async () => {
     rig = await startRig();
     const e = await rejection(rig.facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "Nope" }, USER));
     expect(e.code).toBe("PERMISSION_DENIED");
-    expect((await rejection(rig.facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "Nope" }, ADMIN))).code).toBe("UNKNOWN_EVENT_HANDLER");
+    expect((await rejection(rig.facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "Nope" }, ADMIN))).code).toBe(
+      "UNKNOWN_EVENT_HANDLER",
+    );
     const ok = await rig.facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "OrderList" }, ADMIN);
     expect(ok.state).toBe("stopped");
   });
@@ -105,7 +111,11 @@ describe("running", () => {
     await rig.place("o4");
     expect(rig.orders.applied).toEqual(["o1", "o2", "o3", "o4"]);
     const changes = ofKind(rig.events, "EventHandlerStateChanged", "OrderList").map((e) => [e.data.from, e.data.to]);
-    expect(changes).toEqual([["stopped", "running"], ["running", "stopped"], ["stopped", "running"]]);
+    expect(changes).toEqual([
+      ["stopped", "running"],
+      ["running", "stopped"],
+      ["stopped", "running"],
+    ]);
   });
 
   it("start while running and stop while stopped: INVALID_STATE, nothing changes", async () => {
@@ -196,10 +206,19 @@ describe("failed", () => {
     rig = await startRig();
     await rig.place("o1");
     rig.orders.failOnItem = "bomb";
-    const res = await rig.facade.dispatch({ domain: "Shop", name: "PlaceOrder" }, { orderUuid: "o2", item: "bomb", qty: 1 }, { reqCtx: USER, waitToFinish: true });
+    const res = await rig.facade.dispatch(
+      { domain: "Shop", name: "PlaceOrder" },
+      { orderUuid: "o2", item: "bomb", qty: 1 },
+      { reqCtx: USER, waitToFinish: true },
+    );
     expect(res.handlerErrors.map((h) => h.eventHandlerName)).toEqual(["OrderList"]);
     expect(info(rig, "OrderList")).toMatchObject({ state: "failed", lastPosition: 1, lastError: "cannot list bomb" });
-    expect(ofKind(rig.events, "HandlerFailed", "OrderList")[0]!.data).toMatchObject({ eventHandlerName: "OrderList", position: 2, eventPath: "Shop.OrderPlaced", error: "cannot list bomb" });
+    expect(ofKind(rig.events, "HandlerFailed", "OrderList")[0]!.data).toMatchObject({
+      eventHandlerName: "OrderList",
+      position: 2,
+      eventPath: "Shop.OrderPlaced",
+      error: "cannot list bomb",
+    });
     // other handlers go on
     expect(info(rig, "Mailer")).toMatchObject({ state: "running", lastPosition: 2 });
 
@@ -223,7 +242,11 @@ describe("failed", () => {
     await ctl(rig, { action: "start", eventHandlerName: "OrderList" }).catch(() => undefined);
     expect(info(rig, "OrderList").state).toBe("failed");
     rig.orders.failOnItem = undefined;
-    expect(await ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true })).toMatchObject({ state: "running", restorationState: "restored", lastPosition: 1 });
+    expect(await ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true })).toMatchObject({
+      state: "running",
+      restorationState: "restored",
+      lastPosition: 1,
+    });
     expect(await rig.orders.count()).toBe(1);
   });
 
@@ -249,7 +272,9 @@ describe("concurrency", () => {
     const first = ctl(rig, { action: "start", eventHandlerName: "OrderList" });
     await rig.orders.entered;
     expect((await rejection(ctl(rig, { action: "start", eventHandlerName: "OrderList" }))).code).toBe("INVALID_STATE");
-    expect((await rejection(ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true }))).code).toBe("INVALID_STATE");
+    expect((await rejection(ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true }))).code).toBe(
+      "INVALID_STATE",
+    );
     rig.orders.release();
     expect(await first).toMatchObject({ state: "running", lastPosition: 1 });
     expect(rig.orders.applied).toEqual(["o1"]);
@@ -304,7 +329,9 @@ describe("standby (another instance holds the handler's lock)", () => {
     expect(await ctl(rig, { action: "start", eventHandlerName: "OrderList" })).toMatchObject({ state: "standby" });
     await ctl(rig, { action: "stop", eventHandlerName: "OrderList" });
     // a restore of a stopped handler whose lock is held elsewhere is refused too
-    expect((await rejection(ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true }))).code).toBe("INVALID_STATE");
+    expect((await rejection(ctl(rig, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true }))).code).toBe(
+      "INVALID_STATE",
+    );
     expect(info(rig, "OrderList").state).toBe("stopped");
     expect(rig.orders.applied).toEqual([]);
     backend.elsewhere.delete("OrderList");
@@ -319,14 +346,34 @@ describe("standby (another instance holds the handler's lock)", () => {
 describe("through dispatch", () => {
   it("ControlEventHandler returns the handler info as result and publishes CommandExecuted", async () => {
     rig = await startRig();
-    const r = await rig.facade.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true }, { reqCtx: ADMIN });
+    const r = await rig.facade.dispatch(
+      { domain: "Runtime", name: "ControlEventHandler" },
+      { action: "restore", eventHandlerName: "OrderList", restoreFromZero: true },
+      { reqCtx: ADMIN },
+    );
     expect(r.events).toEqual([]);
     expect(r.result).toMatchObject({ eventHandlerName: "OrderList", state: "running", restorationState: "restored" });
     expect(ofKind(rig.events, "CommandExecuted").at(-1)!.data).toMatchObject({ domain: "Runtime", name: "ControlEventHandler", events: 0 });
-    const e = await rejection(rig.facade.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { action: "restore", eventHandlerName: "Mailer" }, { reqCtx: ADMIN }));
+    const e = await rejection(
+      rig.facade.dispatch(
+        { domain: "Runtime", name: "ControlEventHandler" },
+        { action: "restore", eventHandlerName: "Mailer" },
+        { reqCtx: ADMIN },
+      ),
+    );
     expect(e.code).toBe("INVALID_ACTION");
-    expect(ofKind(rig.events, "CommandFailed").at(-1)!.data).toMatchObject({ name: "ControlEventHandler", code: "INVALID_ACTION", status: "failed" });
-    const u = await rejection(rig.facade.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { action: "stop", eventHandlerName: "Nope" }, { reqCtx: ADMIN }));
+    expect(ofKind(rig.events, "CommandFailed").at(-1)!.data).toMatchObject({
+      name: "ControlEventHandler",
+      code: "INVALID_ACTION",
+      status: "failed",
+    });
+    const u = await rejection(
+      rig.facade.dispatch(
+        { domain: "Runtime", name: "ControlEventHandler" },
+        { action: "stop", eventHandlerName: "Nope" },
+        { reqCtx: ADMIN },
+      ),
+    );
     expect(u.code).toBe("UNKNOWN_EVENT_HANDLER");
   });
 });

@@ -6,9 +6,31 @@
  * from `mneme` and typed by payload and result.
  */
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
-import { type DomainInstaller, type EventHandlerInfo, type Facade, type JsonSchema, type SystemInfo, createFacade, defineDomain, newPermissionCmdFunc, registerStorePermissions } from "mneme";
+import {
+  type DomainInstaller,
+  type EventHandlerInfo,
+  type Facade,
+  type JsonSchema,
+  type SystemInfo,
+  createFacade,
+  defineDomain,
+  newPermissionCmdFunc,
+  registerStorePermissions,
+} from "mneme";
 import type { StoreInfo as StoreInfoT } from "mneme/store";
-import { type CommandListEntry, type PermissionListEntry, ControlEventHandler, StoreInfo, GetSchema, GetSystemInfo, ListCommandHandlers, ListCommands, ListPermissions, ListQueries, RuntimeDomain } from "mneme/runtime";
+import {
+  type CommandListEntry,
+  type PermissionListEntry,
+  ControlEventHandler,
+  StoreInfo,
+  GetSchema,
+  GetSystemInfo,
+  ListCommandHandlers,
+  ListCommands,
+  ListPermissions,
+  ListQueries,
+  RuntimeDomain,
+} from "mneme/runtime";
 import { ADMIN, USER, authorizer } from "./runtime-fixture.js";
 
 /** The code of the MnemeError `fn` throws. */
@@ -64,7 +86,10 @@ describe("the install step", () => {
     expect(await b.query(LastGreeting, {}, { reqCtx: USER })).toBe("Hej, Bo");
     expect(Greeter.commandHandlers.size + Greeter.queryHandlers.size).toBe(0);
     expect(a.domains.get("Greeter")?.definition).toBe(Greeter);
-    expect(a.runtime.listCommandHandlers()).toContainEqual({ commandHandlerDomain: "Greeter", domainCommandHandlers: [{ domainCmdName: "Greet" }] });
+    expect(a.runtime.listCommandHandlers()).toContainEqual({
+      commandHandlerDomain: "Greeter",
+      domainCommandHandlers: [{ domainCmdName: "Greet" }],
+    });
     expect(a.runtime.systemInfo().counts).toMatchObject({ commandHandlers: expect.any(Number), queryHandlers: expect.any(Number) });
   });
 
@@ -77,10 +102,14 @@ describe("the install step", () => {
     const f = createFacade();
     expect(codeOf(() => f.registerDomain(D, (d) => d.handleCommand(Do, () => undefined)))).toBe("INVALID_DOMAIN");
     expect(codeOf(() => f.registerDomain(D, (d) => d.handleCommand(Other, () => undefined)))).toBe("INVALID_DOMAIN");
-    expect(codeOf(() => f.registerDomain(D, (d) => {
-      d.handleQuery(Ask, () => 1);
-      d.handleQuery(Ask, () => 2);
-    }))).toBe("INVALID_DOMAIN");
+    expect(
+      codeOf(() =>
+        f.registerDomain(D, (d) => {
+          d.handleQuery(Ask, () => 1);
+          d.handleQuery(Ask, () => 2);
+        }),
+      ),
+    ).toBe("INVALID_DOMAIN");
     // Nothing of a failed install is left behind; the same definition installs afterwards.
     expect(f.domains.has("D")).toBe(false);
     expect(f.permissions.get("D", "Do")).toBeUndefined();
@@ -108,8 +137,9 @@ describe("the install step", () => {
     expect(await open.query(Ask, {}, { reqCtx: {} })).toBe("yes");
     await expect(plain.query(Ask, {}, { reqCtx: {} })).rejects.toMatchObject({ code: "PERMISSION_DENIED" });
     expect(D.permissions.get("Ask")?.kind).toBe("level");
-    expect(codeOf(() => createFacade().registerDomain(D, (d) => d.registerPermission(newPermissionCmdFunc("D", "Missing", () => undefined)))))
-      .toBe("INVALID_PERMISSION");
+    expect(
+      codeOf(() => createFacade().registerDomain(D, (d) => d.registerPermission(newPermissionCmdFunc("D", "Missing", () => undefined)))),
+    ).toBe("INVALID_PERMISSION");
   });
 });
 
@@ -138,8 +168,12 @@ describe("the Runtime domain", () => {
     expectTypeOf(perms).toEqualTypeOf<PermissionListEntry[]>();
     expect(perms.every((p) => !("cmdFunc" in p))).toBe(true);
     const handlers = await f.query(ListCommandHandlers, {}, { reqCtx: USER });
-    expect(handlers.find((h) => h.commandHandlerDomain === "Runtime")?.domainCommandHandlers.map((h) => h.domainCmdName).sort())
-      .toEqual(["ControlEventHandler", "StoreDelete", "StoreUpdate"]);
+    expect(
+      handlers
+        .find((h) => h.commandHandlerDomain === "Runtime")
+        ?.domainCommandHandlers.map((h) => h.domainCmdName)
+        .sort(),
+    ).toEqual(["ControlEventHandler", "StoreDelete", "StoreUpdate"]);
     const info = await f.query(StoreInfo, { store: "event" }, { reqCtx: ADMIN });
     expectTypeOf(info).toEqualTypeOf<StoreInfoT>();
     expect(info.storeType).toBe("memory");

@@ -4,15 +4,33 @@
  * handler, and request contexts for an administrator and an ordinary user.
  */
 import {
-  AllEvents, BaseEventHandler, BaseReadmodel, type Authorizer, type Domain, type EventType, type Facade, type FacadeOptions,
-  type RequestContext, type SystemEvent, createFacade, defineDomain, anonymous, MnemeError,
+  AllEvents,
+  BaseEventHandler,
+  BaseReadmodel,
+  type Authorizer,
+  type Domain,
+  type EventType,
+  type Facade,
+  type FacadeOptions,
+  type RequestContext,
+  type SystemEvent,
+  createFacade,
+  defineDomain,
+  anonymous,
+  MnemeError,
 } from "mneme";
 
 export const ADMIN: RequestContext = Object.freeze({
-  senderAccountUuid: "acc-admin", senderSessionUuid: "ses-admin", senderIdentityUuid: "idn-admin", senderTenantUuid: "tenant-sys",
+  senderAccountUuid: "acc-admin",
+  senderSessionUuid: "ses-admin",
+  senderIdentityUuid: "idn-admin",
+  senderTenantUuid: "tenant-sys",
 });
 export const USER: RequestContext = Object.freeze({
-  senderAccountUuid: "acc-user", senderSessionUuid: "ses-user", senderIdentityUuid: "idn-user", senderTenantUuid: "tenant-a",
+  senderAccountUuid: "acc-user",
+  senderSessionUuid: "ses-user",
+  senderIdentityUuid: "idn-user",
+  senderTenantUuid: "tenant-a",
 });
 export const OTHER_TENANT_USER: RequestContext = Object.freeze({ ...USER, senderAccountUuid: "acc-b", senderTenantUuid: "tenant-b" });
 
@@ -23,18 +41,34 @@ export const authorizer: Authorizer = (reqCtx, permission) => {
   return new MnemeError("PERMISSION_DENIED", `${reqCtx.senderAccountUuid ?? "anonymous"} may not ${permission.domain}.${permission.type}`);
 };
 
-export interface PlaceOrder { orderUuid: string; item: string; qty: number }
+export interface PlaceOrder {
+  orderUuid: string;
+  item: string;
+  qty: number;
+}
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
 
 /** A fresh Shop domain (plus a Billing domain) per facade: handler maps live on the domain object. */
-export function makeDomains(): { Shop: Domain; Billing: Domain; OrderPlaced: EventType<PlaceOrder>; OrderCancelled: EventType<{ reason: string }> } {
+export function makeDomains(): {
+  Shop: Domain;
+  Billing: Domain;
+  OrderPlaced: EventType<PlaceOrder>;
+  OrderCancelled: EventType<{ reason: string }>;
+} {
   const Shop = defineDomain("Shop", { description: "Orders" });
   const PlaceOrder = Shop.command<PlaceOrder>("PlaceOrder", {
     description: "Place an order",
     schema: {
-      $schema: S2020, type: "object", additionalProperties: false, required: ["orderUuid", "item", "qty"],
-      properties: { orderUuid: { type: "string", minLength: 1 }, item: { type: "string", minLength: 1 }, qty: { type: "integer", minimum: 1 } },
+      $schema: S2020,
+      type: "object",
+      additionalProperties: false,
+      required: ["orderUuid", "item", "qty"],
+      properties: {
+        orderUuid: { type: "string", minLength: 1 },
+        item: { type: "string", minLength: 1 },
+        qty: { type: "integer", minimum: 1 },
+      },
     },
   });
   const CancelOrder = Shop.command<{ orderUuid: string; reason: string }>("CancelOrder", {
@@ -135,7 +169,11 @@ export async function startRig(opts: FacadeOptions = {}): Promise<Rig> {
   await facade.start();
   if (facade.runtime.systemEvents.running) facade.runtime.systemEvents.subscribe((e) => void events.push(e), { lastEventId: 0 });
   return {
-    facade, orders, mailer, domains, events,
+    facade,
+    orders,
+    mailer,
+    domains,
+    events,
     async place(orderUuid, item = "book", reqCtx = USER) {
       await facade.dispatch({ domain: "Shop", name: "PlaceOrder" }, { orderUuid, item, qty: 1 }, { reqCtx, waitToFinish: true });
     },

@@ -4,9 +4,7 @@
  * of the Runtime domain through facade.query, with their permission checks.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  type Facade, type JsonSchema, type RequestContext, createFacade, defineDomain, registerStorePermissions,
-} from "mneme";
+import { type Facade, type JsonSchema, type RequestContext, createFacade, defineDomain, registerStorePermissions } from "mneme";
 import { ADMIN, USER, OrderList, makeDomains, type Rig, startRig } from "./runtime-fixture.js";
 import { rejection } from "./support/rejections.js";
 
@@ -20,9 +18,8 @@ afterEach(async () => {
   for (const f of extra.splice(0)) await f.stop();
 });
 
-
 const q = (f: Facade, name: string, payload: object = {}, reqCtx: RequestContext = USER) =>
-  f.query({ domain: "Runtime", name }, payload as never, { reqCtx });
+  f.query({ domain: "Runtime", name }, payload, { reqCtx });
 
 describe("lists", () => {
   it("listCommands shows every command of the registered domains with its permission name", async () => {
@@ -48,15 +45,27 @@ describe("lists", () => {
     expect(byName.get("Runtime.StreamSystemEvents")?.permission).toBe("Administrator");
     expect(byName.get("Runtime.StoreRead")?.permission).toBe("Custom");
     expect([...byName.keys()].filter((k) => k.startsWith("Runtime.")).sort()).toEqual([
-      "Runtime.GetMetrics", "Runtime.GetSchema", "Runtime.GetSystemInfo", "Runtime.ListCommandHandlers", "Runtime.ListCommands",
-      "Runtime.ListEventHandlers", "Runtime.ListEvents", "Runtime.ListPermissions", "Runtime.ListQueries", "Runtime.ListQueryHandlers",
-      "Runtime.StoreInfo", "Runtime.StoreRead", "Runtime.StreamSystemEvents",
+      "Runtime.GetMetrics",
+      "Runtime.GetSchema",
+      "Runtime.GetSystemInfo",
+      "Runtime.ListCommandHandlers",
+      "Runtime.ListCommands",
+      "Runtime.ListEventHandlers",
+      "Runtime.ListEvents",
+      "Runtime.ListPermissions",
+      "Runtime.ListQueries",
+      "Runtime.ListQueryHandlers",
+      "Runtime.StoreInfo",
+      "Runtime.StoreRead",
+      "Runtime.StreamSystemEvents",
     ]);
   });
 
   it("listEvents gives name and path of every domain event", async () => {
     rig = await startRig();
-    expect(rig.facade.runtime.listEvents().map(({ domain, domainEvtName, domainEvtPath }) => ({ domain, domainEvtName, domainEvtPath }))).toEqual([
+    expect(
+      rig.facade.runtime.listEvents().map(({ domain, domainEvtName, domainEvtPath }) => ({ domain, domainEvtName, domainEvtPath })),
+    ).toEqual([
       { domain: "Shop", domainEvtName: "OrderPlaced", domainEvtPath: "Shop.OrderPlaced" },
       { domain: "Shop", domainEvtName: "OrderCancelled", domainEvtPath: "Shop.OrderCancelled" },
       { domain: "Billing", domainEvtName: "Invoiced", domainEvtPath: "Billing.Invoiced" },
@@ -67,14 +76,23 @@ describe("lists", () => {
     rig = await startRig();
     const cmd = rig.facade.runtime.listCommandHandlers();
     expect(cmd.find((g) => g.commandHandlerDomain === "Shop")).toEqual({
-      commandHandlerDomain: "Shop", domainCommandHandlers: [{ domainCmdName: "PlaceOrder" }, { domainCmdName: "CancelOrder" }],
+      commandHandlerDomain: "Shop",
+      domainCommandHandlers: [{ domainCmdName: "PlaceOrder" }, { domainCmdName: "CancelOrder" }],
     });
-    expect(cmd.find((g) => g.commandHandlerDomain === "Billing")).toEqual({ commandHandlerDomain: "Billing", domainCommandHandlers: [{ domainCmdName: "Invoice" }] });
-    expect(cmd.find((g) => g.commandHandlerDomain === "Runtime")?.domainCommandHandlers.map((h) => h.domainCmdName).sort())
-      .toEqual(["ControlEventHandler", "StoreDelete", "StoreUpdate"]);
+    expect(cmd.find((g) => g.commandHandlerDomain === "Billing")).toEqual({
+      commandHandlerDomain: "Billing",
+      domainCommandHandlers: [{ domainCmdName: "Invoice" }],
+    });
+    expect(
+      cmd
+        .find((g) => g.commandHandlerDomain === "Runtime")
+        ?.domainCommandHandlers.map((h) => h.domainCmdName)
+        .sort(),
+    ).toEqual(["ControlEventHandler", "StoreDelete", "StoreUpdate"]);
     const qry = rig.facade.runtime.listQueryHandlers();
     expect(qry.find((g) => g.queryHandlerDomain === "Shop")).toEqual({
-      queryHandlerDomain: "Shop", domainQueryHandlers: [{ domainQryName: "Ping" }, { domainQryName: "CountOrders" }],
+      queryHandlerDomain: "Shop",
+      domainQueryHandlers: [{ domainQryName: "Ping" }, { domainQryName: "CountOrders" }],
     });
     // Billing has no query handler: no empty group. StreamSystemEvents is a permission only (no handler).
     expect(qry.some((g) => g.queryHandlerDomain === "Billing")).toBe(false);
@@ -87,20 +105,36 @@ describe("lists", () => {
     rig = await startRig();
     await rig.place("o1");
     await rig.place("o2");
-    await rig.facade.dispatch({ domain: "Shop", name: "CancelOrder" }, { orderUuid: "o1", reason: "changed mind" }, { reqCtx: USER, waitToFinish: true });
+    await rig.facade.dispatch(
+      { domain: "Shop", name: "CancelOrder" },
+      { orderUuid: "o1", reason: "changed mind" },
+      { reqCtx: USER, waitToFinish: true },
+    );
     const placed2 = (await collect(rig.facade)).find((e) => e.position === 2);
     const list = rig.facade.runtime.listEventHandlers();
     expect(list).toHaveLength(2);
     const orders = list.find((h) => h.eventHandlerName === "OrderList")!;
     expect(orders).toMatchObject({
-      eventHandlerName: "OrderList", domain: "Shop", name: "OrderList", state: "running", restorationState: "restored",
-      domainEvents: ["Shop.OrderPlaced"], hasMetrics: true,
+      eventHandlerName: "OrderList",
+      domain: "Shop",
+      name: "OrderList",
+      state: "running",
+      restorationState: "restored",
+      domainEvents: ["Shop.OrderPlaced"],
+      hasMetrics: true,
     });
     // The cancel (position 3) is not an OrderList event, but it moves the handler past it.
     expect(orders.lastPosition).toBe(3);
     expect(orders.lastEventTimestamp).toBeGreaterThanOrEqual(placed2!.createdAt);
     const mailer = list.find((h) => h.eventHandlerName === "Mailer")!;
-    expect(mailer).toMatchObject({ domain: "Shop", state: "running", restorationState: "idle", domainEvents: ["*"], lastPosition: 3, hasMetrics: false });
+    expect(mailer).toMatchObject({
+      domain: "Shop",
+      state: "running",
+      restorationState: "idle",
+      domainEvents: ["*"],
+      lastPosition: 3,
+      hasMetrics: false,
+    });
     const all = await collect(rig.facade);
     expect(mailer.lastEventTimestamp).toBe(all[2]!.createdAt);
   });
@@ -109,8 +143,11 @@ describe("lists", () => {
     rig = await startRig();
     const f = rig.facade;
     expect(f.runtime.permissions.list({ domain: "Shop" }).map((p) => [p.type, p.funcSet, p.level])).toEqual([
-      ["PlaceOrder", false, "Authorized"], ["CancelOrder", true, undefined], ["Archive", false, "Authorized"],
-      ["Ping", false, "Anonymous"], ["CountOrders", false, "Authorized"],
+      ["PlaceOrder", false, "Authorized"],
+      ["CancelOrder", true, undefined],
+      ["Archive", false, "Authorized"],
+      ["Ping", false, "Anonymous"],
+      ["CountOrders", false, "Authorized"],
     ]);
     const before = f.runtime.permissions.list({ domain: "Runtime" }).length;
     expect(registerStorePermissions(f)).toHaveLength(20);
@@ -118,7 +155,7 @@ describe("lists", () => {
     const store = f.runtime.permissions.list({ domain: "Runtime" }).filter((p) => p.type.startsWith("Store") && p.type.includes("."));
     expect(store.map((p) => p.type)).toContain("StoreEvent.Read");
     expect(store).toHaveLength(20);
-    expect(store.every((p) => p.funcSet === false && p.level === undefined)).toBe(true);
+    expect(store.every((p) => !p.funcSet && p.level === undefined)).toBe(true);
     expect(f.runtime.permissions.list({ domain: "Runtime" })).toHaveLength(before + 20);
     // Through the query: the functions are not part of the answer.
     const listed = (await q(f, "ListPermissions", { domain: "Shop" })) as Record<string, unknown>[];
@@ -159,14 +196,34 @@ describe("monitoring", () => {
     rig = await startRig({ instanceId: "inst-1", tenant: "tenant-a" });
     const t0 = Date.now() * 1e6;
     const info = rig.facade.runtime.systemInfo();
-    expect(info).toMatchObject({ appName: "shop", version: "1.2.3", instanceId: "inst-1", tenant: "tenant-a", nodeVersion: process.version, state: "started" });
+    expect(info).toMatchObject({
+      appName: "shop",
+      version: "1.2.3",
+      instanceId: "inst-1",
+      tenant: "tenant-a",
+      nodeVersion: process.version,
+      state: "started",
+    });
     expect(info.startedAt).toBeGreaterThan(0);
     expect(info.startedAt).toBeLessThanOrEqual(t0 + 1e9);
     expect(info.uptimeMs).toBeGreaterThanOrEqual(0);
-    expect(info.stores).toEqual({ event: "memory", command: "memory", data: "memory", cache: "memory", log: "memory", readmodel: "memory" });
+    expect(info.stores).toEqual({
+      event: "memory",
+      command: "memory",
+      data: "memory",
+      cache: "memory",
+      log: "memory",
+      readmodel: "memory",
+    });
     expect(info.counts).toEqual({
-      domains: base.domains + 2, commands: base.commands + 4, queries: base.queries + 2, events: base.events + 3,
-      commandHandlers: base.commandHandlers + 3, queryHandlers: base.queryHandlers + 2, eventHandlers: 2, permissions: base.permissions + 6,
+      domains: base.domains + 2,
+      commands: base.commands + 4,
+      queries: base.queries + 2,
+      events: base.events + 3,
+      commandHandlers: base.commandHandlers + 3,
+      queryHandlers: base.queryHandlers + 2,
+      eventHandlers: 2,
+      permissions: base.permissions + 6,
     });
     expect(info.counts.commands).toBe(rig.facade.runtime.listCommands().length);
     expect(info.counts.queries).toBe(rig.facade.runtime.listQueries().length);
@@ -186,8 +243,12 @@ describe("monitoring", () => {
 describe("through facade.query, permission-checked", () => {
   const lists = ["ListCommands", "ListQueries", "ListEvents", "ListCommandHandlers", "ListQueryHandlers", "ListEventHandlers"] as const;
   const direct = {
-    ListCommands: "listCommands", ListQueries: "listQueries", ListEvents: "listEvents",
-    ListCommandHandlers: "listCommandHandlers", ListQueryHandlers: "listQueryHandlers", ListEventHandlers: "listEventHandlers",
+    ListCommands: "listCommands",
+    ListQueries: "listQueries",
+    ListEvents: "listEvents",
+    ListCommandHandlers: "listCommandHandlers",
+    ListQueryHandlers: "listQueryHandlers",
+    ListEventHandlers: "listEventHandlers",
   } as const;
 
   it("each list answers an authorized sender exactly as the direct call", async () => {
@@ -209,7 +270,10 @@ describe("through facade.query, permission-checked", () => {
   });
 
   it("the authorizer is consulted after the level: it can deny a list", async () => {
-    const f = createFacade({ authorizer: (ctx, p) => (p.type === "ListCommands" && ctx.senderAccountUuid !== ADMIN.senderAccountUuid ? new Error("admins only") : undefined) });
+    const f = createFacade({
+      authorizer: (ctx, p) =>
+        p.type === "ListCommands" && ctx.senderAccountUuid !== ADMIN.senderAccountUuid ? new Error("admins only") : undefined,
+    });
     extra.push(f);
     await f.start();
     expect((await rejection(q(f, "ListCommands", {}, USER))).code).toBe("PERMISSION_DENIED");
@@ -221,7 +285,9 @@ describe("through facade.query, permission-checked", () => {
     rig = await startRig();
     const f = rig.facade;
     const control = { action: "stop", eventHandlerName: "Mailer" };
-    expect((await rejection(f.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, control, { reqCtx: USER }))).code).toBe("PERMISSION_DENIED");
+    expect((await rejection(f.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, control, { reqCtx: USER }))).code).toBe(
+      "PERMISSION_DENIED",
+    );
     expect(f.runtime.listEventHandlers().find((h) => h.name === "Mailer")?.state).toBe("running");
     const res = await f.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, control, { reqCtx: ADMIN });
     expect(res.result).toMatchObject({ eventHandlerName: "Mailer", state: "stopped" });
@@ -237,7 +303,13 @@ describe("through facade.query, permission-checked", () => {
     extra.push(none);
     none.registerReadmodel(new OrderList(none, makeDomains().OrderPlaced));
     await none.start();
-    const denied = await rejection(none.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { action: "stop", eventHandlerName: "OrderList" }, { reqCtx: ADMIN }));
+    const denied = await rejection(
+      none.dispatch(
+        { domain: "Runtime", name: "ControlEventHandler" },
+        { action: "stop", eventHandlerName: "OrderList" },
+        { reqCtx: ADMIN },
+      ),
+    );
     expect(denied.code).toBe("PERMISSION_DENIED");
     await expect(none.permissions.check(ADMIN, env(ADMIN))).rejects.toMatchObject({ code: "PERMISSION_DENIED" });
   });
@@ -249,8 +321,10 @@ describe("through facade.query, permission-checked", () => {
     registerStorePermissions(f);
     expect((await rejection(q(f, "StoreInfo", { store: "log" }, USER))).code).toBe("PERMISSION_DENIED");
     expect(await q(f, "StoreInfo", { store: "log" }, ADMIN)).toMatchObject({ storeType: "memory" });
-    expect((await rejection(f.dispatch({ domain: "Runtime", name: "StoreUpdate" }, { store: "data", key: "k", value: "v" }, { reqCtx: USER }))).code)
-      .toBe("PERMISSION_DENIED");
+    expect(
+      (await rejection(f.dispatch({ domain: "Runtime", name: "StoreUpdate" }, { store: "data", key: "k", value: "v" }, { reqCtx: USER })))
+        .code,
+    ).toBe("PERMISSION_DENIED");
     const r = await f.dispatch({ domain: "Runtime", name: "StoreUpdate" }, { store: "data", key: "k", value: "v" }, { reqCtx: ADMIN });
     expect(r.result).toEqual({ key: "k" });
     expect(await q(f, "StoreRead", { store: "data" }, ADMIN)).toMatchObject({ items: [{ key: "k", size: 1 }] });
@@ -264,7 +338,12 @@ describe("getSchema and validation", () => {
     $schema: S2020,
     $defs: {
       Uuid: { type: "string", format: "uuid" },
-      Invoice: { type: "object", properties: { orderUuid: { $ref: "#/$defs/Uuid" }, note: { type: "string" } }, required: ["orderUuid"], additionalProperties: false },
+      Invoice: {
+        type: "object",
+        properties: { orderUuid: { $ref: "#/$defs/Uuid" }, note: { type: "string" } },
+        required: ["orderUuid"],
+        additionalProperties: false,
+      },
       // An explicit `schema` on the type wins over $defs of the same name.
       PlaceOrder: { type: "object", properties: { wrong: { type: "number" } } },
     },
@@ -274,8 +353,15 @@ describe("getSchema and validation", () => {
     rig = await startRig({ schemas: hand });
     const doc = rig.facade.runtime.getSchema({ domain: "Shop", type: "PlaceOrder" });
     expect(doc).toEqual({
-      $schema: S2020, type: "object", additionalProperties: false, required: ["orderUuid", "item", "qty"],
-      properties: { orderUuid: { type: "string", minLength: 1 }, item: { type: "string", minLength: 1 }, qty: { type: "integer", minimum: 1 } },
+      $schema: S2020,
+      type: "object",
+      additionalProperties: false,
+      required: ["orderUuid", "item", "qty"],
+      properties: {
+        orderUuid: { type: "string", minLength: 1 },
+        item: { type: "string", minLength: 1 },
+        qty: { type: "integer", minimum: 1 },
+      },
     });
     expect(await q(rig.facade, "GetSchema", { domain: "Shop", type: "PlaceOrder" })).toEqual(doc);
   });
@@ -309,7 +395,9 @@ describe("getSchema and validation", () => {
   it("dispatch rejects an invalid payload with VALIDATION_FAILED and a JSON pointer per failure, writing nothing", async () => {
     rig = await startRig({ schemas: hand });
     const f = rig.facade;
-    const err = await rejection(f.dispatch({ domain: "Shop", name: "PlaceOrder" }, { orderUuid: "", qty: 0, extra: true }, { reqCtx: USER }));
+    const err = await rejection(
+      f.dispatch({ domain: "Shop", name: "PlaceOrder" }, { orderUuid: "", qty: 0, extra: true }, { reqCtx: USER }),
+    );
     expect(err.code).toBe("VALIDATION_FAILED");
     expect(err.details?.map((d) => d.pointer).sort()).toEqual(["/extra", "/item", "/orderUuid", "/qty"]);
     // $defs-based schema with a format, and a nested pointer through the $ref'd property.
@@ -328,7 +416,9 @@ describe("getSchema and validation", () => {
     expect(a.details?.map((d) => d.pointer).sort()).toEqual(["/domain", "/type"]);
     const b = await rejection(q(f, "ListCommands", { verbose: true }));
     expect(b.details?.map((d) => d.pointer)).toEqual(["/verbose"]);
-    const c = await rejection(f.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { action: "stop", eventHandlerName: "" }, { reqCtx: ADMIN }));
+    const c = await rejection(
+      f.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { action: "stop", eventHandlerName: "" }, { reqCtx: ADMIN }),
+    );
     expect(c.code).toBe("VALIDATION_FAILED");
     expect(c.details?.map((d) => d.pointer)).toEqual(["/eventHandlerName"]);
     const d = await rejection(q(f, "StoreRead", { store: "log", limit: 0 }, ADMIN));
@@ -344,11 +434,19 @@ describe("getSchema and validation", () => {
     const D = defineDomain("Notes");
     const Add = D.command<{ text: string }>("AddNote");
     D.handleCommand(Add, () => []);
-    const f = createFacade({ schemas: { $schema: S2020, $defs: { AddNote: { type: "object", properties: { text: { type: "string", maxLength: 3 } }, required: ["text"] } } } });
+    const f = createFacade({
+      schemas: {
+        $schema: S2020,
+        $defs: { AddNote: { type: "object", properties: { text: { type: "string", maxLength: 3 } }, required: ["text"] } },
+      },
+    });
     extra.push(f);
     f.registerDomain(D);
     await f.start();
-    expect(f.runtime.getSchema({ domain: "Notes", type: "AddNote" })).toMatchObject({ $schema: S2020, properties: { text: { type: "string" } } });
+    expect(f.runtime.getSchema({ domain: "Notes", type: "AddNote" })).toMatchObject({
+      $schema: S2020,
+      properties: { text: { type: "string" } },
+    });
     const err = await rejection(f.dispatch(Add, { text: "too long" }, { reqCtx: USER }));
     expect(err.details).toEqual([expect.objectContaining({ pointer: "/text" })]);
   });

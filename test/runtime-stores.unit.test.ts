@@ -4,7 +4,16 @@
  * registerStorePermissions, and audited in the LogStore.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type Authorizer, type Facade, type Permission, type RequestContext, type StoreAction, type StoreName, createFacade, registerStorePermissions } from "mneme";
+import {
+  type Authorizer,
+  type Facade,
+  type Permission,
+  type RequestContext,
+  type StoreAction,
+  type StoreName,
+  createFacade,
+  registerStorePermissions,
+} from "mneme";
 import { type LogEntry } from "mneme/store";
 import { STORE_ACTIONS, STORE_NAMES, storePermissionName } from "mneme/runtime";
 import { ADMIN, USER, type Rig, startRig } from "./runtime-fixture.js";
@@ -22,10 +31,14 @@ afterEach(async () => {
 function op(f: Facade, store: StoreName, action: StoreAction, reqCtx: RequestContext): Promise<unknown> {
   const s = f.runtime.stores;
   switch (action) {
-    case "Info": return s.info(store, reqCtx);
-    case "Read": return s.read(store, reqCtx, { limit: 5 });
-    case "Update": return s.update(store, reqCtx, "key-1", "value");
-    case "Delete": return s.delete(store, reqCtx, store === "log" ? "1" : "key-1");
+    case "Info":
+      return s.info(store, reqCtx);
+    case "Read":
+      return s.read(store, reqCtx, { limit: 5 });
+    case "Update":
+      return s.update(store, reqCtx, "key-1", "value");
+    case "Delete":
+      return s.delete(store, reqCtx, store === "log" ? "1" : "key-1");
   }
 }
 
@@ -89,11 +102,26 @@ describe("guard", () => {
 
   it("the permission names are <Store>.<Action>", () => {
     expect(STORE_NAMES.flatMap((s) => STORE_ACTIONS.map((a) => storePermissionName(s, a)))).toEqual([
-      "StoreEvent.Info", "StoreEvent.Read", "StoreEvent.Update", "StoreEvent.Delete",
-      "StoreCommand.Info", "StoreCommand.Read", "StoreCommand.Update", "StoreCommand.Delete",
-      "StoreData.Info", "StoreData.Read", "StoreData.Update", "StoreData.Delete",
-      "StoreCache.Info", "StoreCache.Read", "StoreCache.Update", "StoreCache.Delete",
-      "StoreLog.Info", "StoreLog.Read", "StoreLog.Update", "StoreLog.Delete",
+      "StoreEvent.Info",
+      "StoreEvent.Read",
+      "StoreEvent.Update",
+      "StoreEvent.Delete",
+      "StoreCommand.Info",
+      "StoreCommand.Read",
+      "StoreCommand.Update",
+      "StoreCommand.Delete",
+      "StoreData.Info",
+      "StoreData.Read",
+      "StoreData.Update",
+      "StoreData.Delete",
+      "StoreCache.Info",
+      "StoreCache.Read",
+      "StoreCache.Update",
+      "StoreCache.Delete",
+      "StoreLog.Info",
+      "StoreLog.Read",
+      "StoreLog.Update",
+      "StoreLog.Delete",
     ]);
   });
 
@@ -192,11 +220,18 @@ describe("allowed for an administrator", () => {
 
     const log = await audits(f);
     expect(log.map((e) => e.message)).toEqual([
-      "StoreData.Update notes/a.txt", "StoreData.Update bin", "StoreData.Update page", "StoreCache.Update c", "StoreCache.Update raw",
-      "StoreData.Delete bin", "StoreCache.Delete c",
+      "StoreData.Update notes/a.txt",
+      "StoreData.Update bin",
+      "StoreData.Update page",
+      "StoreCache.Update c",
+      "StoreCache.Update raw",
+      "StoreData.Delete bin",
+      "StoreCache.Delete c",
     ]);
     expect(log[0]).toMatchObject({
-      level: "info", source: "mneme.runtime.stores", tenantUuid: "tenant-sys",
+      level: "info",
+      source: "mneme.runtime.stores",
+      tenantUuid: "tenant-sys",
       data: { store: "data", action: "Update", key: "notes/a.txt", senderAccountUuid: "acc-admin", senderIdentityUuid: "idn-admin" },
     });
   });

@@ -24,14 +24,20 @@ afterEach(async () => {
 
 const never = () => new Promise<void>(() => undefined);
 
-function producer(opts: ConstructorParameters<typeof SystemEventProducer>[0] = {}, ids?: ConstructorParameters<typeof SystemEventProducer>[1]): SystemEventProducer {
+function producer(
+  opts: ConstructorParameters<typeof SystemEventProducer>[0] = {},
+  ids?: ConstructorParameters<typeof SystemEventProducer>[1],
+): SystemEventProducer {
   const p = new SystemEventProducer(opts, ids);
   p.start();
   return p;
 }
 
 /** Subscribes from `lastEventId`, recording the gap notice (if any) and the events in the order they came. */
-function resume(p: SystemEventProducer, lastEventId: number): { log: (SystemEventGap | number)[]; ids: number[]; gap: SystemEventGap | undefined } {
+function resume(
+  p: SystemEventProducer,
+  lastEventId: number,
+): { log: (SystemEventGap | number)[]; ids: number[]; gap: SystemEventGap | undefined } {
   const log: (SystemEventGap | number)[] = [];
   p.subscribe((e) => void log.push(e.id), { lastEventId, onGap: (g) => void log.push(g) });
   const gaps = log.filter((x): x is SystemEventGap => typeof x !== "number");
@@ -90,7 +96,7 @@ describe("producer", () => {
     expect(none).toEqual([]);
   });
 
-  it("after a restart (a new producer) an id of the previous run is a gap, \"unknown-epoch\", then everything buffered follows", () => {
+  it('after a restart (a new producer) an id of the previous run is a gap, "unknown-epoch", then everything buffered follows', () => {
     // The defect: ids began at 1 in every process, so an id of the previous run looked like one of this run and was continued.
     const before = producer();
     for (let i = 0; i < 82; i++) before.publish("CommandExecuted", { i });
@@ -108,13 +114,16 @@ describe("producer", () => {
     expect(resume(after, r.gap!.continuesAfter)).toMatchObject({ gap: undefined, ids: r.ids });
   });
 
-  it("an id of another instance running at the same time is a gap, \"unknown-epoch\", whichever is ahead", () => {
+  it('an id of another instance running at the same time is a gap, "unknown-epoch", whichever is ahead', () => {
     const a = producer();
     const b = producer();
     expect(a.epoch).not.toBe(b.epoch);
     for (let i = 0; i < 5; i++) a.publish("CommandExecuted", { i });
     for (let i = 0; i < 3; i++) b.publish("CommandExecuted", { i });
-    for (const [from, to] of [[a, b], [b, a]] as const) {
+    for (const [from, to] of [
+      [a, b],
+      [b, a],
+    ] as const) {
       for (const n of [1, 3]) {
         const r = resume(to, at(from, n));
         expect(r.gap?.reason).toBe("unknown-epoch");
@@ -123,7 +132,7 @@ describe("producer", () => {
     }
   });
 
-  it("an id older than the ring buffer is a gap, \"buffer-overflow\"; the oldest id still continuable is the last one evicted", () => {
+  it('an id older than the ring buffer is a gap, "buffer-overflow"; the oldest id still continuable is the last one evicted', () => {
     const p = producer({ bufferSize: 3 });
     for (let i = 0; i < 10; i++) p.publish("CommandExecuted", { i });
     for (const n of [1, 2, 6]) {
@@ -141,7 +150,7 @@ describe("producer", () => {
     expect(resume(fresh, 0)).toMatchObject({ gap: undefined, ids: [at(fresh, 1)] });
   });
 
-  it("an id of this epoch that was never issued is a gap, \"unknown-id\"; a bad id is INVALID_REQUEST", () => {
+  it('an id of this epoch that was never issued is a gap, "unknown-id"; a bad id is INVALID_REQUEST', () => {
     const p = producer();
     for (let i = 0; i < 3; i++) p.publish("CommandExecuted", { i });
     const r = resume(p, at(p, 500));
@@ -161,7 +170,12 @@ describe("producer", () => {
     expect(resume(p, origin)).toMatchObject({ gap: undefined, ids: [at(p, 1), at(p, 2)] });
     // A throwing onGap is ignored like a throwing listener.
     const seen: number[] = [];
-    p.subscribe((e) => void seen.push(seq(e.id)), { lastEventId: 7, onGap: () => { throw new Error("bug"); } });
+    p.subscribe((e) => void seen.push(seq(e.id)), {
+      lastEventId: 7,
+      onGap: () => {
+        throw new Error("bug");
+      },
+    });
     expect(seen).toEqual([1, 2]);
   });
 
@@ -172,7 +186,13 @@ describe("producer", () => {
     for (let i = 0; i < 7; i++) ids.push(p.publish("CommandExecuted", { i })!.id);
     expect(ids).toEqual([...ids].sort((x, y) => x - y));
     expect(ids.map((id) => [Math.floor(id / 4), id % 4])).toEqual([
-      [first, 1], [first, 2], [first, 3], [first + 1, 1], [first + 1, 2], [first + 1, 3], [first + 2, 1],
+      [first, 1],
+      [first, 2],
+      [first, 3],
+      [first + 1, 1],
+      [first + 1, 2],
+      [first + 1, 3],
+      [first + 2, 1],
     ]);
     expect(resume(p, ids[2]!)).toMatchObject({ gap: undefined, ids: ids.slice(3) });
     expect(resume(p, 0)).toMatchObject({ gap: undefined, ids });
@@ -296,7 +316,9 @@ describe("facade lifecycle", () => {
     off.runtime.systemEvents.start();
     const seen: SystemEvent[] = [];
     off.runtime.systemEvents.subscribe((e) => void seen.push(e));
-    await off.dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { action: "stop", eventHandlerName: "x" }, { reqCtx: ADMIN }).catch(() => undefined);
+    await off
+      .dispatch({ domain: "Runtime", name: "ControlEventHandler" }, { action: "stop", eventHandlerName: "x" }, { reqCtx: ADMIN })
+      .catch(() => undefined);
     expect(seen.map((e) => e.kind)).toEqual(["CommandFailed"]);
     await off.stop();
   });
@@ -326,10 +348,17 @@ describe("every kind the facade publishes", () => {
 
   it("CommandFailed for a denied and for a failing command, with status and code", async () => {
     rig = await startRig();
-    await rig.facade.dispatch({ domain: "Shop", name: "PlaceOrder" }, { orderUuid: "o1", item: "x", qty: 1 }, { reqCtx: {} }).catch(() => undefined);
-    await rig.facade.dispatch({ domain: "Shop", name: "PlaceOrder" }, { orderUuid: "o1", item: "x", qty: 0 }, { reqCtx: USER }).catch(() => undefined);
+    await rig.facade
+      .dispatch({ domain: "Shop", name: "PlaceOrder" }, { orderUuid: "o1", item: "x", qty: 1 }, { reqCtx: {} })
+      .catch(() => undefined);
+    await rig.facade
+      .dispatch({ domain: "Shop", name: "PlaceOrder" }, { orderUuid: "o1", item: "x", qty: 0 }, { reqCtx: USER })
+      .catch(() => undefined);
     const cf = ofKind(rig.events, "CommandFailed");
-    expect(cf.map((e) => [e.data.status, e.data.code])).toEqual([["denied", "PERMISSION_DENIED"], ["failed", "VALIDATION_FAILED"]]);
+    expect(cf.map((e) => [e.data.status, e.data.code])).toEqual([
+      ["denied", "PERMISSION_DENIED"],
+      ["failed", "VALIDATION_FAILED"],
+    ]);
     expect(Object.keys(cf[1]!.data).sort()).toEqual(["code", "commandUuid", "domain", "error", "name", "status"]);
     expect(cf[0]!.tenantUuid).toBeUndefined();
     expect(cf[1]!.tenantUuid).toBe("tenant-a");
@@ -367,7 +396,15 @@ describe("every kind the facade publishes", () => {
       { eventHandlerName: "OrderList", eventsReplayed: 20, position: 20, head: 25 },
     ]);
     const done = ofKind(rig.events, "RestoreCompleted")[0]!.data;
-    expect(Object.keys(done).sort()).toEqual(["afterPosition", "durationMs", "eventHandlerName", "eventsCaught", "eventsPerSecond", "eventsReplayed", "toPosition"]);
+    expect(Object.keys(done).sort()).toEqual([
+      "afterPosition",
+      "durationMs",
+      "eventHandlerName",
+      "eventsCaught",
+      "eventsPerSecond",
+      "eventsReplayed",
+      "toPosition",
+    ]);
     expect(done).toMatchObject({ eventHandlerName: "OrderList", eventsReplayed: 25, eventsCaught: 0, afterPosition: 0, toPosition: 25 });
   });
 
@@ -375,7 +412,9 @@ describe("every kind the facade publishes", () => {
     rig = await startRig();
     await rig.place("o1", "bomb");
     rig.orders.failOnItem = "bomb";
-    await rig.facade.runtime.controlEventHandler({ action: "restore", eventHandlerName: "OrderList", restoreFromZero: true }).catch(() => undefined);
+    await rig.facade.runtime
+      .controlEventHandler({ action: "restore", eventHandlerName: "OrderList", restoreFromZero: true })
+      .catch(() => undefined);
     const rf = ofKind(rig.events, "RestoreFailed", "OrderList");
     expect(rf).toHaveLength(1);
     expect(rf[0]!.data).toEqual({ eventHandlerName: "OrderList", cancelled: false, error: "cannot list bomb", position: 0 });
@@ -422,8 +461,17 @@ describe("every kind the facade publishes", () => {
   it("covers every SystemEventKind", async () => {
     // a compile-time list: adding a kind without a test here fails the type check of this array
     const kinds: Record<SystemEvent["kind"], true> = {
-      CommandExecuted: true, CommandFailed: true, EventsAppended: true, EventHandlerStateChanged: true, RestoreStarted: true,
-      RestoreProgress: true, RestoreCompleted: true, RestoreFailed: true, HandlerFailed: true, StoreEntryChanged: true, SubscriberDropped: true,
+      CommandExecuted: true,
+      CommandFailed: true,
+      EventsAppended: true,
+      EventHandlerStateChanged: true,
+      RestoreStarted: true,
+      RestoreProgress: true,
+      RestoreCompleted: true,
+      RestoreFailed: true,
+      HandlerFailed: true,
+      StoreEntryChanged: true,
+      SubscriberDropped: true,
       HandlersInStandby: true, // test/sqlite-instances.int.test.ts
     };
     expect(Object.keys(kinds)).toHaveLength(12);

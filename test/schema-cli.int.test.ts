@@ -27,7 +27,14 @@ function mneme(...args: string[]): Promise<Run> {
     execFile("npx", ["tsx", "src/cli/main.ts", ...args], { cwd: root, timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
       // npm may print its own config warnings; they are not the CLI's output.
-      resolve({ code, stdout, stderr: stderr.split("\n").filter((l) => !l.startsWith("npm warn")).join("\n") });
+      resolve({
+        code,
+        stdout,
+        stderr: stderr
+          .split("\n")
+          .filter((l) => !l.startsWith("npm warn"))
+          .join("\n"),
+      });
     });
   });
 }
@@ -62,9 +69,16 @@ describe("mneme schema build (real CLI)", () => {
   it("writes a 2020-12 document with $defs for every exported type and nothing else", () => {
     expect(Object.keys(doc)).toEqual(["$schema", "$defs"]);
     expect(doc.$schema).toBe("https://json-schema.org/draft/2020-12/schema");
-    expect(Object.keys(doc.$defs).sort()).toEqual(
-      ["CreateTodo", "ListTodos", "Location", "Page<TodoCreated>", "Priority", "TodoCreated", "TodoList", "UsesInternal"],
-    );
+    expect(Object.keys(doc.$defs).sort()).toEqual([
+      "CreateTodo",
+      "ListTodos",
+      "Location",
+      "Page<TodoCreated>",
+      "Priority",
+      "TodoCreated",
+      "TodoList",
+      "UsesInternal",
+    ]);
     // The non-exported interface is inlined where it is used, not exposed.
     expect(doc.$defs.UsesInternal.properties.inner.properties.secret).toEqual({ type: "string" });
   });
@@ -98,9 +112,17 @@ describe("mneme schema build (real CLI)", () => {
     expect(p.tags).toEqual({ type: "array", items: { type: "string" } });
     expect(p.priority).toEqual({ $ref: "#/$defs/Priority" });
     expect(doc.$defs.Priority.enum).toEqual(["low", "normal", "high"]);
-    expect(doc.$defs.CreateTodo.required).toEqual(
-      ["todoUuid", "title", "estimateMinutes", "done", "assigneeEmail", "dueAt", "priority", "location", "tags"],
-    );
+    expect(doc.$defs.CreateTodo.required).toEqual([
+      "todoUuid",
+      "title",
+      "estimateMinutes",
+      "done",
+      "assigneeEmail",
+      "dueAt",
+      "priority",
+      "location",
+      "tags",
+    ]);
   });
 
   it("feeds SchemaRegistry: standalone documents compile in strict mode and validate payloads", () => {
@@ -111,8 +133,15 @@ describe("mneme schema build (real CLI)", () => {
     for (const [name, prop] of Object.entries<any>(standalone.properties)) expect(prop.type, name).toBeDefined();
     expect(() => new Ajv2020({ strict: true, validateFormats: false }).compile(standalone)).not.toThrow();
     const payload = {
-      todoUuid: "t1", title: "x", estimateMinutes: 1, done: false, assigneeEmail: "ann@example.com",
-      dueAt: "2025-01-01T00:00:00Z", priority: "low", location: { name: "home", coordinates: [1, 2] }, tags: [],
+      todoUuid: "t1",
+      title: "x",
+      estimateMinutes: 1,
+      done: false,
+      assigneeEmail: "ann@example.com",
+      dueAt: "2025-01-01T00:00:00Z",
+      priority: "low",
+      location: { name: "home", coordinates: [1, 2] },
+      tags: [],
     };
     expect(registry.validator(CreateTodo)!(payload)).toBeUndefined();
     const details = registry.validator(CreateTodo)!({ ...payload, assigneeEmail: "nope", location: { name: "home", coordinates: [1] } });

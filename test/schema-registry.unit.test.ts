@@ -130,7 +130,11 @@ describe("SchemaRegistry.documentFor", () => {
     });
     // A cycle of aliases (which no validator could compile) must not loop while deriving.
     const loop = Misc.command("Loop", {
-      schema: { type: "object", properties: { loop: { $ref: "#/$defs/A" } }, $defs: { A: { $ref: "#/$defs/B" }, B: { $ref: "#/$defs/A" } } },
+      schema: {
+        type: "object",
+        properties: { loop: { $ref: "#/$defs/A" } },
+        $defs: { A: { $ref: "#/$defs/B" }, B: { $ref: "#/$defs/A" } },
+      },
     });
     expect((registry.documentFor(loop) as any).properties.loop).toEqual({ $ref: "#/$defs/A" });
     const p = (registry.documentFor(union) as any).properties;
@@ -187,7 +191,9 @@ describe("SchemaRegistry.documentFor", () => {
     expect(doc.properties.id).toEqual({ $ref: "#/$defs/Id", type: "string" });
     expect(Object.keys(doc.$defs)).toEqual(["Id", "Priority"]);
     expect(doc.properties.title).toBeUndefined();
-    expect(registry.validator(explicit)!({ id: "ab" })).toEqual([{ pointer: "/id", message: "must NOT have fewer than 3 characters", keyword: "minLength" }]);
+    expect(registry.validator(explicit)!({ id: "ab" })).toEqual([
+      { pointer: "/id", message: "must NOT have fewer than 3 characters", keyword: "minLength" },
+    ]);
   });
 
   it("gives undefined for a type with no schema, and works with no source at all", () => {
@@ -364,7 +370,10 @@ describe("format checks", () => {
     expect([f.email!("a.b+c@example.co"), f.email!("a@b"), f.email!("a b@example.com")]).toEqual([true, false, false]);
     expect([f.uuid!("0190A7A2-7D3C-7B5E-9F00-1234567890AB"), f.uuid!("0190a7a2-7d3c-7b5e-9f00")]).toEqual([true, false]);
     expect([f.uri!("https://example.com/a?b#c"), f.uri!("urn:isbn:123"), f.uri!("/relative"), f.uri!("http://exa mple.com")]).toEqual([
-      true, true, false, false,
+      true,
+      true,
+      false,
+      false,
     ]);
   });
 });
@@ -442,7 +451,9 @@ describe("commands and queries without a schema", () => {
       error = e;
     }
     expect(isMnemeError(error, "INVALID_DOMAIN")).toBe(true);
-    expect((error as MnemeError).message).toMatch(/domain Shop: schemas are required, but these commands and queries have none: Shop\.CreateTodo \(did you mean \$defs\["CreateTodoPayload"\]\?\), Shop\.CountTodos/);
+    expect((error as MnemeError).message).toMatch(
+      /domain Shop: schemas are required, but these commands and queries have none: Shop\.CreateTodo \(did you mean \$defs\["CreateTodoPayload"\]\?\), Shop\.CountTodos/,
+    );
     expect(f.domains.has("Shop")).toBe(false);
     expect(f.permissions.has("Shop", "CreateTodo")).toBe(false);
     // Fixed (here: an explicit schema for each), the domain registers.
@@ -465,7 +476,9 @@ describe("commands and queries without a schema", () => {
       const explicitOnly = new SchemaRegistry({ required: true });
       expect(explicitOnly.hasDocument).toBe(false);
       expect(explicitOnly.checkDomain("Todo", [{ kind: "command", domain: "Todo", name: "X", schema: { type: "object" } }])).toEqual([]);
-      expect(() => explicitOnly.checkDomain("Todo", [{ kind: "command", domain: "Todo", name: "Y" }])).toThrow(/schemas are required.*Todo\.Y/);
+      expect(() => explicitOnly.checkDomain("Todo", [{ kind: "command", domain: "Todo", name: "Y" }])).toThrow(
+        /schemas are required.*Todo\.Y/,
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -473,9 +486,9 @@ describe("commands and queries without a schema", () => {
 
   it("keeps reading a document as a document, and refuses a non-boolean required", () => {
     // JSON Schema's own `required` is an array: a document with $defs is never mistaken for options.
-    const doc = new SchemaRegistry({ $defs: { A: { type: "object" } }, required: ["a"], document: "x" } as JsonSchema);
+    const doc = new SchemaRegistry({ $defs: { A: { type: "object" } }, required: ["a"], document: "x" });
     expect(doc.has("A")).toBe(true);
     expect(doc.required).toBe(false);
-    expect(() => new SchemaRegistry({ required: "yes" } as unknown as JsonSchema)).toThrow(/"required" must be a boolean/);
+    expect(() => new SchemaRegistry({ required: "yes" })).toThrow(/"required" must be a boolean/);
   });
 });

@@ -61,7 +61,11 @@ describe("SqliteEventRepository", () => {
     expect(t).toBeGreaterThan(2 ** 53);
     // An undefined payload is not JSON-safe (it would not read back unchanged on every backend): refused, nothing written.
     await expect(repo.append([ev("a", { n: 1 }), { ...ev("b"), payload: undefined }])).rejects.toMatchObject({ code: "INVALID_EVENTS" });
-    const out = await repo.append([ev("a", { n: 1 }, { createdAt: t }), ev("a", { n: 2 }), { ...ev("b"), payload: null, tenantUuid: "t1", commandUuid: "c1" }]);
+    const out = await repo.append([
+      ev("a", { n: 1 }, { createdAt: t }),
+      ev("a", { n: 2 }),
+      { ...ev("b"), payload: null, tenantUuid: "t1", commandUuid: "c1" },
+    ]);
     expect(out.map((e) => [e.position, e.aggregateUuid, e.version])).toEqual([
       [1, "a", 1],
       [2, "a", 2],
@@ -122,7 +126,7 @@ describe("SqliteEventRepository", () => {
         const won = results.filter((r) => r.status === "fulfilled");
         const lost = results.filter((r) => r.status === "rejected");
         expect(won).toHaveLength(1);
-        for (const r of lost) expect(isMnemeError((r as PromiseRejectedResult).reason, "CONFLICT")).toBe(true);
+        for (const r of lost) expect(isMnemeError(r.reason, "CONFLICT")).toBe(true);
         expect(await repo.loadAggregate(agg)).toHaveLength(1);
       }),
       { numRuns: 25 },
@@ -272,7 +276,10 @@ describe("SqliteEventRepository", () => {
   it("a reopened file keeps everything", async () => {
     const filename = newFile();
     const b1 = createSqliteBackends({ filename });
-    const events = await b1.eventRepository.append([ev("a", { t: "x" }, { reqCtx: { senderAccountUuid: "acc", attributes: { k: [1, 2] } } }), ev("b")]);
+    const events = await b1.eventRepository.append([
+      ev("a", { t: "x" }, { reqCtx: { senderAccountUuid: "acc", attributes: { k: [1, 2] } } }),
+      ev("b"),
+    ]);
     await b1.commandStore.record(commandRecord("cmd1", events[0]?.createdAt ?? 0));
     const log = await b1.logStore.append({ level: "info", message: "hello", data: { n: 1 } });
     await b1.readmodelStoreBackend.collection("todos").put("a", { title: "x" });
@@ -424,7 +431,11 @@ describe("SqliteCommandStore and SqliteLogStore", () => {
   it("pages commands by (createdAt, commandUuid) and filters", async () => {
     const s = new SqliteCommandStore({ filename: newFile() });
     const t = nowNs();
-    for (let i = 0; i < 25; i++) await s.record({ ...commandRecord(`c${String(i).padStart(2, "0")}`, t + (i % 5) * 256), status: i % 3 === 0 ? "failed" : "succeeded" });
+    for (let i = 0; i < 25; i++)
+      await s.record({
+        ...commandRecord(`c${String(i).padStart(2, "0")}`, t + (i % 5) * 256),
+        status: i % 3 === 0 ? "failed" : "succeeded",
+      });
     await rejectsWith(s.record(commandRecord("c00", t)), "CONFLICT");
     const seen: string[] = [];
     let cursor: string | undefined;

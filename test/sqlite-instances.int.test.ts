@@ -64,7 +64,11 @@ describe("SqliteEventRepository.onExternalAppend", () => {
     const a = new SqliteEventRepository({ filename, pollIntervalMs: 3_600_000 });
     const b = new SqliteEventRepository({ filename });
     const other = new SqliteReadmodelStoreBackend({ filename });
-    cleanups.push(() => a.close(), () => b.close(), () => other.close());
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+      () => other.close(),
+    );
     await a.init();
     await b.init();
     const seen: (number | undefined)[] = [];
@@ -102,7 +106,10 @@ describe("SqliteEventRepository.onExternalAppend", () => {
     const filename = newFile();
     const a = new SqliteEventRepository({ filename, pollIntervalMs: 10 });
     const b = new SqliteEventRepository({ filename });
-    cleanups.push(() => a.close(), () => b.close());
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
     await b.init();
     const seen: (number | undefined)[] = [];
     const off = a.onExternalAppend((p) => seen.push(p));
@@ -126,7 +133,9 @@ describe("SqliteEventRepository.onExternalAppend", () => {
     quiet.onExternalAppend(() => undefined);
     expect(quiet.externalAppendWatching).toBe(false);
     for (const bad of [-1, 1.5, Number.NaN]) {
-      expect(() => new SqliteEventRepository({ filename, pollIntervalMs: bad })).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
+      expect(() => new SqliteEventRepository({ filename, pollIntervalMs: bad })).toThrow(
+        expect.objectContaining({ code: "INVALID_REQUEST" }),
+      );
       expect(() => createSqliteBackends({ filename, pollIntervalMs: bad })).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
     }
     expect(() => createSqliteBackends({ filename, lockLeaseMs: 0 })).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
@@ -138,7 +147,10 @@ describe("SqliteReadmodelStoreBackend lease lock", () => {
     const filename = newFile();
     const a = new SqliteReadmodelStoreBackend({ filename });
     const b = new SqliteReadmodelStoreBackend({ filename });
-    cleanups.push(() => a.close(), () => b.close());
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
     expect(a.lockOwner).not.toBe(b.lockOwner);
     expect(await a.tryLock("h")).toBe(true);
     expect(await b.tryLock("h")).toBe(false);
@@ -166,7 +178,10 @@ describe("SqliteReadmodelStoreBackend lease lock", () => {
     const filename = newFile();
     const a = new SqliteReadmodelStoreBackend({ filename, lockLeaseMs: 3_600_000 }); // its heartbeat never runs in this test
     const b = new SqliteReadmodelStoreBackend({ filename });
-    cleanups.push(() => a.close(), () => b.close());
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
     const lost: string[][] = [];
     a.onLockLost((names) => lost.push([...names]));
     expect(await a.tryLock("h")).toBe(true);
@@ -212,7 +227,10 @@ describe("SqliteReadmodelStoreBackend lease lock", () => {
     // Long enough that a busy test machine does not let it lapse by accident (renewed every 333 ms).
     const a = new SqliteReadmodelStoreBackend({ filename, lockLeaseMs: 1000 });
     const b = new SqliteReadmodelStoreBackend({ filename });
-    cleanups.push(() => a.close(), () => b.close());
+    cleanups.push(
+      () => a.close(),
+      () => b.close(),
+    );
     const lost: string[][] = [];
     a.onLockLost((names) => lost.push([...names]));
     expect(await a.tryLock("h")).toBe(true);
@@ -269,9 +287,10 @@ describe("app instances on one SQLite file (facade level)", () => {
     let expected = 0;
     for (let i = 0; i < 30; i++) {
       const via = i % 3 === 0 ? a : b;
-      const r = i % 5 === 0
-        ? await via.f.dispatch(IncrementMany, { counterUuids: ["c1", "c2"], by: 1 })
-        : await via.f.dispatch(Increment, { counterUuid: "c1", by: 1 }, { waitToFinish: true });
+      const r =
+        i % 5 === 0
+          ? await via.f.dispatch(IncrementMany, { counterUuids: ["c1", "c2"], by: 1 })
+          : await via.f.dispatch(Increment, { counterUuid: "c1", by: 1 }, { waitToFinish: true });
       expected += r.events.length;
     }
     await until(() => a.totals.applied.length >= expected, "a applies b's events");
@@ -367,7 +386,7 @@ describe("app instances on one SQLite file (facade level)", () => {
     let half = false;
     const report = new Promise<Report>((resolve, reject) => {
       child.on("message", (m: Report) => {
-        if (m.done === true) return resolve(m);
+        if (m.done === true) return void resolve(m);
         // Half-way: the other process waits until everything appended so far is applied here.
         half = true;
         void (async () => {
@@ -381,7 +400,10 @@ describe("app instances on one SQLite file (facade level)", () => {
       child.once("exit", (code) => reject(new Error(`the second process exited with ${code} before reporting`)));
     });
     let done = false;
-    void report.then(() => (done = true), () => (done = true));
+    void report.then(
+      () => (done = true),
+      () => (done = true),
+    );
     // Append from here too during the first half: positions of both interleave. From the half on,
     // only the other process appends, so only onExternalAppend can bring its events here.
     let ownEvents = 0;
@@ -471,7 +493,13 @@ describe("a process restarted after kill -9 (SQLite)", () => {
     const filename = newFile();
     const holder = await leaseHolder(filename, 3);
     const open = (start?: { waitForStandby: number }) => {
-      const f = createFacade({ appName: "sqlite-instances", ...createSqliteBackends({ filename }), systemEvents: true, delivery: { lockRetryMs: 50 }, ...(start ? { start } : {}) });
+      const f = createFacade({
+        appName: "sqlite-instances",
+        ...createSqliteBackends({ filename }),
+        systemEvents: true,
+        delivery: { lockRetryMs: 50 },
+        ...(start ? { start } : {}),
+      });
       cleanups.push(() => f.stop().catch(() => undefined));
       f.registerDomain(Counter);
       const totals = new CounterTotals(f);
@@ -483,9 +511,12 @@ describe("a process restarted after kill -9 (SQLite)", () => {
     const a = open({ waitForStandby: 100 });
     await a.f.start();
     expect(a.state()).toBe("standby");
-    expect(a.f.systemEvents.replay(0).filter((e) => e.kind === "HandlersInStandby").map((e) => e.data)).toEqual([
-      { eventHandlerNames: ["CounterTotals"], waitedMs: 100 },
-    ]);
+    expect(
+      a.f.systemEvents
+        .replay(0)
+        .filter((e) => e.kind === "HandlersInStandby")
+        .map((e) => e.data),
+    ).toEqual([{ eventHandlerNames: ["CounterTotals"], waitedMs: 100 }]);
     const logged = (await a.f.logStore.list({ level: "warn", source: "mneme.start" })).items;
     expect(logged).toHaveLength(1);
     expect(logged[0]!.message).toMatch(/standby.*CounterTotals/);

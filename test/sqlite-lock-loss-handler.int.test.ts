@@ -38,7 +38,11 @@ function expireLeases(filename: string): void {
 }
 
 async function instance(filename: string, lockLeaseMs: number) {
-  const f = createFacade({ appName: "lock-loss", ...createSqliteBackends({ filename, pollIntervalMs: 20, lockLeaseMs }), delivery: { lockRetryMs: 50 } });
+  const f = createFacade({
+    appName: "lock-loss",
+    ...createSqliteBackends({ filename, pollIntervalMs: 20, lockLeaseMs }),
+    delivery: { lockRetryMs: 50 },
+  });
   f.registerDomain(Counter);
   const totals = new CounterTotals(f, "CounterTotals", withRestoreBatchSize(1000));
   f.registerReadmodel(totals);
@@ -68,7 +72,9 @@ describe("an instance whose lease was taken over", () => {
     const b = await instance(filename, 5000);
     for (let i = 0; i < 20; i++) await a.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: true });
     a.totals.delayMs = 20;
-    const restore = a.f.runtime.controlEventHandler({ action: "restore", eventHandlerName: "CounterTotals", restoreFromZero: true }).catch((e: unknown) => e);
+    const restore = a.f.runtime
+      .controlEventHandler({ action: "restore", eventHandlerName: "CounterTotals", restoreFromZero: true })
+      .catch((e: unknown) => e);
     await until(() => a.totals.applied.length >= 3, "a is restoring");
     a.totals.delayMs = 400; // a stalls in the middle of its batch
     await new Promise((r) => setTimeout(r, 30));

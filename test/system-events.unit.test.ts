@@ -12,7 +12,10 @@ const seq = (id: number): number => id % 2 ** 22;
 const at = (p: SystemEventProducer, n: number): number => p.epoch * 2 ** 22 + n;
 
 const admin: RequestContext = {
-  senderAccountUuid: "acc-1", senderSessionUuid: "ses-1", senderIdentityUuid: "idn-1", senderTenantUuid: "ten-1",
+  senderAccountUuid: "acc-1",
+  senderSessionUuid: "ses-1",
+  senderIdentityUuid: "idn-1",
+  senderTenantUuid: "ten-1",
 };
 
 function subscribeError(p: SystemEventProducer): unknown {
@@ -52,7 +55,7 @@ describe("SystemEventProducer lifecycle", () => {
     expect(p.replay(0).map((e) => seq(e.id))).toEqual([1, 2]);
   });
 
-  it("stop closes every subscriber with onClose(\"stopped\") and they get nothing more; stop is idempotent", () => {
+  it('stop closes every subscriber with onClose("stopped") and they get nothing more; stop is idempotent', () => {
     const p = new SystemEventProducer();
     p.start();
     const got: number[] = [];
@@ -189,12 +192,16 @@ describe("subscribers that misbehave", () => {
   it("a throwing onClose does not affect the producer", () => {
     const p = new SystemEventProducer();
     p.start();
-    p.subscribe(() => undefined, { onClose: () => { throw new Error("cleanup bug"); } });
+    p.subscribe(() => undefined, {
+      onClose: () => {
+        throw new Error("cleanup bug");
+      },
+    });
     expect(() => p.stop()).not.toThrow();
     expect(p.running).toBe(false);
   });
 
-  it("a slow async subscriber is dropped with onClose(\"slow\") while a fast one keeps receiving everything in order", async () => {
+  it('a slow async subscriber is dropped with onClose("slow") while a fast one keeps receiving everything in order', async () => {
     const p = new SystemEventProducer({ maxQueuePerSubscriber: 5 });
     p.start();
     const slowGot: number[] = [];
@@ -203,10 +210,13 @@ describe("subscribers that misbehave", () => {
     let unblock!: () => void;
     const blocked = new Promise<void>((r) => (unblock = r));
     // the slow one subscribes first, so a drop happens in the middle of delivering one event
-    p.subscribe(async (e) => {
-      slowGot.push(seq(e.id));
-      await blocked;
-    }, { onClose });
+    p.subscribe(
+      async (e) => {
+        slowGot.push(seq(e.id));
+        await blocked;
+      },
+      { onClose },
+    );
     p.subscribe(async (e) => {
       fastGot.push(seq(e.id));
     });
@@ -291,8 +301,12 @@ describe("what dispatch publishes", () => {
     expect(mine.map((e) => e.kind)).toEqual(["CommandExecuted", "EventsAppended", "CommandFailed", "CommandFailed"]);
     expect(mine[0]).toMatchObject({ tenantUuid: "ten-1", data: { commandUuid: r.commandUuid, domain: "Shop", name: "Sell", events: 2 } });
     expect(mine[1]).toMatchObject({ tenantUuid: "ten-1", data: { commandUuid: r.commandUuid } });
-    expect((mine[1]!.data["events"] as { path: string; version: number; position: number }[]).map((e) => [e.path, e.version, e.position]))
-      .toEqual([["Shop.Sold", 1, 1], ["Shop.Sold", 2, 2]]);
+    expect(
+      (mine[1]!.data["events"] as { path: string; version: number; position: number }[]).map((e) => [e.path, e.version, e.position]),
+    ).toEqual([
+      ["Shop.Sold", 1, 1],
+      ["Shop.Sold", 2, 2],
+    ]);
     expect(mine[2]).toMatchObject({ tenantUuid: "ten-1", data: { status: "failed", code: "HANDLER_FAILED" } });
     expect(mine[3]).toMatchObject({ data: { status: "denied", code: "PERMISSION_DENIED" } });
     expect("tenantUuid" in mine[3]!).toBe(false);

@@ -10,15 +10,29 @@ import { join } from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  anonymous, type Authorizer, createFacade, defineDomain, type Facade, type FacadeOptions, MnemeError, type ProjectionList, type ProjectionModel,
-  ProjectionReadmodel, type RequestContext,
+  anonymous,
+  type Authorizer,
+  createFacade,
+  defineDomain,
+  type Facade,
+  type FacadeOptions,
+  MnemeError,
+  type ProjectionList,
+  type ProjectionModel,
+  ProjectionReadmodel,
+  type RequestContext,
 } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { rejection } from "./support/rejections.js";
 
-interface BankState { exists: boolean; balance: number }
-interface ProfileState { nick: string }
+interface BankState {
+  exists: boolean;
+  balance: number;
+}
+interface ProfileState {
+  nick: string;
+}
 
 function bankDomain() {
   const Bank = defineDomain("Bank");
@@ -41,7 +55,11 @@ function bankDomain() {
     initialState: () => ({ exists: false, balance: 0 }),
     evolve: { Opened: (s) => ({ ...s, exists: true }), Deposited: (s, p: { amount: number }) => ({ ...s, balance: s.balance + p.amount }) },
   });
-  const Profile = Bank.aggregate<ProfileState>("Profile", { tenancy: "global", initialState: () => ({ nick: "" }), evolve: { NickSet: (_s, p: { nick: string }) => ({ nick: p.nick }) } });
+  const Profile = Bank.aggregate<ProfileState>("Profile", {
+    tenancy: "global",
+    initialState: () => ({ nick: "" }),
+    evolve: { NickSet: (_s, p: { nick: string }) => ({ nick: p.nick }) },
+  });
 
   const open: Parameters<typeof Bank.handleCommand<{ accountUuid: string }>>[1] = async (ctx, _c, p) => {
     const a = await ctx.aggregates.load(Account, p.accountUuid);
@@ -72,16 +90,34 @@ function bankDomain() {
   };
   let accounts!: ProjectionReadmodel<BankState>;
   let profiles!: ProjectionReadmodel<ProfileState>;
-  Bank.handleQuery(GetAccount, async (ctx, _q, p) => found(await ctx.readmodel(accounts).getModel(p.accountUuid, { includeHistory: p.includeHistory === true }), p.accountUuid));
+  Bank.handleQuery(GetAccount, async (ctx, _q, p) =>
+    found(await ctx.readmodel(accounts).getModel(p.accountUuid, { includeHistory: p.includeHistory === true }), p.accountUuid),
+  );
   Bank.handleQuery(ListAccounts, (ctx, _q, p) => ctx.readmodel(accounts).getModelList({ includeHistory: p.includeHistory === true }));
-  Bank.handleQuery(GetProfile, async (ctx, _q, p) => found(await ctx.readmodel(profiles).getModel(p.profileUuid, { includeHistory: p.includeHistory === true }), p.profileUuid));
+  Bank.handleQuery(GetProfile, async (ctx, _q, p) =>
+    found(await ctx.readmodel(profiles).getModel(p.profileUuid, { includeHistory: p.includeHistory === true }), p.profileUuid),
+  );
   Bank.handleQuery(ListProfiles, (ctx) => ctx.readmodel(profiles).getModelList());
   Bank.handleQuery(LoadAccount, async (ctx, _q, p) => {
     const a = await ctx.aggregates.load(Account, p.accountUuid);
     return { balance: a.state.balance, version: a.version };
   });
   return {
-    Bank, Account, Profile, Open, OpenAnonymously, Deposit, BlindDeposit, Transfer, SetNick, BlindSetNick, GetAccount, ListAccounts, GetProfile, ListProfiles, LoadAccount,
+    Bank,
+    Account,
+    Profile,
+    Open,
+    OpenAnonymously,
+    Deposit,
+    BlindDeposit,
+    Transfer,
+    SetNick,
+    BlindSetNick,
+    GetAccount,
+    ListAccounts,
+    GetProfile,
+    ListProfiles,
+    LoadAccount,
     attach(f: Facade) {
       accounts = new ProjectionReadmodel(f, { aggregate: Account });
       profiles = new ProjectionReadmodel(f, { aggregate: Profile });
@@ -93,7 +129,10 @@ function bankDomain() {
 
 const ADMIN_TENANT = "tenant-system";
 const userOf = (tenant: string, who: string): RequestContext => ({
-  senderAccountUuid: `acc-${who}`, senderSessionUuid: `ses-${who}`, senderIdentityUuid: `id-${who}`, senderTenantUuid: tenant,
+  senderAccountUuid: `acc-${who}`,
+  senderSessionUuid: `ses-${who}`,
+  senderIdentityUuid: `id-${who}`,
+  senderTenantUuid: tenant,
 });
 const alice = userOf("tenant-a", "alice");
 const bob = userOf("tenant-b", "bob");
@@ -234,12 +273,16 @@ describe.each(backends)("tenant isolation on %s", (_name, backendsOf) => {
     const own = await f.query(d.GetAccount, { accountUuid: "acct-a", includeHistory: true }, { reqCtx: alice });
     expect(own.historyEvents!.length).toBeGreaterThanOrEqual(2);
     expect(own.historyEvents!.every((h) => h.senderTenantUuid === "tenant-a" || h.senderTenantUuid === ADMIN_TENANT)).toBe(true);
-    expect((await rejection(f.query(d.GetAccount, { accountUuid: "acct-a", includeHistory: true }, { reqCtx: bob }))).code).toBe("NOT_FOUND");
+    expect((await rejection(f.query(d.GetAccount, { accountUuid: "acct-a", includeHistory: true }, { reqCtx: bob }))).code).toBe(
+      "NOT_FOUND",
+    );
     const listed = await f.query(d.ListAccounts, { includeHistory: true }, { reqCtx: bob });
     expect(listed.items.flatMap((i) => i.historyEvents!.map((h) => h.senderTenantUuid))).not.toContain("tenant-a");
     const global = await f.query(d.GetProfile, { profileUuid: "prof-1", includeHistory: true }, { reqCtx: bob });
     expect(global.historyEvents!.map((h) => h.senderTenantUuid)).toEqual(["tenant-a", "tenant-b", "tenant-a"]);
-    expect((await f.query(d.GetAccount, { accountUuid: "acct-a", includeHistory: true }, { reqCtx: adminInA })).historyEvents!.length).toBe(own.historyEvents!.length);
+    expect((await f.query(d.GetAccount, { accountUuid: "acct-a", includeHistory: true }, { reqCtx: adminInA })).historyEvents!.length).toBe(
+      own.historyEvents!.length,
+    );
   });
 
   // --- bad input ----------------------------------------------------------------
@@ -253,7 +296,9 @@ describe.each(backends)("tenant isolation on %s", (_name, backendsOf) => {
   });
 
   it("a tenant uuid the sender may not target is denied by the authorizer; an empty tenant is a tenant of its own", async () => {
-    expect((await rejection(f.dispatch(d.Open, { accountUuid: "acct-x" }, wait({ ...bob, targetTenantUuid: "tenant-nope" })))).code).toBe("PERMISSION_DENIED");
+    expect((await rejection(f.dispatch(d.Open, { accountUuid: "acct-x" }, wait({ ...bob, targetTenantUuid: "tenant-nope" })))).code).toBe(
+      "PERMISSION_DENIED",
+    );
     expect(await eventsOf("acct-x")).toEqual([]);
     // A command with no tenant at all (anonymous) works in the tenant "": nobody else's.
     await f.dispatch(d.OpenAnonymously, { accountUuid: "acct-none" }, { waitToFinish: true });

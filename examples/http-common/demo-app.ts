@@ -22,7 +22,12 @@ export interface DemoApp {
 /** Builds, starts and returns the demo facade and its HTTP handler. */
 export async function createDemoApp(): Promise<DemoApp> {
   const db = process.env.MNEME_DB;
-  const facade = createFacade({ appName: "todo-http", version: "1.0.0", systemEvents: true, ...(db ? createSqliteBackends({ filename: db }) : {}) });
+  const facade = createFacade({
+    appName: "todo-http",
+    version: "1.0.0",
+    systemEvents: true,
+    ...(db ? createSqliteBackends({ filename: db }) : {}),
+  });
   const admin = {
     email: process.env.MNEME_ADMIN_EMAIL ?? "admin@example.org",
     password: process.env.MNEME_ADMIN_PASSWORD ?? "change-me-demo-password",

@@ -11,7 +11,11 @@ web.get("/", (_req, res) => void res.send("todo demo: the API is under /api"));
 
 const { port, host } = listenOptions();
 const server = web.listen(port, host, () => announce("http", server.address(), app));
-stopOnSignal(() => new Promise((resolve) => {
-  server.closeAllConnections();
-  server.close(() => resolve());
-}), app);
+stopOnSignal(
+  () =>
+    new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  app,
+);

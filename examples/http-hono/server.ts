@@ -10,7 +10,11 @@ web.all("/api/*", (c) => app.handler(c.req.raw));
 
 const { port, host } = listenOptions();
 const server = serve({ fetch: web.fetch, port, hostname: host }, () => announce("http", server.address(), app));
-stopOnSignal(() => new Promise((resolve) => {
-  (server as Server).closeAllConnections();
-  server.close(() => resolve());
-}), app);
+stopOnSignal(
+  () =>
+    new Promise((resolve) => {
+      (server as Server).closeAllConnections();
+      server.close(() => resolve());
+    }),
+  app,
+);

@@ -15,10 +15,15 @@ if (!keyFile || !certFile) {
   process.exit(2);
 }
 const app = await createDemoApp();
-const server = createServer({ key: readFileSync(keyFile), cert: readFileSync(certFile) }, toNodeListener(app.handler));
+const nodeListener = toNodeListener(app.handler);
+const server = createServer({ key: readFileSync(keyFile), cert: readFileSync(certFile) }, (req, res) => void nodeListener(req, res));
 const { port, host } = listenOptions();
 server.listen(port, host, () => announce("https", server.address(), app));
-stopOnSignal(() => new Promise((resolve) => {
-  server.closeAllConnections();
-  server.close(() => resolve());
-}), app);
+stopOnSignal(
+  () =>
+    new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  app,
+);

@@ -22,7 +22,9 @@ await facade.start();
 const restore = projection.getMetrics().lastRestore;
 console.log(`mneme demo on ${filename}`);
 if (restore !== undefined && restore.afterPosition > 0) {
-  console.log(`restored TodoProjection from its checkpoint at position ${restore.afterPosition}: replayed ${restore.eventsReplayed} event(s), not the whole history`);
+  console.log(
+    `restored TodoProjection from its checkpoint at position ${restore.afterPosition}: replayed ${restore.eventsReplayed} event(s), not the whole history`,
+  );
 } else {
   console.log(`first run: TodoProjection built from position 0 (${restore?.eventsReplayed ?? 0} event(s) replayed)`);
 }
@@ -50,19 +52,29 @@ try {
 }
 
 // Another tenant's user knows the uuid, but todos belong to the tenant of their first event.
-const stranger: RequestContext = { ...reqCtx, senderIdentityUuid: "0190f5e4-0000-7000-8000-0000000000c2", senderTenantUuid: "0190f5e4-0000-7000-8000-0000000000d2" };
+const stranger: RequestContext = {
+  ...reqCtx,
+  senderIdentityUuid: "0190f5e4-0000-7000-8000-0000000000c2",
+  senderTenantUuid: "0190f5e4-0000-7000-8000-0000000000d2",
+};
 try {
   await facade.dispatch(RenameTodo, { todoUuid, title: "mine now" }, { reqCtx: stranger });
 } catch (e) {
   console.log(`RenameTodo from another tenant is refused: ${(e as { code: string }).code}`);
 }
-console.log(`GetTodo from another tenant -> ${String(await facade.query(GetTodo, { todoUuid }, { reqCtx: stranger }))}`);
+console.log(
+  `GetTodo from another tenant -> ${JSON.stringify(await facade.query(GetTodo, { todoUuid }, { reqCtx: stranger })) ?? "undefined"}`,
+);
 
 const item = await facade.query(GetTodo, { todoUuid, includeHistory: true }, { reqCtx });
-console.log(`GetTodo      -> "${item?.model.title}" done=${item?.model.done} version ${item?.version}; history: ${item?.historyEvents?.map((h) => h.domainEvtName).join(" > ")}`);
+console.log(
+  `GetTodo      -> "${item?.model.title}" done=${item?.model.done} version ${item?.version}; history: ${item?.historyEvents?.map((h) => h.domainEvtName).join(" > ")}`,
+);
 const list = await facade.query(ListTodos, { pageSize: 5 }, { reqCtx });
 console.log(`ListTodos    -> ${list.total} todo(s) in this tenant`);
-const handlers = facade.runtime.listEventHandlers().map((h) => `${h.eventHandlerName} ${h.state}/${h.restorationState} at ${h.lastPosition}`);
+const handlers = facade.runtime
+  .listEventHandlers()
+  .map((h) => `${h.eventHandlerName} ${h.state}/${h.restorationState} at ${h.lastPosition}`);
 console.log(`Runtime      -> ${facade.runtime.listCommands().length} commands, handlers: ${handlers.join("; ")}`);
 
 await facade.stop();

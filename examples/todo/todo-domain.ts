@@ -6,7 +6,13 @@
  * facade; `installTodo` is the install step, run once per facade by `registerTodo`.
  */
 import {
-  type DomainInstaller, type Facade, MnemeError, type ProjectionList, type ProjectionModel, ProjectionReadmodel, defineDomain,
+  type DomainInstaller,
+  type Facade,
+  MnemeError,
+  type ProjectionList,
+  type ProjectionModel,
+  ProjectionReadmodel,
+  defineDomain,
 } from "mneme";
 
 export interface CreateTodo {
@@ -33,9 +39,15 @@ export interface ListTodos {
   pageSize?: number;
   includeHistory?: boolean;
 }
-export interface TodoCreated { title: string }
-export interface TodoRenamed { title: string }
-export interface TodoCompleted { completed: true }
+export interface TodoCreated {
+  title: string;
+}
+export interface TodoRenamed {
+  title: string;
+}
+export interface TodoCompleted {
+  completed: true;
+}
 
 export interface TodoState {
   exists: boolean;
@@ -46,7 +58,11 @@ export interface TodoState {
 const titleSchema = { type: "string", minLength: 1, maxLength: 200 };
 const uuidSchema = { type: "string", format: "uuid" };
 const object = (properties: Record<string, unknown>, required: string[]) => ({
-  $schema: "https://json-schema.org/draft/2020-12/schema", type: "object", properties, required, additionalProperties: false,
+  $schema: "https://json-schema.org/draft/2020-12/schema",
+  type: "object",
+  properties,
+  required,
+  additionalProperties: false,
 });
 
 export const Todo = defineDomain("Todo", { description: "Todo items" });
@@ -73,7 +89,14 @@ export const GetTodo = Todo.query<GetTodo, ProjectionModel<TodoState> | undefine
 });
 export const ListTodos = Todo.query<ListTodos, ProjectionList<TodoState>>("ListTodos", {
   description: "A page of todo items of the sender's tenant",
-  schema: object({ page: { type: "integer", minimum: 1 }, pageSize: { type: "integer", minimum: 1, maximum: 1000 }, includeHistory: { type: "boolean" } }, []),
+  schema: object(
+    {
+      page: { type: "integer", minimum: 1 },
+      pageSize: { type: "integer", minimum: 1, maximum: 1000 },
+      includeHistory: { type: "boolean" },
+    },
+    [],
+  ),
 });
 
 export const TodoAggregate = Todo.aggregate<TodoState>("Todo", {
@@ -120,12 +143,16 @@ export class TodoProjection extends ProjectionReadmodel<TodoState> {
  * context: they are attached to the definition above.)
  */
 export function installTodo(d: DomainInstaller, todos: TodoProjection): void {
-  d.handleQuery(GetTodo, (ctx, _q, p) => ctx.readmodel(todos).getModel(p.todoUuid, p.includeHistory === true ? { includeHistory: true } : {}));
-  d.handleQuery(ListTodos, (ctx, _q, p) => ctx.readmodel(todos).getModelList({
-    ...(p.page === undefined ? {} : { page: p.page }),
-    ...(p.pageSize === undefined ? {} : { pageSize: p.pageSize }),
-    ...(p.includeHistory === true ? { includeHistory: true } : {}),
-  }));
+  d.handleQuery(GetTodo, (ctx, _q, p) =>
+    ctx.readmodel(todos).getModel(p.todoUuid, p.includeHistory === true ? { includeHistory: true } : {}),
+  );
+  d.handleQuery(ListTodos, (ctx, _q, p) =>
+    ctx.readmodel(todos).getModelList({
+      ...(p.page === undefined ? {} : { page: p.page }),
+      ...(p.pageSize === undefined ? {} : { pageSize: p.pageSize }),
+      ...(p.includeHistory === true ? { includeHistory: true } : {}),
+    }),
+  );
 }
 
 /** Installs the domain and registers its readmodel on a facade (any number of facades); returns the readmodel. */

@@ -21,7 +21,14 @@ import type { LogStore } from "../store/log-store.js";
 import { jsonSafeProblem } from "../store/json-safe.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { newUuid, nowNs } from "../model/clock.js";
-import { type AggregateLoader, type CommandContext, isTenantScopable, type LoadedAggregate, type MessageContext, type QueryContext } from "../model/context.js";
+import {
+  type AggregateLoader,
+  type CommandContext,
+  isTenantScopable,
+  type LoadedAggregate,
+  type MessageContext,
+  type QueryContext,
+} from "../model/context.js";
 import type { Domain } from "../model/domain.js";
 import { type DomainInstall, installDomain, type InstalledDomain } from "../model/domain-install.js";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
@@ -189,11 +196,13 @@ export class Facade implements FacadeHandle {
    * facade.registerDomain(Todo, (d) => installTodo(d, todos));
    */
   registerDomain(definition: Domain<any>, install?: DomainInstall): this {
-    if (this.#domains.has(definition?.name)) throw new MnemeError("INVALID_DOMAIN", `a domain named ${definition.name} is registered already`);
+    if (this.#domains.has(definition?.name))
+      throw new MnemeError("INVALID_DOMAIN", `a domain named ${definition.name} is registered already`);
     if (this.#state === "stopping" || this.#state === "stopped") throw new MnemeError("INVALID_STATE", "the facade is stopped");
     const domain = installDomain(definition, install);
     for (const p of domain.permissions.values()) {
-      if (this.permissions.has(p.domain, p.type)) throw new MnemeError("INVALID_DOMAIN", `permission ${p.domain}.${p.type} is registered already`);
+      if (this.permissions.has(p.domain, p.type))
+        throw new MnemeError("INVALID_DOMAIN", `permission ${p.domain}.${p.type} is registered already`);
     }
     const deferredKeys = this.#checkEvolveKeys(domain);
     // Compile payload validators now, so a bad schema fails at registration and the first request pays nothing;
@@ -254,8 +263,10 @@ export class Facade implements FacadeHandle {
   register<T extends EventHandler>(handler: T): ReadmodelHandle<T> {
     if (this.#state === "stopping" || this.#state === "stopped") throw new MnemeError("INVALID_STATE", "the facade is stopped");
     const name = handler?.name;
-    if (typeof name !== "string" || name.trim() === "") throw new MnemeError("INVALID_EVENT_HANDLER", "an event handler needs a non-empty name");
-    if (typeof handler.domain !== "string" || handler.domain === "") throw new MnemeError("INVALID_EVENT_HANDLER", `event handler ${name} needs a domain`);
+    if (typeof name !== "string" || name.trim() === "")
+      throw new MnemeError("INVALID_EVENT_HANDLER", "an event handler needs a non-empty name");
+    if (typeof handler.domain !== "string" || handler.domain === "")
+      throw new MnemeError("INVALID_EVENT_HANDLER", `event handler ${name} needs a domain`);
     if (this.#handlers.has(name)) throw new MnemeError("INVALID_EVENT_HANDLER", `an event handler named ${name} is registered already`);
     const h = toBaseEventHandler(handler);
     const runner = runnerOf(h);
@@ -275,7 +286,8 @@ export class Facade implements FacadeHandle {
 
   /** Initialises stores, restores readmodels from their checkpoints, goes live. Idempotent; INVALID_STATE once stopped. */
   start(): Promise<void> {
-    if (this.#state === "stopping" || this.#state === "stopped") return Promise.reject(new MnemeError("INVALID_STATE", "a stopped facade cannot start again: create a new one"));
+    if (this.#state === "stopping" || this.#state === "stopped")
+      return Promise.reject(new MnemeError("INVALID_STATE", "a stopped facade cannot start again: create a new one"));
     if (this.#startPromise !== undefined) return this.#startPromise;
     if (this.#state !== "new") return Promise.reject(new MnemeError("INVALID_STATE", `the facade cannot start when ${this.#state}`));
     this.#startPromise = this.#start();
@@ -287,7 +299,10 @@ export class Facade implements FacadeHandle {
     const waitForStandby = this.#options.start?.waitForStandby ?? 0;
     try {
       if (typeof waitForStandby !== "number" || !(waitForStandby >= 0) || waitForStandby > 2_147_483_647) {
-        throw new MnemeError("INVALID_REQUEST", `start.waitForStandby must be a number of ms in 0..2147483647, got ${String(waitForStandby)}`);
+        throw new MnemeError(
+          "INVALID_REQUEST",
+          `start.waitForStandby must be a number of ms in 0..2147483647, got ${String(waitForStandby)}`,
+        );
       }
       for (const { aggregate, key } of this.#pendingEvolveKeys) {
         const dot = key.indexOf(".");
@@ -313,12 +328,14 @@ export class Facade implements FacadeHandle {
       const standby = [...this.#handlers.values()].filter((h) => h.state === "standby").map((h) => h.name);
       if (standby.length > 0) {
         this.#host.publish("HandlersInStandby", { eventHandlerNames: standby, waitedMs: waitForStandby });
-        await this.logStore.append({
-          level: "warn",
-          source: "mneme.start",
-          message: `started with event handlers in standby (another instance holds their processing lock; this one takes over when it frees): ${standby.join(", ")}`,
-          data: { eventHandlerNames: standby, waitedMs: waitForStandby },
-        }).catch(() => undefined);
+        await this.logStore
+          .append({
+            level: "warn",
+            source: "mneme.start",
+            message: `started with event handlers in standby (another instance holds their processing lock; this one takes over when it frees): ${standby.join(", ")}`,
+            data: { eventHandlerNames: standby, waitedMs: waitForStandby },
+          })
+          .catch(() => undefined);
       }
       for (const hook of this.#startHooks) await hook(this);
     } catch (err) {
@@ -369,11 +386,19 @@ export class Facade implements FacadeHandle {
       errors.push(e);
     }
     this.#state = "stopped";
-    if (errors.length > 0) throw new MnemeError("STORE_ERROR", `stopping the facade: ${errors.map(errorMessage).join("; ")}`, { cause: errors[0] });
+    if (errors.length > 0)
+      throw new MnemeError("STORE_ERROR", `stopping the facade: ${errors.map(errorMessage).join("; ")}`, { cause: errors[0] });
   }
 
   #lifecycles(): Lifecycle[] {
-    const all: Lifecycle[] = [this.eventRepository, this.commandStore, this.dataStore, this.cacheStore, this.logStore, this.readmodelStoreBackend];
+    const all: Lifecycle[] = [
+      this.eventRepository,
+      this.commandStore,
+      this.dataStore,
+      this.cacheStore,
+      this.logStore,
+      this.readmodelStoreBackend,
+    ];
     for (const h of this.#handlers.values()) {
       const b = (h as { readmodelStoreBackend?: ReadmodelStoreBackend }).readmodelStoreBackend;
       if (b !== undefined) all.push(b);
@@ -383,9 +408,12 @@ export class Facade implements FacadeHandle {
 
   #assertStarted(): void {
     if (this.#state !== "started") {
-      throw new MnemeError("NOT_STARTED", this.#state === "new" || this.#state === "starting"
-        ? "the facade is not started: await facade.start() first"
-        : "the facade is stopped");
+      throw new MnemeError(
+        "NOT_STARTED",
+        this.#state === "new" || this.#state === "starting"
+          ? "the facade is not started: await facade.start() first"
+          : "the facade is stopped",
+      );
     }
   }
 
@@ -433,20 +461,32 @@ export class Facade implements FacadeHandle {
    * @example
    * const { events } = await facade.dispatch(CreateTodo, { todoUuid, title }, { reqCtx, waitToFinish: true });
    */
-  async dispatch<P, R = unknown>(type: CommandType<P, R> | MessageRef, payload: NoInfer<P>, opts: DispatchOptions = {}): Promise<DispatchResult<R>> {
+  async dispatch<P, R = unknown>(
+    type: CommandType<P, R> | MessageRef,
+    payload: NoInfer<P>,
+    opts: DispatchOptions = {},
+  ): Promise<DispatchResult<R>> {
     this.#assertStarted();
     const t0 = performance.now();
     const cmdType = this.resolveCommand(type as CommandType<any, any>);
     const domain = this.#domains.get(cmdType.domain)!;
     const reqCtx = normaliseReqCtx(opts.reqCtx);
-    const envelope: CommandEnvelope<P> = { commandUuid: messageUuid(opts.commandUuid, "commandUuid"), domain: cmdType.domain, name: cmdType.name, payload, reqCtx };
+    const envelope: CommandEnvelope<P> = {
+      commandUuid: messageUuid(opts.commandUuid, "commandUuid"),
+      domain: cmdType.domain,
+      name: cmdType.name,
+      payload,
+      reqCtx,
+    };
     let stage: CommandStatus = "denied";
     let appended: Event[] | undefined;
     let result: unknown;
     try {
       if (!isPlainObject(payload)) {
         stage = "failed";
-        throw new MnemeError("VALIDATION_FAILED", `the payload of ${cmdType.domain}.${cmdType.name} must be a JSON object`, { details: [{ pointer: "", message: "must be object" }] });
+        throw new MnemeError("VALIDATION_FAILED", `the payload of ${cmdType.domain}.${cmdType.name} must be a JSON object`, {
+          details: [{ pointer: "", message: "must be object" }],
+        });
       }
       checkPayload(cmdType, payload);
       const verdict = this.permissions.evaluate(reqCtx, envelope);
@@ -479,7 +519,18 @@ export class Facade implements FacadeHandle {
       await this.#record(cmdType, envelope, stage, [], error, t0);
       const tenant = tenantOf(reqCtx);
       if (this.systemEvents.running) {
-        this.systemEvents.publish("CommandFailed", { commandUuid: envelope.commandUuid, domain: cmdType.domain, name: cmdType.name, status: stage, code: error.code, error: error.message }, tenant || undefined);
+        this.systemEvents.publish(
+          "CommandFailed",
+          {
+            commandUuid: envelope.commandUuid,
+            domain: cmdType.domain,
+            name: cmdType.name,
+            status: stage,
+            code: error.code,
+            error: error.message,
+          },
+          tenant || undefined,
+        );
       }
       throw error;
     }
@@ -489,12 +540,32 @@ export class Facade implements FacadeHandle {
     if (appended.length === 0 || !this.#recordsWithAppend) await this.#record(cmdType, envelope, "succeeded", appended, undefined, t0);
     if (this.systemEvents.running) {
       const tenant = tenantOf(reqCtx) || undefined;
-      this.systemEvents.publish("CommandExecuted", { commandUuid: envelope.commandUuid, domain: cmdType.domain, name: cmdType.name, events: appended.length, durationMicros: Math.round((performance.now() - t0) * 1000) }, tenant);
-      if (appended.length > 0) {
-        this.systemEvents.publish("EventsAppended", {
+      this.systemEvents.publish(
+        "CommandExecuted",
+        {
           commandUuid: envelope.commandUuid,
-          events: appended.map((e) => ({ eventUuid: e.eventUuid, path: `${e.domain}.${e.name}`, aggregateUuid: e.aggregateUuid, version: e.version, position: e.position })),
-        }, tenant);
+          domain: cmdType.domain,
+          name: cmdType.name,
+          events: appended.length,
+          durationMicros: Math.round((performance.now() - t0) * 1000),
+        },
+        tenant,
+      );
+      if (appended.length > 0) {
+        this.systemEvents.publish(
+          "EventsAppended",
+          {
+            commandUuid: envelope.commandUuid,
+            events: appended.map((e) => ({
+              eventUuid: e.eventUuid,
+              path: `${e.domain}.${e.name}`,
+              aggregateUuid: e.aggregateUuid,
+              version: e.version,
+              position: e.position,
+            })),
+          },
+          tenant,
+        );
       }
     }
     const handlerErrors = opts.waitToFinish === true && appended.length > 0 ? await this.#waitHandlers(appended) : [];
@@ -515,10 +586,12 @@ export class Facade implements FacadeHandle {
         continue;
       }
       if (h.state !== "running") continue;
-      waits.push(runner.waitFor(from, to).then((error) => {
-        if (error === undefined || (h.state === "standby" && !handles(h))) return undefined;
-        return { eventHandlerName: h.name, error };
-      }));
+      waits.push(
+        runner.waitFor(from, to).then((error) => {
+          if (error === undefined || (h.state === "standby" && !handles(h))) return undefined;
+          return { eventHandlerName: h.name, error };
+        }),
+      );
     }
     const out: HandlerError[] = [];
     for (const r of await Promise.all(waits)) if (r !== undefined) out.push(r);
@@ -531,7 +604,13 @@ export class Facade implements FacadeHandle {
    * exempt from the tenant rule and, where the repository joins the command
    * store, the command's record.
    */
-  #append(events: readonly NewEvent[], envelope: CommandEnvelope, loader: CommandAggregates | undefined, type: CommandType<any, any>, t0: number): Promise<Event[]> {
+  #append(
+    events: readonly NewEvent[],
+    envelope: CommandEnvelope,
+    loader: CommandAggregates | undefined,
+    type: CommandType<any, any>,
+    t0: number,
+  ): Promise<Event[]> {
     const reqCtx = envelope.reqCtx;
     const tenantUuid = tenantOf(reqCtx);
     const frozenCtx = Object.freeze({ ...reqCtx });
@@ -545,11 +624,17 @@ export class Facade implements FacadeHandle {
     for (let i = 0; i < events.length; i++) {
       const e = events[i]!;
       if (!isNewEvent(e)) {
-        throw new MnemeError("INVALID_EVENTS", `command ${envelope.domain}.${envelope.name} returned something that is not an event at index ${i}: use EventType.create(aggregateUuid, payload)`);
+        throw new MnemeError(
+          "INVALID_EVENTS",
+          `command ${envelope.domain}.${envelope.name} returned something that is not an event at index ${i}: use EventType.create(aggregateUuid, payload)`,
+        );
       }
       const path = `${e.domain}.${e.name}`;
       if (!this.#eventTypes.has(path)) {
-        throw new MnemeError("INVALID_EVENTS", `command ${envelope.domain}.${envelope.name} returned event ${path}, which no registered domain defines`);
+        throw new MnemeError(
+          "INVALID_EVENTS",
+          `command ${envelope.domain}.${envelope.name} returned event ${path}, which no registered domain defines`,
+        );
       }
       const agg = e.aggregateUuid;
       if (agg === "") throw new MnemeError("INVALID_EVENTS", `event ${path} has an empty aggregateUuid`);
@@ -557,8 +642,13 @@ export class Facade implements FacadeHandle {
       else if (agg !== first) (more ??= new Set([first])).add(agg);
       if (this.#eventTenancy.get(path) !== "global") (scopedByEvent ??= new Set()).add(agg);
       const ne: NewEvent = {
-        domain: e.domain, name: e.name, aggregateUuid: agg, payload: e.payload,
-        eventUuid: newUuid(), createdAt, commandUuid: envelope.commandUuid,
+        domain: e.domain,
+        name: e.name,
+        aggregateUuid: agg,
+        payload: e.payload,
+        eventUuid: newUuid(),
+        createdAt,
+        commandUuid: envelope.commandUuid,
         tenantUuid: e.tenantUuid ?? tenantUuid,
         reqCtx: frozenCtx,
       };
@@ -579,7 +669,8 @@ export class Facade implements FacadeHandle {
     if (loader !== undefined || target !== undefined) {
       const expectedVersions: Record<string, number> = {};
       for (const agg of aggregates) {
-        const targeted = target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && more === undefined));
+        const targeted =
+          target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && more === undefined));
         const loaded = loader?.loadedVersion(agg);
         if (loaded !== undefined) {
           // The loaded version is what the handler decided on; a stale version the client sent must not be ignored silently.
@@ -594,7 +685,14 @@ export class Facade implements FacadeHandle {
       opts.expectedVersions = expectedVersions;
     }
     if (this.#recordsWithAppend) {
-      opts.commandRecord = this.#commandRecord(type, envelope, "succeeded", out.map((e) => e.eventUuid!), undefined, t0);
+      opts.commandRecord = this.#commandRecord(
+        type,
+        envelope,
+        "succeeded",
+        out.map((e) => e.eventUuid!),
+        undefined,
+        t0,
+      );
     }
     return this.eventRepository.append(out, opts);
   }
@@ -609,16 +707,29 @@ export class Facade implements FacadeHandle {
     const uuid = reqCtx.targetAggregateUuid;
     if (uuid === undefined) {
       if (several) {
-        throw new MnemeError("INVALID_REQUEST", "targetAggregateVersion without targetAggregateUuid is ambiguous: the command appends to several aggregates");
+        throw new MnemeError(
+          "INVALID_REQUEST",
+          "targetAggregateVersion without targetAggregateUuid is ambiguous: the command appends to several aggregates",
+        );
       }
       return;
     }
     if (loader?.loadedVersion(uuid) !== undefined) return;
     for (const agg of aggregates) if (agg === uuid) return;
-    throw new MnemeError("INVALID_REQUEST", `targetAggregateVersion guards aggregate ${uuid}, which the command neither loaded nor appends to`);
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `targetAggregateVersion guards aggregate ${uuid}, which the command neither loaded nor appends to`,
+    );
   }
 
-  #commandRecord(type: CommandType<any, any>, envelope: CommandEnvelope, status: CommandStatus, eventUuids: string[], error: MnemeError | undefined, t0: number): CommandRecord {
+  #commandRecord(
+    type: CommandType<any, any>,
+    envelope: CommandEnvelope,
+    status: CommandStatus,
+    eventUuids: string[],
+    error: MnemeError | undefined,
+    t0: number,
+  ): CommandRecord {
     const rec: CommandRecord = {
       commandUuid: envelope.commandUuid,
       domain: envelope.domain,
@@ -635,12 +746,34 @@ export class Facade implements FacadeHandle {
     return rec;
   }
 
-  async #record(type: CommandType<any, any>, envelope: CommandEnvelope, status: CommandStatus, events: readonly Event[], error: MnemeError | undefined, t0: number): Promise<void> {
+  async #record(
+    type: CommandType<any, any>,
+    envelope: CommandEnvelope,
+    status: CommandStatus,
+    events: readonly Event[],
+    error: MnemeError | undefined,
+    t0: number,
+  ): Promise<void> {
     try {
-      await this.commandStore.record(this.#commandRecord(type, envelope, status, events.map((e) => e.eventUuid), error, t0));
+      await this.commandStore.record(
+        this.#commandRecord(
+          type,
+          envelope,
+          status,
+          events.map((e) => e.eventUuid),
+          error,
+          t0,
+        ),
+      );
     } catch (e) {
       // The events are committed: an audit failure must not turn success into an error. It is logged instead.
-      await this.logStore.append({ level: "error", message: `recording command ${envelope.commandUuid} failed: ${errorMessage(e)}`, source: "mneme.dispatch" }).catch(() => undefined);
+      await this.logStore
+        .append({
+          level: "error",
+          message: `recording command ${envelope.commandUuid} failed: ${errorMessage(e)}`,
+          source: "mneme.dispatch",
+        })
+        .catch(() => undefined);
     }
   }
 
@@ -659,7 +792,9 @@ export class Facade implements FacadeHandle {
     const qt = this.resolveQuery(type);
     const domain = this.#domains.get(qt.domain)!;
     if (!isPlainObject(payload)) {
-      throw new MnemeError("VALIDATION_FAILED", `the payload of ${qt.domain}.${qt.name} must be a JSON object`, { details: [{ pointer: "", message: "must be object" }] });
+      throw new MnemeError("VALIDATION_FAILED", `the payload of ${qt.domain}.${qt.name} must be a JSON object`, {
+        details: [{ pointer: "", message: "must be object" }],
+      });
     }
     checkPayload(qt, payload);
     const envelope: QueryEnvelope<P> = { queryUuid, domain: qt.domain, name: qt.name, payload, reqCtx };
@@ -689,9 +824,14 @@ export class Facade implements FacadeHandle {
    * `tenantUuid` is given; then a tenant-scoped aggregate of another tenant
    * is NOT_FOUND, as inside a handler.
    */
-  async loadAggregate<S>(aggregate: AggregateType<S>, aggregateUuid: string, opts: { tenantUuid?: string } = {}): Promise<LoadedAggregate<S>> {
+  async loadAggregate<S>(
+    aggregate: AggregateType<S>,
+    aggregateUuid: string,
+    opts: { tenantUuid?: string } = {},
+  ): Promise<LoadedAggregate<S>> {
     if (aggregate?.kind !== "aggregate") throw new MnemeError("INVALID_REQUEST", "load takes an aggregate type");
-    if (typeof aggregateUuid !== "string" || aggregateUuid === "") throw new MnemeError("INVALID_REQUEST", `${aggregate.domain}.${aggregate.name}: aggregateUuid must be a non-empty string`);
+    if (typeof aggregateUuid !== "string" || aggregateUuid === "")
+      throw new MnemeError("INVALID_REQUEST", `${aggregate.domain}.${aggregate.name}: aggregateUuid must be a non-empty string`);
     const events = await this.eventRepository.loadAggregate(aggregateUuid);
     const tenant = opts.tenantUuid;
     if (tenant !== undefined && aggregate.tenancy !== "global" && events.length > 0 && events[0]!.tenantUuid !== tenant) {
@@ -717,7 +857,12 @@ class CommandAggregates implements AggregateLoader {
   readonly #releases: (() => void)[] = [];
   #released = false;
 
-  constructor(readonly facade: Facade, readonly locks: KeyedLock, readonly reqCtx: RequestContext, readonly tenantUuid: string) {}
+  constructor(
+    readonly facade: Facade,
+    readonly locks: KeyedLock,
+    readonly reqCtx: RequestContext,
+    readonly tenantUuid: string,
+  ) {}
 
   async load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
     if (typeof aggregateUuid !== "string" || aggregateUuid === "") {
@@ -783,7 +928,11 @@ class DispatchContext implements CommandContext {
   #readmodel: CommandContext["readmodel"] | undefined;
   readonly tenantUuid: string;
 
-  constructor(readonly host: CommandContextHost, readonly commandUuid: string, readonly reqCtx: RequestContext) {
+  constructor(
+    readonly host: CommandContextHost,
+    readonly commandUuid: string,
+    readonly reqCtx: RequestContext,
+  ) {
     this.tenantUuid = tenantOf(reqCtx);
   }
 
@@ -815,7 +964,10 @@ class DispatchContext implements CommandContext {
 }
 
 class QueryAggregates implements AggregateLoader {
-  constructor(readonly facade: Facade, readonly tenantUuid: string) {}
+  constructor(
+    readonly facade: Facade,
+    readonly tenantUuid: string,
+  ) {}
   load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
     return this.facade.loadAggregate(aggregate, aggregateUuid, { tenantUuid: this.tenantUuid });
   }
@@ -827,12 +979,17 @@ class QueryAggregates implements AggregateLoader {
  * readmodel that offers it (a ProjectionReadmodel does), else the readmodel.
  */
 function scopedReadmodels(facade: Facade, tenantUuid: string): MessageContext["readmodel"] {
-  return ((ref: string | EventHandler | ReadmodelHandle<EventHandler>, type?: ReadmodelClass) => {
-    const h: EventHandler = typeof ref === "string"
-      ? (type === undefined ? facade.readmodel(ref) : facade.readmodel(ref, type))
-      : isReadmodelHandle(ref) ? facade.readmodel(ref) : facade.readmodel(ref);
+  return (ref: string | EventHandler | ReadmodelHandle<EventHandler>, type?: ReadmodelClass) => {
+    const h: EventHandler =
+      typeof ref === "string"
+        ? type === undefined
+          ? facade.readmodel(ref)
+          : facade.readmodel(ref, type)
+        : isReadmodelHandle(ref)
+          ? facade.readmodel(ref)
+          : facade.readmodel(ref);
     return isTenantScopable(h) ? h.forTenant(tenantUuid) : h;
-  }) as MessageContext["readmodel"];
+  };
 }
 
 /** A class of readmodels or handlers, as a lookup by name takes it. */
@@ -858,21 +1015,27 @@ function lookupReadmodel(registered: ReadonlyMap<string, Registration>, ref: unk
     const r = registered.get(ref);
     if (r === undefined) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `no event handler named ${JSON.stringify(ref)} is registered`);
     if (type === undefined) return r.object;
-    if (typeof type !== "function") throw new MnemeError("INVALID_REQUEST", `readmodel(${JSON.stringify(ref)}, type): type must be a class`);
+    if (typeof type !== "function")
+      throw new MnemeError("INVALID_REQUEST", `readmodel(${JSON.stringify(ref)}, type): type must be a class`);
     const found: object = r.object;
     if (!(found instanceof type)) {
-      throw new MnemeError("UNKNOWN_EVENT_HANDLER", `the event handler named ${JSON.stringify(ref)} is a ${found.constructor?.name || "plain object"}, not a ${type.name || "instance of the class given"}`);
+      throw new MnemeError(
+        "UNKNOWN_EVENT_HANDLER",
+        `the event handler named ${JSON.stringify(ref)} is a ${found.constructor?.name || "plain object"}, not a ${type.name || "instance of the class given"}`,
+      );
     }
     return r.object;
   }
   if (isReadmodelHandle(ref)) {
     const r = registered.get(ref.name);
-    if (r === undefined || r.handle !== ref) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `the handle of ${JSON.stringify(ref.name)} is not one of this facade`);
+    if (r === undefined || r.handle !== ref)
+      throw new MnemeError("UNKNOWN_EVENT_HANDLER", `the handle of ${JSON.stringify(ref.name)} is not one of this facade`);
     return r.object;
   }
   const name = (ref as { name?: unknown } | null | undefined)?.name;
   const r = typeof name === "string" ? registered.get(name) : undefined;
-  if (r === undefined || r.object !== ref) throw new MnemeError("UNKNOWN_EVENT_HANDLER", `event handler ${JSON.stringify(name)} is not registered with this facade`);
+  if (r === undefined || r.object !== ref)
+    throw new MnemeError("UNKNOWN_EVENT_HANDLER", `event handler ${JSON.stringify(name)} is not registered with this facade`);
   return r.object;
 }
 
@@ -883,9 +1046,13 @@ function lookupReadmodel(registered: ReadonlyMap<string, Registration>, ref: unk
 function checkPayload(type: { domain: string; name: string }, payload: unknown): void {
   const problem = jsonSafeProblem(payload);
   if (problem !== undefined) {
-    throw new MnemeError("VALIDATION_FAILED", `the payload of ${type.domain}.${type.name} is not JSON-safe at ${problem.pointer}: ${problem.message}`, {
-      details: [{ pointer: problem.pointer, message: problem.message }],
-    });
+    throw new MnemeError(
+      "VALIDATION_FAILED",
+      `the payload of ${type.domain}.${type.name} is not JSON-safe at ${problem.pointer}: ${problem.message}`,
+      {
+        details: [{ pointer: problem.pointer, message: problem.message }],
+      },
+    );
   }
 }
 
@@ -894,10 +1061,16 @@ function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
   if (!isPlainObject(reqCtx)) throw new MnemeError("INVALID_REQUEST", "reqCtx must be an object");
   // Every event of the command stores a copy of it: it must read back unchanged too.
   const problem = jsonSafeProblem(reqCtx);
-  if (problem !== undefined) throw new MnemeError("INVALID_REQUEST", `reqCtx is not JSON-safe at ${problem.pointer}: ${problem.message}`, { details: [{ pointer: problem.pointer, message: problem.message }] });
+  if (problem !== undefined)
+    throw new MnemeError("INVALID_REQUEST", `reqCtx is not JSON-safe at ${problem.pointer}: ${problem.message}`, {
+      details: [{ pointer: problem.pointer, message: problem.message }],
+    });
   const v: unknown = reqCtx.targetAggregateVersion;
   if (v !== undefined && (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0)) {
-    throw new MnemeError("INVALID_REQUEST", `reqCtx.targetAggregateVersion must be an integer >= 0, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`);
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `reqCtx.targetAggregateVersion must be an integer >= 0, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`,
+    );
   }
   return reqCtx;
 }
@@ -918,9 +1091,18 @@ function aggregateNotFound(aggregate: AggregateType<any>, aggregateUuid: string)
   return new MnemeError("NOT_FOUND", `${aggregate.domain}.${aggregate.name} ${aggregateUuid} was not found`);
 }
 
-function unknownEvolveKey(aggregate: AggregateType<any>, key: string, owner: string, events: ReadonlyMap<string, EventType> | undefined): MnemeError {
-  const known = events === undefined ? `no domain ${owner} is registered` : `known events of ${owner}: ${[...events.keys()].join(", ") || "none"}`;
-  return new MnemeError("INVALID_DOMAIN", `aggregate ${aggregate.domain}.${aggregate.name}: evolve key ${JSON.stringify(key)} names no event (${known})`);
+function unknownEvolveKey(
+  aggregate: AggregateType<any>,
+  key: string,
+  owner: string,
+  events: ReadonlyMap<string, EventType> | undefined,
+): MnemeError {
+  const known =
+    events === undefined ? `no domain ${owner} is registered` : `known events of ${owner}: ${[...events.keys()].join(", ") || "none"}`;
+  return new MnemeError(
+    "INVALID_DOMAIN",
+    `aggregate ${aggregate.domain}.${aggregate.name}: evolve key ${JSON.stringify(key)} names no event (${known})`,
+  );
 }
 
 function isNewEvent(e: unknown): e is NewEvent {
@@ -939,7 +1121,10 @@ function normaliseHandlerResult(out: unknown, type: CommandType<any, any>): { ev
     }
     if ("events" in o || "result" in o) return { events: (o.events as NewEvent[] | undefined) ?? [], result: o.result };
   }
-  throw new MnemeError("INVALID_EVENTS", `command ${type.domain}.${type.name} returned ${describe(out)}; a handler returns an array of events, nothing, or { events, result }`);
+  throw new MnemeError(
+    "INVALID_EVENTS",
+    `command ${type.domain}.${type.name} returned ${describe(out)}; a handler returns an array of events, nothing, or { events, result }`,
+  );
 }
 
 function describe(v: unknown): string {

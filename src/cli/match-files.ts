@@ -70,7 +70,10 @@ export function globToRegExp(glob: string): RegExp {
       const end = glob.indexOf("]", i + 1);
       if (end === -1) re += "\\[";
       else {
-        const body = glob.slice(i + 1, end).replace(/^!/, "^").replace(/\\/g, "\\\\");
+        const body = glob
+          .slice(i + 1, end)
+          .replace(/^!/, "^")
+          .replace(/\\/g, "\\\\");
         re += `[${body}]`;
         i = end;
       }

@@ -10,21 +10,36 @@ import type { PasswordHash } from "./password.js";
 export const Account = defineDomain("Account", { description: "Accounts: registration, profile, password, login sessions" });
 
 /** Payload of the `Account.AccountRegistered` event. */
-export interface AccountRegistered { email: string; name: string }
+export interface AccountRegistered {
+  email: string;
+  name: string;
+}
 /** Payload of the `Account.AccountEmailChanged` event. */
-export interface AccountEmailChanged { email: string; previousEmail: string }
+export interface AccountEmailChanged {
+  email: string;
+  previousEmail: string;
+}
 /** Payload of the `Account.AccountNameChanged` event. */
-export interface AccountNameChanged { name: string }
+export interface AccountNameChanged {
+  name: string;
+}
 /** The fact only: the hash goes to the account's credential aggregate, so history never shows it. */
 export type AccountPasswordChanged = Record<string, never>;
 /** Payload of the `Account.AccountRemoved` event. */
 export type AccountRemoved = Record<string, never>;
 /** Payload of the `Account.EmailClaimed` event. */
-export interface EmailClaimed { accountUuid: string; email: string }
+export interface EmailClaimed {
+  accountUuid: string;
+  email: string;
+}
 /** Payload of the `Account.EmailReleased` event. */
-export interface EmailReleased { accountUuid: string }
+export interface EmailReleased {
+  accountUuid: string;
+}
 /** Payload of the `Account.CredentialSet` event. */
-export interface CredentialSet extends PasswordHash { accountUuid: string }
+export interface CredentialSet extends PasswordHash {
+  accountUuid: string;
+}
 /** Payload of the `Account.SessionStarted` event. */
 export interface SessionStarted {
   accountUuid: string;
@@ -35,16 +50,22 @@ export interface SessionStarted {
   expiresAt: number;
 }
 /** Payload of the `Account.SessionEnded` event. */
-export interface SessionEnded { reason: "logout" | "password-changed" | "account-removed" }
+export interface SessionEnded {
+  reason: "logout" | "password-changed" | "account-removed";
+}
 
 /** The `Account.AccountRegistered` event token. */
 export const AccountRegistered = Account.event<AccountRegistered>("AccountRegistered", { description: "An account was registered" });
 /** The `Account.AccountEmailChanged` event token. */
 export const AccountEmailChanged = Account.event<AccountEmailChanged>("AccountEmailChanged", { description: "An account's email changed" });
 /** The `Account.AccountNameChanged` event token. */
-export const AccountNameChanged = Account.event<AccountNameChanged>("AccountNameChanged", { description: "An account's display name changed" });
+export const AccountNameChanged = Account.event<AccountNameChanged>("AccountNameChanged", {
+  description: "An account's display name changed",
+});
 /** The `Account.AccountPasswordChanged` event token. */
-export const AccountPasswordChanged = Account.event<AccountPasswordChanged>("AccountPasswordChanged", { description: "An account's password changed (the hash is in CredentialSet)" });
+export const AccountPasswordChanged = Account.event<AccountPasswordChanged>("AccountPasswordChanged", {
+  description: "An account's password changed (the hash is in CredentialSet)",
+});
 /** The `Account.AccountRemoved` event token. */
 export const AccountRemoved = Account.event<AccountRemoved>("AccountRemoved", { description: "An account was removed" });
 /** The `Account.EmailClaimed` event token. */
@@ -52,7 +73,9 @@ export const EmailClaimed = Account.event<EmailClaimed>("EmailClaimed", { descri
 /** The `Account.EmailReleased` event token. */
 export const EmailReleased = Account.event<EmailReleased>("EmailReleased", { description: "An email was released by its account" });
 /** The `Account.CredentialSet` event token. */
-export const CredentialSet = Account.event<CredentialSet>("CredentialSet", { description: "An account's password hash (scrypt, salt, parameters) was set" });
+export const CredentialSet = Account.event<CredentialSet>("CredentialSet", {
+  description: "An account's password hash (scrypt, salt, parameters) was set",
+});
 /** The `Account.SessionStarted` event token. */
 export const SessionStarted = Account.event<SessionStarted>("SessionStarted", { description: "A login started a session" });
 /** The `Account.SessionEnded` event token. */
@@ -81,7 +104,9 @@ export const AccountAggregate = Account.aggregate<AccountModel>("Account", {
 });
 
 /** Who holds an email now ("" when nobody). */
-export interface EmailClaimState { accountUuid: string }
+export interface EmailClaimState {
+  accountUuid: string;
+}
 
 /** The `Account.EmailClaim` aggregate: its state folded from its events. */
 export const EmailClaimAggregate = Account.aggregate<EmailClaimState>("EmailClaim", {
@@ -94,7 +119,9 @@ export const EmailClaimAggregate = Account.aggregate<EmailClaimState>("EmailClai
 });
 
 /** The current password hash of an account (undefined before the first). */
-export interface CredentialState { hash: PasswordHash | undefined }
+export interface CredentialState {
+  hash: PasswordHash | undefined;
+}
 
 /** The `Account.Credential` aggregate: its state folded from its events. */
 export const CredentialAggregate = Account.aggregate<CredentialState>("Credential", {
@@ -124,7 +151,14 @@ export const SessionAggregate = Account.aggregate<SessionModel>("Session", {
   tenancy: "global",
   initialState: () => ({ accountUuid: "", keyHash: "", hashAlgorithm: "", expiresAt: 0, endedAt: 0, endReason: "" }),
   evolve: {
-    SessionStarted: (_s, p: SessionStarted) => ({ accountUuid: p.accountUuid, keyHash: p.keyHash, hashAlgorithm: p.hashAlgorithm, expiresAt: p.expiresAt, endedAt: 0, endReason: "" }),
+    SessionStarted: (_s, p: SessionStarted) => ({
+      accountUuid: p.accountUuid,
+      keyHash: p.keyHash,
+      hashAlgorithm: p.hashAlgorithm,
+      expiresAt: p.expiresAt,
+      endedAt: 0,
+      endReason: "",
+    }),
     SessionEnded: (s, p: SessionEnded, e) => (s.endedAt !== 0 ? s : { ...s, endedAt: e.createdAt, endReason: p.reason }),
   },
 });

@@ -12,15 +12,33 @@ import type { NewEvent } from "../model/types.js";
 import { anonymous } from "../model/permission.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import {
-  Account, AccountAggregate, type AccountModel, AccountEmailChanged, AccountNameChanged, AccountPasswordChanged, AccountRegistered,
-  AccountRemoved, CredentialAggregate, CredentialSet, EmailClaimAggregate, EmailClaimed, EmailReleased, SessionEnded,
+  Account,
+  AccountAggregate,
+  type AccountModel,
+  AccountEmailChanged,
+  AccountNameChanged,
+  AccountPasswordChanged,
+  AccountRegistered,
+  AccountRemoved,
+  CredentialAggregate,
+  CredentialSet,
+  EmailClaimAggregate,
+  EmailClaimed,
+  EmailReleased,
+  SessionEnded,
 } from "./account-domain.js";
 import type { AuthIndex } from "./auth-index.js";
 import { credentialUuidOf, emailClaimUuidOf, normalizeEmail } from "./ids.js";
 import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
 import { checkPasswordPolicy, hashPassword, verifyPassword } from "./password.js";
 import {
-  accountNameSchema, emailSchema, includeHistorySchema, objectSchema, pageProperties, passwordSchema, uuidSchema,
+  accountNameSchema,
+  emailSchema,
+  includeHistorySchema,
+  objectSchema,
+  pageProperties,
+  passwordSchema,
+  uuidSchema,
 } from "./payload-schemas.js";
 import { accountOwnerOrSystemAdministrator, systemAdministrator } from "./permission-functions.js";
 import { found, listOptions } from "./query-helpers.js";
@@ -31,21 +49,47 @@ import type { SessionProjection } from "./session.js";
 export { Account, AccountAggregate, type AccountModel } from "./account-domain.js";
 
 /** Payload of the `Account.RegisterAccount` command. */
-export interface RegisterAccount { email: string; password: string; name?: string }
+export interface RegisterAccount {
+  email: string;
+  password: string;
+  name?: string;
+}
 /** Payload of the `Account.ChangeAccountEmail` command. */
-export interface ChangeAccountEmail { accountUuid: string; email: string }
+export interface ChangeAccountEmail {
+  accountUuid: string;
+  email: string;
+}
 /** Payload of the `Account.ChangeAccountName` command. */
-export interface ChangeAccountName { accountUuid: string; name: string }
+export interface ChangeAccountName {
+  accountUuid: string;
+  name: string;
+}
 /** `currentPassword` is required when an account changes its own password. */
-export interface SetAccountPassword { accountUuid: string; password: string; currentPassword?: string }
+export interface SetAccountPassword {
+  accountUuid: string;
+  password: string;
+  currentPassword?: string;
+}
 /** Payload of the `Account.RemoveAccount` command. */
-export interface RemoveAccount { accountUuid: string }
+export interface RemoveAccount {
+  accountUuid: string;
+}
 /** Payload of the `Account.GetAccount` query. */
-export interface GetAccount { accountUuid: string; includeHistory?: boolean }
+export interface GetAccount {
+  accountUuid: string;
+  includeHistory?: boolean;
+}
 /** Payload of the `Account.ListAccounts` query. */
-export interface ListAccounts { page?: number; pageSize?: number; includeHistory?: boolean }
+export interface ListAccounts {
+  page?: number;
+  pageSize?: number;
+  includeHistory?: boolean;
+}
 /** Payload of the `Account.GetAccountByEmail` query. */
-export interface GetAccountByEmail { email: string; includeHistory?: boolean }
+export interface GetAccountByEmail {
+  email: string;
+  includeHistory?: boolean;
+}
 
 const ownerOrAdmin = "(the account itself, or system administrators)";
 /** The `Account.RegisterAccount` command token. */
@@ -72,7 +116,10 @@ export const SetAccountPassword = Account.command<SetAccountPassword>("SetAccoun
   description: `Set an account's password; the account itself gives its current one; other sessions end ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
   secretFields: ["password", "currentPassword"],
-  schema: objectSchema({ accountUuid: uuidSchema, password: passwordSchema, currentPassword: { type: "string", maxLength: 1024 } }, ["accountUuid", "password"]),
+  schema: objectSchema({ accountUuid: uuidSchema, password: passwordSchema, currentPassword: { type: "string", maxLength: 1024 } }, [
+    "accountUuid",
+    "password",
+  ]),
 });
 /** The `Account.RemoveAccount` command token. */
 export const RemoveAccount = Account.command<RemoveAccount>("RemoveAccount", {
@@ -115,7 +162,13 @@ async function loadLiveAccount(ctx: CommandContext, accountUuid: string) {
 }
 
 /** SessionEnded for the account's open, unexpired sessions except `keep`. */
-async function endSessions(ctx: CommandContext, state: DefaultsSettings, accountUuid: string, reason: SessionEnded["reason"], keep?: string): Promise<NewEvent[]> {
+async function endSessions(
+  ctx: CommandContext,
+  state: DefaultsSettings,
+  accountUuid: string,
+  reason: SessionEnded["reason"],
+  keep?: string,
+): Promise<NewEvent[]> {
   const refs = await ctx.readmodel<AuthIndex>(READMODELS.authIndex).sessionsOf(accountUuid);
   const sessions = ctx.readmodel<SessionProjection>(READMODELS.session);
   const now = state.clock();
@@ -156,7 +209,10 @@ export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
     if (email === account.state.email) return [];
     const newClaimUuid = emailClaimUuidOf(email);
     const oldClaimUuid = emailClaimUuidOf(account.state.email);
-    const [newClaim] = await Promise.all([ctx.aggregates.load(EmailClaimAggregate, newClaimUuid), ctx.aggregates.load(EmailClaimAggregate, oldClaimUuid)]);
+    const [newClaim] = await Promise.all([
+      ctx.aggregates.load(EmailClaimAggregate, newClaimUuid),
+      ctx.aggregates.load(EmailClaimAggregate, oldClaimUuid),
+    ]);
     if (newClaim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
     return [
       EmailReleased.create(oldClaimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
@@ -199,7 +255,8 @@ export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
   });
 
   d.handleCommand(RemoveAccount, async (ctx, _cmd, p) => {
-    if (p.accountUuid === s.adminAccountUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's account cannot be removed");
+    if (p.accountUuid === s.adminAccountUuid)
+      throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's account cannot be removed");
     const account = await loadLiveAccount(ctx, p.accountUuid);
     const claimUuid = emailClaimUuidOf(account.state.email);
     await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
@@ -211,13 +268,22 @@ export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
   });
 
   d.handleQuery(GetAccount, async (ctx, _q, p) =>
-    found(await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(p.accountUuid, { includeHistory: p.includeHistory === true }), `account ${p.accountUuid}`));
+    found(
+      await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(p.accountUuid, { includeHistory: p.includeHistory === true }),
+      `account ${p.accountUuid}`,
+    ),
+  );
 
   d.handleQuery(ListAccounts, (ctx, _q, p) => ctx.readmodel<AccountProjection>(READMODELS.account).getModelList(listOptions(p)));
 
   d.handleQuery(GetAccountByEmail, async (ctx, _q, p) => {
     const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(normalizeEmail(p.email)));
     if (claim.state.accountUuid === "") throw new MnemeError("NOT_FOUND", "no account has this email");
-    return found(await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(claim.state.accountUuid, { includeHistory: p.includeHistory === true }), "the account of this email");
+    return found(
+      await ctx
+        .readmodel<AccountProjection>(READMODELS.account)
+        .getModel(claim.state.accountUuid, { includeHistory: p.includeHistory === true }),
+      "the account of this email",
+    );
   });
 }

@@ -11,9 +11,16 @@ import { IdentityCreated, IdentityRemoved } from "./identity-domain.js";
 import { READMODELS } from "./readmodel-names.js";
 
 /** One live identity of an account. */
-export interface IdentityRef { identityUuid: string; accountUuid: string; tenantUuid: string }
+export interface IdentityRef {
+  identityUuid: string;
+  accountUuid: string;
+  tenantUuid: string;
+}
 /** One open session of an account. */
-export interface SessionRef { sessionUuid: string; accountUuid: string }
+export interface SessionRef {
+  sessionUuid: string;
+  accountUuid: string;
+}
 
 const PAGE = 1000;
 
@@ -29,11 +36,14 @@ export class AuthIndex extends BaseReadmodel {
     this.#identities = this.collection<IdentityRef>("identities");
     this.#sessions = this.collection<SessionRef>("sessions");
     this.addDomainEventHandler(IdentityCreated, (_ctx, e, p) =>
-      this.#identities.put(e.aggregateUuid, { identityUuid: e.aggregateUuid, accountUuid: p.accountUuid, tenantUuid: p.tenantUuid }));
+      this.#identities.put(e.aggregateUuid, { identityUuid: e.aggregateUuid, accountUuid: p.accountUuid, tenantUuid: p.tenantUuid }),
+    );
     this.addDomainEventHandler(IdentityRemoved, async (_ctx, e) => {
       await this.#identities.delete(e.aggregateUuid);
     });
-    this.addDomainEventHandler(SessionStarted, (_ctx, e, p) => this.#sessions.put(e.aggregateUuid, { sessionUuid: e.aggregateUuid, accountUuid: p.accountUuid }));
+    this.addDomainEventHandler(SessionStarted, (_ctx, e, p) =>
+      this.#sessions.put(e.aggregateUuid, { sessionUuid: e.aggregateUuid, accountUuid: p.accountUuid }),
+    );
     this.addDomainEventHandler(SessionEnded, async (_ctx, e) => {
       await this.#sessions.delete(e.aggregateUuid);
     });

@@ -35,10 +35,16 @@ export function createDefaultAuthorizer(facade: Facade, next?: Authorizer): Auth
     if (sender instanceof Error) return sender;
     const name = permissionName(permission);
     if (reqCtx.targetTenantUuid !== undefined && reqCtx.targetTenantUuid !== sender.tenantUuid && !sender.systemAdmin) {
-      return new MnemeError("PERMISSION_DENIED", `${name}: the sender may act only within its own tenant, not on tenant ${reqCtx.targetTenantUuid}`);
+      return new MnemeError(
+        "PERMISSION_DENIED",
+        `${name}: the sender may act only within its own tenant, not on tenant ${reqCtx.targetTenantUuid}`,
+      );
     }
     if (permission.level === undefined && sender.tenantUuid !== systemTenantUuid) {
-      return new MnemeError("PERMISSION_DENIED", `${name} is for system administrators: it is granted only to identities of the system tenant`);
+      return new MnemeError(
+        "PERMISSION_DENIED",
+        `${name} is for system administrators: it is granted only to identities of the system tenant`,
+      );
     }
     if (!grantsCover(sender.grants, name)) {
       return new MnemeError("PERMISSION_DENIED", `${name} is not granted to identity ${sender.identityUuid} by any of its groups`);

@@ -14,9 +14,7 @@ import { newPermissionCmdFunc } from "../model/permission.js";
 import type { CommandContext } from "../model/context.js";
 import type { CommandHandlerResult } from "../model/domain.js";
 import type { RequestContext } from "../model/types.js";
-import {
-  AccountAggregate, AccountRegistered, CredentialSet, EmailClaimAggregate, EmailClaimed,
-} from "./account-domain.js";
+import { AccountAggregate, AccountRegistered, CredentialSet, EmailClaimAggregate, EmailClaimed } from "./account-domain.js";
 import { GroupAggregate, GroupCreated } from "./group.js";
 import { credentialUuidOf, emailClaimUuidOf } from "./ids.js";
 import { IdentityAggregate, IdentityCreated, IdentityGroupAssigned } from "./identity.js";
@@ -30,7 +28,12 @@ import { Tenant, TenantAggregate, TenantCreated } from "./tenant.js";
 export const SYSTEM_ADMIN_GROUP_NAME = "system-admin";
 
 /** Payload of the `Tenant.BootstrapSystemTenant` command. */
-export interface BootstrapSystemTenant { email: string; password: string; name: string; tenantName: string }
+export interface BootstrapSystemTenant {
+  email: string;
+  password: string;
+  name: string;
+  tenantName: string;
+}
 
 /**
  * Internal: dispatched by the bootstrap only. The definition refuses every
@@ -41,7 +44,12 @@ export const BootstrapSystemTenant = Tenant.command<BootstrapSystemTenant, { cre
   description: "Create the system tenant, the system-admin group and the admin account and identity (runs inside facade.start() only)",
   permission: trustedContextsOnly(new WeakSet()),
   secretFields: ["password"],
-  schema: objectSchema({ email: emailSchema, password: passwordSchema, name: accountNameSchema, tenantName: nameSchema }, ["email", "password", "name", "tenantName"]),
+  schema: objectSchema({ email: emailSchema, password: passwordSchema, name: accountNameSchema, tenantName: nameSchema }, [
+    "email",
+    "password",
+    "name",
+    "tenantName",
+  ]),
 });
 
 /** One facade's bootstrap: the install step of its command, and the start hook that dispatches it. */
@@ -60,7 +68,9 @@ export function createBootstrap(s: DefaultsSettings, adminCredentials: AdminCred
   let admin: AdminCredentials | undefined = adminCredentials;
   return {
     install(d) {
-      d.registerPermission(newPermissionCmdFunc("Tenant", BootstrapSystemTenant.name, trustedContextsOnly(trusted), BootstrapSystemTenant.description));
+      d.registerPermission(
+        newPermissionCmdFunc("Tenant", BootstrapSystemTenant.name, trustedContextsOnly(trusted), BootstrapSystemTenant.description),
+      );
       d.handleCommand(BootstrapSystemTenant, (ctx, _cmd, p) => bootstrapEvents(ctx, s, p));
     },
     async run(facade) {
@@ -68,12 +78,18 @@ export function createBootstrap(s: DefaultsSettings, adminCredentials: AdminCred
         if (admin === undefined) throw new MnemeError("INVALID_STATE", "the bootstrap ran already on this facade");
         // The events of the bootstrap carry the admin as sender, so their history shows who they are.
         const reqCtx: RequestContext = {
-          senderAccountUuid: s.adminAccountUuid, senderIdentityUuid: s.adminIdentityUuid, senderTenantUuid: s.systemTenantUuid,
+          senderAccountUuid: s.adminAccountUuid,
+          senderIdentityUuid: s.adminIdentityUuid,
+          senderTenantUuid: s.systemTenantUuid,
           attributes: { bootstrap: true },
         };
         trusted.add(reqCtx);
         try {
-          await facade.dispatch(BootstrapSystemTenant, { email: admin.email, password: admin.password, name: admin.name, tenantName: s.systemTenantName }, { reqCtx, waitToFinish: true });
+          await facade.dispatch(
+            BootstrapSystemTenant,
+            { email: admin.email, password: admin.password, name: admin.name, tenantName: s.systemTenantName },
+            { reqCtx, waitToFinish: true },
+          );
         } catch (e) {
           if (!isMnemeError(e, "CONFLICT") || (await facade.loadAggregate(TenantAggregate, s.systemTenantUuid)).version === 0) throw e;
         } finally {
@@ -87,7 +103,11 @@ export function createBootstrap(s: DefaultsSettings, adminCredentials: AdminCred
 }
 
 /** The events of the bootstrap, or nothing when the system tenant exists. */
-async function bootstrapEvents(ctx: CommandContext, s: DefaultsSettings, p: BootstrapSystemTenant): Promise<CommandHandlerResult<{ created: boolean }>> {
+async function bootstrapEvents(
+  ctx: CommandContext,
+  s: DefaultsSettings,
+  p: BootstrapSystemTenant,
+): Promise<CommandHandlerResult<{ created: boolean }>> {
   const tenant = await ctx.aggregates.load(TenantAggregate, s.systemTenantUuid);
   if (tenant.version > 0) return { result: { created: false } };
   const claimUuid = emailClaimUuidOf(p.email);
@@ -109,7 +129,11 @@ async function bootstrapEvents(ctx: CommandContext, s: DefaultsSettings, p: Boot
       EmailClaimed.create(claimUuid, { accountUuid: s.adminAccountUuid, email: p.email }, none),
       AccountRegistered.create(s.adminAccountUuid, { email: p.email, name: p.name }, none),
       CredentialSet.create(credentialUuidOf(s.adminAccountUuid), { accountUuid: s.adminAccountUuid, ...hash }, none),
-      GroupCreated.create(s.systemAdminGroupUuid, { tenantUuid: s.systemTenantUuid, name: SYSTEM_ADMIN_GROUP_NAME, permissions: ["*"] }, sys),
+      GroupCreated.create(
+        s.systemAdminGroupUuid,
+        { tenantUuid: s.systemTenantUuid, name: SYSTEM_ADMIN_GROUP_NAME, permissions: ["*"] },
+        sys,
+      ),
       IdentityCreated.create(s.adminIdentityUuid, { accountUuid: s.adminAccountUuid, tenantUuid: s.systemTenantUuid }, sys),
       IdentityGroupAssigned.create(s.adminIdentityUuid, { groupUuid: s.systemAdminGroupUuid }, sys),
     ],

@@ -6,13 +6,23 @@
 import { defineDomain } from "../model/domain.js";
 
 /** Payload of the `Group.GroupCreated` event. */
-export interface GroupCreated { tenantUuid: string; name: string; permissions: string[] }
+export interface GroupCreated {
+  tenantUuid: string;
+  name: string;
+  permissions: string[];
+}
 /** Payload of the `Group.GroupRenamed` event. */
-export interface GroupRenamed { name: string }
+export interface GroupRenamed {
+  name: string;
+}
 /** Payload of the `Group.GroupPermissionAdded` event. */
-export interface GroupPermissionAdded { permission: string }
+export interface GroupPermissionAdded {
+  permission: string;
+}
 /** Payload of the `Group.GroupPermissionRemoved` event. */
-export interface GroupPermissionRemoved { permission: string }
+export interface GroupPermissionRemoved {
+  permission: string;
+}
 /** Payload of the `Group.GroupRemoved` event. */
 export type GroupRemoved = Record<string, never>;
 
@@ -33,9 +43,13 @@ export const GroupCreated = Group.event<GroupCreated>("GroupCreated", { descript
 /** The `Group.GroupRenamed` event token. */
 export const GroupRenamed = Group.event<GroupRenamed>("GroupRenamed", { description: "A group was renamed" });
 /** The `Group.GroupPermissionAdded` event token. */
-export const GroupPermissionAdded = Group.event<GroupPermissionAdded>("GroupPermissionAdded", { description: "A permission was added to a group" });
+export const GroupPermissionAdded = Group.event<GroupPermissionAdded>("GroupPermissionAdded", {
+  description: "A permission was added to a group",
+});
 /** The `Group.GroupPermissionRemoved` event token. */
-export const GroupPermissionRemoved = Group.event<GroupPermissionRemoved>("GroupPermissionRemoved", { description: "A permission was removed from a group" });
+export const GroupPermissionRemoved = Group.event<GroupPermissionRemoved>("GroupPermissionRemoved", {
+  description: "A permission was removed from a group",
+});
 /** The `Group.GroupRemoved` event token. */
 export const GroupRemoved = Group.event<GroupRemoved>("GroupRemoved", { description: "A group was removed" });
 
@@ -47,7 +61,8 @@ export const GroupAggregate = Group.aggregate<GroupModel>("Group", {
   evolve: {
     GroupCreated: (_s, p: GroupCreated) => ({ tenantUuid: p.tenantUuid, name: p.name, permissions: [...p.permissions], removed: false }),
     GroupRenamed: (s, p: GroupRenamed) => ({ ...s, name: p.name }),
-    GroupPermissionAdded: (s, p: GroupPermissionAdded) => (s.permissions.includes(p.permission) ? s : { ...s, permissions: [...s.permissions, p.permission] }),
+    GroupPermissionAdded: (s, p: GroupPermissionAdded) =>
+      s.permissions.includes(p.permission) ? s : { ...s, permissions: [...s.permissions, p.permission] },
     GroupPermissionRemoved: (s, p: GroupPermissionRemoved) => ({ ...s, permissions: s.permissions.filter((x) => x !== p.permission) }),
     GroupRemoved: (s) => ({ ...s, removed: true }),
   },

@@ -11,40 +11,93 @@ import type { Facade } from "../app/facade.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
 import { ProjectionReadmodel, type ProjectionList, type ProjectionModel } from "../readmodel/projection-readmodel.js";
 import {
-  cleanName, includeHistorySchema, nameSchema, objectSchema, pageProperties, permissionNameSchema, uuidSchema,
+  cleanName,
+  includeHistorySchema,
+  nameSchema,
+  objectSchema,
+  pageProperties,
+  permissionNameSchema,
+  uuidSchema,
 } from "./payload-schemas.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
 import type { DefaultsSettings } from "./settings.js";
 import { assertHolds, assertSeesObject, assertTenantAccess, scopeTenantOf } from "./sender.js";
 import { TenantAggregate } from "./tenant-domain.js";
-import { GroupCreated, GroupRenamed, GroupPermissionAdded, GroupPermissionRemoved, GroupRemoved, type GroupModel, Group, GroupAggregate } from "./group-domain.js";
+import {
+  GroupCreated,
+  GroupRenamed,
+  GroupPermissionAdded,
+  GroupPermissionRemoved,
+  GroupRemoved,
+  type GroupModel,
+  Group,
+  GroupAggregate,
+} from "./group-domain.js";
 
-export { GroupCreated, GroupRenamed, GroupPermissionAdded, GroupPermissionRemoved, GroupRemoved, type GroupModel, Group, GroupAggregate } from "./group-domain.js";
+export {
+  GroupCreated,
+  GroupRenamed,
+  GroupPermissionAdded,
+  GroupPermissionRemoved,
+  GroupRemoved,
+  type GroupModel,
+  Group,
+  GroupAggregate,
+} from "./group-domain.js";
 
 /** Payload of the `Group.CreateGroup` command. */
-export interface CreateGroup { groupUuid?: string; tenantUuid?: string; name: string; permissions?: string[] }
+export interface CreateGroup {
+  groupUuid?: string;
+  tenantUuid?: string;
+  name: string;
+  permissions?: string[];
+}
 /** Payload of the `Group.RenameGroup` command. */
-export interface RenameGroup { groupUuid: string; name: string }
+export interface RenameGroup {
+  groupUuid: string;
+  name: string;
+}
 /** Payload of the `Group.AddGroupPermission` command. */
-export interface AddGroupPermission { groupUuid: string; permission: string }
+export interface AddGroupPermission {
+  groupUuid: string;
+  permission: string;
+}
 /** Payload of the `Group.RemoveGroupPermission` command. */
-export interface RemoveGroupPermission { groupUuid: string; permission: string }
+export interface RemoveGroupPermission {
+  groupUuid: string;
+  permission: string;
+}
 /** Payload of the `Group.RemoveGroup` command. */
-export interface RemoveGroup { groupUuid: string }
+export interface RemoveGroup {
+  groupUuid: string;
+}
 /** Payload of the `Group.GetGroup` query. */
-export interface GetGroup { groupUuid: string; includeHistory?: boolean }
+export interface GetGroup {
+  groupUuid: string;
+  includeHistory?: boolean;
+}
 /** Payload of the `Group.ListGroups` query. */
-export interface ListGroups { tenantUuid?: string; page?: number; pageSize?: number; includeHistory?: boolean }
+export interface ListGroups {
+  tenantUuid?: string;
+  page?: number;
+  pageSize?: number;
+  includeHistory?: boolean;
+}
 
 const tenantScoped = "(members of the group's tenant with the grant, or system administrators)";
 /** The `Group.CreateGroup` command token. */
 export const CreateGroup = Group.command<CreateGroup, { groupUuid: string }>("CreateGroup", {
   description: `Create a group in a tenant ${tenantScoped}`,
-  schema: objectSchema({
-    groupUuid: uuidSchema, tenantUuid: uuidSchema, name: nameSchema,
-    permissions: { type: "array", items: permissionNameSchema, maxItems: 1000, uniqueItems: true },
-  }, ["name"]),
+  schema: objectSchema(
+    {
+      groupUuid: uuidSchema,
+      tenantUuid: uuidSchema,
+      name: nameSchema,
+      permissions: { type: "array", items: permissionNameSchema, maxItems: 1000, uniqueItems: true },
+    },
+    ["name"],
+  ),
 });
 /** The `Group.RenameGroup` command token. */
 export const RenameGroup = Group.command<RenameGroup>("RenameGroup", {
@@ -95,9 +148,13 @@ export function checkPermissionName(facade: FacadeHandle, permission: string): v
   const type = dot > 0 ? permission.slice(dot + 1) : "";
   const known = type === "*" ? facade.permissions.list({ domain }).length > 0 : domain !== "" && facade.permissions.has(domain, type);
   if (!known) {
-    throw new MnemeError("VALIDATION_FAILED", `permission ${JSON.stringify(permission)} is not registered (use "Domain.Type", "Domain.*" or "*")`, {
-      details: [{ pointer: "/permission", message: "is not a registered permission" }],
-    });
+    throw new MnemeError(
+      "VALIDATION_FAILED",
+      `permission ${JSON.stringify(permission)} is not registered (use "Domain.Type", "Domain.*" or "*")`,
+      {
+        details: [{ pointer: "/permission", message: "is not a registered permission" }],
+      },
+    );
   }
 }
 
@@ -121,7 +178,10 @@ export function installGroup(d: DomainInstaller, s: DefaultsSettings): void {
     const permissions = [...new Set(p.permissions ?? [])];
     for (const perm of permissions) checkPermissionName(ctx.facade, perm);
     await assertHolds(ctx.facade, ctx.reqCtx, permissions, "creating a group with these permissions");
-    return { events: [GroupCreated.create(groupUuid, { tenantUuid, name: cleanName(p.name), permissions }, { tenantUuid })], result: { groupUuid } };
+    return {
+      events: [GroupCreated.create(groupUuid, { tenantUuid, name: cleanName(p.name), permissions }, { tenantUuid })],
+      result: { groupUuid },
+    };
   });
 
   d.handleCommand(RenameGroup, async (ctx, _cmd, p) => {
@@ -163,7 +223,9 @@ export function installGroup(d: DomainInstaller, s: DefaultsSettings): void {
     const model = found(await projection.getModel(p.groupUuid), `group ${p.groupUuid}`);
     await assertSeesObject(ctx.facade, ctx.reqCtx, model.model.tenantUuid, `group ${p.groupUuid}`);
     // History is read only once access is settled.
-    return p.includeHistory === true ? found(await projection.getModel(p.groupUuid, { includeHistory: true }), `group ${p.groupUuid}`) : model;
+    return p.includeHistory === true
+      ? found(await projection.getModel(p.groupUuid, { includeHistory: true }), `group ${p.groupUuid}`)
+      : model;
   });
 
   d.handleQuery(ListGroups, async (ctx, _q, p) => {

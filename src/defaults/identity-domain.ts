@@ -6,13 +6,20 @@
 import { defineDomain } from "../model/domain.js";
 
 /** Payload of the `Identity.IdentityCreated` event. */
-export interface IdentityCreated { accountUuid: string; tenantUuid: string }
+export interface IdentityCreated {
+  accountUuid: string;
+  tenantUuid: string;
+}
 /** Payload of the `Identity.IdentityRemoved` event. */
 export type IdentityRemoved = Record<string, never>;
 /** Payload of the `Identity.IdentityGroupAssigned` event. */
-export interface IdentityGroupAssigned { groupUuid: string }
+export interface IdentityGroupAssigned {
+  groupUuid: string;
+}
 /** Payload of the `Identity.IdentityGroupUnassigned` event. */
-export interface IdentityGroupUnassigned { groupUuid: string }
+export interface IdentityGroupUnassigned {
+  groupUuid: string;
+}
 
 /** An identity as served. */
 export interface IdentityModel {
@@ -23,19 +30,31 @@ export interface IdentityModel {
 }
 
 /** An entry of ListAccountIdentities (and of Login's result). */
-export interface AccountIdentity { identityUuid: string; tenantUuid: string; tenantName: string }
+export interface AccountIdentity {
+  identityUuid: string;
+  tenantUuid: string;
+  tenantName: string;
+}
 
 /** Identities: memberships of accounts in tenants. */
 export const Identity = defineDomain("Identity", { description: "Identities: an account's membership of a tenant, with its groups" });
 
 /** The `Identity.IdentityCreated` event token. */
-export const IdentityCreated = Identity.event<IdentityCreated>("IdentityCreated", { description: "An account became a member of a tenant" });
+export const IdentityCreated = Identity.event<IdentityCreated>("IdentityCreated", {
+  description: "An account became a member of a tenant",
+});
 /** The `Identity.IdentityRemoved` event token. */
-export const IdentityRemoved = Identity.event<IdentityRemoved>("IdentityRemoved", { description: "An account's membership of a tenant ended" });
+export const IdentityRemoved = Identity.event<IdentityRemoved>("IdentityRemoved", {
+  description: "An account's membership of a tenant ended",
+});
 /** The `Identity.IdentityGroupAssigned` event token. */
-export const IdentityGroupAssigned = Identity.event<IdentityGroupAssigned>("IdentityGroupAssigned", { description: "An identity was given a group" });
+export const IdentityGroupAssigned = Identity.event<IdentityGroupAssigned>("IdentityGroupAssigned", {
+  description: "An identity was given a group",
+});
 /** The `Identity.IdentityGroupUnassigned` event token. */
-export const IdentityGroupUnassigned = Identity.event<IdentityGroupUnassigned>("IdentityGroupUnassigned", { description: "A group was taken from an identity" });
+export const IdentityGroupUnassigned = Identity.event<IdentityGroupUnassigned>("IdentityGroupUnassigned", {
+  description: "A group was taken from an identity",
+});
 
 /** The `Identity.Identity` aggregate: its state folded from its events. */
 export const IdentityAggregate = Identity.aggregate<IdentityModel>("Identity", {
@@ -46,7 +65,8 @@ export const IdentityAggregate = Identity.aggregate<IdentityModel>("Identity", {
     // A membership created again after its removal starts without groups.
     IdentityCreated: (_s, p: IdentityCreated) => ({ accountUuid: p.accountUuid, tenantUuid: p.tenantUuid, groupUuids: [], removed: false }),
     IdentityRemoved: (s) => ({ ...s, groupUuids: [], removed: true }),
-    IdentityGroupAssigned: (s, p: IdentityGroupAssigned) => (s.groupUuids.includes(p.groupUuid) ? s : { ...s, groupUuids: [...s.groupUuids, p.groupUuid] }),
+    IdentityGroupAssigned: (s, p: IdentityGroupAssigned) =>
+      s.groupUuids.includes(p.groupUuid) ? s : { ...s, groupUuids: [...s.groupUuids, p.groupUuid] },
     IdentityGroupUnassigned: (s, p: IdentityGroupUnassigned) => ({ ...s, groupUuids: s.groupUuids.filter((g) => g !== p.groupUuid) }),
   },
 });

@@ -21,24 +21,63 @@ import type { DefaultsSettings } from "./settings.js";
 import { assertHolds, assertSeesObject, assertTenantAccess, scopeTenantOf } from "./sender.js";
 import { TenantAggregate } from "./tenant-domain.js";
 import type { TenantProjection } from "./tenant.js";
-import { IdentityCreated, IdentityRemoved, IdentityGroupAssigned, IdentityGroupUnassigned, type IdentityModel, type AccountIdentity, Identity, IdentityAggregate } from "./identity-domain.js";
+import {
+  IdentityCreated,
+  IdentityRemoved,
+  IdentityGroupAssigned,
+  IdentityGroupUnassigned,
+  type IdentityModel,
+  type AccountIdentity,
+  Identity,
+  IdentityAggregate,
+} from "./identity-domain.js";
 
-export { IdentityCreated, IdentityRemoved, IdentityGroupAssigned, IdentityGroupUnassigned, type IdentityModel, type AccountIdentity, Identity, IdentityAggregate } from "./identity-domain.js";
+export {
+  IdentityCreated,
+  IdentityRemoved,
+  IdentityGroupAssigned,
+  IdentityGroupUnassigned,
+  type IdentityModel,
+  type AccountIdentity,
+  Identity,
+  IdentityAggregate,
+} from "./identity-domain.js";
 
 /** Payload of the `Identity.CreateIdentity` command. */
-export interface CreateIdentity { accountUuid: string; tenantUuid?: string }
+export interface CreateIdentity {
+  accountUuid: string;
+  tenantUuid?: string;
+}
 /** Payload of the `Identity.RemoveIdentity` command. */
-export interface RemoveIdentity { identityUuid: string }
+export interface RemoveIdentity {
+  identityUuid: string;
+}
 /** Payload of the `Identity.AssignGroup` command. */
-export interface AssignGroup { identityUuid: string; groupUuid: string }
+export interface AssignGroup {
+  identityUuid: string;
+  groupUuid: string;
+}
 /** Payload of the `Identity.UnassignGroup` command. */
-export interface UnassignGroup { identityUuid: string; groupUuid: string }
+export interface UnassignGroup {
+  identityUuid: string;
+  groupUuid: string;
+}
 /** Payload of the `Identity.GetIdentity` query. */
-export interface GetIdentity { identityUuid: string; includeHistory?: boolean }
+export interface GetIdentity {
+  identityUuid: string;
+  includeHistory?: boolean;
+}
 /** Payload of the `Identity.ListIdentities` query. */
-export interface ListIdentities { tenantUuid?: string; page?: number; pageSize?: number; includeHistory?: boolean }
+export interface ListIdentities {
+  tenantUuid?: string;
+  page?: number;
+  pageSize?: number;
+  includeHistory?: boolean;
+}
 /** Payload of the `Identity.ListAccountIdentities` query. */
-export interface ListAccountIdentities { accountUuid: string }
+export interface ListAccountIdentities {
+  accountUuid: string;
+}
 
 const tenantScoped = "(members of the tenant with the grant, or system administrators)";
 /** The `Identity.CreateIdentity` command token. */
@@ -111,17 +150,25 @@ export function installIdentity(d: DomainInstaller, s: DefaultsSettings): void {
     await assertTenantAccess(ctx.facade, ctx.reqCtx, tenantUuid);
     const identityUuid = identityUuidOf(tenantUuid, p.accountUuid);
     const identity = await ctx.aggregates.load(IdentityAggregate, identityUuid);
-    if (identity.version > 0 && !identity.state.removed) throw new MnemeError("CONFLICT", `account ${p.accountUuid} is a member of tenant ${tenantUuid} already`);
-    const [account, tenant] = await Promise.all([ctx.aggregates.load(AccountAggregate, p.accountUuid), ctx.aggregates.load(TenantAggregate, tenantUuid)]);
+    if (identity.version > 0 && !identity.state.removed)
+      throw new MnemeError("CONFLICT", `account ${p.accountUuid} is a member of tenant ${tenantUuid} already`);
+    const [account, tenant] = await Promise.all([
+      ctx.aggregates.load(AccountAggregate, p.accountUuid),
+      ctx.aggregates.load(TenantAggregate, tenantUuid),
+    ]);
     if (account.version === 0 || account.state.removed) throw new MnemeError("NOT_FOUND", `account ${p.accountUuid} does not exist`);
     if (tenant.version === 0 || tenant.state.removed) throw new MnemeError("NOT_FOUND", `tenant ${tenantUuid} does not exist`);
-    return { events: [IdentityCreated.create(identityUuid, { accountUuid: p.accountUuid, tenantUuid }, { tenantUuid })], result: { identityUuid } };
+    return {
+      events: [IdentityCreated.create(identityUuid, { accountUuid: p.accountUuid, tenantUuid }, { tenantUuid })],
+      result: { identityUuid },
+    };
   });
 
   d.handleCommand(RemoveIdentity, async (ctx, _cmd, p) => {
     const identity = await loadLiveIdentity(ctx.aggregates, p.identityUuid);
     await assertSeesObject(ctx.facade, ctx.reqCtx, identity.state.tenantUuid, `identity ${p.identityUuid}`);
-    if (p.identityUuid === s.adminIdentityUuid) throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's identity cannot be removed");
+    if (p.identityUuid === s.adminIdentityUuid)
+      throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's identity cannot be removed");
     return [IdentityRemoved.create(p.identityUuid, {}, { tenantUuid: identity.state.tenantUuid })];
   });
 
@@ -150,7 +197,9 @@ export function installIdentity(d: DomainInstaller, s: DefaultsSettings): void {
     const projection = ctx.readmodel<IdentityProjection>(READMODELS.identity);
     const model = found(await projection.getModel(p.identityUuid), `identity ${p.identityUuid}`);
     await assertSeesObject(ctx.facade, ctx.reqCtx, model.model.tenantUuid, `identity ${p.identityUuid}`);
-    return p.includeHistory === true ? found(await projection.getModel(p.identityUuid, { includeHistory: true }), `identity ${p.identityUuid}`) : model;
+    return p.includeHistory === true
+      ? found(await projection.getModel(p.identityUuid, { includeHistory: true }), `identity ${p.identityUuid}`)
+      : model;
   });
 
   d.handleQuery(ListIdentities, async (ctx, _q, p) => {

@@ -19,10 +19,13 @@ const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
 /** Emails compare trimmed and lower-cased: `Ann@Example.org ` and `ann@example.org` are one account. */
 export function normalizeEmail(email: unknown): string {
-  if (typeof email !== "string") throw new MnemeError("VALIDATION_FAILED", "email must be a string", { details: [{ pointer: "/email", message: "must be a string" }] });
+  if (typeof email !== "string")
+    throw new MnemeError("VALIDATION_FAILED", "email must be a string", { details: [{ pointer: "/email", message: "must be a string" }] });
   const e = email.trim().toLowerCase();
   if (e.length > 254 || !EMAIL.test(e)) {
-    throw new MnemeError("VALIDATION_FAILED", "email must be an email address of at most 254 characters", { details: [{ pointer: "/email", message: "must be an email address" }] });
+    throw new MnemeError("VALIDATION_FAILED", "email must be an email address of at most 254 characters", {
+      details: [{ pointer: "/email", message: "must be an email address" }],
+    });
   }
   return e;
 }

@@ -47,11 +47,14 @@ export async function noteLoginFailure(s: DefaultsSettings, normalizedEmail: str
   const ttlMs = Math.min(windowMs, Math.max(1, Math.ceil(windowMs - (s.clock() - w.start) / 1e6)));
   await s.stores.cacheStore.set(key, next, { ttlMs });
   if (next.failures === s.maxFailedLogins) {
-    await s.stores.logStore.append({
-      level: "warn", source: "mneme.defaults.login",
-      message: `failed-login limit reached (${s.maxFailedLogins} within ${s.failedLoginWindowNs / 1e9} s); further attempts are refused until the window ends`,
-      data: { emailKey: key.slice(PREFIX.length) },
-    }).catch(() => undefined);
+    await s.stores.logStore
+      .append({
+        level: "warn",
+        source: "mneme.defaults.login",
+        message: `failed-login limit reached (${s.maxFailedLogins} within ${s.failedLoginWindowNs / 1e9} s); further attempts are refused until the window ends`,
+        data: { emailKey: key.slice(PREFIX.length) },
+      })
+      .catch(() => undefined);
   }
 }
 

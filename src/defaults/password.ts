@@ -41,11 +41,25 @@ const SALT_BYTES = 16;
 export function checkScryptParams(params: ScryptParams): Required<ScryptParams> {
   const { N, r, p } = params;
   const keyLength = params.keyLength ?? DEFAULT_SCRYPT.keyLength;
-  const ok = Number.isInteger(N) && N >= 2 && N <= 2 ** 20 && (N & (N - 1)) === 0 &&
-    Number.isInteger(r) && r >= 1 && r <= 32 && Number.isInteger(p) && p >= 1 && p <= 16 &&
-    Number.isInteger(keyLength) && keyLength >= 16 && keyLength <= 128;
+  const ok =
+    Number.isInteger(N) &&
+    N >= 2 &&
+    N <= 2 ** 20 &&
+    (N & (N - 1)) === 0 &&
+    Number.isInteger(r) &&
+    r >= 1 &&
+    r <= 32 &&
+    Number.isInteger(p) &&
+    p >= 1 &&
+    p <= 16 &&
+    Number.isInteger(keyLength) &&
+    keyLength >= 16 &&
+    keyLength <= 128;
   if (!ok) {
-    throw new MnemeError("INVALID_REQUEST", `scrypt parameters must be N a power of two in 2..2^20, r in 1..32, p in 1..16, keyLength in 16..128 (got N=${String(N)}, r=${String(r)}, p=${String(p)}, keyLength=${String(keyLength)})`);
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `scrypt parameters must be N a power of two in 2..2^20, r in 1..32, p in 1..16, keyLength in 16..128 (got N=${String(N)}, r=${String(r)}, p=${String(p)}, keyLength=${String(keyLength)})`,
+    );
   }
   return { N, r, p, keyLength };
 }
@@ -63,7 +77,9 @@ function derive(password: string, salt: Buffer, p: Required<ScryptParams>): Prom
   return new Promise((resolve, reject) => {
     // scrypt needs about 128 * N * r bytes; the default maxmem (32 MiB) would refuse N = 2^15, r = 8.
     const maxmem = 256 * p.N * p.r + 16 * 1024 * 1024;
-    scrypt(password.normalize("NFC"), salt, p.keyLength, { N: p.N, r: p.r, p: p.p, maxmem }, (err, key) => (err ? reject(err) : resolve(key)));
+    scrypt(password.normalize("NFC"), salt, p.keyLength, { N: p.N, r: p.r, p: p.p, maxmem }, (err, key) =>
+      err ? reject(err) : resolve(key),
+    );
   });
 }
 
@@ -73,7 +89,15 @@ export async function hashPassword(password: string, params: ScryptParams = DEFA
   const p = checkScryptParams(params);
   const salt = randomBytes(SALT_BYTES);
   const key = await derive(password, salt, p);
-  return { algorithm: "scrypt", N: p.N, r: p.r, p: p.p, keyLength: p.keyLength, salt: salt.toString("base64"), hash: key.toString("base64") };
+  return {
+    algorithm: "scrypt",
+    N: p.N,
+    r: p.r,
+    p: p.p,
+    keyLength: p.keyLength,
+    salt: salt.toString("base64"),
+    hash: key.toString("base64"),
+  };
 }
 
 /** True when `password` matches `stored`; compares in constant time with the parameters the hash was made with. */

@@ -26,7 +26,12 @@ export const nameSchema = { type: "string", minLength: 1, maxLength: 200 };
 /** An account's display name (may be empty). */
 export const accountNameSchema = { type: "string", maxLength: 200 };
 /** `*`, `Domain.*` or `Domain.Type` (store permissions: `Runtime.StoreEvent.Read`). */
-export const permissionNameSchema = { type: "string", minLength: 1, maxLength: 300, pattern: "^(\\*|[A-Za-z][A-Za-z0-9_]*\\.(\\*|[A-Za-z][A-Za-z0-9_.]*))$" };
+export const permissionNameSchema = {
+  type: "string",
+  minLength: 1,
+  maxLength: 300,
+  pattern: "^(\\*|[A-Za-z][A-Za-z0-9_]*\\.(\\*|[A-Za-z][A-Za-z0-9_.]*))$",
+};
 /** The `includeHistory` flag of Get and List queries. */
 export const includeHistorySchema = { type: "boolean" };
 /** `page`, `pageSize` and `includeHistory` of list queries. */
@@ -39,6 +44,7 @@ export const pageProperties = {
 /** A name trimmed; VALIDATION_FAILED when nothing is left. */
 export function cleanName(name: string, pointer = "/name"): string {
   const n = name.trim();
-  if (n === "") throw new MnemeError("VALIDATION_FAILED", "name must not be blank", { details: [{ pointer, message: "must not be blank" }] });
+  if (n === "")
+    throw new MnemeError("VALIDATION_FAILED", "name must not be blank", { details: [{ pointer, message: "must not be blank" }] });
   return n;
 }

@@ -21,7 +21,11 @@ export function requireDefaults(facade: FacadeHandle): void {
     facade.readmodel(READMODELS.session);
   } catch (e) {
     if (isMnemeError(e, "UNKNOWN_EVENT_HANDLER")) {
-      throw new MnemeError("INVALID_STATE", "the built-in domains are not registered on this facade: call registerDefaults(facade, { admin }) before facade.start()", { cause: e });
+      throw new MnemeError(
+        "INVALID_STATE",
+        "the built-in domains are not registered on this facade: call registerDefaults(facade, { admin }) before facade.start()",
+        { cause: e },
+      );
     }
     throw e;
   }

@@ -39,10 +39,12 @@ export async function registerDefaults(facade: Facade, opts: DefaultsOptions): P
   const { settings, admin } = resolveDefaultsSettings(facade, opts);
   // Check every name first, so a clash leaves the facade as it was.
   for (const d of DEFAULT_DOMAINS) {
-    if (facade.domains.has(d.name)) throw new MnemeError("INVALID_DOMAIN", `registerDefaults: a domain named ${d.name} is registered already`);
+    if (facade.domains.has(d.name))
+      throw new MnemeError("INVALID_DOMAIN", `registerDefaults: a domain named ${d.name} is registered already`);
   }
   for (const name of Object.values(READMODELS)) {
-    if (facade.eventHandlers.has(name)) throw new MnemeError("INVALID_EVENT_HANDLER", `registerDefaults: an event handler named ${name} is registered already`);
+    if (facade.eventHandlers.has(name))
+      throw new MnemeError("INVALID_EVENT_HANDLER", `registerDefaults: an event handler named ${name} is registered already`);
   }
   const bootstrap = createBootstrap(settings, admin);
   facade

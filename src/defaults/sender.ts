@@ -3,7 +3,7 @@
  * readmodels (identity of the account in the tenant, live tenant, account and
  * groups), with what its groups grant and whether it is a system administrator.
  */
-import { MnemeError } from "../model/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
 import { authorized } from "../model/permission.js";
@@ -53,7 +53,8 @@ function deny(message: string): MnemeError {
  */
 export async function resolveSender(facade: FacadeHandle, reqCtx: RequestContext): Promise<Sender | MnemeError> {
   const levelError = authorized(reqCtx, { queryUuid: "", domain: "", name: "", payload: {}, reqCtx });
-  if (levelError instanceof Error) return levelError as MnemeError;
+  if (levelError instanceof Error)
+    return isMnemeError(levelError) ? levelError : new MnemeError("PERMISSION_DENIED", levelError.message, { cause: levelError });
   requireDefaults(facade);
   const identityUuid = reqCtx.senderIdentityUuid!;
   const [identity, tenant, account] = await Promise.all([
@@ -62,8 +63,10 @@ export async function resolveSender(facade: FacadeHandle, reqCtx: RequestContext
     projection<AccountModel>(facade, READMODELS.account).getModel(reqCtx.senderAccountUuid!),
   ]);
   if (identity === undefined || identity.model.removed) return deny(`sender identity ${identityUuid} does not exist`);
-  if (identity.model.accountUuid !== reqCtx.senderAccountUuid) return deny(`sender identity ${identityUuid} is not an identity of the sender account`);
-  if (identity.model.tenantUuid !== reqCtx.senderTenantUuid) return deny(`sender identity ${identityUuid} does not belong to the sender tenant`);
+  if (identity.model.accountUuid !== reqCtx.senderAccountUuid)
+    return deny(`sender identity ${identityUuid} is not an identity of the sender account`);
+  if (identity.model.tenantUuid !== reqCtx.senderTenantUuid)
+    return deny(`sender identity ${identityUuid} does not belong to the sender tenant`);
   if (tenant === undefined || tenant.model.removed) return deny(`sender tenant ${String(reqCtx.senderTenantUuid)} does not exist`);
   if (account === undefined || account.model.removed) return deny("the sender account does not exist");
   const groups = projection<GroupModel>(facade, READMODELS.group);
@@ -125,7 +128,10 @@ export async function assertTenantAccess(facade: FacadeHandle, reqCtx: RequestCo
     throw deny(`the sender may act only within its own tenant (${String(reqCtx.senderTenantUuid ?? "none")}), not on tenant ${tenantUuid}`);
   }
   if (reqCtx.targetTenantUuid !== undefined && reqCtx.targetTenantUuid !== tenantUuid) {
-    throw new MnemeError("INVALID_REQUEST", `the request targets tenant ${reqCtx.targetTenantUuid}, but the object belongs to tenant ${tenantUuid}`);
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `the request targets tenant ${reqCtx.targetTenantUuid}, but the object belongs to tenant ${tenantUuid}`,
+    );
   }
 }
 
@@ -135,16 +141,23 @@ export async function assertTenantAccess(facade: FacadeHandle, reqCtx: RequestCo
  * lookup across tenants does not confirm that the object exists. A request
  * that targets another tenant than the object's is NOT_FOUND too.
  */
-export async function assertSeesObject(facade: FacadeHandle, reqCtx: RequestContext, objectTenantUuid: string, what: string): Promise<void> {
-  const visible = (reqCtx.targetTenantUuid === undefined || reqCtx.targetTenantUuid === objectTenantUuid)
-    && (objectTenantUuid === reqCtx.senderTenantUuid || (await isSystemAdmin(facade, reqCtx)));
+export async function assertSeesObject(
+  facade: FacadeHandle,
+  reqCtx: RequestContext,
+  objectTenantUuid: string,
+  what: string,
+): Promise<void> {
+  const visible =
+    (reqCtx.targetTenantUuid === undefined || reqCtx.targetTenantUuid === objectTenantUuid) &&
+    (objectTenantUuid === reqCtx.senderTenantUuid || (await isSystemAdmin(facade, reqCtx)));
   if (!visible) throw new MnemeError("NOT_FOUND", `${what} does not exist`);
 }
 
 /** The tenant a tenant-scoped request works in: the payload's, else the target tenant, else the sender's. */
 export function scopeTenantOf(reqCtx: RequestContext, payloadTenantUuid: string | undefined): string {
   const t = payloadTenantUuid ?? reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid;
-  if (t === undefined || t === "") throw new MnemeError("INVALID_REQUEST", "no tenant given: set tenantUuid, or send the request within a tenant");
+  if (t === undefined || t === "")
+    throw new MnemeError("INVALID_REQUEST", "no tenant given: set tenantUuid, or send the request within a tenant");
   return t;
 }
 
@@ -152,7 +165,12 @@ export function scopeTenantOf(reqCtx: RequestContext, payloadTenantUuid: string 
  * Rejects unless the sender holds every one of `permissions` (system
  * administrators hold all): nobody hands out more than it has.
  */
-export async function assertHolds(facade: FacadeHandle, reqCtx: RequestContext, permissions: readonly string[], what: string): Promise<void> {
+export async function assertHolds(
+  facade: FacadeHandle,
+  reqCtx: RequestContext,
+  permissions: readonly string[],
+  what: string,
+): Promise<void> {
   if (permissions.length === 0) return;
   const sender = await resolveSender(facade, reqCtx);
   if (sender instanceof Error) throw sender;

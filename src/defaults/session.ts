@@ -12,7 +12,13 @@ import type { DomainInstaller } from "../model/domain-install.js";
 import { anonymous, authenticated } from "../model/permission.js";
 import { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
 import {
-  Account, CredentialAggregate, EmailClaimAggregate, SessionAggregate, SessionEnded, type SessionModel, SessionStarted,
+  Account,
+  CredentialAggregate,
+  EmailClaimAggregate,
+  SessionAggregate,
+  SessionEnded,
+  type SessionModel,
+  SessionStarted,
 } from "./account-domain.js";
 import { credentialUuidOf, emailClaimUuidOf } from "./ids.js";
 import { accountIdentities, type AccountIdentity } from "./identity.js";
@@ -26,7 +32,10 @@ import { type DefaultsSettings, noteEndedSession } from "./settings.js";
 export { SessionAggregate, type SessionModel } from "./account-domain.js";
 
 /** Payload of the `Account.Login` command. */
-export interface Login { email: string; password: string }
+export interface Login {
+  email: string;
+  password: string;
+}
 /** Payload of the `Account.Logout` command. */
 export type Logout = Record<string, never>;
 
@@ -113,7 +122,8 @@ export function installSessions(d: DomainInstaller, state: DefaultsSettings): vo
     const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(email));
     await assertLoginAllowed(state, email);
     const accountUuid = claim.state.accountUuid;
-    const credential = accountUuid === "" ? undefined : (await ctx.aggregates.load(CredentialAggregate, credentialUuidOf(accountUuid))).state.hash;
+    const credential =
+      accountUuid === "" ? undefined : (await ctx.aggregates.load(CredentialAggregate, credentialUuidOf(accountUuid))).state.hash;
     // An unknown email costs one scrypt like a known one, so timing does not tell them apart either.
     const ok = await verifyPassword(p.password, credential ?? (await dummy()));
     if (!ok || credential === undefined) {
@@ -124,11 +134,22 @@ export function installSessions(d: DomainInstaller, state: DefaultsSettings): vo
     const sessionUuid = newUuid();
     const sessionKey = newSessionKey();
     const expiresAt = state.clock() + state.sessionTtlNs;
-    const started = SessionStarted.create(sessionUuid, {
-      accountUuid, keyHash: hashSessionKey(sessionKey, state.sessionSecret), hashAlgorithm: SESSION_KEY_HASH_ALGORITHM, expiresAt,
-    }, { tenantUuid: "" });
+    const started = SessionStarted.create(
+      sessionUuid,
+      {
+        accountUuid,
+        keyHash: hashSessionKey(sessionKey, state.sessionSecret),
+        hashAlgorithm: SESSION_KEY_HASH_ALGORITHM,
+        expiresAt,
+      },
+      { tenantUuid: "" },
+    );
     const result: LoginResult = {
-      sessionUuid, sessionKey, token: `${sessionUuid}.${sessionKey}`, accountUuid, expiresAt,
+      sessionUuid,
+      sessionKey,
+      token: `${sessionUuid}.${sessionKey}`,
+      accountUuid,
+      expiresAt,
       identities: await accountIdentities(ctx.facade, accountUuid),
     };
     return { events: [started], result };

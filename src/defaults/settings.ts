@@ -8,9 +8,7 @@ import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import type { CacheStore } from "../store/cache-store.js";
 import type { LogStore } from "../store/log-store.js";
-import {
-  adminAccountUuidOf, identityUuidOf, normalizeEmail, systemAdminGroupUuidOf, systemTenantUuidOf,
-} from "./ids.js";
+import { adminAccountUuidOf, identityUuidOf, normalizeEmail, systemAdminGroupUuidOf, systemTenantUuidOf } from "./ids.js";
 import { checkPasswordPolicy, checkScryptParams, DEFAULT_SCRYPT, type ScryptParams } from "./password.js";
 
 /** Options of `registerDefaults`. Only `admin` is required. */
@@ -79,7 +77,8 @@ export const ENDED_SESSIONS_LIMIT = 10_000;
 
 function positiveInt(name: string, v: number | undefined, fallback: number, max: number): number {
   if (v === undefined) return fallback;
-  if (!Number.isInteger(v) || v < 1 || v > max) throw new MnemeError("INVALID_REQUEST", `registerDefaults: ${name} must be an integer in 1..${max} (got ${String(v)})`);
+  if (!Number.isInteger(v) || v < 1 || v > max)
+    throw new MnemeError("INVALID_REQUEST", `registerDefaults: ${name} must be an integer in 1..${max} (got ${String(v)})`);
   return v;
 }
 
@@ -94,14 +93,17 @@ export function resolveDefaultsSettings(
   const email = normalizeEmail(opts.admin.email);
   checkPasswordPolicy(opts.admin.password, "admin.password");
   const name = opts.admin.name ?? "";
-  if (typeof name !== "string" || name.length > 200) throw new MnemeError("INVALID_REQUEST", "registerDefaults: admin.name must be a string of at most 200 characters");
+  if (typeof name !== "string" || name.length > 200)
+    throw new MnemeError("INVALID_REQUEST", "registerDefaults: admin.name must be a string of at most 200 characters");
   const tenantName = opts.systemTenantName ?? "system";
   if (typeof tenantName !== "string" || tenantName.trim() === "" || tenantName.length > 200) {
     throw new MnemeError("INVALID_REQUEST", "registerDefaults: systemTenantName must be a non-empty string of at most 200 characters");
   }
   const secret = opts.sessionSecret ?? `mneme-session-key:${facade.appName}`;
-  if (typeof secret !== "string" || secret.length < 16) throw new MnemeError("INVALID_REQUEST", "registerDefaults: sessionSecret must be a string of at least 16 characters");
-  if (opts.clock !== undefined && typeof opts.clock !== "function") throw new MnemeError("INVALID_REQUEST", "registerDefaults: clock must be a function returning ns");
+  if (typeof secret !== "string" || secret.length < 16)
+    throw new MnemeError("INVALID_REQUEST", "registerDefaults: sessionSecret must be a string of at least 16 characters");
+  if (opts.clock !== undefined && typeof opts.clock !== "function")
+    throw new MnemeError("INVALID_REQUEST", "registerDefaults: clock must be a function returning ns");
   const scrypt = checkScryptParams({ ...DEFAULT_SCRYPT, ...opts.passwordHashing });
 
   const appName = facade.appName;

@@ -6,9 +6,14 @@
 import { defineDomain } from "../model/domain.js";
 
 /** Payload of the `Tenant.TenantCreated` event. */
-export interface TenantCreated { name: string; system: boolean }
+export interface TenantCreated {
+  name: string;
+  system: boolean;
+}
 /** Payload of the `Tenant.TenantRenamed` event. */
-export interface TenantRenamed { name: string }
+export interface TenantRenamed {
+  name: string;
+}
 /** Payload of the `Tenant.TenantRemoved` event. */
 export type TenantRemoved = Record<string, never>;
 

@@ -19,15 +19,30 @@ import { TenantCreated, TenantRenamed, TenantRemoved, type TenantModel, Tenant, 
 export { TenantCreated, TenantRenamed, TenantRemoved, type TenantModel, Tenant, TenantAggregate } from "./tenant-domain.js";
 
 /** Payload of the `Tenant.CreateTenant` command. */
-export interface CreateTenant { tenantUuid?: string; name: string }
+export interface CreateTenant {
+  tenantUuid?: string;
+  name: string;
+}
 /** Payload of the `Tenant.RenameTenant` command. */
-export interface RenameTenant { tenantUuid: string; name: string }
+export interface RenameTenant {
+  tenantUuid: string;
+  name: string;
+}
 /** Payload of the `Tenant.RemoveTenant` command. */
-export interface RemoveTenant { tenantUuid: string }
+export interface RemoveTenant {
+  tenantUuid: string;
+}
 /** Payload of the `Tenant.GetTenant` query. */
-export interface GetTenant { tenantUuid: string; includeHistory?: boolean }
+export interface GetTenant {
+  tenantUuid: string;
+  includeHistory?: boolean;
+}
 /** Payload of the `Tenant.ListTenants` query. */
-export interface ListTenants { page?: number; pageSize?: number; includeHistory?: boolean }
+export interface ListTenants {
+  page?: number;
+  pageSize?: number;
+  includeHistory?: boolean;
+}
 
 /** The `Tenant.CreateTenant` command token. */
 export const CreateTenant = Tenant.command<CreateTenant, { tenantUuid: string }>("CreateTenant", {
@@ -70,7 +85,10 @@ export function installTenant(d: DomainInstaller, s: DefaultsSettings): void {
     const tenantUuid = p.tenantUuid ?? newUuid();
     const tenant = await ctx.aggregates.load(TenantAggregate, tenantUuid);
     if (tenant.version > 0) throw new MnemeError("CONFLICT", `tenant ${tenantUuid} exists already`);
-    return { events: [TenantCreated.create(tenantUuid, { name: cleanName(p.name), system: false }, { tenantUuid })], result: { tenantUuid } };
+    return {
+      events: [TenantCreated.create(tenantUuid, { name: cleanName(p.name), system: false }, { tenantUuid })],
+      result: { tenantUuid },
+    };
   });
 
   d.handleCommand(RenameTenant, async (ctx, _cmd, p) => {

@@ -24,7 +24,8 @@ export async function readJsonBody(request: Request, limits: BodyLimits): Promis
   const declared = request.headers.get("content-length");
   if (declared !== null) {
     const n = Number(declared);
-    if (!/^\d+$/.test(declared.trim()) || !Number.isSafeInteger(n)) throw new MnemeError("INVALID_REQUEST", "Content-Length must be a non-negative integer");
+    if (!/^\d+$/.test(declared.trim()) || !Number.isSafeInteger(n))
+      throw new MnemeError("INVALID_REQUEST", "Content-Length must be a non-negative integer");
     if (n > limits.maxBytes) throw tooLarge(limits.maxBytes);
     if (n === 0) return undefined;
   }
@@ -46,7 +47,8 @@ export async function readJsonBody(request: Request, limits: BodyLimits): Promis
   } catch (e) {
     throw new MnemeError("INVALID_REQUEST", `the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (depthExceeds(value, limits.maxDepth)) throw new MnemeError("INVALID_REQUEST", `the request body nests deeper than ${limits.maxDepth} levels`);
+  if (depthExceeds(value, limits.maxDepth))
+    throw new MnemeError("INVALID_REQUEST", `the request body nests deeper than ${limits.maxDepth} levels`);
   return value;
 }
 
@@ -55,7 +57,9 @@ export function checkContentType(contentType: string): void {
   const [type, ...params] = contentType.split(";");
   const media = (type ?? "").trim().toLowerCase();
   if (media !== "application/json" && !/^application\/[a-z0-9.+-]+\+json$/.test(media)) {
-    throw new UnsupportedMediaType(`the request body must be JSON (Content-Type: application/json), not ${JSON.stringify(contentType.slice(0, 100))}`);
+    throw new UnsupportedMediaType(
+      `the request body must be JSON (Content-Type: application/json), not ${JSON.stringify(contentType.slice(0, 100))}`,
+    );
   }
   for (const p of params) {
     const [k, v] = p.split("=");

@@ -58,7 +58,7 @@ export function parseCookies(header: string | null): Map<string, string> {
     if (eq < 0) continue;
     const name = part.slice(0, eq).trim();
     let value = part.slice(eq + 1).trim();
-    if (value.startsWith("\"") && value.endsWith("\"") && value.length >= 2) value = value.slice(1, -1);
+    if (value.startsWith('"') && value.endsWith('"') && value.length >= 2) value = value.slice(1, -1);
     if (name === "" || out.has(name)) continue;
     try {
       out.set(name, decodeURIComponent(value));

@@ -19,7 +19,10 @@ const defaultResolver: CredentialResolver = async (facade, creds) => {
   try {
     return await resolveCredentials(facade, creds);
   } catch (e) {
-    if (isMnemeError(e, "INVALID_STATE")) throw new MnemeError("INVALID_DOMAIN", `mneme/http: ${e.message}, or pass createHttpHandler(facade, { resolveCredentials })`, { cause: e });
+    if (isMnemeError(e, "INVALID_STATE"))
+      throw new MnemeError("INVALID_DOMAIN", `mneme/http: ${e.message}, or pass createHttpHandler(facade, { resolveCredentials })`, {
+        cause: e,
+      });
     throw e;
   }
 };
@@ -39,7 +42,10 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
   const opts = resolveHttpOptions(options, defaultResolver);
   const router = buildRoutes();
   const sseGauge = new ConnectionGauge(opts.sse.maxConnections);
-  const limiter = opts.storeRateLimit === false ? undefined : new TokenBucketLimiter(opts.storeRateLimit.requests, opts.storeRateLimit.windowMs, opts.now);
+  const limiter =
+    opts.storeRateLimit === false
+      ? undefined
+      : new TokenBucketLimiter(opts.storeRateLimit.requests, opts.storeRateLimit.windowMs, opts.now);
   const problems = { typeBase: opts.problemTypeBase, onError: opts.onError };
 
   const handle = async (request: Request): Promise<Response> => {
@@ -60,7 +66,10 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     if (match.kind === "method-not-allowed") {
       const allow = [...match.allow, "OPTIONS"].join(", ");
       if (method === "OPTIONS") return new Response(null, { status: 204, headers: { allow } });
-      return problemResponse(problems, "INVALID_REQUEST", `${method} is not allowed on ${path}; allowed: ${allow}`, { status: 405, headers: { allow } });
+      return problemResponse(problems, "INVALID_REQUEST", `${method} is not allowed on ${path}; allowed: ${allow}`, {
+        status: 405,
+        headers: { allow },
+      });
     }
     const route = match.value;
     const params = match.params;
@@ -73,16 +82,28 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     if (storeAccess && limiter !== undefined) {
       const verdict = limiter.take(auth.reqCtx.senderSessionUuid ?? "");
       if (!verdict.allowed) {
-        return problemResponse(problems, "RATE_LIMITED", `too many store requests for this session; retry in ${verdict.retryAfterSeconds} s`, {
-          headers: { "retry-after": String(verdict.retryAfterSeconds) },
-        });
+        return problemResponse(
+          problems,
+          "RATE_LIMITED",
+          `too many store requests for this session; retry in ${verdict.retryAfterSeconds} s`,
+          {
+            headers: { "retry-after": String(verdict.retryAfterSeconds) },
+          },
+        );
       }
     }
     const reqCtx = requestContext(request, auth.reqCtx, params, route.concurrencyHeaders === true);
     let bodyRead: Promise<unknown> | undefined;
     const rawBody = () => (bodyRead ??= readJsonBody(request, { maxBytes: opts.maxBodyBytes, maxDepth: opts.maxJsonDepth }));
     const ctx: RouteContext = {
-      request, url, params, facade, reqCtx, auth, options: opts, sseGauge,
+      request,
+      url,
+      params,
+      facade,
+      reqCtx,
+      auth,
+      options: opts,
+      sseGauge,
       rawBody,
       body: async () => (await rawBody()) ?? {},
     };
@@ -100,7 +121,12 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     if (creds === undefined) return { state: "none", reqCtx: {} };
     if (typeof creds === "string") return { state: "invalid", reqCtx: {}, reason: creds };
     const resolved = await opts.resolveCredentials(facade, creds);
-    if (resolved === undefined) return { state: "invalid", reqCtx: {}, reason: "the session is unknown, expired or signed out, or the identity is not the account's" };
+    if (resolved === undefined)
+      return {
+        state: "invalid",
+        reqCtx: {},
+        reason: "the session is unknown, expired or signed out, or the identity is not the account's",
+      };
     // readCredentials takes the token from the Authorization header when there is one, else from the cookie.
     return { state: "valid", reqCtx: resolved, via: request.headers.get("authorization") === null ? "cookie" : "header" };
   }
@@ -116,7 +142,10 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     const referer = origin === null ? request.headers.get("referer") : null;
     const claimed = origin ?? referer;
     if (claimed === null) {
-      throw new MnemeError("CSRF", "a state-changing request authenticated by the session cookie needs an Origin (or Referer) header; send the token in `Authorization: Bearer` instead, or from a browser");
+      throw new MnemeError(
+        "CSRF",
+        "a state-changing request authenticated by the session cookie needs an Origin (or Referer) header; send the token in `Authorization: Bearer` instead, or from a browser",
+      );
     }
     let from: string | undefined;
     try {
@@ -127,7 +156,10 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     }
     if (from === url.origin || (from !== undefined && opts.allowedOrigins.has(from))) return;
     const what = origin !== null ? "Origin" : "Referer";
-    throw new MnemeError("CSRF", `cross-site request refused: the ${what} ${JSON.stringify(claimed.slice(0, 200))} is neither this server's origin nor one of createHttpHandler's allowedOrigins, and the request is authenticated by the session cookie alone`);
+    throw new MnemeError(
+      "CSRF",
+      `cross-site request refused: the ${what} ${JSON.stringify(claimed.slice(0, 200))} is neither this server's origin nor one of createHttpHandler's allowedOrigins, and the request is authenticated by the session cookie alone`,
+    );
   }
 
   function needsSession(ref: MessageRef): boolean {
@@ -139,9 +171,10 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
   }
 
   function unauthenticated(auth: Authentication): Response {
-    const detail = auth.state === "invalid"
-      ? `the credentials are not valid: ${auth.reason}`
-      : "this route needs a session: send `Authorization: Bearer <sessionUuid>.<sessionKey>` (and X-Identity-Uuid), or the session cookie";
+    const detail =
+      auth.state === "invalid"
+        ? `the credentials are not valid: ${auth.reason}`
+        : "this route needs a session: send `Authorization: Bearer <sessionUuid>.<sessionKey>` (and X-Identity-Uuid), or the session cookie";
     return problemResponse(problems, "UNAUTHENTICATED", detail, { headers: { "www-authenticate": "Bearer" } });
   }
 
@@ -177,7 +210,12 @@ function isStoreMessage(ref: MessageRef): boolean {
  * as target, the W3C trace id, and on command routes the optimistic-concurrency
  * headers X-Target-Aggregate-Uuid / X-Target-Aggregate-Version.
  */
-function requestContext(request: Request, sender: RequestContext, params: Readonly<Record<string, string>>, concurrency: boolean): RequestContext {
+function requestContext(
+  request: Request,
+  sender: RequestContext,
+  params: Readonly<Record<string, string>>,
+  concurrency: boolean,
+): RequestContext {
   const ctx: RequestContext = { ...sender };
   if (params.tenantUuid !== undefined) ctx.targetTenantUuid = params.tenantUuid;
   const trace = TRACEPARENT.exec(request.headers.get("traceparent") ?? "");
@@ -191,7 +229,8 @@ function requestContext(request: Request, sender: RequestContext, params: Readon
     }
     if (version !== null) {
       const n = Number(version.trim());
-      if (!/^\d+$/.test(version.trim()) || !Number.isSafeInteger(n)) throw new MnemeError("INVALID_REQUEST", "X-Target-Aggregate-Version must be a non-negative integer");
+      if (!/^\d+$/.test(version.trim()) || !Number.isSafeInteger(n))
+        throw new MnemeError("INVALID_REQUEST", "X-Target-Aggregate-Version must be a non-negative integer");
       ctx.targetAggregateVersion = n;
     }
   }

@@ -1,7 +1,12 @@
 // mneme/http: the HTTP adapter on the Fetch API, name by name.
 export { createHttpHandler, type HttpHandler } from "./handler.js";
 export {
-  HTTP_DEFAULTS, type HttpHandlerOptions, type CredentialResolver, type SseOptions, type RateLimitOptions, type SessionCookieOptions,
+  HTTP_DEFAULTS,
+  type HttpHandlerOptions,
+  type CredentialResolver,
+  type SseOptions,
+  type RateLimitOptions,
+  type SessionCookieOptions,
 } from "./options.js";
 export type { Credentials } from "./credentials.js";
 export { STATUS_BY_CODE, statusOf, type ProblemBody } from "./problem.js";

@@ -35,9 +35,18 @@ export function toNodeListener(handler: (request: Request) => Promise<Response>,
     try {
       request = toRequest(req, abort.signal);
     } catch {
-      send(res, 400, "application/problem+json", JSON.stringify({
-        type: "urn:mneme:error:INVALID_REQUEST", title: "Bad Request", status: 400, detail: "the request line or headers are malformed", code: "INVALID_REQUEST",
-      }));
+      send(
+        res,
+        400,
+        "application/problem+json",
+        JSON.stringify({
+          type: "urn:mneme:error:INVALID_REQUEST",
+          title: "Bad Request",
+          status: 400,
+          detail: "the request line or headers are malformed",
+          code: "INVALID_REQUEST",
+        }),
+      );
       return;
     }
     let response: Response;
@@ -77,37 +86,40 @@ function toRequest(req: IncomingMessage, signal: AbortSignal): Request {
 }
 
 function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      req.on("data", (chunk: Buffer) => {
-        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-        if ((controller.desiredSize ?? 1) <= 0) req.pause();
-      });
-      req.once("end", () => {
-        try {
-          controller.close();
-        } catch {
-          // cancelled by the reader already
-        }
-      });
-      req.once("error", (e) => {
-        try {
-          controller.error(e);
-        } catch {
-          // cancelled by the reader already
-        }
-      });
-      req.pause();
+  return new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        req.on("data", (chunk: Buffer) => {
+          controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+          if ((controller.desiredSize ?? 1) <= 0) req.pause();
+        });
+        req.once("end", () => {
+          try {
+            controller.close();
+          } catch {
+            // cancelled by the reader already
+          }
+        });
+        req.once("error", (e) => {
+          try {
+            controller.error(e);
+          } catch {
+            // cancelled by the reader already
+          }
+        });
+        req.pause();
+      },
+      pull() {
+        req.resume();
+      },
+      cancel() {
+        // The handler has what it needs (or refused the body): drain the rest so the connection stays usable.
+        req.removeAllListeners("data");
+        req.resume();
+      },
     },
-    pull() {
-      req.resume();
-    },
-    cancel() {
-      // The handler has what it needs (or refused the body): drain the rest so the connection stays usable.
-      req.removeAllListeners("data");
-      req.resume();
-    },
-  }, { highWaterMark: 16 });
+    { highWaterMark: 16 },
+  );
 }
 
 async function writeResponse(response: Response, res: ServerResponse, signal: AbortSignal): Promise<void> {

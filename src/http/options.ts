@@ -85,7 +85,7 @@ export interface ResolvedHttpOptions {
   readonly maxPageSize: number;
   readonly sse: Required<SseOptions>;
   readonly storeRateLimit: RateLimitOptions | false;
-  readonly sessionCookies: Required<Omit<SessionCookieOptions, "maxAgeSeconds">> & { maxAgeSeconds?: number } | false;
+  readonly sessionCookies: (Required<Omit<SessionCookieOptions, "maxAgeSeconds">> & { maxAgeSeconds?: number }) | false;
   readonly problemTypeBase: string;
   readonly onError: ((error: unknown, request: Request) => void) | undefined;
   readonly now: () => number;
@@ -119,9 +119,10 @@ export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: Cr
     positiveInt("storeRateLimit.requests", rate.requests);
     positiveInt("storeRateLimit.windowMs", rate.windowMs);
   }
-  const cookies = opts.sessionCookies === undefined || opts.sessionCookies === false
-    ? false
-    : { secure: true, sameSite: "Lax" as const, path: "/", ...(opts.sessionCookies === true ? {} : opts.sessionCookies) };
+  const cookies =
+    opts.sessionCookies === undefined || opts.sessionCookies === false
+      ? false
+      : { secure: true, sameSite: "Lax" as const, path: "/", ...(opts.sessionCookies === true ? {} : opts.sessionCookies) };
   if (cookies !== false && !["Strict", "Lax", "None"].includes(cookies.sameSite)) {
     throw new MnemeError("INVALID_REQUEST", "sessionCookies.sameSite must be Strict, Lax or None");
   }
@@ -145,17 +146,20 @@ export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: Cr
     now: opts.now ?? Date.now,
     allowedOrigins: originSet(opts.allowedOrigins ?? []),
   };
-  if (resolved.defaultPageSize > resolved.maxPageSize) throw new MnemeError("INVALID_REQUEST", "defaultPageSize must not exceed maxPageSize");
+  if (resolved.defaultPageSize > resolved.maxPageSize)
+    throw new MnemeError("INVALID_REQUEST", "defaultPageSize must not exceed maxPageSize");
   return resolved;
 }
 
 /** Each entry must be an http(s) origin: scheme, host and optional port, nothing after (a trailing "/" is tolerated). */
 function originSet(list: readonly string[]): ReadonlySet<string> {
-  if (!Array.isArray(list)) throw new MnemeError("INVALID_REQUEST", "allowedOrigins must be an array of origins such as \"https://app.example\"");
+  if (!Array.isArray(list))
+    throw new MnemeError("INVALID_REQUEST", 'allowedOrigins must be an array of origins such as "https://app.example"');
   const out = new Set<string>();
   for (const o of list as unknown[]) {
     const origin = bareOrigin(o);
-    if (origin === undefined) throw new MnemeError("INVALID_REQUEST", `allowedOrigins: ${JSON.stringify(o)} is not an origin such as "https://app.example"`);
+    if (origin === undefined)
+      throw new MnemeError("INVALID_REQUEST", `allowedOrigins: ${JSON.stringify(o)} is not an origin such as "https://app.example"`);
     out.add(origin);
   }
   return out;
@@ -174,6 +178,7 @@ function bareOrigin(o: unknown): string | undefined {
 }
 
 function positiveInt(name: string, v: unknown): number {
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1) throw new MnemeError("INVALID_REQUEST", `${name} must be a positive integer (got ${JSON.stringify(v)})`);
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1)
+    throw new MnemeError("INVALID_REQUEST", `${name} must be a positive integer (got ${JSON.stringify(v)})`);
   return v;
 }

@@ -115,10 +115,13 @@ export function problemResponse(
   const body: ProblemBody = { type: `${opts.typeBase}${code}`, title: TITLES[status] ?? "Error", status, detail, code };
   if (extra.errors !== undefined && extra.errors.length > 0) body.errors = extra.errors;
   const text = JSON.stringify(body);
-  return withBodyText(new Response(text, {
-    status,
-    headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...extra.headers },
-  }), text);
+  return withBodyText(
+    new Response(text, {
+      status,
+      headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...extra.headers },
+    }),
+    text,
+  );
 }
 
 /**

@@ -54,7 +54,10 @@ export function paginate<T>(all: readonly T[], { page, pageSize }: PageParams): 
  * `page` (from 1) and `pageSize` (1..max) from a query string or a JSON body;
  * INVALID_REQUEST when present and not such an integer.
  */
-export function readPage(raw: { page?: unknown; pageSize?: unknown }, defaults: { defaultPageSize: number; maxPageSize: number }): PageParams {
+export function readPage(
+  raw: { page?: unknown; pageSize?: unknown },
+  defaults: { defaultPageSize: number; maxPageSize: number },
+): PageParams {
   const page = intParam("page", raw.page, 1, Number.MAX_SAFE_INTEGER) ?? 1;
   const pageSize = intParam("pageSize", raw.pageSize, 1, defaults.maxPageSize) ?? defaults.defaultPageSize;
   return { page, pageSize };
@@ -65,7 +68,10 @@ export function intParam(name: string, v: unknown, min: number, max: number): nu
   if (v === undefined || v === null || v === "") return undefined;
   const n = typeof v === "string" && /^-?\d+$/.test(v.trim()) ? Number(v.trim()) : typeof v === "number" ? v : Number.NaN;
   if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new MnemeError("INVALID_REQUEST", `${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(typeof v === "string" ? v.slice(0, 40) : v)})`);
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(typeof v === "string" ? v.slice(0, 40) : v)})`,
+    );
   }
   return n;
 }
@@ -74,8 +80,14 @@ export function intParam(name: string, v: unknown, min: number, max: number): nu
 export function boolParam(name: string, v: string | null): boolean | undefined {
   if (v === null) return undefined;
   switch (v.trim().toLowerCase()) {
-    case "true": case "1": case "": return true;
-    case "false": case "0": return false;
-    default: throw new MnemeError("INVALID_REQUEST", `${name} must be true or false (got ${JSON.stringify(v.slice(0, 40))})`);
+    case "true":
+    case "1":
+    case "":
+      return true;
+    case "false":
+    case "0":
+      return false;
+    default:
+      throw new MnemeError("INVALID_REQUEST", `${name} must be true or false (got ${JSON.stringify(v.slice(0, 40))})`);
   }
 }

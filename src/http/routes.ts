@@ -8,8 +8,23 @@ import type { RequestContext } from "../model/types.js";
 import { GetAccount, ListAccounts, RegisterAccount } from "../defaults/account.js";
 import { Login, Logout } from "../defaults/session.js";
 import {
-  ControlEventHandler, GetMetrics, GetSchema, GetSystemInfo, ListCommandHandlers, ListCommands, ListEventHandlers, ListEvents, ListPermissions,
-  ListQueries, ListQueryHandlers, type NoPayload, StoreDelete, StoreInfo, StoreRead, StoreUpdate, StreamSystemEvents,
+  ControlEventHandler,
+  GetMetrics,
+  GetSchema,
+  GetSystemInfo,
+  ListCommandHandlers,
+  ListCommands,
+  ListEventHandlers,
+  ListEvents,
+  ListPermissions,
+  ListQueries,
+  ListQueryHandlers,
+  type NoPayload,
+  StoreDelete,
+  StoreInfo,
+  StoreRead,
+  StoreUpdate,
+  StreamSystemEvents,
 } from "../runtime/runtime-domain.js";
 import type { Authentication } from "./credentials.js";
 import { serializeCookie } from "./credentials.js";
@@ -116,7 +131,11 @@ export function buildRoutes(): Router<Route> {
       const action = body.action ?? "list";
       if (action === "list") {
         for (const k of Object.keys(body)) {
-          if (!LIST_KEYS.has(k)) throw new MnemeError("INVALID_REQUEST", `unknown field ${JSON.stringify(k)} in a list request (allowed: ${[...LIST_KEYS].join(", ")})`);
+          if (!LIST_KEYS.has(k))
+            throw new MnemeError(
+              "INVALID_REQUEST",
+              `unknown field ${JSON.stringify(k)} in a list request (allowed: ${[...LIST_KEYS].join(", ")})`,
+            );
         }
         const page = readPage(body, c.options);
         const name = body.eventHandlerName;
@@ -134,7 +153,8 @@ export function buildRoutes(): Router<Route> {
 
   r.add("POST", `${T}/runtime/schema`, {
     guard: guardBy(GetSchema),
-    run: async (c) => jsonResponse(200, await c.facade.query(GetSchema, bodyAs(GetSchema, objectBody(await c.body())), { reqCtx: c.reqCtx })),
+    run: async (c) =>
+      jsonResponse(200, await c.facade.query(GetSchema, bodyAs(GetSchema, objectBody(await c.body())), { reqCtx: c.reqCtx })),
   });
 
   r.add("GET", `${T}/runtime/sse`, {
@@ -144,9 +164,19 @@ export function buildRoutes(): Router<Route> {
       const allTenants = boolParam("allTenants", c.url.searchParams.get("allTenants")) ?? false;
       const lastEventId = lastEventIdOf(c.request, c.url);
       await c.facade.permissions.check(c.reqCtx, {
-        queryUuid: newUuid(), domain: StreamSystemEvents.domain, name: StreamSystemEvents.name, payload: { allTenants }, reqCtx: c.reqCtx,
+        queryUuid: newUuid(),
+        domain: StreamSystemEvents.domain,
+        name: StreamSystemEvents.name,
+        payload: { allTenants },
+        reqCtx: c.reqCtx,
       });
-      return openSystemEventStream(c.facade.runtime.systemEvents, c.request, { tenantUuid: c.params.tenantUuid!, allTenants, lastEventId }, c.sseGauge, c.options.sse);
+      return openSystemEventStream(
+        c.facade.runtime.systemEvents,
+        c.request,
+        { tenantUuid: c.params.tenantUuid!, allTenants, lastEventId },
+        c.sseGauge,
+        c.options.sse,
+      );
     },
   });
 
@@ -191,7 +221,8 @@ export function buildRoutes(): Router<Route> {
       const out = await c.facade.dispatch(type, await c.body(), { reqCtx: c.reqCtx, waitToFinish: wait });
       const body: Record<string, unknown> = { commandUuid: out.commandUuid, events: out.events };
       if (out.result !== undefined) body.result = out.result;
-      if (out.handlerErrors.length > 0) body.handlerErrors = out.handlerErrors.map((h) => ({ eventHandlerName: h.eventHandlerName, message: h.error.message }));
+      if (out.handlerErrors.length > 0)
+        body.handlerErrors = out.handlerErrors.map((h) => ({ eventHandlerName: h.eventHandlerName, message: h.error.message }));
       return jsonResponse(200, body);
     },
   });

@@ -45,7 +45,8 @@ export function lastEventIdOf(request: Request, url: URL): number | undefined {
   if (raw === null || raw.trim() === "") return undefined;
   const t = raw.trim();
   const n = Number(t);
-  if (!/^\d+$/.test(t) || !Number.isSafeInteger(n)) throw new MnemeError("INVALID_REQUEST", `Last-Event-ID must be a non-negative integer (got ${JSON.stringify(t.slice(0, 40))})`);
+  if (!/^\d+$/.test(t) || !Number.isSafeInteger(n))
+    throw new MnemeError("INVALID_REQUEST", `Last-Event-ID must be a non-negative integer (got ${JSON.stringify(t.slice(0, 40))})`);
   return n;
 }
 
@@ -127,7 +128,9 @@ export function openSystemEventStream(
         send(formatSseEvent(e));
       },
       {
-        ...(selection.lastEventId === undefined ? {} : { lastEventId: selection.lastEventId, onGap: (gap: SystemEventGap) => send(formatSseGap(gap)) }),
+        ...(selection.lastEventId === undefined
+          ? {}
+          : { lastEventId: selection.lastEventId, onGap: (gap: SystemEventGap) => send(formatSseGap(gap)) }),
         onClose: () => close(),
       },
     );
@@ -156,5 +159,8 @@ function sseResponse(stream: ReadableStream<Uint8Array>): Response {
 }
 
 function notRunning(): MnemeError {
-  return new MnemeError("SSE_PRODUCER_NOT_RUNNING", "the system-event producer is not running: start it with runtime.systemEvents.start() or createFacade({ systemEvents: true })");
+  return new MnemeError(
+    "SSE_PRODUCER_NOT_RUNNING",
+    "the system-event producer is not running: start it with runtime.systemEvents.start() or createFacade({ systemEvents: true })",
+  );
 }

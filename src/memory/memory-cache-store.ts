@@ -71,9 +71,7 @@ export class MemoryCacheStore implements CacheStore {
     const prefix = opts.prefix ?? "";
     const now = Date.now();
     this.sweep(now);
-    const keys = [...this.slots.keys()]
-      .filter((k) => k.startsWith(prefix) && (after === undefined || k > after))
-      .sort();
+    const keys = [...this.slots.keys()].filter((k) => k.startsWith(prefix) && (after === undefined || k > after)).sort();
     const items: CacheEntry[] = [];
     for (const k of keys) {
       if (items.length === limit) return { items, nextCursor: encodeCursor([(items[items.length - 1] as CacheEntry).key]) };

@@ -36,7 +36,15 @@ export class MemoryCommandStore implements CommandStore {
     this.assertOpen();
     const json = validateCommandRecord(rec);
     if (this.byUuid.has(rec.commandUuid)) throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is recorded already`);
-    const row: Row = { createdAt: rec.createdAt, commandUuid: rec.commandUuid, json, domain: rec.domain, name: rec.name, status: rec.status, tenantUuid: rec.tenantUuid };
+    const row: Row = {
+      createdAt: rec.createdAt,
+      commandUuid: rec.commandUuid,
+      json,
+      domain: rec.domain,
+      name: rec.name,
+      status: rec.status,
+      tenantUuid: rec.tenantUuid,
+    };
     const at = upperBound(this.order, row.createdAt, row.commandUuid);
     if (at === this.order.length) this.order.push(row);
     else this.order.splice(at, 0, row);

@@ -38,7 +38,8 @@ export class MemoryEventRepository implements EventRepository {
       const e = newEvents[i] as NewEvent;
       if (e === null || typeof e !== "object") throw new MnemeError("INVALID_EVENTS", `event ${i} is not an object`);
       if (typeof e.aggregateUuid !== "string" || e.aggregateUuid === "") throw invalid(i, "aggregateUuid");
-      if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string") throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
+      if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string")
+        throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
       // The payload rule of every backend: what is accepted here reads back unchanged from SQLite and Postgres too.
       checkEventField(e.payload, i, "payload");
       if (e.reqCtx !== undefined && e.reqCtx !== checkedCtx) {
@@ -77,15 +78,20 @@ export class MemoryEventRepository implements EventRepository {
             details: [{ message: "version taken", aggregateUuid: e.aggregateUuid, version: e.version, currentVersion: current }],
           });
         }
-        throw new MnemeError("INVALID_EVENTS", `event ${i}: version ${String(e.version)} of aggregate ${e.aggregateUuid} is not the next one (${next})`);
+        throw new MnemeError(
+          "INVALID_EVENTS",
+          `event ${i}: version ${String(e.version)} of aggregate ${e.aggregateUuid} is not the next one (${next})`,
+        );
       }
       if (e.createdAt !== undefined && !Number.isFinite(e.createdAt)) {
         throw new MnemeError("INVALID_EVENTS", `event ${i}: createdAt must be a finite number (ns), got ${String(e.createdAt)}`);
       }
       if (e.eventUuid !== undefined && (typeof e.eventUuid !== "string" || e.eventUuid === "")) throw invalid(i, "eventUuid");
       if (e.commandUuid !== undefined && (typeof e.commandUuid !== "string" || e.commandUuid === "")) throw invalid(i, "commandUuid");
-      if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string") throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
-      if (e.reqCtx !== undefined && (e.reqCtx === null || typeof e.reqCtx !== "object")) throw new MnemeError("INVALID_EVENTS", `event ${i}: reqCtx must be an object`);
+      if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string")
+        throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
+      if (e.reqCtx !== undefined && (e.reqCtx === null || typeof e.reqCtx !== "object"))
+        throw new MnemeError("INVALID_EVENTS", `event ${i}: reqCtx must be an object`);
       versions.set(e.aggregateUuid, next);
       assigned[i] = next;
     }

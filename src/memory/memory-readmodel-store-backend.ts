@@ -2,7 +2,14 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../model/clock.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
-  assertCheckpoint, assertCollectionName, assertDocumentKey, assertFieldName, assertHandlerName, documentEntriesJson, documentJson, listWindow,
+  assertCheckpoint,
+  assertCollectionName,
+  assertDocumentKey,
+  assertFieldName,
+  assertHandlerName,
+  documentEntriesJson,
+  documentJson,
+  listWindow,
   whereConditions,
 } from "../store/readmodel-validation.js";
 import type { StoreInfo } from "../store/store-info.js";

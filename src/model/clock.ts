@@ -61,10 +61,25 @@ export function newUuid(): string {
   const hi = Math.floor(ms / 0x10000);
   const lo = ms & 0xffff;
   return (
-    HEX[(hi >>> 24) & 0xff]! + HEX[(hi >>> 16) & 0xff]! + HEX[(hi >>> 8) & 0xff]! + HEX[hi & 0xff]! + "-" +
-    HEX[lo >>> 8]! + HEX[lo & 0xff]! + "-" +
-    HEX[0x70 | (seq >>> 8)]! + HEX[seq & 0xff]! + "-" +
-    HEX[0x80 | (pool[r]! & 0x3f)]! + HEX[pool[r + 1]!]! + "-" +
-    HEX[pool[r + 2]!]! + HEX[pool[r + 3]!]! + HEX[pool[r + 4]!]! + HEX[pool[r + 5]!]! + HEX[pool[r + 6]!]! + HEX[pool[r + 7]!]!
+    HEX[(hi >>> 24) & 0xff]! +
+    HEX[(hi >>> 16) & 0xff]! +
+    HEX[(hi >>> 8) & 0xff]! +
+    HEX[hi & 0xff]! +
+    "-" +
+    HEX[lo >>> 8]! +
+    HEX[lo & 0xff]! +
+    "-" +
+    HEX[0x70 | (seq >>> 8)]! +
+    HEX[seq & 0xff]! +
+    "-" +
+    HEX[0x80 | (pool[r]! & 0x3f)]! +
+    HEX[pool[r + 1]!]! +
+    "-" +
+    HEX[pool[r + 2]!]! +
+    HEX[pool[r + 3]!]! +
+    HEX[pool[r + 4]!]! +
+    HEX[pool[r + 5]!]! +
+    HEX[pool[r + 6]!]! +
+    HEX[pool[r + 7]!]!
   );
 }

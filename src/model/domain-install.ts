@@ -74,7 +74,11 @@ export function installDomain(domain: Domain<any>, install?: DomainInstall): Ins
   const permissions = new Map<string, Permission>();
   let open = true;
   const assertOpen = (what: string) => {
-    if (!open) throw new MnemeError("INVALID_STATE", `${what}: the install step of domain ${name} is over (attach handlers inside the install function)`);
+    if (!open)
+      throw new MnemeError(
+        "INVALID_STATE",
+        `${what}: the install step of domain ${name} is over (attach handlers inside the install function)`,
+      );
   };
   const installer: DomainInstaller = {
     domain,
@@ -86,7 +90,8 @@ export function installDomain(domain: Domain<any>, install?: DomainInstall): Ins
       if (commandHandlers.has(type.name) || domain.commandHandlers.has(type.name)) {
         throw new MnemeError("INVALID_DOMAIN", `command ${name}.${type.name} has a handler already`);
       }
-      if (typeof fn !== "function") throw new MnemeError("INVALID_DOMAIN", `the handler of command ${name}.${type.name} must be a function`);
+      if (typeof fn !== "function")
+        throw new MnemeError("INVALID_DOMAIN", `the handler of command ${name}.${type.name} must be a function`);
       commandHandlers.set(type.name, fn as CommandHandler);
     },
     handleQuery(type, fn) {
@@ -103,7 +108,8 @@ export function installDomain(domain: Domain<any>, install?: DomainInstall): Ins
     registerPermission(p) {
       assertOpen("registerPermission");
       const checked = checkPermission(p); // as Domain.registerPermission: a built-in level function becomes that level
-      if (checked.domain !== name) throw new MnemeError("INVALID_PERMISSION", `permission for domain ${checked.domain} installed on domain ${name}`);
+      if (checked.domain !== name)
+        throw new MnemeError("INVALID_PERMISSION", `permission for domain ${checked.domain} installed on domain ${name}`);
       if (!domain.commands.has(checked.type) && !domain.queries.has(checked.type)) {
         throw new MnemeError("INVALID_PERMISSION", `${name} has no command or query ${checked.type} to attach a permission to`);
       }
@@ -136,7 +142,10 @@ export function installDomain(domain: Domain<any>, install?: DomainInstall): Ins
 
 /** The installed handlers over the definition's (read live, as the facade always has). */
 class LayeredMap<K, V> implements ReadonlyMap<K, V> {
-  constructor(readonly top: ReadonlyMap<K, V>, readonly below: ReadonlyMap<K, V>) {}
+  constructor(
+    readonly top: ReadonlyMap<K, V>,
+    readonly below: ReadonlyMap<K, V>,
+  ) {}
 
   get(key: K): V | undefined {
     return this.top.get(key) ?? this.below.get(key);

@@ -7,7 +7,11 @@ import type { CommandContext, QueryContext } from "./context.js";
 /** What a command handler may return: events, nothing, or events with a result (of type `R`) for the caller. */
 export type CommandHandlerResult<R = unknown> = readonly NewEvent[] | void | undefined | { events?: readonly NewEvent[]; result?: R };
 
-export type CommandHandler<P = any> = (ctx: CommandContext, cmd: CommandEnvelope<P>, payload: P) => CommandHandlerResult | Promise<CommandHandlerResult>;
+export type CommandHandler<P = any> = (
+  ctx: CommandContext,
+  cmd: CommandEnvelope<P>,
+  payload: P,
+) => CommandHandlerResult | Promise<CommandHandlerResult>;
 export type QueryHandler<P = any, R = any> = (ctx: QueryContext, qry: QueryEnvelope<P>, payload: P) => R | Promise<R>;
 
 export interface MessageOptions {
@@ -24,9 +28,9 @@ export interface MessageOptions {
  * event map (`defineDomain<{ Opened: Opened }>(...)`), a key that names no
  * event is a type error, and each evolver's payload is typed.
  */
-export type EvolveMap<S, E = Record<string, any>> =
-  & { readonly [K in keyof E & string]?: Evolver<S, E[K]> }
-  & { readonly [path: `${string}.${string}`]: Evolver<S, any> };
+export type EvolveMap<S, E = Record<string, any>> = { readonly [K in keyof E & string]?: Evolver<S, E[K]> } & {
+  readonly [path: `${string}.${string}`]: Evolver<S>;
+};
 
 /**
  * One evolver of the token-keyed form, made by `on(EventToken, fn)`: the
@@ -107,7 +111,10 @@ const NAME = /^[A-Za-z][A-Za-z0-9_]*$/;
 
 function checkName(what: string, name: string): void {
   if (typeof name !== "string" || !NAME.test(name)) {
-    throw new MnemeError("INVALID_DOMAIN", `${what} name ${JSON.stringify(name)} must be an identifier (letters, digits, _; starting with a letter)`);
+    throw new MnemeError(
+      "INVALID_DOMAIN",
+      `${what} name ${JSON.stringify(name)} must be an identifier (letters, digits, _; starting with a letter)`,
+    );
   }
 }
 
@@ -123,7 +130,10 @@ function checkName(what: string, name: string): void {
  * const Typed = defineDomain<{ TodoCreated: TodoCreated }>("Todo");
  * const TodoCreated = Typed.event("TodoCreated");   // EventType<TodoCreated>
  */
-export function defineDomain<E extends Record<string, unknown> = Record<string, any>>(name: string, opts: { description?: string } = {}): Domain<E> {
+export function defineDomain<E extends Record<string, unknown> = Record<string, any>>(
+  name: string,
+  opts: { description?: string } = {},
+): Domain<E> {
   checkName("domain", name);
   const commands = new Map<string, CommandType<any, any>>();
   const queries = new Map<string, QueryType<any, any>>();
@@ -144,7 +154,10 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
   function evolveMapOf<S>(what: string, given: AggregateOptions<S, E>["evolve"]): Record<string, Evolver<S>> {
     const form = typeof given === "function" ? given(on) : given;
     if (form === null || typeof form !== "object") {
-      throw new MnemeError("INVALID_DOMAIN", `${what} needs evolve: an object of evolvers, an array of on(EventToken, fn) steps, or a function returning one`);
+      throw new MnemeError(
+        "INVALID_DOMAIN",
+        `${what} needs evolve: an object of evolvers, an array of on(EventToken, fn) steps, or a function returning one`,
+      );
     }
     if (!Array.isArray(form)) return { ...(form as Record<string, Evolver<S>>) };
     const out: Record<string, Evolver<S>> = {};
@@ -156,11 +169,17 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
       }
       const ev = step.event as EventType | null | undefined;
       if (ev === null || typeof ev !== "object" || ev.kind !== "event") {
-        throw new MnemeError("INVALID_DOMAIN", `${at}: on(...) needs an event token (from a domain's event()), got ${ev === null || ev === undefined ? String(ev) : JSON.stringify((ev as { kind?: unknown }).kind ?? typeof ev)}`);
+        throw new MnemeError(
+          "INVALID_DOMAIN",
+          `${at}: on(...) needs an event token (from a domain's event()), got ${ev === null || ev === undefined ? String(ev) : JSON.stringify((ev as { kind?: unknown }).kind ?? typeof ev)}`,
+        );
       }
       if (typeof step.evolve !== "function") throw new MnemeError("INVALID_DOMAIN", `${at}: on(${ev.path}, fn): fn must be a function`);
       if (ev.domain === name && events.get(ev.name) !== ev) {
-        throw new MnemeError("INVALID_DOMAIN", `${at}: the token ${ev.path} was made by another domain object named ${name}, not by this one`);
+        throw new MnemeError(
+          "INVALID_DOMAIN",
+          `${at}: the token ${ev.path} was made by another domain object named ${name}, not by this one`,
+        );
       }
       const key = ev.domain === name ? ev.name : ev.path;
       if (Object.hasOwn(out, key)) throw new MnemeError("INVALID_DOMAIN", `${at}: ${ev.path} is evolved twice`);
@@ -172,16 +191,25 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
   const domain: Domain<E> = {
     name,
     description: opts.description ?? `${name} domain`,
-    commands, queries, events, aggregates, commandHandlers, queryHandlers, permissions,
+    commands,
+    queries,
+    events,
+    aggregates,
+    commandHandlers,
+    queryHandlers,
+    permissions,
 
     command<P, R = unknown>(cmdName: string, o: MessageOptions = {}): CommandType<P, R> {
       checkName("command", cmdName);
       if (taken(cmdName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${cmdName} is defined twice`);
       const permission = o.permission ?? authorized;
       const type: CommandType<P, R> = Object.freeze({
-        kind: "command" as const, domain: name, name: cmdName,
+        kind: "command" as const,
+        domain: name,
+        name: cmdName,
         description: o.description ?? `${cmdName} command of ${name}`,
-        permission, secretFields: Object.freeze([...(o.secretFields ?? [])]),
+        permission,
+        secretFields: Object.freeze([...(o.secretFields ?? [])]),
         ...(o.schema === undefined ? {} : { schema: o.schema }),
       });
       commands.set(cmdName, type);
@@ -194,9 +222,12 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
       if (taken(qryName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${qryName} is defined twice`);
       const permission = o.permission ?? authorized;
       const type: QueryType<P, R> = Object.freeze({
-        kind: "query" as const, domain: name, name: qryName,
+        kind: "query" as const,
+        domain: name,
+        name: qryName,
         description: o.description ?? `${qryName} query of ${name}`,
-        permission, secretFields: Object.freeze([...(o.secretFields ?? [])]),
+        permission,
+        secretFields: Object.freeze([...(o.secretFields ?? [])]),
         ...(o.schema === undefined ? {} : { schema: o.schema }),
       });
       queries.set(qryName, type);
@@ -209,7 +240,10 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
       if (events.has(evtName)) throw new MnemeError("INVALID_DOMAIN", `event ${name}.${evtName} is defined twice`);
       const path = `${name}.${evtName}`;
       const type: EventType<P> = Object.freeze({
-        kind: "event" as const, domain: name, name: evtName, path,
+        kind: "event" as const,
+        domain: name,
+        name: evtName,
+        path,
         description: o.description ?? `${evtName} event of ${name}`,
         ...(o.schema === undefined ? {} : { schema: o.schema }),
         create(aggregateUuid: string, payload: P, c: { version?: number; tenantUuid?: string; reqCtx?: RequestContext } = {}): NewEvent<P> {
@@ -230,18 +264,27 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
     aggregate<S>(aggName: string, o: AggregateOptions<S, E>): AggregateType<S> {
       checkName("aggregate", aggName);
       if (aggregates.has(aggName)) throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} is defined twice`);
-      if (typeof o.initialState !== "function") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an initialState function`);
+      if (typeof o.initialState !== "function")
+        throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an initialState function`);
       const tenancy = o.tenancy ?? "tenant";
       if (tenancy !== "tenant" && tenancy !== "global") {
-        throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: tenancy must be "tenant" or "global", got ${JSON.stringify(tenancy)}`);
+        throw new MnemeError(
+          "INVALID_DOMAIN",
+          `aggregate ${name}.${aggName}: tenancy must be "tenant" or "global", got ${JSON.stringify(tenancy)}`,
+        );
       }
       const evolve = Object.freeze(evolveMapOf(`aggregate ${name}.${aggName}`, o.evolve));
       for (const [key, fn] of Object.entries(evolve)) {
-        if (typeof fn !== "function") throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: evolve.${key} must be a function`);
+        if (typeof fn !== "function")
+          throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: evolve.${key} must be a function`);
       }
       const type: AggregateType<S> = Object.freeze({
-        kind: "aggregate" as const, domain: name, name: aggName, tenancy,
-        initialState: o.initialState, evolve,
+        kind: "aggregate" as const,
+        domain: name,
+        name: aggName,
+        tenancy,
+        initialState: o.initialState,
+        evolve,
         apply(state: S, event: Event): S {
           const fn = (event.domain === name ? evolve[event.name] : undefined) ?? evolve[`${event.domain}.${event.name}`];
           return fn === undefined ? state : fn(state, event.payload, event);
@@ -269,8 +312,10 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
 
     registerPermission(p: Permission): void {
       const checked = checkPermission(p); // a custom permission with a built-in level function becomes that level
-      if (checked.domain !== name) throw new MnemeError("INVALID_PERMISSION", `permission for domain ${checked.domain} registered on domain ${name}`);
-      if (!taken(checked.type)) throw new MnemeError("INVALID_PERMISSION", `${name} has no command or query ${checked.type} to attach a permission to`);
+      if (checked.domain !== name)
+        throw new MnemeError("INVALID_PERMISSION", `permission for domain ${checked.domain} registered on domain ${name}`);
+      if (!taken(checked.type))
+        throw new MnemeError("INVALID_PERMISSION", `${name} has no command or query ${checked.type} to attach a permission to`);
       permissions.set(checked.type, checked);
     },
   };

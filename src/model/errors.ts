@@ -61,7 +61,10 @@ export interface ErrorCodeDefinition {
 
 /** Process-wide, and shared by duplicate installs of mneme (as the error brand is), so mneme/http sees codes defined through another copy. */
 const REGISTRY_KEY = Symbol.for("mneme.errorCodes");
-const registry: Map<string, ErrorCodeDefinition> = ((globalThis as Record<symbol, unknown>)[REGISTRY_KEY] ??= new Map()) as Map<string, ErrorCodeDefinition>;
+const registry: Map<string, ErrorCodeDefinition> = ((globalThis as Record<symbol, unknown>)[REGISTRY_KEY] ??= new Map()) as Map<
+  string,
+  ErrorCodeDefinition
+>;
 const BUILT_IN: ReadonlySet<string> = new Set(MNEME_ERROR_CODES);
 const CODE = /^[A-Z][A-Z0-9_]*$/;
 
@@ -78,7 +81,10 @@ const CODE = /^[A-Z][A-Z0-9_]*$/;
  */
 export function defineErrorCode<C extends string>(code: C, opts: { status: number; description?: string }): UserErrorCode<C> {
   if (typeof code !== "string" || !CODE.test(code)) {
-    throw new MnemeError("INVALID_DOMAIN", `error code ${JSON.stringify(code)} must be UPPER_SNAKE_CASE (A-Z, 0-9, _; starting with a letter)`);
+    throw new MnemeError(
+      "INVALID_DOMAIN",
+      `error code ${JSON.stringify(code)} must be UPPER_SNAKE_CASE (A-Z, 0-9, _; starting with a letter)`,
+    );
   }
   if (BUILT_IN.has(code)) throw new MnemeError("INVALID_DOMAIN", `error code ${code} is one of mneme's own codes and cannot be redefined`);
   const status = opts?.status;
@@ -92,7 +98,10 @@ export function defineErrorCode<C extends string>(code: C, opts: { status: numbe
   const known = registry.get(code);
   if (known !== undefined) {
     if (known.status === status && known.description === description) return code as UserErrorCode<C>;
-    throw new MnemeError("INVALID_DOMAIN", `error code ${code} is defined already with status ${known.status} (${JSON.stringify(known.description)}); now with status ${status} (${JSON.stringify(description)})`);
+    throw new MnemeError(
+      "INVALID_DOMAIN",
+      `error code ${code} is defined already with status ${known.status} (${JSON.stringify(known.description)}); now with status ${status} (${JSON.stringify(description)})`,
+    );
   }
   registry.set(code, Object.freeze({ code, status, description }));
   return code as UserErrorCode<C>;
@@ -166,5 +175,5 @@ export function isMnemeError(e: unknown, code?: ErrorCode): e is MnemeError {
 /** The message of anything thrown, for logs and metrics. */
 export function errorMessage(e: unknown): string {
   if (e instanceof Error) return e.message;
-  return typeof e === "string" ? e : JSON.stringify(e) ?? String(e);
+  return typeof e === "string" ? e : (JSON.stringify(e) ?? String(e));
 }

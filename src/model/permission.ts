@@ -118,9 +118,12 @@ export function permissionFuncOf(p: LevelPermission | CustomPermission): Permiss
 export function permissionFuncOf(p: Permission): PermissionFunc | undefined;
 export function permissionFuncOf(p: Permission): PermissionFunc | undefined {
   switch (p.kind) {
-    case "level": return LEVEL_FUNCS[p.level];
-    case "custom": return p.cmdFunc;
-    case "administrator": return undefined;
+    case "level":
+      return LEVEL_FUNCS[p.level];
+    case "custom":
+      return p.cmdFunc;
+    case "administrator":
+      return undefined;
   }
 }
 
@@ -130,7 +133,12 @@ export function permissionFuncOf(p: Permission): PermissionFunc | undefined {
  * (`kind: "level"`, no cmdFunc); with any other function: a custom one (`kind: "custom"`, `funcSet: true`).
  */
 export function newPermission(domain: string, type: string, description: string): AdministratorPermission;
-export function newPermission(domain: string, type: string, description: string, cmdFunc: PermissionFunc): LevelPermission | CustomPermission;
+export function newPermission(
+  domain: string,
+  type: string,
+  description: string,
+  cmdFunc: PermissionFunc,
+): LevelPermission | CustomPermission;
 export function newPermission(domain: string, type: string, description: string, cmdFunc?: PermissionFunc): Permission;
 export function newPermission(domain: string, type: string, description: string, cmdFunc?: PermissionFunc): Permission {
   if (cmdFunc === undefined) return { kind: "administrator", domain, type, description, funcSet: false };
@@ -140,7 +148,12 @@ export function newPermission(domain: string, type: string, description: string,
 }
 
 /** Creates a custom permission for a (domain, command) pair (a built-in level function gives that level). */
-export function newPermissionCmdFunc(domain: string, commandName: string, cmdFunc: PermissionFunc, description?: string): LevelPermission | CustomPermission {
+export function newPermissionCmdFunc(
+  domain: string,
+  commandName: string,
+  cmdFunc: PermissionFunc,
+  description?: string,
+): LevelPermission | CustomPermission {
   return newPermission(domain, commandName, description ?? `Custom permission for ${domain}.${commandName}`, cmdFunc);
 }
 
@@ -165,8 +178,10 @@ export function checkPermission(input: Permission): Permission {
   }
   const p = input;
   const name = `permission ${p.domain}.${p.type}`;
-  const invalid = (why: string) => new MnemeError("INVALID_PERMISSION", `${name}: ${why} (make permissions with newPermission or newPermissionCmdFunc)`);
-  if (!KINDS.includes(p.kind)) throw invalid(`kind must be one of ${KINDS.map((k) => JSON.stringify(k)).join(", ")}, got ${JSON.stringify(raw.kind)}`);
+  const invalid = (why: string) =>
+    new MnemeError("INVALID_PERMISSION", `${name}: ${why} (make permissions with newPermission or newPermissionCmdFunc)`);
+  if (!KINDS.includes(p.kind))
+    throw invalid(`kind must be one of ${KINDS.map((k) => JSON.stringify(k)).join(", ")}, got ${JSON.stringify(raw.kind)}`);
   if (typeof raw.funcSet !== "boolean") throw invalid("funcSet must be a boolean");
   if (raw.cmdFunc !== undefined && typeof raw.cmdFunc !== "function") throw invalid("cmdFunc must be a function");
   const { domain, type, description } = p;
@@ -176,9 +191,11 @@ export function checkPermission(input: Permission): Permission {
       if (typeof p.cmdFunc !== "function") throw invalid("a custom permission needs its cmdFunc");
       if (raw.level !== undefined) throw invalid("a custom permission has no level");
       const level = permissionLevelOf(p.cmdFunc);
-      return Object.freeze(level === undefined
-        ? { kind: "custom", domain, type, description, funcSet: true, cmdFunc: p.cmdFunc }
-        : { kind: "level", domain, type, description, funcSet: false, level });
+      return Object.freeze(
+        level === undefined
+          ? { kind: "custom", domain, type, description, funcSet: true, cmdFunc: p.cmdFunc }
+          : { kind: "level", domain, type, description, funcSet: false, level },
+      );
     }
     case "level":
       if (raw.funcSet) throw invalid("a level permission has funcSet: false");
@@ -188,7 +205,7 @@ export function checkPermission(input: Permission): Permission {
     case "administrator":
       if (raw.funcSet) throw invalid("an administrator permission has funcSet: false");
       // A function or a level here would silently change who is granted: say so instead.
-      if (raw.cmdFunc !== undefined) throw invalid("an administrator permission has no cmdFunc (a custom permission has kind \"custom\")");
+      if (raw.cmdFunc !== undefined) throw invalid('an administrator permission has no cmdFunc (a custom permission has kind "custom")');
       if (raw.level !== undefined) throw invalid(`an administrator permission has no level (a level permission has kind "level")`);
       return Object.freeze({ kind: "administrator", domain, type, description, funcSet: false });
   }

@@ -45,7 +45,8 @@ export class PermissionRegistry {
       types = new Map();
       this.#byDomain.set(checked.domain, types);
     }
-    if (types.has(checked.type)) throw new MnemeError("INVALID_PERMISSION", `permission ${checked.domain}.${checked.type} is registered already`);
+    if (types.has(checked.type))
+      throw new MnemeError("INVALID_PERMISSION", `permission ${checked.domain}.${checked.type} is registered already`);
     types.set(checked.type, checked);
   }
 
@@ -80,6 +81,8 @@ export class PermissionRegistry {
     try {
       outcome = this.evaluate(reqCtx, envelope);
     } catch (e) {
+      // A throwing custom function: its error (whatever it is) is what the caller gets, as from evaluate.
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
       return Promise.reject(e);
     }
     if (outcome === undefined) return ALLOWED;
@@ -117,8 +120,12 @@ const ALLOWED: Promise<void> = Promise.resolve();
 
 /** Runs a permission function; `then` (the authorizer, for Authorized) is consulted when it allows. */
 function run(
-  p: Permission, fn: PermissionFunc, reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope,
-  context: PermissionContext | undefined, then: Authorizer | undefined,
+  p: Permission,
+  fn: PermissionFunc,
+  reqCtx: RequestContext,
+  envelope: CommandEnvelope | QueryEnvelope,
+  context: PermissionContext | undefined,
+  then: Authorizer | undefined,
 ): Outcome {
   let r: unknown;
   try {
@@ -127,7 +134,10 @@ function run(
     return toDenial(p, e);
   }
   return isThenable(r)
-    ? Promise.resolve(r).then((v) => verdict(p, v, reqCtx, envelope, then), (e: unknown) => toDenial(p, e))
+    ? Promise.resolve(r).then(
+        (v) => verdict(p, v, reqCtx, envelope, then),
+        (e: unknown) => toDenial(p, e),
+      )
     : verdict(p, r, reqCtx, envelope, then);
 }
 
@@ -136,11 +146,20 @@ function rejectDenial(denied: MnemeError | undefined): void {
 }
 
 /** Nothing allows (then the authorizer, if any); an Error denies; anything else denies too (deny is the default). */
-function verdict(p: Permission, r: unknown, reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope, then: Authorizer | undefined): Outcome {
+function verdict(
+  p: Permission,
+  r: unknown,
+  reqCtx: RequestContext,
+  envelope: CommandEnvelope | QueryEnvelope,
+  then: Authorizer | undefined,
+): Outcome {
   if (r === undefined) return then === undefined ? undefined : consult(p, then, reqCtx, envelope);
   if (r instanceof Error) return toDenial(p, r);
   // e.g. `(ctx) => ctx.senderAccountUuid === admin`: a boolean type-checks as void, and must not allow.
-  return new MnemeError("PERMISSION_DENIED", `permission denied for ${p.domain}.${p.type}: its permission function returned ${describe(r)}; return nothing to allow or an Error to deny`);
+  return new MnemeError(
+    "PERMISSION_DENIED",
+    `permission denied for ${p.domain}.${p.type}: its permission function returned ${describe(r)}; return nothing to allow or an Error to deny`,
+  );
 }
 
 function consult(p: Permission, authorizer: Authorizer, reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope): Outcome {
@@ -151,7 +170,10 @@ function consult(p: Permission, authorizer: Authorizer, reqCtx: RequestContext, 
     return toDenial(p, e);
   }
   return isThenable(r)
-    ? Promise.resolve(r).then((v) => verdict(p, v, reqCtx, envelope, undefined) as MnemeError | undefined, (e: unknown) => toDenial(p, e))
+    ? Promise.resolve(r).then(
+        (v) => verdict(p, v, reqCtx, envelope, undefined) as MnemeError | undefined,
+        (e: unknown) => toDenial(p, e),
+      )
     : verdict(p, r, reqCtx, envelope, undefined);
 }
 
@@ -161,7 +183,8 @@ function isThenable(r: unknown): r is PromiseLike<unknown> {
 
 function describe(v: unknown): string {
   if (v === null) return "null";
-  return typeof v === "object" ? "an object" : `${typeof v} ${String(v)}`;
+  if (typeof v === "function") return "a function";
+  return typeof v === "object" ? "an object" : `${typeof v} ${String(v as string | number | boolean | bigint | symbol | undefined)}`;
 }
 
 function toDenial(p: Permission, e: unknown): MnemeError {

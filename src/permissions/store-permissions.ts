@@ -14,11 +14,18 @@ export const STORE_PREFIXES: Readonly<Record<StoreName, string>> = Object.freeze
 });
 
 const STORE_TITLES: Readonly<Record<StoreName, string>> = {
-  event: "EventStore", command: "CommandStore", data: "DataStore", cache: "CacheStore", log: "LogStore",
+  event: "EventStore",
+  command: "CommandStore",
+  data: "DataStore",
+  cache: "CacheStore",
+  log: "LogStore",
 };
 
 const ACTION_TEXT: Readonly<Record<StoreAction, string>> = {
-  Info: "Retrieve information about the", Read: "Read entries of the", Update: "Update entries of the", Delete: "Delete entries of the",
+  Info: "Retrieve information about the",
+  Read: "Read entries of the",
+  Update: "Update entries of the",
+  Delete: "Delete entries of the",
 };
 
 export const STORE_NAMES: readonly StoreName[] = ["event", "command", "data", "cache", "log"];
@@ -34,7 +41,13 @@ export function storePermissionDefinitions(): AdministratorPermission[] {
   const out: AdministratorPermission[] = [];
   for (const store of STORE_NAMES) {
     for (const action of STORE_ACTIONS) {
-      out.push(newPermission("Runtime", storePermissionName(store, action), `${ACTION_TEXT[action]} ${STORE_TITLES[store]} (system administrators only)`));
+      out.push(
+        newPermission(
+          "Runtime",
+          storePermissionName(store, action),
+          `${ACTION_TEXT[action]} ${STORE_TITLES[store]} (system administrators only)`,
+        ),
+      );
     }
   }
   return out;
@@ -42,7 +55,11 @@ export function storePermissionDefinitions(): AdministratorPermission[] {
 
 /** What registerStorePermissions needs of a facade. */
 export interface StorePermissionHost {
-  readonly permissions: { has(domain: string, type: string): boolean; register(p: Permission): void; get(domain: string, type: string): Permission | undefined };
+  readonly permissions: {
+    has(domain: string, type: string): boolean;
+    register(p: Permission): void;
+    get(domain: string, type: string): Permission | undefined;
+  };
   readonly runtime: { readonly stores: { markRegistered(): void } };
 }
 

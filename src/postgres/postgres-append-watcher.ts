@@ -149,7 +149,7 @@ export class PostgresAppendWatcher {
     const sep = payload.lastIndexOf(":");
     if (payload.slice(0, sep) === this.opts.instanceId) return;
     const pos = Number(payload.slice(sep + 1));
-    if (!Number.isFinite(pos)) return this.fire(undefined);
+    if (!Number.isFinite(pos)) return void this.fire(undefined);
     if (pos > this.lastSeen && this.lastSeen >= 0) this.lastSeen = pos;
     this.fire(pos);
   }

@@ -14,8 +14,7 @@ import { validateSchemaName } from "./postgres-schema.js";
 
 /** Where the stores connect: a connection string (a pool is made and ended by close()) or a pool the caller owns. */
 export type PostgresConnection =
-  | { readonly connectionString: string; readonly pool?: never }
-  | { readonly pool: PgPool; readonly connectionString?: never };
+  { readonly connectionString: string; readonly pool?: never } | { readonly pool: PgPool; readonly connectionString?: never };
 
 /** Options of {@link createPostgresBackends}. */
 export interface PostgresBackendsOptions {
@@ -71,7 +70,8 @@ export function createPostgresBackends(
   let ownPool: pg.Pool | undefined;
   let connectionInfo: string;
   if (connection.pool !== undefined) {
-    if (connection.connectionString !== undefined) throw new MnemeError("INVALID_REQUEST", "createPostgresBackends: give connectionString or pool, not both");
+    if (connection.connectionString !== undefined)
+      throw new MnemeError("INVALID_REQUEST", "createPostgresBackends: give connectionString or pool, not both");
     pool = connection.pool;
     connectionInfo = describeConnection(pool, schema);
   } else if (typeof connection.connectionString === "string" && connection.connectionString !== "") {
@@ -84,7 +84,9 @@ export function createPostgresBackends(
   // An idle client that loses its connection emits 'error' on the pool; without a listener that would end the process.
   listenForPoolErrors(pool);
   const shared = { pool, schema, connectionInfo, ...(opts.onStatement === undefined ? {} : { onStatement: opts.onStatement }) };
-  const eventRepository = new PostgresEventRepository(opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs });
+  const eventRepository = new PostgresEventRepository(
+    opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs },
+  );
   const commandStore = new PostgresCommandStore(shared);
   const logStore = new PostgresLogStore(shared);
   const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);

@@ -32,9 +32,12 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   /** Creates the schema and table; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
-      runSchemaDdl(this.pool, this.schema, [
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
-        `CREATE TABLE IF NOT EXISTS ${this.table} (
+      runSchemaDdl(
+        this.pool,
+        this.schema,
+        [
+          `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+          `CREATE TABLE IF NOT EXISTS ${this.table} (
           command_uuid text COLLATE "C" PRIMARY KEY,
           domain text NOT NULL,
           name text NOT NULL,
@@ -43,8 +46,10 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
           created_at bigint NOT NULL,
           record jsonb NOT NULL
         )`,
-        `CREATE INDEX IF NOT EXISTS commands_created_at_idx ON ${this.table} (created_at, command_uuid)`,
-      ], this.onStatement),
+          `CREATE INDEX IF NOT EXISTS commands_created_at_idx ON ${this.table} (created_at, command_uuid)`,
+        ],
+        this.onStatement,
+      ),
     );
   }
 
@@ -72,7 +77,11 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async get(commandUuid: string): Promise<CommandRecord | undefined> {
     return this.track(async () => {
       if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "get: commandUuid must be a string");
-      const res = await this.query<{ record: CommandRecord }>(`SELECT record FROM ${this.table} WHERE command_uuid = $1`, [commandUuid], "command get");
+      const res = await this.query<{ record: CommandRecord }>(
+        `SELECT record FROM ${this.table} WHERE command_uuid = $1`,
+        [commandUuid],
+        "command get",
+      );
       return res.rows[0]?.record;
     });
   }
@@ -119,7 +128,11 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
 
   async info(): Promise<StoreInfo> {
     return this.track(async () => {
-      const res = await this.query<{ n: string; t: string | null }>(`SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.table}`, [], "command info");
+      const res = await this.query<{ n: string; t: string | null }>(
+        `SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.table}`,
+        [],
+        "command info",
+      );
       return this.storeInfoOf(res.rows[0]);
     });
   }

@@ -15,7 +15,17 @@ export function sqlState(e: unknown): string | undefined {
 }
 
 /** Socket-level error codes of a connection that failed or could not be made. */
-const CONNECTION_ERROR_CODES = new Set(["ECONNRESET", "EPIPE", "ECONNREFUSED", "ECONNABORTED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "EAI_AGAIN"]);
+const CONNECTION_ERROR_CODES = new Set([
+  "ECONNRESET",
+  "EPIPE",
+  "ECONNREFUSED",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EAI_AGAIN",
+]);
 
 /**
  * SQLSTATEs that end or refuse the session rather than fail one statement:

@@ -94,7 +94,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     super(opts);
     const poll = opts.pollIntervalMs ?? 500;
     const reconnect = opts.reconnectDelayMs ?? 1000;
-    if (!Number.isInteger(poll) || poll < 0) throw new MnemeError("INVALID_REQUEST", `postgres: pollIntervalMs must be an integer >= 0, got ${String(poll)}`);
+    if (!Number.isInteger(poll) || poll < 0)
+      throw new MnemeError("INVALID_REQUEST", `postgres: pollIntervalMs must be an integer >= 0, got ${String(poll)}`);
     if (!Number.isInteger(reconnect) || reconnect < 0) {
       throw new MnemeError("INVALID_REQUEST", `postgres: reconnectDelayMs must be an integer >= 0, got ${String(reconnect)}`);
     }
@@ -301,7 +302,11 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   }
 
   private async readHead(): Promise<number> {
-    const res = await this.query<{ head: string | null }>(`SELECT max(position)::text AS head FROM ${this.qschema}.events`, [], "headPosition");
+    const res = await this.query<{ head: string | null }>(
+      `SELECT max(position)::text AS head FROM ${this.qschema}.events`,
+      [],
+      "headPosition",
+    );
     const head = res.rows[0]?.head;
     return head == null ? 0 : Number(head);
   }
@@ -493,7 +498,8 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
     const e = events[i] as NewEvent;
     if (typeof e !== "object" || e === null) throw new MnemeError("INVALID_EVENTS", `events[${i}] is not an object`);
     for (const field of ["aggregateUuid", "domain", "name"] as const) {
-      if (typeof e[field] !== "string" || e[field] === "") throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a non-empty string`);
+      if (typeof e[field] !== "string" || e[field] === "")
+        throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a non-empty string`);
     }
     if (e.version !== undefined && (!Number.isInteger(e.version) || e.version < 1)) {
       throw new MnemeError("INVALID_EVENTS", `events[${i}].version must be an integer >= 1, got ${String(e.version)}`);
@@ -548,7 +554,21 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
   }
   return {
     events: out,
-    columns: [eventUuids, tenants, domains, names, aggs, versions, commands, createdAts, reqCtxs, payloads, expAggs, expVersions, globals === undefined ? [] : [...globals]],
+    columns: [
+      eventUuids,
+      tenants,
+      domains,
+      names,
+      aggs,
+      versions,
+      commands,
+      createdAts,
+      reqCtxs,
+      payloads,
+      expAggs,
+      expVersions,
+      globals === undefined ? [] : [...globals],
+    ],
   };
 }
 

@@ -35,9 +35,12 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
   /** Creates the schema and table; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
-      runSchemaDdl(this.pool, this.schema, [
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
-        `CREATE TABLE IF NOT EXISTS ${this.table} (
+      runSchemaDdl(
+        this.pool,
+        this.schema,
+        [
+          `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+          `CREATE TABLE IF NOT EXISTS ${this.table} (
           id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
           level text NOT NULL,
           message text NOT NULL,
@@ -46,7 +49,9 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
           data jsonb,
           created_at bigint NOT NULL
         )`,
-      ], this.onStatement),
+        ],
+        this.onStatement,
+      ),
     );
   }
 

@@ -87,7 +87,7 @@ export class CheckedOutClient {
     const config = typeof q === "string" ? { text: q, values } : q;
     if (this.hook !== undefined) await this.hook({ kind: this.kind, text: config.text, processId: this.processId });
     // rowMode "array" gives rows as arrays: the caller's R says so.
-    return (await this.raw.query(config as unknown as QueryConfig)) as unknown as QueryResult<R>;
+    return await this.raw.query(config as unknown as QueryConfig);
   }
 
   /**
@@ -126,7 +126,13 @@ function ignore(): void {}
  * Checks a client out of `pool` for `kind` of work; a failure to connect is
  * the MnemeError of `mapPgError` (UNAVAILABLE when the database cannot be reached).
  */
-export async function checkout(pool: PgPool, kind: PgClientKind, hook: PgStatementHook | undefined, what: string, onLost?: (error: unknown) => void): Promise<CheckedOutClient> {
+export async function checkout(
+  pool: PgPool,
+  kind: PgClientKind,
+  hook: PgStatementHook | undefined,
+  what: string,
+  onLost?: (error: unknown) => void,
+): Promise<CheckedOutClient> {
   let raw: PgClient;
   try {
     raw = await pool.connect();
@@ -141,7 +147,13 @@ export async function checkout(pool: PgPool, kind: PgClientKind, hook: PgStateme
  * Runs `fn` on a client checked out for it, then releases the client
  * (destroyed when its connection failed). Errors of `fn` are thrown as they are.
  */
-export async function withClient<R>(pool: PgPool, kind: PgClientKind, hook: PgStatementHook | undefined, what: string, fn: (client: CheckedOutClient) => Promise<R>): Promise<R> {
+export async function withClient<R>(
+  pool: PgPool,
+  kind: PgClientKind,
+  hook: PgStatementHook | undefined,
+  what: string,
+  fn: (client: CheckedOutClient) => Promise<R>,
+): Promise<R> {
   const client = await checkout(pool, kind, hook, what);
   let failed: unknown;
   try {
@@ -178,7 +190,8 @@ export function describeConnection(source: string | PgPool, schema: string): str
   if (typeof source === "string") {
     target = redactUrl(source);
   } else {
-    const o = source.options as { connectionString?: unknown; host?: unknown; port?: unknown; user?: unknown; database?: unknown } | undefined;
+    const o = source.options as
+      { connectionString?: unknown; host?: unknown; port?: unknown; user?: unknown; database?: unknown } | undefined;
     if (typeof o?.connectionString === "string") target = redactUrl(o.connectionString);
     else if (o !== undefined) {
       const user = typeof o.user === "string" ? `${o.user}@` : "";

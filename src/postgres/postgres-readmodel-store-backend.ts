@@ -3,8 +3,16 @@ import { nowNs } from "../model/clock.js";
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
-  assertCheckpoint, assertCollectionName, assertDocumentKey, assertDocumentKeys, assertFieldName, assertHandlerName, documentEntriesJson,
-  documentJson, listWindow, whereConditions,
+  assertCheckpoint,
+  assertCollectionName,
+  assertDocumentKey,
+  assertDocumentKeys,
+  assertFieldName,
+  assertHandlerName,
+  documentEntriesJson,
+  documentJson,
+  listWindow,
+  whereConditions,
 } from "../store/readmodel-validation.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
@@ -65,19 +73,24 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   /** Creates the schema and tables; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
-      runSchemaDdl(this.pool, this.schema, [
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
-        // COLLATE "C": keys and names sort by code point, as in the other backends, and the primary key serves that order.
-        `CREATE TABLE IF NOT EXISTS ${this.docs} (
+      runSchemaDdl(
+        this.pool,
+        this.schema,
+        [
+          `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+          // COLLATE "C": keys and names sort by code point, as in the other backends, and the primary key serves that order.
+          `CREATE TABLE IF NOT EXISTS ${this.docs} (
           collection text COLLATE "C" NOT NULL,
           key text COLLATE "C" NOT NULL,
           doc jsonb NOT NULL,
           updated_at bigint NOT NULL,
           PRIMARY KEY (collection, key)
         )`,
-        `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
-        `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
-      ], this.onStatement),
+          `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
+          `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
+        ],
+        this.onStatement,
+      ),
     );
   }
 
@@ -87,7 +100,12 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   }
 
   async listCollections(): Promise<string[]> {
-    const res = await this.exec<{ collection: string }>(`SELECT collection FROM ${this.collectionsTable} ORDER BY collection`, [], false, "listCollections");
+    const res = await this.exec<{ collection: string }>(
+      `SELECT collection FROM ${this.collectionsTable} ORDER BY collection`,
+      [],
+      false,
+      "listCollections",
+    );
     return res.rows.map((r) => r.collection);
   }
 
@@ -126,7 +144,9 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           if (lost) {
             // The session is gone and its transaction with it; fn may have seen (and wrapped) that error.
             broken = true;
-            throw isMnemeError(e, "UNAVAILABLE") ? e : new MnemeError("UNAVAILABLE", "postgres: readmodel transaction: the database connection failed", { cause: e });
+            throw isMnemeError(e, "UNAVAILABLE")
+              ? e
+              : new MnemeError("UNAVAILABLE", "postgres: readmodel transaction: the database connection failed", { cause: e });
           }
           throw e;
         }
@@ -153,7 +173,12 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   }
 
   async getCheckpoint(handler: string): Promise<number> {
-    const res = await this.exec<{ position: string }>(`SELECT position::text FROM ${this.checkpoints} WHERE handler = $1`, [handler], false, "getCheckpoint");
+    const res = await this.exec<{ position: string }>(
+      `SELECT position::text FROM ${this.checkpoints} WHERE handler = $1`,
+      [handler],
+      false,
+      "getCheckpoint",
+    );
     const row = res.rows[0];
     return row === undefined ? 0 : Number(row.position);
   }
@@ -170,7 +195,12 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   }
 
   async info(): Promise<StoreInfo> {
-    const res = await this.exec<{ n: string; t: string | null }>(`SELECT count(*)::text AS n, max(updated_at)::text AS t FROM ${this.docs}`, [], false, "info");
+    const res = await this.exec<{ n: string; t: string | null }>(
+      `SELECT count(*)::text AS n, max(updated_at)::text AS t FROM ${this.docs}`,
+      [],
+      false,
+      "info",
+    );
     return this.storeInfoOf(res.rows[0]);
   }
 
@@ -179,7 +209,8 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
    * lock on a dedicated client); true when taken or already held by this backend.
    */
   async tryLock(handler: string): Promise<boolean> {
-    if (typeof handler !== "string" || handler === "") throw new MnemeError("INVALID_REQUEST", "tryLock: a handler name must be a non-empty string");
+    if (typeof handler !== "string" || handler === "")
+      throw new MnemeError("INVALID_REQUEST", "tryLock: a handler name must be a non-empty string");
     return this.track(() =>
       this.serialLockOp(async () => {
         this.assertOpen();
@@ -349,7 +380,12 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
 
   async get(key: string): Promise<T | undefined> {
     assertDocumentKey(key);
-    const res = await this.backend.exec<{ doc: T }>(`SELECT doc FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`, [this.name, key], false, "get");
+    const res = await this.backend.exec<{ doc: T }>(
+      `SELECT doc FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`,
+      [this.name, key],
+      false,
+      "get",
+    );
     return res.rows[0]?.doc;
   }
 
@@ -401,7 +437,12 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
 
   async delete(key: string): Promise<boolean> {
     assertDocumentKey(key);
-    const res = await this.backend.exec(`DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`, [this.name, key], true, "delete");
+    const res = await this.backend.exec(
+      `DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`,
+      [this.name, key],
+      true,
+      "delete",
+    );
     return (res.rowCount ?? 0) > 0;
   }
 
@@ -438,7 +479,12 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   async count(where?: Where): Promise<number> {
     const values: unknown[] = [this.name];
     const cond = whereSql(where, values);
-    const res = await this.backend.exec<{ n: string }>(`SELECT count(*)::text AS n FROM ${this.backend.docs} WHERE collection = $1${cond}`, values, false, "count");
+    const res = await this.backend.exec<{ n: string }>(
+      `SELECT count(*)::text AS n FROM ${this.backend.docs} WHERE collection = $1${cond}`,
+      values,
+      false,
+      "count",
+    );
     return Number(res.rows[0]?.n ?? 0);
   }
 

@@ -16,7 +16,10 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 export function validateSchemaName(schema: unknown): string {
   if (schema === undefined) return DEFAULT_POSTGRES_SCHEMA;
   if (typeof schema !== "string" || !IDENTIFIER.test(schema)) {
-    throw new MnemeError("INVALID_REQUEST", `postgres: schema must be an identifier (letters, digits, _; at most 63), got ${JSON.stringify(schema)}`);
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `postgres: schema must be an identifier (letters, digits, _; at most 63), got ${JSON.stringify(schema)}`,
+    );
   }
   return schema;
 }
@@ -41,7 +44,12 @@ export function advisoryKey(...parts: string[]): string {
  * several stores or app instances may run at the same time, and concurrent
  * `CREATE ... IF NOT EXISTS` on the same name can otherwise fail on the catalog's unique indexes.
  */
-export async function runSchemaDdl(pool: PgPool, schema: string, statements: readonly string[], onStatement?: PgStatementHook): Promise<void> {
+export async function runSchemaDdl(
+  pool: PgPool,
+  schema: string,
+  statements: readonly string[],
+  onStatement?: PgStatementHook,
+): Promise<void> {
   const client = await checkout(pool, "ddl", onStatement, `postgres: creating the tables of schema ${schema}`);
   let broken = false;
   try {

@@ -3,7 +3,15 @@ import { MnemeError } from "../model/errors.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
 import {
-  type CheckedOutClient, checkout, describeConnection, listenForPoolErrors, type PgClientKind, type PgPool, type PgQuery, type PgStatementHook, withClient,
+  type CheckedOutClient,
+  checkout,
+  describeConnection,
+  listenForPoolErrors,
+  type PgClientKind,
+  type PgPool,
+  type PgQuery,
+  type PgStatementHook,
+  withClient,
 } from "./postgres-pool.js";
 import { quoteIdent, validateSchemaName } from "./postgres-schema.js";
 

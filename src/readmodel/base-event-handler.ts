@@ -2,7 +2,12 @@ import { MnemeError } from "../model/errors.js";
 import { AllEvents, type AllEventsType, type EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
 import type {
-  DomainEventHandler, EventHandler, EventHandlerMetrics, EventHandlerState, HandlerContext, RestorationState,
+  DomainEventHandler,
+  EventHandler,
+  EventHandlerMetrics,
+  EventHandlerState,
+  HandlerContext,
+  RestorationState,
 } from "../model/event-handler.js";
 import { HandlerRunner } from "./handler-runner.js";
 
@@ -75,16 +80,18 @@ export class BaseEventHandler implements EventHandler {
     type: EventType<P> | AllEventsType,
     fn: (ctx: HandlerContext, event: Event<P>, domainEvt: P) => Promise<void> | void,
   ): void {
-    if (typeof fn !== "function") throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: a domain event handler must be a function`);
+    if (typeof fn !== "function")
+      throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: a domain event handler must be a function`);
     if (type === AllEvents || (type as { kind?: string }).kind === "allEvents") {
       this.#catchAll.push({ eventPath: "*", domain: "*", eventName: "*", fn: fn as DomainEventHandler["fn"] });
     } else {
       const t = type as EventType<P>;
-      if (t.kind !== "event") throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: addDomainEventHandler takes an event type or AllEvents`);
+      if (t.kind !== "event")
+        throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: addDomainEventHandler takes an event type or AllEvents`);
       const list = this.#handlers.get(t.path) ?? [];
       list.push({ eventPath: t.path, domain: t.domain, eventName: t.name, fn: fn as DomainEventHandler["fn"] });
       this.#handlers.set(t.path, list);
-      this.#eventTypes.set(t.path, t as EventType);
+      this.#eventTypes.set(t.path, t);
     }
     this.#runner.invalidate();
   }

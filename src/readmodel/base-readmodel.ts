@@ -32,7 +32,8 @@ export function withReadmodelStoreBackend(backend: ReadmodelStoreBackend): Readm
 
 /** Sets the replay batch size (events per page and per backend transaction). */
 export function withRestoreBatchSize(size: number): ReadmodelOption {
-  if (!Number.isInteger(size) || size < 1 || size > 100_000) throw new MnemeError("INVALID_REQUEST", "restoreBatchSize must be an integer in 1..100000");
+  if (!Number.isInteger(size) || size < 1 || size > 100_000)
+    throw new MnemeError("INVALID_REQUEST", "restoreBatchSize must be an integer in 1..100000");
   return (o) => {
     o.restoreBatchSize = size;
   };

@@ -5,8 +5,14 @@ import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
 import type {
-  DomainEventHandler, EventHandler, EventHandlerInfo, EventHandlerMetrics, EventHandlerState,
-  HandlerContext, RestorationState, RestoreReport,
+  DomainEventHandler,
+  EventHandler,
+  EventHandlerInfo,
+  EventHandlerMetrics,
+  EventHandlerState,
+  HandlerContext,
+  RestorationState,
+  RestoreReport,
 } from "../model/event-handler.js";
 import { HandlerMetrics } from "./handler-metrics.js";
 
@@ -47,12 +53,20 @@ export interface DeliveryOptions {
 }
 
 export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({
-  restoreBatchSize: 1000, catchBufferLimit: 10_000, progressEvery: 50_000, lockRetryMs: 1000, retryInitialMs: 50, retryMaxMs: 5000,
+  restoreBatchSize: 1000,
+  catchBufferLimit: 10_000,
+  progressEvery: 50_000,
+  lockRetryMs: 1000,
+  retryInitialMs: 50,
+  retryMaxMs: 5000,
 });
 
 /** A handler function failed on `event`. */
 export class HandlerFailure extends Error {
-  constructor(readonly event: Event, readonly error: unknown) {
+  constructor(
+    readonly event: Event,
+    readonly error: unknown,
+  ) {
     super(`handler failed on ${event.domain}.${event.name} at position ${event.position}: ${errorMessage(error)}`, { cause: error });
   }
 }
@@ -180,11 +194,14 @@ export class HandlerRunner {
   attach(host: HandlerHost, delivery: DeliveryOptions = DEFAULT_DELIVERY): void {
     const own = this.#restorer?.options();
     this.#host = host;
-    this.#delivery = own === undefined ? delivery : {
-      ...delivery,
-      restoreBatchSize: own.restoreBatchSize ?? delivery.restoreBatchSize,
-      catchBufferLimit: own.catchBufferLimit ?? delivery.catchBufferLimit,
-    };
+    this.#delivery =
+      own === undefined
+        ? delivery
+        : {
+            ...delivery,
+            restoreBatchSize: own.restoreBatchSize ?? delivery.restoreBatchSize,
+            catchBufferLimit: own.catchBufferLimit ?? delivery.catchBufferLimit,
+          };
     this.#resolved = new Map();
     for (const fn of this.#onAttach) fn(host);
   }
@@ -241,7 +258,10 @@ export class HandlerRunner {
       name: h.name,
       state: this.#state,
       restorationState: this.#restorationState,
-      domainEvents: h.getDomainEvents().map((t) => t.path).concat(this.#handlesAllEvents() ? ["*"] : []),
+      domainEvents: h
+        .getDomainEvents()
+        .map((t) => t.path)
+        .concat(this.#handlesAllEvents() ? ["*"] : []),
       lastPosition: this.#lastPosition,
       lastEventTimestamp: this.#lastEventTimestamp,
       hasMetrics: this.isStateRestorer,
@@ -383,7 +403,8 @@ export class HandlerRunner {
       this.#pumping = undefined;
       this.#wake();
       // work queued while the last await settled
-      if (this.#queue.length > 0 && this.#state === "running" && !this.#catching && this.#retryTimer === undefined) this.#pumping = this.#pump();
+      if (this.#queue.length > 0 && this.#state === "running" && !this.#catching && this.#retryTimer === undefined)
+        this.#pumping = this.#pump();
     }
   }
 
@@ -450,7 +471,8 @@ export class HandlerRunner {
       ...(filter === undefined ? {} : { eventPaths: filter }),
     })) {
       if (this.#state !== "running") return;
-      const fresh = batch[0] !== undefined && batch[0].position <= this.#lastPosition ? batch.filter((e) => e.position > this.#lastPosition) : batch;
+      const fresh =
+        batch[0] !== undefined && batch[0].position <= this.#lastPosition ? batch.filter((e) => e.position > this.#lastPosition) : batch;
       if (fresh.length > 0) await this.#apply(fresh, false);
       this.#wake();
     }
@@ -502,7 +524,7 @@ export class HandlerRunner {
           const s = restoring ? 0 : performance.now();
           for (const h of fns) {
             const r = h.fn(ctx, e, e.payload);
-            if (r !== undefined && typeof (r as Promise<void>).then === "function") await r;
+            if (r !== undefined && typeof r.then === "function") await r;
           }
           handled++;
           if (!restoring) metrics.sample((performance.now() - s) * 1000);
@@ -538,15 +560,23 @@ export class HandlerRunner {
     this.#failedAt = failure?.event.position ?? this.#lastPosition + 1;
     this.#failure = isMnemeError(cause)
       ? cause
-      : new MnemeError("HANDLER_FAILED", `event handler ${name} failed${failure ? ` on ${failure.event.domain}.${failure.event.name} at position ${failure.event.position}` : ""}: ${errorMessage(cause)}`, { cause });
+      : new MnemeError(
+          "HANDLER_FAILED",
+          `event handler ${name} failed${failure ? ` on ${failure.event.domain}.${failure.event.name} at position ${failure.event.position}` : ""}: ${errorMessage(cause)}`,
+          { cause },
+        );
     this.#queue = [];
     this.#setState("failed");
-    this.#host?.publish("HandlerFailed", {
-      eventHandlerName: name,
-      error: this.#metrics.lastError,
-      position: this.#failedAt,
-      ...(failure ? { eventPath: `${failure.event.domain}.${failure.event.name}`, eventUuid: failure.event.eventUuid } : {}),
-    }, failure?.event.tenantUuid || undefined);
+    this.#host?.publish(
+      "HandlerFailed",
+      {
+        eventHandlerName: name,
+        error: this.#metrics.lastError,
+        position: this.#failedAt,
+        ...(failure ? { eventPath: `${failure.event.domain}.${failure.event.name}`, eventUuid: failure.event.eventUuid } : {}),
+      },
+      failure?.event.tenantUuid || undefined,
+    );
   }
 
   #setState(state: EventHandlerState): void {
@@ -554,7 +584,12 @@ export class HandlerRunner {
     const from = this.#state;
     this.#state = state;
     if (state !== "running") this.#clearRetry();
-    this.#host?.publish("EventHandlerStateChanged", { eventHandlerName: this.#h.name, from, to: state, restorationState: this.#restorationState });
+    this.#host?.publish("EventHandlerStateChanged", {
+      eventHandlerName: this.#h.name,
+      from,
+      to: state,
+      restorationState: this.#restorationState,
+    });
     this.#wake();
   }
 
@@ -568,7 +603,8 @@ export class HandlerRunner {
     const name = this.#h.name;
     if (this.#restore !== undefined) throw new MnemeError("INVALID_STATE", `event handler ${name} is restoring; wait for it or stop it`);
     if (this.#state === "running") throw new MnemeError("INVALID_STATE", `event handler ${name} is running already`);
-    if (this.#state === "standby") throw new MnemeError("INVALID_STATE", `event handler ${name} is in standby: another instance processes it`);
+    if (this.#state === "standby")
+      throw new MnemeError("INVALID_STATE", `event handler ${name} is in standby: another instance processes it`);
     if (!(await this.#takeLock())) {
       this.#enterStandby();
       return;
@@ -584,7 +620,11 @@ export class HandlerRunner {
     this.notify(null);
     await this.idle();
     // Caught up from the checkpoint: a restorer whose last restore failed or was cancelled is whole again.
-    if ((this.#state as EventHandlerState) === "running" && this.isStateRestorer && (this.#restorationState === "failed" || this.#restorationState === "cancelled")) {
+    if (
+      (this.#state as EventHandlerState) === "running" &&
+      this.isStateRestorer &&
+      (this.#restorationState === "failed" || this.#restorationState === "cancelled")
+    ) {
       this.#restorationState = "restored";
     }
   }
@@ -632,7 +672,10 @@ export class HandlerRunner {
   /** Restores through the handler's own (possibly overridden) restoreState, as the Runtime's `restore` does. */
   restoreThroughHandler(opts: { fromZero?: boolean }): { done: Promise<RestoreReport> } {
     if (this.#restorer === undefined) {
-      throw new MnemeError("INVALID_ACTION", `event handler ${this.#h.name} is not a state restorer: it can be started and stopped, not restored`);
+      throw new MnemeError(
+        "INVALID_ACTION",
+        `event handler ${this.#h.name} is not a state restorer: it can be started and stopped, not restored`,
+      );
     }
     return this.#restorer.restoreState(opts);
   }
@@ -816,10 +859,12 @@ export class HandlerRunner {
     this.#caught = [];
     const caughtBefore = this.#metrics.eventsCaught;
     // tryLock may fail (UNAVAILABLE): live events must not stay caught then.
-    if (!(await this.#takeLock().catch((e: unknown) => {
-      this.#catching = false;
-      throw e;
-    }))) {
+    if (
+      !(await this.#takeLock().catch((e: unknown) => {
+        this.#catching = false;
+        throw e;
+      }))
+    ) {
       this.#catching = false;
       throw new MnemeError("INVALID_STATE", `event handler ${name} is processed by another instance: it cannot be restored here`);
     }
@@ -829,7 +874,6 @@ export class HandlerRunner {
     this.#restorationState = "restoring";
     this.#setState("running");
     let replayed = 0;
-    let afterPosition = 0;
     try {
       if (fromZero) {
         // One backend transaction: a crash or an error never leaves the collections
@@ -847,7 +891,7 @@ export class HandlerRunner {
         this.#lastEventTimestamp = at;
       }
       this.#persistedPosition = this.#lastPosition;
-      afterPosition = this.#lastPosition;
+      const afterPosition = this.#lastPosition;
       host.publish("RestoreStarted", { eventHandlerName: name, fromZero, afterPosition });
       replayed += await this.#replayFromStore(signal, replayed);
       // Hand-off: apply what was caught, in position order, each once; repeat until nothing new.
@@ -873,7 +917,8 @@ export class HandlerRunner {
         }
         await this.#apply(fresh, true);
       }
-      if (signal.aborted) throw new MnemeError("RESTORE_CANCELLED", `restoration of ${name} was cancelled at position ${this.#lastPosition}`);
+      if (signal.aborted)
+        throw new MnemeError("RESTORE_CANCELLED", `restoration of ${name} was cancelled at position ${this.#lastPosition}`);
       this.#catching = false;
       this.#restorationState = "restored";
       const durationMs = performance.now() - t0;
@@ -898,21 +943,31 @@ export class HandlerRunner {
         // The lock was lost mid-restore: the standby retry takes the handler back (and restores it) later.
         this.#restorationState = "cancelled";
         host.publish("RestoreFailed", { eventHandlerName: name, cancelled: true, lockLost: true, position: this.#lastPosition });
-        throw new MnemeError("RESTORE_CANCELLED", `restoration of ${name} stopped at position ${this.#lastPosition}: another instance took its processing lock`);
+        throw new MnemeError(
+          "RESTORE_CANCELLED",
+          `restoration of ${name} stopped at position ${this.#lastPosition}: another instance took its processing lock`,
+        );
       }
       if (isMnemeError(err, "RESTORE_CANCELLED") || signal.aborted) {
         this.#restorationState = "cancelled";
         await this.#persistCheckpoint().catch(() => undefined);
         this.#setState("stopped");
         host.publish("RestoreFailed", { eventHandlerName: name, cancelled: true, position: this.#lastPosition });
-        throw isMnemeError(err, "RESTORE_CANCELLED") ? err : new MnemeError("RESTORE_CANCELLED", `restoration of ${name} was cancelled at position ${this.#lastPosition}`);
+        throw isMnemeError(err, "RESTORE_CANCELLED")
+          ? err
+          : new MnemeError("RESTORE_CANCELLED", `restoration of ${name} was cancelled at position ${this.#lastPosition}`);
       }
       this.#restorationState = "failed";
       // UNAVAILABLE (the database could not be reached): the handler stays running and catches up
       // from the checkpoint after a backoff (restored again then); any other error fails it.
       const unavailable = this.#retryLater(err);
       if (unavailable === undefined) this.#fail(err);
-      host.publish("RestoreFailed", { eventHandlerName: name, cancelled: false, error: this.#metrics.lastError ?? errorMessage(err), position: this.#lastPosition });
+      host.publish("RestoreFailed", {
+        eventHandlerName: name,
+        cancelled: false,
+        error: this.#metrics.lastError ?? errorMessage(err),
+        position: this.#lastPosition,
+      });
       throw unavailable ?? this.#failure ?? err;
     }
   }
@@ -930,13 +985,19 @@ export class HandlerRunner {
       ...(filter === undefined ? {} : { eventPaths: filter }),
     })) {
       if (signal.aborted) break;
-      const fresh = batch[0] !== undefined && batch[0].position <= this.#lastPosition ? batch.filter((e) => e.position > this.#lastPosition) : batch;
+      const fresh =
+        batch[0] !== undefined && batch[0].position <= this.#lastPosition ? batch.filter((e) => e.position > this.#lastPosition) : batch;
       if (fresh.length === 0) continue;
       await this.#apply(fresh, true);
       n += fresh.length;
       if (before + n >= nextProgress) {
         nextProgress += this.#delivery.progressEvery;
-        host.publish("RestoreProgress", { eventHandlerName: this.#h.name, eventsReplayed: before + n, position: this.#lastPosition, head: host.knownHead() });
+        host.publish("RestoreProgress", {
+          eventHandlerName: this.#h.name,
+          eventsReplayed: before + n,
+          position: this.#lastPosition,
+          head: host.knownHead(),
+        });
       }
     }
     if (filter !== undefined && head > this.#lastPosition && !signal.aborted) {

@@ -99,7 +99,8 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
 
   constructor(facade: ReadmodelFacade, config: ProjectionConfig<S, M>, ...options: ReadmodelOption[]) {
     super(facade, ...options);
-    if (config.aggregate?.kind !== "aggregate") throw new MnemeError("INVALID_EVENT_HANDLER", "ProjectionReadmodel needs an aggregate type");
+    if (config.aggregate?.kind !== "aggregate")
+      throw new MnemeError("INVALID_EVENT_HANDLER", "ProjectionReadmodel needs an aggregate type");
     this.aggregate = config.aggregate;
     this.domain = config.aggregate.domain;
     this.name = config.name ?? `${config.aggregate.name}Projection`;
@@ -113,7 +114,10 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
         const path = key.includes(".") ? key : `${this.aggregate.domain}.${key}`;
         const type = host.eventType?.(path);
         if (type === undefined) {
-          throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name}: the aggregate ${this.aggregate.domain}.${this.aggregate.name} evolves ${path}, which no registered domain defines`);
+          throw new MnemeError(
+            "INVALID_EVENT_HANDLER",
+            `${this.name}: the aggregate ${this.aggregate.domain}.${this.aggregate.name} evolves ${path}, which no registered domain defines`,
+          );
         }
         this.addDomainEventHandler(type, (_ctx, event) => this.#apply(event));
       }
@@ -136,9 +140,26 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
   #apply(event: Event): void {
     const current = this.#batch.get(event.aggregateUuid);
     const state = this.aggregate.apply(current === undefined ? this.aggregate.initialState() : current.state, event);
-    this.#batch.set(event.aggregateUuid, current === undefined
-      ? { tenantUuid: event.tenantUuid, aggregateUuid: event.aggregateUuid, state, version: event.version, createdAt: event.createdAt, updatedAt: event.createdAt }
-      : { tenantUuid: current.tenantUuid || event.tenantUuid, aggregateUuid: event.aggregateUuid, state, version: event.version, createdAt: current.createdAt, updatedAt: event.createdAt });
+    this.#batch.set(
+      event.aggregateUuid,
+      current === undefined
+        ? {
+            tenantUuid: event.tenantUuid,
+            aggregateUuid: event.aggregateUuid,
+            state,
+            version: event.version,
+            createdAt: event.createdAt,
+            updatedAt: event.createdAt,
+          }
+        : {
+            tenantUuid: current.tenantUuid || event.tenantUuid,
+            aggregateUuid: event.aggregateUuid,
+            state,
+            version: event.version,
+            createdAt: current.createdAt,
+            updatedAt: event.createdAt,
+          },
+    );
     this.#dirty.add(event.aggregateUuid);
   }
 
@@ -164,7 +185,8 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
    * `tenantUuid` is given (trusted code); handlers get a scoped view through `ctx.readmodel`.
    */
   async getModel(aggregateUuid: string, opts: ProjectionGetOptions = {}): Promise<ProjectionModel<M> | undefined> {
-    if (typeof aggregateUuid !== "string" || aggregateUuid === "") throw new MnemeError("INVALID_REQUEST", "aggregateUuid must be a non-empty string");
+    if (typeof aggregateUuid !== "string" || aggregateUuid === "")
+      throw new MnemeError("INVALID_REQUEST", "aggregateUuid must be a non-empty string");
     const tenant = opts.tenantUuid;
     if (tenant !== undefined && typeof tenant !== "string") throw new MnemeError("INVALID_REQUEST", "tenantUuid must be a string");
     const doc = await this.#models().get(aggregateUuid);
@@ -197,7 +219,9 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
       getModelList: async (opts = {}) => {
         const list = await this.getModelList({ ...opts, tenantUuid });
         // Asked for another tenant than its own: nothing (after the same validation of page options).
-        return opts.tenantUuid === undefined || opts.tenantUuid === tenantUuid ? list : { items: [], total: 0, page: list.page, pageSize: list.pageSize };
+        return opts.tenantUuid === undefined || opts.tenantUuid === tenantUuid
+          ? list
+          : { items: [], total: 0, page: list.page, pageSize: list.pageSize };
       },
     };
   }
@@ -207,15 +231,24 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
     const page = opts.page ?? 1;
     const pageSize = opts.pageSize ?? DEFAULT_PAGE_SIZE;
     const orderBy = opts.orderBy ?? "createdAt";
-    if (!Number.isInteger(page) || page < 1) throw new MnemeError("INVALID_REQUEST", `page must be an integer >= 1 (got ${String(opts.page)})`);
+    if (!Number.isInteger(page) || page < 1)
+      throw new MnemeError("INVALID_REQUEST", `page must be an integer >= 1 (got ${String(opts.page)})`);
     if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
       throw new MnemeError("INVALID_REQUEST", `pageSize must be an integer in 1..${MAX_PAGE_SIZE} (got ${String(opts.pageSize)})`);
     }
-    if (!ORDER_BY.includes(orderBy)) throw new MnemeError("INVALID_REQUEST", `orderBy must be one of ${ORDER_BY.join(", ")} (got ${String(orderBy)})`);
-    if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "tenantUuid must be a string");
+    if (!ORDER_BY.includes(orderBy))
+      throw new MnemeError("INVALID_REQUEST", `orderBy must be one of ${ORDER_BY.join(", ")} (got ${String(orderBy)})`);
+    if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string")
+      throw new MnemeError("INVALID_REQUEST", "tenantUuid must be a string");
     const where = opts.tenantUuid === undefined ? undefined : { tenantUuid: opts.tenantUuid };
     const [docs, total] = await Promise.all([
-      this.#models().list({ offset: (page - 1) * pageSize, limit: pageSize, orderBy, descending: opts.descending === true, ...(where ? { where } : {}) }),
+      this.#models().list({
+        offset: (page - 1) * pageSize,
+        limit: pageSize,
+        orderBy,
+        descending: opts.descending === true,
+        ...(where ? { where } : {}),
+      }),
       this.#models().count(where),
     ]);
     const items = docs.map((d) => this.#serve(d));

@@ -6,24 +6,66 @@
  * An application reaches the running ones through `facade.runtime`.
  */
 export {
-  Runtime, type ControlRequest, type ControlAction, type SystemInfo, type CommandListEntry, type QueryListEntry, type EventListEntry,
-  type CommandHandlerListEntry, type QueryHandlerListEntry, type RuntimeHost,
+  Runtime,
+  type ControlRequest,
+  type ControlAction,
+  type SystemInfo,
+  type CommandListEntry,
+  type QueryListEntry,
+  type EventListEntry,
+  type CommandHandlerListEntry,
+  type QueryHandlerListEntry,
+  type RuntimeHost,
 } from "./runtime.js";
 export { StoreAccess } from "./store-access.js";
 export {
-  RuntimeDomain, ListCommands, ListQueries, ListEvents, ListCommandHandlers, ListQueryHandlers, ListEventHandlers, ListPermissions,
-  GetMetrics, GetSystemInfo, GetSchema, StreamSystemEvents, StoreInfo, StoreRead, ControlEventHandler, StoreUpdate, StoreDelete,
+  RuntimeDomain,
+  ListCommands,
+  ListQueries,
+  ListEvents,
+  ListCommandHandlers,
+  ListQueryHandlers,
+  ListEventHandlers,
+  ListPermissions,
+  GetMetrics,
+  GetSystemInfo,
+  GetSchema,
+  StreamSystemEvents,
+  StoreInfo,
+  StoreRead,
+  ControlEventHandler,
+  StoreUpdate,
+  StoreDelete,
   type PermissionListEntry,
 } from "./runtime-domain.js";
 export {
-  SystemEventProducer, type SystemEvent, type SystemEventListener, type SubscribeOptions, type SystemEventProducerOptions,
-  type SystemEventGap, type SystemEventGapReason,
+  SystemEventProducer,
+  type SystemEvent,
+  type SystemEventListener,
+  type SubscribeOptions,
+  type SystemEventProducerOptions,
+  type SystemEventGap,
+  type SystemEventGapReason,
 } from "./system-events.js";
 export type { SystemEventKind } from "../model/system-event-kind.js";
 export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "../schema/schema-registry.js";
 export { PermissionRegistry } from "../permissions/permission-registry.js";
-export { storePermissionName, storePermissionDefinitions, STORE_NAMES, STORE_ACTIONS, STORE_PREFIXES } from "../permissions/store-permissions.js";
-export { permissionLevelOf, permissionFuncOf, checkPermission, type LevelPermission, type CustomPermission, type AdministratorPermission, type PermissionKind } from "../model/permission.js";
+export {
+  storePermissionName,
+  storePermissionDefinitions,
+  STORE_NAMES,
+  STORE_ACTIONS,
+  STORE_PREFIXES,
+} from "../permissions/store-permissions.js";
+export {
+  permissionLevelOf,
+  permissionFuncOf,
+  checkPermission,
+  type LevelPermission,
+  type CustomPermission,
+  type AdministratorPermission,
+  type PermissionKind,
+} from "../model/permission.js";
 export { errorCodeDefinition, listErrorCodes, isMnemeErrorCode, MNEME_ERROR_CODES, type ErrorCodeDefinition } from "../model/errors.js";
 export type { EventReader, MessageRef, CommandRef, QueryRef } from "../model/facade-handle.js";
 export type { InstalledDomain, TypedCommandHandler } from "../model/domain-install.js";

@@ -14,7 +14,14 @@ import type { JsonSchema } from "../model/types.js";
 import type { StoreAction, StoreName } from "../permissions/store-permissions.js";
 import type { StoreInfo as StoreInfoOfStore, StorePage } from "../store/store-info.js";
 import type {
-  CommandHandlerListEntry, CommandListEntry, ControlRequest, EventListEntry, QueryHandlerListEntry, QueryListEntry, Runtime, SystemInfo,
+  CommandHandlerListEntry,
+  CommandListEntry,
+  ControlRequest,
+  EventListEntry,
+  QueryHandlerListEntry,
+  QueryListEntry,
+  Runtime,
+  SystemInfo,
 } from "./runtime.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
@@ -34,7 +41,9 @@ export type PermissionListEntry = Permission extends infer P ? (P extends unknow
 export type StoreInfo = StoreInfoOfStore;
 
 /** The `Runtime` domain's definition (its name is `Runtime`; the class `Runtime` is the facade's view of itself). */
-export const RuntimeDomain = defineDomain("Runtime", { description: "The application's view of itself: introspection, control, monitoring, schemas, stores" });
+export const RuntimeDomain = defineDomain("Runtime", {
+  description: "The application's view of itself: introspection, control, monitoring, schemas, stores",
+});
 
 const empty = objectSchema({});
 const list = <R>(name: string, description: string) => RuntimeDomain.query<NoPayload, R>(name, { description, schema: empty });
@@ -61,10 +70,13 @@ export const ListPermissions = RuntimeDomain.query<{ domain?: string }, Permissi
 });
 
 /** `Runtime.GetMetrics`: metrics of one handler, or a record by handler name of every state restorer (`authorized`). */
-export const GetMetrics = RuntimeDomain.query<{ eventHandlerName?: string }, EventHandlerMetrics | Record<string, EventHandlerMetrics>>("GetMetrics", {
-  description: "Metrics of event handlers that are state restorers",
-  schema: objectSchema({ eventHandlerName: { type: "string", minLength: 1 } }),
-});
+export const GetMetrics = RuntimeDomain.query<{ eventHandlerName?: string }, EventHandlerMetrics | Record<string, EventHandlerMetrics>>(
+  "GetMetrics",
+  {
+    description: "Metrics of event handlers that are state restorers",
+    schema: objectSchema({ eventHandlerName: { type: "string", minLength: 1 } }),
+  },
+);
 
 /** `Runtime.GetSchema`: the JSON Schema 2020-12 of a command, query or event type (`authorized`). */
 export const GetSchema = RuntimeDomain.query<{ domain: string; type: string }, JsonSchema>("GetSchema", {
@@ -77,11 +89,14 @@ export const ControlEventHandler = RuntimeDomain.command<ControlRequest, EventHa
   description: "Restore (optionally from zero), start or stop an event handler (system administrators)",
   // `action` is checked by runtime.controlEventHandler, not by the schema: an unknown action is
   // INVALID_ACTION whichever way it comes (direct call, dispatch, HTTP), never VALIDATION_FAILED.
-  schema: objectSchema({
-    action: { description: "\"restore\", \"start\" or \"stop\"; anything else is INVALID_ACTION", examples: ["restore", "start", "stop"] },
-    eventHandlerName: { type: "string", minLength: 1 },
-    restoreFromZero: { type: "boolean" },
-  }, ["eventHandlerName"]),
+  schema: objectSchema(
+    {
+      action: { description: '"restore", "start" or "stop"; anything else is INVALID_ACTION', examples: ["restore", "start", "stop"] },
+      eventHandlerName: { type: "string", minLength: 1 },
+      restoreFromZero: { type: "boolean" },
+    },
+    ["eventHandlerName"],
+  ),
 });
 
 /**
@@ -95,7 +110,8 @@ export const StreamSystemEvents = RuntimeDomain.query<NoPayload, never>("StreamS
 
 /** `Runtime.StoreInfo`: information about a store (needs `<Store>.Info`). */
 export const StoreInfo = RuntimeDomain.query<{ store: StoreName }, StoreInfo>("StoreInfo", {
-  description: "Information about a store (needs <Store>.Info)", schema: objectSchema({ store: STORE }, ["store"]),
+  description: "Information about a store (needs <Store>.Info)",
+  schema: objectSchema({ store: STORE }, ["store"]),
 });
 /** `Runtime.StoreRead`: a page of store entries, `cursor` from the previous page's `nextCursor` (needs `<Store>.Read`). */
 export const StoreRead = RuntimeDomain.query<{ store: StoreName; cursor?: string; limit?: number }, StorePage<unknown>>("StoreRead", {
@@ -136,21 +152,34 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   d.handleQuery(ListEventHandlers, () => runtime.listEventHandlers());
   d.handleQuery(GetSystemInfo, () => runtime.systemInfo());
   d.handleQuery(ListPermissions, (_ctx, _q, p) =>
-    runtime.permissions.list(p.domain === undefined ? {} : { domain: p.domain }).map(({ cmdFunc: _f, ...rest }) => rest));
-  d.handleQuery(GetMetrics, (_ctx, _q, p) => (p.eventHandlerName === undefined ? runtime.getMetrics() : runtime.getMetrics(p.eventHandlerName)));
+    runtime.permissions.list(p.domain === undefined ? {} : { domain: p.domain }).map(({ cmdFunc: _f, ...rest }) => rest),
+  );
+  d.handleQuery(GetMetrics, (_ctx, _q, p) =>
+    p.eventHandlerName === undefined ? runtime.getMetrics() : runtime.getMetrics(p.eventHandlerName),
+  );
   d.handleQuery(GetSchema, (_ctx, _q, p) => runtime.getSchema(p));
   d.handleCommand(ControlEventHandler, async (_ctx, _c, p) => ({ result: await runtime.controlEventHandler(p) }));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.
-  const gate = (action: StoreAction): PermissionFunc => async (reqCtx, env) => {
-    await runtime.stores.authorize((env.payload as { store?: unknown } | undefined)?.store, action, reqCtx, env.payload);
-  };
-  const actions = [[StoreInfo, "Info"], [StoreRead, "Read"], [StoreUpdate, "Update"], [StoreDelete, "Delete"]] as const;
+  const gate =
+    (action: StoreAction): PermissionFunc =>
+    async (reqCtx, env) => {
+      await runtime.stores.authorize((env.payload as { store?: unknown } | undefined)?.store, action, reqCtx, env.payload);
+    };
+  const actions = [
+    [StoreInfo, "Info"],
+    [StoreRead, "Read"],
+    [StoreUpdate, "Update"],
+    [StoreDelete, "Delete"],
+  ] as const;
   for (const [t, action] of actions) d.registerPermission(newPermissionCmdFunc("Runtime", t.name, gate(action), t.description));
   d.handleQuery(StoreInfo, (ctx, _q, p) => runtime.stores.info(p.store, ctx.reqCtx));
-  d.handleQuery(StoreRead, (ctx, _q, p) => runtime.stores.read(p.store, ctx.reqCtx, {
-    ...(p.cursor === undefined ? {} : { cursor: p.cursor }), ...(p.limit === undefined ? {} : { limit: p.limit }),
-  }));
+  d.handleQuery(StoreRead, (ctx, _q, p) =>
+    runtime.stores.read(p.store, ctx.reqCtx, {
+      ...(p.cursor === undefined ? {} : { cursor: p.cursor }),
+      ...(p.limit === undefined ? {} : { limit: p.limit }),
+    }),
+  );
   d.handleCommand(StoreUpdate, async (ctx, _c, p) => ({ result: await runtime.stores.update(p.store, ctx.reqCtx, p.key, p.value) }));
   d.handleCommand(StoreDelete, async (ctx, _c, p) => ({ result: await runtime.stores.delete(p.store, ctx.reqCtx, p.key) }));
 }

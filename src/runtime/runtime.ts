@@ -12,11 +12,32 @@ import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js"
 import { type GovernedStores, StoreAccess } from "./store-access.js";
 import type { SystemEventProducer } from "./system-events.js";
 
-export interface CommandListEntry { domain: string; domainCmdName: string; description: string; permission: string }
-export interface QueryListEntry { domain: string; domainQryName: string; description: string; permission: string }
-export interface EventListEntry { domain: string; domainEvtName: string; domainEvtPath: string; description: string }
-export interface CommandHandlerListEntry { commandHandlerDomain: string; domainCommandHandlers: { domainCmdName: string }[] }
-export interface QueryHandlerListEntry { queryHandlerDomain: string; domainQueryHandlers: { domainQryName: string }[] }
+export interface CommandListEntry {
+  domain: string;
+  domainCmdName: string;
+  description: string;
+  permission: string;
+}
+export interface QueryListEntry {
+  domain: string;
+  domainQryName: string;
+  description: string;
+  permission: string;
+}
+export interface EventListEntry {
+  domain: string;
+  domainEvtName: string;
+  domainEvtPath: string;
+  description: string;
+}
+export interface CommandHandlerListEntry {
+  commandHandlerDomain: string;
+  domainCommandHandlers: { domainCmdName: string }[];
+}
+export interface QueryHandlerListEntry {
+  queryHandlerDomain: string;
+  domainQueryHandlers: { domainQryName: string }[];
+}
 
 export type ControlAction = "restore" | "start" | "stop";
 export interface ControlRequest {
@@ -36,7 +57,16 @@ export interface SystemInfo {
   tenant?: string;
   /** Store type per store. */
   stores: Record<"event" | "command" | "data" | "cache" | "log" | "readmodel", string>;
-  counts: { domains: number; commands: number; queries: number; events: number; commandHandlers: number; queryHandlers: number; eventHandlers: number; permissions: number };
+  counts: {
+    domains: number;
+    commands: number;
+    queries: number;
+    events: number;
+    commandHandlers: number;
+    queryHandlers: number;
+    eventHandlers: number;
+    permissions: number;
+  };
   headPosition: number;
   state: string;
   /** Commands and queries without a payload schema (`Domain.Name`): their payloads are not validated. */
@@ -89,7 +119,8 @@ export class Runtime {
   listCommands(): CommandListEntry[] {
     const out: CommandListEntry[] = [];
     for (const d of this.facade.domains.values()) {
-      for (const c of d.commands.values()) out.push({ domain: d.name, domainCmdName: c.name, description: c.description, permission: this.#permissionName(d.name, c.name) });
+      for (const c of d.commands.values())
+        out.push({ domain: d.name, domainCmdName: c.name, description: c.description, permission: this.#permissionName(d.name, c.name) });
     }
     return out;
   }
@@ -97,7 +128,8 @@ export class Runtime {
   listQueries(): QueryListEntry[] {
     const out: QueryListEntry[] = [];
     for (const d of this.facade.domains.values()) {
-      for (const q of d.queries.values()) out.push({ domain: d.name, domainQryName: q.name, description: q.description, permission: this.#permissionName(d.name, q.name) });
+      for (const q of d.queries.values())
+        out.push({ domain: d.name, domainQryName: q.name, description: q.description, permission: this.#permissionName(d.name, q.name) });
     }
     return out;
   }
@@ -105,7 +137,8 @@ export class Runtime {
   listEvents(): EventListEntry[] {
     const out: EventListEntry[] = [];
     for (const d of this.facade.domains.values()) {
-      for (const e of d.events.values()) out.push({ domain: d.name, domainEvtName: e.name, domainEvtPath: e.path, description: e.description });
+      for (const e of d.events.values())
+        out.push({ domain: d.name, domainEvtName: e.name, domainEvtPath: e.path, description: e.description });
     }
     return out;
   }
@@ -115,7 +148,10 @@ export class Runtime {
     const out: CommandHandlerListEntry[] = [];
     for (const d of this.facade.domains.values()) {
       if (d.commandHandlers.size === 0) continue;
-      out.push({ commandHandlerDomain: d.name, domainCommandHandlers: [...d.commandHandlers.keys()].map((domainCmdName) => ({ domainCmdName })) });
+      out.push({
+        commandHandlerDomain: d.name,
+        domainCommandHandlers: [...d.commandHandlers.keys()].map((domainCmdName) => ({ domainCmdName })),
+      });
     }
     return out;
   }
@@ -124,7 +160,10 @@ export class Runtime {
     const out: QueryHandlerListEntry[] = [];
     for (const d of this.facade.domains.values()) {
       if (d.queryHandlers.size === 0) continue;
-      out.push({ queryHandlerDomain: d.name, domainQueryHandlers: [...d.queryHandlers.keys()].map((domainQryName) => ({ domainQryName })) });
+      out.push({
+        queryHandlerDomain: d.name,
+        domainQueryHandlers: [...d.queryHandlers.keys()].map((domainQryName) => ({ domainQryName })),
+      });
     }
     return out;
   }
@@ -143,7 +182,8 @@ export class Runtime {
     if (eventHandlerName !== undefined) {
       const h = this.#handler(eventHandlerName);
       const runner = runnerOf(h);
-      if (!runner.isStateRestorer) throw new MnemeError("NOT_FOUND", `event handler ${eventHandlerName} is not a state restorer and has no metrics`);
+      if (!runner.isStateRestorer)
+        throw new MnemeError("NOT_FOUND", `event handler ${eventHandlerName} is not a state restorer and has no metrics`);
       return runner.getMetrics();
     }
     const out: Record<string, EventHandlerMetrics> = {};
@@ -156,11 +196,18 @@ export class Runtime {
 
   systemInfo(): SystemInfo {
     const f = this.facade;
-    let commands = 0, queries = 0, events = 0, commandHandlers = 0, queryHandlers = 0;
+    let commands = 0,
+      queries = 0,
+      events = 0,
+      commandHandlers = 0,
+      queryHandlers = 0;
     const unvalidated: string[] = [];
     for (const d of f.domains.values()) {
-      commands += d.commands.size; queries += d.queries.size; events += d.events.size;
-      commandHandlers += d.commandHandlers.size; queryHandlers += d.queryHandlers.size;
+      commands += d.commands.size;
+      queries += d.queries.size;
+      events += d.events.size;
+      commandHandlers += d.commandHandlers.size;
+      queryHandlers += d.queryHandlers.size;
       unvalidated.push(...f.schemas.missing(d.commands.values()), ...f.schemas.missing(d.queries.values()));
     }
     const info: SystemInfo = {
@@ -171,7 +218,16 @@ export class Runtime {
       uptimeMs: f.startedAt === 0 ? 0 : Math.max(0, Math.round((nowNs() - f.startedAt) / 1e6)),
       nodeVersion: typeof process === "undefined" ? "" : process.version,
       stores: this.#storeTypes ?? storeTypesOf(f),
-      counts: { domains: f.domains.size, commands, queries, events, commandHandlers, queryHandlers, eventHandlers: f.eventHandlers.size, permissions: f.permissions.list().length },
+      counts: {
+        domains: f.domains.size,
+        commands,
+        queries,
+        events,
+        commandHandlers,
+        queryHandlers,
+        eventHandlers: f.eventHandlers.size,
+        permissions: f.permissions.list().length,
+      },
       headPosition: f.headPosition,
       state: f.state,
       unvalidated,
@@ -184,9 +240,21 @@ export class Runtime {
   async storeInfo(): Promise<Record<string, unknown>> {
     const f = this.facade;
     const [event, command, data, cache, log, readmodel] = await Promise.all([
-      f.eventRepository.info(), f.commandStore.info(), f.dataStore.info(), f.cacheStore.info(), f.logStore.info(), f.readmodelStoreBackend.info(),
+      f.eventRepository.info(),
+      f.commandStore.info(),
+      f.dataStore.info(),
+      f.cacheStore.info(),
+      f.logStore.info(),
+      f.readmodelStoreBackend.info(),
     ]);
-    this.#storeTypes = { event: event.storeType, command: command.storeType, data: data.storeType, cache: cache.storeType, log: log.storeType, readmodel: readmodel.storeType };
+    this.#storeTypes = {
+      event: event.storeType,
+      command: command.storeType,
+      data: data.storeType,
+      cache: cache.storeType,
+      log: log.storeType,
+      readmodel: readmodel.storeType,
+    };
     return { event, command, data, cache, log, readmodel };
   }
 
@@ -212,26 +280,41 @@ export class Runtime {
     if (!CONTROL_ACTIONS.includes(req.action)) {
       throw new MnemeError("INVALID_ACTION", `action must be one of ${CONTROL_ACTIONS.join(", ")} (got ${JSON.stringify(req.action)})`);
     }
-    if (typeof req.eventHandlerName !== "string" || req.eventHandlerName === "") throw new MnemeError("INVALID_REQUEST", "eventHandlerName is required");
-    if (req.restoreFromZero !== undefined && typeof req.restoreFromZero !== "boolean") throw new MnemeError("INVALID_REQUEST", "restoreFromZero must be a boolean");
+    if (typeof req.eventHandlerName !== "string" || req.eventHandlerName === "")
+      throw new MnemeError("INVALID_REQUEST", "eventHandlerName is required");
+    if (req.restoreFromZero !== undefined && typeof req.restoreFromZero !== "boolean")
+      throw new MnemeError("INVALID_REQUEST", "restoreFromZero must be a boolean");
     if (reqCtx !== undefined) {
-      await this.permissions.check(reqCtx, { commandUuid: newUuid(), domain: "Runtime", name: "ControlEventHandler", payload: req, reqCtx });
+      await this.permissions.check(reqCtx, {
+        commandUuid: newUuid(),
+        domain: "Runtime",
+        name: "ControlEventHandler",
+        payload: req,
+        reqCtx,
+      });
     }
     const h = this.#handler(req.eventHandlerName);
     const runner = runnerOf(h);
-    if (this.facade.state !== "started") throw new MnemeError("INVALID_STATE", `the facade is ${this.facade.state}: event handlers are controlled while it runs`);
+    if (this.facade.state !== "started")
+      throw new MnemeError("INVALID_STATE", `the facade is ${this.facade.state}: event handlers are controlled while it runs`);
     switch (req.action) {
       case "restore": {
-        if (!runner.isStateRestorer) throw new MnemeError("INVALID_ACTION", `event handler ${h.name} is not a state restorer: it can be started and stopped, not restored`);
+        if (!runner.isStateRestorer)
+          throw new MnemeError(
+            "INVALID_ACTION",
+            `event handler ${h.name} is not a state restorer: it can be started and stopped, not restored`,
+          );
         if (h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is restoring already`);
-        if (this.#starting.has(h.name)) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is starting: restore it when the start is done`);
+        if (this.#starting.has(h.name))
+          throw new MnemeError("INVALID_STATE", `event handler ${h.name} is starting: restore it when the start is done`);
         // Through the readmodel's own (possibly overridden) restoreState.
         await runner.restoreThroughHandler({ fromZero: req.restoreFromZero === true }).done;
         break;
       }
       case "start":
         if (h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is restoring: it starts by itself when done`);
-        if (h.state === "running" || this.#starting.has(h.name)) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is running already`);
+        if (h.state === "running" || this.#starting.has(h.name))
+          throw new MnemeError("INVALID_STATE", `event handler ${h.name} is running already`);
         this.#starting.add(h.name);
         try {
           await h.start();
@@ -240,7 +323,10 @@ export class Runtime {
         }
         // Catching up failed again (e.g. on the event it failed on before): report it like a failed restore does.
         if (h.state === "failed") {
-          throw new MnemeError("HANDLER_FAILED", `event handler ${h.name} failed again while catching up: ${runner.info().lastError ?? "unknown error"}`);
+          throw new MnemeError(
+            "HANDLER_FAILED",
+            `event handler ${h.name} failed again while catching up: ${runner.info().lastError ?? "unknown error"}`,
+          );
         }
         break;
       case "stop":
@@ -261,14 +347,26 @@ export class Runtime {
     const p = this.permissions.get(domain, type);
     if (p === undefined) return "None";
     switch (p.kind) {
-      case "level": return p.level;
-      case "custom": return "Custom";
-      case "administrator": return "Administrator";
+      case "level":
+        return p.level;
+      case "custom":
+        return "Custom";
+      case "administrator":
+        return "Administrator";
     }
   }
 }
 
 function storeTypesOf(f: RuntimeHost): SystemInfo["stores"] {
-  const t = (s: object) => s.constructor.name.replace(/(EventRepository|CommandStore|DataStore|CacheStore|LogStore|ReadmodelStoreBackend)$/, "").toLowerCase() || "custom";
-  return { event: t(f.eventRepository), command: t(f.commandStore), data: t(f.dataStore), cache: t(f.cacheStore), log: t(f.logStore), readmodel: t(f.readmodelStoreBackend) };
+  const t = (s: object) =>
+    s.constructor.name.replace(/(EventRepository|CommandStore|DataStore|CacheStore|LogStore|ReadmodelStoreBackend)$/, "").toLowerCase() ||
+    "custom";
+  return {
+    event: t(f.eventRepository),
+    command: t(f.commandStore),
+    data: t(f.dataStore),
+    cache: t(f.cacheStore),
+    log: t(f.logStore),
+    readmodel: t(f.readmodelStoreBackend),
+  };
 }

@@ -46,10 +46,19 @@ export class StoreAccess {
   async authorize(store: unknown, action: StoreAction, reqCtx: RequestContext | undefined, payload: unknown = {}): Promise<StoreName> {
     const name = checkStore(store);
     if (!this.#registered) {
-      throw new MnemeError("STORE_PERMISSIONS_NOT_REGISTERED", "store permissions are not registered: call registerStorePermissions(facade) at startup");
+      throw new MnemeError(
+        "STORE_PERMISSIONS_NOT_REGISTERED",
+        "store permissions are not registered: call registerStorePermissions(facade) at startup",
+      );
     }
     const ctx = reqCtx ?? {};
-    await this.stores.permissions.check(ctx, { queryUuid: newUuid(), domain: "Runtime", name: storePermissionName(name, action), payload, reqCtx: ctx });
+    await this.stores.permissions.check(ctx, {
+      queryUuid: newUuid(),
+      domain: "Runtime",
+      name: storePermissionName(name, action),
+      payload,
+      reqCtx: ctx,
+    });
     return name;
   }
 
@@ -66,17 +75,22 @@ export class StoreAccess {
     switch (name) {
       case "event": {
         const after = page.cursor === undefined ? 0 : Number(page.cursor);
-        if (!Number.isSafeInteger(after) || after < 0) throw new MnemeError("INVALID_REQUEST", "an event store cursor is a position (a non-negative integer)");
+        if (!Number.isSafeInteger(after) || after < 0)
+          throw new MnemeError("INVALID_REQUEST", "an event store cursor is a position (a non-negative integer)");
         for await (const batch of this.stores.eventRepository.readAll({ afterPosition: after, batchSize: limit })) {
           const last = batch[batch.length - 1];
           return batch.length === limit && last !== undefined ? { items: batch, nextCursor: String(last.position) } : { items: batch };
         }
         return { items: [] };
       }
-      case "command": return this.stores.commandStore.list(page);
-      case "data": return this.stores.dataStore.list(page);
-      case "cache": return this.stores.cacheStore.list(page);
-      case "log": return this.stores.logStore.list(page);
+      case "command":
+        return this.stores.commandStore.list(page);
+      case "data":
+        return this.stores.dataStore.list(page);
+      case "cache":
+        return this.stores.cacheStore.list(page);
+      case "log":
+        return this.stores.logStore.list(page);
     }
   }
 
@@ -85,9 +99,12 @@ export class StoreAccess {
     const name = await this.authorize(store, "Update", reqCtx, { store, key });
     checkKey(key);
     switch (name) {
-      case "event": throw new MnemeError("INVALID_ACTION", "the EventStore is append-only: its entries cannot be updated");
-      case "command": throw new MnemeError("INVALID_ACTION", "the CommandStore is an audit trail: its records can be deleted, not changed");
-      case "log": throw new MnemeError("INVALID_ACTION", "the LogStore is append-only: its entries can be deleted, not changed");
+      case "event":
+        throw new MnemeError("INVALID_ACTION", "the EventStore is append-only: its entries cannot be updated");
+      case "command":
+        throw new MnemeError("INVALID_ACTION", "the CommandStore is an audit trail: its records can be deleted, not changed");
+      case "log":
+        throw new MnemeError("INVALID_ACTION", "the LogStore is append-only: its entries can be deleted, not changed");
       case "data": {
         if (typeof value === "string") await this.stores.dataStore.put(key, value);
         else if (isObject(value) && typeof value.base64 === "string") {
@@ -102,7 +119,8 @@ export class StoreAccess {
       case "cache": {
         if (isObject(value) && "value" in value) {
           const ttl = value.ttlMs;
-          if (ttl !== undefined && (typeof ttl !== "number" || !(ttl > 0))) throw new MnemeError("INVALID_REQUEST", "ttlMs must be a positive number");
+          if (ttl !== undefined && (typeof ttl !== "number" || !(ttl > 0)))
+            throw new MnemeError("INVALID_REQUEST", "ttlMs must be a positive number");
           await this.stores.cacheStore.set(key, value.value, ttl === undefined ? {} : { ttlMs: ttl });
         } else {
           await this.stores.cacheStore.set(key, value);
@@ -119,13 +137,21 @@ export class StoreAccess {
     checkKey(key);
     let deleted: boolean;
     switch (name) {
-      case "event": throw new MnemeError("INVALID_ACTION", "the EventStore is append-only: its entries cannot be deleted");
-      case "command": deleted = await this.stores.commandStore.delete(key); break;
-      case "data": deleted = await this.stores.dataStore.delete(key); break;
-      case "cache": deleted = await this.stores.cacheStore.delete(key); break;
+      case "event":
+        throw new MnemeError("INVALID_ACTION", "the EventStore is append-only: its entries cannot be deleted");
+      case "command":
+        deleted = await this.stores.commandStore.delete(key);
+        break;
+      case "data":
+        deleted = await this.stores.dataStore.delete(key);
+        break;
+      case "cache":
+        deleted = await this.stores.cacheStore.delete(key);
+        break;
       case "log": {
         const id = Number(key);
-        if (!Number.isSafeInteger(id) || id < 1) throw new MnemeError("INVALID_REQUEST", "a LogStore key is an entry id (a positive integer)");
+        if (!Number.isSafeInteger(id) || id < 1)
+          throw new MnemeError("INVALID_REQUEST", "a LogStore key is an entry id (a positive integer)");
         deleted = await this.stores.logStore.delete(id);
         break;
       }
@@ -137,11 +163,16 @@ export class StoreAccess {
 
   #store(name: StoreName): { info(): Promise<StoreInfo> } {
     switch (name) {
-      case "event": return this.stores.eventRepository;
-      case "command": return this.stores.commandStore;
-      case "data": return this.stores.dataStore;
-      case "cache": return this.stores.cacheStore;
-      case "log": return this.stores.logStore;
+      case "event":
+        return this.stores.eventRepository;
+      case "command":
+        return this.stores.commandStore;
+      case "data":
+        return this.stores.dataStore;
+      case "cache":
+        return this.stores.cacheStore;
+      case "log":
+        return this.stores.logStore;
     }
   }
 
@@ -187,12 +218,14 @@ function checkLimit(limit: unknown): number {
 }
 
 function checkCursor(cursor: unknown): string {
-  if (typeof cursor !== "string" || cursor.length > 2048) throw new MnemeError("INVALID_REQUEST", "cursor must be a string from a previous page");
+  if (typeof cursor !== "string" || cursor.length > 2048)
+    throw new MnemeError("INVALID_REQUEST", "cursor must be a string from a previous page");
   return cursor;
 }
 
 function checkKey(key: unknown): void {
-  if (typeof key !== "string" || key === "" || key.length > 1024) throw new MnemeError("INVALID_REQUEST", "key must be a non-empty string of at most 1024 characters");
+  if (typeof key !== "string" || key === "" || key.length > 1024)
+    throw new MnemeError("INVALID_REQUEST", "key must be a non-empty string of at most 1024 characters");
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -117,10 +117,12 @@ export class SystemEventProducer {
     this.#ring = new Array<SystemEvent | undefined>(size);
     this.#maxQueue = opts.maxQueuePerSubscriber ?? 1000;
     const bits = ids.sequenceBits ?? SEQUENCE_BITS;
-    if (!Number.isInteger(bits) || bits < 1 || bits > SEQUENCE_BITS) throw new MnemeError("INVALID_REQUEST", `sequenceBits must be an integer in 1..${SEQUENCE_BITS}`);
+    if (!Number.isInteger(bits) || bits < 1 || bits > SEQUENCE_BITS)
+      throw new MnemeError("INVALID_REQUEST", `sequenceBits must be an integer in 1..${SEQUENCE_BITS}`);
     this.#span = 2 ** bits;
     const epoch = ids.epoch ?? 1 + (crypto.getRandomValues(new Uint32Array(1))[0]! % RANDOM_EPOCHS);
-    if (!Number.isInteger(epoch) || epoch < 1 || epoch > RANDOM_EPOCHS) throw new MnemeError("INVALID_REQUEST", `epoch must be an integer in 1..${RANDOM_EPOCHS}`);
+    if (!Number.isInteger(epoch) || epoch < 1 || epoch > RANDOM_EPOCHS)
+      throw new MnemeError("INVALID_REQUEST", `epoch must be an integer in 1..${RANDOM_EPOCHS}`);
     this.#firstEpoch = epoch;
     this.#epoch = epoch;
   }
@@ -196,7 +198,11 @@ export class SystemEventProducer {
    * });
    */
   subscribe(listener: SystemEventListener, opts: SubscribeOptions = {}): () => void {
-    if (!this.#running) throw new MnemeError("SSE_PRODUCER_NOT_RUNNING", "the system-event producer is not running: start it with runtime.systemEvents.start() or createFacade({ systemEvents: true })");
+    if (!this.#running)
+      throw new MnemeError(
+        "SSE_PRODUCER_NOT_RUNNING",
+        "the system-event producer is not running: start it with runtime.systemEvents.start() or createFacade({ systemEvents: true })",
+      );
     const sub: Subscriber = { listener, tenantUuid: opts.tenantUuid, queue: [], busy: false, closed: false, onClose: opts.onClose };
     if (opts.lastEventId !== undefined) {
       const gap = this.gapFor(opts.lastEventId);
@@ -295,7 +301,10 @@ export class SystemEventProducer {
     }
     if (r instanceof Promise) {
       sub.busy = true;
-      r.then(() => this.#drain(sub), () => this.#drain(sub));
+      r.then(
+        () => this.#drain(sub),
+        () => this.#drain(sub),
+      );
     }
   }
 

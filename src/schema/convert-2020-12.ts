@@ -14,8 +14,18 @@ type SchemaObject = { [key: string]: Json };
 // Keywords whose value is one schema, an array of schemas, or a map of name -> schema.
 // Everything else (enum, const, default, examples, ...) is data and is copied untouched.
 const SCHEMA_KEYWORDS = new Set([
-  "additionalItems", "additionalProperties", "contains", "not", "if", "then", "else",
-  "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema", "items",
+  "additionalItems",
+  "additionalProperties",
+  "contains",
+  "not",
+  "if",
+  "then",
+  "else",
+  "propertyNames",
+  "unevaluatedItems",
+  "unevaluatedProperties",
+  "contentSchema",
+  "items",
 ]);
 const SCHEMA_ARRAY_KEYWORDS = new Set(["allOf", "anyOf", "oneOf", "prefixItems"]);
 const SCHEMA_MAP_KEYWORDS = new Set(["properties", "patternProperties", "definitions", "$defs", "dependentSchemas"]);
@@ -120,10 +130,14 @@ function rewriteRef(ref: string, root: JsonSchema): string {
     }
     if (keyword === "definitions" || keyword === "$defs" || SCHEMA_MAP_KEYWORDS.has(keyword) || keyword === "dependencies") {
       const name = tokens[i + 1];
-      const renamed = keyword === "definitions" ? "$defs"
-        : keyword === "dependencies" && name !== undefined && isObject(value) && !Array.isArray(value[name]) ? "dependentSchemas"
-        : keyword === "dependencies" ? "dependentRequired"
-        : keyword;
+      const renamed =
+        keyword === "definitions"
+          ? "$defs"
+          : keyword === "dependencies" && name !== undefined && isObject(value) && !Array.isArray(value[name])
+            ? "dependentSchemas"
+            : keyword === "dependencies"
+              ? "dependentRequired"
+              : keyword;
       out.push(renamed);
       if (name === undefined) break;
       out.push(name);

@@ -101,7 +101,10 @@ export class SchemaRegistry {
     let source: SchemaDocument | undefined;
     if (isSchemaOptions(sourceOrOptions)) {
       if (sourceOrOptions.required !== undefined && typeof sourceOrOptions.required !== "boolean") {
-        throw new MnemeError("INVALID_REQUEST", `schemas option "required" must be a boolean, got ${JSON.stringify(sourceOrOptions.required) ?? typeof sourceOrOptions.required}`);
+        throw new MnemeError(
+          "INVALID_REQUEST",
+          `schemas option "required" must be a boolean, got ${JSON.stringify(sourceOrOptions.required) ?? typeof sourceOrOptions.required}`,
+        );
       }
       this.required = sourceOrOptions.required === true;
       source = sourceOrOptions.document;
@@ -135,7 +138,10 @@ export class SchemaRegistry {
       for (const ref of localDefRefs(def)) if (!(ref in defs)) missing.add(ref);
     }
     if (missing.size > 0) {
-      throw new MnemeError("INVALID_REQUEST", `${where}: $refs point to missing $defs: ${[...missing].map((n) => JSON.stringify(n)).join(", ")}`);
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `${where}: $refs point to missing $defs: ${[...missing].map((n) => JSON.stringify(n)).join(", ")}`,
+      );
     }
     this.defs = deepFreeze(defs) as Record<string, JsonSchema | boolean>;
   }
@@ -260,7 +266,12 @@ export class SchemaRegistry {
   private hint(name: string): string {
     const lower = name.toLowerCase();
     const near = Object.keys(this.defs).filter((d) => d !== name && d.toLowerCase().includes(lower));
-    return near.length === 0 ? "" : ` (did you mean $defs[${near.slice(0, 3).map((d) => JSON.stringify(d)).join(" or ")}]?)`;
+    return near.length === 0
+      ? ""
+      : ` (did you mean $defs[${near
+          .slice(0, 3)
+          .map((d) => JSON.stringify(d))
+          .join(" or ")}]?)`;
   }
 
   /**
@@ -306,7 +317,8 @@ export class SchemaRegistry {
       if (!this.has(type.name)) return undefined;
       root = this.defs[type.name];
     }
-    const lookup = (name: string): unknown => (Object.hasOwn(ownDefs, name) ? ownDefs[name] : Object.hasOwn(this.defs, name) ? this.defs[name] : undefined);
+    const lookup = (name: string): unknown =>
+      Object.hasOwn(ownDefs, name) ? ownDefs[name] : Object.hasOwn(this.defs, name) ? this.defs[name] : undefined;
     const missing = (name: string) =>
       new MnemeError("INVALID_REQUEST", `the schema of ${label} references "${formatLocalRef(["$defs", name])}", which no $defs holds`);
 
@@ -325,7 +337,7 @@ export class SchemaRegistry {
     const body = typeof root === "boolean" ? (root ? {} : { not: {} }) : (root as SchemaObject);
     const document: JsonSchema = { $schema: JSON_SCHEMA_2020_12, ...body };
     if (Object.keys(used).length > 0) document.$defs = sortKeys(used);
-    return deepFreeze(document) as JsonSchema;
+    return deepFreeze<JsonSchema>(document);
   }
 
   private compile(document: JsonSchema, type: SchemaTypeRef): PayloadValidator {
@@ -347,13 +359,23 @@ export class SchemaRegistry {
     try {
       fn = ajv.compile(document);
     } catch (e) {
-      throw new MnemeError("INVALID_REQUEST", `the schema of ${type.kind} ${type.domain}.${type.name} does not compile: ${errorMessage(e)}`, {
-        cause: e,
-      });
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `the schema of ${type.kind} ${type.domain}.${type.name} does not compile: ${errorMessage(e)}`,
+        {
+          cause: e,
+        },
+      );
     }
     return (payload: unknown) => {
       if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
-        return [{ pointer: "", message: `must be an object (got ${payload === null ? "null" : Array.isArray(payload) ? "an array" : typeof payload})`, keyword: "type" }];
+        return [
+          {
+            pointer: "",
+            message: `must be an object (got ${payload === null ? "null" : Array.isArray(payload) ? "an array" : typeof payload})`,
+            keyword: "type",
+          },
+        ];
       }
       if (fn(payload)) return undefined;
       return toDetails(fn.errors ?? []);

@@ -13,8 +13,7 @@ import { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js
 
 /** Options of {@link createSqliteBackends}: a file to open, or a better-sqlite3 Database the caller owns (and closes). */
 export type SqliteBackendsOptions = (
-  | { readonly filename: string; readonly database?: never }
-  | { readonly database: SqliteDriverDatabase; readonly filename?: never }
+  { readonly filename: string; readonly database?: never } | { readonly database: SqliteDriverDatabase; readonly filename?: never }
 ) &
   SqliteOpenOptions & {
     /** Prepended to every table name. Default "mneme_". */
@@ -54,13 +53,17 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
   const connection =
     opts.database !== undefined
       ? SqliteDatabase.wrap(opts.database)
-      : SqliteDatabase.open(opts.filename as string, opts.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: opts.busyTimeoutMs });
+      : SqliteDatabase.open(opts.filename, opts.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: opts.busyTimeoutMs });
   const shared = { connection, tablePrefix };
   let eventRepository: SqliteEventRepository;
   let readmodelStoreBackend: SqliteReadmodelStoreBackend;
   try {
-    eventRepository = new SqliteEventRepository(opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs });
-    readmodelStoreBackend = new SqliteReadmodelStoreBackend(opts.lockLeaseMs === undefined ? shared : { ...shared, lockLeaseMs: opts.lockLeaseMs });
+    eventRepository = new SqliteEventRepository(
+      opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs },
+    );
+    readmodelStoreBackend = new SqliteReadmodelStoreBackend(
+      opts.lockLeaseMs === undefined ? shared : { ...shared, lockLeaseMs: opts.lockLeaseMs },
+    );
   } catch (e) {
     connection.close();
     throw e;

@@ -63,7 +63,8 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   async get(commandUuid: string): Promise<CommandRecord | undefined> {
     if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "get: commandUuid must be a string");
     try {
-      const row = this.ready().statement(`SELECT record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as { record: string } | undefined;
+      const row = this.ready().statement(`SELECT record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as
+        { record: string } | undefined;
       return row === undefined ? undefined : (JSON.parse(row.record) as CommandRecord);
     } catch (e) {
       throw toStoreError(e, "get");
@@ -95,7 +96,9 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
     let rows: [string][];
     try {
       // One row more than asked tells whether a next page exists.
-      rows = this.ready().rawStatement(sql).all(...params, limit + 1) as [string][];
+      rows = this.ready()
+        .rawStatement(sql)
+        .all(...params, limit + 1) as [string][];
     } catch (e) {
       throw toStoreError(e, "list");
     }
@@ -115,7 +118,10 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
 
   async info(): Promise<StoreInfo> {
     try {
-      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(created_at) AS c FROM ${this.table}`).get() as { n: number; c: number | null };
+      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(created_at) AS c FROM ${this.table}`).get() as {
+        n: number;
+        c: number | null;
+      };
       return this.storeInfo(row.n, row.c ?? 0);
     } catch (e) {
       throw toStoreError(e, "info");

@@ -104,7 +104,7 @@ export class SqliteDatabase {
       return opts.connection;
     }
     if (opts.database !== undefined) return SqliteDatabase.wrap(opts.database);
-    return SqliteDatabase.open(opts.filename as string, opts);
+    return SqliteDatabase.open(opts.filename, opts);
   }
 
   /** The file name, for `StoreInfo.connectionInfo`. */
@@ -219,7 +219,10 @@ export class SqliteDatabase {
 export function validateTablePrefix(prefix: string | undefined): string {
   const p = prefix ?? DEFAULT_TABLE_PREFIX;
   if (typeof p !== "string" || (p !== "" && !IDENTIFIER.test(p))) {
-    throw new MnemeError("INVALID_REQUEST", `sqlite: tablePrefix must be letters, digits and _ (not starting with a digit), got ${JSON.stringify(p)}`);
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `sqlite: tablePrefix must be letters, digits and _ (not starting with a digit), got ${JSON.stringify(p)}`,
+    );
   }
   return p;
 }

@@ -147,7 +147,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
           let v = current.get(agg);
           if (v === undefined) {
             lookUp(agg);
-            v = current.get(agg) as number;
+            v = current.get(agg)!;
           }
           return v;
         };
@@ -173,7 +173,10 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
               details: [{ message: "version taken", aggregateUuid: p.aggregateUuid, version: p.version }],
             });
           } else if (p.version > next) {
-            throw new MnemeError("INVALID_EVENTS", `events[${i}]: version ${p.version} of aggregate ${p.aggregateUuid} leaves a gap (next is ${next})`);
+            throw new MnemeError(
+              "INVALID_EVENTS",
+              `events[${i}]: version ${p.version} of aggregate ${p.aggregateUuid} leaves a gap (next is ${next})`,
+            );
           }
           current.set(p.aggregateUuid, p.version);
         }
@@ -237,7 +240,8 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   async loadAggregate(aggregateUuid: string, opts: { fromVersion?: number } = {}): Promise<Event[]> {
     if (typeof aggregateUuid !== "string") throw new MnemeError("INVALID_REQUEST", "loadAggregate: aggregateUuid must be a string");
     const from = opts?.fromVersion ?? 1;
-    if (typeof from !== "number" || Number.isNaN(from)) throw new MnemeError("INVALID_REQUEST", `loadAggregate: fromVersion must be a number, got ${String(from)}`);
+    if (typeof from !== "number" || Number.isNaN(from))
+      throw new MnemeError("INVALID_REQUEST", `loadAggregate: fromVersion must be a number, got ${String(from)}`);
     const db = this.ready();
     try {
       const rows = db
@@ -335,7 +339,8 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     try {
       const db = this.ready();
       const { n } = db.statement(`SELECT COUNT(*) AS n FROM ${this.table}`).get() as { n: number };
-      const last = db.statement(`SELECT created_at AS c FROM ${this.table} ORDER BY position DESC LIMIT 1`).get() as { c: number } | undefined;
+      const last = db.statement(`SELECT created_at AS c FROM ${this.table} ORDER BY position DESC LIMIT 1`).get() as
+        { c: number } | undefined;
       return this.storeInfo(n, last?.c ?? 0);
     } catch (e) {
       throw toStoreError(e, "info");
@@ -422,7 +427,8 @@ interface ReqCtxCache {
 function prepareEvent(e: NewEvent, i: number, ctxCache: ReqCtxCache): PendingEvent {
   if (typeof e !== "object" || e === null) throw new MnemeError("INVALID_EVENTS", `events[${i}] is not an object`);
   for (const field of ["aggregateUuid", "domain", "name"] as const) {
-    if (typeof e[field] !== "string" || e[field] === "") throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a non-empty string`);
+    if (typeof e[field] !== "string" || e[field] === "")
+      throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a non-empty string`);
   }
   optionalString(e.eventUuid, i, "eventUuid", true);
   optionalString(e.tenantUuid, i, "tenantUuid", false);

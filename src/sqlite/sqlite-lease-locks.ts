@@ -66,20 +66,23 @@ export class SqliteLeaseLocks {
     let taken: boolean;
     try {
       taken = db.writeTransaction(() => {
-        const upserted = db
-          .statement(
-            `INSERT INTO ${this.opts.table} (handler, owner, expires_at) VALUES (?, ?, ?)
+        const upserted =
+          db
+            .statement(
+              `INSERT INTO ${this.opts.table} (handler, owner, expires_at) VALUES (?, ?, ?)
              ON CONFLICT (handler) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
              WHERE ${this.opts.table}.owner = excluded.owner OR ${this.opts.table}.expires_at <= ?`,
-          )
-          .run(handler, this.owner, expiresAt, now).changes > 0;
+            )
+            .run(handler, this.owner, expiresAt, now).changes > 0;
         if (upserted) return true;
         // Held and not expired: still free for us when its owner process is gone from this machine.
         const row = db.statement(`SELECT owner FROM ${this.opts.table} WHERE handler = ?`).get(handler) as { owner: string } | undefined;
         if (row === undefined || !ownerIsGone(row.owner)) return false;
-        return db
-          .statement(`UPDATE ${this.opts.table} SET owner = ?, expires_at = ? WHERE handler = ? AND owner = ?`)
-          .run(this.owner, expiresAt, handler, row.owner).changes > 0;
+        return (
+          db
+            .statement(`UPDATE ${this.opts.table} SET owner = ?, expires_at = ? WHERE handler = ? AND owner = ?`)
+            .run(this.owner, expiresAt, handler, row.owner).changes > 0
+        );
       });
     } catch (e) {
       throw toStoreError(e, `tryLock(${handler})`);
@@ -203,9 +206,12 @@ export class SqliteLeaseLocks {
 
   private startHeartbeat(): void {
     if (this.heartbeat !== undefined) return;
-    this.heartbeat = setInterval(() => {
-      if (!this.heartbeatPaused) this.renew();
-    }, Math.max(1, Math.floor(this.opts.leaseMs / 3)));
+    this.heartbeat = setInterval(
+      () => {
+        if (!this.heartbeatPaused) this.renew();
+      },
+      Math.max(1, Math.floor(this.opts.leaseMs / 3)),
+    );
     this.heartbeat.unref?.();
   }
 

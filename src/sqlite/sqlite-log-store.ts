@@ -70,7 +70,9 @@ export class SqliteLogStore extends SqliteStoreBase implements LogStore {
     let rows: LogRow[];
     try {
       rows = this.ready()
-        .rawStatement(`SELECT id, level, message, source, tenant_uuid, data, created_at FROM ${this.table} WHERE ${where.join(" AND ")} ORDER BY id LIMIT ?`)
+        .rawStatement(
+          `SELECT id, level, message, source, tenant_uuid, data, created_at FROM ${this.table} WHERE ${where.join(" AND ")} ORDER BY id LIMIT ?`,
+        )
         .all(...params, limit + 1) as LogRow[];
     } catch (e) {
       throw toStoreError(e, "list");

@@ -3,8 +3,16 @@ import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
-  assertCheckpoint, assertCollectionName, assertDocumentKey, assertDocumentKeys, assertFieldName, assertHandlerName, documentEntriesJson,
-  documentJson, listWindow, whereConditions,
+  assertCheckpoint,
+  assertCollectionName,
+  assertDocumentKey,
+  assertDocumentKeys,
+  assertFieldName,
+  assertHandlerName,
+  documentEntriesJson,
+  documentJson,
+  listWindow,
+  whereConditions,
 } from "../store/readmodel-validation.js";
 import type { StoreInfo } from "../store/store-info.js";
 import type { SqliteDatabase, SqliteStoreOptions } from "./sqlite-database.js";
@@ -163,7 +171,8 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     const pending = this.pending()?.checkpoints.get(handler);
     if (pending !== undefined) return pending;
     try {
-      const row = this.ready().statement(`SELECT position FROM ${this.checkpointsTable} WHERE handler = ?`).get(handler) as { position: number } | undefined;
+      const row = this.ready().statement(`SELECT position FROM ${this.checkpointsTable} WHERE handler = ?`).get(handler) as
+        { position: number } | undefined;
       return row?.position ?? 0;
     } catch (e) {
       throw toStoreError(e, "getCheckpoint");
@@ -222,7 +231,10 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   async info(): Promise<StoreInfo> {
     try {
       // The newest write stands for "last item created": documents are replaced in place.
-      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(updated_at) AS t FROM ${this.docsTable}`).get() as { n: number; t: number | null };
+      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(updated_at) AS t FROM ${this.docsTable}`).get() as {
+        n: number;
+        t: number | null;
+      };
       return this.storeInfo(row.n, row.t ?? 0);
     } catch (e) {
       throw toStoreError(e, "info");
@@ -479,7 +491,8 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
         p !== undefined
           ? p !== null
           : !tx.cleared.has(this.name) &&
-            this.db().statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key) !== undefined;
+            this.db().statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key) !==
+              undefined;
       docs.set(key, null);
       return existed;
     });
@@ -512,7 +525,9 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   async count(where?: Where): Promise<number> {
     const { sql: whereSql, params } = whereClause(where);
     const row = this.backend.read("count", this.name, () =>
-      this.db().statement(`SELECT COUNT(*) AS n FROM ${this.backend.docs} WHERE collection = ?${whereSql}`).get(this.name, ...params),
+      this.db()
+        .statement(`SELECT COUNT(*) AS n FROM ${this.backend.docs} WHERE collection = ?${whereSql}`)
+        .get(this.name, ...params),
     ) as { n: number };
     return row.n;
   }

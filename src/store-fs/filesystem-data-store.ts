@@ -194,7 +194,8 @@ export class FilesystemDataStore implements DataStore {
     } catch (e) {
       throw fsError(`corrupt metadata file ${name}.json`, e);
     }
-    if (typeof meta?.key !== "string" || typeof meta.blob !== "string") throw new MnemeError("STORE_ERROR", `corrupt metadata file ${name}.json`);
+    if (typeof meta?.key !== "string" || typeof meta.blob !== "string")
+      throw new MnemeError("STORE_ERROR", `corrupt metadata file ${name}.json`);
     return key === undefined || meta.key === key ? meta : undefined;
   }
 

@@ -8,10 +8,12 @@ import { jsonSafeProblem } from "./json-safe.js";
 export function expectedVersionsMap(expected: Record<string, number> | undefined): Map<string, number> {
   const m = new Map<string, number>();
   if (expected === undefined) return m;
-  if (typeof expected !== "object" || expected === null || Array.isArray(expected)) throw new MnemeError("INVALID_EVENTS", "append: expectedVersions must be an object");
+  if (typeof expected !== "object" || expected === null || Array.isArray(expected))
+    throw new MnemeError("INVALID_EVENTS", "append: expectedVersions must be an object");
   for (const [agg, v] of Object.entries(expected)) {
     if (agg === "") throw new MnemeError("INVALID_EVENTS", "append: expectedVersions has an empty aggregateUuid");
-    if (!Number.isInteger(v) || v < 0) throw new MnemeError("INVALID_EVENTS", `append: expectedVersions[${agg}] must be an integer >= 0, got ${String(v)}`);
+    if (!Number.isInteger(v) || v < 0)
+      throw new MnemeError("INVALID_EVENTS", `append: expectedVersions[${agg}] must be an integer >= 0, got ${String(v)}`);
     m.set(agg, v);
   }
   return m;
@@ -26,9 +28,13 @@ export function checkEventField(v: unknown, i: number, field: string): void {
   const problem = jsonSafeProblem(v);
   if (problem !== undefined) {
     const pointer = `/${i}/${field}${problem.pointer}`;
-    throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} is not JSON-safe at ${problem.pointer === "" ? "its root" : problem.pointer}: ${problem.message}`, {
-      details: [{ pointer, message: problem.message }],
-    });
+    throw new MnemeError(
+      "INVALID_EVENTS",
+      `events[${i}].${field} is not JSON-safe at ${problem.pointer === "" ? "its root" : problem.pointer}: ${problem.message}`,
+      {
+        details: [{ pointer, message: problem.message }],
+      },
+    );
   }
 }
 

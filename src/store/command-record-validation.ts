@@ -16,7 +16,8 @@ export function validateCommandRecord(rec: CommandRecord): string {
   if (!STATUSES.has(rec.status)) throw bad(`status must be succeeded, failed or denied, got ${String(rec.status)}`);
   if (typeof rec.createdAt !== "number" || !Number.isFinite(rec.createdAt)) throw bad("createdAt must be a finite number (ns)");
   if (typeof rec.durationMicros !== "number" || !Number.isFinite(rec.durationMicros)) throw bad("durationMicros must be a finite number");
-  if (!Array.isArray(rec.eventUuids) || rec.eventUuids.some((u) => typeof u !== "string")) throw bad("eventUuids must be an array of strings");
+  if (!Array.isArray(rec.eventUuids) || rec.eventUuids.some((u) => typeof u !== "string"))
+    throw bad("eventUuids must be an array of strings");
   if (rec.reqCtx === null || typeof rec.reqCtx !== "object") throw bad("reqCtx must be an object");
   try {
     return JSON.stringify(rec);

@@ -116,7 +116,10 @@ function walkArray(a: unknown[], depth: number): Failure | undefined {
   for (let i = 0, n = a.length; i < n; i++) {
     const x = a[i];
     if (x === undefined) {
-      return failAt(i, i in a ? "is undefined: JSON writes null for it, so use null" : "is a hole of a sparse array: JSON writes null for it, so use null");
+      return failAt(
+        i,
+        i in a ? "is undefined: JSON writes null for it, so use null" : "is a hole of a sparse array: JSON writes null for it, so use null",
+      );
     }
     const f = walk(x, depth + 1);
     if (f !== undefined) {
@@ -216,7 +219,10 @@ function tooDeep(root: unknown, tokens: readonly (string | number)[]): JsonSafeP
   for (let i = 0; i <= tokens.length; i++) {
     const at = ancestors.indexOf(node);
     if (at !== -1) {
-      return { pointer: toPointer(tokens, i), message: `refers back to ${at === 0 ? "the root" : toPointer(tokens, at)} (a cycle), which JSON cannot hold` };
+      return {
+        pointer: toPointer(tokens, i),
+        message: `refers back to ${at === 0 ? "the root" : toPointer(tokens, at)} (a cycle), which JSON cannot hold`,
+      };
     }
     ancestors.push(node);
     if (i < tokens.length) node = (node as Record<string | number, unknown>)[tokens[i] as string | number];

@@ -14,12 +14,16 @@ export function isLogLevel(level: unknown): level is LogLevel {
  */
 export function validateNewLogEntry(input: NewLogEntry): string | undefined {
   if (input === null || typeof input !== "object") throw new MnemeError("INVALID_REQUEST", "a log entry must be an object");
-  if (!isLogLevel(input.level)) throw new MnemeError("INVALID_REQUEST", `log level must be debug, info, warn or error, got ${String(input.level)}`);
+  if (!isLogLevel(input.level))
+    throw new MnemeError("INVALID_REQUEST", `log level must be debug, info, warn or error, got ${String(input.level)}`);
   if (typeof input.message !== "string") throw new MnemeError("INVALID_REQUEST", "log message must be a string");
-  if (input.source !== undefined && typeof input.source !== "string") throw new MnemeError("INVALID_REQUEST", "log source must be a string");
-  if (input.tenantUuid !== undefined && typeof input.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "log tenantUuid must be a string");
+  if (input.source !== undefined && typeof input.source !== "string")
+    throw new MnemeError("INVALID_REQUEST", "log source must be a string");
+  if (input.tenantUuid !== undefined && typeof input.tenantUuid !== "string")
+    throw new MnemeError("INVALID_REQUEST", "log tenantUuid must be a string");
   if (input.data === undefined) return undefined;
-  if (input.data === null || typeof input.data !== "object" || Array.isArray(input.data)) throw new MnemeError("INVALID_REQUEST", "log data must be an object");
+  if (input.data === null || typeof input.data !== "object" || Array.isArray(input.data))
+    throw new MnemeError("INVALID_REQUEST", "log data must be an object");
   try {
     return JSON.stringify(input.data);
   } catch (e) {

@@ -55,7 +55,8 @@ export function decodeCursor(cursor: string | undefined, parts: readonly CursorP
   for (let i = 0; i < parts.length; i++) {
     const v: unknown = parsed[i];
     const part = parts[i];
-    const ok = part === "string" ? typeof v === "string" : part === "integer" ? Number.isInteger(v) : typeof v === "number" && Number.isFinite(v);
+    const ok =
+      part === "string" ? typeof v === "string" : part === "integer" ? Number.isInteger(v) : typeof v === "number" && Number.isFinite(v);
     if (!ok) throw invalid();
   }
   return parsed as (string | number)[];

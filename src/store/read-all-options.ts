@@ -20,14 +20,16 @@ export function readAllWindow(opts: ReadAllOptions, maxBatchSize: number): ReadA
   const after = opts.afterPosition ?? 0;
   const until = opts.untilPosition;
   const batchSize = opts.batchSize ?? DEFAULT_READ_ALL_BATCH_SIZE;
-  if (!Number.isInteger(after) || after < 0) throw new MnemeError("INVALID_REQUEST", `readAll: afterPosition must be an integer >= 0, got ${String(after)}`);
+  if (!Number.isInteger(after) || after < 0)
+    throw new MnemeError("INVALID_REQUEST", `readAll: afterPosition must be an integer >= 0, got ${String(after)}`);
   if (until !== undefined && (!Number.isInteger(until) || until < 0)) {
     throw new MnemeError("INVALID_REQUEST", `readAll: untilPosition must be an integer >= 0, got ${String(until)}`);
   }
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > maxBatchSize) {
     throw new MnemeError("INVALID_REQUEST", `readAll: batchSize must be an integer in 1..${maxBatchSize}, got ${String(batchSize)}`);
   }
-  if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readAll: tenantUuid must be a string");
+  if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string")
+    throw new MnemeError("INVALID_REQUEST", "readAll: tenantUuid must be a string");
   if (opts.eventPaths !== undefined && (!Array.isArray(opts.eventPaths) || opts.eventPaths.some((p) => typeof p !== "string"))) {
     throw new MnemeError("INVALID_REQUEST", "readAll: eventPaths must be an array of strings");
   }

@@ -54,7 +54,8 @@ export function assertHandlerName(handler: unknown): asserts handler is string {
 
 /** Throws INVALID_REQUEST unless `position` is a checkpoint (an integer >= 0). */
 export function assertCheckpoint(position: unknown): asserts position is number {
-  if (!Number.isInteger(position) || (position as number) < 0) throw new MnemeError("INVALID_REQUEST", `a checkpoint must be an integer >= 0, got ${String(position)}`);
+  if (!Number.isInteger(position) || (position as number) < 0)
+    throw new MnemeError("INVALID_REQUEST", `a checkpoint must be an integer >= 0, got ${String(position)}`);
 }
 
 /** Throws INVALID_REQUEST unless `name` is a top-level field name (letters, digits, _); `what` names it in the message. */
@@ -68,15 +69,18 @@ export function assertFieldName(name: unknown, what: string): asserts name is st
 export function listWindow(opts: ListOptions): { offset: number; limit: number | undefined } {
   const offset = opts.offset ?? 0;
   const limit = opts.limit;
-  if (!Number.isInteger(offset) || offset < 0) throw new MnemeError("INVALID_REQUEST", `offset must be an integer >= 0, got ${String(offset)}`);
-  if (limit !== undefined && (!Number.isInteger(limit) || limit < 0)) throw new MnemeError("INVALID_REQUEST", `limit must be an integer >= 0, got ${String(limit)}`);
+  if (!Number.isInteger(offset) || offset < 0)
+    throw new MnemeError("INVALID_REQUEST", `offset must be an integer >= 0, got ${String(offset)}`);
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 0))
+    throw new MnemeError("INVALID_REQUEST", `limit must be an integer >= 0, got ${String(limit)}`);
   return { offset, limit };
 }
 
 /** The checked conditions of a `where` filter (none when it is absent): field names by {@link assertFieldName}, values strings, finite numbers or booleans. */
 export function whereConditions(where: ListOptions["where"]): WhereCondition[] {
   if (where === undefined) return [];
-  if (where === null || typeof where !== "object" || Array.isArray(where)) throw new MnemeError("INVALID_REQUEST", "where must be an object");
+  if (where === null || typeof where !== "object" || Array.isArray(where))
+    throw new MnemeError("INVALID_REQUEST", "where must be an object");
   const conds = Object.entries(where);
   for (const [f, v] of conds) {
     assertFieldName(f, "a where field");

@@ -49,7 +49,11 @@ async function pageThrough(
  * The CommandStore conformance suite (the audit trail): record/get, keyset
  * listing by (createdAt, commandUuid) with cursors and filters, delete, info.
  */
-export function describeCommandStoreContract(name: string, factory: () => Promise<CommandStore>, opts?: ContractOptions<CommandStore>): void {
+export function describeCommandStoreContract(
+  name: string,
+  factory: () => Promise<CommandStore>,
+  opts?: ContractOptions<CommandStore>,
+): void {
   describeContract("CommandStore contract", name, factory, opts, (test) => {
     test("record then get returns the record", async (store) => {
       const full = rec({

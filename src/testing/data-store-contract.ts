@@ -74,7 +74,13 @@ export function describeDataStoreContract(name: string, factory: () => Promise<D
       const info = await store.put("a", "abc");
       expectNs(info.createdAt);
       expect(info.updatedAt).toBe(info.createdAt);
-      expect(info).toEqual({ key: "a", size: 3, contentType: "text/plain; charset=utf-8", createdAt: info.createdAt, updatedAt: info.updatedAt });
+      expect(info).toEqual({
+        key: "a",
+        size: 3,
+        contentType: "text/plain; charset=utf-8",
+        createdAt: info.createdAt,
+        updatedAt: info.updatedAt,
+      });
       const got = await store.get("a");
       expect(got).toMatchObject(info);
     });
@@ -173,7 +179,13 @@ export function describeDataStoreContract(name: string, factory: () => Promise<D
       for (const k of keys) await store.put(k, k);
       const pages = await listAll(store, 2, "img/");
       expect(pages.flat().map((i) => i.key)).toEqual(["img/a.png", "img/b.png", "img/c.png", "img/sub/d.png"]);
-      expect((await store.list({ prefix: "img" })).items.map((i) => i.key)).toEqual(["img/a.png", "img/b.png", "img/c.png", "img/sub/d.png", "imgx"]);
+      expect((await store.list({ prefix: "img" })).items.map((i) => i.key)).toEqual([
+        "img/a.png",
+        "img/b.png",
+        "img/c.png",
+        "img/sub/d.png",
+        "imgx",
+      ]);
       expect((await store.list({ prefix: "" })).items).toHaveLength(keys.length);
     });
 

@@ -112,7 +112,11 @@ export function describeEventRepositoryContract(
     test("aggregateUuid may be any non-empty string", async (repo) => {
       const ids = ["todo-1", "Ünïcode/agg 1", "x"];
       for (const id of ids) await repo.append([ev(id), ev(id)]);
-      for (const id of ids) expect((await repo.loadAggregate(id)).map((e) => [e.aggregateUuid, e.version])).toEqual([[id, 1], [id, 2]]);
+      for (const id of ids)
+        expect((await repo.loadAggregate(id)).map((e) => [e.aggregateUuid, e.version])).toEqual([
+          [id, 1],
+          [id, 2],
+        ]);
     });
 
     test("append fills eventUuid (uuid v7), createdAt (ns), tenantUuid and reqCtx", async (repo) => {
@@ -156,7 +160,10 @@ export function describeEventRepositoryContract(
 
     test("the events append returns equal the stored ones", async (repo) => {
       const agg = newUuid();
-      const appended = await repo.append([ev(agg, { tenantUuid: "t1", commandUuid: newUuid(), reqCtx: { traceId: "x" } }), ev(agg, { tenantUuid: "t1" })]);
+      const appended = await repo.append([
+        ev(agg, { tenantUuid: "t1", commandUuid: newUuid(), reqCtx: { traceId: "x" } }),
+        ev(agg, { tenantUuid: "t1" }),
+      ]);
       expect(await repo.loadAggregate(agg)).toEqual(appended);
       expect(await readEverything(repo)).toEqual(appended);
     });
@@ -299,7 +306,11 @@ export function describeEventRepositoryContract(
       await repo.append([ev(y)]);
       await expectRejectsWith(() => repo.append([ev(y, { tenantUuid: "a" })]), "NOT_FOUND");
       await repo.append([ev(y, { tenantUuid: "" }), ev(y)]);
-      expect((await repo.loadAggregate(y)).map((e) => [e.version, e.tenantUuid])).toEqual([[1, ""], [2, ""], [3, ""]]);
+      expect((await repo.loadAggregate(y)).map((e) => [e.version, e.tenantUuid])).toEqual([
+        [1, ""],
+        [2, ""],
+        [3, ""],
+      ]);
       expect(await readEverything(repo)).toHaveLength(3);
     });
 
@@ -308,8 +319,14 @@ export function describeEventRepositoryContract(
       const s = newUuid();
       await repo.append([ev(g, { tenantUuid: "a" }), ev(s, { tenantUuid: "a" })]);
       const r = await repo.append([ev(g, { tenantUuid: "b" }), ev(g, { tenantUuid: "" })], { globalAggregates: [g] });
-      expect(r.map((e) => [e.version, e.tenantUuid])).toEqual([[2, "b"], [3, ""]]);
-      await expectRejectsWith(() => repo.append([ev(g, { tenantUuid: "c" }), ev(s, { tenantUuid: "c" })], { globalAggregates: [g] }), "NOT_FOUND");
+      expect(r.map((e) => [e.version, e.tenantUuid])).toEqual([
+        [2, "b"],
+        [3, ""],
+      ]);
+      await expectRejectsWith(
+        () => repo.append([ev(g, { tenantUuid: "c" }), ev(s, { tenantUuid: "c" })], { globalAggregates: [g] }),
+        "NOT_FOUND",
+      );
       expect((await repo.loadAggregate(g)).map((e) => e.tenantUuid)).toEqual(["a", "b", ""]);
       expect((await repo.loadAggregate(s)).map((e) => e.tenantUuid)).toEqual(["a"]);
       await expectRejectsWith(() => repo.append([ev(g)], { globalAggregates: "g" as unknown as string[] }), "INVALID_EVENTS");
@@ -339,7 +356,9 @@ export function describeEventRepositoryContract(
       const agg = newUuid();
       await repo.append([ev(agg), ev(agg)]);
       const results = await Promise.allSettled(
-        Array.from({ length: 20 }, (_, i) => repo.append([ev(agg, { payload: { i } }), ev(agg, { payload: { i } })], { expectedVersions: { [agg]: 2 } })),
+        Array.from({ length: 20 }, (_, i) =>
+          repo.append([ev(agg, { payload: { i } }), ev(agg, { payload: { i } })], { expectedVersions: { [agg]: 2 } }),
+        ),
       );
       const ok = results.filter((r) => r.status === "fulfilled");
       const failed = results.filter((r): r is PromiseRejectedResult => r.status === "rejected");
@@ -357,7 +376,9 @@ export function describeEventRepositoryContract(
     test("concurrent appends without expected version all succeed with versions 1..n", async (repo) => {
       const agg = newUuid();
       const results = await Promise.all(Array.from({ length: 20 }, (_, i) => repo.append([ev(agg, { payload: { i } })])));
-      expect(results.map((r) => r[0]?.version).sort((x, y) => (x as number) - (y as number))).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+      expect(results.map((r) => r[0]?.version).sort((x, y) => (x as number) - (y as number))).toEqual(
+        Array.from({ length: 20 }, (_, i) => i + 1),
+      );
       const stream = await repo.loadAggregate(agg);
       expect(stream.map((e) => e.version)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
       // Within an aggregate, version order is position order.
@@ -533,7 +554,11 @@ export function describeEventRepositoryContract(
       const after = (appended[5] as Event).position;
       const until = (appended[33] as Event).position;
       const expected = appended.filter((e) => e.position > after && e.position <= until && e.tenantUuid === t && e.name === "A");
-      const got = (await collectPages(repo.readAll({ afterPosition: after, untilPosition: until, tenantUuid: t, eventPaths: ["Test.A"], batchSize: 3 }))).flat();
+      const got = (
+        await collectPages(
+          repo.readAll({ afterPosition: after, untilPosition: until, tenantUuid: t, eventPaths: ["Test.A"], batchSize: 3 }),
+        )
+      ).flat();
       expect(got).toEqual(expected);
       expect(got.length).toBeGreaterThan(3);
     });
@@ -632,7 +657,7 @@ export function describeEventRepositoryContract(
 
     test("payloads keep nested JSON exactly", async (repo) => {
       const payload = {
-        text: "héllo wörld — 日本語 🎉 \"quoted\" \\ back\nline\ttab",
+        text: 'héllo wörld — 日本語 🎉 "quoted" \\ back\nline\ttab',
         emptyString: "",
         int: 42,
         negative: -17,
@@ -648,7 +673,7 @@ export function describeEventRepositoryContract(
         emptyObject: {},
         emptyArray: [],
         "key with spaces": "ok",
-        "ключ": "значение",
+        ключ: "значение",
       };
       const agg = newUuid();
       await repo.append([ev(agg, { payload })]);

@@ -19,7 +19,18 @@ import { collectPages, expectRejectsWith, type ContractTest } from "./contract-h
 /** The part of fast-check used here (its namespace and its default export both fit). */
 type FastCheck = Pick<
   typeof import("fast-check"),
-  "array" | "assert" | "asyncProperty" | "boolean" | "constant" | "constantFrom" | "dictionary" | "double" | "integer" | "letrec" | "oneof" | "string"
+  | "array"
+  | "assert"
+  | "asyncProperty"
+  | "boolean"
+  | "constant"
+  | "constantFrom"
+  | "dictionary"
+  | "double"
+  | "integer"
+  | "letrec"
+  | "oneof"
+  | "string"
 >;
 
 async function loadFastCheck(): Promise<FastCheck> {
@@ -39,7 +50,31 @@ function storableString(s: string): boolean {
 }
 
 /** Strings with a meaning somewhere: pointer syntax, prototype names, JSON escapes, line separators, astral characters. */
-const AWKWARD_STRINGS = ["", " ", "~", "/", "~0", "~1", "a/b~c", "__proto__", "constructor", "toString", "\"", "\\", "\n\r\t", "\u0001\u001f", "\u2028\u2029", "\uFEFF", "é", "日本語", "😀", "👩‍👩‍👧", "\uFFFF", "null", "1e400"];
+const AWKWARD_STRINGS = [
+  "",
+  " ",
+  "~",
+  "/",
+  "~0",
+  "~1",
+  "a/b~c",
+  "__proto__",
+  "constructor",
+  "toString",
+  '"',
+  "\\",
+  "\n\r\t",
+  "\u0001\u001f",
+  "\u2028\u2029",
+  "\uFEFF",
+  "é",
+  "日本語",
+  "😀",
+  "👩‍👩‍👧",
+  "\uFFFF",
+  "null",
+  "1e400",
+];
 
 /**
  * Arbitrary JSON-safe values: strings of every Unicode plane (no U+0000, no
@@ -57,7 +92,18 @@ export function jsonSafeArbitrary(fc: FastCheck, opts: { maxDepth?: number } = {
   const number = fc.oneof(
     fc.integer(),
     fc.double({ noNaN: true, noDefaultInfinity: true }).map((n) => (Object.is(n, -0) ? 0 : n)),
-    fc.constantFrom(Number.MAX_VALUE, -Number.MAX_VALUE, Number.MIN_VALUE, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER, 2 ** 53 + 2, 1e21, 1e-7, 0.1, 0.30000000000000004),
+    fc.constantFrom(
+      Number.MAX_VALUE,
+      -Number.MAX_VALUE,
+      Number.MIN_VALUE,
+      Number.MAX_SAFE_INTEGER,
+      Number.MIN_SAFE_INTEGER,
+      2 ** 53 + 2,
+      1e21,
+      1e-7,
+      0.1,
+      0.30000000000000004,
+    ),
   );
   const leaf = fc.oneof(string, number, fc.boolean(), fc.constant(null));
   const { value } = fc.letrec<{ value: unknown }>((tie) => ({
@@ -152,31 +198,27 @@ export const REFUSED_PAYLOADS: readonly RefusedCase[] = [
  * describeEventRepositoryContract with its `test`).
  */
 export function describeEventRepositoryPayloadContract(test: ContractTest<EventRepository>): void {
-  test(
-    "every accepted payload reads back unchanged",
-    async (repo) => {
-      const fc = await loadFastCheck();
-      let after = await repo.headPosition();
-      await fc.assert(
-        fc.asyncProperty(fc.array(jsonSafeArbitrary(fc), { minLength: 1, maxLength: 8 }), async (payloads) => {
-          const agg = newUuid();
-          const appended = await repo.append(payloads.map((payload) => ({ domain: "Test", name: "Payload", aggregateUuid: agg, payload })));
-          const loaded = await repo.loadAggregate(agg);
-          const read = (await collectPages(repo.readAll({ afterPosition: after }))).flat();
-          after = appended[appended.length - 1]?.position ?? after;
-          const mismatch = (events: readonly Event[], where: string): string | undefined => {
-            if (events.length !== payloads.length) return `${where} gave ${events.length} events, not ${payloads.length}`;
-            const i = events.findIndex((e, k) => !sameJson(e.payload, payloads[k]));
-            return i === -1 ? undefined : `${where}: payload ${i} was ${safeJson(payloads[i])}, read back ${safeJson(events[i]?.payload)}`;
-          };
-          const problem = mismatch(appended, "append") ?? mismatch(loaded, "loadAggregate") ?? mismatch(read, "readAll");
-          if (problem !== undefined) expect.fail(problem);
-        }),
-        { numRuns: 60 },
-      );
-    },
-    120_000,
-  );
+  test("every accepted payload reads back unchanged", async (repo) => {
+    const fc = await loadFastCheck();
+    let after = await repo.headPosition();
+    await fc.assert(
+      fc.asyncProperty(fc.array(jsonSafeArbitrary(fc), { minLength: 1, maxLength: 8 }), async (payloads) => {
+        const agg = newUuid();
+        const appended = await repo.append(payloads.map((payload) => ({ domain: "Test", name: "Payload", aggregateUuid: agg, payload })));
+        const loaded = await repo.loadAggregate(agg);
+        const read = (await collectPages(repo.readAll({ afterPosition: after }))).flat();
+        after = appended[appended.length - 1]?.position ?? after;
+        const mismatch = (events: readonly Event[], where: string): string | undefined => {
+          if (events.length !== payloads.length) return `${where} gave ${events.length} events, not ${payloads.length}`;
+          const i = events.findIndex((e, k) => !sameJson(e.payload, payloads[k]));
+          return i === -1 ? undefined : `${where}: payload ${i} was ${safeJson(payloads[i])}, read back ${safeJson(events[i]?.payload)}`;
+        };
+        const problem = mismatch(appended, "append") ?? mismatch(loaded, "loadAggregate") ?? mismatch(read, "readAll");
+        if (problem !== undefined) expect.fail(problem);
+      }),
+      { numRuns: 60 },
+    );
+  }, 120_000);
 
   test("a non-JSON-safe payload is refused with INVALID_EVENTS and a pointer, nothing written", async (repo) => {
     const failures: string[] = [];

@@ -39,7 +39,17 @@ export function describeReadmodelStoreBackendContract(
 
     test("put then get returns the document", async (backend) => {
       const col = backend.collection<Record<string, unknown>>("docs");
-      const doc = { a: 1, s: "ü 🎉 \"q\"", f: 0.25, neg: -3, b: false, nul: null, list: [1, "x", null, { y: [] }], nested: { deep: { er: true } }, empty: {} };
+      const doc = {
+        a: 1,
+        s: 'ü 🎉 "q"',
+        f: 0.25,
+        neg: -3,
+        b: false,
+        nul: null,
+        list: [1, "x", null, { y: [] }],
+        nested: { deep: { er: true } },
+        empty: {},
+      };
       await col.put("k1", doc);
       expect(await col.get("k1")).toEqual(doc);
       await col.put("arr", { wrapped: [[1], [2]] });
@@ -82,7 +92,10 @@ export function describeReadmodelStoreBackendContract(
     test("putMany writes every entry", async (backend) => {
       const col = backend.collection<Item>("items");
       await col.put("b", item("b", 0));
-      const entries = Array.from({ length: 50 }, (_, i) => [`k${String(i).padStart(2, "0")}`, item(`k${String(i).padStart(2, "0")}`, i)] as const);
+      const entries = Array.from(
+        { length: 50 },
+        (_, i) => [`k${String(i).padStart(2, "0")}`, item(`k${String(i).padStart(2, "0")}`, i)] as const,
+      );
       await col.putMany([...entries, ["b", item("b", 99)]]);
       expect(await col.count()).toBe(51);
       expect(await col.get("k42")).toEqual(item("k42", 42));
@@ -152,7 +165,10 @@ export function describeReadmodelStoreBackendContract(
 
     test("list with offset and limit", async (backend) => {
       const col = backend.collection<Item>("items");
-      await fill(col, Array.from({ length: 10 }, (_, i) => item(`k${i}`, i)));
+      await fill(
+        col,
+        Array.from({ length: 10 }, (_, i) => item(`k${i}`, i)),
+      );
       expect(ids(await col.list({ limit: 3 }))).toEqual(["k0", "k1", "k2"]);
       expect(ids(await col.list({ offset: 3, limit: 3 }))).toEqual(["k3", "k4", "k5"]);
       expect(ids(await col.list({ offset: 8 }))).toEqual(["k8", "k9"]);
@@ -203,12 +219,16 @@ export function describeReadmodelStoreBackendContract(
 
     test("where filters by equality on several fields", async (backend) => {
       const col = backend.collection<Item>("items");
-      const items = Array.from({ length: 12 }, (_, i) => item(`k${String(i).padStart(2, "0")}`, i % 3, { group: i % 2 === 0 ? "even" : "odd", flag: i % 4 === 0 }));
+      const items = Array.from({ length: 12 }, (_, i) =>
+        item(`k${String(i).padStart(2, "0")}`, i % 3, { group: i % 2 === 0 ? "even" : "odd", flag: i % 4 === 0 }),
+      );
       await fill(col, items);
       expect(ids(await col.list({ where: { group: "even" } }))).toEqual(ids(items.filter((x) => x.group === "even")));
       expect(ids(await col.list({ where: { n: 1 } }))).toEqual(ids(items.filter((x) => x.n === 1)));
       expect(ids(await col.list({ where: { flag: true } }))).toEqual(ids(items.filter((x) => x.flag === true)));
-      expect(ids(await col.list({ where: { flag: false, group: "even" } }))).toEqual(ids(items.filter((x) => x.flag === false && x.group === "even")));
+      expect(ids(await col.list({ where: { flag: false, group: "even" } }))).toEqual(
+        ids(items.filter((x) => x.flag === false && x.group === "even")),
+      );
       expect(ids(await col.list({ where: { group: "odd", n: 0 } }))).toEqual(ids(items.filter((x) => x.group === "odd" && x.n === 0)));
       expect(await col.list({ where: { group: "none" } })).toEqual([]);
       expect(await col.list({ where: { missingField: "x" } })).toEqual([]);
@@ -236,17 +256,24 @@ export function describeReadmodelStoreBackendContract(
 
     test("where combines with orderBy, offset and limit", async (backend) => {
       const col = backend.collection<Item>("items");
-      const items = Array.from({ length: 20 }, (_, i) => item(`k${String(i).padStart(2, "0")}`, 20 - i, { group: i % 2 === 0 ? "a" : "b" }));
+      const items = Array.from({ length: 20 }, (_, i) =>
+        item(`k${String(i).padStart(2, "0")}`, 20 - i, { group: i % 2 === 0 ? "a" : "b" }),
+      );
       await fill(col, items);
       const expected = items.filter((x) => x.group === "a").sort((x, y) => x.n - y.n);
       expect(ids(await col.list({ where: { group: "a" }, orderBy: "n", offset: 2, limit: 3 }))).toEqual(ids(expected.slice(2, 5)));
-      expect(ids(await col.list({ where: { group: "a" }, orderBy: "n", descending: true, limit: 2 }))).toEqual(ids([...expected].reverse().slice(0, 2)));
+      expect(ids(await col.list({ where: { group: "a" }, orderBy: "n", descending: true, limit: 2 }))).toEqual(
+        ids([...expected].reverse().slice(0, 2)),
+      );
     });
 
     test("count with and without where", async (backend) => {
       const col = backend.collection<Item>("items");
       expect(await col.count()).toBe(0);
-      await fill(col, Array.from({ length: 9 }, (_, i) => item(`k${i}`, i % 3, { group: i < 4 ? "x" : "y" })));
+      await fill(
+        col,
+        Array.from({ length: 9 }, (_, i) => item(`k${i}`, i % 3, { group: i < 4 ? "x" : "y" })),
+      );
       expect(await col.count()).toBe(9);
       expect(await col.count({ n: 0 })).toBe(3);
       expect(await col.count({ group: "x", n: 1 })).toBe(1);
@@ -300,7 +327,10 @@ export function describeReadmodelStoreBackendContract(
       await a.put("old", item("old", 0));
       const result = await backend.transaction(async () => {
         await a.put("x", item("x", 1));
-        await b.putMany([["y", item("y", 2)], ["z", item("z", 3)]]);
+        await b.putMany([
+          ["y", item("y", 2)],
+          ["z", item("z", 3)],
+        ]);
         await a.delete("old");
         await backend.setCheckpoint("H", 17);
         return "done";

@@ -51,7 +51,10 @@ export interface ScenarioThen {
 }
 
 class Scenario implements ScenarioGiven, ScenarioWhen {
-  constructor(readonly facade: Facade, readonly history: readonly NewEvent[]) {}
+  constructor(
+    readonly facade: Facade,
+    readonly history: readonly NewEvent[],
+  ) {}
 
   given(events: readonly NewEvent[]): ScenarioWhen {
     return new Scenario(this.facade, [...this.history, ...events]);
@@ -75,12 +78,22 @@ class Scenario implements ScenarioGiven, ScenarioWhen {
     const facade = this.facade;
     const expectEvents = async (expected: readonly ExpectedEvent[]): Promise<Event[]> => {
       const r = await run();
-      if (r.error !== undefined) throw new Error(`expected events, but the command failed: ${String((r.error as Error).message ?? r.error)}`, { cause: r.error });
+      if (r.error !== undefined)
+        throw new Error(`expected events, but the command failed: ${String((r.error as Error).message ?? r.error)}`, { cause: r.error });
       const actual = (r.events ?? []).map((e) => ({ domain: e.domain, name: e.name, payload: e.payload, aggregateUuid: e.aggregateUuid }));
-      const want = expected.map((e) => ({ domain: e.domain, name: e.name, payload: e.payload, ...(e.aggregateUuid === undefined ? {} : { aggregateUuid: e.aggregateUuid }) }));
-      const comparable = actual.map((a, i) => (want[i]?.aggregateUuid === undefined ? { domain: a.domain, name: a.name, payload: a.payload } : a));
+      const want = expected.map((e) => ({
+        domain: e.domain,
+        name: e.name,
+        payload: e.payload,
+        ...(e.aggregateUuid === undefined ? {} : { aggregateUuid: e.aggregateUuid }),
+      }));
+      const comparable = actual.map((a, i) =>
+        want[i]?.aggregateUuid === undefined ? { domain: a.domain, name: a.name, payload: a.payload } : a,
+      );
       if (!isDeepStrictEqual(comparable, want)) {
-        throw new Error(`the command appended\n${JSON.stringify(comparable, null, 2)}\nbut the scenario expected\n${JSON.stringify(want, null, 2)}`);
+        throw new Error(
+          `the command appended\n${JSON.stringify(comparable, null, 2)}\nbut the scenario expected\n${JSON.stringify(want, null, 2)}`,
+        );
       }
       return r.events ?? [];
     };
@@ -93,7 +106,10 @@ class Scenario implements ScenarioGiven, ScenarioWhen {
         const r = await run();
         if (r.error === undefined) throw new Error(`expected ${code}, but the command succeeded with ${r.events?.length ?? 0} event(s)`);
         if (!isMnemeError(r.error, code)) {
-          throw new Error(`expected ${code}, got ${isMnemeError(r.error) ? r.error.code : "a non-mneme error"}: ${(r.error as Error).message}`, { cause: r.error });
+          throw new Error(
+            `expected ${code}, got ${isMnemeError(r.error) ? r.error.code : "a non-mneme error"}: ${(r.error as Error).message}`,
+            { cause: r.error },
+          );
         }
         const after = await facade.eventRepository.headPosition();
         if (after !== r.before) throw new Error(`the command failed with ${code} but appended ${after - r.before} event(s)`);

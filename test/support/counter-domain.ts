@@ -1,8 +1,13 @@
 /** A tiny domain for readmodel tests: counters that are incremented. */
 import { AllEvents, BaseReadmodel, defineDomain, type Event, type Facade, type ReadmodelOption, anonymous } from "mneme";
 
-export interface Increment { counterUuid: string; by: number }
-export interface Incremented { by: number }
+export interface Increment {
+  counterUuid: string;
+  by: number;
+}
+export interface Incremented {
+  by: number;
+}
 
 export const Counter = defineDomain("Counter", { description: "Counters for tests" });
 export const Increment = Counter.command<Increment>("Increment", { permission: anonymous });
@@ -51,7 +56,8 @@ export class CounterTotals extends BaseReadmodel {
   /** Every counter's total, from the readmodel's documents. */
   async allTotals(): Promise<Record<string, number>> {
     const out: Record<string, number> = {};
-    for (const d of await this.collection<{ counterUuid: string; total: number }>("totals").list({ limit: 1000 })) out[d.counterUuid] = d.total;
+    for (const d of await this.collection<{ counterUuid: string; total: number }>("totals").list({ limit: 1000 }))
+      out[d.counterUuid] = d.total;
     return out;
   }
 }

@@ -5,7 +5,19 @@
  * tenants, identities and groups.
  */
 import { type Facade, type FacadeOptions, type RequestContext, createFacade } from "mneme";
-import { AssignGroup, CreateGroup, CreateIdentity, CreateTenant, type DefaultsInfo, type DefaultsOptions, Login, type LoginResult, RegisterAccount, registerDefaults, resolveCredentials } from "mneme/defaults";
+import {
+  AssignGroup,
+  CreateGroup,
+  CreateIdentity,
+  CreateTenant,
+  type DefaultsInfo,
+  type DefaultsOptions,
+  Login,
+  type LoginResult,
+  RegisterAccount,
+  registerDefaults,
+  resolveCredentials,
+} from "mneme/defaults";
 
 export const ADMIN_EMAIL = "admin@example.org";
 export const ADMIN_PASSWORD = "admin-password-1";
@@ -27,11 +39,20 @@ export interface Session {
 }
 
 export class World {
-  constructor(readonly facade: Facade, readonly ids: DefaultsInfo, readonly clock: FakeClock, readonly admin: RequestContext) {}
+  constructor(
+    readonly facade: Facade,
+    readonly ids: DefaultsInfo,
+    readonly clock: FakeClock,
+    readonly admin: RequestContext,
+  ) {}
 
   /** Registers an account (anonymous) and returns its uuid. */
   async register(email: string, password = `${email}-pw`, name?: string): Promise<string> {
-    const r = await this.facade.dispatch(RegisterAccount, { email, password, ...(name === undefined ? {} : { name }) }, { waitToFinish: true });
+    const r = await this.facade.dispatch(
+      RegisterAccount,
+      { email, password, ...(name === undefined ? {} : { name }) },
+      { waitToFinish: true },
+    );
     return r.result!.accountUuid;
   }
 
@@ -39,7 +60,11 @@ export class World {
   async login(email: string, password = `${email}-pw`, identityUuid?: string): Promise<Session> {
     const r = await this.facade.dispatch(Login, { email, password }, { waitToFinish: true });
     const login = r.result!;
-    const reqCtx = await resolveCredentials(this.facade, { sessionUuid: login.sessionUuid, sessionKey: login.sessionKey, ...(identityUuid === undefined ? {} : { identityUuid }) });
+    const reqCtx = await resolveCredentials(this.facade, {
+      sessionUuid: login.sessionUuid,
+      sessionKey: login.sessionKey,
+      ...(identityUuid === undefined ? {} : { identityUuid }),
+    });
     if (reqCtx === undefined) throw new Error("fresh credentials did not resolve");
     return { login, reqCtx };
   }
@@ -49,11 +74,13 @@ export class World {
   }
 
   async join(accountUuid: string, tenantUuid: string): Promise<string> {
-    return (await this.facade.dispatch(CreateIdentity, { accountUuid, tenantUuid }, { reqCtx: this.admin, waitToFinish: true })).result!.identityUuid;
+    return (await this.facade.dispatch(CreateIdentity, { accountUuid, tenantUuid }, { reqCtx: this.admin, waitToFinish: true })).result!
+      .identityUuid;
   }
 
   async createGroup(tenantUuid: string, name: string, permissions: string[]): Promise<string> {
-    return (await this.facade.dispatch(CreateGroup, { tenantUuid, name, permissions }, { reqCtx: this.admin, waitToFinish: true })).result!.groupUuid;
+    return (await this.facade.dispatch(CreateGroup, { tenantUuid, name, permissions }, { reqCtx: this.admin, waitToFinish: true })).result!
+      .groupUuid;
   }
 
   async assign(identityUuid: string, groupUuid: string): Promise<void> {
@@ -70,13 +97,14 @@ export class World {
 }
 
 /** A started facade with the defaults registered and the admin logged in. */
-export async function makeWorld(
-  opts: { facade?: FacadeOptions; defaults?: Partial<DefaultsOptions> } = {},
-): Promise<World> {
+export async function makeWorld(opts: { facade?: FacadeOptions; defaults?: Partial<DefaultsOptions> } = {}): Promise<World> {
   const clock = new FakeClock();
   const facade = createFacade({ appName: "world", ...opts.facade });
   const ids = await registerDefaults(facade, {
-    admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD, name: "Ada Admin" }, passwordHashing: FAST_HASHING, clock: clock.fn, ...opts.defaults,
+    admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD, name: "Ada Admin" },
+    passwordHashing: FAST_HASHING,
+    clock: clock.fn,
+    ...opts.defaults,
   });
   await facade.start();
   const world = new World(facade, ids, clock, {});

@@ -7,7 +7,13 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
-  type Authorizer, type Facade, type FacadeOptions, MnemeError, type RequestContext, createFacade, registerStorePermissions,
+  type Authorizer,
+  type Facade,
+  type FacadeOptions,
+  MnemeError,
+  type RequestContext,
+  createFacade,
+  registerStorePermissions,
 } from "mneme";
 import { type CredentialResolver, type HttpHandler, type HttpHandlerOptions, createHttpHandler, toNodeListener } from "mneme/http";
 import { registerTodo } from "../../examples/todo/todo-domain.js";
@@ -31,7 +37,12 @@ function user(name: string, n: number, tenant: string): TestUser {
     senderTenantUuid: tenant,
   };
   const token = `${sessionUuid}.${name}-key`;
-  return { token, identityUuid: reqCtx.senderIdentityUuid!, reqCtx, headers: { authorization: `Bearer ${token}`, "x-identity-uuid": reqCtx.senderIdentityUuid! } };
+  return {
+    token,
+    identityUuid: reqCtx.senderIdentityUuid!,
+    reqCtx,
+    headers: { authorization: `Bearer ${token}`, "x-identity-uuid": reqCtx.senderIdentityUuid! },
+  };
 }
 
 export const ADMIN = user("admin", 1, TENANT_SYS);
@@ -41,7 +52,8 @@ export const USER = user("user", 2, TENANT_A);
 export const testResolver: CredentialResolver = async (_facade, creds) => {
   for (const u of [ADMIN, USER]) {
     if (`${creds.sessionUuid}.${creds.sessionKey}` !== u.token) continue;
-    if (creds.identityUuid === undefined) return { senderAccountUuid: u.reqCtx.senderAccountUuid!, senderSessionUuid: u.reqCtx.senderSessionUuid! };
+    if (creds.identityUuid === undefined)
+      return { senderAccountUuid: u.reqCtx.senderAccountUuid!, senderSessionUuid: u.reqCtx.senderSessionUuid! };
     return creds.identityUuid === u.identityUuid ? { ...u.reqCtx } : undefined;
   }
   return undefined;
@@ -73,17 +85,19 @@ export interface TestServer {
 /** Serves the handler over node:http on 127.0.0.1 with a free port. */
 export async function serve(facade: Facade, options: HttpHandlerOptions = {}): Promise<TestServer> {
   const handler = createHttpHandler(facade, { resolveCredentials: testResolver, ...options });
-  const server = createServer(toNodeListener(handler));
+  const nodeListener = toNodeListener(handler);
+  const server = createServer((req, res) => void nodeListener(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
     handler,
     server,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 

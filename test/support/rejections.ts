@@ -26,5 +26,8 @@ export async function rejectsWith(p: Promise<unknown>, code: string): Promise<un
 
 /** "ok" when `p` resolves, else the code of its MnemeError (or a description of another error), for tables of outcomes. */
 export async function outcomeCode(p: Promise<unknown>): Promise<string> {
-  return p.then(() => "ok", (e: unknown) => (isMnemeError(e) ? e.code : `not a MnemeError: ${String(e)}`));
+  return p.then(
+    () => "ok",
+    (e: unknown) => (isMnemeError(e) ? e.code : `not a MnemeError: ${String(e)}`),
+  );
 }

@@ -19,7 +19,15 @@ type Op =
   | { kind: "settle" };
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant("dispatch" as const), counter: fc.integer({ min: 0, max: 3 }), by: fc.integer({ min: 1, max: 9 }), count: fc.integer({ min: 1, max: 6 }) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      kind: fc.constant("dispatch" as const),
+      counter: fc.integer({ min: 0, max: 3 }),
+      by: fc.integer({ min: 1, max: 9 }),
+      count: fc.integer({ min: 1, max: 6 }),
+    }),
+  },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant("restore" as const), fromZero: fc.boolean() }) },
   { weight: 1, arbitrary: fc.constant({ kind: "stop" as const }) },
   { weight: 1, arbitrary: fc.constant({ kind: "start" as const }) },
@@ -43,61 +51,78 @@ export async function checkRestoreUnderLiveTraffic({ numRuns, maxMs }: RestorePr
   let caughtInAll = 0;
   let runs = 0;
   await fc.assert(
-    fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 6 }), async (ops, batch, bufferLimit) => {
-      runs++;
-      const facade = createFacade();
-      facade.registerDomain(Counter);
-      const rm = new CounterTotals(facade, "Totals", withRestoreBatchSize(batch), withCatchBufferLimit(bufferLimit));
-      facade.registerReadmodel(rm);
-      await facade.start();
-      const pending: Promise<unknown>[] = [];
-      const expectedTotals: Record<string, number> = {};
-      for (const o of ops) {
-        switch (o.kind) {
-          case "dispatch":
-            for (let i = 0; i < o.count; i++) {
-              const id = `c${o.counter}`;
-              expectedTotals[id] = (expectedTotals[id] ?? 0) + o.by;
-              pending.push(facade.dispatch(Increment, { counterUuid: id, by: o.by }));
-            }
-            break;
-          case "restore":
-            pending.push(rm.restoreState(undefined, { fromZero: o.fromZero }).done.catch((e) => { if (!expected(e)) throw e; }));
-            break;
-          case "stop":
-            pending.push(facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "Totals" }).catch((e) => { if (!expected(e)) throw e; }));
-            break;
-          case "start":
-            pending.push(facade.runtime.controlEventHandler({ action: "start", eventHandlerName: "Totals" }).catch((e) => { if (!expected(e)) throw e; }));
-            break;
-          case "settle":
-            await Promise.all(pending.splice(0));
-            break;
+    fc.asyncProperty(
+      fc.array(op, { minLength: 1, maxLength: 25 }),
+      fc.integer({ min: 1, max: 4 }),
+      fc.integer({ min: 0, max: 6 }),
+      async (ops, batch, bufferLimit) => {
+        runs++;
+        const facade = createFacade();
+        facade.registerDomain(Counter);
+        const rm = new CounterTotals(facade, "Totals", withRestoreBatchSize(batch), withCatchBufferLimit(bufferLimit));
+        facade.registerReadmodel(rm);
+        await facade.start();
+        const pending: Promise<unknown>[] = [];
+        const expectedTotals: Record<string, number> = {};
+        for (const o of ops) {
+          switch (o.kind) {
+            case "dispatch":
+              for (let i = 0; i < o.count; i++) {
+                const id = `c${o.counter}`;
+                expectedTotals[id] = (expectedTotals[id] ?? 0) + o.by;
+                pending.push(facade.dispatch(Increment, { counterUuid: id, by: o.by }));
+              }
+              break;
+            case "restore":
+              pending.push(
+                rm.restoreState(undefined, { fromZero: o.fromZero }).done.catch((e) => {
+                  if (!expected(e)) throw e;
+                }),
+              );
+              break;
+            case "stop":
+              pending.push(
+                facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "Totals" }).catch((e) => {
+                  if (!expected(e)) throw e;
+                }),
+              );
+              break;
+            case "start":
+              pending.push(
+                facade.runtime.controlEventHandler({ action: "start", eventHandlerName: "Totals" }).catch((e) => {
+                  if (!expected(e)) throw e;
+                }),
+              );
+              break;
+            case "settle":
+              await Promise.all(pending.splice(0));
+              break;
+          }
         }
-      }
-      await Promise.all(pending.splice(0));
-      // bring it live whatever the last action left it in (bounded), then compare with a full replay
-      for (let i = 0; rm.restoring; i++) {
-        if (i >= 1000) throw new Error("a restoration is still running after every control action settled");
-        await new Promise((r) => setTimeout(r, 1));
-      }
-      if (rm.state !== "running") await facade.runtime.controlEventHandler({ action: "start", eventHandlerName: "Totals" });
-      await rm.idle();
-      const head = await facade.eventRepository.headPosition();
-      expect(rm.lastPosition).toBe(head);
-      expect(await rm.allTotals()).toEqual(expectedTotals);
-      // exactly once since the last restore from zero (or since the start): the positions are a contiguous run ending at head
-      const applied = rm.applied;
-      expect(new Set(applied).size).toBe(applied.length);
-      for (let i = 1; i < applied.length; i++) expect(applied[i]).toBe(applied[i - 1]! + 1);
-      if (applied.length > 0) expect(applied[applied.length - 1]).toBe(head);
-      caughtInAll += rm.getMetrics().eventsCaught;
-      // and a fresh full replay agrees
-      await rm.restoreState(undefined, { fromZero: true }).done;
-      expect(await rm.allTotals()).toEqual(expectedTotals);
-      expect(rm.applied).toEqual(Array.from({ length: head }, (_, i) => i + 1));
-      await facade.stop();
-    }),
+        await Promise.all(pending.splice(0));
+        // bring it live whatever the last action left it in (bounded), then compare with a full replay
+        for (let i = 0; rm.restoring; i++) {
+          if (i >= 1000) throw new Error("a restoration is still running after every control action settled");
+          await new Promise((r) => setTimeout(r, 1));
+        }
+        if (rm.state !== "running") await facade.runtime.controlEventHandler({ action: "start", eventHandlerName: "Totals" });
+        await rm.idle();
+        const head = await facade.eventRepository.headPosition();
+        expect(rm.lastPosition).toBe(head);
+        expect(await rm.allTotals()).toEqual(expectedTotals);
+        // exactly once since the last restore from zero (or since the start): the positions are a contiguous run ending at head
+        const applied = rm.applied;
+        expect(new Set(applied).size).toBe(applied.length);
+        for (let i = 1; i < applied.length; i++) expect(applied[i]).toBe(applied[i - 1]! + 1);
+        if (applied.length > 0) expect(applied[applied.length - 1]).toBe(head);
+        caughtInAll += rm.getMetrics().eventsCaught;
+        // and a fresh full replay agrees
+        await rm.restoreState(undefined, { fromZero: true }).done;
+        expect(await rm.allTotals()).toEqual(expectedTotals);
+        expect(rm.applied).toEqual(Array.from({ length: head }, (_, i) => i + 1));
+        await facade.stop();
+      },
+    ),
     // Bounded: a run that would take longer than maxMs is interrupted and counts as a failure (never as a pass with fewer runs).
     { numRuns, interruptAfterTimeLimit: maxMs, markInterruptAsFailure: true },
   );

@@ -14,10 +14,15 @@ const [filename, commandsArg] = process.argv.slice(2);
 if (filename === undefined || commandsArg === undefined || process.send === undefined) {
   throw new Error("usage: sqlite-instance-process.ts <file> <commands> (forked with an IPC channel)");
 }
-const send = (msg: unknown): Promise<void> => new Promise((resolve, reject) => process.send!(msg, undefined, {}, (e) => (e ? reject(e) : resolve())));
+const send = (msg: unknown): Promise<void> =>
+  new Promise((resolve, reject) => process.send!(msg, undefined, {}, (e) => (e ? reject(e) : resolve())));
 const nextMessage = (): Promise<unknown> => new Promise((resolve) => process.once("message", resolve));
 
-const facade = createFacade({ appName: "sqlite-instances", ...createSqliteBackends({ filename, pollIntervalMs: 20 }), delivery: { lockRetryMs: 50 } });
+const facade = createFacade({
+  appName: "sqlite-instances",
+  ...createSqliteBackends({ filename, pollIntervalMs: 20 }),
+  delivery: { lockRetryMs: 50 },
+});
 facade.registerDomain(Counter);
 facade.registerReadmodel(new CounterTotals(facade));
 await facade.start();
