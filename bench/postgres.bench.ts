@@ -73,7 +73,7 @@ class RawStore {
   async appendSameStatement(events: readonly NewEvent[]): Promise<void> {
     await this.pool.query(
       `SELECT base_position, versions FROM "${this.schema}".mneme_append($1::bigint, $2::text, 'raw', $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-        $8::integer[], $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], '{}', '{}')`,
+        $8::integer[], $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], '{}', '{}', '{}')`,
       [this.lockKey, this.channel, ...this.columns(events)],
     );
   }
