@@ -1,8 +1,8 @@
-import type { CommandHandler, CommandHandlerResult, Domain, QueryHandler } from "./domain.js";
+import type { CommandHandler, CommandHandlerResult, Domain, DomainContents, QueryHandler } from "./domain.js";
 import { MnemeError } from "./errors.js";
 import { checkPermission, type Permission } from "./permission.js";
 import type { CommandContext } from "./context.js";
-import type { AggregateType, CommandType, EventType, QueryType } from "./tokens.js";
+import type { CommandType, QueryType } from "./tokens.js";
 import type { CommandEnvelope } from "./types.js";
 
 /**
@@ -46,18 +46,11 @@ export type DomainInstall = (installer: DomainInstaller) => void;
  * permissions installed in this facade (the install step's, then those attached
  * to the definition itself).
  */
-export interface InstalledDomain {
+export interface InstalledDomain extends DomainContents {
   readonly name: string;
   readonly description: string;
   /** The definition (what `defineDomain` returned). */
   readonly definition: Domain<any>;
-  readonly commands: ReadonlyMap<string, CommandType<any, any>>;
-  readonly queries: ReadonlyMap<string, QueryType<any, any>>;
-  readonly events: ReadonlyMap<string, EventType<any>>;
-  readonly aggregates: ReadonlyMap<string, AggregateType<any>>;
-  readonly commandHandlers: ReadonlyMap<string, CommandHandler>;
-  readonly queryHandlers: ReadonlyMap<string, QueryHandler>;
-  readonly permissions: ReadonlyMap<string, Permission>;
 }
 
 /**

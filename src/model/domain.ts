@@ -77,12 +77,23 @@ export interface AggregateOptions<S, E = Record<string, any>> {
   readonly tenancy?: AggregateTenancy;
 }
 
+/** What a domain holds, by name: its types, and the handlers and permissions attached to it. */
+export interface DomainContents {
+  readonly commands: ReadonlyMap<string, CommandType<any, any>>;
+  readonly queries: ReadonlyMap<string, QueryType<any, any>>;
+  readonly events: ReadonlyMap<string, EventType<any>>;
+  readonly aggregates: ReadonlyMap<string, AggregateType<any>>;
+  readonly commandHandlers: ReadonlyMap<string, CommandHandler>;
+  readonly queryHandlers: ReadonlyMap<string, QueryHandler>;
+  readonly permissions: ReadonlyMap<string, Permission>;
+}
+
 /**
  * A domain: its commands, queries, events, aggregates, handlers and
  * permissions. `E`, when given to `defineDomain`, maps event names to payload
  * types, so event names and evolve keys are checked by the compiler.
  */
-export interface Domain<E extends Record<string, unknown> = Record<string, any>> {
+export interface Domain<E extends Record<string, unknown> = Record<string, any>> extends DomainContents {
   readonly name: string;
   readonly description: string;
   command<P, R = unknown>(name: string, opts?: MessageOptions): CommandType<P, R>;
@@ -98,13 +109,6 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
    * the domain is registered, replacing the one its options gave. INVALID_PERMISSION when it is malformed.
    */
   registerPermission(p: Permission): void;
-  readonly commands: ReadonlyMap<string, CommandType<any, any>>;
-  readonly queries: ReadonlyMap<string, QueryType<any, any>>;
-  readonly events: ReadonlyMap<string, EventType<any>>;
-  readonly aggregates: ReadonlyMap<string, AggregateType<any>>;
-  readonly commandHandlers: ReadonlyMap<string, CommandHandler>;
-  readonly queryHandlers: ReadonlyMap<string, QueryHandler>;
-  readonly permissions: ReadonlyMap<string, Permission>;
 }
 
 const NAME = /^[A-Za-z][A-Za-z0-9_]*$/;
