@@ -6,7 +6,6 @@
  * is absent: `import "mneme"` and the CLI's other commands work, and
  * `schema build` names the package and its install command.
  */
-import { execFile } from "node:child_process";
 import { cpSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,33 +13,11 @@ import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GENERATOR_PACKAGE, GENERATOR_RANGE, installCommand, loadGenerator } from "../src/cli/load-generator.js";
 import { isMnemeError, MnemeError } from "../src/model/errors.js";
+import { runProcess } from "./support/run-process.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), "mneme-package-install-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function exec(file: string, args: readonly string[], cwd: string, timeout = 120_000): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(file, [...args], { cwd, timeout, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
-      // npm may print its own config warnings; they are not the program's output.
-      resolve({
-        code,
-        stdout,
-        stderr: stderr
-          .split("\n")
-          .filter((l) => !l.startsWith("npm warn"))
-          .join("\n"),
-      });
-    });
-  });
-}
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -166,15 +143,15 @@ describe("production install of the packed package (npm install --omit=dev)", ()
     // Build into a copy of the package (not the working tree's dist/), pack it, install it.
     mkdirSync(pkgDir, { recursive: true });
     const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
-    const build = await exec(process.execPath, [tsc, "-p", "tsconfig.build.json", "--outDir", join(pkgDir, "dist")], root, 180_000);
+    const build = await runProcess(process.execPath, [tsc, "-p", "tsconfig.build.json", "--outDir", join(pkgDir, "dist")], root, 180_000);
     expect(build.stdout + build.stderr, "build").toBe("");
     for (const f of ["package.json", "README.md", "CHANGELOG.md"]) cpSync(join(root, f), join(pkgDir, f));
-    const pack = await exec("npm", ["pack", "--ignore-scripts", "--pack-destination", tmp], pkgDir);
+    const pack = await runProcess("npm", ["pack", "--ignore-scripts", "--pack-destination", tmp], pkgDir);
     expect(pack.code, pack.stderr).toBe(0);
     const tarball = join(tmp, pack.stdout.trim().split("\n").pop()!);
     mkdirSync(appDir, { recursive: true });
     writeFileSync(join(appDir, "package.json"), `${JSON.stringify({ name: "app", version: "1.0.0", private: true, type: "module" })}\n`);
-    const install = await exec(
+    const install = await runProcess(
       "npm",
       ["install", "--omit=dev", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", tarball],
       appDir,
@@ -194,13 +171,13 @@ describe("production install of the packed package (npm install --omit=dev)", ()
 
   it('import "mneme" and "mneme/http" work without the generator', async () => {
     const script = 'const m = await import("mneme"); await import("mneme/http"); console.log(typeof m.createFacade);';
-    const r = await exec(process.execPath, ["--input-type=module", "-e", script], appDir);
+    const r = await runProcess(process.execPath, ["--input-type=module", "-e", script], appDir);
     expect(r.stderr.trim()).toBe("");
     expect(r.stdout.trim()).toBe("function");
   });
 
   it("the CLI's --help and --version work without the generator", async () => {
-    const [help, version] = await Promise.all([exec(bin, ["--help"], appDir), exec(bin, ["--version"], appDir)]);
+    const [help, version] = await Promise.all([runProcess(bin, ["--help"], appDir), runProcess(bin, ["--version"], appDir)]);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("mneme schema build --tsconfig <file>");
     expect(version.code).toBe(0);
@@ -210,7 +187,11 @@ describe("production install of the packed package (npm install --omit=dev)", ()
   it("`mneme schema build` asks for the generator by name: exit 1, the install command, no stack trace", async () => {
     writeFileSync(join(appDir, "tsconfig.json"), "{}\n");
     writeFileSync(join(appDir, "types.ts"), "export interface A { a: string }\n");
-    const r = await exec(bin, ["schema", "build", "--tsconfig", "tsconfig.json", "--path", "types.ts", "--out", "schemas.json"], appDir);
+    const r = await runProcess(
+      bin,
+      ["schema", "build", "--tsconfig", "tsconfig.json", "--path", "types.ts", "--out", "schemas.json"],
+      appDir,
+    );
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
     expect(r.stderr).toBe(

@@ -1,4 +1,3 @@
-import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,34 +8,16 @@ import { buildSchemas } from "../src/cli/schema-build.js";
 import { isMnemeError } from "../src/model/errors.js";
 import type { JsonSchema } from "../src/model/types.js";
 import { SchemaRegistry } from "../src/schema/schema-registry.js";
+import { type Run, runProcess } from "./support/run-process.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const fixture = "test/fixtures/schema/todo-types.ts";
 const tmp = mkdtempSync(join(tmpdir(), "mneme-schema-cli-"));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs the real binary entry point, as a user would through npx. */
 function mneme(...args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile("npx", ["tsx", "src/cli/main.ts", ...args], { cwd: root, timeout: 60_000 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
-      // npm may print its own config warnings; they are not the CLI's output.
-      resolve({
-        code,
-        stdout,
-        stderr: stderr
-          .split("\n")
-          .filter((l) => !l.startsWith("npm warn"))
-          .join("\n"),
-      });
-    });
-  });
+  return runProcess("npx", ["tsx", "src/cli/main.ts", ...args], root, 60_000);
 }
 
 function refsOf(node: unknown, out: string[] = []): string[] {

@@ -1,0 +1,25 @@
+/** Runs a program to its end for a test: its exit code and output, with npm's own config warnings left out of stderr. */
+import { execFile } from "node:child_process";
+
+export interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export function runProcess(file: string, args: readonly string[], cwd: string, timeout = 120_000): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(file, [...args], { cwd, timeout, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
+      // npm may print its own config warnings; they are not the program's output.
+      resolve({
+        code,
+        stdout,
+        stderr: stderr
+          .split("\n")
+          .filter((l) => !l.startsWith("npm warn"))
+          .join("\n"),
+      });
+    });
+  });
+}
