@@ -325,6 +325,39 @@ describe("events appended by dispatch", () => {
     expect(r.events[0]!.commandUuid).toBe(r.commandUuid);
   });
 
+  it("stores copies: neither the handler's payload object, the caller's payload and reqCtx nor the returned events can change what is stored", async () => {
+    const { Bank, Deposited, Account } = bankDomain();
+    const Echo = Bank.command<{ accountUuid: string; amount: number; nested: { tags: string[] } }>("Echo");
+    // The handler hands the command payload itself to the event: the store must not keep the caller's object.
+    Bank.handleCommand(Echo, (_c, _m, p) => [Deposited.create(p.accountUuid, p)]);
+    const f = await started((f) => f.registerDomain(Bank));
+    const reqCtx: RequestContext = { ...admin, attributes: { ip: "127.0.0.1" } };
+    const payload = { accountUuid: "acc-copy", amount: 5, nested: { tags: ["a"] } };
+    const r = await f.dispatch(Echo, payload, { reqCtx });
+
+    payload.amount = 1_000;
+    payload.nested.tags.push("mutated");
+    (reqCtx.attributes as Record<string, unknown>).ip = "mutated";
+    const returned = r.events[0]!;
+    expect(() => {
+      (returned.payload as { amount: number }).amount = 2_000;
+    }).toThrow(TypeError);
+    expect(() => {
+      (returned.payload as { nested: { tags: string[] } }).nested.tags.push("x");
+    }).toThrow(TypeError);
+    expect(() => {
+      (returned.reqCtx.attributes as Record<string, unknown>).ip = "x";
+    }).toThrow(TypeError);
+
+    const [stored] = await f.eventRepository.loadAggregate("acc-copy");
+    expect(stored!.payload).toEqual({ accountUuid: "acc-copy", amount: 5, nested: { tags: ["a"] } });
+    expect(stored!.reqCtx.attributes).toEqual({ ip: "127.0.0.1" });
+    expect((await f.loadAggregate(Account, "acc-copy", { tenantUuid: "ten-1" })).state).toEqual({ balance: 5 });
+    const record = await f.commandStore.get(r.commandUuid);
+    expect(record?.payload).toEqual({ accountUuid: "acc-copy", amount: 5, nested: { tags: ["a"] } });
+    expect(record?.reqCtx.attributes).toEqual({ ip: "127.0.0.1" });
+  });
+
   it.each<[string, RequestContext, string]>([
     ["target tenant wins", { ...admin, targetTenantUuid: "t-target" }, "t-target"],
     ["sender tenant when no target", { senderTenantUuid: "t-sender" }, "t-sender"],

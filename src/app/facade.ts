@@ -18,7 +18,7 @@ import type { CommandRecord, CommandStatus, CommandStore } from "../store/comman
 import type { DataStore } from "../store/data-store.js";
 import type { AppendOptions, EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
-import { jsonSafeProblem } from "../store/json-safe.js";
+import { jsonSafeProblem, sealJsonSafe } from "../store/json-safe.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { newUuid, nowNs } from "../model/clock.js";
 import {
@@ -613,7 +613,6 @@ export class Facade implements FacadeHandle {
   ): Promise<Event[]> {
     const reqCtx = envelope.reqCtx;
     const tenantUuid = tenantOf(reqCtx);
-    const frozenCtx = Object.freeze({ ...reqCtx });
     const createdAt = nowNs();
     const out: NewEvent[] = new Array(events.length);
     // Most commands touch one aggregate: a Set only when there are more.
@@ -650,7 +649,7 @@ export class Facade implements FacadeHandle {
         createdAt,
         commandUuid: envelope.commandUuid,
         tenantUuid: e.tenantUuid ?? tenantUuid,
-        reqCtx: frozenCtx,
+        reqCtx,
       };
       if (e.version !== undefined) ne.version = e.version;
       out[i] = ne;
@@ -1056,8 +1055,10 @@ function checkPayload(type: { domain: string; name: string }, payload: unknown):
   }
 }
 
+const EMPTY_REQ_CTX: RequestContext = sealJsonSafe({});
+
 function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
-  if (reqCtx === undefined) return {};
+  if (reqCtx === undefined) return EMPTY_REQ_CTX;
   if (!isPlainObject(reqCtx)) throw new MnemeError("INVALID_REQUEST", "reqCtx must be an object");
   // Every event of the command stores a copy of it: it must read back unchanged too.
   const problem = jsonSafeProblem(reqCtx);
@@ -1072,7 +1073,8 @@ function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
       `reqCtx.targetAggregateVersion must be an integer >= 0, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`,
     );
   }
-  return reqCtx;
+  // A deeply frozen copy: the caller cannot change it while the command runs, and stores share it without a second check.
+  return sealJsonSafe(reqCtx);
 }
 
 /** The caller's command/query uuid, or a fresh uuid v7. */

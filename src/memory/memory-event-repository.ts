@@ -4,6 +4,7 @@ import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import { checkAppendTenants, checkEventField, globalAggregatesSet } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
+import { isSealedJsonSafe, sealJsonSafe } from "../store/json-safe.js";
 import { storeClosed } from "../store/store-closed.js";
 
 const DEFAULT_BATCH_SIZE = 1000;
@@ -12,8 +13,9 @@ const EMPTY: readonly Event[] = Object.freeze([]);
 /**
  * The in-memory EventStore: the default of `createFacade` and the backend of
  * tests. Appends run synchronously inside one call, so they are serialised and
- * atomic without locks; stored events are frozen (the event and its reqCtx,
- * not the payload) so readers share them without copying.
+ * atomic without locks; stored events are deeply frozen copies (the event,
+ * its reqCtx and its payload), so readers share them without copying and no
+ * one can change what is stored.
  */
 export class MemoryEventRepository implements EventRepository {
   /** Every event in position order (position i + 1 at index i). */
@@ -41,9 +43,9 @@ export class MemoryEventRepository implements EventRepository {
       if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string")
         throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
       // The payload rule of every backend: what is accepted here reads back unchanged from SQLite and Postgres too.
-      checkEventField(e.payload, i, "payload");
+      if (!isSealedJsonSafe(e.payload)) checkEventField(e.payload, i, "payload");
       if (e.reqCtx !== undefined && e.reqCtx !== checkedCtx) {
-        checkEventField(e.reqCtx, i, "reqCtx");
+        if (!isSealedJsonSafe(e.reqCtx)) checkEventField(e.reqCtx, i, "reqCtx");
         checkedCtx = e.reqCtx;
       }
     }
@@ -103,12 +105,12 @@ export class MemoryEventRepository implements EventRepository {
     let lastCtxOut: RequestContext = EMPTY_CTX;
     for (let i = 0; i < newEvents.length; i++) {
       const e = newEvents[i] as NewEvent;
-      // Events of one command share one reqCtx: copy it once per distinct object.
+      // Events of one command share one reqCtx: copy it once per distinct object (a sealed one is shared as it is).
       let reqCtx = EMPTY_CTX;
       if (e.reqCtx !== undefined) {
         if (e.reqCtx !== lastCtxIn) {
           lastCtxIn = e.reqCtx;
-          lastCtxOut = Object.freeze({ ...e.reqCtx });
+          lastCtxOut = sealJsonSafe(e.reqCtx);
         }
         reqCtx = lastCtxOut;
       }
@@ -122,7 +124,8 @@ export class MemoryEventRepository implements EventRepository {
         version: assigned[i] as number,
         createdAt: e.createdAt ?? nowNs(),
         reqCtx,
-        payload: e.payload,
+        // A deeply frozen copy: neither the appender nor a reader can change what is stored.
+        payload: sealJsonSafe(e.payload),
       };
       if (e.commandUuid !== undefined) ev.commandUuid = e.commandUuid;
       Object.freeze(ev);

@@ -112,6 +112,7 @@ function walk(v: unknown, depth: number): Failure | undefined {
 }
 
 function walkArray(a: unknown[], depth: number): Failure | undefined {
+  if ((a as { [SEALED]?: true })[SEALED] === true) return undefined;
   if (getPrototypeOf(a) !== ARRAY_PROTO) return fail(instanceMessage(a));
   for (let i = 0, n = a.length; i < n; i++) {
     const x = a[i];
@@ -131,6 +132,8 @@ function walkArray(a: unknown[], depth: number): Failure | undefined {
 }
 
 function walkObject(o: Record<string, unknown>, depth: number): Failure | undefined {
+  // A sealed value (see sealJsonSafe) is JSON-safe and frozen: its mark is the one symbol key allowed.
+  if ((o as { [SEALED]?: true })[SEALED] === true) return undefined;
   const proto: unknown = getPrototypeOf(o);
   if (proto !== OBJECT_PROTO && proto !== null) return fail(instanceMessage(o));
   const symbols = getOwnPropertySymbols(o);
@@ -228,4 +231,59 @@ function tooDeep(root: unknown, tokens: readonly (string | number)[]): JsonSafeP
     if (i < tokens.length) node = (node as Record<string | number, unknown>)[tokens[i] as string | number];
   }
   return { pointer: toPointer(tokens, tokens.length), message: `nests deeper than ${JSON_SAFE_MAX_DEPTH} arrays / objects` };
+}
+
+// --- sealed values ------------------------------------------------------------
+
+/**
+ * The mark of a root that sealJsonSafe made: a non-enumerable symbol property
+ * (JSON, spreads and for-in do not see it), set before the freeze. A property
+ * read is much cheaper than a WeakSet, and no one outside this module holds
+ * the symbol, so no caller can forge the mark.
+ */
+const SEALED: unique symbol = Symbol("mneme.sealed");
+const freeze = Object.freeze;
+const defineProperty = Object.defineProperty;
+const MARK = { value: true, enumerable: false, writable: false, configurable: false } as const;
+
+/**
+ * A deeply frozen copy of a JSON-safe `value` (call jsonSafeProblem first: this
+ * does not check), marked as sealed so that later checks and copies of it are
+ * skipped: a sealed value is shared, not copied.
+ */
+export function sealJsonSafe<T>(value: T): T {
+  if (typeof value !== "object" || value === null) return value;
+  if ((value as { [SEALED]?: true })[SEALED] === true) return value;
+  const copy = copyFrozen(value as object);
+  defineProperty(copy, SEALED, MARK);
+  return freeze(copy) as T;
+}
+
+/** True when `value` is an object or array sealJsonSafe returned: it is JSON-safe and cannot change. */
+export function isSealedJsonSafe(value: unknown): boolean {
+  return typeof value === "object" && value !== null && (value as { [SEALED]?: true })[SEALED] === true;
+}
+
+/** A deep copy, frozen below the root (the caller marks and freezes the root). */
+function copyFrozen(v: object): object {
+  if (isArray(v)) {
+    const n = v.length;
+    const out = new Array<unknown>(n);
+    for (let i = 0; i < n; i++) {
+      const x: unknown = v[i];
+      out[i] = typeof x === "object" && x !== null ? freeze(copyFrozen(x)) : x;
+    }
+    return out;
+  }
+  const out: Record<string, unknown> = {};
+  const o = v as Record<string, unknown>;
+  for (const k in o) {
+    if (inheritedKeys && !hasOwn.call(o, k)) continue;
+    const x = o[k];
+    const y = typeof x === "object" && x !== null ? freeze(copyFrozen(x)) : x;
+    // An own "__proto__" key (JSON.parse makes one) must stay a property, not become the prototype.
+    if (k === "__proto__") defineProperty(out, k, { value: y, enumerable: true, writable: true, configurable: true });
+    else out[k] = y;
+  }
+  return out;
 }
