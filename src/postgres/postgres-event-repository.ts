@@ -1,15 +1,16 @@
 import { newUuid, nowNs } from "../model/clock.js";
-import { MnemeError } from "../model/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import { eventFieldJson, expectedVersionsMap, globalAggregatesSet } from "../store/append-validation.js";
 import { validateCommandRecord } from "../store/command-record-validation.js";
-import type { CommandStore } from "../store/command-store.js";
+import type { CommandRecord, CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
-import { mapPgError, SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
+import { isConnectionError, mapPgError, SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
+import type { CheckedOutClient } from "./postgres-pool.js";
 import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
@@ -19,41 +20,73 @@ export interface PostgresEventRepositoryOptions extends PostgresStoreOptions {
   readonly pollIntervalMs?: number;
   /** Wait before reconnecting the LISTEN client after an error. Default 1000 ms. */
   readonly reconnectDelayMs?: number;
+  /**
+   * Group commit: at most this many appends (calls) share one statement and
+   * one transaction. Default 50, at most 60 (each call is a subtransaction,
+   * and Postgres keeps up to 64 of a transaction's subtransaction ids in shared
+   * memory). 1 turns group commit off: every append is a statement of its own.
+   */
+  readonly maxAppendsPerCommit?: number;
 }
 
 const MAX_BATCH_SIZE = 10_000;
 const INT64_LIMIT = 2 ** 63;
+const INT32_MAX = 2 ** 31 - 1;
+/** A flush takes further waiting calls only while it holds fewer events than this (a larger single call still goes alone). */
+const MAX_EVENTS_PER_COMMIT = 5_000;
 const EMPTY_CTX: RequestContext = Object.freeze({});
 const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
+const RECORD_COLUMNS = "command_uuid, domain, name, tenant_uuid, status, created_at, record";
 
 type Row = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown];
 
-/** An append of this instance waiting for its reply (see `emitInCommitOrder`). */
-interface InFlight {
-  readonly id: number;
+/** One row of `mneme_append_batch`: the outcome of one call. */
+interface CallOutcome {
+  base_position: string | null;
+  versions: number[] | null;
+  error_state: string | null;
+  error_message: string | null;
+  error_constraint: string | null;
 }
 
-/** A committed append of this instance, not yet given to the onAppend listeners. */
-interface Committed {
-  readonly first: number;
-  readonly events: readonly Event[];
-  /** Appends in flight when this one's reply arrived: any of them may have committed before it. */
-  readonly waitFor: readonly InFlight[];
+/** The command record's columns, in the order of RECORD_COLUMNS. */
+type RecordColumns = [string, string, string, string, string, number, string];
+
+/** An append waiting for its flush. */
+interface PendingAppend {
+  readonly prepared: Prepared;
+  readonly record: RecordColumns | undefined;
+  readonly resolve: (events: Event[]) => void;
+  readonly reject: (error: unknown) => void;
 }
 
 /**
  * The EventStore on Postgres, for many app instances on one database.
  *
- * Gap safety. Every append runs one statement, `mneme_append(...)`, in its own
- * transaction; the function first takes `pg_advisory_xact_lock` on a key of the
- * schema, so appends (of every instance) are serialised from before positions
- * are allocated until after their commit is visible: Postgres makes a commit
- * visible (ProcArrayEndTransaction) before it releases the transaction's locks.
- * So positions are handed out in commit order and at most one appender holds
- * unpublished positions, always the highest. A reader's statement snapshot
- * therefore sees a prefix of the positions: nothing can commit later with a
- * lower position, which is what reading "below the oldest in-flight append"
- * means here. We chose this over filtering rows with
+ * Group commit. Appends are queued and sent by one flush at a time: a call
+ * that finds no flush under way is sent at once (no timer, so a lone caller
+ * waits for nothing), and the calls that arrive while a flush runs go together
+ * in the next one, up to `maxAppendsPerCommit`. A flush is one statement, one
+ * transaction: `mneme_append_batch(...)` takes the schema's lock, then runs
+ * each call in a subtransaction of its own (a plpgsql block with an EXCEPTION
+ * clause), so each call is checked (tenant rule, expected versions, given
+ * versions) and written (events, and the command record when the repository
+ * joined the command store) or refused whole, with its own outcome: CONFLICT,
+ * NOT_FOUND, INVALID_EVENTS. Calls see the calls before them in the flush as if
+ * those had committed before, which they do: the flush commits them together.
+ * A failure of the whole statement (a lost connection) fails every call of the
+ * flush, and nothing of it is written; a statement refused for another reason
+ * is sent again call by call, so no call fails for another's value.
+ *
+ * Gap safety. The append function first takes `pg_advisory_xact_lock` on a key
+ * of the schema, so appends (of every instance) are serialised from before
+ * positions are allocated until after their commit is visible: Postgres makes a
+ * commit visible (ProcArrayEndTransaction) before it releases the
+ * transaction's locks. So positions are handed out in commit order and at most
+ * one appender holds unpublished positions, always the highest. A reader's
+ * statement snapshot therefore sees a prefix of the positions: nothing can
+ * commit later with a lower position, which is what reading "below the oldest
+ * in-flight append" means here. We chose this over filtering rows with
  * `tx_id < pg_snapshot_xmin(pg_current_snapshot())` because (1) the xid and a
  * sequence value are allocated independently, so without a lock like this one
  * an appender can hold an older xid and a higher position, and the filter
@@ -61,11 +94,15 @@ interface Committed {
  * write transaction (another app, a readmodel restore in this database) would
  * stall event delivery; (3) pg_notify in the append already serialises the
  * commits of appending transactions (Postgres takes a global lock in
- * PreCommit_Notify), so the lock costs little more. The versions are read under
- * the lock too (each statement of a VOLATILE plpgsql function has a fresh
- * snapshot in READ COMMITTED, the default isolation this relies on), so an
- * event without `version` always gets the next one and expectedVersions are
- * checked exactly; the unique (aggregate_uuid, version) index stays as a guard.
+ * PreCommit_Notify), so the lock costs little more. Group commit is what keeps
+ * the lock cheap: one lock, one commit (one WAL flush) and one NOTIFY per flush
+ * instead of per call. The versions are read under the lock too (each
+ * statement of a VOLATILE plpgsql function has a fresh snapshot in READ
+ * COMMITTED, the default isolation this relies on), so an event without
+ * `version` always gets the next one and expectedVersions are checked exactly;
+ * the unique (aggregate_uuid, version) index stays as a guard. Positions are
+ * taken from the sequence's current value under the lock and the sequence is
+ * moved only after the calls that succeeded, so a refused call leaves no hole.
  *
  * Numbers: positions are BIGINT and read back with Number (exact below 2^53);
  * createdAt is BIGINT ns, written from an integer-valued double and read back
@@ -82,28 +119,39 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   private readonly channel: string;
   private readonly instanceId = newUuid();
   private readonly appendSql: string;
-  /** The append with the command record inserted by the same statement (set by joinCommandStore). */
-  private appendWithRecordSql: string | undefined;
+  private readonly maxAppendsPerCommit: number;
+  /** True once joinCommandStore joined a command store of the same pool and schema. */
+  private recordsWithAppend = false;
   private readonly listeners = new Set<AppendListener>();
   private readonly watcher: PostgresAppendWatcher;
-  private readonly appendsInFlight = new Set<InFlight>();
-  private readonly committed: Committed[] = [];
-  private nextAppendId = 0;
+  private readonly queue: PendingAppend[] = [];
+  private flushing = false;
 
   constructor(opts: PostgresEventRepositoryOptions) {
     super(opts);
     const poll = opts.pollIntervalMs ?? 500;
     const reconnect = opts.reconnectDelayMs ?? 1000;
+    const perCommit = opts.maxAppendsPerCommit ?? 50;
     if (!Number.isInteger(poll) || poll < 0)
       throw new MnemeError("INVALID_REQUEST", `postgres: pollIntervalMs must be an integer >= 0, got ${String(poll)}`);
     if (!Number.isInteger(reconnect) || reconnect < 0) {
       throw new MnemeError("INVALID_REQUEST", `postgres: reconnectDelayMs must be an integer >= 0, got ${String(reconnect)}`);
     }
+    if (!Number.isInteger(perCommit) || perCommit < 1 || perCommit > 60) {
+      throw new MnemeError("INVALID_REQUEST", `postgres: maxAppendsPerCommit must be an integer in 1..60, got ${String(perCommit)}`);
+    }
+    this.maxAppendsPerCommit = perCommit;
     this.lockKey = advisoryKey("mneme:events", this.schema);
     // NOTIFY channel names are identifiers (at most 63 bytes): long schema names are hashed.
     const channel = `mneme_events_${this.schema}`;
     this.channel = channel.length <= 63 ? channel : `mneme_events_${advisoryKey(channel).replace("-", "n")}`;
-    this.appendSql = `SELECT base_position::text, versions FROM ${this.appendCall()}`;
+    this.appendSql =
+      "SELECT base_position::text AS base_position, versions, error_state, error_message, error_constraint " +
+      `FROM ${this.qschema}.mneme_append_batch(` +
+      "$1::bigint, $2::text, $3::text, $4::integer[], " +
+      "$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::text[], $12::bigint[], $13::text[], $14::text[], " +
+      "$15::integer[], $16::text[], $17::integer[], $18::integer[], $19::text[], " +
+      "$20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::bigint[], $26::text[]) ORDER BY call_no";
     this.watcher = new PostgresAppendWatcher({
       pool: this.pool,
       channel: this.channel,
@@ -115,14 +163,6 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     });
   }
 
-  private appendCall(): string {
-    return (
-      `${this.qschema}.mneme_append(` +
-      "$1::bigint, $2::text, $3::text, $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], " +
-      "$10::text[], $11::bigint[], $12::jsonb[], $13::jsonb[], $14::text[], $15::integer[], $16::text[])"
-    );
-  }
-
   /**
    * Joins a PostgresCommandStore of the same pool and schema: a command's
    * record is then inserted by the append's own statement (one round trip,
@@ -130,16 +170,11 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
    */
   joinCommandStore(commandStore: CommandStore): boolean {
     if (!(commandStore instanceof PostgresCommandStore) || !commandStore.sharesTablesWith(this.pool, this.schema)) return false;
-    // A data-modifying CTE runs once, after the append it reads from: if the append raises, nothing is inserted.
-    this.appendWithRecordSql =
-      `WITH a AS (SELECT base_position, versions FROM ${this.appendCall()}), ` +
-      `r AS (INSERT INTO ${this.qschema}.commands (command_uuid, domain, name, tenant_uuid, status, created_at, record) ` +
-      "SELECT $17, $18, $19, $20, $21, $22::bigint, $23::jsonb FROM a) " +
-      "SELECT base_position::text, versions FROM a";
+    this.recordsWithAppend = true;
     return true;
   }
 
-  /** Creates the schema, the events table and the append function; idempotent, safe to run from several instances at once. */
+  /** Creates the schema, the events table and the append functions; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() => runSchemaDdl(this.pool, this.schema, this.ddl(), this.onStatement));
   }
@@ -149,43 +184,11 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       const prepared = prepare(events, opts);
       if (prepared.events.length === 0) return [];
       const rec = opts?.commandRecord;
-      const withRecord = rec !== undefined && this.appendWithRecordSql !== undefined;
-      const values = [this.lockKey, this.channel, this.instanceId, ...prepared.columns];
-      if (withRecord) {
-        const json = validateCommandRecord(rec);
-        if (!Number.isInteger(rec.createdAt) || Math.abs(rec.createdAt) >= INT64_LIMIT) {
-          throw new MnemeError("INVALID_REQUEST", "invalid command record: createdAt must be an integer number of ns");
-        }
-        values.push(rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, rec.createdAt, json);
-      }
-      const token: InFlight = { id: this.nextAppendId++ };
-      this.appendsInFlight.add(token);
-      let stored: Event[];
-      try {
-        const res = await this.poolQuery<{ base_position: string; versions: number[] }>("append", {
-          text: withRecord ? (this.appendWithRecordSql as string) : this.appendSql,
-          values,
-        });
-        const row = res.rows[0];
-        if (row === undefined) throw new MnemeError("STORE_ERROR", "postgres: append returned no row");
-        stored = materialise(prepared.events, Number(row.base_position), row.versions);
-      } catch (e) {
-        this.appendsInFlight.delete(token);
-        this.emitInCommitOrder();
-        const err = mapPgError(e, "postgres: append", "INVALID_EVENTS");
-        if (withRecord && err.code === "CONFLICT" && /commands_pkey/.test(err.message)) {
-          throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is already recorded`, { cause: e });
-        }
-        throw err;
-      }
-      this.appendsInFlight.delete(token);
-      const first = (stored[0] as Event).position;
-      this.watcher.noteOwnAppend(first, first + stored.length - 1);
-      if (this.listeners.size > 0) {
-        insertSorted(this.committed, { first, events: Object.freeze(stored.slice()), waitFor: [...this.appendsInFlight] });
-      }
-      this.emitInCommitOrder();
-      return stored;
+      const record = rec !== undefined && this.recordsWithAppend ? recordColumns(rec) : undefined;
+      return new Promise<Event[]>((resolve, reject) => {
+        this.queue.push({ prepared, record, resolve, reject });
+        if (!this.flushing) void this.flush();
+      });
     });
   }
 
@@ -321,40 +324,136 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   }
 
   /**
-   * Gives committed appends to the onAppend listeners in position order. Two
-   * appends of this instance run on two connections, and their replies may be
-   * read in either order; an append's events are held back until every append
-   * that was in flight when its reply came has settled: any append with a lower
-   * position committed first, so it was in flight then (or done already).
+   * Sends the queued appends, one flush at a time, until the queue is empty.
+   * The calls of a flush are taken once its connection is at hand, so the
+   * calls that arrived meanwhile go with it.
    */
-  private emitInCommitOrder(): void {
-    for (;;) {
-      let ready = -1;
-      for (let i = this.committed.length - 1; i >= 0; i--) {
-        if ((this.committed[i] as Committed).waitFor.every((t) => !this.appendsInFlight.has(t))) {
-          ready = i;
-          break;
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.queue.length > 0) {
+        let client: CheckedOutClient;
+        try {
+          client = await this.checkout("append", "postgres: append");
+        } catch (e) {
+          for (const p of this.takeBatch()) p.reject(e);
+          continue;
         }
+        await this.send(client, this.takeBatch());
       }
-      if (ready < 0) return;
-      const batch = this.committed.splice(0, ready + 1);
-      for (const c of batch) {
-        for (const l of [...this.listeners]) {
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  /** The next calls of the queue for one flush: up to maxAppendsPerCommit, and further ones only while under MAX_EVENTS_PER_COMMIT. */
+  private takeBatch(): PendingAppend[] {
+    let n = 0;
+    let events = 0;
+    while (n < this.queue.length && n < this.maxAppendsPerCommit) {
+      const size = (this.queue[n] as PendingAppend).prepared.events.length;
+      if (n > 0 && events + size > MAX_EVENTS_PER_COMMIT) break;
+      events += size;
+      n++;
+    }
+    return this.queue.splice(0, n);
+  }
+
+  /** Runs one flush on `client` (then released) and settles each of its calls. */
+  private async send(client: CheckedOutClient, batch: readonly PendingAppend[]): Promise<void> {
+    let outcomes: CallOutcome[];
+    try {
+      outcomes = (await client.query<CallOutcome>({ text: this.appendSql, values: this.batchValues(batch) })).rows;
+    } catch (e) {
+      const lost = isConnectionError(e);
+      client.release(lost);
+      if (batch.length > 1 && !lost && !isMnemeError(e)) {
+        // The statement as a whole was refused (a value the driver or the parameters could not take): the
+        // transaction rolled back, so each call is sent alone and gets its own outcome.
+        for (const p of batch) {
+          let single: CheckedOutClient;
           try {
-            l(c.events);
-          } catch {
-            // The append is committed whatever a listener does.
+            single = await this.checkout("append", "postgres: append");
+          } catch (ce) {
+            p.reject(ce);
+            continue;
           }
+          await this.send(single, [p]);
         }
+        return;
+      }
+      // Every call of the flush fails alike; a lost connection may have committed them (see docs/scaling.md).
+      for (const p of batch) p.reject(mapPgError(e, "postgres: append", "INVALID_EVENTS"));
+      return;
+    }
+    client.release();
+    let first = 0;
+    let last = 0;
+    const stored: Event[][] = [];
+    for (let i = 0; i < batch.length; i++) {
+      const p = batch[i] as PendingAppend;
+      const o = outcomes[i];
+      if (o === undefined) {
+        p.reject(new MnemeError("STORE_ERROR", "postgres: append returned no row for a call"));
+      } else if (o.error_state !== null || o.base_position === null || o.versions === null) {
+        p.reject(callError(o, p.record));
+      } else {
+        const events = materialise(p.prepared.events, Number(o.base_position), o.versions);
+        if (first === 0) first = (events[0] as Event).position;
+        last = (events[events.length - 1] as Event).position;
+        stored.push(events);
+        p.resolve(events);
+      }
+    }
+    if (first > 0) this.watcher.noteOwnAppend(first, last);
+    // One flush at a time: its calls are in position order, after every earlier flush of this instance.
+    if (this.listeners.size > 0) for (const events of stored) this.emit(Object.freeze(events.slice()));
+  }
+
+  /** The parameters of `mneme_append_batch` for the calls of one flush (see appendSql). */
+  private batchValues(batch: readonly PendingAppend[]): unknown[] {
+    const callEnds: number[] = [];
+    const cols: unknown[][] = Array.from({ length: 10 }, () => []);
+    const expEnds: number[] = [];
+    const expAggs: string[] = [];
+    const expVersions: number[] = [];
+    const globalEnds: number[] = [];
+    const globals: string[] = [];
+    const recs: unknown[][] = Array.from({ length: 7 }, () => []);
+    for (const { prepared: p, record } of batch) {
+      for (let c = 0; c < 10; c++) {
+        const target = cols[c] as unknown[];
+        for (const v of p.columns[c] as unknown[]) target.push(v);
+      }
+      callEnds.push((cols[0] as unknown[]).length);
+      expAggs.push(...p.expectedAggregates);
+      expVersions.push(...p.expectedVersions);
+      expEnds.push(expAggs.length);
+      globals.push(...p.globalAggregates);
+      globalEnds.push(globals.length);
+      for (let c = 0; c < 7; c++) (recs[c] as unknown[]).push(record === undefined ? null : record[c]);
+    }
+    return [this.lockKey, this.channel, this.instanceId, callEnds, ...cols, expEnds, expAggs, expVersions, globalEnds, globals, ...recs];
+  }
+
+  private emit(events: readonly Event[]): void {
+    for (const l of [...this.listeners]) {
+      try {
+        l(events);
+      } catch {
+        // The append is committed whatever a listener does.
       }
     }
   }
 
   private ddl(): string[] {
     const s = this.qschema;
+    const seq = `${s}.events_position_seq`;
+    // The head under the lock: the sequence's current value, read without drawing from it (nobody else draws meanwhile).
+    const head = `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ${seq}`;
     return [
       `CREATE SCHEMA IF NOT EXISTS ${s}`,
-      `CREATE SEQUENCE IF NOT EXISTS ${s}.events_position_seq AS bigint`,
+      `CREATE SEQUENCE IF NOT EXISTS ${seq} AS bigint`,
       `CREATE TABLE IF NOT EXISTS ${s}.events (
         position bigint PRIMARY KEY,
         event_uuid text NOT NULL,
@@ -372,27 +471,24 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       )`,
       // The signature of 0.1 (before the tenant rule): dropped so no caller can append around the rule.
       `DROP FUNCTION IF EXISTS ${s}.mneme_append(bigint, text, text, text[], text[], text[], text[], text[], integer[], text[], bigint[], jsonb[], jsonb[], text[], integer[])`,
-      // One round trip per append: lock, check tenants and versions under the lock, allocate, insert, notify.
-      `CREATE OR REPLACE FUNCTION ${s}.mneme_append(
-        p_lock_key bigint, p_channel text, p_note text,
+      // One call's checks and writes, positions after p_base. It takes no lock: only the two functions below
+      // call it, under the append lock.
+      `CREATE OR REPLACE FUNCTION ${s}.mneme_append_one(
+        p_base bigint,
         p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
         p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
         p_expected_aggregates text[], p_expected_versions integer[], p_global_aggregates text[])
-      RETURNS TABLE (base_position bigint, versions integer[])
+      RETURNS integer[]
       LANGUAGE plpgsql VOLATILE AS $fn$
       #variable_conflict use_column
       DECLARE
-        v_count integer := coalesce(cardinality(p_aggregate_uuids), 0);
         v_versions integer[];
         v_bad integer;
-        v_base bigint;
         r record;
       BEGIN
-        IF v_count = 0 THEN
+        IF coalesce(cardinality(p_aggregate_uuids), 0) = 0 THEN
           RAISE EXCEPTION 'mneme_append: no events' USING ERRCODE = '22023';
         END IF;
-        -- Held until this transaction's commit is visible: appends are serialised in commit order.
-        PERFORM pg_advisory_xact_lock(p_lock_key);
 
         -- The tenant rule, before versions (a CONFLICT would tell that the aggregate exists): an aggregate
         -- belongs to the tenant of its first event, stored (version 1) or else the first of this call.
@@ -448,18 +544,117 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
             USING ERRCODE = '${SQLSTATE_VERSION_GAP}';
         END IF;
 
-        -- Under the lock nobody else draws from the sequence: the values are consecutive.
-        v_base := setval('${s}.events_position_seq', nextval('${s}.events_position_seq') + v_count - 1) - v_count;
-
         INSERT INTO ${s}.events (${COLUMNS})
-        SELECT v_base + u.ord, u.event_uuid, u.tenant_uuid, u.domain, u.name, u.agg, v_versions[u.ord::integer],
+        SELECT p_base + u.ord, u.event_uuid, u.tenant_uuid, u.domain, u.name, u.agg, v_versions[u.ord::integer],
                u.command_uuid, u.created_at, u.req_ctx, u.payload
         FROM unnest(p_event_uuids, p_tenant_uuids, p_domains, p_names, p_aggregate_uuids, p_command_uuids,
                     p_created_ats, p_req_ctxs, p_payloads)
              WITH ORDINALITY AS u(event_uuid, tenant_uuid, domain, name, agg, command_uuid, created_at, req_ctx, payload, ord);
-
-        PERFORM pg_notify(p_channel, p_note || ':' || (v_base + v_count)::text);
+        RETURN v_versions;
+      END
+      $fn$`,
+      // One append per statement (kept for instances of an earlier version during a rolling upgrade, and for
+      // hand-written tools): lock, the call, the sequence moved past it, notify.
+      `CREATE OR REPLACE FUNCTION ${s}.mneme_append(
+        p_lock_key bigint, p_channel text, p_note text,
+        p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
+        p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
+        p_expected_aggregates text[], p_expected_versions integer[], p_global_aggregates text[])
+      RETURNS TABLE (base_position bigint, versions integer[])
+      LANGUAGE plpgsql VOLATILE AS $fn$
+      DECLARE
+        v_base bigint;
+        v_versions integer[];
+      BEGIN
+        -- Held until this transaction's commit is visible: appends are serialised in commit order.
+        PERFORM pg_advisory_xact_lock(p_lock_key);
+        v_base := (${head});
+        v_versions := ${s}.mneme_append_one(v_base, p_event_uuids, p_tenant_uuids, p_domains, p_names, p_aggregate_uuids,
+          p_versions, p_command_uuids, p_created_ats, p_req_ctxs, p_payloads, p_expected_aggregates, p_expected_versions,
+          p_global_aggregates);
+        PERFORM setval('${seq}', v_base + cardinality(p_aggregate_uuids));
+        PERFORM pg_notify(p_channel, p_note || ':' || (v_base + cardinality(p_aggregate_uuids))::text);
         RETURN QUERY SELECT v_base, v_versions;
+      END
+      $fn$`,
+      // Group commit: several calls in one transaction, each in a subtransaction of its own (the block with an
+      // EXCEPTION clause), so each is written whole or refused whole with its own SQLSTATE. A call sees the calls
+      // before it. Calls are delimited by the last index of their events (p_call_ends), expected versions and
+      // global aggregates likewise; p_record_* hold each call's command record (NULL: none).
+      `CREATE OR REPLACE FUNCTION ${s}.mneme_append_batch(
+        p_lock_key bigint, p_channel text, p_note text, p_call_ends integer[],
+        p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
+        p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs text[], p_payloads text[],
+        p_expected_ends integer[], p_expected_aggregates text[], p_expected_versions integer[],
+        p_global_ends integer[], p_global_aggregates text[],
+        p_record_uuids text[], p_record_domains text[], p_record_names text[], p_record_tenants text[],
+        p_record_statuses text[], p_record_created_ats bigint[], p_records text[])
+      RETURNS TABLE (call_no integer, base_position bigint, versions integer[],
+                     error_state text, error_message text, error_constraint text)
+      LANGUAGE plpgsql VOLATILE AS $fn$
+      DECLARE
+        v_head bigint;
+        v_start bigint;
+        v_lo integer := 1;
+        v_hi integer;
+        v_elo integer := 1;
+        v_glo integer := 1;
+        v_count integer;
+        v_versions integer[];
+        v_state text;
+        v_msg text;
+        v_constraint text;
+      BEGIN
+        IF coalesce(cardinality(p_call_ends), 0) = 0 THEN
+          RAISE EXCEPTION 'mneme_append_batch: no calls' USING ERRCODE = '22023';
+        END IF;
+        -- Held until this transaction's commit is visible: appends are serialised in commit order.
+        PERFORM pg_advisory_xact_lock(p_lock_key);
+        v_head := (${head});
+        v_start := v_head;
+        FOR i IN 1 .. cardinality(p_call_ends) LOOP
+          v_hi := p_call_ends[i];
+          v_count := v_hi - v_lo + 1;
+          v_state := NULL;
+          v_msg := NULL;
+          v_constraint := NULL;
+          v_versions := NULL;
+          BEGIN
+            v_versions := ${s}.mneme_append_one(v_head,
+              p_event_uuids[v_lo:v_hi], p_tenant_uuids[v_lo:v_hi], p_domains[v_lo:v_hi], p_names[v_lo:v_hi],
+              p_aggregate_uuids[v_lo:v_hi], p_versions[v_lo:v_hi], p_command_uuids[v_lo:v_hi], p_created_ats[v_lo:v_hi],
+              p_req_ctxs[v_lo:v_hi]::jsonb[], p_payloads[v_lo:v_hi]::jsonb[],
+              coalesce(p_expected_aggregates[v_elo:p_expected_ends[i]], '{}'), coalesce(p_expected_versions[v_elo:p_expected_ends[i]], '{}'),
+              coalesce(p_global_aggregates[v_glo:p_global_ends[i]], '{}'));
+            IF p_record_uuids[i] IS NOT NULL THEN
+              INSERT INTO ${s}.commands (${RECORD_COLUMNS})
+              VALUES (p_record_uuids[i], p_record_domains[i], p_record_names[i], p_record_tenants[i], p_record_statuses[i],
+                      p_record_created_ats[i], p_records[i]::jsonb);
+            END IF;
+          EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_constraint = CONSTRAINT_NAME;
+          END;
+          call_no := i;
+          error_state := v_state;
+          error_message := v_msg;
+          error_constraint := nullif(v_constraint, '');
+          IF v_state IS NULL THEN
+            base_position := v_head;
+            versions := v_versions;
+            v_head := v_head + v_count;
+          ELSE
+            base_position := NULL;
+            versions := NULL;
+          END IF;
+          RETURN NEXT;
+          v_lo := v_hi + 1;
+          v_elo := p_expected_ends[i] + 1;
+          v_glo := p_global_ends[i] + 1;
+        END LOOP;
+        IF v_head > v_start THEN
+          PERFORM setval('${seq}', v_head);
+          PERFORM pg_notify(p_channel, p_note || ':' || v_head::text);
+        END IF;
       END
       $fn$`,
     ];
@@ -467,9 +662,12 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 }
 
 interface Prepared {
-  events: Event[];
-  /** Parameters $4..$16 of the append statement. */
-  columns: unknown[];
+  readonly events: Event[];
+  /** The ten event columns of the append function (event uuids ... payloads). */
+  readonly columns: unknown[];
+  readonly expectedAggregates: string[];
+  readonly expectedVersions: number[];
+  readonly globalAggregates: string[];
 }
 
 /** Validates an append and fills what is missing; the versions and positions come from the database. */
@@ -479,6 +677,10 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
   const globals = globalAggregatesSet(opts?.globalAggregates);
   const expAggs = [...expected.keys()];
   const expVersions = [...expected.values()];
+  for (const [agg, v] of expected) {
+    checkText(agg, "append: expectedVersions has an aggregateUuid that");
+    if (v > INT32_MAX) throw new MnemeError("INVALID_EVENTS", `append: expectedVersions[${agg}] must be at most ${INT32_MAX}, got ${v}`);
+  }
   const n = events.length;
   const out = new Array<Event>(n);
   const eventUuids = new Array<string>(n);
@@ -501,8 +703,8 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
       if (typeof e[field] !== "string" || e[field] === "")
         throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a non-empty string`);
     }
-    if (e.version !== undefined && (!Number.isInteger(e.version) || e.version < 1)) {
-      throw new MnemeError("INVALID_EVENTS", `events[${i}].version must be an integer >= 1, got ${String(e.version)}`);
+    if (e.version !== undefined && (!Number.isInteger(e.version) || e.version < 1 || e.version > INT32_MAX)) {
+      throw new MnemeError("INVALID_EVENTS", `events[${i}].version must be an integer in 1..${INT32_MAX}, got ${String(e.version)}`);
     }
     if (e.createdAt !== undefined && (!Number.isInteger(e.createdAt) || Math.abs(e.createdAt) >= INT64_LIMIT)) {
       throw new MnemeError("INVALID_EVENTS", `events[${i}].createdAt must be an integer number of ns, got ${String(e.createdAt)}`);
@@ -512,6 +714,11 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
       if (v !== undefined && typeof v !== "string") throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a string`);
     }
     if (e.eventUuid === "") throw new MnemeError("INVALID_EVENTS", `events[${i}].eventUuid must be a non-empty string`);
+    // Checked here, not by the database: the calls of a flush share one statement, which such a value would refuse whole.
+    for (const field of ["aggregateUuid", "domain", "name", "eventUuid", "tenantUuid", "commandUuid"] as const) {
+      const v = e[field];
+      if (v !== undefined) checkText(v, `events[${i}].${field}`);
+    }
     if (e.reqCtx !== undefined && (typeof e.reqCtx !== "object" || e.reqCtx === null || Array.isArray(e.reqCtx))) {
       throw new MnemeError("INVALID_EVENTS", `events[${i}].reqCtx must be an object`);
     }
@@ -554,22 +761,40 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
   }
   return {
     events: out,
-    columns: [
-      eventUuids,
-      tenants,
-      domains,
-      names,
-      aggs,
-      versions,
-      commands,
-      createdAts,
-      reqCtxs,
-      payloads,
-      expAggs,
-      expVersions,
-      globals === undefined ? [] : [...globals],
-    ],
+    columns: [eventUuids, tenants, domains, names, aggs, versions, commands, createdAts, reqCtxs, payloads],
+    expectedAggregates: expAggs,
+    expectedVersions: expVersions,
+    globalAggregates: globals === undefined ? [] : [...globals],
   };
+}
+
+/** Postgres text cannot hold U+0000: INVALID_EVENTS before anything is sent. */
+function checkText(value: string, what: string): void {
+  if (value.includes("\u0000")) throw new MnemeError("INVALID_EVENTS", `${what} holds U+0000, which Postgres cannot store`);
+}
+
+/** The command record's columns, checked as the command store checks them. */
+function recordColumns(rec: CommandRecord): RecordColumns {
+  const json = validateCommandRecord(rec);
+  if (!Number.isInteger(rec.createdAt) || Math.abs(rec.createdAt) >= INT64_LIMIT) {
+    throw new MnemeError("INVALID_REQUEST", "invalid command record: createdAt must be an integer number of ns");
+  }
+  for (const v of [rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, json]) {
+    if (v.includes("\u0000")) throw new MnemeError("INVALID_REQUEST", "invalid command record: Postgres cannot store U+0000");
+  }
+  return [rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, rec.createdAt, json];
+}
+
+/** The MnemeError of a call the append function refused (its SQLSTATE, message and constraint). */
+function callError(o: CallOutcome, record: RecordColumns | undefined): MnemeError {
+  const cause = Object.assign(new Error(o.error_message ?? "append refused"), {
+    code: o.error_state ?? undefined,
+    constraint: o.error_constraint ?? undefined,
+  });
+  if (record !== undefined && o.error_state === "23505" && o.error_constraint === "commands_pkey") {
+    return new MnemeError("CONFLICT", `command ${record[0]} is already recorded`, { cause });
+  }
+  return mapPgError(cause, "postgres: append", "INVALID_EVENTS");
 }
 
 /** Fills positions and versions assigned by the database; the events are frozen like stored ones. */
@@ -602,10 +827,4 @@ function toEvent(r: Row): Event {
 
 function isAborted(signal: AbortSignal | undefined): boolean {
   return signal?.aborted === true;
-}
-
-function insertSorted(list: Committed[], c: Committed): void {
-  let i = list.length;
-  while (i > 0 && (list[i - 1] as Committed).first > c.first) i--;
-  list.splice(i, 0, c);
 }
