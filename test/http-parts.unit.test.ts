@@ -7,7 +7,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import type { MnemeErrorCode } from "mneme";
 import { STATUS_BY_CODE, statusOf } from "mneme/http";
-import { readJsonBody } from "../src/http/body.js";
+import { readJsonBody as readJson, type BodyLimits } from "../src/http/body.js";
+import { fetchInbound } from "../src/http/exchange.js";
 import { parseCookies, readCredentials } from "../src/http/credentials.js";
 import { ConnectionGauge, TokenBucketLimiter } from "../src/http/limits.js";
 import { Router } from "../src/http/router.js";
@@ -99,6 +100,9 @@ describe("ConnectionGauge", () => {
     expect(g.open).toBe(1);
   });
 });
+
+/** readJsonBody over a Fetch Request (the node:http path runs through the e2e tests). */
+const readJsonBody = (request: Request, limits: BodyLimits) => readJson(fetchInbound(request), limits);
 
 describe("readJsonBody", () => {
   const limits = { maxBytes: 100, maxDepth: 3 };

@@ -1,4 +1,5 @@
 import { MnemeError } from "../model/errors.js";
+import { type InboundRequest, tooLarge } from "./exchange.js";
 
 /** Thrown for a body that is not JSON at all: the handler answers 415 rather than 400. */
 export class UnsupportedMediaType extends MnemeError {
@@ -20,7 +21,7 @@ export interface BodyLimits {
  * INVALID_REQUEST for a body that is not UTF-8 JSON or nests too deeply;
  * UnsupportedMediaType for a non-JSON content type.
  */
-export async function readJsonBody(request: Request, limits: BodyLimits): Promise<unknown> {
+export async function readJsonBody(request: InboundRequest, limits: BodyLimits): Promise<unknown> {
   const declared = request.headers.get("content-length");
   if (declared !== null) {
     const n = Number(declared);
@@ -29,15 +30,15 @@ export async function readJsonBody(request: Request, limits: BodyLimits): Promis
     if (n > limits.maxBytes) throw tooLarge(limits.maxBytes);
     if (n === 0) return undefined;
   }
-  if (request.body === null) return undefined;
+  if (!request.hasBody) return undefined;
   const contentType = request.headers.get("content-type");
   if (contentType !== null) checkContentType(contentType);
-  const bytes = await readBounded(request.body, limits.maxBytes);
+  const bytes = await request.readBody(limits.maxBytes);
   if (bytes.byteLength === 0) return undefined;
   if (contentType === null) throw new UnsupportedMediaType("a request body needs `Content-Type: application/json`");
   let text: string;
   try {
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+    text = utf8.decode(bytes);
   } catch {
     throw new MnemeError("INVALID_REQUEST", "the request body is not valid UTF-8");
   }
@@ -51,6 +52,9 @@ export async function readJsonBody(request: Request, limits: BodyLimits): Promis
     throw new MnemeError("INVALID_REQUEST", `the request body nests deeper than ${limits.maxDepth} levels`);
   return value;
 }
+
+/** Fatal: a body that is not UTF-8 is refused, not patched with U+FFFD. Without `stream`, each decode starts afresh. */
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 
 /** `application/json` or any `+json` type; a charset, when given, must be UTF-8. */
 export function checkContentType(contentType: string): void {
@@ -69,37 +73,6 @@ export function checkContentType(contentType: string): void {
   }
 }
 
-async function readBounded(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array> {
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > maxBytes) {
-        await reader.cancel().catch(() => undefined);
-        throw tooLarge(maxBytes);
-      }
-      chunks.push(value);
-    }
-  } catch (e) {
-    if (e instanceof MnemeError) throw e;
-    throw new MnemeError("INVALID_REQUEST", "the request body could not be read (the client went away?)", { cause: e });
-  } finally {
-    reader.releaseLock();
-  }
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
-}
-
 /** Iterative, so a hostile body cannot overflow the stack here (or later in validation). */
 function depthExceeds(value: unknown, maxDepth: number): boolean {
   const stack: [unknown, number][] = [[value, 1]];
@@ -112,8 +85,4 @@ function depthExceeds(value: unknown, maxDepth: number): boolean {
     }
   }
   return false;
-}
-
-function tooLarge(maxBytes: number): MnemeError {
-  return new MnemeError("PAYLOAD_TOO_LARGE", `the request body is larger than ${maxBytes} bytes`);
 }

@@ -1,4 +1,5 @@
 import type { RequestContext } from "../model/types.js";
+import type { HeaderReader } from "./exchange.js";
 
 /** What a client presents: the two halves of its session token and, optionally, the identity it acts as. */
 export interface Credentials {
@@ -24,7 +25,7 @@ const MAX_PART = 512;
  * plus `X-Identity-Uuid`, else from the cookies `session` and `identity`.
  * Returns a string (the reason) when something was presented but cannot be used.
  */
-export function readCredentials(headers: Headers): Credentials | string | undefined {
+export function readCredentials(headers: HeaderReader): Credentials | string | undefined {
   const authorization = headers.get("authorization");
   const cookies = parseCookies(headers.get("cookie"));
   const identityHeader = headers.get("x-identity-uuid");

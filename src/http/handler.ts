@@ -8,6 +8,7 @@ import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
 import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
 import { type CredentialResolver, type HttpHandlerOptions, resolveHttpOptions } from "./options.js";
+import { fetchInbound, type HeaderReader, type InboundRequest, type Reply, toResponse, withDirectHandler } from "./exchange.js";
 import { errorResponse, problemResponse } from "./problem.js";
 import { buildRoutes, type RouteContext } from "./routes.js";
 
@@ -34,6 +35,8 @@ const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
  * Serves a facade over HTTP: the Runtime endpoints, generic command and query
  * endpoints, the Account endpoints and the system-event stream. Every route
  * goes through the facade's permission check; errors are problem+json.
+ * toNodeListener serves the same routes straight from node:http, without a
+ * Fetch Request and Response per request.
  * @example
  * const handler = createHttpHandler(facade);
  * createServer(toNodeListener(handler)).listen(3000);
@@ -48,24 +51,18 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
       : new TokenBucketLimiter(opts.storeRateLimit.requests, opts.storeRateLimit.windowMs, opts.now);
   const problems = { typeBase: opts.problemTypeBase, onError: opts.onError };
 
-  const handle = async (request: Request): Promise<Response> => {
-    let url: URL;
-    try {
-      url = new URL(request.url);
-    } catch {
-      throw new MnemeError("INVALID_REQUEST", "the request URL is malformed");
-    }
-    let path = url.pathname;
+  /** Undefined when no route matches the path (the caller answers 404, or serves it otherwise). */
+  const handle = async (request: InboundRequest, method: string): Promise<Reply | undefined> => {
+    let path = request.pathname;
     if (opts.basePath !== "") {
-      if (path !== opts.basePath && !path.startsWith(`${opts.basePath}/`)) return notFound(path);
+      if (path !== opts.basePath && !path.startsWith(`${opts.basePath}/`)) return undefined;
       path = path.slice(opts.basePath.length) || "/";
     }
-    const method = request.method.toUpperCase();
     const match = router.match(method, path);
-    if (match.kind === "not-found") return notFound(path);
+    if (match.kind === "not-found") return undefined;
     if (match.kind === "method-not-allowed") {
       const allow = [...match.allow, "OPTIONS"].join(", ");
-      if (method === "OPTIONS") return new Response(null, { status: 204, headers: { allow } });
+      if (method === "OPTIONS") return { status: 204, headers: { allow } };
       return problemResponse(problems, "INVALID_REQUEST", `${method} is not allowed on ${path}; allowed: ${allow}`, {
         status: 405,
         headers: { allow },
@@ -77,7 +74,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     // Store access is limited the same way whichever route reaches it (the store endpoints or the generic ones).
     const storeAccess = isStoreMessage(guard);
     const auth = await authenticate(request);
-    if (auth.state === "valid" && auth.via === "cookie" && STATE_CHANGING.has(method)) checkOrigin(request, url);
+    if (auth.state === "valid" && auth.via === "cookie" && STATE_CHANGING.has(method)) checkOrigin(request);
     if (auth.state !== "valid" && (route.session === true || storeAccess || needsSession(guard))) return unauthenticated(auth);
     if (storeAccess && limiter !== undefined) {
       const verdict = limiter.take(auth.reqCtx.senderSessionUuid ?? "");
@@ -92,12 +89,11 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
         );
       }
     }
-    const reqCtx = requestContext(request, auth.reqCtx, params, route.concurrencyHeaders === true);
+    const reqCtx = requestContext(request.headers, auth.reqCtx, params, route.concurrencyHeaders === true);
     let bodyRead: Promise<unknown> | undefined;
     const rawBody = () => (bodyRead ??= readJsonBody(request, { maxBytes: opts.maxBodyBytes, maxDepth: opts.maxJsonDepth }));
     const ctx: RouteContext = {
       request,
-      url,
       params,
       facade,
       reqCtx,
@@ -116,7 +112,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     }
   };
 
-  async function authenticate(request: Request): Promise<Authentication> {
+  async function authenticate(request: InboundRequest): Promise<Authentication> {
     const creds = readCredentials(request.headers);
     if (creds === undefined) return { state: "none", reqCtx: {} };
     if (typeof creds === "string") return { state: "invalid", reqCtx: {}, reason: creds };
@@ -137,7 +133,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
    * come from the request's own origin or an allowed one: its `Origin`, else
    * its `Referer`'s origin; neither is refused too.
    */
-  function checkOrigin(request: Request, url: URL): void {
+  function checkOrigin(request: InboundRequest): void {
     const origin = request.headers.get("origin");
     const referer = origin === null ? request.headers.get("referer") : null;
     const claimed = origin ?? referer;
@@ -154,7 +150,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     } catch {
       from = undefined; // "null" (an opaque origin) or garbage
     }
-    if (from === url.origin || (from !== undefined && opts.allowedOrigins.has(from))) return;
+    if (from === request.origin || (from !== undefined && opts.allowedOrigins.has(from))) return;
     const what = origin !== null ? "Origin" : "Referer";
     throw new MnemeError(
       "CSRF",
@@ -170,7 +166,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     return p.level !== "Anonymous";
   }
 
-  function unauthenticated(auth: Authentication): Response {
+  function unauthenticated(auth: Authentication): Reply {
     const detail =
       auth.state === "invalid"
         ? `the credentials are not valid: ${auth.reason}`
@@ -178,28 +174,43 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     return problemResponse(problems, "UNAUTHENTICATED", detail, { headers: { "www-authenticate": "Bearer" } });
   }
 
-  function notFound(path: string): Response {
+  function notFound(path: string): Reply {
     return problemResponse(problems, "NOT_FOUND", `no route ${JSON.stringify(path.slice(0, 200))}; docs/http.md lists the routes`);
   }
 
-  const answer = async (request: Request): Promise<Response> => {
+  /** The reply of a matching route (errors as problems), or undefined when no route matches. */
+  const answer = async (request: InboundRequest): Promise<Reply | undefined> => {
+    // HEAD is GET without the body: same status and headers (a stream, such as SSE, is closed at once).
+    const head = request.method === "HEAD";
+    let reply: Reply | undefined;
     try {
-      return await handle(request);
+      reply = await handle(request, head ? "GET" : request.method);
     } catch (e) {
-      if (e instanceof UnsupportedMediaType) return problemResponse(problems, "INVALID_REQUEST", e.message, { status: 415 });
-      return errorResponse(problems, e, request);
+      reply =
+        e instanceof UnsupportedMediaType
+          ? problemResponse(problems, "INVALID_REQUEST", e.message, { status: 415 })
+          : errorResponse(problems, e, () => request.toRequest());
     }
+    if (!head || reply === undefined) return reply;
+    if (typeof reply.body === "object") await reply.body.cancel().catch(() => undefined);
+    return { status: reply.status, headers: reply.headers };
   };
 
-  return async (request: Request): Promise<Response> => {
-    if (request.method.toUpperCase() !== "HEAD") return answer(request);
-    // HEAD is GET without the body: same status and headers (a stream, such as SSE, is closed at once).
-    const res = await answer(new Request(request.url, { method: "GET", headers: request.headers, signal: request.signal }));
-    await res.body?.cancel().catch(() => undefined);
-    return new Response(null, { status: res.status, statusText: res.statusText, headers: res.headers });
+  const handler = async (request: Request): Promise<Response> => {
+    // Routes served through the Fetch API only belong here, before mneme's own: on node:http,
+    // toNodeListener hands every request that none of mneme's routes matches to this function.
+    let inbound: InboundRequest;
+    try {
+      inbound = fetchInbound(request);
+    } catch (e) {
+      return toResponse(errorResponse(problems, e, () => request));
+    }
+    return toResponse((await answer(inbound)) ?? notFound(inbound.pathname));
   };
+  return withDirectHandler(handler, { answer });
 }
 
+/** The path below basePath; undefined when it is not below it. */
 /** True when `ref` is one of the Runtime's store messages (the generic routes can reach them too). */
 function isStoreMessage(ref: MessageRef): boolean {
   return STORE_MESSAGES.some((t) => t.domain === ref.domain && t.name === ref.name);
@@ -211,18 +222,18 @@ function isStoreMessage(ref: MessageRef): boolean {
  * headers X-Target-Aggregate-Uuid / X-Target-Aggregate-Version.
  */
 function requestContext(
-  request: Request,
+  headers: HeaderReader,
   sender: RequestContext,
   params: Readonly<Record<string, string>>,
   concurrency: boolean,
 ): RequestContext {
   const ctx: RequestContext = { ...sender };
   if (params.tenantUuid !== undefined) ctx.targetTenantUuid = params.tenantUuid;
-  const trace = TRACEPARENT.exec(request.headers.get("traceparent") ?? "");
+  const trace = TRACEPARENT.exec(headers.get("traceparent") ?? "");
   if (trace !== null) ctx.traceId = trace[1]!;
   if (concurrency) {
-    const agg = request.headers.get("x-target-aggregate-uuid");
-    const version = request.headers.get("x-target-aggregate-version");
+    const agg = headers.get("x-target-aggregate-uuid");
+    const version = headers.get("x-target-aggregate-version");
     if (agg !== null) {
       if (agg.trim() === "" || agg.length > 200) throw new MnemeError("INVALID_REQUEST", "X-Target-Aggregate-Uuid must be a non-empty id");
       ctx.targetAggregateUuid = agg.trim();

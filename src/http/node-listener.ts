@@ -1,5 +1,14 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { BODY_TEXT } from "./responses.js";
+import {
+  BODY_TEXT,
+  bodyUnreadable,
+  concat,
+  directHandlerOf,
+  type HeaderReader,
+  type InboundRequest,
+  type Reply,
+  tooLarge,
+} from "./exchange.js";
 
 /** Options of toNodeListener. */
 export interface NodeListenerOptions {
@@ -11,59 +20,274 @@ export interface NodeListenerOptions {
 export type NodeListener = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
 
 /**
- * Bridges a Fetch API handler to node:http: builds a Request (streaming body,
- * an AbortSignal that fires when the client goes away) and streams the
- * Response back with backpressure. Uses only types from node:http, so the
- * adapter has no runtime dependency.
+ * Serves a Fetch API handler on node:http. A handler made by createHttpHandler
+ * is served directly: the request is read from the IncomingMessage and the
+ * answer written to the ServerResponse, with no Request or Response in
+ * between (the same routes, statuses, headers and limits, at a fraction of the
+ * cost). Any other handler, and a request none of mneme's routes matches or
+ * whose target or Host is unusual, goes through the Fetch API: a Request
+ * (streaming body, an AbortSignal that fires when the client goes away) in,
+ * the Response streamed back with backpressure. Uses only types from
+ * node:http, so the adapter has no runtime dependency.
  * @example
  * createServer(toNodeListener(createHttpHandler(facade))).listen(3000, "127.0.0.1");
  */
 export function toNodeListener(handler: (request: Request) => Promise<Response>, opts: NodeListenerOptions = {}): NodeListener {
+  const bridge: NodeListener = (req, res) => viaFetch(handler, req, res, opts);
+  const direct = directHandlerOf(handler);
+  if (direct === undefined) return bridge;
   return async (req, res) => {
-    const abort = new AbortController();
-    res.once("close", () => {
-      if (!res.writableFinished) abort.abort();
-    });
-    res.once("finish", () => {
-      // A body the handler did not read (a 401, a 413) is drained, not buffered, so keep-alive goes on.
-      if (!req.complete) {
-        req.removeAllListeners("data");
-        req.resume();
-      }
-    });
-    let request: Request;
+    const inbound = NodeInbound.of(req, res);
+    if (inbound === undefined) return bridge(req, res);
+    let reply: Reply | undefined;
     try {
-      request = toRequest(req, abort.signal);
-    } catch {
-      send(
-        res,
-        400,
-        "application/problem+json",
-        JSON.stringify({
-          type: "urn:mneme:error:INVALID_REQUEST",
-          title: "Bad Request",
-          status: 400,
-          detail: "the request line or headers are malformed",
-          code: "INVALID_REQUEST",
-        }),
-      );
-      return;
-    }
-    let response: Response;
-    try {
-      response = await handler(request);
+      reply = await direct.answer(inbound);
     } catch (e) {
       opts.onError?.(e);
       if (!res.headersSent) send(res, 500, "text/plain", "internal error");
       return;
     }
+    if (reply === undefined) return bridge(req, res);
     try {
-      await writeResponse(response, res, abort.signal);
+      await writeReply(reply, req, res, inbound);
     } catch (e) {
-      if (!abort.signal.aborted) opts.onError?.(e);
+      if (!inbound.closed) opts.onError?.(e);
       res.destroy();
     }
   };
+}
+
+async function viaFetch(
+  handler: (request: Request) => Promise<Response>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  opts: NodeListenerOptions,
+): Promise<void> {
+  const abort = new AbortController();
+  res.once("close", () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  res.once("finish", () => drain(req));
+  let request: Request;
+  try {
+    request = toRequest(req, abort.signal);
+  } catch {
+    send(
+      res,
+      400,
+      "application/problem+json",
+      JSON.stringify({
+        type: "urn:mneme:error:INVALID_REQUEST",
+        title: "Bad Request",
+        status: 400,
+        detail: "the request line or headers are malformed",
+        code: "INVALID_REQUEST",
+      }),
+    );
+    return;
+  }
+  let response: Response;
+  try {
+    response = await handler(request);
+  } catch (e) {
+    opts.onError?.(e);
+    if (!res.headersSent) send(res, 500, "text/plain", "internal error");
+    return;
+  }
+  try {
+    await writeResponse(response, res, abort.signal);
+  } catch (e) {
+    if (!abort.signal.aborted) opts.onError?.(e);
+    res.destroy();
+  }
+}
+
+/** A body the handler did not read (a 401, a 413) is drained, not buffered, so keep-alive goes on. */
+function drain(req: IncomingMessage): void {
+  if (!req.complete) {
+    req.removeAllListeners("data");
+    req.resume();
+  }
+}
+
+/** The methods served directly; anything else goes through the Fetch API, which refuses some of them itself. */
+const DIRECT_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
+/**
+ * A target the URL parser leaves as it is: origin-form, no character it would
+ * percent-encode, no fragment, and (tested apart) no dot segment it would
+ * resolve. Anything else goes through the Fetch API, so both paths see the same path.
+ */
+const PLAIN_TARGET = /^\/[\w\-.~!$&()*+,;=:@/%?]*$/;
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+/** A host name or IPv4 address, or an IPv6 literal, with an optional port. */
+const PLAIN_HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
+
+/** `scheme://host` -> its URL origin (null: not a valid URL host). Bounded: a client sending many hosts only clears it. */
+const origins = new Map<string, string | null>();
+
+function originOf(base: string): string | undefined {
+  let origin = origins.get(base);
+  if (origin === undefined) {
+    try {
+      origin = new URL(`${base}/`).origin;
+    } catch {
+      origin = null;
+    }
+    if (origins.size >= 64) origins.clear();
+    origins.set(base, origin);
+  }
+  return origin ?? undefined;
+}
+
+/** An InboundRequest read straight from node:http: headers, query and signal are made only when asked for. */
+class NodeInbound implements InboundRequest {
+  readonly method: string;
+  readonly pathname: string;
+  readonly hasBody: boolean;
+  readonly #req: IncomingMessage;
+  readonly #search: string;
+  #query: URLSearchParams | undefined;
+  #headers: Map<string, string> | undefined;
+  #abort: AbortController | undefined;
+  #closed = false;
+
+  /** Undefined when the request is better served through the Fetch API (see PLAIN_TARGET, PLAIN_HOST). */
+  static of(req: IncomingMessage, res: ServerResponse): NodeInbound | undefined {
+    const method = (req.method ?? "GET").toUpperCase();
+    const target = req.url ?? "/";
+    if (!DIRECT_METHODS.has(method) || !PLAIN_TARGET.test(target)) return undefined;
+    const q = target.indexOf("?");
+    const pathname = q < 0 ? target : target.slice(0, q);
+    if (DOT_SEGMENT.test(pathname)) return undefined;
+    const host = req.headers.host ?? "localhost";
+    if (!PLAIN_HOST.test(host)) return undefined;
+    const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
+    const origin = originOf(`${encrypted ? "https" : "http"}://${host}`);
+    if (origin === undefined) return undefined;
+    return new NodeInbound(req, res, method, pathname, q < 0 ? "" : target.slice(q + 1), origin);
+  }
+
+  private constructor(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: string,
+    pathname: string,
+    search: string,
+    readonly origin: string,
+  ) {
+    this.#req = req;
+    this.method = method;
+    this.pathname = pathname;
+    this.#search = search;
+    this.hasBody = method !== "GET" && method !== "HEAD";
+    res.once("close", () => {
+      if (res.writableFinished) return;
+      this.#closed = true;
+      this.#abort?.abort();
+    });
+  }
+
+  /** The client went away before the answer was complete. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  get searchParams(): URLSearchParams {
+    return (this.#query ??= new URLSearchParams(this.#search));
+  }
+
+  get headers(): HeaderReader {
+    return this;
+  }
+
+  /** A header as the Fetch API's Headers gives it: repeated ones joined with ", " (cookies with "; "). */
+  get(name: string): string | null {
+    return (this.#headers ??= headerMap(this.#req.rawHeaders)).get(name) ?? null;
+  }
+
+  get signal(): AbortSignal {
+    if (this.#abort === undefined) {
+      this.#abort = new AbortController();
+      if (this.#closed) this.#abort.abort();
+    }
+    return this.#abort.signal;
+  }
+
+  readBody(maxBytes: number): Promise<Uint8Array> {
+    const req = this.#req;
+    return new Promise<Uint8Array>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let total = 0;
+      const done = () => {
+        req.off("data", onData);
+        req.off("end", onEnd);
+        req.off("error", onError);
+        req.off("close", onClose);
+      };
+      const onData = (chunk: Buffer) => {
+        total += chunk.byteLength;
+        if (total <= maxBytes) {
+          chunks.push(chunk);
+          return;
+        }
+        done();
+        // Drain the rest unread: the answer (413) goes out and the connection stays usable.
+        req.resume();
+        reject(tooLarge(maxBytes));
+      };
+      const onEnd = () => {
+        done();
+        resolve(concat(chunks, total));
+      };
+      const onError = (e: unknown) => {
+        done();
+        reject(bodyUnreadable(e));
+      };
+      const onClose = () => {
+        if (!req.complete) onError(new Error("the connection closed before the body ended"));
+      };
+      if (req.readableEnded) {
+        reject(bodyUnreadable(new Error("the body was read already")));
+        return;
+      }
+      req.on("data", onData);
+      req.once("end", onEnd);
+      req.once("error", onError);
+      req.once("close", onClose);
+    });
+  }
+
+  toRequest(): Request {
+    const headers = new Headers();
+    for (const [k, v] of this.#headers ?? headerMap(this.#req.rawHeaders)) headers.set(k, v);
+    return new Request(`${this.origin}${this.#req.url ?? "/"}`, { method: this.method, headers });
+  }
+}
+
+function headerMap(raw: readonly string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    const before = out.get(name);
+    out.set(name, before === undefined ? value : `${before}${name === "cookie" ? "; " : ", "}${value}`);
+  }
+  return out;
+}
+
+async function writeReply(reply: Reply, req: IncomingMessage, res: ServerResponse, inbound: NodeInbound): Promise<void> {
+  const body = reply.body;
+  if (typeof body === "string") {
+    res.writeHead(reply.status, { ...reply.headers, "content-length": Buffer.byteLength(body) });
+    res.end(body);
+  } else if (body === undefined) {
+    res.writeHead(reply.status, reply.headers);
+    res.end();
+  } else {
+    res.writeHead(reply.status, reply.headers);
+    await pipeStream(body, res, inbound.signal);
+  }
+  drain(req);
 }
 
 function toRequest(req: IncomingMessage, signal: AbortSignal): Request {
@@ -140,10 +364,16 @@ async function writeResponse(response: Response, res: ServerResponse, signal: Ab
     res.end();
     return;
   }
+  await pipeStream(response.body, res, signal);
+}
+
+/** Streams a body with backpressure; the stream is cancelled when the client goes away. */
+async function pipeStream(body: ReadableStream<Uint8Array>, res: ServerResponse, signal: AbortSignal): Promise<void> {
   res.flushHeaders();
-  const reader = response.body.getReader();
+  const reader = body.getReader();
   const onAbort = () => void reader.cancel().catch(() => undefined);
   signal.addEventListener("abort", onAbort, { once: true });
+  if (signal.aborted) onAbort();
   try {
     for (;;) {
       const { done, value } = await reader.read();

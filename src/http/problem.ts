@@ -1,5 +1,5 @@
-import { withBodyText } from "./responses.js";
 import { type ErrorCode, errorCodeDefinition, isMnemeError, type MnemeErrorCode, type MnemeErrorDetail } from "../model/errors.js";
+import type { Reply } from "./exchange.js";
 
 /**
  * The one table from mneme's own error codes to HTTP status. Codes that only a
@@ -92,6 +92,9 @@ export interface ProblemOptions {
   readonly onError: ((error: unknown, request: Request) => void) | undefined;
 }
 
+/** The request an error is reported with: made only when there is an `onError` to tell. */
+export type RequestOf = () => Request;
+
 /**
  * HTTP status of a MnemeError code: mneme's own from STATUS_BY_CODE, a user
  * code's from its `defineErrorCode`; 500 for a code neither knows.
@@ -102,7 +105,7 @@ export function statusOf(code: string): number {
 }
 
 /**
- * An `application/problem+json` response. `status` overrides the table only
+ * An `application/problem+json` reply. `status` overrides the table only
  * for protocol-level answers (405 Method Not Allowed, 415 Unsupported Media Type).
  */
 export function problemResponse(
@@ -110,25 +113,22 @@ export function problemResponse(
   code: ErrorCode,
   detail: string,
   extra: { status?: number; headers?: Record<string, string>; errors?: readonly MnemeErrorDetail[] } = {},
-): Response {
+): Reply {
   const status = extra.status ?? statusOf(code);
   const body: ProblemBody = { type: `${opts.typeBase}${code}`, title: TITLES[status] ?? "Error", status, detail, code };
   if (extra.errors !== undefined && extra.errors.length > 0) body.errors = extra.errors;
-  const text = JSON.stringify(body);
-  return withBodyText(
-    new Response(text, {
-      status,
-      headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...extra.headers },
-    }),
-    text,
-  );
+  return {
+    status,
+    headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...extra.headers },
+    body: JSON.stringify(body),
+  };
 }
 
 /**
- * The response for anything a route threw. A MnemeError keeps its message;
+ * The reply for anything a route threw. A MnemeError keeps its message;
  * anything else is a 500 whose detail does not leak internals.
  */
-export function errorResponse(opts: ProblemOptions, error: unknown, request: Request): Response {
+export function errorResponse(opts: ProblemOptions, error: unknown, request: RequestOf): Reply {
   if (isMnemeError(error)) {
     const status = statusOf(error.code);
     if (status >= 500) report(opts, error, request);
@@ -138,10 +138,10 @@ export function errorResponse(opts: ProblemOptions, error: unknown, request: Req
   return problemResponse(opts, "HANDLER_FAILED", "internal error: the server could not complete the request", { status: 500 });
 }
 
-function report(opts: ProblemOptions, error: unknown, request: Request): void {
+function report(opts: ProblemOptions, error: unknown, request: RequestOf): void {
   if (opts.onError === undefined) return;
   try {
-    opts.onError(error, request);
+    opts.onError(error, request());
   } catch {
     // A failing error hook must not turn one error response into a crash.
   }

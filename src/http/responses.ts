@@ -1,33 +1,18 @@
 import { MnemeError } from "../model/errors.js";
+import type { Reply } from "./exchange.js";
 
-/**
- * Where a response made here keeps its body text, so toNodeListener can write
- * it at once instead of pulling it through the Response's stream (a large part
- * of a small request's cost on Node 20). Responses from elsewhere lack it and
- * take the stream path.
- */
-export const BODY_TEXT: unique symbol = Symbol.for("mneme.http.bodyText") as never;
-
-/** Attaches the body text a Response was made from (see BODY_TEXT). */
-export function withBodyText(response: Response, text: string): Response {
-  Object.defineProperty(response, BODY_TEXT, { value: text });
-  return response;
-}
-
-/** A JSON response that no cache keeps (every answer depends on the caller's permissions). */
-export function jsonResponse(status: number, body: unknown, headers: Record<string, string> | Headers = {}): Response {
-  const h = new Headers(headers);
-  h.set("content-type", "application/json; charset=utf-8");
-  h.set("cache-control", "no-store");
-  const text = JSON.stringify(body === undefined ? null : body);
-  return withBodyText(new Response(text, { status, headers: h }), text);
+/** A JSON reply that no cache keeps (every answer depends on the caller's permissions). */
+export function jsonResponse(status: number, body: unknown, headers: Readonly<Record<string, string | string[]>> = {}): Reply {
+  return {
+    status,
+    headers: { ...headers, "content-type": "application/json; charset=utf-8", "cache-control": "no-store" },
+    body: JSON.stringify(body === undefined ? null : body),
+  };
 }
 
 /** 204 without a body. */
-export function noContent(headers: Record<string, string> | Headers = {}): Response {
-  const h = new Headers(headers);
-  h.set("cache-control", "no-store");
-  return new Response(null, { status: 204, headers: h });
+export function noContent(headers: Readonly<Record<string, string | string[]>> = {}): Reply {
+  return { status: 204, headers: { ...headers, "cache-control": "no-store" } };
 }
 
 /** The page of a list endpoint. */

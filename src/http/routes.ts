@@ -28,6 +28,7 @@ import {
 } from "../runtime/runtime-domain.js";
 import type { Authentication } from "./credentials.js";
 import { serializeCookie } from "./credentials.js";
+import type { InboundRequest, Reply } from "./exchange.js";
 import type { ConnectionGauge } from "./limits.js";
 import type { ResolvedHttpOptions } from "./options.js";
 import { boolParam, intParam, jsonResponse, noContent, paginate, readPage } from "./responses.js";
@@ -36,8 +37,7 @@ import { lastEventIdOf, openSystemEventStream } from "./sse.js";
 
 /** What a route's code receives. */
 export interface RouteContext {
-  readonly request: Request;
-  readonly url: URL;
+  readonly request: InboundRequest;
   readonly params: Readonly<Record<string, string>>;
   readonly facade: Facade;
   /** The sender (from the credentials) plus the target tenant of the path. */
@@ -66,7 +66,7 @@ export interface Route {
   readonly session?: boolean;
   /** Reads X-Target-Aggregate-Uuid / -Version into the request context (optimistic concurrency). */
   readonly concurrencyHeaders?: boolean;
-  readonly run: (ctx: RouteContext) => Promise<Response>;
+  readonly run: (ctx: RouteContext) => Promise<Reply>;
 }
 
 /** The guard of a route that serves one command or query: its token. */
@@ -93,7 +93,7 @@ export function buildRoutes(): Router<Route> {
     r.add("GET", `${T}/runtime/${path}`, {
       guard: guardBy(query),
       run: async (c) => {
-        const page = readPage(pageQuery(c.url), c.options);
+        const page = readPage(pageQuery(c.request.searchParams), c.options);
         const all = await c.facade.query(query, {}, { reqCtx: c.reqCtx });
         return jsonResponse(200, paginate(all, page));
       },
@@ -103,8 +103,8 @@ export function buildRoutes(): Router<Route> {
   r.add("GET", `${T}/runtime/permissions`, {
     guard: guardBy(ListPermissions),
     run: async (c) => {
-      const page = readPage(pageQuery(c.url), c.options);
-      const domain = c.url.searchParams.get("domain");
+      const page = readPage(pageQuery(c.request.searchParams), c.options);
+      const domain = c.request.searchParams.get("domain");
       const all = await c.facade.query(ListPermissions, domain === null ? {} : { domain }, { reqCtx: c.reqCtx });
       return jsonResponse(200, paginate(all, page));
     },
@@ -113,7 +113,7 @@ export function buildRoutes(): Router<Route> {
   r.add("GET", `${T}/runtime/metrics`, {
     guard: guardBy(GetMetrics),
     run: async (c) => {
-      const name = c.url.searchParams.get("eventHandlerName");
+      const name = c.request.searchParams.get("eventHandlerName");
       const metrics = await c.facade.query(GetMetrics, name === null ? {} : { eventHandlerName: name }, { reqCtx: c.reqCtx });
       return jsonResponse(200, metrics);
     },
@@ -161,8 +161,8 @@ export function buildRoutes(): Router<Route> {
     guard: guardBy(StreamSystemEvents),
     session: true,
     run: async (c) => {
-      const allTenants = boolParam("allTenants", c.url.searchParams.get("allTenants")) ?? false;
-      const lastEventId = lastEventIdOf(c.request, c.url);
+      const allTenants = boolParam("allTenants", c.request.searchParams.get("allTenants")) ?? false;
+      const lastEventId = lastEventIdOf(c.request);
       await c.facade.permissions.check(c.reqCtx, {
         queryUuid: newUuid(),
         domain: StreamSystemEvents.domain,
@@ -172,7 +172,7 @@ export function buildRoutes(): Router<Route> {
       });
       return openSystemEventStream(
         c.facade.runtime.systemEvents,
-        c.request,
+        c.request.signal,
         { tenantUuid: c.params.tenantUuid!, allTenants, lastEventId },
         c.sseGauge,
         c.options.sse,
@@ -188,8 +188,8 @@ export function buildRoutes(): Router<Route> {
   r.add("GET", `${T}/runtime/stores/:store/entries`, {
     guard: guardBy(StoreRead),
     run: async (c) => {
-      const cursor = c.url.searchParams.get("cursor");
-      const limit = intParam("limit", c.url.searchParams.get("limit") ?? undefined, 1, 1000);
+      const cursor = c.request.searchParams.get("cursor");
+      const limit = intParam("limit", c.request.searchParams.get("limit") ?? undefined, 1, 1000);
       const payload = { store: storeParam(c), ...(cursor === null ? {} : { cursor }), ...(limit === undefined ? {} : { limit }) };
       return jsonResponse(200, await c.facade.query(StoreRead, payload, { reqCtx: c.reqCtx }));
     },
@@ -215,7 +215,7 @@ export function buildRoutes(): Router<Route> {
     concurrencyHeaders: true,
     guard: (p) => ({ domain: p.domain!, name: p.name! }),
     run: async (c) => {
-      const wait = boolParam("wait", c.url.searchParams.get("wait")) ?? false;
+      const wait = boolParam("wait", c.request.searchParams.get("wait")) ?? false;
       // The path names the command: dispatch goes through its registered token (UNKNOWN_COMMAND when there is none).
       const type = c.facade.resolveCommand({ domain: c.params.domain!, name: c.params.name! });
       const out = await c.facade.dispatch(type, await c.body(), { reqCtx: c.reqCtx, waitToFinish: wait });
@@ -247,7 +247,7 @@ export function buildRoutes(): Router<Route> {
   r.add("GET", "/api/accounts/:accountUuid", {
     guard: guardBy(GetAccount),
     run: async (c) => {
-      const includeHistory = boolParam("includeHistory", c.url.searchParams.get("includeHistory"));
+      const includeHistory = boolParam("includeHistory", c.request.searchParams.get("includeHistory"));
       const payload = { accountUuid: c.params.accountUuid!, ...(includeHistory === undefined ? {} : { includeHistory }) };
       // NOT_FOUND (404) when there is no such account: the query says so itself.
       return jsonResponse(200, await c.facade.query(GetAccount, payload, { reqCtx: c.reqCtx }));
@@ -256,8 +256,8 @@ export function buildRoutes(): Router<Route> {
   r.add("GET", "/api/accounts", {
     guard: guardBy(ListAccounts),
     run: async (c) => {
-      const includeHistory = boolParam("includeHistory", c.url.searchParams.get("includeHistory"));
-      const { page, pageSize } = readPage(pageQuery(c.url), c.options);
+      const includeHistory = boolParam("includeHistory", c.request.searchParams.get("includeHistory"));
+      const { page, pageSize } = readPage(pageQuery(c.request.searchParams), c.options);
       const payload = { page, pageSize, ...(includeHistory === undefined ? {} : { includeHistory }) };
       return jsonResponse(200, await c.facade.query(ListAccounts, payload, { reqCtx: c.reqCtx }));
     },
@@ -267,35 +267,36 @@ export function buildRoutes(): Router<Route> {
     run: async (c) => {
       const out = await c.facade.dispatch(Login, bodyAs(Login, await c.body()), { reqCtx: c.reqCtx });
       const session = out.result;
-      const headers = new Headers();
+      const setCookie: string[] = [];
       const cookies = c.options.sessionCookies;
       if (cookies !== false && session !== undefined) {
-        headers.append("set-cookie", serializeCookie("session", session.token, cookies));
+        setCookie.push(serializeCookie("session", session.token, cookies));
         const ids = session.identities;
-        if (ids.length === 1) headers.append("set-cookie", serializeCookie("identity", ids[0]!.identityUuid, cookies));
+        if (ids.length === 1) setCookie.push(serializeCookie("identity", ids[0]!.identityUuid, cookies));
       }
-      return jsonResponse(201, session, headers);
+      return jsonResponse(201, session, setCookie.length === 0 ? {} : { "set-cookie": setCookie });
     },
   });
   r.add("DELETE", "/api/sessions/current", {
     guard: guardBy(Logout),
     run: async (c) => {
       await c.facade.dispatch(Logout, {}, { reqCtx: c.reqCtx });
-      const headers = new Headers();
       const cookies = c.options.sessionCookies;
-      if (cookies !== false) {
-        headers.append("set-cookie", serializeCookie("session", "", { ...cookies, maxAgeSeconds: 0 }));
-        headers.append("set-cookie", serializeCookie("identity", "", { ...cookies, maxAgeSeconds: 0 }));
-      }
-      return noContent(headers);
+      if (cookies === false) return noContent();
+      return noContent({
+        "set-cookie": [
+          serializeCookie("session", "", { ...cookies, maxAgeSeconds: 0 }),
+          serializeCookie("identity", "", { ...cookies, maxAgeSeconds: 0 }),
+        ],
+      });
     },
   });
   return r;
 }
 
-function pageQuery(url: URL): { page?: string; pageSize?: string } {
-  const page = url.searchParams.get("page");
-  const pageSize = url.searchParams.get("pageSize");
+function pageQuery(query: URLSearchParams): { page?: string; pageSize?: string } {
+  const page = query.get("page");
+  const pageSize = query.get("pageSize");
   return { ...(page === null ? {} : { page }), ...(pageSize === null ? {} : { pageSize }) };
 }
 

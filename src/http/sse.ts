@@ -1,5 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import type { SystemEvent, SystemEventGap, SystemEventProducer } from "../runtime/system-events.js";
+import type { InboundRequest, Reply } from "./exchange.js";
 import type { ConnectionGauge } from "./limits.js";
 
 /** What a system-event stream shows and where it resumes. */
@@ -40,8 +41,8 @@ export function formatSseGap(gap: SystemEventGap): string {
  * EventSource cannot set headers on its first connection). INVALID_REQUEST
  * when it is not a non-negative integer.
  */
-export function lastEventIdOf(request: Request, url: URL): number | undefined {
-  const raw = request.headers.get("last-event-id") ?? url.searchParams.get("lastEventId");
+export function lastEventIdOf(request: Pick<InboundRequest, "headers" | "searchParams">): number | undefined {
+  const raw = request.headers.get("last-event-id") ?? request.searchParams.get("lastEventId");
   if (raw === null || raw.trim() === "") return undefined;
   const t = raw.trim();
   const n = Number(t);
@@ -51,7 +52,7 @@ export function lastEventIdOf(request: Request, url: URL): number | undefined {
 }
 
 /**
- * Opens a `text/event-stream` response over the system-event producer. A
+ * Opens a `text/event-stream` reply over the system-event producer. A
  * resume that cannot continue exactly starts with `event: gap`; a stream opened
  * without a Last-Event-ID starts with an `id:` line (the producer's last id), so
  * the client's first reconnect resumes exactly even before any event came. The
@@ -62,11 +63,11 @@ export function lastEventIdOf(request: Request, url: URL): number | undefined {
  */
 export function openSystemEventStream(
   producer: SystemEventProducer,
-  request: Request,
+  signal: AbortSignal,
   selection: StreamSelection,
   gauge: ConnectionGauge,
   limits: StreamLimits,
-): Response {
+): Reply {
   if (!producer.running) throw notRunning();
   const release = gauge.tryAcquire();
   if (release === undefined) {
@@ -81,7 +82,7 @@ export function openSystemEventStream(
     if (closed) return;
     closed = true;
     if (heartbeat !== undefined) clearInterval(heartbeat);
-    request.signal.removeEventListener("abort", close);
+    signal.removeEventListener("abort", close);
     unsubscribe?.();
     release();
     try {
@@ -114,11 +115,11 @@ export function openSystemEventStream(
     { highWaterMark: 1 },
   );
 
-  if (request.signal.aborted) {
+  if (signal.aborted) {
     close();
     return sseResponse(stream);
   }
-  request.signal.addEventListener("abort", close, { once: true });
+  signal.addEventListener("abort", close, { once: true });
   // No publish can come between reading the last id and subscribing (both synchronous).
   if (selection.lastEventId === undefined) send(`id: ${producer.lastEventId}\n\n`);
   try {
@@ -147,15 +148,16 @@ export function openSystemEventStream(
   return sseResponse(stream);
 }
 
-function sseResponse(stream: ReadableStream<Uint8Array>): Response {
-  return new Response(stream, {
+function sseResponse(stream: ReadableStream<Uint8Array>): Reply {
+  return {
     status: 200,
     headers: {
       "content-type": "text/event-stream; charset=utf-8",
       "cache-control": "no-store",
       "x-accel-buffering": "no",
     },
-  });
+    body: stream,
+  };
 }
 
 function notRunning(): MnemeError {
