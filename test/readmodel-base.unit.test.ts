@@ -230,7 +230,7 @@ describe("restoration", () => {
     expect(await rm.total("a")).toBe(5);
   });
 
-  it("cancel rejects with RESTORE_CANCELLED, leaves 'cancelled', and a later start resumes from the checkpoint", async () => {
+  it("cancel rejects with RESTORE_CANCELLED, leaves 'cancelled' and the served data; start resumes it; a later restore succeeds", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f, "Slow", withRestoreBatchSize(5))));
     for (let i = 0; i < 50; i++) await inc(facade, "a");
     const rm = facade.readmodel("Slow", CounterTotals);
@@ -243,14 +243,19 @@ describe("restoration", () => {
     await expect(r.done).rejects.toMatchObject({ code: "RESTORE_CANCELLED" });
     expect(rm.restorationState).toBe("cancelled");
     expect(rm.state).toBe("stopped");
-    const partial = await facade.readmodelStoreBackend.getCheckpoint("Slow");
-    expect(partial).toBeGreaterThan(0);
-    expect(partial).toBeLessThan(50);
-    expect(await rm.total("a")).toBe(partial);
+    // the served generation is untouched, the partial one is gone
+    expect(await facade.readmodelStoreBackend.getCheckpoint("Slow")).toBe(50);
+    expect(await facade.readmodelStoreBackend.getCheckpoint("Slow#rebuild")).toBe(0);
+    expect(await facade.readmodelStoreBackend.collection("Slow#rebuild:totals").count()).toBe(0);
+    expect(await rm.total("a")).toBe(50);
+    expect(rm.lastPosition).toBe(50);
     rm.delayMs = 0;
     await facade.runtime.controlEventHandler({ action: "start", eventHandlerName: "Slow" });
-    expect(await rm.total("a")).toBe(50);
-    expect(rm.applied).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    await inc(facade, "a", 1, true);
+    expect(await rm.total("a")).toBe(51);
+    await rm.restoreState(undefined, { fromZero: true }).done;
+    expect(await rm.total("a")).toBe(51);
+    expect(rm.applied).toEqual(Array.from({ length: 51 }, (_, i) => i + 1));
     await facade.stop();
   });
 
@@ -330,7 +335,7 @@ describe("restoration", () => {
     await facade.stop();
   });
 
-  it("a restore that fails leaves restorationState failed and state failed", async () => {
+  it("a restore that fails leaves restorationState failed, state failed and the served data whole", async () => {
     const facade = await started((f) => f.registerReadmodel(new CounterTotals(f)));
     for (let i = 0; i < 5; i++) await inc(facade, "a", 1, true);
     const rm = facade.readmodel("CounterTotals", CounterTotals);
@@ -338,7 +343,9 @@ describe("restoration", () => {
     await expect(rm.restoreState(undefined, { fromZero: true }).done).rejects.toMatchObject({ code: "HANDLER_FAILED" });
     expect(rm.restorationState).toBe("failed");
     expect(rm.state).toBe("failed");
-    expect(await rm.total("a")).toBe(2);
+    // the rebuild is discarded: queries read the served generation, whole
+    expect(await rm.total("a")).toBe(5);
+    expect(rm.lastPosition).toBe(5);
     rm.failOn = undefined;
     await facade.runtime.controlEventHandler({ action: "start", eventHandlerName: "CounterTotals" });
     expect(rm.state).toBe("running");

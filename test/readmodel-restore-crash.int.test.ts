@@ -1,11 +1,12 @@
 /**
- * A restore from zero clears the readmodel's collections and resets its
- * checkpoint to 0 in one backend transaction: a crash or an error between the
- * two never leaves an emptied readmodel at its old checkpoint (the next start
- * would resume there, with no documents, and report `running`).
- * SQLite: a real child process killed with SIGKILL at that point, then a
- * restart compared with a full replay. Postgres: an error injected by a
- * trigger on the checkpoint reset. Memory: an error thrown between the steps.
+ * A restore from zero builds a new generation beside the served one and
+ * switches in one backend transaction: a crash or an error before the switch
+ * leaves the served documents at their checkpoint (the partial generation is
+ * discarded at the next start), never an emptied or partial readmodel.
+ * SQLite: a real child process killed with SIGKILL while the new generation is
+ * emptied, and while it is being filled, then a restart compared with a full
+ * replay. Postgres: an error injected by a trigger into the switch. Memory: an
+ * error thrown while the new generation is reset.
  */
 import { fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -71,9 +72,9 @@ async function expectFullReplayState(
   expect(totals.lastPosition).toBe(head);
 }
 
-describe("restore from zero: clearing and the checkpoint reset are atomic", () => {
+describe("restore from zero: a crash or an error before the switch leaves the served generation whole", () => {
   for (const killAt of ["after-clear", "first-replayed"] as const) {
-    it(`SQLite: a process killed with SIGKILL ${killAt === "after-clear" ? "between clearing the collections and resetting the checkpoint" : "while applying the first replayed event"} restarts into the state of a full replay`, async () => {
+    it(`SQLite: a process killed with SIGKILL ${killAt === "after-clear" ? "while the new generation is emptied" : "while applying the first replayed event"} restarts into the state of a full replay, the partial generation discarded`, async () => {
       const filename = join(dir, `${killAt}.db`);
       const first = createFacade({ appName: "restore-crash", ...createSqliteBackends({ filename }) });
       first.registerDomain(Counter);
@@ -97,10 +98,12 @@ describe("restore from zero: clearing and the checkpoint reset are atomic", () =
 
       const { f, totals, replay } = await reopen(createSqliteBackends({ filename }));
       await expectFullReplayState(f, totals, replay, expected);
+      expect(await f.readmodelStoreBackend.getCheckpoint("CounterTotals#rebuild")).toBe(0);
+      expect(await f.readmodelStoreBackend.collection("CounterTotals#rebuild:totals").count()).toBe(0);
     }, 60_000);
   }
 
-  it("Postgres: an error on the checkpoint reset (a trigger refuses it) leaves documents and checkpoint as they were; a restart equals a full replay", async () => {
+  it("Postgres: an error in the switch (a trigger refuses it) leaves documents and checkpoint as they were; a restart equals a full replay", async () => {
     const schema = `mneme_rc_${newUuid().replace(/-/g, "").slice(-16)}`;
     schemas.push(schema);
     const backends = () => createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 5, pollIntervalMs: 100 });
@@ -113,30 +116,36 @@ describe("restore from zero: clearing and the checkpoint reset are atomic", () =
     const expected = await seed(first);
     const head = await first.eventRepository.headPosition();
 
+    // The switch resets the new generation's checkpoint from its position to 0 in its transaction.
     await admin.query(`CREATE FUNCTION "${schema}".refuse_reset() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN RAISE EXCEPTION 'injected: the checkpoint reset of % is refused', NEW.handler; END $$`);
-    await admin.query(`CREATE TRIGGER refuse_reset BEFORE INSERT OR UPDATE ON "${schema}".readmodel_checkpoints
-      FOR EACH ROW WHEN (NEW.handler = 'CounterTotals' AND NEW.position = 0) EXECUTE FUNCTION "${schema}".refuse_reset()`);
+    await admin.query(`CREATE TRIGGER refuse_reset BEFORE UPDATE ON "${schema}".readmodel_checkpoints
+      FOR EACH ROW WHEN (NEW.handler = 'CounterTotals#rebuild' AND OLD.position > 0 AND NEW.position = 0)
+      EXECUTE FUNCTION "${schema}".refuse_reset()`);
     await expect(firstTotals.restoreState(undefined, { fromZero: true }).done).rejects.toThrow(/injected/);
-    // nothing of the restore was written: the documents are there, at the old checkpoint
+    // nothing of the switch was written: the served documents are there, at the old checkpoint
     expect(await firstTotals.allTotals()).toEqual(expected);
+    // the new generation could not be discarded either (the trigger refuses that too): it is left for the restart
+    expect(await first.readmodelStoreBackend.getCheckpoint("CounterTotals#rebuild")).toBe(head);
     expect(await first.readmodelStoreBackend.getCheckpoint("CounterTotals")).toBe(head);
     await first.stop();
     await admin.query(`DROP TRIGGER refuse_reset ON "${schema}".readmodel_checkpoints`);
 
     const { f, totals, replay } = await reopen(backends());
     await expectFullReplayState(f, totals, replay, expected);
+    expect(await f.readmodelStoreBackend.getCheckpoint("CounterTotals#rebuild")).toBe(0);
+    expect(await f.readmodelStoreBackend.collection("CounterTotals#rebuild:totals").count()).toBe(0);
     // and the restore from zero works once the error is gone
     await totals.restoreState(undefined, { fromZero: true }).done;
     expect(await totals.allTotals()).toEqual(expected);
   }, 60_000);
 
-  it("memory: an error between clearing and the checkpoint reset leaves the readmodel whole; start resumes into the state of a full replay", async () => {
+  it("memory: an error while the new generation is reset leaves the readmodel whole; start resumes into the state of a full replay", async () => {
     let failReset = false;
     class FailingReset extends CounterTotals {
       protected override async resetState(): Promise<void> {
         await super.resetState();
-        if (failReset) throw new Error("injected: between clearing and the checkpoint reset");
+        if (failReset) throw new Error("injected: while the new generation is reset");
       }
     }
     const f = createFacade({ appName: "restore-crash" });

@@ -106,6 +106,31 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     }
   }
 
+  /**
+   * Makes `target` hold exactly the documents `source` holds and empties
+   * `source`, as one write (it joins a running transaction and is undone with
+   * it). A readmodel's restore from zero switches generations with it.
+   */
+  async replaceCollection(target: string, source: string): Promise<void> {
+    assertCollectionName(target);
+    assertCollectionName(source);
+    if (target === source) return;
+    await this.write(() => {
+      const src = this.colls.get(source);
+      const old = this.colls.get(target);
+      if (src === undefined && (old === undefined || old.docs.size === 0)) return;
+      this.colls.set(target, src ?? { docs: new Map(), sortedKeys: [] });
+      if (src !== undefined) this.colls.set(source, { docs: new Map(), sortedKeys: [] });
+      this.lastWriteAt = nowNs();
+      this.logUndo(() => {
+        if (src === undefined) this.colls.delete(source);
+        else this.colls.set(source, src);
+        if (old === undefined) this.colls.delete(target);
+        else this.colls.set(target, old);
+      });
+    });
+  }
+
   async getCheckpoint(handler: string): Promise<number> {
     this.assertOpen();
     return this.checkpoints.get(handler) ?? 0;

@@ -172,6 +172,34 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     });
   }
 
+  /**
+   * Makes `target` hold exactly the documents `source` holds and empties
+   * `source`, in one transaction (it joins a running one). A readmodel's
+   * restore from zero switches generations with it.
+   */
+  async replaceCollection(target: string, source: string): Promise<void> {
+    assertCollectionName(target);
+    assertCollectionName(source);
+    if (target === source) return;
+    await this.transaction(async () => {
+      await this.exec(`DELETE FROM ${this.docs} WHERE collection = $1`, [target], true, "replaceCollection");
+      const moved = await this.exec(
+        `UPDATE ${this.docs} SET collection = $1 WHERE collection = $2`,
+        [target, source],
+        true,
+        "replaceCollection",
+      );
+      if ((moved.rowCount ?? 0) > 0) {
+        await this.exec(
+          `INSERT INTO ${this.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING`,
+          [target],
+          true,
+          "replaceCollection",
+        );
+      }
+    });
+  }
+
   async getCheckpoint(handler: string): Promise<number> {
     const res = await this.exec<{ position: string }>(
       `SELECT position::text FROM ${this.checkpoints} WHERE handler = $1`,

@@ -3,6 +3,7 @@ import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseEventHandler } from "./base-event-handler.js";
 import { runnerOf } from "./handler-runner.js";
+import { currentPrefix, GenerationalCollection } from "./readmodel-generations.js";
 import type { EventHandlerMetrics, MetricProvider, RestoreReport, StateRestorer } from "../model/event-handler.js";
 
 /** What a readmodel needs from the facade at construction. */
@@ -83,8 +84,9 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
   }
 
   /**
-   * Rebuilds state from the event repository: `fromZero` clears this
-   * readmodel's collections and checkpoint first, else it resumes from the
+   * Rebuilds state from the event repository: `fromZero` builds a new
+   * generation of this readmodel's collections beside the served one and
+   * switches to it when complete (blue-green), else it resumes from the
    * checkpoint. `done` resolves with a report; `cancel()` makes it reject
    * with RESTORE_CANCELLED. Override to reset your own structures, then call super.
    */
@@ -96,15 +98,21 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
     return super.getMetrics();
   }
 
-  /** Documents of this readmodel, namespaced under its name. */
+  /**
+   * Documents of this readmodel, namespaced under its name: the backend's
+   * collection `<name>:<collection>`. While a restore from zero builds the
+   * next generation, its handlers reach that generation through the same
+   * object and every other caller the served one (see docs/readmodels.md).
+   */
   protected collection<T>(name: string): ReadmodelCollection<T> {
     if (!this.name) throw new MnemeError("INVALID_EVENT_HANDLER", "set the readmodel's name before using its collections");
-    return this.readmodelStoreBackend.collection<T>(`${this.name}:${name}`);
+    // The backend is read per call: a subclass may set readmodelStoreBackend after super().
+    return new GenerationalCollection<T>(() => this.readmodelStoreBackend, this.name, name);
   }
 
-  /** Clears only this readmodel's own collections. */
+  /** Clears only this readmodel's own collections (during a restore from zero: those of the generation being built). */
   protected override async resetState(): Promise<void> {
-    const prefix = `${this.name}:`;
+    const prefix = currentPrefix(this.name);
     for (const c of await this.readmodelStoreBackend.listCollections()) {
       if (c.startsWith(prefix)) await this.readmodelStoreBackend.collection(c).clear();
     }

@@ -15,6 +15,14 @@ import type {
   RestoreReport,
 } from "../model/event-handler.js";
 import { HandlerMetrics } from "./handler-metrics.js";
+import {
+  clearNextGeneration,
+  inNextGeneration,
+  nextGenerationCheckpoint,
+  supportsGenerations,
+  switchGenerations,
+  type CollectionReplacing,
+} from "./readmodel-generations.js";
 
 /**
  * What the facade gives a handler when it is registered: where events come
@@ -100,6 +108,41 @@ export interface RestorerConfig {
   restoreState(opts: { fromZero?: boolean }): { done: Promise<RestoreReport> };
 }
 
+/**
+ * Where a restore from zero stands while it builds the next generation of a
+ * readmodel beside the served one (blue-green): `rebuilding` replays the
+ * store, `catching-up` applies the live events caught meanwhile, `switching`
+ * replaces the served generation with the new one in one transaction.
+ */
+export type RebuildPhase = "rebuilding" | "catching-up" | "switching";
+
+/** A restore from zero in progress, as the Runtime lists it (`restoration` of a handler's listing). */
+export interface RestorationProgress {
+  phase: RebuildPhase;
+  /** The position the new generation has reached. */
+  position: number;
+  /** The head it catches up to before the switch: the head when it started, raised by events appended since. */
+  targetHead: number;
+  /** The position of the served generation: what queries read until the switch. */
+  servedPosition: number;
+  eventsReplayed: number;
+  /** Replayed events per second since the rebuild started. */
+  eventsPerSecond: number;
+}
+
+/** A handler's record in the Runtime's listing: its info and, during a restore from zero, its progress. */
+export type EventHandlerListing = EventHandlerInfo & { restoration?: RestorationProgress };
+
+/** The runner's record of a rebuild (a restore from zero into the next generation). */
+interface Rebuild {
+  phase: RebuildPhase;
+  readonly servedPosition: number;
+  readonly servedTimestamp: number;
+  targetHead: number;
+  readonly startedAt: number;
+  replayed: number;
+}
+
 interface Waiter {
   from: number;
   to: number;
@@ -156,6 +199,8 @@ export class HandlerRunner {
   #catchOverflow = false;
   #catchPull = false;
   #restore: { controller: AbortController; done: Promise<RestoreReport> } | undefined;
+  /** A restore from zero building the next generation; undefined otherwise (and once it switched). */
+  #rebuild: Rebuild | undefined;
   // single-processor lock (backends with tryLock)
   #lockHeld = false;
   #standbyTimer: ReturnType<typeof setTimeout> | undefined;
@@ -250,9 +295,9 @@ export class HandlerRunner {
   }
 
   /** The record the Runtime lists. */
-  info(): EventHandlerInfo {
+  info(): EventHandlerListing {
     const h = this.#h;
-    const info: EventHandlerInfo = {
+    const info: EventHandlerListing = {
       eventHandlerName: h.name,
       domain: h.domain,
       name: h.name,
@@ -268,6 +313,18 @@ export class HandlerRunner {
       isStateRestorer: this.isStateRestorer,
     };
     if (this.#metrics.lastError !== undefined && this.#state === "failed") info.lastError = this.#metrics.lastError;
+    const r = this.#rebuild;
+    if (r !== undefined) {
+      const seconds = (performance.now() - r.startedAt) / 1000;
+      info.restoration = {
+        phase: r.phase,
+        position: this.#lastPosition,
+        targetHead: Math.max(r.targetHead, this.#lastPosition),
+        servedPosition: r.servedPosition,
+        eventsReplayed: r.replayed,
+        eventsPerSecond: seconds > 0 ? r.replayed / seconds : 0,
+      };
+    }
     return info;
   }
 
@@ -337,7 +394,8 @@ export class HandlerRunner {
   }
 
   #settle(from: number, to: number): Error | undefined | null {
-    if (this.#lastPosition >= to) return undefined;
+    // During a rebuild queries read the served generation: an event is there only after the switch.
+    if ((this.#rebuild?.servedPosition ?? this.#lastPosition) >= to) return undefined;
     if (this.#state === "failed") return this.#failedAt >= from && this.#failedAt <= to ? this.#failure : undefined;
     if (this.#state === "standby" && !this.#catching) return this.standbyError();
     if (this.#state === "stopped" && !this.#catching) return undefined;
@@ -513,9 +571,11 @@ export class HandlerRunner {
     const hooks = this.#hooks;
     const metrics = this.#metrics;
     const ctx: HandlerContext = { eventHandlerName: name, restoring };
+    const rebuild = this.#rebuild;
+    const checkpoint = rebuild === undefined ? name : nextGenerationCheckpoint(name);
     const t0 = performance.now();
     let handled = 0;
-    try {
+    const batch = async (): Promise<void> => {
       await backend.transaction(async () => {
         await hooks.beforeBatch(events);
         for (const e of events) {
@@ -530,8 +590,14 @@ export class HandlerRunner {
           if (!restoring) metrics.sample((performance.now() - s) * 1000);
         }
         await hooks.afterBatch();
-        await backend.setCheckpoint(name, last.position);
+        await backend.setCheckpoint(checkpoint, last.position);
+        // A lockable backend fences a commit by the checkpoint of the locked handler (SQLite's lease):
+        // writing the served one unchanged keeps an instance that lost the lock out of the new generation.
+        if (rebuild !== undefined && backend.tryLock !== undefined) await backend.setCheckpoint(name, rebuild.servedPosition);
       });
+    };
+    try {
+      await (rebuild === undefined ? batch() : inNextGeneration(name, batch));
     } catch (err) {
       hooks.discardBatch();
       if (err instanceof HandlerFailure) throw err;
@@ -875,9 +941,31 @@ export class HandlerRunner {
     this.#setState("running");
     let replayed = 0;
     try {
-      if (fromZero) {
-        // One backend transaction: a crash or an error never leaves the collections
-        // cleared at the old checkpoint (the next start would resume there with no documents).
+      if (fromZero && supportsGenerations(backend)) {
+        // Blue-green: the next generation is built beside the served one, which queries keep reading.
+        const served = await backend.getCheckpoint(name);
+        const servedTimestamp = await this.#timestampAt(served);
+        const targetHead = await host.eventRepository.headPosition();
+        // Emptied first (a generation left by a crash or a failed rebuild included), in one transaction with its checkpoint.
+        await inNextGeneration(name, () =>
+          backend.transaction(async () => {
+            await this.#hooks.resetState();
+            await backend.setCheckpoint(nextGenerationCheckpoint(name), 0);
+          }),
+        );
+        this.#rebuild = {
+          phase: "rebuilding",
+          servedPosition: served,
+          servedTimestamp,
+          targetHead,
+          startedAt: performance.now(),
+          replayed: 0,
+        };
+        this.#lastPosition = 0;
+        this.#lastEventTimestamp = 0;
+      } else if (fromZero) {
+        // A backend that cannot switch generations restores in place. One backend transaction: a crash
+        // or an error never leaves the collections cleared at the old checkpoint.
         await backend.transaction(async () => {
           await this.#hooks.resetState();
           await backend.setCheckpoint(name, 0);
@@ -885,6 +973,7 @@ export class HandlerRunner {
         this.#lastPosition = 0;
         this.#lastEventTimestamp = 0;
       } else {
+        await this.#discardLeftoverGeneration(backend);
         const checkpoint = await backend.getCheckpoint(name);
         const at = await this.#timestampAt(checkpoint);
         this.#lastPosition = checkpoint;
@@ -894,6 +983,7 @@ export class HandlerRunner {
       const afterPosition = this.#lastPosition;
       host.publish("RestoreStarted", { eventHandlerName: name, fromZero, afterPosition });
       replayed += await this.#replayFromStore(signal, replayed);
+      if (this.#rebuild !== undefined) this.#rebuild.phase = "catching-up";
       // Hand-off: apply what was caught, in position order, each once; repeat until nothing new.
       let cursor = 0;
       for (;;) {
@@ -906,7 +996,12 @@ export class HandlerRunner {
           replayed += await this.#replayFromStore(signal, replayed);
           continue;
         }
-        if (cursor >= this.#caught.length) break; // nothing new: go live (no await between check and switch)
+        if (cursor >= this.#caught.length) {
+          if (this.#rebuild === undefined) break; // nothing new: go live (no await between check and switch)
+          // The new generation is complete: serve it. What is caught during the switch is applied to it next.
+          await this.#switchGeneration(backend as ReadmodelStoreBackend & CollectionReplacing);
+          continue;
+        }
         const pending = this.#caught.slice(cursor).sort((a, b) => a.position - b.position);
         cursor = this.#caught.length;
         const fresh = pending.filter((e) => e.position > this.#lastPosition);
@@ -937,25 +1032,29 @@ export class HandlerRunner {
       // anything that was pushed after the switch is queued normally from now on
       return report;
     } catch (err) {
+      // Still catching: no live event reaches the served generation before it is back in charge.
+      // The position the restoration reached (a rebuild's, before the served generation takes over again).
+      const reached = this.#lastPosition;
+      await this.#abandonRebuild(backend);
       this.#catching = false;
       this.#caught = this.#caught.slice();
       if ((this.#state as EventHandlerState) === "standby") {
         // The lock was lost mid-restore: the standby retry takes the handler back (and restores it) later.
         this.#restorationState = "cancelled";
-        host.publish("RestoreFailed", { eventHandlerName: name, cancelled: true, lockLost: true, position: this.#lastPosition });
+        host.publish("RestoreFailed", { eventHandlerName: name, cancelled: true, lockLost: true, position: reached });
         throw new MnemeError(
           "RESTORE_CANCELLED",
-          `restoration of ${name} stopped at position ${this.#lastPosition}: another instance took its processing lock`,
+          `restoration of ${name} stopped at position ${reached}: another instance took its processing lock`,
         );
       }
       if (isMnemeError(err, "RESTORE_CANCELLED") || signal.aborted) {
         this.#restorationState = "cancelled";
         await this.#persistCheckpoint().catch(() => undefined);
         this.#setState("stopped");
-        host.publish("RestoreFailed", { eventHandlerName: name, cancelled: true, position: this.#lastPosition });
+        host.publish("RestoreFailed", { eventHandlerName: name, cancelled: true, position: reached });
         throw isMnemeError(err, "RESTORE_CANCELLED")
           ? err
-          : new MnemeError("RESTORE_CANCELLED", `restoration of ${name} was cancelled at position ${this.#lastPosition}`);
+          : new MnemeError("RESTORE_CANCELLED", `restoration of ${name} was cancelled at position ${reached}`);
       }
       this.#restorationState = "failed";
       // UNAVAILABLE (the database could not be reached): the handler stays running and catches up
@@ -966,10 +1065,63 @@ export class HandlerRunner {
         eventHandlerName: name,
         cancelled: false,
         error: this.#metrics.lastError ?? errorMessage(err),
-        position: this.#lastPosition,
+        position: reached,
       });
       throw unavailable ?? this.#failure ?? err;
     }
+  }
+
+  /**
+   * The switch of a rebuild: one backend transaction replaces the served
+   * collections with the new generation's and moves the served checkpoint to
+   * where the new generation is.
+   */
+  async #switchGeneration(backend: ReadmodelStoreBackend & CollectionReplacing): Promise<void> {
+    const rebuild = this.#rebuild;
+    if (rebuild === undefined) return;
+    const name = this.#h.name;
+    rebuild.phase = "switching";
+    const position = this.#lastPosition;
+    await backend.transaction(async () => {
+      await switchGenerations(backend, name);
+      await backend.setCheckpoint(nextGenerationCheckpoint(name), 0);
+      await backend.setCheckpoint(name, position);
+    });
+    this.#rebuild = undefined;
+    this.#persistedPosition = position;
+    this.#wake();
+  }
+
+  /**
+   * A rebuild stopped before its switch (cancelled, failed, lock lost): the
+   * served generation stays in charge, at its checkpoint, and the partial one
+   * is discarded (best effort: what is left is discarded at the next start or rebuild).
+   */
+  async #abandonRebuild(backend: ReadmodelStoreBackend): Promise<void> {
+    const rebuild = this.#rebuild;
+    if (rebuild === undefined) return;
+    this.#rebuild = undefined;
+    this.#lastPosition = rebuild.servedPosition;
+    this.#lastEventTimestamp = rebuild.servedTimestamp;
+    this.#persistedPosition = rebuild.servedPosition;
+    // Without the lock the next generation may be another instance's rebuild by now.
+    if (backend.tryLock !== undefined && !this.#lockHeld) return;
+    await this.#discardNextGeneration(backend).catch(() => undefined);
+  }
+
+  /** At a start: a next generation left by a crash (its checkpoint is past 0) is discarded, not resumed. */
+  async #discardLeftoverGeneration(backend: ReadmodelStoreBackend): Promise<void> {
+    if (!supportsGenerations(backend)) return;
+    if ((await backend.getCheckpoint(nextGenerationCheckpoint(this.#h.name))) === 0) return;
+    await this.#discardNextGeneration(backend);
+  }
+
+  async #discardNextGeneration(backend: ReadmodelStoreBackend): Promise<void> {
+    const name = this.#h.name;
+    await backend.transaction(async () => {
+      await clearNextGeneration(backend, name);
+      await backend.setCheckpoint(nextGenerationCheckpoint(name), 0);
+    });
   }
 
   async #replayFromStore(signal: AbortSignal, before: number): Promise<number> {
@@ -990,6 +1142,10 @@ export class HandlerRunner {
       if (fresh.length === 0) continue;
       await this.#apply(fresh, true);
       n += fresh.length;
+      if (this.#rebuild !== undefined) {
+        this.#rebuild.replayed = before + n;
+        this.#rebuild.targetHead = Math.max(this.#rebuild.targetHead, host.knownHead());
+      }
       if (before + n >= nextProgress) {
         nextProgress += this.#delivery.progressEvery;
         host.publish("RestoreProgress", {

@@ -43,6 +43,8 @@ interface PendingWrites {
   readonly docs: Map<string, Map<string, string | null>>;
   readonly cleared: Set<string>;
   readonly checkpoints: Map<string, number>;
+  /** replaceCollection calls, [target, source], applied at commit after the document writes. */
+  readonly moves: [string, string][];
 }
 
 type Where = ListOptions["where"];
@@ -154,7 +156,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     if (this.pending() !== undefined) return fn();
     this.ready();
     await this.acquire();
-    const tx: PendingWrites = { active: true, docs: new Map(), cleared: new Set(), checkpoints: new Map() };
+    const tx: PendingWrites = { active: true, docs: new Map(), cleared: new Set(), checkpoints: new Map(), moves: [] };
     try {
       const result = await this.context.run(tx, fn);
       tx.active = false;
@@ -164,6 +166,23 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
       tx.active = false;
       this.release();
     }
+  }
+
+  /**
+   * Makes `target` hold exactly the documents `source` holds and empties
+   * `source`, in one write transaction (a readmodel's restore from zero
+   * switches generations with it). Inside a transaction it is applied at
+   * commit, after the transaction's document writes; reads inside that
+   * transaction do not see it.
+   */
+  async replaceCollection(target: string, source: string): Promise<void> {
+    assertCollectionName(target);
+    assertCollectionName(source);
+    if (target === source) return;
+    await this.write("replaceCollection", (tx) => {
+      if (tx !== undefined) tx.moves.push([target, source]);
+      else if (this.ready().writeTransaction(() => this.move(target, source))) this.registered.add(target);
+    });
   }
 
   async getCheckpoint(handler: string): Promise<number> {
@@ -324,7 +343,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   private commit(tx: PendingWrites): void {
-    if (tx.cleared.size === 0 && tx.docs.size === 0 && tx.checkpoints.size === 0) return;
+    if (tx.cleared.size === 0 && tx.docs.size === 0 && tx.checkpoints.size === 0 && tx.moves.length === 0) return;
     const touched: string[] = [];
     const fenced = [...tx.checkpoints.keys()].filter((h) => this.leases.fenced(h));
     this.fencedWrite("transaction commit", fenced, () => {
@@ -332,6 +351,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
       for (const name of names) {
         if (this.applyCollection(tx, name)) touched.push(name);
       }
+      for (const [target, source] of tx.moves) if (this.move(target, source)) touched.push(target);
       for (const [handler, position] of tx.checkpoints) this.upsertCheckpoint(handler, position);
     });
     for (const name of touched) this.registered.add(name);
@@ -376,6 +396,15 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     }
     if (put) this.register(name);
     return put;
+  }
+
+  /** Moves the documents of `source` over those of `target` (inside a write transaction); true when it moved some. */
+  private move(target: string, source: string): boolean {
+    const db = this.db;
+    db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ?`).run(target);
+    const moved = db.statement(`UPDATE ${this.docsTable} SET collection = ? WHERE collection = ?`).run(target, source).changes;
+    if (moved > 0) this.register(target);
+    return moved > 0;
   }
 
   private register(collection: string): void {

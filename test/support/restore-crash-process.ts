@@ -2,8 +2,8 @@
  * A process for test/readmodel-restore-crash.int.test.ts (run with
  * `node --import tsx`): opens the SQLite file, starts, then restores
  * CounterTotals from zero and kills itself with SIGKILL at `killAt`:
- * - "after-clear": the readmodel's collections are cleared, its checkpoint is
- *   not reset yet (between the two writes of a restore from zero);
+ * - "after-clear": the new generation's collections are cleared, its checkpoint
+ *   is not reset yet (inside the transaction that starts a restore from zero);
  * - "first-replayed": the first replayed event is being applied.
  * It exits with code 3 if it got past the kill point (the test then fails).
  */

@@ -1,0 +1,133 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+
+/**
+ * Blue-green generations of a readmodel's documents. The served generation
+ * lives in the backend's collections `<name>:<collection>` under the
+ * checkpoint `<name>`; a restore from zero builds the next one beside it, in
+ * `<name>#rebuild:<collection>` under the checkpoint `<name>#rebuild`, and
+ * replaces the served collections with it in one backend transaction when it
+ * is complete. Which generation `collection()` reaches is decided per call by
+ * an async context: the runner applies the rebuild's batches inside
+ * `inNextGeneration`, everything else (queries, live delivery) reaches the
+ * served one.
+ * @internal
+ */
+
+/** Suffix of the next generation's checkpoint and collection prefix. */
+const NEXT = "#rebuild";
+
+/** The checkpoint key of the generation being built for `readmodel`. */
+export function nextGenerationCheckpoint(readmodel: string): string {
+  return `${readmodel}${NEXT}`;
+}
+
+/** The collection prefix of the served generation. */
+export function servedPrefix(readmodel: string): string {
+  return `${readmodel}:`;
+}
+
+/** The collection prefix of the generation being built. */
+export function nextPrefix(readmodel: string): string {
+  return `${readmodel}${NEXT}:`;
+}
+
+/** The readmodel names whose next generation the current async context writes to. */
+const building = new AsyncLocalStorage<string>();
+
+/** Runs fn so that the collections of `readmodel` reached inside it are those of its next generation. */
+export function inNextGeneration<R>(readmodel: string, fn: () => Promise<R>): Promise<R> {
+  return building.run(readmodel, fn);
+}
+
+/** The collection prefix `readmodel`'s collections resolve to in the current async context. */
+export function currentPrefix(readmodel: string): string {
+  return building.getStore() === readmodel ? nextPrefix(readmodel) : servedPrefix(readmodel);
+}
+
+/**
+ * The optional backend capability the switch uses: makes `target` hold
+ * exactly the documents of `source` and empties `source`, joining a running
+ * transaction (memory, SQLite and Postgres have it). A backend without it
+ * restores from zero in place (readers may see the rebuild in progress).
+ */
+export interface CollectionReplacing {
+  replaceCollection(target: string, source: string): Promise<void>;
+}
+
+/** Whether `backend` can switch generations (it has `replaceCollection`). */
+export function supportsGenerations(backend: ReadmodelStoreBackend): backend is ReadmodelStoreBackend & CollectionReplacing {
+  return typeof (backend as Partial<CollectionReplacing>).replaceCollection === "function";
+}
+
+/**
+ * The switch (inside the caller's transaction): every collection of the next
+ * generation replaces its served counterpart, served collections the next
+ * generation does not have are emptied, and the next generation is left empty.
+ */
+export async function switchGenerations(backend: ReadmodelStoreBackend & CollectionReplacing, readmodel: string): Promise<void> {
+  const served = servedPrefix(readmodel);
+  const next = nextPrefix(readmodel);
+  const names = await backend.listCollections();
+  const built = new Set<string>();
+  for (const n of names) {
+    if (!n.startsWith(next)) continue;
+    const rest = n.slice(next.length);
+    built.add(rest);
+    await backend.replaceCollection(served + rest, n);
+  }
+  for (const n of names) {
+    if (n.startsWith(served) && !built.has(n.slice(served.length))) await backend.collection(n).clear();
+  }
+}
+
+/** Empties every collection of the next generation (inside the caller's transaction). */
+export async function clearNextGeneration(backend: ReadmodelStoreBackend, readmodel: string): Promise<void> {
+  const next = nextPrefix(readmodel);
+  for (const n of await backend.listCollections()) if (n.startsWith(next)) await backend.collection(n).clear();
+}
+
+/**
+ * A readmodel's collection that resolves, per call, to the served generation
+ * or (inside `inNextGeneration`) to the one being built.
+ */
+export class GenerationalCollection<T> implements ReadmodelCollection<T> {
+  readonly #backend: () => ReadmodelStoreBackend;
+  readonly #readmodel: string;
+  readonly #name: string;
+
+  constructor(backend: () => ReadmodelStoreBackend, readmodel: string, name: string) {
+    this.#backend = backend;
+    this.#readmodel = readmodel;
+    this.#name = name;
+  }
+
+  #target(): ReadmodelCollection<T> {
+    return this.#backend().collection<T>(currentPrefix(this.#readmodel) + this.#name);
+  }
+
+  get(key: string): Promise<T | undefined> {
+    return this.#target().get(key);
+  }
+  getMany(keys: readonly string[]): Promise<Map<string, T>> {
+    return this.#target().getMany(keys);
+  }
+  put(key: string, doc: T): Promise<void> {
+    return this.#target().put(key, doc);
+  }
+  putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
+    return this.#target().putMany(entries);
+  }
+  delete(key: string): Promise<boolean> {
+    return this.#target().delete(key);
+  }
+  list(opts?: ListOptions): Promise<T[]> {
+    return this.#target().list(opts);
+  }
+  count(where?: ListOptions["where"]): Promise<number> {
+    return this.#target().count(where);
+  }
+  clear(): Promise<void> {
+    return this.#target().clear();
+  }
+}
