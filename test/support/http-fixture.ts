@@ -2,7 +2,8 @@
  * Shared fixture of the http-*.e2e tests: a started facade with the Todo
  * domain, store permissions and the system-event producer; a test-only
  * credential resolver with an administrator and an ordinary user; and a real
- * node:http server on 127.0.0.1:0.
+ * node:http server on 127.0.0.1:0, serving the handler by either of
+ * toNodeListener's two paths.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -15,7 +16,14 @@ import {
   createFacade,
   registerStorePermissions,
 } from "mneme";
-import { type CredentialResolver, type HttpHandler, type HttpHandlerOptions, createHttpHandler, toNodeListener } from "mneme/http";
+import {
+  type CredentialResolver,
+  type HttpHandler,
+  type HttpHandlerOptions,
+  type NodeListener,
+  createHttpHandler,
+  toNodeListener,
+} from "mneme/http";
 import { registerTodo } from "../../examples/todo/todo-domain.js";
 
 export const TENANT_SYS = "0190f5e4-0000-7000-8000-00000000d000";
@@ -82,10 +90,24 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/**
+ * How toNodeListener serves a handler: "direct" straight from node:http (a
+ * handler made by createHttpHandler), "fetch" through a Request and a Response
+ * (any other handler; here createHttpHandler's behind a wrapper). The e2e tests
+ * run on both: they must behave the same.
+ */
+export const HTTP_PATHS = ["direct", "fetch"] as const;
+export type HttpPath = (typeof HTTP_PATHS)[number];
+
+/** toNodeListener(handler) on the given path. */
+export function nodeListenerFor(handler: HttpHandler, path: HttpPath): NodeListener {
+  return toNodeListener(path === "direct" ? handler : (request) => handler(request));
+}
+
 /** Serves the handler over node:http on 127.0.0.1 with a free port. */
-export async function serve(facade: Facade, options: HttpHandlerOptions = {}): Promise<TestServer> {
+export async function serve(facade: Facade, options: HttpHandlerOptions = {}, path: HttpPath = "direct"): Promise<TestServer> {
   const handler = createHttpHandler(facade, { resolveCredentials: testResolver, ...options });
-  const nodeListener = toNodeListener(handler);
+  const nodeListener = nodeListenerFor(handler, path);
   const server = createServer((req, res) => void nodeListener(req, res));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
