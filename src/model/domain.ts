@@ -75,6 +75,62 @@ export interface AggregateOptions<S, E = Record<string, any>> {
   readonly evolve: EvolveMap<S, E> | readonly EvolveStep<S>[] | ((on: EvolveOn<S>) => readonly EvolveStep<S>[]);
   /** Default `"tenant"`: the aggregate belongs to the tenant of its first event. `"global"` opts out. */
   readonly tenancy?: AggregateTenancy;
+  /**
+   * Keep the folded state every this many versions (a positive integer), so a
+   * load reads the newest snapshot plus the events after it. Default: no snapshots.
+   */
+  readonly snapshotEvery?: number;
+  /**
+   * The version of the state's shape (an integer >= 1, default 1): snapshots
+   * of another snapshotVersion are ignored, so bump it whenever `evolve` or
+   * `initialState` changes what a fold produces.
+   */
+  readonly snapshotVersion?: number;
+}
+
+/** An aggregate type's snapshot settings, as validated by `Domain.aggregate`. */
+export interface AggregateSnapshotOptions {
+  /** Versions between two snapshots; undefined: the aggregate keeps no snapshots. */
+  readonly snapshotEvery: number | undefined;
+  /** The snapshotVersion snapshots are saved and read with (>= 1). */
+  readonly snapshotVersion: number;
+}
+
+/**
+ * The snapshot settings of an aggregate type: those `Domain.aggregate` was
+ * given, or none (`snapshotEvery` undefined, `snapshotVersion` 1) for an
+ * aggregate type made some other way.
+ * @example
+ * const { snapshotEvery, snapshotVersion } = snapshotOptionsOf(TodoAggregate);
+ * if (snapshotEvery !== undefined && version % snapshotEvery === 0) await snapshots.save({ ..., version, snapshotVersion });
+ */
+export function snapshotOptionsOf(aggregate: AggregateType<any>): AggregateSnapshotOptions {
+  const o = aggregate as Partial<AggregateSnapshotOptions>;
+  const every = o.snapshotEvery;
+  const version = o.snapshotVersion;
+  return {
+    snapshotEvery: typeof every === "number" && Number.isSafeInteger(every) && every >= 1 ? every : undefined,
+    snapshotVersion: typeof version === "number" && Number.isSafeInteger(version) && version >= 1 ? version : 1,
+  };
+}
+
+/** Validates the snapshot options of `Domain.aggregate` (INVALID_DOMAIN), with the default snapshotVersion 1. */
+function checkSnapshotOptions(what: string, o: AggregateOptions<any, any>): AggregateSnapshotOptions {
+  const every = o.snapshotEvery;
+  if (every !== undefined && (typeof every !== "number" || !Number.isSafeInteger(every) || every < 1)) {
+    throw new MnemeError("INVALID_DOMAIN", `${what}: snapshotEvery must be a positive integer, got ${describeValue(every)}`);
+  }
+  const version = o.snapshotVersion === undefined ? 1 : o.snapshotVersion;
+  if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 1) {
+    throw new MnemeError("INVALID_DOMAIN", `${what}: snapshotVersion must be an integer >= 1, got ${describeValue(version)}`);
+  }
+  return { snapshotEvery: every, snapshotVersion: version };
+}
+
+/** A number as written, a string quoted, anything else by its type (a BigInt cannot go through JSON.stringify). */
+function describeValue(v: unknown): string {
+  if (typeof v === "number") return String(v);
+  return typeof v === "string" ? JSON.stringify(v) : v === null ? "null" : typeof v;
 }
 
 /** What a domain holds, by name: its types, and the handlers and permissions attached to it. */
@@ -101,7 +157,8 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
   /** An event of the domain's event map (its payload type from the map). */
   event<K extends keyof E & string>(name: K, opts?: { description?: string; schema?: JsonSchema }): EventType<E[K]>;
   event<P>(name: string, opts?: { description?: string; schema?: JsonSchema }): EventType<P>;
-  aggregate<S>(name: string, opts: AggregateOptions<S, E>): AggregateType<S>;
+  /** An aggregate type; it carries its snapshot settings (see {@link snapshotOptionsOf}). */
+  aggregate<S>(name: string, opts: AggregateOptions<S, E>): AggregateType<S> & AggregateSnapshotOptions;
   handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void;
   handleQuery<P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>): void;
   /**
@@ -265,7 +322,7 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
       return type;
     },
 
-    aggregate<S>(aggName: string, o: AggregateOptions<S, E>): AggregateType<S> {
+    aggregate<S>(aggName: string, o: AggregateOptions<S, E>): AggregateType<S> & AggregateSnapshotOptions {
       checkName("aggregate", aggName);
       if (aggregates.has(aggName)) throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} is defined twice`);
       if (typeof o.initialState !== "function")
@@ -277,16 +334,19 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
           `aggregate ${name}.${aggName}: tenancy must be "tenant" or "global", got ${JSON.stringify(tenancy)}`,
         );
       }
+      const snapshots = checkSnapshotOptions(`aggregate ${name}.${aggName}`, o);
       const evolve = Object.freeze(evolveMapOf(`aggregate ${name}.${aggName}`, o.evolve));
       for (const [key, fn] of Object.entries(evolve)) {
         if (typeof fn !== "function")
           throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: evolve.${key} must be a function`);
       }
-      const type: AggregateType<S> = Object.freeze({
+      const type: AggregateType<S> & AggregateSnapshotOptions = Object.freeze({
         kind: "aggregate" as const,
         domain: name,
         name: aggName,
         tenancy,
+        snapshotEvery: snapshots.snapshotEvery,
+        snapshotVersion: snapshots.snapshotVersion,
         initialState: o.initialState,
         evolve,
         apply(state: S, event: Event): S {
