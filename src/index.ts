@@ -56,6 +56,7 @@ export { MemoryDataStore } from "./memory/memory-data-store.js";
 export { MemoryCacheStore } from "./memory/memory-cache-store.js";
 export { MemoryLogStore } from "./memory/memory-log-store.js";
 export { MemoryReadmodelStoreBackend } from "./memory/memory-readmodel-store-backend.js";
+export { MemorySnapshotStore } from "./memory/memory-snapshot-store.js";
 export { FilesystemDataStore } from "./store-fs/filesystem-data-store.js";
 
 export type {

@@ -4,12 +4,14 @@ import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { SnapshotStore } from "../store/snapshot-store.js";
 import { SqliteCommandStore } from "./sqlite-command-store.js";
 import { SqliteDatabase, type SqliteOpenOptions, validateTablePrefix } from "./sqlite-database.js";
 import type { SqliteDriverDatabase } from "./sqlite-driver.js";
 import { SqliteEventRepository } from "./sqlite-event-repository.js";
 import { SqliteLogStore } from "./sqlite-log-store.js";
 import { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js";
+import { SqliteSnapshotStore } from "./sqlite-snapshot-store.js";
 
 /** Options of {@link createSqliteBackends}: a file to open, or a better-sqlite3 Database the caller owns (and closes). */
 export type SqliteBackendsOptions = (
@@ -30,14 +32,16 @@ export interface SqliteBackends {
   readonly commandStore: SqliteCommandStore & CommandStore;
   readonly logStore: SqliteLogStore & LogStore;
   readonly readmodelStoreBackend: SqliteReadmodelStoreBackend & ReadmodelStoreBackend;
+  /** Aggregate snapshots, in the events' file. */
+  readonly snapshotStore: SqliteSnapshotStore & SnapshotStore;
   /** Closes every store and then the file (when opened from `filename`); idempotent. */
   close(): Promise<void>;
 }
 
 /**
  * Every SQLite store over one shared connection: one file holds events,
- * commands, logs and readmodels. The connection closes when the last store is
- * closed (e.g. by `facade.stop()`), or with `close()`.
+ * commands, logs, readmodels and aggregate snapshots. The connection closes
+ * when the last store is closed (e.g. by `facade.stop()`), or with `close()`.
  *
  * Several processes (or several calls of this in one process) may share the
  * file: each is one instance that sees the others' appends within
@@ -70,11 +74,13 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
   }
   const commandStore = new SqliteCommandStore(shared);
   const logStore = new SqliteLogStore(shared);
+  const snapshotStore = new SqliteSnapshotStore(shared);
   return {
     eventRepository,
     commandStore,
     logStore,
     readmodelStoreBackend,
-    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend], () => connection.close()),
+    snapshotStore,
+    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore], () => connection.close()),
   };
 }

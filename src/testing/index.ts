@@ -6,5 +6,6 @@ export { describeDataStoreContract } from "./data-store-contract.js";
 export { describeCacheStoreContract } from "./cache-store-contract.js";
 export { describeLogStoreContract } from "./log-store-contract.js";
 export { describeReadmodelStoreBackendContract } from "./readmodel-store-backend-contract.js";
+export { describeSnapshotStoreContract } from "./snapshot-store-contract.js";
 export { createTestFacade, testReqCtx, type TestFacadeOptions } from "./test-facade.js";
 export { scenario, type ExpectedEvent, type ScenarioGiven, type ScenarioWhen, type ScenarioThen } from "./scenario.js";
