@@ -10,7 +10,8 @@ import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
 import { type CredentialResolver, type HttpHandlerOptions, resolveHttpOptions } from "./options.js";
 import { fetchInbound, type HeaderReader, type InboundRequest, type Reply, toResponse, withDirectHandler } from "./exchange.js";
 import { errorResponse, problemResponse } from "./problem.js";
-import { buildRoutes, type RouteContext } from "./routes.js";
+import { buildRoutes, type Route, type RouteContext } from "./routes.js";
+import type { RouteMatch } from "./router.js";
 
 /** A Fetch API request handler: mount it in node:http, Express, Fastify, Hono, Deno or Bun. */
 export type HttpHandler = (request: Request) => Promise<Response>;
@@ -52,13 +53,20 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
   const problems = { typeBase: opts.problemTypeBase, onError: opts.onError };
 
   /** Undefined when no route matches the path (the caller answers 404, or serves it otherwise). */
-  const handle = async (request: InboundRequest, method: string): Promise<Reply | undefined> => {
+  const handle = async (request: InboundRequest, method: string, direct: boolean): Promise<Reply | undefined> => {
     let path = request.pathname;
     if (opts.basePath !== "") {
       if (path !== opts.basePath && !path.startsWith(`${opts.basePath}/`)) return undefined;
       path = path.slice(opts.basePath.length) || "/";
     }
-    const match = router.match(method, path);
+    let match: RouteMatch<Route>;
+    try {
+      match = router.match(method, path);
+    } catch (e) {
+      // A path no route can match (a malformed escape): on node:http the Fetch handler decides, as for any other.
+      if (direct) return undefined;
+      throw e;
+    }
     if (match.kind === "not-found") return undefined;
     if (match.kind === "method-not-allowed") {
       const allow = [...match.allow, "OPTIONS"].join(", ");
@@ -179,12 +187,12 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
   }
 
   /** The reply of a matching route (errors as problems), or undefined when no route matches. */
-  const answer = async (request: InboundRequest): Promise<Reply | undefined> => {
+  const answer = async (request: InboundRequest, direct: boolean): Promise<Reply | undefined> => {
     // HEAD is GET without the body: same status and headers (a stream, such as SSE, is closed at once).
     const head = request.method === "HEAD";
     let reply: Reply | undefined;
     try {
-      reply = await handle(request, head ? "GET" : request.method);
+      reply = await handle(request, head ? "GET" : request.method, direct);
     } catch (e) {
       reply =
         e instanceof UnsupportedMediaType
@@ -205,9 +213,9 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     } catch (e) {
       return toResponse(errorResponse(problems, e, () => request));
     }
-    return toResponse((await answer(inbound)) ?? notFound(inbound.pathname));
+    return toResponse((await answer(inbound, false)) ?? notFound(inbound.pathname));
   };
-  return withDirectHandler(handler, { answer });
+  return withDirectHandler(handler, { answer: (request) => answer(request, true) });
 }
 
 /** The path below basePath; undefined when it is not below it. */

@@ -148,8 +148,8 @@ class NodeInbound implements InboundRequest {
   readonly #search: string;
   #query: URLSearchParams | undefined;
   #headers: Map<string, string> | undefined;
+  readonly #res: ServerResponse;
   #abort: AbortController | undefined;
-  #closed = false;
 
   /** Undefined when the request is better served through the Fetch API (see PLAIN_TARGET, PLAIN_HOST). */
   static of(req: IncomingMessage, res: ServerResponse): NodeInbound | undefined {
@@ -179,17 +179,13 @@ class NodeInbound implements InboundRequest {
     this.method = method;
     this.pathname = pathname;
     this.#search = search;
+    this.#res = res;
     this.hasBody = method !== "GET" && method !== "HEAD";
-    res.once("close", () => {
-      if (res.writableFinished) return;
-      this.#closed = true;
-      this.#abort?.abort();
-    });
   }
 
   /** The client went away before the answer was complete. */
   get closed(): boolean {
-    return this.#closed;
+    return this.#res.destroyed && !this.#res.writableFinished;
   }
 
   get searchParams(): URLSearchParams {
@@ -205,10 +201,16 @@ class NodeInbound implements InboundRequest {
     return (this.#headers ??= headerMap(this.#req.rawHeaders)).get(name) ?? null;
   }
 
+  /** Made when a route asks for it (most never do): from then on it follows the response's "close". */
   get signal(): AbortSignal {
     if (this.#abort === undefined) {
-      this.#abort = new AbortController();
-      if (this.#closed) this.#abort.abort();
+      const abort = (this.#abort = new AbortController());
+      const res = this.#res;
+      if (this.closed) abort.abort();
+      else
+        res.once("close", () => {
+          if (!res.writableFinished) abort.abort();
+        });
     }
     return this.#abort.signal;
   }

@@ -20,32 +20,38 @@ const MAX_SEGMENT = 1024;
  * percent-decoded; a malformed escape is INVALID_REQUEST.
  */
 export class Router<T> {
-  readonly #entries: Entry<T>[] = [];
+  /** Entries by segment count (a pattern matches paths of its own count only), each list in the order added. */
+  readonly #bySize = new Map<number, Entry<T>[]>();
 
   /** Adds a route; a second route of the same method and pattern is a programming error. */
   add(method: string, pattern: string, value: T): this {
     const segments = pattern.split("/").slice(1);
-    if (this.#entries.some((e) => e.method === method && e.segments.join("/") === segments.join("/"))) {
+    let entries = this.#bySize.get(segments.length);
+    if (entries === undefined) this.#bySize.set(segments.length, (entries = []));
+    if (entries.some((e) => e.method === method && e.segments.join("/") === segments.join("/"))) {
       throw new Error(`route ${method} ${pattern} is defined twice`);
     }
-    this.#entries.push({ method, segments, value });
+    entries.push({ method, segments, value });
     return this;
   }
 
   /** Matches a method and a (still percent-encoded) pathname. */
   match(method: string, pathname: string): RouteMatch<T> {
     const segments = splitPath(pathname);
-    if (segments === undefined) return { kind: "not-found" };
-    const allow = new Set<string>();
-    for (const e of this.#entries) {
+    const entries = segments === undefined ? undefined : this.#bySize.get(segments.length);
+    if (segments === undefined || entries === undefined) return NOT_FOUND;
+    let allow: Set<string> | undefined;
+    for (const e of entries) {
       const params = matchSegments(e.segments, segments);
       if (params === undefined) continue;
       if (e.method === method) return { kind: "found", value: e.value, params };
-      allow.add(e.method);
+      (allow ??= new Set()).add(e.method);
     }
-    return allow.size === 0 ? { kind: "not-found" } : { kind: "method-not-allowed", allow: [...allow].sort() };
+    return allow === undefined ? NOT_FOUND : { kind: "method-not-allowed", allow: [...allow].sort() };
   }
 }
+
+const NOT_FOUND = Object.freeze({ kind: "not-found" as const });
 
 function splitPath(pathname: string): string[] | undefined {
   if (!pathname.startsWith("/")) return undefined;
