@@ -19,6 +19,7 @@ import type { DataStore } from "../store/data-store.js";
 import type { AppendOptions, EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
 import { jsonSafeProblem, sealJsonSafe } from "../store/json-safe.js";
+import { AggregateCache, type AggregateCacheOptions, type AggregateCacheStats } from "./aggregate-cache.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { newUuid, nowNs } from "../model/clock.js";
 import {
@@ -68,6 +69,12 @@ export interface FacadeOptions {
    * `HandlersInStandby` system event and a `warn` LogStore entry).
    */
   readonly start?: { readonly waitForStandby?: number };
+  /**
+   * The in-process cache of folded aggregate state (on by default, 10,000
+   * aggregates): a load reads and folds only the events after the cached
+   * version. `false` turns it off.
+   */
+  readonly aggregateCache?: AggregateCacheOptions | false;
 }
 
 type FacadeState = "new" | "starting" | "started" | "stopping" | "stopped";
@@ -112,6 +119,7 @@ export class Facade implements FacadeHandle {
   /** Per registered name: the object given, its runner, its handle. */
   readonly #registered = new Map<string, Registration>();
   readonly #locks = new KeyedLock();
+  readonly #aggregateCache: AggregateCache | undefined;
   readonly #delivery: DeliveryOptions;
   readonly #startHooks: ((facade: Facade) => Promise<void> | void)[] = [];
   readonly #host: HandlerHost;
@@ -137,6 +145,7 @@ export class Facade implements FacadeHandle {
     this.logStore = options.logStore ?? new MemoryLogStore();
     this.readmodelStoreBackend = options.readmodelStoreBackend ?? new MemoryReadmodelStoreBackend();
     this.#recordsWithAppend = this.eventRepository.joinCommandStore?.(this.commandStore) === true;
+    this.#aggregateCache = options.aggregateCache === false ? undefined : new AggregateCache(options.aggregateCache);
     this.permissions = new PermissionRegistry(options.authorizer, { facade: this });
     const se = options.systemEvents;
     this.systemEvents = new SystemEventProducer(typeof se === "object" ? se : {});
@@ -178,6 +187,11 @@ export class Facade implements FacadeHandle {
   /** The registered event handlers by name. */
   get eventHandlers(): ReadonlyMap<string, BaseEventHandler> {
     return this.#handlers;
+  }
+
+  /** Size, bounds and hit counts of the aggregate cache; undefined when it is off. */
+  aggregateCacheStats(): AggregateCacheStats | undefined {
+    return this.#aggregateCache?.stats();
   }
 
   /** The highest event position this facade has seen. */
@@ -471,6 +485,8 @@ export class Facade implements FacadeHandle {
     const cmdType = this.resolveCommand(type as CommandType<any, any>);
     const domain = this.#domains.get(cmdType.domain)!;
     const reqCtx = normaliseReqCtx(opts.reqCtx);
+    // What the events and the record keep: a deeply frozen copy taken now (the handler sees the caller's object).
+    const storedCtx = sealJsonSafe(reqCtx);
     const envelope: CommandEnvelope<P> = {
       commandUuid: messageUuid(opts.commandUuid, "commandUuid"),
       domain: cmdType.domain,
@@ -479,6 +495,7 @@ export class Facade implements FacadeHandle {
       reqCtx,
     };
     let stage: CommandStatus = "denied";
+    let ctx: DispatchContext | undefined;
     let appended: Event[] | undefined;
     let result: unknown;
     try {
@@ -496,7 +513,7 @@ export class Facade implements FacadeHandle {
       this.schemas.validate(cmdType, payload);
       const handler = domain.commandHandlers.get(cmdType.name);
       if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${cmdType.domain}.${cmdType.name} has no handler`);
-      const ctx = new DispatchContext(this.#ctxHost, envelope.commandUuid, reqCtx);
+      ctx = new DispatchContext(this.#ctxHost, envelope.commandUuid, reqCtx);
       try {
         let out = handler(ctx, envelope, payload);
         if (out instanceof Promise) out = await out;
@@ -508,7 +525,7 @@ export class Facade implements FacadeHandle {
           events = normalised.events;
           result = normalised.result;
         }
-        if (events.length > 0) appended = await this.#append(events, envelope, ctx.loader, cmdType, t0);
+        if (events.length > 0) appended = await this.#append(events, envelope, storedCtx, ctx.loader, cmdType, t0);
       } finally {
         ctx.release();
       }
@@ -516,7 +533,10 @@ export class Facade implements FacadeHandle {
       const error = isMnemeError(err)
         ? err
         : new MnemeError("HANDLER_FAILED", `command ${cmdType.domain}.${cmdType.name} failed: ${errorMessage(err)}`, { cause: err });
-      await this.#record(cmdType, envelope, stage, [], error, t0);
+      // Another writer moved an aggregate this command loaded: its cached state is not worth keeping.
+      if (error.code === "CONFLICT" && this.#aggregateCache !== undefined)
+        ctx?.loader?.forEachLoaded((uuid) => this.#aggregateCache!.invalidate(uuid));
+      await this.#record(cmdType, envelope, storedCtx, stage, [], error, t0);
       const tenant = tenantOf(reqCtx);
       if (this.systemEvents.running) {
         this.systemEvents.publish(
@@ -537,7 +557,8 @@ export class Facade implements FacadeHandle {
     if (appended === undefined) appended = [];
     else if (!this.#pushesLocally) this.#deliver(appended);
     // With events, a joined repository committed the record with them already.
-    if (appended.length === 0 || !this.#recordsWithAppend) await this.#record(cmdType, envelope, "succeeded", appended, undefined, t0);
+    if (appended.length === 0 || !this.#recordsWithAppend)
+      await this.#record(cmdType, envelope, storedCtx, "succeeded", appended, undefined, t0);
     if (this.systemEvents.running) {
       const tenant = tenantOf(reqCtx) || undefined;
       this.systemEvents.publish(
@@ -607,11 +628,12 @@ export class Facade implements FacadeHandle {
   #append(
     events: readonly NewEvent[],
     envelope: CommandEnvelope,
+    storedCtx: RequestContext,
     loader: CommandAggregates | undefined,
     type: CommandType<any, any>,
     t0: number,
   ): Promise<Event[]> {
-    const reqCtx = envelope.reqCtx;
+    const reqCtx = storedCtx;
     const tenantUuid = tenantOf(reqCtx);
     const createdAt = nowNs();
     const out: NewEvent[] = new Array(events.length);
@@ -687,6 +709,7 @@ export class Facade implements FacadeHandle {
       opts.commandRecord = this.#commandRecord(
         type,
         envelope,
+        storedCtx,
         "succeeded",
         out.map((e) => e.eventUuid!),
         undefined,
@@ -724,6 +747,7 @@ export class Facade implements FacadeHandle {
   #commandRecord(
     type: CommandType<any, any>,
     envelope: CommandEnvelope,
+    storedCtx: RequestContext,
     status: CommandStatus,
     eventUuids: string[],
     error: MnemeError | undefined,
@@ -733,8 +757,8 @@ export class Facade implements FacadeHandle {
       commandUuid: envelope.commandUuid,
       domain: envelope.domain,
       name: envelope.name,
-      tenantUuid: tenantOf(envelope.reqCtx),
-      reqCtx: envelope.reqCtx,
+      tenantUuid: tenantOf(storedCtx),
+      reqCtx: storedCtx,
       payload: redact(envelope.payload, type.secretFields),
       status,
       eventUuids,
@@ -748,6 +772,7 @@ export class Facade implements FacadeHandle {
   async #record(
     type: CommandType<any, any>,
     envelope: CommandEnvelope,
+    storedCtx: RequestContext,
     status: CommandStatus,
     events: readonly Event[],
     error: MnemeError | undefined,
@@ -758,6 +783,7 @@ export class Facade implements FacadeHandle {
         this.#commandRecord(
           type,
           envelope,
+          storedCtx,
           status,
           events.map((e) => e.eventUuid),
           error,
@@ -831,8 +857,24 @@ export class Facade implements FacadeHandle {
     if (aggregate?.kind !== "aggregate") throw new MnemeError("INVALID_REQUEST", "load takes an aggregate type");
     if (typeof aggregateUuid !== "string" || aggregateUuid === "")
       throw new MnemeError("INVALID_REQUEST", `${aggregate.domain}.${aggregate.name}: aggregateUuid must be a non-empty string`);
-    const events = await this.eventRepository.loadAggregate(aggregateUuid);
     const tenant = opts.tenantUuid;
+    const cache = this.#aggregateCache;
+    const cached = cache?.accepts(aggregate) === true ? cache.get(aggregate, aggregateUuid) : undefined;
+    if (cached !== undefined) {
+      if (tenant !== undefined && aggregate.tenancy !== "global" && cached.tenantUuid !== tenant)
+        throw aggregateNotFound(aggregate, aggregateUuid);
+      // Only what was appended since (here or by another process) is read and folded.
+      const newer = await this.eventRepository.loadAggregate(aggregateUuid, { fromVersion: cached.version + 1 });
+      let state: S = cached.state;
+      let version = cached.version;
+      for (const e of newer) {
+        state = aggregate.apply(state, e);
+        version = e.version;
+      }
+      if (newer.length > 0) cache!.set(aggregate, aggregateUuid, state, version, cached.tenantUuid);
+      return { state, version };
+    }
+    const events = await this.eventRepository.loadAggregate(aggregateUuid);
     if (tenant !== undefined && aggregate.tenancy !== "global" && events.length > 0 && events[0]!.tenantUuid !== tenant) {
       throw aggregateNotFound(aggregate, aggregateUuid);
     }
@@ -842,6 +884,7 @@ export class Facade implements FacadeHandle {
       state = aggregate.apply(state, e);
       version = e.version;
     }
+    if (cache !== undefined && version > 0) cache.set(aggregate, aggregateUuid, state, version, events[0]!.tenantUuid);
     return { state, version };
   }
 }
@@ -895,6 +938,10 @@ class CommandAggregates implements AggregateLoader {
 
   loadedVersion(aggregateUuid: string): number | undefined {
     return this.#versions.get(aggregateUuid);
+  }
+
+  forEachLoaded(fn: (aggregateUuid: string) => void): void {
+    for (const uuid of this.#versions.keys()) fn(uuid);
   }
 
   loadedTenancy(aggregateUuid: string): AggregateTenancy | undefined {
@@ -1055,10 +1102,8 @@ function checkPayload(type: { domain: string; name: string }, payload: unknown):
   }
 }
 
-const EMPTY_REQ_CTX: RequestContext = sealJsonSafe({});
-
 function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
-  if (reqCtx === undefined) return EMPTY_REQ_CTX;
+  if (reqCtx === undefined) return {};
   if (!isPlainObject(reqCtx)) throw new MnemeError("INVALID_REQUEST", "reqCtx must be an object");
   // Every event of the command stores a copy of it: it must read back unchanged too.
   const problem = jsonSafeProblem(reqCtx);
@@ -1073,8 +1118,7 @@ function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
       `reqCtx.targetAggregateVersion must be an integer >= 0, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`,
     );
   }
-  // A deeply frozen copy: the caller cannot change it while the command runs, and stores share it without a second check.
-  return sealJsonSafe(reqCtx);
+  return reqCtx;
 }
 
 /** The caller's command/query uuid, or a fresh uuid v7. */

@@ -1,0 +1,199 @@
+import type { AggregateType } from "../model/tokens.js";
+
+/** Options of the aggregate cache (`createFacade({ aggregateCache })`). */
+export interface AggregateCacheOptions {
+  /** How many aggregates (uuids) it keeps, least recently used out first. Default 10,000. */
+  readonly maxAggregates?: number;
+}
+
+/** What the Runtime and the benches read of the cache. */
+export interface AggregateCacheStats {
+  readonly size: number;
+  readonly maxAggregates: number;
+  readonly hits: number;
+  readonly misses: number;
+  /** Aggregate types whose state cannot be copied (class instances, functions): folded in full on every load. */
+  readonly uncacheableTypes: readonly string[];
+}
+
+interface Entry {
+  readonly state: unknown;
+  readonly version: number;
+  /** The tenant of the aggregate's first event: the tenant check needs no event. */
+  readonly tenantUuid: string;
+}
+
+/** Thrown by copyState for a state the cache cannot copy faithfully (caught in set, never escapes). */
+class NotCopyable extends Error {}
+const NOT_COPYABLE = new NotCopyable("aggregate state cannot be copied");
+
+/**
+ * The in-process cache of folded aggregate state: per aggregate uuid and
+ * aggregate type, the state at a version and the tenant of the first event.
+ * A load folds only the events after the cached version, so it stays correct
+ * when another process appended. Entries are private copies: a handler that
+ * mutates what it loaded, or an evolve that mutates its state in place,
+ * never changes the cache. States the cache cannot copy faithfully (class
+ * instances, functions) turn caching off for their aggregate type.
+ * Bounded and least recently used out first.
+ */
+export class AggregateCache {
+  readonly maxAggregates: number;
+  /** Aggregate uuid -> (type key -> entry); Map order is the recency order. */
+  readonly #byUuid = new Map<string, Map<string, Entry>>();
+  readonly #uncacheable = new Set<string>();
+  #hits = 0;
+  #misses = 0;
+
+  constructor(opts: AggregateCacheOptions = {}) {
+    const max = opts.maxAggregates ?? 10_000;
+    if (!Number.isSafeInteger(max) || max < 1)
+      throw new RangeError(`aggregateCache.maxAggregates must be a positive integer, got ${String(max)}`);
+    this.maxAggregates = max;
+  }
+
+  /** False for a type whose state could not be copied: load it without the cache. */
+  accepts(type: AggregateType<any>): boolean {
+    return this.#uncacheable.size === 0 || !this.#uncacheable.has(typeKey(type));
+  }
+
+  /** A private copy of the cached state, its version and tenant; undefined on a miss. */
+  get<S>(type: AggregateType<S>, aggregateUuid: string): { state: S; version: number; tenantUuid: string } | undefined {
+    const types = this.#byUuid.get(aggregateUuid);
+    const entry = types?.get(typeKey(type));
+    if (entry === undefined) {
+      this.#misses++;
+      return undefined;
+    }
+    this.#hits++;
+    // Most recently used goes last.
+    this.#byUuid.delete(aggregateUuid);
+    this.#byUuid.set(aggregateUuid, types!);
+    return { state: copyState(entry.state) as S, version: entry.version, tenantUuid: entry.tenantUuid };
+  }
+
+  /**
+   * Keeps a copy of `state` at `version` unless a newer one is cached. A
+   * state that cannot be copied turns caching off for its type.
+   */
+  set(type: AggregateType<any>, aggregateUuid: string, state: unknown, version: number, tenantUuid: string): void {
+    const key = typeKey(type);
+    if (this.#uncacheable.has(key)) return;
+    let copy: unknown;
+    try {
+      copy = copyState(state);
+    } catch (e) {
+      if (e !== NOT_COPYABLE) throw e;
+      this.#uncacheable.add(key);
+      for (const types of this.#byUuid.values()) types.delete(key);
+      return;
+    }
+    let types = this.#byUuid.get(aggregateUuid);
+    if (types === undefined) {
+      types = new Map();
+    } else {
+      const current = types.get(key);
+      if (current !== undefined && current.version >= version) return;
+      this.#byUuid.delete(aggregateUuid);
+    }
+    types.set(key, { state: copy, version, tenantUuid });
+    this.#byUuid.set(aggregateUuid, types);
+    if (this.#byUuid.size > this.maxAggregates) {
+      const oldest = this.#byUuid.keys().next().value as string;
+      this.#byUuid.delete(oldest);
+    }
+  }
+
+  /** Forgets every type's entry of an aggregate (after a CONFLICT on it, for instance). */
+  invalidate(aggregateUuid: string): void {
+    this.#byUuid.delete(aggregateUuid);
+  }
+
+  /** Forgets everything. */
+  clear(): void {
+    this.#byUuid.clear();
+  }
+
+  stats(): AggregateCacheStats {
+    return {
+      size: this.#byUuid.size,
+      maxAggregates: this.maxAggregates,
+      hits: this.#hits,
+      misses: this.#misses,
+      uncacheableTypes: [...this.#uncacheable],
+    };
+  }
+}
+
+function typeKey(type: AggregateType<any>): string {
+  return `${type.domain}.${type.name}`;
+}
+
+/**
+ * A deep copy of an aggregate state made of plain objects, arrays, Map, Set,
+ * Date and primitives, keeping shared references and cycles as they are;
+ * throws NOT_COPYABLE for anything else (a class instance, a function, a
+ * symbol, an accessor or non-enumerable property, a sparse array), whose copy
+ * would not behave like the original.
+ */
+function copyState(v: unknown): unknown {
+  if (typeof v !== "object" || v === null) {
+    if (typeof v === "function" || typeof v === "symbol") throw NOT_COPYABLE;
+    return v;
+  }
+  return copyObject(v, new Map());
+}
+
+function copyValue(v: unknown, seen: Map<object, unknown>): unknown {
+  if (typeof v !== "object" || v === null) {
+    if (typeof v === "function" || typeof v === "symbol") throw NOT_COPYABLE;
+    return v;
+  }
+  const done = seen.get(v);
+  return done !== undefined ? done : copyObject(v, seen);
+}
+
+function copyObject(v: object, seen: Map<object, unknown>): unknown {
+  const proto: unknown = Object.getPrototypeOf(v);
+  if (proto === Array.prototype) {
+    const a = v as unknown[];
+    const out = new Array<unknown>(a.length);
+    seen.set(v, out);
+    for (let i = 0; i < a.length; i++) {
+      if (!(i in a)) throw NOT_COPYABLE;
+      out[i] = copyValue(a[i], seen);
+    }
+    return out;
+  }
+  if (proto === Object.prototype || proto === null) {
+    if (Object.getOwnPropertySymbols(v).length > 0) throw NOT_COPYABLE;
+    const out: Record<string, unknown> = proto === null ? (Object.create(null) as Record<string, unknown>) : {};
+    seen.set(v, out);
+    for (const k of Object.getOwnPropertyNames(v)) {
+      const desc = Object.getOwnPropertyDescriptor(v, k)!;
+      if (desc.get !== undefined || desc.set !== undefined || desc.enumerable !== true) throw NOT_COPYABLE;
+      const y = copyValue(desc.value, seen);
+      if (k === "__proto__") Object.defineProperty(out, k, { value: y, enumerable: true, writable: true, configurable: true });
+      else out[k] = y;
+    }
+    return out;
+  }
+  if (proto === Map.prototype) {
+    const out = new Map<unknown, unknown>();
+    seen.set(v, out);
+    for (const [k, x] of v as Map<unknown, unknown>) out.set(copyValue(k, seen), copyValue(x, seen));
+    return out;
+  }
+  if (proto === Set.prototype) {
+    const out = new Set<unknown>();
+    seen.set(v, out);
+    for (const x of v as Set<unknown>) out.add(copyValue(x, seen));
+    return out;
+  }
+  if (proto === Date.prototype) {
+    const out = new Date((v as Date).getTime());
+    seen.set(v, out);
+    return out;
+  }
+  throw NOT_COPYABLE;
+}
