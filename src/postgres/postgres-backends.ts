@@ -5,12 +5,14 @@ import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { SnapshotStore } from "../store/snapshot-store.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { PostgresEventRepository } from "./postgres-event-repository.js";
 import { PostgresLogStore } from "./postgres-log-store.js";
 import { describeConnection, listenForPoolErrors, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 import { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
 import { validateSchemaName } from "./postgres-schema.js";
+import { PostgresSnapshotStore } from "./postgres-snapshot-store.js";
 
 /** Where the stores connect: a connection string (a pool is made and ended by close()) or a pool the caller owns. */
 export type PostgresConnection =
@@ -24,6 +26,8 @@ export interface PostgresBackendsOptions {
   readonly poolSize?: number;
   /** Polling fallback behind LISTEN/NOTIFY of the event repository. Default 500 ms; 0 turns it off. */
   readonly pollIntervalMs?: number;
+  /** Group commit of the event repository: appends per statement and transaction, 1..60 (1: off). Default 50. */
+  readonly maxAppendsPerCommit?: number;
   /**
    * A testing aid for fault injection: awaited before every statement any of
    * the stores sends, with the session's backend pid (see PgStatementHook).
@@ -38,14 +42,16 @@ export interface PostgresBackends {
   readonly commandStore: PostgresCommandStore & CommandStore;
   readonly logStore: PostgresLogStore & LogStore;
   readonly readmodelStoreBackend: PostgresReadmodelStoreBackend & ReadmodelStoreBackend;
+  /** Aggregate snapshots, in the events' schema. */
+  readonly snapshotStore: PostgresSnapshotStore & SnapshotStore;
   /** Closes every store, then ends the pool when it was made here; idempotent. */
   close(): Promise<void>;
 }
 
 /**
- * Every Postgres store in one schema over one pool: events, commands, logs and
- * readmodels; many app instances may share the database. Options may be given
- * in the first argument or the second.
+ * Every Postgres store in one schema over one pool: events, commands, logs,
+ * readmodels and aggregate snapshots; many app instances may share the
+ * database. Options may be given in the first argument or the second.
  *
  * @example
  * const facade = createFacade({ appName: "todo", version: "1.0.0",
@@ -84,18 +90,22 @@ export function createPostgresBackends(
   // An idle client that loses its connection emits 'error' on the pool; without a listener that would end the process.
   listenForPoolErrors(pool);
   const shared = { pool, schema, connectionInfo, ...(opts.onStatement === undefined ? {} : { onStatement: opts.onStatement }) };
-  const eventRepository = new PostgresEventRepository(
-    opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs },
-  );
+  const eventRepository = new PostgresEventRepository({
+    ...shared,
+    ...(opts.pollIntervalMs === undefined ? {} : { pollIntervalMs: opts.pollIntervalMs }),
+    ...(opts.maxAppendsPerCommit === undefined ? {} : { maxAppendsPerCommit: opts.maxAppendsPerCommit }),
+  });
   const commandStore = new PostgresCommandStore(shared);
   const logStore = new PostgresLogStore(shared);
   const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);
+  const snapshotStore = new PostgresSnapshotStore(shared);
   return {
     eventRepository,
     commandStore,
     logStore,
     readmodelStoreBackend,
-    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend], () => ownPool?.end()),
+    snapshotStore,
+    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore], () => ownPool?.end()),
   };
 }
 
@@ -104,6 +114,7 @@ function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {
   if (o.schema !== undefined) out.schema = o.schema;
   if (o.poolSize !== undefined) out.poolSize = o.poolSize;
   if (o.pollIntervalMs !== undefined) out.pollIntervalMs = o.pollIntervalMs;
+  if (o.maxAppendsPerCommit !== undefined) out.maxAppendsPerCommit = o.maxAppendsPerCommit;
   if (o.onStatement !== undefined) out.onStatement = o.onStatement;
   return out;
 }

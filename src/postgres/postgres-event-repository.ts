@@ -52,6 +52,19 @@ interface CallOutcome {
 /** The command record's columns, in the order of RECORD_COLUMNS. */
 type RecordColumns = [string, string, string, string, string, number, string];
 
+/** A statement of appends of this instance waiting for its reply (see `emitInCommitOrder`). */
+interface InFlight {
+  readonly id: number;
+}
+
+/** A committed append of this instance, not yet given to the onAppend listeners. */
+interface Committed {
+  readonly first: number;
+  readonly events: readonly Event[];
+  /** Statements in flight when this one's reply arrived: any of them may have committed before it. */
+  readonly waitFor: readonly InFlight[];
+}
+
 /** An append waiting for its flush. */
 interface PendingAppend {
   readonly prepared: Prepared;
@@ -126,6 +139,9 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   private readonly watcher: PostgresAppendWatcher;
   private readonly queue: PendingAppend[] = [];
   private flushing = false;
+  private readonly sendsInFlight = new Set<InFlight>();
+  private readonly committed: Committed[] = [];
+  private nextSendId = 0;
 
   constructor(opts: PostgresEventRepositoryOptions) {
     super(opts);
@@ -186,7 +202,9 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       const rec = opts?.commandRecord;
       const record = rec !== undefined && this.recordsWithAppend ? recordColumns(rec) : undefined;
       return new Promise<Event[]>((resolve, reject) => {
-        this.queue.push({ prepared, record, resolve, reject });
+        const pending: PendingAppend = { prepared, record, resolve, reject };
+        if (this.maxAppendsPerCommit === 1) return void this.sendAlone(pending);
+        this.queue.push(pending);
         if (!this.flushing) void this.flush();
       });
     });
@@ -346,6 +364,18 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     }
   }
 
+  /** Without group commit: the call is a statement of its own, on a connection of its own. */
+  private async sendAlone(p: PendingAppend): Promise<void> {
+    let client: CheckedOutClient;
+    try {
+      client = await this.checkout("append", "postgres: append");
+    } catch (e) {
+      p.reject(e);
+      return;
+    }
+    await this.send(client, [p]);
+  }
+
   /** The next calls of the queue for one flush: up to maxAppendsPerCommit, and further ones only while under MAX_EVENTS_PER_COMMIT. */
   private takeBatch(): PendingAppend[] {
     let n = 0;
@@ -362,30 +392,26 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   /** Runs one flush on `client` (then released) and settles each of its calls. */
   private async send(client: CheckedOutClient, batch: readonly PendingAppend[]): Promise<void> {
     let outcomes: CallOutcome[];
+    const token: InFlight = { id: this.nextSendId++ };
+    this.sendsInFlight.add(token);
     try {
       outcomes = (await client.query<CallOutcome>({ text: this.appendSql, values: this.batchValues(batch) })).rows;
     } catch (e) {
+      this.sendsInFlight.delete(token);
+      this.emitInCommitOrder();
       const lost = isConnectionError(e);
       client.release(lost);
       if (batch.length > 1 && !lost && !isMnemeError(e)) {
         // The statement as a whole was refused (a value the driver or the parameters could not take): the
         // transaction rolled back, so each call is sent alone and gets its own outcome.
-        for (const p of batch) {
-          let single: CheckedOutClient;
-          try {
-            single = await this.checkout("append", "postgres: append");
-          } catch (ce) {
-            p.reject(ce);
-            continue;
-          }
-          await this.send(single, [p]);
-        }
+        for (const p of batch) await this.sendAlone(p);
         return;
       }
       // Every call of the flush fails alike; a lost connection may have committed them (see docs/scaling.md).
       for (const p of batch) p.reject(mapPgError(e, "postgres: append", "INVALID_EVENTS"));
       return;
     }
+    this.sendsInFlight.delete(token);
     client.release();
     let first = 0;
     let last = 0;
@@ -406,8 +432,13 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       }
     }
     if (first > 0) this.watcher.noteOwnAppend(first, last);
-    // One flush at a time: its calls are in position order, after every earlier flush of this instance.
-    if (this.listeners.size > 0) for (const events of stored) this.emit(Object.freeze(events.slice()));
+    if (this.listeners.size > 0) {
+      const waitFor = [...this.sendsInFlight];
+      for (const events of stored) {
+        insertSorted(this.committed, { first: (events[0] as Event).position, events: Object.freeze(events.slice()), waitFor });
+      }
+    }
+    this.emitInCommitOrder();
   }
 
   /** The parameters of `mneme_append_batch` for the calls of one flush (see appendSql). */
@@ -436,12 +467,33 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     return [this.lockKey, this.channel, this.instanceId, callEnds, ...cols, expEnds, expAggs, expVersions, globalEnds, globals, ...recs];
   }
 
-  private emit(events: readonly Event[]): void {
-    for (const l of [...this.listeners]) {
-      try {
-        l(events);
-      } catch {
-        // The append is committed whatever a listener does.
+  /**
+   * Gives committed appends to the onAppend listeners in position order. With
+   * group commit one statement of this instance is in flight at a time; without
+   * it, statements run on several connections and their replies may be read in
+   * either order: an append's events are held back until every statement that
+   * was in flight when its reply came has settled (any statement with a lower
+   * position committed first, so it was in flight then, or done already).
+   */
+  private emitInCommitOrder(): void {
+    for (;;) {
+      let ready = -1;
+      for (let i = this.committed.length - 1; i >= 0; i--) {
+        if ((this.committed[i] as Committed).waitFor.every((t) => !this.sendsInFlight.has(t))) {
+          ready = i;
+          break;
+        }
+      }
+      if (ready < 0) return;
+      const batch = this.committed.splice(0, ready + 1);
+      for (const c of batch) {
+        for (const l of [...this.listeners]) {
+          try {
+            l(c.events);
+          } catch {
+            // The append is committed whatever a listener does.
+          }
+        }
       }
     }
   }
@@ -482,66 +534,110 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       LANGUAGE plpgsql VOLATILE AS $fn$
       #variable_conflict use_column
       DECLARE
+        v_n integer := coalesce(cardinality(p_aggregate_uuids), 0);
+        v_agg text := p_aggregate_uuids[1];
+        v_owner text;
+        v_cur integer;
+        v_other integer;
         v_versions integer[];
         v_bad integer;
         r record;
       BEGIN
-        IF coalesce(cardinality(p_aggregate_uuids), 0) = 0 THEN
+        IF v_n = 0 THEN
           RAISE EXCEPTION 'mneme_append: no events' USING ERRCODE = '22023';
         END IF;
+        IF v_agg = ALL (p_aggregate_uuids) THEN
+          -- One aggregate (most commands): the same rules as below, by two index lookups instead of set queries.
+          IF NOT (v_agg = ANY (coalesce(p_global_aggregates, '{}'::text[]))) THEN
+            SELECT f.tenant_uuid INTO v_owner FROM ${s}.events f WHERE f.aggregate_uuid = v_agg AND f.version = 1;
+            IF NOT FOUND THEN
+              v_owner := p_tenant_uuids[1];
+            END IF;
+            IF NOT (v_owner = ALL (p_tenant_uuids)) THEN
+              RAISE EXCEPTION 'aggregate % was not found', v_agg USING ERRCODE = '${SQLSTATE_NOT_IN_TENANT}';
+            END IF;
+          END IF;
+          SELECT e.version INTO v_cur FROM ${s}.events e WHERE e.aggregate_uuid = v_agg ORDER BY e.version DESC LIMIT 1;
+          v_cur := coalesce(v_cur, 0);
+          FOR i IN 1 .. coalesce(cardinality(p_expected_aggregates), 0) LOOP
+            IF p_expected_aggregates[i] = v_agg THEN
+              v_other := v_cur;
+            ELSE
+              v_other := NULL;
+              SELECT e.version INTO v_other FROM ${s}.events e
+              WHERE e.aggregate_uuid = p_expected_aggregates[i] ORDER BY e.version DESC LIMIT 1;
+              v_other := coalesce(v_other, 0);
+            END IF;
+            IF v_other <> p_expected_versions[i] THEN
+              RAISE EXCEPTION 'aggregate % is at version %, expected %', p_expected_aggregates[i], v_other, p_expected_versions[i]
+                USING ERRCODE = '${SQLSTATE_VERSION_TAKEN}';
+            END IF;
+          END LOOP;
+          FOR i IN 1 .. v_n LOOP
+            v_versions := v_versions || (v_cur + i);
+            IF p_versions[i] IS NOT NULL AND p_versions[i] <> v_cur + i THEN
+              IF p_versions[i] < v_cur + i THEN
+                RAISE EXCEPTION 'events[%]: version % of aggregate % is already taken (next is %)', i - 1, p_versions[i], v_agg, v_cur + i
+                  USING ERRCODE = '${SQLSTATE_VERSION_TAKEN}';
+              END IF;
+              RAISE EXCEPTION 'events[%]: version % of aggregate % leaves a gap (next is %)', i - 1, p_versions[i], v_agg, v_cur + i
+                USING ERRCODE = '${SQLSTATE_VERSION_GAP}';
+            END IF;
+          END LOOP;
+        ELSE
+          -- The tenant rule, before versions (a CONFLICT would tell that the aggregate exists): an aggregate
+          -- belongs to the tenant of its first event, stored (version 1) or else the first of this call.
+          WITH u AS (
+            SELECT x.agg, x.tenant, x.ord,
+                   first_value(x.tenant) OVER (PARTITION BY x.agg ORDER BY x.ord) AS call_tenant
+            FROM unnest(p_aggregate_uuids, p_tenant_uuids) WITH ORDINALITY AS x(agg, tenant, ord)
+            WHERE NOT (x.agg = ANY (coalesce(p_global_aggregates, '{}'::text[])))
+          )
+          SELECT u.agg INTO r
+          FROM u LEFT JOIN ${s}.events f ON f.aggregate_uuid = u.agg AND f.version = 1
+          WHERE u.tenant IS DISTINCT FROM coalesce(f.tenant_uuid, u.call_tenant)
+          ORDER BY u.ord
+          LIMIT 1;
+          IF FOUND THEN
+            RAISE EXCEPTION 'aggregate % was not found', r.agg USING ERRCODE = '${SQLSTATE_NOT_IN_TENANT}';
+          END IF;
 
-        -- The tenant rule, before versions (a CONFLICT would tell that the aggregate exists): an aggregate
-        -- belongs to the tenant of its first event, stored (version 1) or else the first of this call.
-        WITH u AS (
-          SELECT x.agg, x.tenant, x.ord,
-                 first_value(x.tenant) OVER (PARTITION BY x.agg ORDER BY x.ord) AS call_tenant
-          FROM unnest(p_aggregate_uuids, p_tenant_uuids) WITH ORDINALITY AS x(agg, tenant, ord)
-          WHERE NOT (x.agg = ANY (coalesce(p_global_aggregates, '{}'::text[])))
-        )
-        SELECT u.agg INTO r
-        FROM u LEFT JOIN ${s}.events f ON f.aggregate_uuid = u.agg AND f.version = 1
-        WHERE u.tenant IS DISTINCT FROM coalesce(f.tenant_uuid, u.call_tenant)
-        ORDER BY u.ord
-        LIMIT 1;
-        IF FOUND THEN
-          RAISE EXCEPTION 'aggregate % was not found', r.agg USING ERRCODE = '${SQLSTATE_NOT_IN_TENANT}';
-        END IF;
-
-        SELECT x.agg, x.expected, coalesce(c.version, 0) AS actual INTO r
-        FROM unnest(p_expected_aggregates, p_expected_versions) AS x(agg, expected)
-        LEFT JOIN LATERAL (
-          SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = x.agg ORDER BY e.version DESC LIMIT 1
-        ) c ON true
-        WHERE coalesce(c.version, 0) <> x.expected
-        LIMIT 1;
-        IF FOUND THEN
-          RAISE EXCEPTION 'aggregate % is at version %, expected %', r.agg, r.actual, r.expected
-            USING ERRCODE = '${SQLSTATE_VERSION_TAKEN}';
-        END IF;
-
-        WITH cur AS (
-          SELECT a.agg, coalesce((
-            SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = a.agg ORDER BY e.version DESC LIMIT 1
-          ), 0) AS version
-          FROM (SELECT DISTINCT unnest(p_aggregate_uuids) AS agg) a
-        ), ranked AS (
-          SELECT u.ord, u.given, (cur.version + row_number() OVER (PARTITION BY u.agg ORDER BY u.ord))::integer AS next_version
-          FROM unnest(p_aggregate_uuids, p_versions) WITH ORDINALITY AS u(agg, given, ord)
-          JOIN cur ON cur.agg = u.agg
-        )
-        SELECT array_agg(next_version ORDER BY ord),
-               min(ord) FILTER (WHERE given IS NOT NULL AND given <> next_version)
-        INTO v_versions, v_bad
-        FROM ranked;
-        IF v_bad IS NOT NULL THEN
-          IF p_versions[v_bad] < v_versions[v_bad] THEN
-            RAISE EXCEPTION 'events[%]: version % of aggregate % is already taken (next is %)',
-              v_bad - 1, p_versions[v_bad], p_aggregate_uuids[v_bad], v_versions[v_bad]
+          SELECT x.agg, x.expected, coalesce(c.version, 0) AS actual INTO r
+          FROM unnest(p_expected_aggregates, p_expected_versions) AS x(agg, expected)
+          LEFT JOIN LATERAL (
+            SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = x.agg ORDER BY e.version DESC LIMIT 1
+          ) c ON true
+          WHERE coalesce(c.version, 0) <> x.expected
+          LIMIT 1;
+          IF FOUND THEN
+            RAISE EXCEPTION 'aggregate % is at version %, expected %', r.agg, r.actual, r.expected
               USING ERRCODE = '${SQLSTATE_VERSION_TAKEN}';
           END IF;
-          RAISE EXCEPTION 'events[%]: version % of aggregate % leaves a gap (next is %)',
-            v_bad - 1, p_versions[v_bad], p_aggregate_uuids[v_bad], v_versions[v_bad]
-            USING ERRCODE = '${SQLSTATE_VERSION_GAP}';
+
+          WITH cur AS (
+            SELECT a.agg, coalesce((
+              SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = a.agg ORDER BY e.version DESC LIMIT 1
+            ), 0) AS version
+            FROM (SELECT DISTINCT unnest(p_aggregate_uuids) AS agg) a
+          ), ranked AS (
+            SELECT u.ord, u.given, (cur.version + row_number() OVER (PARTITION BY u.agg ORDER BY u.ord))::integer AS next_version
+            FROM unnest(p_aggregate_uuids, p_versions) WITH ORDINALITY AS u(agg, given, ord)
+            JOIN cur ON cur.agg = u.agg
+          )
+          SELECT array_agg(next_version ORDER BY ord),
+                 min(ord) FILTER (WHERE given IS NOT NULL AND given <> next_version)
+          INTO v_versions, v_bad
+          FROM ranked;
+          IF v_bad IS NOT NULL THEN
+            IF p_versions[v_bad] < v_versions[v_bad] THEN
+              RAISE EXCEPTION 'events[%]: version % of aggregate % is already taken (next is %)',
+                v_bad - 1, p_versions[v_bad], p_aggregate_uuids[v_bad], v_versions[v_bad]
+                USING ERRCODE = '${SQLSTATE_VERSION_TAKEN}';
+            END IF;
+            RAISE EXCEPTION 'events[%]: version % of aggregate % leaves a gap (next is %)',
+              v_bad - 1, p_versions[v_bad], p_aggregate_uuids[v_bad], v_versions[v_bad]
+              USING ERRCODE = '${SQLSTATE_VERSION_GAP}';
+          END IF;
         END IF;
 
         INSERT INTO ${s}.events (${COLUMNS})
@@ -827,4 +923,10 @@ function toEvent(r: Row): Event {
 
 function isAborted(signal: AbortSignal | undefined): boolean {
   return signal?.aborted === true;
+}
+
+function insertSorted(list: Committed[], c: Committed): void {
+  let i = list.length;
+  while (i > 0 && (list[i - 1] as Committed).first > c.first) i--;
+  list.splice(i, 0, c);
 }
