@@ -73,6 +73,8 @@ export interface HttpHandlerOptions {
    * accepted; any other gets 403 CSRF. Default none.
    */
   readonly allowedOrigins?: readonly string[];
+  /** Serve the Runtime dashboard at `/dashboard/` (docs/dashboard.md). Default false: `/dashboard/` is a 404. */
+  readonly dashboard?: boolean;
 }
 
 /** The options with every default filled in and checked. */
@@ -91,6 +93,7 @@ export interface ResolvedHttpOptions {
   readonly now: () => number;
   /** Normalised origins (`URL.origin`). */
   readonly allowedOrigins: ReadonlySet<string>;
+  readonly dashboard: boolean;
 }
 
 /** The defaults, in one place (docs/http.md lists them). */
@@ -145,7 +148,9 @@ export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: Cr
     onError: opts.onError,
     now: opts.now ?? Date.now,
     allowedOrigins: originSet(opts.allowedOrigins ?? []),
+    dashboard: opts.dashboard ?? false,
   };
+  if (typeof resolved.dashboard !== "boolean") throw new MnemeError("INVALID_REQUEST", "dashboard must be true or false");
   if (resolved.defaultPageSize > resolved.maxPageSize)
     throw new MnemeError("INVALID_REQUEST", "defaultPageSize must not exceed maxPageSize");
   return resolved;

@@ -1,0 +1,204 @@
+/**
+ * The signed-in dashboard's state: handlers and their metrics (polled every
+ * two seconds, and at once when a system event says a handler changed), a
+ * five-minute history of throughput and lag for the charts, system info, and
+ * the live system-event stream. Views read it and subscribe to changes.
+ */
+import { Api, ApiError } from "./api.js";
+import { type StreamStatus, SystemEventStream } from "./sse.js";
+import type { EventHandlerInfo, EventHandlerMetrics, GapInfo, ListBody, SystemEvent, SystemInfo } from "./types.js";
+
+export const POLL_MS = 2000;
+export const HISTORY_MS = 5 * 60_000;
+const MAX_EVENTS = 500;
+
+export interface Sample {
+  t: number;
+  processed: number;
+  lag: number;
+}
+
+/** One line of the live stream: an event, or the gap the server reported. */
+export type StreamEntry = { kind: "event"; event: SystemEvent } | { kind: "gap"; gap: GapInfo; at: number };
+
+export interface RestoreProgress {
+  eventsReplayed: number;
+  position: number;
+  head: number;
+}
+
+type Topic = "handlers" | "info" | "stream" | "status";
+
+export class App {
+  handlers: EventHandlerInfo[] = [];
+  metrics: Record<string, EventHandlerMetrics> = {};
+  info: SystemInfo | undefined;
+  /** Per handler, oldest first. */
+  readonly history = new Map<string, Sample[]>();
+  /** Newest first. */
+  readonly events: StreamEntry[] = [];
+  readonly restoring = new Map<string, RestoreProgress>();
+  streamStatus: StreamStatus = "connecting";
+  streamDetail = "";
+  /** Commands per poll interval, from CommandExecuted / CommandFailed events. */
+  readonly commandRate: [number, number][] = [];
+  loadError: ApiError | undefined;
+  readonly stream: SystemEventStream;
+  private readonly listeners = new Map<Topic, Set<() => void>>();
+  private timer: ReturnType<typeof setInterval> | undefined;
+  private refreshing: Promise<void> | undefined;
+  private commandsThisTick = 0;
+  private readonly startedAt = Date.now();
+
+  constructor(readonly api: Api) {
+    this.stream = new SystemEventStream({
+      url: () => api.url(api.runtimePath("sse")),
+      headers: () => api.headers(),
+      onEvent: (e) => this.onSystemEvent(e),
+      onGap: (gap) => {
+        this.push({ kind: "gap", gap, at: Date.now() });
+        // Whatever was derived from the stream may be stale: read the state again.
+        void this.refresh();
+      },
+      onStatus: (status, detail) => {
+        this.streamStatus = status;
+        this.streamDetail = detail ?? "";
+        this.emit("status");
+      },
+      onUnauthenticated: (detail) => api.onSessionEnded(detail),
+    });
+  }
+
+  start(): void {
+    void this.refresh();
+    this.stream.start();
+    this.timer = setInterval(() => {
+      this.tickCommands();
+      void this.refresh();
+    }, POLL_MS);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.stream.stop();
+    this.listeners.clear();
+  }
+
+  on(topic: Topic, fn: () => void): () => void {
+    let set = this.listeners.get(topic);
+    if (set === undefined) this.listeners.set(topic, (set = new Set()));
+    set.add(fn);
+    return () => set.delete(fn);
+  }
+
+  private emit(topic: Topic): void {
+    for (const fn of this.listeners.get(topic) ?? []) fn();
+  }
+
+  /** Reads handlers, metrics and system info; concurrent calls share one round. */
+  refresh(): Promise<void> {
+    this.refreshing ??= this.load().finally(() => (this.refreshing = undefined));
+    return this.refreshing;
+  }
+
+  private async load(): Promise<void> {
+    try {
+      const [list, metrics, info] = await Promise.all([
+        this.api.get<ListBody<EventHandlerInfo>>(`${this.api.runtimePath("event-handlers")}?pageSize=1000`),
+        this.api.get<Record<string, EventHandlerMetrics>>(this.api.runtimePath("metrics")),
+        this.api.get<SystemInfo>(this.api.runtimePath("system-info")),
+      ]);
+      this.handlers = list.items;
+      this.metrics = metrics;
+      this.info = info;
+      this.loadError = undefined;
+      this.sample(Date.now());
+    } catch (e) {
+      this.loadError = e instanceof ApiError ? e : new ApiError(0, "ERROR", String(e));
+    }
+    this.emit("handlers");
+    this.emit("info");
+  }
+
+  private sample(t: number): void {
+    for (const [name, m] of Object.entries(this.metrics)) {
+      let list = this.history.get(name);
+      if (list === undefined) this.history.set(name, (list = []));
+      list.push({ t, processed: m.eventsProcessed, lag: m.lag });
+      while (list.length > 0 && list[0]!.t < t - HISTORY_MS - POLL_MS) list.shift();
+    }
+  }
+
+  /** Events per second between samples; a counter that went down (a restore from zero) starts over. */
+  throughput(name: string): [number, number][] {
+    const list = this.history.get(name) ?? [];
+    const out: [number, number][] = [];
+    for (let i = 1; i < list.length; i++) {
+      const a = list[i - 1]!;
+      const b = list[i]!;
+      const dt = (b.t - a.t) / 1000;
+      if (dt <= 0) continue;
+      out.push([b.t, Math.max(0, b.processed - a.processed) / dt]);
+    }
+    return out;
+  }
+
+  /** The charts' window: the time since the first sample, between one and five minutes. */
+  chartWindowMs(now: number): number {
+    return Math.min(HISTORY_MS, Math.max(60_000, now - this.startedAt));
+  }
+
+  lag(name: string): [number, number][] {
+    return (this.history.get(name) ?? []).map((s) => [s.t, s.lag]);
+  }
+
+  private tickCommands(): void {
+    const t = Date.now();
+    this.commandRate.push([t, this.commandsThisTick / (POLL_MS / 1000)]);
+    this.commandsThisTick = 0;
+    while (this.commandRate.length > 0 && this.commandRate[0]![0] < t - HISTORY_MS - POLL_MS) this.commandRate.shift();
+  }
+
+  private push(entry: StreamEntry): void {
+    this.events.unshift(entry);
+    if (this.events.length > MAX_EVENTS) this.events.length = MAX_EVENTS;
+    this.emit("stream");
+  }
+
+  private onSystemEvent(e: SystemEvent): void {
+    this.push({ kind: "event", event: e });
+    const name = typeof e.data.eventHandlerName === "string" ? e.data.eventHandlerName : undefined;
+    switch (e.kind) {
+      case "CommandExecuted":
+      case "CommandFailed":
+        this.commandsThisTick++;
+        break;
+      case "RestoreStarted":
+        if (name !== undefined)
+          this.restoring.set(name, { eventsReplayed: 0, position: num(e.data.afterPosition), head: this.info?.headPosition ?? 0 });
+        void this.refresh();
+        break;
+      case "RestoreProgress":
+        if (name !== undefined)
+          this.restoring.set(name, { eventsReplayed: num(e.data.eventsReplayed), position: num(e.data.position), head: num(e.data.head) });
+        this.emit("handlers");
+        break;
+      case "RestoreCompleted":
+      case "RestoreFailed":
+        if (name !== undefined) this.restoring.delete(name);
+        void this.refresh();
+        break;
+      case "EventHandlerStateChanged":
+      case "HandlerFailed":
+      case "HandlersInStandby":
+        void this.refresh();
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+function num(v: unknown): number {
+  return typeof v === "number" ? v : 0;
+}

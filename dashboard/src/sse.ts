@@ -1,0 +1,136 @@
+/**
+ * The system-event stream (`GET {t}/runtime/sse`) read with fetch, not
+ * EventSource: EventSource cannot send the `Authorization` header, and the
+ * dashboard keeps its token out of cookies. The parser follows the
+ * text/event-stream rules (id, event, data, retry, comments); on a drop it
+ * reconnects after the server's `retry:` and sends `Last-Event-ID`, so the
+ * server replays what was missed, or says `event: gap` when it cannot.
+ */
+import type { GapInfo, SystemEvent } from "./types.js";
+
+export type StreamStatus = "connecting" | "live" | "reconnecting" | "refused" | "stopped";
+
+export interface StreamCallbacks {
+  url(): URL;
+  headers(): Record<string, string>;
+  onEvent(event: SystemEvent): void;
+  onGap(gap: GapInfo): void;
+  /** `detail` explains "refused" and "reconnecting". */
+  onStatus(status: StreamStatus, detail?: string): void;
+  /** 401: the session ended. */
+  onUnauthenticated(detail: string): void;
+}
+
+export class SystemEventStream {
+  /** The id the next connection resumes after. */
+  lastEventId: string | undefined;
+  /** How many times the stream was opened again after a drop. */
+  reconnects = 0;
+  private retryMs = 2000;
+  private abort: AbortController | undefined;
+  private running = false;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(private readonly cb: StreamCallbacks) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    void this.connect();
+  }
+
+  stop(): void {
+    this.running = false;
+    clearTimeout(this.timer);
+    this.abort?.abort();
+    this.cb.onStatus("stopped");
+  }
+
+  private async connect(): Promise<void> {
+    if (!this.running) return;
+    this.cb.onStatus(
+      this.reconnects === 0 ? "connecting" : "reconnecting",
+      this.lastEventId === undefined ? undefined : `resuming after ${this.lastEventId}`,
+    );
+    const abort = new AbortController();
+    this.abort = abort;
+    const headers: Record<string, string> = { ...this.cb.headers(), accept: "text/event-stream" };
+    if (this.lastEventId !== undefined) headers["last-event-id"] = this.lastEventId;
+    try {
+      const res = await fetch(this.cb.url(), { headers, signal: abort.signal, cache: "no-store" });
+      if (res.status === 401 || res.status === 403) {
+        const detail = await problemDetail(res);
+        this.running = false;
+        if (res.status === 401) this.cb.onUnauthenticated(detail);
+        this.cb.onStatus("refused", detail);
+        return;
+      }
+      if (!res.ok || res.body === null) throw new Error(`${res.status} ${await problemDetail(res)}`);
+      this.cb.onStatus("live");
+      await this.read(res.body);
+      if (this.running) this.retryLater("the server closed the stream");
+    } catch (e) {
+      if (this.running) this.retryLater(e instanceof Error ? e.message : String(e));
+    }
+  }
+
+  private retryLater(reason: string): void {
+    this.reconnects++;
+    this.cb.onStatus("reconnecting", reason);
+    this.timer = setTimeout(() => void this.connect(), this.retryMs);
+  }
+
+  private async read(body: ReadableStream<Uint8Array>): Promise<void> {
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let event = { id: undefined as string | undefined, type: "", data: [] as string[] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let nl: number;
+      while ((nl = buffer.search(/\r\n|\r|\n/)) !== -1) {
+        const line = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + (buffer.startsWith("\r\n", nl) ? 2 : 1));
+        if (line === "") {
+          this.dispatch(event);
+          event = { id: undefined, type: "", data: [] };
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon === -1 ? line : line.slice(0, colon);
+        let v = colon === -1 ? "" : line.slice(colon + 1);
+        if (v.startsWith(" ")) v = v.slice(1);
+        if (field === "id" && !v.includes("\0")) event.id = v;
+        else if (field === "event") event.type = v;
+        else if (field === "data") event.data.push(v);
+        else if (field === "retry" && /^\d+$/.test(v)) this.retryMs = Number(v);
+      }
+    }
+  }
+
+  private dispatch(event: { id: string | undefined; type: string; data: string[] }): void {
+    // An `id:` alone moves the resume point too (the server sends one first, so even a quiet stream resumes exactly).
+    if (event.id !== undefined) this.lastEventId = event.id;
+    if (event.data.length === 0) return;
+    let data: unknown;
+    try {
+      data = JSON.parse(event.data.join("\n"));
+    } catch {
+      return;
+    }
+    if (event.type === "gap") this.cb.onGap(data as GapInfo);
+    else if (event.type === "" || event.type === "message") this.cb.onEvent(data as SystemEvent);
+  }
+}
+
+async function problemDetail(res: Response): Promise<string> {
+  try {
+    const p = (await res.json()) as { detail?: string };
+    return p.detail ?? res.statusText;
+  } catch {
+    return res.statusText;
+  }
+}

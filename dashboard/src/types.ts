@@ -1,0 +1,131 @@
+/** The JSON the dashboard reads, as docs/http.md and docs/runtime.md describe it. */
+
+export interface Identity {
+  identityUuid: string;
+  tenantUuid: string;
+  tenantName: string;
+}
+
+export interface LoginResult {
+  sessionUuid: string;
+  sessionKey: string;
+  token: string;
+  accountUuid: string;
+  expiresAt: number;
+  identities: Identity[];
+}
+
+/** What the page keeps of a sign-in: the token and the identity it acts as. */
+export interface Session {
+  token: string;
+  email: string;
+  accountUuid: string;
+  expiresAt: number;
+  identityUuid: string;
+  tenantUuid: string;
+  tenantName: string;
+}
+
+export interface ListBody<T> {
+  items: T[];
+  total: number;
+  page: number;
+  pageSize: number;
+}
+
+export type HandlerState = "running" | "stopped" | "failed" | "standby";
+
+export interface EventHandlerInfo {
+  eventHandlerName: string;
+  domain: string;
+  name: string;
+  state: HandlerState;
+  restorationState: string;
+  domainEvents: string[];
+  lastPosition: number;
+  lastEventTimestamp: number;
+  hasMetrics: boolean;
+  isStateRestorer: boolean;
+  lastError?: string;
+}
+
+export interface RestoreReport {
+  eventsReplayed: number;
+  eventsCaught: number;
+  durationMs: number;
+  eventsPerSecond: number;
+}
+
+export interface EventHandlerMetrics {
+  eventsProcessed: number;
+  eventsFailed: number;
+  eventsCaught: number;
+  meanHandleMicros: number;
+  p99HandleMicros: number;
+  lag: number;
+  lastPosition: number;
+  lastEventTimestamp: number;
+  lastError?: string;
+  lastRestore?: RestoreReport;
+}
+
+export interface SystemInfo {
+  appName: string;
+  version: string;
+  instanceId: string;
+  startedAt: number;
+  uptimeMs: number;
+  nodeVersion: string;
+  tenant?: string;
+  stores: Record<string, string>;
+  counts: Record<string, number>;
+  headPosition: number;
+  state: string;
+  unvalidated: string[];
+}
+
+export interface CommandEntry {
+  domain: string;
+  domainCmdName: string;
+  description: string;
+  permission: string;
+}
+
+export interface QueryEntry {
+  domain: string;
+  domainQryName: string;
+  description: string;
+  permission: string;
+}
+
+export interface EventEntry {
+  domain: string;
+  domainEvtName: string;
+  domainEvtPath: string;
+  description: string;
+}
+
+export interface StoreInfo {
+  storeType: string;
+  numItems: number;
+  lastItemCreatedAt: number;
+  connectionInfo: string;
+}
+
+export interface StorePage {
+  items: unknown[];
+  nextCursor?: string;
+}
+
+export interface SystemEvent {
+  id: number;
+  kind: string;
+  at: number;
+  tenantUuid?: string;
+  data: Record<string, unknown>;
+}
+
+export interface GapInfo {
+  lastEventId: number;
+  reason: string;
+}

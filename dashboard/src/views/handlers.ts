@@ -1,0 +1,177 @@
+/** Event handlers: state, restoration, position, lag and metrics, with restore / stop / start. */
+import { ApiError } from "../api.js";
+import { lineChart } from "../chart.js";
+import { fill, h } from "../dom.js";
+import { ago, micros, num } from "../format.js";
+import type { EventHandlerInfo } from "../types.js";
+import { badge, empty, errorBanner, table } from "../ui.js";
+import type { View, ViewContext } from "./view.js";
+
+type Action = "restore" | "restore-zero" | "stop" | "start";
+
+export function handlersView({ app, api }: ViewContext): View {
+  const el = h("div", { class: "page", "data-view": "handlers" });
+  const pending = new Map<string, Action>();
+  const confirming = new Map<string, ReturnType<typeof setTimeout>>();
+  const outcome = new Map<string, { ok: boolean; text: string }>();
+
+  async function run(name: string, action: Action): Promise<void> {
+    if (action === "restore-zero" && !confirming.has(name)) {
+      // Clearing a readmodel is not undone by a click: the button asks once more.
+      const expire = () => {
+        confirming.delete(name);
+        render();
+      };
+      confirming.set(name, setTimeout(expire, 5000));
+      render();
+      return;
+    }
+    clearTimeout(confirming.get(name));
+    confirming.delete(name);
+    pending.set(name, action);
+    outcome.delete(name);
+    render();
+    const body =
+      action === "restore-zero" ? { action: "restore", eventHandlerName: name, restoreFromZero: true } : { action, eventHandlerName: name };
+    try {
+      const after = await api.post<EventHandlerInfo>(api.runtimePath("event-handler-list"), body);
+      outcome.set(name, {
+        ok: true,
+        text: `${verb(action)}: now ${after.state}${after.isStateRestorer ? ` / ${after.restorationState}` : ""}`,
+      });
+    } catch (e) {
+      const err = e instanceof ApiError ? e : new ApiError(0, "ERROR", String(e));
+      outcome.set(name, { ok: false, text: `${verb(action)} refused: ${err.detail} (${err.code})` });
+    } finally {
+      pending.delete(name);
+      await app.refresh();
+    }
+  }
+
+  function row(x: EventHandlerInfo): HTMLTableRowElement {
+    const m = app.metrics[x.eventHandlerName];
+    const head = app.info?.headPosition ?? 0;
+    const progress = app.restoring.get(x.eventHandlerName);
+    const position = progress?.position ?? x.lastPosition;
+    const of = progress?.head ?? head;
+    const pct = of > 0 ? Math.min(100, Math.round((position / of) * 100)) : 100;
+    const busy = pending.get(x.eventHandlerName);
+    const result = outcome.get(x.eventHandlerName);
+    const restoring = x.restorationState === "restoring";
+    const button = (action: Action, text: string, enabled: boolean, cls = "") =>
+      h(
+        "button",
+        {
+          type: "button",
+          class: `small ${cls}`,
+          "data-action": action,
+          disabled: !enabled || busy !== undefined,
+          onclick: () => void run(x.eventHandlerName, action),
+        },
+        busy === action ? `${verb(action)}…` : text,
+      );
+    return h(
+      "tr",
+      { "data-handler": x.eventHandlerName, "data-state": x.state, "data-restoration": x.restorationState },
+      h(
+        "td",
+        null,
+        h("div", { class: "name" }, x.eventHandlerName),
+        h(
+          "div",
+          { class: "sub" },
+          `${x.domain} · ${x.domainEvents.length === 1 && x.domainEvents[0] === "*" ? "every event" : `${x.domainEvents.length} event types`}`,
+        ),
+        x.lastError === undefined ? null : h("div", { class: "error-text" }, x.lastError),
+        result === undefined
+          ? null
+          : h("div", { class: result.ok ? "ok-text" : "error-text", "data-outcome": result.ok ? "ok" : "refused" }, result.text),
+      ),
+      h("td", null, badge(x.state), x.isStateRestorer ? h("div", { class: "sub" }, badge(x.restorationState)) : null),
+      h(
+        "td",
+        { class: "num" },
+        h("div", null, `${num(position)} / ${num(of)}`),
+        h("div", { class: `bar ${restoring ? "active" : ""}` }, h("progress", { max: 100, value: pct, "aria-label": `${pct}% of head` })),
+        progress === undefined ? null : h("div", { class: "sub" }, `${num(progress.eventsReplayed)} replayed`),
+      ),
+      h("td", { class: `num ${m !== undefined && m.lag > 0 ? "warn-text" : ""}` }, m === undefined ? "–" : num(m.lag)),
+      h(
+        "td",
+        { class: "num" },
+        m === undefined ? "–" : num(m.eventsProcessed),
+        m !== undefined && m.eventsFailed > 0 ? h("div", { class: "error-text" }, `${num(m.eventsFailed)} failed`) : null,
+      ),
+      h("td", { class: "num" }, m === undefined ? "–" : `${micros(m.meanHandleMicros)} / ${micros(m.p99HandleMicros)}`),
+      h("td", null, ago(x.lastEventTimestamp)),
+      h(
+        "td",
+        { class: "actions" },
+        x.isStateRestorer ? button("restore", "Restore", !restoring && x.state !== "standby") : null,
+        x.isStateRestorer
+          ? button(
+              "restore-zero",
+              confirming.has(x.eventHandlerName) ? "Confirm: clear and replay" : "From zero",
+              !restoring && x.state !== "standby",
+              confirming.has(x.eventHandlerName) ? "danger" : "",
+            )
+          : null,
+        button("stop", "Stop", x.state !== "stopped"),
+        button("start", "Start", x.state === "stopped" || x.state === "failed"),
+      ),
+    );
+  }
+
+  function render(): void {
+    const now = Date.now();
+    const names = Object.keys(app.metrics);
+    fill(
+      el,
+      app.loadError === undefined ? null : errorBanner(app.loadError, "refresh"),
+      app.handlers.length === 0
+        ? empty(app.loadError === undefined ? "Loading…" : "No event handlers to show.")
+        : table(["Handler", "State", "Position / head", "Lag", "Processed", "Mean / p99", "Last event", ""], app.handlers.map(row), {
+            class: "handlers",
+          }),
+      h(
+        "div",
+        { class: "grid two" },
+        lineChart({
+          id: "throughput",
+          title: "Throughput",
+          unit: "events/s",
+          series: names.map((n) => ({ name: n, points: app.throughput(n) })),
+          windowMs: app.chartWindowMs(now),
+          now,
+        }),
+        lineChart({
+          id: "lag",
+          title: "Lag",
+          unit: "events behind head",
+          series: names.map((n) => ({ name: n, points: app.lag(n) })),
+          windowMs: app.chartWindowMs(now),
+          now,
+        }),
+      ),
+      h(
+        "p",
+        { class: "hint" },
+        "Restore replays from the checkpoint; From zero clears the readmodel and replays every event, while live events are caught and applied after, each once. Stop and Start need an administrator.",
+      ),
+    );
+  }
+
+  render();
+  const off = app.on("handlers", render);
+  return {
+    el,
+    dispose: () => {
+      off();
+      for (const t of confirming.values()) clearTimeout(t);
+    },
+  };
+}
+
+function verb(a: Action): string {
+  return a === "restore" ? "Restore" : a === "restore-zero" ? "Restore from zero" : a === "stop" ? "Stop" : "Start";
+}

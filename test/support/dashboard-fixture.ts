@@ -1,0 +1,86 @@
+/**
+ * Fixture of the dashboard tests and of scripts/dashboard-screenshots.mjs: the
+ * Todo example (a readmodel) with the built-in domains on in-memory backends,
+ * served by createHttpHandler(facade, { dashboard: true }) through node:http on
+ * 127.0.0.1, with an administrator and an operator who may read the Runtime of
+ * an ordinary tenant but, not being in the system tenant, never the stores.
+ */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { type Facade, type FacadeOptions, createFacade, newUuid } from "mneme";
+import {
+  AssignGroup,
+  CreateGroup,
+  CreateIdentity,
+  CreateTenant,
+  RegisterAccount,
+  registerDefaults,
+  resolveCredentials,
+  Login,
+} from "mneme/defaults";
+import { type HttpHandlerOptions, createHttpHandler, toNodeListener } from "mneme/http";
+import { CreateTodo, registerTodo } from "../../examples/todo/todo-domain.js";
+
+export const ADMIN = { email: "admin@example.org", password: "admin-password-1" } as const;
+export const OPERATOR = { email: "ops@example.org", password: "operator-password-1" } as const;
+
+export interface DashboardWorld {
+  readonly facade: Facade;
+  /** `http://127.0.0.1:<port>` */
+  readonly url: string;
+  readonly systemTenantUuid: string;
+  readonly opsTenantUuid: string;
+  /** Creates `n` todos as the administrator (in the system tenant), waiting for the readmodels. */
+  createTodos(n: number): Promise<void>;
+  /** Drops every open connection (the page's stream too); the server keeps listening. */
+  dropConnections(): void;
+  close(): Promise<void>;
+}
+
+export async function startDashboardWorld(
+  opts: { facade?: FacadeOptions; http?: HttpHandlerOptions; port?: number } = {},
+): Promise<DashboardWorld> {
+  const facade = createFacade({ appName: "todo-ops", version: "1.4.2", systemEvents: true, ...opts.facade });
+  const ids = await registerDefaults(facade, { admin: { ...ADMIN, name: "Ada Admin" }, passwordHashing: { N: 1024, r: 8, p: 1 } });
+  registerTodo(facade);
+  await facade.start();
+
+  const adminLogin = (await facade.dispatch(Login, ADMIN, { waitToFinish: true })).result!;
+  const admin = (await resolveCredentials(facade, {
+    sessionUuid: adminLogin.sessionUuid,
+    sessionKey: adminLogin.sessionKey,
+    identityUuid: ids.adminIdentityUuid,
+  }))!;
+  const wait = { reqCtx: admin, waitToFinish: true } as const;
+  const opsTenantUuid = (await facade.dispatch(CreateTenant, { name: "Operations" }, wait)).result!.tenantUuid;
+  const opsAccount = (await facade.dispatch(RegisterAccount, { ...OPERATOR, name: "Otto Operator" }, { waitToFinish: true })).result!
+    .accountUuid;
+  const opsIdentity = (await facade.dispatch(CreateIdentity, { accountUuid: opsAccount, tenantUuid: opsTenantUuid }, wait)).result!
+    .identityUuid;
+  const group = (
+    await facade.dispatch(CreateGroup, { tenantUuid: opsTenantUuid, name: "operators", permissions: ["Runtime.*", "Todo.*"] }, wait)
+  ).result!.groupUuid;
+  await facade.dispatch(AssignGroup, { identityUuid: opsIdentity, groupUuid: group }, wait);
+
+  const handler = createHttpHandler(facade, { dashboard: true, ...opts.http });
+  const listener = toNodeListener(handler);
+  const server = createServer((req, res) => void listener(req, res));
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    facade,
+    url: `http://127.0.0.1:${port}`,
+    systemTenantUuid: ids.systemTenantUuid,
+    opsTenantUuid,
+    async createTodos(n) {
+      for (let i = 0; i < n; i++) await facade.dispatch(CreateTodo, { todoUuid: newUuid(), title: `Todo ${i + 1}` }, wait);
+    },
+    dropConnections: () => server.closeAllConnections(),
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await facade.stop();
+    },
+  };
+}
