@@ -6,6 +6,7 @@ import { resolveCredentials } from "../defaults/credentials.js";
 import { STORE_MESSAGES } from "../runtime/runtime-domain.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
+import { Dashboard } from "./dashboard.js";
 import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
 import { type CredentialResolver, type HttpHandlerOptions, resolveHttpOptions } from "./options.js";
 import { fetchInbound, type HeaderReader, type InboundRequest, type Reply, toResponse, withDirectHandler } from "./exchange.js";
@@ -51,6 +52,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
       ? undefined
       : new TokenBucketLimiter(opts.storeRateLimit.requests, opts.storeRateLimit.windowMs, opts.now);
   const problems = { typeBase: opts.problemTypeBase, onError: opts.onError };
+  const dashboard = opts.dashboard ? new Dashboard({ problemTypeBase: opts.problemTypeBase }) : undefined;
 
   /** Undefined when no route matches the path (the caller answers 404, or serves it otherwise). */
   const handle = async (request: InboundRequest, method: string, direct: boolean): Promise<Reply | undefined> => {
@@ -213,12 +215,19 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
     } catch (e) {
       return toResponse(errorResponse(problems, e, () => request));
     }
+    const dashboardPath = dashboard === undefined ? undefined : belowBasePath(inbound.pathname, opts.basePath);
+    if (dashboardPath !== undefined && Dashboard.owns(dashboardPath)) return dashboard!.respond(request, dashboardPath);
     return toResponse((await answer(inbound, false)) ?? notFound(inbound.pathname));
   };
   return withDirectHandler(handler, { answer: (request) => answer(request, true) });
 }
 
 /** The path below basePath; undefined when it is not below it. */
+function belowBasePath(path: string, basePath: string): string | undefined {
+  if (basePath === "") return path;
+  return path === basePath || path.startsWith(`${basePath}/`) ? path.slice(basePath.length) || "/" : undefined;
+}
+
 /** True when `ref` is one of the Runtime's store messages (the generic routes can reach them too). */
 function isStoreMessage(ref: MessageRef): boolean {
   return STORE_MESSAGES.some((t) => t.domain === ref.domain && t.name === ref.name);
