@@ -174,6 +174,7 @@ export function parseStoredState(json: unknown): { state: unknown } | undefined 
   } catch {
     return undefined;
   }
+  // JSON.parse yields Infinity for a number beyond a double, and escapes can make U+0000 or a lone surrogate.
   return jsonSafeProblem(state) === undefined ? { state } : undefined;
 }
 
