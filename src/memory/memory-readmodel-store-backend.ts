@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint,
@@ -107,27 +108,32 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   }
 
   /**
-   * Makes `target` hold exactly the documents `source` holds and empties
-   * `source`, as one write (it joins a running transaction and is undone with
-   * it). A readmodel's restore from zero switches generations with it.
+   * For each `[target, source]`: makes `target` hold exactly the documents
+   * `source` holds and empties `source`; all at once (no read sees some done
+   * and others not), joining a running transaction and undone with it. A
+   * readmodel's restore from zero switches generations with it.
    */
-  async replaceCollection(target: string, source: string): Promise<void> {
-    assertCollectionName(target);
-    assertCollectionName(source);
-    if (target === source) return;
+  async replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void> {
+    if (!Array.isArray(moves)) throw new MnemeError("INVALID_REQUEST", "replaceCollections: moves must be an array of [target, source]");
+    for (const [target, source] of moves) {
+      assertCollectionName(target);
+      assertCollectionName(source);
+      if (target === source) throw new MnemeError("INVALID_REQUEST", `replaceCollections: ${target} cannot replace itself`);
+    }
     await this.write(() => {
-      const src = this.colls.get(source);
-      const old = this.colls.get(target);
-      if (src === undefined && (old === undefined || old.docs.size === 0)) return;
-      this.colls.set(target, src ?? { docs: new Map(), sortedKeys: [] });
-      if (src !== undefined) this.colls.set(source, { docs: new Map(), sortedKeys: [] });
-      this.lastWriteAt = nowNs();
-      this.logUndo(() => {
-        if (src === undefined) this.colls.delete(source);
-        else this.colls.set(source, src);
-        if (old === undefined) this.colls.delete(target);
-        else this.colls.set(target, old);
-      });
+      for (const [target, source] of moves) {
+        const src = this.colls.get(source);
+        const old = this.colls.get(target);
+        if (src === undefined && (old === undefined || old.docs.size === 0)) continue;
+        this.colls.set(target, src ?? { docs: new Map(), sortedKeys: [] });
+        if (src !== undefined) this.colls.set(source, { docs: new Map(), sortedKeys: [] });
+        this.lastWriteAt = nowNs();
+        this.logUndo(() => {
+          if (src !== undefined) this.colls.set(source, src);
+          if (old === undefined) this.colls.delete(target);
+          else this.colls.set(target, old);
+        });
+      }
     });
   }
 

@@ -173,29 +173,34 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   }
 
   /**
-   * Makes `target` hold exactly the documents `source` holds and empties
-   * `source`, in one transaction (it joins a running one). A readmodel's
-   * restore from zero switches generations with it.
+   * For each `[target, source]`: makes `target` hold exactly the documents
+   * `source` holds and empties `source`; all in one transaction (it joins a
+   * running one). A readmodel's restore from zero switches generations with it.
    */
-  async replaceCollection(target: string, source: string): Promise<void> {
-    assertCollectionName(target);
-    assertCollectionName(source);
-    if (target === source) return;
+  async replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void> {
+    if (!Array.isArray(moves)) throw new MnemeError("INVALID_REQUEST", "replaceCollections: moves must be an array of [target, source]");
+    for (const [target, source] of moves) {
+      assertCollectionName(target);
+      assertCollectionName(source);
+      if (target === source) throw new MnemeError("INVALID_REQUEST", `replaceCollections: ${target} cannot replace itself`);
+    }
     await this.transaction(async () => {
-      await this.exec(`DELETE FROM ${this.docs} WHERE collection = $1`, [target], true, "replaceCollection");
-      const moved = await this.exec(
-        `UPDATE ${this.docs} SET collection = $1 WHERE collection = $2`,
-        [target, source],
-        true,
-        "replaceCollection",
-      );
-      if ((moved.rowCount ?? 0) > 0) {
-        await this.exec(
-          `INSERT INTO ${this.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING`,
-          [target],
+      for (const [target, source] of moves) {
+        await this.exec(`DELETE FROM ${this.docs} WHERE collection = $1`, [target], true, "replaceCollections");
+        const moved = await this.exec(
+          `UPDATE ${this.docs} SET collection = $1 WHERE collection = $2`,
+          [target, source],
           true,
-          "replaceCollection",
+          "replaceCollections",
         );
+        if ((moved.rowCount ?? 0) > 0) {
+          await this.exec(
+            `INSERT INTO ${this.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING`,
+            [target],
+            true,
+            "replaceCollections",
+          );
+        }
       }
     });
   }

@@ -46,39 +46,36 @@ export function currentPrefix(readmodel: string): string {
 }
 
 /**
- * The optional backend capability the switch uses: makes `target` hold
- * exactly the documents of `source` and empties `source`, joining a running
- * transaction (memory, SQLite and Postgres have it). A backend without it
- * restores from zero in place (readers may see the rebuild in progress).
+ * The optional backend capability the switch uses: for each `[target,
+ * source]`, makes `target` hold exactly the documents of `source` and empties
+ * `source`, all as one write that joins a running transaction (memory, SQLite
+ * and Postgres have it). A backend without it restores from zero in place
+ * (readers may see the rebuild in progress).
  */
 export interface CollectionReplacing {
-  replaceCollection(target: string, source: string): Promise<void>;
+  replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void>;
 }
 
-/** Whether `backend` can switch generations (it has `replaceCollection`). */
+/** Whether `backend` can switch generations (it has `replaceCollections`). */
 export function supportsGenerations(backend: ReadmodelStoreBackend): backend is ReadmodelStoreBackend & CollectionReplacing {
-  return typeof (backend as Partial<CollectionReplacing>).replaceCollection === "function";
+  return typeof (backend as Partial<CollectionReplacing>).replaceCollections === "function";
 }
 
 /**
- * The switch (inside the caller's transaction): every collection of the next
- * generation replaces its served counterpart, served collections the next
- * generation does not have are emptied, and the next generation is left empty.
+ * The switch (inside the caller's transaction), as one write: every served
+ * collection is replaced by its counterpart of the next generation (empty
+ * when the next generation has none), and the next generation is left empty.
  */
 export async function switchGenerations(backend: ReadmodelStoreBackend & CollectionReplacing, readmodel: string): Promise<void> {
   const served = servedPrefix(readmodel);
   const next = nextPrefix(readmodel);
-  const names = await backend.listCollections();
-  const built = new Set<string>();
-  for (const n of names) {
-    if (!n.startsWith(next)) continue;
-    const rest = n.slice(next.length);
-    built.add(rest);
-    await backend.replaceCollection(served + rest, n);
+  const names = new Set<string>();
+  for (const n of await backend.listCollections()) {
+    if (n.startsWith(next)) names.add(n.slice(next.length));
+    else if (n.startsWith(served)) names.add(n.slice(served.length));
   }
-  for (const n of names) {
-    if (n.startsWith(served) && !built.has(n.slice(served.length))) await backend.collection(n).clear();
-  }
+  const moves = [...names].sort().map((rest) => [served + rest, next + rest] as const);
+  if (moves.length > 0) await backend.replaceCollections(moves);
 }
 
 /** Empties every collection of the next generation (inside the caller's transaction). */

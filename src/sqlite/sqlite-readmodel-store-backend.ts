@@ -169,19 +169,29 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   /**
-   * Makes `target` hold exactly the documents `source` holds and empties
-   * `source`, in one write transaction (a readmodel's restore from zero
-   * switches generations with it). Inside a transaction it is applied at
-   * commit, after the transaction's document writes; reads inside that
-   * transaction do not see it.
+   * For each `[target, source]`: makes `target` hold exactly the documents
+   * `source` holds and empties `source`; all in one write transaction (a
+   * readmodel's restore from zero switches generations with it). Inside a
+   * transaction they are applied at its commit, after its document writes;
+   * reads inside that transaction do not see them.
    */
-  async replaceCollection(target: string, source: string): Promise<void> {
-    assertCollectionName(target);
-    assertCollectionName(source);
-    if (target === source) return;
-    await this.write("replaceCollection", (tx) => {
-      if (tx !== undefined) tx.moves.push([target, source]);
-      else if (this.ready().writeTransaction(() => this.move(target, source))) this.registered.add(target);
+  async replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void> {
+    if (!Array.isArray(moves)) throw new MnemeError("INVALID_REQUEST", "replaceCollections: moves must be an array of [target, source]");
+    for (const [target, source] of moves) {
+      assertCollectionName(target);
+      assertCollectionName(source);
+      if (target === source) throw new MnemeError("INVALID_REQUEST", `replaceCollections: ${target} cannot replace itself`);
+    }
+    await this.write("replaceCollections", (tx) => {
+      if (tx !== undefined) {
+        for (const [target, source] of moves) tx.moves.push([target, source]);
+        return;
+      }
+      const touched: string[] = [];
+      this.ready().writeTransaction(() => {
+        for (const [target, source] of moves) if (this.move(target, source)) touched.push(target);
+      });
+      for (const name of touched) this.registered.add(name);
     });
   }
 

@@ -3,6 +3,11 @@ import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmo
 import { deferred, describeContract, expectClosedBehaviour, expectNoSecret, expectRejectsWith, settle } from "./contract-harness.js";
 import type { ContractOptions } from "./contract-options.js";
 
+/** The optional capability of a backend whose readmodels switch generations on a restore from zero. */
+interface Replacing {
+  replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void>;
+}
+
 interface Item {
   id: string;
   name: string;
@@ -27,7 +32,8 @@ const ids = (xs: readonly Item[]): string[] => xs.map((x) => x.id);
  * key (get/put/delete/getMany/putMany, list with offset/limit/orderBy/
  * descending/where, count, clear), checkpoints, and transactions (commit,
  * rollback, nesting, serialisation against outside writes, and the atomic
- * clear + checkpoint reset of a restore from zero).
+ * clear + checkpoint reset of a restore from zero), and, for a backend that
+ * has it, `replaceCollections` (the switch of a blue-green restore from zero).
  */
 export function describeReadmodelStoreBackendContract(
   name: string,
@@ -423,6 +429,94 @@ export function describeReadmodelStoreBackendContract(
       });
       expect(ids(await a.list())).toEqual(["a1"]);
       expect(await backend.getCheckpoint("RM")).toBe(1);
+    });
+
+    // --- replaceCollections (optional: the switch of a readmodel's restore from zero) ------------------
+
+    /** The backend's replaceCollections, or undefined when it has none (the tests below then check nothing else). */
+    const replacing = (backend: ReadmodelStoreBackend): Replacing["replaceCollections"] | undefined => {
+      const fn = (backend as Partial<Replacing>).replaceCollections;
+      return typeof fn === "function" ? fn.bind(backend) : undefined;
+    };
+
+    test("replaceCollections gives each target exactly its source's documents and empties the sources", async (backend) => {
+      const replace = replacing(backend);
+      if (replace === undefined) return;
+      const served = backend.collection<Item>("RM:a");
+      const next = backend.collection<Item>("RM#rebuild:a");
+      const servedOnly = backend.collection<Item>("RM:gone");
+      const other = backend.collection<Item>("Other:a");
+      await fill(served, [item("old1", 1), item("old2", 2), item("shared", 3)]);
+      await fill(next, [item("shared", 30), item("new1", 10)]);
+      await fill(servedOnly, [item("g", 1)]);
+      await fill(other, [item("o", 1)]);
+      await replace([
+        ["RM:a", "RM#rebuild:a"],
+        ["RM:gone", "RM#rebuild:gone"],
+      ]);
+      expect(ids(await served.list())).toEqual(["new1", "shared"]);
+      expect((await served.get("shared"))?.n).toBe(30);
+      expect(await served.get("old1")).toBeUndefined();
+      expect(await served.count()).toBe(2);
+      expect(await next.count()).toBe(0);
+      expect(await next.list()).toEqual([]);
+      expect(await servedOnly.count()).toBe(0);
+      expect(ids(await other.list())).toEqual(["o"]);
+      expect(await backend.listCollections()).toContain("RM:a");
+      // the moved documents are ordinary documents of their new collection
+      await served.put("new2", item("new2", 5));
+      expect(ids(await served.list({ orderBy: "n" }))).toEqual(["new2", "new1", "shared"]);
+      expect(await served.count({ n: 10 })).toBe(1);
+    });
+
+    test("replaceCollections in a transaction commits with its checkpoints, or not at all", async (backend) => {
+      const replace = replacing(backend);
+      if (replace === undefined) return;
+      const served = backend.collection<Item>("RM:a");
+      const next = backend.collection<Item>("RM#rebuild:a");
+      await fill(served, [item("old", 1)]);
+      await fill(next, [item("new", 2)]);
+      await backend.setCheckpoint("RM", 5);
+      const boom = new Error("injected");
+      await expect(
+        backend.transaction(async () => {
+          await replace([["RM:a", "RM#rebuild:a"]]);
+          await backend.setCheckpoint("RM", 9);
+          throw boom;
+        }),
+      ).rejects.toBe(boom);
+      expect(ids(await served.list())).toEqual(["old"]);
+      expect(ids(await next.list())).toEqual(["new"]);
+      expect(await backend.getCheckpoint("RM")).toBe(5);
+      await backend.transaction(async () => {
+        await replace([["RM:a", "RM#rebuild:a"]]);
+        await backend.setCheckpoint("RM", 9);
+      });
+      expect(ids(await served.list())).toEqual(["new"]);
+      expect(await next.count()).toBe(0);
+      expect(await backend.getCheckpoint("RM")).toBe(9);
+    });
+
+    test("replaceCollections with bad input gives INVALID_REQUEST and moves nothing", async (backend) => {
+      const replace = replacing(backend);
+      if (replace === undefined) return;
+      await fill(backend.collection<Item>("RM#rebuild:a"), [item("new", 2)]);
+      await fill(backend.collection<Item>("RM:a"), [item("old", 1)]);
+      for (const bad of [
+        [
+          ["RM:a", "RM#rebuild:a"],
+          ["RM:b", ""],
+        ],
+        [
+          ["RM:a", "RM#rebuild:a"],
+          ["RM:b", "RM:b"],
+        ],
+        "RM:a",
+      ]) {
+        await expectRejectsWith(() => replace(bad as never), "INVALID_REQUEST");
+      }
+      expect(ids(await backend.collection<Item>("RM:a").list())).toEqual(["old"]);
+      expect(ids(await backend.collection<Item>("RM#rebuild:a").list())).toEqual(["new"]);
     });
 
     test("reads inside a transaction see its writes", async (backend) => {
