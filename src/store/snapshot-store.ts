@@ -46,7 +46,8 @@ export type NewSnapshotRecord<S = unknown> = Omit<SnapshotRecord<S>, "tenantUuid
  *   `exceptSnapshotVersion` removes the leftovers;
  * - `latest` answers the stored snapshot of exactly that snapshotVersion, or
  *   undefined; what it returns is a copy (changing it changes nothing stored),
- *   and so is what `save` keeps;
+ *   and so is what `save` keeps: `save` reads the state before it returns
+ *   its promise, so the caller may change the state right away;
  * - a state that is not JSON-safe, an empty name or uuid, or a version or
  *   snapshotVersion that is not an integer >= 1 is refused with
  *   INVALID_REQUEST (`details` point at the offending part of the state), and

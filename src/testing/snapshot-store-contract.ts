@@ -252,7 +252,7 @@ export function describeSnapshotStoreContract(
       expect(got?.snapshotVersion).toBe(Number.MAX_SAFE_INTEGER);
     });
 
-    test("stored snapshots cannot be changed through given or returned objects", async (store) => {
+    test("stored snapshots cannot be changed through given or returned objects, nor while a save runs", async (store) => {
       const state = { items: [1, 2], meta: { title: "t" } };
       await store.save(snap("a", 1, { state }));
       state.items.push(3);
@@ -265,6 +265,12 @@ export function describeSnapshotStoreContract(
         // frozen results are fine
       }
       expect(await latest(store, "a")).toMatchObject({ version: 1, state: { items: [1, 2], meta: { title: "t" } } });
+      // The state is read before save returns: a change made while the save runs is not stored.
+      const next = { items: [5] };
+      const saving = store.save(snap("a", 2, { state: next }));
+      next.items.push(6);
+      await saving;
+      expect(await latest(store, "a")).toMatchObject({ version: 2, state: { items: [5] } });
     });
 
     test("info reports numItems and the newest createdAt", async (store) => {
