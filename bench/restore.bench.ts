@@ -2,7 +2,9 @@
  * Restore of a readmodel over 1,000,000 events (BENCH_QUICK=1: 100,000) from
  * SQLite and from Postgres, next to the raw driver reading and parsing the same
  * rows in the same run; heap growth during the restore (run with --expose-gc,
- * as `npm run bench` does).
+ * as `npm run bench` does). Then a restore from zero of a projection whose
+ * 10,000 documents live in the same database, which builds the new generation
+ * beside the served one and switches (blue-green), and the switch alone.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,6 +19,7 @@ import {
   type Facade,
   MemoryReadmodelStoreBackend,
   newUuid,
+  ProjectionReadmodel,
   withReadmodelStoreBackend,
 } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
@@ -25,6 +28,11 @@ import type { Bench } from "./harness.js";
 
 const D = defineDomain("Bench");
 D.event<{ n: number }>("Added");
+/** 10,000 aggregates (agg-0 .. agg-9999): the projection keeps one document each. */
+const Agg = D.aggregate<{ n: number }>("Agg", {
+  initialState: () => ({ n: 0 }),
+  evolve: { Added: (s, p: { n: number }) => ({ n: s.n + p.n }) },
+});
 
 /** Sums payloads per tenant-less stream: a trivial readmodel whose state is one number. */
 class Summer extends BaseReadmodel {
@@ -50,7 +58,16 @@ function gc(): void {
   (globalThis as { gc?: () => void }).gc?.();
 }
 
-async function restoreRun(b: Bench, label: string, repo: Facade["eventRepository"], n: number, raw: () => Promise<number>): Promise<void> {
+interface Backends {
+  readonly eventRepository: Facade["eventRepository"];
+  readonly readmodelStoreBackend: Facade["readmodelStoreBackend"];
+  close(): Promise<void>;
+}
+
+/** `open` gives fresh backends on the filled database (a facade closes its stores when it stops). */
+async function restoreRun(b: Bench, label: string, open: () => Backends, n: number, raw: () => Promise<number>): Promise<void> {
+  const first = open();
+  const repo = first.eventRepository;
   await raw(); // warm the page cache and the JIT for both sides
   const rawRow = await b.measure(
     "restore",
@@ -89,6 +106,45 @@ async function restoreRun(b: Bench, label: string, repo: Facade["eventRepository
     (globalThis as { gc?: unknown }).gc ? "gc before" : "no --expose-gc",
   );
   await facade.stop();
+  await first.close();
+
+  // A projection with its documents in the same database: page reads, getMany/putMany per page, the switch.
+  const backends = open();
+  const withDocs = createFacade({
+    eventRepository: backends.eventRepository,
+    readmodelStoreBackend: backends.readmodelStoreBackend,
+    delivery: { restoreBatchSize: 1000 },
+  });
+  withDocs.registerDomain(D);
+  const projection = new ProjectionReadmodel(withDocs, { aggregate: Agg, name: "AggProjection" });
+  withDocs.registerReadmodel(projection);
+  await withDocs.start(); // the first restore fills the served generation
+  const docsRow = await b.measure(
+    "restore",
+    `${label} mneme: restore fromZero of a projection (10,000 docs)`,
+    n,
+    async () => {
+      await projection.restoreState(undefined, { fromZero: true }).done;
+      const total = (await projection.getModelList({ pageSize: 1 })).total;
+      if (total !== Math.min(n, 10_000)) throw new Error(`projected ${total}`);
+    },
+    "events/s",
+  );
+  b.compare(docsRow, rawRow);
+  // The switch alone: one transaction replacing the 10,000 served documents with those of a full next generation.
+  const rm = backends.readmodelStoreBackend as Backends["readmodelStoreBackend"] & {
+    replaceCollections?: (moves: readonly (readonly [string, string])[]) => Promise<void>;
+  };
+  if (typeof rm.replaceCollections === "function") {
+    const served = await rm.collection<unknown>("AggProjection:models").list();
+    const keys = served.map((d) => (d as { aggregateUuid: string }).aggregateUuid);
+    await rm.transaction(() => rm.collection<unknown>("AggProjection#rebuild:models").putMany(keys.map((k, i) => [k, served[i]] as const)));
+    const t0 = performance.now();
+    await rm.transaction(() => rm.replaceCollections!([["AggProjection:models", "AggProjection#rebuild:models"]]));
+    b.value("restore", `${label} the switch of ${keys.length} documents (one transaction)`, performance.now() - t0, "ms");
+  }
+  await withDocs.stop();
+  await backends.close();
 }
 
 export default async function (b: Bench): Promise<void> {
@@ -109,29 +165,32 @@ export default async function (b: Bench): Promise<void> {
       SELECT i, 'e-' || i, '', 'Bench', 'Added', 'agg-' || (i % 10000), (i / 10000) + 1, NULL, ${now} + i, '{"senderTenantUuid":"t"}', '{"n":1}' FROM s`);
     db.close();
   }
-  const sqlite = createSqliteBackends({ filename });
-  await sqlite.eventRepository.init();
-  await restoreRun(b, "sqlite", sqlite.eventRepository, n, async () => {
-    const db = new Database(filename, { readonly: true });
-    const stmt = db.prepare(
-      "SELECT position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload FROM mneme_events WHERE position > ? ORDER BY position LIMIT 1000",
-    );
-    let after = 0;
-    let count = 0;
-    for (;;) {
-      const rows = stmt.all(after) as { position: number; req_ctx: string; payload: string }[];
-      if (rows.length === 0) break;
-      for (const r of rows) {
-        JSON.parse(r.req_ctx);
-        JSON.parse(r.payload);
-        count++;
+  await restoreRun(
+    b,
+    "sqlite",
+    () => createSqliteBackends({ filename }),
+    n,
+    async () => {
+      const db = new Database(filename, { readonly: true });
+      const stmt = db.prepare(
+        "SELECT position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload FROM mneme_events WHERE position > ? ORDER BY position LIMIT 1000",
+      );
+      let after = 0;
+      let count = 0;
+      for (;;) {
+        const rows = stmt.all(after) as { position: number; req_ctx: string; payload: string }[];
+        if (rows.length === 0) break;
+        for (const r of rows) {
+          JSON.parse(r.req_ctx);
+          JSON.parse(r.payload);
+          count++;
+        }
+        after = rows[rows.length - 1]!.position;
       }
-      after = rows[rows.length - 1]!.position;
-    }
-    db.close();
-    return count;
-  });
-  await sqlite.close();
+      db.close();
+      return count;
+    },
+  );
   rmSync(dir, { recursive: true, force: true });
 
   // ---- Postgres: fill with INSERT ... SELECT generate_series.
@@ -146,28 +205,31 @@ export default async function (b: Bench): Promise<void> {
       SELECT i, 'e-' || i, '', 'Bench', 'Added', 'agg-' || (i % 10000), (i / 10000) + 1, NULL, ${now}::bigint + i, '{"senderTenantUuid":"t"}'::jsonb, '{"n":1}'::jsonb FROM generate_series(1, ${n}) AS i`);
     await admin.query(`SELECT setval('"${schema}".events_position_seq', ${n})`);
     await admin.query(`ANALYZE "${schema}".events`);
-    const postgres = createPostgresBackends({ connectionString, schema });
-    await postgres.eventRepository.init();
-    await restoreRun(b, "postgres", postgres.eventRepository, n, async () => {
-      const client = await admin.connect();
-      let after = 0;
-      let count = 0;
-      try {
-        for (;;) {
-          const { rows } = await client.query<{ position: string }>({
-            text: `SELECT position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload FROM "${schema}".events WHERE position > $1 ORDER BY position LIMIT 1000`,
-            values: [after],
-          });
-          if (rows.length === 0) break;
-          count += rows.length; // pg parses jsonb columns itself
-          after = Number(rows[rows.length - 1]!.position);
+    await restoreRun(
+      b,
+      "postgres",
+      () => createPostgresBackends({ connectionString, schema }),
+      n,
+      async () => {
+        const client = await admin.connect();
+        let after = 0;
+        let count = 0;
+        try {
+          for (;;) {
+            const { rows } = await client.query<{ position: string }>({
+              text: `SELECT position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload FROM "${schema}".events WHERE position > $1 ORDER BY position LIMIT 1000`,
+              values: [after],
+            });
+            if (rows.length === 0) break;
+            count += rows.length; // pg parses jsonb columns itself
+            after = Number(rows[rows.length - 1]!.position);
+          }
+        } finally {
+          client.release();
         }
-      } finally {
-        client.release();
-      }
-      return count;
-    });
-    await postgres.close();
+        return count;
+      },
+    );
   } finally {
     await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await admin.end();
