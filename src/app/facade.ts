@@ -20,6 +20,9 @@ import type { AppendOptions, EventRepository } from "../store/event-repository.j
 import type { LogStore } from "../store/log-store.js";
 import { jsonSafeProblem, sealJsonSafe } from "../store/json-safe.js";
 import { AggregateCache, type AggregateCacheOptions, type AggregateCacheStats } from "./aggregate-cache.js";
+import { AggregateLoading } from "./aggregate-loading.js";
+import { MemorySnapshotStore } from "../memory/memory-snapshot-store.js";
+import type { SnapshotStore } from "../store/snapshot-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { newUuid, nowNs } from "../model/clock.js";
 import {
@@ -53,6 +56,8 @@ export interface FacadeOptions {
   readonly logStore?: LogStore;
   /** Default backend of readmodels that set none (and of plain handlers' checkpoints). */
   readonly readmodelStoreBackend?: ReadmodelStoreBackend;
+  /** Snapshots of aggregates that set `snapshotEvery` (createSqliteBackends / createPostgresBackends give one in the events' database). */
+  readonly snapshotStore?: SnapshotStore;
   /** Output of `mneme schema build`: the object, or the path of its file. */
   readonly schemas?: JsonSchema | string;
   readonly authorizer?: Authorizer;
@@ -100,6 +105,8 @@ export class Facade implements FacadeHandle {
   readonly cacheStore: CacheStore;
   readonly logStore: LogStore;
   readonly readmodelStoreBackend: ReadmodelStoreBackend;
+  /** Where aggregate snapshots are kept (aggregates with `snapshotEvery`). */
+  readonly snapshotStore: SnapshotStore;
   readonly permissions: PermissionRegistry;
   readonly systemEvents: SystemEventProducer;
   readonly schemas: SchemaRegistry;
@@ -120,6 +127,7 @@ export class Facade implements FacadeHandle {
   readonly #registered = new Map<string, Registration>();
   readonly #locks = new KeyedLock();
   readonly #aggregateCache: AggregateCache | undefined;
+  readonly #loading: AggregateLoading;
   readonly #delivery: DeliveryOptions;
   readonly #startHooks: ((facade: Facade) => Promise<void> | void)[] = [];
   readonly #host: HandlerHost;
@@ -145,7 +153,9 @@ export class Facade implements FacadeHandle {
     this.logStore = options.logStore ?? new MemoryLogStore();
     this.readmodelStoreBackend = options.readmodelStoreBackend ?? new MemoryReadmodelStoreBackend();
     this.#recordsWithAppend = this.eventRepository.joinCommandStore?.(this.commandStore) === true;
+    this.snapshotStore = options.snapshotStore ?? new MemorySnapshotStore();
     this.#aggregateCache = options.aggregateCache === false ? undefined : new AggregateCache(options.aggregateCache);
+    this.#loading = new AggregateLoading(this.eventRepository, this.snapshotStore, this.#aggregateCache, this.logStore);
     this.permissions = new PermissionRegistry(options.authorizer, { facade: this });
     const se = options.systemEvents;
     this.systemEvents = new SystemEventProducer(typeof se === "object" ? se : {});
@@ -386,6 +396,7 @@ export class Facade implements FacadeHandle {
       }
     }
     this.systemEvents.stop();
+    await this.#loading.drain();
     const errors: unknown[] = [];
     for (const s of this.#lifecycles()) {
       try {
@@ -412,6 +423,7 @@ export class Facade implements FacadeHandle {
       this.cacheStore,
       this.logStore,
       this.readmodelStoreBackend,
+      this.snapshotStore,
     ];
     for (const h of this.#handlers.values()) {
       const b = (h as { readmodelStoreBackend?: ReadmodelStoreBackend }).readmodelStoreBackend;
@@ -857,35 +869,7 @@ export class Facade implements FacadeHandle {
     if (aggregate?.kind !== "aggregate") throw new MnemeError("INVALID_REQUEST", "load takes an aggregate type");
     if (typeof aggregateUuid !== "string" || aggregateUuid === "")
       throw new MnemeError("INVALID_REQUEST", `${aggregate.domain}.${aggregate.name}: aggregateUuid must be a non-empty string`);
-    const tenant = opts.tenantUuid;
-    const cache = this.#aggregateCache;
-    const cached = cache?.accepts(aggregate) === true ? cache.get(aggregate, aggregateUuid) : undefined;
-    if (cached !== undefined) {
-      if (tenant !== undefined && aggregate.tenancy !== "global" && cached.tenantUuid !== tenant)
-        throw aggregateNotFound(aggregate, aggregateUuid);
-      // Only what was appended since (here or by another process) is read and folded.
-      const newer = await this.eventRepository.loadAggregate(aggregateUuid, { fromVersion: cached.version + 1 });
-      let state: S = cached.state;
-      let version = cached.version;
-      for (const e of newer) {
-        state = aggregate.apply(state, e);
-        version = e.version;
-      }
-      if (newer.length > 0) cache!.set(aggregate, aggregateUuid, state, version, cached.tenantUuid);
-      return { state, version };
-    }
-    const events = await this.eventRepository.loadAggregate(aggregateUuid);
-    if (tenant !== undefined && aggregate.tenancy !== "global" && events.length > 0 && events[0]!.tenantUuid !== tenant) {
-      throw aggregateNotFound(aggregate, aggregateUuid);
-    }
-    let state = aggregate.initialState();
-    let version = 0;
-    for (const e of events) {
-      state = aggregate.apply(state, e);
-      version = e.version;
-    }
-    if (cache !== undefined && version > 0) cache.set(aggregate, aggregateUuid, state, version, events[0]!.tenantUuid);
-    return { state, version };
+    return this.#loading.load(aggregate, aggregateUuid, opts.tenantUuid, () => aggregateNotFound(aggregate, aggregateUuid));
   }
 }
 
