@@ -7,7 +7,7 @@
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Facade, type FacadeOptions, createFacade, newUuid } from "mneme";
+import { type Facade, type FacadeOptions, type RequestContext, createFacade, newUuid } from "mneme";
 import {
   AssignGroup,
   CreateGroup,
@@ -30,6 +30,10 @@ export interface DashboardWorld {
   readonly url: string;
   readonly systemTenantUuid: string;
   readonly opsTenantUuid: string;
+  /** The administrator's request context (system tenant). */
+  readonly admin: RequestContext;
+  /** Creates one todo as the administrator; its command's uuid. */
+  createTodo(title: string): Promise<string>;
   /** Creates `n` todos as the administrator (in the system tenant), waiting for the readmodels. */
   createTodos(n: number): Promise<void>;
   /** Drops every open connection (the page's stream too); the server keeps listening. */
@@ -73,6 +77,10 @@ export async function startDashboardWorld(
     url: `http://127.0.0.1:${port}`,
     systemTenantUuid: ids.systemTenantUuid,
     opsTenantUuid,
+    admin,
+    async createTodo(title) {
+      return (await facade.dispatch(CreateTodo, { todoUuid: newUuid(), title }, wait)).commandUuid;
+    },
     async createTodos(n) {
       for (let i = 0; i < n; i++) await facade.dispatch(CreateTodo, { todoUuid: newUuid(), title: `Todo ${i + 1}` }, wait);
     },

@@ -1,0 +1,352 @@
+/**
+ * The Runtime dashboard in a real browser: headless Chromium (Debian's
+ * package, driven by playwright-core) against a real facade behind node:http
+ * on 127.0.0.1 with createHttpHandler(f, { dashboard: true }). An operator signs
+ * in, sees the handlers, restores one from zero and watches it come back, sees
+ * a dispatched command in the live stream (also across a dropped connection,
+ * resumed with Last-Event-ID, and a gap when the server cannot resume), and a
+ * non-administrator is refused the stores by the server. Also the serving
+ * itself over the wire: types, caching, CSP, no traversal, off by default.
+ *
+ * Without Chromium the browser part is skipped with the reason, unless CI is
+ * set: on CI a missing browser fails the run.
+ */
+import { request as httpRequest } from "node:http";
+import { join } from "node:path";
+import type { Browser, BrowserContext, Page, Route } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Facade, createFacade } from "mneme";
+import { registerDefaults } from "mneme/defaults";
+import { createHttpHandler } from "mneme/http";
+import { ListTodos } from "../examples/todo/todo-domain.js";
+import { findChromium, launchChromium } from "./support/chromium.js";
+import { ADMIN, type DashboardWorld, OPERATOR, startDashboardWorld } from "./support/dashboard-fixture.js";
+import { runProcess } from "./support/run-process.js";
+
+const root = join(import.meta.dirname, "..");
+const chromiumPath = findChromium();
+const NO_BROWSER = "no Chromium found: set CHROMIUM_PATH or `apt-get install chromium` (on CI this fails instead of skipping)";
+const skipBrowser = chromiumPath === undefined && !process.env.CI;
+
+let world: DashboardWorld;
+
+beforeAll(async () => {
+  // The tests serve what `npm run build` builds: build the dashboard from the current sources.
+  const build = await runProcess(process.execPath, [join(root, "scripts", "build-dashboard.mjs")], root, 120_000);
+  expect(build.code, build.stderr + build.stdout).toBe(0);
+  // A small system-event buffer, so that a long disconnection overflows it (the gap test).
+  world = await startDashboardWorld({ facade: { systemEvents: { bufferSize: 40 } }, http: { sse: { retryMs: 300 } } });
+  await world.createTodos(30);
+}, 180_000);
+
+afterAll(async () => {
+  await world?.close();
+});
+
+/** A raw GET: the path goes on the wire as written (fetch would normalise `..`). */
+function rawGet(url: string, path: string, headers: Record<string, string> = {}, method = "GET") {
+  const { hostname, port } = new URL(url);
+  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }>((resolve, reject) => {
+    const req = httpRequest({ host: hostname, port, path, method, headers }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("serving /dashboard/ over HTTP", () => {
+  it("index.html, modules, stylesheet and icon with their types, ETag, no-cache and the strict CSP", async () => {
+    const index = await rawGet(world.url, "/dashboard/");
+    expect(index.status).toBe(200);
+    expect(index.headers["content-type"]).toBe("text/html; charset=utf-8");
+    expect(index.headers["cache-control"]).toBe("no-cache");
+    const csp = String(index.headers["content-security-policy"]);
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("connect-src 'self'");
+    expect(csp).not.toContain("unsafe");
+    // No inline script anywhere in the page: the one script is a module file.
+    expect(index.body).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);
+    expect(index.body).toContain('<script type="module" src="js/main.js"></script>');
+    for (const [path, type] of [
+      ["/dashboard/js/main.js", "text/javascript; charset=utf-8"],
+      ["/dashboard/js/views/handlers.js", "text/javascript; charset=utf-8"],
+      ["/dashboard/dashboard.css", "text/css; charset=utf-8"],
+      ["/dashboard/favicon.svg", "image/svg+xml"],
+    ] as const) {
+      const r = await rawGet(world.url, path);
+      expect([path, r.status, r.headers["content-type"]]).toEqual([path, 200, type]);
+    }
+    const again = await rawGet(world.url, "/dashboard/", { "if-none-match": String(index.headers.etag) });
+    expect(again.status).toBe(304);
+    expect(again.body).toBe("");
+    const head = await rawGet(world.url, "/dashboard/js/main.js", {}, "HEAD");
+    expect(head.status).toBe(200);
+    expect(head.body).toBe("");
+    expect(head.headers["content-type"]).toBe("text/javascript; charset=utf-8");
+  });
+
+  it("no path traversal on the wire: .., encoded dots and slashes, backslashes all get 404", async () => {
+    for (const path of [
+      "/dashboard/../package.json",
+      "/dashboard/../../package.json",
+      "/dashboard/js/../../../package.json",
+      "/dashboard/%2e%2e/package.json",
+      "/dashboard/%2e%2e%2f%2e%2e%2fpackage.json",
+      "/dashboard/..%5c..%5cpackage.json",
+      "/dashboard/js/..%2f..%2f..%2fpackage.json",
+      "/dashboard/%2fetc%2fpasswd",
+      "/dashboard//etc/passwd",
+      "/dashboard/js/main.ts",
+    ]) {
+      const r = await rawGet(world.url, path);
+      // A `..` that climbs out of /dashboard/ is not the dashboard's any more: then the API's own 404.
+      expect([path, r.status]).toEqual([path, 404]);
+      expect(r.body).not.toContain('"name": "mneme"');
+      expect(r.body).not.toContain("root:");
+    }
+  });
+
+  it("is off by default: without the option /dashboard/ is the API's 404; with a basePath it moves below it", async () => {
+    const facade: Facade = createFacade({ appName: "no-dashboard" });
+    await registerDefaults(facade, {
+      admin: { email: "a@example.org", password: "admin-password-1" },
+      passwordHashing: { N: 1024, r: 8, p: 1 },
+    });
+    await facade.start();
+    try {
+      const plain = createHttpHandler(facade);
+      const off = await plain(new Request("http://127.0.0.1/dashboard/"));
+      expect(off.status).toBe(404);
+      expect(await off.json()).toMatchObject({ code: "NOT_FOUND" });
+      expect((await plain(new Request("http://127.0.0.1/dashboard/js/main.js"))).status).toBe(404);
+
+      const based = createHttpHandler(facade, { basePath: "/ops", dashboard: true });
+      expect((await based(new Request("http://127.0.0.1/ops/dashboard/"))).status).toBe(200);
+      expect((await based(new Request("http://127.0.0.1/dashboard/"))).status).toBe(404);
+      const redirect = await based(new Request("http://127.0.0.1/ops/dashboard"));
+      expect(redirect.status).toBe(308);
+      expect(new URL(redirect.headers.get("location")!, "http://127.0.0.1/ops/dashboard").pathname).toBe("/ops/dashboard/");
+      expect(() => createHttpHandler(facade, { dashboard: "yes" as unknown as boolean })).toThrow(/dashboard must be true or false/);
+    } finally {
+      await facade.stop();
+    }
+  });
+});
+
+describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skipped: ${NO_BROWSER})` : ""}`, () => {
+  let browser: Browser;
+  const contexts: BrowserContext[] = [];
+  const problems: string[] = [];
+
+  beforeAll(async () => {
+    if (chromiumPath === undefined) throw new Error(NO_BROWSER);
+    browser = await launchChromium(chromiumPath);
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const c of contexts) await c.close();
+    await browser?.close();
+  });
+
+  /** A fresh browser profile (its own sessionStorage) whose console errors and CSP violations are collected. */
+  async function newPage(): Promise<Page> {
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    contexts.push(context);
+    const page = await context.newPage();
+    page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
+    // Chromium reports CSP violations as console errors too, but the event says which directive was violated.
+    await page.addInitScript(() => {
+      document.addEventListener("securitypolicyviolation", (e) => console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`));
+    });
+    page.on("console", (m) => {
+      // "Failed to load resource": a refused request (401/403) or a connection the test drops on purpose.
+      if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) problems.push(`console: ${m.text()}`);
+    });
+    return page;
+  }
+
+  async function signIn(page: Page, who: { email: string; password: string }, hash = ""): Promise<void> {
+    await page.goto(`${world.url}/dashboard/${hash}`);
+    await page.fill("input[name=email]", who.email);
+    await page.fill("input[name=password]", who.password);
+    await page.click("button[type=submit]");
+    await page.waitForSelector(".shell");
+  }
+
+  it("refuses a wrong password with the server's answer and stays on the sign-in page", async () => {
+    const page = await newPage();
+    await page.goto(`${world.url}/dashboard/`);
+    await page.fill("input[name=email]", ADMIN.email);
+    await page.fill("input[name=password]", "not the password");
+    await page.click("button[type=submit]");
+    const banner = page.locator("[data-view=signin] [data-error-code]");
+    await banner.waitFor();
+    expect(await banner.getAttribute("data-error-code")).toBe("UNAUTHENTICATED");
+    expect(await page.locator(".shell").count()).toBe(0);
+  });
+
+  it("signs in, shows system info and the handlers, restores TodoProjection from zero and watches it come back", async () => {
+    const page = await newPage();
+    await signIn(page, ADMIN);
+    await page.waitForSelector("[data-view=overview] .kpis");
+    expect(await page.locator(".kpi-value").first().innerText()).toBe("started");
+    const info = world.facade.runtime.systemInfo();
+    await expect.poll(() => page.locator(".facts").first().innerText()).toContain(info.appName);
+
+    await page.click("[data-nav=handlers]");
+    const row = page.locator("tr[data-handler=TodoProjection]");
+    await row.waitFor();
+    expect(await row.getAttribute("data-state")).toBe("running");
+    expect(await row.getAttribute("data-restoration")).toBe("restored");
+    for (const h of world.facade.runtime.listEventHandlers()) {
+      expect(await page.locator(`tr[data-handler="${h.eventHandlerName}"]`).count()).toBe(1);
+    }
+
+    const restores: { kind: string; fromZero?: unknown }[] = [];
+    const unsubscribe = world.facade.runtime.systemEvents.subscribe((e) => {
+      if (e.data.eventHandlerName === "TodoProjection" && e.kind.startsWith("Restore"))
+        restores.push({ kind: e.kind, fromZero: e.data.fromZero });
+    });
+    try {
+      // From zero clears the readmodel: the first click only asks for confirmation.
+      await row.locator("[data-action=restore-zero]").click();
+      expect(await row.locator("[data-action=restore-zero]").innerText()).toBe("Confirm: clear and replay");
+      expect(restores).toEqual([]);
+      await row.locator("[data-action=restore-zero]").click();
+      await row.locator("[data-outcome=ok]").waitFor();
+      expect(await row.locator("[data-outcome]").innerText()).toBe("Restore from zero: now running / restored");
+      await expect.poll(() => row.getAttribute("data-restoration")).toBe("restored");
+      expect(await row.getAttribute("data-state")).toBe("running");
+    } finally {
+      unsubscribe();
+    }
+    expect(restores[0]).toEqual({ kind: "RestoreStarted", fromZero: true });
+    expect(restores.at(-1)!.kind).toBe("RestoreCompleted");
+    // Back: every todo is in the readmodel again, and the row shows the handler at the head.
+    const list = await world.facade.query(ListTodos, { pageSize: 1000 }, { reqCtx: world.admin });
+    expect(list.total).toBe(30);
+    const head = world.facade.runtime.systemInfo().headPosition;
+    await expect
+      .poll(() => row.locator("td.num").first().innerText())
+      .toContain(`${head.toLocaleString("en-US")} / ${head.toLocaleString("en-US")}`);
+
+    // The live stream showed the restore too.
+    await page.click("[data-nav=stream]");
+    await page.locator("li[data-kind=RestoreCompleted]", { hasText: "TodoProjection" }).first().waitFor();
+    // Throughput and lag charts are drawn as SVG.
+    await page.click("[data-nav=handlers]");
+    expect(await page.locator("[data-chart=throughput] svg path").count()).toBeGreaterThan(0);
+    expect(await page.locator("[data-chart=lag] svg").count()).toBe(1);
+  });
+
+  it("shows a dispatched command in the live stream, resumes after a dropped connection with Last-Event-ID, and shows the gap when the server cannot resume", async () => {
+    const page = await newPage();
+    const sseRequests: (string | undefined)[] = [];
+    page.on("request", (r) => {
+      if (r.url().includes("/runtime/sse")) sseRequests.push(r.headers()["last-event-id"]);
+    });
+    await signIn(page, ADMIN, "#/stream");
+    await page.waitForSelector("[data-stream-status=live]");
+
+    const first = await world.createTodo("seen live");
+    const line = page.locator("li[data-kind=CommandExecuted]", { hasText: "Todo.CreateTodo" }).first();
+    await line.waitFor();
+    await line.locator(".event-line").click();
+    await expect.poll(() => line.locator("pre.json").innerText()).toContain(first);
+
+    // Hold every reconnect until the test lets it through, so what happens meanwhile is missed for sure.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    await page.route("**/runtime/sse*", async (route: Route) => {
+      await gate;
+      await route.continue();
+    });
+    const lastSeen = await page.evaluate(() => document.querySelector("li[data-kind][data-id]")!.getAttribute("data-id"));
+    world.dropConnections();
+    await page.waitForSelector("[data-stream-status=reconnecting]");
+    const missed = await world.createTodo("missed while disconnected");
+    release();
+    await page.waitForSelector("[data-stream-status=live]");
+    // The reconnect asked to resume after the last id the page had, and the server replayed what was missed.
+    expect(sseRequests.length).toBeGreaterThanOrEqual(2);
+    expect(sseRequests[0]).toBeUndefined();
+    expect(Number(sseRequests.at(-1))).toBeGreaterThanOrEqual(Number(lastSeen));
+    const replayed = page.locator("li[data-kind=CommandExecuted]", { hasText: "Todo.CreateTodo" }).first();
+    await replayed.locator(".event-line").click();
+    await expect.poll(() => replayed.locator("pre.json").innerText()).toContain(missed);
+    expect(await page.locator("li[data-kind=gap]").count()).toBe(0);
+    // Nothing twice: every event id on the page is unique.
+    const ids = await page.locator("li[data-id]").evaluateAll((els) => els.map((e) => e.getAttribute("data-id")));
+    expect(new Set(ids).size).toBe(ids.length);
+
+    // Now miss more than the server's buffer holds (40 events): it cannot resume exactly and says so.
+    let release2!: () => void;
+    const gate2 = new Promise<void>((r) => (release2 = r));
+    await page.unroute("**/runtime/sse*");
+    await page.route("**/runtime/sse*", async (route: Route) => {
+      await gate2;
+      await route.continue();
+    });
+    world.dropConnections();
+    await page.waitForSelector("[data-stream-status=reconnecting]");
+    await world.createTodos(30);
+    release2();
+    const gapLine = page.locator("li[data-kind=gap]");
+    await gapLine.waitFor();
+    expect(await gapLine.innerText()).toContain("buffer-overflow");
+    await page.waitForSelector("[data-stream-status=live]");
+  });
+
+  it("lets a non-administrator read the Runtime of its tenant but the server refuses it the stores, the stream and the controls", async () => {
+    const admin = await newPage();
+    await signIn(admin, ADMIN, "#/stores");
+    const entries = admin.locator("[data-entries=event]");
+    await entries.waitFor();
+    expect(await entries.locator(".entry-list > li").count()).toBeGreaterThan(0);
+    expect(await admin.locator(".facts").first().innerText()).toContain("memory");
+
+    const ops = await newPage();
+    await signIn(ops, OPERATOR, "#/stores");
+    const refused = ops.locator("[data-store-error] [data-error-code]");
+    await refused.waitFor();
+    expect(await refused.getAttribute("data-error-code")).toBe("PERMISSION_DENIED");
+    for (const store of ["command", "data", "cache", "log"]) {
+      await ops.click(`[data-store=${store}]`);
+      await expect
+        .poll(() => ops.locator("[data-store-error] [data-error-code]").getAttribute("data-error-code"))
+        .toBe("PERMISSION_DENIED");
+    }
+    // The same server answer without the page: the refusal is the server's, not the page's.
+    const login = await (
+      await fetch(`${world.url}/api/sessions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(OPERATOR),
+      })
+    ).json();
+    const direct = await fetch(`${world.url}/api/tenants/${world.opsTenantUuid}/runtime/stores/event/entries`, {
+      headers: { authorization: `Bearer ${login.token}`, "x-identity-uuid": login.identities[0].identityUuid },
+    });
+    expect(direct.status).toBe(403);
+
+    // The operator sees the handlers (Runtime.* in its tenant) but may not stop one, nor read the stream.
+    await ops.click("[data-nav=handlers]");
+    const row = ops.locator("tr[data-handler=TodoProjection]");
+    await row.waitFor();
+    await row.locator("[data-action=stop]").click();
+    await row.locator("[data-outcome=refused]").waitFor();
+    expect(await row.locator("[data-outcome]").innerText()).toContain("PERMISSION_DENIED");
+    expect(world.facade.runtime.listEventHandlers().find((h) => h.eventHandlerName === "TodoProjection")!.state).toBe("running");
+    await ops.click("[data-nav=stream]");
+    await ops.waitForSelector("[data-stream-status=refused]");
+  });
+
+  it("ran without a script error or a CSP violation", () => {
+    expect(problems).toEqual([]);
+  });
+});
