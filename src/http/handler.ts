@@ -4,6 +4,7 @@ import type { MessageRef } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
 import { resolveCredentials } from "../defaults/credentials.js";
 import { STORE_MESSAGES } from "../runtime/runtime-domain.js";
+import { checkLiveness, checkReadiness, type HealthOptions } from "../app/health.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
 import { Dashboard } from "./dashboard.js";
@@ -11,6 +12,7 @@ import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
 import { type CredentialResolver, type HttpHandlerOptions, resolveHttpOptions } from "./options.js";
 import { fetchInbound, type HeaderReader, type InboundRequest, type Reply, toResponse, withDirectHandler } from "./exchange.js";
 import { errorResponse, problemResponse } from "./problem.js";
+import { jsonResponse } from "./responses.js";
 import { buildRoutes, type Route, type RouteContext } from "./routes.js";
 import type { RouteMatch } from "./router.js";
 
@@ -30,6 +32,8 @@ const defaultResolver: CredentialResolver = async (facade, creds) => {
   }
 };
 
+const HEALTH_LIVE = "/health/live";
+const HEALTH_READY = "/health/ready";
 const STATE_CHANGING: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 const TRACEPARENT = /^[\da-f]{2}-([\da-f]{32})-[\da-f]{16}-[\da-f]{2}$/;
 
@@ -61,6 +65,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
       if (path !== opts.basePath && !path.startsWith(`${opts.basePath}/`)) return undefined;
       path = path.slice(opts.basePath.length) || "/";
     }
+    if (opts.health !== false && (path === HEALTH_LIVE || path === HEALTH_READY)) return health(path, method, opts.health);
     let match: RouteMatch<Route>;
     try {
       match = router.match(method, path);
@@ -182,6 +187,19 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
         ? `the credentials are not valid: ${auth.reason}`
         : "this route needs a session: send `Authorization: Bearer <sessionUuid>.<sessionKey>` (and X-Identity-Uuid), or the session cookie";
     return problemResponse(problems, "UNAUTHENTICATED", detail, { headers: { "www-authenticate": "Bearer" } });
+  }
+
+  /** The health endpoints: no credentials, 200 when every check passes, else 503; the report says which failed. */
+  async function health(path: string, method: string, thresholds: HealthOptions): Promise<Reply> {
+    const allow = "GET, HEAD, OPTIONS";
+    if (method === "OPTIONS") return { status: 204, headers: { allow } };
+    if (method !== "GET")
+      return problemResponse(problems, "INVALID_REQUEST", `${method} is not allowed on ${path}; allowed: ${allow}`, {
+        status: 405,
+        headers: { allow },
+      });
+    const report = path === HEALTH_LIVE ? await checkLiveness(thresholds) : await checkReadiness(facade, thresholds);
+    return jsonResponse(report.status === "pass" ? 200 : 503, report);
   }
 
   function notFound(path: string): Reply {

@@ -13,3 +13,13 @@ export { STATUS_BY_CODE, statusOf, type ProblemBody } from "./problem.js";
 export type { ListBody } from "./responses.js";
 export { formatSseEvent, formatSseGap } from "./sse.js";
 export { toNodeListener, type NodeListener, type NodeListenerOptions } from "./node-listener.js";
+export {
+  checkLiveness,
+  checkReadiness,
+  HEALTH_DEFAULTS,
+  type HealthCheck,
+  type HealthOptions,
+  type HealthReport,
+  type HealthStatus,
+  type HealthSubject,
+} from "../app/health.js";

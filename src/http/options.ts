@@ -1,6 +1,7 @@
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { RequestContext } from "../model/types.js";
+import { type HealthOptions, resolveHealthOptions } from "../app/health.js";
 import type { Credentials } from "./credentials.js";
 
 /**
@@ -73,6 +74,12 @@ export interface HttpHandlerOptions {
    * accepted; any other gets 403 CSRF. Default none.
    */
   readonly allowedOrigins?: readonly string[];
+  /**
+   * `GET /health/live` and `GET /health/ready` (under basePath, no credentials):
+   * the thresholds of checkLiveness / checkReadiness, or false for no health
+   * endpoints. Default: on, with HEALTH_DEFAULTS.
+   */
+  readonly health?: HealthOptions | false;
   /** Serve the Runtime dashboard at `/dashboard/` (docs/dashboard.md). Default false: `/dashboard/` is a 404. */
   readonly dashboard?: boolean;
 }
@@ -93,6 +100,7 @@ export interface ResolvedHttpOptions {
   readonly now: () => number;
   /** Normalised origins (`URL.origin`). */
   readonly allowedOrigins: ReadonlySet<string>;
+  readonly health: Required<HealthOptions> | false;
   readonly dashboard: boolean;
 }
 
@@ -148,6 +156,7 @@ export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: Cr
     onError: opts.onError,
     now: opts.now ?? Date.now,
     allowedOrigins: originSet(opts.allowedOrigins ?? []),
+    health: opts.health === false ? false : resolveHealthOptions(opts.health),
     dashboard: opts.dashboard ?? false,
   };
   if (typeof resolved.dashboard !== "boolean") throw new MnemeError("INVALID_REQUEST", "dashboard must be true or false");
