@@ -3,12 +3,15 @@
  * (GET .../runtime/commands) and of a command endpoint
  * (POST .../commands/Todo/CreateTodo) through node:http on 127.0.0.1 with
  * autocannon (10 connections, bounded in requests and in seconds; client and
- * server share this process and the machine's cores), and the adapter's
- * overhead in the same run: the same list and command through the handler
- * in-process (a Request in, a Response read out) against `facade.query` /
- * `facade.dispatch` called directly.
+ * servers share this process and the machine's cores), in interleaved rounds
+ * against a plain node:http handler answering JSON of the same size (the
+ * baseline: the list serialised, the command's body parsed and a result
+ * answered). Each mneme figure is served twice: by toNodeListener's direct
+ * path (createHttpHandler's routes from node:http) and through the Fetch API
+ * (a wrapped handler: a Request and a Response per request). Also, in-process:
+ * the handler called with a Request against `facade.query` / `facade.dispatch`.
  */
-import { createServer } from "node:http";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import autocannon from "autocannon";
 import { v4 as uuidv4 } from "uuid";
@@ -108,26 +111,128 @@ export default async function httpBench(b: Bench): Promise<void> {
   b.compare(handlerCmd, directCmd);
   overhead(b, "command", handlerCmd.seconds / handlerCmd.ops - directCmd.seconds / directCmd.ops);
 
-  const nodeListener = toNodeListener(handler);
-  const server = createServer((req, res) => void nodeListener(req, res));
-  server.keepAliveTimeout = 10_000;
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const direct = await listen(toNodeListener(handler));
+  // Any handler but createHttpHandler's own goes through Request and Response: what every request cost before.
+  const viaFetch = await listen(toNodeListener((request) => handler(request)));
+  const listPath = `/api/tenants/${TENANT}/runtime/commands`;
+  const cmdPath = `/api/tenants/${TENANT}/commands/Todo/CreateTodo`;
+  // The plain servers answer bodies of mneme's own shape and size: one list, and one command result per request.
+  const listSample: unknown = await (await fetch(`${direct.url}${listPath}`, { headers })).json();
+  const cmdSample = (await (
+    await fetch(`${direct.url}${cmdPath}`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify({ todoUuid: uuidv4(), title: "bench" }),
+    })
+  ).json()) as { commandUuid: string; events: { payload: unknown }[] };
+  const plain = await listen(plainHandler(listSample, cmdSample));
+  const servers = [direct, viaFetch, plain];
   try {
-    const amount = b.quick ? 3000 : 30_000;
-    const list = await cannon(`${base}/api/tenants/${TENANT}/runtime/commands`, amount, { method: "GET", headers });
-    report(b, "GET runtime/commands via node:http (autocannon)", list, directList);
-    const cmd = await cannon(`${base}/api/tenants/${TENANT}/commands/Todo/CreateTodo`, amount, {
+    const seconds = b.quick ? 1 : 3;
+    const rounds = b.quick ? 2 : 3;
+    const get: autocannon.Request = { method: "GET", headers };
+    const [gDirect, gFetch, gPlain] = await interleaved(servers, listPath, get, seconds, rounds);
+    report(b, "GET runtime/commands, node:http direct", gDirect!, gPlain!, directList);
+    report(b, "GET runtime/commands, node:http via Fetch", gFetch!, gPlain!, directList);
+    b.value(
+      "http",
+      "GET plain node:http JSON handler (baseline)",
+      gPlain!.rps,
+      "req/s",
+      `${gPlain!.total} in ${gPlain!.seconds.toFixed(2)} s`,
+    );
+    const post: autocannon.Request = {
       method: "POST",
       headers: { ...headers, "content-type": "application/json" },
       setupRequest: (req) => ({ ...req, body: JSON.stringify({ todoUuid: uuidv4(), title: "bench" }) }),
-    });
-    report(b, "POST commands/Todo/CreateTodo via node:http (autocannon)", cmd, directCmd);
+    };
+    const [pDirect, pFetch, pPlain] = await interleaved(servers, cmdPath, post, seconds, rounds);
+    report(b, "POST commands/Todo/CreateTodo, node:http direct", pDirect!, pPlain!, directCmd);
+    report(b, "POST commands/Todo/CreateTodo, node:http via Fetch", pFetch!, pPlain!, directCmd);
+    b.value(
+      "http",
+      "POST plain node:http JSON handler (baseline)",
+      pPlain!.rps,
+      "req/s",
+      `${pPlain!.total} in ${pPlain!.seconds.toFixed(2)} s`,
+    );
   } finally {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const s of servers) await s.close();
     await facade.stop();
   }
+}
+
+interface Listening {
+  url: string;
+  close(): Promise<void>;
+}
+
+async function listen(listener: (req: IncomingMessage, res: ServerResponse) => unknown): Promise<Listening> {
+  const server = createServer((req, res) => void listener(req, res));
+  server.keepAliveTimeout = 10_000;
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * The baseline: node:http and JSON alone. GET answers the list (serialised per
+ * request); POST reads and parses the body and answers a command result with
+ * a fresh id and the payload.
+ */
+function plainHandler(list: unknown, cmd: { commandUuid: string; events: { payload: unknown }[] }) {
+  const answer = (res: ServerResponse, body: unknown) => {
+    const text = JSON.stringify(body);
+    res.writeHead(200, {
+      "content-type": "application/json; charset=utf-8",
+      "cache-control": "no-store",
+      "content-length": Buffer.byteLength(text),
+    });
+    res.end(text);
+  };
+  return (req: IncomingMessage, res: ServerResponse) => {
+    if (req.method === "GET") {
+      answer(res, list);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const payload: unknown = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      answer(res, { ...cmd, commandUuid: uuidv4(), events: cmd.events.map((e) => ({ ...e, payload })) });
+    });
+  };
+}
+
+/** Rounds of `seconds` against each server in turn (rotating who goes first); sums per server. */
+async function interleaved(
+  servers: readonly Listening[],
+  path: string,
+  request: autocannon.Request,
+  seconds: number,
+  rounds: number,
+): Promise<CannonResult[]> {
+  const sums = servers.map(() => ({ rps: 0, total: 0, seconds: 0, p99: 0, non2xx: 0, errors: 0 }));
+  for (let r = 0; r < rounds; r++) {
+    for (let k = 0; k < servers.length; k++) {
+      const i = (k + r) % servers.length;
+      const one = await cannon(`${servers[i]!.url}${path}`, seconds, request);
+      const sum = sums[i]!;
+      sum.total += one.total;
+      sum.seconds += one.seconds;
+      sum.p99 = Math.max(sum.p99, one.p99);
+      sum.non2xx += one.non2xx;
+      sum.errors += one.errors;
+    }
+  }
+  for (const s of sums) s.rps = s.total / s.seconds;
+  return sums;
 }
 
 interface CannonResult {
@@ -139,31 +244,28 @@ interface CannonResult {
   errors: number;
 }
 
-/** autocannon with 10 connections: `amount` requests at most, and 30 s at most. */
-async function cannon(url: string, amount: number, request: autocannon.Request): Promise<CannonResult> {
-  let stop: ReturnType<typeof setTimeout> | undefined;
+/** autocannon with 10 connections for `seconds` (its own sampling counts whole seconds, so runs are timed, not counted). */
+async function cannon(url: string, seconds: number, request: autocannon.Request): Promise<CannonResult> {
   const t0 = performance.now();
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon({ url, connections: 10, amount, requests: [request] }, (err, r) => (err ? reject(err) : resolve(r)));
-    stop = setTimeout(() => instance.stop(), 30_000);
+    autocannon({ url, connections: 10, duration: seconds, requests: [request] }, (err, r) => (err ? reject(err) : resolve(r)));
   });
-  clearTimeout(stop);
-  // Wall time of our own: autocannon's duration is counted in whole sampling ticks.
-  const seconds = (performance.now() - t0) / 1000;
+  const elapsed = (performance.now() - t0) / 1000;
   return {
-    rps: result.requests.total / seconds,
+    rps: result.requests.total / elapsed,
     total: result.requests.total,
-    seconds,
+    seconds: elapsed,
     p99: result.latency.p99,
     non2xx: result.non2xx,
     errors: result.errors,
   };
 }
 
-function report(b: Bench, name: string, r: CannonResult, direct: { ops: number; seconds: number }): void {
+function report(b: Bench, name: string, r: CannonResult, plain: CannonResult, direct: { ops: number; seconds: number }): void {
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
   b.value("http", name, r.rps, "req/s", `${r.total} in ${r.seconds.toFixed(2)} s, p99 ${r.p99} ms`);
-  b.value("http", `  ${name.split(" via")[0]} over the network / direct`, r.rps / (direct.ops / direct.seconds), "x");
+  b.value("http", "  / plain node:http JSON handler", r.rps / plain.rps, "x");
+  b.value("http", "  / the facade called directly (in-process)", r.rps / (direct.ops / direct.seconds), "x");
 }
 
 function overhead(b: Bench, what: string, secondsPerRequest: number): void {
