@@ -6,8 +6,9 @@
  * of 50 events, loadAggregates of a 100-id list.
  *
  * Two raw baselines for appends: "same statement" runs mneme's own append
- * statement (the plpgsql function init() creates) through pg by hand, so the
- * ratio is what the library adds on the client; "hand-written transaction" is
+ * statement (`mneme_append_batch`, the plpgsql function init() creates, with
+ * one call) through pg by hand, so the ratio is what the library adds on the
+ * client; "hand-written transaction" is
  * what one would write without that function for the same guarantees (BEGIN,
  * advisory lock, read versions, INSERT ... unnest, pg_notify, COMMIT: four
  * round trips instead of one). Reads run the same SELECTs, rows in array mode
@@ -69,12 +70,13 @@ class RawStore {
     ];
   }
 
-  /** mneme's append statement, called by hand. */
+  /** mneme's append statement (one call, no command record), called by hand. */
   async appendSameStatement(events: readonly NewEvent[]): Promise<void> {
     await this.pool.query(
-      `SELECT base_position, versions FROM "${this.schema}".mneme_append($1::bigint, $2::text, 'raw', $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-        $8::integer[], $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], '{}', '{}', '{}')`,
-      [this.lockKey, this.channel, ...this.columns(events)],
+      `SELECT base_position, versions, error_state FROM "${this.schema}".mneme_append_batch($1::bigint, $2::text, 'raw', $3::integer[],
+        $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], $10::text[], $11::bigint[], $12::text[], $13::text[],
+        '{0}', '{}', '{}', '{0}', '{}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}')`,
+      [this.lockKey, this.channel, [events.length], ...this.columns(events)],
     );
   }
 
