@@ -138,6 +138,11 @@ describe("serving /dashboard/ over HTTP", () => {
   });
 });
 
+// On CI a missing browser is a failed test, not only a failed hook.
+it.runIf(process.env.CI)("finds Chromium on CI", () => {
+  expect(chromiumPath, NO_BROWSER).toBeDefined();
+});
+
 describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skipped: ${NO_BROWSER})` : ""}`, () => {
   let browser: Browser;
   const contexts: BrowserContext[] = [];
@@ -247,8 +252,11 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
   it("shows a dispatched command in the live stream, resumes after a dropped connection with Last-Event-ID, and shows the gap when the server cannot resume", async () => {
     const page = await newPage();
     const sseRequests: (string | undefined)[] = [];
+    const sseUrls: string[] = [];
     page.on("request", (r) => {
-      if (r.url().includes("/runtime/sse")) sseRequests.push(r.headers()["last-event-id"]);
+      if (!r.url().includes("/runtime/sse")) return;
+      sseRequests.push(r.headers()["last-event-id"]);
+      sseUrls.push(r.url());
     });
     await signIn(page, ADMIN, "#/stream");
     await page.waitForSelector("[data-stream-status=live]");
@@ -300,6 +308,18 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     await gapLine.waitFor();
     expect(await gapLine.innerText()).toContain("buffer-overflow");
     await page.waitForSelector("[data-stream-status=live]");
+    await page.unroute("**/runtime/sse*");
+
+    // Every tenant by default (administrators); unticked, the stream of the session's tenant, resumed where it was.
+    expect(new URL(sseUrls.at(-1)!).searchParams.get("allTenants")).toBe("true");
+    const before = sseUrls.length;
+    await page.locator("label.check input").uncheck();
+    await expect.poll(() => sseUrls.length).toBeGreaterThan(before);
+    expect(new URL(sseUrls.at(-1)!).searchParams.get("allTenants")).toBeNull();
+    expect(sseRequests.at(-1)).toBeDefined();
+    await page.waitForSelector("[data-stream-status=live]");
+    await world.createTodo("after the switch");
+    await page.locator("li[data-kind=CommandExecuted]").first().waitFor();
   });
 
   it("lets a non-administrator read the Runtime of its tenant but the server refuses it the stores, the stream and the controls", async () => {

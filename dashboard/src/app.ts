@@ -43,6 +43,8 @@ export class App {
   /** Commands per poll interval, from CommandExecuted / CommandFailed events. */
   readonly commandRate: [number, number][] = [];
   loadError: ApiError | undefined;
+  /** The stream shows every tenant's events (administrators), not only the session's tenant and system-wide ones. */
+  allTenants = true;
   readonly stream: SystemEventStream;
   private readonly listeners = new Map<Topic, Set<() => void>>();
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -52,7 +54,7 @@ export class App {
 
   constructor(readonly api: Api) {
     this.stream = new SystemEventStream({
-      url: () => api.url(api.runtimePath("sse")),
+      url: () => api.url(`${api.runtimePath("sse")}${this.allTenants ? "?allTenants=true" : ""}`),
       headers: () => api.headers(),
       onEvent: (e) => this.onSystemEvent(e),
       onGap: (gap) => {
@@ -82,6 +84,14 @@ export class App {
     clearInterval(this.timer);
     this.stream.stop();
     this.listeners.clear();
+  }
+
+  /** Reopens the stream with the other tenant filter; it resumes after the last id seen. */
+  setAllTenants(all: boolean): void {
+    if (all === this.allTenants) return;
+    this.allTenants = all;
+    this.stream.stop();
+    this.stream.start();
   }
 
   on(topic: Topic, fn: () => void): () => void {

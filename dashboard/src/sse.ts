@@ -29,6 +29,8 @@ export class SystemEventStream {
   private retryMs = 2000;
   private abort: AbortController | undefined;
   private running = false;
+  /** Bumped by start and stop: a connection of an older generation ends quietly. */
+  private generation = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly cb: StreamCallbacks) {}
@@ -36,18 +38,23 @@ export class SystemEventStream {
   start(): void {
     if (this.running) return;
     this.running = true;
-    void this.connect();
+    void this.connect(++this.generation);
   }
 
   stop(): void {
     this.running = false;
+    this.generation++;
     clearTimeout(this.timer);
     this.abort?.abort();
     this.cb.onStatus("stopped");
   }
 
-  private async connect(): Promise<void> {
-    if (!this.running) return;
+  private live(gen: number): boolean {
+    return this.running && gen === this.generation;
+  }
+
+  private async connect(gen: number): Promise<void> {
+    if (!this.live(gen)) return;
     this.cb.onStatus(
       this.reconnects === 0 ? "connecting" : "reconnecting",
       this.lastEventId === undefined ? undefined : `resuming after ${this.lastEventId}`,
@@ -58,6 +65,7 @@ export class SystemEventStream {
     if (this.lastEventId !== undefined) headers["last-event-id"] = this.lastEventId;
     try {
       const res = await fetch(this.cb.url(), { headers, signal: abort.signal, cache: "no-store" });
+      if (!this.live(gen)) return void abort.abort();
       if (res.status === 401 || res.status === 403) {
         const detail = await problemDetail(res);
         this.running = false;
@@ -67,27 +75,27 @@ export class SystemEventStream {
       }
       if (!res.ok || res.body === null) throw new Error(`${res.status} ${await problemDetail(res)}`);
       this.cb.onStatus("live");
-      await this.read(res.body);
-      if (this.running) this.retryLater("the server closed the stream");
+      await this.read(res.body, gen);
+      if (this.live(gen)) this.retryLater(gen, "the server closed the stream");
     } catch (e) {
-      if (this.running) this.retryLater(e instanceof Error ? e.message : String(e));
+      if (this.live(gen)) this.retryLater(gen, e instanceof Error ? e.message : String(e));
     }
   }
 
-  private retryLater(reason: string): void {
+  private retryLater(gen: number, reason: string): void {
     this.reconnects++;
     this.cb.onStatus("reconnecting", reason);
-    this.timer = setTimeout(() => void this.connect(), this.retryMs);
+    this.timer = setTimeout(() => void this.connect(gen), this.retryMs);
   }
 
-  private async read(body: ReadableStream<Uint8Array>): Promise<void> {
+  private async read(body: ReadableStream<Uint8Array>, gen: number): Promise<void> {
     const reader = body.getReader();
     const decoder = new TextDecoder();
     let buffer = "";
     let event = { id: undefined as string | undefined, type: "", data: [] as string[] };
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return;
+      if (done || !this.live(gen)) return;
       buffer += decoder.decode(value, { stream: true });
       let nl: number;
       while ((nl = buffer.search(/\r\n|\r|\n/)) !== -1) {

@@ -57,7 +57,24 @@ export function streamView({ app }: ViewContext): View {
     },
     "Pause",
   );
-  fill(el, h("div", { class: "toolbar" }, status, h("div", { class: "spacer" }), kindSelect, pause), list);
+  const allTenants = h("input", {
+    type: "checkbox",
+    checked: app.allTenants,
+    onchange: () => app.setAllTenants(allTenants.checked),
+  });
+  fill(
+    el,
+    h(
+      "div",
+      { class: "toolbar" },
+      status,
+      h("div", { class: "spacer" }),
+      h("label", { class: "check", title: "Off: the session's tenant and system-wide events only" }, allTenants, "All tenants"),
+      kindSelect,
+      pause,
+    ),
+    list,
+  );
 
   function renderStatus(): void {
     const s = app.stream;
