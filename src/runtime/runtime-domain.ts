@@ -11,6 +11,7 @@ import type { DomainInstaller } from "../model/domain-install.js";
 import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
 import { newPermission, newPermissionCmdFunc, type Permission, type PermissionFunc } from "../model/permission.js";
 import type { JsonSchema } from "../model/types.js";
+import type { EventHandlerListing } from "../readmodel/handler-runner.js";
 import type { StoreAction, StoreName } from "../permissions/store-permissions.js";
 import type { StoreInfo as StoreInfoOfStore, StorePage } from "../store/store-info.js";
 import type {
@@ -58,8 +59,8 @@ export const ListEvents = list<EventListEntry[]>("ListEvents", "List every regis
 export const ListCommandHandlers = list<CommandHandlerListEntry[]>("ListCommandHandlers", "List command handlers grouped by domain");
 /** `Runtime.ListQueryHandlers`: query handlers grouped by domain (`authorized`). */
 export const ListQueryHandlers = list<QueryHandlerListEntry[]>("ListQueryHandlers", "List query handlers grouped by domain");
-/** `Runtime.ListEventHandlers`: event handlers and readmodels with their state (`authorized`). */
-export const ListEventHandlers = list<EventHandlerInfo[]>("ListEventHandlers", "List event handlers and readmodels with their state");
+/** `Runtime.ListEventHandlers`: event handlers and readmodels with their state, and a rebuild's progress (`authorized`). */
+export const ListEventHandlers = list<EventHandlerListing[]>("ListEventHandlers", "List event handlers and readmodels with their state");
 /** `Runtime.GetSystemInfo`: application name, version, instance, uptime, stores and counts (`authorized`). */
 export const GetSystemInfo = list<SystemInfo>("GetSystemInfo", "Application name, version, instance, uptime, stores and counts");
 
