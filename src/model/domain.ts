@@ -1,6 +1,6 @@
 import { authorized, checkPermission, newPermission, type Permission, type PermissionFunc } from "./permission.js";
 import { MnemeError } from "./errors.js";
-import type { AggregateTenancy, AggregateType, CommandType, EventType, Evolver, QueryType } from "./tokens.js";
+import type { AggregateTenancy, AggregateType, CommandType, EventOptions, EventType, Evolver, QueryType, Upcaster } from "./tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
 import type { CommandContext, QueryContext } from "./context.js";
 
@@ -155,8 +155,8 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
   command<P, R = unknown>(name: string, opts?: MessageOptions): CommandType<P, R>;
   query<P, R>(name: string, opts?: MessageOptions): QueryType<P, R>;
   /** An event of the domain's event map (its payload type from the map). */
-  event<K extends keyof E & string>(name: K, opts?: { description?: string; schema?: JsonSchema }): EventType<E[K]>;
-  event<P>(name: string, opts?: { description?: string; schema?: JsonSchema }): EventType<P>;
+  event<K extends keyof E & string>(name: K, opts?: EventOptions): EventType<E[K]>;
+  event<P>(name: string, opts?: EventOptions): EventType<P>;
   /** An aggregate type; it carries its snapshot settings (see {@link snapshotOptionsOf}). */
   aggregate<S>(name: string, opts: AggregateOptions<S, E>): AggregateType<S> & AggregateSnapshotOptions;
   handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void;
@@ -169,6 +169,52 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
 }
 
 const NAME = /^[A-Za-z][A-Za-z0-9_]*$/;
+
+/**
+ * Checks an event's evolution options: `version` an integer >= 1, one upcaster
+ * function for every older version and none for another, former names that are
+ * identifiers. A gap in the chain is a definition-time error, not a replay-time surprise.
+ */
+function evolutionOf(
+  what: string,
+  o: EventOptions,
+): { version: number; upcasters: Readonly<Record<number, Upcaster>>; renamedFrom: readonly string[] } {
+  const version = o.version ?? 1;
+  if (typeof version !== "number" || !Number.isSafeInteger(version) || version < 1) {
+    throw new MnemeError("INVALID_DOMAIN", `${what}: version must be an integer >= 1, got ${JSON.stringify(version) ?? String(version)}`);
+  }
+  const given: unknown = o.upcasters ?? {};
+  if (given === null || typeof given !== "object" || Array.isArray(given)) {
+    throw new MnemeError("INVALID_DOMAIN", `${what}: upcasters must be an object { [olderVersion]: (payload) => nextPayload }`);
+  }
+  const upcasters: Record<number, Upcaster> = {};
+  for (const [key, fn] of Object.entries(given as Record<string, unknown>)) {
+    const v = Number(key);
+    if (!Number.isSafeInteger(v) || String(v) !== key || v < 1 || v >= version) {
+      throw new MnemeError(
+        "INVALID_DOMAIN",
+        `${what}: upcasters[${JSON.stringify(key)}] names no older version (versions 1 .. ${version - 1} have upcasters)`,
+      );
+    }
+    if (typeof fn !== "function") throw new MnemeError("INVALID_DOMAIN", `${what}: upcasters[${v}] must be a function`);
+    upcasters[v] = fn as Upcaster;
+  }
+  for (let v = 1; v < version; v++) {
+    if (upcasters[v] === undefined) {
+      throw new MnemeError(
+        "INVALID_DOMAIN",
+        `${what}: version ${version} needs an upcaster from version ${v} to ${v + 1} (upcasters[${v}])`,
+      );
+    }
+  }
+  const former = o.renamedFrom === undefined ? [] : typeof o.renamedFrom === "string" ? [o.renamedFrom] : o.renamedFrom;
+  if (!Array.isArray(former)) throw new MnemeError("INVALID_DOMAIN", `${what}: renamedFrom must be a name or an array of names`);
+  for (const n of former as unknown[]) {
+    if (typeof n !== "string" || !NAME.test(n))
+      throw new MnemeError("INVALID_DOMAIN", `${what}: renamedFrom ${JSON.stringify(n)} is not an event name`);
+  }
+  return { version, upcasters: Object.freeze(upcasters), renamedFrom: Object.freeze([...new Set(former as string[])]) };
+}
 
 function checkName(what: string, name: string): void {
   if (typeof name !== "string" || !NAME.test(name)) {
@@ -199,6 +245,8 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
   const commands = new Map<string, CommandType<any, any>>();
   const queries = new Map<string, QueryType<any, any>>();
   const events = new Map<string, EventType<any>>();
+  /** Former names of this domain's events (renamedFrom): taken, like event names. */
+  const formerNames = new Set<string>();
   const aggregates = new Map<string, AggregateType<any>>();
   const commandHandlers = new Map<string, CommandHandler>();
   const queryHandlers = new Map<string, QueryHandler>();
@@ -296,10 +344,19 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
       return type;
     },
 
-    event<P>(evtName: string, o: { description?: string; schema?: JsonSchema } = {}): EventType<P> {
+    event<P>(evtName: string, o: EventOptions = {}): EventType<P> {
       checkName("event", evtName);
-      if (events.has(evtName)) throw new MnemeError("INVALID_DOMAIN", `event ${name}.${evtName} is defined twice`);
+      if (events.has(evtName) || formerNames.has(evtName)) {
+        throw new MnemeError("INVALID_DOMAIN", `event ${name}.${evtName} is defined twice (or is a former name of another event)`);
+      }
       const path = `${name}.${evtName}`;
+      const { version, upcasters, renamedFrom } = evolutionOf(`event ${path}`, o);
+      for (const former of renamedFrom) {
+        if (events.has(former) || formerNames.has(former) || former === evtName) {
+          throw new MnemeError("INVALID_DOMAIN", `event ${path}: renamedFrom ${JSON.stringify(former)} names an event of ${name} already`);
+        }
+      }
+      for (const former of renamedFrom) formerNames.add(former);
       const type: EventType<P> = Object.freeze({
         kind: "event" as const,
         domain: name,
@@ -307,6 +364,9 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
         path,
         description: o.description ?? `${evtName} event of ${name}`,
         ...(o.schema === undefined ? {} : { schema: o.schema }),
+        version,
+        upcasters,
+        renamedFrom,
         create(aggregateUuid: string, payload: P, c: { version?: number; tenantUuid?: string; reqCtx?: RequestContext } = {}): NewEvent<P> {
           const e: NewEvent<P> = { domain: name, name: evtName, aggregateUuid, payload };
           if (c.version !== undefined) e.version = c.version;

@@ -37,7 +37,28 @@ export interface EventType<P = unknown> {
   create(aggregateUuid: string, payload: P, opts?: { version?: number; tenantUuid?: string; reqCtx?: RequestContext }): NewEvent<P>;
   /** Narrows a stored event to this type. */
   is(event: Event): event is Event<P>;
+  /** The event's current version (1 when it never changed): new events are stored with it. */
+  readonly version: number;
+  /** Per older version v (1 .. version - 1), the function that turns a payload of version v into one of v + 1. */
+  readonly upcasters: Readonly<Record<number, Upcaster>>;
+  /** Former names of the event in its domain: stored events of those names read as this event. */
+  readonly renamedFrom: readonly string[];
   readonly __payload?: P;
+}
+
+/** Turns a stored payload of one event version into the payload of the next version. Pure, JSON in, JSON out. */
+export type Upcaster = (payload: any, event: Readonly<Event>) => unknown;
+
+/** Options of `Domain.event`. */
+export interface EventOptions {
+  readonly description?: string;
+  readonly schema?: JsonSchema;
+  /** The current version of the event's payload (an integer >= 1, default 1). Stored events keep the version they were written in. */
+  readonly version?: number;
+  /** For every older version v (1 .. version - 1): `v: (payload) => payload of v + 1`. A missing step is INVALID_DOMAIN. */
+  readonly upcasters?: Readonly<Record<number, Upcaster>>;
+  /** Names this event had before in this domain: stored events of those names read as this event (renamed without rewriting history). */
+  readonly renamedFrom?: string | readonly string[];
 }
 
 /** The catch-all event kind: a handler registered for it receives every event. */

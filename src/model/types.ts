@@ -29,6 +29,8 @@ export interface Event<P = unknown> {
   createdAt: number;
   reqCtx: RequestContext;
   payload: P;
+  /** The version of the event type the payload was written in; absent means 1. Reads hand out the current version (see upcasters). */
+  eventVersion?: number;
 }
 
 /** An event to append. The repository fills what is missing (uuid, time, version, position). */
@@ -43,6 +45,8 @@ export interface NewEvent<P = unknown> {
   commandUuid?: string;
   eventUuid?: string;
   createdAt?: number;
+  /** The version of the event type the payload is in (an integer >= 1; absent means 1). dispatch sets the type's current version. */
+  eventVersion?: number;
 }
 
 /** A JSON Schema document (2020-12). */
