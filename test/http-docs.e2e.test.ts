@@ -11,31 +11,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { toNodeListener } from "mneme/http";
 import { createDemoApp, type DemoApp } from "../examples/http-common/demo-app.js";
+import { HTTP_PATHS, nodeListenerFor } from "./support/http-fixture.js";
 
 const run = promisify(execFile);
 const PASSWORD = "docs walk-through password";
-let app: DemoApp;
-let server: Server;
-let url: string;
 const dir = mkdtempSync(join(tmpdir(), "mneme-http-docs-"));
-
-beforeAll(async () => {
-  process.env.MNEME_ADMIN_PASSWORD = PASSWORD;
-  delete process.env.MNEME_DB;
-  app = await createDemoApp();
-  const nodeListener = toNodeListener(app.handler);
-  server = createServer((req, res) => void nodeListener(req, res));
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-});
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  await app.facade.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 interface Block {
   code: string;
@@ -58,43 +40,65 @@ function walkThrough(doc: string, heading: string): Block[] {
   return blocks;
 }
 
-describe.each([
-  ["http.md", "## Walk-through with curl", 20],
-  ["tenancy.md", "## Walk-through", 15],
-])("docs/%s", (doc, heading, minBlocks) => {
-  it("every curl example of the walk-through answers the status it documents", async () => {
-    const blocks = walkThrough(doc, heading);
-    expect(blocks.length).toBeGreaterThan(minBlocks);
-    const statusFile = join(dir, `${doc}.status`);
-    const bodyFile = join(dir, `${doc}.body`);
-    writeFileSync(statusFile, "");
-    const script: string[] = ["set -euo pipefail"];
-    blocks.forEach((b, i) => {
-      if (b.expected === undefined) {
-        script.push(b.code);
-        return;
-      }
-      // The block's own curl, with its status appended to a file; its body kept for the failure message.
-      script.push(
-        `curl() { command curl -sS -o "${bodyFile}.${i}" -w '%{http_code}\\n' "$@" >> "${statusFile}" || true; }`,
-        b.code,
-        "unset -f curl",
-      );
-    });
-    const scriptFile = join(dir, `${doc}.walk.sh`);
-    writeFileSync(scriptFile, script.join("\n"));
-    await run("bash", [scriptFile], { env: { ...process.env, MNEME: url, MNEME_ADMIN_PASSWORD: PASSWORD }, timeout: 60_000 });
-    const got = readFileSync(statusFile, "utf8").trim().split("\n").map(Number);
-    const checked = blocks.map((b, i) => ({ ...b, i })).filter((b) => b.expected !== undefined);
-    expect(got.length).toBe(checked.length);
-    checked.forEach((b, k) => {
-      let body = "";
-      try {
-        body = readFileSync(`${bodyFile}.${b.i}`, "utf8").slice(0, 400);
-      } catch {
-        // no body (204)
-      }
-      expect(got[k], `${b.code}\n${body}`).toBe(b.expected);
-    });
-  }, 90_000);
+// Each path gets a demo app of its own: the walk-throughs change what they run against.
+describe.each(HTTP_PATHS)("over node:http, %s path", (httpPath) => {
+  let app: DemoApp;
+  let server: Server;
+  let url: string;
+
+  beforeAll(async () => {
+    process.env.MNEME_ADMIN_PASSWORD = PASSWORD;
+    delete process.env.MNEME_DB;
+    app = await createDemoApp();
+    const nodeListener = nodeListenerFor(app.handler, httpPath);
+    server = createServer((req, res) => void nodeListener(req, res));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await app.facade.stop();
+  });
+
+  describe.each([
+    ["http.md", "## Walk-through with curl", 20],
+    ["tenancy.md", "## Walk-through", 15],
+  ])("docs/%s", (doc, heading, minBlocks) => {
+    it("every curl example of the walk-through answers the status it documents", async () => {
+      const blocks = walkThrough(doc, heading);
+      expect(blocks.length).toBeGreaterThan(minBlocks);
+      const statusFile = join(dir, `${httpPath}-${doc}.status`);
+      const bodyFile = join(dir, `${httpPath}-${doc}.body`);
+      writeFileSync(statusFile, "");
+      const script: string[] = ["set -euo pipefail"];
+      blocks.forEach((b, i) => {
+        if (b.expected === undefined) {
+          script.push(b.code);
+          return;
+        }
+        // The block's own curl, with its status appended to a file; its body kept for the failure message.
+        script.push(
+          `curl() { command curl -sS -o "${bodyFile}.${i}" -w '%{http_code}\\n' "$@" >> "${statusFile}" || true; }`,
+          b.code,
+          "unset -f curl",
+        );
+      });
+      const scriptFile = join(dir, `${httpPath}-${doc}.walk.sh`);
+      writeFileSync(scriptFile, script.join("\n"));
+      await run("bash", [scriptFile], { env: { ...process.env, MNEME: url, MNEME_ADMIN_PASSWORD: PASSWORD }, timeout: 60_000 });
+      const got = readFileSync(statusFile, "utf8").trim().split("\n").map(Number);
+      const checked = blocks.map((b, i) => ({ ...b, i })).filter((b) => b.expected !== undefined);
+      expect(got.length).toBe(checked.length);
+      checked.forEach((b, k) => {
+        let body = "";
+        try {
+          body = readFileSync(`${bodyFile}.${b.i}`, "utf8").slice(0, 400);
+        } catch {
+          // no body (204)
+        }
+        expect(got[k], `${b.code}\n${body}`).toBe(b.expected);
+      });
+    }, 90_000);
+  });
 });
