@@ -57,7 +57,9 @@ export function lineChart(opts: ChartOptions): HTMLElement {
   for (let i = 0; i <= 4; i++) {
     const v = (yMax / 4) * i;
     grid.push(s("line", { x1: M.left, x2: W - M.right, y1: y(v), y2: y(v), class: i === 0 ? "axis" : "grid" }));
-    grid.push(s("text", { x: M.left - 8, y: y(v) + 4, "text-anchor": "end", class: "tick" }, rate(v)));
+    grid.push(
+      s("text", { x: M.left - 8, y: y(v) + 4, "text-anchor": "end", class: "tick" }, Number.isInteger(v) ? String(v) : v.toFixed(1)),
+    );
   }
   for (let i = 0; i <= 4; i++) {
     const t = from + (windowMs / 4) * i;
