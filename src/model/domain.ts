@@ -1,6 +1,16 @@
 import { authorized, checkPermission, newPermission, type Permission, type PermissionFunc } from "./permission.js";
 import { MnemeError } from "./errors.js";
-import type { AggregateTenancy, AggregateType, CommandType, EventOptions, EventType, Evolver, QueryType, Upcaster } from "./tokens.js";
+import type {
+  AggregateTenancy,
+  AggregateType,
+  CommandType,
+  EventOptions,
+  EventType,
+  Evolver,
+  PersonalData,
+  QueryType,
+  Upcaster,
+} from "./tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
 import type { CommandContext, QueryContext } from "./context.js";
 
@@ -155,8 +165,8 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
   command<P, R = unknown>(name: string, opts?: MessageOptions): CommandType<P, R>;
   query<P, R>(name: string, opts?: MessageOptions): QueryType<P, R>;
   /** An event of the domain's event map (its payload type from the map). */
-  event<K extends keyof E & string>(name: K, opts?: EventOptions): EventType<E[K]>;
-  event<P>(name: string, opts?: EventOptions): EventType<P>;
+  event<K extends keyof E & string>(name: K, opts?: EventOptions<E[K]>): EventType<E[K]>;
+  event<P>(name: string, opts?: EventOptions<P>): EventType<P>;
   /** An aggregate type; it carries its snapshot settings (see {@link snapshotOptionsOf}). */
   aggregate<S>(name: string, opts: AggregateOptions<S, E>): AggregateType<S> & AggregateSnapshotOptions;
   handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void;
@@ -214,6 +224,43 @@ function evolutionOf(
       throw new MnemeError("INVALID_DOMAIN", `${what}: renamedFrom ${JSON.stringify(n)} is not an event name`);
   }
   return { version, upcasters: Object.freeze(upcasters), renamedFrom: Object.freeze([...new Set(former as string[])]) };
+}
+
+/**
+ * Checks `personalData` (INVALID_DOMAIN): a subject function and at least one
+ * field, each a top-level name or a JSON pointer, none repeated or inside
+ * another. Returns the fields as JSON pointers.
+ */
+function personalDataOf(what: string, given: unknown): PersonalData | undefined {
+  if (given === undefined) return undefined;
+  if (given === null || typeof given !== "object") {
+    throw new MnemeError("INVALID_DOMAIN", `${what}: personalData must be { subject: (payload) => id, fields: [...] }`);
+  }
+  const { subject, fields } = given as { subject?: unknown; fields?: unknown };
+  if (typeof subject !== "function") throw new MnemeError("INVALID_DOMAIN", `${what}: personalData.subject must be a function`);
+  if (!Array.isArray(fields) || fields.length === 0) {
+    throw new MnemeError("INVALID_DOMAIN", `${what}: personalData.fields must be a non-empty array of field names or JSON pointers`);
+  }
+  const pointers: string[] = [];
+  for (const f of fields as unknown[]) {
+    if (typeof f !== "string" || f === "" || f === "/") {
+      throw new MnemeError("INVALID_DOMAIN", `${what}: personalData field ${JSON.stringify(f) ?? String(f)} must name a field`);
+    }
+    if (f.startsWith("/") && (/~[^01]|~$/.test(f) || f.split("/").slice(1).includes(""))) {
+      throw new MnemeError(
+        "INVALID_DOMAIN",
+        `${what}: personalData field ${JSON.stringify(f)} is not a JSON pointer (empty token, or ~ not followed by 0 or 1)`,
+      );
+    }
+    const pointer = f.startsWith("/") ? f : `/${f.replace(/~/g, "~0").replace(/\//g, "~1")}`;
+    for (const p of pointers) {
+      if (p === pointer || pointer.startsWith(`${p}/`) || p.startsWith(`${pointer}/`)) {
+        throw new MnemeError("INVALID_DOMAIN", `${what}: personalData fields ${JSON.stringify(p)} and ${JSON.stringify(f)} overlap`);
+      }
+    }
+    pointers.push(pointer);
+  }
+  return Object.freeze({ subject: subject as PersonalData["subject"], fields: Object.freeze(pointers) });
 }
 
 function checkName(what: string, name: string): void {
@@ -344,7 +391,7 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
       return type;
     },
 
-    event<P>(evtName: string, o: EventOptions = {}): EventType<P> {
+    event<P>(evtName: string, o: EventOptions<P> = {}): EventType<P> {
       checkName("event", evtName);
       if (events.has(evtName) || formerNames.has(evtName)) {
         throw new MnemeError("INVALID_DOMAIN", `event ${name}.${evtName} is defined twice (or is a former name of another event)`);
@@ -356,6 +403,7 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
           throw new MnemeError("INVALID_DOMAIN", `event ${path}: renamedFrom ${JSON.stringify(former)} names an event of ${name} already`);
         }
       }
+      const personalData = personalDataOf(`event ${path}`, o.personalData);
       for (const former of renamedFrom) formerNames.add(former);
       const type: EventType<P> = Object.freeze({
         kind: "event" as const,
@@ -367,6 +415,7 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
         version,
         upcasters,
         renamedFrom,
+        ...(personalData === undefined ? {} : { personalData }),
         create(aggregateUuid: string, payload: P, c: { version?: number; tenantUuid?: string; reqCtx?: RequestContext } = {}): NewEvent<P> {
           const e: NewEvent<P> = { domain: name, name: evtName, aggregateUuid, payload };
           if (c.version !== undefined) e.version = c.version;

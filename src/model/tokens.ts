@@ -43,14 +43,38 @@ export interface EventType<P = unknown> {
   readonly upcasters: Readonly<Record<number, Upcaster>>;
   /** Former names of the event in its domain: stored events of those names read as this event. */
   readonly renamedFrom: readonly string[];
+  /** The payload fields stored encrypted per data subject (see docs/privacy.md); absent when the event holds none. */
+  readonly personalData?: PersonalData;
   readonly __payload?: P;
+}
+
+/**
+ * Which fields of an event's payload are personal data, and whose: they are
+ * stored encrypted with a key of that subject, and read as "[erased]" once
+ * `facade.forget(subject)` deleted the key.
+ */
+export interface PersonalDataOptions<P = any> {
+  /** The data subject of a payload (e.g. an account uuid): a non-empty string, never personal data itself. */
+  readonly subject: (payload: P) => string;
+  /**
+   * The protected fields: top-level field names (`"email"`) or JSON pointers
+   * (RFC 6901) to nested ones (`"/address/street"`, `"/contacts/0/phone"`).
+   */
+  readonly fields: readonly string[];
+}
+
+/** Personal data settings as an event type carries them: every field as a JSON pointer (`"email"` becomes `"/email"`). */
+export interface PersonalData<P = any> {
+  readonly subject: (payload: P) => string;
+  /** JSON pointers, each naming one protected value; none inside another. */
+  readonly fields: readonly string[];
 }
 
 /** Turns a stored payload of one event version into the payload of the next version. Pure, JSON in, JSON out. */
 export type Upcaster = (payload: any, event: Readonly<Event>) => unknown;
 
 /** Options of `Domain.event`. */
-export interface EventOptions {
+export interface EventOptions<P = any> {
   readonly description?: string;
   readonly schema?: JsonSchema;
   /** The current version of the event's payload (an integer >= 1, default 1). Stored events keep the version they were written in. */
@@ -59,6 +83,8 @@ export interface EventOptions {
   readonly upcasters?: Readonly<Record<number, Upcaster>>;
   /** Names this event had before in this domain: stored events of those names read as this event (renamed without rewriting history). */
   readonly renamedFrom?: string | readonly string[];
+  /** Payload fields that are personal data of a subject: stored encrypted, erasable with `facade.forget(subject)`. */
+  readonly personalData?: PersonalDataOptions<P>;
 }
 
 /** The catch-all event kind: a handler registered for it receives every event. */
