@@ -30,12 +30,19 @@ const skipBrowser = chromiumPath === undefined && !process.env.CI;
 
 let world: DashboardWorld;
 
+/** Waits for the page to reach a state (vitest's default of one second is short on a loaded machine). */
+const poll = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 15_000, interval: 50 });
+
 beforeAll(async () => {
   // The tests serve what `npm run build` builds: build the dashboard from the current sources.
   const build = await runProcess(process.execPath, [join(root, "scripts", "build-dashboard.mjs")], root, 120_000);
   expect(build.code, build.stderr + build.stdout).toBe(0);
   // A small system-event buffer, so that a long disconnection overflows it (the gap test).
-  world = await startDashboardWorld({ facade: { systemEvents: { bufferSize: 40 } }, http: { sse: { retryMs: 300 } } });
+  // Small pages: the page reads every list page after page, whatever the server's page size.
+  world = await startDashboardWorld({
+    facade: { systemEvents: { bufferSize: 40 } },
+    http: { sse: { retryMs: 300 }, defaultPageSize: 5, maxPageSize: 10 },
+  });
   await world.createTodos(30);
 }, 180_000);
 
@@ -201,7 +208,7 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     await page.waitForSelector("[data-view=overview] .kpis");
     expect(await page.locator(".kpi-value").first().innerText()).toBe("started");
     const info = world.facade.runtime.systemInfo();
-    await expect.poll(() => page.locator(".facts").first().innerText()).toContain(info.appName);
+    await poll(() => page.locator(".facts").first().innerText()).toContain(info.appName);
 
     await page.click("[data-nav=handlers]");
     const row = page.locator("tr[data-handler=TodoProjection]");
@@ -225,7 +232,7 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
       await row.locator("[data-action=restore-zero]").click();
       await row.locator("[data-outcome=ok]").waitFor();
       expect(await row.locator("[data-outcome]").innerText()).toBe("Restore from zero: now running / restored");
-      await expect.poll(() => row.getAttribute("data-restoration")).toBe("restored");
+      await poll(() => row.getAttribute("data-restoration")).toBe("restored");
       expect(await row.getAttribute("data-state")).toBe("running");
     } finally {
       unsubscribe();
@@ -236,9 +243,9 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     const list = await world.facade.query(ListTodos, { pageSize: 1000 }, { reqCtx: world.admin });
     expect(list.total).toBe(30);
     const head = world.facade.runtime.systemInfo().headPosition;
-    await expect
-      .poll(() => row.locator("td.num").first().innerText())
-      .toContain(`${head.toLocaleString("en-US")} / ${head.toLocaleString("en-US")}`);
+    await poll(() => row.locator("td.num").first().innerText()).toContain(
+      `${head.toLocaleString("en-US")} / ${head.toLocaleString("en-US")}`,
+    );
 
     // The live stream showed the restore too.
     await page.click("[data-nav=stream]");
@@ -265,7 +272,7 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     const line = page.locator("li[data-kind=CommandExecuted]", { hasText: "Todo.CreateTodo" }).first();
     await line.waitFor();
     await line.locator(".event-line").click();
-    await expect.poll(() => line.locator("pre.json").innerText()).toContain(first);
+    await poll(() => line.locator("pre.json").innerText()).toContain(first);
 
     // Hold every reconnect until the test lets it through, so what happens meanwhile is missed for sure.
     let release!: () => void;
@@ -286,7 +293,7 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     expect(Number(sseRequests.at(-1))).toBeGreaterThanOrEqual(Number(lastSeen));
     const replayed = page.locator("li[data-kind=CommandExecuted]", { hasText: "Todo.CreateTodo" }).first();
     await replayed.locator(".event-line").click();
-    await expect.poll(() => replayed.locator("pre.json").innerText()).toContain(missed);
+    await poll(() => replayed.locator("pre.json").innerText()).toContain(missed);
     expect(await page.locator("li[data-kind=gap]").count()).toBe(0);
     // Nothing twice: every event id on the page is unique.
     const ids = await page.locator("li[data-id]").evaluateAll((els) => els.map((e) => e.getAttribute("data-id")));
@@ -314,12 +321,37 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     expect(new URL(sseUrls.at(-1)!).searchParams.get("allTenants")).toBe("true");
     const before = sseUrls.length;
     await page.locator("label.check input").uncheck();
-    await expect.poll(() => sseUrls.length).toBeGreaterThan(before);
+    await poll(() => sseUrls.length).toBeGreaterThan(before);
     expect(new URL(sseUrls.at(-1)!).searchParams.get("allTenants")).toBeNull();
     expect(sseRequests.at(-1)).toBeDefined();
     await page.waitForSelector("[data-stream-status=live]");
     await world.createTodo("after the switch");
     await page.locator("li[data-kind=CommandExecuted]").first().waitFor();
+  });
+
+  it("lists every command, query and event with its permission, and shows a payload's JSON Schema", async () => {
+    const page = await newPage();
+    await signIn(page, ADMIN, "#/catalog");
+    const runtime = world.facade.runtime;
+    await poll(() => page.locator("tr[data-message]").count()).toBe(runtime.listCommands().length);
+    const create = page.locator("tr[data-message='Todo.CreateTodo']");
+    expect(await create.locator(".badge").innerText()).toBe(
+      runtime.listCommands().find((c) => c.domainCmdName === "CreateTodo")!.permission,
+    );
+    expect(await page.locator("tr[data-message='Runtime.ControlEventHandler'] .badge").innerText()).toBe("Administrator");
+    await create.click();
+    const schema = page.locator("[data-schema] pre.json");
+    await schema.waitFor();
+    const shown = JSON.parse(await schema.innerText());
+    expect(shown).toEqual(
+      await world.facade.query({ domain: "Runtime", name: "GetSchema" }, { domain: "Todo", type: "CreateTodo" }, { reqCtx: world.admin }),
+    );
+    await page.locator("[role=tab]", { hasText: "Queries" }).click();
+    await poll(() => page.locator("tr[data-message]").count()).toBe(runtime.listQueries().length);
+    await page.locator("[role=tab]", { hasText: "Events" }).click();
+    await poll(() => page.locator("tr[data-message]").count()).toBe(runtime.listEvents().length);
+    await page.fill("input[type=search]", "todocreated");
+    await poll(() => page.locator("tr[data-message]").allInnerTexts()).toEqual([expect.stringContaining("TodoCreated")]);
   });
 
   it("lets a non-administrator read the Runtime of its tenant but the server refuses it the stores, the stream and the controls", async () => {
@@ -337,9 +369,7 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     expect(await refused.getAttribute("data-error-code")).toBe("PERMISSION_DENIED");
     for (const store of ["command", "data", "cache", "log"]) {
       await ops.click(`[data-store=${store}]`);
-      await expect
-        .poll(() => ops.locator("[data-store-error] [data-error-code]").getAttribute("data-error-code"))
-        .toBe("PERMISSION_DENIED");
+      await poll(() => ops.locator("[data-store-error] [data-error-code]").getAttribute("data-error-code")).toBe("PERMISSION_DENIED");
     }
     // The same server answer without the page: the refusal is the server's, not the page's.
     const login = await (

@@ -4,7 +4,7 @@
  * chosen identity in `X-Identity-Uuid`. Cookies are never used, so no request
  * of the page can be forged by another site.
  */
-import type { Session } from "./types.js";
+import type { ListBody, Session } from "./types.js";
 
 /** A problem+json answer (or a network failure: status 0). */
 export class ApiError extends Error {
@@ -61,6 +61,20 @@ export class Api {
 
   get<T>(path: string): Promise<T> {
     return this.request<T>("GET", path);
+  }
+
+  /**
+   * Every item of a list endpoint, page after page at the server's own page
+   * size (a fixed large pageSize would be refused where maxPageSize is lower).
+   */
+  async getAll<T>(path: string): Promise<T[]> {
+    const items: T[] = [];
+    for (let page = 1; ; page++) {
+      const sep = path.includes("?") ? "&" : "?";
+      const body = await this.get<ListBody<T>>(`${path}${sep}page=${page}`);
+      items.push(...body.items);
+      if (body.items.length === 0 || items.length >= body.total) return items;
+    }
   }
 
   post<T>(path: string, body: unknown): Promise<T> {

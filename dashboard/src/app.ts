@@ -6,7 +6,7 @@
  */
 import { Api, ApiError } from "./api.js";
 import { type StreamStatus, SystemEventStream } from "./sse.js";
-import type { EventHandlerInfo, EventHandlerMetrics, GapInfo, ListBody, SystemEvent, SystemInfo } from "./types.js";
+import type { EventHandlerInfo, EventHandlerMetrics, GapInfo, SystemEvent, SystemInfo } from "./types.js";
 
 export const POLL_MS = 2000;
 export const HISTORY_MS = 5 * 60_000;
@@ -114,11 +114,11 @@ export class App {
   private async load(): Promise<void> {
     try {
       const [list, metrics, info] = await Promise.all([
-        this.api.get<ListBody<EventHandlerInfo>>(`${this.api.runtimePath("event-handlers")}?pageSize=1000`),
+        this.api.getAll<EventHandlerInfo>(this.api.runtimePath("event-handlers")),
         this.api.get<Record<string, EventHandlerMetrics>>(this.api.runtimePath("metrics")),
         this.api.get<SystemInfo>(this.api.runtimePath("system-info")),
       ]);
-      this.handlers = list.items;
+      this.handlers = list;
       this.metrics = metrics;
       this.info = info;
       this.loadError = undefined;

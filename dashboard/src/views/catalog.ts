@@ -1,6 +1,6 @@
 /** Commands, queries and events: who may send them, and each one's JSON Schema. */
 import { fill, h } from "../dom.js";
-import type { CommandEntry, EventEntry, ListBody, QueryEntry } from "../types.js";
+import type { CommandEntry, EventEntry, QueryEntry } from "../types.js";
 import { empty, errorBanner, jsonBlock, permissionBadge, table } from "../ui.js";
 import type { View, ViewContext } from "./view.js";
 
@@ -77,26 +77,22 @@ export function catalogView({ api }: ViewContext): View {
   }
 
   async function fetchRows(t: Tab): Promise<Row[]> {
-    const path = `${api.runtimePath(t)}?pageSize=1000`;
+    const path = api.runtimePath(t);
     if (t === "commands")
-      return (await api.get<ListBody<CommandEntry>>(path)).items.map((c) => ({
+      return (await api.getAll<CommandEntry>(path)).map((c) => ({
         domain: c.domain,
         name: c.domainCmdName,
         description: c.description,
         permission: c.permission,
       }));
     if (t === "queries")
-      return (await api.get<ListBody<QueryEntry>>(path)).items.map((q) => ({
+      return (await api.getAll<QueryEntry>(path)).map((q) => ({
         domain: q.domain,
         name: q.domainQryName,
         description: q.description,
         permission: q.permission,
       }));
-    return (await api.get<ListBody<EventEntry>>(path)).items.map((e) => ({
-      domain: e.domain,
-      name: e.domainEvtName,
-      description: e.description,
-    }));
+    return (await api.getAll<EventEntry>(path)).map((e) => ({ domain: e.domain, name: e.domainEvtName, description: e.description }));
   }
 
   function renderList(): void {
