@@ -385,6 +385,34 @@ describe("group commit", () => {
     expect(appendStatements).toBe(4);
   });
 
+  it("a statement refused as a whole (not a lost connection) is sent again append by append, so each gets its own outcome", async () => {
+    const schema = newSchema();
+    let appendStatements = 0;
+    let hold: { wait: Promise<void>; open: () => void } | undefined;
+    /** Statement numbers the hook refuses as Postgres refuses a value it cannot read (SQLSTATE 22P02). */
+    const refuse = new Set<number>();
+    const { repo } = await joinedRepo(schema, async (s) => {
+      if (s.kind !== "append") return;
+      const n = ++appendStatements;
+      if (hold !== undefined) await hold.wait;
+      if (refuse.has(n)) throw Object.assign(new Error("invalid input syntax"), { code: "22P02" });
+    });
+    hold = gate();
+    const blocker = repo.append([ev("blocker")]);
+    await until(() => appendStatements === 1, "the first flush is at its statement");
+    const calls = Array.from({ length: 5 }, (_, i) => outcomeCode(repo.append([ev(`call-${i}`)])));
+    // Statement 2 is the flush of the five; 3..7 are the five sent alone, of which the second (4) is refused too.
+    refuse.add(2).add(4);
+    hold.open();
+    hold = undefined;
+    await blocker;
+    expect(await Promise.all(calls)).toEqual(["ok", "INVALID_EVENTS", "ok", "ok", "ok"]);
+    expect(appendStatements).toBe(7);
+    const rows = await storedEvents(schema);
+    expect(rows.map((r) => r.aggregate_uuid)).toEqual(["blocker", "call-0", "call-2", "call-3", "call-4"]);
+    expect(rows.map((r) => r.position)).toEqual([1, 2, 3, 4, 5]);
+  });
+
   it("maxAppendsPerCommit is validated", () => {
     for (const bad of [0, 61, 1.5, Number.NaN]) {
       expect(() => new PostgresEventRepository({ pool: admin, schema: "x", maxAppendsPerCommit: bad })).toThrow(/maxAppendsPerCommit/);
