@@ -187,6 +187,8 @@ describe("checkLiveness / checkReadiness without HTTP", () => {
     await expect(checkReadiness(facade, { maxLag: -1 })).rejects.toMatchObject({ code: "INVALID_REQUEST" });
     await expect(checkLiveness({ maxEventLoopDelayMs: 0 })).rejects.toMatchObject({ code: "INVALID_REQUEST" });
     await expect(serve(facade, { health: { timeoutMs: 1.5 } })).rejects.toMatchObject({ code: "INVALID_REQUEST" });
+    // @ts-expect-error -- true is not an option: the endpoints are on unless turned off
+    await expect(serve(facade, { health: true })).rejects.toThrow(/health must be false or an object/);
   });
 });
 

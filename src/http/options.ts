@@ -156,13 +156,21 @@ export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: Cr
     onError: opts.onError,
     now: opts.now ?? Date.now,
     allowedOrigins: originSet(opts.allowedOrigins ?? []),
-    health: opts.health === false ? false : resolveHealthOptions(opts.health),
+    health: healthOptions(opts.health),
     dashboard: opts.dashboard ?? false,
   };
   if (typeof resolved.dashboard !== "boolean") throw new MnemeError("INVALID_REQUEST", "dashboard must be true or false");
   if (resolved.defaultPageSize > resolved.maxPageSize)
     throw new MnemeError("INVALID_REQUEST", "defaultPageSize must not exceed maxPageSize");
   return resolved;
+}
+
+/** `false`, or the health thresholds (HEALTH_DEFAULTS fill the gaps). */
+function healthOptions(health: HealthOptions | false | undefined): Required<HealthOptions> | false {
+  if (health === false) return false;
+  if (health !== undefined && (typeof health !== "object" || health === null))
+    throw new MnemeError("INVALID_REQUEST", "health must be false or an object of thresholds ({ maxLag, timeoutMs, maxEventLoopDelayMs })");
+  return resolveHealthOptions(health);
 }
 
 /** Each entry must be an http(s) origin: scheme, host and optional port, nothing after (a trailing "/" is tolerated). */
