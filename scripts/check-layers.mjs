@@ -33,6 +33,7 @@ const RANKS = {
   sqlite: 3, //      subpath mneme/sqlite: the SQLite stores
   postgres: 3, //    subpath mneme/postgres: the Postgres stores
   readmodel: 4, //   delivery, restoration, BaseReadmodel, projections, history
+  reactions: 4.5, // subpath mneme/reactions: process managers, reactors, their outbox (built on src/readmodel, listed by the Runtime)
   runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
   app: 6, //         createFacade / Facade: the composition root
   "index.ts": 7, //  the root export `mneme`

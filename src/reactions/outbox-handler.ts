@@ -1,0 +1,322 @@
+import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
+import type { Event } from "../model/types.js";
+import type { RestoreReport } from "../model/event-handler.js";
+import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { BaseReadmodel, type ReadmodelFacade, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
+import { backoffMs, PERMANENT_FAILURES, retryPolicy, type OutboxEntry, type OutboxEntryStatus, type RetryPolicy } from "./outbox-entry.js";
+
+/** What every process manager and reactor is configured with. */
+export interface OutboxHandlerOptions {
+  /** The event handler's name: unique per facade, and the seed of its deterministic ids (never rename a live one). */
+  readonly name: string;
+  readonly domain: string;
+  /** Retries of failed dispatches or effects before an entry is dead (see RetryPolicy). */
+  readonly retry?: Partial<RetryPolicy>;
+  /** How often the outbox is looked at besides the wake-up after each batch and at the next due time. Default 1000 ms. */
+  readonly pollMs?: number;
+  /** The clock of due times, ms since the epoch. Default `Date.now` (tests pass a fake one). */
+  readonly clock?: () => number;
+  /** Where the state, the outbox and the checkpoint live. Default: the facade's readmodelStoreBackend. */
+  readonly readmodelStoreBackend?: ReadmodelStoreBackend;
+}
+
+/** A filter of `listOutbox`. */
+export interface OutboxFilter {
+  readonly status?: OutboxEntryStatus;
+  /** true: only scheduled commands; false: only the others. */
+  readonly scheduled?: boolean;
+  readonly offset?: number;
+  /** Default 1000. */
+  readonly limit?: number;
+}
+
+/** Causes of a failed delivery that are no fault of the entry: the entry is tried again later and no attempt is counted. */
+const NOT_THE_ENTRYS_FAULT = new Set(["UNAVAILABLE", "NOT_STARTED", "STORE_CLOSED"]);
+
+/**
+ * Base of process managers and reactors: an event handler (a state restorer
+ * with a durable checkpoint, listed and controlled by the Runtime) whose
+ * reactions to an event are written to an outbox in the same transaction as
+ * its checkpoint, and an outbox worker that delivers them (dispatches a
+ * command, runs an effect) at or after their due time, with retries, backoff
+ * and a dead-letter list.
+ *
+ * The worker runs only in the instance that processes the handler (state
+ * `running`: with Postgres or SQLite, the holder of its processing lock).
+ *
+ * Replays react to nothing: the handler keeps a second checkpoint, the
+ * reaction horizon (the last position whose reactions were recorded), which a
+ * restore from zero does not reset; an event at or below it only rebuilds
+ * state. So a restore from zero, or a crash and a replay, sends nothing twice
+ * whether or not the command store still holds the commands sent before.
+ */
+export abstract class OutboxHandler extends BaseReadmodel {
+  /** The retry policy of this handler's outbox. */
+  readonly retry: RetryPolicy;
+  readonly #clock: () => number;
+  readonly #pollMs: number;
+  #horizon = 0;
+  #batchHorizon = 0;
+  /** The last position whose reactions were written: the worker waits until the batch that wrote them has committed. */
+  #emittedUpTo = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #stopped = true;
+  #draining: Promise<number | undefined> | undefined;
+
+  constructor(facade: ReadmodelFacade, options: OutboxHandlerOptions) {
+    super(facade, ...(options.readmodelStoreBackend === undefined ? [] : [withReadmodelStoreBackend(options.readmodelStoreBackend)]));
+    if (typeof options.name !== "string" || options.name.trim() === "" || /[~#:]/.test(options.name))
+      throw new MnemeError(
+        "INVALID_EVENT_HANDLER",
+        `a reaction handler needs a non-empty name without "~", "#" or ":", got ${JSON.stringify(options.name)}`,
+      );
+    if (typeof options.domain !== "string" || options.domain === "")
+      throw new MnemeError("INVALID_EVENT_HANDLER", `reaction handler ${options.name} needs a domain`);
+    const pollMs = options.pollMs ?? 1000;
+    if (!Number.isFinite(pollMs) || pollMs < 1)
+      throw new MnemeError("INVALID_REQUEST", `pollMs must be a number >= 1, got ${String(pollMs)}`);
+    if (options.clock !== undefined && typeof options.clock !== "function")
+      throw new MnemeError("INVALID_REQUEST", "clock must be a function");
+    this.name = options.name;
+    this.domain = options.domain;
+    this.retry = retryPolicy(options.retry);
+    this.#pollMs = pollMs;
+    this.#clock = options.clock ?? Date.now;
+  }
+
+  /** The current time of this handler's clock (ms since the epoch). */
+  protected now(): number {
+    return this.#clock();
+  }
+
+  /** The outbox: outside the readmodel's generations, so a restore from zero neither clears nor rebuilds it. */
+  #outbox(): ReadmodelCollection<OutboxEntry> {
+    return this.readmodelStoreBackend.collection<OutboxEntry>(`${this.name}~outbox`);
+  }
+
+  /** The checkpoint key of the reaction horizon. */
+  #horizonKey(): string {
+    return `${this.name}~reacted`;
+  }
+
+  /** Delivers one entry: dispatches its command or runs its effect. Throws to count a failed attempt. */
+  protected abstract deliver(entry: OutboxEntry): Promise<void>;
+
+  // ---------------------------------------------------------------- inside a batch
+
+  protected override async beforeBatch(events: readonly Event[]): Promise<void> {
+    await super.beforeBatch(events);
+    this.#horizon = await this.readmodelStoreBackend.getCheckpoint(this.#horizonKey());
+    this.#batchHorizon = this.#horizon;
+  }
+
+  protected override async afterBatch(): Promise<void> {
+    await super.afterBatch();
+    if (this.#batchHorizon > this.#horizon) {
+      await this.readmodelStoreBackend.setCheckpoint(this.#horizonKey(), this.#batchHorizon);
+      this.#emittedUpTo = this.#batchHorizon;
+      this.#horizon = this.#batchHorizon;
+      if (!this.#stopped) this.#wakeSoon(0);
+    }
+  }
+
+  protected override discardBatch(): void {
+    super.discardBatch();
+    this.#batchHorizon = this.#horizon;
+  }
+
+  /** Whether `event`'s reactions were recorded before: it only rebuilds state now. Valid inside a handler function. */
+  protected isReplay(event: Event): boolean {
+    return event.position <= this.#horizon;
+  }
+
+  /**
+   * Records the reactions to `event` (inside its batch's transaction): the
+   * entries are added, the ids in `cancel` removed. Nothing happens for a
+   * replayed event. Returns whether they were recorded.
+   */
+  protected async recordReactions(event: Event, entries: readonly OutboxEntry[], cancel: readonly string[] = []): Promise<boolean> {
+    if (this.isReplay(event)) return false;
+    const outbox = this.#outbox();
+    for (const id of cancel) await outbox.delete(id);
+    if (entries.length > 0) await outbox.putMany(entries.map((e) => [e.id, e] as const));
+    if (event.position > this.#batchHorizon) this.#batchHorizon = event.position;
+    return true;
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  override restoreState(
+    ctx?: unknown,
+    opts: { fromZero?: boolean; signal?: AbortSignal } = {},
+  ): { done: Promise<RestoreReport>; cancel(): void } {
+    this.#stopped = false;
+    this.#wakeSoon(0);
+    return super.restoreState(ctx, opts);
+  }
+
+  override start(): Promise<void> {
+    this.#stopped = false;
+    this.#wakeSoon(0);
+    return super.start();
+  }
+
+  override async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#draining?.catch(() => undefined);
+    await super.stop();
+  }
+
+  #wakeSoon(ms: number): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    const t = setTimeout(() => {
+      this.#timer = undefined;
+      void this.#tick();
+    }, ms);
+    (t as { unref?: () => void }).unref?.();
+    this.#timer = t;
+  }
+
+  async #tick(): Promise<void> {
+    if (this.#stopped) return;
+    let next = this.#pollMs;
+    if (this.state === "running") {
+      if (this.lastPosition < this.#emittedUpTo) {
+        next = 1; // the batch that wrote the entries has not committed yet
+      } else {
+        try {
+          const due = await this.#drain();
+          if (due !== undefined) next = Math.max(0, Math.min(this.#pollMs, due - this.#clock()));
+        } catch {
+          // The outbox could not be read (the database went away): the next poll tries again.
+        }
+      }
+    }
+    if (!this.#stopped && this.#timer === undefined) this.#wakeSoon(next);
+  }
+
+  /**
+   * Delivers every entry that is due now, in due order, and resolves when
+   * done (an entry that fails is put back with its next due time, or dead).
+   * Does nothing unless the handler is running here. The worker does this by
+   * itself; tests and shutdown code may call it to wait for it.
+   */
+  async drainOutbox(): Promise<void> {
+    await this.#drain();
+  }
+
+  #drain(): Promise<number | undefined> {
+    if (this.#draining !== undefined) return this.#draining;
+    const run = this.#runDue().finally(() => {
+      this.#draining = undefined;
+    });
+    this.#draining = run;
+    return run;
+  }
+
+  /** Delivers the due entries; returns the due time of the next pending one, if any. */
+  async #runDue(): Promise<number | undefined> {
+    const outbox = this.#outbox();
+    for (;;) {
+      if (this.state !== "running") return undefined;
+      const page = await outbox.list({ where: { status: "pending" }, orderBy: "dueAt", limit: 100 });
+      if (page.length === 0) return undefined;
+      const now = this.#clock();
+      for (const entry of page) {
+        if (entry.dueAt > now) return entry.dueAt;
+        if (this.state !== "running") return undefined;
+        if (!(await this.#attempt(outbox, entry, now))) return now + this.retry.initialDelayMs;
+      }
+      // Every entry of the page was due and is delivered, put back for later, or dead: read on.
+    }
+  }
+
+  /** One delivery of `entry`. Returns false when it failed for a reason that is not the entry's (stop this round). */
+  async #attempt(outbox: ReadmodelCollection<OutboxEntry>, entry: OutboxEntry, now: number): Promise<boolean> {
+    try {
+      await this.deliver(entry);
+    } catch (err) {
+      if (isMnemeError(err) && NOT_THE_ENTRYS_FAULT.has(err.code)) return false;
+      // Cancelled or discarded meanwhile: do not bring it back.
+      const current = await outbox.get(entry.id);
+      if (current === undefined) return true;
+      const attempts = current.attempts + 1;
+      const dead = attempts >= this.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code));
+      await outbox.put(entry.id, {
+        ...current,
+        status: dead ? "dead" : "pending",
+        attempts,
+        lastError: errorMessage(err),
+        lastAttemptAt: now,
+        dueAt: dead ? current.dueAt : now + backoffMs(this.retry, attempts),
+      });
+      return true;
+    }
+    await outbox.delete(entry.id);
+    return true;
+  }
+
+  // ---------------------------------------------------------------- the Runtime's view
+
+  /** Entries of this handler's outbox, due first (ties by id). */
+  async listOutbox(filter: OutboxFilter = {}): Promise<OutboxEntry[]> {
+    const where: Record<string, string | boolean> = {};
+    if (filter.status !== undefined) where.status = filter.status;
+    if (filter.scheduled !== undefined) where.scheduled = filter.scheduled;
+    return this.#outbox().list({ where, orderBy: "dueAt", offset: filter.offset ?? 0, limit: filter.limit ?? 1000 });
+  }
+
+  /** How many entries are pending, scheduled (pending and made by `ctx.schedule`) and dead. */
+  async outboxCounts(): Promise<{ pending: number; scheduled: number; dead: number }> {
+    const outbox = this.#outbox();
+    const [pending, scheduled, dead] = await Promise.all([
+      outbox.count({ status: "pending" }),
+      outbox.count({ status: "pending", scheduled: true }),
+      outbox.count({ status: "dead" }),
+    ]);
+    return { pending, scheduled, dead };
+  }
+
+  /** The entry `id`, if this handler has it. */
+  getOutboxEntry(id: string): Promise<OutboxEntry | undefined> {
+    return this.#outbox().get(id);
+  }
+
+  /** Cancels a pending scheduled command. NOT_FOUND unless this handler has it pending. Returns the cancelled entry. */
+  async cancelScheduled(commandUuid: string): Promise<OutboxEntry> {
+    const outbox = this.#outbox();
+    const e = await outbox.get(commandUuid);
+    if (e === undefined || !e.scheduled || e.status !== "pending")
+      throw new MnemeError("NOT_FOUND", `${this.name} has no pending scheduled command ${commandUuid}`);
+    await outbox.delete(commandUuid);
+    return e;
+  }
+
+  /** Makes a dead entry pending again, due now, with its attempts reset. NOT_FOUND unless it is dead here. */
+  async retryDead(id: string): Promise<OutboxEntry> {
+    const outbox = this.#outbox();
+    const e = await outbox.get(id);
+    if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.name} has no dead entry ${id}`);
+    const { lastError: _e, lastAttemptAt: _a, ...rest } = e;
+    const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: this.#clock() };
+    await outbox.put(id, again);
+    if (!this.#stopped) this.#wakeSoon(0);
+    return again;
+  }
+
+  /** Deletes a dead entry: its command is never sent, its effect never run. NOT_FOUND unless it is dead here. */
+  async discardDead(id: string): Promise<OutboxEntry> {
+    const outbox = this.#outbox();
+    const e = await outbox.get(id);
+    if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.name} has no dead entry ${id}`);
+    await outbox.delete(id);
+    return e;
+  }
+}
+
+/** Whether `h` is a process manager or reactor (it has an outbox). */
+export function isOutboxHandler(h: unknown): h is OutboxHandler {
+  return h instanceof OutboxHandler;
+}

@@ -1,0 +1,77 @@
+import { MnemeError } from "../model/errors.js";
+import type { EventType } from "../model/tokens.js";
+import type { Event } from "../model/types.js";
+import type { OutboxEntry } from "./outbox-entry.js";
+import { OutboxHandler, type OutboxHandlerOptions } from "./outbox-handler.js";
+import { correlationOf, reactionDedupeKey } from "./reaction-ids.js";
+
+/** What an effect receives besides the event. */
+export interface EffectInfo {
+  /** The same for every attempt at this (event, reactor): give it to the external system as its idempotency key. */
+  readonly dedupeKey: string;
+  /** 1 for the first attempt. */
+  readonly attempt: number;
+}
+
+/** An external effect of an event (a call to a payment provider, a mail): throw to have it retried. */
+export type Effect<P> = (event: Event<P>, info: EffectInfo) => Promise<void> | void;
+
+/** Configuration of a reactor. */
+export type ReactorOptions = OutboxHandlerOptions;
+
+/**
+ * Runs external effects of events, at least once (an outbox): the event's
+ * effect is recorded in the same transaction as the reactor's checkpoint and
+ * run afterwards with a dedupe key that is the same on every attempt,
+ * retried with exponential backoff, and dead after `retry.maxAttempts`
+ * failures (the dead-letter list, with retry and discard in the Runtime).
+ * A replay (a crash, a restore from zero) runs nothing again. Register it like a readmodel.
+ * @example
+ * const mailer = new Reactor(facade, { name: "Mailer", domain: "Orders" })
+ *   .on(OrderShipped, async (e, { dedupeKey }) => mail.send({ to: e.payload.email, idempotencyKey: dedupeKey }));
+ * facade.registerReadmodel(mailer);
+ */
+export class Reactor extends OutboxHandler {
+  readonly #effects = new Map<string, Effect<unknown>>();
+
+  /** Adds the effect of events of `type` (one per event type). */
+  on<P>(type: EventType<P>, effect: Effect<P>): this {
+    if (typeof effect !== "function") throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name}: an effect must be a function`);
+    if ((type as { kind?: unknown } | undefined)?.kind !== "event")
+      throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name}: on() takes an event type`);
+    if (this.#effects.has(type.path)) throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name} has an effect for ${type.path} already`);
+    this.#effects.set(type.path, effect as Effect<unknown>);
+    this.addDomainEventHandler(type, (_ctx, event) => this.#record(event));
+    return this;
+  }
+
+  async #record(event: Event): Promise<void> {
+    if (this.isReplay(event)) return;
+    // A plain copy: the stored event may carry undefined fields, which a document must not.
+    const copy = JSON.parse(JSON.stringify(event)) as Event;
+    const entry: OutboxEntry = {
+      id: reactionDedupeKey(this.name, event.eventUuid),
+      kind: "effect",
+      eventHandlerName: this.name,
+      status: "pending",
+      scheduled: false,
+      dueAt: Math.floor(event.createdAt / 1e6),
+      attempts: 0,
+      createdAt: this.now(),
+      eventUuid: event.eventUuid,
+      eventPath: `${event.domain}.${event.name}`,
+      position: event.position,
+      tenantUuid: event.tenantUuid,
+      correlationId: correlationOf(event),
+      event: copy,
+    };
+    await this.recordReactions(event, [entry]);
+  }
+
+  protected async deliver(entry: OutboxEntry): Promise<void> {
+    const effect = this.#effects.get(entry.eventPath);
+    if (effect === undefined || entry.event === undefined)
+      throw new MnemeError("INVALID_STATE", `${this.name} has no effect for ${entry.eventPath} (entry ${entry.id})`);
+    await effect(entry.event, { dedupeKey: entry.id, attempt: entry.attempts + 1 });
+  }
+}
