@@ -10,6 +10,7 @@ export { PostgresCommandStore } from "./postgres-command-store.js";
 export { PostgresLogStore } from "./postgres-log-store.js";
 export { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
 export { PostgresSnapshotStore } from "./postgres-snapshot-store.js";
+export { PostgresKeyStore } from "./postgres-key-store.js";
 export type { ExternalAppendListener } from "./postgres-append-watcher.js";
 export type { LockLostListener } from "./postgres-readmodel-store-backend.js";
 export type { PostgresStoreOptions } from "./postgres-store-base.js";

@@ -3,11 +3,13 @@ import { MnemeError } from "../model/errors.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
+import type { KeyStore } from "../store/key-store.js";
 import type { LogStore } from "../store/log-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { PostgresEventRepository } from "./postgres-event-repository.js";
+import { PostgresKeyStore } from "./postgres-key-store.js";
 import { PostgresLogStore } from "./postgres-log-store.js";
 import { describeConnection, listenForPoolErrors, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 import { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
@@ -44,14 +46,16 @@ export interface PostgresBackends {
   readonly readmodelStoreBackend: PostgresReadmodelStoreBackend & ReadmodelStoreBackend;
   /** Aggregate snapshots, in the events' schema. */
   readonly snapshotStore: PostgresSnapshotStore & SnapshotStore;
+  /** The keys of personal data (see docs/privacy.md), in the events' schema. */
+  readonly keyStore: PostgresKeyStore & KeyStore;
   /** Closes every store, then ends the pool when it was made here; idempotent. */
   close(): Promise<void>;
 }
 
 /**
  * Every Postgres store in one schema over one pool: events, commands, logs,
- * readmodels and aggregate snapshots; many app instances may share the
- * database. Options may be given in the first argument or the second.
+ * readmodels, aggregate snapshots and the keys of personal data; many app
+ * instances may share the database. Options may be given in the first argument or the second.
  *
  * @example
  * const facade = createFacade({ appName: "todo", version: "1.0.0",
@@ -99,13 +103,15 @@ export function createPostgresBackends(
   const logStore = new PostgresLogStore(shared);
   const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);
   const snapshotStore = new PostgresSnapshotStore(shared);
+  const keyStore = new PostgresKeyStore(shared);
   return {
     eventRepository,
     commandStore,
     logStore,
     readmodelStoreBackend,
     snapshotStore,
-    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore], () => ownPool?.end()),
+    keyStore,
+    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore], () => ownPool?.end()),
   };
 }
 

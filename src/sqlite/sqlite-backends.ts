@@ -2,6 +2,7 @@ import { MnemeError } from "../model/errors.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
+import type { KeyStore } from "../store/key-store.js";
 import type { LogStore } from "../store/log-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
@@ -9,6 +10,7 @@ import { SqliteCommandStore } from "./sqlite-command-store.js";
 import { SqliteDatabase, type SqliteOpenOptions, validateTablePrefix } from "./sqlite-database.js";
 import type { SqliteDriverDatabase } from "./sqlite-driver.js";
 import { SqliteEventRepository } from "./sqlite-event-repository.js";
+import { SqliteKeyStore } from "./sqlite-key-store.js";
 import { SqliteLogStore } from "./sqlite-log-store.js";
 import { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js";
 import { SqliteSnapshotStore } from "./sqlite-snapshot-store.js";
@@ -34,14 +36,17 @@ export interface SqliteBackends {
   readonly readmodelStoreBackend: SqliteReadmodelStoreBackend & ReadmodelStoreBackend;
   /** Aggregate snapshots, in the events' file. */
   readonly snapshotStore: SqliteSnapshotStore & SnapshotStore;
+  /** The keys of personal data (see docs/privacy.md), in the events' file. */
+  readonly keyStore: SqliteKeyStore & KeyStore;
   /** Closes every store and then the file (when opened from `filename`); idempotent. */
   close(): Promise<void>;
 }
 
 /**
  * Every SQLite store over one shared connection: one file holds events,
- * commands, logs, readmodels and aggregate snapshots. The connection closes
- * when the last store is closed (e.g. by `facade.stop()`), or with `close()`.
+ * commands, logs, readmodels, aggregate snapshots and the keys of personal
+ * data. The connection closes when the last store is closed (e.g. by
+ * `facade.stop()`), or with `close()`.
  *
  * Several processes (or several calls of this in one process) may share the
  * file: each is one instance that sees the others' appends within
@@ -75,12 +80,16 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
   const commandStore = new SqliteCommandStore(shared);
   const logStore = new SqliteLogStore(shared);
   const snapshotStore = new SqliteSnapshotStore(shared);
+  const keyStore = new SqliteKeyStore(shared);
   return {
     eventRepository,
     commandStore,
     logStore,
     readmodelStoreBackend,
     snapshotStore,
-    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore], () => connection.close()),
+    keyStore,
+    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore], () =>
+      connection.close(),
+    ),
   };
 }

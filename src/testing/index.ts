@@ -7,5 +7,6 @@ export { describeCacheStoreContract } from "./cache-store-contract.js";
 export { describeLogStoreContract } from "./log-store-contract.js";
 export { describeReadmodelStoreBackendContract } from "./readmodel-store-backend-contract.js";
 export { describeSnapshotStoreContract } from "./snapshot-store-contract.js";
+export { describeKeyStoreContract } from "./key-store-contract.js";
 export { createTestFacade, testReqCtx, type TestFacadeOptions } from "./test-facade.js";
 export { scenario, type ExpectedEvent, type ScenarioGiven, type ScenarioWhen, type ScenarioThen } from "./scenario.js";
