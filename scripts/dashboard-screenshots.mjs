@@ -15,6 +15,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const OUT = join(ROOT, "docs", "images");
 const { ADMIN, OPERATOR, startDashboardWorld } = await import("../test/support/dashboard-fixture.ts");
 const { findChromium, launchChromium } = await import("../test/support/chromium.ts");
+const { CreateTodo } = await import("../examples/todo/todo-domain.ts");
 
 const executable = findChromium();
 if (executable === undefined) {
@@ -47,6 +48,11 @@ try {
     await world.createTodos(5 + ((i * 7) % 23));
     await sleep(2000);
   }
+  // One command that fails (the todo exists: CONFLICT), so the overview shows its failures card.
+  const todoUuid = "0190f5e4-0000-7000-8000-00000000e001";
+  await world.facade.dispatch(CreateTodo, { todoUuid, title: "Ship it" }, { reqCtx: world.admin });
+  await world.facade.dispatch(CreateTodo, { todoUuid, title: "Ship it again" }, { reqCtx: world.admin }).catch(() => undefined);
+  await page.waitForSelector(".failures li[data-kind=CommandFailed]");
   await shot(page, "overview");
 
   await page.click("[data-nav=handlers]");

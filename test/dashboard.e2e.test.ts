@@ -15,10 +15,10 @@ import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import type { Browser, BrowserContext, Page, Route } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Facade, createFacade } from "mneme";
+import { type Facade, createFacade, newUuid } from "mneme";
 import { registerDefaults } from "mneme/defaults";
 import { createHttpHandler } from "mneme/http";
-import { ListTodos } from "../examples/todo/todo-domain.js";
+import { CreateTodo, ListTodos } from "../examples/todo/todo-domain.js";
 import { findChromium, launchChromium } from "./support/chromium.js";
 import { ADMIN, type DashboardWorld, OPERATOR, startDashboardWorld } from "./support/dashboard-fixture.js";
 import { runProcess } from "./support/run-process.js";
@@ -327,6 +327,18 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     await page.waitForSelector("[data-stream-status=live]");
     await world.createTodo("after the switch");
     await page.locator("li[data-kind=CommandExecuted]").first().waitFor();
+  });
+
+  it("shows a failed command among the overview's recent failures, with the server's code", async () => {
+    const page = await newPage();
+    await signIn(page, ADMIN);
+    await page.waitForSelector("[data-stream-status=live]");
+    const todoUuid = newUuid();
+    await world.facade.dispatch(CreateTodo, { todoUuid, title: "once" }, { reqCtx: world.admin });
+    await expect(world.facade.dispatch(CreateTodo, { todoUuid, title: "twice" }, { reqCtx: world.admin })).rejects.toThrow(/exists/);
+    const failed = page.locator(".failures li[data-kind=CommandFailed]").first();
+    await failed.waitFor();
+    expect(await failed.innerText()).toContain("Todo.CreateTodo failed: CONFLICT");
   });
 
   it("lists every command, query and event with its permission, and shows a payload's JSON Schema", async () => {

@@ -69,7 +69,10 @@ function showShell(): void {
   const pill = h("span", { class: "pill" });
   const ctx: ViewContext = { app: a, api };
 
-  const renderPill = () => fill(pill, "Live stream ", badge(a.streamStatus));
+  const renderPill = () => {
+    pill.setAttribute("data-stream-status", a.streamStatus);
+    fill(pill, "Live stream ", badge(a.streamStatus));
+  };
   a.on("status", renderPill);
   renderPill();
 

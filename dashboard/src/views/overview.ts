@@ -2,8 +2,10 @@
 import type { App } from "../app.js";
 import { lineChart } from "../chart.js";
 import { fill, h } from "../dom.js";
-import { duration, num, shortId, timeNs } from "../format.js";
+import { clockNs, duration, num, shortId, timeNs } from "../format.js";
+import type { SystemEvent } from "../types.js";
 import { badge, card, empty, errorBanner, facts } from "../ui.js";
+import { summary } from "./stream.js";
 import type { View, ViewContext } from "./view.js";
 
 export function overviewView({ app }: ViewContext): View {
@@ -56,6 +58,7 @@ function content(app: App): (HTMLElement | null)[] {
         now,
       }),
     ),
+    failures(app),
     h(
       "div",
       { class: "grid three" },
@@ -80,6 +83,28 @@ function content(app: App): (HTMLElement | null)[] {
       ),
     ),
   ];
+}
+
+const FAILURE_KINDS = new Set(["CommandFailed", "HandlerFailed", "RestoreFailed", "SubscriberDropped"]);
+
+/** The latest failures the live stream has seen since the page opened; nothing when there are none. */
+function failures(app: App): HTMLElement | null {
+  const recent: SystemEvent[] = [];
+  for (const e of app.events) {
+    if (e.kind === "event" && FAILURE_KINDS.has(e.event.kind)) recent.push(e.event);
+    if (recent.length === 5) break;
+  }
+  if (recent.length === 0) return null;
+  return card(
+    "Recent failures",
+    h(
+      "ul",
+      { class: "failures" },
+      recent.map((e) =>
+        h("li", { "data-kind": e.kind }, h("span", { class: "time" }, clockNs(e.at)), badge(e.kind, "bad"), h("span", null, summary(e))),
+      ),
+    ),
+  );
 }
 
 function kpi(title: string, value: string | HTMLElement, sub: string, tone = ""): HTMLElement {
