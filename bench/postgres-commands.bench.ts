@@ -17,6 +17,10 @@
  * group commit (the default) and without it (`maxAppendsPerCommit: 1`, one
  * statement per append, as before group commit), so the figures show what
  * group commit gains around the per-schema append lock.
+ *
+ * (c) The same with two instances (two facades, two pools) on one schema, 8
+ * callers each: the lock is shared across instances, each flush carries its
+ * instance's waiting commands.
  */
 import pg from "pg";
 import { createFacade, type Facade } from "../src/app/facade.js";
@@ -71,6 +75,7 @@ export default async function postgresCommandsBench(b: Bench): Promise<void> {
   try {
     await sequentialBench(b, schema);
     await concurrentBench(b, schema);
+    await twoInstancesBench(b, schema);
   } finally {
     for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
     await admin.end();
@@ -243,5 +248,50 @@ async function concurrentBench(b: Bench, schemaOf: (tag: string) => string): Pro
       await backends.close();
     }
     await pool.end();
+  }
+}
+
+async function twoInstancesBench(b: Bench, schemaOf: (tag: string) => string): Promise<void> {
+  const perInstance = 8;
+  const total = b.quick ? 400 : 2_000;
+  const d = itemDomain();
+  const groupedSchema = schemaOf("gc2i");
+  const singleSchema = schemaOf("sc2i");
+  const grouped = [await startFacade(groupedSchema, 10), await startFacade(groupedSchema, 10)];
+  const single = [await startFacade(singleSchema, 10, 1), await startFacade(singleSchema, 10, 1)];
+  for (const { f } of [...grouped, ...single]) {
+    f.registerDomain(d.Items);
+    await f.start();
+  }
+  /** `n` commands from 8 callers on each of the two instances, each caller on its own aggregate. */
+  const run = async (instances: { f: Facade }[], n: number): Promise<void> => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 2 * perInstance }, async (_, k) => {
+        const f = (instances[k % 2] as { f: Facade }).f;
+        const itemUuid = newUuid();
+        while (next < n) {
+          const i = next++;
+          await f.dispatch(d.NoteItem, { itemUuid, title: `t${i}` }, { reqCtx });
+        }
+      }),
+    );
+  };
+  await run(grouped, 200);
+  await run(single, 200);
+  const rounds = 4;
+  await duel(
+    b,
+    "postgres-cmd",
+    `single-event commands, 2 instances x ${perInstance} callers`,
+    total / rounds,
+    rounds,
+    () => run(grouped, total / rounds),
+    [{ name: "no group commit", run: () => run(single, total / rounds) }],
+    "commands/s",
+  );
+  for (const { f, backends } of [...grouped, ...single]) {
+    await f.stop();
+    await backends.close();
   }
 }
