@@ -37,6 +37,7 @@ interface Asset {
   readonly cacheControl: string;
 }
 
+/** Where the assets are and how problems are typed; createHttpHandler passes its problemTypeBase. */
 export interface DashboardOptions {
   /**
    * Folder of the built assets (index.html, dashboard.css, js/). Default: the
