@@ -140,7 +140,12 @@ describe("history on demand", () => {
     expect(JSON.parse(h[1]!.domainEvtData)).toEqual({ title: "b" });
     expect(typeof h[0]!.domainEvtData).toBe("string");
     expect(h[0]!.createdAt).toBeGreaterThan(1.6e18);
+    // Each event names the command that produced it (causationId) and its chain (correlationId: here the same command).
+    expect(h.map((e) => e.causationId === e.correlationId && typeof e.causationId === "string")).toEqual([true, true, true]);
+    expect(new Set(h.map((e) => e.causationId)).size).toBe(3);
     expect(Object.keys(h[0]!).sort()).toEqual([
+      "causationId",
+      "correlationId",
       "createdAt",
       "domainEvtData",
       "domainEvtName",

@@ -21,6 +21,7 @@ import type { LogStore } from "../store/log-store.js";
 import { jsonSafeProblem, sealJsonSafe } from "../store/json-safe.js";
 import { AggregateCache, type AggregateCacheOptions, type AggregateCacheStats } from "./aggregate-cache.js";
 import { AggregateLoading } from "./aggregate-loading.js";
+import { EventView, Upcasting } from "./event-view.js";
 import { MemorySnapshotStore } from "../memory/memory-snapshot-store.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
@@ -128,6 +129,9 @@ export class Facade implements FacadeHandle {
   readonly #locks = new KeyedLock();
   readonly #aggregateCache: AggregateCache | undefined;
   readonly #loading: AggregateLoading;
+  /** The event store as every read path sees it (upcast, ...): `eventRepository` is this view. */
+  readonly #events: EventView;
+  readonly #upcasting = new Upcasting();
   readonly #delivery: DeliveryOptions;
   readonly #startHooks: ((facade: Facade) => Promise<void> | void)[] = [];
   readonly #host: HandlerHost;
@@ -146,7 +150,10 @@ export class Facade implements FacadeHandle {
     this.version = options.version ?? "0.0.0";
     this.tenant = options.tenant;
     this.instanceId = options.instanceId ?? newUuid();
-    this.eventRepository = options.eventRepository ?? new MemoryEventRepository();
+    this.#events = new EventView(options.eventRepository ?? new MemoryEventRepository());
+    this.eventRepository = this.#events;
+    this.#events.addReadStep(this.#upcasting);
+    this.#events.setStoredPaths((paths) => this.#upcasting.storedPaths(paths));
     this.commandStore = options.commandStore ?? new MemoryCommandStore();
     this.dataStore = options.dataStore ?? new MemoryDataStore();
     this.cacheStore = options.cacheStore ?? new MemoryCacheStore();
@@ -233,7 +240,10 @@ export class Facade implements FacadeHandle {
     // a command or query without a schema is INVALID_DOMAIN when schemas are required, else warned about.
     this.schemas.checkDomain(domain.name, [...domain.commands.values(), ...domain.queries.values()]);
     for (const p of domain.permissions.values()) this.permissions.register(p);
-    for (const t of domain.events.values()) this.#eventTypes.set(t.path, t);
+    for (const t of domain.events.values()) {
+      this.#eventTypes.set(t.path, t);
+      this.#upcasting.register(t);
+    }
     for (const a of domain.aggregates.values()) {
       for (const key of Object.keys(a.evolve)) {
         const path = key.includes(".") ? key : `${a.domain}.${key}`;
@@ -663,7 +673,8 @@ export class Facade implements FacadeHandle {
         );
       }
       const path = `${e.domain}.${e.name}`;
-      if (!this.#eventTypes.has(path)) {
+      const eventType = this.#eventTypes.get(path);
+      if (eventType === undefined) {
         throw new MnemeError(
           "INVALID_EVENTS",
           `command ${envelope.domain}.${envelope.name} returned event ${path}, which no registered domain defines`,
@@ -686,6 +697,8 @@ export class Facade implements FacadeHandle {
         reqCtx,
       };
       if (e.version !== undefined) ne.version = e.version;
+      // Stored with the version it is written in: reads of older versions are upcast to it.
+      if (eventType.version !== 1) ne.eventVersion = eventType.version;
       out[i] = ne;
     }
     const aggregates = more ?? [first!];

@@ -35,6 +35,7 @@ export const STATUS_BY_CODE: Readonly<Record<MnemeErrorCode, number>> = Object.f
   INVALID_EVENTS: 500,
   HANDLER_FAILED: 500,
   STORE_ERROR: 500,
+  UPCAST_FAILED: 500,
 });
 
 const TITLES: Readonly<Record<number, string>> = {

@@ -1,7 +1,7 @@
 import { nowNs, newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
-import { checkAppendTenants, checkEventField, globalAggregatesSet } from "../store/append-validation.js";
+import { checkAppendTenants, checkEventField, checkEventVersion, globalAggregatesSet } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isSealedJsonSafe, sealJsonSafe } from "../store/json-safe.js";
@@ -94,6 +94,7 @@ export class MemoryEventRepository implements EventRepository {
         throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
       if (e.reqCtx !== undefined && (e.reqCtx === null || typeof e.reqCtx !== "object"))
         throw new MnemeError("INVALID_EVENTS", `event ${i}: reqCtx must be an object`);
+      checkEventVersion(e.eventVersion, i);
       versions.set(e.aggregateUuid, next);
       assigned[i] = next;
     }
@@ -127,7 +128,10 @@ export class MemoryEventRepository implements EventRepository {
         // A deeply frozen copy: neither the appender nor a reader can change what is stored.
         payload: sealJsonSafe(e.payload),
       };
-      if (e.commandUuid !== undefined) ev.commandUuid = e.commandUuid;
+      if (e.commandUuid !== undefined) ev.commandUuid = ev.causationId = e.commandUuid;
+      const correlation = reqCtx.correlationId ?? e.commandUuid;
+      if (correlation !== undefined) ev.correlationId = correlation;
+      if (e.eventVersion !== undefined && e.eventVersion !== 1) ev.eventVersion = e.eventVersion;
       Object.freeze(ev);
       stored[i] = ev;
       this.events.push(ev);

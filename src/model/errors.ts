@@ -28,6 +28,7 @@ export const MNEME_ERROR_CODES = Object.freeze([
   "NOT_STARTED",
   "UNAVAILABLE",
   "CSRF",
+  "UPCAST_FAILED",
 ] as const);
 
 /**

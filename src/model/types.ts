@@ -12,6 +12,10 @@ export interface RequestContext {
   targetAggregateUuid?: string;
   targetAggregateVersion?: number;
   traceId?: string;
+  /** The chain this request belongs to: every command and event of one chain carries it (dispatch fills it with the command's uuid when absent). */
+  correlationId?: string;
+  /** What caused this request: the uuid of the event (or command) it reacts to. */
+  causationId?: string;
   attributes?: Record<string, unknown>;
 }
 
@@ -31,6 +35,10 @@ export interface Event<P = unknown> {
   payload: P;
   /** The version of the event type the payload was written in; absent means 1. Reads hand out the current version (see upcasters). */
   eventVersion?: number;
+  /** The uuid of the command that produced the event (its commandUuid). */
+  causationId?: string;
+  /** The chain the event belongs to: `reqCtx.correlationId` of its command, else its command's uuid. */
+  correlationId?: string;
 }
 
 /** An event to append. The repository fills what is missing (uuid, time, version, position). */

@@ -12,6 +12,10 @@ export interface HistoryEventModel {
   createdAt: number;
   senderTenantUuid: string;
   senderIdentityUuid: string;
+  /** The command that produced the event (absent for an event appended without one). */
+  causationId?: string;
+  /** The chain the event belongs to (absent for an event appended without a command or correlation id). */
+  correlationId?: string;
 }
 
 /** Maps a stored event to its history model; sender fields come from the event's request context. */
@@ -24,5 +28,7 @@ export function toHistoryEvent(event: Event): HistoryEventModel {
     createdAt: event.createdAt,
     senderTenantUuid: event.reqCtx.senderTenantUuid ?? "",
     senderIdentityUuid: event.reqCtx.senderIdentityUuid ?? "",
+    ...(event.causationId === undefined ? {} : { causationId: event.causationId }),
+    ...(event.correlationId === undefined ? {} : { correlationId: event.correlationId }),
   };
 }

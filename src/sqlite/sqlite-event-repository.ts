@@ -1,7 +1,14 @@
 import { newUuid, nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
-import { checkAppendTenants, eventFieldJson, expectedVersionsMap, globalAggregatesSet } from "../store/append-validation.js";
+import {
+  checkAppendTenants,
+  checkEventVersion,
+  eventFieldJson,
+  expectedVersionsMap,
+  globalAggregatesSet,
+  withCausation,
+} from "../store/append-validation.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { readAllWindow } from "../store/read-all-options.js";
@@ -26,10 +33,11 @@ export type SqliteEventRepositoryOptions = SqliteStoreOptions & {
   readonly pollIntervalMs?: number;
 };
 
-const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
+const COLUMNS =
+  "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload, event_version";
 
 /** A row as better-sqlite3 returns it in raw mode, in COLUMNS order. */
-type EventRow = [number, string, string, string, string, string, number, string | null, number, string, string | null];
+type EventRow = [number, string, string, string, string, string, number, string | null, number, string, string | null, number];
 
 /** A validated NewEvent, serialised, waiting for its version and position. */
 interface PendingEvent {
@@ -43,6 +51,7 @@ interface PendingEvent {
   createdAt: number;
   reqCtxJson: string;
   payloadJson: string | null;
+  eventVersion: number;
 }
 
 /**
@@ -100,10 +109,16 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
         created_at INTEGER NOT NULL,
         req_ctx TEXT NOT NULL,
         payload TEXT,
+        event_version INTEGER NOT NULL DEFAULT 1,
         UNIQUE (aggregate_uuid, version)
       );
       CREATE UNIQUE INDEX IF NOT EXISTS ${this.table}_event_uuid ON ${this.table} (event_uuid);
     `);
+    // A file made before event versions: the column is added, every stored event is version 1.
+    const columns = this.db.statement(`PRAGMA table_info(${this.table})`).all() as { name: string }[];
+    if (!columns.some((c) => c.name === "event_version")) {
+      this.db.exec(`ALTER TABLE ${this.table} ADD COLUMN event_version INTEGER NOT NULL DEFAULT 1`);
+    }
   }
 
   async append(events: readonly NewEvent[], opts: AppendOptions = {}): Promise<Event[]> {
@@ -206,7 +221,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     while (i < pending.length) {
       const left = pending.length - i;
       const size = left >= 64 ? 64 : left >= 16 ? 16 : left >= 4 ? 4 : 1;
-      const params = new Array<unknown>(size * 10);
+      const params = new Array<unknown>(size * 11);
       for (let k = 0, j = 0; k < size; k++) {
         const p = pending[i + k] as PendingEvent;
         params[j++] = p.eventUuid;
@@ -219,6 +234,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
         params[j++] = p.createdAt;
         params[j++] = p.reqCtxJson;
         params[j++] = p.payloadJson;
+        params[j++] = p.eventVersion;
       }
       const last = Number(this.db.statement(this.insertSql(size)).run(params).lastInsertRowid);
       for (let k = 0; k < size; k++) positions[i + k] = last - size + 1 + k;
@@ -230,8 +246,8 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     let sql = this.insertSqls.get(rows);
     if (sql === undefined) {
       sql =
-        `INSERT INTO ${this.table} (event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload) VALUES ` +
-        Array.from({ length: rows }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
+        `INSERT INTO ${this.table} (event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload, event_version) VALUES ` +
+        Array.from({ length: rows }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
       this.insertSqls.set(rows, sql);
     }
     return sql;
@@ -433,6 +449,7 @@ function prepareEvent(e: NewEvent, i: number, ctxCache: ReqCtxCache): PendingEve
   optionalString(e.eventUuid, i, "eventUuid", true);
   optionalString(e.tenantUuid, i, "tenantUuid", false);
   optionalString(e.commandUuid, i, "commandUuid", true);
+  checkEventVersion(e.eventVersion, i);
   if (e.version !== undefined && (!Number.isInteger(e.version) || e.version < 1)) {
     throw new MnemeError("INVALID_EVENTS", `events[${i}].version must be an integer >= 1, got ${String(e.version)}`);
   }
@@ -453,6 +470,7 @@ function prepareEvent(e: NewEvent, i: number, ctxCache: ReqCtxCache): PendingEve
     createdAt: e.createdAt ?? nowNs(),
     reqCtxJson: e.reqCtx === undefined ? "{}" : reqCtxJson(e.reqCtx, i, ctxCache),
     payloadJson: eventFieldJson(e.payload, i, "payload"),
+    eventVersion: e.eventVersion ?? 1,
   };
 }
 
@@ -500,7 +518,8 @@ function toEvent(position: number, p: PendingEvent): Event {
     payload: p.payloadJson === null ? undefined : JSON.parse(p.payloadJson),
   };
   if (p.commandUuid !== null) e.commandUuid = p.commandUuid;
-  return e;
+  if (p.eventVersion !== 1) e.eventVersion = p.eventVersion;
+  return withCausation(e);
 }
 
 function rowToEvent(r: EventRow): Event {
@@ -517,5 +536,6 @@ function rowToEvent(r: EventRow): Event {
     payload: r[10] === null ? undefined : JSON.parse(r[10]),
   };
   if (r[7] !== null) e.commandUuid = r[7];
-  return e;
+  if (r[11] !== 1) e.eventVersion = r[11];
+  return withCausation(e);
 }

@@ -1,4 +1,5 @@
 import { MnemeError } from "../model/errors.js";
+import type { Event } from "../model/types.js";
 import { jsonSafeProblem } from "./json-safe.js";
 
 /**
@@ -96,4 +97,23 @@ export function checkAppendTenants(
     }
     if (owner !== tenant) throw aggregateNotInTenant(agg);
   }
+}
+
+/** An event's `eventVersion`: absent (1) or an integer >= 1; INVALID_EVENTS otherwise. */
+export function checkEventVersion(v: unknown, i: number): void {
+  if (v !== undefined && (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1)) {
+    throw new MnemeError("INVALID_EVENTS", `events[${i}].eventVersion must be an integer >= 1, got ${JSON.stringify(v) ?? typeof v}`);
+  }
+}
+
+/**
+ * Fills the two ids every read event carries: `causationId`, the command that
+ * produced it (its commandUuid), and `correlationId`, the chain it belongs to
+ * (`reqCtx.correlationId` as the dispatch stored it, else its command).
+ */
+export function withCausation(e: Event): Event {
+  if (e.commandUuid !== undefined) e.causationId = e.commandUuid;
+  const correlation = e.reqCtx.correlationId ?? e.commandUuid;
+  if (correlation !== undefined) e.correlationId = correlation;
+  return e;
 }

@@ -1,0 +1,235 @@
+import { errorMessage, MnemeError } from "../model/errors.js";
+import type { EventType } from "../model/tokens.js";
+import type { Event, NewEvent } from "../model/types.js";
+import type { CommandStore } from "../store/command-store.js";
+import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import { isSealedJsonSafe, jsonSafeProblem } from "../store/json-safe.js";
+import type { StoreInfo } from "../store/store-info.js";
+
+/**
+ * A step between the stored form of events and what readers get: `read`
+ * turns a page of stored events (in position order) into what every read
+ * path hands out. It returns the same array when it changes nothing.
+ */
+export interface EventReadStep {
+  read(events: Event[]): Event[] | Promise<Event[]>;
+}
+
+/** A step between what a command returns and what is stored: `write` turns new events into their stored form. */
+export interface EventWriteStep {
+  write(events: readonly NewEvent[]): readonly NewEvent[] | Promise<readonly NewEvent[]>;
+}
+
+/**
+ * The event store as the facade and everything it serves read it: the
+ * repository the application gave, with read steps applied to every event
+ * that comes out (aggregate loads, live delivery, restores, history, Runtime
+ * store access, HTTP) and write steps to every event that goes in. The
+ * stored form never changes: upcasting happens on the way out.
+ *
+ * With no step active every call goes straight through (one extra call).
+ * Live listeners (`onAppend`) get their events through the read steps too,
+ * in append order, even when a step is asynchronous.
+ */
+export class EventView implements EventRepository {
+  readonly #readSteps: EventReadStep[] = [];
+  readonly #writeSteps: EventWriteStep[] = [];
+
+  constructor(readonly stored: EventRepository) {
+    this.#forwardOptional();
+  }
+
+  /** Adds a read step; steps run in the order they were added (for example decryption before upcasting). */
+  addReadStep(step: EventReadStep): void {
+    this.#readSteps.push(step);
+  }
+
+  /** Adds a write step; steps run in the order they were added. */
+  addWriteStep(step: EventWriteStep): void {
+    this.#writeSteps.push(step);
+  }
+
+  /** Applies the read steps to a page of stored events. */
+  read(events: Event[]): Event[] | Promise<Event[]> {
+    const steps = this.#readSteps;
+    if (steps.length === 0 || events.length === 0) return events;
+    let out: Event[] | Promise<Event[]> = events;
+    for (const step of steps) out = out instanceof Promise ? out.then((page) => step.read(page)) : step.read(out);
+    return out;
+  }
+
+  init(): Promise<void> {
+    return this.stored.init();
+  }
+
+  append(events: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
+    if (this.#writeSteps.length === 0 && this.#readSteps.length === 0) return this.stored.append(events, opts);
+    return this.#append(events, opts);
+  }
+
+  async #append(events: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
+    let toStore = events;
+    for (const step of this.#writeSteps) toStore = await step.write(toStore);
+    const stored = await this.stored.append(toStore, opts);
+    return this.#readSteps.length === 0 ? stored : await this.read(stored);
+  }
+
+  loadAggregate(aggregateUuid: string, opts?: { fromVersion?: number }): Promise<Event[]> {
+    const events = this.stored.loadAggregate(aggregateUuid, opts);
+    return this.#readSteps.length === 0 ? events : events.then((page) => this.read(page));
+  }
+
+  async loadAggregates(aggregateUuids: readonly string[]): Promise<Map<string, Event[]>> {
+    const streams = await this.stored.loadAggregates(aggregateUuids);
+    if (this.#readSteps.length === 0) return streams;
+    for (const [uuid, events] of streams) streams.set(uuid, await this.read(events));
+    return streams;
+  }
+
+  readAll(opts?: ReadAllOptions): AsyncIterable<Event[]> {
+    const pages = this.stored.readAll(this.#readAllOptions(opts));
+    if (this.#readSteps.length === 0) return pages;
+    return this.#readPages(pages);
+  }
+
+  async *#readPages(pages: AsyncIterable<Event[]>): AsyncGenerator<Event[], void, undefined> {
+    for await (const page of pages) yield await this.read(page);
+  }
+
+  /** An `eventPaths` filter asks for the stored names too (see EventAliases). */
+  #readAllOptions(opts: ReadAllOptions | undefined): ReadAllOptions | undefined {
+    const paths = opts?.eventPaths;
+    if (paths === undefined || this.#storedPaths === undefined) return opts;
+    return { ...opts, eventPaths: this.#storedPaths(paths) };
+  }
+
+  #storedPaths: ((paths: readonly string[]) => string[]) | undefined;
+
+  /** How a filter on current event paths widens to the paths events are stored under (former names). */
+  setStoredPaths(fn: (paths: readonly string[]) => string[]): void {
+    this.#storedPaths = fn;
+  }
+
+  headPosition(): Promise<number> {
+    return this.stored.headPosition();
+  }
+
+  info(): Promise<StoreInfo> {
+    return this.stored.info();
+  }
+
+  close(): Promise<void> {
+    return this.stored.close();
+  }
+
+  #forwardOptional(): void {
+    const stored = this.stored;
+    const self = this as { -readonly [K in keyof EventView]?: EventView[K] };
+    if (stored.onAppend !== undefined) {
+      self.onAppend = (listener) => {
+        // A chain keeps listeners in append order when a read step is asynchronous.
+        let chain: Promise<void> = Promise.resolve();
+        return stored.onAppend!((events) => {
+          if (this.#readSteps.length === 0) {
+            listener(events);
+            return;
+          }
+          const out = this.read(events as Event[]);
+          if (!(out instanceof Promise)) {
+            listener(out);
+            return;
+          }
+          chain = chain.then(() => out).then(listener, () => undefined);
+        });
+      };
+    }
+    if (stored.joinCommandStore !== undefined) self.joinCommandStore = (commandStore) => stored.joinCommandStore!(commandStore);
+    if (stored.onExternalAppend !== undefined) self.onExternalAppend = (listener) => stored.onExternalAppend!(listener);
+  }
+
+  declare readonly onAppend?: (listener: AppendListener) => () => void;
+  declare readonly joinCommandStore?: (commandStore: CommandStore) => boolean;
+  declare readonly onExternalAppend?: (listener: () => void) => () => void;
+}
+
+/**
+ * The read step of event evolution: a stored event of an older version is
+ * handed out as its type's current version (the type's upcasters, one version
+ * at a time), and one stored under a former name (`renamedFrom`) under the
+ * current name. The stored payload is not touched. An upcaster that throws or
+ * returns something that is not JSON-safe, or a stored version newer than the
+ * registered one (written by a newer release), is UPCAST_FAILED: the read
+ * fails, nothing is written, and a handler retries it like any failure.
+ */
+export class Upcasting implements EventReadStep {
+  /** Stored path -> type, for every type with a version > 1 or former names. */
+  readonly #types = new Map<string, EventType>();
+  /** Every registered type by path: a stored version above the registered one is refused even for a type at version 1. */
+  readonly #all = new Map<string, EventType>();
+
+  /** Takes a registered event type into account. */
+  register(type: EventType): void {
+    this.#all.set(type.path, type);
+    if (type.version > 1) this.#types.set(type.path, type);
+    for (const former of type.renamedFrom) this.#types.set(`${type.domain}.${former}`, type);
+  }
+
+  /** The stored paths a filter on `paths` must include (each current path and its former names). */
+  storedPaths(paths: readonly string[]): string[] {
+    const out = new Set(paths);
+    for (const [stored, type] of this.#types) if (stored !== type.path && out.has(type.path)) out.add(stored);
+    return [...out];
+  }
+
+  read(events: Event[]): Event[] {
+    const versioned = this.#types.size > 0;
+    let out: Event[] | undefined;
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]!;
+      // Most events are of a version-1 type and stored at version 1: nothing to look up.
+      if (!versioned && e.eventVersion === undefined) continue;
+      const path = `${e.domain}.${e.name}`;
+      const type = this.#types.get(path) ?? (e.eventVersion === undefined ? undefined : this.#all.get(path));
+      if (type === undefined) continue;
+      const upcast = this.#upcast(type, e);
+      if (upcast !== e) (out ??= events.slice())[i] = upcast;
+    }
+    return out ?? events;
+  }
+
+  #upcast(type: EventType, e: Event): Event {
+    const from = e.eventVersion ?? 1;
+    const renamed = e.name !== type.name;
+    if (from === type.version && !renamed) return e;
+    const where = `event ${e.domain}.${e.name} at position ${e.position} (version ${from})`;
+    if (from > type.version) {
+      throw new MnemeError(
+        "UPCAST_FAILED",
+        `${where} was written by a newer release: ${type.path} is registered at version ${type.version}; deploy the newer release or register the version`,
+      );
+    }
+    // A frozen (memory store) payload is copied, so an upcaster that edits its input works as on every backend.
+    let payload: unknown = isSealedJsonSafe(e.payload) ? JSON.parse(JSON.stringify(e.payload)) : e.payload;
+    for (let v = from; v < type.version; v++) {
+      try {
+        payload = type.upcasters[v]!(payload, e);
+      } catch (err) {
+        throw new MnemeError("UPCAST_FAILED", `${where}: the upcaster from version ${v} to ${v + 1} threw: ${errorMessage(err)}`, {
+          cause: err,
+        });
+      }
+      const problem = jsonSafeProblem(payload);
+      if (problem !== undefined) {
+        throw new MnemeError(
+          "UPCAST_FAILED",
+          `${where}: the upcaster from version ${v} to ${v + 1} returned a payload that is not JSON-safe at ${problem.pointer || "its root"}: ${problem.message}`,
+          { details: [{ pointer: problem.pointer, message: problem.message }] },
+        );
+      }
+    }
+    const out: Event = { ...e, name: type.name, payload };
+    if (type.version === 1) delete out.eventVersion;
+    else out.eventVersion = type.version;
+    return out;
+  }
+}
