@@ -173,7 +173,7 @@ export class ProcessManager<S> extends OutboxHandler {
       processId,
       correlationId,
       replaying,
-      dispatch: (type, p) => add(type as CommandRef, p, Math.floor(event.createdAt / 1e6), false),
+      dispatch: (type, p) => add(type as CommandRef, p, createdAt, false),
       schedule: (type, p, opts) =>
         add(type as CommandRef, p, dueTimeOf((opts as { at: Date | number } | undefined)?.at as Date | number), true),
       cancelScheduled: (commandUuid) => {

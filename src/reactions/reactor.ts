@@ -49,15 +49,16 @@ export class Reactor extends OutboxHandler {
     if (this.isReplay(event)) return;
     // A plain copy: the stored event may carry undefined fields, which a document must not.
     const copy = JSON.parse(JSON.stringify(event)) as Event;
+    const now = this.now();
     const entry: OutboxEntry = {
       id: reactionDedupeKey(this.name, event.eventUuid),
       kind: "effect",
       eventHandlerName: this.name,
       status: "pending",
       scheduled: false,
-      dueAt: Math.floor(event.createdAt / 1e6),
+      dueAt: now,
       attempts: 0,
-      createdAt: this.now(),
+      createdAt: now,
       eventUuid: event.eventUuid,
       eventPath: `${event.domain}.${event.name}`,
       position: event.position,

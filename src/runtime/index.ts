@@ -36,6 +36,10 @@ export {
   ControlEventHandler,
   StoreUpdate,
   StoreDelete,
+  ListScheduledCommands,
+  CancelScheduledCommand,
+  ListDeadLetters,
+  ControlDeadLetter,
   type PermissionListEntry,
 } from "./runtime-domain.js";
 export {

@@ -13,6 +13,7 @@ import { newPermission, newPermissionCmdFunc, type Permission, type PermissionFu
 import type { JsonSchema } from "../model/types.js";
 import type { EventHandlerListing } from "../readmodel/handler-runner.js";
 import type { StoreAction, StoreName } from "../permissions/store-permissions.js";
+import type { DeadLetterControl, DeadLetterEntry, ReactionListFilter, ScheduledCommandEntry } from "../reactions/reaction-listing.js";
 import type { StoreInfo as StoreInfoOfStore, StorePage } from "../store/store-info.js";
 import type {
   CommandHandlerListEntry,
@@ -100,6 +101,49 @@ export const ControlEventHandler = RuntimeDomain.command<ControlRequest, EventHa
   ),
 });
 
+const reactionList = objectSchema({
+  eventHandlerName: { type: "string", minLength: 1 },
+  tenantUuid: { type: "string" },
+  limit: { type: "integer", minimum: 1, maximum: 1000 },
+});
+
+/** `Runtime.ListScheduledCommands`: pending scheduled commands of the process managers, due first (`authorized`). */
+export const ListScheduledCommands = RuntimeDomain.query<ReactionListFilter, ScheduledCommandEntry[]>("ListScheduledCommands", {
+  description: "List the scheduled commands of process managers that have not fired",
+  schema: reactionList,
+});
+
+/** `Runtime.CancelScheduledCommand`: cancels a scheduled command that has not fired; `result` is what was cancelled (authorizer only). */
+export const CancelScheduledCommand = RuntimeDomain.command<{ commandUuid: string; eventHandlerName?: string }, ScheduledCommandEntry>(
+  "CancelScheduledCommand",
+  {
+    description: "Cancel a scheduled command that has not fired (system administrators)",
+    schema: objectSchema({ commandUuid: { type: "string", minLength: 1 }, eventHandlerName: { type: "string", minLength: 1 } }, [
+      "commandUuid",
+    ]),
+  },
+);
+
+/** `Runtime.ListDeadLetters`: dispatches and effects of process managers and reactors that failed their last attempt (`authorized`). */
+export const ListDeadLetters = RuntimeDomain.query<ReactionListFilter, DeadLetterEntry[]>("ListDeadLetters", {
+  description: "List the dead letters of process managers and reactors",
+  schema: reactionList,
+});
+
+/** `Runtime.ControlDeadLetter`: `retry` a dead letter (pending again, attempts reset) or `discard` it; `result` is the entry (authorizer only). */
+export const ControlDeadLetter = RuntimeDomain.command<DeadLetterControl, DeadLetterEntry>("ControlDeadLetter", {
+  description: "Retry or discard a dead letter of a process manager or reactor (system administrators)",
+  // `action` is checked by the Runtime, as for ControlEventHandler: an unknown action is INVALID_ACTION.
+  schema: objectSchema(
+    {
+      action: { description: '"retry" or "discard"; anything else is INVALID_ACTION', examples: ["retry", "discard"] },
+      id: { type: "string", minLength: 1 },
+      eventHandlerName: { type: "string", minLength: 1 },
+    },
+    ["id"],
+  ),
+});
+
 /**
  * `Runtime.StreamSystemEvents`: no handler; the permission the SSE route of
  * mneme/http checks (authorizer only).
@@ -135,7 +179,7 @@ export const STORE_MESSAGES = Object.freeze([StoreInfo, StoreRead, StoreUpdate, 
 
 // No level: only the authorizer grants these (system administrators). The store messages are too until
 // installed, where their permission becomes the gate of the store's own permission (it needs the Runtime).
-for (const t of [ControlEventHandler, StreamSystemEvents, ...STORE_MESSAGES]) {
+for (const t of [ControlEventHandler, CancelScheduledCommand, ControlDeadLetter, StreamSystemEvents, ...STORE_MESSAGES]) {
   RuntimeDomain.registerPermission(newPermission("Runtime", t.name, t.description));
 }
 
@@ -160,6 +204,10 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   );
   d.handleQuery(GetSchema, (_ctx, _q, p) => runtime.getSchema(p));
   d.handleCommand(ControlEventHandler, async (_ctx, _c, p) => ({ result: await runtime.controlEventHandler(p) }));
+  d.handleQuery(ListScheduledCommands, (_ctx, _q, p) => runtime.listScheduledCommands(p));
+  d.handleCommand(CancelScheduledCommand, async (_ctx, _c, p) => ({ result: await runtime.cancelScheduledCommand(p) }));
+  d.handleQuery(ListDeadLetters, (_ctx, _q, p) => runtime.listDeadLetters(p));
+  d.handleCommand(ControlDeadLetter, async (_ctx, _c, p) => ({ result: await runtime.controlDeadLetter(p) }));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.
   const gate =

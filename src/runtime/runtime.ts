@@ -9,6 +9,16 @@ import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handl
 import type { SchemaRegistry, SchemaTypeRef } from "../schema/schema-registry.js";
 import type { InstalledDomain } from "../model/domain-install.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import {
+  cancelScheduledCommand,
+  controlDeadLetter,
+  listDeadLetters,
+  listScheduledCommands,
+  type DeadLetterControl,
+  type DeadLetterEntry,
+  type ReactionListFilter,
+  type ScheduledCommandEntry,
+} from "../reactions/reaction-listing.js";
 import { type GovernedStores, StoreAccess } from "./store-access.js";
 import type { SystemEventProducer } from "./system-events.js";
 
@@ -335,6 +345,26 @@ export class Runtime {
         break;
     }
     return runner.info();
+  }
+
+  /** Pending scheduled commands of the process managers (mneme/reactions), due first. */
+  listScheduledCommands(filter: ReactionListFilter = {}): Promise<ScheduledCommandEntry[]> {
+    return listScheduledCommands(this.facade.eventHandlers, filter);
+  }
+
+  /** Cancels a scheduled command that has not fired; NOT_FOUND otherwise. Resolves with what was cancelled. */
+  cancelScheduledCommand(req: { commandUuid: string; eventHandlerName?: string }): Promise<ScheduledCommandEntry> {
+    return cancelScheduledCommand(this.facade.eventHandlers, req);
+  }
+
+  /** Dead letters of the process managers and reactors: dispatches and effects that failed their last attempt. */
+  listDeadLetters(filter: ReactionListFilter = {}): Promise<DeadLetterEntry[]> {
+    return listDeadLetters(this.facade.eventHandlers, filter);
+  }
+
+  /** `retry` makes a dead letter pending again (attempts reset), `discard` deletes it; NOT_FOUND when there is none. */
+  controlDeadLetter(req: DeadLetterControl): Promise<DeadLetterEntry> {
+    return controlDeadLetter(this.facade.eventHandlers, req);
   }
 
   #handler(name: string): BaseEventHandler {
