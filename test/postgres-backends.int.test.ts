@@ -77,6 +77,11 @@ function contract<S extends { close(): Promise<void> }>(make: (schema: string) =
   describeEventRepositoryContract("PostgresEventRepository", c.factory, c.opts);
 }
 {
+  // Without group commit every append is a statement of its own, on a connection of its own (the same rules).
+  const c = contract<EventRepository>((schema) => new PostgresEventRepository({ pool, schema, maxAppendsPerCommit: 1 }));
+  describeEventRepositoryContract("PostgresEventRepository, maxAppendsPerCommit 1", c.factory, c.opts);
+}
+{
   const c = contract<CommandStore>((schema) => new PostgresCommandStore({ pool, schema }));
   describeCommandStoreContract("PostgresCommandStore", c.factory, c.opts);
 }
