@@ -33,6 +33,7 @@ const RANKS = {
   sqlite: 3, //      subpath mneme/sqlite: the SQLite stores
   postgres: 3, //    subpath mneme/postgres: the Postgres stores
   readmodel: 4, //   delivery, restoration, BaseReadmodel, projections, history
+  privacy: 4, //     personal data: encryption of personal fields per subject, forget, the Privacy domain
   reactions: 4.5, // subpath mneme/reactions: process managers, reactors, their outbox (built on src/readmodel, listed by the Runtime)
   runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
   app: 6, //         createFacade / Facade: the composition root

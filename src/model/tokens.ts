@@ -54,8 +54,11 @@ export interface EventType<P = unknown> {
  * `facade.forget(subject)` deleted the key.
  */
 export interface PersonalDataOptions<P = any> {
-  /** The data subject of a payload (e.g. an account uuid): a non-empty string, never personal data itself. */
-  readonly subject: (payload: P) => string;
+  /**
+   * The data subject of a payload (e.g. an account uuid): a non-empty string, never personal data itself.
+   * The new event is the second argument (`(_p, e) => e.aggregateUuid` when the aggregate is the subject).
+   */
+  readonly subject: (payload: P, event: Readonly<NewEvent<P>>) => string;
   /**
    * The protected fields: top-level field names (`"email"`) or JSON pointers
    * (RFC 6901) to nested ones (`"/address/street"`, `"/contacts/0/phone"`).
@@ -65,7 +68,7 @@ export interface PersonalDataOptions<P = any> {
 
 /** Personal data settings as an event type carries them: every field as a JSON pointer (`"email"` becomes `"/email"`). */
 export interface PersonalData<P = any> {
-  readonly subject: (payload: P) => string;
+  readonly subject: (payload: P, event: Readonly<NewEvent<P>>) => string;
   /** JSON pointers, each naming one protected value; none inside another. */
   readonly fields: readonly string[];
 }

@@ -1,0 +1,209 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { MnemeError } from "../model/errors.js";
+import type { PersonalData } from "../model/tokens.js";
+import type { Event, NewEvent } from "../model/types.js";
+import type { KeyStore, SubjectKey } from "../store/key-store.js";
+import { SUBJECT_KEY_BYTES, validateKeyStoreId } from "../store/key-store.js";
+import { ERASED, envelopeKeyId, type FieldEnvelope, openValue, sealValue } from "./field-envelope.js";
+import { KeyCache } from "./key-cache.js";
+import { mapValues, pointerTokens, replaceAt, valueAt } from "./personal-fields.js";
+
+/** Options of {@link PersonalDataProtection}. */
+export interface PersonalDataProtectionOptions {
+  readonly keyStore: KeyStore;
+  /** The personal data settings of a stored event's type (by its domain and name), undefined when it has none. */
+  readonly personalDataOf: (domain: string, name: string) => PersonalData | undefined;
+  /** Keys held in memory (by id and by subject, each). Default 10,000. */
+  readonly keyCacheSize?: number;
+  /**
+   * How long a cached key is used before the key store is asked again (ms):
+   * the bound within which a key forgotten by another instance stops being
+   * used here. Default 5,000. (The instance that forgets drops it at once.)
+   */
+  readonly keyCacheTtlMs?: number;
+  /** Milliseconds clock for the cache; default Date.now. */
+  readonly now?: () => number;
+}
+
+/** Subjects starting with this are mneme's own (e.g. the key of the e-mail index): `forget` refuses them. */
+export const RESERVED_SUBJECT_PREFIX = "mneme:";
+
+/**
+ * Encrypts the personal fields of new events and decrypts them on every read
+ * (see docs/privacy.md). Each field's JSON value is sealed with AES-256-GCM
+ * under its subject's key into `{ "$enc": "v1:<keyId>:<iv>:<data>" }`; a field
+ * whose key is gone reads as "[erased]". Keys are made on first use (32 random
+ * bytes, stored before the events are appended, so a crash leaves at most an
+ * unused key) and cached, bounded, for `keyCacheTtlMs`.
+ */
+export class PersonalDataProtection {
+  readonly keyStore: KeyStore;
+  readonly #personalDataOf: (domain: string, name: string) => PersonalData | undefined;
+  readonly #cache: KeyCache;
+  /** Key creations in flight, by subject: concurrent appends of a new subject ask the store once. */
+  readonly #creating = new Map<string, Promise<SubjectKey>>();
+  /** Subjects forgotten while a creation was in flight: the key it resolves is not cached. */
+  #forgetEpoch = 0;
+
+  constructor(opts: PersonalDataProtectionOptions) {
+    if (typeof opts?.keyStore?.ensureKey !== "function") throw new MnemeError("INVALID_REQUEST", "personal data: a keyStore is required");
+    const size = opts.keyCacheSize ?? 10_000;
+    const ttl = opts.keyCacheTtlMs ?? 5_000;
+    if (!Number.isSafeInteger(size) || size < 1) {
+      throw new MnemeError("INVALID_REQUEST", `personal data: keyCacheSize must be an integer >= 1, got ${String(size)}`);
+    }
+    if (!Number.isSafeInteger(ttl) || ttl < 0) {
+      throw new MnemeError("INVALID_REQUEST", `personal data: keyCacheTtlMs must be an integer >= 0, got ${String(ttl)}`);
+    }
+    this.keyStore = opts.keyStore;
+    this.#personalDataOf = opts.personalDataOf;
+    this.#cache = new KeyCache(size, ttl, opts.now ?? Date.now);
+  }
+
+  /**
+   * The events with their personal fields sealed (new objects; the given ones
+   * are not changed). INVALID_EVENTS when a subject function throws or returns
+   * something other than a non-empty string; nothing is appended then.
+   */
+  async encrypt(events: readonly NewEvent[]): Promise<NewEvent[]> {
+    const plans: { index: number; spec: PersonalData; subject: string }[] = [];
+    events.forEach((e, index) => {
+      const spec = this.#personalDataOf(e.domain, e.name);
+      if (spec !== undefined) plans.push({ index, spec, subject: subjectOf(spec, e) });
+    });
+    if (plans.length === 0) return [...events];
+    const keys = new Map<string, SubjectKey>();
+    await Promise.all([...new Set(plans.map((p) => p.subject))].map(async (s) => keys.set(s, await this.#liveKey(s))));
+    const out = [...events];
+    for (const { index, spec, subject } of plans) {
+      const e = events[index] as NewEvent;
+      const key = keys.get(subject) as SubjectKey;
+      let payload: unknown = e.payload;
+      for (const field of spec.fields) {
+        const tokens = pointerTokens(field);
+        const value = valueAt(payload, tokens);
+        if (value !== undefined) payload = replaceAt(payload, tokens, sealValue(value, key.keyId, key.key));
+      }
+      out[index] = { ...e, payload };
+    }
+    return out;
+  }
+
+  /**
+   * The events with their sealed fields opened: every envelope in the payload
+   * of an event whose type declares personal data (wherever it sits, so a
+   * payload of an older shape opens too); "[erased]" where the key is gone.
+   * Events without envelopes are returned as they are; the others are copies.
+   */
+  async decrypt(events: readonly Event[]): Promise<Event[]> {
+    let wanted: Set<string> | undefined;
+    const sealed: number[] = [];
+    events.forEach((e, i) => {
+      if (this.#personalDataOf(e.domain, e.name) === undefined) return;
+      let found = false;
+      mapValues(e.payload, (v) => {
+        const keyId = envelopeKeyId(v);
+        if (keyId === undefined) return undefined;
+        found = true;
+        if (this.#cache.byId(keyId) === undefined && !this.#cache.isGone(keyId)) (wanted ??= new Set()).add(keyId);
+        return v;
+      });
+      if (found) sealed.push(i);
+    });
+    if (sealed.length === 0) return events as Event[];
+    const fetched = new Map<string, SubjectKey>();
+    if (wanted !== undefined) {
+      const epoch = this.#forgetEpoch;
+      const got = await this.keyStore.keysById([...wanted]);
+      for (const id of wanted) {
+        const key = got.get(id);
+        if (key === undefined) this.#cache.markGone(id);
+        else {
+          fetched.set(id, key);
+          // A forget here while the read was in flight: use the key for this read only.
+          if (epoch === this.#forgetEpoch) this.#cache.putById(key);
+        }
+      }
+    }
+    const out = [...events];
+    for (const i of sealed) {
+      const e = events[i] as Event;
+      const payload = mapValues(e.payload, (v) => {
+        const keyId = envelopeKeyId(v);
+        if (keyId === undefined) return undefined;
+        const key = this.#cache.byId(keyId) ?? fetched.get(keyId);
+        return key === undefined ? ERASED : openValue(v as FieldEnvelope, key.key);
+      });
+      out[i] = { ...e, payload };
+    }
+    return out;
+  }
+
+  /**
+   * Deletes the subject's keys and drops them from this process's cache at
+   * once; resolves how many keys were deleted. Other instances stop using
+   * their cached copies within `keyCacheTtlMs`.
+   */
+  async forget(subject: string): Promise<number> {
+    validateKeyStoreId("subject", subject);
+    if (subject.startsWith(RESERVED_SUBJECT_PREFIX)) {
+      throw new MnemeError("INVALID_REQUEST", `personal data: subjects starting with "${RESERVED_SUBJECT_PREFIX}" are mneme's own keys`);
+    }
+    this.#forgetEpoch++;
+    this.#cache.dropSubject(subject);
+    try {
+      return await this.keyStore.forget(subject);
+    } finally {
+      // Again: a read that started before the delete may have cached the key meanwhile.
+      this.#forgetEpoch++;
+      this.#cache.dropSubject(subject);
+    }
+  }
+
+  /**
+   * A secret of mneme's own kept in the key store under a reserved subject
+   * (`mneme:<name>`), made on first use; e.g. the key of a keyed hash (HMAC)
+   * that indexes a value without storing it in clear.
+   */
+  async systemKey(name: string): Promise<Uint8Array> {
+    return (await this.#liveKey(`${RESERVED_SUBJECT_PREFIX}${name}`)).key;
+  }
+
+  /** The subject's live key: cached, else the stored one, else a new one (one creation per subject at a time). */
+  async #liveKey(subject: string): Promise<SubjectKey> {
+    const cached = this.#cache.bySubject(subject);
+    if (cached !== undefined) return cached;
+    let pending = this.#creating.get(subject);
+    if (pending === undefined) {
+      const epoch = this.#forgetEpoch;
+      pending = this.keyStore
+        .ensureKey({ subject, keyId: randomUUID(), key: new Uint8Array(randomBytes(SUBJECT_KEY_BYTES)) })
+        .then((key) => {
+          if (epoch === this.#forgetEpoch) this.#cache.putLive(key);
+          return key;
+        })
+        .finally(() => this.#creating.delete(subject));
+      this.#creating.set(subject, pending);
+    }
+    return pending;
+  }
+}
+
+/** The subject of a new event, checked (INVALID_EVENTS). */
+function subjectOf(spec: PersonalData, e: NewEvent): string {
+  let subject: unknown;
+  try {
+    subject = spec.subject(e.payload, e);
+  } catch (cause) {
+    throw new MnemeError("INVALID_EVENTS", `${e.domain}.${e.name}: personalData.subject threw`, { cause });
+  }
+  try {
+    validateKeyStoreId("subject", subject);
+  } catch {
+    throw new MnemeError(
+      "INVALID_EVENTS",
+      `${e.domain}.${e.name}: personalData.subject must return a non-empty string (at most 512 characters, no U+0000), got ${typeof subject}`,
+    );
+  }
+  return subject as string;
+}
