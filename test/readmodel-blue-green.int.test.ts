@@ -244,6 +244,48 @@ for (const [backend, options] of Object.entries(backends)) {
   });
 }
 
+describe("blue-green restore from zero: the database connection dies in the middle (Postgres)", () => {
+  it("the rebuild rejects with UNAVAILABLE, the old data keeps serving and is caught up; a later restore succeeds", async () => {
+    const options = backends.Postgres!();
+    const schema = schemas.at(-1)!;
+    const { f, catalog } = await seeded(options);
+    catalog.label = "new";
+    catalog.keep = keepNew;
+    catalog.pauseAt = 105; // four documents of this page are written in its open transaction
+    const r = catalog.restoreState(undefined, { fromZero: true });
+    const polled = pollWhile(catalog, r.done);
+    await catalog.paused.promise;
+    const { rows } = await admin.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE state = 'idle in transaction' AND query LIKE $1",
+      [`%"${schema}".readmodel_documents%`],
+    );
+    expect(rows).toHaveLength(1);
+    await admin.query("SELECT pg_terminate_backend($1, 5000)", [rows[0]!.pid]);
+    await f.dispatch(Stock, { itemUuid: "live-0", n: 1001 });
+    catalog.resume.resolve();
+    await expect(r.done).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    expect((await polled).every((x) => x === "old")).toBe(true);
+
+    // The handler stays running on the old generation and catches up from its checkpoint after a backoff.
+    catalog.pauseAt = undefined;
+    for (let i = 0; i < 1000 && !(catalog.lastPosition === OLD + 1 && catalog.restorationState === "restored"); i++) {
+      await new Promise((res) => setTimeout(res, 10));
+    }
+    expect(catalog.state).toBe("running");
+    expect(catalog.lastPosition).toBe(OLD + 1);
+    const served = await catalog.read();
+    expect(served.items.every((d) => d.label === "old" || d.itemUuid === "live-0")).toBe(true);
+    expect(served.count).toBe(OLD + 1);
+    expect(await f.readmodelStoreBackend.getCheckpoint("Catalog#rebuild")).toBe(0);
+    expect(await f.readmodelStoreBackend.collection("Catalog#rebuild:items").count()).toBe(0);
+
+    await catalog.restoreState(undefined, { fromZero: true }).done;
+    const after = await catalog.read();
+    expect(classify(after)).toBe("new");
+    expect(after.count).toBe(OLD * 0.75 + 1);
+  }, 60_000);
+});
+
 describe("blue-green restore from zero: a crash in the middle (SQLite, a real process)", () => {
   it("a process killed with SIGKILL after pages of the new generation committed restarts with the old data serving; the partial generation is discarded", async () => {
     const filename = join(dir, "rebuild-crash.db");
