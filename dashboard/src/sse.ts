@@ -99,6 +99,8 @@ export class SystemEventStream {
       buffer += decoder.decode(value, { stream: true });
       let nl: number;
       while ((nl = buffer.search(/\r\n|\r|\n/)) !== -1) {
+        // A CR at the end of a chunk may be the first half of CRLF: wait for the next chunk.
+        if (nl === buffer.length - 1 && buffer.endsWith("\r")) break;
         const line = buffer.slice(0, nl);
         buffer = buffer.slice(nl + (buffer.startsWith("\r\n", nl) ? 2 : 1));
         if (line === "") {
