@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, afterEach } from "vitest";
-import { createFacade, type Facade, newUuid } from "mneme";
+import { createFacade, type Facade, type FacadeOptions, newUuid } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import type { OutboxHandler } from "mneme/reactions";
@@ -55,7 +55,7 @@ export class RecordingProvider implements PaymentProvider {
  * shared by the facades of one `world()` (instances of one app). Stops them
  * after each test and drops what it made after the file.
  */
-export function reactionWorlds(): (backend: BackendName) => { facade: (appName?: string) => Facade } {
+export function reactionWorlds(): (backend: BackendName) => { facade: (appName?: string, extra?: Partial<FacadeOptions>) => Facade } {
   const dir = mkdtempSync(join(tmpdir(), "mneme-reactions-"));
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 8 });
   const schemas: string[] = [];
@@ -73,14 +73,14 @@ export function reactionWorlds(): (backend: BackendName) => { facade: (appName?:
     const schema = `reactions_${newUuid().replace(/-/g, "").slice(-12)}`;
     if (backend === "postgres") schemas.push(schema);
     return {
-      facade: (appName = "shop") => {
+      facade: (appName = "shop", extra = {}) => {
         const backends =
           backend === "memory"
             ? {}
             : backend === "sqlite"
               ? createSqliteBackends({ filename })
               : createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 4 });
-        const f = createFacade({ appName, ...backends });
+        const f = createFacade({ appName, ...backends, ...extra });
         facades.push(f);
         return f;
       },
