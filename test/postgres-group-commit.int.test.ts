@@ -5,9 +5,10 @@
  * lost in the middle of a coalesced flush, and a tenant-sharded deployment
  * (two facades on two schemas behind a tenant router).
  */
+import fc from "fast-check";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createFacade, defineDomain, type Event, type Facade, isMnemeError, newUuid, type NewEvent } from "mneme";
+import { createFacade, defineDomain, type Event, type Facade, isMnemeError, MemoryEventRepository, newUuid, type NewEvent } from "mneme";
 import { createPostgresBackends, PostgresCommandStore, PostgresEventRepository, type PgStatement } from "mneme/postgres";
 import type { CommandRecord } from "mneme/store";
 import { outcomeCode } from "./support/rejections.js";
@@ -247,6 +248,63 @@ describe("group commit", () => {
     expect((await commands.list()).items).toHaveLength(1);
     // onAppend: each call that succeeded, once, in position order.
     expect(seen.map((evs) => evs.map((e) => e.position))).toEqual([[4], [5], [6], [7], [8, 9, 10]]);
+  });
+
+  it("property: the appends of one flush have the outcomes and results of the same appends made one after another", async () => {
+    const schema = newSchema();
+    let appendStatements = 0;
+    let hold: { wait: Promise<void>; open: () => void } | undefined;
+    const { repo } = await joinedRepo(schema, async (s) => {
+      if (s.kind !== "append") return;
+      appendStatements++;
+      if (hold !== undefined) await hold.wait;
+    });
+    const call = fc.record({
+      events: fc.array(fc.record({ agg: fc.integer({ min: 0, max: 3 }), tenant: fc.constantFrom("A", "B") }), {
+        minLength: 1,
+        maxLength: 3,
+      }),
+      expected: fc.option(fc.record({ agg: fc.integer({ min: 0, max: 3 }), version: fc.integer({ min: 0, max: 3 }) }), { nil: undefined }),
+      global: fc.boolean(),
+    });
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(call, { minLength: 1, maxLength: 30 }), async (calls) => {
+        const prefix = `r${run++}-`;
+        const args = calls.map((c): [NewEvent[], { expectedVersions?: Record<string, number>; globalAggregates?: string[] }] => {
+          const events = c.events.map((e) => ev(`${prefix}${e.agg}`, {}, { tenantUuid: e.tenant }));
+          const opts: { expectedVersions?: Record<string, number>; globalAggregates?: string[] } = {};
+          if (c.expected !== undefined) opts.expectedVersions = { [`${prefix}${c.expected.agg}`]: c.expected.version };
+          if (c.global) opts.globalAggregates = [`${prefix}0`];
+          return [events, opts];
+        });
+        // The reference: the same appends one after another on the in-memory repository.
+        const memory = new MemoryEventRepository();
+        const expected: string[] = [];
+        for (const [events, opts] of args) {
+          expected.push(await outcomeCode(memory.append(events, opts)));
+        }
+        hold = gate();
+        const before = appendStatements;
+        const blocker = repo.append([ev(`${prefix}blocker`)]);
+        await until(() => appendStatements === before + 1, "the first flush is at its statement");
+        const results = args.map(([events, opts]) => repo.append(events, opts));
+        const codes = Promise.all(results.map(outcomeCode));
+        hold.open();
+        hold = undefined;
+        await blocker;
+        expect(await codes).toEqual(expected);
+        expect(appendStatements).toBe(before + 2);
+        for (let a = 0; a < 4; a++) {
+          const strip = (es: readonly Event[]) => es.map((e) => [e.version, e.tenantUuid]);
+          expect(strip(await repo.loadAggregate(`${prefix}${a}`))).toEqual(strip(await memory.loadAggregate(`${prefix}${a}`)));
+        }
+        await memory.close();
+      }),
+      { numRuns: 25 },
+    );
+    const rows = await storedEvents(schema);
+    expect(rows.map((r) => r.position)).toEqual(rows.map((_, i) => i + 1));
   });
 
   it("hundreds of concurrent appends are coalesced (at most maxAppendsPerCommit per statement) with exact optimistic concurrency", async () => {
