@@ -159,6 +159,38 @@ describe("toNodeListener's direct path", () => {
     expect((await send(agent, "GET", list, USER.headers)).status).toBe(200);
   });
 
+  it("concurrent requests over several keep-alive connections each get their own body and answer", async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 4 });
+    agents.push(agent);
+    const jobs = Array.from({ length: 40 }, (_, i) => ({
+      todoUuid: newUuid(),
+      title: `todo ${i} ${"x".repeat(i * 4)}`,
+      tooLarge: i % 5 === 0,
+    }));
+    const answers = await Promise.all(
+      jobs.map((j) =>
+        send(
+          agent,
+          "POST",
+          `${todos}?wait=true`,
+          { ...USER.headers, "content-type": "application/json" },
+          JSON.stringify({ todoUuid: j.todoUuid, title: j.title, ...(j.tooLarge ? { pad: "p".repeat(2000) } : {}) }),
+        ),
+      ),
+    );
+    answers.forEach((a, i) => expect(a.status, a.text).toBe(jobs[i]!.tooLarge ? 413 : 200));
+    for (const [i, j] of jobs.entries()) {
+      if (j.tooLarge) continue;
+      const created = JSON.parse(answers[i]!.text) as { events: { aggregateUuid: string }[] };
+      expect(created.events[0]!.aggregateUuid).toBe(j.todoUuid);
+      const got = await call(srv.url, "POST", `/api/tenants/${TENANT_A}/queries/Todo/GetTodo`, {
+        headers: USER.headers,
+        body: { todoUuid: j.todoUuid },
+      });
+      expect(got.body.model.title).toBe(j.title);
+    }
+  });
+
   it("a client that goes away before its body ended dispatches nothing, and the server goes on", async () => {
     const before = await facade.eventRepository.headPosition();
     const todoUuid = newUuid();
