@@ -156,6 +156,8 @@ describe("Dashboard (the asset server)", () => {
     expect(missing.status).toBe(503);
     expect(JSON.parse(missing.body!)).toMatchObject({ code: "UNAVAILABLE", status: 503 });
     expect(missing.body).toContain("npm run build");
+    // No server path in an answer anyone can ask for.
+    expect(missing.body).not.toContain(root);
     mkdirSync(later);
     writeFileSync(join(later, "dashboard.css"), "x{}");
     const incomplete = await get(d, "/dashboard/dashboard.css");

@@ -136,7 +136,8 @@ export class Dashboard {
     try {
       assets = await this.assets();
     } catch (e) {
-      const reason = e instanceof MnemeError ? e.message : String(e);
+      // The message names no server path: anyone may ask for /dashboard/.
+      const reason = e instanceof MnemeError ? e.message : "the dashboard's assets cannot be read";
       return this.problem(503, "UNAVAILABLE", reason);
     }
     const asset = assets.get(name);
@@ -197,10 +198,10 @@ async function loadAssets(dir: URL): Promise<ReadonlyMap<string, Asset>> {
   try {
     names = (await fs.readdir(dir, { recursive: true })).map((n) => n.split("\\").join("/"));
   } catch (e) {
-    throw new MnemeError("UNAVAILABLE", `the dashboard's assets are not built (no ${dir.pathname}): run npm run build`, { cause: e });
+    throw new MnemeError("UNAVAILABLE", "the dashboard's assets are not built (no dist/dashboard/): run npm run build", { cause: e });
   }
   if (!names.includes("index.html"))
-    throw new MnemeError("UNAVAILABLE", `the dashboard's assets are incomplete (no index.html in ${dir.pathname}): run npm run build`);
+    throw new MnemeError("UNAVAILABLE", "the dashboard's assets are incomplete (no index.html in dist/dashboard/): run npm run build");
   const assets = new Map<string, Asset>();
   for (const name of names) {
     const contentType = CONTENT_TYPES[extensionOf(name)];
