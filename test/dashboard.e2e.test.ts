@@ -40,7 +40,8 @@ beforeAll(async () => {
   // A small system-event buffer, so that a long disconnection overflows it (the gap test).
   // Small pages: the page reads every list page after page, whatever the server's page size.
   world = await startDashboardWorld({
-    facade: { systemEvents: { bufferSize: 40 } },
+    // Restores report progress every 10 events, so a restore of the 30 todos is seen under way.
+    facade: { systemEvents: { bufferSize: 40 }, delivery: { restoreBatchSize: 10, progressEvery: 10 } },
     http: { sse: { retryMs: 300 }, defaultPageSize: 5, maxPageSize: 10 },
   });
   await world.createTodos(30);
@@ -238,6 +239,7 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
       unsubscribe();
     }
     expect(restores[0]).toEqual({ kind: "RestoreStarted", fromZero: true });
+    expect(restores.filter((r) => r.kind === "RestoreProgress").length).toBeGreaterThanOrEqual(3);
     expect(restores.at(-1)!.kind).toBe("RestoreCompleted");
     // Back: every todo is in the readmodel again, and the row shows the handler at the head.
     const list = await world.facade.query(ListTodos, { pageSize: 1000 }, { reqCtx: world.admin });
@@ -250,6 +252,8 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     // The live stream showed the restore too.
     await page.click("[data-nav=stream]");
     await page.locator("li[data-kind=RestoreCompleted]", { hasText: "TodoProjection" }).first().waitFor();
+    expect(await page.locator("li[data-kind=RestoreProgress]", { hasText: "TodoProjection" }).count()).toBeGreaterThanOrEqual(3);
+    expect(await page.locator("li[data-kind=RestoreStarted]", { hasText: "TodoProjection from zero" }).count()).toBe(1);
     // Throughput and lag charts are drawn as SVG.
     await page.click("[data-nav=handlers]");
     expect(await page.locator("[data-chart=throughput] svg path").count()).toBeGreaterThan(0);
