@@ -140,7 +140,7 @@ const places: [string, () => () => Partial<FacadeOptions>][] = [
   ],
 ];
 
-describe.each(places.filter(([name]) => name !== "postgres"))("event evolution on %s", (_name, placeOf) => {
+describe.each(places)("event evolution on %s", (_name, placeOf) => {
   /** Release 1 writes two contacts (one with a note), then stays running (memory stores cannot outlive it). */
   async function written(stores: () => Partial<FacadeOptions>): Promise<Facade> {
     const r1 = release1();

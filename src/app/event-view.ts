@@ -145,11 +145,18 @@ export class EventView implements EventRepository {
     }
     if (stored.joinCommandStore !== undefined) self.joinCommandStore = (commandStore) => stored.joinCommandStore!(commandStore);
     if (stored.onExternalAppend !== undefined) self.onExternalAppend = (listener) => stored.onExternalAppend!(listener);
+    if (stored.loadEvents !== undefined) {
+      self.loadEvents = async (eventUuids) => {
+        const events = await stored.loadEvents!(eventUuids);
+        return this.#readSteps.length === 0 ? events : await this.read(events);
+      };
+    }
   }
 
   declare readonly onAppend?: (listener: AppendListener) => () => void;
   declare readonly joinCommandStore?: (commandStore: CommandStore) => boolean;
   declare readonly onExternalAppend?: (listener: () => void) => () => void;
+  declare readonly loadEvents?: (eventUuids: readonly string[]) => Promise<Event[]>;
 }
 
 /**

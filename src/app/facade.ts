@@ -23,6 +23,10 @@ import { AggregateCache, type AggregateCacheOptions, type AggregateCacheStats } 
 import { AggregateLoading } from "./aggregate-loading.js";
 import { EventView, Upcasting } from "./event-view.js";
 import { MemorySnapshotStore } from "../memory/memory-snapshot-store.js";
+import { MemoryKeyStore } from "../memory/memory-key-store.js";
+import { PersonalDataProtection } from "../privacy/personal-data-protection.js";
+import { forgetAggregateUuidOf, Privacy, SubjectForgotten } from "../privacy/privacy-domain.js";
+import type { KeyStore } from "../store/key-store.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { newUuid, nowNs } from "../model/clock.js";
@@ -34,12 +38,12 @@ import {
   type MessageContext,
   type QueryContext,
 } from "../model/context.js";
-import type { Domain } from "../model/domain.js";
+import { type Domain, snapshotOptionsOf } from "../model/domain.js";
 import { type DomainInstall, installDomain, type InstalledDomain } from "../model/domain-install.js";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import { KeyedLock } from "../model/keyed-lock.js";
 import { isPlainObject, redact } from "../model/redact.js";
-import type { AggregateTenancy, AggregateType, CommandType, EventType, QueryType } from "../model/tokens.js";
+import type { AggregateTenancy, AggregateType, CommandType, EventType, PersonalData, QueryType } from "../model/tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "../model/types.js";
 import type { DispatchOptions, DispatchResult, FacadeHandle, HandlerError, MessageRef, QueryOptions } from "../model/facade-handle.js";
 
@@ -59,6 +63,14 @@ export interface FacadeOptions {
   readonly readmodelStoreBackend?: ReadmodelStoreBackend;
   /** Snapshots of aggregates that set `snapshotEvery` (createSqliteBackends / createPostgresBackends give one in the events' database). */
   readonly snapshotStore?: SnapshotStore;
+  /**
+   * The keys of personal data (`Domain.event(name, { personalData })`, see docs/privacy.md):
+   * createSqliteBackends / createPostgresBackends give one beside the events. The in-memory
+   * default serves only the in-memory event repository.
+   */
+  readonly keyStore?: KeyStore;
+  /** The key cache of personal data: keys held (default 10,000) and how long one is used before the store is asked again (ms, default 5,000). */
+  readonly personalData?: { readonly keyCacheSize?: number; readonly keyCacheTtlMs?: number };
   /** Output of `mneme schema build`: the object, or the path of its file. */
   readonly schemas?: JsonSchema | string;
   readonly authorizer?: Authorizer;
@@ -108,6 +120,10 @@ export class Facade implements FacadeHandle {
   readonly readmodelStoreBackend: ReadmodelStoreBackend;
   /** Where aggregate snapshots are kept (aggregates with `snapshotEvery`). */
   readonly snapshotStore: SnapshotStore;
+  /** The keys of personal data, one per data subject. */
+  readonly keyStore: KeyStore;
+  /** Encryption of personal fields on append, decryption on every read, and the deletion of keys (see `forget`). */
+  readonly personalData: PersonalDataProtection;
   readonly permissions: PermissionRegistry;
   readonly systemEvents: SystemEventProducer;
   readonly schemas: SchemaRegistry;
@@ -152,7 +168,16 @@ export class Facade implements FacadeHandle {
     this.instanceId = options.instanceId ?? newUuid();
     this.#events = new EventView(options.eventRepository ?? new MemoryEventRepository());
     this.eventRepository = this.#events;
+    this.keyStore = options.keyStore ?? new MemoryKeyStore();
+    this.personalData = new PersonalDataProtection({
+      keyStore: this.keyStore,
+      personalDataOf: (domain, name) => this.#personalDataAt(`${domain}.${name}`),
+      ...options.personalData,
+    });
+    // Decryption first: upcasters see the clear payload (or "[erased]"), in the shape it was stored in.
+    this.#events.addReadStep({ read: (events) => this.personalData.decrypt(events) });
     this.#events.addReadStep(this.#upcasting);
+    this.#events.addWriteStep({ write: (events) => this.#encrypt(events) });
     this.#events.setStoredPaths((paths) => this.#upcasting.storedPaths(paths));
     this.commandStore = options.commandStore ?? new MemoryCommandStore();
     this.dataStore = options.dataStore ?? new MemoryDataStore();
@@ -189,6 +214,74 @@ export class Facade implements FacadeHandle {
     this.runtime = new Runtime(this);
     const runtime = this.runtime;
     this.registerDomain(RuntimeDomain, (d) => installRuntimeDomain(d, runtime));
+    this.registerDomain(Privacy);
+  }
+
+  /** Personal data settings by stored event path (a current name or a former one), rebuilt when a domain was registered since. */
+  #personalDataAt(path: string): PersonalData | undefined {
+    if (this.#personalPaths === undefined || this.#personalPathsFor !== this.#eventTypes.size) {
+      const byPath = new Map<string, PersonalData>();
+      for (const t of this.#eventTypes.values()) {
+        if (t.personalData === undefined) continue;
+        byPath.set(t.path, t.personalData);
+        for (const former of t.renamedFrom) byPath.set(`${t.domain}.${former}`, t.personalData);
+      }
+      this.#personalPaths = byPath;
+      this.#personalPathsFor = this.#eventTypes.size;
+    }
+    return this.#personalPaths.get(path);
+  }
+
+  #personalPaths: Map<string, PersonalData> | undefined;
+  #personalPathsFor = -1;
+
+  /** The write step of personal data: keys kept in memory only must not seal events a durable repository keeps. */
+  #encrypt(events: readonly NewEvent[]): Promise<NewEvent[]> | readonly NewEvent[] {
+    if (
+      this.#options.keyStore === undefined &&
+      this.#options.eventRepository !== undefined &&
+      !(this.#events.stored instanceof MemoryEventRepository)
+    ) {
+      if (events.some((e) => this.#personalDataAt(`${e.domain}.${e.name}`) !== undefined)) {
+        throw new MnemeError(
+          "INVALID_STATE",
+          "events with personalData need a durable keyStore beside a durable event repository (createSqliteBackends / createPostgresBackends give one): keys kept in memory would erase them at the next start",
+        );
+      }
+      return events;
+    }
+    return this.personalData.encrypt(events);
+  }
+
+  /**
+   * Erases a data subject: deletes its encryption keys, so every field sealed
+   * with them reads as "[erased]" on every read path from now on (other
+   * instances within `personalData.keyCacheTtlMs`), and appends
+   * `Privacy.SubjectForgotten` so readmodels that keep copies of personal
+   * fields drop them. This instance's aggregate cache is cleared and the
+   * snapshots of aggregates that evolve personal-data events are deleted, so
+   * no folded copy survives here. Idempotent; see docs/privacy.md.
+   * @example
+   * await facade.forget(accountUuid);
+   */
+  async forget(subject: string): Promise<{ keysDeleted: number }> {
+    this.#assertStarted();
+    const keysDeleted = await this.personalData.forget(subject);
+    this.#aggregateCache?.clear();
+    for (const domain of this.#domains.values()) {
+      for (const a of domain.aggregates.values()) {
+        if (snapshotOptionsOf(a).snapshotEvery === undefined) continue;
+        const personal = Object.keys(a.evolve).some(
+          (key) => this.#eventTypes.get(key.includes(".") ? key : `${a.domain}.${key}`)?.personalData !== undefined,
+        );
+        if (personal) await this.snapshotStore.deleteAggregateType(a.domain, a.name);
+      }
+    }
+    const aggregateUuid = forgetAggregateUuidOf(subject);
+    await this.eventRepository.append([SubjectForgotten.create(aggregateUuid, { subject, keysDeleted }, { tenantUuid: "" })], {
+      globalAggregates: [aggregateUuid],
+    });
+    return { keysDeleted };
   }
 
   /** "new" | "starting" | "started" | "stopping" | "stopped" */
@@ -434,6 +527,7 @@ export class Facade implements FacadeHandle {
       this.logStore,
       this.readmodelStoreBackend,
       this.snapshotStore,
+      this.keyStore,
     ];
     for (const h of this.#handlers.values()) {
       const b = (h as { readmodelStoreBackend?: ReadmodelStoreBackend }).readmodelStoreBackend;
@@ -502,6 +596,23 @@ export class Facade implements FacadeHandle {
     payload: NoInfer<P>,
     opts: DispatchOptions = {},
   ): Promise<DispatchResult<R>> {
+    if (opts.commandUuid === undefined) return this.#dispatch(type, payload, opts, false);
+    // Duplicates of one commandUuid run one after the other here (and in every facade sharing the command store):
+    // the second finds the first's record and replays it.
+    const release = await commandLocks(this.commandStore).acquire(messageUuid(opts.commandUuid, "commandUuid"));
+    try {
+      return await this.#dispatch(type, payload, opts, false);
+    } finally {
+      release();
+    }
+  }
+
+  async #dispatch<P, R = unknown>(
+    type: CommandType<P, R> | MessageRef,
+    payload: NoInfer<P>,
+    opts: DispatchOptions,
+    retried: boolean,
+  ): Promise<DispatchResult<R>> {
     this.#assertStarted();
     const t0 = performance.now();
     const cmdType = this.resolveCommand(type as CommandType<any, any>);
@@ -532,6 +643,11 @@ export class Facade implements FacadeHandle {
       const denied = verdict instanceof Promise ? await verdict : verdict;
       if (denied !== undefined) throw denied;
       stage = "failed";
+      if (opts.commandUuid !== undefined && !this.#recordsWithAppend) {
+        // The record is written after the events here: look first (a joined store refuses a second record in the append).
+        const seen = await this.#recorded<R>(cmdType, envelope);
+        if (seen !== undefined && seen !== "cleared") return seen;
+      }
       this.schemas.validate(cmdType, payload);
       const handler = domain.commandHandlers.get(cmdType.name);
       if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${cmdType.domain}.${cmdType.name} has no handler`);
@@ -558,6 +674,13 @@ export class Facade implements FacadeHandle {
       // Another writer moved an aggregate this command loaded: its cached state is not worth keeping.
       if (error.code === "CONFLICT" && this.#aggregateCache !== undefined)
         ctx?.loader?.forEachLoaded((uuid) => this.#aggregateCache!.invalidate(uuid));
+      if (error.code === "CONFLICT" && opts.commandUuid !== undefined && stage === "failed" && this.#recordsWithAppend && !retried) {
+        // The append met this commandUuid's record: a success (another instance, an earlier call) is replayed;
+        // a failed or denied earlier attempt is cleared and the command runs once more.
+        const seen = await this.#recorded<R>(cmdType, envelope);
+        if (seen === "cleared") return this.#dispatch(type, payload, opts, true);
+        if (seen !== undefined) return seen;
+      }
       await this.#record(cmdType, envelope, storedCtx, stage, [], error, t0);
       const tenant = tenantOf(reqCtx);
       if (this.systemEvents.running) {
@@ -615,6 +738,37 @@ export class Facade implements FacadeHandle {
     const res: DispatchResult<R> = { commandUuid: envelope.commandUuid, events: appended, handlerErrors };
     if (result !== undefined) res.result = result as R;
     return res;
+  }
+
+  /**
+   * What the command store holds under the envelope's commandUuid: undefined
+   * when nothing; the recorded outcome (`replayed`) when it succeeded;
+   * "cleared" when an earlier attempt failed or was denied (its record is
+   * deleted so that this attempt records its own). A succeeded record of
+   * another command, tenant or payload is CONFLICT: one commandUuid names one request.
+   */
+  async #recorded<R>(type: CommandType<any, any>, envelope: CommandEnvelope): Promise<DispatchResult<R> | "cleared" | undefined> {
+    const uuid = envelope.commandUuid;
+    const rec = await this.commandStore.get(uuid);
+    if (rec === undefined) return undefined;
+    if (rec.status !== "succeeded") {
+      // A failed or denied attempt produced nothing: this one runs and records its own outcome.
+      await this.commandStore.delete(uuid);
+      return "cleared";
+    }
+    const sameRequest =
+      rec.domain === envelope.domain &&
+      rec.name === envelope.name &&
+      rec.tenantUuid === tenantOf(envelope.reqCtx) &&
+      canonicalJson(rec.payload) === canonicalJson(redact(envelope.payload, type.secretFields));
+    if (!sameRequest) {
+      throw new MnemeError(
+        "CONFLICT",
+        `commandUuid ${uuid} is recorded for another request (command, tenant or payload differ): one commandUuid names one command`,
+      );
+    }
+    const events = rec.eventUuids.length === 0 ? [] : ((await this.eventRepository.loadEvents?.(rec.eventUuids)) ?? []);
+    return { commandUuid: uuid, events, handlerErrors: [], replayed: true };
   }
 
   async #waitHandlers(events: readonly Event[]): Promise<HandlerError[]> {
@@ -1116,6 +1270,23 @@ function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestContext {
     );
   }
   return reqCtx;
+}
+
+/** Per command store (so facades sharing one serialise too): one dispatch at a time per given commandUuid. */
+const COMMAND_LOCKS = new WeakMap<CommandStore, KeyedLock>();
+function commandLocks(store: CommandStore): KeyedLock {
+  let locks = COMMAND_LOCKS.get(store);
+  if (locks === undefined) COMMAND_LOCKS.set(store, (locks = new KeyedLock()));
+  return locks;
+}
+
+/** JSON with object keys sorted: a payload read back from Postgres jsonb compares equal to the one sent. */
+function canonicalJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x !== null && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : x,
+  );
 }
 
 /** The caller's command/query uuid, or a fresh uuid v7. */

@@ -158,6 +158,19 @@ export class MemoryEventRepository implements EventRepository {
     return stream.slice(Math.max(0, Math.ceil(from) - 1));
   }
 
+  async loadEvents(eventUuids: readonly string[]): Promise<Event[]> {
+    this.assertOpen();
+    if (!Array.isArray(eventUuids)) throw new MnemeError("INVALID_REQUEST", "loadEvents: eventUuids must be an array of strings");
+    const wanted = new Set(eventUuids);
+    const found: Event[] = [];
+    // Newest first: a replayed command is almost always a recent one.
+    for (let i = this.events.length - 1; i >= 0 && found.length < wanted.size; i--) {
+      const e = this.events[i] as Event;
+      if (wanted.has(e.eventUuid)) found.push(e);
+    }
+    return found.reverse();
+  }
+
   async loadAggregates(aggregateUuids: readonly string[]): Promise<Map<string, Event[]>> {
     this.assertOpen();
     const out = new Map<string, Event[]>();

@@ -5,6 +5,11 @@ export interface DispatchOptions {
   reqCtx?: RequestContext;
   /** Resolve only after every running event handler has applied the command's events. */
   waitToFinish?: boolean;
+  /**
+   * The command's uuid, for idempotency: a command already recorded as
+   * succeeded under it is not run again; its recorded outcome comes back
+   * (`replayed: true`). Omitted: a fresh uuid v7.
+   */
   commandUuid?: string;
 }
 
@@ -23,8 +28,10 @@ export interface DispatchResult<R = unknown> {
    * "standby").
    */
   handlerErrors: HandlerError[];
-  /** What the handler returned besides events, if anything (e.g. a session key). */
+  /** What the handler returned besides events, if anything (e.g. a session key). Never stored, so a replay has none. */
   result?: R;
+  /** True when the commandUuid was recorded as succeeded already: nothing ran, `events` are the recorded ones. */
+  replayed?: true;
 }
 
 export interface QueryOptions {

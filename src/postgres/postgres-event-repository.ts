@@ -1,7 +1,7 @@
 import { newUuid, nowNs } from "../model/clock.js";
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
-import { eventFieldJson, expectedVersionsMap, globalAggregatesSet } from "../store/append-validation.js";
+import { checkEventVersion, eventFieldJson, expectedVersionsMap, globalAggregatesSet, withCausation } from "../store/append-validation.js";
 import { validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandRecord, CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
@@ -35,10 +35,11 @@ const INT32_MAX = 2 ** 31 - 1;
 /** A flush takes further waiting calls only while it holds fewer events than this (a larger single call still goes alone). */
 const MAX_EVENTS_PER_COMMIT = 5_000;
 const EMPTY_CTX: RequestContext = Object.freeze({});
-const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
+const COLUMNS =
+  "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload, event_version";
 const RECORD_COLUMNS = "command_uuid, domain, name, tenant_uuid, status, created_at, record";
 
-type Row = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown];
+type Row = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown, number];
 
 /** One row of `mneme_append_batch`: the outcome of one call. */
 interface CallOutcome {
@@ -167,7 +168,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       "$1::bigint, $2::text, $3::text, $4::integer[], " +
       "$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::text[], $12::bigint[], $13::text[], $14::text[], " +
       "$15::integer[], $16::text[], $17::integer[], $18::integer[], $19::text[], " +
-      "$20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::bigint[], $26::text[]) ORDER BY call_no";
+      "$20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::bigint[], $26::text[], $27::integer[]) ORDER BY call_no";
     this.watcher = new PostgresAppendWatcher({
       pool: this.pool,
       channel: this.channel,
@@ -241,6 +242,21 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       );
       for (const r of rows) out.get(r[5])?.push(toEvent(r));
       return out;
+    });
+  }
+
+  async loadEvents(eventUuids: readonly string[]): Promise<Event[]> {
+    return this.track(async () => {
+      if (!Array.isArray(eventUuids) || eventUuids.some((u) => typeof u !== "string")) {
+        throw new MnemeError("INVALID_REQUEST", "loadEvents: eventUuids must be an array of strings");
+      }
+      if (eventUuids.length === 0) return [];
+      const rows = await this.rows(
+        `SELECT ${COLUMNS} FROM ${this.qschema}.events WHERE event_uuid = ANY($1::text[]) ORDER BY position`,
+        [[...eventUuids]],
+        "loadEvents",
+      );
+      return rows.map(toEvent);
     });
   }
 
@@ -451,7 +467,9 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     const globalEnds: number[] = [];
     const globals: string[] = [];
     const recs: unknown[][] = Array.from({ length: 7 }, () => []);
+    const eventVersions: number[] = [];
     for (const { prepared: p, record } of batch) {
+      for (const v of p.eventVersions) eventVersions.push(v);
       for (let c = 0; c < 10; c++) {
         const target = cols[c] as unknown[];
         for (const v of p.columns[c] as unknown[]) target.push(v);
@@ -464,7 +482,20 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       globalEnds.push(globals.length);
       for (let c = 0; c < 7; c++) (recs[c] as unknown[]).push(record === undefined ? null : record[c]);
     }
-    return [this.lockKey, this.channel, this.instanceId, callEnds, ...cols, expEnds, expAggs, expVersions, globalEnds, globals, ...recs];
+    return [
+      this.lockKey,
+      this.channel,
+      this.instanceId,
+      callEnds,
+      ...cols,
+      expEnds,
+      expAggs,
+      expVersions,
+      globalEnds,
+      globals,
+      ...recs,
+      eventVersions,
+    ];
   }
 
   /**
@@ -518,9 +549,15 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         created_at bigint NOT NULL,
         req_ctx jsonb NOT NULL,
         payload jsonb NOT NULL,
+        event_version integer NOT NULL DEFAULT 1 CHECK (event_version > 0),
         CONSTRAINT events_aggregate_version_key UNIQUE (aggregate_uuid, version),
         CONSTRAINT events_event_uuid_key UNIQUE (event_uuid)
       )`,
+      // A schema made before event versions: every stored event is version 1.
+      `ALTER TABLE ${s}.events ADD COLUMN IF NOT EXISTS event_version integer NOT NULL DEFAULT 1`,
+      // The signatures before event versions: replaced by those below (an overload left behind would write no version).
+      `DROP FUNCTION IF EXISTS ${s}.mneme_append_one(bigint, text[], text[], text[], text[], text[], integer[], text[], bigint[], jsonb[], jsonb[], text[], integer[], text[])`,
+      `DROP FUNCTION IF EXISTS ${s}.mneme_append_batch(bigint, text, text, integer[], text[], text[], text[], text[], text[], integer[], text[], bigint[], text[], text[], integer[], text[], integer[], integer[], text[], text[], text[], text[], text[], text[], bigint[], text[])`,
       // The signature of 0.1 (before the tenant rule): dropped so no caller can append around the rule.
       `DROP FUNCTION IF EXISTS ${s}.mneme_append(bigint, text, text, text[], text[], text[], text[], text[], integer[], text[], bigint[], jsonb[], jsonb[], text[], integer[])`,
       // One call's checks and writes, positions after p_base. It takes no lock: only the two functions below
@@ -529,7 +566,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         p_base bigint,
         p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
         p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
-        p_expected_aggregates text[], p_expected_versions integer[], p_global_aggregates text[])
+        p_expected_aggregates text[], p_expected_versions integer[], p_global_aggregates text[], p_event_versions integer[])
       RETURNS integer[]
       LANGUAGE plpgsql VOLATILE AS $fn$
       #variable_conflict use_column
@@ -642,7 +679,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
         INSERT INTO ${s}.events (${COLUMNS})
         SELECT p_base + u.ord, u.event_uuid, u.tenant_uuid, u.domain, u.name, u.agg, v_versions[u.ord::integer],
-               u.command_uuid, u.created_at, u.req_ctx, u.payload
+               u.command_uuid, u.created_at, u.req_ctx, u.payload, coalesce(p_event_versions[u.ord::integer], 1)
         FROM unnest(p_event_uuids, p_tenant_uuids, p_domains, p_names, p_aggregate_uuids, p_command_uuids,
                     p_created_ats, p_req_ctxs, p_payloads)
              WITH ORDINALITY AS u(event_uuid, tenant_uuid, domain, name, agg, command_uuid, created_at, req_ctx, payload, ord);
@@ -667,7 +704,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         v_base := (${head});
         v_versions := ${s}.mneme_append_one(v_base, p_event_uuids, p_tenant_uuids, p_domains, p_names, p_aggregate_uuids,
           p_versions, p_command_uuids, p_created_ats, p_req_ctxs, p_payloads, p_expected_aggregates, p_expected_versions,
-          p_global_aggregates);
+          p_global_aggregates, NULL);
         PERFORM setval('${seq}', v_base + cardinality(p_aggregate_uuids));
         PERFORM pg_notify(p_channel, p_note || ':' || (v_base + cardinality(p_aggregate_uuids))::text);
         RETURN QUERY SELECT v_base, v_versions;
@@ -684,7 +721,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         p_expected_ends integer[], p_expected_aggregates text[], p_expected_versions integer[],
         p_global_ends integer[], p_global_aggregates text[],
         p_record_uuids text[], p_record_domains text[], p_record_names text[], p_record_tenants text[],
-        p_record_statuses text[], p_record_created_ats bigint[], p_records text[])
+        p_record_statuses text[], p_record_created_ats bigint[], p_records text[], p_event_versions integer[])
       RETURNS TABLE (call_no integer, base_position bigint, versions integer[],
                      error_state text, error_message text, error_constraint text)
       LANGUAGE plpgsql VOLATILE AS $fn$
@@ -721,7 +758,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
               p_aggregate_uuids[v_lo:v_hi], p_versions[v_lo:v_hi], p_command_uuids[v_lo:v_hi], p_created_ats[v_lo:v_hi],
               p_req_ctxs[v_lo:v_hi]::jsonb[], p_payloads[v_lo:v_hi]::jsonb[],
               coalesce(p_expected_aggregates[v_elo:p_expected_ends[i]], '{}'), coalesce(p_expected_versions[v_elo:p_expected_ends[i]], '{}'),
-              coalesce(p_global_aggregates[v_glo:p_global_ends[i]], '{}'));
+              coalesce(p_global_aggregates[v_glo:p_global_ends[i]], '{}'), p_event_versions[v_lo:v_hi]);
             IF p_record_uuids[i] IS NOT NULL THEN
               INSERT INTO ${s}.commands (${RECORD_COLUMNS})
               VALUES (p_record_uuids[i], p_record_domains[i], p_record_names[i], p_record_tenants[i], p_record_statuses[i],
@@ -764,6 +801,8 @@ interface Prepared {
   readonly expectedAggregates: string[];
   readonly expectedVersions: number[];
   readonly globalAggregates: string[];
+  /** Per event, the version of its type it is written in (1 when not given). */
+  readonly eventVersions: number[];
 }
 
 /** Validates an append and fills what is missing; the versions and positions come from the database. */
@@ -789,6 +828,7 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
   const createdAts = new Array<number>(n);
   const reqCtxs = new Array<string>(n);
   const payloads = new Array<string>(n);
+  const eventVersions = new Array<number>(n);
   let lastCtxIn: RequestContext | undefined;
   let lastCtxOut: RequestContext = EMPTY_CTX;
   let lastCtxJson = "{}";
@@ -810,6 +850,10 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
       if (v !== undefined && typeof v !== "string") throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} must be a string`);
     }
     if (e.eventUuid === "") throw new MnemeError("INVALID_EVENTS", `events[${i}].eventUuid must be a non-empty string`);
+    checkEventVersion(e.eventVersion, i);
+    if (e.eventVersion !== undefined && e.eventVersion > INT32_MAX) {
+      throw new MnemeError("INVALID_EVENTS", `events[${i}].eventVersion must be at most ${INT32_MAX}`);
+    }
     // Checked here, not by the database: the calls of a flush share one statement, which such a value would refuse whole.
     for (const field of ["aggregateUuid", "domain", "name", "eventUuid", "tenantUuid", "commandUuid"] as const) {
       const v = e[field];
@@ -842,7 +886,12 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
       reqCtx,
       payload: e.payload,
     };
-    if (e.commandUuid !== undefined) ev.commandUuid = e.commandUuid;
+    if (e.commandUuid !== undefined) ev.commandUuid = ev.causationId = e.commandUuid;
+    const correlation = reqCtx.correlationId ?? e.commandUuid;
+    if (correlation !== undefined) ev.correlationId = correlation;
+    const eventVersion = e.eventVersion ?? 1;
+    eventVersions[i] = eventVersion;
+    if (eventVersion !== 1) ev.eventVersion = eventVersion;
     out[i] = ev;
     eventUuids[i] = ev.eventUuid;
     tenants[i] = ev.tenantUuid;
@@ -861,6 +910,7 @@ function prepare(events: readonly NewEvent[], opts: AppendOptions | undefined): 
     expectedAggregates: expAggs,
     expectedVersions: expVersions,
     globalAggregates: globals === undefined ? [] : [...globals],
+    eventVersions,
   };
 }
 
@@ -918,7 +968,8 @@ function toEvent(r: Row): Event {
     payload: r[10],
   };
   if (r[7] !== null) ev.commandUuid = r[7];
-  return ev;
+  if (r[11] !== 1) ev.eventVersion = r[11];
+  return withCausation(ev);
 }
 
 function isAborted(signal: AbortSignal | undefined): boolean {

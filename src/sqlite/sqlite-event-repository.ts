@@ -269,6 +269,22 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     }
   }
 
+  async loadEvents(eventUuids: readonly string[]): Promise<Event[]> {
+    if (!Array.isArray(eventUuids) || eventUuids.some((u) => typeof u !== "string")) {
+      throw new MnemeError("INVALID_REQUEST", "loadEvents: eventUuids must be an array of strings");
+    }
+    if (eventUuids.length === 0) return [];
+    const db = this.ready();
+    try {
+      const rows = db
+        .rawStatement(`SELECT ${COLUMNS} FROM ${this.table} WHERE event_uuid IN (SELECT value FROM json_each(?)) ORDER BY position`)
+        .all(JSON.stringify(eventUuids)) as EventRow[];
+      return rows.map(rowToEvent);
+    } catch (e) {
+      throw toStoreError(e, "loadEvents");
+    }
+  }
+
   async loadAggregates(aggregateUuids: readonly string[]): Promise<Map<string, Event[]>> {
     if (!Array.isArray(aggregateUuids) || aggregateUuids.some((u) => typeof u !== "string")) {
       throw new MnemeError("INVALID_REQUEST", "loadAggregates: aggregateUuids must be an array of strings");

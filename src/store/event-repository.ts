@@ -94,4 +94,10 @@ export interface EventRepository {
    * with a polling fallback.
    */
   onExternalAppend?(listener: () => void): () => void;
+  /**
+   * The stored events with these uuids, in position order (uuids not found
+   * are left out). dispatch uses it to hand back the events of a command that
+   * was recorded already (idempotency); without it a replay has no events.
+   */
+  loadEvents?(eventUuids: readonly string[]): Promise<Event[]>;
 }
