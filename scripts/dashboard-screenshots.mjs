@@ -63,6 +63,12 @@ try {
 
   await page.click("[data-nav=stream]");
   await page.waitForSelector("[data-stream-status=live]");
+  // A mix of kinds: a handler stopped and started, a restore from zero, commands.
+  const control = (action, eventHandlerName, restoreFromZero) =>
+    world.facade.runtime.controlEventHandler({ action, eventHandlerName, ...(restoreFromZero ? { restoreFromZero } : {}) });
+  await control("stop", "GroupProjection");
+  await control("start", "GroupProjection");
+  await control("restore", "TodoProjection", true);
   await world.createTodos(3);
   await page.waitForSelector("li[data-kind=CommandExecuted]");
   await page.click("li[data-kind=CommandExecuted] .event-line");

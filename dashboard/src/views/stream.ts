@@ -190,7 +190,7 @@ export function summary(e: SystemEvent): string {
     case "RestoreProgress":
       return `${str("eventHandlerName")}: ${str("eventsReplayed")} replayed, at ${str("position")} of ${str("head")}`;
     case "RestoreCompleted":
-      return `${str("eventHandlerName")}: ${str("eventsReplayed")} replayed, ${str("eventsCaught")} caught, ${str("durationMs")} ms`;
+      return `${str("eventHandlerName")}: ${str("eventsReplayed")} replayed, ${str("eventsCaught")} caught, ${typeof d.durationMs === "number" ? d.durationMs.toFixed(1) : "?"} ms`;
     case "RestoreFailed":
       return `${str("eventHandlerName")}: ${d.cancelled === true ? "cancelled" : str("error")} at ${str("position")}`;
     case "HandlerFailed":
