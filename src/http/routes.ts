@@ -29,6 +29,7 @@ import {
 import type { Authentication } from "./credentials.js";
 import { serializeCookie } from "./credentials.js";
 import type { InboundRequest, Reply } from "./exchange.js";
+import { commandUuidOfIdempotencyKey } from "./idempotency-key.js";
 import type { ConnectionGauge } from "./limits.js";
 import type { ResolvedHttpOptions } from "./options.js";
 import { boolParam, intParam, jsonResponse, noContent, paginate, readPage } from "./responses.js";
@@ -218,12 +219,19 @@ export function buildRoutes(): Router<Route> {
       const wait = boolParam("wait", c.request.searchParams.get("wait")) ?? false;
       // The path names the command: dispatch goes through its registered token (UNKNOWN_COMMAND when there is none).
       const type = c.facade.resolveCommand({ domain: c.params.domain!, name: c.params.name! });
-      const out = await c.facade.dispatch(type, await c.body(), { reqCtx: c.reqCtx, waitToFinish: wait });
+      // Idempotency-Key: a retry of the same request (same account, same key) replays the recorded outcome.
+      const commandUuid = await commandUuidOfIdempotencyKey(c.request.headers.get("idempotency-key"), c.reqCtx);
+      const out = await c.facade.dispatch(type, await c.body(), {
+        reqCtx: c.reqCtx,
+        waitToFinish: wait,
+        ...(commandUuid === undefined ? {} : { commandUuid }),
+      });
       const body: Record<string, unknown> = { commandUuid: out.commandUuid, events: out.events };
       if (out.result !== undefined) body.result = out.result;
+      if (out.replayed === true) body.replayed = true;
       if (out.handlerErrors.length > 0)
         body.handlerErrors = out.handlerErrors.map((h) => ({ eventHandlerName: h.eventHandlerName, message: h.error.message }));
-      return jsonResponse(200, body);
+      return jsonResponse(200, body, out.replayed === true ? { "idempotent-replayed": "true" } : {});
     },
   });
 
