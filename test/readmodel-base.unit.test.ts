@@ -318,6 +318,53 @@ describe("restoration", () => {
     await facade.stop();
   });
 
+  it("a start racing the batch a stop lets finish does not apply that batch again", async () => {
+    /** Stands for a slow checkpoint read: the first armed read returns its value only after the in-flight batch committed. */
+    class SlowCheckpointRead extends MemoryReadmodelStoreBackend {
+      armed = false;
+      override async getCheckpoint(handler: string): Promise<number> {
+        const value = await super.getCheckpoint(handler);
+        if (!this.armed) return value;
+        this.armed = false;
+        while ((await super.getCheckpoint(handler)) < 2) await new Promise((r) => setTimeout(r, 1));
+        return value;
+      }
+    }
+    const backend = new SlowCheckpointRead();
+    let release!: () => void;
+    let entered!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const inBatch = new Promise<void>((r) => (entered = r));
+    class Gated extends CounterTotals {
+      hold = false;
+      constructor(f: Facade) {
+        super(f, "Gated", withReadmodelStoreBackend(backend));
+        this.addDomainEventHandler(Incremented, async () => {
+          if (!this.hold) return;
+          entered();
+          await gate;
+        });
+      }
+    }
+    const facade = await started((f) => f.registerReadmodel(new Gated(f)));
+    const rm = facade.readmodel("Gated", Gated);
+    await inc(facade, "a", 1, true);
+    rm.hold = true;
+    await inc(facade, "a"); // position 2: its batch waits at the gate, uncommitted
+    await inBatch;
+    const stopping = facade.runtime.controlEventHandler({ action: "stop", eventHandlerName: "Gated" });
+    while (rm.state !== "stopped") await new Promise((r) => setTimeout(r, 1));
+    backend.armed = true;
+    const starting = facade.runtime.controlEventHandler({ action: "start", eventHandlerName: "Gated" });
+    release();
+    await Promise.all([stopping, starting]);
+    await rm.idle();
+    expect(rm.state).toBe("running");
+    expect(rm.applied).toEqual([1, 2]);
+    expect(await rm.total("a")).toBe(2);
+    await facade.stop();
+  });
+
   it("a handler that only handles some events still advances its position over the others", async () => {
     const facade = await started((f) => {
       f.registerReadmodel(new CounterTotals(f));

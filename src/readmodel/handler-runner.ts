@@ -675,6 +675,8 @@ export class HandlerRunner {
       this.#enterStandby();
       return;
     }
+    // A batch that a stop() let finish may still be committing: the checkpoint is read after it.
+    await this.idle();
     const backend = this.#backend();
     const checkpoint = await backend.getCheckpoint(name);
     const at = await this.#timestampAt(checkpoint);
