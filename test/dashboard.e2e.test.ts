@@ -249,6 +249,10 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
       `${head.toLocaleString("en-US")} / ${head.toLocaleString("en-US")}`,
     );
 
+    // Its metrics tell what the restore did.
+    const report = world.facade.runtime.getMetrics("TodoProjection").lastRestore!;
+    await poll(() => row.locator("[data-last-restore]").innerText()).toContain(`last restore: ${report.eventsReplayed.toLocaleString("en-US")} replayed`);
+
     // The live stream showed the restore too.
     await page.click("[data-nav=stream]");
     await page.locator("li[data-kind=RestoreCompleted]", { hasText: "TodoProjection" }).first().waitFor();

@@ -82,6 +82,13 @@ export function handlersView({ app, api }: ViewContext): View {
           { class: "sub" },
           `${x.domain} · ${x.domainEvents.length === 1 && x.domainEvents[0] === "*" ? "every event" : `${x.domainEvents.length} event types`}`,
         ),
+        m?.lastRestore === undefined
+          ? null
+          : h(
+              "div",
+              { class: "sub", "data-last-restore": "" },
+              `last restore: ${num(m.lastRestore.eventsReplayed)} replayed, ${num(m.lastRestore.eventsCaught)} caught, ${m.lastRestore.durationMs.toFixed(1)} ms`,
+            ),
         x.lastError === undefined ? null : h("div", { class: "error-text" }, x.lastError),
         result === undefined
           ? null
