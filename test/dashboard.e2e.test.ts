@@ -251,7 +251,9 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
 
     // Its metrics tell what the restore did.
     const report = world.facade.runtime.getMetrics("TodoProjection").lastRestore!;
-    await poll(() => row.locator("[data-last-restore]").innerText()).toContain(`last restore: ${report.eventsReplayed.toLocaleString("en-US")} replayed`);
+    await poll(() => row.locator("[data-last-restore]").innerText()).toContain(
+      `last restore: ${report.eventsReplayed.toLocaleString("en-US")} replayed`,
+    );
 
     // The live stream showed the restore too.
     await page.click("[data-nav=stream]");
