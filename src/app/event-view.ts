@@ -18,6 +18,12 @@ export interface EventReadStep {
 /** A step between what a command returns and what is stored: `write` turns new events into their stored form. */
 export interface EventWriteStep {
   write(events: readonly NewEvent[]): readonly NewEvent[] | Promise<readonly NewEvent[]>;
+  /**
+   * False while the step has nothing to do (asked on every append). With no
+   * active write step, an append goes straight to the store and its events come
+   * back as written: they are in the current form already.
+   */
+  active?(): boolean;
 }
 
 /**
@@ -63,7 +69,10 @@ export class EventView implements EventRepository {
   }
 
   append(events: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
-    if (this.#writeSteps.length === 0 && this.#readSteps.length === 0) return this.stored.append(events, opts);
+    let writing = false;
+    for (const step of this.#writeSteps) if (step.active?.() !== false) writing = true;
+    // Nothing transformed on the way in: what the store returns is what readers would get (current names and versions).
+    if (!writing) return this.stored.append(events, opts);
     return this.#append(events, opts);
   }
 

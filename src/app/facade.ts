@@ -177,7 +177,10 @@ export class Facade implements FacadeHandle {
     // Decryption first: upcasters see the clear payload (or "[erased]"), in the shape it was stored in.
     this.#events.addReadStep({ read: (events) => this.personalData.decrypt(events) });
     this.#events.addReadStep(this.#upcasting);
-    this.#events.addWriteStep({ write: (events) => this.#encrypt(events) });
+    this.#events.addWriteStep({
+      write: (events) => this.#encrypt(events),
+      active: () => this.#hasPersonalData(),
+    });
     this.#events.setStoredPaths((paths) => this.#upcasting.storedPaths(paths));
     this.commandStore = options.commandStore ?? new MemoryCommandStore();
     this.dataStore = options.dataStore ?? new MemoryDataStore();
@@ -230,6 +233,12 @@ export class Facade implements FacadeHandle {
       this.#personalPathsFor = this.#eventTypes.size;
     }
     return this.#personalPaths.get(path);
+  }
+
+  /** True when a registered event type has personal data (else appends skip the encryption step). */
+  #hasPersonalData(): boolean {
+    this.#personalDataAt("");
+    return this.#personalPaths!.size > 0;
   }
 
   #personalPaths: Map<string, PersonalData> | undefined;
