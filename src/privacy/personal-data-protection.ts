@@ -3,6 +3,7 @@ import { MnemeError } from "../model/errors.js";
 import type { PersonalData } from "../model/tokens.js";
 import type { Event, NewEvent } from "../model/types.js";
 import type { KeyStore, SubjectKey } from "../store/key-store.js";
+import { jsonSafeProblem } from "../store/json-safe.js";
 import { SUBJECT_KEY_BYTES, validateKeyStoreId } from "../store/key-store.js";
 import { ERASED, envelopeKeyId, type FieldEnvelope, openValue, sealValue } from "./field-envelope.js";
 import { KeyCache } from "./key-cache.js";
@@ -82,7 +83,15 @@ export class PersonalDataProtection {
       for (const field of spec.fields) {
         const tokens = pointerTokens(field);
         const value = valueAt(payload, tokens);
-        if (value !== undefined) payload = replaceAt(payload, tokens, sealValue(value, key.keyId, key.key));
+        if (value === undefined) continue;
+        // Sealed values are JSON text: what JSON.stringify would drop or change is refused here, as the repository would.
+        const problem = jsonSafeProblem(value);
+        if (problem !== undefined) {
+          throw new MnemeError("INVALID_EVENTS", `events[${index}].payload${field}${problem.pointer}: ${problem.message}`, {
+            details: [{ pointer: `/${index}/payload${field}${problem.pointer}`, message: problem.message }],
+          });
+        }
+        payload = replaceAt(payload, tokens, sealValue(value, key.keyId, key.key));
       }
       out[index] = { ...e, payload };
     }
@@ -95,11 +104,12 @@ export class PersonalDataProtection {
    * payload of an older shape opens too); "[erased]" where the key is gone.
    * Events without envelopes are returned as they are; the others are copies.
    */
-  async decrypt(events: readonly Event[]): Promise<Event[]> {
+  decrypt(events: Event[]): Event[] | Promise<Event[]> {
     let wanted: Set<string> | undefined;
-    const sealed: number[] = [];
-    events.forEach((e, i) => {
-      if (this.#personalDataOf(e.domain, e.name) === undefined) return;
+    let sealed: number[] | undefined;
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i] as Event;
+      if (this.#personalDataOf(e.domain, e.name) === undefined) continue;
       let found = false;
       mapValues(e.payload, (v) => {
         const keyId = envelopeKeyId(v);
@@ -108,30 +118,39 @@ export class PersonalDataProtection {
         if (this.#cache.byId(keyId) === undefined && !this.#cache.isGone(keyId)) (wanted ??= new Set()).add(keyId);
         return v;
       });
-      if (found) sealed.push(i);
-    });
-    if (sealed.length === 0) return events as Event[];
+      if (found) (sealed ??= []).push(i);
+    }
+    // Synchronous unless a key must be fetched: live delivery of events without personal data keeps its pace.
+    if (sealed === undefined) return events;
+    if (wanted === undefined) return this.#open(events, sealed, new Map());
+    return this.#fetch(wanted).then((fetched) => this.#open(events, sealed, fetched));
+  }
+
+  /** Fetches keys by id in one call: found ones are cached, missing ones remembered as gone. */
+  async #fetch(wanted: Set<string>): Promise<Map<string, SubjectKey>> {
+    const epoch = this.#forgetEpoch;
+    const got = await this.keyStore.keysById([...wanted]);
     const fetched = new Map<string, SubjectKey>();
-    if (wanted !== undefined) {
-      const epoch = this.#forgetEpoch;
-      const got = await this.keyStore.keysById([...wanted]);
-      for (const id of wanted) {
-        const key = got.get(id);
-        if (key === undefined) this.#cache.markGone(id);
-        else {
-          fetched.set(id, key);
-          // A forget here while the read was in flight: use the key for this read only.
-          if (epoch === this.#forgetEpoch) this.#cache.putById(key);
-        }
+    for (const id of wanted) {
+      const key = got.get(id);
+      if (key === undefined) this.#cache.markGone(id);
+      else {
+        fetched.set(id, key);
+        // A forget here while the read was in flight: use the key for this read only.
+        if (epoch === this.#forgetEpoch) this.#cache.putById(key);
       }
     }
-    const out = [...events];
+    return fetched;
+  }
+
+  #open(events: Event[], sealed: readonly number[], fetched: ReadonlyMap<string, SubjectKey>): Event[] {
+    const out = events.slice();
     for (const i of sealed) {
       const e = events[i] as Event;
       const payload = mapValues(e.payload, (v) => {
         const keyId = envelopeKeyId(v);
         if (keyId === undefined) return undefined;
-        const key = this.#cache.byId(keyId) ?? fetched.get(keyId);
+        const key = fetched.get(keyId) ?? this.#cache.byId(keyId);
         return key === undefined ? ERASED : openValue(v as FieldEnvelope, key.key);
       });
       out[i] = { ...e, payload };
