@@ -82,7 +82,8 @@ export function handlersView({ app, api }: ViewContext): View {
           { class: "sub" },
           `${x.domain} · ${x.domainEvents.length === 1 && x.domainEvents[0] === "*" ? "every event" : `${x.domainEvents.length} event types`}`,
         ),
-        m?.lastRestore === undefined
+        // A restore that found nothing to replay (the one at start, usually) is not worth a line.
+        m?.lastRestore === undefined || m.lastRestore.eventsReplayed + m.lastRestore.eventsCaught === 0
           ? null
           : h(
               "div",
