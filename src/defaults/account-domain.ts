@@ -4,6 +4,7 @@
  * in account.ts and session.ts.
  */
 import { defineDomain } from "../model/domain.js";
+import type { NewEvent } from "../model/types.js";
 import type { PasswordHash } from "./password.js";
 
 /** Accounts, their credentials and their sessions. */
@@ -13,11 +14,15 @@ export const Account = defineDomain("Account", { description: "Accounts: registr
 export interface AccountRegistered {
   email: string;
   name: string;
+  /** The email's claim aggregate (absent in events written before claims were keyed). */
+  emailClaimUuid?: string;
 }
 /** Payload of the `Account.AccountEmailChanged` event. */
 export interface AccountEmailChanged {
   email: string;
   previousEmail: string;
+  /** The new email's claim aggregate (absent in events written before claims were keyed). */
+  emailClaimUuid?: string;
 }
 /** Payload of the `Account.AccountNameChanged` event. */
 export interface AccountNameChanged {
@@ -26,7 +31,10 @@ export interface AccountNameChanged {
 /** The fact only: the hash goes to the account's credential aggregate, so history never shows it. */
 export type AccountPasswordChanged = Record<string, never>;
 /** Payload of the `Account.AccountRemoved` event. */
-export type AccountRemoved = Record<string, never>;
+export interface AccountRemoved {
+  /** True when the account's personal data was erased with it (`RemoveAccount { erase: true }`). */
+  erased?: boolean;
+}
 /** Payload of the `Account.EmailClaimed` event. */
 export interface EmailClaimed {
   accountUuid: string;
@@ -54,13 +62,23 @@ export interface SessionEnded {
   reason: "logout" | "password-changed" | "account-removed";
 }
 
-/** The `Account.AccountRegistered` event token. */
-export const AccountRegistered = Account.event<AccountRegistered>("AccountRegistered", { description: "An account was registered" });
-/** The `Account.AccountEmailChanged` event token. */
-export const AccountEmailChanged = Account.event<AccountEmailChanged>("AccountEmailChanged", { description: "An account's email changed" });
-/** The `Account.AccountNameChanged` event token. */
+/** The account is the data subject of its email and name. */
+const ofTheAccount = (_p: unknown, e: Readonly<NewEvent>): string => e.aggregateUuid;
+
+/** The `Account.AccountRegistered` event token (email and name are personal data of the account). */
+export const AccountRegistered = Account.event<AccountRegistered>("AccountRegistered", {
+  description: "An account was registered",
+  personalData: { subject: ofTheAccount, fields: ["email", "name"] },
+});
+/** The `Account.AccountEmailChanged` event token (both emails are personal data of the account). */
+export const AccountEmailChanged = Account.event<AccountEmailChanged>("AccountEmailChanged", {
+  description: "An account's email changed",
+  personalData: { subject: ofTheAccount, fields: ["email", "previousEmail"] },
+});
+/** The `Account.AccountNameChanged` event token (the name is personal data of the account). */
 export const AccountNameChanged = Account.event<AccountNameChanged>("AccountNameChanged", {
   description: "An account's display name changed",
+  personalData: { subject: ofTheAccount, fields: ["name"] },
 });
 /** The `Account.AccountPasswordChanged` event token. */
 export const AccountPasswordChanged = Account.event<AccountPasswordChanged>("AccountPasswordChanged", {
@@ -68,8 +86,11 @@ export const AccountPasswordChanged = Account.event<AccountPasswordChanged>("Acc
 });
 /** The `Account.AccountRemoved` event token. */
 export const AccountRemoved = Account.event<AccountRemoved>("AccountRemoved", { description: "An account was removed" });
-/** The `Account.EmailClaimed` event token. */
-export const EmailClaimed = Account.event<EmailClaimed>("EmailClaimed", { description: "An email was claimed by an account" });
+/** The `Account.EmailClaimed` event token (the email is personal data of the claiming account). */
+export const EmailClaimed = Account.event<EmailClaimed>("EmailClaimed", {
+  description: "An email was claimed by an account",
+  personalData: { subject: (p) => p.accountUuid, fields: ["email"] },
+});
 /** The `Account.EmailReleased` event token. */
 export const EmailReleased = Account.event<EmailReleased>("EmailReleased", { description: "An email was released by its account" });
 /** The `Account.CredentialSet` event token. */
@@ -81,25 +102,38 @@ export const SessionStarted = Account.event<SessionStarted>("SessionStarted", { 
 /** The `Account.SessionEnded` event token. */
 export const SessionEnded = Account.event<SessionEnded>("SessionEnded", { description: "A session ended" });
 
-/** The account as served: no secret and no hash. */
+/** The account as served: no secret and no hash. Email and name read "[erased]" once the account's personal data was erased. */
 export interface AccountModel {
   email: string;
   name: string;
   removed: boolean;
   /** ns: when the password was last set. */
   passwordSetAt: number;
+  /** The claim aggregate of the current email ("" for accounts registered before claims were keyed: derive it from the email). */
+  emailClaimUuid: string;
 }
+
+/** What erased personal fields read as. */
+export const ERASED_TEXT = "[erased]";
 
 /** The `Account.Account` aggregate: its state folded from its events. */
 export const AccountAggregate = Account.aggregate<AccountModel>("Account", {
   tenancy: "global",
-  initialState: () => ({ email: "", name: "", removed: false, passwordSetAt: 0 }),
+  initialState: () => ({ email: "", name: "", removed: false, passwordSetAt: 0, emailClaimUuid: "" }),
   evolve: {
-    AccountRegistered: (s, p: AccountRegistered, e) => ({ ...s, email: p.email, name: p.name, removed: false, passwordSetAt: e.createdAt }),
-    AccountEmailChanged: (s, p: AccountEmailChanged) => ({ ...s, email: p.email }),
+    AccountRegistered: (s, p: AccountRegistered, e) => ({
+      ...s,
+      email: p.email,
+      name: p.name,
+      removed: false,
+      passwordSetAt: e.createdAt,
+      emailClaimUuid: p.emailClaimUuid ?? "",
+    }),
+    AccountEmailChanged: (s, p: AccountEmailChanged) => ({ ...s, email: p.email, emailClaimUuid: p.emailClaimUuid ?? "" }),
     AccountNameChanged: (s, p: AccountNameChanged) => ({ ...s, name: p.name }),
     AccountPasswordChanged: (s, _p, e) => ({ ...s, passwordSetAt: e.createdAt }),
-    AccountRemoved: (s) => ({ ...s, removed: true }),
+    AccountRemoved: (s, p: AccountRemoved) =>
+      p.erased === true ? { ...s, removed: true, email: ERASED_TEXT, name: ERASED_TEXT } : { ...s, removed: true },
   },
 });
 

@@ -28,7 +28,8 @@ import {
   SessionEnded,
 } from "./account-domain.js";
 import type { AuthIndex } from "./auth-index.js";
-import { credentialUuidOf, emailClaimUuidOf, normalizeEmail } from "./ids.js";
+import { loadEmailClaim } from "./email-claims.js";
+import { credentialUuidOf, legacyEmailClaimUuidOf, normalizeEmail } from "./ids.js";
 import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
 import { checkPasswordPolicy, hashPassword, verifyPassword } from "./password.js";
 import {
@@ -73,6 +74,8 @@ export interface SetAccountPassword {
 /** Payload of the `Account.RemoveAccount` command. */
 export interface RemoveAccount {
   accountUuid: string;
+  /** Also erase the account's personal data (email, name): its key is deleted, every read shows "[erased]". */
+  erase?: boolean;
 }
 /** Payload of the `Account.GetAccount` query. */
 export interface GetAccount {
@@ -96,19 +99,22 @@ const ownerOrAdmin = "(the account itself, or system administrators)";
 export const RegisterAccount = Account.command<RegisterAccount, { accountUuid: string }>("RegisterAccount", {
   description: "Register an account (anonymous)",
   permission: anonymous,
-  secretFields: ["password"],
+  // Personal data never reaches the command record in clear.
+  secretFields: ["password", "email", "name"],
   schema: objectSchema({ email: emailSchema, password: passwordSchema, name: accountNameSchema }, ["email", "password"]),
 });
 /** The `Account.ChangeAccountEmail` command token. */
 export const ChangeAccountEmail = Account.command<ChangeAccountEmail>("ChangeAccountEmail", {
   description: `Change an account's email ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
+  secretFields: ["email"],
   schema: objectSchema({ accountUuid: uuidSchema, email: emailSchema }, ["accountUuid", "email"]),
 });
 /** The `Account.ChangeAccountName` command token. */
 export const ChangeAccountName = Account.command<ChangeAccountName>("ChangeAccountName", {
   description: `Change an account's display name ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
+  secretFields: ["name"],
   schema: objectSchema({ accountUuid: uuidSchema, name: accountNameSchema }, ["accountUuid", "name"]),
 });
 /** The `Account.SetAccountPassword` command token. */
@@ -123,9 +129,9 @@ export const SetAccountPassword = Account.command<SetAccountPassword>("SetAccoun
 });
 /** The `Account.RemoveAccount` command token. */
 export const RemoveAccount = Account.command<RemoveAccount>("RemoveAccount", {
-  description: `Remove an account: its email is freed, its sessions end ${ownerOrAdmin}`,
+  description: `Remove an account: its email is freed, its sessions end; with erase, its email and name are erased ${ownerOrAdmin}`,
   permission: accountOwnerOrSystemAdministrator,
-  schema: objectSchema({ accountUuid: uuidSchema }, ["accountUuid"]),
+  schema: objectSchema({ accountUuid: uuidSchema, erase: { type: "boolean" } }, ["accountUuid"]),
 });
 /** The `Account.GetAccount` query token. */
 export const GetAccount = Account.query<GetAccount, ProjectionModel<AccountModel>>("GetAccount", {
@@ -143,6 +149,7 @@ export const ListAccounts = Account.query<ListAccounts, ProjectionList<AccountMo
 export const GetAccountByEmail = Account.query<GetAccountByEmail, ProjectionModel<AccountModel>>("GetAccountByEmail", {
   description: "The account of an email (system administrators)",
   permission: systemAdministrator,
+  secretFields: ["email"],
   schema: objectSchema({ email: emailSchema, includeHistory: includeHistorySchema }, ["email"]),
 });
 
@@ -154,6 +161,11 @@ export class AccountProjection extends ProjectionReadmodel<AccountModel> {
 }
 
 const NO_TENANT = { tenantUuid: "" };
+
+/** The claim aggregate of an account's current email (from the state; derived from the email for accounts of older stores). */
+function claimUuidOfAccount(state: AccountModel): string {
+  return state.emailClaimUuid !== "" ? state.emailClaimUuid : legacyEmailClaimUuidOf(state.email);
+}
 
 async function loadLiveAccount(ctx: CommandContext, accountUuid: string) {
   const account = await ctx.aggregates.load(AccountAggregate, accountUuid);
@@ -188,15 +200,15 @@ export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
   d.handleCommand(RegisterAccount, async (ctx, _cmd, p) => {
     const email = normalizeEmail(p.email);
     checkPasswordPolicy(p.password);
-    const claimUuid = emailClaimUuidOf(email);
-    const claim = await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
-    if (claim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+    const claim = await loadEmailClaim(ctx, s, email);
+    if (claim.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+    const claimUuid = claim.claimUuid;
     const accountUuid = newUuid();
     const hash = await hashPassword(p.password, s.scrypt);
     return {
       events: [
         EmailClaimed.create(claimUuid, { accountUuid, email }, NO_TENANT),
-        AccountRegistered.create(accountUuid, { email, name: (p.name ?? "").trim() }, NO_TENANT),
+        AccountRegistered.create(accountUuid, { email, name: (p.name ?? "").trim(), emailClaimUuid: claimUuid }, NO_TENANT),
         CredentialSet.create(credentialUuidOf(accountUuid), { accountUuid, ...hash }, NO_TENANT),
       ],
       result: { accountUuid },
@@ -207,17 +219,14 @@ export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
     const account = await loadLiveAccount(ctx, p.accountUuid);
     const email = normalizeEmail(p.email);
     if (email === account.state.email) return [];
-    const newClaimUuid = emailClaimUuidOf(email);
-    const oldClaimUuid = emailClaimUuidOf(account.state.email);
-    const [newClaim] = await Promise.all([
-      ctx.aggregates.load(EmailClaimAggregate, newClaimUuid),
-      ctx.aggregates.load(EmailClaimAggregate, oldClaimUuid),
-    ]);
-    if (newClaim.state.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+    const oldClaimUuid = claimUuidOfAccount(account.state);
+    const [newClaim] = await Promise.all([loadEmailClaim(ctx, s, email), ctx.aggregates.load(EmailClaimAggregate, oldClaimUuid)]);
+    if (newClaim.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+    const newClaimUuid = newClaim.claimUuid;
     return [
       EmailReleased.create(oldClaimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
       EmailClaimed.create(newClaimUuid, { accountUuid: p.accountUuid, email }, NO_TENANT),
-      AccountEmailChanged.create(p.accountUuid, { email, previousEmail: account.state.email }, NO_TENANT),
+      AccountEmailChanged.create(p.accountUuid, { email, previousEmail: account.state.email, emailClaimUuid: newClaimUuid }, NO_TENANT),
     ];
   });
 
@@ -258,10 +267,11 @@ export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
     if (p.accountUuid === s.adminAccountUuid)
       throw new MnemeError("INVALID_ACTION", "the bootstrapped administrator's account cannot be removed");
     const account = await loadLiveAccount(ctx, p.accountUuid);
-    const claimUuid = emailClaimUuidOf(account.state.email);
+    const claimUuid = claimUuidOfAccount(account.state);
     await ctx.aggregates.load(EmailClaimAggregate, claimUuid);
     return [
-      AccountRemoved.create(p.accountUuid, {}, NO_TENANT),
+      // With erase, the AccountEraser handler deletes the account's key once this is committed.
+      AccountRemoved.create(p.accountUuid, p.erase === true ? { erased: true } : {}, NO_TENANT),
       EmailReleased.create(claimUuid, { accountUuid: p.accountUuid }, NO_TENANT),
       ...(await endSessions(ctx, s, p.accountUuid, "account-removed")),
     ];
@@ -277,12 +287,10 @@ export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
   d.handleQuery(ListAccounts, (ctx, _q, p) => ctx.readmodel<AccountProjection>(READMODELS.account).getModelList(listOptions(p)));
 
   d.handleQuery(GetAccountByEmail, async (ctx, _q, p) => {
-    const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(normalizeEmail(p.email)));
-    if (claim.state.accountUuid === "") throw new MnemeError("NOT_FOUND", "no account has this email");
+    const claim = await loadEmailClaim(ctx, s, normalizeEmail(p.email));
+    if (claim.accountUuid === "") throw new MnemeError("NOT_FOUND", "no account has this email");
     return found(
-      await ctx
-        .readmodel<AccountProjection>(READMODELS.account)
-        .getModel(claim.state.accountUuid, { includeHistory: p.includeHistory === true }),
+      await ctx.readmodel<AccountProjection>(READMODELS.account).getModel(claim.accountUuid, { includeHistory: p.includeHistory === true }),
       "the account of this email",
     );
   });

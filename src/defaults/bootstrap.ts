@@ -14,9 +14,10 @@ import { newPermissionCmdFunc } from "../model/permission.js";
 import type { CommandContext } from "../model/context.js";
 import type { CommandHandlerResult } from "../model/domain.js";
 import type { RequestContext } from "../model/types.js";
-import { AccountAggregate, AccountRegistered, CredentialSet, EmailClaimAggregate, EmailClaimed } from "./account-domain.js";
+import { AccountAggregate, AccountRegistered, CredentialSet, EmailClaimed } from "./account-domain.js";
 import { GroupAggregate, GroupCreated } from "./group.js";
-import { credentialUuidOf, emailClaimUuidOf } from "./ids.js";
+import { loadEmailClaim } from "./email-claims.js";
+import { credentialUuidOf } from "./ids.js";
 import { IdentityAggregate, IdentityCreated, IdentityGroupAssigned } from "./identity.js";
 import { hashPassword } from "./password.js";
 import { emailSchema, nameSchema, objectSchema, accountNameSchema, passwordSchema } from "./payload-schemas.js";
@@ -43,7 +44,7 @@ export interface BootstrapSystemTenant {
 export const BootstrapSystemTenant = Tenant.command<BootstrapSystemTenant, { created: boolean }>("BootstrapSystemTenant", {
   description: "Create the system tenant, the system-admin group and the admin account and identity (runs inside facade.start() only)",
   permission: trustedContextsOnly(new WeakSet()),
-  secretFields: ["password"],
+  secretFields: ["password", "email", "name"],
   schema: objectSchema({ email: emailSchema, password: passwordSchema, name: accountNameSchema, tenantName: nameSchema }, [
     "email",
     "password",
@@ -110,14 +111,14 @@ async function bootstrapEvents(
 ): Promise<CommandHandlerResult<{ created: boolean }>> {
   const tenant = await ctx.aggregates.load(TenantAggregate, s.systemTenantUuid);
   if (tenant.version > 0) return { result: { created: false } };
-  const claimUuid = emailClaimUuidOf(p.email);
   const [claim, account] = await Promise.all([
-    ctx.aggregates.load(EmailClaimAggregate, claimUuid),
+    loadEmailClaim(ctx, s, p.email),
     ctx.aggregates.load(AccountAggregate, s.adminAccountUuid),
     ctx.aggregates.load(GroupAggregate, s.systemAdminGroupUuid),
     ctx.aggregates.load(IdentityAggregate, s.adminIdentityUuid),
   ]);
-  if (claim.state.accountUuid !== "" || account.version > 0) {
+  const claimUuid = claim.claimUuid;
+  if (claim.accountUuid !== "" || account.version > 0) {
     throw new MnemeError("CONFLICT", "cannot bootstrap: the admin email belongs to an existing account already");
   }
   const hash = await hashPassword(p.password, s.scrypt);
@@ -127,7 +128,7 @@ async function bootstrapEvents(
     events: [
       TenantCreated.create(s.systemTenantUuid, { name: p.tenantName, system: true }, sys),
       EmailClaimed.create(claimUuid, { accountUuid: s.adminAccountUuid, email: p.email }, none),
-      AccountRegistered.create(s.adminAccountUuid, { email: p.email, name: p.name }, none),
+      AccountRegistered.create(s.adminAccountUuid, { email: p.email, name: p.name, emailClaimUuid: claimUuid }, none),
       CredentialSet.create(credentialUuidOf(s.adminAccountUuid), { accountUuid: s.adminAccountUuid, ...hash }, none),
       GroupCreated.create(
         s.systemAdminGroupUuid,

@@ -4,6 +4,7 @@
  * account, identities and email claims, so the bootstrap and uniqueness checks
  * need no lookup table.
  */
+import { createHmac } from "node:crypto";
 import { v5 as uuidv5 } from "uuid";
 import { MnemeError } from "../model/errors.js";
 
@@ -50,8 +51,18 @@ export function identityUuidOf(tenantUuid: string, accountUuid: string): string 
   return derive("identity", tenantUuid, accountUuid);
 }
 
-/** The aggregate that claims an email for one account: it makes emails unique without a readmodel race. */
-export function emailClaimUuidOf(normalizedEmail: string): string {
+/**
+ * The aggregate that claims an email for one account: it makes emails unique
+ * without a readmodel race. Derived from a keyed hash (HMAC-SHA256) of the
+ * email under `indexKey` (kept in the key store), so the id does not let
+ * anyone holding the events confirm a guessed email.
+ */
+export function emailClaimUuidOf(normalizedEmail: string, indexKey: Uint8Array): string {
+  return derive("email-claim-hmac", createHmac("sha256", indexKey).update(normalizedEmail).digest("base64url"));
+}
+
+/** The claim id of stores written before claims were keyed (an unkeyed hash of the email): still honoured by lookups. */
+export function legacyEmailClaimUuidOf(normalizedEmail: string): string {
   return derive("email-claim", normalizedEmail);
 }
 

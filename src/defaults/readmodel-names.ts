@@ -9,6 +9,7 @@ export const READMODELS = Object.freeze({
   identity: "IdentityProjection",
   group: "GroupProjection",
   authIndex: "AuthIndex",
+  accountEraser: "AccountEraser",
 });
 
 /**

@@ -7,6 +7,7 @@ import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import { registerStorePermissions } from "../permissions/store-permissions.js";
 import { AccountProjection, installAccount } from "./account.js";
+import { AccountEraser } from "./account-eraser.js";
 import { Account } from "./account-domain.js";
 import { AuthIndex } from "./auth-index.js";
 import { createDefaultAuthorizer } from "./authorizer.js";
@@ -64,7 +65,8 @@ export async function registerDefaults(facade: Facade, opts: DefaultsOptions): P
     .registerReadmodel(new SessionProjection(facade, settings))
     .registerReadmodel(new IdentityProjection(facade))
     .registerReadmodel(new GroupProjection(facade))
-    .registerReadmodel(new AuthIndex(facade));
+    .registerReadmodel(new AuthIndex(facade))
+    .registerReadmodel(new AccountEraser(facade));
   registerStorePermissions(facade);
   // An authorizer the application installed before stays in force, after the group check.
   facade.permissions.setAuthorizer(createDefaultAuthorizer(facade, facade.permissions.authorizer));

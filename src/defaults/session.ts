@@ -11,16 +11,9 @@ import type { Facade } from "../app/facade.js";
 import type { DomainInstaller } from "../model/domain-install.js";
 import { anonymous, authenticated } from "../model/permission.js";
 import { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
-import {
-  Account,
-  CredentialAggregate,
-  EmailClaimAggregate,
-  SessionAggregate,
-  SessionEnded,
-  type SessionModel,
-  SessionStarted,
-} from "./account-domain.js";
-import { credentialUuidOf, emailClaimUuidOf } from "./ids.js";
+import { Account, CredentialAggregate, SessionAggregate, SessionEnded, type SessionModel, SessionStarted } from "./account-domain.js";
+import { loadEmailClaim } from "./email-claims.js";
+import { credentialUuidOf } from "./ids.js";
 import { accountIdentities, type AccountIdentity } from "./identity.js";
 import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
 import { dummyPasswordHash, type PasswordHash, verifyPassword } from "./password.js";
@@ -55,7 +48,7 @@ export interface LoginResult {
 export const Login = Account.command<Login, LoginResult>("Login", {
   description: "Start a session with email and password (anonymous); the result holds the session key",
   permission: anonymous,
-  secretFields: ["password"],
+  secretFields: ["password", "email"],
   // Any string is accepted as an email here: a malformed one fails like an unknown one.
   schema: objectSchema({ email: { type: "string", maxLength: 320 }, password: loginPasswordSchema }, ["email", "password"]),
 });
@@ -119,9 +112,9 @@ export function installSessions(d: DomainInstaller, state: DefaultsSettings): vo
   d.handleCommand(Login, async (ctx, _cmd, p) => {
     const email = typeof p.email === "string" ? p.email.trim().toLowerCase() : "";
     // Loading the claim first locks it: the attempts of one email run one at a time, so the limit holds under concurrency.
-    const claim = await ctx.aggregates.load(EmailClaimAggregate, emailClaimUuidOf(email));
+    const claim = await loadEmailClaim(ctx, state, email);
     await assertLoginAllowed(state, email);
-    const accountUuid = claim.state.accountUuid;
+    const accountUuid = claim.accountUuid;
     const credential =
       accountUuid === "" ? undefined : (await ctx.aggregates.load(CredentialAggregate, credentialUuidOf(accountUuid))).state.hash;
     // An unknown email costs one scrypt like a known one, so timing does not tell them apart either.

@@ -57,6 +57,13 @@ export interface DefaultsSettings extends DefaultsInfo {
   readonly endedSessions: Set<string>;
   /** The facade's stores the login limiter counts in and logs to. */
   readonly stores: LoginStores;
+  /** The key of the keyed hash that derives email claim ids (kept in the facade's key store). */
+  readonly emailIndexKey: () => Promise<Uint8Array>;
+}
+
+/** What the settings need of the facade's personal data protection: mneme's own keys. */
+export interface SystemKeys {
+  systemKey(name: string): Promise<Uint8Array>;
 }
 
 /** Where failed logins are counted (CacheStore) and the limit is logged (LogStore). */
@@ -84,7 +91,7 @@ function positiveInt(name: string, v: number | undefined, fallback: number, max:
 
 /** Validates the options once and derives the ids: the settings, and the admin's credentials for the bootstrap. */
 export function resolveDefaultsSettings(
-  facade: { readonly appName: string } & LoginStores,
+  facade: { readonly appName: string; readonly personalData: SystemKeys } & LoginStores,
   opts: DefaultsOptions,
 ): { settings: DefaultsSettings; admin: AdminCredentials } {
   if (typeof opts !== "object" || opts === null || typeof opts.admin !== "object" || opts.admin === null) {
@@ -124,6 +131,7 @@ export function resolveDefaultsSettings(
     clock: opts.clock ?? nowNs,
     endedSessions: new Set(),
     stores: { cacheStore: facade.cacheStore, logStore: facade.logStore },
+    emailIndexKey: () => facade.personalData.systemKey("email-index"),
   };
   return { settings, admin: { email, password: opts.admin.password, name } };
 }
