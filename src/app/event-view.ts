@@ -226,14 +226,44 @@ export class Upcasting implements EventReadStep {
     }
     // A frozen (memory store) payload is copied, so an upcaster that edits its input works as on every backend.
     let payload: unknown = isSealedJsonSafe(e.payload) ? JSON.parse(JSON.stringify(e.payload)) : e.payload;
+    for (let v = from; v < type.version; v++) payload = this.#step(type, v, payload, e, where);
+    // One check of the result (not one per step): a failure is traced back to its step below.
+    if (jsonSafeProblem(payload) !== undefined) this.#blame(type, from, e, where);
+    // Built field by field (a spread of the stored event costs more than the copy).
+    const out: Event = {
+      eventUuid: e.eventUuid,
+      position: e.position,
+      tenantUuid: e.tenantUuid,
+      domain: e.domain,
+      name: type.name,
+      aggregateUuid: e.aggregateUuid,
+      version: e.version,
+      createdAt: e.createdAt,
+      reqCtx: e.reqCtx,
+      payload,
+    };
+    if (e.commandUuid !== undefined) out.commandUuid = e.commandUuid;
+    if (e.causationId !== undefined) out.causationId = e.causationId;
+    if (e.correlationId !== undefined) out.correlationId = e.correlationId;
+    if (type.version !== 1) out.eventVersion = type.version;
+    return out;
+  }
+
+  #step(type: EventType, v: number, payload: unknown, e: Event, where: string): unknown {
+    try {
+      return type.upcasters[v]!(payload, e);
+    } catch (err) {
+      throw new MnemeError("UPCAST_FAILED", `${where}: the upcaster from version ${v} to ${v + 1} threw: ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /** Runs the chain again, checking after each step, and throws for the first step whose result is not JSON-safe. */
+  #blame(type: EventType, from: number, e: Event, where: string): never {
+    let payload: unknown = JSON.parse(JSON.stringify(e.payload));
     for (let v = from; v < type.version; v++) {
-      try {
-        payload = type.upcasters[v]!(payload, e);
-      } catch (err) {
-        throw new MnemeError("UPCAST_FAILED", `${where}: the upcaster from version ${v} to ${v + 1} threw: ${errorMessage(err)}`, {
-          cause: err,
-        });
-      }
+      payload = this.#step(type, v, payload, e, where);
       const problem = jsonSafeProblem(payload);
       if (problem !== undefined) {
         throw new MnemeError(
@@ -243,9 +273,6 @@ export class Upcasting implements EventReadStep {
         );
       }
     }
-    const out: Event = { ...e, name: type.name, payload };
-    if (type.version === 1) delete out.eventVersion;
-    else out.eventVersion = type.version;
-    return out;
+    throw new MnemeError("UPCAST_FAILED", `${where}: the upcasters returned a payload that is not JSON-safe`);
   }
 }
