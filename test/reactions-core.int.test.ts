@@ -5,7 +5,7 @@
  * permissions; retries with backoff; refused options and steps write nothing.
  */
 import { describe, expect, it } from "vitest";
-import { defineDomain, isMnemeError, MnemeError, newUuid, type Facade, type RequestContext } from "mneme";
+import { anonymous, defineDomain, isMnemeError, MnemeError, newUuid, type Facade, type RequestContext } from "mneme";
 import { CancelScheduledCommand, ControlDeadLetter, ControlEventHandler, ListDeadLetters, ListScheduledCommands } from "mneme/runtime";
 import { ProcessManager, reactionCommandUuid, reactionDedupeKey, Reactor } from "mneme/reactions";
 import { installOrders } from "../examples/orders/fulfilment.js";
@@ -172,6 +172,48 @@ describe.each(BACKENDS)("reactions on %s", (backend) => {
     }
     expect(attempts).toEqual([1, 2, 3, 4]);
     expect(await dueOf()).toMatchObject({ status: "dead", attempts: 4, lastError: "try 4" });
+  });
+});
+
+describe("cancelling a scheduled command while it fires", () => {
+  it("is refused with INVALID_STATE in the instance sending it, and the command runs once", async () => {
+    const clock = new FakeClock();
+    const f = worlds("memory").facade();
+    const D = defineDomain("Gate", { description: "a command that waits for a gate" });
+    const Opened = D.event<{ n: number }>("Opened");
+    const Ring = D.command<{ n: number }>("Ring", { permission: anonymous });
+    const Rang = D.event<{ n: number }>("Rang");
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    let entered!: () => void;
+    const inHandler = new Promise<void>((r) => (entered = r));
+    D.handleCommand(Ring, async (_ctx, _c, p) => {
+      entered();
+      await gate;
+      return [Rang.create("bell", p)];
+    });
+    let scheduled = "";
+    const pm = new ProcessManager<object>(f, { name: "Bell", domain: "Gate", initialState: () => ({}), clock: clock.now }).on(
+      Opened,
+      (ctx, s, p) => {
+        scheduled = ctx.schedule(Ring, p, { at: clock.ms + 10 });
+        return s;
+      },
+    );
+    f.registerDomain(D);
+    f.registerReadmodel(pm);
+    await f.start();
+    await f.eventRepository.append([{ domain: "Gate", name: "Opened", aggregateUuid: "door", payload: { n: 1 }, tenantUuid: "" }]);
+    await settle(f, [pm], clock.now);
+    expect((await pm.listOutbox()).map((e) => e.id)).toEqual([scheduled]);
+    clock.advance(10);
+    const firing = pm.drainOutbox();
+    await inHandler;
+    expect(await codeOf(f.runtime.cancelScheduledCommand({ commandUuid: scheduled }))).toBe("INVALID_STATE");
+    open();
+    await firing;
+    expect(await codeOf(f.runtime.cancelScheduledCommand({ commandUuid: scheduled }))).toBe("NOT_FOUND");
+    expect((await f.eventRepository.loadAggregate("bell")).map((e) => [e.name, e.commandUuid])).toEqual([["Rang", scheduled]]);
   });
 });
 

@@ -62,6 +62,8 @@ export abstract class OutboxHandler extends BaseReadmodel {
   #timer: ReturnType<typeof setTimeout> | undefined;
   #stopped = true;
   #draining: Promise<number | undefined> | undefined;
+  /** The entry being delivered by this instance's worker, if any. */
+  #inFlight: string | undefined;
 
   constructor(facade: ReadmodelFacade, options: OutboxHandlerOptions) {
     super(facade, ...(options.readmodelStoreBackend === undefined ? [] : [withReadmodelStoreBackend(options.readmodelStoreBackend)]));
@@ -235,27 +237,33 @@ export abstract class OutboxHandler extends BaseReadmodel {
 
   /** One delivery of `entry`. Returns false when it failed for a reason that is not the entry's (stop this round). */
   async #attempt(outbox: ReadmodelCollection<OutboxEntry>, entry: OutboxEntry, now: number): Promise<boolean> {
+    // Until the entry is deleted or put back, a cancel in this instance is refused (it would come too late).
+    this.#inFlight = entry.id;
     try {
-      await this.deliver(entry);
-    } catch (err) {
-      if (isMnemeError(err) && NOT_THE_ENTRYS_FAULT.has(err.code)) return false;
-      // Cancelled or discarded meanwhile: do not bring it back.
-      const current = await outbox.get(entry.id);
-      if (current === undefined) return true;
-      const attempts = current.attempts + 1;
-      const dead = attempts >= this.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code));
-      await outbox.put(entry.id, {
-        ...current,
-        status: dead ? "dead" : "pending",
-        attempts,
-        lastError: errorMessage(err),
-        lastAttemptAt: now,
-        dueAt: dead ? current.dueAt : now + backoffMs(this.retry, attempts),
-      });
+      try {
+        await this.deliver(entry);
+      } catch (err) {
+        if (isMnemeError(err) && NOT_THE_ENTRYS_FAULT.has(err.code)) return false;
+        // Cancelled or discarded meanwhile (by another instance): do not bring it back.
+        const current = await outbox.get(entry.id);
+        if (current === undefined) return true;
+        const attempts = current.attempts + 1;
+        const dead = attempts >= this.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code));
+        await outbox.put(entry.id, {
+          ...current,
+          status: dead ? "dead" : "pending",
+          attempts,
+          lastError: errorMessage(err),
+          lastAttemptAt: now,
+          dueAt: dead ? current.dueAt : now + backoffMs(this.retry, attempts),
+        });
+        return true;
+      }
+      await outbox.delete(entry.id);
       return true;
+    } finally {
+      this.#inFlight = undefined;
     }
-    await outbox.delete(entry.id);
-    return true;
   }
 
   // ---------------------------------------------------------------- the Runtime's view
@@ -284,12 +292,22 @@ export abstract class OutboxHandler extends BaseReadmodel {
     return this.#outbox().get(id);
   }
 
-  /** Cancels a pending scheduled command. NOT_FOUND unless this handler has it pending. Returns the cancelled entry. */
+  /**
+   * Cancels a pending scheduled command. NOT_FOUND unless this handler has it
+   * pending; INVALID_STATE while this instance is sending it. (Another
+   * instance's worker may be sending it at that moment: the command is then
+   * sent and its entry is gone either way.) Returns the cancelled entry.
+   */
   async cancelScheduled(commandUuid: string): Promise<OutboxEntry> {
     const outbox = this.#outbox();
     const e = await outbox.get(commandUuid);
     if (e === undefined || !e.scheduled || e.status !== "pending")
       throw new MnemeError("NOT_FOUND", `${this.name} has no pending scheduled command ${commandUuid}`);
+    if (this.#inFlight === commandUuid)
+      throw new MnemeError(
+        "INVALID_STATE",
+        `${this.name} is sending the scheduled command ${commandUuid} now: it can no longer be cancelled`,
+      );
     await outbox.delete(commandUuid);
     return e;
   }
