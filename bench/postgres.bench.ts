@@ -75,7 +75,7 @@ class RawStore {
     await this.pool.query(
       `SELECT base_position, versions, error_state FROM "${this.schema}".mneme_append_batch($1::bigint, $2::text, 'raw', $3::integer[],
         $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], $10::text[], $11::bigint[], $12::text[], $13::text[],
-        '{0}', '{}', '{}', '{0}', '{}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}')`,
+        '{0}', '{}', '{}', '{0}', '{}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', NULL::integer[])`,
       [this.lockKey, this.channel, [events.length], ...this.columns(events)],
     );
   }
