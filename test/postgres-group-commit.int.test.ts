@@ -142,10 +142,10 @@ describe("round trips per dispatched command", () => {
     await until(() => backends.eventRepository.externalAppendListening, "the LISTEN client is up");
     const reqCtx = reqCtxOf("t");
     const itemUuid = newUuid();
-    const dispatch = async (type: typeof TouchItem | typeof NoteItem): Promise<PgStatement[]> => {
+    const dispatch = async (type: typeof TouchItem | typeof NoteItem, commandUuid?: string): Promise<PgStatement[]> => {
       statements.length = 0;
       recording = true;
-      const res = await f.dispatch(type, { itemUuid }, { reqCtx });
+      const res = await f.dispatch(type, { itemUuid }, commandUuid === undefined ? { reqCtx } : { reqCtx, commandUuid });
       recording = false;
       expect(res.events).toHaveLength(1);
       expect(await backends.commandStore.get(res.commandUuid)).toMatchObject({
@@ -155,15 +155,16 @@ describe("round trips per dispatched command", () => {
       return statements.slice();
     };
     const kinds = (ss: PgStatement[]) => ss.map((s) => s.kind);
-    // A new aggregate, the same one again (loaded in full, or from a cached version on), and a command without load.
-    for (const ss of [await dispatch(TouchItem), await dispatch(TouchItem)]) {
+    // A new aggregate, the same one again (loaded in full, or from a cached version on), the caller's own
+    // commandUuid (idempotent dispatch costs nothing more when the command is new), and a command without load.
+    for (const ss of [await dispatch(TouchItem), await dispatch(TouchItem), await dispatch(TouchItem, newUuid())]) {
       expect(kinds(ss)).toEqual(["read", "append"]);
       expect(ss[0]!.text).toMatch(/^SELECT .* FROM "[^"]+"\.events WHERE aggregate_uuid = \$1/);
       expect(ss[1]!.text).toMatch(/mneme_append_batch\(/);
       for (const s of ss) expect(s.text).not.toMatch(/^\s*(BEGIN|COMMIT|ROLLBACK)/i);
     }
     expect(kinds(await dispatch(NoteItem))).toEqual(["append"]);
-    expect((await f.eventRepository.loadAggregate(itemUuid)).map((e) => e.version)).toEqual([1, 2, 3]);
+    expect((await f.eventRepository.loadAggregate(itemUuid)).map((e) => e.version)).toEqual([1, 2, 3, 4]);
   });
 });
 
