@@ -23,6 +23,7 @@ import {
   withReadmodelStoreBackend,
 } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
+import type { EventRepository } from "mneme/store";
 import { createPostgresBackends } from "mneme/postgres";
 import type { Bench } from "./harness.js";
 
@@ -59,7 +60,7 @@ function gc(): void {
 }
 
 interface Backends {
-  readonly eventRepository: Facade["eventRepository"];
+  readonly eventRepository: EventRepository;
   readonly readmodelStoreBackend: Facade["readmodelStoreBackend"];
   close(): Promise<void>;
 }

@@ -112,7 +112,12 @@ export class Facade implements FacadeHandle {
   readonly version: string;
   readonly tenant: string | undefined;
   readonly instanceId: string;
-  readonly eventRepository: EventRepository;
+  /**
+   * The event store as every read path sees it: events come out in their
+   * current version and name (upcast) with personal fields decrypted; `stored`
+   * is the repository given in the options, whose reads are as written.
+   */
+  readonly eventRepository: EventRepository & { readonly stored: EventRepository };
   readonly commandStore: CommandStore;
   readonly dataStore: DataStore;
   readonly cacheStore: CacheStore;
