@@ -244,6 +244,36 @@ for (const [backend, options] of Object.entries(backends)) {
   });
 }
 
+describe("a readmodel backend without replaceCollections", () => {
+  it("restores from zero in place, as documented: readers see the replay in progress, the result is whole", async () => {
+    const memory = new MemoryReadmodelStoreBackend();
+    // The same backend without the optional capability (as a backend of one's own may be).
+    const plain = new Proxy(memory, {
+      get: (target, key) => {
+        if (key === "replaceCollections") return undefined;
+        const v = Reflect.get(target, key, target) as unknown;
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const { f, catalog } = await seeded({ readmodelStoreBackend: plain });
+    catalog.label = "new";
+    catalog.keep = keepNew;
+    catalog.pauseAt = 101;
+    const r = catalog.restoreState(undefined, { fromZero: true });
+    await catalog.paused.promise;
+    const during = await catalog.read();
+    expect(during.items.every((d) => d.label === "new")).toBe(true);
+    expect(during.count).toBeLessThan(OLD * 0.75);
+    expect(await memory.listCollections()).not.toContain("Catalog#rebuild:items");
+    catalog.resume.resolve();
+    await r.done;
+    const after = await catalog.read();
+    expect(classify(after)).toBe("new");
+    expect(after.count).toBe(OLD * 0.75);
+    expect(await f.readmodelStoreBackend.getCheckpoint("Catalog")).toBe(OLD);
+  }, 60_000);
+});
+
 describe("blue-green restore from zero: the database connection dies in the middle (Postgres)", () => {
   it("the rebuild rejects with UNAVAILABLE, the old data keeps serving and is caught up; a later restore succeeds", async () => {
     const options = backends.Postgres!();
