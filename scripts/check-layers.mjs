@@ -26,6 +26,7 @@ const SRC = join(ROOT, "src");
 const RANKS = {
   model: 0, //       types, tokens, defineDomain, errors, clock, context types, permission levels
   store: 1, //       store interfaces and their shared validation
+  observability: 1, // OpenTelemetry spans and metrics (loads @opentelemetry/api on demand), W3C trace context
   permissions: 2, // the permission registry, store permissions
   schema: 2, //      schema registry, conversion, validation
   memory: 3, //      in-memory stores

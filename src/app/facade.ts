@@ -26,6 +26,7 @@ import { MemorySnapshotStore } from "../memory/memory-snapshot-store.js";
 import { MemoryKeyStore } from "../memory/memory-key-store.js";
 import { PersonalDataProtection } from "../privacy/personal-data-protection.js";
 import { forgetAggregateUuidOf, Privacy, SubjectForgotten } from "../privacy/privacy-domain.js";
+import { type DispatchTrace, loadTelemetry, type Telemetry } from "../observability/telemetry.js";
 import type { KeyStore } from "../store/key-store.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
@@ -93,6 +94,8 @@ export interface FacadeOptions {
    * version. `false` turns it off.
    */
   readonly aggregateCache?: AggregateCacheOptions | false;
+  /** OpenTelemetry spans and metrics, when @opentelemetry/api is installed (docs/observability.md). `false` turns them off. */
+  readonly telemetry?: boolean;
 }
 
 type FacadeState = "new" | "starting" | "started" | "stopping" | "stopped";
@@ -163,6 +166,8 @@ export class Facade implements FacadeHandle {
   #unsubscribe: (() => void)[] = [];
   #pushesLocally = false;
   #startPromise: Promise<void> | undefined;
+  /** Loaded at start when @opentelemetry/api is installed: undefined is the whole cost otherwise. */
+  #telemetry: Telemetry | undefined;
   #stopPromise: Promise<void> | undefined;
 
   constructor(options: FacadeOptions = {}) {
@@ -213,6 +218,7 @@ export class Facade implements FacadeHandle {
         if (p > this.#head) this.#head = p;
       },
       eventType: (path: string) => this.#eventTypes.get(path),
+      telemetry: () => this.#telemetry,
     };
     this.#ctxHost = {
       facade: this,
@@ -454,6 +460,13 @@ export class Facade implements FacadeHandle {
       for (const s of this.#lifecycles()) await s.init();
       if (this.#options.systemEvents) this.systemEvents.start();
       this.#head = await this.eventRepository.headPosition();
+      this.#telemetry ??= await loadTelemetry(this.#options.telemetry !== false);
+      // Handlers in standby are processed by another instance: their position here says nothing.
+      this.#telemetry?.observeLag(() =>
+        [...this.#handlers.values()]
+          .filter((h) => h.state !== "standby")
+          .map((h) => ({ handler: h.name, lag: Math.max(0, this.#head - h.lastPosition) })),
+      );
       await this.runtime.storeInfo();
       const repo = this.eventRepository;
       if (repo.onAppend !== undefined) {
@@ -507,6 +520,7 @@ export class Facade implements FacadeHandle {
     const wasStarted = this.#state === "started";
     this.#state = "stopping";
     for (const u of this.#unsubscribe.splice(0)) u();
+    this.#telemetry?.close();
     if (wasStarted) {
       for (const h of this.#handlers.values()) {
         if (h.state !== "stopped" || h.restoring) await h.stop().catch(() => undefined);
@@ -610,12 +624,24 @@ export class Facade implements FacadeHandle {
     payload: NoInfer<P>,
     opts: DispatchOptions = {},
   ): Promise<DispatchResult<R>> {
-    if (opts.commandUuid === undefined) return this.#dispatch(type, payload, opts, false);
+    const telemetry = this.#telemetry;
+    if (telemetry === undefined) return this.#dispatchSerialised(type, payload, opts, undefined);
+    const t = this.resolveCommand(type as CommandType<any, any>);
+    return telemetry.dispatch(t.domain, t.name, opts.reqCtx, (trace) => this.#dispatchSerialised(type, payload, opts, trace));
+  }
+
+  async #dispatchSerialised<P, R = unknown>(
+    type: CommandType<P, R> | MessageRef,
+    payload: NoInfer<P>,
+    opts: DispatchOptions,
+    trace: DispatchTrace | undefined,
+  ): Promise<DispatchResult<R>> {
+    if (opts.commandUuid === undefined) return this.#dispatch(type, payload, opts, false, trace);
     // Duplicates of one commandUuid run one after the other here (and in every facade sharing the command store):
     // the second finds the first's record and replays it.
     const release = await commandLocks(this.commandStore).acquire(messageUuid(opts.commandUuid, "commandUuid"));
     try {
-      return await this.#dispatch(type, payload, opts, false);
+      return await this.#dispatch(type, payload, opts, false, trace);
     } finally {
       release();
     }
@@ -626,6 +652,7 @@ export class Facade implements FacadeHandle {
     payload: NoInfer<P>,
     opts: DispatchOptions,
     retried: boolean,
+    trace?: DispatchTrace,
   ): Promise<DispatchResult<R>> {
     this.#assertStarted();
     const t0 = performance.now();
@@ -633,7 +660,7 @@ export class Facade implements FacadeHandle {
     const domain = this.#domains.get(cmdType.domain)!;
     const reqCtx = normaliseReqCtx(opts.reqCtx);
     // What the events and the record keep: a deeply frozen copy taken now (the handler sees the caller's object).
-    const storedCtx = sealJsonSafe(reqCtx);
+    const storedCtx = sealJsonSafe(trace === undefined ? reqCtx : trace.stamp(reqCtx));
     const envelope: CommandEnvelope<P> = {
       commandUuid: messageUuid(opts.commandUuid, "commandUuid"),
       domain: cmdType.domain,
@@ -641,6 +668,7 @@ export class Facade implements FacadeHandle {
       payload,
       reqCtx,
     };
+    trace?.began(envelope.commandUuid);
     let stage: CommandStatus = "denied";
     let ctx: DispatchContext | undefined;
     let appended: Event[] | undefined;
@@ -677,7 +705,7 @@ export class Facade implements FacadeHandle {
           events = normalised.events;
           result = normalised.result;
         }
-        if (events.length > 0) appended = await this.#append(events, envelope, storedCtx, ctx.loader, cmdType, t0);
+        if (events.length > 0) appended = await this.#append(events, envelope, storedCtx, ctx.loader, cmdType, t0, trace);
       } finally {
         ctx.release();
       }
@@ -692,7 +720,7 @@ export class Facade implements FacadeHandle {
         // The append met this commandUuid's record: a success (another instance, an earlier call) is replayed;
         // a failed or denied earlier attempt is cleared and the command runs once more.
         const seen = await this.#recorded<R>(cmdType, envelope);
-        if (seen === "cleared") return this.#dispatch(type, payload, opts, true);
+        if (seen === "cleared") return this.#dispatch(type, payload, opts, true, trace);
         if (seen !== undefined) return seen;
       }
       await this.#record(cmdType, envelope, storedCtx, stage, [], error, t0);
@@ -822,6 +850,7 @@ export class Facade implements FacadeHandle {
     loader: CommandAggregates | undefined,
     type: CommandType<any, any>,
     t0: number,
+    trace: DispatchTrace | undefined,
   ): Promise<Event[]> {
     const reqCtx = storedCtx;
     const tenantUuid = tenantOf(reqCtx);
@@ -909,6 +938,7 @@ export class Facade implements FacadeHandle {
         t0,
       );
     }
+    if (trace !== undefined) return trace.append(out.length, () => this.eventRepository.append(out, opts));
     return this.eventRepository.append(out, opts);
   }
 
@@ -1003,7 +1033,8 @@ export class Facade implements FacadeHandle {
   async query<P, R>(type: QueryType<P, R> | MessageRef, payload: NoInfer<P>, opts: QueryOptions = {}): Promise<R> {
     this.#assertStarted();
     const qt = this.resolveQuery(type as QueryType<any, any>) as QueryType<P, R>;
-    return this.#runQuery(qt, payload, normaliseReqCtx(opts.reqCtx), messageUuid(opts.queryUuid, "queryUuid"), true);
+    const run = () => this.#runQuery(qt, payload, normaliseReqCtx(opts.reqCtx), messageUuid(opts.queryUuid, "queryUuid"), true);
+    return this.#telemetry === undefined ? run() : this.#telemetry.query(qt.domain, qt.name, opts.reqCtx, run);
   }
 
   async #runQuery<P, R>(type: QueryType<P, R>, payload: P, reqCtx: RequestContext, queryUuid: string, check: boolean): Promise<R> {

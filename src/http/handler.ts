@@ -15,6 +15,7 @@ import { errorResponse, problemResponse } from "./problem.js";
 import { jsonResponse } from "./responses.js";
 import { buildRoutes, type Route, type RouteContext } from "./routes.js";
 import type { RouteMatch } from "./router.js";
+import { cleanTraceState, parseTraceParent } from "../observability/trace-context.js";
 
 /** A Fetch API request handler: mount it in node:http, Express, Fastify, Hono, Deno or Bun. */
 export type HttpHandler = (request: Request) => Promise<Response>;
@@ -264,8 +265,15 @@ function requestContext(
 ): RequestContext {
   const ctx: RequestContext = { ...sender };
   if (params.tenantUuid !== undefined) ctx.targetTenantUuid = params.tenantUuid;
-  const trace = TRACEPARENT.exec(headers.get("traceparent") ?? "");
+  const traceparent = headers.get("traceparent")?.trim() ?? "";
+  const trace = TRACEPARENT.exec(traceparent);
   if (trace !== null) ctx.traceId = trace[1]!;
+  // The caller's span: the parent of this request's mneme.dispatch / mneme.query span (docs/observability.md).
+  if (parseTraceParent(traceparent) !== undefined) {
+    ctx.traceparent = traceparent;
+    const state = cleanTraceState(headers.get("tracestate"));
+    if (state !== undefined) ctx.tracestate = state;
+  }
   if (concurrency) {
     const agg = headers.get("x-target-aggregate-uuid");
     const version = headers.get("x-target-aggregate-version");

@@ -12,6 +12,13 @@ export interface RequestContext {
   targetAggregateUuid?: string;
   targetAggregateVersion?: number;
   traceId?: string;
+  /**
+   * W3C traceparent. From a caller (the HTTP adapter copies the request's header): the parent of the
+   * command's `mneme.dispatch` span. Stored with events and records: that span's own, when a tracer records it.
+   */
+  traceparent?: string;
+  /** W3C tracestate that goes with `traceparent`. */
+  tracestate?: string;
   /** The chain this request belongs to: every command and event of one chain carries it (dispatch fills it with the command's uuid when absent). */
   correlationId?: string;
   /** What caused this request: the uuid of the event (or command) it reacts to. */

@@ -14,6 +14,7 @@ import type {
   RestorationState,
   RestoreReport,
 } from "../model/event-handler.js";
+import type { Telemetry } from "../observability/telemetry.js";
 import { HandlerMetrics } from "./handler-metrics.js";
 import {
   clearNextGeneration,
@@ -39,6 +40,8 @@ export interface HandlerHost {
   noteHead(position: number): void;
   /** The registered event type of a path "Domain.Name" (a ProjectionReadmodel resolves its aggregate's events with it). */
   eventType?(path: string): EventType | undefined;
+  /** The facade's OpenTelemetry reporting, when it has any (spans of batches and restorations, handler metrics). */
+  telemetry?(): Telemetry | undefined;
 }
 
 /** Tuning of delivery and restoration. */
@@ -108,30 +111,10 @@ export interface RestorerConfig {
   restoreState(opts: { fromZero?: boolean }): { done: Promise<RestoreReport> };
 }
 
-/**
- * Where a restore from zero stands while it builds the next generation of a
- * readmodel beside the served one (blue-green): `rebuilding` replays the
- * store, `catching-up` applies the live events caught meanwhile, `switching`
- * replaces the served generation with the new one in one transaction.
- */
-export type RebuildPhase = "rebuilding" | "catching-up" | "switching";
+export type { RebuildPhase, RestorationProgress } from "../model/event-handler.js";
 
-/** A restore from zero in progress, as the Runtime lists it (`restoration` of a handler's listing). */
-export interface RestorationProgress {
-  phase: RebuildPhase;
-  /** The position the new generation has reached. */
-  position: number;
-  /** The head it catches up to before the switch: the head when it started, raised by events appended since. */
-  targetHead: number;
-  /** The position of the served generation: what queries read until the switch. */
-  servedPosition: number;
-  eventsReplayed: number;
-  /** Replayed events per second since the rebuild started. */
-  eventsPerSecond: number;
-}
-
-/** A handler's record in the Runtime's listing: its info and, during a restore from zero, its progress. */
-export type EventHandlerListing = EventHandlerInfo & { restoration?: RestorationProgress };
+/** A handler's record in the Runtime's listing (its info, with `restoration` during a restore from zero). */
+export type EventHandlerListing = EventHandlerInfo;
 
 /** The runner's record of a rebuild (a restore from zero into the next generation). */
 interface Rebuild {
@@ -575,6 +558,7 @@ export class HandlerRunner {
     const checkpoint = rebuild === undefined ? name : nextGenerationCheckpoint(name);
     const t0 = performance.now();
     let handled = 0;
+    const traced = this.#host?.telemetry?.()?.handle(name, events, restoring);
     const batch = async (): Promise<void> => {
       await backend.transaction(async () => {
         await hooks.beforeBatch(events);
@@ -597,8 +581,10 @@ export class HandlerRunner {
       });
     };
     try {
-      await (rebuild === undefined ? batch() : inNextGeneration(name, batch));
+      const run = () => (rebuild === undefined ? batch() : inNextGeneration(name, batch));
+      await (traced === undefined ? run() : traced.within(run));
     } catch (err) {
+      traced?.failed(err);
       hooks.discardBatch();
       if (err instanceof HandlerFailure) throw err;
       // A lost connection is no event's fault, and a COMMIT it cut off may have committed the
@@ -612,6 +598,7 @@ export class HandlerRunner {
     }
     if (restoring) metrics.sampleBatch(handled, (performance.now() - t0) * 1000);
     metrics.eventsProcessed += handled;
+    traced?.committed(handled);
     this.#lastPosition = last.position;
     this.#lastEventTimestamp = last.createdAt;
     this.#persistedPosition = last.position;
@@ -905,7 +892,9 @@ export class HandlerRunner {
       if (opts.signal.aborted) controller.abort();
       else opts.signal.addEventListener("abort", () => controller.abort(), { once: true });
     }
-    const done = this.#runRestore(opts.fromZero === true, controller.signal).finally(() => {
+    const run = () => this.#runRestore(opts.fromZero === true, controller.signal);
+    const telemetry = this.#host?.telemetry?.();
+    const done = (telemetry === undefined ? run() : telemetry.restore(this.#h.name, opts.fromZero === true, run)).finally(() => {
       this.#restore = undefined;
     });
     this.#restore = { controller, done };
