@@ -5,7 +5,7 @@ import type { Event, NewEvent } from "../model/types.js";
 import type { KeyStore, SubjectKey } from "../store/key-store.js";
 import { jsonSafeProblem } from "../store/json-safe.js";
 import { SUBJECT_KEY_BYTES, validateKeyStoreId } from "../store/key-store.js";
-import { ERASED, envelopeKeyId, type FieldEnvelope, openValue, sealValue } from "./field-envelope.js";
+import { ENVELOPE_MEMBER, ERASED, envelopeKeyId, type FieldEnvelope, openValue, sealValue } from "./field-envelope.js";
 import { KeyCache } from "./key-cache.js";
 import { mapValues, pointerTokens, replaceAt, valueAt } from "./personal-fields.js";
 
@@ -26,6 +26,12 @@ export interface PersonalDataProtectionOptions {
   readonly now?: () => number;
 }
 
+/** A value sealed here recently: a primitive as it is, a container as JSON text. */
+interface Recalled {
+  readonly value?: unknown;
+  readonly json?: string;
+}
+
 /** Subjects starting with this are mneme's own (e.g. the key of the e-mail index): `forget` refuses them. */
 export const RESERVED_SUBJECT_PREFIX = "mneme:";
 
@@ -43,8 +49,15 @@ export class PersonalDataProtection {
   readonly #cache: KeyCache;
   /** Key creations in flight, by subject: concurrent appends of a new subject ask the store once. */
   readonly #creating = new Map<string, Promise<SubjectKey>>();
-  /** Subjects forgotten while a creation was in flight: the key it resolves is not cached. */
+  /** Bumped by every forget: a key fetched or made across one is used, not cached. */
   #forgetEpoch = 0;
+  /**
+   * The clear values of the envelopes this process sealed last (bounded): the
+   * events an append returns, and their live delivery, read them back without
+   * a decryption. Emptied by every forget.
+   */
+  readonly #justSealed = new Map<string, Recalled>();
+  readonly #justSealedLimit: number;
 
   constructor(opts: PersonalDataProtectionOptions) {
     if (typeof opts?.keyStore?.ensureKey !== "function") throw new MnemeError("INVALID_REQUEST", "personal data: a keyStore is required");
@@ -59,6 +72,7 @@ export class PersonalDataProtection {
     this.keyStore = opts.keyStore;
     this.#personalDataOf = opts.personalDataOf;
     this.#cache = new KeyCache(size, ttl, opts.now ?? Date.now);
+    this.#justSealedLimit = size;
   }
 
   /**
@@ -91,7 +105,9 @@ export class PersonalDataProtection {
             details: [{ pointer: `/${index}/payload${field}${problem.pointer}`, message: problem.message }],
           });
         }
-        payload = replaceAt(payload, tokens, sealValue(value, key.keyId, key.key));
+        const envelope = sealValue(value, key.keyId, key.key);
+        this.#remember(envelope, value);
+        payload = replaceAt(payload, tokens, envelope);
       }
       out[index] = { ...e, payload };
     }
@@ -105,25 +121,44 @@ export class PersonalDataProtection {
    * Events without envelopes are returned as they are; the others are copies.
    */
   decrypt(events: Event[]): Event[] | Promise<Event[]> {
-    let wanted: Set<string> | undefined;
-    let sealed: number[] | undefined;
+    let out: Event[] | undefined;
+    let missing: Set<string> | undefined;
+    let pending: number[] | undefined;
     for (let i = 0; i < events.length; i++) {
       const e = events[i] as Event;
       if (this.#personalDataOf(e.domain, e.name) === undefined) continue;
-      let found = false;
-      mapValues(e.payload, (v) => {
+      let unresolved = false;
+      // One pass opens what cached keys can open; envelopes of keys not seen yet wait for one fetch per page.
+      const payload = mapValues(e.payload, (v) => {
         const keyId = envelopeKeyId(v);
         if (keyId === undefined) return undefined;
-        found = true;
-        if (this.#cache.byId(keyId) === undefined && !this.#cache.isGone(keyId)) (wanted ??= new Set()).add(keyId);
+        const key = this.#cache.byId(keyId);
+        if (key !== undefined) return this.#recall(v as FieldEnvelope) ?? openValue(v as FieldEnvelope, key.key);
+        if (this.#cache.isGone(keyId)) return ERASED;
+        (missing ??= new Set()).add(keyId);
+        unresolved = true;
         return v;
       });
-      if (found) (sealed ??= []).push(i);
+      if (payload !== e.payload) (out ??= events.slice())[i] = { ...e, payload };
+      if (unresolved) (pending ??= []).push(i);
     }
     // Synchronous unless a key must be fetched: live delivery of events without personal data keeps its pace.
-    if (sealed === undefined) return events;
-    if (wanted === undefined) return this.#open(events, sealed, new Map());
-    return this.#fetch(wanted).then((fetched) => this.#open(events, sealed, fetched));
+    if (missing === undefined || pending === undefined) return out ?? events;
+    const page = out ?? events.slice();
+    const waiting = pending;
+    return this.#fetch(missing).then((fetched) => {
+      for (const i of waiting) {
+        const e = page[i] as Event;
+        const payload = mapValues(e.payload, (v) => {
+          const keyId = envelopeKeyId(v);
+          if (keyId === undefined) return undefined;
+          const key = fetched.get(keyId) ?? this.#cache.byId(keyId);
+          return key === undefined ? ERASED : openValue(v as FieldEnvelope, key.key);
+        });
+        page[i] = { ...e, payload };
+      }
+      return page;
+    });
   }
 
   /** Fetches keys by id in one call: found ones are cached, missing ones remembered as gone. */
@@ -143,21 +178,6 @@ export class PersonalDataProtection {
     return fetched;
   }
 
-  #open(events: Event[], sealed: readonly number[], fetched: ReadonlyMap<string, SubjectKey>): Event[] {
-    const out = events.slice();
-    for (const i of sealed) {
-      const e = events[i] as Event;
-      const payload = mapValues(e.payload, (v) => {
-        const keyId = envelopeKeyId(v);
-        if (keyId === undefined) return undefined;
-        const key = fetched.get(keyId) ?? this.#cache.byId(keyId);
-        return key === undefined ? ERASED : openValue(v as FieldEnvelope, key.key);
-      });
-      out[i] = { ...e, payload };
-    }
-    return out;
-  }
-
   /**
    * Deletes the subject's keys and drops them from this process's cache at
    * once; resolves how many keys were deleted. Other instances stop using
@@ -170,6 +190,7 @@ export class PersonalDataProtection {
     }
     this.#forgetEpoch++;
     this.#cache.dropSubject(subject);
+    this.#justSealed.clear();
     try {
       return await this.keyStore.forget(subject);
     } finally {
@@ -186,6 +207,20 @@ export class PersonalDataProtection {
    */
   async systemKey(name: string): Promise<Uint8Array> {
     return (await this.#liveKey(`${RESERVED_SUBJECT_PREFIX}${name}`)).key;
+  }
+
+  #remember(envelope: FieldEnvelope, value: unknown): void {
+    // Containers as JSON text: the caller may change its payload after the append.
+    const kept: Recalled = typeof value === "object" && value !== null ? { json: JSON.stringify(value) } : { value };
+    this.#justSealed.set(envelope[ENVELOPE_MEMBER], kept);
+    if (this.#justSealed.size > this.#justSealedLimit) this.#justSealed.delete(this.#justSealed.keys().next().value as string);
+  }
+
+  /** The clear value of an envelope sealed here recently (a fresh copy), or undefined. */
+  #recall(envelope: FieldEnvelope): unknown {
+    const kept = this.#justSealed.get(envelope[ENVELOPE_MEMBER]);
+    if (kept === undefined) return undefined;
+    return kept.json === undefined ? kept.value : JSON.parse(kept.json);
   }
 
   /** The subject's live key: cached, else the stored one, else a new one (one creation per subject at a time). */

@@ -58,6 +58,9 @@ export class SqliteKeyStore extends SqliteStoreBase implements KeyStore {
     const k = validateNewSubjectKey(candidate, nowNs);
     try {
       const db = this.ready();
+      // Most calls find the key: a plain read, no write lock.
+      const found = this.liveKey(k.subject);
+      if (found !== undefined) return found;
       return db.writeTransaction(() => {
         const live = this.liveKey(k.subject);
         if (live !== undefined) return live;
