@@ -58,6 +58,28 @@ export interface EventHandlerMetrics {
 }
 
 /** The record `runtime.listEventHandlers()` returns per handler. */
+/**
+ * Where a restore from zero stands while it builds the next generation of a
+ * readmodel beside the served one (blue-green): `rebuilding` replays the
+ * store, `catching-up` applies the live events caught meanwhile, `switching`
+ * replaces the served generation with the new one in one transaction.
+ */
+export type RebuildPhase = "rebuilding" | "catching-up" | "switching";
+
+/** A restore from zero in progress, as the Runtime lists it (`restoration` of a handler's listing). */
+export interface RestorationProgress {
+  phase: RebuildPhase;
+  /** The position the new generation has reached. */
+  position: number;
+  /** The head it catches up to before the switch: the head when it started, raised by events appended since. */
+  targetHead: number;
+  /** The position of the served generation: what queries read until the switch. */
+  servedPosition: number;
+  eventsReplayed: number;
+  /** Replayed events per second since the rebuild started. */
+  eventsPerSecond: number;
+}
+
 export interface EventHandlerInfo {
   eventHandlerName: string;
   domain: string;
@@ -70,6 +92,8 @@ export interface EventHandlerInfo {
   hasMetrics: boolean;
   isStateRestorer: boolean;
   lastError?: string;
+  /** During a restore from zero (built beside the served data, then switched): where it stands. */
+  restoration?: RestorationProgress;
 }
 
 /** A handler that can rebuild its state from the event history. */

@@ -111,6 +111,7 @@ export interface RestorerConfig {
   restoreState(opts: { fromZero?: boolean }): { done: Promise<RestoreReport> };
 }
 
+import type { RebuildPhase } from "../model/event-handler.js";
 export type { RebuildPhase, RestorationProgress } from "../model/event-handler.js";
 
 /** A handler's record in the Runtime's listing (its info, with `restoration` during a restore from zero). */

@@ -52,6 +52,7 @@ export {
   type SystemEventGapReason,
 } from "./system-events.js";
 export type { SystemEventKind } from "../model/system-event-kind.js";
+export type { RebuildPhase, RestorationProgress } from "../model/event-handler.js";
 export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "../schema/schema-registry.js";
 export { PermissionRegistry } from "../permissions/permission-registry.js";
 export {

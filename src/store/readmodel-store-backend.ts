@@ -48,6 +48,13 @@ export interface ReadmodelStoreBackend {
   /** Names of the collections that hold or held documents. */
   listCollections(): Promise<string[]>;
   transaction<R>(fn: () => Promise<R>): Promise<R>;
+  /**
+   * Optional (blue-green rebuilds): in one transaction, each `[target, source]`
+   * pair makes collection `target` hold what `source` holds and empties
+   * `source` (a source with no documents empties the target). Without it a
+   * restore from zero rebuilds in place.
+   */
+  replaceCollections?(moves: readonly (readonly [target: string, source: string])[]): Promise<void>;
   /** The last position the handler processed; 0 when none was set. */
   getCheckpoint(handler: string): Promise<number>;
   setCheckpoint(handler: string, position: number): Promise<void>;
