@@ -284,3 +284,18 @@ function histogramCount(command: string): number {
     .filter((p) => p.attributes["mneme.command"] === command)
     .reduce((n, p) => n + (p.value as { count: number }).count, 0);
 }
+
+describe("telemetry: false", () => {
+  it("turns spans, metrics and the stored traceparent off even with an SDK registered", async () => {
+    await sdk.collect();
+    const before = sum(sdk.points("mneme.commands"), { "mneme.command": "Increment" });
+    sdk.exporter.reset();
+    const facade = await started({ telemetry: false }, (f) => f.registerReadmodel(new CounterTotals(f)));
+    const traceparent = `00-${REMOTE_TRACE}-${REMOTE_SPAN}-01`;
+    const { events } = await facade.dispatch(Increment, { counterUuid: newUuid(), by: 1 }, { reqCtx: { traceparent }, waitToFinish: true });
+    expect(events[0]!.reqCtx.traceparent).toBe(traceparent); // the caller's, as given
+    expect(sdk.exporter.getFinishedSpans()).toEqual([]);
+    await sdk.collect();
+    expect(sum(sdk.points("mneme.commands"), { "mneme.command": "Increment" })).toBe(before);
+  });
+});
