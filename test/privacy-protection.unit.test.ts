@@ -264,4 +264,19 @@ describe("PersonalDataProtection", () => {
     const read = await protection(keys, { keyCacheSize: 3 }).decrypt(sealed.map(stored));
     expect(read.map((e) => (e.payload as { name: string }).name)).toEqual(Array.from({ length: 10 }, (_, i) => `N${i}`));
   });
+
+  it("values sealed by this process read back as they were sealed, not as the caller changed them after", async () => {
+    const p = protection(new MemoryKeyStore());
+    const given = { personUuid: "s", name: { first: "Ann", tags: ["a"] } as unknown as string };
+    const [e] = await p.encrypt([PersonRenamed.create("r", given)]);
+    (given.name as unknown as { first: string; tags: string[] }).first = "changed";
+    (given.name as unknown as { first: string; tags: string[] }).tags.push("b");
+    const ev = stored(e!);
+    const first = (await p.decrypt([ev]))[0]!.payload as { name: { first: string; tags: string[] } };
+    expect(first.name).toEqual({ first: "Ann", tags: ["a"] });
+    first.name.tags.push("c"); // a reader changing what it got changes nothing for the next reader
+    expect(((await p.decrypt([ev]))[0]!.payload as { name: unknown }).name).toEqual({ first: "Ann", tags: ["a"] });
+    await p.forget("s");
+    expect(((await p.decrypt([ev]))[0]!.payload as { name: unknown }).name).toBe(ERASED);
+  });
 });
