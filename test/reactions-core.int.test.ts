@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { anonymous, defineDomain, isMnemeError, MnemeError, newUuid, type Facade, type RequestContext } from "mneme";
 import { CancelScheduledCommand, ControlDeadLetter, ControlEventHandler, ListDeadLetters, ListScheduledCommands } from "mneme/runtime";
-import { ProcessManager, reactionCommandUuid, reactionDedupeKey, Reactor } from "mneme/reactions";
+import { correlationOf, ProcessManager, reactionCommandUuid, reactionDedupeKey, Reactor } from "mneme/reactions";
 import { installOrders } from "../examples/orders/fulfilment.js";
 import { AddStockCmd, OrderPlacedEvt, PlaceOrderCmd } from "../examples/orders/orders-domain.js";
 import { ADMIN, USER, authorizer } from "./runtime-fixture.js";
@@ -175,6 +175,47 @@ describe.each(BACKENDS)("reactions on %s", (backend) => {
   });
 });
 
+describe("the outbox worker's concurrency", () => {
+  it.each(BACKENDS)("delivers different processes side by side and one process's entries in order on %s", async (backend) => {
+    const clock = new FakeClock();
+    const f = worlds(backend).facade();
+    const D = defineDomain("Lanes", { description: "events of three chains" });
+    const Ticked = D.event<{ n: number }>("Ticked");
+    let inFlight = 0;
+    let most = 0;
+    const seen: string[] = [];
+    const reactor = new Reactor(f, { name: "Lanes", domain: "Lanes", clock: clock.now, concurrency: 4 }).on(Ticked, async (e) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      await new Promise((r) => setImmediate(r));
+      seen.push(`${correlationOf(e)}:${e.payload.n}`);
+      inFlight--;
+    });
+    f.registerDomain(D);
+    f.registerReadmodel(reactor);
+    await f.start();
+    await reactor.stop(); // collect the entries first, then deliver them in one round
+    for (let n = 0; n < 3; n++) {
+      for (const chain of ["a", "b", "c"]) {
+        await f.eventRepository.append([
+          {
+            domain: "Lanes",
+            name: "Ticked",
+            aggregateUuid: chain,
+            payload: { n },
+            tenantUuid: "",
+            reqCtx: { correlationId: chain } as never,
+          },
+        ]);
+      }
+    }
+    await reactor.start();
+    await settle(f, [reactor], clock.now);
+    expect(most).toBe(3);
+    for (const chain of ["a", "b", "c"]) expect(seen.filter((x) => x.startsWith(chain))).toEqual([0, 1, 2].map((n) => `${chain}:${n}`));
+  });
+});
+
 describe("cancelling a scheduled command while it fires", () => {
   it("is refused with INVALID_STATE in the instance sending it, and the command runs once", async () => {
     const clock = new FakeClock();
@@ -239,6 +280,8 @@ describe("process manager and reactor input", () => {
       "INVALID_REQUEST",
     );
     expect(codeOfNew(() => new Reactor(facade, { name: "R", domain: "Orders", pollMs: 0 }))).toBe("INVALID_REQUEST");
+    expect(codeOfNew(() => new Reactor(facade, { name: "R", domain: "Orders", concurrency: 0 }))).toBe("INVALID_REQUEST");
+    expect(codeOfNew(() => new Reactor(facade, { name: "R", domain: "Orders", concurrency: 1.5 }))).toBe("INVALID_REQUEST");
     const pm = new ProcessManager(facade, { ...base, name: "P" }).on(OrderPlacedEvt, (_c, s) => s);
     expect(codeOfNew(() => pm.on(OrderPlacedEvt, (_c, s) => s))).toBe("INVALID_EVENT_HANDLER");
     expect(codeOfNew(() => pm.on(PlaceOrderCmd as never, (_c, s) => s))).toBe("INVALID_EVENT_HANDLER");

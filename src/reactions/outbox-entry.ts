@@ -31,6 +31,14 @@ export interface OutboxEntry {
   readonly scheduled: boolean;
   /** When it is due next, ms since the epoch: the scheduled time, then the next attempt's. */
   dueAt: number;
+  /**
+   * The order of delivery: `dueAt`, then the event's position, then the
+   * entry's index among the event's reactions, as one string of fixed-width
+   * digits (so every backend sorts it alike). Kept in step with `dueAt`.
+   */
+  dueOrder: string;
+  /** The entry's index among its event's reactions. */
+  readonly index: number;
   /** Failed attempts so far. */
   attempts: number;
   lastError?: string;
@@ -44,6 +52,8 @@ export interface OutboxEntry {
   readonly position: number;
   readonly tenantUuid: string;
   readonly correlationId: string;
+  /** A process manager's process (its state's key): its entries are delivered in order. */
+  readonly processId?: string;
   /** kind "command". */
   readonly command?: OutboxCommand;
   /** kind "effect": the event the effect is run for. */
@@ -103,4 +113,9 @@ export function dueTimeOf(at: Date | number): number {
   if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0 || ms > 8.64e15)
     throw new MnemeError("INVALID_REQUEST", `schedule: "at" must be a valid Date or ms since the epoch, got ${String(at)}`);
   return Math.floor(ms);
+}
+
+/** The `dueOrder` of an entry due at `dueAt` (ms) for the event at `position`, `index`-th of its reactions. */
+export function dueOrderOf(dueAt: number, position: number, index: number): string {
+  return `${String(dueAt).padStart(16, "0")}.${String(position).padStart(16, "0")}.${String(index).padStart(6, "0")}`;
 }

@@ -3,7 +3,15 @@ import type { Event } from "../model/types.js";
 import type { RestoreReport } from "../model/event-handler.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
-import { backoffMs, PERMANENT_FAILURES, retryPolicy, type OutboxEntry, type OutboxEntryStatus, type RetryPolicy } from "./outbox-entry.js";
+import {
+  backoffMs,
+  dueOrderOf,
+  PERMANENT_FAILURES,
+  retryPolicy,
+  type OutboxEntry,
+  type OutboxEntryStatus,
+  type RetryPolicy,
+} from "./outbox-entry.js";
 
 /** What every process manager and reactor is configured with. */
 export interface OutboxHandlerOptions {
@@ -14,6 +22,12 @@ export interface OutboxHandlerOptions {
   readonly retry?: Partial<RetryPolicy>;
   /** How often the outbox is looked at besides the wake-up after each batch and at the next due time. Default 1000 ms. */
   readonly pollMs?: number;
+  /**
+   * How many entries the worker delivers at once. Entries of one process (one
+   * correlation id for a reactor) are always delivered one after another, in
+   * due order. Default 1.
+   */
+  readonly concurrency?: number;
   /** The clock of due times, ms since the epoch. Default `Date.now` (tests pass a fake one). */
   readonly clock?: () => number;
   /** Where the state, the outbox and the checkpoint live. Default: the facade's readmodelStoreBackend. */
@@ -55,15 +69,20 @@ export abstract class OutboxHandler extends BaseReadmodel {
   readonly retry: RetryPolicy;
   readonly #clock: () => number;
   readonly #pollMs: number;
+  readonly #concurrency: number;
   #horizon = 0;
+  /** Whether #horizon is the stored one (only the lock holder writes it; read again after a rollback or a (re)start). */
+  #horizonKnown = false;
   #batchHorizon = 0;
   /** The last position whose reactions were written: the worker waits until the batch that wrote them has committed. */
   #emittedUpTo = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #stopped = true;
   #draining: Promise<number | undefined> | undefined;
-  /** The entry being delivered by this instance's worker, if any. */
-  #inFlight: string | undefined;
+  /** Set when entries may have been added while a round was reading: the round reads again. */
+  #again = false;
+  /** The entries being delivered by this instance's worker. */
+  readonly #inFlight = new Set<string>();
 
   constructor(facade: ReadmodelFacade, options: OutboxHandlerOptions) {
     super(facade, ...(options.readmodelStoreBackend === undefined ? [] : [withReadmodelStoreBackend(options.readmodelStoreBackend)]));
@@ -79,6 +98,10 @@ export abstract class OutboxHandler extends BaseReadmodel {
       throw new MnemeError("INVALID_REQUEST", `pollMs must be a number >= 1, got ${String(pollMs)}`);
     if (options.clock !== undefined && typeof options.clock !== "function")
       throw new MnemeError("INVALID_REQUEST", "clock must be a function");
+    const concurrency = options.concurrency ?? 1;
+    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
+      throw new MnemeError("INVALID_REQUEST", `concurrency must be an integer in 1..64, got ${String(concurrency)}`);
+    this.#concurrency = concurrency;
     this.name = options.name;
     this.domain = options.domain;
     this.retry = retryPolicy(options.retry);
@@ -108,7 +131,10 @@ export abstract class OutboxHandler extends BaseReadmodel {
 
   protected override async beforeBatch(events: readonly Event[]): Promise<void> {
     await super.beforeBatch(events);
-    this.#horizon = await this.readmodelStoreBackend.getCheckpoint(this.#horizonKey());
+    if (!this.#horizonKnown) {
+      this.#horizon = await this.readmodelStoreBackend.getCheckpoint(this.#horizonKey());
+      this.#horizonKnown = true;
+    }
     this.#batchHorizon = this.#horizon;
   }
 
@@ -118,13 +144,15 @@ export abstract class OutboxHandler extends BaseReadmodel {
       await this.readmodelStoreBackend.setCheckpoint(this.#horizonKey(), this.#batchHorizon);
       this.#emittedUpTo = this.#batchHorizon;
       this.#horizon = this.#batchHorizon;
+      this.#again = true;
       if (!this.#stopped) this.#wakeSoon(0);
     }
   }
 
   protected override discardBatch(): void {
     super.discardBatch();
-    this.#batchHorizon = this.#horizon;
+    // afterBatch may have raised it before a commit that failed: read the stored one next time.
+    this.#horizonKnown = false;
   }
 
   /** Whether `event`'s reactions were recorded before: it only rebuilds state now. Valid inside a handler function. */
@@ -153,12 +181,14 @@ export abstract class OutboxHandler extends BaseReadmodel {
     opts: { fromZero?: boolean; signal?: AbortSignal } = {},
   ): { done: Promise<RestoreReport>; cancel(): void } {
     this.#stopped = false;
+    this.#horizonKnown = false;
     this.#wakeSoon(0);
     return super.restoreState(ctx, opts);
   }
 
   override start(): Promise<void> {
     this.#stopped = false;
+    this.#horizonKnown = false;
     this.#wakeSoon(0);
     return super.start();
   }
@@ -210,8 +240,18 @@ export abstract class OutboxHandler extends BaseReadmodel {
   }
 
   #drain(): Promise<number | undefined> {
-    if (this.#draining !== undefined) return this.#draining;
-    const run = this.#runDue().finally(() => {
+    if (this.#draining !== undefined) {
+      this.#again = true;
+      return this.#draining;
+    }
+    const run = (async () => {
+      let next: number | undefined;
+      do {
+        this.#again = false;
+        next = await this.#runDue();
+      } while (this.#again && this.state === "running" && !this.#stopped);
+      return next;
+    })().finally(() => {
       this.#draining = undefined;
     });
     this.#draining = run;
@@ -223,22 +263,39 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const outbox = this.#outbox();
     for (;;) {
       if (this.state !== "running") return undefined;
-      const page = await outbox.list({ where: { status: "pending" }, orderBy: "dueAt", limit: 100 });
-      if (page.length === 0) return undefined;
+      const page = await outbox.list({ where: { status: "pending" }, orderBy: "dueOrder", limit: 100 });
       const now = this.#clock();
-      for (const entry of page) {
-        if (entry.dueAt > now) return entry.dueAt;
-        if (this.state !== "running") return undefined;
-        if (!(await this.#attempt(outbox, entry, now))) return now + this.retry.initialDelayMs;
+      const due = page.filter((e) => e.dueAt <= now);
+      if (due.length === 0) return page[0]?.dueAt;
+      // One lane per process, in due order; lanes run side by side up to `concurrency`.
+      const lanes = new Map<string, OutboxEntry[]>();
+      for (const e of due) {
+        const key = e.processId ?? e.correlationId;
+        const lane = lanes.get(key);
+        if (lane === undefined) lanes.set(key, [e]);
+        else lane.push(e);
       }
-      // Every entry of the page was due and is delivered, put back for later, or dead: read on.
+      const queue = [...lanes.values()];
+      let blocked = false;
+      const worker = async (): Promise<void> => {
+        for (let lane = queue.shift(); lane !== undefined && !blocked; lane = queue.shift()) {
+          for (const entry of lane) {
+            if (blocked || this.state !== "running") return;
+            if (!(await this.#attempt(outbox, entry, now))) blocked = true;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(this.#concurrency, queue.length) }, worker));
+      if (blocked) return now + this.retry.initialDelayMs;
+      if (this.state !== "running") return undefined;
+      // Every due entry of the page is delivered, put back for later, or dead: read on.
     }
   }
 
   /** One delivery of `entry`. Returns false when it failed for a reason that is not the entry's (stop this round). */
   async #attempt(outbox: ReadmodelCollection<OutboxEntry>, entry: OutboxEntry, now: number): Promise<boolean> {
     // Until the entry is deleted or put back, a cancel in this instance is refused (it would come too late).
-    this.#inFlight = entry.id;
+    this.#inFlight.add(entry.id);
     try {
       try {
         await this.deliver(entry);
@@ -249,20 +306,22 @@ export abstract class OutboxHandler extends BaseReadmodel {
         if (current === undefined) return true;
         const attempts = current.attempts + 1;
         const dead = attempts >= this.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code));
+        const next = dead ? current.dueAt : now + backoffMs(this.retry, attempts);
         await outbox.put(entry.id, {
           ...current,
           status: dead ? "dead" : "pending",
           attempts,
           lastError: errorMessage(err),
           lastAttemptAt: now,
-          dueAt: dead ? current.dueAt : now + backoffMs(this.retry, attempts),
+          dueAt: next,
+          dueOrder: dueOrderOf(next, current.position, current.index),
         });
         return true;
       }
       await outbox.delete(entry.id);
       return true;
     } finally {
-      this.#inFlight = undefined;
+      this.#inFlight.delete(entry.id);
     }
   }
 
@@ -273,7 +332,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const where: Record<string, string | boolean> = {};
     if (filter.status !== undefined) where.status = filter.status;
     if (filter.scheduled !== undefined) where.scheduled = filter.scheduled;
-    return this.#outbox().list({ where, orderBy: "dueAt", offset: filter.offset ?? 0, limit: filter.limit ?? 1000 });
+    return this.#outbox().list({ where, orderBy: "dueOrder", offset: filter.offset ?? 0, limit: filter.limit ?? 1000 });
   }
 
   /** How many entries are pending, scheduled (pending and made by `ctx.schedule`) and dead. */
@@ -303,7 +362,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const e = await outbox.get(commandUuid);
     if (e === undefined || !e.scheduled || e.status !== "pending")
       throw new MnemeError("NOT_FOUND", `${this.name} has no pending scheduled command ${commandUuid}`);
-    if (this.#inFlight === commandUuid)
+    if (this.#inFlight.has(commandUuid))
       throw new MnemeError(
         "INVALID_STATE",
         `${this.name} is sending the scheduled command ${commandUuid} now: it can no longer be cancelled`,
@@ -318,7 +377,8 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const e = await outbox.get(id);
     if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.name} has no dead entry ${id}`);
     const { lastError: _e, lastAttemptAt: _a, ...rest } = e;
-    const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: this.#clock() };
+    const now = this.#clock();
+    const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: now, dueOrder: dueOrderOf(now, e.position, e.index) };
     await outbox.put(id, again);
     if (!this.#stopped) this.#wakeSoon(0);
     return again;

@@ -5,7 +5,7 @@ import type { EventType } from "../model/tokens.js";
 import type { Event, RequestContext } from "../model/types.js";
 import { jsonSafeProblem } from "../store/json-safe.js";
 import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
-import { dueTimeOf, type OutboxEntry } from "./outbox-entry.js";
+import { dueOrderOf, dueTimeOf, type OutboxEntry } from "./outbox-entry.js";
 import { OutboxHandler, type OutboxHandlerOptions } from "./outbox-handler.js";
 import { correlationOf, reactionCommandUuid, type ChainRequestContext } from "./reaction-ids.js";
 
@@ -148,7 +148,8 @@ export class ProcessManager<S> extends OutboxHandler {
           "INVALID_REQUEST",
           `${this.name}: the payload of ${ref.domain}.${ref.name} is not JSON-safe at "${problem.pointer}": ${problem.message}`,
         );
-      const id = reactionCommandUuid(this.name, event.eventUuid, entries.length);
+      const index = entries.length;
+      const id = reactionCommandUuid(this.name, event.eventUuid, index);
       entries.push({
         id,
         kind: "command",
@@ -156,6 +157,8 @@ export class ProcessManager<S> extends OutboxHandler {
         status: "pending",
         scheduled,
         dueAt,
+        dueOrder: dueOrderOf(dueAt, event.position, index),
+        index,
         attempts: 0,
         createdAt,
         eventUuid: event.eventUuid,
@@ -163,6 +166,7 @@ export class ProcessManager<S> extends OutboxHandler {
         position: event.position,
         tenantUuid: event.tenantUuid,
         correlationId,
+        processId,
         command: { domain: ref.domain, name: ref.name, payload: p, reqCtx: this.#commandCtx(event, correlationId) },
       });
       return id;

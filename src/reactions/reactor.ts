@@ -1,7 +1,7 @@
 import { MnemeError } from "../model/errors.js";
 import type { EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
-import type { OutboxEntry } from "./outbox-entry.js";
+import { dueOrderOf, type OutboxEntry } from "./outbox-entry.js";
 import { OutboxHandler, type OutboxHandlerOptions } from "./outbox-handler.js";
 import { correlationOf, reactionDedupeKey } from "./reaction-ids.js";
 
@@ -57,6 +57,8 @@ export class Reactor extends OutboxHandler {
       status: "pending",
       scheduled: false,
       dueAt: now,
+      dueOrder: dueOrderOf(now, event.position, 0),
+      index: 0,
       attempts: 0,
       createdAt: now,
       eventUuid: event.eventUuid,
