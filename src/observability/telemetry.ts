@@ -157,7 +157,10 @@ class OtelTelemetry implements Telemetry {
     this.#tracer = api.trace.getTracer(INSTRUMENTATION_SCOPE);
     // Instruments come from the meter provider registered now: register the SDK before facade.start().
     const meter = api.metrics.getMeter(INSTRUMENTATION_SCOPE);
-    this.#commands = meter.createCounter("mneme.commands", { description: "Commands dispatched, by domain, command and outcome" });
+    this.#commands = meter.createCounter("mneme.commands", {
+      description: "Commands dispatched, by domain, command and outcome",
+      valueType: api.ValueType.INT,
+    });
     this.#duration = meter.createHistogram("mneme.command.duration", {
       description: "Duration of a dispatch, from the call to its result or error",
       unit: "s",
@@ -165,9 +168,11 @@ class OtelTelemetry implements Telemetry {
     });
     this.#handlerEvents = meter.createCounter("mneme.handler.events", {
       description: "Events that went through an event handler's functions, by handler",
+      valueType: api.ValueType.INT,
     });
     this.#lag = meter.createObservableGauge("mneme.handler.lag", {
       description: "Positions an event handler is behind the head of the event store",
+      valueType: api.ValueType.INT,
     });
   }
 
