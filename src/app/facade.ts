@@ -25,7 +25,7 @@ import { EventView, Upcasting } from "./event-view.js";
 import { MemorySnapshotStore } from "../memory/memory-snapshot-store.js";
 import { MemoryKeyStore } from "../memory/memory-key-store.js";
 import { PersonalDataProtection } from "../privacy/personal-data-protection.js";
-import { forgetAggregateUuidOf, Privacy, SubjectForgotten } from "../privacy/privacy-domain.js";
+import { forgetAggregateUuidOf, SubjectForgotten } from "../privacy/privacy-domain.js";
 import { type DispatchTrace, loadTelemetry, type Telemetry } from "../observability/telemetry.js";
 import type { KeyStore } from "../store/key-store.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
@@ -228,7 +228,6 @@ export class Facade implements FacadeHandle {
     this.runtime = new Runtime(this);
     const runtime = this.runtime;
     this.registerDomain(RuntimeDomain, (d) => installRuntimeDomain(d, runtime));
-    this.registerDomain(Privacy);
   }
 
   /** Personal data settings by stored event path (a current name or a former one), rebuilt when a domain was registered since. */

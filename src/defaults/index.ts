@@ -93,3 +93,5 @@ export {
   type GroupModel,
 } from "./group.js";
 export { AuthIndex } from "./auth-index.js";
+export { Privacy, SubjectForgotten, type SubjectForgotten as SubjectForgottenPayload } from "../privacy/privacy-domain.js";
+export { AccountEraser } from "./account-eraser.js";
