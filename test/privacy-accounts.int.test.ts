@@ -64,6 +64,11 @@ describe("the built-in account's personal data", () => {
       expect(history).toContain("[erased]");
       const loaded = await world.facade.loadAggregate((await import("../src/defaults/account-domain.js")).AccountAggregate, ann);
       expect(loaded.state).toMatchObject({ email: "[erased]", name: "[erased]" });
+      // The Runtime's store access (what the HTTP store routes serve) reads through the same view.
+      const page = JSON.stringify((await world.facade.runtime.stores.read("event", world.admin, { limit: 1000 })).items);
+      expect(page).not.toContain("ann.erase@example.org");
+      expect(page).not.toContain("Ann Erase");
+      expect(page).toContain("[erased]");
       expect((await rejection(world.facade.dispatch(Login, { email: "ann.erase@example.org", password: "ann-password-1" }))).code).toBe(
         "UNAUTHENTICATED",
       );
