@@ -40,7 +40,7 @@ Chain.handleCommand(Step, (_ctx, _c, p) => [Stepped.create(p.chainUuid, p)]);
 Chain.handleCommand(Finish, (_ctx, _c, p) => [Finished.create(p.chainUuid, p)]);
 
 /** A facade with the Chain domain and its process manager; `finished` resolves when `expect` chains have finished. */
-async function chainFacade(backends: object): Promise<{ f: Facade; until: (n: number) => Promise<void> }> {
+async function chainFacade(backends: object, concurrency: number): Promise<{ f: Facade; until: (n: number) => Promise<void> }> {
   const f = createFacade({ appName: "bench-reactions", ...backends });
   f.registerDomain(Chain);
   let done = 0;
@@ -51,6 +51,7 @@ async function chainFacade(backends: object): Promise<{ f: Facade; until: (n: nu
     initialState: () => ({ step: 0 }),
     correlate: (e) => e.aggregateUuid,
     pollMs: 50,
+    concurrency,
   })
     .on(Started, (ctx, _s, p) => {
       ctx.dispatch(Step, p);
@@ -127,7 +128,6 @@ async function sqlite(b: Bench, chains: number, ops: number, rounds: number): Pr
     await dispatchDuel(b, "sqlite", plain, ops, rounds);
     await plain.stop();
 
-    const { f, until } = await chainFacade(createSqliteBackends({ filename: join(dir, "chains.db") }));
     const raw = new Database(join(dir, "raw.db"));
     raw.pragma("journal_mode = WAL");
     raw.pragma("synchronous = NORMAL");
@@ -158,36 +158,39 @@ async function sqlite(b: Bench, chains: number, ops: number, rounds: number): Pr
       checkpoint.run(position);
     });
     const sent = raw.transaction((chainUuid: string, step: number) => delDoc.run("Chains~outbox", `${chainUuid}-${step}`));
-    let started = 0;
-    await duel(
-      b,
-      "sqlite",
-      "process-manager chain of 3 steps",
-      chains,
-      rounds,
-      async () => {
-        for (let i = 0; i < chains; i++) await f.dispatch(Start, { chainUuid: newUuid() }, { reqCtx: BENCH_REQ_CTX });
-        started += chains;
-        await until(started);
-      },
-      [
-        {
-          name: "raw (same writes)",
-          run: () => {
-            for (let i = 0; i < chains; i++) {
-              const chainUuid = newUuid();
-              for (const [k, name] of ["Started", "Stepped", "Finished"].entries()) {
-                const position = append(chainUuid, name, k + 1);
-                react(chainUuid, position, k + 1);
-                sent(chainUuid, k + 1);
-              }
-            }
-          },
+    for (const concurrency of [1, 8]) {
+      const { f, until } = await chainFacade(createSqliteBackends({ filename: join(dir, `chains-${concurrency}.db`) }), concurrency);
+      let started = 0;
+      await duel(
+        b,
+        "sqlite",
+        `process-manager chain of 3 steps (concurrency ${concurrency})`,
+        chains,
+        rounds,
+        async () => {
+          for (let i = 0; i < chains; i++) await f.dispatch(Start, { chainUuid: newUuid() }, { reqCtx: BENCH_REQ_CTX });
+          started += chains;
+          await until(started);
         },
-      ],
-      "chains/s",
-    );
-    await f.stop();
+        [
+          {
+            name: "raw (same writes)",
+            run: () => {
+              for (let i = 0; i < chains; i++) {
+                const chainUuid = newUuid();
+                for (const [k, name] of ["Started", "Stepped", "Finished"].entries()) {
+                  const position = append(chainUuid, name, k + 1);
+                  react(chainUuid, position, k + 1);
+                  sent(chainUuid, k + 1);
+                }
+              }
+            },
+          },
+        ],
+        "chains/s",
+      );
+      await f.stop();
+    }
     raw.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -208,7 +211,6 @@ async function postgres(b: Bench, chains: number, ops: number, rounds: number): 
     await dispatchDuel(b, "postgres", plain, ops, rounds);
     await plain.stop();
 
-    const { f, until } = await chainFacade(createPostgresBackends({ connectionString: DATABASE_URL, schema: chainSchema }));
     await pool.query(`CREATE SCHEMA "${rawSchema}"`);
     const s = `"${rawSchema}"`;
     await pool.query(`CREATE TABLE ${s}.events (position bigserial PRIMARY KEY, event_uuid uuid NOT NULL UNIQUE, domain text, name text,
@@ -246,32 +248,39 @@ async function postgres(b: Bench, chains: number, ops: number, rounds: number): 
         await client.query(`DELETE FROM ${s}.docs WHERE collection = 'Chains~outbox' AND key = $1`, [`${chainUuid}-${k}`]);
       }
     };
-    let started = 0;
-    await duel(
-      b,
-      "postgres",
-      "process-manager chain of 3 steps",
-      chains,
-      rounds,
-      async () => {
-        for (let i = 0; i < chains; i++) await f.dispatch(Start, { chainUuid: newUuid() }, { reqCtx: BENCH_REQ_CTX });
-        started += chains;
-        await until(started);
-      },
-      [
-        {
-          name: "raw (same writes)",
-          run: async () => {
-            for (let i = 0; i < chains; i++) await rawChain(newUuid());
-          },
+    for (const concurrency of [1, 8]) {
+      const { f, until } = await chainFacade(
+        createPostgresBackends({ connectionString: DATABASE_URL, schema: `${chainSchema}${concurrency}` }),
+        concurrency,
+      );
+      let started = 0;
+      await duel(
+        b,
+        "postgres",
+        `process-manager chain of 3 steps (concurrency ${concurrency})`,
+        chains,
+        rounds,
+        async () => {
+          for (let i = 0; i < chains; i++) await f.dispatch(Start, { chainUuid: newUuid() }, { reqCtx: BENCH_REQ_CTX });
+          started += chains;
+          await until(started);
         },
-      ],
-      "chains/s",
-    );
+        [
+          {
+            name: "raw (same writes)",
+            run: async () => {
+              for (let i = 0; i < chains; i++) await rawChain(newUuid());
+            },
+          },
+        ],
+        "chains/s",
+      );
+      await f.stop();
+    }
     client.release();
-    await f.stop();
   } finally {
-    for (const schema of [dispatchSchema, chainSchema, rawSchema]) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    for (const schema of [dispatchSchema, `${chainSchema}1`, `${chainSchema}8`, rawSchema])
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await pool.end();
   }
 }
