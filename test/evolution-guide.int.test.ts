@@ -1,0 +1,193 @@
+/**
+ * Keeps docs/evolution.md honest: every example of examples/evolution/ runs
+ * here (each on a SQLite file of its own) and what it observes is checked;
+ * every ts block of the page must be code of those files (line by line,
+ * indentation aside), and every repository path it names must exist.
+ */
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { createFacade, defineDomain, type Event, on } from "mneme";
+import { createSqliteBackends } from "mneme/sqlite";
+import { main as badInput } from "../examples/evolution/bad-input.js";
+import { main as changingAFold } from "../examples/evolution/changing-a-fold.js";
+import { main as changingAnEvent } from "../examples/evolution/changing-an-event.js";
+import { main as rebuildingAReadmodel } from "../examples/evolution/rebuilding-a-readmodel.js";
+import { main as renamingAnEvent } from "../examples/evolution/renaming-an-event.js";
+import { main as rollingDeploy } from "../examples/evolution/rolling-deploy.js";
+import { main as splittingAnEvent } from "../examples/evolution/splitting-an-event.js";
+import { reqCtx, workspace } from "../examples/evolution/workspace.js";
+
+const read = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), "utf8");
+
+/** The ts code blocks of a markdown text. */
+function tsBlocks(markdown: string): string[] {
+  return [...markdown.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
+}
+
+/** Lines without their indentation and trailing blanks. */
+const lines = (text: string): string[] => text.split("\n").map((l) => l.trim());
+
+/** True when the block's lines occur one after another in the file (a "// ..." line stands for lines left out). */
+function occursIn(block: string, file: string): boolean {
+  const parts = lines(block)
+    .filter((l, i, all) => l !== "" || (i > 0 && i < all.length - 1))
+    .join("\n")
+    .split(/\n?\/\/ \.\.\.\n?/)
+    .map((p) => p.split("\n"));
+  const f = lines(file);
+  let from = 0;
+  for (const part of parts) {
+    let found = -1;
+    for (let i = from; i + part.length <= f.length && found < 0; i++) if (part.every((l, k) => f[i + k] === l)) found = i;
+    if (found < 0) return false;
+    from = found + part.length;
+  }
+  return true;
+}
+
+describe("the examples of docs/evolution.md", () => {
+  it("changing an event: old and new events read as the current version; the stored payload stays as written", async () => {
+    expect(await changingAnEvent()).toEqual({
+      read: [
+        ["PriceSet", { cents: 999, currency: "EUR" }, 3],
+        ["PriceSet", { cents: 1250, currency: "CHF" }, 3],
+      ],
+      stored: [
+        ["PriceSet", { amount: 9.99 }, undefined],
+        ["PriceSet", { cents: 1250, currency: "CHF" }, 3],
+      ],
+      product: { cents: 999, currency: "EUR" },
+    });
+  });
+
+  it("renaming an event: a filter and a handler on the new name find the events stored under the old one", async () => {
+    expect(await renamingAnEvent()).toEqual({
+      filtered: ["LoanStarted b-1", "LoanStarted b-2", "LoanStarted b-3"],
+      adaLoans: 2,
+      storedNames: ["BookLent", "BookLent", "LoanStarted"],
+    });
+  });
+
+  it("splitting an event: the old type folded beside the new ones, and a copy-and-transform into a new store", async () => {
+    const address = { street: "1 Main St", city: "Shelbyville" };
+    expect(await splittingAnEvent()).toEqual({
+      release2: address,
+      projection: address,
+      release3: address,
+      copied: ["1:StreetChanged", "2:CityChanged", "3:CityChanged"],
+    });
+  });
+
+  it("changing a fold: snapshots of the old snapshotVersion are ignored, kept until pruned, then deleted", async () => {
+    expect(await changingAFold()).toEqual({
+      state: { balance: 400, deposits: 3 },
+      snapshotVersions: [1, 2],
+      deleted: 1,
+      afterCleanup: [undefined, 2],
+    });
+  });
+
+  it("rebuilding a readmodel: readers see the old documents until the switch; the Runtime shows the progress", async () => {
+    const r = await rebuildingAReadmodel();
+    expect(r).toMatchObject({
+      before: "9.99",
+      during: "9.99",
+      progress: { phase: "rebuilding", position: 2, targetHead: 3, servedPosition: 3, eventsReplayed: 2 },
+      after: "EUR 9.99",
+      replayed: "restored at 3",
+    });
+    expect(r.progress?.eventsPerSecond).toBeGreaterThan(0);
+  });
+
+  it("rolling deploy: the older release refuses events of a newer version (UPCAST_FAILED) and the newer one takes over", async () => {
+    expect(await rollingDeploy()).toEqual({
+      newReadsOld: { seat: "A1", row: 0 },
+      oldReadsNew: "UPCAST_FAILED",
+      oldCommand: "UPCAST_FAILED",
+      oldHandler: "failed at 1",
+      newHandlerMeanwhile: "standby",
+      newHandlerAfter: "running at 2",
+      model: { seat: "B7", row: 2 },
+    });
+  });
+
+  it("bad input: each mistake has its code; an upcast payload is trusted (JSON-safe checked, the schema not)", async () => {
+    expect(await badInput()).toEqual({
+      "version 2 without upcasters[1]": "INVALID_DOMAIN",
+      "an upcaster for no older version": "INVALID_DOMAIN",
+      "renamedFrom an existing event": "INVALID_DOMAIN",
+      "snapshotVersion 0": "INVALID_DOMAIN",
+      "an evolve key with a former name": "INVALID_DOMAIN",
+      "an upcaster that throws": "UPCAST_FAILED",
+      "an upcaster that returns NaN": "UPCAST_FAILED",
+      "an upcaster that breaks the schema": { stars: undefined },
+      "a correct upcaster": { stars: 4 },
+      "restore an unknown handler": "UNKNOWN_EVENT_HANDLER",
+      "restoreFromZero not a boolean": "INVALID_REQUEST",
+      "exceptSnapshotVersion 0": "INVALID_REQUEST",
+      "the event's schema": ["stars"],
+    });
+  });
+});
+
+describe("what docs/evolution.md says about an older release", () => {
+  it("skips an event whose name it does not know (a rename or a new event of a newer release): no error, no effect", async () => {
+    const ws = workspace("older-release");
+    try {
+      const older = defineDomain("Library");
+      const BookLent = older.event<{ reader: string }>("BookLent");
+      const Book = older.aggregate<{ loans: number }>("Book", {
+        initialState: () => ({ loans: 0 }),
+        evolve: [on(BookLent, (s) => ({ loans: s.loans + 1 }))],
+      });
+      const newer = defineDomain("Library");
+      const LoanStarted = newer.event<{ reader: string }>("LoanStarted", { renamedFrom: "BookLent" });
+      const Lend = newer.command<{ bookUuid: string }>("Lend");
+      newer.handleCommand(Lend, (_ctx, _cmd, p) => [LoanStarted.create(p.bookUuid, { reader: "ada" })]);
+
+      const fNew = createFacade({ appName: "library", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(newer);
+      await fNew.start();
+      await fNew.dispatch(Lend, { bookUuid: "b-1" }, { reqCtx });
+      const fOld = createFacade({ appName: "library", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(older);
+      await fOld.start();
+      try {
+        const events: Event[] = [];
+        for await (const page of fOld.eventRepository.readAll()) events.push(...page);
+        expect(events.map((e) => e.name)).toEqual(["LoanStarted"]); // read as stored: the older release has no such name
+        expect(await fOld.loadAggregate(Book, "b-1")).toEqual({ state: { loans: 0 }, version: 1 }); // its fold skips it
+      } finally {
+        await fOld.stop();
+        await fNew.stop();
+      }
+    } finally {
+      ws.remove();
+    }
+  });
+});
+
+describe("docs/evolution.md", () => {
+  const page = read("docs/evolution.md");
+  const examples = readdirSync(new URL("../examples/evolution/", import.meta.url))
+    .filter((f) => f.endsWith(".ts"))
+    .map((f) => read(`examples/evolution/${f}`));
+
+  it("every ts block is code of examples/evolution/", () => {
+    const blocks = tsBlocks(page);
+    expect(blocks.length).toBeGreaterThan(5);
+    expect(blocks.filter((b) => !examples.some((e) => occursIn(b, e)))).toEqual([]);
+  });
+
+  it("has no code block that is not ts (so none escapes the check above)", () => {
+    expect([...page.matchAll(/```(\w*)\n/g)].map((m) => m[1]).filter((lang, i) => i % 2 === 0 && lang !== "ts")).toEqual([]);
+  });
+
+  it("every repository path it names exists", () => {
+    const paths = [...page.matchAll(/\b((?:src|test|examples|docs|bench)\/[\w./-]*\w)/g)].map((m) => m[1]!);
+    expect(paths.length).toBeGreaterThan(0);
+    expect(paths.filter((p) => !existsSync(new URL(`../${p}`, import.meta.url)))).toEqual([]);
+  });
+
+  it("is linked from the README's docs list", () => {
+    expect(read("README.md")).toContain("[docs/evolution.md](docs/evolution.md)");
+  });
+});
