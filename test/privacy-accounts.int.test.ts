@@ -83,6 +83,19 @@ describe("the built-in account's personal data", () => {
       expect((await world.facade.query(GetAccount, { accountUuid: again }, { reqCtx: world.admin })).model.email).toBe(
         "ann.erase@example.org",
       );
+      // A second instance's eraser replays the removal from zero: the key is gone, nothing is forgotten twice.
+      const stored = (world.facade.eventRepository as unknown as { stored: EventRepository }).stored;
+      const second = createFacade({ appName: "world", eventRepository: stored, keyStore: world.facade.keyStore });
+      await registerDefaults(second, {
+        admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD, name: "Ada Admin" },
+        passwordHashing: FAST_HASHING,
+      });
+      await second.start();
+      await second.dispatch(RegisterAccount, { email: "third@example.org", password: "third-password-1" }, { waitToFinish: true });
+      const after: Event[] = [];
+      for await (const page of world.facade.eventRepository.readAll()) after.push(...page);
+      expect(after.filter((e) => e.name === "SubjectForgotten")).toHaveLength(1);
+      await second.stop();
     } finally {
       await world.facade.stop();
     }

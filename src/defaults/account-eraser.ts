@@ -17,7 +17,8 @@ export class AccountEraser extends BaseEventHandler {
     this.domain = "Account";
     this.name = READMODELS.accountEraser;
     this.addDomainEventHandler(AccountRemoved, async (_ctx, e, p) => {
-      if (p.erased === true) await facade.forget(e.aggregateUuid);
+      // A replay (restore from zero, a new instance) finds the key gone already: nothing to forget, no second SubjectForgotten.
+      if (p.erased === true && (await facade.keyStore.keyOf(e.aggregateUuid)) !== undefined) await facade.forget(e.aggregateUuid);
     });
   }
 }
