@@ -348,6 +348,48 @@ describe("two instances on one database", () => {
   );
 });
 
+describe("concurrent first events of new subjects", () => {
+  it.each([
+    ["sqlite", sqliteWorld],
+    ["postgres", postgresWorld],
+  ])(
+    "%s: two instances appending for the same new subjects make one key each, and every event reads on both",
+    async (_n, makeWorld) => {
+      const world = makeWorld();
+      const c = contacts();
+      const f1 = createFacade({ appName: "one", ...world.stores() }).registerDomain(c.D);
+      const f2 = createFacade({ appName: "two", ...world.stores() }).registerDomain(c.D);
+      await f1.start();
+      await f2.start();
+      try {
+        const subjects = ["s0", "s1", "s2", "s3", "s4"];
+        await Promise.all(
+          Array.from({ length: 40 }, (_, i) =>
+            (i % 2 === 0 ? f1 : f2).dispatch(
+              c.Add,
+              { ...ann(`c${i}`), personUuid: subjects[i % subjects.length]!, email: `e${i}@example.org` },
+              { reqCtx },
+            ),
+          ),
+        );
+        for (const f of [f1, f2]) {
+          const added = (await allEvents(f.eventRepository)).filter((e) => e.name === "ContactAdded");
+          expect(added).toHaveLength(40);
+          for (const e of added) expect((e.payload as ContactAdded).email).toBe(`e${e.aggregateUuid.slice(1)}@example.org`);
+        }
+        const keys = await Promise.all(subjects.map((s) => f1.keyStore.keyOf(s)));
+        expect(keys.every((k) => k !== undefined)).toBe(true);
+        expect((await f1.keyStore.info()).numItems).toBe(subjects.length);
+      } finally {
+        await f1.stop();
+        await f2.stop();
+      }
+      await world.cleanup();
+    },
+    60_000,
+  );
+});
+
 describe("the key store of a durable event repository", () => {
   it("events with personal data are refused when the key store would be the in-memory default", async () => {
     const filename = join(dir, "no-keys.db");
