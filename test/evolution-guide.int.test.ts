@@ -5,8 +5,10 @@
  * indentation aside), and every repository path it names must exist.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { describe, expect, it } from "vitest";
-import { createFacade, defineDomain, type Event, on } from "mneme";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { BaseReadmodel, createFacade, defineDomain, type Event, type Facade, type FacadeOptions, newUuid, on } from "mneme";
+import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { main as badInput } from "../examples/evolution/bad-input.js";
 import { main as changingAFold } from "../examples/evolution/changing-a-fold.js";
@@ -161,6 +163,133 @@ describe("what docs/evolution.md says about an older release", () => {
       }
     } finally {
       ws.remove();
+    }
+  });
+});
+
+const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+const schemas: string[] = [];
+const spaces: { remove(): void }[] = [];
+afterAll(async () => {
+  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+  await admin.end();
+  for (const w of spaces) w.remove();
+});
+
+/** Two instances' stores on one database: each call opens its own connections. */
+const databases: [string, () => () => FacadeOptions][] = [
+  [
+    "SQLite",
+    () => {
+      const ws = workspace("side-by-side");
+      spaces.push(ws);
+      return () => createSqliteBackends({ filename: ws.filename, pollIntervalMs: 20 });
+    },
+  ],
+  [
+    "Postgres",
+    () => {
+      const schema = `mneme_evo_${newUuid().replace(/-/g, "").slice(-16)}`;
+      schemas.push(schema);
+      return () => createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 4, pollIntervalMs: 20 });
+    },
+  ],
+];
+
+describe.each(databases)("side by side on %s: a newer release reads what an older one writes, live", (_name, databaseOf) => {
+  it("an instance of the newer release processes the readmodel: events of the old name and version arrive upcast", async () => {
+    const stores = databaseOf();
+    const older = defineDomain("Library");
+    const BookLent = older.event<{ reader: string }>("BookLent");
+    const Lend = older.command<{ bookUuid: string; reader: string }>("Lend");
+    older.handleCommand(Lend, (_ctx, _cmd, p) => [BookLent.create(p.bookUuid, { reader: p.reader })]);
+
+    const newer = defineDomain("Library");
+    const LoanStarted = newer.event<{ reader: string; days: number }>("LoanStarted", {
+      renamedFrom: "BookLent",
+      version: 2,
+      upcasters: { 1: (p: { reader: string }) => ({ ...p, days: 14 }) },
+    });
+    class Loans extends BaseReadmodel {
+      readonly seen: string[] = [];
+      constructor(facade: Facade) {
+        super(facade);
+        this.domain = "Library";
+        this.name = "Loans";
+        this.addDomainEventHandler(LoanStarted, (ctx, event, p) => {
+          this.seen.push(
+            `${event.position} ${event.name} v${event.eventVersion ?? 1} ${p.reader} ${p.days} ${ctx.restoring ? "replay" : "live"}`,
+          );
+        });
+      }
+    }
+
+    const fNew = createFacade({ appName: "library", ...stores() }).registerDomain(newer);
+    const loans = new Loans(fNew);
+    fNew.registerReadmodel(loans);
+    await fNew.start(); // first: it holds the readmodel's processing lock
+    const fOld = createFacade({ appName: "library", ...stores() }).registerDomain(older);
+    await fOld.start();
+    try {
+      await fOld.dispatch(Lend, { bookUuid: "b-1", reader: "ada" }, { reqCtx });
+      await fOld.dispatch(Lend, { bookUuid: "b-2", reader: "alan" }, { reqCtx });
+      for (let i = 0; i < 1000 && loans.lastPosition < 2; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(loans.seen).toEqual(["1 LoanStarted v2 ada 14 live", "2 LoanStarted v2 alan 14 live"]);
+      expect(loans.lastPosition).toBe(2);
+    } finally {
+      await fOld.stop();
+      await fNew.stop();
+    }
+  });
+});
+
+describe.each(databases)("side by side on %s: an older release meets an event of a newer version", (_name, databaseOf) => {
+  it("its readmodel fails at the event and keeps the lock; when it stops, the newer instance takes over from the checkpoint", async () => {
+    const stores = databaseOf();
+    const older = defineDomain("Venue");
+    const SoldV1 = older.event<{ seat: string }>("Sold");
+    const newer = defineDomain("Venue");
+    const Sold = newer.event<{ seat: string; row: number }>("Sold", {
+      version: 2,
+      upcasters: { 1: (p: { seat: string }) => ({ ...p, row: 0 }) },
+    });
+    const Sell = newer.command<{ ticketUuid: string; seat: string; row: number }>("Sell");
+    newer.handleCommand(Sell, (_ctx, _cmd, p) => [Sold.create(p.ticketUuid, { seat: p.seat, row: p.row })]);
+    const seatsOf = (facade: Facade, type: typeof SoldV1 | typeof Sold) => {
+      const seats = new (class extends BaseReadmodel {
+        readonly seen: unknown[] = [];
+        constructor() {
+          super(facade);
+          this.domain = "Venue";
+          this.name = "Seats";
+          this.addDomainEventHandler(type, (_ctx, event) => void this.seen.push(event.payload));
+        }
+      })();
+      facade.registerReadmodel(seats);
+      return seats;
+    };
+    const fOld = createFacade({ appName: "venue", ...stores() }).registerDomain(older);
+    const oldSeats = seatsOf(fOld, SoldV1);
+    await fOld.start();
+    const fNew = createFacade({ appName: "venue", ...stores() }).registerDomain(newer);
+    const newSeats = seatsOf(fNew, Sold);
+    await fNew.start();
+    const state = (f: Facade) => f.runtime.listEventHandlers().find((h) => h.name === "Seats")!;
+    try {
+      await fNew.dispatch(Sell, { ticketUuid: "t-1", seat: "B7", row: 2 }, { reqCtx });
+      for (let i = 0; i < 1000 && state(fOld).state !== "failed"; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(state(fOld)).toMatchObject({ state: "failed", lastPosition: 0 });
+      expect(state(fOld).lastError).toMatch(/written by a newer release/);
+      expect(oldSeats.seen).toEqual([]);
+      expect(state(fNew).state).toBe("standby");
+      await fOld.stop();
+      for (let i = 0; i < 2000 && newSeats.lastPosition < 1; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(state(fNew)).toMatchObject({ state: "running", lastPosition: 1 });
+      expect(newSeats.seen).toEqual([{ seat: "B7", row: 2 }]);
+    } finally {
+      await fOld.stop();
+      await fNew.stop();
     }
   });
 });
