@@ -181,3 +181,32 @@ describe("W3C trace context", () => {
     expect(cleanTraceState(1)).toBeUndefined();
   });
 });
+
+describe("an SDK registered after the facade started", () => {
+  it("telemetry is inactive until a tracer provider is registered; then spans appear without a restart", async () => {
+    const { trace } = await import("@opentelemetry/api");
+    const { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } = await import("@opentelemetry/sdk-trace-base");
+    const telemetry = await loadTelemetry(true);
+    expect(telemetry?.active).toBe(false);
+    const f = createFacade();
+    facades.push(f);
+    f.registerDomain(Counter);
+    await f.start();
+    await f.dispatch(Increment, { counterUuid: newUuid(), by: 1 });
+
+    const exporter = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    trace.setGlobalTracerProvider(provider);
+    try {
+      expect(telemetry?.active).toBe(true);
+      const { events } = await f.dispatch(Increment, { counterUuid: newUuid(), by: 1 });
+      const names = exporter.getFinishedSpans().map((s) => s.name);
+      expect(names.sort()).toEqual(["mneme.append", "mneme.dispatch"]);
+      const dispatch = exporter.getFinishedSpans().find((s) => s.name === "mneme.dispatch")!;
+      expect(events[0]!.reqCtx.traceparent).toBe(`00-${dispatch.spanContext().traceId}-${dispatch.spanContext().spanId}-01`);
+    } finally {
+      await provider.shutdown();
+      trace.disable();
+    }
+  });
+});

@@ -624,7 +624,7 @@ export class Facade implements FacadeHandle {
     opts: DispatchOptions = {},
   ): Promise<DispatchResult<R>> {
     const telemetry = this.#telemetry;
-    if (telemetry === undefined) return this.#dispatchSerialised(type, payload, opts, undefined);
+    if (telemetry?.active !== true) return this.#dispatchSerialised(type, payload, opts, undefined);
     const t = this.resolveCommand(type as CommandType<any, any>);
     return telemetry.dispatch(t.domain, t.name, opts.reqCtx, (trace) => this.#dispatchSerialised(type, payload, opts, trace));
   }
@@ -1033,7 +1033,7 @@ export class Facade implements FacadeHandle {
     this.#assertStarted();
     const qt = this.resolveQuery(type as QueryType<any, any>) as QueryType<P, R>;
     const run = () => this.#runQuery(qt, payload, normaliseReqCtx(opts.reqCtx), messageUuid(opts.queryUuid, "queryUuid"), true);
-    return this.#telemetry === undefined ? run() : this.#telemetry.query(qt.domain, qt.name, opts.reqCtx, run);
+    return this.#telemetry?.active === true ? this.#telemetry.query(qt.domain, qt.name, opts.reqCtx, run) : run();
   }
 
   async #runQuery<P, R>(type: QueryType<P, R>, payload: P, reqCtx: RequestContext, queryUuid: string, check: boolean): Promise<R> {

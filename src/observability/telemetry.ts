@@ -90,6 +90,11 @@ export async function loadTelemetry(enabled: boolean, moduleName: string = OPENT
  */
 export interface Telemetry {
   /**
+   * False while neither a tracer provider nor a meter provider is registered:
+   * the facade then skips every hook, so the API without an SDK costs a branch.
+   */
+  readonly active: boolean;
+  /**
    * Runs one dispatch under a `mneme.dispatch` span and counts it
    * (`mneme.commands`, `mneme.command.duration`). The parent is the active
    * span, else the caller's `reqCtx.traceparent` (a remote parent).
@@ -106,7 +111,7 @@ export interface Telemetry {
    * The `mneme.handle` span of a live batch (linked to the dispatch span of
    * each of its commands) and the count of its events (`mneme.handler.events`).
    */
-  handle(handler: string, events: readonly Event[], restoring: boolean): BatchTrace;
+  handle(handler: string, events: readonly Event[], restoring: boolean): BatchTrace | undefined;
   /** Runs a restoration under a `mneme.restore` span. */
   restore(handler: string, fromZero: boolean, run: () => Promise<RestoreReport>): Promise<RestoreReport>;
   /** Reports `mneme.handler.lag` from `source` at every collection until `close()`; a second call replaces the source. */
@@ -145,6 +150,12 @@ export interface HandlerLag {
 class OtelTelemetry implements Telemetry {
   readonly #api: Api;
   readonly #tracer: Otel.Tracer;
+  /** The global tracer provider (the API's proxy, which an SDK registered later delegates to). */
+  readonly #tracerProvider: Otel.TracerProvider;
+  /** What the proxy answers while no SDK is registered. */
+  readonly #noopTracerProvider: Otel.TracerProvider;
+  /** Whether a meter provider was registered at start (the metrics API has no proxy: its no-op meter stays one). */
+  readonly #metering: boolean;
   readonly #commands: Otel.Counter;
   readonly #duration: Otel.Histogram;
   readonly #handlerEvents: Otel.Counter;
@@ -155,8 +166,11 @@ class OtelTelemetry implements Telemetry {
     this.#api = api;
     // The global tracer is a proxy: an SDK registered after start still receives spans.
     this.#tracer = api.trace.getTracer(INSTRUMENTATION_SCOPE);
+    this.#tracerProvider = api.trace.getTracerProvider();
+    this.#noopTracerProvider = new api.ProxyTracerProvider().getDelegate();
     // Instruments come from the meter provider registered now: register the SDK before facade.start().
     const meter = api.metrics.getMeter(INSTRUMENTATION_SCOPE);
+    this.#metering = meter.constructor !== api.createNoopMeter().constructor;
     this.#commands = meter.createCounter("mneme.commands", {
       description: "Commands dispatched, by domain, command and outcome",
       valueType: api.ValueType.INT,
@@ -174,6 +188,16 @@ class OtelTelemetry implements Telemetry {
       description: "Positions an event handler is behind the head of the event store",
       valueType: api.ValueType.INT,
     });
+  }
+
+  get active(): boolean {
+    return this.#metering || this.#tracing();
+  }
+
+  /** Whether a tracer provider is registered (checked per call: an SDK may be registered after start). */
+  #tracing(): boolean {
+    const p = this.#tracerProvider as Otel.TracerProvider & { getDelegate?(): Otel.TracerProvider };
+    return p.getDelegate === undefined || p.getDelegate() !== this.#noopTracerProvider;
   }
 
   /**
@@ -208,19 +232,21 @@ class OtelTelemetry implements Telemetry {
     const api = this.#api;
     const t0 = performance.now();
     const parent = this.#parent(reqCtx);
-    const span = this.#tracer.startSpan(
-      "mneme.dispatch",
-      { kind: api.SpanKind.INTERNAL, attributes: { "mneme.domain": domain, "mneme.command": command } },
-      parent,
-    );
+    const span = this.#tracing()
+      ? this.#tracer.startSpan(
+          "mneme.dispatch",
+          { kind: api.SpanKind.INTERNAL, attributes: { "mneme.domain": domain, "mneme.command": command } },
+          parent,
+        )
+      : undefined;
     // Nothing records (no SDK, or not sampled): no span context to store, no context to switch.
-    const trace = span.isRecording() ? new RecordingDispatch(api, this.#tracer, span, parent) : undefined;
+    const trace = span?.isRecording() === true ? new RecordingDispatch(api, this.#tracer, span, parent) : undefined;
     const attributes: Otel.Attributes = { "mneme.domain": domain, "mneme.command": command, "mneme.outcome": "succeeded" };
     try {
-      const result = await (trace === undefined
+      const result = await (trace === undefined || span === undefined
         ? run(undefined)
         : api.context.with(api.trace.setSpan(parent, span), run, undefined, trace));
-      if (trace !== undefined) {
+      if (trace !== undefined && span !== undefined) {
         span.setAttribute("mneme.outcome", "succeeded");
         span.setAttribute("mneme.command_uuid", result.commandUuid);
         span.setAttribute("mneme.event_count", result.events.length);
@@ -235,20 +261,23 @@ class OtelTelemetry implements Telemetry {
     } catch (err) {
       attributes["mneme.outcome"] = outcomeOf(err);
       attributes["error.type"] = errorType(err);
-      if (trace !== undefined) {
+      if (trace !== undefined && span !== undefined) {
         span.setAttribute("mneme.outcome", attributes["mneme.outcome"]);
         failSpan(api, span, err);
       }
       throw err;
     } finally {
-      span.end();
-      this.#commands.add(1, attributes);
-      this.#duration.record((performance.now() - t0) / 1000, attributes);
+      span?.end();
+      if (this.#metering) {
+        this.#commands.add(1, attributes);
+        this.#duration.record((performance.now() - t0) / 1000, attributes);
+      }
     }
   }
 
   /** Runs one query under a `mneme.query` span (parent as for dispatch). */
   async query<R>(domain: string, query: string, reqCtx: RequestContext | undefined, run: () => Promise<R>): Promise<R> {
+    if (!this.#tracing()) return run();
     const api = this.#api;
     const parent = this.#parent(reqCtx);
     const span = this.#tracer.startSpan(
@@ -279,8 +308,9 @@ class OtelTelemetry implements Telemetry {
    * Undefined during a restoration (the `mneme.restore` span covers it) and
    * when nothing records; events are counted either way.
    */
-  handle(handler: string, events: readonly Event[], restoring: boolean): BatchTrace {
-    if (restoring) return new CountedBatch(this.#handlerEvents, handler, true);
+  handle(handler: string, events: readonly Event[], restoring: boolean): BatchTrace | undefined {
+    const tracing = this.#tracing();
+    if (restoring || !tracing) return this.#metering ? new CountedBatch(this.#handlerEvents, handler, restoring) : undefined;
     const api = this.#api;
     const first = events[0]!;
     const last = events[events.length - 1]!;
@@ -298,13 +328,14 @@ class OtelTelemetry implements Telemetry {
     });
     if (!span.isRecording()) {
       span.end();
-      return new CountedBatch(this.#handlerEvents, handler, false);
+      return this.#metering ? new CountedBatch(this.#handlerEvents, handler, false) : undefined;
     }
-    return new TracedBatch(api, span, this.#handlerEvents, handler);
+    return new TracedBatch(api, span, this.#metering ? this.#handlerEvents : undefined, handler);
   }
 
   /** Runs a restoration under a `mneme.restore` span. */
   async restore(handler: string, fromZero: boolean, run: () => Promise<RestoreReport>): Promise<RestoreReport> {
+    if (!this.#tracing()) return run();
     const api = this.#api;
     const span = this.#tracer.startSpan("mneme.restore", {
       kind: api.SpanKind.INTERNAL,
@@ -423,10 +454,10 @@ class CountedBatch implements BatchTrace {
 class TracedBatch implements BatchTrace {
   readonly #api: Api;
   readonly #span: Otel.Span;
-  readonly #counter: Otel.Counter;
+  readonly #counter: Otel.Counter | undefined;
   readonly #handler: string;
 
-  constructor(api: Api, span: Otel.Span, counter: Otel.Counter, handler: string) {
+  constructor(api: Api, span: Otel.Span, counter: Otel.Counter | undefined, handler: string) {
     this.#api = api;
     this.#span = span;
     this.#counter = counter;
@@ -439,7 +470,7 @@ class TracedBatch implements BatchTrace {
   }
 
   committed(handled: number): void {
-    if (handled > 0) this.#counter.add(handled, { "mneme.handler": this.#handler, "mneme.restoring": false });
+    if (handled > 0) this.#counter?.add(handled, { "mneme.handler": this.#handler, "mneme.restoring": false });
     this.#span.setAttribute("mneme.events_handled", handled);
     this.#span.setAttribute("mneme.outcome", "succeeded");
     this.#span.end();
