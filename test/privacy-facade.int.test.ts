@@ -29,6 +29,7 @@ import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import type { EventRepository } from "mneme/store";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
+import { MemoryKeyStore } from "../src/memory/memory-key-store.js";
 import { SubjectForgotten } from "../src/privacy/privacy-domain.js";
 import { rejection } from "./support/rejections.js";
 
@@ -346,6 +347,44 @@ describe("two instances on one database", () => {
     },
     60_000,
   );
+});
+
+describe("personal data and upcasting", () => {
+  it("upcasters see the clear values of an older shape, and [erased] after forget", async () => {
+    const eventRepository = new MemoryEventRepository();
+    const keyStore = new MemoryKeyStore();
+    const v1 = defineDomain("People");
+    v1.event<{ personUuid: string; name: string }>("Registered", { personalData: { subject: (p) => p.personUuid, fields: ["name"] } });
+    const writer = createFacade({ appName: "v1", eventRepository, keyStore }).registerDomain(v1);
+    await writer.start();
+    await writer.eventRepository.append([
+      { domain: "People", name: "Registered", aggregateUuid: "p1", payload: { personUuid: "ann", name: "Ann Upcast" } },
+    ]);
+    const raw = JSON.stringify(await allEvents((writer.eventRepository as unknown as { stored: EventRepository }).stored));
+    expect(raw).not.toContain("Ann Upcast");
+
+    const v2 = defineDomain("People");
+    const seen: unknown[] = [];
+    v2.event<{ personUuid: string; fullName: string; upper: string }>("Registered", {
+      version: 2,
+      upcasters: {
+        1: (p: { personUuid: string; name: string }) => {
+          seen.push(p.name);
+          return { personUuid: p.personUuid, fullName: p.name, upper: p.name.toUpperCase() };
+        },
+      },
+      personalData: { subject: (p) => p.personUuid, fields: ["fullName", "upper"] },
+    });
+    const reader = createFacade({ appName: "v2", eventRepository, keyStore }).registerDomain(v2);
+    await reader.start();
+    const [before] = await reader.eventRepository.loadAggregate("p1");
+    expect(before?.payload).toEqual({ personUuid: "ann", fullName: "Ann Upcast", upper: "ANN UPCAST" });
+    await reader.forget("ann");
+    const [after] = await reader.eventRepository.loadAggregate("p1");
+    expect(after?.payload).toEqual({ personUuid: "ann", fullName: "[erased]", upper: "[ERASED]" });
+    expect(seen).toEqual(["Ann Upcast", "[erased]"]);
+    await reader.stop();
+  });
 });
 
 describe("concurrent first events of new subjects", () => {
