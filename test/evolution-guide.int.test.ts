@@ -96,6 +96,7 @@ describe("the examples of docs/evolution.md", () => {
       before: "9.99",
       during: "9.99",
       progress: { phase: "rebuilding", position: 2, targetHead: 3, servedPosition: 3, eventsReplayed: 2 },
+      secondRestore: "INVALID_STATE",
       after: "EUR 9.99",
       replayed: "restored at 3",
     });

@@ -6,7 +6,7 @@
  * until the switch; the Runtime's listing shows the progress.
  * test/evolution-guide.int.test.ts runs it.
  */
-import { BaseReadmodel, createFacade, defineDomain, type Facade, type RequestContext, withRestoreBatchSize } from "mneme";
+import { BaseReadmodel, createFacade, defineDomain, type Facade, isMnemeError, type RequestContext, withRestoreBatchSize } from "mneme";
 import { ListEventHandlers, type RestorationProgress } from "mneme/runtime";
 import { createSqliteBackends } from "mneme/sqlite";
 import { reqCtx, workspace } from "./workspace.js";
@@ -53,6 +53,7 @@ export async function main(): Promise<{
   before: string | undefined;
   during: string | undefined;
   progress: RestorationProgress | undefined;
+  secondRestore: string;
   after: string | undefined;
   replayed: string;
 }> {
@@ -87,11 +88,17 @@ export async function main(): Promise<{
     const during = await labels.labelOf("sku-1"); // the served generation: "9.99" (the new one has "EUR 9.99")
     const listing = await f2.query(ListEventHandlers, {}, { reqCtx: operator });
     const progress = listing.find((h) => h.eventHandlerName === "PriceLabels")?.restoration;
+    const secondRestore = await f2.runtime
+      .controlEventHandler({ eventHandlerName: "PriceLabels", action: "restore", restoreFromZero: true })
+      .then(
+        () => "ok",
+        (e: unknown) => (isMnemeError(e) ? e.code : "not a MnemeError"),
+      ); // INVALID_STATE: one at a time
     resume();
     const info = await rebuilt; // resolves after the switch
     const after = await labels.labelOf("sku-1");
     await f2.stop();
-    return { before, during, progress, after, replayed: `${info.restorationState} at ${info.lastPosition}` };
+    return { before, during, progress, secondRestore, after, replayed: `${info.restorationState} at ${info.lastPosition}` };
   } finally {
     ws.remove();
   }
