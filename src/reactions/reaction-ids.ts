@@ -25,18 +25,18 @@ export function reactionDedupeKey(reactorName: string, eventUuid: string): strin
   return uuidv5(JSON.stringify(["effect", reactorName, eventUuid]), REACTION_ID_NAMESPACE);
 }
 
-/** A request context with the chain's ids (`correlationId`, `causationId`), as dispatch passes them on. */
-export type ChainRequestContext = RequestContext & { correlationId?: string; causationId?: string };
+/** A request context with the chain's ids (`correlationId`, `causationId`), as a reaction's command carries it. */
+export type ChainRequestContext = RequestContext;
 
 /**
  * The correlation id of an event: the one the event carries, else the one its
  * command's request context carried, else the id of the command that produced
- * it (a chain starts at its first command), else the event's own id.
+ * it (a chain starts at its first command), else the event's own id (an
+ * event appended without a command).
  */
 export function correlationOf(event: Event): string {
-  const own = (event as { correlationId?: unknown }).correlationId;
-  if (typeof own === "string" && own !== "") return own;
-  const fromCtx = (event.reqCtx as ChainRequestContext | undefined)?.correlationId;
+  if (typeof event.correlationId === "string" && event.correlationId !== "") return event.correlationId;
+  const fromCtx = event.reqCtx?.correlationId;
   if (typeof fromCtx === "string" && fromCtx !== "") return fromCtx;
   return event.commandUuid ?? event.eventUuid;
 }
