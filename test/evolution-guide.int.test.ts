@@ -7,7 +7,18 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
-import { BaseReadmodel, createFacade, defineDomain, type Event, type Facade, type FacadeOptions, newUuid, on } from "mneme";
+import {
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type Event,
+  type Facade,
+  type FacadeOptions,
+  isMnemeError,
+  newUuid,
+  on,
+  registerStorePermissions,
+} from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { createTestFacade, scenario, testReqCtx } from "mneme/testing";
@@ -326,6 +337,57 @@ describe("an event of a newer version appended without dispatch", () => {
         .then([Checked.create("p-1", { currency: "CHF" })]);
     } finally {
       await facade.stop();
+    }
+  });
+});
+
+describe("a stored event whose upcaster throws", () => {
+  it("fails the Runtime's EventStore page that holds it; the backend's own repository still reads it as stored", async () => {
+    const ws = workspace("inspect");
+    try {
+      const v1 = defineDomain("Reviews");
+      const Rated1 = v1.event<{ score: number }>("Rated");
+      const f1 = createFacade({ appName: "reviews", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(v1);
+      await f1.start();
+      await f1.eventRepository.append([Rated1.create("r-1", { score: 7 }), Rated1.create("r-2", { score: -1 })]);
+      await f1.stop();
+
+      const v2 = defineDomain("Reviews");
+      v2.event<{ stars: number }>("Rated", {
+        version: 2,
+        upcasters: {
+          1: (p: { score: number }) => {
+            if (p.score < 0) throw new Error("a negative score");
+            return { stars: Math.round(p.score / 2) };
+          },
+        },
+      });
+      // Every permission granted: an administrator.
+      const f2 = createFacade({ appName: "reviews", authorizer: () => undefined, ...createSqliteBackends({ filename: ws.filename }) });
+      f2.registerDomain(v2);
+      registerStorePermissions(f2);
+      await f2.start();
+      try {
+        const page = await f2.runtime.stores.read("event", reqCtx).then(
+          () => "read",
+          (e: unknown) => (isMnemeError(e) ? `${e.code}: ${e.message}` : "not a MnemeError"),
+        );
+        expect(page).toMatch(
+          /^UPCAST_FAILED: event Reviews.Rated at position 2 \(version 1\): the upcaster from version 1 to 2 threw: a negative score/,
+        );
+        const first = await f2.runtime.stores.read("event", reqCtx, { limit: 1 });
+        expect(first.items).toMatchObject([{ payload: { stars: 4 }, eventVersion: 2 }]); // a page without it is read
+      } finally {
+        await f2.stop();
+      }
+      const raw = createSqliteBackends({ filename: ws.filename }).eventRepository;
+      await raw.init();
+      const stored: Event[] = [];
+      for await (const batch of raw.readAll()) stored.push(...batch);
+      await raw.close();
+      expect(stored.map((e) => e.payload)).toEqual([{ score: 7 }, { score: -1 }]);
+    } finally {
+      ws.remove();
     }
   });
 });
