@@ -101,6 +101,34 @@ describe("the built-in account's personal data", () => {
     }
   });
 
+  it("facade.forget(accountUuid) on a live account records AccountErased: the projection drops email and name, login still works", async () => {
+    const world = await makeWorld();
+    try {
+      const bea = await world.register("bea.forget@example.org", "bea-password-1", "Bea Forget");
+      expect((await world.facade.query(GetAccount, { accountUuid: bea }, { reqCtx: world.admin })).model.email).toBe(
+        "bea.forget@example.org",
+      );
+      await world.facade.forget(bea);
+      // The eraser runs as a handler, then the projection folds AccountErased: wait for that outcome.
+      await expect
+        .poll(async () => (await world.facade.query(GetAccount, { accountUuid: bea }, { reqCtx: world.admin })).model, { timeout: 10_000 })
+        .toMatchObject({ email: "[erased]", name: "[erased]", removed: false });
+      const events: Event[] = [];
+      for await (const page of world.facade.eventRepository.readAll()) events.push(...page);
+      expect(events.filter((e) => e.name === "AccountErased").map((e) => e.aggregateUuid)).toEqual([bea]);
+      // The keyed claim still maps the email to the account: the person can still log in.
+      expect((await world.login("bea.forget@example.org", "bea-password-1")).login.accountUuid).toBe(bea);
+      // A subject that is no account is left alone.
+      await world.facade.forget("not-an-account");
+      await world.register("third.forget@example.org");
+      const again: Event[] = [];
+      for await (const page of world.facade.eventRepository.readAll()) again.push(...page);
+      expect(again.filter((e) => e.name === "AccountErased")).toHaveLength(1);
+    } finally {
+      await world.facade.stop();
+    }
+  });
+
   it("on SQLite, an erased account leaves no trace of its email or name in the file", async () => {
     const filename = join(dir, "accounts.db");
     const facade = createFacade({ appName: "scan", ...createSqliteBackends({ filename }) });

@@ -35,6 +35,8 @@ export interface AccountRemoved {
   /** True when the account's personal data was erased with it (`RemoveAccount { erase: true }`). */
   erased?: boolean;
 }
+/** Payload of the `Account.AccountErased` event: the fact only. */
+export type AccountErased = Record<string, never>;
 /** Payload of the `Account.EmailClaimed` event. */
 export interface EmailClaimed {
   accountUuid: string;
@@ -86,6 +88,14 @@ export const AccountPasswordChanged = Account.event<AccountPasswordChanged>("Acc
 });
 /** The `Account.AccountRemoved` event token. */
 export const AccountRemoved = Account.event<AccountRemoved>("AccountRemoved", { description: "An account was removed" });
+/**
+ * The `Account.AccountErased` event token: the account's key was deleted
+ * (`facade.forget(accountUuid)`) while the account lives on; its email and
+ * name fold to "[erased]", so the Account projection drops them too.
+ */
+export const AccountErased = Account.event<AccountErased>("AccountErased", {
+  description: "An account's personal data (email, name) was erased; the account lives on",
+});
 /** The `Account.EmailClaimed` event token (the email is personal data of the claiming account). */
 export const EmailClaimed = Account.event<EmailClaimed>("EmailClaimed", {
   description: "An email was claimed by an account",
@@ -132,6 +142,7 @@ export const AccountAggregate = Account.aggregate<AccountModel>("Account", {
     AccountEmailChanged: (s, p: AccountEmailChanged) => ({ ...s, email: p.email, emailClaimUuid: p.emailClaimUuid ?? "" }),
     AccountNameChanged: (s, p: AccountNameChanged) => ({ ...s, name: p.name }),
     AccountPasswordChanged: (s, _p, e) => ({ ...s, passwordSetAt: e.createdAt }),
+    AccountErased: (s) => ({ ...s, email: ERASED_TEXT, name: ERASED_TEXT }),
     AccountRemoved: (s, p: AccountRemoved) =>
       p.erased === true ? { ...s, removed: true, email: ERASED_TEXT, name: ERASED_TEXT } : { ...s, removed: true },
   },

@@ -35,6 +35,7 @@ export {
   AccountNameChanged,
   AccountPasswordChanged,
   AccountRemoved,
+  AccountErased,
   EmailClaimed,
   EmailReleased,
   CredentialSet,
