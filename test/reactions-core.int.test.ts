@@ -216,6 +216,35 @@ describe("the outbox worker's concurrency", () => {
   });
 });
 
+describe("an event handled late", () => {
+  it.each(BACKENDS)("sends what its step dispatched before what it scheduled, both being due, on %s", async (backend) => {
+    const clock = new FakeClock();
+    const f = worlds(backend).facade();
+    const D = defineDomain("Late", { description: "a step that dispatches and schedules" });
+    const Placed = D.event<{ n: number }>("Placed");
+    const Act = D.command<{ what: string }>("Act", { permission: anonymous });
+    const Acted = D.event<{ what: string }>("Acted");
+    D.handleCommand(Act, (_ctx, _c, p) => [Acted.create("log", p)]);
+    const pm = new ProcessManager<object>(f, { name: "Late", domain: "Late", initialState: () => ({}), clock: clock.now }).on(
+      Placed,
+      (ctx, s, _p, e) => {
+        ctx.schedule(Act, { what: "timeout" }, { at: e.createdAt / 1e6 + 10 });
+        ctx.dispatch(Act, { what: "now" });
+        return s;
+      },
+    );
+    f.registerDomain(D);
+    f.registerReadmodel(pm);
+    await f.start();
+    await pm.stop();
+    await f.eventRepository.append([{ domain: "Late", name: "Placed", aggregateUuid: "p", payload: { n: 1 }, tenantUuid: "" }]);
+    clock.advance(3_600_000); // handled an hour after it happened: both are due
+    await pm.start();
+    await settle(f, [pm], clock.now);
+    expect((await f.eventRepository.loadAggregate("log")).map((e) => (e.payload as { what: string }).what)).toEqual(["now", "timeout"]);
+  });
+});
+
 describe("cancelling a scheduled command while it fires", () => {
   it("is refused with INVALID_STATE in the instance sending it, and the command runs once", async () => {
     const clock = new FakeClock();

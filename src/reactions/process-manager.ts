@@ -138,6 +138,9 @@ export class ProcessManager<S> extends OutboxHandler {
     let completed = false;
     let open = true;
     const createdAt = this.now();
+    // Due at the event's time (or now, by a clock behind it): a command sent "now" for an event goes
+    // before anything the same step scheduled for later, however late the event is handled.
+    const dueNow = Math.min(Math.floor(event.createdAt / 1e6), createdAt);
     const add = (type: CommandRef, p: unknown, dueAt: number, scheduled: boolean): string => {
       if (!open) throw new MnemeError("INVALID_STATE", `${this.name}: dispatch and schedule only while the step runs`);
       const ref = commandRef(type, this.name);
@@ -177,7 +180,7 @@ export class ProcessManager<S> extends OutboxHandler {
       processId,
       correlationId,
       replaying,
-      dispatch: (type, p) => add(type as CommandRef, p, createdAt, false),
+      dispatch: (type, p) => add(type as CommandRef, p, dueNow, false),
       schedule: (type, p, opts) =>
         add(type as CommandRef, p, dueTimeOf((opts as { at: Date | number } | undefined)?.at as Date | number), true),
       cancelScheduled: (commandUuid) => {

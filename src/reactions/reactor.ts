@@ -50,14 +50,15 @@ export class Reactor extends OutboxHandler {
     // A plain copy: the stored event may carry undefined fields, which a document must not.
     const copy = JSON.parse(JSON.stringify(event)) as Event;
     const now = this.now();
+    const due = Math.min(Math.floor(event.createdAt / 1e6), now);
     const entry: OutboxEntry = {
       id: reactionDedupeKey(this.name, event.eventUuid),
       kind: "effect",
       eventHandlerName: this.name,
       status: "pending",
       scheduled: false,
-      dueAt: now,
-      dueOrder: dueOrderOf(now, event.position, 0),
+      dueAt: due,
+      dueOrder: dueOrderOf(due, event.position, 0),
       index: 0,
       attempts: 0,
       createdAt: now,
