@@ -182,7 +182,7 @@ async function started(
   world: World,
 ): Promise<{ f: Facade; c: ReturnType<typeof contacts>; projection: ProjectionReadmodel<ContactState>; list: MailingList }> {
   const c = contacts();
-  const f = createFacade({ appName: "privacy", ...world.stores() });
+  const f = createFacade({ appName: "privacy", ...world.stores(), systemEvents: true });
   f.registerDomain(c.D);
   const projection = new ProjectionReadmodel(f, { aggregate: c.Contact, name: "Contacts" });
   f.registerReadmodel(projection);
@@ -240,6 +240,11 @@ describe.each([
       expect(history?.historyEvents?.[0]?.domainEvtData).toContain(SECRETS.email);
 
       expect(await f.forget("person-ann")).toEqual({ keysDeleted: 1 });
+      // Every system event from here on (appends, the restore below, its progress) is scanned too.
+      const published: unknown[] = [];
+      f.runtime.systemEvents.subscribe((e) => {
+        published.push(e);
+      });
       expect(await f.forget("person-ann")).toEqual({ keysDeleted: 0 });
 
       // Every read path: erased for Ann, clear for Bob.
@@ -280,6 +285,9 @@ describe.each([
         city: "Springfield",
       });
       expect((await projection.getModel("c2"))?.model.email).toBe("bob@example.org");
+      expect(published.length).toBeGreaterThan(0);
+      const publishedText = JSON.stringify(published);
+      for (const secret of Object.values(SECRETS)) expect(publishedText).not.toContain(secret);
       await world.beforeStop?.(f);
     } finally {
       await f.stop();
