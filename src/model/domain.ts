@@ -421,6 +421,8 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
           if (c.version !== undefined) e.version = c.version;
           if (c.tenantUuid !== undefined) e.tenantUuid = c.tenantUuid;
           if (c.reqCtx !== undefined) e.reqCtx = c.reqCtx;
+          // Written in the current version, whoever appends it (dispatch, scenario.given, a tool).
+          if (version !== 1) e.eventVersion = version;
           return e;
         },
         is(event: Event): event is Event<P> {
