@@ -190,6 +190,24 @@ describe.each(places)("event evolution on %s", (_name, placeOf) => {
       for await (const page of f3.eventRepository.readAll({ eventPaths: ["Contacts.NoteAdded"] })) notes.push(...page);
       expect(notes.map((e) => e.payload)).toEqual([{ text: "met at the lab" }, { text: "second note" }]);
 
+      // the Runtime lists the current version and the former name
+      expect(f3.runtime.listEvents().filter((e) => e.domain === "Contacts")).toEqual([
+        {
+          domain: "Contacts",
+          domainEvtName: "ContactAdded",
+          domainEvtPath: "Contacts.ContactAdded",
+          description: expect.any(String),
+          version: 3,
+        },
+        {
+          domain: "Contacts",
+          domainEvtName: "NoteAdded",
+          domainEvtPath: "Contacts.NoteAdded",
+          description: expect.any(String),
+          renamedFrom: ["NoteTaken"],
+        },
+      ]);
+
       // what is stored is what was written
       const raw = (f3.eventRepository as unknown as { stored: EventRepository }).stored;
       const stored = await raw.loadAggregate("c1");

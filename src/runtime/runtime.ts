@@ -39,6 +39,10 @@ export interface EventListEntry {
   domainEvtName: string;
   domainEvtPath: string;
   description: string;
+  /** The event's current version, when it is above 1 (older stored versions are upcast to it). */
+  version?: number;
+  /** Former names, when it was renamed (stored events of those names read as this one). */
+  renamedFrom?: string[];
 }
 export interface CommandHandlerListEntry {
   commandHandlerDomain: string;
@@ -147,8 +151,12 @@ export class Runtime {
   listEvents(): EventListEntry[] {
     const out: EventListEntry[] = [];
     for (const d of this.facade.domains.values()) {
-      for (const e of d.events.values())
-        out.push({ domain: d.name, domainEvtName: e.name, domainEvtPath: e.path, description: e.description });
+      for (const e of d.events.values()) {
+        const entry: EventListEntry = { domain: d.name, domainEvtName: e.name, domainEvtPath: e.path, description: e.description };
+        if (e.version > 1) entry.version = e.version;
+        if (e.renamedFrom.length > 0) entry.renamedFrom = [...e.renamedFrom];
+        out.push(entry);
+      }
     }
     return out;
   }
