@@ -184,10 +184,18 @@ describe("the outbox worker's concurrency", () => {
     let inFlight = 0;
     let most = 0;
     const seen: string[] = [];
+    // The first effect of each chain waits until all three have started (with a bound, so that a
+    // worker delivering fewer at once fails the test instead of hanging it).
+    let arrived = 0;
+    let allThere!: () => void;
+    const barrier = new Promise<void>((r) => (allThere = r));
     const reactor = new Reactor(f, { name: "Lanes", domain: "Lanes", clock: clock.now, concurrency: 4 }).on(Ticked, async (e) => {
       inFlight++;
       most = Math.max(most, inFlight);
-      await new Promise((r) => setImmediate(r));
+      if (e.payload.n === 0) {
+        if (++arrived === 3) allThere();
+        await Promise.race([barrier, new Promise((r) => setTimeout(r, 5000))]);
+      }
       seen.push(`${correlationOf(e)}:${e.payload.n}`);
       inFlight--;
     });

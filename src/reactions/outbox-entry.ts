@@ -6,7 +6,6 @@
  * event counts as handled.
  */
 import { MnemeError } from "../model/errors.js";
-import type { Event } from "../model/types.js";
 import type { ChainRequestContext } from "./reaction-ids.js";
 
 /** `pending`: waiting for its time or its next attempt; `dead`: gave up after the last attempt (the dead-letter list). */
@@ -56,8 +55,6 @@ export interface OutboxEntry {
   readonly processId?: string;
   /** kind "command". */
   readonly command?: OutboxCommand;
-  /** kind "effect": the event the effect is run for. */
-  readonly event?: Event;
 }
 
 /**

@@ -47,8 +47,6 @@ export class Reactor extends OutboxHandler {
 
   async #record(event: Event): Promise<void> {
     if (this.isReplay(event)) return;
-    // A plain copy: the stored event may carry undefined fields, which a document must not.
-    const copy = JSON.parse(JSON.stringify(event)) as Event;
     const now = this.now();
     const due = Math.min(Math.floor(event.createdAt / 1e6), now);
     const entry: OutboxEntry = {
@@ -67,15 +65,32 @@ export class Reactor extends OutboxHandler {
       position: event.position,
       tenantUuid: event.tenantUuid,
       correlationId: correlationOf(event),
-      event: copy,
     };
     await this.recordReactions(event, [entry]);
   }
 
   protected async deliver(entry: OutboxEntry): Promise<void> {
     const effect = this.#effects.get(entry.eventPath);
-    if (effect === undefined || entry.event === undefined)
+    if (effect === undefined)
       throw new MnemeError("INVALID_STATE", `${this.name} has no effect for ${entry.eventPath} (entry ${entry.id})`);
-    await effect(entry.event, { dedupeKey: entry.id, attempt: entry.attempts + 1 });
+    await effect(await this.#eventOf(entry), { dedupeKey: entry.id, attempt: entry.attempts + 1 });
+  }
+
+  /**
+   * The entry's event, read from the event store when it is delivered (the
+   * outbox keeps only its position): upcast to its current version, and with
+   * personal data as the store shows it now (erased once forgotten).
+   */
+  async #eventOf(entry: OutboxEntry): Promise<Event> {
+    for await (const batch of this.eventRepository.readAll({
+      afterPosition: entry.position - 1,
+      untilPosition: entry.position,
+      batchSize: 1,
+    })) {
+      const e = batch[0];
+      if (e !== undefined && e.eventUuid === entry.eventUuid) return e;
+      break;
+    }
+    throw new MnemeError("NOT_FOUND", `${this.name}: event ${entry.eventUuid} at position ${entry.position} is not in the event store`);
   }
 }
