@@ -14,7 +14,7 @@ import { createFacade, type Event } from "mneme";
 import { GetAccount, GetAccountByEmail, Login, RegisterAccount, RemoveAccount, registerDefaults } from "mneme/defaults";
 import { createSqliteBackends } from "mneme/sqlite";
 import type { EventRepository } from "mneme/store";
-import { AccountRegistered, EmailClaimed } from "../src/defaults/account-domain.js";
+import { AccountAggregate, AccountRegistered, AccountRemoved, EmailClaimed } from "../src/defaults/account-domain.js";
 import { legacyEmailClaimUuidOf } from "../src/defaults/ids.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, makeWorld } from "./support/defaults-world.js";
 import { rejection } from "./support/rejections.js";
@@ -62,7 +62,7 @@ describe("the built-in account's personal data", () => {
       const history = JSON.stringify(model.historyEvents);
       expect(history).not.toContain("ann.erase@example.org");
       expect(history).toContain("[erased]");
-      const loaded = await world.facade.loadAggregate((await import("../src/defaults/account-domain.js")).AccountAggregate, ann);
+      const loaded = await world.facade.loadAggregate(AccountAggregate, ann);
       expect(loaded.state).toMatchObject({ email: "[erased]", name: "[erased]" });
       // The Runtime's store access (what the HTTP store routes serve) reads through the same view.
       const page = JSON.stringify((await world.facade.runtime.stores.read("event", world.admin, { limit: 1000 })).items);
@@ -152,6 +152,41 @@ describe("the built-in account's personal data", () => {
     expect(bytes).not.toContain("zed.scan@example.org");
     expect(bytes).not.toContain("Zed Scanned");
     expect(bytes).toContain("mneme_events");
+  });
+
+  it("an erasure stored before a crash (key not deleted yet) is completed by the next start", async () => {
+    const filename = join(dir, "crash.db");
+    const opts = { admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD }, passwordHashing: FAST_HASHING };
+    const first = createFacade({ appName: "crash", ...createSqliteBackends({ filename }) });
+    await registerDefaults(first, opts);
+    await first.start();
+    const r = await first.dispatch(
+      RegisterAccount,
+      { email: "cy.crash@example.org", password: "cy-password-1", name: "Cy Crash" },
+      { waitToFinish: true },
+    );
+    const cy = r.result!.accountUuid;
+    await first.stop();
+    // The removal's events were stored, then the process died before the eraser ran: written here straight to the store.
+    const raw = createSqliteBackends({ filename });
+    await raw.eventRepository.append([{ ...AccountRemoved.create(cy, { erased: true }), tenantUuid: "" }], { globalAggregates: [cy] });
+    expect(await raw.keyStore.keyOf(cy)).toBeDefined();
+    await raw.close();
+
+    const second = createFacade({ appName: "crash", ...createSqliteBackends({ filename }) });
+    await registerDefaults(second, opts);
+    await second.start();
+    try {
+      await second.dispatch(RegisterAccount, { email: "next.crash@example.org", password: "next-password-1" }, { waitToFinish: true });
+      expect(await second.keyStore.keyOf(cy)).toBeUndefined();
+      expect((await second.loadAggregate(AccountAggregate, cy)).state).toMatchObject({
+        email: "[erased]",
+        name: "[erased]",
+        removed: true,
+      });
+    } finally {
+      await second.stop();
+    }
   });
 
   it("a claim of a store written before claims were keyed still logs in and still blocks the email", async () => {

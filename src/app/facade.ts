@@ -284,7 +284,8 @@ export class Facade implements FacadeHandle {
    * await facade.forget(accountUuid);
    */
   async forget(subject: string): Promise<{ keysDeleted: number }> {
-    this.#assertStarted();
+    // Also while starting: a handler catching up inside start() may erase (the built-in AccountEraser does).
+    if (this.#state !== "starting") this.#assertStarted();
     const keysDeleted = await this.personalData.forget(subject);
     this.#aggregateCache?.clear();
     for (const domain of this.#domains.values()) {
