@@ -312,3 +312,35 @@ describe("aggregate cache options", () => {
     expect(() => createFacade({ aggregateCache: { maxAggregates: 0 } })).toThrow(/maxAggregates/);
   });
 });
+
+describe("aggregates that fold personal data", () => {
+  it("are neither cached nor snapshotted: a folded copy of personal fields would outlive forget()", async () => {
+    const D = defineDomain("People");
+    const Named = D.event<{ personUuid: string; name: string }>("Named", {
+      personalData: { subject: (p) => p.personUuid, fields: ["name"] },
+    });
+    const Person = D.aggregate<{ name: string }>("Person", {
+      initialState: () => ({ name: "" }),
+      evolve: { Named: (_s, p: { name: string }) => ({ name: p.name }) },
+      snapshotEvery: 1,
+    });
+    const Name = D.command<{ personUuid: string; name: string }>("Name");
+    D.handleCommand(Name, async (ctx, _cmd, p) => {
+      await ctx.aggregates.load(Person, p.personUuid);
+      return [Named.create(p.personUuid, { personUuid: p.personUuid, name: p.name })];
+    });
+    const f = createFacade().registerDomain(D);
+    await f.start();
+    try {
+      for (const name of ["Ada", "Ada L.", "Ada Lovelace"]) await f.dispatch(Name, { personUuid: "p1", name }, { reqCtx: alice });
+      expect((await f.loadAggregate(Person, "p1")).state.name).toBe("Ada Lovelace");
+      expect(f.aggregateCacheStats()).toMatchObject({ size: 0, hits: 0 });
+      await new Promise((r) => setTimeout(r, 20));
+      expect(await f.snapshotStore.latest("People", "Person", "p1", 1)).toBeUndefined();
+      await f.forget("p1");
+      expect((await f.loadAggregate(Person, "p1")).state.name).toBe("[erased]");
+    } finally {
+      await f.stop();
+    }
+  });
+});

@@ -62,7 +62,12 @@ describe("accounts", () => {
     expect(h.map((e) => e.senderIdentityUuid)).toEqual(["", ann.identityUuid, world.ids.adminIdentityUuid, ""]);
     expect(h.map((e) => e.senderTenantUuid)).toEqual(["", T, world.ids.systemTenantUuid, ""]);
     expect(h.map((e) => e.version)).toEqual([1, 2, 3, 4]);
-    expect(JSON.parse(h[2]!.domainEvtData)).toEqual({ email: "ann@acme.example", previousEmail: "ann@example.org" });
+    // the e-mail is personal data (decrypted on read); its login claim is a keyed hash, not the address
+    expect(JSON.parse(h[2]!.domainEvtData)).toEqual({
+      email: "ann@acme.example",
+      previousEmail: "ann@example.org",
+      emailClaimUuid: expect.any(String),
+    });
     // the password change is a fact in the history; its hash lives elsewhere
     expect(JSON.parse(h[3]!.domainEvtData)).toEqual({});
     expect(item.createdAt).toBe(h[0]!.createdAt);

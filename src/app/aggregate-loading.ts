@@ -35,6 +35,8 @@ export class AggregateLoading {
     private readonly snapshots: SnapshotStore,
     private readonly cache: AggregateCache | undefined,
     private readonly log: LogStore,
+    /** True for an aggregate that must be folded from its events every time (no cache, no snapshot): one that folds personal data. */
+    private readonly foldEveryTime: (aggregate: AggregateType<any>) => boolean = () => false,
   ) {}
 
   /**
@@ -48,6 +50,11 @@ export class AggregateLoading {
     notFound: () => MnemeError,
   ): Promise<FoldedAggregate<S>> {
     const scoped = tenantUuid !== undefined && aggregate.tenancy !== "global";
+    if (this.foldEveryTime(aggregate)) {
+      const events = await this.events.loadAggregate(aggregateUuid);
+      if (scoped && events.length > 0 && events[0]!.tenantUuid !== tenantUuid) throw notFound();
+      return fold(aggregate, aggregate.initialState(), 0, events);
+    }
     const cache = this.cache;
     const cached = cache?.accepts(aggregate) === true ? cache.get(aggregate, aggregateUuid) : undefined;
     if (cached !== undefined) {

@@ -200,7 +200,10 @@ export class Facade implements FacadeHandle {
     this.#recordsWithAppend = this.eventRepository.joinCommandStore?.(this.commandStore) === true;
     this.snapshotStore = options.snapshotStore ?? new MemorySnapshotStore();
     this.#aggregateCache = options.aggregateCache === false ? undefined : new AggregateCache(options.aggregateCache);
-    this.#loading = new AggregateLoading(this.eventRepository, this.snapshotStore, this.#aggregateCache, this.logStore);
+    // An aggregate that folds personal data is neither cached nor snapshotted: a folded copy would outlive forget().
+    this.#loading = new AggregateLoading(this.eventRepository, this.snapshotStore, this.#aggregateCache, this.logStore, (a) =>
+      this.#foldsPersonalData(a),
+    );
     this.permissions = new PermissionRegistry(options.authorizer, { facade: this });
     const se = options.systemEvents;
     this.systemEvents = new SystemEventProducer(typeof se === "object" ? se : {});
@@ -244,6 +247,26 @@ export class Facade implements FacadeHandle {
     }
     return this.#personalPaths.get(path);
   }
+
+  /** True when the aggregate evolves an event type with personal data. */
+  #foldsPersonalData(a: AggregateType<any>): boolean {
+    // Asked on every load: kept per type until a domain is registered.
+    if (this.#foldsPersonalFor !== this.#eventTypes.size) {
+      this.#foldsPersonal = new WeakMap();
+      this.#foldsPersonalFor = this.#eventTypes.size;
+    }
+    let answer = this.#foldsPersonal.get(a);
+    if (answer === undefined) {
+      answer = Object.keys(a.evolve).some(
+        (key) => this.#eventTypes.get(key.includes(".") ? key : `${a.domain}.${key}`)?.personalData !== undefined,
+      );
+      this.#foldsPersonal.set(a, answer);
+    }
+    return answer;
+  }
+
+  #foldsPersonal = new WeakMap<AggregateType<any>, boolean>();
+  #foldsPersonalFor = -1;
 
   /** True when a registered event type has personal data (else appends skip the encryption step). */
   #hasPersonalData(): boolean {
@@ -291,10 +314,8 @@ export class Facade implements FacadeHandle {
     for (const domain of this.#domains.values()) {
       for (const a of domain.aggregates.values()) {
         if (snapshotOptionsOf(a).snapshotEvery === undefined) continue;
-        const personal = Object.keys(a.evolve).some(
-          (key) => this.#eventTypes.get(key.includes(".") ? key : `${a.domain}.${key}`)?.personalData !== undefined,
-        );
-        if (personal) await this.snapshotStore.deleteAggregateType(a.domain, a.name);
+        // Snapshots of such aggregates are not taken any more; this removes those of an earlier release.
+        if (this.#foldsPersonalData(a)) await this.snapshotStore.deleteAggregateType(a.domain, a.name);
       }
     }
     const aggregateUuid = forgetAggregateUuidOf(subject);
