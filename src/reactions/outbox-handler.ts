@@ -216,7 +216,8 @@ export abstract class OutboxHandler extends BaseReadmodel {
     let next = this.#pollMs;
     if (this.state === "running") {
       if (this.lastPosition < this.#emittedUpTo) {
-        next = 1; // the batch that wrote the entries has not committed yet
+        // The batch that wrote the entries has not committed yet (or a rebuild replays below them).
+        next = Math.min(this.#pollMs, 5);
       } else {
         try {
           const due = await this.#drain();
