@@ -74,6 +74,42 @@ describe.each(BACKENDS)("reactions on %s", (backend) => {
     expect(await gateway.listOutbox()).toEqual(gatewayBefore);
   });
 
+  it("a restore from zero under live traffic: every order placed before, during and after it ships once, charged once", async () => {
+    const { facade, provider, fulfilment, gateway, settled } = await shop(backend);
+    await facade.dispatch(AddStockCmd, { sku: "book", quantity: 100 }, { reqCtx: USER });
+    const orders: string[] = [];
+    const place = async (count: number) => {
+      for (let i = 0; i < count; i++) {
+        const orderUuid = newUuid();
+        orders.push(orderUuid);
+        await facade.dispatch(PlaceOrderCmd, { orderUuid, sku: "book", quantity: 1, amount: 1 }, { reqCtx: USER });
+      }
+    };
+    await place(4);
+    await Promise.all([
+      facade.dispatch(ControlEventHandler, { action: "restore", eventHandlerName: "Fulfilment", restoreFromZero: true }, { reqCtx: ADMIN }),
+      facade.dispatch(
+        ControlEventHandler,
+        { action: "restore", eventHandlerName: "PaymentGateway", restoreFromZero: true },
+        { reqCtx: ADMIN },
+      ),
+      place(4),
+    ]);
+    await place(2);
+    await settled();
+    for (const orderUuid of orders) {
+      expect((await facade.eventRepository.loadAggregate(orderUuid)).map((e) => e.name)).toEqual([
+        "OrderPlaced",
+        "PaymentRequested",
+        "PaymentCharged",
+        "OrderShipped",
+      ]);
+    }
+    expect(provider.calls.map((c) => c.orderUuid).sort()).toEqual([...orders].sort());
+    expect(await fulfilment.listStates()).toEqual([]);
+    expect(await gateway.listOutbox()).toEqual([]);
+  });
+
   it("lists and cancels scheduled commands through the Runtime (cancel: administrators only)", async () => {
     const { facade, clock, provider, settled } = await shop(backend);
     provider.failNext = 100;
