@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
 import type { RestoreReport } from "../model/event-handler.js";
@@ -83,6 +84,13 @@ export abstract class OutboxHandler extends BaseReadmodel {
   #again = false;
   /** The entries being delivered by this instance's worker. */
   readonly #inFlight = new Set<string>();
+  /**
+   * Runs a function in the async context the handler was made in. The worker's timers are
+   * set from inside batches (a backend transaction, a rebuild's next generation): a timer
+   * keeps the context it was set in, and the worker's dispatches, and the deliveries they
+   * start, must not run in it.
+   */
+  readonly #outside: <R>(fn: () => R) => R = AsyncLocalStorage.snapshot();
 
   constructor(facade: ReadmodelFacade, options: OutboxHandlerOptions) {
     super(facade, ...(options.readmodelStoreBackend === undefined ? [] : [withReadmodelStoreBackend(options.readmodelStoreBackend)]));
@@ -205,7 +213,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     const t = setTimeout(() => {
       this.#timer = undefined;
-      void this.#tick();
+      void this.#outside(() => this.#tick());
     }, ms);
     (t as { unref?: () => void }).unref?.();
     this.#timer = t;
