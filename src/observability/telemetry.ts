@@ -167,6 +167,8 @@ class OtelTelemetry implements Telemetry {
     // The global tracer is a proxy: an SDK registered after start still receives spans.
     this.#tracer = api.trace.getTracer(INSTRUMENTATION_SCOPE);
     this.#tracerProvider = api.trace.getTracerProvider();
+    // A fresh proxy's delegate is the API's no-op provider, which the API exports no other way (1.x keeps the class).
+    // eslint-disable-next-line @typescript-eslint/no-deprecated
     this.#noopTracerProvider = new api.ProxyTracerProvider().getDelegate();
     // Instruments come from the meter provider registered now: register the SDK before facade.start().
     const meter = api.metrics.getMeter(INSTRUMENTATION_SCOPE);
