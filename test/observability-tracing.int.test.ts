@@ -14,7 +14,7 @@ import pg from "pg";
 import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { anonymous, BaseEventHandler, createFacade, type Event, type Facade, type FacadeOptions, newUuid } from "mneme";
+import { anonymous, authorized, BaseEventHandler, createFacade, type Event, type Facade, type FacadeOptions, newUuid } from "mneme";
 import { createHttpHandler } from "mneme/http";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
@@ -83,6 +83,10 @@ const Explode = Counter.command<{ counterUuid: string }>("Explode", { permission
 Counter.handleCommand(Explode, () => {
   throw new Error("boom");
 });
+
+/** A command only an authorized sender may send: without a sender it is denied. */
+const Guarded = Counter.command<{ counterUuid: string }>("Guarded", { permission: authorized });
+Counter.handleCommand(Guarded, (_ctx, _c, p) => [Incremented.create(p.counterUuid, { by: 1 })]);
 
 let queried: CounterTotals | undefined;
 const GetTotal = Counter.query<{ counterUuid: string }, number>("GetTotal", { permission: anonymous });
@@ -194,6 +198,40 @@ describe.each<Backend>(["memory", "sqlite", "postgres"])("OpenTelemetry spans on
     expect(reader).toBeDefined();
   });
 
+  it("concurrent commands, each with its own caller: every span, stored traceparent and link stays with its command", async () => {
+    let totals!: CounterTotals;
+    const facade = await started(stores(backend), (f) => f.registerReadmodel((totals = new CounterTotals(f))));
+    const N = 24;
+    const callers = Array.from({ length: N }, (_, i) => ({
+      trace: newUuid().replace(/-/g, ""),
+      span: (i + 1).toString(16).padStart(16, "0"),
+      counterUuid: newUuid(),
+    }));
+    // All in flight at once: a batch may hold several commands' events (a read from the store), each linked to its own.
+    const results = await Promise.all(
+      callers.map((c) =>
+        facade.dispatch(Increment, { counterUuid: c.counterUuid, by: 1 }, { reqCtx: { traceparent: `00-${c.trace}-${c.span}-01` } }),
+      ),
+    );
+    await until(() => totals.applied.length === N, "the readmodel applied every event");
+    await until(() => sdk.spans("mneme.handle").reduce((n, s) => n + s.links.length, 0) === N, "every batch span ended");
+    const dispatches = new Map(sdk.spans("mneme.dispatch").map((s) => [attr(s, "mneme.command_uuid"), s]));
+    const appends = sdk.spans("mneme.append");
+    expect(appends).toHaveLength(N);
+    const links = new Map(sdk.spans("mneme.handle").flatMap((s) => s.links.map((l) => [l.attributes?.["mneme.command_uuid"], l.context])));
+    for (let i = 0; i < N; i++) {
+      const c = callers[i]!;
+      const r = results[i]!;
+      const d = dispatches.get(r.commandUuid)!;
+      expect(d.spanContext().traceId).toBe(c.trace);
+      expect(d.parentSpanContext?.spanId).toBe(c.span);
+      expect(appends.filter((a) => a.parentSpanContext?.spanId === d.spanContext().spanId)).toHaveLength(1);
+      expect(r.events[0]!.reqCtx.traceparent).toBe(traceparentOf(d));
+      expect(links.get(r.commandUuid)?.spanId).toBe(d.spanContext().spanId);
+      expect(links.get(r.commandUuid)?.traceId).toBe(c.trace);
+    }
+  });
+
   it("queries get mneme.query; a failed command's span has the error code; restoration gets mneme.restore", async () => {
     let totals!: CounterTotals;
     const facade = await started(stores(backend), (f) => f.registerReadmodel((queried = totals = new CounterTotals(f))));
@@ -236,6 +274,7 @@ describe.each<Backend>(["memory", "sqlite"])("OpenTelemetry metrics on %s", (bac
     const base = {
       succeeded: before("mneme.commands", { "mneme.command": "Increment", "mneme.outcome": "succeeded" }),
       failed: before("mneme.commands", { "mneme.command": "Explode", "mneme.outcome": "failed" }),
+      denied: before("mneme.commands", { "mneme.command": "Guarded", "mneme.outcome": "denied" }),
       handled: before("mneme.handler.events", { "mneme.handler": "CounterTotals", "mneme.restoring": false }),
       durations: histogramCount("Increment"),
       explodeDurations: histogramCount("Explode"),
@@ -249,6 +288,7 @@ describe.each<Backend>(["memory", "sqlite"])("OpenTelemetry metrics on %s", (bac
     const N = 5;
     for (let i = 0; i < N; i++) await facade.dispatch(Increment, { counterUuid: newUuid(), by: 1 }, { waitToFinish: true });
     await expect(facade.dispatch(Explode, { counterUuid: newUuid() })).rejects.toMatchObject({ code: "HANDLER_FAILED" });
+    const denial = await facade.dispatch(Guarded, { counterUuid: newUuid() }).catch((e: unknown) => e as { code: string });
     await slow.stop();
     for (let i = 0; i < 3; i++) await facade.dispatch(Increment, { counterUuid: newUuid(), by: 1 }, { waitToFinish: true });
     await sdk.collect();
@@ -258,6 +298,10 @@ describe.each<Backend>(["memory", "sqlite"])("OpenTelemetry metrics on %s", (bac
     const failedPoint = sdk.points("mneme.commands").find((p) => p.attributes["mneme.outcome"] === "failed")!;
     expect(failedPoint.attributes).toMatchObject({ "mneme.domain": "Counter", "error.type": "HANDLER_FAILED" });
     expect(sum(sdk.points("mneme.commands"), { "mneme.command": "Increment", "mneme.outcome": "failed" })).toBe(0);
+    expect(
+      sum(sdk.points("mneme.commands"), { "mneme.command": "Guarded", "mneme.outcome": "denied", "error.type": denial.code }) - base.denied,
+    ).toBe(1);
+    expect(["PERMISSION_DENIED", "UNAUTHENTICATED"]).toContain(denial.code);
     expect(histogramCount("Increment") - base.durations).toBe(N + 3);
     expect(histogramCount("Explode") - base.explodeDurations).toBe(1);
     expect(sum(sdk.points("mneme.handler.events"), { "mneme.handler": "CounterTotals", "mneme.restoring": false }) - base.handled).toBe(
