@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { SpanKind, SpanStatusCode } from "@opentelemetry/api";
+import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { anonymous, authorized, BaseEventHandler, createFacade, type Event, type Facade, type FacadeOptions, newUuid } from "mneme";
@@ -68,11 +68,15 @@ async function started(opts: FacadeOptions, setup: (f: Facade) => void): Promise
 /** An event handler (not a restorer) that records what it applied: it catches up from the store when its facade starts. */
 class Recorder extends BaseEventHandler {
   readonly seen: Event[] = [];
+  /** The span active in the handler function, per event. */
+  readonly activeSpans: (string | undefined)[] = [];
   constructor() {
     super();
     this.domain = "Counter";
     this.name = "Recorder";
-    this.addDomainEventHandler(Incremented, (_ctx, e) => {
+    this.addDomainEventHandler(Incremented, async (_ctx, e) => {
+      await Promise.resolve();
+      this.activeSpans.push(trace.getActiveSpan()?.spanContext().spanId);
       this.seen.push(e);
     });
   }
@@ -184,6 +188,10 @@ describe.each<Backend>(["memory", "sqlite", "postgres"])("OpenTelemetry spans on
     expect(links.map((l) => l.context.spanId).sort()).toEqual([...dispatched.values()].sort());
     for (const l of links) expect(dispatched.get(l.attributes?.["mneme.command_uuid"])).toBe(l.context.spanId);
     expect(handler.seen.map((e) => e.reqCtx.traceparent?.split("-")[2]).sort()).toEqual([...dispatched.values()].sort());
+    // The handler functions ran with their batch's span active.
+    const batchSpans = new Set(sdk.spans("mneme.handle").map((s) => s.spanContext().spanId));
+    expect(handler.activeSpans).toHaveLength(3);
+    for (const id of handler.activeSpans) expect(batchSpans.has(id!)).toBe(true);
 
     if (backend === "postgres") {
       // Live from the other instance too (LISTEN/NOTIFY or polling: a "read the store" notification).
