@@ -185,6 +185,20 @@ describe("production install of the packed package (npm install --omit=dev)", ()
     expect(r.stdout.trim()).toBe("function");
   });
 
+  it("a facade starts and dispatches without @opentelemetry/api (an optional peer) installed", async () => {
+    expect(packagesBelow(appDir)).not.toContain("@opentelemetry/api");
+    const script = [
+      'const { createFacade, defineDomain, anonymous } = await import("mneme");',
+      'const D = defineDomain("Probe"); const Pinged = D.event("Pinged"); const Ping = D.command("Ping", { permission: anonymous });',
+      'D.handleCommand(Ping, () => [Pinged.create("p1", {})]);',
+      "const f = createFacade().registerDomain(D); await f.start();",
+      "const r = await f.dispatch(Ping, {}); console.log(r.events.length); await f.stop();",
+    ].join("\n");
+    const r = await runProcess(process.execPath, ["--input-type=module", "-e", script], appDir);
+    expect(r.stderr.trim()).toBe("");
+    expect(r.stdout.trim()).toBe("1");
+  });
+
   it("the CLI's --help and --version work without the generator", async () => {
     const [help, version] = await Promise.all([runProcess(bin, ["--help"], appDir), runProcess(bin, ["--version"], appDir)]);
     expect(help.code).toBe(0);

@@ -33,7 +33,13 @@ describe("lists", () => {
       { domain: "Billing", domainCmdName: "Invoice", description: "Invoice an order", permission: "Authorized" },
     ]);
     const runtime = Object.fromEntries(cmds.filter((c) => c.domain === "Runtime").map((c) => [c.domainCmdName, c.permission]));
-    expect(runtime).toEqual({ ControlEventHandler: "Administrator", StoreUpdate: "Custom", StoreDelete: "Custom" });
+    expect(runtime).toEqual({
+      ControlEventHandler: "Administrator",
+      CancelScheduledCommand: "Administrator",
+      ControlDeadLetter: "Administrator",
+      StoreUpdate: "Custom",
+      StoreDelete: "Custom",
+    });
   });
 
   it("listQueries shows levels, custom functions and administrator-only queries", async () => {
@@ -50,11 +56,13 @@ describe("lists", () => {
       "Runtime.GetSystemInfo",
       "Runtime.ListCommandHandlers",
       "Runtime.ListCommands",
+      "Runtime.ListDeadLetters",
       "Runtime.ListEventHandlers",
       "Runtime.ListEvents",
       "Runtime.ListPermissions",
       "Runtime.ListQueries",
       "Runtime.ListQueryHandlers",
+      "Runtime.ListScheduledCommands",
       "Runtime.StoreInfo",
       "Runtime.StoreRead",
       "Runtime.StreamSystemEvents",
@@ -88,7 +96,7 @@ describe("lists", () => {
         .find((g) => g.commandHandlerDomain === "Runtime")
         ?.domainCommandHandlers.map((h) => h.domainCmdName)
         .sort(),
-    ).toEqual(["ControlEventHandler", "StoreDelete", "StoreUpdate"]);
+    ).toEqual(["CancelScheduledCommand", "ControlDeadLetter", "ControlEventHandler", "StoreDelete", "StoreUpdate"]);
     const qry = rig.facade.runtime.listQueryHandlers();
     expect(qry.find((g) => g.queryHandlerDomain === "Shop")).toEqual({
       queryHandlerDomain: "Shop",
@@ -98,7 +106,7 @@ describe("lists", () => {
     expect(qry.some((g) => g.queryHandlerDomain === "Billing")).toBe(false);
     const runtimeQ = qry.find((g) => g.queryHandlerDomain === "Runtime")!.domainQueryHandlers.map((h) => h.domainQryName);
     expect(runtimeQ).not.toContain("StreamSystemEvents");
-    expect(runtimeQ).toHaveLength(12);
+    expect(runtimeQ).toHaveLength(14);
   });
 
   it("listEventHandlers reports state, restoration, events, last position and timestamp, and metrics", async () => {

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
@@ -198,6 +199,14 @@ export class HandlerRunner {
   /** A standby retry took the lock and is catching up (standby -> stopped -> running). */
   #takingOver = false;
   readonly #standbyWaiters = new Set<() => void>();
+  /**
+   * The async context the runner was made in. Delivery starts in it, not in
+   * the context of whoever appended: a command dispatched from inside another
+   * handler's batch would otherwise start this handler's delivery inside that
+   * batch's transaction (the backends keep their open transaction in
+   * AsyncLocalStorage) or inside a rebuild's next generation.
+   */
+  readonly #detached: <R>(fn: () => R) => R = AsyncLocalStorage.snapshot();
 
   /** Makes the runner of `handler` (one per handler, found again with `runnerOf`). */
   constructor(handler: EventHandler, hooks: RunnerHooks) {
@@ -363,7 +372,7 @@ export class HandlerRunner {
     if (this.#state !== "running") return;
     this.#queue.push(events);
     // While a retry after UNAVAILABLE waits out its backoff, its timer starts the pump.
-    if (this.#pumping === undefined && this.#retryTimer === undefined) this.#pumping = this.#pump();
+    if (this.#pumping === undefined && this.#retryTimer === undefined) this.#pumping = this.#detached(() => this.#pump());
   }
 
   /**
@@ -482,7 +491,7 @@ export class HandlerRunner {
       this.#retryTimer = undefined;
       if (this.#state !== "running" || this.#catching) return;
       this.#queue.push(null);
-      if (this.#pumping === undefined) this.#pumping = this.#pump();
+      if (this.#pumping === undefined) this.#pumping = this.#detached(() => this.#pump());
     }, this.#retryDelay);
     (timer as { unref?: () => void }).unref?.();
     this.#retryTimer = timer;
