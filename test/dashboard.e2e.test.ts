@@ -262,7 +262,8 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     expect(await page.locator("li[data-kind=RestoreStarted]", { hasText: "TodoProjection from zero" }).count()).toBe(1);
     // Throughput and lag charts are drawn as SVG.
     await page.click("[data-nav=handlers]");
-    expect(await page.locator("[data-chart=throughput] svg path").count()).toBeGreaterThan(0);
+    // (points come with the page's metrics polls: wait for the next ones)
+    await poll(() => page.locator("[data-chart=throughput] svg path").count()).toBeGreaterThan(0);
     expect(await page.locator("[data-chart=lag] svg").count()).toBe(1);
   });
 
