@@ -72,7 +72,7 @@ export default async function aggregateLoadBench(b: Bench): Promise<void> {
         await new Promise((r) => setTimeout(r, 5));
 
       const without = await b.measure(
-        "snapshots",
+        "aggregate-load",
         `${backend}: load of ${events} events, no snapshot`,
         loadsWithout,
         async () => {
@@ -84,7 +84,7 @@ export default async function aggregateLoadBench(b: Bench): Promise<void> {
         "loads/s",
       );
       const withSnap = await b.measure(
-        "snapshots",
+        "aggregate-load",
         `${backend}: load of ${events} events, snapshot every 100`,
         loadsWith,
         async () => {
