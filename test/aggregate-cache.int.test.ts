@@ -5,29 +5,11 @@
  * evolve does to the state it got, and across tenants. Checked on memory,
  * SQLite (two facades on one file) and Postgres (two facades on one schema).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import fc from "fast-check";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import { createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
-import { createPostgresBackends } from "mneme/postgres";
-import { createSqliteBackends } from "mneme/sqlite";
+import { describe, expect, it } from "vitest";
+import { createFacade, defineDomain, type Facade, type FacadeOptions } from "mneme";
 import { rejection } from "./support/rejections.js";
-
-const alice: RequestContext = {
-  senderAccountUuid: "acc-a",
-  senderSessionUuid: "s-a",
-  senderIdentityUuid: "i-a",
-  senderTenantUuid: "tenant-a",
-};
-const bob: RequestContext = {
-  senderAccountUuid: "acc-b",
-  senderSessionUuid: "s-b",
-  senderIdentityUuid: "i-b",
-  senderTenantUuid: "tenant-b",
-};
+import { alice, bob, sharedPlaces } from "./support/shared-places.js";
 
 interface Ledger {
   balance: number;
@@ -96,47 +78,13 @@ async function viaFacade(f: Facade, d: ReturnType<typeof ledgerDomain>, uuid: st
   return { balance: state.balance, entries: state.entries, tags: [...state.tags], version };
 }
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const dir = mkdtempSync(join(tmpdir(), "mneme-aggcache-"));
-const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 8 });
-const schemas: string[] = [];
-afterAll(async () => {
-  for (const s of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
-  await pool.end();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-let seq = 0;
-/** Per test, a fresh place: a pair of option sets that share one database (memory: one repository object). */
-const places: [string, () => [Partial<FacadeOptions>, Partial<FacadeOptions>]][] = [
-  [
-    "memory",
-    () => {
-      const one = createFacade();
-      return [{ eventRepository: one.eventRepository, commandStore: one.commandStore }, { eventRepository: one.eventRepository }];
-    },
-  ],
-  [
-    "sqlite",
-    () => {
-      const filename = join(dir, `cache-${++seq}.db`);
-      return [createSqliteBackends({ filename }), createSqliteBackends({ filename })];
-    },
-  ],
-  [
-    "postgres",
-    () => {
-      const schema = `mneme_aggcache_${process.pid}_${++seq}`;
-      schemas.push(schema);
-      return [createPostgresBackends({ pool, schema }), createPostgresBackends({ pool, schema })];
-    },
-  ],
-];
+const places = sharedPlaces("aggcache");
 
 describe.each(places)("aggregate cache on %s", (_name, placeOf) => {
   async function pair(opts: Partial<FacadeOptions> = {}) {
     const d = ledgerDomain();
-    const [a, b] = placeOf();
+    const stores = placeOf();
+    const [a, b] = [stores(), stores()];
     const f1 = createFacade({ appName: "cache-1", ...a, ...opts }).registerDomain(d.Bank);
     const f2 = createFacade({ appName: "cache-2", ...b, ...opts }).registerDomain(d.Bank);
     await f1.start();

@@ -6,30 +6,12 @@
  * all, or a damaged one, changes nothing). On memory, SQLite and Postgres,
  * with the aggregate cache off so that every load goes to the stores.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import fc from "fast-check";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import { createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
+import { describe, expect, it } from "vitest";
+import { createFacade, defineDomain, type Facade, type FacadeOptions } from "mneme";
 import type { EventRepository } from "mneme/store";
-import { createPostgresBackends } from "mneme/postgres";
-import { createSqliteBackends } from "mneme/sqlite";
 import { rejection } from "./support/rejections.js";
-
-const alice: RequestContext = {
-  senderAccountUuid: "acc-a",
-  senderSessionUuid: "s-a",
-  senderIdentityUuid: "i-a",
-  senderTenantUuid: "tenant-a",
-};
-const bob: RequestContext = {
-  senderAccountUuid: "acc-b",
-  senderSessionUuid: "s-b",
-  senderIdentityUuid: "i-b",
-  senderTenantUuid: "tenant-b",
-};
+import { alice, bob, sharedPlaces } from "./support/shared-places.js";
 
 function counterDomain(snapshotEvery: number | undefined, snapshotVersion = 1) {
   const D = defineDomain("Count");
@@ -73,42 +55,7 @@ function spied(repo: EventRepository): { reads: (number | undefined)[] } {
   return seen;
 }
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const dir = mkdtempSync(join(tmpdir(), "mneme-snapshots-"));
-const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 6 });
-const schemas: string[] = [];
-afterAll(async () => {
-  for (const s of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
-  await pool.end();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-let seq = 0;
-/** A fresh database per call; memory shares the stores by object. */
-const places: [string, () => () => Partial<FacadeOptions>][] = [
-  [
-    "memory",
-    () => {
-      const one = createFacade();
-      return () => ({ eventRepository: one.eventRepository, snapshotStore: one.snapshotStore, logStore: one.logStore });
-    },
-  ],
-  [
-    "sqlite",
-    () => {
-      const filename = join(dir, `snap-${++seq}.db`);
-      return () => createSqliteBackends({ filename });
-    },
-  ],
-  [
-    "postgres",
-    () => {
-      const schema = `mneme_snapshots_${process.pid}_${++seq}`;
-      schemas.push(schema);
-      return () => createPostgresBackends({ pool, schema });
-    },
-  ],
-];
+const places = sharedPlaces("snapshots");
 
 describe.each(places)("snapshots on %s", (_name, placeOf) => {
   async function facadeOn(stores: () => Partial<FacadeOptions>, d: ReturnType<typeof counterDomain>): Promise<Facade> {

@@ -7,32 +7,11 @@
  * UPCAST_FAILED and corrupt nothing. On memory, SQLite and Postgres: a "v1"
  * facade writes, a "v3" facade on the same database reads.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import {
-  createFacade,
-  defineDomain,
-  type Event,
-  type Facade,
-  type FacadeOptions,
-  MnemeError,
-  ProjectionReadmodel,
-  type RequestContext,
-} from "mneme";
-import { createPostgresBackends } from "mneme/postgres";
-import { createSqliteBackends } from "mneme/sqlite";
+import { describe, expect, it } from "vitest";
+import { createFacade, defineDomain, type Event, type Facade, type FacadeOptions, MnemeError, ProjectionReadmodel } from "mneme";
 import type { EventRepository } from "mneme/store";
 import { rejection } from "./support/rejections.js";
-
-const alice: RequestContext = {
-  senderAccountUuid: "acc-a",
-  senderSessionUuid: "s-a",
-  senderIdentityUuid: "i-a",
-  senderTenantUuid: "tenant-a",
-};
+import { alice, sharedPlaces } from "./support/shared-places.js";
 
 // Release 1: a contact was added with one "name" field.
 interface AddedV1 {
@@ -103,42 +82,7 @@ function release3(opts: { badUpcaster?: "throws" | "nan" } = {}) {
 /** What a handler of release 3 sees: every event it was given, in order. */
 class Seen extends ProjectionReadmodel<ContactState> {}
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const dir = mkdtempSync(join(tmpdir(), "mneme-evolution-"));
-const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 6 });
-const schemas: string[] = [];
-afterAll(async () => {
-  for (const s of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
-  await pool.end();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-let seq = 0;
-const places: [string, () => () => Partial<FacadeOptions>][] = [
-  [
-    "memory",
-    () => {
-      const one = createFacade();
-      const repo = (one.eventRepository as unknown as { stored: EventRepository }).stored;
-      return () => ({ eventRepository: repo });
-    },
-  ],
-  [
-    "sqlite",
-    () => {
-      const filename = join(dir, `evolution-${++seq}.db`);
-      return () => createSqliteBackends({ filename });
-    },
-  ],
-  [
-    "postgres",
-    () => {
-      const schema = `mneme_evolution_${process.pid}_${++seq}`;
-      schemas.push(schema);
-      return () => createPostgresBackends({ pool, schema });
-    },
-  ],
-];
+const places = sharedPlaces("evolution");
 
 describe.each(places)("event evolution on %s", (_name, placeOf) => {
   /** Release 1 writes two contacts (one with a note), then stays running (memory stores cannot outlive it). */

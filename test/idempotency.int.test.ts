@@ -6,28 +6,10 @@
  * one request (another payload or tenant is CONFLICT). On memory, SQLite and
  * Postgres (the command store in the events' database).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
-import { createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
-import { createPostgresBackends } from "mneme/postgres";
-import { createSqliteBackends } from "mneme/sqlite";
+import { describe, expect, it } from "vitest";
+import { createFacade, defineDomain, type Facade } from "mneme";
 import { rejection } from "./support/rejections.js";
-
-const alice: RequestContext = {
-  senderAccountUuid: "acc-a",
-  senderSessionUuid: "s-a",
-  senderIdentityUuid: "i-a",
-  senderTenantUuid: "tenant-a",
-};
-const bob: RequestContext = {
-  senderAccountUuid: "acc-b",
-  senderSessionUuid: "s-b",
-  senderIdentityUuid: "i-b",
-  senderTenantUuid: "tenant-b",
-};
+import { alice, bob, sharedPlaces } from "./support/shared-places.js";
 
 function payments(flaky: { failuresLeft: number }) {
   const D = defineDomain("Payments");
@@ -48,43 +30,7 @@ function payments(flaky: { failuresLeft: number }) {
   return { D, Account, Charge };
 }
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const dir = mkdtempSync(join(tmpdir(), "mneme-idempotency-"));
-const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 10 });
-const schemas: string[] = [];
-afterAll(async () => {
-  for (const s of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
-  await pool.end();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-let seq = 0;
-const places: [string, () => () => Partial<FacadeOptions>][] = [
-  [
-    "memory",
-    () => {
-      const one = createFacade();
-      const stored = (one.eventRepository as unknown as { stored: FacadeOptions["eventRepository"] }).stored;
-      return () => ({ eventRepository: stored!, commandStore: one.commandStore });
-    },
-  ],
-  [
-    "sqlite",
-    () =>
-      (
-        (filename) => () =>
-          createSqliteBackends({ filename })
-      )(join(dir, `idem-${++seq}.db`)),
-  ],
-  [
-    "postgres",
-    () => {
-      const schema = `mneme_idem_${process.pid}_${++seq}`;
-      schemas.push(schema);
-      return () => createPostgresBackends({ pool, schema });
-    },
-  ],
-];
+const places = sharedPlaces("idem");
 
 describe.each(places)("idempotent dispatch on %s", (_name, placeOf) => {
   async function facades(n: number, flaky = { failuresLeft: 0 }) {

@@ -10,10 +10,9 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
+import { postgresScratch } from "./support/postgres-scratch.js";
 import { MemoryKeyStore } from "../src/memory/memory-key-store.js";
-import { newUuid } from "../src/model/clock.js";
 import { createPostgresBackends, PostgresKeyStore } from "../src/postgres/index.js";
 import { createSqliteBackends, SqliteKeyStore } from "../src/sqlite/index.js";
 import type { KeyStore, NewSubjectKey, SubjectKey } from "../src/store/key-store.js";
@@ -146,30 +145,8 @@ describe("SqliteKeyStore", () => {
 
 // --- Postgres ---------------------------------------------------------------------------------
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const pools: pg.Pool[] = [];
-function newPool(max = 10): pg.Pool {
-  const p = new pg.Pool({ connectionString: DATABASE_URL, max });
-  p.on("error", () => {});
-  pools.push(p);
-  return p;
-}
-const pool = newPool();
-const schemas = new Set<string>();
-function newSchema(): string {
-  const s = `mneme_keys_${newUuid().replace(/-/g, "").slice(-16)}`;
-  schemas.add(s);
-  return s;
-}
-async function dropSchema(s: string): Promise<void> {
-  await pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  schemas.delete(s);
-}
-afterAll(async () => {
-  rmSync(dir, { recursive: true, force: true });
-  for (const s of [...schemas]) await dropSchema(s);
-  await Promise.all(pools.map((p) => p.end()));
-});
+const { pool, newPool, newSchema, dropSchema } = postgresScratch("mneme_keys");
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function postgresContract(make: (schema: string) => KeyStore) {
   const schemaOf = new WeakMap<object, string>();

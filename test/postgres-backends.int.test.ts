@@ -1,6 +1,7 @@
 import fc from "fast-check";
-import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import type pg from "pg";
+import { describe, expect, it } from "vitest";
+import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { createFacade } from "../src/index.js";
 import { newUuid } from "../src/model/clock.js";
 import { isMnemeError } from "../src/model/errors.js";
@@ -25,32 +26,7 @@ import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
 import { rejectsWith } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const pools: pg.Pool[] = [];
-/** A pool closed at the end of the file; several pools stand for several app instances. */
-function newPool(max = 10): pg.Pool {
-  const p = new pg.Pool({ connectionString: DATABASE_URL, max });
-  p.on("error", () => {});
-  pools.push(p);
-  return p;
-}
-const pool = newPool();
-
-const schemas = new Set<string>();
-/** A fresh random schema name, dropped at the end of the file (and after each contract test). */
-function newSchema(): string {
-  const s = `mneme_t_${newUuid().replace(/-/g, "").slice(-16)}`;
-  schemas.add(s);
-  return s;
-}
-async function dropSchema(s: string): Promise<void> {
-  await pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  schemas.delete(s);
-}
-afterAll(async () => {
-  for (const s of [...schemas]) await dropSchema(s);
-  await Promise.all(pools.map((p) => p.end()));
-});
+const { pool, newPool, newSchema, dropSchema } = postgresScratch("mneme_t");
 
 /** Contract factory: a store in its own schema; cleanup closes it (so no session holds locks) and drops the schema. */
 function contract<S extends { close(): Promise<void> }>(make: (schema: string) => S) {

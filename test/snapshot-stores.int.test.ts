@@ -9,10 +9,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
-import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
+import { postgresScratch } from "./support/postgres-scratch.js";
 import { MemorySnapshotStore } from "../src/memory/memory-snapshot-store.js";
-import { newUuid } from "../src/model/clock.js";
 import { defineDomain, snapshotOptionsOf } from "../src/model/domain.js";
 import { isMnemeError } from "../src/model/errors.js";
 import type { AggregateType } from "../src/model/tokens.js";
@@ -187,31 +186,8 @@ describe("SqliteSnapshotStore", () => {
 
 // --- Postgres ---------------------------------------------------------------------------------
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const pools: pg.Pool[] = [];
-/** A pool ended at the end of the file; several pools stand for several app instances. */
-function newPool(max = 10): pg.Pool {
-  const p = new pg.Pool({ connectionString: DATABASE_URL, max });
-  p.on("error", () => {});
-  pools.push(p);
-  return p;
-}
-const pool = newPool();
-const schemas = new Set<string>();
-function newSchema(): string {
-  const s = `mneme_snap_${newUuid().replace(/-/g, "").slice(-16)}`;
-  schemas.add(s);
-  return s;
-}
-async function dropSchema(s: string): Promise<void> {
-  await pool.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  schemas.delete(s);
-}
-afterAll(async () => {
-  rmSync(dir, { recursive: true, force: true });
-  for (const s of [...schemas]) await dropSchema(s);
-  await Promise.all(pools.map((p) => p.end()));
-});
+const { pool, newPool, newSchema, dropSchema } = postgresScratch("mneme_snap");
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Contract factory: a store in its own schema; cleanup closes it and drops the schema. */
 function postgresContract(make: (schema: string) => SnapshotStore) {
