@@ -11,6 +11,9 @@ import { createFacade, defineDomain, type Facade } from "mneme";
 import { rejection } from "./support/rejections.js";
 import { alice, bob, sharedPlaces } from "./support/shared-places.js";
 
+/** How often the Charge handler ran, per payments() domain. */
+let handlerRuns = 0;
+
 function payments(flaky: { failuresLeft: number }) {
   const D = defineDomain("Payments");
   const Charged = D.event<{ amount: number }>("Charged");
@@ -20,6 +23,7 @@ function payments(flaky: { failuresLeft: number }) {
   });
   const Charge = D.command<{ accountUuid: string; amount: number; cardPin?: string }>("Charge", { secretFields: ["cardPin"] });
   D.handleCommand(Charge, async (ctx, _cmd, p) => {
+    handlerRuns++;
     await ctx.aggregates.load(Account, p.accountUuid);
     if (flaky.failuresLeft > 0) {
       flaky.failuresLeft--;
@@ -55,9 +59,11 @@ describe.each(places)("idempotent dispatch on %s", (_name, placeOf) => {
       const first = await f.dispatch(d.Charge, { accountUuid: "A", amount: 5, cardPin: "1234" }, { reqCtx: alice, commandUuid: "pay-1" });
       expect(first.replayed).toBeUndefined();
       const head = await f.eventRepository.headPosition();
+      const runs = handlerRuns;
       // The secret field is redacted in the record; the replay still recognises the request.
       const again = await f.dispatch(d.Charge, { accountUuid: "A", amount: 5, cardPin: "1234" }, { reqCtx: alice, commandUuid: "pay-1" });
       expect(again.replayed).toBe(true);
+      expect(handlerRuns).toBe(runs); // the handler did not run again
       expect(again.commandUuid).toBe("pay-1");
       expect(again.events.map((e) => [e.eventUuid, e.position, e.payload])).toEqual(
         first.events.map((e) => [e.eventUuid, e.position, e.payload]),

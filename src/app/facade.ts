@@ -706,8 +706,9 @@ export class Facade implements FacadeHandle {
       const denied = verdict instanceof Promise ? await verdict : verdict;
       if (denied !== undefined) throw denied;
       stage = "failed";
-      if (opts.commandUuid !== undefined && !this.#recordsWithAppend) {
-        // The record is written after the events here: look first (a joined store refuses a second record in the append).
+      if (opts.commandUuid !== undefined && !retried) {
+        // A command recorded as succeeded does not run again: its handler is not called. (Where the record commits with
+        // the events, a duplicate racing this one past the look is still refused by the append, below.)
         const seen = await this.#recorded<R>(cmdType, envelope);
         if (seen !== undefined && seen !== "cleared") return seen;
       }
