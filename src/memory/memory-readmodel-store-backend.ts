@@ -1,9 +1,9 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../model/clock.js";
-import { MnemeError } from "../model/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint,
+  assertCollectionMoves,
   assertCollectionName,
   assertDocumentKey,
   assertFieldName,
@@ -114,12 +114,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
    * readmodel's restore from zero switches generations with it.
    */
   async replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void> {
-    if (!Array.isArray(moves)) throw new MnemeError("INVALID_REQUEST", "replaceCollections: moves must be an array of [target, source]");
-    for (const [target, source] of moves) {
-      assertCollectionName(target);
-      assertCollectionName(source);
-      if (target === source) throw new MnemeError("INVALID_REQUEST", `replaceCollections: ${target} cannot replace itself`);
-    }
+    assertCollectionMoves(moves);
     await this.write(() => {
       for (const [target, source] of moves) {
         const src = this.colls.get(source);

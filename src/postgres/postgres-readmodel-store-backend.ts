@@ -4,6 +4,7 @@ import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint,
+  assertCollectionMoves,
   assertCollectionName,
   assertDocumentKey,
   assertDocumentKeys,
@@ -178,12 +179,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
    * running one). A readmodel's restore from zero switches generations with it.
    */
   async replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void> {
-    if (!Array.isArray(moves)) throw new MnemeError("INVALID_REQUEST", "replaceCollections: moves must be an array of [target, source]");
-    for (const [target, source] of moves) {
-      assertCollectionName(target);
-      assertCollectionName(source);
-      if (target === source) throw new MnemeError("INVALID_REQUEST", `replaceCollections: ${target} cannot replace itself`);
-    }
+    assertCollectionMoves(moves);
     await this.transaction(async () => {
       for (const [target, source] of moves) {
         await this.exec(`DELETE FROM ${this.docs} WHERE collection = $1`, [target], true, "replaceCollections");

@@ -4,6 +4,7 @@ import { MnemeError } from "../model/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint,
+  assertCollectionMoves,
   assertCollectionName,
   assertDocumentKey,
   assertDocumentKeys,
@@ -176,12 +177,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
    * reads inside that transaction do not see them.
    */
   async replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void> {
-    if (!Array.isArray(moves)) throw new MnemeError("INVALID_REQUEST", "replaceCollections: moves must be an array of [target, source]");
-    for (const [target, source] of moves) {
-      assertCollectionName(target);
-      assertCollectionName(source);
-      if (target === source) throw new MnemeError("INVALID_REQUEST", `replaceCollections: ${target} cannot replace itself`);
-    }
+    assertCollectionMoves(moves);
     await this.write("replaceCollections", (tx) => {
       if (tx !== undefined) {
         for (const [target, source] of moves) tx.moves.push([target, source]);

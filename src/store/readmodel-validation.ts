@@ -12,6 +12,18 @@ export function assertCollectionName(name: unknown): asserts name is string {
   if (typeof name !== "string" || name === "") throw new MnemeError("INVALID_REQUEST", "a collection name must be a non-empty string");
 }
 
+/** Throws INVALID_REQUEST unless `moves` are `[target, source]` pairs of collection names, none replacing itself (replaceCollections). */
+export function assertCollectionMoves(moves: unknown): asserts moves is readonly (readonly [target: string, source: string])[] {
+  if (!Array.isArray(moves)) throw new MnemeError("INVALID_REQUEST", "replaceCollections: moves must be an array of [target, source]");
+  for (const move of moves as unknown[]) {
+    if (!Array.isArray(move)) throw new MnemeError("INVALID_REQUEST", "replaceCollections: moves must be an array of [target, source]");
+    const [target, source] = move as unknown[];
+    assertCollectionName(target);
+    assertCollectionName(source);
+    if (target === source) throw new MnemeError("INVALID_REQUEST", `replaceCollections: ${target} cannot replace itself`);
+  }
+}
+
 /** Throws INVALID_REQUEST unless `key` is a document key (a string). */
 export function assertDocumentKey(key: unknown): asserts key is string {
   if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
