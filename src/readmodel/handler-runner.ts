@@ -372,7 +372,7 @@ export class HandlerRunner {
     if (this.#state !== "running") return;
     this.#queue.push(events);
     // While a retry after UNAVAILABLE waits out its backoff, its timer starts the pump.
-    if (this.#pumping === undefined && this.#retryTimer === undefined) this.#pumping = this.#detached(() => this.#pump());
+    if (this.#retryTimer === undefined) this.#startPump();
   }
 
   /**
@@ -421,6 +421,38 @@ export class HandlerRunner {
     this.#waiters = keep;
   }
 
+  /**
+   * Starts the pump unless one runs. `#pumping` is set here only, before the
+   * pump can settle (a `then` callback never runs synchronously), and cleared
+   * only when that same pump settles: a pump that ends without awaiting (every
+   * queued event applied already) can never be left behind looking like a
+   * running one, which would keep later events queued with no pump to apply
+   * them and make `idle()` spin.
+   */
+  #startPump(): void {
+    if (this.#pumping !== undefined) return;
+    const pump: Promise<void> = this.#detached(() => this.#pump()).then(
+      () => this.#pumpSettled(pump),
+      (err: unknown) => {
+        // #pump reports its own errors; one escaping it (from that report) still fails the handler, never the process.
+        try {
+          if (this.#state !== "failed") this.#fail(err);
+        } finally {
+          this.#pumpSettled(pump);
+        }
+      },
+    );
+    this.#pumping = pump;
+  }
+
+  #pumpSettled(pump: Promise<void>): void {
+    if (this.#pumping === pump) this.#pumping = undefined;
+    this.#wake();
+    // work queued while the last await settled
+    if (this.#queue.length > 0 && this.#state === "running" && !this.#catching && this.#retryTimer === undefined) this.#startPump();
+  }
+
+  /** Applies what is queued, in position order. Only `#startPump` runs it. */
   async #pump(): Promise<void> {
     try {
       while (this.#queue.length > 0 && this.#state === "running") {
@@ -450,12 +482,6 @@ export class HandlerRunner {
       // A batch refused because the processing lock was lost is not the handler's failure: it waits in standby.
       // One that failed because the database was unreachable is retried from the checkpoint after a backoff.
       if (this.#state !== "standby" && this.#retryLater(err) === undefined) this.#fail(err);
-    } finally {
-      this.#pumping = undefined;
-      this.#wake();
-      // work queued while the last await settled
-      if (this.#queue.length > 0 && this.#state === "running" && !this.#catching && this.#retryTimer === undefined)
-        this.#pumping = this.#pump();
     }
   }
 
@@ -491,7 +517,7 @@ export class HandlerRunner {
       this.#retryTimer = undefined;
       if (this.#state !== "running" || this.#catching) return;
       this.#queue.push(null);
-      if (this.#pumping === undefined) this.#pumping = this.#detached(() => this.#pump());
+      this.#startPump();
     }, this.#retryDelay);
     (timer as { unref?: () => void }).unref?.();
     this.#retryTimer = timer;
