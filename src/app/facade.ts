@@ -839,17 +839,29 @@ export class Facade implements FacadeHandle {
     const from = events[0]!.position;
     const to = events[events.length - 1]!.position;
     const waits: Promise<HandlerError | undefined>[] = [];
-    // A handler in standby did not apply the events here: reported when it handles any of them.
-    const handles = (h: BaseEventHandler): boolean => events.some((e) => h.getDomainEventHandlers(`${e.domain}.${e.name}`).length > 0);
+    // A handler in standby applies the events on the instance holding its lock: waited for through
+    // its shared checkpoint, up to the last of these events it handles.
+    const handledBy = (h: BaseEventHandler): readonly Event[] =>
+      events.filter((e) => h.getDomainEventHandlers(`${e.domain}.${e.name}`).length > 0);
+    const waitForHolder = (h: BaseEventHandler, runner: HandlerRunner): Promise<HandlerError | undefined> | undefined => {
+      const mine = handledBy(h);
+      if (mine.length === 0) return undefined;
+      return runner
+        .waitForHolder(mine[0]!.position, mine[mine.length - 1]!.position)
+        .then((error) => (error === undefined ? undefined : { eventHandlerName: h.name, error }));
+    };
     for (const { handler: h, runner } of this.#registered.values()) {
       if (h.state === "standby") {
-        if (handles(h)) waits.push(Promise.resolve({ eventHandlerName: h.name, error: runner.standbyError() }));
+        const w = waitForHolder(h, runner);
+        if (w !== undefined) waits.push(w);
         continue;
       }
       if (h.state !== "running") continue;
       waits.push(
         runner.waitFor(from, to).then((error) => {
-          if (error === undefined || (h.state === "standby" && !handles(h))) return undefined;
+          if (error === undefined) return undefined;
+          // The lock went to another instance before these events were applied here: that one applies them.
+          if (h.state === "standby") return waitForHolder(h, runner);
           return { eventHandlerName: h.name, error };
         }),
       );

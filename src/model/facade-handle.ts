@@ -3,7 +3,12 @@ import type { ReadmodelHandle } from "./readmodel-handle.js";
 
 export interface DispatchOptions {
   reqCtx?: RequestContext;
-  /** Resolve only after every running event handler has applied the command's events. */
+  /**
+   * Resolve only after every running event handler has applied the command's events. A handler
+   * in standby here (another instance holds its processing lock) is waited for until the
+   * holder's checkpoint passes the events (at most `delivery.standbyWaitMs`), so a query made
+   * on this instance next sees them.
+   */
   waitToFinish?: boolean;
   /**
    * The command's uuid, for idempotency: a command already recorded as
@@ -23,9 +28,9 @@ export interface DispatchResult<R = unknown> {
   events: Event[];
   /**
    * With waitToFinish: handlers that failed on this command's events, and handlers
-   * of these events in standby here (another instance holds their processing lock),
-   * which did not apply them in this instance (error INVALID_STATE, `details[0].state`
-   * "standby").
+   * of these events in standby here (another instance holds their processing lock)
+   * whose holder had not applied them within `delivery.standbyWaitMs` (error
+   * INVALID_STATE, `details[0]`: `{ state: "standby", checkpoint, position, waitedMs }`).
    */
   handlerErrors: HandlerError[];
   /** What the handler returned besides events, if anything (e.g. a session key). Never stored, so a replay has none. */

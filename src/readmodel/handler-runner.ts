@@ -17,6 +17,7 @@ import type {
 } from "../model/event-handler.js";
 import type { Telemetry } from "../observability/telemetry.js";
 import { HandlerMetrics } from "./handler-metrics.js";
+import { SharedCheckpointWatch, type CheckpointWaitResult } from "./shared-checkpoint-watch.js";
 import {
   clearNextGeneration,
   inNextGeneration,
@@ -62,6 +63,14 @@ export interface DeliveryOptions {
   retryInitialMs: number;
   /** The longest wait between such tries. Default 5000 ms. */
   retryMaxMs: number;
+  /**
+   * `waitToFinish` on an instance where the handler is in standby waits this long for the
+   * checkpoint of the instance holding its lock to pass the command's events; past it,
+   * `handlerErrors` says how far that checkpoint got. Default 5000 ms.
+   */
+  standbyWaitMs: number;
+  /** Meanwhile the shared checkpoint is read again after 2 ms, then at doubling intervals up to this. Default 50 ms. */
+  standbyPollMs: number;
 }
 
 export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({
@@ -71,6 +80,8 @@ export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({
   lockRetryMs: 1000,
   retryInitialMs: 50,
   retryMaxMs: 5000,
+  standbyWaitMs: 5000,
+  standbyPollMs: 50,
 });
 
 /** A handler function failed on `event`. */
@@ -199,6 +210,8 @@ export class HandlerRunner {
   /** A standby retry took the lock and is catching up (standby -> stopped -> running). */
   #takingOver = false;
   readonly #standbyWaiters = new Set<() => void>();
+  /** Reads the holder's checkpoint for waitToFinish while in standby (made on first use). */
+  #holderWatch: SharedCheckpointWatch | undefined;
   /**
    * The async context the runner was made in. Delivery starts in it, not in
    * the context of whoever appended: a command dispatched from inside another
@@ -886,6 +899,44 @@ export class HandlerRunner {
 
   #wakeStandbyWaiters(): void {
     for (const w of [...this.#standbyWaiters]) w();
+    this.#holderWatch?.recheck();
+  }
+
+  // ---------------------------------------------------------------- read your writes in standby
+
+  /**
+   * `waitToFinish` for a handler in standby here: resolves undefined once the
+   * checkpoint that the instance holding the handler's lock writes (read
+   * through the handler's backend, where the documents are shared too) is at
+   * or past `to`, so a query made here next sees the command's events; the
+   * error that says how far it got when `standbyWaitMs` passes first. When
+   * this instance takes the handler over meanwhile, its own delivery answers.
+   */
+  async waitForHolder(from: number, to: number): Promise<Error | undefined> {
+    this.#holderWatch ??= new SharedCheckpointWatch(
+      () => this.#backend().getCheckpoint(this.#h.name),
+      () => this.#state !== "standby" && !this.#takingOver,
+      this.#delivery.standbyPollMs,
+    );
+    const t0 = performance.now();
+    const r = await this.#holderWatch.until(to, this.#delivery.standbyWaitMs);
+    if (r.outcome === "reached") return undefined;
+    if (r.outcome === "left") return this.waitFor(from, to);
+    return this.#holderTimeout(to, r, performance.now() - t0);
+  }
+
+  #holderTimeout(position: number, r: CheckpointWaitResult, waitedMs: number): MnemeError {
+    const name = this.#h.name;
+    const ms = Math.round(waitedMs);
+    const failedRead = r.readError === undefined ? "" : `; the last read of it failed: ${errorMessage(r.readError)}`;
+    return new MnemeError(
+      "INVALID_STATE",
+      `event handler ${name} runs on another instance (in standby here) and did not apply these events within ${ms} ms: its checkpoint is at position ${r.checkpoint}, short of position ${position}${failedRead}; queries may not show them yet`,
+      {
+        details: [{ message: "standby", eventHandlerName: name, state: "standby", checkpoint: r.checkpoint, position, waitedMs: ms }],
+        ...(r.readError === undefined ? {} : { cause: r.readError }),
+      },
+    );
   }
 
   async #persistCheckpoint(): Promise<void> {
