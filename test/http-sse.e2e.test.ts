@@ -269,14 +269,54 @@ describe.each(HTTP_PATHS)("over node:http, %s path", (httpPath) => {
       expect(r.body).toMatchObject({ code: "SSE_PRODUCER_NOT_RUNNING" });
     });
 
-    it("rejects a Last-Event-ID that is not a non-negative integer with 400", async () => {
-      const { srv } = await setup();
-      for (const bad of ["abc", "-1", "1.5", "99999999999999999999"]) {
-        const r = await call(srv.url, "GET", `/api/tenants/${TENANT_A}/runtime/sse`, {
-          headers: { ...ADMIN.headers, "last-event-id": bad },
-        });
-        expect(r.status, bad).toBe(400);
+    it("any Last-Event-ID it cannot continue, a non-number included, gets 200 and starts with event: gap (unknown-id), then everything buffered; never a 4xx", async () => {
+      const { facade, srv } = await setup();
+      for (let i = 0; i < 2; i++) await createTodo(srv);
+      const all = facade.systemEvents.replay(0).map((e) => e.id);
+      expect(all.length).toBeGreaterThanOrEqual(4);
+      const long = "x".repeat(300);
+      const notIds = ["abc", "-1", "1.5", "1e3", "0x10", "99999999999999999999", " 12abc ", long];
+      for (const bad of notIds) {
+        const client = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": bad });
+        cleanups.unshift(() => client.close());
+        expect(client.status, bad).toBe(200);
+        await client.until((c) => c.events.length >= all.length);
+        // The notice repeats what was sent (trimmed, at most 64 characters); its id: makes the next reconnect exact.
+        expect(client.gaps, bad).toEqual([{ id: all[0]! - 1, data: { lastEventId: bad.trim().slice(0, 64), reason: "unknown-id" } }]);
+        expect(client.events.map((e) => e.id)).toEqual(all);
       }
+      // The query parameter an EventSource uses on its first connection is read the same way.
+      const byQuery = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true&lastEventId=abc"), ADMIN.headers);
+      cleanups.unshift(() => byQuery.close());
+      expect(byQuery.status).toBe(200);
+      await byQuery.until((c) => c.gaps.length === 1);
+      expect(byQuery.gaps[0]!.data).toEqual({ lastEventId: "abc", reason: "unknown-id" });
+      // An id of this producer that it never issued: unknown-id as well.
+      const ahead = facade.systemEvents.lastEventId + 10;
+      const future = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": String(ahead) });
+      cleanups.unshift(() => future.close());
+      await future.until((c) => c.gaps.length === 1);
+      expect(future.gaps[0]!.data).toEqual({ lastEventId: ahead, reason: "unknown-id" });
+    });
+
+    it("after an unreadable Last-Event-ID whose buffer overflowed, the gap's id: is the last evicted id, and a reconnect with it is exact", async () => {
+      const { facade, srv } = await setup({}, { systemEvents: { bufferSize: 4 } });
+      for (let i = 0; i < 4; i++) await createTodo(srv);
+      const all = facade.systemEvents.replay(0).map((e) => e.id);
+      expect(all.length).toBe(4);
+      const client = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), { ...ADMIN.headers, "last-event-id": "not-an-id" });
+      cleanups.unshift(() => client.close());
+      await client.until((c) => c.events.length >= 4);
+      expect(client.gaps).toEqual([{ id: all[0]! - 1, data: { lastEventId: "not-an-id", reason: "unknown-id" } }]);
+      expect(client.events.map((e) => e.id)).toEqual(all);
+      const again = await SseClient.open(sse(srv, TENANT_A, "?allTenants=true"), {
+        ...ADMIN.headers,
+        "last-event-id": String(client.gaps[0]!.id),
+      });
+      cleanups.unshift(() => again.close());
+      await again.until((c) => c.events.length >= 4);
+      expect(again.gaps).toEqual([]);
+      expect(again.events.map((e) => e.id)).toEqual(all);
     });
 
     it("closes the stream of a client that stops reading once maxQueuedEvents pile up, and frees its slot", async () => {

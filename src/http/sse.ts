@@ -9,8 +9,12 @@ export interface StreamSelection {
   readonly tenantUuid: string;
   /** Every tenant's events (the URL's `?allTenants=true`). */
   readonly allTenants: boolean;
-  /** Replay buffered events after this id first (Last-Event-ID). */
-  readonly lastEventId: number | undefined;
+  /**
+   * Replay buffered events after this id first (Last-Event-ID). A string: what
+   * the client sent is not an id (not a non-negative integer); the stream
+   * starts with a gap (reason `unknown-id`) and replays everything buffered.
+   */
+  readonly lastEventId: number | string | undefined;
 }
 
 /** Limits and timing of one stream. */
@@ -32,23 +36,26 @@ export function formatSseEvent(e: SystemEvent): string {
  * and as `id:` the id the replay continues after, so a reconnect after it does not
  * report the same gap again.
  */
-export function formatSseGap(gap: SystemEventGap): string {
+export function formatSseGap(gap: Omit<SystemEventGap, "lastEventId"> & { readonly lastEventId: number | string }): string {
   return `event: gap\nid: ${gap.continuesAfter}\ndata: ${JSON.stringify({ lastEventId: gap.lastEventId, reason: gap.reason })}\n\n`;
 }
 
+/** The longest unreadable Last-Event-ID a gap repeats back to the client. */
+const MAX_ECHOED_ID = 64;
+
 /**
  * The `Last-Event-ID` header, else the `lastEventId` query parameter (an
- * EventSource cannot set headers on its first connection). INVALID_REQUEST
- * when it is not a non-negative integer.
+ * EventSource cannot set headers on its first connection): a number when it
+ * is a non-negative integer, else the text sent (at most 64 characters).
+ * Never an error: a browser's EventSource gives up for good on a 4xx, so an
+ * id that cannot be continued starts the stream with a gap instead.
  */
-export function lastEventIdOf(request: Pick<InboundRequest, "headers" | "searchParams">): number | undefined {
+export function lastEventIdOf(request: Pick<InboundRequest, "headers" | "searchParams">): number | string | undefined {
   const raw = request.headers.get("last-event-id") ?? request.searchParams.get("lastEventId");
   if (raw === null || raw.trim() === "") return undefined;
   const t = raw.trim();
   const n = Number(t);
-  if (!/^\d+$/.test(t) || !Number.isSafeInteger(n))
-    throw new MnemeError("INVALID_REQUEST", `Last-Event-ID must be a non-negative integer (got ${JSON.stringify(t.slice(0, 40))})`);
-  return n;
+  return /^\d+$/.test(t) && Number.isSafeInteger(n) ? n : t.slice(0, MAX_ECHOED_ID);
 }
 
 /**
@@ -121,7 +128,11 @@ export function openSystemEventStream(
   }
   signal.addEventListener("abort", close, { once: true });
   // No publish can come between reading the last id and subscribing (both synchronous).
-  if (selection.lastEventId === undefined) send(`id: ${producer.lastEventId}\n\n`);
+  const resume = selection.lastEventId;
+  if (resume === undefined) send(`id: ${producer.lastEventId}\n\n`);
+  // Not an id at all: told as a gap, then everything buffered follows (as after any other gap).
+  const resumeAfter = typeof resume === "string" ? producer.replayStart : resume;
+  if (typeof resume === "string") send(formatSseGap({ lastEventId: resume, reason: "unknown-id", continuesAfter: producer.replayStart }));
   try {
     unsubscribe = producer.subscribe(
       (e) => {
@@ -129,9 +140,7 @@ export function openSystemEventStream(
         send(formatSseEvent(e));
       },
       {
-        ...(selection.lastEventId === undefined
-          ? {}
-          : { lastEventId: selection.lastEventId, onGap: (gap: SystemEventGap) => send(formatSseGap(gap)) }),
+        ...(resumeAfter === undefined ? {} : { lastEventId: resumeAfter, onGap: (gap: SystemEventGap) => send(formatSseGap(gap)) }),
         onClose: () => close(),
       },
     );

@@ -144,6 +144,15 @@ export class SystemEventProducer {
     return this.#epoch * this.#span + this.#sequence;
   }
 
+  /**
+   * The id after which everything still buffered follows: a resume from it
+   * replays the whole buffer with no gap (the id of the last event evicted
+   * from the buffer, else this producer's origin).
+   */
+  get replayStart(): number {
+    return this.#evictedId ?? this.#firstEpoch * this.#span;
+  }
+
   /** The epoch of the ids published now (the high part of an id: `Math.floor(id / 2 ** 22)`). */
   get epoch(): number {
     return this.#epoch;

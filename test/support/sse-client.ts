@@ -7,7 +7,7 @@ export interface SseEvent {
 /** An `event: gap` block: its data and its `id:`. */
 export interface SseGap {
   id: number | undefined;
-  data: { lastEventId: number; reason: string };
+  data: { lastEventId: number | string; reason: string };
 }
 
 export class SseClient {
