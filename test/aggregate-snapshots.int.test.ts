@@ -9,7 +9,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createFacade, defineDomain, type Facade, type FacadeOptions } from "mneme";
-import type { EventRepository } from "mneme/store";
+import { snapshotDigestMatches, type EventRepository, type SnapshotRecord } from "mneme/store";
 import { rejection } from "./support/rejections.js";
 import { alice, bob, sharedPlaces } from "./support/shared-places.js";
 
@@ -121,6 +121,58 @@ describe.each(places)("snapshots on %s", (_name, placeOf) => {
       });
       // version 9 is ahead of the stream (5 events): not trusted.
       expect(await g.loadAggregate(v2.Counter, "c2")).toEqual({ state: { total: 15, seen: [1, 2, 3, 4, 5] }, version: 5 });
+    } finally {
+      await g.stop();
+      await f.stop();
+    }
+  });
+
+  it("a snapshot changed after it was saved (version lowered, state null or altered, tenant changed) or saved without a digest is not folded on: the load is right, a warning is logged, a sound snapshot replaces it", async () => {
+    const stores = placeOf();
+    const d = counterDomain(3);
+    const f = await facadeOn(stores, d);
+    const g = await facadeOn(stores, d);
+    try {
+      const changes: [string, Partial<Omit<SnapshotRecord, "digest">> & { digest?: string | undefined }, string][] = [
+        ["version-lowered", { version: 4 }, "does not match its digest"],
+        ["state-null", { state: null }, "does not match its digest"],
+        ["state-altered", { state: { total: 1000, seen: [60] } }, "does not match its digest"],
+        ["tenant-changed", { tenantUuid: "tenant-b" }, "does not match its digest"],
+        ["no-digest", { digest: undefined }, "has no digest"],
+      ];
+      for (const [uuid, change, warning] of changes) {
+        for (let i = 1; i <= 6; i++) await f.dispatch(d.Add, { counterUuid: uuid, n: i * 10 }, { reqCtx: alice });
+        await f.loadAggregate(d.Counter, uuid);
+        await snapshotAt(f, uuid, 1, 6);
+        // The row rewritten as a hand edit or a faulty copy would leave it: readable, the digest of what was saved.
+        const sound = (await f.snapshotStore.latest("Count", "Counter", uuid, 1))!;
+        expect(snapshotDigestMatches(sound), uuid).toBe(true);
+        await f.snapshotStore.delete("Count", "Counter", uuid);
+        expect(await f.snapshotStore.save({ ...sound, ...change } as SnapshotRecord), uuid).toBe(true);
+
+        const seen = spied(g.eventRepository);
+        expect(await g.loadAggregate(d.Counter, uuid, { tenantUuid: "tenant-a" }), uuid).toEqual({
+          state: { total: 210, seen: [20, 30, 40, 50, 60] },
+          version: 6,
+        });
+        expect(seen.reads, uuid).toEqual([undefined]); // every event, none twice
+        // A command decides on the right state too.
+        await g.dispatch(d.Add, { counterUuid: uuid, n: 1 }, { reqCtx: alice });
+        expect((await g.loadAggregate(d.Counter, uuid)).state.total, uuid).toBe(211);
+        const logged = (await g.logStore.list({ limit: 1000 })).items.filter(
+          (e) => e.source === "mneme.snapshots" && e.message.includes(` ${uuid} `),
+        );
+        expect(
+          logged.map((e) => [e.level, e.message.includes(warning)]),
+          uuid,
+        ).toEqual([["warn", true]]);
+        // The bad snapshot is gone; the fold saved a sound one, which the next load starts from.
+        await snapshotAt(g, uuid, 1, 6);
+        expect(snapshotDigestMatches((await g.snapshotStore.latest("Count", "Counter", uuid, 1))!), uuid).toBe(true);
+        const again = spied(g.eventRepository);
+        expect((await g.loadAggregate(d.Counter, uuid)).state.total, uuid).toBe(211);
+        expect(again.reads, uuid).toEqual([6]);
+      }
     } finally {
       await g.stop();
       await f.stop();

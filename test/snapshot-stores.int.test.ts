@@ -46,8 +46,8 @@ class LastSaveWins implements SnapshotStore {
     if (this.#closed) throw storeClosed("LastSaveWins");
     const s = validateSnapshot(snapshot);
     const key = JSON.stringify([s.domain, s.aggregate, s.aggregateUuid, s.snapshotVersion]);
-    const { stateJson, ...rest } = s;
-    this.#rows.set(key, { ...rest, state: JSON.parse(stateJson) as unknown });
+    const { stateJson, digest, ...rest } = s;
+    this.#rows.set(key, { ...rest, state: JSON.parse(stateJson) as unknown, ...(digest === null ? {} : { digest }) });
     return true;
   }
   async latest<S>(domain: string, aggregate: string, aggregateUuid: string, snapshotVersion: number) {
@@ -170,6 +170,38 @@ describe("SqliteSnapshotStore", () => {
     await store.close();
   });
 
+  it("a file made before snapshot digests: init adds the column, old rows read back without a digest, new saves keep theirs", async () => {
+    const filename = newFile();
+    const db = new Database(filename);
+    db.exec(`CREATE TABLE mneme_snapshots (
+      domain TEXT NOT NULL, aggregate TEXT NOT NULL, aggregate_uuid TEXT NOT NULL, snapshot_version INTEGER NOT NULL,
+      version INTEGER NOT NULL, tenant_uuid TEXT NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL,
+      PRIMARY KEY (domain, aggregate, aggregate_uuid, snapshot_version))`);
+    db.prepare("INSERT INTO mneme_snapshots VALUES ('Todo', 'Todo', 'old', 1, 4, 't', '{\"at\": 4}', 1)").run();
+    const store = new SqliteSnapshotStore({ filename });
+    await store.init();
+    const old = await store.latest("Todo", "Todo", "old", 1);
+    expect(old).toEqual({
+      tenantUuid: "t",
+      domain: "Todo",
+      aggregate: "Todo",
+      aggregateUuid: "old",
+      version: 4,
+      snapshotVersion: 1,
+      state: { at: 4 },
+      createdAt: 1,
+    });
+    const digest = "ab".repeat(32);
+    expect(await store.save(snap("old", 5, { digest }))).toBe(true);
+    expect((await store.latest("Todo", "Todo", "old", 1))?.digest).toBe(digest);
+    // A second store on the file (another process) finds the column there.
+    const again = new SqliteSnapshotStore({ filename });
+    await again.init();
+    expect((await again.latest("Todo", "Todo", "old", 1))?.digest).toBe(digest);
+    db.close();
+    await Promise.all([store.close(), again.close()]);
+  });
+
   it("a failure inside SQLite is STORE_ERROR with the driver error as cause", async () => {
     const filename = newFile();
     const store = new SqliteSnapshotStore({ filename });
@@ -234,6 +266,34 @@ describe("PostgresSnapshotStore", () => {
     );
     expect(rows.map((r) => r.table_name)).toEqual(["events", "snapshots"]);
     await b.close();
+  });
+
+  it("a schema made before snapshot digests: init adds the column, old rows read back without a digest, new saves keep theirs", async () => {
+    const schema = newSchema();
+    await pool.query(`CREATE SCHEMA "${schema}"`);
+    await pool.query(`CREATE TABLE "${schema}".snapshots (
+      domain text NOT NULL, aggregate text NOT NULL, aggregate_uuid text NOT NULL, snapshot_version bigint NOT NULL,
+      version bigint NOT NULL, tenant_uuid text NOT NULL, state jsonb NOT NULL, created_at bigint NOT NULL,
+      PRIMARY KEY (domain, aggregate, aggregate_uuid, snapshot_version))`);
+    await pool.query(`INSERT INTO "${schema}".snapshots VALUES ('Todo', 'Todo', 'old', 1, 4, 't', '{"at": 4}', 1)`);
+    const stores = [new PostgresSnapshotStore({ pool, schema }), new PostgresSnapshotStore({ pool, schema })];
+    await Promise.all(stores.map((st) => st.init()));
+    const [store, other] = stores as [PostgresSnapshotStore, PostgresSnapshotStore];
+    const old = await store.latest("Todo", "Todo", "old", 1);
+    expect(old).toEqual({
+      tenantUuid: "t",
+      domain: "Todo",
+      aggregate: "Todo",
+      aggregateUuid: "old",
+      version: 4,
+      snapshotVersion: 1,
+      state: { at: 4 },
+      createdAt: 1,
+    });
+    const digest = "cd".repeat(32);
+    expect(await store.save(snap("old", 5, { digest }))).toBe(true);
+    expect((await other.latest("Todo", "Todo", "old", 1))?.digest).toBe(digest);
+    await Promise.all(stores.map((st) => st.close()));
   });
 
   it("before init() a call is NOT_STARTED; init() is idempotent and safe from several instances at once", async () => {

@@ -5,7 +5,7 @@ import type { Event } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import { jsonSafeProblem } from "../store/json-safe.js";
 import type { LogStore } from "../store/log-store.js";
-import type { SnapshotStore } from "../store/snapshot-store.js";
+import { snapshotDigest, snapshotDigestMatches, type SnapshotRecord, type SnapshotStore } from "../store/snapshot-store.js";
 import type { AggregateCache } from "./aggregate-cache.js";
 
 /** A folded aggregate: its state and the version of its last event (0: no event). */
@@ -72,7 +72,8 @@ export class AggregateLoading {
     if (snapshotEvery !== undefined) {
       try {
         const snap = await this.snapshots.latest<S>(aggregate.domain, aggregate.name, aggregateUuid, snapshotVersion);
-        if (snap !== undefined) base = { state: snap.state, version: snap.version, tenantUuid: snap.tenantUuid };
+        if (snap !== undefined && (await this.#trusted(snap)))
+          base = { state: snap.state, version: snap.version, tenantUuid: snap.tenantUuid };
       } catch (e) {
         // A snapshot is a cache: an unreadable one means a full fold, never a failed load.
         if (e instanceof MnemeError && e.code === "UNAVAILABLE") throw e;
@@ -106,6 +107,25 @@ export class AggregateLoading {
     return folded;
   }
 
+  /**
+   * Whether a stored snapshot may be folded on: its digest matches its parts.
+   * One that does not (changed in the database after it was saved), or has
+   * none (saved before digests existed), is logged and deleted, so that the
+   * full fold that follows saves a sound one in its place (a save replaces
+   * only a lower version, and the fold may end at the same one).
+   */
+  async #trusted<S>(snap: SnapshotRecord<S>): Promise<boolean> {
+    if (snapshotDigestMatches(snap)) return true;
+    const what = `the snapshot of ${snap.domain}.${snap.aggregate} ${snap.aggregateUuid} at version ${snap.version}`;
+    this.#warn(
+      snap.digest === undefined
+        ? `${what} has no digest (saved before snapshots had one): not used; folding every event and saving a new one`
+        : `${what} does not match its digest (it was changed after it was saved): not used; folding every event and saving a new one`,
+    );
+    await this.snapshots.delete(snap.domain, snap.aggregate, snap.aggregateUuid);
+    return false;
+  }
+
   /** Waits for the snapshot saves still running. */
   async drain(): Promise<void> {
     while (this.#pending.size > 0) await Promise.all([...this.#pending]);
@@ -135,16 +155,18 @@ export class AggregateLoading {
     }
     // A copy taken now: the handler that gets the state may change it while the save runs.
     const state: unknown = JSON.parse(JSON.stringify(folded.state));
+    const parts = {
+      tenantUuid,
+      domain: aggregate.domain,
+      aggregate: aggregate.name,
+      aggregateUuid,
+      version: folded.version,
+      snapshotVersion,
+      state,
+    };
+    // Started now, before the caller goes on: the next load of this aggregate finds it where the backend saves synchronously.
     const save = this.snapshots
-      .save({
-        tenantUuid,
-        domain: aggregate.domain,
-        aggregate: aggregate.name,
-        aggregateUuid,
-        version: folded.version,
-        snapshotVersion,
-        state,
-      })
+      .save({ ...parts, digest: snapshotDigest(parts) })
       .then(
         () => undefined,
         (e: unknown) => this.#warn(`saving a snapshot of ${key} ${aggregateUuid} at version ${folded.version} failed: ${errorMessage(e)}`),

@@ -9,6 +9,7 @@ interface Slot {
   createdAt: number;
   /** The state as JSON: a copy nobody else holds, parsed anew for every read. */
   stateJson: string;
+  digest: string | null;
 }
 
 /**
@@ -41,7 +42,13 @@ export class MemorySnapshotStore implements SnapshotStore {
     }
     const stored = versions.get(s.snapshotVersion);
     if (stored !== undefined && stored.version >= s.version) return false;
-    versions.set(s.snapshotVersion, { tenantUuid: s.tenantUuid, version: s.version, createdAt: s.createdAt, stateJson: s.stateJson });
+    versions.set(s.snapshotVersion, {
+      tenantUuid: s.tenantUuid,
+      version: s.version,
+      createdAt: s.createdAt,
+      stateJson: s.stateJson,
+      digest: s.digest,
+    });
     return true;
   }
 
@@ -58,7 +65,7 @@ export class MemorySnapshotStore implements SnapshotStore {
       ?.get(aggregateUuid)
       ?.get(snapshotVersion);
     if (slot === undefined) return undefined;
-    return {
+    const record: SnapshotRecord<S> = {
       tenantUuid: slot.tenantUuid,
       domain,
       aggregate,
@@ -68,6 +75,8 @@ export class MemorySnapshotStore implements SnapshotStore {
       state: JSON.parse(slot.stateJson) as S,
       createdAt: slot.createdAt,
     };
+    if (slot.digest !== null) record.digest = slot.digest;
+    return record;
   }
 
   async delete(domain: string, aggregate: string, aggregateUuid: string): Promise<number> {

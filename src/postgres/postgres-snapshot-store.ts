@@ -16,6 +16,7 @@ interface SnapshotRow {
   version: string;
   state: string;
   created_at: string;
+  digest: string | null;
 }
 
 /**
@@ -54,6 +55,8 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
             created_at bigint NOT NULL,
             PRIMARY KEY (domain, aggregate, aggregate_uuid, snapshot_version)
           )`,
+          // A table made before digests existed gains the column; its rows have none.
+          `ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS digest text`,
         ],
         this.onStatement,
       ),
@@ -64,12 +67,13 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
     return this.track(async () => {
       const s = validateSnapshot(snapshot);
       const res = await this.query(
-        `INSERT INTO ${this.table} AS t (domain, aggregate, aggregate_uuid, snapshot_version, version, tenant_uuid, state, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8)
+        `INSERT INTO ${this.table} AS t (domain, aggregate, aggregate_uuid, snapshot_version, version, tenant_uuid, state, created_at, digest)
+         VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)
          ON CONFLICT (domain, aggregate, aggregate_uuid, snapshot_version) DO UPDATE SET
-           version = excluded.version, tenant_uuid = excluded.tenant_uuid, state = excluded.state, created_at = excluded.created_at
+           version = excluded.version, tenant_uuid = excluded.tenant_uuid, state = excluded.state, created_at = excluded.created_at,
+           digest = excluded.digest
          WHERE excluded.version > t.version`,
-        [s.domain, s.aggregate, s.aggregateUuid, s.snapshotVersion, s.version, s.tenantUuid, s.stateJson, s.createdAt],
+        [s.domain, s.aggregate, s.aggregateUuid, s.snapshotVersion, s.version, s.tenantUuid, s.stateJson, s.createdAt, s.digest],
         "snapshot save",
       );
       return (res.rowCount ?? 0) > 0;
@@ -86,7 +90,7 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
       validateSnapshotKey(domain, aggregate, aggregateUuid, snapshotVersion);
       const key = [domain, aggregate, aggregateUuid, snapshotVersion];
       const res = await this.query<SnapshotRow>(
-        `SELECT tenant_uuid, version::text, state::text, created_at::text FROM ${this.table}
+        `SELECT tenant_uuid, version::text, state::text, created_at::text, digest FROM ${this.table}
          WHERE domain = $1 AND aggregate = $2 AND aggregate_uuid = $3 AND snapshot_version = $4`,
         key,
         "snapshot latest",
@@ -105,7 +109,7 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
         );
         return undefined;
       }
-      return {
+      const record: SnapshotRecord<S> = {
         tenantUuid: row.tenant_uuid,
         domain,
         aggregate,
@@ -115,6 +119,8 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
         state: parsed.state as S,
         createdAt: Number(row.created_at),
       };
+      if (row.digest !== null) record.digest = row.digest;
+      return record;
     });
   }
 

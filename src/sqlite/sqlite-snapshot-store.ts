@@ -11,8 +11,8 @@ import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
-/** rowid, tenant_uuid, version, state, created_at: read as stored, since a damaged row may hold anything. */
-type SnapshotRow = [number, unknown, unknown, unknown, unknown];
+/** rowid, tenant_uuid, version, state, created_at, digest: read as stored, since a damaged row may hold anything. */
+type SnapshotRow = [number, unknown, unknown, unknown, unknown, unknown];
 
 /**
  * The SnapshotStore in one SQLite table (in the events' file when made by
@@ -40,9 +40,13 @@ export class SqliteSnapshotStore extends SqliteStoreBase implements SnapshotStor
         tenant_uuid TEXT NOT NULL,
         state TEXT NOT NULL,
         created_at INTEGER NOT NULL,
+        digest TEXT,
         PRIMARY KEY (domain, aggregate, aggregate_uuid, snapshot_version)
       );
     `);
+    // A table made before digests existed gains the column; its rows have none.
+    const columns = this.db.statement(`PRAGMA table_info(${this.table})`).all() as { name: string }[];
+    if (!columns.some((c) => c.name === "digest")) this.db.exec(`ALTER TABLE ${this.table} ADD COLUMN digest TEXT`);
   }
 
   async save<S>(snapshot: NewSnapshotRecord<S>): Promise<boolean> {
@@ -51,13 +55,15 @@ export class SqliteSnapshotStore extends SqliteStoreBase implements SnapshotStor
       return (
         this.ready()
           .statement(
-            `INSERT INTO ${this.table} (domain, aggregate, aggregate_uuid, snapshot_version, version, tenant_uuid, state, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            `INSERT INTO ${this.table} (domain, aggregate, aggregate_uuid, snapshot_version, version, tenant_uuid, state, created_at, digest)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
              ON CONFLICT (domain, aggregate, aggregate_uuid, snapshot_version) DO UPDATE SET
-               version = excluded.version, tenant_uuid = excluded.tenant_uuid, state = excluded.state, created_at = excluded.created_at
+               version = excluded.version, tenant_uuid = excluded.tenant_uuid, state = excluded.state, created_at = excluded.created_at,
+               digest = excluded.digest
              WHERE excluded.version > ${this.table}.version`,
           )
-          .run(s.domain, s.aggregate, s.aggregateUuid, s.snapshotVersion, s.version, s.tenantUuid, s.stateJson, s.createdAt).changes > 0
+          .run(s.domain, s.aggregate, s.aggregateUuid, s.snapshotVersion, s.version, s.tenantUuid, s.stateJson, s.createdAt, s.digest)
+          .changes > 0
       );
     } catch (e) {
       throw toStoreError(e, "snapshot save");
@@ -75,19 +81,30 @@ export class SqliteSnapshotStore extends SqliteStoreBase implements SnapshotStor
       const db = this.ready();
       const row = db
         .rawStatement(
-          `SELECT rowid, tenant_uuid, version, state, created_at FROM ${this.table}
+          `SELECT rowid, tenant_uuid, version, state, created_at, digest FROM ${this.table}
            WHERE domain = ? AND aggregate = ? AND aggregate_uuid = ? AND snapshot_version = ?`,
         )
         .get(domain, aggregate, aggregateUuid, snapshotVersion) as SnapshotRow | undefined;
       if (row === undefined) return undefined;
-      const [rowid, tenantUuid, version, stateJson, createdAt] = row;
+      const [rowid, tenantUuid, version, stateJson, createdAt, digest] = row;
       const parsed = parseStoredState(stateJson);
       if (parsed === undefined || !isStoredVersion(version) || typeof tenantUuid !== "string" || typeof createdAt !== "number") {
         // Damaged: delete exactly this row as read (another process may have replaced it since).
         db.statement(`DELETE FROM ${this.table} WHERE rowid = ? AND version IS ? AND state IS ?`).run(rowid, version, stateJson);
         return undefined;
       }
-      return { tenantUuid, domain, aggregate, aggregateUuid, version, snapshotVersion, state: parsed.state as S, createdAt };
+      const record: SnapshotRecord<S> = {
+        tenantUuid,
+        domain,
+        aggregate,
+        aggregateUuid,
+        version,
+        snapshotVersion,
+        state: parsed.state as S,
+        createdAt,
+      };
+      if (typeof digest === "string") record.digest = digest;
+      return record;
     } catch (e) {
       throw toStoreError(e, "snapshot latest");
     }

@@ -1,6 +1,7 @@
 import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import { jsonSafeProblem } from "./json-safe.js";
+import { sha256Hex } from "./sha256.js";
 import type { StoreInfo } from "./store-info.js";
 
 /**
@@ -22,6 +23,13 @@ export interface SnapshotRecord<S = unknown> {
   /** The folded state, JSON-safe (see `jsonSafeProblem`). */
   state: S;
   createdAt: number;
+  /**
+   * `snapshotDigest` of this snapshot as it was made (64 hex digits), kept as
+   * given: a reader recomputes it, and a snapshot whose stored parts no longer
+   * match (a version, tenant or state changed in the database) is not folded
+   * on. Absent when the snapshot was saved without one (written before digests existed).
+   */
+  digest?: string;
 }
 
 /** A snapshot to save: `tenantUuid` defaults to "", `createdAt` to now. */
@@ -56,6 +64,10 @@ export type NewSnapshotRecord<S = unknown> = Omit<SnapshotRecord<S>, "tenantUuid
  *   JSON or not JSON-safe, a version that is not an integer >= 1) is
  *   reported as absent (`latest` resolves undefined) and deleted, so the
  *   caller falls back to a full fold and a later save replaces it;
+ * - `digest` is kept as saved and given back by `latest` (absent when saved
+ *   without one); one that is not 64 lowercase hex digits is INVALID_REQUEST.
+ *   Checking it is the reader's part (`snapshotDigestMatches`): a store
+ *   returns what it holds;
  * - after `close()` every call rejects with STORE_CLOSED; `close()` may be
  *   called twice; errors come back as rejected promises.
  */
@@ -95,6 +107,8 @@ export interface ValidatedSnapshot {
   readonly createdAt: number;
   /** `JSON.stringify(state)`: what a backend stores. */
   readonly stateJson: string;
+  /** The digest given (64 lowercase hex digits), or null. */
+  readonly digest: string | null;
 }
 
 /**
@@ -126,6 +140,10 @@ export function validateSnapshot(input: NewSnapshotRecord): ValidatedSnapshot {
       details: [{ pointer: problem.pointer, message: problem.message }],
     });
   }
+  const digest = input.digest ?? null;
+  if (digest !== null && (typeof digest !== "string" || !DIGEST.test(digest))) {
+    throw new MnemeError("INVALID_REQUEST", `snapshot of ${where}: digest must be 64 lowercase hex digits (see snapshotDigest)`);
+  }
   return {
     tenantUuid,
     domain,
@@ -135,7 +153,46 @@ export function validateSnapshot(input: NewSnapshotRecord): ValidatedSnapshot {
     snapshotVersion: input.snapshotVersion,
     createdAt,
     stateJson: JSON.stringify(input.state),
+    digest,
   };
+}
+
+const DIGEST = /^[0-9a-f]{64}$/;
+
+/** The parts of a snapshot its digest covers. */
+export type SnapshotDigestParts = Pick<
+  SnapshotRecord,
+  "tenantUuid" | "domain" | "aggregate" | "aggregateUuid" | "version" | "snapshotVersion" | "state"
+>;
+
+/**
+ * The digest of a snapshot: SHA-256 (hex) of its tenant, aggregate type and
+ * uuid, version, snapshotVersion and state, the state as JSON with object
+ * keys sorted (Postgres jsonb gives keys back in another order). It tells a
+ * snapshot that is readable but not what was saved (a version lowered or a
+ * state changed by hand or by a faulty copy) from a sound one. It is not a
+ * signature: whoever can write the database can recompute it.
+ */
+export function snapshotDigest(s: SnapshotDigestParts): string {
+  const head = JSON.stringify([s.tenantUuid, s.domain, s.aggregate, s.aggregateUuid, s.version, s.snapshotVersion]);
+  return sha256Hex(`${head}\n${sortedJson(s.state)}`);
+}
+
+/** True when the snapshot carries a digest and it matches its parts. */
+export function snapshotDigestMatches(s: SnapshotDigestParts & { digest?: string | undefined }): boolean {
+  return s.digest !== undefined && s.digest === snapshotDigest(s);
+}
+
+/** JSON with every object's keys sorted. */
+function sortedJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => {
+    if (x === null || typeof x !== "object" || Array.isArray(x)) return x;
+    const keys = Object.keys(x).sort();
+    // No prototype: an own "__proto__" key stays a key.
+    const out = Object.create(null) as Record<string, unknown>;
+    for (const k of keys) out[k] = (x as Record<string, unknown>)[k];
+    return out;
+  });
 }
 
 /** Checks the arguments of `latest`, so every backend refuses the same ones with INVALID_REQUEST. */

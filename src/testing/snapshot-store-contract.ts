@@ -1,5 +1,6 @@
 import { expect } from "vitest";
 import type { NewSnapshotRecord, SnapshotRecord, SnapshotStore } from "../store/snapshot-store.js";
+import { snapshotDigest, snapshotDigestMatches } from "../store/snapshot-store.js";
 import { describeContract, expectClosedBehaviour, expectNoSecret, expectNs, expectRejectsWith } from "./contract-harness.js";
 import type { ContractOptions } from "./contract-options.js";
 
@@ -89,6 +90,36 @@ export function describeSnapshotStoreContract(
         expect(got).toEqual(Object.is(state, -0) ? 0 : state);
         if (Object.is(state, -0)) expect(Object.is(got, 0)).toBe(true);
       }
+    });
+
+    test("the digest is kept as saved and given back (it matches the state read back, whatever order the keys come in); absent when saved without; replaced with the snapshot; a malformed one is INVALID_REQUEST and nothing is written", async (store) => {
+      const parts = { tenantUuid: "t", domain: "Todo", aggregate: "Todo", aggregateUuid: "d", version: 2, snapshotVersion: 1 };
+      const state = { z: 1, a: { y: [3, { q: null, b: "x" }], b: true }, m: "ü" };
+      const digest = snapshotDigest({ ...parts, state });
+      expect(digest).toMatch(/^[0-9a-f]{64}$/);
+      expect(await store.save({ ...parts, state, digest })).toBe(true);
+      const got = await latest(store, "d");
+      expect(got?.digest).toBe(digest);
+      expect(snapshotDigestMatches(got!)).toBe(true);
+      // Any part changed no longer matches.
+      expect(snapshotDigestMatches({ ...got!, version: 1 })).toBe(false);
+      expect(snapshotDigestMatches({ ...got!, tenantUuid: "other" })).toBe(false);
+      expect(snapshotDigestMatches({ ...got!, state: { ...state, z: 2 } })).toBe(false);
+      expect(snapshotDigestMatches({ ...got!, state: null })).toBe(false);
+
+      await store.save(snap("e", 1));
+      const without = await latest(store, "e");
+      expect(without).toBeDefined();
+      expect("digest" in without!).toBe(false);
+      expect(snapshotDigestMatches(without!)).toBe(false);
+      // A higher version replaces the digest with the rest (here: none).
+      expect(await store.save({ ...parts, version: 3, state })).toBe(true);
+      expect("digest" in (await latest(store, "d"))!).toBe(false);
+
+      for (const bad of ["", "abc", digest.toUpperCase(), `${digest}0`, 42]) {
+        await expectRejectsWith(() => store.save({ ...snap("f", 1), digest: bad } as NewSnapshotRecord), "INVALID_REQUEST");
+      }
+      expect(await latest(store, "f")).toBeUndefined();
     });
 
     test("a higher version replaces the snapshot; an equal or lower one is dropped and save resolves false", async (store) => {
