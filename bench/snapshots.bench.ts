@@ -2,8 +2,11 @@
  * The SQLite and Postgres snapshot stores against the raw driver running the
  * same SQL by hand (same table, same upsert, the state JSON-stringified and
  * parsed), in the same run: save of a new version (the upsert that replaces
- * the row) and latest (one keyed read). The state is a folded aggregate of a
- * realistic size (~1 KB of JSON). Postgres runs in its own schema, dropped at the end.
+ * the row) and latest (one keyed read). mneme's side does what a load does:
+ * the save carries the snapshot's digest, computed then, and latest's result
+ * is checked against its digest; the raw side has no digest, so the ratio
+ * includes its cost. The state is a folded aggregate of a realistic size
+ * (~1 KB of JSON). Postgres runs in its own schema, dropped at the end.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,9 +16,29 @@ import pg from "pg";
 import { newUuid, nowNs } from "../src/model/clock.js";
 import { PostgresSnapshotStore } from "../src/postgres/index.js";
 import { SqliteSnapshotStore } from "../src/sqlite/index.js";
+import { snapshotDigest, snapshotDigestMatches, type SnapshotRecord } from "../src/store/snapshot-store.js";
 import { type Bench, duel } from "./harness.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+/** The snapshot of Shop.Order `u` at `version`, with its digest (as a load saves it). */
+function snapshotOf(u: string, version: number) {
+  const parts = {
+    tenantUuid: "",
+    domain: "Shop",
+    aggregate: "Order",
+    aggregateUuid: u,
+    version,
+    snapshotVersion: 1,
+    state: stateAt(version),
+  };
+  return { ...parts, digest: snapshotDigest(parts) };
+}
+
+/** What a load does with what latest returns: folds on it only when its digest matches. */
+function checked(s: SnapshotRecord | undefined): void {
+  if (s === undefined || !snapshotDigestMatches(s)) throw new Error("bench: a snapshot without a matching digest");
+}
 
 /** A folded aggregate's state: a few fields and a list of 20 items (~1 KB as JSON). */
 function stateAt(version: number): Record<string, unknown> {
@@ -58,15 +81,7 @@ async function sqlite(b: Bench, aggregates: number, rounds: number): Promise<voi
       aggregates,
       rounds,
       async (r) => {
-        for (const u of uuids)
-          await store.save({
-            domain: "Shop",
-            aggregate: "Order",
-            aggregateUuid: u,
-            version: r + 1,
-            snapshotVersion: 1,
-            state: stateAt(r + 1),
-          });
+        for (const u of uuids) await store.save(snapshotOf(u, r + 1));
       },
       [
         {
@@ -85,7 +100,7 @@ async function sqlite(b: Bench, aggregates: number, rounds: number): Promise<voi
       aggregates,
       rounds,
       async () => {
-        for (const u of uuids) await store.latest("Shop", "Order", u, 1);
+        for (const u of uuids) checked(await store.latest("Shop", "Order", u, 1));
       },
       [
         {
@@ -134,9 +149,7 @@ async function postgres(b: Bench, aggregates: number, rounds: number): Promise<v
       aggregates,
       rounds,
       async (r) => {
-        await inParallel(uuids, 4, (u) =>
-          store.save({ domain: "Shop", aggregate: "Order", aggregateUuid: u, version: r + 1, snapshotVersion: 1, state: stateAt(r + 1) }),
-        );
+        await inParallel(uuids, 4, (u) => store.save(snapshotOf(u, r + 1)));
       },
       [
         {
@@ -157,7 +170,7 @@ async function postgres(b: Bench, aggregates: number, rounds: number): Promise<v
       aggregates,
       rounds,
       async () => {
-        await inParallel(uuids, 4, (u) => store.latest("Shop", "Order", u, 1));
+        await inParallel(uuids, 4, async (u) => checked(await store.latest("Shop", "Order", u, 1)));
       },
       [
         {

@@ -6,7 +6,8 @@
  * another version. Checked against Web Crypto in the tests.
  */
 
-const K = new Uint32Array([
+// Signed 32-bit words throughout: V8 keeps them as small integers, unsigned ones above 2^31 become doubles.
+const K = new Int32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be,
   0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa,
   0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85,
@@ -16,7 +17,7 @@ const K = new Uint32Array([
 ]);
 
 const encoder = new TextEncoder();
-const W = new Uint32Array(64);
+const W = new Int32Array(64);
 
 /** The SHA-256 of `text` (UTF-8), hex. */
 export function sha256Hex(text: string): string {
@@ -29,11 +30,12 @@ export function sha256Hex(text: string): string {
   const view = new DataView(padded.buffer);
   view.setUint32(padded.length - 8, Math.floor(bitLength / 2 ** 32));
   view.setUint32(padded.length - 4, bitLength >>> 0);
+  const p = padded;
 
   let h0 = 0x6a09e667, h1 = 0xbb67ae85, h2 = 0x3c6ef372, h3 = 0xa54ff53a; // prettier-ignore
   let h4 = 0x510e527f, h5 = 0x9b05688c, h6 = 0x1f83d9ab, h7 = 0x5be0cd19; // prettier-ignore
   for (let off = 0; off < padded.length; off += 64) {
-    for (let i = 0; i < 16; i++) W[i] = view.getUint32(off + i * 4);
+    for (let i = 0, o = off; i < 16; i++, o += 4) W[i] = (p[o]! << 24) | (p[o + 1]! << 16) | (p[o + 2]! << 8) | p[o + 3]!;
     for (let i = 16; i < 64; i++) {
       const w15 = W[i - 15]!;
       const w2 = W[i - 2]!;

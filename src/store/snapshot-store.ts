@@ -183,16 +183,22 @@ export function snapshotDigestMatches(s: SnapshotDigestParts & { digest?: string
   return s.digest !== undefined && s.digest === snapshotDigest(s);
 }
 
-/** JSON with every object's keys sorted. */
+/** JSON with every object's keys sorted (the state is JSON-safe: plain objects, arrays, strings, finite numbers, booleans, null). */
 function sortedJson(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) => {
-    if (x === null || typeof x !== "object" || Array.isArray(x)) return x;
-    const keys = Object.keys(x).sort();
-    // No prototype: an own "__proto__" key stays a key.
-    const out = Object.create(null) as Record<string, unknown>;
-    for (const k of keys) out[k] = (x as Record<string, unknown>)[k];
-    return out;
-  });
+  if (v === null || typeof v !== "object") return JSON.stringify(v) ?? "null";
+  if (Array.isArray(v)) {
+    let out = "[";
+    for (let i = 0; i < v.length; i++) out += (i === 0 ? "" : ",") + sortedJson(v[i]);
+    return `${out}]`;
+  }
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o).sort();
+  let out = "{";
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
+    out += `${i === 0 ? "" : ","}${JSON.stringify(k)}:${sortedJson(o[k])}`;
+  }
+  return `${out}}`;
 }
 
 /** Checks the arguments of `latest`, so every backend refuses the same ones with INVALID_REQUEST. */
