@@ -68,7 +68,10 @@ export class Catalog extends BaseReadmodel {
   /** What a reader sees: the count and the full list, read as two queries. */
   async read(): Promise<{ count: number; items: CatalogDoc[] }> {
     const items = this.collection<CatalogDoc>("items");
-    const [count, list] = await Promise.all([items.count(), items.list({ limit: 100_000 })]);
+    // The count first, then the list (not both at once): if the list is of the generation served before a switch,
+    // the count is too, so a reader of the old generation can expect its exact count whatever the timing.
+    const count = await items.count();
+    const list = await items.list({ limit: 100_000 });
     return { count, items: list };
   }
 }
