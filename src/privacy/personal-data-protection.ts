@@ -32,6 +32,12 @@ interface Recalled {
   readonly json?: string;
 }
 
+/** A payload with its envelopes opened, and how many of them read as "[erased]" (key gone, or unreadable). */
+export interface OpenedPayload {
+  readonly payload: unknown;
+  readonly erased: number;
+}
+
 /** Subjects starting with this are mneme's own (e.g. the key of the e-mail index): `forget` refuses them. */
 export const RESERVED_SUBJECT_PREFIX = "mneme:";
 
@@ -158,6 +164,52 @@ export class PersonalDataProtection {
         page[i] = { ...e, payload };
       }
       return page;
+    });
+  }
+
+  /**
+   * The subject's live key (made and stored on first use), for sealing values
+   * outside events: command records, outbox entries. See {@link seal}.
+   */
+  liveKey(subject: string): Promise<SubjectKey> {
+    return this.#liveKey(subject);
+  }
+
+  /** One value sealed under `key` (from {@link liveKey}) into an envelope; the value must be JSON-safe. */
+  seal(value: unknown, key: SubjectKey): FieldEnvelope {
+    const envelope = sealValue(value, key.keyId, key.key);
+    this.#remember(envelope, value);
+    return envelope;
+  }
+
+  /**
+   * Any JSON value with every envelope in it opened ("[erased]" where the key
+   * is gone), with the count of erased ones: command payloads, outbox
+   * entries. Synchronous unless a key must be fetched.
+   */
+  openPayload(payload: unknown): OpenedPayload | Promise<OpenedPayload> {
+    let missing: Set<string> | undefined;
+    let erased = 0;
+    const opened = (v: unknown, key: SubjectKey | undefined): unknown => {
+      const out = key === undefined ? ERASED : (this.#recall(v as FieldEnvelope) ?? openValue(v as FieldEnvelope, key.key));
+      if (out === ERASED) erased++;
+      return out;
+    };
+    const first = mapValues(payload, (v) => {
+      const keyId = envelopeKeyId(v);
+      if (keyId === undefined) return undefined;
+      const key = this.#cache.byId(keyId);
+      if (key !== undefined || this.#cache.isGone(keyId)) return opened(v, key);
+      (missing ??= new Set()).add(keyId);
+      return v;
+    });
+    if (missing === undefined) return { payload: first, erased };
+    return this.#fetch(missing).then((fetched) => {
+      const rest = mapValues(first, (v) => {
+        const keyId = envelopeKeyId(v);
+        return keyId === undefined ? undefined : opened(v, fetched.get(keyId) ?? this.#cache.byId(keyId));
+      });
+      return { payload: rest, erased };
     });
   }
 

@@ -13,4 +13,5 @@ export type { LogStore, LogEntry, NewLogEntry, LogLevel } from "./log-store.js";
 export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions } from "./readmodel-store-backend.js";
 export type { SnapshotStore, SnapshotRecord, NewSnapshotRecord } from "./snapshot-store.js";
 export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";
+export type { StorageScrub } from "./storage-scrub.js";
 export { jsonSafeProblem, JSON_SAFE_MAX_DEPTH, type JsonSafeProblem } from "./json-safe.js";
