@@ -261,3 +261,53 @@ describe.each([
     }
   }, 90_000);
 });
+
+describe("the quick-start of docs/privacy.md", () => {
+  it("protects the command from its first example: no clear value in the SQLite file or its WAL after forget and the clean-up", async () => {
+    const doc = readFileSync(new URL("../docs/privacy.md", import.meta.url), "utf8");
+    const quickStart = /```ts\n([\s\S]*?)```/.exec(doc)?.[1] ?? "";
+    // The example declares the command's personal data and shows the clean-up.
+    expect(quickStart).toMatch(/Contacts\.command<AddContact>\("AddContact", \{\s*personalData:/);
+    expect(quickStart).toContain("await facade.scrubStorage();");
+
+    // The same app, run.
+    interface AddContact {
+      personUuid: string;
+      email: string;
+      street: string;
+      city: string;
+    }
+    interface ContactAdded {
+      personUuid: string;
+      email: string;
+      address: { street: string; city: string };
+    }
+    const Contacts = defineDomain("Contacts");
+    const AddContact = Contacts.command<AddContact>("AddContact", {
+      personalData: { subject: (p) => p.personUuid, fields: ["email", "street"] },
+    });
+    const ContactAdded = Contacts.event<ContactAdded>("ContactAdded", {
+      personalData: { subject: (p) => p.personUuid, fields: ["email", "/address/street"] },
+    });
+    Contacts.handleCommand(AddContact, (_ctx, _cmd, p) => [
+      ContactAdded.create(p.personUuid, { personUuid: p.personUuid, email: p.email, address: { street: p.street, city: p.city } }),
+    ]);
+    const filename = join(dir, "crm.db");
+    const facade = createFacade({ appName: "crm", ...createSqliteBackends({ filename }) });
+    facade.registerDomain(Contacts);
+    await facade.start();
+    try {
+      const personUuid = "person-quick";
+      await facade.dispatch(AddContact, { personUuid, email: ANN.email, street: ANN.street, city: "Quickville" }, { reqCtx });
+      await facade.forget(personUuid);
+      await facade.scrubStorage();
+      const bytes = Buffer.concat([filename, `${filename}-wal`].filter((f) => existsSync(f)).map((f) => readFileSync(f))).toString(
+        "latin1",
+      );
+      expect(bytes).toContain("Quickville");
+      for (const s of [ANN.email, ANN.street]) expect(bytes, `${s} in crm.db or its -wal`).not.toContain(s);
+    } finally {
+      await facade.stop();
+    }
+  });
+});
