@@ -62,7 +62,14 @@ export class PersonalDataProtection {
    * events an append returns, and their live delivery, read them back without
    * a decryption. Emptied by every forget.
    */
-  readonly #justSealed = new Map<string, Recalled>();
+  #justSealed = new Map<string, Recalled>();
+  /**
+   * The generation before #justSealed: two generations of at most half the
+   * limit each, swapped when the newer fills. (Evicting the oldest entry of one
+   * Map one by one made every insert walk the deleted slots at its front: the
+   * cost of a seal grew with the number of seals.)
+   */
+  #justSealedBefore = new Map<string, Recalled>();
   readonly #justSealedLimit: number;
 
   constructor(opts: PersonalDataProtectionOptions) {
@@ -243,6 +250,7 @@ export class PersonalDataProtection {
     this.#forgetEpoch++;
     this.#cache.dropSubject(subject);
     this.#justSealed.clear();
+    this.#justSealedBefore.clear();
     try {
       return await this.keyStore.forget(subject);
     } finally {
@@ -265,12 +273,15 @@ export class PersonalDataProtection {
     // Containers as JSON text: the caller may change its payload after the append.
     const kept: Recalled = typeof value === "object" && value !== null ? { json: JSON.stringify(value) } : { value };
     this.#justSealed.set(envelope[ENVELOPE_MEMBER], kept);
-    if (this.#justSealed.size > this.#justSealedLimit) this.#justSealed.delete(this.#justSealed.keys().next().value as string);
+    if (this.#justSealed.size >= Math.max(1, this.#justSealedLimit >> 1)) {
+      this.#justSealedBefore = this.#justSealed;
+      this.#justSealed = new Map();
+    }
   }
 
   /** The clear value of an envelope sealed here recently (a fresh copy), or undefined. */
   #recall(envelope: FieldEnvelope): unknown {
-    const kept = this.#justSealed.get(envelope[ENVELOPE_MEMBER]);
+    const kept = this.#justSealed.get(envelope[ENVELOPE_MEMBER]) ?? this.#justSealedBefore.get(envelope[ENVELOPE_MEMBER]);
     if (kept === undefined) return undefined;
     return kept.json === undefined ? kept.value : JSON.parse(kept.json);
   }
