@@ -46,7 +46,9 @@ function library(seen: LendBook[]) {
   D.handleCommand(Remind, (_c, _e, p) => {
     reminded.push(p);
   });
-  return { D, Lent, Lend, Remind, reminded };
+  const Note = D.command<{ memberUuid: string; email: string }>("Note");
+  D.handleCommand(Note, () => undefined);
+  return { D, Lent, Lend, Remind, Note, reminded };
 }
 
 const lend = (over: Partial<LendBook> = {}): LendBook => ({
@@ -112,6 +114,24 @@ describe.each(sharedPlaces("privacy_cmd"))("command personal data on %s", (_name
     const onG = await g.runtime.stores.read("command", reqCtx);
     expect(JSON.stringify(onG.items)).not.toContain(EMAIL);
     expect(JSON.stringify(onG.items)).toContain("[erased]");
+  });
+
+  it("keeps in the record what an outbox sealed (storedPayload), and replays its retries before and after forget", async () => {
+    const lib = library([]);
+    const f = createFacade({ appName: "cmd-privacy", ...place()() });
+    facades.push(f);
+    f.registerDomain(lib.D);
+    await f.start();
+    const clear = { memberUuid: "member-3", email: EMAIL };
+    const stored = { memberUuid: "member-3", email: f.personalData.seal(EMAIL, await f.personalData.liveKey("member-3")) };
+    const commandUuid = newUuid();
+    await f.dispatch(lib.Note, clear, { reqCtx, commandUuid, storedPayload: stored });
+    expect(JSON.stringify(await f.commandStore.get(commandUuid))).not.toContain(EMAIL);
+    expect((await f.dispatch(lib.Note, clear, { reqCtx, commandUuid, storedPayload: stored })).replayed).toBe(true);
+    await f.forget("member-3");
+    expect((await f.dispatch(lib.Note, clear, { reqCtx, commandUuid, storedPayload: stored })).replayed).toBe(true);
+    const other = { memberUuid: "member-4", email: EMAIL };
+    expect((await rejection(f.dispatch(lib.Note, other, { reqCtx, commandUuid }))).code).toBe("CONFLICT");
   });
 
   it("refuses a payload whose subject cannot be named (VALIDATION_FAILED) and records it without the clear values", async () => {

@@ -69,6 +69,8 @@ function library(mailsSent: Mail[]) {
   const SendWelcome = D.command<Mail>("SendWelcome", { personalData: { subject: (p) => p.memberUuid, fields: ["email"] } });
   // Not declared: the outbox still seals the value it copied from the event's personal field.
   const SendReminder = D.command<Mail>("SendReminder");
+  // Not declared and sent at once: its record keeps the value sealed as the outbox had it.
+  const SendNotice = D.command<Mail>("SendNotice");
   D.handleCommand(JoinLibrary, (_c, _e, p) => [
     Joined.create(p.memberUuid, { memberUuid: p.memberUuid, email: p.email, name: p.name, address: { street: p.street, city: p.city } }),
   ]);
@@ -78,15 +80,16 @@ function library(mailsSent: Mail[]) {
     mailsSent.push(p);
     throw new Error("the mail server is down");
   });
-  D.handleCommand(SendReminder, (_c, _e, p) => {
-    mailsSent.push(p);
-  });
+  for (const c of [SendReminder, SendNotice])
+    D.handleCommand(c, (_c, _e, p) => {
+      mailsSent.push(p);
+    });
   const Book = D.aggregate<{ title: string }>("Book", {
     initialState: () => ({ title: "" }),
     evolve: { BookCatalogued: (_s, p: { title: string }) => ({ title: p.title }) },
     snapshotEvery: 1,
   });
-  return { D, Joined, Lent, JoinLibrary, LendBook, Catalogue, SendWelcome, SendReminder, Book };
+  return { D, Joined, Lent, JoinLibrary, LendBook, Catalogue, SendWelcome, SendReminder, SendNotice, Book };
 }
 
 /** A readmodel that keeps a copy of each member's contact data and drops it when the member is forgotten. */
@@ -175,6 +178,7 @@ describe.each([
       pollMs: 20,
     }).on(lib.Joined, (ctx, _s, p) => {
       ctx.dispatch(lib.SendWelcome, { memberUuid: p.memberUuid, email: p.email });
+      ctx.dispatch(lib.SendNotice, { memberUuid: p.memberUuid, email: p.email });
       ctx.schedule(lib.SendReminder, { memberUuid: p.memberUuid, email: p.email }, { at: Date.now() + 3_600_000 });
       return { joined: true };
     });
@@ -207,7 +211,10 @@ describe.each([
       await welcome.drainOutbox();
 
       // The handlers got clear values; the listings show them in clear before the forget.
-      expect(mails).toContainEqual({ memberUuid: annUuid, email: ANN.email });
+      expect(mails.filter((m) => m.memberUuid === annUuid)).toEqual([
+        { memberUuid: annUuid, email: ANN.email },
+        { memberUuid: annUuid, email: ANN.email },
+      ]);
       expect((await members.docs.get(annUuid))?.email).toBe(ANN.secondEmail);
       const scheduled = await f.query(ListScheduledCommands, {}, { reqCtx });
       expect(scheduled.map((s) => s.payload)).toContainEqual({ memberUuid: annUuid, email: ANN.email });
@@ -232,6 +239,15 @@ describe.each([
       const records = await f.runtime.stores.read("command", reqCtx, { limit: 100 });
       const lendRecord = records.items.find((r) => (r as { name: string }).name === "LendBook") as { payload: Lend };
       expect(lendRecord.payload.memberEmail).toBe("[erased]");
+      const notices = records.items
+        .filter((r) => (r as { name: string }).name === "SendNotice")
+        .map((r) => (r as { payload: Mail }).payload);
+      expect(notices).toEqual(
+        expect.arrayContaining([
+          { memberUuid: annUuid, email: "[erased]" },
+          { memberUuid: bobUuid, email: BOB.email },
+        ]),
+      );
       // HTTP: the replay of the request and the store listing show "[erased]" only.
       const replay = await call(server.url, "POST", lendPath, { headers, body: lend });
       expect(replay.status).toBe(200);

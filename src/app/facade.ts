@@ -797,7 +797,8 @@ export class Facade implements FacadeHandle {
         if (seen !== undefined && seen !== "cleared") return seen;
       }
       this.schemas.validate(cmdType, payload);
-      if (cmdType.personalData !== undefined) recordPayload = await recordedCommandPayload(this.personalData, cmdType, payload, reqCtx);
+      if (cmdType.personalData !== undefined || opts.storedPayload !== undefined)
+        recordPayload = await recordedCommandPayload(this.personalData, cmdType, payload, reqCtx, opts.storedPayload ?? payload);
       const handler = domain.commandHandlers.get(cmdType.name);
       if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${cmdType.domain}.${cmdType.name} has no handler`);
       ctx = new DispatchContext(this.#ctxHost, envelope.commandUuid, reqCtx);
@@ -906,7 +907,8 @@ export class Facade implements FacadeHandle {
       return "cleared";
     }
     // Personal fields are sealed with a fresh IV each time: compared opened, and a field erased since counts as equal.
-    const recorded = type.personalData === undefined ? rec.payload : (await this.personalData.openPayload(rec.payload)).payload;
+    // (Also without a declaration: a process manager's command is recorded with the values its outbox sealed.)
+    const recorded = (await this.personalData.openPayload(rec.payload)).payload;
     const sameRequest =
       rec.domain === envelope.domain &&
       rec.name === envelope.name &&

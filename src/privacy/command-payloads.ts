@@ -80,15 +80,18 @@ export async function sealFields(
 
 /**
  * The payload a command's record keeps: secret fields "[redacted]", declared
- * personal fields sealed under the subject's key.
+ * personal fields sealed under the subject's key. `kept`, when the payload
+ * is kept sealed elsewhere already (an outbox entry), is what is recorded, its
+ * envelopes as they are; the subject is named from the clear `payload`.
  */
 export async function recordedCommandPayload(
   protection: PersonalDataProtection,
   type: StoredCommandType,
   payload: unknown,
   reqCtx: RequestContext,
+  kept: unknown = payload,
 ): Promise<unknown> {
-  const redacted = redact(payload, type.secretFields);
+  const redacted = redact(kept, type.secretFields);
   const spec = type.personalData;
   if (spec === undefined) return redacted;
   const subject = commandSubjectOf(type, spec, payload, reqCtx);
@@ -110,16 +113,23 @@ export function withoutPersonalFields(type: StoredCommandType, payload: unknown)
 }
 
 /**
- * `given` as a record of it would read after its personal fields were
- * erased where `recorded` (an opened record) reads "[erased]", so that a
- * retry of a command whose subject was forgotten still counts as the same request.
+ * `given` (secret fields redacted) as a record of it reads once its sealed
+ * values were erased: "[erased]" wherever `recorded` (an opened record) reads
+ * "[erased]", so that a retry of a command whose subject was forgotten still
+ * counts as the same request.
  */
 export function asErasedIn(type: StoredCommandType, recorded: unknown, given: unknown): unknown {
-  let out = redact(given, type.secretFields);
-  for (const field of type.personalData?.fields ?? []) {
-    const tokens = pointerTokens(field);
-    if (valueAt(recorded, tokens) === ERASED && valueAt(out, tokens) !== undefined) out = replaceAt(out, tokens, ERASED);
-  }
+  return erasedLike(recorded, redact(given, type.secretFields));
+}
+
+function erasedLike(recorded: unknown, given: unknown): unknown {
+  if (recorded === ERASED) return given === undefined ? given : ERASED;
+  if (typeof recorded !== "object" || recorded === null || typeof given !== "object" || given === null) return given;
+  if (Array.isArray(recorded) !== Array.isArray(given)) return given;
+  if (Array.isArray(given)) return given.map((v, i) => erasedLike((recorded as unknown[])[i], v));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(given))
+    out[k] = Object.hasOwn(recorded, k) ? erasedLike((recorded as Record<string, unknown>)[k], v) : v;
   return out;
 }
 

@@ -247,7 +247,12 @@ export class ProcessManager<S> extends OutboxHandler {
         );
       payload = opened.payload;
     }
-    await this.#facade.dispatch({ domain: c.domain, name: c.name }, payload, { reqCtx: c.reqCtx, commandUuid: entry.id });
+    await this.#facade.dispatch(
+      { domain: c.domain, name: c.name },
+      payload,
+      // The record keeps what the outbox sealed (values copied from the event's personal fields included).
+      { reqCtx: c.reqCtx, commandUuid: entry.id, ...(payload === c.payload ? {} : { storedPayload: c.payload }) },
+    );
   }
 }
 
