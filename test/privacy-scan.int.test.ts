@@ -185,6 +185,12 @@ describe.each([
     f.registerReadmodel(welcome);
     const published: unknown[] = [];
     await f.start();
+    // A second instance on the same file / schema, running throughout (its readmodels in standby).
+    const g = createFacade({ appName: "privacy-scan", ...place.stores(), authorizer: testAuthorizer });
+    g.registerDomain(library([]).D);
+    registerStorePermissions(g);
+    g.registerReadmodel(new Members(g, library([])));
+    await g.start();
     const server = await serve(f);
     try {
       f.runtime.systemEvents.subscribe((e) => {
@@ -262,6 +268,9 @@ describe.each([
         for (const s of Object.values(ANN)) expect(text).not.toContain(s);
       }
       expect(JSON.stringify(storeRead.body)).toContain(BOB.email);
+      const onG = JSON.stringify((await g.runtime.stores.read("command", reqCtx, { limit: 100 })).items);
+      expect(onG).toContain("[erased]");
+      for (const s of Object.values(ANN)) expect(onG).not.toContain(s);
       const publishedText = JSON.stringify(published);
       expect(published.length).toBeGreaterThan(0);
       for (const s of Object.values(ANN)) expect(publishedText).not.toContain(s);
@@ -273,6 +282,7 @@ describe.each([
       expect(scanned).toContain("Scan Book, 2nd edition");
     } finally {
       await server.close();
+      await g.stop();
       await f.stop();
     }
   }, 90_000);
