@@ -12,6 +12,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { BaseReadmodel, createFacade, defineDomain, type Facade, type FacadeOptions, registerStorePermissions } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
@@ -21,6 +22,7 @@ import { ListDeadLetters, ListScheduledCommands } from "mneme/runtime";
 import { SubjectForgotten } from "../src/privacy/privacy-domain.js";
 import { ADMIN, call, serve, TENANT_SYS, testAuthorizer } from "./support/http-fixture.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
+import { rejection } from "./support/rejections.js";
 
 /** Ann's personal values: none may be left anywhere after the clean-up. */
 const ANN = {
@@ -334,6 +336,29 @@ describe("the quick-start of docs/privacy.md", () => {
       for (const s of [ANN.email, ANN.street]) expect(bytes, `${s} in crm.db or its -wal`).not.toContain(s);
     } finally {
       await facade.stop();
+    }
+  });
+});
+
+describe("scrubStorage", () => {
+  it("fails with UNAVAILABLE while another connection keeps a read open on the SQLite file, and completes once it is closed", async () => {
+    const filename = join(dir, "busy.db");
+    const f = createFacade({ appName: "busy", ...createSqliteBackends({ filename, busyTimeoutMs: 50 }) });
+    await f.start();
+    const reader = new Database(filename);
+    try {
+      await f.logStore.append({ level: "info", source: "app", message: "something to checkpoint" });
+      reader.exec("BEGIN");
+      reader.prepare("SELECT COUNT(*) FROM sqlite_master").get();
+      await f.logStore.append({ level: "info", source: "app", message: "written after the reader's snapshot" });
+      expect((await rejection(f.scrubStorage({ waitMs: 0 }))).code).toBe("UNAVAILABLE");
+      reader.exec("COMMIT");
+      expect(await f.scrubStorage({ waitMs: 0 })).toEqual({ behind: [] });
+      expect(existsSync(`${filename}-wal`) ? readFileSync(`${filename}-wal`).length : 0).toBe(0);
+      expect((await rejection(f.scrubStorage({ waitMs: -1 }))).code).toBe("INVALID_REQUEST");
+    } finally {
+      reader.close();
+      await f.stop();
     }
   });
 });
