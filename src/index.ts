@@ -20,6 +20,8 @@ export {
   type Evolver,
   type PayloadOf,
   type ResultOf,
+  type CommandPersonalData,
+  type CommandPersonalDataOptions,
 } from "./model/tokens.js";
 export {
   defineDomain,
@@ -29,6 +31,7 @@ export {
   type QueryHandler,
   type CommandHandlerResult,
   type MessageOptions,
+  type CommandOptions,
   type AggregateOptions,
 } from "./model/domain.js";
 export type { DomainInstaller, DomainInstall } from "./model/domain-install.js";

@@ -26,6 +26,9 @@ import { MemorySnapshotStore } from "../memory/memory-snapshot-store.js";
 import { MemoryKeyStore } from "../memory/memory-key-store.js";
 import { PersonalDataProtection } from "../privacy/personal-data-protection.js";
 import { forgetAggregateUuidOf, SubjectForgotten } from "../privacy/privacy-domain.js";
+import { asErasedIn, CommandPayloads, recordedCommandPayload, withoutPersonalFields } from "../privacy/command-payloads.js";
+import { canScrubStorage } from "../store/storage-scrub.js";
+import { PERSONAL_DATA_UNDECLARED_WARNING, undeclaredPersonalFields } from "../privacy/undeclared-fields.js";
 import { type DispatchTrace, loadTelemetry, type Telemetry } from "../observability/telemetry.js";
 import type { KeyStore } from "../store/key-store.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
@@ -43,7 +46,7 @@ import { type Domain, snapshotOptionsOf } from "../model/domain.js";
 import { type DomainInstall, installDomain, type InstalledDomain } from "../model/domain-install.js";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import { KeyedLock } from "../model/keyed-lock.js";
-import { isPlainObject, redact } from "../model/redact.js";
+import { isPlainObject } from "../model/redact.js";
 import type { AggregateTenancy, AggregateType, CommandType, EventType, PersonalData, QueryType } from "../model/tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "../model/types.js";
 import type { DispatchOptions, DispatchResult, FacadeHandle, HandlerError, MessageRef, QueryOptions } from "../model/facade-handle.js";
@@ -132,6 +135,8 @@ export class Facade implements FacadeHandle {
   readonly keyStore: KeyStore;
   /** Encryption of personal fields on append, decryption on every read, and the deletion of keys (see `forget`). */
   readonly personalData: PersonalDataProtection;
+  /** The personal fields of command payloads, sealed where mneme keeps them (records, outboxes), opened on reads. */
+  readonly commandPayloads: CommandPayloads;
   readonly permissions: PermissionRegistry;
   readonly systemEvents: SystemEventProducer;
   readonly schemas: SchemaRegistry;
@@ -184,6 +189,11 @@ export class Facade implements FacadeHandle {
       personalDataOf: (domain, name) => this.#personalDataAt(`${domain}.${name}`),
       ...options.personalData,
     });
+    this.commandPayloads = new CommandPayloads(
+      this.personalData,
+      (domain, name) => this.#domains.get(domain)?.commands.get(name),
+      (domain, name) => this.#personalDataAt(`${domain}.${name}`),
+    );
     // Decryption first: upcasters see the clear payload (or "[erased]"), in the shape it was stored in.
     this.#events.addReadStep({ read: (events) => this.personalData.decrypt(events) });
     this.#events.addReadStep(this.#upcasting);
@@ -325,6 +335,52 @@ export class Facade implements FacadeHandle {
     return { keysDeleted };
   }
 
+  /**
+   * The clean-up after `forget`: waits until this instance's running event
+   * handlers have handled every event up to the head known now (so readmodels
+   * have dropped or rebuilt their copies on `SubjectForgotten`), at most
+   * `waitMs` (default 30,000), then has every store that can scrub its
+   * storage overwrite what deleted rows left behind, once per file or schema
+   * (SQLite: secure_delete and a TRUNCATE checkpoint of the write-ahead log;
+   * Postgres: VACUUM). Resolves the handlers that had not caught up (their
+   * copies may still be there). See docs/privacy.md.
+   * @example
+   * await facade.forget(memberUuid);
+   * await facade.scrubStorage();
+   */
+  async scrubStorage(opts: { readonly waitMs?: number } = {}): Promise<{ behind: string[] }> {
+    this.#assertStarted();
+    const waitMs = opts.waitMs ?? 30_000;
+    if (typeof waitMs !== "number" || !(waitMs >= 0) || waitMs > 2_147_483_647)
+      throw new MnemeError("INVALID_REQUEST", `scrubStorage: waitMs must be a number of ms in 0..2147483647, got ${String(waitMs)}`);
+    const head = Math.max(this.#head, await this.eventRepository.headPosition());
+    const behind: string[] = [];
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), waitMs);
+    });
+    try {
+      await Promise.all(
+        [...this.#registered.values()].map(async ({ handler: h, runner }) => {
+          if (h.state !== "running") return;
+          const r = await Promise.race([runner.waitFor(head, head), timeout]);
+          if (r !== undefined) behind.push(h.name);
+        }),
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+    const scopes = new Set<string>();
+    for (const store of this.#lifecycles()) {
+      if (!canScrubStorage(store)) continue;
+      const scope = store.storageScope();
+      if (scopes.has(scope)) continue;
+      scopes.add(scope);
+      await store.scrubStorage();
+    }
+    return { behind: behind.sort() };
+  }
+
   /** "new" | "starting" | "started" | "stopping" | "stopped" */
   get state(): FacadeState {
     return this.#state;
@@ -373,6 +429,7 @@ export class Facade implements FacadeHandle {
     // Compile payload validators now, so a bad schema fails at registration and the first request pays nothing;
     // a command or query without a schema is INVALID_DOMAIN when schemas are required, else warned about.
     this.schemas.checkDomain(domain.name, [...domain.commands.values(), ...domain.queries.values()]);
+    this.#warnUndeclaredPersonalData(domain);
     for (const p of domain.permissions.values()) this.permissions.register(p);
     for (const t of domain.events.values()) {
       this.#eventTypes.set(t.path, t);
@@ -390,6 +447,28 @@ export class Facade implements FacadeHandle {
     this.#domains.set(domain.name, domain);
     return this;
   }
+
+  /**
+   * A command field named like a personal field of one of the domain's events
+   * but not declared would be stored in clear: one process warning
+   * `MNEME_PERSONAL_DATA_UNDECLARED` per domain, written to the log store at start too.
+   */
+  #warnUndeclaredPersonalData(domain: InstalledDomain): void {
+    const found = undeclaredPersonalFields(domain.commands.values(), domain.events.values(), (c) => this.schemas.documentFor(c));
+    if (found.length === 0) return;
+    const named = found.map((f) => `${f.command} (${f.fields.join(", ")})`).join(", ");
+    const message =
+      `domain ${domain.name}: command fields named like personal fields of its events are not declared as personal data, ` +
+      `so they are stored in clear wherever the command is kept (record, outbox, scheduled commands): ${named}. ` +
+      `Declare them with command(name, { personalData: { subject, fields } }) (see docs/privacy.md)`;
+    if (typeof process !== "undefined" && typeof process.emitWarning === "function") {
+      process.emitWarning(message, { code: PERSONAL_DATA_UNDECLARED_WARNING, detail: `undeclared: ${named}` });
+    }
+    this.#startWarnings.push({ message, data: { code: PERSONAL_DATA_UNDECLARED_WARNING, commands: found } });
+  }
+
+  /** Warnings of registration, written to the log store once it is open. */
+  readonly #startWarnings: { message: string; data: Record<string, unknown> }[] = [];
 
   /**
    * Rejects evolve keys that name no event (a typo such as `Opend` would
@@ -489,6 +568,9 @@ export class Facade implements FacadeHandle {
           .map((h) => ({ handler: h.name, lag: Math.max(0, this.#head - h.lastPosition) })),
       );
       await this.runtime.storeInfo();
+      for (const w of this.#startWarnings.splice(0)) {
+        await this.logStore.append({ level: "warn", source: "mneme.privacy", message: w.message, data: w.data }).catch(() => undefined);
+      }
       const repo = this.eventRepository;
       if (repo.onAppend !== undefined) {
         this.#pushesLocally = true;
@@ -694,6 +776,8 @@ export class Facade implements FacadeHandle {
     let ctx: DispatchContext | undefined;
     let appended: Event[] | undefined;
     let result: unknown;
+    /** The payload its record keeps (personal fields sealed); until it is made, a record keeps them "[redacted]". */
+    let recordPayload: unknown;
     try {
       if (!isPlainObject(payload)) {
         stage = "failed";
@@ -713,6 +797,8 @@ export class Facade implements FacadeHandle {
         if (seen !== undefined && seen !== "cleared") return seen;
       }
       this.schemas.validate(cmdType, payload);
+      if (cmdType.personalData !== undefined || opts.storedPayload !== undefined)
+        recordPayload = await recordedCommandPayload(this.personalData, cmdType, payload, reqCtx, opts.storedPayload ?? payload);
       const handler = domain.commandHandlers.get(cmdType.name);
       if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${cmdType.domain}.${cmdType.name} has no handler`);
       ctx = new DispatchContext(this.#ctxHost, envelope.commandUuid, reqCtx);
@@ -727,7 +813,7 @@ export class Facade implements FacadeHandle {
           events = normalised.events;
           result = normalised.result;
         }
-        if (events.length > 0) appended = await this.#append(events, envelope, storedCtx, ctx.loader, cmdType, t0, trace);
+        if (events.length > 0) appended = await this.#append(events, envelope, storedCtx, ctx.loader, cmdType, t0, trace, recordPayload);
       } finally {
         ctx.release();
       }
@@ -745,7 +831,7 @@ export class Facade implements FacadeHandle {
         if (seen === "cleared") return this.#dispatch(type, payload, opts, true, trace);
         if (seen !== undefined) return seen;
       }
-      await this.#record(cmdType, envelope, storedCtx, stage, [], error, t0);
+      await this.#record(cmdType, envelope, storedCtx, stage, [], error, t0, recordPayload);
       const tenant = tenantOf(reqCtx);
       if (this.systemEvents.running) {
         this.systemEvents.publish(
@@ -767,7 +853,7 @@ export class Facade implements FacadeHandle {
     else if (!this.#pushesLocally) this.#deliver(appended);
     // With events, a joined repository committed the record with them already.
     if (appended.length === 0 || !this.#recordsWithAppend)
-      await this.#record(cmdType, envelope, storedCtx, "succeeded", appended, undefined, t0);
+      await this.#record(cmdType, envelope, storedCtx, "succeeded", appended, undefined, t0, recordPayload);
     if (this.systemEvents.running) {
       const tenant = tenantOf(reqCtx) || undefined;
       this.systemEvents.publish(
@@ -820,11 +906,14 @@ export class Facade implements FacadeHandle {
       await this.commandStore.delete(uuid);
       return "cleared";
     }
+    // Personal fields are sealed with a fresh IV each time: compared opened, and a field erased since counts as equal.
+    // (Also without a declaration: a process manager's command is recorded with the values its outbox sealed.)
+    const recorded = (await this.personalData.openPayload(rec.payload)).payload;
     const sameRequest =
       rec.domain === envelope.domain &&
       rec.name === envelope.name &&
       rec.tenantUuid === tenantOf(envelope.reqCtx) &&
-      canonicalJson(rec.payload) === canonicalJson(redact(envelope.payload, type.secretFields));
+      canonicalJson(recorded) === canonicalJson(asErasedIn(type, recorded, envelope.payload));
     if (!sameRequest) {
       throw new MnemeError(
         "CONFLICT",
@@ -885,6 +974,7 @@ export class Facade implements FacadeHandle {
     type: CommandType<any, any>,
     t0: number,
     trace: DispatchTrace | undefined,
+    recordPayload: unknown,
   ): Promise<Event[]> {
     const reqCtx = storedCtx;
     const tenantUuid = tenantOf(reqCtx);
@@ -970,6 +1060,7 @@ export class Facade implements FacadeHandle {
         out.map((e) => e.eventUuid!),
         undefined,
         t0,
+        recordPayload,
       );
     }
     if (trace !== undefined) return trace.append(out.length, () => this.eventRepository.append(out, opts));
@@ -1009,6 +1100,7 @@ export class Facade implements FacadeHandle {
     eventUuids: string[],
     error: MnemeError | undefined,
     t0: number,
+    recordPayload: unknown,
   ): CommandRecord {
     const rec: CommandRecord = {
       commandUuid: envelope.commandUuid,
@@ -1016,7 +1108,7 @@ export class Facade implements FacadeHandle {
       name: envelope.name,
       tenantUuid: tenantOf(storedCtx),
       reqCtx: storedCtx,
-      payload: redact(envelope.payload, type.secretFields),
+      payload: recordPayload ?? withoutPersonalFields(type, envelope.payload),
       status,
       eventUuids,
       createdAt: nowNs(),
@@ -1034,6 +1126,7 @@ export class Facade implements FacadeHandle {
     events: readonly Event[],
     error: MnemeError | undefined,
     t0: number,
+    recordPayload: unknown,
   ): Promise<void> {
     try {
       await this.commandStore.record(
@@ -1045,6 +1138,7 @@ export class Facade implements FacadeHandle {
           events.map((e) => e.eventUuid),
           error,
           t0,
+          recordPayload,
         ),
       );
     } catch (e) {

@@ -3,6 +3,8 @@ import { MnemeError } from "./errors.js";
 import type {
   AggregateTenancy,
   AggregateType,
+  CommandPersonalData,
+  CommandPersonalDataOptions,
   CommandType,
   EventOptions,
   EventType,
@@ -30,6 +32,16 @@ export interface MessageOptions {
   readonly permission?: PermissionFunc;
   readonly schema?: JsonSchema;
   readonly secretFields?: readonly string[];
+}
+
+/** Options of `Domain.command`: those of every message, and the personal data the payload carries. */
+export interface CommandOptions<P = any> extends MessageOptions {
+  /**
+   * Payload fields that are personal data of a subject: stored encrypted under
+   * the subject's key wherever mneme keeps the command, "[erased]" after
+   * `facade.forget(subject)`; the handler gets them in clear.
+   */
+  readonly personalData?: CommandPersonalDataOptions<P>;
 }
 
 /**
@@ -162,7 +174,7 @@ export interface DomainContents {
 export interface Domain<E extends Record<string, unknown> = Record<string, any>> extends DomainContents {
   readonly name: string;
   readonly description: string;
-  command<P, R = unknown>(name: string, opts?: MessageOptions): CommandType<P, R>;
+  command<P, R = unknown>(name: string, opts?: CommandOptions<P>): CommandType<P, R>;
   query<P, R>(name: string, opts?: MessageOptions): QueryType<P, R>;
   /** An event of the domain's event map (its payload type from the map). */
   event<K extends keyof E & string>(name: K, opts?: EventOptions<E[K]>): EventType<E[K]>;
@@ -355,10 +367,11 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
     queryHandlers,
     permissions,
 
-    command<P, R = unknown>(cmdName: string, o: MessageOptions = {}): CommandType<P, R> {
+    command<P, R = unknown>(cmdName: string, o: CommandOptions<P> = {}): CommandType<P, R> {
       checkName("command", cmdName);
       if (taken(cmdName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${cmdName} is defined twice`);
       const permission = o.permission ?? authorized;
+      const personalData = personalDataOf(`command ${name}.${cmdName}`, o.personalData) as CommandPersonalData<P> | undefined;
       const type: CommandType<P, R> = Object.freeze({
         kind: "command" as const,
         domain: name,
@@ -367,6 +380,7 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
         permission,
         secretFields: Object.freeze([...(o.secretFields ?? [])]),
         ...(o.schema === undefined ? {} : { schema: o.schema }),
+        ...(personalData === undefined ? {} : { personalData }),
       });
       commands.set(cmdName, type);
       permissions.set(cmdName, newPermission(name, cmdName, type.description, permission));

@@ -16,6 +16,15 @@ export interface DispatchOptions {
    * (`replayed: true`). Omitted: a fresh uuid v7.
    */
   commandUuid?: string;
+  /**
+   * The payload as mneme keeps it elsewhere already, with personal values
+   * sealed (a process manager's outbox entry): the command's record keeps
+   * these envelopes as they are, so values sealed there stay sealed in the
+   * record too, besides the fields the command type declares. Its envelopes
+   * must open to `payload`, which the handler gets. For in-process callers
+   * (the HTTP adapter never sets it).
+   */
+  storedPayload?: unknown;
 }
 
 export interface HandlerError {

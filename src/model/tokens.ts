@@ -18,6 +18,32 @@ export interface MessageType<P = unknown, R = unknown> {
 /** A command type: a runtime token typed by its payload. `name` is the exported TypeScript type's name. */
 export interface CommandType<P = unknown, R = unknown> extends MessageType<P, R> {
   readonly kind: "command";
+  /**
+   * The payload fields that are personal data of a subject: stored encrypted
+   * wherever mneme keeps the command (its record, outbox entries, scheduled
+   * commands, dead letters; see docs/privacy.md); absent when it holds none.
+   */
+  readonly personalData?: CommandPersonalData<P>;
+}
+
+/** Personal data settings of a command type: every field as a JSON pointer (`"email"` becomes `"/email"`). */
+export interface CommandPersonalData<P = any> {
+  /** The data subject of a payload (an opaque id such as an account uuid, never personal data itself). */
+  readonly subject: (payload: P, reqCtx: Readonly<RequestContext>) => string;
+  /** JSON pointers, each naming one protected value; none inside another. */
+  readonly fields: readonly string[];
+}
+
+/** `personalData` of `Domain.command`: like an event's, the subject computed from the payload (and the request context). */
+export interface CommandPersonalDataOptions<P = any> {
+  /**
+   * The data subject of a payload (e.g. `(p) => p.memberUuid`): a non-empty
+   * string, never personal data itself. The request context is the second
+   * argument (`(_p, reqCtx) => reqCtx.senderAccountUuid` names the sender).
+   */
+  readonly subject: (payload: P, reqCtx: Readonly<RequestContext>) => string;
+  /** Top-level field names (`"memberEmail"`) or JSON pointers (RFC 6901) to nested ones (`"/address/street"`). */
+  readonly fields: readonly string[];
 }
 
 /** A query type, typed by its payload and its result. */

@@ -98,6 +98,28 @@ export abstract class PostgresStoreBase {
     return p;
   }
 
+  /** The schema this store writes (stores sharing it are scrubbed once): see {@link scrubStorage}. */
+  storageScope(): string {
+    return `postgres:${this.connectionInfo}:${this.schema}`;
+  }
+
+  /**
+   * VACUUMs every table of the schema: rows deleted or updated (a forgotten
+   * subject's readmodel copies, say) are pruned from their pages and indexes
+   * and their space becomes reusable. It does not overwrite the bytes at once,
+   * nor the write-ahead log, its archives or backups (see docs/privacy.md).
+   */
+  async scrubStorage(): Promise<void> {
+    await this.track(async () => {
+      const tables = await this.query<{ t: string }>(
+        "SELECT tablename AS t FROM pg_tables WHERE schemaname = $1 ORDER BY tablename",
+        [this.schema],
+        "listing the tables to vacuum",
+      );
+      for (const { t } of tables.rows) await this.query(`VACUUM ${this.qschema}.${quoteIdent(t)}`, [], `vacuuming ${t}`);
+    });
+  }
+
   /** A StoreInfo of this store. */
   protected storeInfo(numItems: number, lastItemCreatedAt: number): StoreInfo {
     return { storeType: "postgres", numItems, lastItemCreatedAt, connectionInfo: this.connectionInfo };

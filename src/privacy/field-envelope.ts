@@ -44,9 +44,25 @@ export function envelopeKeyId(v: unknown): string | undefined {
   return parts.length === 4 && parts[0] === VERSION && parts[1] !== "" ? parts[1] : undefined;
 }
 
+/** Random bytes for IVs, drawn from the CSPRNG 256 IVs at a time: one call per IV cost more than the cipher itself. */
+const IV_POOL_IVS = 256;
+let ivPool = Buffer.alloc(0);
+let ivAt = 0;
+
+/** A fresh random IV (never handed out twice). */
+function nextIv(): Buffer {
+  if (ivAt + IV_BYTES > ivPool.length) {
+    ivPool = randomBytes(IV_BYTES * IV_POOL_IVS);
+    ivAt = 0;
+  }
+  const iv = ivPool.subarray(ivAt, ivAt + IV_BYTES);
+  ivAt += IV_BYTES;
+  return iv;
+}
+
 /** Encrypts `value` (any JSON value) under `key` (32 bytes) with a fresh random IV. */
 export function sealValue(value: unknown, keyId: string, key: Uint8Array): FieldEnvelope {
-  const iv = randomBytes(IV_BYTES);
+  const iv = nextIv();
   const cipher = createCipheriv("aes-256-gcm", keyObjectOf(key), iv);
   cipher.setAAD(AAD);
   const body = Buffer.concat([cipher.update(JSON.stringify(value), "utf8"), cipher.final(), cipher.getAuthTag()]);

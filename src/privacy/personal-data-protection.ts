@@ -32,6 +32,12 @@ interface Recalled {
   readonly json?: string;
 }
 
+/** A payload with its envelopes opened, and how many of them read as "[erased]" (key gone, or unreadable). */
+export interface OpenedPayload {
+  readonly payload: unknown;
+  readonly erased: number;
+}
+
 /** Subjects starting with this are mneme's own (e.g. the key of the e-mail index): `forget` refuses them. */
 export const RESERVED_SUBJECT_PREFIX = "mneme:";
 
@@ -56,7 +62,14 @@ export class PersonalDataProtection {
    * events an append returns, and their live delivery, read them back without
    * a decryption. Emptied by every forget.
    */
-  readonly #justSealed = new Map<string, Recalled>();
+  #justSealed = new Map<string, Recalled>();
+  /**
+   * The generation before #justSealed: two generations of at most half the
+   * limit each, swapped when the newer fills. (Evicting the oldest entry of one
+   * Map one by one made every insert walk the deleted slots at its front: the
+   * cost of a seal grew with the number of seals.)
+   */
+  #justSealedBefore = new Map<string, Recalled>();
   readonly #justSealedLimit: number;
 
   constructor(opts: PersonalDataProtectionOptions) {
@@ -161,6 +174,52 @@ export class PersonalDataProtection {
     });
   }
 
+  /**
+   * The subject's live key (made and stored on first use), for sealing values
+   * outside events: command records, outbox entries. See {@link seal}.
+   */
+  liveKey(subject: string): Promise<SubjectKey> {
+    return this.#liveKey(subject);
+  }
+
+  /** One value sealed under `key` (from {@link liveKey}) into an envelope; the value must be JSON-safe. */
+  seal(value: unknown, key: SubjectKey): FieldEnvelope {
+    const envelope = sealValue(value, key.keyId, key.key);
+    this.#remember(envelope, value);
+    return envelope;
+  }
+
+  /**
+   * Any JSON value with every envelope in it opened ("[erased]" where the key
+   * is gone), with the count of erased ones: command payloads, outbox
+   * entries. Synchronous unless a key must be fetched.
+   */
+  openPayload(payload: unknown): OpenedPayload | Promise<OpenedPayload> {
+    let missing: Set<string> | undefined;
+    let erased = 0;
+    const opened = (v: unknown, key: SubjectKey | undefined): unknown => {
+      const out = key === undefined ? ERASED : (this.#recall(v as FieldEnvelope) ?? openValue(v as FieldEnvelope, key.key));
+      if (out === ERASED) erased++;
+      return out;
+    };
+    const first = mapValues(payload, (v) => {
+      const keyId = envelopeKeyId(v);
+      if (keyId === undefined) return undefined;
+      const key = this.#cache.byId(keyId);
+      if (key !== undefined || this.#cache.isGone(keyId)) return opened(v, key);
+      (missing ??= new Set()).add(keyId);
+      return v;
+    });
+    if (missing === undefined) return { payload: first, erased };
+    return this.#fetch(missing).then((fetched) => {
+      const rest = mapValues(first, (v) => {
+        const keyId = envelopeKeyId(v);
+        return keyId === undefined ? undefined : opened(v, fetched.get(keyId) ?? this.#cache.byId(keyId));
+      });
+      return { payload: rest, erased };
+    });
+  }
+
   /** Fetches keys by id in one call: found ones are cached, missing ones remembered as gone. */
   async #fetch(wanted: Set<string>): Promise<Map<string, SubjectKey>> {
     const epoch = this.#forgetEpoch;
@@ -191,6 +250,7 @@ export class PersonalDataProtection {
     this.#forgetEpoch++;
     this.#cache.dropSubject(subject);
     this.#justSealed.clear();
+    this.#justSealedBefore.clear();
     try {
       return await this.keyStore.forget(subject);
     } finally {
@@ -213,12 +273,15 @@ export class PersonalDataProtection {
     // Containers as JSON text: the caller may change its payload after the append.
     const kept: Recalled = typeof value === "object" && value !== null ? { json: JSON.stringify(value) } : { value };
     this.#justSealed.set(envelope[ENVELOPE_MEMBER], kept);
-    if (this.#justSealed.size > this.#justSealedLimit) this.#justSealed.delete(this.#justSealed.keys().next().value as string);
+    if (this.#justSealed.size >= Math.max(1, this.#justSealedLimit >> 1)) {
+      this.#justSealedBefore = this.#justSealed;
+      this.#justSealed = new Map();
+    }
   }
 
   /** The clear value of an envelope sealed here recently (a fresh copy), or undefined. */
   #recall(envelope: FieldEnvelope): unknown {
-    const kept = this.#justSealed.get(envelope[ENVELOPE_MEMBER]);
+    const kept = this.#justSealed.get(envelope[ENVELOPE_MEMBER]) ?? this.#justSealedBefore.get(envelope[ENVELOPE_MEMBER]);
     if (kept === undefined) return undefined;
     return kept.json === undefined ? kept.value : JSON.parse(kept.json);
   }

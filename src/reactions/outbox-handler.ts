@@ -4,6 +4,7 @@ import type { Event } from "../model/types.js";
 import type { RestoreReport } from "../model/event-handler.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
+import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
 import {
   backoffMs,
   dueOrderOf,
@@ -91,6 +92,11 @@ export abstract class OutboxHandler extends BaseReadmodel {
    * start, must not run in it.
    */
   readonly #outside: <R>(fn: () => R) => R = AsyncLocalStorage.snapshot();
+  /**
+   * Seals the personal fields of the commands kept in the outbox and opens them
+   * for listings (the facade's; absent on a facade without personal data support).
+   */
+  protected readonly commandPayloads: CommandPayloadProtection | undefined;
 
   constructor(facade: ReadmodelFacade, options: OutboxHandlerOptions) {
     super(facade, ...(options.readmodelStoreBackend === undefined ? [] : [withReadmodelStoreBackend(options.readmodelStoreBackend)]));
@@ -110,6 +116,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
     if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
       throw new MnemeError("INVALID_REQUEST", `concurrency must be an integer in 1..64, got ${String(concurrency)}`);
     this.#concurrency = concurrency;
+    this.commandPayloads = (facade as { commandPayloads?: CommandPayloadProtection }).commandPayloads;
     this.name = options.name;
     this.domain = options.domain;
     this.retry = retryPolicy(options.retry);
@@ -336,12 +343,25 @@ export abstract class OutboxHandler extends BaseReadmodel {
 
   // ---------------------------------------------------------------- the Runtime's view
 
+  /**
+   * An entry as it is handed out: its command's personal fields opened
+   * ("[erased]" once their subject was forgotten). The stored entry keeps them sealed.
+   */
+  async #opened(e: OutboxEntry): Promise<OutboxEntry>;
+  async #opened(e: OutboxEntry | undefined): Promise<OutboxEntry | undefined>;
+  async #opened(e: OutboxEntry | undefined): Promise<OutboxEntry | undefined> {
+    if (e?.command === undefined || this.commandPayloads === undefined) return e;
+    const { payload } = await this.commandPayloads.open(e.command.payload);
+    return payload === e.command.payload ? e : { ...e, command: { ...e.command, payload } };
+  }
+
   /** Entries of this handler's outbox, due first (ties by id). */
   async listOutbox(filter: OutboxFilter = {}): Promise<OutboxEntry[]> {
     const where: Record<string, string | boolean> = {};
     if (filter.status !== undefined) where.status = filter.status;
     if (filter.scheduled !== undefined) where.scheduled = filter.scheduled;
-    return this.#outbox().list({ where, orderBy: "dueOrder", offset: filter.offset ?? 0, limit: filter.limit ?? 1000 });
+    const page = await this.#outbox().list({ where, orderBy: "dueOrder", offset: filter.offset ?? 0, limit: filter.limit ?? 1000 });
+    return Promise.all(page.map((e) => this.#opened(e)));
   }
 
   /** How many entries are pending, scheduled (pending and made by `ctx.schedule`) and dead. */
@@ -356,8 +376,8 @@ export abstract class OutboxHandler extends BaseReadmodel {
   }
 
   /** The entry `id`, if this handler has it. */
-  getOutboxEntry(id: string): Promise<OutboxEntry | undefined> {
-    return this.#outbox().get(id);
+  async getOutboxEntry(id: string): Promise<OutboxEntry | undefined> {
+    return this.#opened(await this.#outbox().get(id));
   }
 
   /**
@@ -377,7 +397,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
         `${this.name} is sending the scheduled command ${commandUuid} now: it can no longer be cancelled`,
       );
     await outbox.delete(commandUuid);
-    return e;
+    return this.#opened(e);
   }
 
   /** Makes a dead entry pending again, due now, with its attempts reset. NOT_FOUND unless it is dead here. */
@@ -390,7 +410,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: now, dueOrder: dueOrderOf(now, e.position, e.index) };
     await outbox.put(id, again);
     if (!this.#stopped) this.#wakeSoon(0);
-    return again;
+    return this.#opened(again);
   }
 
   /** Deletes a dead entry: its command is never sent, its effect never run. NOT_FOUND unless it is dead here. */
@@ -399,7 +419,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const e = await outbox.get(id);
     if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.name} has no dead entry ${id}`);
     await outbox.delete(id);
-    return e;
+    return this.#opened(e);
   }
 }
 

@@ -205,7 +205,21 @@ export class ProcessManager<S> extends OutboxHandler {
     } else if (next !== undefined || doc === undefined) {
       await states.put(processId, { processId, state: next ?? doc?.state ?? this.#initialState(), position: event.position });
     }
-    await this.recordReactions(event, entries, cancels);
+    await this.recordReactions(event, await this.#sealed(entries, event), cancels);
+  }
+
+  /** The entries with their commands' personal fields sealed, as the outbox keeps them (none for a replay: nothing is kept). */
+  async #sealed(entries: OutboxEntry[], event: Event): Promise<OutboxEntry[]> {
+    const payloads = this.commandPayloads;
+    if (payloads === undefined || entries.length === 0 || this.isReplay(event)) return entries;
+    return Promise.all(
+      entries.map(async (e) => {
+        const c = e.command;
+        if (c === undefined) return e;
+        const payload = await payloads.protect(c, c.payload, c.reqCtx, event);
+        return payload === c.payload ? e : { ...e, command: { ...c, payload } };
+      }),
+    );
   }
 
   #commandCtx(event: Event, correlationId: string): ChainRequestContext {
@@ -222,7 +236,23 @@ export class ProcessManager<S> extends OutboxHandler {
   protected async deliver(entry: OutboxEntry): Promise<void> {
     const c = entry.command;
     if (c === undefined) throw new MnemeError("INVALID_STATE", `outbox entry ${entry.id} of ${this.name} holds no command`);
-    await this.#facade.dispatch({ domain: c.domain, name: c.name }, c.payload, { reqCtx: c.reqCtx, commandUuid: entry.id });
+    let payload = c.payload;
+    if (this.commandPayloads !== undefined) {
+      const opened = await this.commandPayloads.open(c.payload);
+      // Sent with "[erased]" in place of an address or a name, a command would act on nonsense: it is dead-lettered instead.
+      if (opened.erased > 0)
+        throw new MnemeError(
+          "INVALID_REQUEST",
+          `${c.domain}.${c.name} is not sent: ${opened.erased} of its personal values were erased (their subject was forgotten) before it was due`,
+        );
+      payload = opened.payload;
+    }
+    await this.#facade.dispatch(
+      { domain: c.domain, name: c.name },
+      payload,
+      // The record keeps what the outbox sealed (values copied from the event's personal fields included).
+      { reqCtx: c.reqCtx, commandUuid: entry.id, ...(payload === c.payload ? {} : { storedPayload: c.payload }) },
+    );
   }
 }
 

@@ -20,6 +20,8 @@ export interface GovernedStores {
   readonly logStore: LogStore;
   readonly permissions: PermissionRegistry;
   readonly systemEvents: SystemEventProducer;
+  /** Opens the personal fields of command records (they read "[erased]" once forgotten). */
+  readonly commandPayloads?: { open(payload: unknown): Promise<{ readonly payload: unknown }> };
 }
 
 /**
@@ -83,8 +85,13 @@ export class StoreAccess {
         }
         return { items: [] };
       }
-      case "command":
-        return this.stores.commandStore.list(page);
+      case "command": {
+        const records = await this.stores.commandStore.list(page);
+        const payloads = this.stores.commandPayloads;
+        if (payloads === undefined) return records;
+        const items = await Promise.all(records.items.map(async (r) => ({ ...r, payload: (await payloads.open(r.payload)).payload })));
+        return { ...records, items };
+      }
       case "data":
         return this.stores.dataStore.list(page);
       case "cache":

@@ -73,6 +73,8 @@ export class SqliteDatabase {
       driver.pragma("synchronous = NORMAL");
       driver.pragma("foreign_keys = ON");
       driver.pragma(`busy_timeout = ${busyTimeoutMs}`);
+      // Deleted rows and freed pages are overwritten with zeros, not only unlinked: a forgotten value leaves no copy behind.
+      driver.pragma("secure_delete = ON");
     } catch (e) {
       driver.close();
       throw toStoreError(e, `configuring ${filename}`);
@@ -135,6 +137,28 @@ export class SqliteDatabase {
     this.closed = true;
     this.statements.clear();
     if (this.ownsDriver && this.driver.open) this.driver.close();
+  }
+
+  /**
+   * Overwrites what deleted rows left behind: turns `secure_delete` on (it is
+   * on for files this class opened) and checkpoints the write-ahead log with
+   * TRUNCATE, so the old page images it held are gone from the `-wal` file
+   * and the database file holds only the current pages. UNAVAILABLE when
+   * another connection keeps a read open past the busy timeout (the log
+   * could not be emptied); INVALID_STATE inside a transaction.
+   */
+  scrub(): void {
+    this.assertOpen();
+    if (this.driver.inTransaction) throw new MnemeError("INVALID_STATE", "sqlite: the storage cannot be scrubbed inside a transaction");
+    this.driver.pragma("secure_delete = ON");
+    const rows = this.driver.pragma("wal_checkpoint(TRUNCATE)") as { busy?: number; log?: number }[] | undefined;
+    const busy = Array.isArray(rows) ? rows[0]?.busy : undefined;
+    if (busy !== undefined && busy !== 0) {
+      throw new MnemeError(
+        "UNAVAILABLE",
+        `sqlite: ${this.filename}: the write-ahead log could not be emptied (another connection keeps a read open); try again`,
+      );
+    }
   }
 
   /** A cached prepared statement (by SQL text). */

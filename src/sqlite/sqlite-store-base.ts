@@ -49,6 +49,23 @@ export abstract class SqliteStoreBase {
     return this.db;
   }
 
+  /** The file this store writes (stores sharing it are scrubbed once): see {@link scrubStorage}. */
+  storageScope(): string {
+    return `sqlite:${this.db.filename}`;
+  }
+
+  /**
+   * Overwrites what deleted rows left in the file and its write-ahead log
+   * (`secure_delete`, then a TRUNCATE checkpoint); see SqliteDatabase.scrub.
+   */
+  async scrubStorage(): Promise<void> {
+    try {
+      this.ready().scrub();
+    } catch (e) {
+      throw toStoreError(e, `scrubbing ${this.db.filename}`);
+    }
+  }
+
   /** True when `other` writes through the same connection (so both can write in one transaction). */
   sharesConnectionWith(other: SqliteStoreBase): boolean {
     return other.db === this.db;
