@@ -1,16 +1,24 @@
-import { MnemeError } from "../model/errors.js";
-import { validateCommandRecord } from "../store/command-record-validation.js";
-import type { CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
+import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
+import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
+/** The status of a claim's row: a command being run, not a record (never listed, counted or returned). */
+const CLAIMED = "claimed";
+
 /**
  * The CommandStore in one SQLite table: the record as JSON text, plus the
  * columns listing filters and pages on. Listing is keyset by
  * (created_at, command_uuid) over an index, oldest first.
+ *
+ * A claim is a row of the same table with status "claimed" (its record column
+ * holds the owner and the lease end): one primary key settles claims and
+ * records together, and recording the command replaces its claim in the same
+ * write transaction.
  */
 export class SqliteCommandStore extends SqliteStoreBase implements CommandStore {
   private readonly table: string;
@@ -37,18 +45,26 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
 
   /** Stores a record; a second record with the same commandUuid is CONFLICT (the audit trail is append-only). */
   async record(rec: CommandRecord): Promise<void> {
-    this.recordSync(rec);
+    // Its own transaction: the record and the removal of the command's claim are one write.
+    const db = this.ready();
+    try {
+      db.writeTransaction(() => this.recordSync(rec));
+    } catch (e) {
+      throw isMnemeError(e) ? e : toStoreError(e, "record");
+    }
   }
 
   /**
    * @internal Writes a record synchronously: inside the event repository's
    * write transaction when the two share a connection, so a command's events
-   * and its record commit together.
+   * and its record commit together. The caller holds a write transaction.
    */
   recordSync(rec: CommandRecord): void {
     const json = validateCommandRecord(rec);
     const db = this.ready();
     try {
+      // The record resolves the command's claim (whoever holds it), in the same transaction.
+      db.statement(`DELETE FROM ${this.table} WHERE command_uuid = ? AND status = '${CLAIMED}'`).run(rec.commandUuid);
       db.statement(
         `INSERT INTO ${this.table} (command_uuid, domain, name, tenant_uuid, status, created_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ).run(rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, rec.createdAt, json);
@@ -60,11 +76,74 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
     }
   }
 
+  /**
+   * Claims a commandUuid (see CommandStore.claim) in one write transaction:
+   * SQLite runs one writer at a time, so the look and the write cannot be
+   * split by another instance. Lease ends are ms of the local clock (the
+   * instances sharing a file share a machine).
+   */
+  async claim(commandUuid: string, claimant: CommandClaimant): Promise<CommandClaim> {
+    const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
+    const db = this.ready();
+    try {
+      return db.writeTransaction((): CommandClaim => {
+        const row = db.statement(`SELECT status, record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as
+          { status: string; record: string } | undefined;
+        const now = Date.now();
+        if (row?.status === "succeeded") return { outcome: "recorded", record: JSON.parse(row.record) as CommandRecord };
+        if (row?.status === CLAIMED) {
+          const held = JSON.parse(row.record) as { owner: string; expiresAt: number };
+          if (held.owner !== owner && held.expiresAt >= now) return { outcome: "held", owner: held.owner, expiresAt: held.expiresAt };
+        }
+        // Nothing, a failed or denied attempt, or an expired claim: this claim replaces it.
+        db.statement(
+          `INSERT OR REPLACE INTO ${this.table} (command_uuid, domain, name, tenant_uuid, status, created_at, record) VALUES (?, ?, ?, ?, '${CLAIMED}', ?, ?)`,
+        ).run(
+          commandUuid,
+          claimant.domain,
+          claimant.name,
+          claimant.tenantUuid,
+          now * 1e6,
+          JSON.stringify({ owner, expiresAt: now + claimant.leaseMs }),
+        );
+        return { outcome: "claimed" };
+      });
+    } catch (e) {
+      throw toStoreError(e, "claim");
+    }
+  }
+
+  async renewClaim(commandUuid: string, owner: string, leaseMs: number): Promise<boolean> {
+    checkClaimArgs(commandUuid, owner, leaseMs);
+    try {
+      const res = this.ready()
+        .statement(
+          `UPDATE ${this.table} SET record = json_set(record, '$.expiresAt', ?) WHERE command_uuid = ? AND status = '${CLAIMED}' AND json_extract(record, '$.owner') = ?`,
+        )
+        .run(Date.now() + leaseMs, commandUuid, owner);
+      return res.changes > 0;
+    } catch (e) {
+      throw toStoreError(e, "renewClaim");
+    }
+  }
+
+  async releaseClaim(commandUuid: string, owner: string): Promise<void> {
+    checkClaimArgs(commandUuid, owner, 1);
+    try {
+      this.ready()
+        .statement(`DELETE FROM ${this.table} WHERE command_uuid = ? AND status = '${CLAIMED}' AND json_extract(record, '$.owner') = ?`)
+        .run(commandUuid, owner);
+    } catch (e) {
+      throw toStoreError(e, "releaseClaim");
+    }
+  }
+
   async get(commandUuid: string): Promise<CommandRecord | undefined> {
     if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "get: commandUuid must be a string");
     try {
-      const row = this.ready().statement(`SELECT record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as
-        { record: string } | undefined;
+      const row = this.ready()
+        .statement(`SELECT record FROM ${this.table} WHERE command_uuid = ? AND status <> '${CLAIMED}'`)
+        .get(commandUuid) as { record: string } | undefined;
       return row === undefined ? undefined : (JSON.parse(row.record) as CommandRecord);
     } catch (e) {
       throw toStoreError(e, "get");
@@ -74,7 +153,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   async list(opts: CommandListOptions = {}): Promise<StorePage<CommandRecord>> {
     const limit = pageLimit(opts.limit);
     const after = decodeCursor(opts.cursor, ["number", "string"]);
-    const where: string[] = [];
+    const where: string[] = [`status <> '${CLAIMED}'`];
     const params: unknown[] = [];
     if (after !== undefined) {
       where.push("(created_at, command_uuid) > (?, ?)");
@@ -91,7 +170,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
       where.push(`${column} = ?`);
       params.push(value);
     }
-    const sql = `SELECT record FROM ${this.table}${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""}
+    const sql = `SELECT record FROM ${this.table} WHERE ${where.join(" AND ")}
                  ORDER BY created_at, command_uuid LIMIT ?`;
     let rows: [string][];
     try {
@@ -110,7 +189,9 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   async delete(commandUuid: string): Promise<boolean> {
     if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "delete: commandUuid must be a string");
     try {
-      return this.ready().statement(`DELETE FROM ${this.table} WHERE command_uuid = ?`).run(commandUuid).changes > 0;
+      return (
+        this.ready().statement(`DELETE FROM ${this.table} WHERE command_uuid = ? AND status <> '${CLAIMED}'`).run(commandUuid).changes > 0
+      );
     } catch (e) {
       throw toStoreError(e, "delete");
     }
@@ -118,7 +199,9 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
 
   async info(): Promise<StoreInfo> {
     try {
-      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(created_at) AS c FROM ${this.table}`).get() as {
+      const row = this.ready()
+        .statement(`SELECT COUNT(*) AS n, MAX(created_at) AS c FROM ${this.table} WHERE status <> '${CLAIMED}'`)
+        .get() as {
         n: number;
         c: number | null;
       };
