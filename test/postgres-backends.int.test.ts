@@ -511,6 +511,7 @@ describe("createPostgresBackends", () => {
       [schema],
     );
     expect(tables.rows.map((r) => r.table_name)).toEqual([
+      "command_claims",
       "commands",
       "events",
       "logs",

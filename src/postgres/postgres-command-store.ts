@@ -12,28 +12,27 @@ const INT64_LIMIT = 2 ** 63;
 /** Now in ms since the epoch, by the database's clock (every instance reads the same one). */
 const NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
-/** The status of a claim's row: a command being run, not a record (never listed, counted or returned). */
-const CLAIMED = "claimed";
-
 /**
  * The CommandStore (audit trail) on Postgres: each record as JSONB, beside the
  * columns listing filters and pages on. Listing is keyset by
  * (created_at, command_uuid), newest last; a second record of one commandUuid
  * is CONFLICT, as the trail is append-only.
  *
- * A claim is a row of the same table with status "claimed" (its record holds
- * the owner and the lease end, ms of the database's clock): one primary key
- * settles claims and records together, whoever writes the record (this store,
- * or the event repository's append statement): a trigger replaces the claim
- * with the record in the record's own transaction.
+ * Claims (commands being run) live in a small table beside it, one row per
+ * command in progress, with its owner and lease end (ms of the database's
+ * clock). A trigger deletes a command's claim when its record is inserted,
+ * wherever that happens (this store, or the event repository's append
+ * statement), in the record's own transaction.
  */
 export class PostgresCommandStore extends PostgresStoreBase implements CommandStore {
   private readonly table: string;
+  private readonly claims: string;
   protected override readonly clientKind = "command";
 
   constructor(opts: PostgresStoreOptions) {
     super(opts);
     this.table = `${this.qschema}.commands`;
+    this.claims = `${this.qschema}.command_claims`;
   }
 
   /** True when this store's table is in `schema` of the database behind `pool` (the event repository then joins it). */
@@ -67,26 +66,25 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   }
 
   /**
-   * Claims a commandUuid (see CommandStore.claim) in one round trip: an upsert
-   * that takes the row unless a succeeded record or a live claim of another
-   * owner holds it, and else the row as it is after that (a new snapshot, so a
-   * record committed meanwhile is seen).
+   * Claims a commandUuid (see CommandStore.claim) in one round trip. The
+   * function takes the claim first and looks at the record after, in a later
+   * statement: a record committed while the claim waited for its writer is
+   * seen, so a claim is never granted over a succeeded record.
    */
   async claim(commandUuid: string, claimant: CommandClaimant): Promise<CommandClaim> {
     return this.track(async () => {
       const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
-      const res = await this.query<{ outcome: string; record: unknown }>(
-        `SELECT claim_outcome AS outcome, claim_record AS record FROM ${this.qschema}.mneme_claim_command($1, $2, $3, $4, $5, $6::bigint)`,
+      const res = await this.query<{ outcome: string; record: unknown; owner: string | null; expires_at: string | null }>(
+        `SELECT claim_outcome AS outcome, claim_record AS record, claim_owner AS owner, claim_expires_at::text AS expires_at
+         FROM ${this.qschema}.mneme_claim_command($1, $2, $3, $4, $5, $6::bigint)`,
         [commandUuid, claimant.domain, claimant.name, claimant.tenantUuid, owner, claimant.leaseMs],
         "command claim",
       );
       const row = res.rows[0];
       if (row?.outcome === "claimed") return { outcome: "claimed" };
       if (row?.outcome === "recorded") return { outcome: "recorded", record: row.record as CommandRecord };
-      const held = row?.record as { owner: string; expiresAt: number | string } | undefined;
-      if (row?.outcome !== "held" || held === undefined)
-        throw new MnemeError("UNAVAILABLE", `postgres: claiming command ${commandUuid} gave no answer`);
-      return { outcome: "held", owner: held.owner, expiresAt: Number(held.expiresAt) };
+      if (row?.outcome === "held" && row.owner !== null) return { outcome: "held", owner: row.owner, expiresAt: Number(row.expires_at) };
+      throw new MnemeError("UNAVAILABLE", `postgres: claiming command ${commandUuid} gave no answer`);
     });
   }
 
@@ -94,8 +92,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
     return this.track(async () => {
       checkClaimArgs(commandUuid, owner, leaseMs);
       const res = await this.query(
-        `UPDATE ${this.table} SET record = jsonb_set(record, '{expiresAt}', to_jsonb(${NOW_MS} + $3::bigint))
-         WHERE command_uuid = $1 AND status = '${CLAIMED}' AND record->>'owner' = $2`,
+        `UPDATE ${this.claims} SET expires_at = ${NOW_MS} + $3::bigint WHERE command_uuid = $1 AND owner = $2`,
         [commandUuid, owner, leaseMs],
         "command claim renewal",
       );
@@ -106,11 +103,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async releaseClaim(commandUuid: string, owner: string): Promise<void> {
     await this.track(async () => {
       checkClaimArgs(commandUuid, owner, 1);
-      await this.query(
-        `DELETE FROM ${this.table} WHERE command_uuid = $1 AND status = '${CLAIMED}' AND record->>'owner' = $2`,
-        [commandUuid, owner],
-        "command claim release",
-      );
+      await this.query(`DELETE FROM ${this.claims} WHERE command_uuid = $1 AND owner = $2`, [commandUuid, owner], "command claim release");
     });
   }
 
@@ -139,7 +132,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
     return this.track(async () => {
       if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "get: commandUuid must be a string");
       const res = await this.query<{ record: CommandRecord }>(
-        `SELECT record FROM ${this.table} WHERE command_uuid = $1 AND status <> '${CLAIMED}'`,
+        `SELECT record FROM ${this.table} WHERE command_uuid = $1`,
         [commandUuid],
         "command get",
       );
@@ -152,7 +145,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
       const limit = pageLimit(opts.limit);
       const after = decodeCursor(opts.cursor, ["integer", "string"]);
       const values: unknown[] = [];
-      const conds: string[] = [`status <> '${CLAIMED}'`];
+      const conds: string[] = [];
       if (after !== undefined) conds.push(`(created_at, command_uuid) > ($${values.push(after[0])}::bigint, $${values.push(after[1])})`);
       for (const [field, column] of [
         ["domain", "domain"],
@@ -165,7 +158,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
         if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${field} must be a string`);
         conds.push(`${column} = $${values.push(value)}`);
       }
-      const where = `WHERE ${conds.join(" AND ")}`;
+      const where = conds.length === 0 ? "" : `WHERE ${conds.join(" AND ")}`;
       // One row more than the page tells whether a next page exists.
       const res = await this.query<{ record: CommandRecord }>(
         `SELECT record FROM ${this.table} ${where} ORDER BY created_at, command_uuid LIMIT $${values.push(limit + 1)}`,
@@ -182,11 +175,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async delete(commandUuid: string): Promise<boolean> {
     return this.track(async () => {
       if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "delete: commandUuid must be a string");
-      const res = await this.query(
-        `DELETE FROM ${this.table} WHERE command_uuid = $1 AND status <> '${CLAIMED}'`,
-        [commandUuid],
-        "command delete",
-      );
+      const res = await this.query(`DELETE FROM ${this.table} WHERE command_uuid = $1`, [commandUuid], "command delete");
       return (res.rowCount ?? 0) > 0;
     });
   }
@@ -194,7 +183,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async info(): Promise<StoreInfo> {
     return this.track(async () => {
       const res = await this.query<{ n: string; t: string | null }>(
-        `SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.table} WHERE status <> '${CLAIMED}'`,
+        `SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.table}`,
         [],
         "command info",
       );
@@ -202,60 +191,79 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
     });
   }
 
-  /**
-   * The claim function and the trigger by which a record replaces its
-   * command's claim (in the record's transaction, wherever it is inserted).
-   */
+  /** The claims table, the claim function, and the trigger by which a record deletes its command's claim. */
   private claimDdl(): string[] {
     const s = this.qschema;
     const t = this.table;
+    const c = this.claims;
     return [
+      `CREATE TABLE IF NOT EXISTS ${c} (
+        command_uuid text COLLATE "C" PRIMARY KEY,
+        owner text NOT NULL,
+        expires_at bigint NOT NULL,
+        domain text NOT NULL,
+        name text NOT NULL,
+        tenant_uuid text NOT NULL
+      )`,
       `CREATE OR REPLACE FUNCTION ${s}.mneme_claim_command(
         p_uuid text, p_domain text, p_name text, p_tenant text, p_owner text, p_lease_ms bigint)
-      RETURNS TABLE (claim_outcome text, claim_record jsonb)
+      RETURNS TABLE (claim_outcome text, claim_record jsonb, claim_owner text, claim_expires_at bigint)
       LANGUAGE plpgsql VOLATILE AS $fn$
       #variable_conflict use_column
       DECLARE
         v_now bigint;
         v_status text;
         v_record jsonb;
+        v_owner text;
+        v_expires bigint;
       BEGIN
-        -- A few rounds at most: between the upsert and the look the row may be resolved as failed or released.
+        -- A replay (the common duplicate) writes nothing.
+        SELECT r.status, r.record INTO v_status, v_record FROM ${t} r WHERE r.command_uuid = p_uuid;
+        IF v_status = 'succeeded' THEN
+          RETURN QUERY SELECT 'recorded'::text, v_record, NULL::text, NULL::bigint;
+          RETURN;
+        END IF;
+        -- A few rounds at most: between the upsert and the look at a held claim, the claim may be resolved.
         FOR round IN 1 .. 20 LOOP
           v_now := ${NOW_MS};
-          INSERT INTO ${t} AS c (command_uuid, domain, name, tenant_uuid, status, created_at, record)
-          VALUES (p_uuid, p_domain, p_name, p_tenant, '${CLAIMED}', v_now * 1000000,
-                  jsonb_build_object('owner', p_owner, 'expiresAt', v_now + p_lease_ms))
+          INSERT INTO ${c} AS k (command_uuid, owner, expires_at, domain, name, tenant_uuid)
+          VALUES (p_uuid, p_owner, v_now + p_lease_ms, p_domain, p_name, p_tenant)
           ON CONFLICT (command_uuid) DO UPDATE
-            SET domain = excluded.domain, name = excluded.name, tenant_uuid = excluded.tenant_uuid,
-                status = excluded.status, created_at = excluded.created_at, record = excluded.record
-            WHERE c.status IN ('failed', 'denied')
-               OR (c.status = '${CLAIMED}' AND ((c.record->>'expiresAt')::bigint < v_now OR c.record->>'owner' = p_owner));
+            SET owner = excluded.owner, expires_at = excluded.expires_at, domain = excluded.domain,
+                name = excluded.name, tenant_uuid = excluded.tenant_uuid
+            WHERE k.expires_at < v_now OR k.owner = p_owner;
           IF FOUND THEN
-            RETURN QUERY SELECT 'claimed'::text, NULL::jsonb;
+            -- Looked at after the claim (a new snapshot): a record committed while the claim waited is seen.
+            SELECT r.status, r.record INTO v_status, v_record FROM ${t} r WHERE r.command_uuid = p_uuid;
+            IF v_status = 'succeeded' THEN
+              DELETE FROM ${c} k WHERE k.command_uuid = p_uuid AND k.owner = p_owner;
+              RETURN QUERY SELECT 'recorded'::text, v_record, NULL::text, NULL::bigint;
+              RETURN;
+            ELSIF v_status IS NOT NULL THEN
+              -- A failed or denied attempt is not an outcome: this one records its own.
+              DELETE FROM ${t} r WHERE r.command_uuid = p_uuid AND r.status <> 'succeeded';
+            END IF;
+            RETURN QUERY SELECT 'claimed'::text, NULL::jsonb, NULL::text, NULL::bigint;
             RETURN;
           END IF;
-          SELECT c.status, c.record INTO v_status, v_record FROM ${t} c WHERE c.command_uuid = p_uuid;
-          IF v_status = 'succeeded' THEN
-            RETURN QUERY SELECT 'recorded'::text, v_record;
-            RETURN;
-          ELSIF v_status = '${CLAIMED}' THEN
-            RETURN QUERY SELECT 'held'::text, v_record;
+          SELECT k.owner, k.expires_at INTO v_owner, v_expires FROM ${c} k WHERE k.command_uuid = p_uuid;
+          IF FOUND THEN
+            RETURN QUERY SELECT 'held'::text, NULL::jsonb, v_owner, v_expires;
             RETURN;
           END IF;
         END LOOP;
-        RAISE EXCEPTION 'mneme_claim_command: command % changed under every claim', p_uuid USING ERRCODE = '40001';
+        RAISE EXCEPTION 'mneme_claim_command: the claim of command % changed under every attempt', p_uuid USING ERRCODE = '40001';
       END
       $fn$`,
       `CREATE OR REPLACE FUNCTION ${s}.mneme_command_resolves_claim() RETURNS trigger
       LANGUAGE plpgsql AS $fn$
       BEGIN
-        DELETE FROM ${t} WHERE command_uuid = NEW.command_uuid AND status = '${CLAIMED}';
-        RETURN NEW;
+        DELETE FROM ${c} WHERE command_uuid = NEW.command_uuid;
+        RETURN NULL;
       END
       $fn$`,
-      `CREATE OR REPLACE TRIGGER commands_resolve_claim BEFORE INSERT ON ${t}
-       FOR EACH ROW WHEN (NEW.status <> '${CLAIMED}') EXECUTE FUNCTION ${s}.mneme_command_resolves_claim()`,
+      `CREATE OR REPLACE TRIGGER commands_resolve_claim AFTER INSERT ON ${t}
+       FOR EACH ROW EXECUTE FUNCTION ${s}.mneme_command_resolves_claim()`,
     ];
   }
 }

@@ -7,25 +7,25 @@ import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
-/** The status of a claim's row: a command being run, not a record (never listed, counted or returned). */
-const CLAIMED = "claimed";
-
 /**
  * The CommandStore in one SQLite table: the record as JSON text, plus the
  * columns listing filters and pages on. Listing is keyset by
  * (created_at, command_uuid) over an index, oldest first.
  *
- * A claim is a row of the same table with status "claimed" (its record column
- * holds the owner and the lease end): one primary key settles claims and
- * records together, and recording the command replaces its claim in the same
- * write transaction.
+ * Claims (commands being run) live in a small table beside it, one row per
+ * command in progress: a claim is taken in one write transaction that also
+ * looks at the record (SQLite runs one writer at a time, so no other instance
+ * can come between), and the record deletes it in the record's own
+ * transaction.
  */
 export class SqliteCommandStore extends SqliteStoreBase implements CommandStore {
   private readonly table: string;
+  private readonly claims: string;
 
   constructor(opts: SqliteStoreOptions) {
     super(opts);
     this.table = `${this.prefix}commands`;
+    this.claims = `${this.prefix}command_claims`;
   }
 
   protected createTables(): void {
@@ -40,6 +40,14 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
         record TEXT NOT NULL
       );
       CREATE INDEX IF NOT EXISTS ${this.table}_created ON ${this.table} (created_at, command_uuid);
+      CREATE TABLE IF NOT EXISTS ${this.claims} (
+        command_uuid TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        domain TEXT NOT NULL,
+        name TEXT NOT NULL,
+        tenant_uuid TEXT NOT NULL
+      ) WITHOUT ROWID;
     `);
   }
 
@@ -63,11 +71,11 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
     const json = validateCommandRecord(rec);
     const db = this.ready();
     try {
-      // The record resolves the command's claim (whoever holds it), in the same transaction.
-      db.statement(`DELETE FROM ${this.table} WHERE command_uuid = ? AND status = '${CLAIMED}'`).run(rec.commandUuid);
       db.statement(
         `INSERT INTO ${this.table} (command_uuid, domain, name, tenant_uuid, status, created_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ).run(rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, rec.createdAt, json);
+      // The record resolves the command's claim (whoever holds it), in the same transaction.
+      db.statement(`DELETE FROM ${this.claims} WHERE command_uuid = ?`).run(rec.commandUuid);
     } catch (e) {
       if (sqliteCode(e)?.startsWith("SQLITE_CONSTRAINT") === true) {
         throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is already recorded`, { cause: e });
@@ -77,35 +85,28 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   }
 
   /**
-   * Claims a commandUuid (see CommandStore.claim) in one write transaction:
-   * SQLite runs one writer at a time, so the look and the write cannot be
-   * split by another instance. Lease ends are ms of the local clock (the
-   * instances sharing a file share a machine).
+   * Claims a commandUuid (see CommandStore.claim) in one write transaction.
+   * Lease ends are ms of the local clock (instances sharing a file share a machine).
    */
   async claim(commandUuid: string, claimant: CommandClaimant): Promise<CommandClaim> {
     const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
     const db = this.ready();
     try {
       return db.writeTransaction((): CommandClaim => {
-        const row = db.statement(`SELECT status, record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as
+        const rec = db.statement(`SELECT status, record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as
           { status: string; record: string } | undefined;
+        if (rec?.status === "succeeded") return { outcome: "recorded", record: JSON.parse(rec.record) as CommandRecord };
         const now = Date.now();
-        if (row?.status === "succeeded") return { outcome: "recorded", record: JSON.parse(row.record) as CommandRecord };
-        if (row?.status === CLAIMED) {
-          const held = JSON.parse(row.record) as { owner: string; expiresAt: number };
-          if (held.owner !== owner && held.expiresAt >= now) return { outcome: "held", owner: held.owner, expiresAt: held.expiresAt };
+        const held = db.statement(`SELECT owner, expires_at FROM ${this.claims} WHERE command_uuid = ?`).get(commandUuid) as
+          { owner: string; expires_at: number } | undefined;
+        if (held !== undefined && held.owner !== owner && held.expires_at >= now) {
+          return { outcome: "held", owner: held.owner, expiresAt: held.expires_at };
         }
-        // Nothing, a failed or denied attempt, or an expired claim: this claim replaces it.
+        // A failed or denied attempt is not an outcome: this one records its own.
+        if (rec !== undefined) db.statement(`DELETE FROM ${this.table} WHERE command_uuid = ?`).run(commandUuid);
         db.statement(
-          `INSERT OR REPLACE INTO ${this.table} (command_uuid, domain, name, tenant_uuid, status, created_at, record) VALUES (?, ?, ?, ?, '${CLAIMED}', ?, ?)`,
-        ).run(
-          commandUuid,
-          claimant.domain,
-          claimant.name,
-          claimant.tenantUuid,
-          now * 1e6,
-          JSON.stringify({ owner, expiresAt: now + claimant.leaseMs }),
-        );
+          `INSERT OR REPLACE INTO ${this.claims} (command_uuid, owner, expires_at, domain, name, tenant_uuid) VALUES (?, ?, ?, ?, ?, ?)`,
+        ).run(commandUuid, owner, now + claimant.leaseMs, claimant.domain, claimant.name, claimant.tenantUuid);
         return { outcome: "claimed" };
       });
     } catch (e) {
@@ -116,12 +117,11 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   async renewClaim(commandUuid: string, owner: string, leaseMs: number): Promise<boolean> {
     checkClaimArgs(commandUuid, owner, leaseMs);
     try {
-      const res = this.ready()
-        .statement(
-          `UPDATE ${this.table} SET record = json_set(record, '$.expiresAt', ?) WHERE command_uuid = ? AND status = '${CLAIMED}' AND json_extract(record, '$.owner') = ?`,
-        )
-        .run(Date.now() + leaseMs, commandUuid, owner);
-      return res.changes > 0;
+      return (
+        this.ready()
+          .statement(`UPDATE ${this.claims} SET expires_at = ? WHERE command_uuid = ? AND owner = ?`)
+          .run(Date.now() + leaseMs, commandUuid, owner).changes > 0
+      );
     } catch (e) {
       throw toStoreError(e, "renewClaim");
     }
@@ -130,9 +130,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   async releaseClaim(commandUuid: string, owner: string): Promise<void> {
     checkClaimArgs(commandUuid, owner, 1);
     try {
-      this.ready()
-        .statement(`DELETE FROM ${this.table} WHERE command_uuid = ? AND status = '${CLAIMED}' AND json_extract(record, '$.owner') = ?`)
-        .run(commandUuid, owner);
+      this.ready().statement(`DELETE FROM ${this.claims} WHERE command_uuid = ? AND owner = ?`).run(commandUuid, owner);
     } catch (e) {
       throw toStoreError(e, "releaseClaim");
     }
@@ -141,9 +139,8 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   async get(commandUuid: string): Promise<CommandRecord | undefined> {
     if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "get: commandUuid must be a string");
     try {
-      const row = this.ready()
-        .statement(`SELECT record FROM ${this.table} WHERE command_uuid = ? AND status <> '${CLAIMED}'`)
-        .get(commandUuid) as { record: string } | undefined;
+      const row = this.ready().statement(`SELECT record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as
+        { record: string } | undefined;
       return row === undefined ? undefined : (JSON.parse(row.record) as CommandRecord);
     } catch (e) {
       throw toStoreError(e, "get");
@@ -153,7 +150,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   async list(opts: CommandListOptions = {}): Promise<StorePage<CommandRecord>> {
     const limit = pageLimit(opts.limit);
     const after = decodeCursor(opts.cursor, ["number", "string"]);
-    const where: string[] = [`status <> '${CLAIMED}'`];
+    const where: string[] = [];
     const params: unknown[] = [];
     if (after !== undefined) {
       where.push("(created_at, command_uuid) > (?, ?)");
@@ -170,7 +167,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
       where.push(`${column} = ?`);
       params.push(value);
     }
-    const sql = `SELECT record FROM ${this.table} WHERE ${where.join(" AND ")}
+    const sql = `SELECT record FROM ${this.table}${where.length > 0 ? ` WHERE ${where.join(" AND ")}` : ""}
                  ORDER BY created_at, command_uuid LIMIT ?`;
     let rows: [string][];
     try {
@@ -189,9 +186,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
   async delete(commandUuid: string): Promise<boolean> {
     if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "delete: commandUuid must be a string");
     try {
-      return (
-        this.ready().statement(`DELETE FROM ${this.table} WHERE command_uuid = ? AND status <> '${CLAIMED}'`).run(commandUuid).changes > 0
-      );
+      return this.ready().statement(`DELETE FROM ${this.table} WHERE command_uuid = ?`).run(commandUuid).changes > 0;
     } catch (e) {
       throw toStoreError(e, "delete");
     }
@@ -199,9 +194,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
 
   async info(): Promise<StoreInfo> {
     try {
-      const row = this.ready()
-        .statement(`SELECT COUNT(*) AS n, MAX(created_at) AS c FROM ${this.table} WHERE status <> '${CLAIMED}'`)
-        .get() as {
+      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(created_at) AS c FROM ${this.table}`).get() as {
         n: number;
         c: number | null;
       };
