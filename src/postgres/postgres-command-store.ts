@@ -12,6 +12,21 @@ const INT64_LIMIT = 2 ** 63;
 /** Now in ms since the epoch, by the database's clock (every instance reads the same one). */
 const NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
+/** Options of {@link PostgresCommandStore}. */
+export interface PostgresCommandStoreOptions extends PostgresStoreOptions {
+  /**
+   * How a claim of idempotent dispatch commits. "durable" (default): flushed
+   * to disk before the handler runs, so exactly one handler runs even across
+   * a crash of the database server. "async": not waited for (synchronous_commit
+   * off for the claim only; the command's events and record stay durable),
+   * which saves a disk flush per command with a commandUuid; a claim taken in
+   * the last fraction of a second (wal_writer_delay, 200 ms by default) before
+   * the server crashes or fails over may be lost, and a duplicate sent after
+   * that may then run its handler a second time.
+   */
+  readonly claimCommit?: "durable" | "async";
+}
+
 /**
  * The CommandStore (audit trail) on Postgres: each record as JSONB, beside the
  * columns listing filters and pages on. Listing is keyset by
@@ -28,9 +43,15 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   private readonly table: string;
   private readonly claims: string;
   protected override readonly clientKind = "command";
+  private readonly claimCommit: "durable" | "async";
 
-  constructor(opts: PostgresStoreOptions) {
+  constructor(opts: PostgresCommandStoreOptions) {
     super(opts);
+    const commit = opts.claimCommit ?? "durable";
+    if (commit !== "durable" && commit !== "async") {
+      throw new MnemeError("INVALID_REQUEST", `postgres: claimCommit must be "durable" or "async", got ${String(commit)}`);
+    }
+    this.claimCommit = commit;
     this.table = `${this.qschema}.commands`;
     this.claims = `${this.qschema}.command_claims`;
   }
@@ -76,8 +97,8 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
       const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
       const res = await this.query<{ outcome: string; record: unknown; owner: string | null; expires_at: string | null }>(
         `SELECT claim_outcome AS outcome, claim_record AS record, claim_owner AS owner, claim_expires_at::text AS expires_at
-         FROM ${this.qschema}.mneme_claim_command($1, $2, $3, $4, $5, $6::bigint)`,
-        [commandUuid, claimant.domain, claimant.name, claimant.tenantUuid, owner, claimant.leaseMs],
+         FROM ${this.qschema}.mneme_claim_command($1, $2, $3, $4, $5, $6::bigint, $7::boolean)`,
+        [commandUuid, claimant.domain, claimant.name, claimant.tenantUuid, owner, claimant.leaseMs, this.claimCommit === "durable"],
         "command claim",
       );
       const row = res.rows[0];
@@ -206,7 +227,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
         tenant_uuid text NOT NULL
       )`,
       `CREATE OR REPLACE FUNCTION ${s}.mneme_claim_command(
-        p_uuid text, p_domain text, p_name text, p_tenant text, p_owner text, p_lease_ms bigint)
+        p_uuid text, p_domain text, p_name text, p_tenant text, p_owner text, p_lease_ms bigint, p_durable boolean)
       RETURNS TABLE (claim_outcome text, claim_record jsonb, claim_owner text, claim_expires_at bigint)
       LANGUAGE plpgsql VOLATILE AS $fn$
       #variable_conflict use_column
@@ -217,6 +238,9 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
         v_owner text;
         v_expires bigint;
       BEGIN
+        IF NOT p_durable THEN
+          PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
         -- A replay (the common duplicate) writes nothing.
         SELECT r.status, r.record INTO v_status, v_record FROM ${t} r WHERE r.command_uuid = p_uuid;
         IF v_status = 'succeeded' THEN
