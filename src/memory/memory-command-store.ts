@@ -66,8 +66,9 @@ export class MemoryCommandStore implements CommandStore {
     if (held !== undefined && held.owner !== owner && held.expiresAt >= now) {
       return { outcome: "held", owner: held.owner, expiresAt: held.expiresAt };
     }
-    if (row !== undefined) await this.delete(commandUuid);
+    // Synchronous from the look to here: no other claim can come between.
     this.claims.set(commandUuid, { owner, expiresAt: now + claimant.leaseMs });
+    if (row !== undefined) this.deleteRow(commandUuid);
     return { outcome: "claimed" };
   }
 
@@ -121,6 +122,10 @@ export class MemoryCommandStore implements CommandStore {
 
   async delete(commandUuid: string): Promise<boolean> {
     this.assertOpen();
+    return this.deleteRow(commandUuid);
+  }
+
+  private deleteRow(commandUuid: string): boolean {
     const row = this.byUuid.get(commandUuid);
     if (row === undefined) return false;
     this.byUuid.delete(commandUuid);

@@ -306,6 +306,11 @@ export function describeCommandStoreContract(
       const got = await Promise.all(Array.from({ length: 12 }, (_, i) => c.claim(uuid, claimant(`o${i}`))));
       expect(got.filter((g) => g.outcome === "claimed")).toHaveLength(1);
       expect(got.filter((g) => g.outcome === "held")).toHaveLength(11);
+      // Also when a failed attempt is recorded (each claim would replace it).
+      const failed = newUuid();
+      await store.record(rec({ commandUuid: failed, status: "failed", error: { code: "HANDLER_FAILED", message: "x" } }));
+      const again = await Promise.all(Array.from({ length: 12 }, (_, i) => c.claim(failed, claimant(`p${i}`))));
+      expect(again.filter((g) => g.outcome === "claimed")).toHaveLength(1);
     });
 
     test("close is idempotent and later calls reject with STORE_CLOSED", async (store) => {
