@@ -107,7 +107,7 @@ export interface FacadeOptions {
   /**
    * Claims of idempotent dispatch (a command store that offers them): the
    * lease of a running command's claim and how long a duplicate waits for its
-   * outcome (docs/reactions.md, Idempotent commands).
+   * outcome (docs/reactions.md, "How duplicates are settled: claims").
    */
   readonly idempotency?: IdempotencyOptions;
 }
