@@ -210,6 +210,15 @@ async function postgres(b: Bench, chains: number, ops: number, rounds: number): 
     await plain.start();
     await dispatchDuel(b, "postgres", plain, ops, rounds);
     await plain.stop();
+    // The same with claims committed without waiting for the disk flush (claimCommit "async").
+    const asyncClaims = createFacade({
+      appName: "bench-dispatch",
+      ...createPostgresBackends({ connectionString: DATABASE_URL, schema: `${dispatchSchema}a`, claimCommit: "async" }),
+    });
+    asyncClaims.registerDomain(Chain);
+    await asyncClaims.start();
+    await dispatchDuel(b, "postgres, claimCommit async", asyncClaims, ops, rounds);
+    await asyncClaims.stop();
 
     await pool.query(`CREATE SCHEMA "${rawSchema}"`);
     const s = `"${rawSchema}"`;
@@ -279,7 +288,7 @@ async function postgres(b: Bench, chains: number, ops: number, rounds: number): 
     }
     client.release();
   } finally {
-    for (const schema of [dispatchSchema, `${chainSchema}1`, `${chainSchema}8`, rawSchema])
+    for (const schema of [dispatchSchema, `${dispatchSchema}a`, `${chainSchema}1`, `${chainSchema}8`, rawSchema])
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await pool.end();
   }

@@ -62,6 +62,11 @@ function contract<S extends { close(): Promise<void> }>(make: (schema: string) =
   describeCommandStoreContract("PostgresCommandStore", c.factory, c.opts);
 }
 {
+  // Claims committed without waiting for the disk flush keep every rule of the suite.
+  const c = contract<CommandStore>((schema) => new PostgresCommandStore({ pool, schema, claimCommit: "async" }));
+  describeCommandStoreContract("PostgresCommandStore (claimCommit: async)", c.factory, c.opts);
+}
+{
   const c = contract<LogStore>((schema) => new PostgresLogStore({ pool, schema }));
   describeLogStoreContract("PostgresLogStore", c.factory, c.opts);
 }
@@ -511,6 +516,7 @@ describe("createPostgresBackends", () => {
       [schema],
     );
     expect(tables.rows.map((r) => r.table_name)).toEqual([
+      "command_claims",
       "commands",
       "events",
       "logs",

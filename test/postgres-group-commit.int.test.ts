@@ -162,10 +162,11 @@ describe("round trips per dispatched command", () => {
       expect(ss[1]!.text).toMatch(/mneme_append_batch\(/);
       for (const s of ss) expect(s.text).not.toMatch(/^\s*(BEGIN|COMMIT|ROLLBACK)/i);
     }
-    // The caller's own commandUuid: one lookup of its record first (a command recorded already does not run again).
+    // The caller's own commandUuid: one claim of it first (a command recorded already, or in progress elsewhere,
+    // does not run again); the append's record replaces the claim.
     const withUuid = await dispatch(TouchItem, newUuid());
     expect(kinds(withUuid)).toEqual(["command", "read", "append"]);
-    expect(withUuid[0]!.text).toMatch(/FROM "[^"]+"\.commands WHERE command_uuid = \$1/);
+    expect(withUuid[0]!.text).toMatch(/FROM "[^"]+"\.mneme_claim_command\(\$1/);
     expect(kinds(await dispatch(NoteItem))).toEqual(["append"]);
     expect((await f.eventRepository.loadAggregate(itemUuid)).map((e) => e.version)).toEqual([1, 2, 3, 4]);
   });

@@ -46,6 +46,14 @@ import { type Domain, snapshotOptionsOf } from "../model/domain.js";
 import { type DomainInstall, installDomain, type InstalledDomain } from "../model/domain-install.js";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import { KeyedLock } from "../model/keyed-lock.js";
+import {
+  type ClaimingCommandStore,
+  claimCommand,
+  claimingStore,
+  type HeldClaim,
+  type IdempotencyOptions,
+  idempotencyOptions,
+} from "./command-claim.js";
 import { isPlainObject } from "../model/redact.js";
 import type { AggregateTenancy, AggregateType, CommandType, EventType, PersonalData, QueryType } from "../model/tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "../model/types.js";
@@ -99,6 +107,12 @@ export interface FacadeOptions {
   readonly aggregateCache?: AggregateCacheOptions | false;
   /** OpenTelemetry spans and metrics, when @opentelemetry/api is installed (docs/observability.md). `false` turns them off. */
   readonly telemetry?: boolean;
+  /**
+   * Claims of idempotent dispatch (a command store that offers them): the
+   * lease of a running command's claim and how long a duplicate waits for its
+   * outcome (docs/reactions.md, "How duplicates are settled: claims").
+   */
+  readonly idempotency?: IdempotencyOptions;
 }
 
 type FacadeState = "new" | "starting" | "started" | "stopping" | "stopped";
@@ -152,6 +166,9 @@ export class Facade implements FacadeHandle {
   readonly #pendingEvolveKeys: { aggregate: AggregateType<any>; key: string }[] = [];
   /** True when the event repository writes the command record in the append's transaction. */
   readonly #recordsWithAppend: boolean;
+  /** The command store when it offers claims (exactly one run of duplicates across instances), else undefined. */
+  readonly #claims: ClaimingCommandStore | undefined;
+  readonly #idempotency: Required<IdempotencyOptions>;
   readonly #handlers = new Map<string, BaseEventHandler>();
   /** Per registered name: the object given, its runner, its handle. */
   readonly #registered = new Map<string, Registration>();
@@ -208,6 +225,8 @@ export class Facade implements FacadeHandle {
     this.logStore = options.logStore ?? new MemoryLogStore();
     this.readmodelStoreBackend = options.readmodelStoreBackend ?? new MemoryReadmodelStoreBackend();
     this.#recordsWithAppend = this.eventRepository.joinCommandStore?.(this.commandStore) === true;
+    this.#claims = claimingStore(this.commandStore);
+    this.#idempotency = idempotencyOptions(options.idempotency);
     this.snapshotStore = options.snapshotStore ?? new MemorySnapshotStore();
     this.#aggregateCache = options.aggregateCache === false ? undefined : new AggregateCache(options.aggregateCache);
     // An aggregate that folds personal data is neither cached nor snapshotted: a folded copy would outlive forget().
@@ -739,9 +758,10 @@ export class Facade implements FacadeHandle {
     opts: DispatchOptions,
     trace: DispatchTrace | undefined,
   ): Promise<DispatchResult<R>> {
-    if (opts.commandUuid === undefined) return this.#dispatch(type, payload, opts, false, trace);
-    // Duplicates of one commandUuid run one after the other here (and in every facade sharing the command store):
-    // the second finds the first's record and replays it.
+    // With claims, the store decides between duplicates, in this process as across instances (one bound on waiting).
+    if (opts.commandUuid === undefined || this.#claims !== undefined) return this.#dispatch(type, payload, opts, false, trace);
+    // Without: duplicates of one commandUuid run one after the other here (and in every facade sharing the command
+    // store): the second finds the first's record and replays it.
     const release = await commandLocks(this.commandStore).acquire(messageUuid(opts.commandUuid, "commandUuid"));
     try {
       return await this.#dispatch(type, payload, opts, false, trace);
@@ -773,6 +793,9 @@ export class Facade implements FacadeHandle {
     };
     trace?.began(envelope.commandUuid);
     let stage: CommandStatus = "denied";
+    let claim: HeldClaim | undefined;
+    /** True while claiming or replaying: a failure there (in progress elsewhere, another request) records nothing. */
+    let claiming = false;
     let ctx: DispatchContext | undefined;
     let appended: Event[] | undefined;
     let result: unknown;
@@ -791,10 +814,30 @@ export class Facade implements FacadeHandle {
       if (denied !== undefined) throw denied;
       stage = "failed";
       if (opts.commandUuid !== undefined && !retried) {
-        // A command recorded as succeeded does not run again: its handler is not called. (Where the record commits with
-        // the events, a duplicate racing this one past the look is still refused by the append, below.)
-        const seen = await this.#recorded<R>(cmdType, envelope);
-        if (seen !== undefined && seen !== "cleared") return seen;
+        if (this.#claims !== undefined) {
+          // Claimed before the handler runs: of duplicates on every instance sharing the store, one runs; the others
+          // wait for its record and replay it.
+          const claimant = {
+            // The instance, and the attempt: two duplicates in one instance are two claimants too.
+            owner: `${this.instanceId}/${newUuid()}`,
+            leaseMs: this.#idempotency.leaseMs,
+            domain: cmdType.domain,
+            name: cmdType.name,
+            tenantUuid: tenantOf(reqCtx),
+          };
+          claiming = true;
+          const got = await claimCommand(this.#claims, envelope.commandUuid, claimant, this.#idempotency.waitMs, (message) =>
+            this.#logClaim(message),
+          );
+          if ("record" in got) return await this.#replay<R>(cmdType, envelope, got.record);
+          claim = got.claim;
+          claiming = false;
+        } else {
+          // Without claims: a command recorded as succeeded does not run again. (Where the record commits with the
+          // events, a duplicate racing this one past the look is still refused by the append, below.)
+          const seen = await this.#recorded<R>(cmdType, envelope);
+          if (seen !== undefined && seen !== "cleared") return seen;
+        }
       }
       this.schemas.validate(cmdType, payload);
       if (cmdType.personalData !== undefined || opts.storedPayload !== undefined)
@@ -818,6 +861,7 @@ export class Facade implements FacadeHandle {
         ctx.release();
       }
     } catch (err) {
+      if (claiming) throw err;
       const error = isMnemeError(err)
         ? err
         : new MnemeError("HANDLER_FAILED", `command ${cmdType.domain}.${cmdType.name} failed: ${errorMessage(err)}`, { cause: err });
@@ -828,10 +872,13 @@ export class Facade implements FacadeHandle {
         // The append met this commandUuid's record: a success (another instance, an earlier call) is replayed;
         // a failed or denied earlier attempt is cleared and the command runs once more.
         const seen = await this.#recorded<R>(cmdType, envelope);
+        await claim?.end();
         if (seen === "cleared") return this.#dispatch(type, payload, opts, true, trace);
         if (seen !== undefined) return seen;
       }
-      await this.#record(cmdType, envelope, storedCtx, stage, [], error, t0, recordPayload);
+      // The failed record resolves the claim: a retry runs the command again.
+      if (await this.#record(cmdType, envelope, storedCtx, stage, [], error, t0, recordPayload)) claim?.resolved();
+      await claim?.end();
       const tenant = tenantOf(reqCtx);
       if (this.systemEvents.running) {
         this.systemEvents.publish(
@@ -851,9 +898,10 @@ export class Facade implements FacadeHandle {
     }
     if (appended === undefined) appended = [];
     else if (!this.#pushesLocally) this.#deliver(appended);
-    // With events, a joined repository committed the record with them already.
-    if (appended.length === 0 || !this.#recordsWithAppend)
-      await this.#record(cmdType, envelope, storedCtx, "succeeded", appended, undefined, t0, recordPayload);
+    // With events, a joined repository committed the record with them already (replacing the claim).
+    if (appended.length > 0 && this.#recordsWithAppend) claim?.resolved();
+    else if (await this.#record(cmdType, envelope, storedCtx, "succeeded", appended, undefined, t0, recordPayload)) claim?.resolved();
+    await claim?.end();
     if (this.systemEvents.running) {
       const tenant = tenantOf(reqCtx) || undefined;
       this.systemEvents.publish(
@@ -906,6 +954,16 @@ export class Facade implements FacadeHandle {
       await this.commandStore.delete(uuid);
       return "cleared";
     }
+    return this.#replay(type, envelope, rec);
+  }
+
+  /**
+   * The outcome of a succeeded record (`replayed`, its events read back). A
+   * record of another command, tenant or payload is CONFLICT: one commandUuid
+   * names one request.
+   */
+  async #replay<R>(type: CommandType<any, any>, envelope: CommandEnvelope, rec: CommandRecord): Promise<DispatchResult<R>> {
+    const uuid = envelope.commandUuid;
     // Personal fields are sealed with a fresh IV each time: compared opened, and a field erased since counts as equal.
     // (Also without a declaration: a process manager's command is recorded with the values its outbox sealed.)
     const recorded = (await this.personalData.openPayload(rec.payload)).payload;
@@ -1127,7 +1185,7 @@ export class Facade implements FacadeHandle {
     error: MnemeError | undefined,
     t0: number,
     recordPayload: unknown,
-  ): Promise<void> {
+  ): Promise<boolean> {
     try {
       await this.commandStore.record(
         this.#commandRecord(
@@ -1150,7 +1208,14 @@ export class Facade implements FacadeHandle {
           source: "mneme.dispatch",
         })
         .catch(() => undefined);
+      return false;
     }
+    return true;
+  }
+
+  /** A claim that could not be renewed: logged (the record's primary key still keeps one outcome). */
+  #logClaim(message: string): void {
+    void this.logStore.append({ level: "warn", message, source: "mneme.dispatch" }).catch(() => undefined);
   }
 
   /**

@@ -1,6 +1,6 @@
 import { MnemeError } from "../model/errors.js";
-import { validateCommandRecord } from "../store/command-record-validation.js";
-import type { CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
+import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
+import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import { storeClosed } from "../store/store-closed.js";
@@ -26,6 +26,8 @@ export class MemoryCommandStore implements CommandStore {
   /** Sorted by (createdAt, commandUuid). */
   private readonly order: Row[] = [];
   private readonly byUuid = new Map<string, Row>();
+  /** Commands being run (claimed, not recorded yet): owner and lease end (ms since the epoch). */
+  private readonly claims = new Map<string, { owner: string; expiresAt: number }>();
   private closed = false;
 
   async init(): Promise<void> {
@@ -49,6 +51,40 @@ export class MemoryCommandStore implements CommandStore {
     if (at === this.order.length) this.order.push(row);
     else this.order.splice(at, 0, row);
     this.byUuid.set(rec.commandUuid, row);
+    // The record is the claim's resolution.
+    this.claims.delete(rec.commandUuid);
+  }
+
+  /** Claims a commandUuid (see CommandStore.claim); a failed or denied record it replaces is deleted. */
+  async claim(commandUuid: string, claimant: CommandClaimant): Promise<CommandClaim> {
+    this.assertOpen();
+    const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
+    const row = this.byUuid.get(commandUuid);
+    if (row?.status === "succeeded") return { outcome: "recorded", record: JSON.parse(row.json) as CommandRecord };
+    const now = Date.now();
+    const held = this.claims.get(commandUuid);
+    if (held !== undefined && held.owner !== owner && held.expiresAt >= now) {
+      return { outcome: "held", owner: held.owner, expiresAt: held.expiresAt };
+    }
+    // Synchronous from the look to here: no other claim can come between.
+    this.claims.set(commandUuid, { owner, expiresAt: now + claimant.leaseMs });
+    if (row !== undefined) this.deleteRow(commandUuid);
+    return { outcome: "claimed" };
+  }
+
+  async renewClaim(commandUuid: string, owner: string, leaseMs: number): Promise<boolean> {
+    this.assertOpen();
+    checkClaimArgs(commandUuid, owner, leaseMs);
+    const held = this.claims.get(commandUuid);
+    if (held?.owner !== owner) return false;
+    held.expiresAt = Date.now() + leaseMs;
+    return true;
+  }
+
+  async releaseClaim(commandUuid: string, owner: string): Promise<void> {
+    this.assertOpen();
+    checkClaimArgs(commandUuid, owner, 1);
+    if (this.claims.get(commandUuid)?.owner === owner) this.claims.delete(commandUuid);
   }
 
   async get(commandUuid: string): Promise<CommandRecord | undefined> {
@@ -86,6 +122,10 @@ export class MemoryCommandStore implements CommandStore {
 
   async delete(commandUuid: string): Promise<boolean> {
     this.assertOpen();
+    return this.deleteRow(commandUuid);
+  }
+
+  private deleteRow(commandUuid: string): boolean {
     const row = this.byUuid.get(commandUuid);
     if (row === undefined) return false;
     this.byUuid.delete(commandUuid);

@@ -6,7 +6,7 @@ export { createPostgresBackends } from "./postgres-backends.js";
 export type { PostgresBackends, PostgresBackendsOptions, PostgresConnection } from "./postgres-backends.js";
 export { PostgresEventRepository } from "./postgres-event-repository.js";
 export type { PostgresEventRepositoryOptions } from "./postgres-event-repository.js";
-export { PostgresCommandStore } from "./postgres-command-store.js";
+export { PostgresCommandStore, type PostgresCommandStoreOptions } from "./postgres-command-store.js";
 export { PostgresLogStore } from "./postgres-log-store.js";
 export { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
 export { PostgresSnapshotStore } from "./postgres-snapshot-store.js";

@@ -30,6 +30,8 @@ export interface PostgresBackendsOptions {
   readonly pollIntervalMs?: number;
   /** Group commit of the event repository: appends per statement and transaction, 1..60 (1: off). Default 50. */
   readonly maxAppendsPerCommit?: number;
+  /** How claims of idempotent dispatch commit: "durable" (default) or "async" (see PostgresCommandStoreOptions.claimCommit). */
+  readonly claimCommit?: "durable" | "async";
   /**
    * A testing aid for fault injection: awaited before every statement any of
    * the stores sends, with the session's backend pid (see PgStatementHook).
@@ -99,7 +101,7 @@ export function createPostgresBackends(
     ...(opts.pollIntervalMs === undefined ? {} : { pollIntervalMs: opts.pollIntervalMs }),
     ...(opts.maxAppendsPerCommit === undefined ? {} : { maxAppendsPerCommit: opts.maxAppendsPerCommit }),
   });
-  const commandStore = new PostgresCommandStore(shared);
+  const commandStore = new PostgresCommandStore(opts.claimCommit === undefined ? shared : { ...shared, claimCommit: opts.claimCommit });
   const logStore = new PostgresLogStore(shared);
   const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);
   const snapshotStore = new PostgresSnapshotStore(shared);
@@ -122,5 +124,6 @@ function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {
   if (o.pollIntervalMs !== undefined) out.pollIntervalMs = o.pollIntervalMs;
   if (o.maxAppendsPerCommit !== undefined) out.maxAppendsPerCommit = o.maxAppendsPerCommit;
   if (o.onStatement !== undefined) out.onStatement = o.onStatement;
+  if (o.claimCommit !== undefined) out.claimCommit = o.claimCommit;
   return out;
 }

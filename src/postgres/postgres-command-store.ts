@@ -1,6 +1,6 @@
 import { MnemeError } from "../model/errors.js";
-import { validateCommandRecord } from "../store/command-record-validation.js";
-import type { CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
+import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
+import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
@@ -9,19 +9,51 @@ import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-b
 
 const INT64_LIMIT = 2 ** 63;
 
+/** Now in ms since the epoch, by the database's clock (every instance reads the same one). */
+const NOW_MS = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+/** Options of {@link PostgresCommandStore}. */
+export interface PostgresCommandStoreOptions extends PostgresStoreOptions {
+  /**
+   * How a claim of idempotent dispatch commits. "durable" (default): flushed
+   * to disk before the handler runs, so exactly one handler runs even across
+   * a crash of the database server. "async": not waited for (synchronous_commit
+   * off for the claim only; the command's events and record stay durable),
+   * which saves a disk flush per command with a commandUuid; a claim taken in
+   * the last fraction of a second (wal_writer_delay, 200 ms by default) before
+   * the server crashes or fails over may be lost, and a duplicate sent after
+   * that may then run its handler a second time.
+   */
+  readonly claimCommit?: "durable" | "async";
+}
+
 /**
  * The CommandStore (audit trail) on Postgres: each record as JSONB, beside the
  * columns listing filters and pages on. Listing is keyset by
  * (created_at, command_uuid), newest last; a second record of one commandUuid
  * is CONFLICT, as the trail is append-only.
+ *
+ * Claims (commands being run) live in a small table beside it, one row per
+ * command in progress, with its owner and lease end (ms of the database's
+ * clock). A trigger deletes a command's claim when its record is inserted,
+ * wherever that happens (this store, or the event repository's append
+ * statement), in the record's own transaction.
  */
 export class PostgresCommandStore extends PostgresStoreBase implements CommandStore {
   private readonly table: string;
+  private readonly claims: string;
   protected override readonly clientKind = "command";
+  private readonly claimCommit: "durable" | "async";
 
-  constructor(opts: PostgresStoreOptions) {
+  constructor(opts: PostgresCommandStoreOptions) {
     super(opts);
+    const commit = opts.claimCommit ?? "durable";
+    if (commit !== "durable" && commit !== "async") {
+      throw new MnemeError("INVALID_REQUEST", `postgres: claimCommit must be "durable" or "async", got ${String(commit)}`);
+    }
+    this.claimCommit = commit;
     this.table = `${this.qschema}.commands`;
+    this.claims = `${this.qschema}.command_claims`;
   }
 
   /** True when this store's table is in `schema` of the database behind `pool` (the event repository then joins it). */
@@ -47,10 +79,53 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
           record jsonb NOT NULL
         )`,
           `CREATE INDEX IF NOT EXISTS commands_created_at_idx ON ${this.table} (created_at, command_uuid)`,
+          ...this.claimDdl(),
         ],
         this.onStatement,
       ),
     );
+  }
+
+  /**
+   * Claims a commandUuid (see CommandStore.claim) in one round trip. The
+   * function takes the claim first and looks at the record after, in a later
+   * statement: a record committed while the claim waited for its writer is
+   * seen, so a claim is never granted over a succeeded record.
+   */
+  async claim(commandUuid: string, claimant: CommandClaimant): Promise<CommandClaim> {
+    return this.track(async () => {
+      const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
+      const res = await this.query<{ outcome: string; record: unknown; owner: string | null; expires_at: string | null }>(
+        `SELECT claim_outcome AS outcome, claim_record AS record, claim_owner AS owner, claim_expires_at::text AS expires_at
+         FROM ${this.qschema}.mneme_claim_command($1, $2, $3, $4, $5, $6::bigint, $7::boolean)`,
+        [commandUuid, claimant.domain, claimant.name, claimant.tenantUuid, owner, claimant.leaseMs, this.claimCommit === "durable"],
+        "command claim",
+      );
+      const row = res.rows[0];
+      if (row?.outcome === "claimed") return { outcome: "claimed" };
+      if (row?.outcome === "recorded") return { outcome: "recorded", record: row.record as CommandRecord };
+      if (row?.outcome === "held" && row.owner !== null) return { outcome: "held", owner: row.owner, expiresAt: Number(row.expires_at) };
+      throw new MnemeError("UNAVAILABLE", `postgres: claiming command ${commandUuid} gave no answer`);
+    });
+  }
+
+  async renewClaim(commandUuid: string, owner: string, leaseMs: number): Promise<boolean> {
+    return this.track(async () => {
+      checkClaimArgs(commandUuid, owner, leaseMs);
+      const res = await this.query(
+        `UPDATE ${this.claims} SET expires_at = ${NOW_MS} + $3::bigint WHERE command_uuid = $1 AND owner = $2`,
+        [commandUuid, owner, leaseMs],
+        "command claim renewal",
+      );
+      return (res.rowCount ?? 0) > 0;
+    });
+  }
+
+  async releaseClaim(commandUuid: string, owner: string): Promise<void> {
+    await this.track(async () => {
+      checkClaimArgs(commandUuid, owner, 1);
+      await this.query(`DELETE FROM ${this.claims} WHERE command_uuid = $1 AND owner = $2`, [commandUuid, owner], "command claim release");
+    });
   }
 
   async record(rec: CommandRecord): Promise<void> {
@@ -135,5 +210,84 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
       );
       return this.storeInfoOf(res.rows[0]);
     });
+  }
+
+  /** The claims table, the claim function, and the trigger by which a record deletes its command's claim. */
+  private claimDdl(): string[] {
+    const s = this.qschema;
+    const t = this.table;
+    const c = this.claims;
+    return [
+      `CREATE TABLE IF NOT EXISTS ${c} (
+        command_uuid text COLLATE "C" PRIMARY KEY,
+        owner text NOT NULL,
+        expires_at bigint NOT NULL,
+        domain text NOT NULL,
+        name text NOT NULL,
+        tenant_uuid text NOT NULL
+      )`,
+      `CREATE OR REPLACE FUNCTION ${s}.mneme_claim_command(
+        p_uuid text, p_domain text, p_name text, p_tenant text, p_owner text, p_lease_ms bigint, p_durable boolean)
+      RETURNS TABLE (claim_outcome text, claim_record jsonb, claim_owner text, claim_expires_at bigint)
+      LANGUAGE plpgsql VOLATILE AS $fn$
+      #variable_conflict use_column
+      DECLARE
+        v_now bigint;
+        v_status text;
+        v_record jsonb;
+        v_owner text;
+        v_expires bigint;
+      BEGIN
+        IF NOT p_durable THEN
+          PERFORM set_config('synchronous_commit', 'off', true);
+        END IF;
+        -- A replay (the common duplicate) writes nothing.
+        SELECT r.status, r.record INTO v_status, v_record FROM ${t} r WHERE r.command_uuid = p_uuid;
+        IF v_status = 'succeeded' THEN
+          RETURN QUERY SELECT 'recorded'::text, v_record, NULL::text, NULL::bigint;
+          RETURN;
+        END IF;
+        -- A few rounds at most: between the upsert and the look at a held claim, the claim may be resolved.
+        FOR round IN 1 .. 20 LOOP
+          v_now := ${NOW_MS};
+          INSERT INTO ${c} AS k (command_uuid, owner, expires_at, domain, name, tenant_uuid)
+          VALUES (p_uuid, p_owner, v_now + p_lease_ms, p_domain, p_name, p_tenant)
+          ON CONFLICT (command_uuid) DO UPDATE
+            SET owner = excluded.owner, expires_at = excluded.expires_at, domain = excluded.domain,
+                name = excluded.name, tenant_uuid = excluded.tenant_uuid
+            WHERE k.expires_at < v_now OR k.owner = p_owner;
+          IF FOUND THEN
+            -- Looked at after the claim (a new snapshot): a record committed while the claim waited is seen.
+            SELECT r.status, r.record INTO v_status, v_record FROM ${t} r WHERE r.command_uuid = p_uuid;
+            IF v_status = 'succeeded' THEN
+              DELETE FROM ${c} k WHERE k.command_uuid = p_uuid AND k.owner = p_owner;
+              RETURN QUERY SELECT 'recorded'::text, v_record, NULL::text, NULL::bigint;
+              RETURN;
+            ELSIF v_status IS NOT NULL THEN
+              -- A failed or denied attempt is not an outcome: this one records its own.
+              DELETE FROM ${t} r WHERE r.command_uuid = p_uuid AND r.status <> 'succeeded';
+            END IF;
+            RETURN QUERY SELECT 'claimed'::text, NULL::jsonb, NULL::text, NULL::bigint;
+            RETURN;
+          END IF;
+          SELECT k.owner, k.expires_at INTO v_owner, v_expires FROM ${c} k WHERE k.command_uuid = p_uuid;
+          IF FOUND THEN
+            RETURN QUERY SELECT 'held'::text, NULL::jsonb, v_owner, v_expires;
+            RETURN;
+          END IF;
+        END LOOP;
+        RAISE EXCEPTION 'mneme_claim_command: the claim of command % changed under every attempt', p_uuid USING ERRCODE = '40001';
+      END
+      $fn$`,
+      `CREATE OR REPLACE FUNCTION ${s}.mneme_command_resolves_claim() RETURNS trigger
+      LANGUAGE plpgsql AS $fn$
+      BEGIN
+        DELETE FROM ${c} WHERE command_uuid = NEW.command_uuid;
+        RETURN NULL;
+      END
+      $fn$`,
+      `CREATE OR REPLACE TRIGGER commands_resolve_claim AFTER INSERT ON ${t}
+       FOR EACH ROW EXECUTE FUNCTION ${s}.mneme_command_resolves_claim()`,
+    ];
   }
 }

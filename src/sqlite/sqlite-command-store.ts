@@ -1,6 +1,6 @@
-import { MnemeError } from "../model/errors.js";
-import { validateCommandRecord } from "../store/command-record-validation.js";
-import type { CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
+import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
+import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
@@ -11,13 +11,21 @@ import { SqliteStoreBase } from "./sqlite-store-base.js";
  * The CommandStore in one SQLite table: the record as JSON text, plus the
  * columns listing filters and pages on. Listing is keyset by
  * (created_at, command_uuid) over an index, oldest first.
+ *
+ * Claims (commands being run) live in a small table beside it, one row per
+ * command in progress: a claim is taken in one write transaction that also
+ * looks at the record (SQLite runs one writer at a time, so no other instance
+ * can come between), and the record deletes it in the record's own
+ * transaction.
  */
 export class SqliteCommandStore extends SqliteStoreBase implements CommandStore {
   private readonly table: string;
+  private readonly claims: string;
 
   constructor(opts: SqliteStoreOptions) {
     super(opts);
     this.table = `${this.prefix}commands`;
+    this.claims = `${this.prefix}command_claims`;
   }
 
   protected createTables(): void {
@@ -32,18 +40,32 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
         record TEXT NOT NULL
       );
       CREATE INDEX IF NOT EXISTS ${this.table}_created ON ${this.table} (created_at, command_uuid);
+      CREATE TABLE IF NOT EXISTS ${this.claims} (
+        command_uuid TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        domain TEXT NOT NULL,
+        name TEXT NOT NULL,
+        tenant_uuid TEXT NOT NULL
+      ) WITHOUT ROWID;
     `);
   }
 
   /** Stores a record; a second record with the same commandUuid is CONFLICT (the audit trail is append-only). */
   async record(rec: CommandRecord): Promise<void> {
-    this.recordSync(rec);
+    // Its own transaction: the record and the removal of the command's claim are one write.
+    const db = this.ready();
+    try {
+      db.writeTransaction(() => this.recordSync(rec));
+    } catch (e) {
+      throw isMnemeError(e) ? e : toStoreError(e, "record");
+    }
   }
 
   /**
    * @internal Writes a record synchronously: inside the event repository's
    * write transaction when the two share a connection, so a command's events
-   * and its record commit together.
+   * and its record commit together. The caller holds a write transaction.
    */
   recordSync(rec: CommandRecord): void {
     const json = validateCommandRecord(rec);
@@ -52,11 +74,65 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
       db.statement(
         `INSERT INTO ${this.table} (command_uuid, domain, name, tenant_uuid, status, created_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ).run(rec.commandUuid, rec.domain, rec.name, rec.tenantUuid, rec.status, rec.createdAt, json);
+      // The record resolves the command's claim (whoever holds it), in the same transaction.
+      db.statement(`DELETE FROM ${this.claims} WHERE command_uuid = ?`).run(rec.commandUuid);
     } catch (e) {
       if (sqliteCode(e)?.startsWith("SQLITE_CONSTRAINT") === true) {
         throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is already recorded`, { cause: e });
       }
       throw toStoreError(e, "record");
+    }
+  }
+
+  /**
+   * Claims a commandUuid (see CommandStore.claim) in one write transaction.
+   * Lease ends are ms of the local clock (instances sharing a file share a machine).
+   */
+  async claim(commandUuid: string, claimant: CommandClaimant): Promise<CommandClaim> {
+    const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
+    const db = this.ready();
+    try {
+      return db.writeTransaction((): CommandClaim => {
+        const rec = db.statement(`SELECT status, record FROM ${this.table} WHERE command_uuid = ?`).get(commandUuid) as
+          { status: string; record: string } | undefined;
+        if (rec?.status === "succeeded") return { outcome: "recorded", record: JSON.parse(rec.record) as CommandRecord };
+        const now = Date.now();
+        const held = db.statement(`SELECT owner, expires_at FROM ${this.claims} WHERE command_uuid = ?`).get(commandUuid) as
+          { owner: string; expires_at: number } | undefined;
+        if (held !== undefined && held.owner !== owner && held.expires_at >= now) {
+          return { outcome: "held", owner: held.owner, expiresAt: held.expires_at };
+        }
+        // A failed or denied attempt is not an outcome: this one records its own.
+        if (rec !== undefined) db.statement(`DELETE FROM ${this.table} WHERE command_uuid = ?`).run(commandUuid);
+        db.statement(
+          `INSERT OR REPLACE INTO ${this.claims} (command_uuid, owner, expires_at, domain, name, tenant_uuid) VALUES (?, ?, ?, ?, ?, ?)`,
+        ).run(commandUuid, owner, now + claimant.leaseMs, claimant.domain, claimant.name, claimant.tenantUuid);
+        return { outcome: "claimed" };
+      });
+    } catch (e) {
+      throw toStoreError(e, "claim");
+    }
+  }
+
+  async renewClaim(commandUuid: string, owner: string, leaseMs: number): Promise<boolean> {
+    checkClaimArgs(commandUuid, owner, leaseMs);
+    try {
+      return (
+        this.ready()
+          .statement(`UPDATE ${this.claims} SET expires_at = ? WHERE command_uuid = ? AND owner = ?`)
+          .run(Date.now() + leaseMs, commandUuid, owner).changes > 0
+      );
+    } catch (e) {
+      throw toStoreError(e, "renewClaim");
+    }
+  }
+
+  async releaseClaim(commandUuid: string, owner: string): Promise<void> {
+    checkClaimArgs(commandUuid, owner, 1);
+    try {
+      this.ready().statement(`DELETE FROM ${this.claims} WHERE command_uuid = ? AND owner = ?`).run(commandUuid, owner);
+    } catch (e) {
+      throw toStoreError(e, "releaseClaim");
     }
   }
 

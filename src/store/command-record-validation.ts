@@ -30,3 +30,15 @@ export function validateCommandRecord(rec: CommandRecord): string {
 function bad(what: string, cause?: unknown): MnemeError {
   return new MnemeError("INVALID_REQUEST", `invalid command record: ${what}`, { cause });
 }
+
+/** Checks the arguments of a claim call the same way on every backend (INVALID_REQUEST); returns the owner. */
+export function checkClaimArgs(commandUuid: unknown, owner: unknown, leaseMs: unknown): string {
+  if (typeof commandUuid !== "string" || commandUuid === "") {
+    throw new MnemeError("INVALID_REQUEST", "claim: commandUuid must be a non-empty string");
+  }
+  if (typeof owner !== "string" || owner === "") throw new MnemeError("INVALID_REQUEST", "claim: owner must be a non-empty string");
+  if (typeof leaseMs !== "number" || !Number.isSafeInteger(leaseMs) || leaseMs < 1) {
+    throw new MnemeError("INVALID_REQUEST", `claim: leaseMs must be an integer >= 1, got ${String(leaseMs)}`);
+  }
+  return owner;
+}

@@ -20,6 +20,28 @@ export interface CommandRecord {
   durationMicros: number;
 }
 
+/** Who claims a commandUuid, for how long, and for which command (the claim names it while it runs). */
+export interface CommandClaimant {
+  /** Who claims: the facade's instanceId and its attempt (`instanceId/attempt`), so two duplicates in one process are two owners. */
+  readonly owner: string;
+  /** How long the claim holds unless renewed (ms): a claim of a crashed instance may be taken over after it. */
+  readonly leaseMs: number;
+  readonly domain: string;
+  readonly name: string;
+  readonly tenantUuid: string;
+}
+
+/**
+ * What `claim` found: `claimed` (the caller runs the command: nothing was
+ * recorded, or only a failed or denied attempt, which the claim replaces, or
+ * an expired claim); `recorded` (a succeeded record: the outcome to replay);
+ * `held` (another live claim: the command is in progress elsewhere).
+ */
+export type CommandClaim =
+  | { readonly outcome: "claimed" }
+  | { readonly outcome: "recorded"; readonly record: CommandRecord }
+  | { readonly outcome: "held"; readonly owner: string; readonly expiresAt: number };
+
 export interface CommandListOptions extends PageRequest {
   domain?: string;
   name?: string;
@@ -42,4 +64,18 @@ export interface CommandStore {
   delete(commandUuid: string): Promise<boolean>;
   info(): Promise<StoreInfo>;
   close(): Promise<void>;
+  /**
+   * Optional (all three or none): claims, so that of concurrent duplicates of
+   * one commandUuid exactly one handler runs across every instance sharing
+   * the store. `claim` takes the commandUuid atomically unless a succeeded
+   * record or a live claim of another owner holds it; `record` of that
+   * commandUuid resolves the claim in its own write (a claim is never listed,
+   * counted or returned by `get`). Without them a facade serialises
+   * duplicates in its own process only.
+   */
+  claim?(commandUuid: string, claimant: CommandClaimant): Promise<CommandClaim>;
+  /** Extends the owner's claim by `leaseMs` from now; false when the owner no longer holds it. */
+  renewClaim?(commandUuid: string, owner: string, leaseMs: number): Promise<boolean>;
+  /** Drops the owner's claim (nothing was recorded); a claim of another owner or a record is left alone. */
+  releaseClaim?(commandUuid: string, owner: string): Promise<void>;
 }

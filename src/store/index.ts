@@ -6,7 +6,7 @@
  */
 export type { StoreInfo, StorePage, PageRequest } from "./store-info.js";
 export type { EventRepository, AppendOptions, ReadAllOptions, AppendListener } from "./event-repository.js";
-export type { CommandStore, CommandRecord, CommandStatus, CommandListOptions } from "./command-store.js";
+export type { CommandStore, CommandRecord, CommandStatus, CommandListOptions, CommandClaim, CommandClaimant } from "./command-store.js";
 export type { DataStore, DataEntry, DataEntryInfo } from "./data-store.js";
 export type { CacheStore, CacheEntry } from "./cache-store.js";
 export type { LogStore, LogEntry, NewLogEntry, LogLevel } from "./log-store.js";

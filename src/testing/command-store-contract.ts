@@ -1,4 +1,4 @@
-import { expect } from "vitest";
+import { expect, type TestContext } from "vitest";
 import { newUuid, nowNs } from "../model/clock.js";
 import type { CommandRecord, CommandStore } from "../store/command-store.js";
 import type { StorePage } from "../store/store-info.js";
@@ -239,6 +239,78 @@ export function describeCommandStoreContract(
       }
       expect(await store.get(r.commandUuid)).toEqual(snapshot);
       expect((await store.list()).items).toEqual([snapshot]);
+    });
+
+    /** The store's claims, or the test is skipped: claims are an optional capability. */
+    const claimsOf = (store: CommandStore, ctx: TestContext): Required<Pick<CommandStore, "claim" | "renewClaim" | "releaseClaim">> => {
+      if (store.claim === undefined || store.renewClaim === undefined || store.releaseClaim === undefined) {
+        ctx.skip("the store offers no claims (an optional capability)");
+      }
+      return store as Required<CommandStore>;
+    };
+    const claimant = (owner: string, leaseMs = 60_000) => ({ owner, leaseMs, domain: "Todo", name: "CreateTodo", tenantUuid: "t" });
+
+    test("claims: a claim is held against other owners, never listed, and resolved by the record", async (store, ctx) => {
+      const c = claimsOf(store, ctx);
+      const uuid = newUuid();
+      const t0 = Date.now();
+      expect(await c.claim(uuid, claimant("a"))).toEqual({ outcome: "claimed" });
+      const held = await c.claim(uuid, claimant("b"));
+      expect(held).toMatchObject({ outcome: "held", owner: "a" });
+      if (held.outcome === "held") expect(held.expiresAt).toBeGreaterThan(t0 + 30_000);
+      expect(await store.get(uuid)).toBeUndefined();
+      expect((await store.list()).items).toEqual([]);
+      expect((await store.info()).numItems).toBe(0);
+      expect(await store.delete(uuid)).toBe(false);
+      const r = rec({ commandUuid: uuid });
+      await store.record(r);
+      expect(await store.get(uuid)).toEqual(r);
+      expect(await c.claim(uuid, claimant("b"))).toEqual({ outcome: "recorded", record: r });
+      expect(await c.renewClaim(uuid, "a", 1000)).toBe(false);
+      await expectRejectsWith(() => store.record(rec({ commandUuid: uuid })), "CONFLICT");
+      expect((await store.list()).items).toEqual([r]);
+    });
+
+    test("claims: a failed or denied record is replaced by a claim; the next record counts", async (store, ctx) => {
+      const c = claimsOf(store, ctx);
+      for (const status of ["failed", "denied"] as const) {
+        const uuid = newUuid();
+        await store.record(rec({ commandUuid: uuid, status, error: { code: "HANDLER_FAILED", message: "x" } }));
+        expect(await c.claim(uuid, claimant("a"))).toEqual({ outcome: "claimed" });
+        expect(await store.get(uuid)).toBeUndefined();
+        const ok = rec({ commandUuid: uuid });
+        await store.record(ok);
+        expect(await store.get(uuid)).toEqual(ok);
+      }
+    });
+
+    test("claims: an expired claim is taken over, renewal keeps one, release frees one", async (store, ctx) => {
+      const c = claimsOf(store, ctx);
+      const uuid = newUuid();
+      expect(await c.claim(uuid, claimant("a", 1))).toEqual({ outcome: "claimed" });
+      await new Promise((r) => setTimeout(r, 30));
+      expect(await c.claim(uuid, claimant("b"))).toEqual({ outcome: "claimed" });
+      expect(await c.renewClaim(uuid, "a", 60_000)).toBe(false);
+      expect(await c.renewClaim(uuid, "b", 60_000)).toBe(true);
+      await c.releaseClaim(uuid, "a"); // not a's any more: left alone
+      expect(await c.claim(uuid, claimant("c"))).toMatchObject({ outcome: "held", owner: "b" });
+      await c.releaseClaim(uuid, "b");
+      expect(await c.claim(uuid, claimant("c"))).toEqual({ outcome: "claimed" });
+      await expectRejectsWith(() => c.claim(uuid, claimant("")), "INVALID_REQUEST");
+      await expectRejectsWith(() => c.claim(uuid, claimant("d", 0)), "INVALID_REQUEST");
+    });
+
+    test("claims: of concurrent claims of one commandUuid exactly one is claimed", async (store, ctx) => {
+      const c = claimsOf(store, ctx);
+      const uuid = newUuid();
+      const got = await Promise.all(Array.from({ length: 12 }, (_, i) => c.claim(uuid, claimant(`o${i}`))));
+      expect(got.filter((g) => g.outcome === "claimed")).toHaveLength(1);
+      expect(got.filter((g) => g.outcome === "held")).toHaveLength(11);
+      // Also when a failed attempt is recorded (each claim would replace it).
+      const failed = newUuid();
+      await store.record(rec({ commandUuid: failed, status: "failed", error: { code: "HANDLER_FAILED", message: "x" } }));
+      const again = await Promise.all(Array.from({ length: 12 }, (_, i) => c.claim(failed, claimant(`p${i}`))));
+      expect(again.filter((g) => g.outcome === "claimed")).toHaveLength(1);
     });
 
     test("close is idempotent and later calls reject with STORE_CLOSED", async (store) => {
