@@ -22,7 +22,7 @@ function latch(): { wait: Promise<void>; open: () => void } {
 /** Pauses handlers where a test wants them: `pause[name]` is awaited there when set. */
 type Pauses = Partial<Record<"withdraw" | "freeze" | "open", (() => Promise<void>) | undefined>>;
 
-function bankDomain(pauses: Pauses) {
+function bankDomain(pauses: Pauses, policySnapshotEvery?: number) {
   const Bank = defineDomain("Bank");
   const Deposited = Bank.event<{ amount: number }>("Deposited");
   const Withdrawn = Bank.event<{ amount: number }>("Withdrawn");
@@ -39,6 +39,7 @@ function bankDomain(pauses: Pauses) {
     },
   });
   const Policy = Bank.aggregate<{ frozen: boolean; limit: number }>("Policy", {
+    ...(policySnapshotEvery === undefined ? {} : { snapshotEvery: policySnapshotEvery }),
     initialState: () => ({ frozen: false, limit: 0 }),
     evolve: {
       PolicySet: (s, p: { limit: number }) => ({ ...s, limit: p.limit }),
@@ -105,7 +106,7 @@ function bankDomain(pauses: Pauses) {
     await ctx.aggregates.load(Policy, p.policyUuid, p.opts as { check?: boolean });
     return [];
   });
-  return { Bank, GuardedWithdraw, FreezePolicy, Deposit, SetPolicy, OpenAccount, IssueBan, ReadTwice, Peek, LoadWith };
+  return { Bank, Policy, GuardedWithdraw, FreezePolicy, Deposit, SetPolicy, OpenAccount, IssueBan, ReadTwice, Peek, LoadWith };
 }
 
 /** `pauses[name]` stops its handler until the returned `release` is called; `reached` resolves once it stopped there. */
@@ -212,9 +213,9 @@ describe("one instance (memory): the in-process lock does not decide", () => {
 const places = sharedPlaces("readcheck");
 
 describe.each(places)("two instances on %s", (_name, placeOf) => {
-  async function pair(opts: Partial<FacadeOptions> = {}) {
+  async function pair(opts: Partial<FacadeOptions> = {}, policySnapshotEvery?: number) {
     const pauses: Pauses = {};
-    const d = bankDomain(pauses);
+    const d = bankDomain(pauses, policySnapshotEvery);
     const stores = placeOf();
     const [a, b] = [stores(), stores()];
     const f1 = createFacade({ appName: "read-check-1", ...a, ...opts }).registerDomain(d.Bank);
@@ -274,6 +275,28 @@ describe.each(places)("two instances on %s", (_name, placeOf) => {
       opening.release();
       expect((await rejection(open)).code).toBe("CONFLICT");
       expect(await f2.eventRepository.loadAggregate(accountUuid)).toEqual([]);
+    } finally {
+      await stop();
+    }
+  });
+
+  it("loaded from a snapshot (cache off): the snapshot's version is the one checked", async () => {
+    const { d, f1, f2, pauses, stop } = await pair({ aggregateCache: false }, 1);
+    try {
+      const { accountUuid, policyUuid } = await setUp(f2, d);
+      // A load folds past version 1 and saves a snapshot there (in the background): wait until it is stored.
+      await f1.loadAggregate(d.Policy, policyUuid);
+      for (let i = 0; i < 500 && (await f1.snapshotStore.latest("Bank", "Policy", policyUuid, 1))?.version !== 1; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect((await f1.snapshotStore.latest("Bank", "Policy", policyUuid, 1))?.version).toBe(1);
+      const deciding = pauseAt(pauses, "withdraw");
+      const withdraw = f1.dispatch(d.GuardedWithdraw, { accountUuid, policyUuid, amount: 10 }, { reqCtx: alice });
+      await deciding.reached;
+      await f2.dispatch(d.FreezePolicy, { policyUuid }, { reqCtx: alice });
+      deciding.release();
+      expect((await rejection(withdraw)).code).toBe("CONFLICT");
+      expect((await f2.eventRepository.loadAggregate(accountUuid)).map((e) => e.name)).toEqual(["Deposited"]);
     } finally {
       await stop();
     }
