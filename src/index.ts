@@ -35,7 +35,14 @@ export {
   type AggregateOptions,
 } from "./model/domain.js";
 export type { DomainInstaller, DomainInstall } from "./model/domain-install.js";
-export type { CommandContext, QueryContext, MessageContext, AggregateLoader, LoadedAggregate } from "./model/context.js";
+export type {
+  CommandContext,
+  QueryContext,
+  MessageContext,
+  AggregateLoader,
+  AggregateLoadOptions,
+  LoadedAggregate,
+} from "./model/context.js";
 export type { FacadeHandle, DispatchOptions, DispatchResult, HandlerError, QueryOptions } from "./model/facade-handle.js";
 export { Facade, createFacade, type FacadeOptions } from "./app/facade.js";
 

@@ -21,6 +21,7 @@ import type { LogStore } from "../store/log-store.js";
 import { jsonSafeProblem, sealJsonSafe } from "../store/json-safe.js";
 import { AggregateCache, type AggregateCacheOptions, type AggregateCacheStats } from "./aggregate-cache.js";
 import { AggregateLoading } from "./aggregate-loading.js";
+import { CommandAggregates } from "./command-aggregates.js";
 import { EventView, Upcasting } from "./event-view.js";
 import { MemorySnapshotStore } from "../memory/memory-snapshot-store.js";
 import { MemoryKeyStore } from "../memory/memory-key-store.js";
@@ -1092,7 +1093,8 @@ export class Facade implements FacadeHandle {
     const target = reqCtx.targetAggregateVersion;
     if (target !== undefined) this.#checkTarget(reqCtx, aggregates, more !== undefined, loader);
     if (loader !== undefined || target !== undefined) {
-      const expectedVersions: Record<string, number> = {};
+      // Without a prototype: an aggregate uuid such as "__proto__" must stay a plain key.
+      const expectedVersions = Object.create(null) as Record<string, number>;
       for (const agg of aggregates) {
         const targeted =
           target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && more === undefined));
@@ -1107,6 +1109,8 @@ export class Facade implements FacadeHandle {
           expectedVersions[agg] = target;
         }
       }
+      // What the handler read is what it decided on: the aggregates it loaded and appends nothing to are checked too.
+      loader?.addReadChecks(expectedVersions);
       opts.expectedVersions = expectedVersions;
     }
     if (this.#recordsWithAppend) {
@@ -1278,73 +1282,6 @@ export class Facade implements FacadeHandle {
   }
 }
 
-/** Aggregate loading inside a command: lock, expected version, early CONFLICT on a stale targetAggregateVersion. */
-class CommandAggregates implements AggregateLoader {
-  readonly #versions = new Map<string, number>();
-  /** How each loaded aggregate was loaded: "tenant" wins over "global" for one uuid. */
-  readonly #tenancy = new Map<string, AggregateTenancy>();
-  /** Per aggregate this command has asked for: settles once its lock is held (or was not needed). */
-  readonly #lockWaits = new Map<string, Promise<void>>();
-  readonly #releases: (() => void)[] = [];
-  #released = false;
-
-  constructor(
-    readonly facade: Facade,
-    readonly locks: KeyedLock,
-    readonly reqCtx: RequestContext,
-    readonly tenantUuid: string,
-  ) {}
-
-  async load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>> {
-    if (typeof aggregateUuid !== "string" || aggregateUuid === "") {
-      throw new MnemeError("INVALID_REQUEST", `${aggregate?.domain}.${aggregate?.name}: aggregateUuid must be a non-empty string`);
-    }
-    let wait = this.#lockWaits.get(aggregateUuid);
-    if (wait === undefined) {
-      // The first aggregate is locked (commands on it are serialised); further ones only when free, so two
-      // commands that load the same aggregates in opposite order cannot deadlock: the store's version check decides.
-      // Decided synchronously, so loads started together (Promise.all) count as first and further ones too.
-      wait = this.#lockWaits.size === 0 || !this.locks.isHeld(aggregateUuid) ? this.#acquire(aggregateUuid) : RESOLVED;
-      this.#lockWaits.set(aggregateUuid, wait);
-    }
-    await wait;
-    const loaded = await this.facade.loadAggregate(aggregate, aggregateUuid, { tenantUuid: this.tenantUuid });
-    if (aggregate.tenancy !== "global" || !this.#tenancy.has(aggregateUuid)) this.#tenancy.set(aggregateUuid, aggregate.tenancy);
-    const target = this.reqCtx.targetAggregateVersion;
-    if (target !== undefined && this.reqCtx.targetAggregateUuid === aggregateUuid && loaded.version !== target) {
-      throw new MnemeError("CONFLICT", `aggregate ${aggregateUuid} is at version ${loaded.version}, the request expected ${target}`);
-    }
-    this.#versions.set(aggregateUuid, loaded.version);
-    return loaded;
-  }
-
-  async #acquire(aggregateUuid: string): Promise<void> {
-    const release = await this.locks.acquire(aggregateUuid);
-    // The command may have ended while it waited (a sibling load failed): the lock must not leak.
-    if (this.#released) release();
-    else this.#releases.push(release);
-  }
-
-  loadedVersion(aggregateUuid: string): number | undefined {
-    return this.#versions.get(aggregateUuid);
-  }
-
-  forEachLoaded(fn: (aggregateUuid: string) => void): void {
-    for (const uuid of this.#versions.keys()) fn(uuid);
-  }
-
-  loadedTenancy(aggregateUuid: string): AggregateTenancy | undefined {
-    return this.#tenancy.get(aggregateUuid);
-  }
-
-  releaseAll(): void {
-    this.#released = true;
-    for (const r of this.#releases.splice(0)) r();
-  }
-}
-
-const RESOLVED: Promise<void> = Promise.resolve();
-
 /** What every command context of one facade shares. */
 interface CommandContextHost {
   readonly facade: Facade;
@@ -1376,7 +1313,11 @@ class DispatchContext implements CommandContext {
   }
 
   get aggregates(): CommandAggregates {
-    return (this.#loader ??= new CommandAggregates(this.host.facade, this.host.locks, this.reqCtx, this.tenantUuid));
+    return (this.#loader ??= new CommandAggregates(
+      (aggregate, aggregateUuid) => this.host.facade.loadAggregate(aggregate, aggregateUuid, { tenantUuid: this.tenantUuid }),
+      this.host.locks,
+      this.reqCtx,
+    ));
   }
 
   get query(): CommandContext["query"] {

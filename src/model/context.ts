@@ -9,9 +9,22 @@ export interface LoadedAggregate<S> {
   version: number;
 }
 
+/** Options of `ctx.aggregates.load`. */
+export interface AggregateLoadOptions {
+  /**
+   * In a command (default true): the version loaded is checked when the
+   * command's events are appended, on every instance: if the aggregate moved
+   * meanwhile, the command fails with CONFLICT and writes nothing, whether or
+   * not it appends to that aggregate. `false` for a read that decides nothing
+   * (a name for a message, say); an aggregate the command appends to is
+   * checked at the version loaded all the same. Queries never check.
+   */
+  readonly check?: boolean;
+}
+
 /** Loads aggregates by folding their events with `evolve`. */
 export interface AggregateLoader {
-  load<S>(aggregate: AggregateType<S>, aggregateUuid: string): Promise<LoadedAggregate<S>>;
+  load<S>(aggregate: AggregateType<S>, aggregateUuid: string, opts?: AggregateLoadOptions): Promise<LoadedAggregate<S>>;
 }
 
 /**
@@ -37,10 +50,16 @@ export interface MessageContext {
   /** The effective tenant: `reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid ?? ""`. */
   readonly tenantUuid: string;
   /**
-   * Loads an aggregate. In a command, the first aggregate loaded is locked
-   * in-process until the command's events are appended, and the version
-   * loaded becomes the expected version of its events. A tenant-scoped
-   * aggregate of another tenant than `tenantUuid` is NOT_FOUND.
+   * Loads an aggregate. In a command, every aggregate loaded (unless
+   * `{ check: false }`) is checked at the append: if any moved after it was
+   * loaded, here or on another instance, the command fails with CONFLICT and
+   * writes nothing. (The first aggregate loaded is also locked in-process, so
+   * commands of one instance on it wait for each other instead of
+   * conflicting.) A tenant-scoped aggregate of another tenant than
+   * `tenantUuid` is NOT_FOUND.
+   * @example
+   * const policy = await ctx.aggregates.load(Policy, p.policyUuid);            // checked: a freeze meanwhile is CONFLICT
+   * const owner = await ctx.aggregates.load(Owner, p.ownerUuid, { check: false }); // only read for a message
    */
   readonly aggregates: AggregateLoader;
   /** Runs a query without a permission check (the caller was checked already). */

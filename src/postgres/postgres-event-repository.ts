@@ -114,9 +114,17 @@ interface PendingAppend {
  * statement of a VOLATILE plpgsql function has a fresh snapshot in READ
  * COMMITTED, the default isolation this relies on), so an event without
  * `version` always gets the next one and expectedVersions are checked exactly;
- * the unique (aggregate_uuid, version) index stays as a guard. Positions are
- * taken from the sequence's current value under the lock and the sequence is
- * moved only after the calls that succeeded, so a refused call leaves no hole.
+ * the unique (aggregate_uuid, version) index stays as a guard.
+ *
+ * Consecutive positions. Under the lock, the next position is the highest
+ * committed one plus one, read from the table (the primary key's last entry)
+ * inside the appending transaction: a refused call, a rolled-back flush or a
+ * connection that dies before its COMMIT leaves no hole, because its rows,
+ * and with them its positions, are gone with it. (The sequence of earlier
+ * releases cannot give that: nextval and setval are not undone by a rollback.)
+ * The sequence is still set to the head before each commit, for the append
+ * functions of earlier releases that an older instance may call (or put back)
+ * during a rolling deploy; see docs/scaling.md.
  *
  * Numbers: positions are BIGINT and read back with Number (exact below 2^53);
  * createdAt is BIGINT ns, written from an integer-valued double and read back
@@ -532,8 +540,11 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   private ddl(): string[] {
     const s = this.qschema;
     const seq = `${s}.events_position_seq`;
-    // The head under the lock: the sequence's current value, read without drawing from it (nobody else draws meanwhile).
-    const head = `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM ${seq}`;
+    // The head under the lock: the highest position committed (the primary key's last entry). Positions are
+    // taken from the rows themselves, inside the appending transaction, so a transaction that rolls back or
+    // dies before its COMMIT gives its positions back. (A sequence does not: nextval and setval are not
+    // transactional.) The sequence is only kept at the head for functions of earlier releases, see below.
+    const head = `SELECT coalesce(max(position), 0) FROM ${s}.events`;
     return [
       `CREATE SCHEMA IF NOT EXISTS ${s}`,
       `CREATE SEQUENCE IF NOT EXISTS ${seq} AS bigint`,
@@ -555,11 +566,10 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       )`,
       // A schema made before event versions: every stored event is version 1.
       `ALTER TABLE ${s}.events ADD COLUMN IF NOT EXISTS event_version integer NOT NULL DEFAULT 1`,
-      // The signatures before event versions: replaced by those below (an overload left behind would write no version).
+      // The helper of the signatures before event versions: only their own bodies called it, and those are replaced
+      // below by bodies that call the current one. (The append functions of earlier releases are all kept: an
+      // instance of an earlier release still calls its own during a rolling deploy.)
       `DROP FUNCTION IF EXISTS ${s}.mneme_append_one(bigint, text[], text[], text[], text[], text[], integer[], text[], bigint[], jsonb[], jsonb[], text[], integer[], text[])`,
-      `DROP FUNCTION IF EXISTS ${s}.mneme_append_batch(bigint, text, text, integer[], text[], text[], text[], text[], text[], integer[], text[], bigint[], text[], text[], integer[], text[], integer[], integer[], text[], text[], text[], text[], text[], text[], bigint[], text[])`,
-      // The signature of 0.1 (before the tenant rule): dropped so no caller can append around the rule.
-      `DROP FUNCTION IF EXISTS ${s}.mneme_append(bigint, text, text, text[], text[], text[], text[], text[], integer[], text[], bigint[], jsonb[], jsonb[], text[], integer[])`,
       // One call's checks and writes, positions after p_base. It takes no lock: only the two functions below
       // call it, under the append lock.
       `CREATE OR REPLACE FUNCTION ${s}.mneme_append_one(
@@ -705,8 +715,9 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         v_versions := ${s}.mneme_append_one(v_base, p_event_uuids, p_tenant_uuids, p_domains, p_names, p_aggregate_uuids,
           p_versions, p_command_uuids, p_created_ats, p_req_ctxs, p_payloads, p_expected_aggregates, p_expected_versions,
           p_global_aggregates, NULL);
-        PERFORM setval('${seq}', v_base + cardinality(p_aggregate_uuids));
         PERFORM pg_notify(p_channel, p_note || ':' || (v_base + cardinality(p_aggregate_uuids))::text);
+        -- For bodies of earlier releases, which take positions from the sequence (see the batch function).
+        PERFORM setval('${seq}', v_base + cardinality(p_aggregate_uuids));
         RETURN QUERY SELECT v_base, v_versions;
       END
       $fn$`,
@@ -785,10 +796,47 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
           v_glo := p_global_ends[i] + 1;
         END LOOP;
         IF v_head > v_start THEN
-          PERFORM setval('${seq}', v_head);
           PERFORM pg_notify(p_channel, p_note || ':' || v_head::text);
+          -- The sequence is not where positions come from any more; it is kept at the head for the bodies of
+          -- earlier releases, which take their positions from it (an instance of such a release that runs init()
+          -- during a rolling deploy puts them back), so theirs follow ours without a collision. setval is not
+          -- undone by a rollback: after a transaction that died here, the sequence is ahead until the next
+          -- append of this release sets it back.
+          PERFORM setval('${seq}', v_head);
         END IF;
       END
+      $fn$`,
+      // The signature of 0.1 (before the tenant rule and global aggregates): an instance of 0.1 still appends
+      // through it during a rolling deploy. It runs the current logic, the tenant rule included, every aggregate
+      // being tenant-scoped (0.1 knew no global ones).
+      `CREATE OR REPLACE FUNCTION ${s}.mneme_append(
+        p_lock_key bigint, p_channel text, p_note text,
+        p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
+        p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
+        p_expected_aggregates text[], p_expected_versions integer[])
+      RETURNS TABLE (base_position bigint, versions integer[])
+      LANGUAGE sql VOLATILE AS $fn$
+        SELECT * FROM ${s}.mneme_append(p_lock_key, p_channel, p_note, p_event_uuids, p_tenant_uuids, p_domains, p_names,
+          p_aggregate_uuids, p_versions, p_command_uuids, p_created_ats, p_req_ctxs, p_payloads, p_expected_aggregates,
+          p_expected_versions, '{}'::text[])
+      $fn$`,
+      // The group commit of the release before event versions: every event of it is version 1.
+      `CREATE OR REPLACE FUNCTION ${s}.mneme_append_batch(
+        p_lock_key bigint, p_channel text, p_note text, p_call_ends integer[],
+        p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
+        p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs text[], p_payloads text[],
+        p_expected_ends integer[], p_expected_aggregates text[], p_expected_versions integer[],
+        p_global_ends integer[], p_global_aggregates text[],
+        p_record_uuids text[], p_record_domains text[], p_record_names text[], p_record_tenants text[],
+        p_record_statuses text[], p_record_created_ats bigint[], p_records text[])
+      RETURNS TABLE (call_no integer, base_position bigint, versions integer[],
+                     error_state text, error_message text, error_constraint text)
+      LANGUAGE sql VOLATILE AS $fn$
+        SELECT * FROM ${s}.mneme_append_batch(p_lock_key, p_channel, p_note, p_call_ends, p_event_uuids, p_tenant_uuids,
+          p_domains, p_names, p_aggregate_uuids, p_versions, p_command_uuids, p_created_ats, p_req_ctxs, p_payloads,
+          p_expected_ends, p_expected_aggregates, p_expected_versions, p_global_ends, p_global_aggregates, p_record_uuids,
+          p_record_domains, p_record_names, p_record_tenants, p_record_statuses, p_record_created_ats, p_records,
+          NULL::integer[])
       $fn$`,
     ];
   }

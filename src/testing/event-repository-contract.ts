@@ -233,6 +233,54 @@ export function describeEventRepositoryContract(
       expect(e?.version).toBe(1);
     });
 
+    test("expectedVersions of several aggregates without events (read checks) are each checked; a miss writes nothing and takes no position", async (repo) => {
+      const [policy, ban, account, other] = [newUuid(), newUuid(), newUuid(), newUuid()];
+      await repo.append([ev(policy), ev(policy), ev(account)]);
+      const head = await repo.headPosition();
+      // One aggregate appended to (the common command), two read, one of them stale; then the same with two appended.
+      const stale: [NewEvent[], Record<string, number>][] = [
+        [[ev(account)], { [account]: 1, [policy]: 1, [ban]: 0 }],
+        [[ev(account)], { [account]: 1, [policy]: 2, [ban]: 1 }],
+        [[ev(account), ev(other)], { [account]: 1, [policy]: 3, [ban]: 0 }],
+        [[ev(other), ev(account)], { [policy]: 2, [ban]: 2 }],
+      ];
+      for (const [events, expectedVersions] of stale) {
+        await expectRejectsWith(() => repo.append(events, { expectedVersions }), "CONFLICT");
+      }
+      expect(await repo.headPosition()).toBe(head);
+      expect(await repo.loadAggregate(other)).toEqual([]);
+      expect(await repo.loadAggregate(account)).toHaveLength(1);
+      const done = await repo.append([ev(account), ev(other)], { expectedVersions: { [account]: 1, [policy]: 2, [ban]: 0 } });
+      expect(done.map((e) => [e.aggregateUuid, e.version, e.position])).toEqual([
+        [account, 2, head + 1],
+        [other, 1, head + 2],
+      ]);
+      expect(await repo.loadAggregate(ban)).toEqual([]);
+    });
+
+    test("concurrent appends checking an aggregate they do not write, racing one write to it: none of them commits after that write", async (repo) => {
+      const policy = newUuid();
+      await repo.append([ev(policy)]);
+      const accounts = Array.from({ length: 12 }, () => newUuid());
+      const withdraw = (account: string) => repo.append([ev(account)], { expectedVersions: { [policy]: 1, [account]: 0 } });
+      const calls = accounts.map((a, i) => (i === 6 ? repo.append([ev(policy)], { expectedVersions: { [policy]: 1 } }) : withdraw(a)));
+      const results = await Promise.allSettled(calls);
+      const freeze = results[6];
+      if (freeze?.status !== "fulfilled") throw new Error(`the write to the checked aggregate failed: ${String(freeze?.reason)}`);
+      const frozenAt = (freeze.value[0] as Event).position;
+      for (const [i, r] of results.entries()) {
+        if (i === 6) continue;
+        if (r.status === "fulfilled") expect((r.value[0] as Event).position).toBeLessThan(frozenAt);
+        else if (!isMnemeError(r.reason, "CONFLICT")) expect.fail(`expected CONFLICT, got ${String(r.reason)}`);
+      }
+      const written = results.filter((r) => r.status === "fulfilled").length;
+      expect(await readEverything(repo)).toHaveLength(1 + written);
+      // Afterwards every such append is refused until it checks the new version.
+      await expectRejectsWith(() => withdraw(newUuid()), "CONFLICT");
+      const fresh = newUuid();
+      expect((await repo.append([ev(fresh)], { expectedVersions: { [policy]: 2, [fresh]: 0 } }))[0]?.version).toBe(1);
+    });
+
     test("a call with one conflicting event writes nothing", async (repo) => {
       const a = newUuid();
       const b = newUuid();
