@@ -40,6 +40,8 @@ export interface OutboxFilter {
   readonly status?: OutboxEntryStatus;
   /** true: only scheduled commands; false: only the others. */
   readonly scheduled?: boolean;
+  /** Only entries of this tenant (the tenant of the event they came from). */
+  readonly tenantUuid?: string;
   readonly offset?: number;
   /** Default 1000. */
   readonly limit?: number;
@@ -341,6 +343,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const where: Record<string, string | boolean> = {};
     if (filter.status !== undefined) where.status = filter.status;
     if (filter.scheduled !== undefined) where.scheduled = filter.scheduled;
+    if (filter.tenantUuid !== undefined) where.tenantUuid = filter.tenantUuid;
     return this.#outbox().list({ where, orderBy: "dueOrder", offset: filter.offset ?? 0, limit: filter.limit ?? 1000 });
   }
 
