@@ -10,7 +10,7 @@ export type { CommandStore, CommandRecord, CommandStatus, CommandListOptions } f
 export type { DataStore, DataEntry, DataEntryInfo } from "./data-store.js";
 export type { CacheStore, CacheEntry } from "./cache-store.js";
 export type { LogStore, LogEntry, NewLogEntry, LogLevel } from "./log-store.js";
-export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions } from "./readmodel-store-backend.js";
+export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions, CollectionScope } from "./readmodel-store-backend.js";
 export type { SnapshotStore, SnapshotRecord, NewSnapshotRecord } from "./snapshot-store.js";
 export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";
 export { jsonSafeProblem, JSON_SAFE_MAX_DEPTH, type JsonSafeProblem } from "./json-safe.js";
