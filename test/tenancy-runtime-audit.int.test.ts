@@ -48,7 +48,14 @@ function lendingDomain() {
   const Borrowed = Lend.event<{ email: string }>("Borrowed");
   Lend.handleCommand(Borrow, (_ctx, c, p) => [Borrowed.create(c.commandUuid, { email: p.email })]);
   Lend.handleCommand(Remind, () => []);
-  return { Lend, Borrow, Remind, Borrowed };
+  // A handler reading a reactor's and a process manager's own lists through ctx.readmodel: the effective tenant's entries.
+  const Outboxes = Lend.query<Record<string, never>, unknown[]>("Outboxes");
+  Lend.handleQuery(Outboxes, async (ctx) => [
+    ...(await ctx.readmodel<Reactor>("Mailer").listOutbox()),
+    ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").listOutbox()),
+    ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").listStates()),
+  ]);
+  return { Lend, Borrow, Remind, Borrowed, Outboxes };
 }
 
 type Lending = ReturnType<typeof lendingDomain>;
@@ -66,6 +73,7 @@ class MemberLoans extends BaseReadmodel {
 }
 
 interface Setup {
+  d: Lending;
   world: World;
   http: HttpHandler;
   opA: Session;
@@ -112,7 +120,7 @@ async function setUp(stores: Partial<FacadeOptions>): Promise<Setup> {
   await f.dispatch(d.Borrow, { email: "crash-a@example.org" }, { reqCtx: opA.reqCtx, waitToFinish: true });
   await f.dispatch(d.Borrow, { email: "crash-b@example.org" }, { reqCtx: userB.reqCtx, waitToFinish: true });
   await reactor.drainOutbox();
-  return { world, http: createHttpHandler(f), opA, adminSession, admin: adminSession.reqCtx, tenantA, tenantB };
+  return { d, world, http: createHttpHandler(f), opA, adminSession, admin: adminSession.reqCtx, tenantA, tenantB };
 }
 
 /** Everything of tenant B that must not reach tenant A's operator. */
@@ -267,6 +275,15 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     expect(metrics.LoansA?.lastError).toBe("MemberLoans cannot handle crash-a@example.org");
     expect(metrics.LoansB?.lastError).toBeUndefined();
     expect(((await f.query(GetMetrics, { eventHandlerName: "LoansB" }, a)) as { lastError?: string }).lastError).toBeUndefined();
+  });
+
+  it("a handler reading a reactor's or process manager's outbox and states through ctx.readmodel sees its tenant's only", async () => {
+    const f = s.world.facade;
+    const own = await f.query(s.d.Outboxes, {}, { reqCtx: s.opA.reqCtx });
+    expect(own.length).toBe(3);
+    expect(leaksB(own, s.tenantB)).toEqual([]);
+    // Trusted code: every tenant's.
+    expect(leaksB(await f.readmodel<Reactor>("Mailer").listOutbox(), s.tenantB).length).toBeGreaterThan(0);
   });
 
   describe("HTTP GETs of the dashboard", () => {

@@ -4,6 +4,7 @@ import type { Event } from "../model/types.js";
 import type { RestoreReport } from "../model/event-handler.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
+import { collectionInScope } from "../readmodel/tenant-scope.js";
 import {
   backoffMs,
   dueOrderOf,
@@ -124,9 +125,13 @@ export abstract class OutboxHandler extends BaseReadmodel {
     return this.#clock();
   }
 
-  /** The outbox: outside the readmodel's generations, so a restore from zero neither clears nor rebuilds it. */
+  /**
+   * The outbox: outside the readmodel's generations, so a restore from zero
+   * neither clears nor rebuilds it. Entries carry the tenant of their event, so
+   * a tenant's view of this handler (`ctx.readmodel`) lists only its own.
+   */
   #outbox(): ReadmodelCollection<OutboxEntry> {
-    return this.readmodelStoreBackend.collection<OutboxEntry>(`${this.name}~outbox`);
+    return collectionInScope<OutboxEntry>(this.readmodelStoreBackend, `${this.name}~outbox`, this.name);
   }
 
   /** The checkpoint key of the reaction horizon. */

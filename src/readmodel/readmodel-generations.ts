@@ -1,7 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { MnemeError } from "../model/errors.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import { currentTenantScope } from "./tenant-scope.js";
+import { collectionInScope } from "./tenant-scope.js";
 
 /**
  * Blue-green generations of a readmodel's documents. The served generation
@@ -110,18 +109,7 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
   #target(): ReadmodelCollection<T> {
     const backend = this.#backend();
     const name = currentPrefix(this.#readmodel) + this.#name;
-    const scope = this.#tenancy === "global" ? undefined : currentTenantScope();
-    if (scope === undefined) return backend.collection<T>(name);
-    if (backend.tenantScopes === true) return backend.collection<T>(name, scope);
-    // Without the capability a tenant's read would see every tenant's documents: refused, never a silent fallback.
-    // Writes go on untagged (their documents are then seen by unscoped reads only).
-    if (scope.readTenantUuid !== undefined) {
-      throw new MnemeError(
-        "INVALID_STATE",
-        `readmodel ${this.#readmodel}: its ReadmodelStoreBackend stores no tenant per document (tenantScopes), so a read for tenant ${JSON.stringify(scope.readTenantUuid)} would see every tenant's documents of collection ${this.#name}; use a backend with tenantScopes, or declare the collection { tenancy: "global" }`,
-      );
-    }
-    return backend.collection<T>(name);
+    return this.#tenancy === "global" ? backend.collection<T>(name) : collectionInScope<T>(backend, name, this.#readmodel);
   }
 
   get(key: string): Promise<T | undefined> {

@@ -1,5 +1,4 @@
-import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
-import type { CollectionScope } from "../store/readmodel-store-backend.js";
+import type { CollectionScope, ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { GenerationalCollection } from "./readmodel-generations.js";
 import { inTenantScope } from "./tenant-scope.js";
 
@@ -40,9 +39,8 @@ export function tenantView<R extends object>(readmodel: R, tenantUuid: string): 
           return out instanceof Promise ? out.then((v) => inScope(v, scope)) : inScope(out, scope);
         });
     },
-    set() {
-      // A tenant's view reads and writes documents; the readmodel's own fields are its author's.
-      return false;
+    set(target, prop, value) {
+      return Reflect.set(target, prop, value, target);
     },
   });
 }
