@@ -12,8 +12,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { BaseReadmodel, createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
-import type { ReadmodelCollection } from "mneme/store";
+import {
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type Facade,
+  type FacadeOptions,
+  MemoryReadmodelStoreBackend,
+  type RequestContext,
+} from "mneme";
+import type { ReadmodelCollection, ReadmodelStoreBackend } from "mneme/store";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { postgresScratch } from "./support/postgres-scratch.js";
@@ -140,6 +148,35 @@ describe.each(sharedPlaces("readmodel_tenancy"))("a BaseReadmodel's collections 
     await one.facade.runtime.controlEventHandler({ action: "restore", eventHandlerName: "Shelf", restoreFromZero: true });
     expect(await titlesOf(one, alice)).toMatchObject({ titles: ["Alice 1"], total: 2 });
     expect(await titlesOf(one, bob)).toMatchObject({ titles: ["Bob 1"], total: 2 });
+  });
+});
+
+describe("a ReadmodelStoreBackend without tenantScopes", () => {
+  /** A third-party backend of the former interface: it delegates to memory but knows nothing of tenants. */
+  function tenantBlind(): ReadmodelStoreBackend {
+    const inner = new MemoryReadmodelStoreBackend();
+    return {
+      init: () => inner.init(),
+      collection: <T>(name: string) => inner.collection<T>(name),
+      listCollections: () => inner.listCollections(),
+      transaction: (fn) => inner.transaction(fn),
+      getCheckpoint: (h) => inner.getCheckpoint(h),
+      setCheckpoint: (h, p) => inner.setCheckpoint(h, p),
+      info: () => inner.info(),
+      close: () => inner.close(),
+    };
+  }
+
+  it("refuses a tenant's read (INVALID_STATE) rather than show every tenant's documents; handlers and trusted code go on", async () => {
+    const one = await running({ readmodelStoreBackend: tenantBlind() });
+    await one.facade.dispatch(one.d.AddBook, { title: "Alice 1" }, { reqCtx: alice, waitToFinish: true });
+    await one.facade.dispatch(one.d.AddBook, { title: "Bob 1" }, { reqCtx: bob, waitToFinish: true });
+    const err = await titlesOf(one, alice).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: "INVALID_STATE" });
+    expect(String((err as Error).message)).toMatch(/tenantScopes/);
+    expect((await one.shelf.books()).map((b) => b.title).sort()).toEqual(["Alice 1", "Bob 1"]);
+    // A global collection needs no tenant: shared as ever.
+    expect(await one.shelf.asTenant("tenant-a").total()).toBe(2);
   });
 });
 
