@@ -286,6 +286,26 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     expect(leaksB(await f.readmodel<Reactor>("Mailer").listOutbox(), s.tenantB).length).toBeGreaterThan(0);
   });
 
+  it("store reads: an administrator reads its effective tenant's events, commands and log entries; every tenant's with allTenants", async () => {
+    const f = s.world.facade;
+    const read = (reqCtx: RequestContext, store: "event" | "command", extra: { allTenants?: boolean } = {}) =>
+      f.query(StoreRead, { store, limit: 1000, ...extra }, { reqCtx });
+    const tenantsOf = (page: { items: unknown[] }) => new Set(page.items.map((e) => (e as { tenantUuid: string }).tenantUuid));
+    const sys = s.world.ids.systemTenantUuid;
+    for (const store of ["event", "command"] as const) {
+      // The system tenant's own entries only: an administrator's commands may name tenant B, B's data is not there.
+      const own = await read(s.admin, store);
+      expect(tenantsOf(own), store).toEqual(new Set([sys]));
+      expect(JSON.stringify(own)).not.toContain("crash-b@example.org");
+      const targeted = await read({ ...s.admin, targetTenantUuid: s.tenantB }, store);
+      expect(tenantsOf(targeted), store).toEqual(new Set([s.tenantB]));
+      expect(JSON.stringify(targeted)).toContain("crash-b@example.org");
+      const all = await read(s.admin, store, { allTenants: true });
+      expect([...tenantsOf(all)], store).toEqual(expect.arrayContaining([sys, s.tenantA, s.tenantB]));
+      expect((await rejection(read(s.opA.reqCtx, store))).code).toBe("PERMISSION_DENIED");
+    }
+  });
+
   describe("HTTP GETs of the dashboard", () => {
     const get = async (path: string, who: Session | "admin", tenant: string): Promise<Response> => {
       const session = who === "admin" ? s.adminSession : who;

@@ -209,7 +209,12 @@ export function buildRoutes(): Router<Route> {
     run: async (c) => {
       const cursor = c.request.searchParams.get("cursor");
       const limit = intParam("limit", c.request.searchParams.get("limit") ?? undefined, 1, 1000);
-      const payload = { store: storeParam(c), ...(cursor === null ? {} : { cursor }), ...(limit === undefined ? {} : { limit }) };
+      const payload = {
+        store: storeParam(c),
+        ...(cursor === null ? {} : { cursor }),
+        ...(limit === undefined ? {} : { limit }),
+        ...allTenantsOf(c),
+      };
       return jsonResponse(200, await c.facade.query(StoreRead, payload, { reqCtx: c.reqCtx }));
     },
   });

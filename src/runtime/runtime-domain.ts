@@ -175,10 +175,19 @@ export const StoreInfo = RuntimeDomain.query<{ store: StoreName }, StoreInfo>("S
   description: "Information about a store (needs <Store>.Info)",
   schema: objectSchema({ store: STORE }, ["store"]),
 });
-/** `Runtime.StoreRead`: a page of store entries, `cursor` from the previous page's `nextCursor` (needs `<Store>.Read`). */
-export const StoreRead = RuntimeDomain.query<{ store: StoreName; cursor?: string; limit?: number }, StorePage<unknown>>("StoreRead", {
+/**
+ * `Runtime.StoreRead`: a page of store entries, `cursor` from the previous page's `nextCursor` (needs `<Store>.Read`).
+ * The event, command and log stores give the effective tenant's entries, every tenant's with `allTenants`.
+ */
+export const StoreRead = RuntimeDomain.query<
+  { store: StoreName; cursor?: string; limit?: number; allTenants?: boolean },
+  StorePage<unknown>
+>("StoreRead", {
   description: "Read a page of store entries (needs <Store>.Read)",
-  schema: objectSchema({ store: STORE, cursor: { type: "string" }, limit: { type: "integer", minimum: 1, maximum: 1000 } }, ["store"]),
+  schema: objectSchema(
+    { store: STORE, cursor: { type: "string" }, limit: { type: "integer", minimum: 1, maximum: 1000 }, allTenants: ALL_TENANTS_FIELD },
+    ["store"],
+  ),
 });
 /** `Runtime.StoreUpdate`: write a store entry; `result` is `{ key }` (needs `<Store>.Update`). */
 export const StoreUpdate = RuntimeDomain.command<{ store: StoreName; key: string; value: unknown }, { key: string }>("StoreUpdate", {
@@ -249,10 +258,12 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   ] as const;
   for (const [t, action] of actions) d.registerPermission(newPermissionCmdFunc("Runtime", t.name, gate(action), t.description));
   d.handleQuery(StoreInfo, (ctx, _q, p) => runtime.stores.info(p.store, ctx.reqCtx));
+  // The store permission is granted to system administrators only already: allTenants asks nothing more of them.
   d.handleQuery(StoreRead, (ctx, _q, p) =>
     runtime.stores.read(p.store, ctx.reqCtx, {
       ...(p.cursor === undefined ? {} : { cursor: p.cursor }),
       ...(p.limit === undefined ? {} : { limit: p.limit }),
+      ...(p.allTenants === true ? {} : { tenantUuid: ctx.tenantUuid }),
     }),
   );
   d.handleCommand(StoreUpdate, async (ctx, _c, p) => ({ result: await runtime.stores.update(p.store, ctx.reqCtx, p.key, p.value) }));
