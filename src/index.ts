@@ -91,6 +91,7 @@ export {
   type ReadmodelOptions,
   type ReadmodelOption,
   type ReadmodelFacade,
+  type CollectionOptions,
 } from "./readmodel/base-readmodel.js";
 export {
   ProjectionReadmodel,

@@ -45,6 +45,8 @@ export class App {
   loadError: ApiError | undefined;
   /** The stream shows every tenant's events (administrators), not only the session's tenant and system-wide ones. */
   allTenants = true;
+  /** Handler errors of every tenant are asked for while the server grants them (administrators; a tenant's operator gets 403 once). */
+  private wideLists = true;
   readonly stream: SystemEventStream;
   private readonly listeners = new Map<Topic, Set<() => void>>();
   private timer: ReturnType<typeof setInterval> | undefined;
@@ -92,6 +94,7 @@ export class App {
     this.allTenants = all;
     this.stream.stop();
     this.stream.start();
+    void this.refresh();
   }
 
   on(topic: Topic, fn: () => void): () => void {
@@ -112,10 +115,12 @@ export class App {
   }
 
   private async load(): Promise<void> {
+    // With "All tenants", handler errors of every tenant's events; else only the session's tenant's.
+    const wide = this.allTenants && this.wideLists ? "?allTenants=true" : "";
     try {
       const [list, metrics, info] = await Promise.all([
-        this.api.getAll<EventHandlerInfo>(this.api.runtimePath("event-handlers")),
-        this.api.get<Record<string, EventHandlerMetrics>>(this.api.runtimePath("metrics")),
+        this.api.getAll<EventHandlerInfo>(this.api.runtimePath(`event-handlers${wide}`)),
+        this.api.get<Record<string, EventHandlerMetrics>>(this.api.runtimePath(`metrics${wide}`)),
         this.api.get<SystemInfo>(this.api.runtimePath("system-info")),
       ]);
       this.handlers = list;
@@ -124,6 +129,10 @@ export class App {
       this.loadError = undefined;
       this.sample(Date.now());
     } catch (e) {
+      if (wide !== "" && e instanceof ApiError && e.status === 403) {
+        this.wideLists = false;
+        return this.load();
+      }
       this.loadError = e instanceof ApiError ? e : new ApiError(0, "ERROR", String(e));
     }
     this.emit("handlers");

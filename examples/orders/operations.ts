@@ -22,7 +22,8 @@ export async function cancelTimeout(facade: Facade, reqCtx: RequestContext, comm
 
 /** Makes every dead charge pending again (its attempts start over); returns them. */
 export async function retryDeadCharges(facade: Facade, reqCtx: RequestContext): Promise<DeadLetterEntry[]> {
-  const dead = await facade.query(ListDeadLetters, { eventHandlerName: "PaymentGateway" }, { reqCtx });
+  // Every tenant's (allTenants: system administrators, as the retry itself).
+  const dead = await facade.query(ListDeadLetters, { eventHandlerName: "PaymentGateway", allTenants: true }, { reqCtx });
   for (const letter of dead) await facade.dispatch(ControlDeadLetter, { action: "retry", id: letter.id }, { reqCtx });
   return dead;
 }

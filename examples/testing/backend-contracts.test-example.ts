@@ -8,7 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FilesystemDataStore, MemoryCacheStore, MemoryCommandStore, MemoryEventRepository, MemoryLogStore, MemoryReadmodelStoreBackend } from "mneme";
-import { type DataStore, type ReadmodelCollection } from "mneme/store";
+import { type CollectionScope, type DataStore, type ReadmodelCollection } from "mneme/store";
 import {
   describeCacheStoreContract,
   describeCommandStoreContract,
@@ -20,8 +20,8 @@ import {
 
 /** Broken on purpose: `descending` is ignored by list(). The suite must catch it. */
 class IgnoresDescending extends MemoryReadmodelStoreBackend {
-  override collection<T>(name: string): ReadmodelCollection<T> {
-    const col = super.collection<T>(name);
+  override collection<T>(name: string, scope?: CollectionScope): ReadmodelCollection<T> {
+    const col = super.collection<T>(name, scope);
     const list = col.list.bind(col);
     col.list = (opts = {}) => list({ ...opts, descending: false });
     return col;

@@ -6,6 +6,7 @@ import { MemoryLogStore } from "../memory/memory-log-store.js";
 import { MemoryReadmodelStoreBackend } from "../memory/memory-readmodel-store-backend.js";
 import { type Authorizer, PermissionRegistry } from "../permissions/permission-registry.js";
 import { type BaseEventHandler, toBaseEventHandler } from "../readmodel/base-event-handler.js";
+import { BaseReadmodel } from "../readmodel/base-readmodel.js";
 import { DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost, type HandlerRunner, runnerOf } from "../readmodel/handler-runner.js";
 import { type EventHandler, isReadmodelHandle, type ReadmodelHandle } from "../model/event-handler.js";
 import { Runtime } from "../runtime/runtime.js";
@@ -1352,7 +1353,9 @@ class QueryAggregates implements AggregateLoader {
 /**
  * `ctx.readmodel` of a handler: the readmodel (by name or the object itself)
  * as the effective tenant may see it — `forTenant(tenantUuid)` of a
- * readmodel that offers it (a ProjectionReadmodel does), else the readmodel.
+ * readmodel that offers it (a ProjectionReadmodel does), else for a
+ * BaseReadmodel `asTenant(tenantUuid)` (its tenant-scoped collections hold
+ * only that tenant's documents), else the handler object itself.
  */
 function scopedReadmodels(facade: Facade, tenantUuid: string): MessageContext["readmodel"] {
   return (ref: string | EventHandler | ReadmodelHandle<EventHandler>, type?: ReadmodelClass) => {
@@ -1364,7 +1367,8 @@ function scopedReadmodels(facade: Facade, tenantUuid: string): MessageContext["r
         : isReadmodelHandle(ref)
           ? facade.readmodel(ref)
           : facade.readmodel(ref);
-    return isTenantScopable(h) ? h.forTenant(tenantUuid) : h;
+    if (isTenantScopable(h)) return h.forTenant(tenantUuid);
+    return h instanceof BaseReadmodel ? h.asTenant(tenantUuid) : h;
   };
 }
 

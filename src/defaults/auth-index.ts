@@ -33,8 +33,9 @@ export class AuthIndex extends BaseReadmodel {
     super(facade);
     this.domain = "Identity";
     this.name = READMODELS.authIndex;
-    this.#identities = this.collection<IdentityRef>("identities");
-    this.#sessions = this.collection<SessionRef>("sessions");
+    // An account's identities and sessions span tenants: the index is shared (account removal reads it whole).
+    this.#identities = this.collection<IdentityRef>("identities", { tenancy: "global" });
+    this.#sessions = this.collection<SessionRef>("sessions", { tenancy: "global" });
     this.addDomainEventHandler(IdentityCreated, (_ctx, e, p) =>
       this.#identities.put(e.aggregateUuid, { identityUuid: e.aggregateUuid, accountUuid: p.accountUuid, tenantUuid: p.tenantUuid }),
     );

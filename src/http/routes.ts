@@ -81,10 +81,15 @@ const RUNTIME_LISTS: readonly [path: string, query: QueryType<NoPayload, readonl
   ["events", ListEvents],
   ["command-handlers", ListCommandHandlers],
   ["query-handlers", ListQueryHandlers],
-  ["event-handlers", ListEventHandlers],
 ];
 
-const LIST_KEYS = new Set(["action", "page", "pageSize", "eventHandlerName"]);
+const LIST_KEYS = new Set(["action", "page", "pageSize", "eventHandlerName", "allTenants"]);
+
+/** `?allTenants=true`: every tenant's entries, not only the path's tenant's (system administrators). */
+function allTenantsOf(c: RouteContext): { allTenants?: boolean } {
+  const all = boolParam("allTenants", c.request.searchParams.get("allTenants"));
+  return all === undefined ? {} : { allTenants: all };
+}
 
 /** Builds mneme's route table (docs/http.md describes every route). */
 export function buildRoutes(): Router<Route> {
@@ -101,6 +106,15 @@ export function buildRoutes(): Router<Route> {
     });
   }
 
+  r.add("GET", `${T}/runtime/event-handlers`, {
+    guard: guardBy(ListEventHandlers),
+    run: async (c) => {
+      const page = readPage(pageQuery(c.request.searchParams), c.options);
+      const all = await c.facade.query(ListEventHandlers, allTenantsOf(c), { reqCtx: c.reqCtx });
+      return jsonResponse(200, paginate(all, page));
+    },
+  });
+
   r.add("GET", `${T}/runtime/permissions`, {
     guard: guardBy(ListPermissions),
     run: async (c) => {
@@ -115,7 +129,8 @@ export function buildRoutes(): Router<Route> {
     guard: guardBy(GetMetrics),
     run: async (c) => {
       const name = c.request.searchParams.get("eventHandlerName");
-      const metrics = await c.facade.query(GetMetrics, name === null ? {} : { eventHandlerName: name }, { reqCtx: c.reqCtx });
+      const payload = { ...(name === null ? {} : { eventHandlerName: name }), ...allTenantsOf(c) };
+      const metrics = await c.facade.query(GetMetrics, payload, { reqCtx: c.reqCtx });
       return jsonResponse(200, metrics);
     },
   });
@@ -141,7 +156,10 @@ export function buildRoutes(): Router<Route> {
         const page = readPage(body, c.options);
         const name = body.eventHandlerName;
         if (name !== undefined && typeof name !== "string") throw new MnemeError("INVALID_REQUEST", "eventHandlerName must be a string");
-        const all = await c.facade.query(ListEventHandlers, {}, { reqCtx: c.reqCtx });
+        const allTenants = body.allTenants;
+        if (allTenants !== undefined && typeof allTenants !== "boolean")
+          throw new MnemeError("INVALID_REQUEST", "allTenants must be a boolean");
+        const all = await c.facade.query(ListEventHandlers, allTenants === undefined ? {} : { allTenants }, { reqCtx: c.reqCtx });
         return jsonResponse(200, paginate(name === undefined ? all : all.filter((h) => h.eventHandlerName === name), page));
       }
       if (action !== "restore" && action !== "start" && action !== "stop") {
@@ -191,7 +209,12 @@ export function buildRoutes(): Router<Route> {
     run: async (c) => {
       const cursor = c.request.searchParams.get("cursor");
       const limit = intParam("limit", c.request.searchParams.get("limit") ?? undefined, 1, 1000);
-      const payload = { store: storeParam(c), ...(cursor === null ? {} : { cursor }), ...(limit === undefined ? {} : { limit }) };
+      const payload = {
+        store: storeParam(c),
+        ...(cursor === null ? {} : { cursor }),
+        ...(limit === undefined ? {} : { limit }),
+        ...allTenantsOf(c),
+      };
       return jsonResponse(200, await c.facade.query(StoreRead, payload, { reqCtx: c.reqCtx }));
     },
   });

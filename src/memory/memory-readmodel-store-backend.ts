@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../model/clock.js";
-import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { CollectionScope, ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint,
   assertCollectionMoves,
@@ -8,6 +8,7 @@ import {
   assertDocumentKey,
   assertFieldName,
   assertHandlerName,
+  checkScope,
   documentEntriesJson,
   documentJson,
   listWindow,
@@ -22,6 +23,8 @@ interface Doc {
   json: string;
   /** A private parse of `json` that list/count read fields from. */
   value: unknown;
+  /** The tenant stored with the document; null: none. */
+  tenant: string | null;
 }
 
 interface Coll {
@@ -58,6 +61,8 @@ interface BackendCore {
  * wait, so a read from outside may see a running transaction's writes.
  */
 export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
+  /** Stores a tenant with each document and honours a collection's scope. */
+  readonly tenantScopes = true;
   private readonly colls = new Map<string, Coll>();
   private readonly checkpoints = new Map<string, number>();
   private readonly mutex = new AsyncMutex();
@@ -78,9 +83,9 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     this.assertOpen();
   }
 
-  collection<T>(name: string): ReadmodelCollection<T> {
+  collection<T>(name: string, scope: CollectionScope = {}): ReadmodelCollection<T> {
     assertCollectionName(name);
-    return new MemoryCollection<T>(this.core, name);
+    return new MemoryCollection<T>(this.core, name, checkScope(scope));
   }
 
   async listCollections(): Promise<string[]> {
@@ -232,12 +237,24 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   constructor(
     private readonly backend: BackendCore,
     private readonly name: string,
+    private readonly scope: CollectionScope,
   ) {}
+
+  /** Whether a read of this collection sees `d` (its tenant's, when the scope names one). */
+  private sees(d: Doc | undefined): d is Doc {
+    return d !== undefined && (this.scope.readTenantUuid === undefined || d.tenant === this.scope.readTenantUuid);
+  }
+
+  /** The document as stored: with the scope's write tenant, else the tenant of the one it replaces. */
+  private stored(c: Coll, key: string, d: Doc): Doc {
+    d.tenant = this.scope.writeTenantUuid ?? c.docs.get(key)?.tenant ?? null;
+    return d;
+  }
 
   async get(key: string): Promise<T | undefined> {
     this.backend.assertOpen();
     const d = this.backend.peek(this.name)?.docs.get(key);
-    return d === undefined ? undefined : (JSON.parse(d.json) as T);
+    return this.sees(d) ? (JSON.parse(d.json) as T) : undefined;
   }
 
   async getMany(keys: readonly string[]): Promise<Map<string, T>> {
@@ -247,7 +264,7 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
     if (docs === undefined) return out;
     for (const k of keys) {
       const d = docs.get(k);
-      if (d !== undefined) out.set(k, JSON.parse(d.json) as T);
+      if (this.sees(d)) out.set(k, JSON.parse(d.json) as T);
     }
     return out;
   }
@@ -255,7 +272,8 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   async put(key: string, doc: T): Promise<void> {
     const d = toDoc(documentJson(key, doc));
     await this.backend.write(() => {
-      this.backend.setDoc(this.backend.ensure(this.name), key, d);
+      const c = this.backend.ensure(this.name);
+      this.backend.setDoc(c, key, this.stored(c, key, d));
     });
   }
 
@@ -264,7 +282,7 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
     if (docs.length === 0) return;
     await this.backend.write(() => {
       const c = this.backend.ensure(this.name);
-      for (const [k, d] of docs) this.backend.setDoc(c, k, d);
+      for (const [k, d] of docs) this.backend.setDoc(c, k, this.stored(c, k, d));
     });
   }
 
@@ -281,19 +299,19 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
     const { offset, limit } = listWindow(opts);
     const orderBy = opts.orderBy;
     if (orderBy !== undefined) assertFieldName(orderBy, "orderBy");
-    const match = matcher(opts.where);
+    const match = this.matcher(opts.where);
     const c = this.backend.peek(this.name);
     if (c === undefined) return [];
 
     let keys: string[];
     if (orderBy === undefined) {
       c.sortedKeys ??= [...c.docs.keys()].sort();
-      keys = match === undefined ? c.sortedKeys : c.sortedKeys.filter((k) => match((c.docs.get(k) as Doc).value));
+      keys = match === undefined ? c.sortedKeys : c.sortedKeys.filter((k) => match(c.docs.get(k) as Doc));
       if (opts.descending === true) keys = keys.slice().reverse();
     } else {
       const rows: { key: string; v: unknown }[] = [];
       for (const [key, d] of c.docs) {
-        if (match !== undefined && !match(d.value)) continue;
+        if (match !== undefined && !match(d)) continue;
         rows.push({ key, v: fieldOf(d.value, orderBy) });
       }
       const dir = opts.descending === true ? -1 : 1;
@@ -306,13 +324,21 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
 
   async count(where?: ListOptions["where"]): Promise<number> {
     this.backend.assertOpen();
-    const match = matcher(where);
+    const match = this.matcher(where);
     const c = this.backend.peek(this.name);
     if (c === undefined) return 0;
     if (match === undefined) return c.docs.size;
     let n = 0;
-    for (const d of c.docs.values()) if (match(d.value)) n++;
+    for (const d of c.docs.values()) if (match(d)) n++;
     return n;
+  }
+
+  /** The filter of `where` and of the scope's tenant; undefined when there is none. */
+  private matcher(where: ListOptions["where"]): ((d: Doc) => boolean) | undefined {
+    const fields = matcher(where);
+    const tenant = this.scope.readTenantUuid;
+    if (tenant === undefined) return fields === undefined ? undefined : (d) => fields(d.value);
+    return (d) => d.tenant === tenant && (fields === undefined || fields(d.value));
   }
 
   async clear(): Promise<void> {
@@ -321,7 +347,7 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
 }
 
 function toDoc(json: string): Doc {
-  return { json, value: JSON.parse(json) as unknown };
+  return { json, value: JSON.parse(json) as unknown, tenant: null };
 }
 
 function matcher(where: ListOptions["where"]): ((doc: unknown) => boolean) | undefined {

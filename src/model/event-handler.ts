@@ -54,6 +54,12 @@ export interface EventHandlerMetrics {
   lastPosition: number;
   lastEventTimestamp: number;
   lastError?: string;
+  /**
+   * The tenant of the event whose handling gave `lastError`; absent when the
+   * error came from no event (a lost connection or lock). The Runtime shows
+   * `lastError` to a tenant's operator only when it is that tenant's.
+   */
+  lastErrorTenantUuid?: string;
   lastRestore?: RestoreReport;
 }
 
@@ -92,6 +98,8 @@ export interface EventHandlerInfo {
   hasMetrics: boolean;
   isStateRestorer: boolean;
   lastError?: string;
+  /** The tenant of the event whose handling gave `lastError` (absent: no event's error); see EventHandlerMetrics. */
+  lastErrorTenantUuid?: string;
   /** During a restore from zero (built beside the served data, then switched): where it stands. */
   restoration?: RestorationProgress;
 }

@@ -91,6 +91,32 @@ export class PermissionRegistry {
   }
 
   /**
+   * Resolves when the authorizer grants `envelope` as it grants an
+   * administrator permission (no level: with the default authorizer, system
+   * administrators only); rejects with PERMISSION_DENIED otherwise, and always
+   * without an authorizer. How `allTenants: true` widens a Runtime list, as
+   * the system-event stream's all-tenant view is decided: the authorizer sees
+   * the envelope with its payload.
+   */
+  async checkAdministrator(reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope): Promise<void> {
+    const p = this.#byDomain.get(envelope.domain)?.get(envelope.name);
+    if (p === undefined) throw new MnemeError("PERMISSION_DENIED", `no permission is registered for ${envelope.domain}.${envelope.name}`);
+    if (this.#authorizer === undefined)
+      throw new MnemeError(
+        "PERMISSION_DENIED",
+        `${p.domain}.${p.type} across tenants is granted only by an authorizer, and none is installed`,
+      );
+    const asAdministrator: Permission = {
+      kind: "administrator",
+      domain: p.domain,
+      type: p.type,
+      description: p.description,
+      funcSet: false,
+    };
+    rejectDenial(await consult(asAdministrator, this.#authorizer, reqCtx, envelope));
+  }
+
+  /**
    * The check without the promise where every step is synchronous: returns
    * undefined (allow), a MnemeError (deny), or a promise of either.
    */

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../model/clock.js";
 import { isMnemeError, MnemeError } from "../model/errors.js";
-import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { CollectionScope, ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint,
   assertCollectionMoves,
@@ -10,6 +10,7 @@ import {
   assertDocumentKeys,
   assertFieldName,
   assertHandlerName,
+  checkScope,
   documentEntriesJson,
   documentJson,
   listWindow,
@@ -51,6 +52,8 @@ export type LockLostListener = (handlers: readonly string[]) => void;
  * when the process or its connection dies, and another instance takes over.
  */
 export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements ReadmodelStoreBackend {
+  /** Stores a tenant with each document (column tenant_uuid) and honours a collection's scope. */
+  readonly tenantScopes = true;
   /** @internal */ readonly docs: string;
   /** @internal */ readonly collectionsTable: string;
   private readonly checkpoints: string;
@@ -85,8 +88,13 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           key text COLLATE "C" NOT NULL,
           doc jsonb NOT NULL,
           updated_at bigint NOT NULL,
+          tenant_uuid text,
           PRIMARY KEY (collection, key)
         )`,
+          // A schema written before documents carried their tenant is upgraded in place: those documents have
+          // none (NULL) until a restore from zero writes them again; only unscoped reads see them meanwhile.
+          `ALTER TABLE ${this.docs} ADD COLUMN IF NOT EXISTS tenant_uuid text`,
+          `CREATE INDEX IF NOT EXISTS readmodel_documents_tenant ON ${this.docs} (collection, tenant_uuid, key)`,
           `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
           `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
         ],
@@ -95,9 +103,9 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     );
   }
 
-  collection<T>(name: string): ReadmodelCollection<T> {
+  collection<T>(name: string, scope?: CollectionScope): ReadmodelCollection<T> {
     assertCollectionName(name);
-    return new PostgresReadmodelCollection<T>(this, name);
+    return new PostgresReadmodelCollection<T>(this, name, checkScope(scope));
   }
 
   async listCollections(): Promise<string[]> {
@@ -405,13 +413,20 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   constructor(
     private readonly backend: PostgresReadmodelStoreBackend,
     private readonly name: string,
+    private readonly scope: CollectionScope,
   ) {}
+
+  /** ` AND tenant_uuid = $n` for a scope's read tenant (its value pushed onto `values`); "" without one. */
+  private tenantSql(values: unknown[]): string {
+    return this.scope.readTenantUuid === undefined ? "" : ` AND tenant_uuid = $${values.push(this.scope.readTenantUuid)}`;
+  }
 
   async get(key: string): Promise<T | undefined> {
     assertDocumentKey(key);
+    const values: unknown[] = [this.name, key];
     const res = await this.backend.exec<{ doc: T }>(
-      `SELECT doc FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`,
-      [this.name, key],
+      `SELECT doc FROM ${this.backend.docs} WHERE collection = $1 AND key = $2${this.tenantSql(values)}`,
+      values,
       false,
       "get",
     );
@@ -422,9 +437,10 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
     assertDocumentKeys(keys);
     const out = new Map<string, T>();
     if (keys.length === 0) return out;
+    const values: unknown[] = [this.name, keys];
     const res = await this.backend.exec<{ key: string; doc: T }>(
-      `SELECT key, doc FROM ${this.backend.docs} WHERE collection = $1 AND key = ANY($2::text[])`,
-      [this.name, keys],
+      `SELECT key, doc FROM ${this.backend.docs} WHERE collection = $1 AND key = ANY($2::text[])${this.tenantSql(values)}`,
+      values,
       false,
       "getMany",
     );
@@ -437,9 +453,9 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
     const json = documentJson(key, doc);
     await this.backend.exec(
       `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
-       INSERT INTO ${this.backend.docs} (collection, key, doc, updated_at) VALUES ($1, $2, $3::jsonb, $4)
-       ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at`,
-      [this.name, key, json, nowNs()],
+       INSERT INTO ${this.backend.docs} AS d (collection, key, doc, updated_at, tenant_uuid) VALUES ($1, $2, $3::jsonb, $4, $5::text)
+       ${UPSERT}`,
+      [this.name, key, json, nowNs(), this.scope.writeTenantUuid ?? null],
       true,
       "put",
     );
@@ -455,10 +471,10 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
     if (byKey.size === 0) return;
     await this.backend.exec(
       `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
-       INSERT INTO ${this.backend.docs} (collection, key, doc, updated_at)
-       SELECT $1, u.key, u.doc, $4 FROM unnest($2::text[], $3::jsonb[]) AS u(key, doc)
-       ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at`,
-      [this.name, [...byKey.keys()], [...byKey.values()], nowNs()],
+       INSERT INTO ${this.backend.docs} AS d (collection, key, doc, updated_at, tenant_uuid)
+       SELECT $1, u.key, u.doc, $4, $5::text FROM unnest($2::text[], $3::jsonb[]) AS u(key, doc)
+       ${UPSERT}`,
+      [this.name, [...byKey.keys()], [...byKey.values()], nowNs(), this.scope.writeTenantUuid ?? null],
       true,
       "putMany",
     );
@@ -479,7 +495,7 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
     const { offset, limit } = listWindow(opts);
     if (opts.orderBy !== undefined) assertFieldName(opts.orderBy, "orderBy");
     const values: unknown[] = [this.name];
-    const where = whereSql(opts.where, values);
+    const where = this.tenantSql(values) + whereSql(opts.where, values);
     const dir = opts.descending === true ? "DESC" : "ASC";
     let order = `key ${dir}`;
     if (opts.orderBy !== undefined) {
@@ -507,7 +523,7 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
 
   async count(where?: Where): Promise<number> {
     const values: unknown[] = [this.name];
-    const cond = whereSql(where, values);
+    const cond = this.tenantSql(values) + whereSql(where, values);
     const res = await this.backend.exec<{ n: string }>(
       `SELECT count(*)::text AS n FROM ${this.backend.docs} WHERE collection = $1${cond}`,
       values,
@@ -521,6 +537,10 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
     await this.backend.exec(`DELETE FROM ${this.backend.docs} WHERE collection = $1`, [this.name], true, "clear");
   }
 }
+
+/** The upsert of a document: a write without a tenant keeps the stored document's; only a tenant's write changes it. */
+const UPSERT = `ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at,
+       tenant_uuid = COALESCE(EXCLUDED.tenant_uuid, d.tenant_uuid)`;
 
 /** `AND doc -> $k = $v::jsonb ...`: field names and values are both parameters; equality is typed (1 matches neither "1" nor true). */
 function whereSql(where: Where, values: unknown[]): string {

@@ -5,6 +5,7 @@ import type { RestoreReport } from "../model/event-handler.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
 import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
+import { collectionInScope } from "../readmodel/tenant-scope.js";
 import {
   backoffMs,
   dueOrderOf,
@@ -41,6 +42,8 @@ export interface OutboxFilter {
   readonly status?: OutboxEntryStatus;
   /** true: only scheduled commands; false: only the others. */
   readonly scheduled?: boolean;
+  /** Only entries of this tenant (the tenant of the event they came from). */
+  readonly tenantUuid?: string;
   readonly offset?: number;
   /** Default 1000. */
   readonly limit?: number;
@@ -129,9 +132,13 @@ export abstract class OutboxHandler extends BaseReadmodel {
     return this.#clock();
   }
 
-  /** The outbox: outside the readmodel's generations, so a restore from zero neither clears nor rebuilds it. */
+  /**
+   * The outbox: outside the readmodel's generations, so a restore from zero
+   * neither clears nor rebuilds it. Entries carry the tenant of their event, so
+   * a tenant's view of this handler (`ctx.readmodel`) lists only its own.
+   */
   #outbox(): ReadmodelCollection<OutboxEntry> {
-    return this.readmodelStoreBackend.collection<OutboxEntry>(`${this.name}~outbox`);
+    return collectionInScope<OutboxEntry>(this.readmodelStoreBackend, `${this.name}~outbox`, this.name);
   }
 
   /** The checkpoint key of the reaction horizon. */
@@ -360,6 +367,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const where: Record<string, string | boolean> = {};
     if (filter.status !== undefined) where.status = filter.status;
     if (filter.scheduled !== undefined) where.scheduled = filter.scheduled;
+    if (filter.tenantUuid !== undefined) where.tenantUuid = filter.tenantUuid;
     const page = await this.#outbox().list({ where, orderBy: "dueOrder", offset: filter.offset ?? 0, limit: filter.limit ?? 1000 });
     return Promise.all(page.map((e) => this.#opened(e)));
   }

@@ -49,10 +49,18 @@ export interface DeadLetterControl {
   eventHandlerName?: string;
 }
 
-/** A filter of the Runtime's lists. */
+/**
+ * A filter of the Runtime's lists. Through the Runtime domain the list is
+ * scoped to the caller's effective tenant: `tenantUuid` may only name it, and
+ * `allTenants: true` (system administrators) lists every tenant's entries.
+ * A direct call on the Runtime is unscoped unless `tenantUuid` is given.
+ */
 export interface ReactionListFilter {
   eventHandlerName?: string;
+  /** Only entries of this tenant (the tenant of the event or command they came from). */
   tenantUuid?: string;
+  /** Every tenant's entries (the Runtime domain's queries; system administrators only). */
+  allTenants?: boolean;
   limit?: number;
 }
 
@@ -112,13 +120,17 @@ function deadEntry(e: OutboxEntry): DeadLetterEntry {
 async function collect<T>(
   handlers: Handlers,
   filter: ReactionListFilter,
-  list: (h: OutboxHandler, limit: number) => Promise<OutboxEntry[]>,
+  list: (h: OutboxHandler, limit: number, tenant: { tenantUuid?: string }) => Promise<OutboxEntry[]>,
   map: (e: OutboxEntry) => T,
 ): Promise<T[]> {
   const limit = limitOf(filter.limit);
   const out: { at: number; id: string; v: T }[] = [];
+  if (filter.tenantUuid !== undefined && typeof filter.tenantUuid !== "string")
+    throw new MnemeError("INVALID_REQUEST", "tenantUuid must be a string");
+  // Filtered by the store, so another tenant's entries never take the places of the limit.
+  const tenant = filter.tenantUuid === undefined ? {} : { tenantUuid: filter.tenantUuid };
   for (const h of outboxHandlers(handlers, filter.eventHandlerName)) {
-    for (const e of await list(h, limit)) {
+    for (const e of await list(h, limit, tenant)) {
       if (filter.tenantUuid !== undefined && e.tenantUuid !== filter.tenantUuid) continue;
       out.push({ at: e.dueAt, id: e.id, v: map(e) });
     }
@@ -129,7 +141,12 @@ async function collect<T>(
 
 /** Pending scheduled commands of every process manager (or one), due first. */
 export function listScheduledCommands(handlers: Handlers, filter: ReactionListFilter = {}): Promise<ScheduledCommandEntry[]> {
-  return collect(handlers, filter, (h, limit) => h.listOutbox({ status: "pending", scheduled: true, limit }), scheduledEntry);
+  return collect(
+    handlers,
+    filter,
+    (h, limit, tenant) => h.listOutbox({ status: "pending", scheduled: true, limit, ...tenant }),
+    scheduledEntry,
+  );
 }
 
 /** Cancels a pending scheduled command; NOT_FOUND when no handler has it pending. Returns what was cancelled. */
@@ -147,7 +164,7 @@ export async function cancelScheduledCommand(
 
 /** Dead letters of every process manager and reactor (or one), oldest due first. */
 export function listDeadLetters(handlers: Handlers, filter: ReactionListFilter = {}): Promise<DeadLetterEntry[]> {
-  return collect(handlers, filter, (h, limit) => h.listOutbox({ status: "dead", limit }), deadEntry);
+  return collect(handlers, filter, (h, limit, tenant) => h.listOutbox({ status: "dead", limit, ...tenant }), deadEntry);
 }
 
 /** Retries or discards a dead letter; INVALID_ACTION for another action, NOT_FOUND when no handler has it dead. */

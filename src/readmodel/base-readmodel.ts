@@ -3,8 +3,22 @@ import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseEventHandler } from "./base-event-handler.js";
 import { runnerOf } from "./handler-runner.js";
-import { currentPrefix, GenerationalCollection } from "./readmodel-generations.js";
-import type { EventHandlerMetrics, MetricProvider, RestoreReport, StateRestorer } from "../model/event-handler.js";
+import { type CollectionTenancy, currentPrefix, GenerationalCollection } from "./readmodel-generations.js";
+import { inTenantScope } from "./tenant-scope.js";
+import { tenantView } from "./tenant-view.js";
+import type { AllEventsType, EventType } from "../model/tokens.js";
+import type { Event } from "../model/types.js";
+import type { EventHandlerMetrics, HandlerContext, MetricProvider, RestoreReport, StateRestorer } from "../model/event-handler.js";
+
+/** Options of a readmodel's collection. */
+export interface CollectionOptions {
+  /**
+   * `"tenant"` (the default): each document carries the tenant of the event
+   * whose handler wrote it, and a tenant's view (`ctx.readmodel` in a handler,
+   * `asTenant`) reads only its own. `"global"`: shared by every tenant.
+   */
+  readonly tenancy?: CollectionTenancy;
+}
 
 /** What a readmodel needs from the facade at construction. */
 export interface ReadmodelFacade {
@@ -99,15 +113,52 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
   }
 
   /**
+   * Registers a handler function as BaseEventHandler does; what it writes to
+   * this readmodel's tenant-scoped collections carries the event's tenant.
+   */
+  override addDomainEventHandler<P>(
+    type: EventType<P> | AllEventsType,
+    fn: (ctx: HandlerContext, event: Event<P>, domainEvt: P) => Promise<void> | void,
+  ): void {
+    if (typeof fn !== "function") {
+      super.addDomainEventHandler(type, fn);
+      return;
+    }
+    super.addDomainEventHandler(type, (ctx, event: Event<P>, p: P) =>
+      inTenantScope({ writeTenantUuid: event.tenantUuid }, () => fn(ctx, event, p)),
+    );
+  }
+
+  /**
+   * This readmodel as `tenantUuid` sees it: its methods read only that
+   * tenant's documents of its tenant-scoped collections (global collections
+   * are shared) and write with that tenant. What a query or command handler
+   * gets from `ctx.readmodel`; trusted code calling the readmodel itself is
+   * unscoped.
+   * @example
+   * const mine = facade.readmodel(openTodos).asTenant(tenantUuid);
+   * await mine.count();   // only tenantUuid's todos
+   */
+  asTenant(tenantUuid: string): this {
+    if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "asTenant: tenantUuid must be a string");
+    return tenantView(this, tenantUuid);
+  }
+
+  /**
    * Documents of this readmodel, namespaced under its name: the backend's
    * collection `<name>:<collection>`. While a restore from zero builds the
    * next generation, its handlers reach that generation through the same
    * object and every other caller the served one (see docs/readmodels.md).
+   * Documents belong to the tenant of the event whose handler wrote them
+   * unless `{ tenancy: "global" }` (see CollectionOptions).
    */
-  protected collection<T>(name: string): ReadmodelCollection<T> {
+  protected collection<T>(name: string, options: CollectionOptions = {}): ReadmodelCollection<T> {
     if (!this.name) throw new MnemeError("INVALID_EVENT_HANDLER", "set the readmodel's name before using its collections");
+    const tenancy = options?.tenancy ?? "tenant";
+    if (tenancy !== "tenant" && tenancy !== "global")
+      throw new MnemeError("INVALID_REQUEST", `collection ${name}: tenancy must be "tenant" or "global" (got ${JSON.stringify(tenancy)})`);
     // The backend is read per call: a subclass may set readmodelStoreBackend after super().
-    return new GenerationalCollection<T>(() => this.readmodelStoreBackend, this.name, name);
+    return new GenerationalCollection<T>(() => this.readmodelStoreBackend, this.name, name, tenancy);
   }
 
   /** Clears only this readmodel's own collections (during a restore from zero: those of the generation being built). */

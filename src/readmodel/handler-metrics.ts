@@ -7,13 +7,31 @@ export class HandlerMetrics {
   eventsProcessed = 0;
   eventsFailed = 0;
   eventsCaught = 0;
-  lastError: string | undefined;
+  /** The tenant of the event whose handling failed with `lastError`; undefined for an error of no event. */
+  lastErrorTenantUuid: string | undefined;
+  #lastError: string | undefined;
   lastRestore: RestoreReport | undefined;
   #totalMicros = 0;
   #timed = 0;
   readonly #window = new Float64Array(SAMPLES);
   #windowLen = 0;
   #windowPos = 0;
+
+  get lastError(): string | undefined {
+    return this.#lastError;
+  }
+
+  /** Error text carries payload data: a new error belongs to no tenant until `failedOn` names its event's. */
+  set lastError(message: string | undefined) {
+    this.#lastError = message;
+    this.lastErrorTenantUuid = undefined;
+  }
+
+  /** Records the error of handling an event of `tenantUuid`. */
+  failedOn(message: string, tenantUuid: string): void {
+    this.#lastError = message;
+    this.lastErrorTenantUuid = tenantUuid;
+  }
 
   /** Records the handling time of one event (µs). */
   sample(micros: number): void {
@@ -49,7 +67,8 @@ export class HandlerMetrics {
       lastPosition,
       lastEventTimestamp,
     };
-    if (this.lastError !== undefined) m.lastError = this.lastError;
+    if (this.#lastError !== undefined) m.lastError = this.#lastError;
+    if (this.#lastError !== undefined && this.lastErrorTenantUuid !== undefined) m.lastErrorTenantUuid = this.lastErrorTenantUuid;
     if (this.lastRestore !== undefined) m.lastRestore = this.lastRestore;
     return m;
   }

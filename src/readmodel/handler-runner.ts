@@ -318,7 +318,10 @@ export class HandlerRunner {
       hasMetrics: this.isStateRestorer,
       isStateRestorer: this.isStateRestorer,
     };
-    if (this.#metrics.lastError !== undefined && this.#state === "failed") info.lastError = this.#metrics.lastError;
+    if (this.#metrics.lastError !== undefined && this.#state === "failed") {
+      info.lastError = this.#metrics.lastError;
+      if (this.#metrics.lastErrorTenantUuid !== undefined) info.lastErrorTenantUuid = this.#metrics.lastErrorTenantUuid;
+    }
     const r = this.#rebuild;
     if (r !== undefined) {
       const seconds = (performance.now() - r.startedAt) / 1000;
@@ -658,7 +661,8 @@ export class HandlerRunner {
     const cause = failure?.error ?? err;
     const name = this.#h.name;
     this.#metrics.eventsFailed++;
-    this.#metrics.lastError = errorMessage(cause);
+    if (failure === undefined) this.#metrics.lastError = errorMessage(cause);
+    else this.#metrics.failedOn(errorMessage(cause), failure.event.tenantUuid);
     this.#failedAt = failure?.event.position ?? this.#lastPosition + 1;
     this.#failure = isMnemeError(cause)
       ? cause
@@ -1139,12 +1143,17 @@ export class HandlerRunner {
       // from the checkpoint after a backoff (restored again then); any other error fails it.
       const unavailable = this.#retryLater(err);
       if (unavailable === undefined) this.#fail(err);
-      host.publish("RestoreFailed", {
-        eventHandlerName: name,
-        cancelled: false,
-        error: this.#metrics.lastError ?? errorMessage(err),
-        position: reached,
-      });
+      host.publish(
+        "RestoreFailed",
+        {
+          eventHandlerName: name,
+          cancelled: false,
+          error: this.#metrics.lastError ?? errorMessage(err),
+          position: reached,
+          // The error text may carry the failing event's payload: its tenant's stream only (and all-tenant ones).
+        },
+        this.#metrics.lastErrorTenantUuid || undefined,
+      );
       throw unavailable ?? this.#failure ?? err;
     }
   }

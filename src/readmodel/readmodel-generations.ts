@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { collectionInScope } from "./tenant-scope.js";
 
 /**
  * Blue-green generations of a readmodel's documents. The served generation
@@ -84,23 +85,31 @@ export async function clearNextGeneration(backend: ReadmodelStoreBackend, readmo
   for (const n of await backend.listCollections()) if (n.startsWith(next)) await backend.collection(n).clear();
 }
 
+/** Whether a collection's documents belong to tenants (the default) or are shared by all. */
+export type CollectionTenancy = "tenant" | "global";
+
 /**
  * A readmodel's collection that resolves, per call, to the served generation
- * or (inside `inNextGeneration`) to the one being built.
+ * or (inside `inNextGeneration`) to the one being built, and, for a
+ * tenant-scoped collection, to the tenant scope of the async context.
  */
 export class GenerationalCollection<T> implements ReadmodelCollection<T> {
   readonly #backend: () => ReadmodelStoreBackend;
   readonly #readmodel: string;
   readonly #name: string;
+  readonly #tenancy: CollectionTenancy;
 
-  constructor(backend: () => ReadmodelStoreBackend, readmodel: string, name: string) {
+  constructor(backend: () => ReadmodelStoreBackend, readmodel: string, name: string, tenancy: CollectionTenancy = "tenant") {
     this.#backend = backend;
     this.#readmodel = readmodel;
     this.#name = name;
+    this.#tenancy = tenancy;
   }
 
   #target(): ReadmodelCollection<T> {
-    return this.#backend().collection<T>(currentPrefix(this.#readmodel) + this.#name);
+    const backend = this.#backend();
+    const name = currentPrefix(this.#readmodel) + this.#name;
+    return this.#tenancy === "global" ? backend.collection<T>(name) : collectionInScope<T>(backend, name, this.#readmodel);
   }
 
   get(key: string): Promise<T | undefined> {

@@ -10,7 +10,8 @@ import { defineDomain } from "../model/domain.js";
 import type { DomainInstaller } from "../model/domain-install.js";
 import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
 import { newPermission, newPermissionCmdFunc, type Permission, type PermissionFunc } from "../model/permission.js";
-import type { JsonSchema } from "../model/types.js";
+import type { JsonSchema, QueryEnvelope } from "../model/types.js";
+import type { QueryContext } from "../model/context.js";
 import type { EventHandlerListing } from "../readmodel/handler-runner.js";
 import type { StoreAction, StoreName } from "../permissions/store-permissions.js";
 import type { DeadLetterControl, DeadLetterEntry, ReactionListFilter, ScheduledCommandEntry } from "../reactions/reaction-listing.js";
@@ -25,6 +26,7 @@ import type {
   Runtime,
   SystemInfo,
 } from "./runtime.js";
+import { scopeOfRequest, type RuntimeScope, type TenantSelection } from "./runtime-scope.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
 const STORE = { type: "string", enum: ["event", "command", "data", "cache", "log"] };
@@ -60,8 +62,19 @@ export const ListEvents = list<EventListEntry[]>("ListEvents", "List every regis
 export const ListCommandHandlers = list<CommandHandlerListEntry[]>("ListCommandHandlers", "List command handlers grouped by domain");
 /** `Runtime.ListQueryHandlers`: query handlers grouped by domain (`authorized`). */
 export const ListQueryHandlers = list<QueryHandlerListEntry[]>("ListQueryHandlers", "List query handlers grouped by domain");
-/** `Runtime.ListEventHandlers`: event handlers and readmodels with their state, and a rebuild's progress (`authorized`). */
-export const ListEventHandlers = list<EventHandlerListing[]>("ListEventHandlers", "List event handlers and readmodels with their state");
+const ALL_TENANTS_FIELD = {
+  type: "boolean",
+  description: "Every tenant's entries, not only the effective tenant's (system administrators)",
+};
+
+/**
+ * `Runtime.ListEventHandlers`: event handlers and readmodels with their state, and a rebuild's progress (`authorized`).
+ * A `lastError` of another tenant's event is left out unless `allTenants` (system administrators).
+ */
+export const ListEventHandlers = RuntimeDomain.query<{ allTenants?: boolean }, EventHandlerListing[]>("ListEventHandlers", {
+  description: "List event handlers and readmodels with their state",
+  schema: objectSchema({ allTenants: ALL_TENANTS_FIELD }),
+});
 /** `Runtime.GetSystemInfo`: application name, version, instance, uptime, stores and counts (`authorized`). */
 export const GetSystemInfo = list<SystemInfo>("GetSystemInfo", "Application name, version, instance, uptime, stores and counts");
 
@@ -71,14 +84,17 @@ export const ListPermissions = RuntimeDomain.query<{ domain?: string }, Permissi
   schema: objectSchema({ domain: { type: "string" } }),
 });
 
-/** `Runtime.GetMetrics`: metrics of one handler, or a record by handler name of every state restorer (`authorized`). */
-export const GetMetrics = RuntimeDomain.query<{ eventHandlerName?: string }, EventHandlerMetrics | Record<string, EventHandlerMetrics>>(
-  "GetMetrics",
-  {
-    description: "Metrics of event handlers that are state restorers",
-    schema: objectSchema({ eventHandlerName: { type: "string", minLength: 1 } }),
-  },
-);
+/**
+ * `Runtime.GetMetrics`: metrics of one handler, or a record by handler name of every state restorer (`authorized`).
+ * A `lastError` of another tenant's event is left out unless `allTenants` (system administrators).
+ */
+export const GetMetrics = RuntimeDomain.query<
+  { eventHandlerName?: string; allTenants?: boolean },
+  EventHandlerMetrics | Record<string, EventHandlerMetrics>
+>("GetMetrics", {
+  description: "Metrics of event handlers that are state restorers",
+  schema: objectSchema({ eventHandlerName: { type: "string", minLength: 1 }, allTenants: ALL_TENANTS_FIELD }),
+});
 
 /** `Runtime.GetSchema`: the JSON Schema 2020-12 of a command, query or event type (`authorized`). */
 export const GetSchema = RuntimeDomain.query<{ domain: string; type: string }, JsonSchema>("GetSchema", {
@@ -104,10 +120,11 @@ export const ControlEventHandler = RuntimeDomain.command<ControlRequest, EventHa
 const reactionList = objectSchema({
   eventHandlerName: { type: "string", minLength: 1 },
   tenantUuid: { type: "string" },
+  allTenants: ALL_TENANTS_FIELD,
   limit: { type: "integer", minimum: 1, maximum: 1000 },
 });
 
-/** `Runtime.ListScheduledCommands`: pending scheduled commands of the process managers, due first (`authorized`). */
+/** `Runtime.ListScheduledCommands`: pending scheduled commands of the process managers, due first, of the effective tenant unless `allTenants` (`authorized`). */
 export const ListScheduledCommands = RuntimeDomain.query<ReactionListFilter, ScheduledCommandEntry[]>("ListScheduledCommands", {
   description: "List the scheduled commands of process managers that have not fired",
   schema: reactionList,
@@ -124,7 +141,7 @@ export const CancelScheduledCommand = RuntimeDomain.command<{ commandUuid: strin
   },
 );
 
-/** `Runtime.ListDeadLetters`: dispatches and effects of process managers and reactors that failed their last attempt (`authorized`). */
+/** `Runtime.ListDeadLetters`: dispatches and effects of process managers and reactors that failed their last attempt, of the effective tenant unless `allTenants` (`authorized`). */
 export const ListDeadLetters = RuntimeDomain.query<ReactionListFilter, DeadLetterEntry[]>("ListDeadLetters", {
   description: "List the dead letters of process managers and reactors",
   schema: reactionList,
@@ -158,10 +175,19 @@ export const StoreInfo = RuntimeDomain.query<{ store: StoreName }, StoreInfo>("S
   description: "Information about a store (needs <Store>.Info)",
   schema: objectSchema({ store: STORE }, ["store"]),
 });
-/** `Runtime.StoreRead`: a page of store entries, `cursor` from the previous page's `nextCursor` (needs `<Store>.Read`). */
-export const StoreRead = RuntimeDomain.query<{ store: StoreName; cursor?: string; limit?: number }, StorePage<unknown>>("StoreRead", {
+/**
+ * `Runtime.StoreRead`: a page of store entries, `cursor` from the previous page's `nextCursor` (needs `<Store>.Read`).
+ * The event, command and log stores give the effective tenant's entries, every tenant's with `allTenants`.
+ */
+export const StoreRead = RuntimeDomain.query<
+  { store: StoreName; cursor?: string; limit?: number; allTenants?: boolean },
+  StorePage<unknown>
+>("StoreRead", {
   description: "Read a page of store entries (needs <Store>.Read)",
-  schema: objectSchema({ store: STORE, cursor: { type: "string" }, limit: { type: "integer", minimum: 1, maximum: 1000 } }, ["store"]),
+  schema: objectSchema(
+    { store: STORE, cursor: { type: "string" }, limit: { type: "integer", minimum: 1, maximum: 1000 }, allTenants: ALL_TENANTS_FIELD },
+    ["store"],
+  ),
 });
 /** `Runtime.StoreUpdate`: write a store entry; `result` is `{ key }` (needs `<Store>.Update`). */
 export const StoreUpdate = RuntimeDomain.command<{ store: StoreName; key: string; value: unknown }, { key: string }>("StoreUpdate", {
@@ -189,24 +215,33 @@ for (const t of [ControlEventHandler, CancelScheduledCommand, ControlDeadLetter,
  * constructor: `facade.registerDomain(RuntimeDomain, (d) => installRuntimeDomain(d, runtime))`.
  */
 export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void {
+  // Reads that hold tenant data: the caller's effective tenant, or every tenant for a system administrator.
+  const scope = (ctx: QueryContext, q: QueryEnvelope, p: TenantSelection): Promise<RuntimeScope> =>
+    scopeOfRequest(runtime.permissions, ctx.reqCtx, q, ctx.tenantUuid, p);
+  const scopedFilter = async (ctx: QueryContext, q: QueryEnvelope, p: ReactionListFilter): Promise<ReactionListFilter> => {
+    const { allTenants: _a, tenantUuid: _t, ...rest } = p;
+    const s = await scope(ctx, q, p);
+    return s.tenantUuid === undefined ? rest : { ...rest, tenantUuid: s.tenantUuid };
+  };
   d.handleQuery(ListCommands, () => runtime.listCommands());
   d.handleQuery(ListQueries, () => runtime.listQueries());
   d.handleQuery(ListEvents, () => runtime.listEvents());
   d.handleQuery(ListCommandHandlers, () => runtime.listCommandHandlers());
   d.handleQuery(ListQueryHandlers, () => runtime.listQueryHandlers());
-  d.handleQuery(ListEventHandlers, () => runtime.listEventHandlers());
+  d.handleQuery(ListEventHandlers, async (ctx, q, p) => runtime.listEventHandlers(await scope(ctx, q, p)));
   d.handleQuery(GetSystemInfo, () => runtime.systemInfo());
   d.handleQuery(ListPermissions, (_ctx, _q, p) =>
     runtime.permissions.list(p.domain === undefined ? {} : { domain: p.domain }).map(({ cmdFunc: _f, ...rest }) => rest),
   );
-  d.handleQuery(GetMetrics, (_ctx, _q, p) =>
-    p.eventHandlerName === undefined ? runtime.getMetrics() : runtime.getMetrics(p.eventHandlerName),
-  );
+  d.handleQuery(GetMetrics, async (ctx, q, p) => {
+    const s = await scope(ctx, q, { ...(p.allTenants === undefined ? {} : { allTenants: p.allTenants }) });
+    return p.eventHandlerName === undefined ? runtime.getMetrics(undefined, s) : runtime.getMetrics(p.eventHandlerName, s);
+  });
   d.handleQuery(GetSchema, (_ctx, _q, p) => runtime.getSchema(p));
   d.handleCommand(ControlEventHandler, async (_ctx, _c, p) => ({ result: await runtime.controlEventHandler(p) }));
-  d.handleQuery(ListScheduledCommands, (_ctx, _q, p) => runtime.listScheduledCommands(p));
+  d.handleQuery(ListScheduledCommands, async (ctx, q, p) => runtime.listScheduledCommands(await scopedFilter(ctx, q, p)));
   d.handleCommand(CancelScheduledCommand, async (_ctx, _c, p) => ({ result: await runtime.cancelScheduledCommand(p) }));
-  d.handleQuery(ListDeadLetters, (_ctx, _q, p) => runtime.listDeadLetters(p));
+  d.handleQuery(ListDeadLetters, async (ctx, q, p) => runtime.listDeadLetters(await scopedFilter(ctx, q, p)));
   d.handleCommand(ControlDeadLetter, async (_ctx, _c, p) => ({ result: await runtime.controlDeadLetter(p) }));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.
@@ -223,10 +258,12 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   ] as const;
   for (const [t, action] of actions) d.registerPermission(newPermissionCmdFunc("Runtime", t.name, gate(action), t.description));
   d.handleQuery(StoreInfo, (ctx, _q, p) => runtime.stores.info(p.store, ctx.reqCtx));
+  // The store permission is granted to system administrators only already: allTenants asks nothing more of them.
   d.handleQuery(StoreRead, (ctx, _q, p) =>
     runtime.stores.read(p.store, ctx.reqCtx, {
       ...(p.cursor === undefined ? {} : { cursor: p.cursor }),
       ...(p.limit === undefined ? {} : { limit: p.limit }),
+      ...(p.allTenants === true ? {} : { tenantUuid: ctx.tenantUuid }),
     }),
   );
   d.handleCommand(StoreUpdate, async (ctx, _c, p) => ({ result: await runtime.stores.update(p.store, ctx.reqCtx, p.key, p.value) }));

@@ -21,6 +21,7 @@ import {
 } from "../reactions/reaction-listing.js";
 import { type GovernedStores, StoreAccess } from "./store-access.js";
 import type { SystemEventProducer } from "./system-events.js";
+import { ALL_TENANTS, type RuntimeScope, scopedInfo, scopedMetrics } from "./runtime-scope.js";
 
 export interface CommandListEntry {
   domain: string;
@@ -186,28 +187,33 @@ export class Runtime {
     return out;
   }
 
-  listEventHandlers(): EventHandlerInfo[] {
-    return [...this.facade.eventHandlers.values()].map((h) => runnerOf(h).info());
+  /**
+   * Every event handler with its state. With a tenant's `scope`, a `lastError`
+   * from an event of another tenant is left out (error texts carry payload data).
+   */
+  listEventHandlers(scope: RuntimeScope = ALL_TENANTS): EventHandlerInfo[] {
+    return [...this.facade.eventHandlers.values()].map((h) => scopedInfo(runnerOf(h).info(), scope));
   }
 
   /**
    * Metrics of one handler, or of every handler that has metrics (a record by
-   * name). Only state restorers (readmodels) have metrics.
+   * name). Only state restorers (readmodels) have metrics. With a tenant's
+   * `scope`, a `lastError` from an event of another tenant is left out.
    */
-  getMetrics(): Record<string, EventHandlerMetrics>;
-  getMetrics(eventHandlerName: string): EventHandlerMetrics;
-  getMetrics(eventHandlerName?: string): EventHandlerMetrics | Record<string, EventHandlerMetrics> {
+  getMetrics(eventHandlerName?: undefined, scope?: RuntimeScope): Record<string, EventHandlerMetrics>;
+  getMetrics(eventHandlerName: string, scope?: RuntimeScope): EventHandlerMetrics;
+  getMetrics(eventHandlerName?: string, scope: RuntimeScope = ALL_TENANTS): EventHandlerMetrics | Record<string, EventHandlerMetrics> {
     if (eventHandlerName !== undefined) {
       const h = this.#handler(eventHandlerName);
       const runner = runnerOf(h);
       if (!runner.isStateRestorer)
         throw new MnemeError("NOT_FOUND", `event handler ${eventHandlerName} is not a state restorer and has no metrics`);
-      return runner.getMetrics();
+      return scopedMetrics(runner.getMetrics(), scope);
     }
     const out: Record<string, EventHandlerMetrics> = {};
     for (const h of this.facade.eventHandlers.values()) {
       const runner = runnerOf(h);
-      if (runner.isStateRestorer) out[h.name] = runner.getMetrics();
+      if (runner.isStateRestorer) out[h.name] = scopedMetrics(runner.getMetrics(), scope);
     }
     return out;
   }

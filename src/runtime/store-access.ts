@@ -69,24 +69,36 @@ export class StoreAccess {
     return this.#store(name).info();
   }
 
-  /** A page of entries; `cursor` from the previous page's `nextCursor`. */
-  async read(store: StoreName, reqCtx: RequestContext, opts: { cursor?: string; limit?: number } = {}): Promise<StorePage<unknown>> {
+  /**
+   * A page of entries; `cursor` from the previous page's `nextCursor`. With
+   * `tenantUuid`, the event, command and log stores give only that tenant's
+   * entries (the data and cache stores hold no tenant); without it, every
+   * tenant's (trusted code; the Runtime domain passes the caller's tenant).
+   */
+  async read(
+    store: StoreName,
+    reqCtx: RequestContext,
+    opts: { cursor?: string; limit?: number; tenantUuid?: string } = {},
+  ): Promise<StorePage<unknown>> {
     const name = await this.authorize(store, "Read", reqCtx, { store, ...opts });
     const limit = checkLimit(opts.limit);
+    if (opts.tenantUuid !== undefined && typeof opts.tenantUuid !== "string")
+      throw new MnemeError("INVALID_REQUEST", "tenantUuid must be a string");
+    const tenant = opts.tenantUuid === undefined ? {} : { tenantUuid: opts.tenantUuid };
     const page = opts.cursor === undefined ? { limit } : { cursor: checkCursor(opts.cursor), limit };
     switch (name) {
       case "event": {
         const after = page.cursor === undefined ? 0 : Number(page.cursor);
         if (!Number.isSafeInteger(after) || after < 0)
           throw new MnemeError("INVALID_REQUEST", "an event store cursor is a position (a non-negative integer)");
-        for await (const batch of this.stores.eventRepository.readAll({ afterPosition: after, batchSize: limit })) {
+        for await (const batch of this.stores.eventRepository.readAll({ afterPosition: after, batchSize: limit, ...tenant })) {
           const last = batch[batch.length - 1];
           return batch.length === limit && last !== undefined ? { items: batch, nextCursor: String(last.position) } : { items: batch };
         }
         return { items: [] };
       }
       case "command": {
-        const records = await this.stores.commandStore.list(page);
+        const records = await this.stores.commandStore.list({ ...page, ...tenant });
         const payloads = this.stores.commandPayloads;
         if (payloads === undefined) return records;
         const items = await Promise.all(records.items.map(async (r) => ({ ...r, payload: (await payloads.open(r.payload)).payload })));
@@ -97,7 +109,7 @@ export class StoreAccess {
       case "cache":
         return this.stores.cacheStore.list(page);
       case "log":
-        return this.stores.logStore.list(page);
+        return this.stores.logStore.list({ ...page, ...tenant });
     }
   }
 

@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { CollectionScope, ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint,
   assertCollectionMoves,
@@ -10,6 +10,7 @@ import {
   assertDocumentKeys,
   assertFieldName,
   assertHandlerName,
+  checkScope,
   documentEntriesJson,
   documentJson,
   listWindow,
@@ -42,6 +43,8 @@ export type SqliteReadmodelStoreBackendOptions = SqliteStoreOptions & {
 interface PendingWrites {
   active: boolean;
   readonly docs: Map<string, Map<string, string | null>>;
+  /** The tenant a pending document is written with, per collection and key; absent: its stored tenant stays. */
+  readonly tenants: Map<string, Map<string, string>>;
   readonly cleared: Set<string>;
   readonly checkpoints: Map<string, number>;
   /** replaceCollection calls, [target, source], applied at commit after the document writes. */
@@ -87,6 +90,8 @@ function jsonPath(field: string): string {
  * instance has taken it over.
  */
 export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements ReadmodelStoreBackend {
+  /** Stores a tenant with each document (column tenant_uuid) and honours a collection's scope. */
+  readonly tenantScopes = true;
   private readonly docsTable: string;
   private readonly collectionsTable: string;
   private readonly checkpointsTable: string;
@@ -119,19 +124,42 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
         key TEXT NOT NULL,
         doc TEXT NOT NULL,
         updated_at INTEGER NOT NULL,
+        tenant_uuid TEXT,
         PRIMARY KEY (collection, key)
       );
       CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (name TEXT PRIMARY KEY);
       CREATE TABLE IF NOT EXISTS ${this.checkpointsTable} (handler TEXT PRIMARY KEY, position INTEGER NOT NULL);
       ${leaseTableDdl(this.locksTable)}
     `);
+    this.addTenantColumn();
   }
 
-  collection<T>(name: string): ReadmodelCollection<T> {
+  /**
+   * Upgrades a file written before documents carried their tenant: the column
+   * is added in place, and those documents have none (NULL) until a restore
+   * from zero writes them again; only unscoped reads see them meanwhile.
+   */
+  private addTenantColumn(): void {
+    const has = this.db.statement("SELECT 1 AS x FROM pragma_table_info(?) WHERE name = 'tenant_uuid'").get(this.docsTable) !== undefined;
+    if (!has) {
+      try {
+        this.db.exec(`ALTER TABLE ${this.docsTable} ADD COLUMN tenant_uuid TEXT`);
+      } catch (e) {
+        // Another process on the file added it first.
+        if (!/duplicate column/i.test(String((e as Error)?.message))) throw e;
+      }
+    }
+    this.db.exec(`CREATE INDEX IF NOT EXISTS ${this.docsTable}_tenant ON ${this.docsTable} (collection, tenant_uuid, key)`);
+  }
+
+  collection<T>(name: string, scope?: CollectionScope): ReadmodelCollection<T> {
     assertCollectionName(name);
+    const checked = checkScope(scope);
+    if (checked.readTenantUuid !== undefined || checked.writeTenantUuid !== undefined)
+      return new SqliteReadmodelCollection<T>(this, name, checked);
     let c = this.collections.get(name);
     if (c === undefined) {
-      c = new SqliteReadmodelCollection<unknown>(this, name);
+      c = new SqliteReadmodelCollection<unknown>(this, name, {});
       this.collections.set(name, c);
     }
     return c as ReadmodelCollection<T>;
@@ -157,7 +185,14 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     if (this.pending() !== undefined) return fn();
     this.ready();
     await this.acquire();
-    const tx: PendingWrites = { active: true, docs: new Map(), cleared: new Set(), checkpoints: new Map(), moves: [] };
+    const tx: PendingWrites = {
+      active: true,
+      docs: new Map(),
+      tenants: new Map(),
+      cleared: new Set(),
+      checkpoints: new Map(),
+      moves: [],
+    };
     try {
       const result = await this.context.run(tx, fn);
       tx.active = false;
@@ -308,14 +343,14 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     }
   }
 
-  /** Upserts documents (and registers the collection) in one write transaction. */
-  putNow(collection: string, entries: readonly (readonly [string, string])[]): void {
+  /** Upserts documents with `tenant` (undefined: a replaced document keeps its own) and registers the collection, in one write transaction. */
+  putNow(collection: string, entries: readonly (readonly [string, string])[], tenant: string | undefined): void {
     const db = this.ready();
     db.writeTransaction(() => {
       this.register(collection);
       const upsert = db.statement(this.upsertSql());
       const at = nowNs();
-      for (const [key, json] of entries) upsert.run(collection, key, json, at);
+      for (const [key, json] of entries) upsert.run(collection, key, json, at, tenant ?? null);
     });
     this.registered.add(collection);
   }
@@ -389,6 +424,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     if (tx.cleared.has(name)) db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ?`).run(name);
     const docs = tx.docs.get(name);
     if (docs === undefined) return false;
+    const tenants = tx.tenants.get(name);
     const upsert = db.statement(this.upsertSql());
     const del = db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ? AND key = ?`);
     let put = false;
@@ -396,7 +432,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     for (const [key, json] of docs) {
       if (json === null) del.run(name, key);
       else {
-        upsert.run(name, key, json, at);
+        upsert.run(name, key, json, at, tenants?.get(key) ?? null);
         put = true;
       }
     }
@@ -419,8 +455,10 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   private upsertSql(): string {
-    return `INSERT INTO ${this.docsTable} (collection, key, doc, updated_at) VALUES (?, ?, ?, ?)
-            ON CONFLICT (collection, key) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at`;
+    // A write without a tenant keeps the stored document's (COALESCE): only a tenant's write changes it.
+    return `INSERT INTO ${this.docsTable} (collection, key, doc, updated_at, tenant_uuid) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (collection, key) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at,
+            tenant_uuid = COALESCE(excluded.tenant_uuid, tenant_uuid)`;
   }
 
   private upsertCheckpoint(handler: string, position: number): void {
@@ -450,13 +488,30 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
 
 /** One collection of a SqliteReadmodelStoreBackend. */
 class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
+  /** The SQL condition and parameter of the scope's read tenant; none without one. */
+  private readonly tenantSql: string;
+  private readonly tenantParams: string[];
+
   constructor(
     private readonly backend: SqliteReadmodelStoreBackend,
     private readonly name: string,
-  ) {}
+    private readonly scope: CollectionScope,
+  ) {
+    this.tenantSql = scope.readTenantUuid === undefined ? "" : " AND tenant_uuid = ?";
+    this.tenantParams = scope.readTenantUuid === undefined ? [] : [scope.readTenantUuid];
+  }
 
   async get(key: string): Promise<T | undefined> {
     assertDocumentKey(key);
+    if (this.scope.readTenantUuid !== undefined) {
+      // Scoped: the tenant of a pending document is known only once written, so the read sees the pending writes applied.
+      const row = this.backend.read("get", this.name, () =>
+        this.db()
+          .statement(`SELECT doc FROM ${this.backend.docs} WHERE collection = ? AND key = ?${this.tenantSql}`)
+          .get(this.name, key, ...this.tenantParams),
+      ) as { doc: string } | undefined;
+      return row === undefined ? undefined : (JSON.parse(row.doc) as T);
+    }
     const tx = this.backend.pending();
     if (tx !== undefined) {
       const pending = tx.docs.get(this.name)?.get(key);
@@ -471,6 +526,22 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
 
   async getMany(keys: readonly string[]): Promise<Map<string, T>> {
     assertDocumentKeys(keys);
+    if (this.scope.readTenantUuid !== undefined) {
+      const rows = this.backend.read("getMany", this.name, () =>
+        this.db()
+          .rawStatement(
+            `SELECT key, doc FROM ${this.backend.docs} WHERE collection = ? AND key IN (SELECT value FROM json_each(?))${this.tenantSql}`,
+          )
+          .all(this.name, JSON.stringify(keys), ...this.tenantParams),
+      ) as [string, string][];
+      const found = new Map(rows);
+      const ordered = new Map<string, T>();
+      for (const key of keys) {
+        const doc = found.get(key);
+        if (doc !== undefined) ordered.set(key, JSON.parse(doc) as T);
+      }
+      return ordered;
+    }
     const out = new Map<string, T>();
     const tx = this.backend.pending();
     const pending = tx?.docs.get(this.name);
@@ -498,8 +569,8 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   async put(key: string, doc: T): Promise<void> {
     const json = documentJson(key, doc);
     await this.backend.write("put", (tx) => {
-      if (tx !== undefined) pendingDocs(tx, this.name).set(key, json);
-      else this.backend.putNow(this.name, [[key, json]]);
+      if (tx !== undefined) this.pend(tx, key, json);
+      else this.backend.putNow(this.name, [[key, json]], this.scope.writeTenantUuid);
     });
   }
 
@@ -507,10 +578,8 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
     const rows = documentEntriesJson(entries);
     if (rows.length === 0) return;
     await this.backend.write("putMany", (tx) => {
-      if (tx !== undefined) {
-        const docs = pendingDocs(tx, this.name);
-        for (const [key, json] of rows) docs.set(key, json);
-      } else this.backend.putNow(this.name, rows);
+      if (tx !== undefined) for (const [key, json] of rows) this.pend(tx, key, json);
+      else this.backend.putNow(this.name, rows, this.scope.writeTenantUuid);
     });
   }
 
@@ -529,8 +598,19 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
             this.db().statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key) !==
               undefined;
       docs.set(key, null);
+      tx.tenants.get(this.name)?.delete(key);
       return existed;
     });
+  }
+
+  /** Buffers a put in the running transaction, with the scope's write tenant. */
+  private pend(tx: PendingWrites, key: string, json: string): void {
+    pendingDocs(tx, this.name).set(key, json);
+    const tenant = this.scope.writeTenantUuid;
+    if (tenant === undefined) return;
+    let tenants = tx.tenants.get(this.name);
+    if (tenants === undefined) tx.tenants.set(this.name, (tenants = new Map()));
+    tenants.set(key, tenant);
   }
 
   async list(opts: ListOptions = {}): Promise<T[]> {
@@ -548,11 +628,11 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
       const path = jsonPath(opts.orderBy);
       orderParams.push(path, path);
     }
-    const sql = `SELECT doc FROM ${this.backend.docs} WHERE collection = ?${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`;
+    const sql = `SELECT doc FROM ${this.backend.docs} WHERE collection = ?${this.tenantSql}${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`;
     const rows = this.backend.read("list", this.name, () =>
       this.db()
         .rawStatement(sql)
-        .all(this.name, ...params, ...orderParams, limit ?? -1, offset),
+        .all(this.name, ...this.tenantParams, ...params, ...orderParams, limit ?? -1, offset),
     ) as [string][];
     return rows.map((r) => JSON.parse(r[0]) as T);
   }
@@ -561,8 +641,8 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
     const { sql: whereSql, params } = whereClause(where);
     const row = this.backend.read("count", this.name, () =>
       this.db()
-        .statement(`SELECT COUNT(*) AS n FROM ${this.backend.docs} WHERE collection = ?${whereSql}`)
-        .get(this.name, ...params),
+        .statement(`SELECT COUNT(*) AS n FROM ${this.backend.docs} WHERE collection = ?${this.tenantSql}${whereSql}`)
+        .get(this.name, ...this.tenantParams, ...params),
     ) as { n: number };
     return row.n;
   }
@@ -575,6 +655,7 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
       }
       tx.cleared.add(this.name);
       tx.docs.get(this.name)?.clear();
+      tx.tenants.get(this.name)?.clear();
     });
   }
 

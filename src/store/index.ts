@@ -10,7 +10,7 @@ export type { CommandStore, CommandRecord, CommandStatus, CommandListOptions, Co
 export type { DataStore, DataEntry, DataEntryInfo } from "./data-store.js";
 export type { CacheStore, CacheEntry } from "./cache-store.js";
 export type { LogStore, LogEntry, NewLogEntry, LogLevel } from "./log-store.js";
-export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions } from "./readmodel-store-backend.js";
+export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions, CollectionScope } from "./readmodel-store-backend.js";
 export type { SnapshotStore, SnapshotRecord, NewSnapshotRecord, SnapshotDigestParts } from "./snapshot-store.js";
 export { snapshotDigest, snapshotDigestMatches } from "./snapshot-store.js";
 export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";

@@ -29,6 +29,22 @@ export interface ReadmodelCollection<T> {
 }
 
 /**
+ * The tenant side of a collection (readmodels' tenancy): which tenant's
+ * documents its reads see, and which tenant its writes store with each
+ * document. A backend honours it when it sets `tenantScopes`.
+ */
+export interface CollectionScope {
+  /** get, getMany, list and count see only documents stored with this tenant. */
+  readonly readTenantUuid?: string;
+  /**
+   * put and putMany store this tenant with each document. Without it a new
+   * document has no tenant (seen only by reads without `readTenantUuid`) and a
+   * replaced one keeps its tenant.
+   */
+  readonly writeTenantUuid?: string;
+}
+
+/**
  * Persistence of readmodels: documents by collection and key, plus a
  * checkpoint per event handler.
  *
@@ -44,7 +60,15 @@ export interface ReadmodelCollection<T> {
  */
 export interface ReadmodelStoreBackend {
   init(): Promise<void>;
-  collection<T>(name: string): ReadmodelCollection<T>;
+  /** The documents of one collection; `scope` (with `tenantScopes`) limits reads to a tenant and tags writes with one. */
+  collection<T>(name: string, scope?: CollectionScope): ReadmodelCollection<T>;
+  /**
+   * Optional capability: true when the backend stores a tenant with each
+   * document and honours `collection(name, scope)`. Without it, readmodel
+   * reads scoped to a tenant are refused (they would see every tenant's
+   * documents); memory, SQLite and Postgres have it.
+   */
+  readonly tenantScopes?: boolean;
   /** Names of the collections that hold or held documents. */
   listCollections(): Promise<string[]>;
   transaction<R>(fn: () => Promise<R>): Promise<R>;

@@ -1,5 +1,5 @@
 import { MnemeError } from "../model/errors.js";
-import type { ListOptions } from "./readmodel-store-backend.js";
+import type { CollectionScope, ListOptions } from "./readmodel-store-backend.js";
 
 /** A top-level document field: the whitelist that keeps field names out of reach of SQL and JSON-path injection. */
 const FIELD = /^[A-Za-z0-9_]+$/;
@@ -100,4 +100,16 @@ export function whereConditions(where: ListOptions["where"]): WhereCondition[] {
     if (!ok) throw new MnemeError("INVALID_REQUEST", `where.${f} must be a string, a finite number or a boolean`);
   }
   return conds;
+}
+
+/** A collection's scope, checked: tenants are strings. INVALID_REQUEST otherwise. */
+export function checkScope(scope: unknown): CollectionScope {
+  if (scope === undefined) return {};
+  if (typeof scope !== "object" || scope === null) throw new MnemeError("INVALID_REQUEST", "a collection's scope must be an object");
+  const { readTenantUuid, writeTenantUuid } = scope as CollectionScope;
+  if (readTenantUuid !== undefined && typeof readTenantUuid !== "string")
+    throw new MnemeError("INVALID_REQUEST", "readTenantUuid must be a string");
+  if (writeTenantUuid !== undefined && typeof writeTenantUuid !== "string")
+    throw new MnemeError("INVALID_REQUEST", "writeTenantUuid must be a string");
+  return scope as CollectionScope;
 }

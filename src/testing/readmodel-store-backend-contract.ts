@@ -2,6 +2,7 @@ import { expect } from "vitest";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { deferred, describeContract, expectClosedBehaviour, expectNoSecret, expectRejectsWith, settle } from "./contract-harness.js";
 import type { ContractOptions } from "./contract-options.js";
+import { tenantScopeContractTests } from "./readmodel-tenant-contract.js";
 
 /** The optional capability of a backend whose readmodels switch generations on a restore from zero. */
 interface Replacing {
@@ -33,7 +34,8 @@ const ids = (xs: readonly Item[]): string[] => xs.map((x) => x.id);
  * descending/where, count, clear), checkpoints, and transactions (commit,
  * rollback, nesting, serialisation against outside writes, and the atomic
  * clear + checkpoint reset of a restore from zero), and, for a backend that
- * has it, `replaceCollections` (the switch of a blue-green restore from zero).
+ * has it, `replaceCollections` (the switch of a blue-green restore from zero)
+ * and `tenantScopes` (reads limited to a tenant, writes tagged with one).
  */
 export function describeReadmodelStoreBackendContract(
   name: string,
@@ -676,5 +678,8 @@ export function describeReadmodelStoreBackendContract(
       await expectRejectsWith(() => col.get("a"), "STORE_CLOSED");
       await expectRejectsWith(() => backend.getCheckpoint("H"), "STORE_CLOSED");
     });
+
+    // --- tenantScopes (optional: a tenant stored with each document) --------------------------------
+    tenantScopeContractTests(test);
   });
 }

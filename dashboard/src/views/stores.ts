@@ -16,7 +16,7 @@ const TITLES: Readonly<Record<Store, string>> = {
 };
 const PAGE = 25;
 
-export function storesView({ api }: ViewContext): View {
+export function storesView({ api, app }: ViewContext): View {
   const el = h("div", { class: "page", "data-view": "stores" });
   let store: Store = "event";
   /** Cursors of the pages before the current one, to go back. */
@@ -57,6 +57,8 @@ export function storesView({ api }: ViewContext): View {
     fill(body, empty("Loading…"));
     const q = new URLSearchParams({ limit: String(PAGE) });
     if (cursor !== undefined) q.set("cursor", cursor);
+    // "All tenants" (the stream's switch): every tenant's events, commands and log entries, else the session's tenant's.
+    if (app.allTenants) q.set("allTenants", "true");
     let info: StoreInfo;
     let page: StorePage;
     try {

@@ -1,0 +1,346 @@
+/**
+ * The tenancy audit matrix of the Runtime: a tenant-A operator (`Runtime.*`
+ * granted in tenant A) calls every Runtime message, and the HTTP GETs the
+ * dashboard reads, against scheduled commands, dead letters and handler
+ * errors of tenants A and B. Nothing of tenant B comes back; `allTenants`
+ * works for a system administrator only. The rows are checked against the
+ * Runtime domain's registry: a new Runtime message without a row fails here.
+ * On memory, a SQLite file and a Postgres schema (the default authorizer of
+ * registerDefaults decides).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BaseReadmodel, createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
+import { registerDefaults } from "mneme/defaults";
+import { createHttpHandler, type HttpHandler } from "mneme/http";
+import { ProcessManager, Reactor } from "mneme/reactions";
+import {
+  CancelScheduledCommand,
+  ControlDeadLetter,
+  ControlEventHandler,
+  GetMetrics,
+  GetSchema,
+  GetSystemInfo,
+  ListCommandHandlers,
+  ListCommands,
+  ListDeadLetters,
+  ListEventHandlers,
+  ListEvents,
+  ListPermissions,
+  ListQueries,
+  ListQueryHandlers,
+  ListScheduledCommands,
+  StoreDelete,
+  StoreInfo,
+  StoreRead,
+  StoreUpdate,
+  StreamSystemEvents,
+} from "mneme/runtime";
+import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, type Session, World } from "./support/defaults-world.js";
+import { rejection } from "./support/rejections.js";
+import { sharedPlaces } from "./support/shared-places.js";
+
+const FAR = Date.UTC(2099, 0, 1);
+
+function lendingDomain() {
+  const Lend = defineDomain("Lend");
+  const Borrow = Lend.command<{ email: string }>("Borrow");
+  const Remind = Lend.command<{ email: string }>("Remind");
+  const Borrowed = Lend.event<{ email: string }>("Borrowed");
+  Lend.handleCommand(Borrow, (_ctx, c, p) => [Borrowed.create(c.commandUuid, { email: p.email })]);
+  Lend.handleCommand(Remind, () => []);
+  // A handler reading a reactor's and a process manager's own lists through ctx.readmodel: the effective tenant's entries.
+  const Outboxes = Lend.query<Record<string, never>, unknown[]>("Outboxes");
+  Lend.handleQuery(Outboxes, async (ctx) => [
+    ...(await ctx.readmodel<Reactor>("Mailer").listOutbox()),
+    ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").listOutbox()),
+    ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").listStates()),
+  ]);
+  return { Lend, Borrow, Remind, Borrowed, Outboxes };
+}
+
+type Lending = ReturnType<typeof lendingDomain>;
+
+/** A readmodel whose handler fails on the events of one e-mail address, with the address in its error text. */
+class MemberLoans extends BaseReadmodel {
+  constructor(facade: Facade, d: Lending, name: string, crashOn: string) {
+    super(facade);
+    this.domain = "Lend";
+    this.name = name;
+    this.addDomainEventHandler(d.Borrowed, (_ctx, _e, p) => {
+      if (p.email === crashOn) throw new Error(`MemberLoans cannot handle ${p.email}`);
+    });
+  }
+}
+
+interface Setup {
+  d: Lending;
+  world: World;
+  http: HttpHandler;
+  opA: Session;
+  adminSession: Session;
+  admin: RequestContext;
+  tenantA: string;
+  tenantB: string;
+}
+
+/** The defaults plus the Lend domain, a reactor that always fails, a process manager that schedules, and two failing readmodels. */
+async function setUp(stores: Partial<FacadeOptions>): Promise<Setup> {
+  const d = lendingDomain();
+  const clock = new FakeClock();
+  const f = createFacade({ appName: "audit", systemEvents: true, ...stores });
+  const ids = await registerDefaults(f, {
+    admin: { email: ADMIN_EMAIL, password: ADMIN_PASSWORD, name: "Ada Admin" },
+    passwordHashing: FAST_HASHING,
+    clock: clock.fn,
+  });
+  f.registerDomain(d.Lend);
+  const reactor = new Reactor(f, { name: "Mailer", domain: "Lend", retry: { maxAttempts: 1 } }).on(d.Borrowed, (e) => {
+    throw new Error(`cannot mail ${e.payload.email}`);
+  });
+  const reminders = new ProcessManager<{ n: number }>(f, { name: "Reminders", domain: "Lend", initialState: () => ({ n: 0 }) }).on(
+    d.Borrowed,
+    (ctx, st, p) => {
+      ctx.schedule(d.Remind, { email: p.email }, { at: FAR });
+      return { n: st.n + 1 };
+    },
+  );
+  f.registerReadmodel(reactor);
+  f.registerReadmodel(reminders);
+  f.registerReadmodel(new MemberLoans(f, d, "LoansA", "crash-a@example.org"));
+  f.registerReadmodel(new MemberLoans(f, d, "LoansB", "crash-b@example.org"));
+  await f.start();
+  const bare = new World(f, ids, clock, {});
+  const adminSession = await bare.login(ADMIN_EMAIL, ADMIN_PASSWORD, ids.adminIdentityUuid);
+  const world = new World(f, ids, clock, adminSession.reqCtx);
+
+  const tenantA = await world.createTenant("A");
+  const tenantB = await world.createTenant("B");
+  const opA = await world.member("ops-a@example.org", tenantA, ["Runtime.*", "Lend.*"]);
+  const userB = await world.member("user-b@example.org", tenantB, ["Lend.*"]);
+  await f.dispatch(d.Borrow, { email: "crash-a@example.org" }, { reqCtx: opA.reqCtx, waitToFinish: true });
+  await f.dispatch(d.Borrow, { email: "crash-b@example.org" }, { reqCtx: userB.reqCtx, waitToFinish: true });
+  await reactor.drainOutbox();
+  return { d, world, http: createHttpHandler(f), opA, adminSession, admin: adminSession.reqCtx, tenantA, tenantB };
+}
+
+/** Everything of tenant B that must not reach tenant A's operator. */
+const B_SECRETS = ["crash-b@example.org"];
+
+function leaksB(value: unknown, tenantB: string): string[] {
+  const text = JSON.stringify(value) ?? "";
+  return [...B_SECRETS, tenantB].filter((s) => text.includes(s));
+}
+
+type Row =
+  | { kind: "tenant-data"; call: (s: Setup, reqCtx: RequestContext, extra: Record<string, unknown>) => Promise<unknown> }
+  | { kind: "registry"; call: (s: Setup, reqCtx: RequestContext) => Promise<unknown> }
+  | { kind: "administrators"; call: (s: Setup, reqCtx: RequestContext) => Promise<unknown> };
+
+const q = (s: Setup) => s.world.facade;
+
+/** One row per Runtime message: how tenant A's operator calls it. */
+const ROWS: Record<string, Row> = {
+  ListCommands: { kind: "registry", call: (s, r) => q(s).query(ListCommands, {}, { reqCtx: r }) },
+  ListQueries: { kind: "registry", call: (s, r) => q(s).query(ListQueries, {}, { reqCtx: r }) },
+  ListEvents: { kind: "registry", call: (s, r) => q(s).query(ListEvents, {}, { reqCtx: r }) },
+  ListCommandHandlers: { kind: "registry", call: (s, r) => q(s).query(ListCommandHandlers, {}, { reqCtx: r }) },
+  ListQueryHandlers: { kind: "registry", call: (s, r) => q(s).query(ListQueryHandlers, {}, { reqCtx: r }) },
+  GetSystemInfo: { kind: "registry", call: (s, r) => q(s).query(GetSystemInfo, {}, { reqCtx: r }) },
+  ListPermissions: { kind: "registry", call: (s, r) => q(s).query(ListPermissions, {}, { reqCtx: r }) },
+  GetSchema: {
+    kind: "registry",
+    call: (s, r) =>
+      q(s)
+        .query(GetSchema, { domain: "Lend", type: "Borrow" }, { reqCtx: r })
+        .catch((e) => e),
+  },
+  ListEventHandlers: { kind: "tenant-data", call: (s, r, x) => q(s).query(ListEventHandlers, x, { reqCtx: r }) },
+  GetMetrics: { kind: "tenant-data", call: (s, r, x) => q(s).query(GetMetrics, x, { reqCtx: r }) },
+  ListScheduledCommands: { kind: "tenant-data", call: (s, r, x) => q(s).query(ListScheduledCommands, x, { reqCtx: r }) },
+  ListDeadLetters: { kind: "tenant-data", call: (s, r, x) => q(s).query(ListDeadLetters, x, { reqCtx: r }) },
+  ControlEventHandler: {
+    kind: "administrators",
+    call: (s, r) => q(s).dispatch(ControlEventHandler, { action: "stop", eventHandlerName: "LoansB" }, { reqCtx: r }),
+  },
+  CancelScheduledCommand: {
+    kind: "administrators",
+    call: async (s, r) => {
+      const [entry] = await s.world.facade.runtime.listScheduledCommands({ tenantUuid: s.tenantB });
+      return q(s).dispatch(CancelScheduledCommand, { commandUuid: entry!.commandUuid }, { reqCtx: r });
+    },
+  },
+  ControlDeadLetter: {
+    kind: "administrators",
+    call: async (s, r) => {
+      const [entry] = await s.world.facade.runtime.listDeadLetters({ tenantUuid: s.tenantB });
+      return q(s).dispatch(ControlDeadLetter, { action: "discard", id: entry!.id }, { reqCtx: r });
+    },
+  },
+  StreamSystemEvents: { kind: "administrators", call: (s, r) => q(s).query(StreamSystemEvents, {}, { reqCtx: r }) },
+  StoreInfo: { kind: "administrators", call: (s, r) => q(s).query(StoreInfo, { store: "event" }, { reqCtx: r }) },
+  StoreRead: { kind: "administrators", call: (s, r) => q(s).query(StoreRead, { store: "event" }, { reqCtx: r }) },
+  StoreUpdate: {
+    kind: "administrators",
+    call: (s, r) => q(s).dispatch(StoreUpdate, { store: "cache", key: "k", value: 1 }, { reqCtx: r }),
+  },
+  StoreDelete: { kind: "administrators", call: (s, r) => q(s).dispatch(StoreDelete, { store: "cache", key: "k" }, { reqCtx: r }) },
+};
+
+/** The entries of a tenant-data answer, whatever its shape (a list, one metrics record, a record by name). */
+function entriesOf(v: unknown): Record<string, unknown>[] {
+  if (Array.isArray(v)) return v as Record<string, unknown>[];
+  const o = v as Record<string, unknown>;
+  return "eventsProcessed" in o ? [o] : (Object.values(o) as Record<string, unknown>[]);
+}
+
+describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s", (_name, place) => {
+  let s: Setup;
+  beforeAll(async () => {
+    s = await setUp(place()());
+  }, 60_000);
+  afterAll(async () => {
+    await s?.world.facade.stop();
+  });
+
+  it("has a row for every message of the Runtime domain's registry", () => {
+    const registered = [
+      ...s.world.facade.runtime
+        .listCommands()
+        .filter((c) => c.domain === "Runtime")
+        .map((c) => c.domainCmdName),
+      ...s.world.facade.runtime
+        .listQueries()
+        .filter((c) => c.domain === "Runtime")
+        .map((c) => c.domainQryName),
+    ].sort();
+    expect(Object.keys(ROWS).sort()).toEqual(registered);
+  });
+
+  it("the data of both tenants is there (the trusted, unscoped view)", async () => {
+    const rt = s.world.facade.runtime;
+    expect(new Set((await rt.listScheduledCommands()).map((e) => e.tenantUuid))).toEqual(new Set([s.tenantA, s.tenantB]));
+    expect(new Set((await rt.listDeadLetters()).map((e) => e.tenantUuid))).toEqual(new Set([s.tenantA, s.tenantB]));
+    const loans = rt.listEventHandlers().filter((h) => h.eventHandlerName.startsWith("Loans"));
+    expect(loans.map((h) => [h.eventHandlerName, h.state, h.lastErrorTenantUuid])).toEqual([
+      ["LoansA", "failed", s.tenantA],
+      ["LoansB", "failed", s.tenantB],
+    ]);
+    expect(rt.getMetrics("LoansB").lastError).toBe("MemberLoans cannot handle crash-b@example.org");
+  });
+
+  for (const [message, row] of Object.entries(ROWS)) {
+    it(`${message} (${row.kind}): nothing of tenant B reaches tenant A's operator`, async () => {
+      const a = s.opA.reqCtx;
+      if (row.kind === "administrators") {
+        expect((await rejection(row.call(s, a))).code).toBe("PERMISSION_DENIED");
+        return;
+      }
+      if (row.kind === "registry") {
+        expect(leaksB(await row.call(s, a), s.tenantB)).toEqual([]);
+        return;
+      }
+      const own = await row.call(s, a, {});
+      expect(leaksB(own, s.tenantB)).toEqual([]);
+      // Each entry names its tenant: the caller's.
+      for (const e of entriesOf(own)) if ("tenantUuid" in e) expect(e.tenantUuid).toBe(s.tenantA);
+      // Another tenant or every tenant: refused, for a tenant's operator.
+      expect((await rejection(row.call(s, a, { allTenants: true }))).code).toBe("PERMISSION_DENIED");
+      if (message.startsWith("List") && message !== "ListEventHandlers")
+        expect((await rejection(row.call(s, a, { tenantUuid: s.tenantB }))).code).toBe("PERMISSION_DENIED");
+      // Targeting tenant B: refused by the authorizer.
+      expect((await rejection(row.call(s, { ...a, targetTenantUuid: s.tenantB }, {}))).code).toBe("PERMISSION_DENIED");
+      // A system administrator sees every tenant with allTenants, and only its own tenant's without.
+      const all = await row.call(s, s.admin, { allTenants: true });
+      expect(leaksB(all, s.tenantB).length).toBeGreaterThan(0);
+      expect(leaksB(await row.call(s, s.admin, {}), s.tenantB)).toEqual([]);
+      // ...or tenant B's when it targets tenant B.
+      expect(leaksB(await row.call(s, { ...s.admin, targetTenantUuid: s.tenantB }, {}), s.tenantB).length).toBeGreaterThan(0);
+    });
+  }
+
+  it("tenant A's operator sees its own tenant's scheduled commands, dead letters and handler error", async () => {
+    const a = { reqCtx: s.opA.reqCtx };
+    const f = s.world.facade;
+    const scheduled = await f.query(ListScheduledCommands, {}, a);
+    expect(scheduled.map((e) => [e.tenantUuid, e.payload])).toEqual([[s.tenantA, { email: "crash-a@example.org" }]]);
+    const dead = await f.query(ListDeadLetters, {}, a);
+    expect(dead.map((e) => [e.tenantUuid, e.lastError])).toEqual([[s.tenantA, "cannot mail crash-a@example.org"]]);
+    const handlers = await f.query(ListEventHandlers, {}, a);
+    const byName = new Map(handlers.map((h) => [h.eventHandlerName, h]));
+    expect(byName.get("LoansA")?.lastError).toBe("MemberLoans cannot handle crash-a@example.org");
+    // LoansB failed on tenant B's event: its state shows, its error text does not.
+    expect(byName.get("LoansB")?.state).toBe("failed");
+    expect(byName.get("LoansB")?.lastError).toBeUndefined();
+    const metrics = (await f.query(GetMetrics, {}, a)) as Record<string, { lastError?: string }>;
+    expect(metrics.LoansA?.lastError).toBe("MemberLoans cannot handle crash-a@example.org");
+    expect(metrics.LoansB?.lastError).toBeUndefined();
+    expect(((await f.query(GetMetrics, { eventHandlerName: "LoansB" }, a)) as { lastError?: string }).lastError).toBeUndefined();
+  });
+
+  it("a handler reading a reactor's or process manager's outbox and states through ctx.readmodel sees its tenant's only", async () => {
+    const f = s.world.facade;
+    const own = await f.query(s.d.Outboxes, {}, { reqCtx: s.opA.reqCtx });
+    expect(own.length).toBe(3);
+    expect(leaksB(own, s.tenantB)).toEqual([]);
+    // Trusted code: every tenant's.
+    expect(leaksB(await f.readmodel<Reactor>("Mailer").listOutbox(), s.tenantB).length).toBeGreaterThan(0);
+  });
+
+  it("store reads: an administrator reads its effective tenant's events, commands and log entries; every tenant's with allTenants", async () => {
+    const f = s.world.facade;
+    const read = (reqCtx: RequestContext, store: "event" | "command", extra: { allTenants?: boolean } = {}) =>
+      f.query(StoreRead, { store, limit: 1000, ...extra }, { reqCtx });
+    const tenantsOf = (page: { items: unknown[] }) => new Set(page.items.map((e) => (e as { tenantUuid: string }).tenantUuid));
+    const sys = s.world.ids.systemTenantUuid;
+    for (const store of ["event", "command"] as const) {
+      // The system tenant's own entries only: an administrator's commands may name tenant B, B's data is not there.
+      const own = await read(s.admin, store);
+      expect(tenantsOf(own), store).toEqual(new Set([sys]));
+      expect(JSON.stringify(own)).not.toContain("crash-b@example.org");
+      const targeted = await read({ ...s.admin, targetTenantUuid: s.tenantB }, store);
+      expect(tenantsOf(targeted), store).toEqual(new Set([s.tenantB]));
+      expect(JSON.stringify(targeted)).toContain("crash-b@example.org");
+      const all = await read(s.admin, store, { allTenants: true });
+      expect([...tenantsOf(all)], store).toEqual(expect.arrayContaining([sys, s.tenantA, s.tenantB]));
+      expect((await rejection(read(s.opA.reqCtx, store))).code).toBe("PERMISSION_DENIED");
+    }
+  });
+
+  describe("HTTP GETs of the dashboard", () => {
+    const get = async (path: string, who: Session | "admin", tenant: string): Promise<Response> => {
+      const session = who === "admin" ? s.adminSession : who;
+      const headers = {
+        "x-identity-uuid": session.reqCtx.senderIdentityUuid!,
+        authorization: `Bearer ${session.login.sessionUuid}.${session.login.sessionKey}`,
+      };
+      return s.http(new Request(`http://127.0.0.1/api/tenants/${tenant}/runtime/${path}`, { headers }));
+    };
+    const PATHS = [
+      "commands",
+      "queries",
+      "events",
+      "command-handlers",
+      "query-handlers",
+      "event-handlers",
+      "permissions",
+      "metrics",
+      "system-info",
+    ];
+
+    for (const path of PATHS) {
+      it(`GET runtime/${path}: nothing of tenant B for tenant A's operator; allTenants only for administrators`, async () => {
+        const own = await get(path, s.opA, s.tenantA);
+        expect(own.status).toBe(200);
+        expect(leaksB(await own.json(), s.tenantB)).toEqual([]);
+        expect((await get(path, s.opA, s.tenantB)).status).toBe(403);
+        if (path === "event-handlers" || path === "metrics") {
+          const wide = await get(`${path}?allTenants=true`, s.opA, s.tenantA);
+          expect(wide.status).toBe(403);
+          const adminWide = await get(`${path}?allTenants=true`, "admin", s.world.ids.systemTenantUuid);
+          expect(adminWide.status).toBe(200);
+          expect(leaksB(await adminWide.json(), s.tenantB).length).toBeGreaterThan(0);
+        }
+      });
+    }
+  });
+});
