@@ -215,6 +215,7 @@ export class Facade implements FacadeHandle {
     this.#host = {
       eventRepository: this.eventRepository,
       readmodelStoreBackend: this.readmodelStoreBackend,
+      instanceId: this.instanceId,
       publish,
       knownHead: () => this.#head,
       noteHead: (p: number) => {

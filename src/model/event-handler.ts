@@ -87,10 +87,17 @@ export interface EventHandlerInfo {
   state: EventHandlerState;
   restorationState: RestorationState;
   domainEvents: string[];
+  /** The last position processed; in standby, the holder's (the shared checkpoint). */
   lastPosition: number;
   lastEventTimestamp: number;
   hasMetrics: boolean;
   isStateRestorer: boolean;
+  /**
+   * The instance id (the facade's `instanceId`, in the Runtime's systemInfo)
+   * that processes the handler: this instance while it runs it, the lock's
+   * holder while this one is in standby; absent when no one is known to.
+   */
+  holder?: string;
   lastError?: string;
   /** During a restore from zero (built beside the served data, then switched): where it stands. */
   restoration?: RestorationProgress;

@@ -15,6 +15,7 @@ import {
   listWindow,
   whereConditions,
 } from "../store/readmodel-validation.js";
+import { lockLostError } from "../store/lock-fencing.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
 import type { CheckedOutClient } from "./postgres-pool.js";
@@ -49,11 +50,23 @@ export type LockLostListener = (handlers: readonly string[]) => void;
  * client held while any lock is held, so one instance processes a handler at a
  * time; the lock goes when `unlock` is called, when this backend is closed, or
  * when the process or its connection dies, and another instance takes over.
+ *
+ * Fencing: taking a lock also bumps the handler's token in the locks table
+ * (in its own committed statement, before tryLock resolves) and records the
+ * holder. `checkFencingToken` reads that row `FOR SHARE` inside the caller's
+ * transaction: under READ COMMITTED a take-over's bump waits for a running
+ * transaction that holds the row, and a transaction that comes after the bump
+ * sees the new token and rolls back. So a batch of an instance whose lock
+ * connection died commits before the new holder reads the checkpoint, or not
+ * at all.
  */
 export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements ReadmodelStoreBackend {
   /** @internal */ readonly docs: string;
   /** @internal */ readonly collectionsTable: string;
   private readonly checkpoints: string;
+  private readonly locks: string;
+  /** handler -> the fencing token this backend got when it took the lock. */
+  private readonly tokens = new Map<string, number>();
   private readonly als = new AsyncLocalStorage<Tx>();
   private activeTx: Tx | undefined;
   private mutexTail: Promise<void> = Promise.resolve();
@@ -69,6 +82,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     this.docs = `${this.qschema}.readmodel_documents`;
     this.collectionsTable = `${this.qschema}.readmodel_collections`;
     this.checkpoints = `${this.qschema}.readmodel_checkpoints`;
+    this.locks = `${this.qschema}.readmodel_locks`;
   }
 
   /** Creates the schema and tables; idempotent, safe to run from several instances at once. */
@@ -89,6 +103,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         )`,
           `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
           `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
+          `CREATE TABLE IF NOT EXISTS ${this.locks} (handler text PRIMARY KEY, token bigint NOT NULL, holder text)`,
         ],
         this.onStatement,
       ),
@@ -235,9 +250,10 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
 
   /**
    * Takes the exclusive lock of `handler` for this backend (a session advisory
-   * lock on a dedicated client); true when taken or already held by this backend.
+   * lock on a dedicated client); true when taken or already held by this
+   * backend. A take bumps the handler's fencing token and records `holder`.
    */
-  async tryLock(handler: string): Promise<boolean> {
+  async tryLock(handler: string, holder?: string): Promise<boolean> {
     if (typeof handler !== "string" || handler === "")
       throw new MnemeError("INVALID_REQUEST", "tryLock: a handler name must be a non-empty string");
     return this.track(() =>
@@ -252,9 +268,30 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         } catch (e) {
           throw mapPgError(e, `postgres: tryLock(${handler})`);
         }
-        if (ok) this.heldLocks.add(handler);
-        else if (this.heldLocks.size === 0) this.dropLockClient(false);
-        return ok;
+        if (!ok) {
+          if (this.heldLocks.size === 0) this.dropLockClient(false);
+          return false;
+        }
+        let token: number;
+        try {
+          // Its own committed statement: a transaction of the previous holder that still holds the row
+          // (checkFencingToken) commits first; any that comes later sees this token and rolls back.
+          const res = await client.query<{ token: string }>(
+            `INSERT INTO ${this.locks} (handler, token, holder) VALUES ($1, 1, $2)
+             ON CONFLICT (handler) DO UPDATE SET token = ${this.locks}.token + 1, holder = EXCLUDED.holder
+             RETURNING token::text AS token`,
+            [handler, holder ?? null],
+          );
+          token = Number(res.rows[0]?.token);
+        } catch (e) {
+          // Not fenced: the lock must not stay taken.
+          await client.query("SELECT pg_advisory_unlock($1::bigint)", [this.lockKey(handler)]).catch(() => this.dropLockClient(true));
+          if (this.heldLocks.size === 0) this.dropLockClient(false);
+          throw mapPgError(e, `postgres: tryLock(${handler})`);
+        }
+        this.heldLocks.add(handler);
+        this.tokens.set(handler, token);
+        return true;
       }),
     );
   }
@@ -266,7 +303,11 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         const client = this.lockClient;
         if (!this.heldLocks.has(handler) || client === undefined) return;
         this.heldLocks.delete(handler);
+        const token = this.tokens.get(handler);
+        this.tokens.delete(handler);
         try {
+          // The holder is cleared only while the token is still ours (a standby lists no one then).
+          await client.query(`UPDATE ${this.locks} SET holder = NULL WHERE handler = $1 AND token = $2`, [handler, token ?? -1]);
           await client.query("SELECT pg_advisory_unlock($1::bigint)", [this.lockKey(handler)]);
         } catch (e) {
           // Ending the session is the sure way to let the lock go.
@@ -281,6 +322,39 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   /** The handlers whose locks this backend holds now. */
   heldLockNames(): string[] {
     return [...this.heldLocks];
+  }
+
+  /** The fencing token of the lock on `handler` this backend holds; undefined when it holds none. */
+  fencingToken(handler: string): number | undefined {
+    return this.heldLocks.has(handler) ? this.tokens.get(handler) : undefined;
+  }
+
+  /**
+   * Inside a transaction: holds `handler`'s lock row (FOR SHARE) until the
+   * transaction ends and throws INVALID_STATE (lock lost; the transaction
+   * rolls back) unless its token is still `token`.
+   */
+  async checkFencingToken(handler: string, token: number): Promise<void> {
+    if (!this.insideTx()) throw new MnemeError("INVALID_REQUEST", "checkFencingToken: call it inside a transaction");
+    const res = await this.exec<{ token: string }>(
+      `SELECT token::text AS token FROM ${this.locks} WHERE handler = $1 FOR SHARE`,
+      [handler],
+      false,
+      "checkFencingToken",
+    );
+    const current = res.rows[0] === undefined ? undefined : Number(res.rows[0].token);
+    if (current !== token) throw lockLostError(handler, `its fencing token moved from ${token} to ${String(current)}`);
+  }
+
+  /** The instance id the holder of `handler`'s lock recorded; undefined when it is free or unknown. */
+  async lockHolder(handler: string): Promise<string | undefined> {
+    const res = await this.exec<{ holder: string | null }>(
+      `SELECT holder FROM ${this.locks} WHERE handler = $1`,
+      [handler],
+      false,
+      "lockHolder",
+    );
+    return res.rows[0]?.holder ?? undefined;
   }
 
   /** Tells `listener` when the lock connection failed and the listed locks were lost (another instance may take them). */
@@ -304,6 +378,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
       }
     }
     this.heldLocks.clear();
+    this.tokens.clear();
     this.dropLockClient(true);
   }
 
@@ -377,6 +452,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
       if (this.lockClient !== client) return;
       const lost = [...this.heldLocks];
       this.heldLocks.clear();
+      this.tokens.clear();
       this.dropLockClient(true);
       if (lost.length === 0) return;
       for (const l of [...this.lockLostListeners]) {

@@ -14,3 +14,4 @@ export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions } from "./
 export type { SnapshotStore, SnapshotRecord, NewSnapshotRecord } from "./snapshot-store.js";
 export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";
 export { jsonSafeProblem, JSON_SAFE_MAX_DEPTH, type JsonSafeProblem } from "./json-safe.js";
+export { lockLostError, isLockLostError } from "./lock-fencing.js";
