@@ -39,7 +39,13 @@ interface Instance {
   holdStatement: { match: (s: PgStatement) => boolean; entered: () => void; wait: Promise<void> } | undefined;
 }
 
-function instance(schema: string, setup: (f: Facade) => void): Instance {
+/**
+ * One app instance on `schema`. `lockRetryMs` is how often it tries to take a
+ * lock in standby: the instance whose lock connection a test kills gets a
+ * longer one (1 s against 30 ms), so the other one is the instance that takes
+ * over (it has tried some 30 times before the first one tries again).
+ */
+function instance(schema: string, setup: (f: Facade) => void, lockRetryMs = 30): Instance {
   let lockPid: number | undefined;
   const inst: Instance = {
     f: undefined as unknown as Facade,
@@ -61,7 +67,7 @@ function instance(schema: string, setup: (f: Facade) => void): Instance {
       }
     },
   });
-  const f = createFacade({ appName: "fence", ...backends, delivery: { lockRetryMs: 30 } });
+  const f = createFacade({ appName: "fence", ...backends, delivery: { lockRetryMs } });
   f.registerDomain(Counter);
   setup(f);
   facades.push(f);
@@ -84,7 +90,7 @@ describe("fencing on Postgres: two instances on one schema", () => {
     const schema = pg.newSchema();
     let totalsA!: GatedTotals;
     let totalsB!: GatedTotals;
-    const a = instance(schema, (f) => f.registerReadmodel((totalsA = new GatedTotals(f))));
+    const a = instance(schema, (f) => f.registerReadmodel((totalsA = new GatedTotals(f))), 1000);
     const b = instance(schema, (f) => f.registerReadmodel((totalsB = new GatedTotals(f))));
     await a.f.start();
     await b.f.start();
@@ -137,7 +143,7 @@ describe("fencing on Postgres: two instances on one schema", () => {
     const schema = pg.newSchema();
     let totalsA!: GatedTotals;
     let totalsB!: GatedTotals;
-    const a = instance(schema, (f) => f.registerReadmodel((totalsA = new GatedTotals(f))));
+    const a = instance(schema, (f) => f.registerReadmodel((totalsA = new GatedTotals(f))), 1000);
     const b = instance(schema, (f) => f.registerReadmodel((totalsB = new GatedTotals(f))));
     await a.f.start();
     await b.f.start();
@@ -177,20 +183,24 @@ describe("fencing on Postgres: two instances on one schema", () => {
     const entered = { a: gate(), b: gate() };
     const reactors: Record<string, Reactor> = {};
     const make = (who: "a" | "b") =>
-      instance(schema, (f) => {
-        const r = new Reactor(f, { name: "Notifier", domain: "Counter", retry: { maxAttempts: 1 }, pollMs: 20 }).on(
-          Incremented,
-          async (e) => {
-            attempts.push(`${who}:${e.position}`);
-            entered[who].open();
-            await gates[who].wait;
-            // a's attempt fails: without the fence it would mark the entry dead (maxAttempts 1).
-            if (who === "a") throw new Error("the mail server said no");
-          },
-        );
-        reactors[who] = r;
-        f.registerReadmodel(r);
-      });
+      instance(
+        schema,
+        (f) => {
+          const r = new Reactor(f, { name: "Notifier", domain: "Counter", retry: { maxAttempts: 1 }, pollMs: 20 }).on(
+            Incremented,
+            async (e) => {
+              attempts.push(`${who}:${e.position}`);
+              entered[who].open();
+              await gates[who].wait;
+              // a's attempt fails: without the fence it would mark the entry dead (maxAttempts 1).
+              if (who === "a") throw new Error("the mail server said no");
+            },
+          );
+          reactors[who] = r;
+          f.registerReadmodel(r);
+        },
+        who === "a" ? 1000 : 30,
+      );
     const a = make("a");
     const b = make("b");
     await a.f.start();

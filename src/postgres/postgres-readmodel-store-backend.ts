@@ -22,9 +22,13 @@ import type { CheckedOutClient } from "./postgres-pool.js";
 import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
-/** The running transaction: its dedicated client. */
+/** The running transaction: its dedicated client, and the fencing tokens it must still find at commit. */
 interface Tx {
   readonly client: CheckedOutClient;
+  /** checkFencingToken calls: handler -> token. */
+  readonly fences: Map<string, number>;
+  /** Fences already proven in this transaction (their lock row is held FOR SHARE until it ends). */
+  readonly proven: Set<string>;
 }
 
 type Where = ListOptions["where"];
@@ -53,10 +57,13 @@ export type LockLostListener = (handlers: readonly string[]) => void;
  *
  * Fencing: taking a lock also bumps the handler's token in the locks table
  * (in its own committed statement, before tryLock resolves) and records the
- * holder. `checkFencingToken` reads that row `FOR SHARE` inside the caller's
- * transaction: under READ COMMITTED a take-over's bump waits for a running
- * transaction that holds the row, and a transaction that comes after the bump
- * sees the new token and rolls back. So a batch of an instance whose lock
+ * holder. `checkFencingToken` makes the transaction read that row `FOR SHARE`
+ * with the token as a condition: folded into its first checkpoint write
+ * (`INSERT ... SELECT ... FROM locks WHERE token = $t FOR SHARE`, no extra
+ * round trip), else as a statement of its own just before COMMIT. Under READ
+ * COMMITTED a take-over's bump waits for a running transaction that holds the
+ * row, and a transaction that comes after the bump sees the new token, writes
+ * no checkpoint and rolls back. So a batch of an instance whose lock
  * connection died commits before the new holder reads the checkpoint, or not
  * at all.
  */
@@ -141,11 +148,15 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           broken = true;
           throw mapPgError(e, "postgres: readmodel transaction: BEGIN");
         }
-        const tx: Tx = { client };
+        const tx: Tx = { client, fences: new Map(), proven: new Set() };
         this.activeTx = tx;
         let result: R;
         try {
-          result = await this.als.run(tx, fn);
+          result = await this.als.run(tx, async () => {
+            const r = await fn();
+            await this.proveFences(tx);
+            return r;
+          });
         } catch (e) {
           this.activeTx = undefined;
           let lost = client.lost;
@@ -230,6 +241,23 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   async setCheckpoint(handler: string, position: number): Promise<void> {
     assertHandlerName(handler);
     assertCheckpoint(position);
+    const tx = this.currentTx();
+    const fence = tx === undefined ? undefined : unproven(tx);
+    if (tx !== undefined && fence !== undefined) {
+      // The fence and the checkpoint in one statement: no checkpoint unless the token is still ours.
+      const [fenced, token] = fence;
+      const res = await this.exec(
+        `INSERT INTO ${this.checkpoints} (handler, position)
+         SELECT $1, $2 FROM ${this.locks} WHERE handler = $3 AND token = $4 FOR SHARE
+         ON CONFLICT (handler) DO UPDATE SET position = EXCLUDED.position`,
+        [handler, position, fenced, token],
+        true,
+        "setCheckpoint",
+      );
+      if ((res.rowCount ?? 0) === 0) throw lockLostError(fenced, `its fencing token is no longer ${token}`);
+      tx.proven.add(fenced);
+      return;
+    }
     await this.exec(
       `INSERT INTO ${this.checkpoints} (handler, position) VALUES ($1, $2) ON CONFLICT (handler) DO UPDATE SET position = EXCLUDED.position`,
       [handler, position],
@@ -335,15 +363,27 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
    * rolls back) unless its token is still `token`.
    */
   async checkFencingToken(handler: string, token: number): Promise<void> {
-    if (!this.insideTx()) throw new MnemeError("INVALID_REQUEST", "checkFencingToken: call it inside a transaction");
-    const res = await this.exec<{ token: string }>(
-      `SELECT token::text AS token FROM ${this.locks} WHERE handler = $1 FOR SHARE`,
-      [handler],
-      false,
-      "checkFencingToken",
-    );
-    const current = res.rows[0] === undefined ? undefined : Number(res.rows[0].token);
-    if (current !== token) throw lockLostError(handler, `its fencing token moved from ${token} to ${String(current)}`);
+    assertHandlerName(handler);
+    const tx = this.currentTx();
+    if (tx === undefined) throw new MnemeError("INVALID_REQUEST", "checkFencingToken: call it inside a transaction");
+    tx.fences.set(handler, token);
+    tx.proven.delete(handler);
+  }
+
+  /** Before COMMIT: proves every fence of `tx` that no checkpoint write proved (its row FOR SHARE); throws when a token moved. */
+  private async proveFences(tx: Tx): Promise<void> {
+    for (const [handler, token] of tx.fences) {
+      if (tx.proven.has(handler)) continue;
+      const res = await this.exec<{ token: string }>(
+        `SELECT token::text AS token FROM ${this.locks} WHERE handler = $1 FOR SHARE`,
+        [handler],
+        false,
+        "checkFencingToken",
+      );
+      const current = res.rows[0] === undefined ? undefined : Number(res.rows[0].token);
+      if (current !== token) throw lockLostError(handler, `its fencing token moved from ${token} to ${String(current)}`);
+      tx.proven.add(handler);
+    }
   }
 
   /** The instance id the holder of `handler`'s lock recorded; undefined when it is free or unknown. */
@@ -474,6 +514,12 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     this.lockClient = undefined;
     client.release(destroy);
   }
+}
+
+/** A fence of `tx` not proven yet, if any. */
+function unproven(tx: Tx): [string, number] | undefined {
+  for (const f of tx.fences) if (!tx.proven.has(f[0])) return f;
+  return undefined;
 }
 
 /** One collection of a {@link PostgresReadmodelStoreBackend}. */

@@ -642,8 +642,7 @@ export class HandlerRunner {
 
   /**
    * Runs fn in one backend transaction that commits only while `token` is
-   * still the handler's fencing token (checked in the same transaction, after
-   * fn's writes). When the check refuses it and `token` is the current hold,
+   * still the handler's fencing token (checked in the same transaction). When the check refuses it and `token` is the current hold,
    * this instance lost the lock without being told: it steps back to standby.
    */
   async #fencedTransaction<R>(backend: ReadmodelStoreBackend, token: number | undefined, fn: () => Promise<R>): Promise<R> {
@@ -651,9 +650,9 @@ export class HandlerRunner {
     const name = this.#h.name;
     try {
       return await backend.transaction(async () => {
-        const r = await fn();
+        // Registered first: a backend may fold the check into the transaction's checkpoint write.
         await backend.checkFencingToken!(name, token);
-        return r;
+        return fn();
       });
     } catch (err) {
       if (isLockLostError(err)) this.#fencedOff(backend, token);

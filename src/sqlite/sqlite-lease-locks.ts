@@ -204,6 +204,36 @@ export class SqliteLeaseLocks {
   }
 
   /**
+   * Inside a write transaction, for a commit fenced by tokens: renews the
+   * lease of each of `handlers` when this owner holds it under the token
+   * `fences` names for it (one statement each), and checks the tokens of the
+   * other fences. Returns the handlers whose lease is another owner's
+   * (`gone`) and those whose token moved while this owner holds the lease
+   * again (`moved`: a batch of an earlier hold).
+   */
+  verifyFenced(handlers: readonly string[], fences: ReadonlyMap<string, number>): { gone: string[]; moved: string[] } {
+    const db = this.opts.connection();
+    const expiresAt = Date.now() + this.opts.leaseMs;
+    const renew = db.statement(`UPDATE ${this.opts.table} SET expires_at = ? WHERE handler = ? AND owner = ? AND token = ?`);
+    const gone: string[] = [];
+    const moved: string[] = [];
+    const rest = new Map(fences);
+    for (const h of handlers) {
+      const token = fences.get(h);
+      if (token === undefined) {
+        gone.push(...this.verify([h]));
+        continue;
+      }
+      rest.delete(h);
+      if (renew.run(expiresAt, h, this.owner, token).changes > 0) continue;
+      // Which of the two: the lease is someone else's, or ours under a newer token.
+      (this.verify([h]).length > 0 ? gone : moved).push(h);
+    }
+    moved.push(...this.checkTokens(rest));
+    return { gone, moved };
+  }
+
+  /**
    * The heartbeat's work, run now: renews every held lease in one write
    * transaction and reports the ones lost. When the renewal itself fails
    * (file busy past busy_timeout), leases whose expiry has passed are no

@@ -422,9 +422,12 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     let gone: string[] = [];
     try {
       db.writeTransaction(() => {
-        const moved = this.leases.checkTokens(fences);
-        if (moved.length > 0) throw tokenMovedError(moved);
-        gone = this.leases.verify(handlers);
+        if (fences.size === 0) gone = this.leases.verify(handlers);
+        else {
+          const found = this.leases.verifyFenced(handlers, fences);
+          gone = found.gone;
+          if (gone.length === 0 && found.moved.length > 0) throw tokenMovedError(found.moved);
+        }
         if (gone.length > 0) throw leaseLostError(gone);
         fn();
       });

@@ -79,11 +79,13 @@ export interface ReadmodelStoreBackend {
    */
   fencingToken?(handler: string): number | undefined;
   /**
-   * Optional, with fencingToken: called inside a transaction, makes that
-   * transaction commit only while `token` is still the current token of
-   * `handler` (checked in the same database transaction as its writes); when
-   * another instance took the lock since, the transaction is rolled back and
-   * rejects with INVALID_STATE (see `isLockLostError`), nothing written.
+   * Optional, with fencingToken: called inside a transaction (anywhere in
+   * it), makes that transaction commit only while `token` is still the
+   * current token of `handler`, checked in the same database transaction as
+   * its writes (when exactly is the backend's choice: SQLite at its commit,
+   * Postgres with its checkpoint write or just before COMMIT). When another
+   * instance took the lock since, the transaction is rolled back and rejects
+   * with INVALID_STATE (see `isLockLostError`), nothing written.
    */
   checkFencingToken?(handler: string, token: number): Promise<void>;
   /** Optional, with tryLock: the instance id recorded by the holder of `handler`'s lock, or undefined when it is free (or unknown). */
