@@ -663,6 +663,12 @@ export class HandlerRunner {
   /** A write of the hold `token` was refused: when that is the current hold, the lock is gone (told or not). */
   #fencedOff(backend: ReadmodelStoreBackend, token: number | undefined): void {
     if (!this.#lockHeld || this.#token !== token) return;
+    if (this.#state === "stopped") {
+      // stop() persisting the checkpoint: it releases the lock next and stays stopped.
+      this.#lockHeld = false;
+      this.#token = undefined;
+      return;
+    }
     this.#lockLost();
     // The backend may still count the lock as its own (nobody told it): give it back, so the standby retry takes a new token.
     backend.unlock?.(this.#h.name).catch(() => undefined);
