@@ -870,7 +870,7 @@ export class HandlerRunner {
   #enterStandby(): void {
     this.#setState("standby");
     this.#clearStandby();
-    void this.#readStandbyView();
+    void this.#detached(() => this.#readStandbyView());
     const retry = () => {
       this.#standbyTimer = undefined;
       if (this.#state !== "standby") return;
@@ -927,7 +927,9 @@ export class HandlerRunner {
   }
 
   #scheduleStandby(fn: () => void): void {
-    const t = setTimeout(fn, this.#delivery.lockRetryMs);
+    // Detached: a loss found by a batch's fence is handled inside that batch's async context (its transaction,
+    // a rebuild's next generation); the take-over this timer starts must not run in it.
+    const t = this.#detached(() => setTimeout(fn, this.#delivery.lockRetryMs));
     (t as { unref?: () => void }).unref?.();
     this.#standbyTimer = t;
   }

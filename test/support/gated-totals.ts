@@ -21,6 +21,8 @@ export function gate(): { wait: Promise<void>; open: () => void } {
  */
 export class GatedTotals extends BaseReadmodel {
   holdAt: { position: number; entered: () => void; wait: Promise<void> } | undefined;
+  /** A pause in every application (ms): keeps batches in flight while a test moves the lock. */
+  delayMs = 0;
 
   constructor(facade: Facade) {
     super(facade);
@@ -33,6 +35,7 @@ export class GatedTotals extends BaseReadmodel {
         hold.entered();
         await hold.wait;
       }
+      if (this.delayMs > 0) await new Promise((r) => setTimeout(r, this.delayMs));
       const totals = this.collection<{ total: number }>("totals");
       await totals.put(event.aggregateUuid, { total: ((await totals.get(event.aggregateUuid))?.total ?? 0) + p.by });
       const applied = this.collection<{ position: number; times: number }>("applied");
