@@ -523,6 +523,7 @@ describe("createPostgresBackends", () => {
       "readmodel_checkpoints",
       "readmodel_collections",
       "readmodel_documents",
+      "readmodel_locks",
     ]);
     const info = await b.eventRepository.info();
     expect(info).toMatchObject({ storeType: "postgres", numItems: 1 });

@@ -48,10 +48,14 @@ function expireLease(filename: string, handler: string): void {
   }
 }
 
+/** The owner of the handler's unexpired lease (a released lease keeps its row, and its fencing token, expired). */
 function leaseOwner(filename: string, handler: string): string | undefined {
   const raw = new Database(filename, { readonly: true });
   try {
-    return (raw.prepare("SELECT owner FROM mneme_readmodel_locks WHERE handler = ?").get(handler) as { owner: string } | undefined)?.owner;
+    return (
+      raw.prepare("SELECT owner FROM mneme_readmodel_locks WHERE handler = ? AND expires_at > ?").get(handler, Date.now()) as
+        { owner: string } | undefined
+    )?.owner;
   } finally {
     raw.close();
   }

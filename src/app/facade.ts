@@ -246,6 +246,7 @@ export class Facade implements FacadeHandle {
     this.#host = {
       eventRepository: this.eventRepository,
       readmodelStoreBackend: this.readmodelStoreBackend,
+      instanceId: this.instanceId,
       publish,
       knownHead: () => this.#head,
       noteHead: (p: number) => {

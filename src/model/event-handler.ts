@@ -93,10 +93,17 @@ export interface EventHandlerInfo {
   state: EventHandlerState;
   restorationState: RestorationState;
   domainEvents: string[];
+  /** The last position processed; in standby, the holder's (the shared checkpoint). */
   lastPosition: number;
   lastEventTimestamp: number;
   hasMetrics: boolean;
   isStateRestorer: boolean;
+  /**
+   * The instance id (the facade's `instanceId`, in the Runtime's systemInfo)
+   * that processes the handler: this instance while it runs it, the lock's
+   * holder while this one is in standby; absent when no one is known to.
+   */
+  holder?: string;
   lastError?: string;
   /** The tenant of the event whose handling gave `lastError` (absent: no event's error); see EventHandlerMetrics. */
   lastErrorTenantUuid?: string;

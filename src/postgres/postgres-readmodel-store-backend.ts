@@ -16,15 +16,20 @@ import {
   listWindow,
   whereConditions,
 } from "../store/readmodel-validation.js";
+import { lockLostError } from "../store/lock-fencing.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
 import type { CheckedOutClient } from "./postgres-pool.js";
 import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
-/** The running transaction: its dedicated client. */
+/** The running transaction: its dedicated client, and the fencing tokens it must still find at commit. */
 interface Tx {
   readonly client: CheckedOutClient;
+  /** checkFencingToken calls: handler -> token. */
+  readonly fences: Map<string, number>;
+  /** Fences already proven in this transaction (their lock row is held FOR SHARE until it ends). */
+  readonly proven: Set<string>;
 }
 
 type Where = ListOptions["where"];
@@ -50,6 +55,18 @@ export type LockLostListener = (handlers: readonly string[]) => void;
  * client held while any lock is held, so one instance processes a handler at a
  * time; the lock goes when `unlock` is called, when this backend is closed, or
  * when the process or its connection dies, and another instance takes over.
+ *
+ * Fencing: taking a lock also bumps the handler's token in the locks table
+ * (in its own committed statement, before tryLock resolves) and records the
+ * holder. `checkFencingToken` makes the transaction read that row `FOR SHARE`
+ * with the token as a condition: folded into its first checkpoint write
+ * (`INSERT ... SELECT ... FROM locks WHERE token = $t FOR SHARE`, no extra
+ * round trip), else as a statement of its own just before COMMIT. Under READ
+ * COMMITTED a take-over's bump waits for a running transaction that holds the
+ * row, and a transaction that comes after the bump sees the new token, writes
+ * no checkpoint and rolls back. So a batch of an instance whose lock
+ * connection died commits before the new holder reads the checkpoint, or not
+ * at all.
  */
 export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements ReadmodelStoreBackend {
   /** Stores a tenant with each document (column tenant_uuid) and honours a collection's scope. */
@@ -57,6 +74,9 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   /** @internal */ readonly docs: string;
   /** @internal */ readonly collectionsTable: string;
   private readonly checkpoints: string;
+  private readonly locks: string;
+  /** handler -> the fencing token this backend got when it took the lock. */
+  private readonly tokens = new Map<string, number>();
   private readonly als = new AsyncLocalStorage<Tx>();
   private activeTx: Tx | undefined;
   private mutexTail: Promise<void> = Promise.resolve();
@@ -72,6 +92,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     this.docs = `${this.qschema}.readmodel_documents`;
     this.collectionsTable = `${this.qschema}.readmodel_collections`;
     this.checkpoints = `${this.qschema}.readmodel_checkpoints`;
+    this.locks = `${this.qschema}.readmodel_locks`;
   }
 
   /** Creates the schema and tables; idempotent, safe to run from several instances at once. */
@@ -97,6 +118,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           `CREATE INDEX IF NOT EXISTS readmodel_documents_tenant ON ${this.docs} (collection, tenant_uuid, key)`,
           `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
           `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
+          `CREATE TABLE IF NOT EXISTS ${this.locks} (handler text PRIMARY KEY, token bigint NOT NULL, holder text)`,
         ],
         this.onStatement,
       ),
@@ -134,11 +156,15 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           broken = true;
           throw mapPgError(e, "postgres: readmodel transaction: BEGIN");
         }
-        const tx: Tx = { client };
+        const tx: Tx = { client, fences: new Map(), proven: new Set() };
         this.activeTx = tx;
         let result: R;
         try {
-          result = await this.als.run(tx, fn);
+          result = await this.als.run(tx, async () => {
+            const r = await fn();
+            await this.proveFences(tx);
+            return r;
+          });
         } catch (e) {
           this.activeTx = undefined;
           let lost = client.lost;
@@ -223,6 +249,23 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   async setCheckpoint(handler: string, position: number): Promise<void> {
     assertHandlerName(handler);
     assertCheckpoint(position);
+    const tx = this.currentTx();
+    const fence = tx === undefined ? undefined : unproven(tx);
+    if (tx !== undefined && fence !== undefined) {
+      // The fence and the checkpoint in one statement: no checkpoint unless the token is still ours.
+      const [fenced, token] = fence;
+      const res = await this.exec(
+        `INSERT INTO ${this.checkpoints} (handler, position)
+         SELECT $1, $2 FROM ${this.locks} WHERE handler = $3 AND token = $4 FOR SHARE
+         ON CONFLICT (handler) DO UPDATE SET position = EXCLUDED.position`,
+        [handler, position, fenced, token],
+        true,
+        "setCheckpoint",
+      );
+      if ((res.rowCount ?? 0) === 0) throw lockLostError(fenced, `its fencing token is no longer ${token}`);
+      tx.proven.add(fenced);
+      return;
+    }
     await this.exec(
       `INSERT INTO ${this.checkpoints} (handler, position) VALUES ($1, $2) ON CONFLICT (handler) DO UPDATE SET position = EXCLUDED.position`,
       [handler, position],
@@ -243,9 +286,10 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
 
   /**
    * Takes the exclusive lock of `handler` for this backend (a session advisory
-   * lock on a dedicated client); true when taken or already held by this backend.
+   * lock on a dedicated client); true when taken or already held by this
+   * backend. A take bumps the handler's fencing token and records `holder`.
    */
-  async tryLock(handler: string): Promise<boolean> {
+  async tryLock(handler: string, holder?: string): Promise<boolean> {
     if (typeof handler !== "string" || handler === "")
       throw new MnemeError("INVALID_REQUEST", "tryLock: a handler name must be a non-empty string");
     return this.track(() =>
@@ -260,9 +304,30 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         } catch (e) {
           throw mapPgError(e, `postgres: tryLock(${handler})`);
         }
-        if (ok) this.heldLocks.add(handler);
-        else if (this.heldLocks.size === 0) this.dropLockClient(false);
-        return ok;
+        if (!ok) {
+          if (this.heldLocks.size === 0) this.dropLockClient(false);
+          return false;
+        }
+        let token: number;
+        try {
+          // Its own committed statement: a transaction of the previous holder that still holds the row
+          // (checkFencingToken) commits first; any that comes later sees this token and rolls back.
+          const res = await client.query<{ token: string }>(
+            `INSERT INTO ${this.locks} (handler, token, holder) VALUES ($1, 1, $2)
+             ON CONFLICT (handler) DO UPDATE SET token = ${this.locks}.token + 1, holder = EXCLUDED.holder
+             RETURNING token::text AS token`,
+            [handler, holder ?? null],
+          );
+          token = Number(res.rows[0]?.token);
+        } catch (e) {
+          // Not fenced: the lock must not stay taken.
+          await client.query("SELECT pg_advisory_unlock($1::bigint)", [this.lockKey(handler)]).catch(() => this.dropLockClient(true));
+          if (this.heldLocks.size === 0) this.dropLockClient(false);
+          throw mapPgError(e, `postgres: tryLock(${handler})`);
+        }
+        this.heldLocks.add(handler);
+        this.tokens.set(handler, token);
+        return true;
       }),
     );
   }
@@ -274,7 +339,11 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         const client = this.lockClient;
         if (!this.heldLocks.has(handler) || client === undefined) return;
         this.heldLocks.delete(handler);
+        const token = this.tokens.get(handler);
+        this.tokens.delete(handler);
         try {
+          // The holder is cleared only while the token is still ours (a standby lists no one then).
+          await client.query(`UPDATE ${this.locks} SET holder = NULL WHERE handler = $1 AND token = $2`, [handler, token ?? -1]);
           await client.query("SELECT pg_advisory_unlock($1::bigint)", [this.lockKey(handler)]);
         } catch (e) {
           // Ending the session is the sure way to let the lock go.
@@ -289,6 +358,51 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   /** The handlers whose locks this backend holds now. */
   heldLockNames(): string[] {
     return [...this.heldLocks];
+  }
+
+  /** The fencing token of the lock on `handler` this backend holds; undefined when it holds none. */
+  fencingToken(handler: string): number | undefined {
+    return this.heldLocks.has(handler) ? this.tokens.get(handler) : undefined;
+  }
+
+  /**
+   * Inside a transaction: holds `handler`'s lock row (FOR SHARE) until the
+   * transaction ends and throws INVALID_STATE (lock lost; the transaction
+   * rolls back) unless its token is still `token`.
+   */
+  async checkFencingToken(handler: string, token: number): Promise<void> {
+    assertHandlerName(handler);
+    const tx = this.currentTx();
+    if (tx === undefined) throw new MnemeError("INVALID_REQUEST", "checkFencingToken: call it inside a transaction");
+    tx.fences.set(handler, token);
+    tx.proven.delete(handler);
+  }
+
+  /** Before COMMIT: proves every fence of `tx` that no checkpoint write proved (its row FOR SHARE); throws when a token moved. */
+  private async proveFences(tx: Tx): Promise<void> {
+    for (const [handler, token] of tx.fences) {
+      if (tx.proven.has(handler)) continue;
+      const res = await this.exec<{ token: string }>(
+        `SELECT token::text AS token FROM ${this.locks} WHERE handler = $1 FOR SHARE`,
+        [handler],
+        false,
+        "checkFencingToken",
+      );
+      const current = res.rows[0] === undefined ? undefined : Number(res.rows[0].token);
+      if (current !== token) throw lockLostError(handler, `its fencing token moved from ${token} to ${String(current)}`);
+      tx.proven.add(handler);
+    }
+  }
+
+  /** The instance id the holder of `handler`'s lock recorded; undefined when it is free or unknown. */
+  async lockHolder(handler: string): Promise<string | undefined> {
+    const res = await this.exec<{ holder: string | null }>(
+      `SELECT holder FROM ${this.locks} WHERE handler = $1`,
+      [handler],
+      false,
+      "lockHolder",
+    );
+    return res.rows[0]?.holder ?? undefined;
   }
 
   /** Tells `listener` when the lock connection failed and the listed locks were lost (another instance may take them). */
@@ -312,6 +426,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
       }
     }
     this.heldLocks.clear();
+    this.tokens.clear();
     this.dropLockClient(true);
   }
 
@@ -385,6 +500,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
       if (this.lockClient !== client) return;
       const lost = [...this.heldLocks];
       this.heldLocks.clear();
+      this.tokens.clear();
       this.dropLockClient(true);
       if (lost.length === 0) return;
       for (const l of [...this.lockLostListeners]) {
@@ -406,6 +522,12 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     this.lockClient = undefined;
     client.release(destroy);
   }
+}
+
+/** A fence of `tx` not proven yet, if any. */
+function unproven(tx: Tx): [string, number] | undefined {
+  for (const f of tx.fences) if (!tx.proven.has(f[0])) return f;
+  return undefined;
 }
 
 /** One collection of a {@link PostgresReadmodelStoreBackend}. */

@@ -6,6 +6,7 @@ import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmo
 import { BaseReadmodel, type ReadmodelFacade, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
 import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
 import { collectionInScope } from "../readmodel/tenant-scope.js";
+import { runnerOf } from "../readmodel/handler-runner.js";
 import {
   backoffMs,
   dueOrderOf,
@@ -324,24 +325,27 @@ export abstract class OutboxHandler extends BaseReadmodel {
         await this.deliver(entry);
       } catch (err) {
         if (isMnemeError(err) && NOT_THE_ENTRYS_FAULT.has(err.code)) return false;
-        // Cancelled or discarded meanwhile (by another instance): do not bring it back.
-        const current = await outbox.get(entry.id);
-        if (current === undefined) return true;
-        const attempts = current.attempts + 1;
-        const dead = attempts >= this.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code));
-        const next = dead ? current.dueAt : now + backoffMs(this.retry, attempts);
-        await outbox.put(entry.id, {
-          ...current,
-          status: dead ? "dead" : "pending",
-          attempts,
-          lastError: errorMessage(err),
-          lastAttemptAt: now,
-          dueAt: next,
-          dueOrder: dueOrderOf(next, current.position, current.index),
+        // Fenced like a batch: an instance that lost the handler's lock writes nothing more to its outbox.
+        await runnerOf(this).fencedWrite(async () => {
+          // Cancelled or discarded meanwhile (by another instance): do not bring it back.
+          const current = await outbox.get(entry.id);
+          if (current === undefined) return;
+          const attempts = current.attempts + 1;
+          const dead = attempts >= this.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code));
+          const next = dead ? current.dueAt : now + backoffMs(this.retry, attempts);
+          await outbox.put(entry.id, {
+            ...current,
+            status: dead ? "dead" : "pending",
+            attempts,
+            lastError: errorMessage(err),
+            lastAttemptAt: now,
+            dueAt: next,
+            dueOrder: dueOrderOf(next, current.position, current.index),
+          });
         });
         return true;
       }
-      await outbox.delete(entry.id);
+      await runnerOf(this).fencedWrite(() => outbox.delete(entry.id));
       return true;
     } finally {
       this.#inFlight.delete(entry.id);

@@ -4,6 +4,7 @@ import type { EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { isLockLostError, lockLostError } from "../store/lock-fencing.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
 import type {
   DomainEventHandler,
@@ -44,7 +45,12 @@ export interface HandlerHost {
   eventType?(path: string): EventType | undefined;
   /** The facade's OpenTelemetry reporting, when it has any (spans of batches and restorations, handler metrics). */
   telemetry?(): Telemetry | undefined;
+  /** The facade's instance id: recorded as the holder of the locks it takes, listed as `holder`. */
+  readonly instanceId?: string;
 }
+
+/** Lockable backends without fencing tokens that were warned about already (once per backend). */
+const warnedUnfenced = new WeakSet<object>();
 
 /** Tuning of delivery and restoration. */
 export interface DeliveryOptions {
@@ -199,6 +205,10 @@ export class HandlerRunner {
   #rebuild: Rebuild | undefined;
   // single-processor lock (backends with tryLock)
   #lockHeld = false;
+  /** The fencing token of the lock this instance holds (undefined: no lock, or a backend without tokens). */
+  #token: number | undefined;
+  /** In standby: the holder of the lock and the shared checkpoint, as last read (listed instead of this instance's own). */
+  #standbyView: { holder: string | undefined; position: number } | undefined;
   #standbyTimer: ReturnType<typeof setTimeout> | undefined;
   #offLockLost: (() => void) | undefined;
   // retry after UNAVAILABLE (the database could not be reached)
@@ -318,6 +328,10 @@ export class HandlerRunner {
       hasMetrics: this.isStateRestorer,
       isStateRestorer: this.isStateRestorer,
     };
+    const holder = this.#holder();
+    if (holder !== undefined) info.holder = holder;
+    const view = this.#state === "standby" ? this.#standbyView : undefined;
+    if (view !== undefined) info.lastPosition = view.position;
     if (this.#metrics.lastError !== undefined && this.#state === "failed") {
       info.lastError = this.#metrics.lastError;
       if (this.#metrics.lastErrorTenantUuid !== undefined) info.lastErrorTenantUuid = this.#metrics.lastErrorTenantUuid;
@@ -335,6 +349,14 @@ export class HandlerRunner {
       };
     }
     return info;
+  }
+
+  /** The instance processing the handler, as far as this one knows: itself, or in standby the lock's recorded holder. */
+  #holder(): string | undefined {
+    if (this.#state === "standby") return this.#standbyView?.holder;
+    const own = this.#host?.instanceId;
+    if (this.#host === undefined || this.#backend().tryLock === undefined) return this.#state === "stopped" ? undefined : own;
+    return this.#lockHeld ? own : undefined;
   }
 
   /** Handlers for a stored event, cached per path. */
@@ -495,9 +517,10 @@ export class HandlerRunner {
       }
       if (this.#retryError !== undefined && this.#state === "running" && !this.#resync) this.#recovered();
     } catch (err) {
-      // A batch refused because the processing lock was lost is not the handler's failure: it waits in standby.
+      // A batch refused because the processing lock was lost is not the handler's failure: it waits in standby
+      // (or, a batch of an earlier hold of the lock, is simply dropped: the current hold reads the checkpoint).
       // One that failed because the database was unreachable is retried from the checkpoint after a backoff.
-      if (this.#state !== "standby" && this.#retryLater(err) === undefined) this.#fail(err);
+      if (this.#state !== "standby" && !isLockLostError(err) && this.#retryLater(err) === undefined) this.#fail(err);
     }
   }
 
@@ -608,11 +631,13 @@ export class HandlerRunner {
     const ctx: HandlerContext = { eventHandlerName: name, restoring };
     const rebuild = this.#rebuild;
     const checkpoint = rebuild === undefined ? name : nextGenerationCheckpoint(name);
+    // The hold this batch belongs to: a batch still running when the lock was lost and taken back must not commit.
+    const token = this.#token;
     const t0 = performance.now();
     let handled = 0;
     const traced = this.#host?.telemetry?.()?.handle(name, events, restoring);
     const batch = async (): Promise<void> => {
-      await backend.transaction(async () => {
+      await this.#fencedTransaction(backend, token, async () => {
         await hooks.beforeBatch(events);
         for (const e of events) {
           const fns = this.handlersFor(e);
@@ -627,9 +652,10 @@ export class HandlerRunner {
         }
         await hooks.afterBatch();
         await backend.setCheckpoint(checkpoint, last.position);
-        // A lockable backend fences a commit by the checkpoint of the locked handler (SQLite's lease):
-        // writing the served one unchanged keeps an instance that lost the lock out of the new generation.
-        if (rebuild !== undefined && backend.tryLock !== undefined) await backend.setCheckpoint(name, rebuild.servedPosition);
+        // Without fencing tokens a lockable backend may fence a commit by the checkpoint of the locked handler (SQLite's
+        // lease check): writing the served one unchanged keeps an instance that lost the lock out of the new generation.
+        if (rebuild !== undefined && backend.tryLock !== undefined && token === undefined)
+          await backend.setCheckpoint(name, rebuild.servedPosition);
       });
     };
     try {
@@ -638,7 +664,7 @@ export class HandlerRunner {
     } catch (err) {
       traced?.failed(err);
       hooks.discardBatch();
-      if (err instanceof HandlerFailure) throw err;
+      if (err instanceof HandlerFailure || isLockLostError(err)) throw err;
       // A lost connection is no event's fault, and a COMMIT it cut off may have committed the
       // whole batch: no replay one by one here; the pump reads the checkpoint again (#retryLater).
       if (isMnemeError(err, "UNAVAILABLE")) throw new HandlerFailure(events[0]!, err);
@@ -654,6 +680,53 @@ export class HandlerRunner {
     this.#lastPosition = last.position;
     this.#lastEventTimestamp = last.createdAt;
     this.#persistedPosition = last.position;
+  }
+
+  /**
+   * Runs fn in one backend transaction that commits only while `token` is
+   * still the handler's fencing token (checked in the same transaction). When the check refuses it and `token` is the current hold,
+   * this instance lost the lock without being told: it steps back to standby.
+   */
+  async #fencedTransaction<R>(backend: ReadmodelStoreBackend, token: number | undefined, fn: () => Promise<R>): Promise<R> {
+    if (token === undefined || backend.checkFencingToken === undefined) return backend.transaction(fn);
+    const name = this.#h.name;
+    try {
+      return await backend.transaction(async () => {
+        // Registered first: a backend may fold the check into the transaction's checkpoint write.
+        await backend.checkFencingToken!(name, token);
+        return fn();
+      });
+    } catch (err) {
+      if (isLockLostError(err)) this.#fencedOff(backend, token);
+      throw err;
+    }
+  }
+
+  /** A write of the hold `token` was refused: when that is the current hold, the lock is gone (told or not). */
+  #fencedOff(backend: ReadmodelStoreBackend, token: number | undefined): void {
+    if (!this.#lockHeld || this.#token !== token) return;
+    if (this.#state === "stopped") {
+      // stop() persisting the checkpoint: it releases the lock next and stays stopped.
+      this.#lockHeld = false;
+      this.#token = undefined;
+      return;
+    }
+    this.#lockLost();
+    // The backend may still count the lock as its own (nobody told it): give it back, so the standby retry takes a new token.
+    backend.unlock?.(this.#h.name).catch(() => undefined);
+  }
+
+  /**
+   * Runs fn (writes of the handler made outside its batches, e.g. an outbox
+   * worker's) in one backend transaction, fenced like a batch: it commits only
+   * while this instance still holds the handler's lock. INVALID_STATE (lock
+   * lost) when it does not hold it.
+   * @internal
+   */
+  async fencedWrite<R>(fn: () => Promise<R>): Promise<R> {
+    const backend = this.#backend();
+    if (backend.tryLock !== undefined && !this.#lockHeld) throw lockLostError(this.#h.name, "this instance does not hold it");
+    return this.#fencedTransaction(backend, this.#token, fn);
   }
 
   #fail(err: unknown): void {
@@ -799,7 +872,16 @@ export class HandlerRunner {
     const backend = this.#backend();
     if (backend.tryLock === undefined || this.#lockHeld) return true;
     const name = this.#h.name;
-    this.#lockHeld = await backend.tryLock(name);
+    this.#lockHeld = await backend.tryLock(name, this.#host?.instanceId);
+    this.#token = this.#lockHeld ? backend.fencingToken?.(name) : undefined;
+    if (this.#lockHeld && this.#token === undefined && !warnedUnfenced.has(backend)) {
+      warnedUnfenced.add(backend);
+      warn(
+        `the readmodel backend of ${name} has tryLock but no fencing tokens (fencingToken, checkFencingToken): an instance that loses its lock unnoticed may still commit a batch`,
+        "MNEME_UNFENCED_LOCK",
+      );
+    }
+    if (this.#lockHeld) this.#standbyView = undefined;
     if (this.#lockHeld && backend.onLockLost !== undefined && this.#offLockLost === undefined) {
       this.#offLockLost = backend.onLockLost((names) => {
         if (names.includes(name)) this.#lockLost();
@@ -812,6 +894,7 @@ export class HandlerRunner {
   #lockLost(): void {
     if (!this.#lockHeld) return;
     this.#lockHeld = false;
+    this.#token = undefined;
     this.#queue = [];
     this.#restore?.controller.abort();
     this.#metrics.lastError = `lost the processing lock of ${this.#h.name}`;
@@ -823,12 +906,14 @@ export class HandlerRunner {
     this.#offLockLost = undefined;
     if (!this.#lockHeld) return;
     this.#lockHeld = false;
+    this.#token = undefined;
     await this.#backend().unlock?.(this.#h.name);
   }
 
   #enterStandby(): void {
     this.#setState("standby");
     this.#clearStandby();
+    void this.#detached(() => this.#readStandbyView());
     const retry = () => {
       this.#standbyTimer = undefined;
       if (this.#state !== "standby") return;
@@ -841,6 +926,7 @@ export class HandlerRunner {
             return;
           }
           if (!got) {
+            await this.#readStandbyView();
             this.#scheduleStandby(retry);
             return;
           }
@@ -871,8 +957,22 @@ export class HandlerRunner {
     this.#scheduleStandby(retry);
   }
 
+  /** In standby: reads who holds the lock and the shared checkpoint, for the listing (best effort: kept as it was on an error). */
+  async #readStandbyView(): Promise<void> {
+    const backend = this.#backend();
+    const name = this.#h.name;
+    try {
+      const [holder, position] = await Promise.all([backend.lockHolder?.(name), backend.getCheckpoint(name)]);
+      if (this.#state === "standby") this.#standbyView = { holder, position };
+    } catch {
+      // The database is unreachable: the next retry reads again.
+    }
+  }
+
   #scheduleStandby(fn: () => void): void {
-    const t = setTimeout(fn, this.#delivery.lockRetryMs);
+    // Detached: a loss found by a batch's fence is handled inside that batch's async context (its transaction,
+    // a rebuild's next generation); the take-over this timer starts must not run in it.
+    const t = this.#detached(() => setTimeout(fn, this.#delivery.lockRetryMs));
     (t as { unref?: () => void }).unref?.();
     this.#standbyTimer = t;
   }
@@ -950,8 +1050,15 @@ export class HandlerRunner {
     // owns it and may be further on (the write would move it back, and a crash of the
     // holder would then apply events twice).
     if (backend.tryLock !== undefined && !this.#lockHeld) return;
-    await backend.setCheckpoint(this.#h.name, this.#lastPosition);
-    this.#persistedPosition = this.#lastPosition;
+    const position = this.#lastPosition;
+    try {
+      await this.#fencedTransaction(backend, this.#token, () => backend.setCheckpoint(this.#h.name, position));
+    } catch (err) {
+      // Fenced off: the lock is another instance's now, and so is the checkpoint.
+      if (isLockLostError(err)) return;
+      throw err;
+    }
+    this.#persistedPosition = position;
   }
 
   /** The createdAt (ns) of the event at `position`; 0 for position 0 or when no event is stored there. */
@@ -1030,7 +1137,7 @@ export class HandlerRunner {
         const targetHead = await host.eventRepository.headPosition();
         // Emptied first (a generation left by a crash or a failed rebuild included), in one transaction with its checkpoint.
         await inNextGeneration(name, () =>
-          backend.transaction(async () => {
+          this.#fencedTransaction(backend, this.#token, async () => {
             await this.#hooks.resetState();
             await backend.setCheckpoint(nextGenerationCheckpoint(name), 0);
           }),
@@ -1048,7 +1155,7 @@ export class HandlerRunner {
       } else if (fromZero) {
         // A backend that cannot switch generations restores in place. One backend transaction: a crash
         // or an error never leaves the collections cleared at the old checkpoint.
-        await backend.transaction(async () => {
+        await this.#fencedTransaction(backend, this.#token, async () => {
           await this.#hooks.resetState();
           await backend.setCheckpoint(name, 0);
         });
@@ -1169,7 +1276,7 @@ export class HandlerRunner {
     const name = this.#h.name;
     rebuild.phase = "switching";
     const position = this.#lastPosition;
-    await backend.transaction(async () => {
+    await this.#fencedTransaction(backend, this.#token, async () => {
       await switchGenerations(backend, name);
       await backend.setCheckpoint(nextGenerationCheckpoint(name), 0);
       await backend.setCheckpoint(name, position);
@@ -1205,7 +1312,7 @@ export class HandlerRunner {
 
   async #discardNextGeneration(backend: ReadmodelStoreBackend): Promise<void> {
     const name = this.#h.name;
-    await backend.transaction(async () => {
+    await this.#fencedTransaction(backend, this.#token, async () => {
       await clearNextGeneration(backend, name);
       await backend.setCheckpoint(nextGenerationCheckpoint(name), 0);
     });
@@ -1253,6 +1360,12 @@ export class HandlerRunner {
     }
     return n;
   }
+}
+
+/** A process warning with a code (where the platform has them), as the other start-up warnings. */
+function warn(message: string, code: string): void {
+  const p = (globalThis as { process?: { emitWarning?: (m: string, o: { code: string }) => void } }).process;
+  if (typeof p?.emitWarning === "function") p.emitWarning(message, { code });
 }
 
 function contiguous(events: readonly Event[]): boolean {

@@ -2,6 +2,7 @@ import { readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
+import { lockLostError } from "../store/lock-fencing.js";
 import { assertHandlerName } from "../store/readmodel-validation.js";
 import type { SqliteDatabase } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
@@ -19,9 +20,16 @@ export interface SqliteLeaseLocksOptions {
   readonly connection: () => SqliteDatabase;
 }
 
-/** The DDL of the lease table: one row per locked handler. */
+/** The DDL of the lease table: one row per locked handler, with its fencing token and the holder's instance id. */
 export function leaseTableDdl(table: string): string {
-  return `CREATE TABLE IF NOT EXISTS ${table} (handler TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at INTEGER NOT NULL);`;
+  return `CREATE TABLE IF NOT EXISTS ${table} (handler TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at INTEGER NOT NULL, token INTEGER NOT NULL DEFAULT 0, holder TEXT);`;
+}
+
+/** Adds the fencing columns to a lease table made by an earlier version (inside the owner's table creation). */
+export function upgradeLeaseTable(db: SqliteDatabase, table: string): void {
+  const columns = new Set((db.statement(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
+  if (!columns.has("token")) db.statement(`ALTER TABLE ${table} ADD COLUMN token INTEGER NOT NULL DEFAULT 0`).run();
+  if (!columns.has("holder")) db.statement(`ALTER TABLE ${table} ADD COLUMN holder TEXT`).run();
 }
 
 /**
@@ -42,6 +50,11 @@ export function leaseTableDdl(table: string): string {
  *   fenced handler's checkpoint and renews its lease there, so a stalled
  *   instance that wakes up cannot commit after another one took over — the
  *   check and the write are one SQLite transaction.
+ * - The fencing token: every take (not a renewal of a lease this owner
+ *   holds) adds one to the row's token in the same transaction;
+ *   `checkTokens`, run in a commit's write transaction, refuses it when a
+ *   token moved. That also fences a batch started before this owner lost
+ *   the lease and took it back (same owner, newer token).
  * Expiry uses the wall clock (Date.now()): the processes sharing a file run
  * on one machine, so they share it.
  */
@@ -49,6 +62,7 @@ export class SqliteLeaseLocks {
   /** This instance's owner id in the lease table: `<uuid>/<pid>@<host>`. */
   readonly owner = leaseOwnerId();
   private readonly held = new Map<string, number>(); // handler -> expires_at we last wrote
+  private readonly tokens = new Map<string, number>(); // handler -> fencing token of our take
   /** Held once and lost since: their checkpoint writes stay fenced until tryLock or unlock. */
   private readonly lost = new Set<string>();
   private readonly listeners = new Set<SqliteLockLostListener>();
@@ -57,15 +71,16 @@ export class SqliteLeaseLocks {
 
   constructor(private readonly opts: SqliteLeaseLocksOptions) {}
 
-  /** Takes or renews the lease of `handler`; true when it is this owner's now. */
-  tryLock(handler: string): boolean {
+  /** Takes or renews the lease of `handler` (recording `holder`); true when it is this owner's now. */
+  tryLock(handler: string, holder?: string): boolean {
     assertHandlerName(handler);
     const db = this.opts.connection();
     const now = Date.now();
     const expiresAt = now + this.opts.leaseMs;
     let taken: boolean;
+    let token = 0;
     try {
-      taken = db.writeTransaction(() => {
+      const take = (): boolean => {
         const upserted =
           db
             .statement(
@@ -83,12 +98,25 @@ export class SqliteLeaseLocks {
             .statement(`UPDATE ${this.opts.table} SET owner = ?, expires_at = ? WHERE handler = ? AND owner = ?`)
             .run(this.owner, expiresAt, handler, row.owner).changes > 0
         );
+      };
+      taken = db.writeTransaction(() => {
+        // A renewal keeps the token: this owner held the lease all along (the row is still its own, unexpired).
+        const before = db.statement(`SELECT owner, expires_at FROM ${this.opts.table} WHERE handler = ?`).get(handler) as
+          { owner: string; expires_at: number } | undefined;
+        const renewal = this.held.has(handler) && before !== undefined && before.owner === this.owner && before.expires_at > now;
+        if (!take()) return false;
+        if (!renewal) {
+          db.statement(`UPDATE ${this.opts.table} SET token = token + 1, holder = ? WHERE handler = ?`).run(holder ?? null, handler);
+        }
+        token = (db.statement(`SELECT token FROM ${this.opts.table} WHERE handler = ?`).get(handler) as { token: number }).token;
+        return true;
       });
     } catch (e) {
       throw toStoreError(e, `tryLock(${handler})`);
     }
     if (taken) {
       this.held.set(handler, expiresAt);
+      this.tokens.set(handler, token);
       this.lost.delete(handler);
       this.startHeartbeat();
     } else if (this.held.has(handler)) {
@@ -100,10 +128,15 @@ export class SqliteLeaseLocks {
   /** Releases the lease of `handler` when this owner holds it (or held it); otherwise does nothing. */
   unlock(handler: string): void {
     const had = this.held.delete(handler) || this.lost.delete(handler);
+    this.tokens.delete(handler);
     if (this.held.size === 0) this.stopHeartbeat();
     if (!had) return;
     try {
-      this.opts.connection().statement(`DELETE FROM ${this.opts.table} WHERE handler = ? AND owner = ?`).run(handler, this.owner);
+      // Freed, not deleted: the row keeps its token, so the next take's token is greater still.
+      this.opts
+        .connection()
+        .statement(`UPDATE ${this.opts.table} SET expires_at = 0, holder = NULL WHERE handler = ? AND owner = ?`)
+        .run(handler, this.owner);
     } catch (e) {
       throw toStoreError(e, `unlock(${handler})`);
     }
@@ -124,6 +157,32 @@ export class SqliteLeaseLocks {
     return [...this.held.keys()];
   }
 
+  /** The fencing token of the lease on `handler` this owner holds; undefined when it holds none. */
+  tokenOf(handler: string): number | undefined {
+    return this.held.has(handler) ? this.tokens.get(handler) : undefined;
+  }
+
+  /**
+   * Inside a write transaction: the handlers of `fences` (handler -> token)
+   * whose row's token is another one now (another take happened since).
+   */
+  checkTokens(fences: ReadonlyMap<string, number>): string[] {
+    if (fences.size === 0) return [];
+    const read = this.opts.connection().statement(`SELECT token FROM ${this.opts.table} WHERE handler = ?`);
+    const moved: string[] = [];
+    for (const [h, token] of fences) if ((read.get(h) as { token: number } | undefined)?.token !== token) moved.push(h);
+    return moved;
+  }
+
+  /** The holder recorded in `handler`'s unexpired lease; undefined when it is free. */
+  holderOf(handler: string): string | undefined {
+    const row = this.opts
+      .connection()
+      .statement(`SELECT holder, owner FROM ${this.opts.table} WHERE handler = ? AND expires_at > ?`)
+      .get(handler, Date.now()) as { holder: string | null; owner: string } | undefined;
+    return row === undefined ? undefined : (row.holder ?? undefined);
+  }
+
   /** True when `handler`'s checkpoint writes must prove the lease is still this owner's. */
   fenced(handler: string): boolean {
     return this.held.has(handler) || this.lost.has(handler);
@@ -142,6 +201,36 @@ export class SqliteLeaseLocks {
     const gone: string[] = [];
     for (const h of handlers) if (renew.run(expiresAt, h, this.owner).changes === 0) gone.push(h);
     return gone;
+  }
+
+  /**
+   * Inside a write transaction, for a commit fenced by tokens: renews the
+   * lease of each of `handlers` when this owner holds it under the token
+   * `fences` names for it (one statement each), and checks the tokens of the
+   * other fences. Returns the handlers whose lease is another owner's
+   * (`gone`) and those whose token moved while this owner holds the lease
+   * again (`moved`: a batch of an earlier hold).
+   */
+  verifyFenced(handlers: readonly string[], fences: ReadonlyMap<string, number>): { gone: string[]; moved: string[] } {
+    const db = this.opts.connection();
+    const expiresAt = Date.now() + this.opts.leaseMs;
+    const renew = db.statement(`UPDATE ${this.opts.table} SET expires_at = ? WHERE handler = ? AND owner = ? AND token = ?`);
+    const gone: string[] = [];
+    const moved: string[] = [];
+    const rest = new Map(fences);
+    for (const h of handlers) {
+      const token = fences.get(h);
+      if (token === undefined) {
+        gone.push(...this.verify([h]));
+        continue;
+      }
+      rest.delete(h);
+      if (renew.run(expiresAt, h, this.owner, token).changes > 0) continue;
+      // Which of the two: the lease is someone else's, or ours under a newer token.
+      (this.verify([h]).length > 0 ? gone : moved).push(h);
+    }
+    moved.push(...this.checkTokens(rest));
+    return { gone, moved };
   }
 
   /**
@@ -190,10 +279,11 @@ export class SqliteLeaseLocks {
     const hadAny = this.held.size > 0 || this.lost.size > 0;
     this.held.clear();
     this.lost.clear();
+    this.tokens.clear();
     this.listeners.clear();
     if (!hadAny) return;
     try {
-      this.opts.connection().statement(`DELETE FROM ${this.opts.table} WHERE owner = ?`).run(this.owner);
+      this.opts.connection().statement(`UPDATE ${this.opts.table} SET expires_at = 0, holder = NULL WHERE owner = ?`).run(this.owner);
     } catch {
       // The connection is closed already; the leases expire on their own after leaseMs.
     }
@@ -219,6 +309,11 @@ export class SqliteLeaseLocks {
     if (this.heartbeat !== undefined) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
   }
+}
+
+/** The error of a commit refused because a handler's fencing token moved (another take since this one's). */
+export function tokenMovedError(handlers: readonly string[]): MnemeError {
+  return lockLostError(handlers.join(", "), "sqlite: its lease was taken again since this batch began");
 }
 
 /** The error of a commit refused because another instance holds the handlers' leases now. */

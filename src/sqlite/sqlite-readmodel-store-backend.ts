@@ -19,7 +19,14 @@ import {
 import type { StoreInfo } from "../store/store-info.js";
 import type { SqliteDatabase, SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
-import { leaseLostError, leaseTableDdl, SqliteLeaseLocks, type SqliteLockLostListener } from "./sqlite-lease-locks.js";
+import {
+  leaseLostError,
+  leaseTableDdl,
+  SqliteLeaseLocks,
+  tokenMovedError,
+  upgradeLeaseTable,
+  type SqliteLockLostListener,
+} from "./sqlite-lease-locks.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
 /** The default lease of a readmodel lock (ms). */
@@ -49,6 +56,8 @@ interface PendingWrites {
   readonly checkpoints: Map<string, number>;
   /** replaceCollection calls, [target, source], applied at commit after the document writes. */
   readonly moves: [string, string][];
+  /** checkFencingToken calls: handler -> the token the commit must still find. */
+  readonly fences: Map<string, number>;
 }
 
 type Where = ListOptions["where"];
@@ -87,7 +96,10 @@ function jsonPath(field: string): string {
  * once, without waiting for it to expire. A commit that carries a locked
  * handler's checkpoint checks the lease in the same write transaction and is
  * refused (INVALID_STATE, nothing written, onLockLost told) when another
- * instance has taken it over.
+ * instance has taken it over. `checkFencingToken` adds a stronger check to a
+ * transaction: its commit also proves the lease's fencing token is still the
+ * one the batch began with, so a lease lost and taken back meanwhile fences
+ * it too.
  */
 export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements ReadmodelStoreBackend {
   /** Stores a tenant with each document (column tenant_uuid) and honours a collection's scope. */
@@ -132,6 +144,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
       ${leaseTableDdl(this.locksTable)}
     `);
     this.addTenantColumn();
+    upgradeLeaseTable(this.db, this.locksTable);
   }
 
   /**
@@ -192,6 +205,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
       cleared: new Set(),
       checkpoints: new Map(),
       moves: [],
+      fences: new Map(),
     };
     try {
       const result = await this.context.run(tx, fn);
@@ -244,7 +258,8 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     assertCheckpoint(position);
     await this.write("setCheckpoint", (tx) => {
       if (tx !== undefined) tx.checkpoints.set(handler, position);
-      else if (this.leases.fenced(handler)) this.fencedWrite("setCheckpoint", [handler], () => this.upsertCheckpoint(handler, position));
+      else if (this.leases.fenced(handler))
+        this.fencedWrite("setCheckpoint", [handler], new Map(), () => this.upsertCheckpoint(handler, position));
       else this.upsertCheckpoint(handler, position);
     });
   }
@@ -253,8 +268,35 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
    * Takes the processing lock of `handler` for this backend instance (a lease
    * in the file): true when it was free, expired, or already ours (then renewed).
    */
-  async tryLock(handler: string): Promise<boolean> {
-    return this.leases.tryLock(handler);
+  async tryLock(handler: string, holder?: string): Promise<boolean> {
+    return this.leases.tryLock(handler, holder);
+  }
+
+  /** The fencing token of the lease on `handler` this backend holds; undefined when it holds none. */
+  fencingToken(handler: string): number | undefined {
+    return this.leases.tokenOf(handler);
+  }
+
+  /**
+   * Inside a transaction: its commit (one write transaction) first proves
+   * that `handler`'s token is still `token`, else writes nothing and rejects
+   * with INVALID_STATE (lock lost).
+   */
+  async checkFencingToken(handler: string, token: number): Promise<void> {
+    assertHandlerName(handler);
+    const tx = this.pending();
+    if (tx === undefined) throw new MnemeError("INVALID_REQUEST", "checkFencingToken: call it inside a transaction");
+    tx.fences.set(handler, token);
+  }
+
+  /** The instance id recorded in `handler`'s unexpired lease; undefined when it is free. */
+  async lockHolder(handler: string): Promise<string | undefined> {
+    assertHandlerName(handler);
+    try {
+      return this.leases.holderOf(handler);
+    } catch (e) {
+      throw toStoreError(e, "lockHolder");
+    }
   }
 
   /** Releases the lock of `handler` when this backend holds it; otherwise does nothing. */
@@ -387,7 +429,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     if (tx.cleared.size === 0 && tx.docs.size === 0 && tx.checkpoints.size === 0 && tx.moves.length === 0) return;
     const touched: string[] = [];
     const fenced = [...tx.checkpoints.keys()].filter((h) => this.leases.fenced(h));
-    this.fencedWrite("transaction commit", fenced, () => {
+    this.fencedWrite("transaction commit", fenced, tx.fences, () => {
       const names = new Set([...tx.cleared, ...tx.docs.keys()]);
       for (const name of names) {
         if (this.applyCollection(tx, name)) touched.push(name);
@@ -401,14 +443,20 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   /**
    * Runs fn in one write transaction after proving (and renewing) this
    * backend's lease on each of `handlers`; when one was taken over, rolls
-   * back, reports the loss and throws INVALID_STATE.
+   * back, reports the loss and throws INVALID_STATE. The same when a token
+   * of `fences` moved (the caller's lock was taken since it began).
    */
-  private fencedWrite(what: string, handlers: readonly string[], fn: () => void): void {
+  private fencedWrite(what: string, handlers: readonly string[], fences: ReadonlyMap<string, number>, fn: () => void): void {
     const db = this.ready();
     let gone: string[] = [];
     try {
       db.writeTransaction(() => {
-        gone = this.leases.verify(handlers);
+        if (fences.size === 0) gone = this.leases.verify(handlers);
+        else {
+          const found = this.leases.verifyFenced(handlers, fences);
+          gone = found.gone;
+          if (gone.length === 0 && found.moved.length > 0) throw tokenMovedError(found.moved);
+        }
         if (gone.length > 0) throw leaseLostError(gone);
         fn();
       });

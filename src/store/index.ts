@@ -16,3 +16,4 @@ export { snapshotDigest, snapshotDigestMatches } from "./snapshot-store.js";
 export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";
 export type { StorageScrub } from "./storage-scrub.js";
 export { jsonSafeProblem, JSON_SAFE_MAX_DEPTH, type JsonSafeProblem } from "./json-safe.js";
+export { lockLostError, isLockLostError } from "./lock-fencing.js";

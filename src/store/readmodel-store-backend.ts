@@ -84,9 +84,34 @@ export interface ReadmodelStoreBackend {
   setCheckpoint(handler: string, position: number): Promise<void>;
   info(): Promise<StoreInfo>;
   close(): Promise<void>;
-  /** Optional: an exclusive lock so one instance processes `handler` at a time (Postgres: advisory lock). Resolves true when taken. */
-  tryLock?(handler: string): Promise<boolean>;
+  /**
+   * Optional: an exclusive lock so one instance processes `handler` at a time
+   * (Postgres: advisory lock). Resolves true when taken. `holder` names the
+   * taking instance (the facade's instanceId), for {@link lockHolder}.
+   */
+  tryLock?(handler: string, holder?: string): Promise<boolean>;
   unlock?(handler: string): Promise<void>;
   /** Optional, with tryLock: tells when held locks were lost (e.g. the lock connection died), so their handlers step back. */
   onLockLost?(listener: (handlers: readonly string[]) => void): () => void;
+  /**
+   * Optional, with tryLock (fencing): the fencing token of the lock on
+   * `handler` that this backend holds, or undefined when it holds none. Every
+   * take-over of the lock, by any instance, gives a greater token, recorded in
+   * the shared database in its own committed transaction before tryLock
+   * resolves. A backend shared by several instances without it leaves an
+   * instance that lost its lock unfenced (mneme warns with MNEME_UNFENCED_LOCK).
+   */
+  fencingToken?(handler: string): number | undefined;
+  /**
+   * Optional, with fencingToken: called inside a transaction (anywhere in
+   * it), makes that transaction commit only while `token` is still the
+   * current token of `handler`, checked in the same database transaction as
+   * its writes (when exactly is the backend's choice: SQLite at its commit,
+   * Postgres with its checkpoint write or just before COMMIT). When another
+   * instance took the lock since, the transaction is rolled back and rejects
+   * with INVALID_STATE (see `isLockLostError`), nothing written.
+   */
+  checkFencingToken?(handler: string, token: number): Promise<void>;
+  /** Optional, with tryLock: the instance id recorded by the holder of `handler`'s lock, or undefined when it is free (or unknown). */
+  lockHolder?(handler: string): Promise<string | undefined>;
 }

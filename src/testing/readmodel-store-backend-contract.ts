@@ -1,4 +1,5 @@
 import { expect } from "vitest";
+import { isLockLostError } from "../store/lock-fencing.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { deferred, describeContract, expectClosedBehaviour, expectNoSecret, expectRejectsWith, settle } from "./contract-harness.js";
 import type { ContractOptions } from "./contract-options.js";
@@ -35,7 +36,8 @@ const ids = (xs: readonly Item[]): string[] => xs.map((x) => x.id);
  * rollback, nesting, serialisation against outside writes, and the atomic
  * clear + checkpoint reset of a restore from zero), and, for a backend that
  * has it, `replaceCollections` (the switch of a blue-green restore from zero)
- * and `tenantScopes` (reads limited to a tenant, writes tagged with one).
+ * `tenantScopes` (reads limited to a tenant, writes tagged with one) and
+ * fencing tokens (`fencingToken`, `checkFencingToken`).
  */
 export function describeReadmodelStoreBackendContract(
   name: string,
@@ -655,6 +657,50 @@ export function describeReadmodelStoreBackendContract(
       await Promise.all([...increments, ...plain]);
       expect((await col.get("c"))?.v).toBe(25);
       expect(await col.count()).toBe(26);
+    });
+
+    // --- fencing (a backend with fencingToken) -------------------------------------------------------
+
+    test("fencing: each take of a lock gives a greater token; a transaction fenced by an older one writes nothing", async (backend) => {
+      if (backend.tryLock === undefined || backend.fencingToken === undefined || backend.checkFencingToken === undefined) return;
+      expect(backend.fencingToken("F")).toBeUndefined();
+      expect(await backend.tryLock("F", "instance-1")).toBe(true);
+      const first = backend.fencingToken("F")!;
+      expect(typeof first).toBe("number");
+      if (backend.lockHolder !== undefined) expect(await backend.lockHolder("F")).toBe("instance-1");
+      await backend.unlock?.("F");
+      expect(backend.fencingToken("F")).toBeUndefined();
+      expect(await backend.tryLock("F", "instance-2")).toBe(true);
+      const second = backend.fencingToken("F")!;
+      expect(second).toBeGreaterThan(first);
+      if (backend.lockHolder !== undefined) expect(await backend.lockHolder("F")).toBe("instance-2");
+
+      const col = backend.collection<Item>("fenced");
+      const stale = backend.transaction(async () => {
+        await backend.checkFencingToken!("F", first);
+        await col.put("a", item("a", 1));
+        await backend.setCheckpoint("F", 5);
+      });
+      await expect(stale).rejects.toSatisfy((e: unknown) => isLockLostError(e));
+      expect(await col.get("a")).toBeUndefined();
+      expect(await backend.getCheckpoint("F")).toBe(0);
+      // Without a checkpoint write too.
+      await expect(
+        backend.transaction(async () => {
+          await backend.checkFencingToken!("F", first);
+          await col.put("b", item("b", 1));
+        }),
+      ).rejects.toSatisfy((e: unknown) => isLockLostError(e));
+      expect(await col.get("b")).toBeUndefined();
+
+      await backend.transaction(async () => {
+        await backend.checkFencingToken!("F", second);
+        await col.put("a", item("a", 1));
+        await backend.setCheckpoint("F", 5);
+      });
+      expect(await col.get("a")).toEqual(item("a", 1));
+      expect(await backend.getCheckpoint("F")).toBe(5);
+      await backend.unlock?.("F");
     });
 
     // --- info, close -----------------------------------------------------------------------------------
