@@ -35,7 +35,7 @@ const ids = (xs: readonly Item[]): string[] => xs.map((x) => x.id);
  * descending/where, count, clear), checkpoints, and transactions (commit,
  * rollback, nesting, serialisation against outside writes, and the atomic
  * clear + checkpoint reset of a restore from zero), and, for a backend that
- * has it, `replaceCollections` (the switch of a blue-green restore from zero)
+ * has it, `replaceCollections` (the switch of a blue-green restore from zero),
  * `tenantScopes` (reads limited to a tenant, writes tagged with one) and
  * fencing tokens (`fencingToken`, `checkFencingToken`).
  */
