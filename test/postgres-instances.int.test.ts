@@ -64,11 +64,12 @@ describe("app instances on one Postgres schema (facade level)", () => {
 
   it("an instance that loses its lock connection steps back to standby, and the other takes the readmodel over", async () => {
     const schema = newSchema();
-    const make = async () => {
+    // Either instance may legitimately take the freed lock; a retries far more slowly, so the take-over is b's.
+    const make = async (lockRetryMs: number) => {
       const f = createFacade({
         appName: "pg-locklost",
         ...createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 5, pollIntervalMs: 100 }),
-        delivery: { lockRetryMs: 50 },
+        delivery: { lockRetryMs },
       });
       f.registerDomain(Counter);
       const totals = new CounterTotals(f);
@@ -77,8 +78,8 @@ describe("app instances on one Postgres schema (facade level)", () => {
       facades.push(f);
       return { f, totals, state: () => f.runtime.listEventHandlers()[0]!.state };
     };
-    const a = await make();
-    const b = await make();
+    const a = await make(2000);
+    const b = await make(50);
     expect(a.state()).toBe("running");
     expect(b.state()).toBe("standby");
     const counter = newUuid();
