@@ -3,7 +3,8 @@
  * was in flight when its instance lost the lease writes nothing, also when
  * that instance has taken the lease back meanwhile (its token is newer than
  * the batch's); each event is applied once and the checkpoint never moves
- * back. And a standby lists the holder and its position.
+ * back. And a standby lists the holder and its position, and a command
+ * waiting on an instance whose rebuild loses the lease is answered.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -39,10 +40,10 @@ function expireLeases(filename: string): void {
   raw.close();
 }
 
-function instance(filename: string) {
+function instance(filename: string, systemEvents = false) {
   // A lease far longer than the test: nothing expires by itself, the test decides (no timing).
   const backends = createSqliteBackends({ filename, pollIntervalMs: 20, lockLeaseMs: 3_600_000 });
-  const f = createFacade({ appName: "fence", ...backends, delivery: { lockRetryMs: 20 } });
+  const f = createFacade({ appName: "fence", ...backends, systemEvents, delivery: { lockRetryMs: 20 } });
   f.registerDomain(Counter);
   const totals = new GatedTotals(f);
   f.registerReadmodel(totals);
@@ -93,6 +94,49 @@ describe("fencing on SQLite: two facades on one file", () => {
     expect(await a.backend.getCheckpoint("GatedTotals")).toBe(4);
     expect(await a.totals.total(counter)).toBe(1111);
     expect(await a.totals.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1 });
+  });
+
+  it("a waitToFinish begun during a rebuild that then loses its lease is answered from the holder's checkpoint", async () => {
+    const filename = join(dir, `${++fileNo}.db`);
+    const a = instance(filename, true);
+    const b = instance(filename);
+    await a.f.start();
+    await b.f.start();
+    await a.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: true });
+
+    // a rebuilds from zero; its first batch is held open (a stalls).
+    const held = gate();
+    const entered = gate();
+    a.totals.holdAt = { position: 1, entered: entered.open, wait: held.wait };
+    const rebuild = runnerOf(a.totals)
+      .startRestore({ fromZero: true })
+      .done.catch((e: unknown) => e);
+    await entered.wait;
+
+    // A command on a waits for its event while a is still the holder: a catches it for the rebuild.
+    const appended = gate();
+    const off = a.f.systemEvents.subscribe((e) => {
+      if (e.kind === "EventsAppended") appended.open();
+    });
+    const waited = a.f.dispatch(Increment, { counterUuid: "c", by: 10 }, { waitToFinish: true });
+    await appended.wait; // published right before the dispatch starts waiting for the handlers
+    off();
+
+    // a's lease runs out, b takes over and applies the event; then a's held batch meets the fence.
+    expireLeases(filename);
+    await until(() => b.info().state === "running", "b takes over");
+    await until(async () => (await b.backend.getCheckpoint("GatedTotals")) === 2, "b applies the command's event");
+    held.open();
+    expect(await rebuild).toMatchObject({ code: "RESTORE_CANCELLED" });
+    expect(a.info().state).toBe("standby");
+
+    // The waiting dispatch learns that the holder applied its event (it used to wait until a took the lock back).
+    let bound: ReturnType<typeof setTimeout> | undefined;
+    const stillWaiting = new Promise<"still waiting">((r) => (bound = setTimeout(() => r("still waiting"), 10_000)));
+    const settled = await Promise.race([waited, stillWaiting]).finally(() => clearTimeout(bound));
+    expect(settled).toMatchObject({ handlerErrors: [] });
+    expect(await b.totals.appliedTimes()).toEqual({ 1: 1, 2: 1 });
+    expect(await b.totals.total("c")).toBe(11);
   });
 
   it("fencing tokens grow with every take, by any instance, and survive a release (the row is kept)", async () => {

@@ -26,7 +26,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+async function until(check: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
   while (!(await check())) {
     if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
@@ -51,10 +51,7 @@ const action: fc.Arbitrary<Action> = fc.oneof(
 );
 
 describe("fencing on SQLite, as a property", () => {
-  // Skipped: some random sequences (stops and starts mixed with take-overs) hang until the test's timeout (not
-  // yet investigated: a stop, start or waitToFinish that never settles). Its fixed example below reproduced a
-  // real bug, fixed since (the take-over timer is detached from the fenced-off batch's context).
-  it.skip("across random take-overs, stops, starts and rebuilds: the checkpoint never moves back, each event applies once", async () => {
+  it("across random take-overs, stops, starts and rebuilds: the checkpoint never moves back, each event applies once", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(action, { minLength: 5, maxLength: 25 }), async (actions) => {
         const filename = join(dir, `${++fileNo}.db`);
@@ -69,61 +66,70 @@ describe("fencing on SQLite, as a property", () => {
           facades.push(f);
           return { f, totals, backend: backends.readmodelStoreBackend as SqliteReadmodelStoreBackend };
         });
-        for (const i of insts) await i.f.start();
-        let seen = 0;
-        const checkpointNeverBack = async (): Promise<void> => {
-          const cp = await insts[0]!.backend.getCheckpoint("GatedTotals");
-          expect(cp).toBeGreaterThanOrEqual(seen);
-          seen = cp;
-        };
-        const pending: Promise<unknown>[] = [];
-        for (const a of actions) {
-          if (a.kind === "dispatch") {
-            const p = insts[a.by]!.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: a.wait });
-            if (a.wait) await p;
-            else {
-              pending.push(p);
-              await new Promise((r) => setTimeout(r, 2)); // the next action lands while its batch runs
+        // A failed run stops its facades too: left polling, they would slow the runs that shrink it.
+        try {
+          for (const i of insts) await i.f.start();
+          let seen = 0;
+          const checkpointNeverBack = async (): Promise<void> => {
+            const cp = await insts[0]!.backend.getCheckpoint("GatedTotals");
+            expect(cp).toBeGreaterThanOrEqual(seen);
+            seen = cp;
+          };
+          const pending: Promise<unknown>[] = [];
+          for (const a of actions) {
+            if (a.kind === "dispatch") {
+              const p = insts[a.by]!.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: a.wait });
+              if (a.wait) await p;
+              else {
+                pending.push(p);
+                await new Promise((r) => setTimeout(r, 2)); // the next action lands while its batch runs
+              }
+            } else if (a.kind === "expire") {
+              raw.prepare("UPDATE mneme_readmodel_locks SET expires_at = 0").run();
+            } else if (a.kind === "tell") {
+              insts[a.who]!.backend.leaseLocks.renew();
+            } else if (a.kind === "stopStart") {
+              const r = runnerOf(insts[a.who]!.totals);
+              await r.stop().catch(() => undefined);
+              await r.start().catch(() => undefined);
+            } else {
+              pending.push(
+                runnerOf(insts[a.who]!.totals)
+                  .startRestore({ fromZero: true })
+                  .done.catch(() => undefined),
+              );
             }
-          } else if (a.kind === "expire") {
-            raw.prepare("UPDATE mneme_readmodel_locks SET expires_at = 0").run();
-          } else if (a.kind === "tell") {
-            insts[a.who]!.backend.leaseLocks.renew();
-          } else if (a.kind === "stopStart") {
-            const r = runnerOf(insts[a.who]!.totals);
-            await r.stop().catch(() => undefined);
-            await r.start().catch(() => undefined);
-          } else {
-            pending.push(
-              runnerOf(insts[a.who]!.totals)
-                .startRestore({ fromZero: true })
-                .done.catch(() => undefined),
-            );
+            await checkpointNeverBack();
           }
-          await checkpointNeverBack();
+          await Promise.all(pending);
+          // Settle: someone processes the handler and has reached the head.
+          const head = await insts[0]!.f.eventRepository.headPosition();
+          await until(async () => {
+            await checkpointNeverBack();
+            return (
+              insts.some((i) => runnerOf(i.totals).state === "running" && !runnerOf(i.totals).restoring) &&
+              (await insts[0]!.backend.getCheckpoint("GatedTotals")) === head
+            );
+          }, `the checkpoint reaches ${head}`);
+          const times = await insts[0]!.totals.appliedTimes();
+          const expected = Object.fromEntries(Array.from({ length: head }, (_, k) => [k + 1, 1]));
+          expect(times).toEqual(expected);
+          expect(await insts[0]!.totals.total("c")).toBe(head);
+        } finally {
+          for (const i of insts) await i.f.stop().catch(() => undefined);
+          raw.close();
         }
-        await Promise.all(pending);
-        // Settle: someone processes the handler and has reached the head.
-        const head = await insts[0]!.f.eventRepository.headPosition();
-        await until(async () => {
-          await checkpointNeverBack();
-          return (
-            insts.some((i) => runnerOf(i.totals).state === "running" && !runnerOf(i.totals).restoring) &&
-            (await insts[0]!.backend.getCheckpoint("GatedTotals")) === head
-          );
-        }, `the checkpoint reaches ${head}`);
-        const times = await insts[0]!.totals.appliedTimes();
-        const expected = Object.fromEntries(Array.from({ length: head }, (_, k) => [k + 1, 1]));
-        expect(times).toEqual(expected);
-        expect(await insts[0]!.totals.total("c")).toBe(head);
-        for (const i of insts) await i.f.stop();
-        raw.close();
       }),
       {
-        numRuns: 12,
-        // Found by this property: a take-over started from inside a fenced-off rebuild batch's async
-        // context applied the served generation's events into the next generation's collections.
+        numRuns: 60,
+        // Bounded, so a sequence that hangs fails with its seed and path instead of holding CI up: a run is
+        // failed after 15 s (about 0.2 s is usual), and the whole property, shrinking included, after 40 s.
+        timeout: 15_000,
+        interruptAfterTimeLimit: 40_000,
+        markInterruptAsFailure: true,
         examples: [
+          // Found by this property: a take-over started from inside a fenced-off rebuild batch's async
+          // context applied the served generation's events into the next generation's collections.
           [
             [
               { kind: "rebuild", who: 0 },
@@ -134,8 +140,22 @@ describe("fencing on SQLite, as a property", () => {
               { kind: "expire" },
             ],
           ],
+          // Found by this property: a dispatch on instance 1 waited for its events while 1 was rebuilding; 1 lost
+          // the lease to 0 before its switch, and the wait was never answered (it hung here about one run in four).
+          [
+            [
+              { kind: "expire" },
+              { kind: "dispatch", by: 0, wait: true },
+              { kind: "expire" },
+              { kind: "stopStart", who: 0 },
+              { kind: "rebuild", who: 1 },
+              { kind: "dispatch", by: 1, wait: true },
+              { kind: "dispatch", by: 0, wait: false },
+              { kind: "dispatch", by: 0, wait: false },
+            ],
+          ],
         ],
       },
     );
-  }, 240_000);
+  }, 60_000);
 });

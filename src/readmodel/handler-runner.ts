@@ -1116,11 +1116,11 @@ export class HandlerRunner {
     // tryLock may fail (UNAVAILABLE): live events must not stay caught then.
     if (
       !(await this.#takeLock().catch((e: unknown) => {
-        this.#catching = false;
+        this.#stopCatching();
         throw e;
       }))
     ) {
-      this.#catching = false;
+      this.#stopCatching();
       throw new MnemeError("INVALID_STATE", `event handler ${name} is processed by another instance: it cannot be restored here`);
     }
     this.#queue = [];
@@ -1225,7 +1225,7 @@ export class HandlerRunner {
       // The position the restoration reached (a rebuild's, before the served generation takes over again).
       const reached = this.#lastPosition;
       await this.#abandonRebuild(backend);
-      this.#catching = false;
+      this.#stopCatching();
       this.#caught = this.#caught.slice();
       if ((this.#state as EventHandlerState) === "standby") {
         // The lock was lost mid-restore: the standby retry takes the handler back (and restores it) later.
@@ -1263,6 +1263,18 @@ export class HandlerRunner {
       );
       throw unavailable ?? this.#failure ?? err;
     }
+  }
+
+  /**
+   * A restoration ends without going live: live events are no longer caught,
+   * and a waiter kept only because they were is answered now. One that began
+   * during a restoration that then lost the lock (standby reached while still
+   * catching, so #settle kept it) would otherwise wait until this instance
+   * took the lock back, or for ever.
+   */
+  #stopCatching(): void {
+    this.#catching = false;
+    this.#wake();
   }
 
   /**
