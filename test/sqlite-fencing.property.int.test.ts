@@ -125,7 +125,7 @@ describe("fencing on SQLite, as a property", () => {
         // Bounded, so a sequence that hangs fails with its seed and path instead of holding CI up: a run is
         // failed after 15 s (about 0.2 s is usual), and the whole property, shrinking included, after 40 s.
         timeout: 15_000,
-        interruptAfterTimeLimit: 40_000,
+        interruptAfterTimeLimit: 90_000,
         markInterruptAsFailure: true,
         examples: [
           // Found by this property: a take-over started from inside a fenced-off rebuild batch's async
@@ -157,5 +157,5 @@ describe("fencing on SQLite, as a property", () => {
         ],
       },
     );
-  }, 60_000);
+  }, 120_000);
 });
