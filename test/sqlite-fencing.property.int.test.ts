@@ -123,7 +123,8 @@ describe("fencing on SQLite, as a property", () => {
       {
         numRuns: 60,
         // Bounded, so a sequence that hangs fails with its seed and path instead of holding CI up: a run is
-        // failed after 15 s (about 0.2 s is usual), and the whole property, shrinking included, after 90 s (ten times a usual run, beside other test files).
+        // failed after 15 s (about 0.2 s is usual), and the whole property, shrinking included, after 90 s
+        // (about ten times a usual run, which leaves room for other test files beside it).
         timeout: 15_000,
         interruptAfterTimeLimit: 90_000,
         markInterruptAsFailure: true,
