@@ -12,6 +12,7 @@ import { describe, expect, it } from "vitest";
 import { createFacade, MemoryEventRepository, type Event } from "mneme";
 import type { AppendListener } from "mneme/store";
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
+import { until } from "./support/until.js";
 
 /** The in-memory repository, with its append notifications held until the test releases them, and a "read the store" signal. */
 class LateNotifyingRepository extends MemoryEventRepository {
@@ -38,14 +39,6 @@ class LateNotifyingRepository extends MemoryEventRepository {
 
   releaseHeld(): void {
     for (const deliver of this.held.splice(0)) deliver();
-  }
-}
-
-async function until(check: () => boolean, what: string, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
   }
 }
 

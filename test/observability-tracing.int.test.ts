@@ -20,6 +20,7 @@ import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment, Incremented } from "./support/counter-domain.js";
 import { installOtelSdk, traceparentOf } from "./support/otel.js";
+import { until } from "./support/until.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const TENANT = "0190f5e4-0000-7000-8000-00000000e001";
@@ -98,14 +99,6 @@ Counter.handleQuery(GetTotal, (_ctx, _q, p) => queried!.total(p.counterUuid));
 
 function attr(span: ReadableSpan, key: string): unknown {
   return span.attributes[key];
-}
-
-async function until(check: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe.each<Backend>(["memory", "sqlite", "postgres"])("OpenTelemetry spans on %s", (backend) => {

@@ -14,6 +14,7 @@ import { runnerOf } from "../src/readmodel/handler-runner.js";
 import { Counter, Increment, Incremented } from "./support/counter-domain.js";
 import { gate, GatedTotals } from "./support/gated-totals.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
+import { until } from "./support/until.js";
 
 const pg = postgresScratch("mneme_fence");
 const facades: Facade[] = [];
@@ -21,14 +22,6 @@ const facades: Facade[] = [];
 afterAll(async () => {
   for (const f of facades) await f.stop().catch(() => undefined);
 });
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 interface Instance {
   f: Facade;

@@ -5,6 +5,7 @@ import { createPostgresBackends } from "mneme/postgres";
 import { advisoryKey } from "../src/postgres/postgres-schema.js";
 import { CreateTodo, registerTodo } from "../examples/todo/todo-domain.js";
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
+import { until } from "./support/until.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
@@ -22,14 +23,6 @@ afterAll(async () => {
   for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
   await admin.end();
 });
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const reqCtx = { senderAccountUuid: "a", senderSessionUuid: "s", senderIdentityUuid: "i", senderTenantUuid: "t" };
 

@@ -16,6 +16,7 @@ import { createSqliteBackends, type SqliteReadmodelStoreBackend } from "mneme/sq
 import { runnerOf } from "../src/readmodel/handler-runner.js";
 import { Counter, Increment } from "./support/counter-domain.js";
 import { gate, GatedTotals } from "./support/gated-totals.js";
+import { until } from "./support/until.js";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-sqlite-fence-"));
 let fileNo = 0;
@@ -24,14 +25,6 @@ afterAll(async () => {
   for (const f of facades) await f.stop().catch(() => undefined);
   rmSync(dir, { recursive: true, force: true });
 });
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** Expires every lease from a third connection: stands for "the holder stalled past its lease". */
 function expireLeases(filename: string): void {

@@ -18,6 +18,7 @@ import { CreateTodo, registerTodo } from "../examples/todo/todo-domain.js";
 import { Counter, CounterTotals, Increment, IncrementMany, Note } from "./support/counter-domain.js";
 import { rejectsWith } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
+import { until } from "./support/until.js";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-sqlite-instances-"));
 let fileNo = 0;
@@ -27,14 +28,6 @@ afterAll(async () => {
   for (const c of cleanups.reverse()) await c();
   rmSync(dir, { recursive: true, force: true });
 });
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 

@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createFacade, withRestoreBatchSize, type Facade } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
+import { until } from "./support/until.js";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-sqlite-lockloss-"));
 let fileNo = 0;
@@ -21,14 +22,6 @@ afterAll(async () => {
   for (const f of facades) await f.stop().catch(() => undefined);
   rmSync(dir, { recursive: true, force: true });
 });
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** Expires every lease from a third connection: stands for "the holder stalled past its lease". */
 function expireLeases(filename: string): void {

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createFacade, newUuid, type Facade, type FacadeOptions, type RequestContext } from "mneme";
 import { CreateTodo, GetTodo, registerTodo, RenameTodo } from "../examples/todo/todo-domain.js";
 import { sharedPlaces } from "./support/shared-places.js";
+import { until } from "./support/until.js";
 
 const reqCtx: RequestContext = { senderAccountUuid: "a", senderSessionUuid: "s", senderIdentityUuid: "i", senderTenantUuid: "t" };
 const facades: Facade[] = [];
@@ -17,14 +18,6 @@ const facades: Facade[] = [];
 afterEach(async () => {
   for (const f of facades.splice(0).reverse()) await f.stop().catch(() => undefined);
 });
-
-async function until(check: () => boolean | Promise<boolean>, what: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 // Memory has no processing lock (one instance per process): no standby there.
 const places = sharedPlaces("standby_ryw").filter(([name]) => name !== "memory");
