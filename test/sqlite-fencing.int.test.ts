@@ -6,32 +6,16 @@
  * back. And a standby lists the holder and its position, and a command
  * waiting on an instance whose rebuild loses the lease is answered.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import Database from "better-sqlite3";
-import { afterAll, describe, expect, it } from "vitest";
-import { createFacade, type Facade } from "mneme";
+import { describe, expect, it } from "vitest";
+import { createFacade } from "mneme";
 import { createSqliteBackends, type SqliteReadmodelStoreBackend } from "mneme/sqlite";
 import { runnerOf } from "../src/readmodel/handler-runner.js";
 import { Counter, Increment } from "./support/counter-domain.js";
 import { gate, GatedTotals } from "./support/gated-totals.js";
 import { until } from "./support/until.js";
+import { expireLeases, sqliteScratch } from "./support/sqlite-scratch.js";
 
-const dir = mkdtempSync(join(tmpdir(), "mneme-sqlite-fence-"));
-let fileNo = 0;
-const facades: Facade[] = [];
-afterAll(async () => {
-  for (const f of facades) await f.stop().catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
-});
-
-/** Expires every lease from a third connection: stands for "the holder stalled past its lease". */
-function expireLeases(filename: string): void {
-  const raw = new Database(filename);
-  raw.prepare("UPDATE mneme_readmodel_locks SET expires_at = 0").run();
-  raw.close();
-}
+const scratch = sqliteScratch("sqlite-fence");
 
 function instance(filename: string, systemEvents = false) {
   // A lease far longer than the test: nothing expires by itself, the test decides (no timing).
@@ -40,14 +24,14 @@ function instance(filename: string, systemEvents = false) {
   f.registerDomain(Counter);
   const totals = new GatedTotals(f);
   f.registerReadmodel(totals);
-  facades.push(f);
+  scratch.keep(f);
   const backend = backends.readmodelStoreBackend as SqliteReadmodelStoreBackend;
   return { f, totals, backend, info: () => f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "GatedTotals")! };
 }
 
 describe("fencing on SQLite: two facades on one file", () => {
   it("a batch in flight while its lease was taken over, and taken back, writes nothing; each event applies once, the checkpoint never moves back", async () => {
-    const filename = join(dir, `${++fileNo}.db`);
+    const filename = scratch.newFile();
     const a = instance(filename);
     const b = instance(filename);
     await a.f.start();
@@ -90,7 +74,7 @@ describe("fencing on SQLite: two facades on one file", () => {
   });
 
   it("a waitToFinish begun during a rebuild that then loses its lease is answered from the holder's checkpoint", async () => {
-    const filename = join(dir, `${++fileNo}.db`);
+    const filename = scratch.newFile();
     const a = instance(filename, true);
     const b = instance(filename);
     await a.f.start();
@@ -133,7 +117,7 @@ describe("fencing on SQLite: two facades on one file", () => {
   });
 
   it("fencing tokens grow with every take, by any instance, and survive a release (the row is kept)", async () => {
-    const filename = join(dir, `${++fileNo}.db`);
+    const filename = scratch.newFile();
     const a = instance(filename);
     const b = instance(filename);
     await a.backend.init();

@@ -6,26 +6,18 @@
  * things settle every event is applied exactly once (per generation: a
  * restore from zero rebuilds the counts from 1).
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import Database from "better-sqlite3";
 import fc from "fast-check";
-import { afterAll, describe, expect, it } from "vitest";
-import { createFacade, type Facade } from "mneme";
+import { describe, expect, it } from "vitest";
+import { createFacade } from "mneme";
 import { createSqliteBackends, type SqliteReadmodelStoreBackend } from "mneme/sqlite";
 import { runnerOf } from "../src/readmodel/handler-runner.js";
 import { Counter, Increment } from "./support/counter-domain.js";
 import { GatedTotals } from "./support/gated-totals.js";
 import { until } from "./support/until.js";
+import { sqliteScratch } from "./support/sqlite-scratch.js";
 
-const dir = mkdtempSync(join(tmpdir(), "mneme-fence-prop-"));
-let fileNo = 0;
-const facades: Facade[] = [];
-afterAll(async () => {
-  for (const f of facades) await f.stop().catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
-});
+const scratch = sqliteScratch("fence-prop");
 
 type Action =
   | { kind: "dispatch"; by: 0 | 1; wait: boolean }
@@ -47,7 +39,7 @@ describe("fencing on SQLite, as a property", () => {
   it("across random take-overs, stops, starts and rebuilds: the checkpoint never moves back, each event applies once", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(action, { minLength: 5, maxLength: 25 }), async (actions) => {
-        const filename = join(dir, `${++fileNo}.db`);
+        const filename = scratch.newFile();
         const raw = new Database(filename, { fileMustExist: false });
         const insts = [0, 1].map(() => {
           const backends = createSqliteBackends({ filename, pollIntervalMs: 10, lockLeaseMs: 3_600_000 });
@@ -56,7 +48,7 @@ describe("fencing on SQLite, as a property", () => {
           const totals = new GatedTotals(f);
           totals.delayMs = 3; // batches stay in flight while the actions move the lease
           f.registerReadmodel(totals);
-          facades.push(f);
+          scratch.keep(f);
           return { f, totals, backend: backends.readmodelStoreBackend as SqliteReadmodelStoreBackend };
         });
         // A failed run stops its facades too: left polling, they would slow the runs that shrink it.

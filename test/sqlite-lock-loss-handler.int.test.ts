@@ -5,30 +5,14 @@
  * took the lease over) or happens during a restoration. The data stays right
  * (the fence writes nothing), which is asserted first.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import Database from "better-sqlite3";
-import { afterAll, describe, expect, it } from "vitest";
-import { createFacade, withRestoreBatchSize, type Facade } from "mneme";
+import { describe, expect, it } from "vitest";
+import { createFacade, withRestoreBatchSize } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
 import { until } from "./support/until.js";
+import { expireLeases, sqliteScratch } from "./support/sqlite-scratch.js";
 
-const dir = mkdtempSync(join(tmpdir(), "mneme-sqlite-lockloss-"));
-let fileNo = 0;
-const facades: Facade[] = [];
-afterAll(async () => {
-  for (const f of facades) await f.stop().catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
-});
-
-/** Expires every lease from a third connection: stands for "the holder stalled past its lease". */
-function expireLeases(filename: string): void {
-  const raw = new Database(filename);
-  raw.prepare("UPDATE mneme_readmodel_locks SET expires_at = 0").run();
-  raw.close();
-}
+const scratch = sqliteScratch("sqlite-lockloss");
 
 async function instance(filename: string, lockLeaseMs: number) {
   const f = createFacade({
@@ -40,13 +24,13 @@ async function instance(filename: string, lockLeaseMs: number) {
   const totals = new CounterTotals(f, "CounterTotals", withRestoreBatchSize(1000));
   f.registerReadmodel(totals);
   await f.start();
-  facades.push(f);
+  scratch.keep(f);
   return { f, totals, state: () => f.runtime.listEventHandlers()[0]!.state };
 }
 
 describe("an instance whose lease was taken over", () => {
   it("a live batch refused by the fence: nothing written twice, and the handler stands by", async () => {
-    const filename = join(dir, `${++fileNo}.db`);
+    const filename = scratch.newFile();
     const a = await instance(filename, 3_600_000); // a's heartbeat never runs here: it only learns from the fence
     const b = await instance(filename, 5000);
     for (let i = 0; i < 3; i++) await a.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: true });
@@ -60,7 +44,7 @@ describe("an instance whose lease was taken over", () => {
   });
 
   it("a restoration that loses the lease: the instance stands by and takes over later", async () => {
-    const filename = join(dir, `${++fileNo}.db`);
+    const filename = scratch.newFile();
     const a = await instance(filename, 3_600_000);
     const b = await instance(filename, 5000);
     for (let i = 0; i < 20; i++) await a.f.dispatch(Increment, { counterUuid: "c", by: 1 }, { waitToFinish: true });
