@@ -44,7 +44,14 @@ const backends =
         poolSize: 6,
         pollIntervalMs: 50,
       });
-const facade: Facade = createFacade({ appName: "chain", ...backends, delivery: { lockRetryMs: 100 } });
+// Short leases, as for the SQLite lock above: a command claimed by a killed process is retried once its claim's
+// lease runs out (default 30 s), and the payment timeout (1.5 s) must not overtake the retry of RequestPayment.
+const facade: Facade = createFacade({
+  appName: "chain",
+  ...backends,
+  delivery: { lockRetryMs: 100 },
+  idempotency: { leaseMs: 600 },
+});
 const { fulfilment, gateway } = installOrders(facade, {
   provider,
   paymentTimeoutMs: PAYMENT_TIMEOUT_MS,
