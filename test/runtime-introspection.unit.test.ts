@@ -59,6 +59,7 @@ describe("lists", () => {
       "Runtime.ListDeadLetters",
       "Runtime.ListEventHandlers",
       "Runtime.ListEvents",
+      "Runtime.ListFailures",
       "Runtime.ListPermissions",
       "Runtime.ListQueries",
       "Runtime.ListQueryHandlers",
@@ -106,7 +107,7 @@ describe("lists", () => {
     expect(qry.some((g) => g.queryHandlerDomain === "Billing")).toBe(false);
     const runtimeQ = qry.find((g) => g.queryHandlerDomain === "Runtime")!.domainQueryHandlers.map((h) => h.domainQryName);
     expect(runtimeQ).not.toContain("StreamSystemEvents");
-    expect(runtimeQ).toHaveLength(14);
+    expect(runtimeQ).toHaveLength(15);
   });
 
   it("listEventHandlers reports state, restoration, events, last position and timestamp, and metrics", async () => {

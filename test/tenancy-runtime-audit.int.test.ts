@@ -25,6 +25,7 @@ import {
   ListDeadLetters,
   ListEventHandlers,
   ListEvents,
+  ListFailures,
   ListPermissions,
   ListQueries,
   ListQueryHandlers,
@@ -158,6 +159,7 @@ const ROWS: Record<string, Row> = {
   GetMetrics: { kind: "tenant-data", call: (s, r, x) => q(s).query(GetMetrics, x, { reqCtx: r }) },
   ListScheduledCommands: { kind: "tenant-data", call: (s, r, x) => q(s).query(ListScheduledCommands, x, { reqCtx: r }) },
   ListDeadLetters: { kind: "tenant-data", call: (s, r, x) => q(s).query(ListDeadLetters, x, { reqCtx: r }) },
+  ListFailures: { kind: "tenant-data", call: (s, r, x) => q(s).query(ListFailures, x, { reqCtx: r }) },
   ControlEventHandler: {
     kind: "administrators",
     call: (s, r) => q(s).dispatch(ControlEventHandler, { action: "stop", eventHandlerName: "LoansB" }, { reqCtx: r }),
@@ -226,6 +228,12 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       ["LoansB", "failed", s.tenantB],
     ]);
     expect(rt.getMetrics("LoansB").lastError).toBe("MemberLoans cannot handle crash-b@example.org");
+    // Both handler failures are in the failure history, each with its tenant, newest first.
+    const failed = rt.listFailures({ allTenants: true }).filter((e) => e.kind === "HandlerFailed");
+    expect(failed.map((e) => [e.data.eventHandlerName, e.tenantUuid])).toEqual([
+      ["LoansB", s.tenantB],
+      ["LoansA", s.tenantA],
+    ]);
   });
 
   for (const [message, row] of Object.entries(ROWS)) {

@@ -9,6 +9,7 @@ import { type BaseEventHandler, toBaseEventHandler } from "../readmodel/base-eve
 import { BaseReadmodel } from "../readmodel/base-readmodel.js";
 import { DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost, type HandlerRunner, runnerOf } from "../readmodel/handler-runner.js";
 import { type EventHandler, isReadmodelHandle, type ReadmodelHandle } from "../model/event-handler.js";
+import { FAILURE_KINDS } from "../runtime/failure-history.js";
 import { Runtime } from "../runtime/runtime.js";
 import { installRuntimeDomain, RuntimeDomain } from "../runtime/runtime-domain.js";
 import { SystemEventProducer, type SystemEventProducerOptions } from "../runtime/system-events.js";
@@ -241,7 +242,8 @@ export class Facade implements FacadeHandle {
     this.schemas = new SchemaRegistry(options.schemas);
     this.#delivery = { ...DEFAULT_DELIVERY, ...options.delivery };
     const publish = (kind: SystemEventKind, data: Record<string, unknown>, tenantUuid?: string) => {
-      if (this.systemEvents.running) this.systemEvents.publish(kind, data, tenantUuid);
+      // Failures are kept in the Runtime's failure history also while the stream is stopped.
+      if (this.systemEvents.running || FAILURE_KINDS.has(kind)) this.systemEvents.publish(kind, data, tenantUuid);
     };
     this.#host = {
       eventRepository: this.eventRepository,
@@ -882,21 +884,19 @@ export class Facade implements FacadeHandle {
       // The failed record resolves the claim: a retry runs the command again.
       if (await this.#record(cmdType, envelope, storedCtx, stage, [], error, t0, recordPayload)) claim?.resolved();
       await claim?.end();
-      const tenant = tenantOf(reqCtx);
-      if (this.systemEvents.running) {
-        this.systemEvents.publish(
-          "CommandFailed",
-          {
-            commandUuid: envelope.commandUuid,
-            domain: cmdType.domain,
-            name: cmdType.name,
-            status: stage,
-            code: error.code,
-            error: error.message,
-          },
-          tenant || undefined,
-        );
-      }
+      // Kept in the Runtime's failure history also while the stream is stopped.
+      this.systemEvents.publish(
+        "CommandFailed",
+        {
+          commandUuid: envelope.commandUuid,
+          domain: cmdType.domain,
+          name: cmdType.name,
+          status: stage,
+          code: error.code,
+          error: error.message,
+        },
+        tenantOf(reqCtx) || undefined,
+      );
       throw error;
     }
     if (appended === undefined) appended = [];

@@ -40,8 +40,10 @@ export {
   CancelScheduledCommand,
   ListDeadLetters,
   ControlDeadLetter,
+  ListFailures,
   type PermissionListEntry,
 } from "./runtime-domain.js";
+export type { FailureEntry, FailureListFilter } from "./failure-history.js";
 export {
   SystemEventProducer,
   type SystemEvent,

@@ -26,6 +26,7 @@ import type {
   Runtime,
   SystemInfo,
 } from "./runtime.js";
+import type { FailureEntry, FailureListFilter } from "./failure-history.js";
 import { scopeOfRequest, type RuntimeScope, type TenantSelection } from "./runtime-scope.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
@@ -161,6 +162,12 @@ export const ControlDeadLetter = RuntimeDomain.command<DeadLetterControl, DeadLe
   ),
 });
 
+/** `Runtime.ListFailures`: the latest failures this instance saw (failed commands, handler failures, failed restores), newest first, of the effective tenant unless `allTenants` (`authorized`). */
+export const ListFailures = RuntimeDomain.query<FailureListFilter, FailureEntry[]>("ListFailures", {
+  description: "List the latest failures this instance saw: failed commands, handler failures, failed restores",
+  schema: reactionList,
+});
+
 /**
  * `Runtime.StreamSystemEvents`: no handler; the permission the SSE route of
  * mneme/http checks (authorizer only).
@@ -243,6 +250,7 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   d.handleCommand(CancelScheduledCommand, async (_ctx, _c, p) => ({ result: await runtime.cancelScheduledCommand(p) }));
   d.handleQuery(ListDeadLetters, async (ctx, q, p) => runtime.listDeadLetters(await scopedFilter(ctx, q, p)));
   d.handleCommand(ControlDeadLetter, async (_ctx, _c, p) => ({ result: await runtime.controlDeadLetter(p) }));
+  d.handleQuery(ListFailures, async (ctx, q, p) => runtime.listFailures(await scopedFilter(ctx, q, p)));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.
   const gate =

@@ -20,6 +20,7 @@ import {
   type ScheduledCommandEntry,
 } from "../reactions/reaction-listing.js";
 import { type GovernedStores, StoreAccess } from "./store-access.js";
+import type { FailureEntry, FailureListFilter } from "./failure-history.js";
 import type { SystemEventProducer } from "./system-events.js";
 import { ALL_TENANTS, type RuntimeScope, scopedInfo, scopedMetrics } from "./runtime-scope.js";
 
@@ -374,6 +375,15 @@ export class Runtime {
   /** Dead letters of the process managers and reactors: dispatches and effects that failed their last attempt. */
   listDeadLetters(filter: ReactionListFilter = {}): Promise<DeadLetterEntry[]> {
     return listDeadLetters(this.facade.eventHandlers, filter);
+  }
+
+  /**
+   * The latest failures this instance saw (failed commands, handler failures,
+   * failed restores; the last 200), newest first, recorded whether or not the
+   * system-event stream runs. Unscoped unless the filter names a tenant.
+   */
+  listFailures(filter: FailureListFilter = {}): FailureEntry[] {
+    return this.systemEvents.failures.list(filter);
   }
 
   /** `retry` makes a dead letter pending again (attempts reset), `discard` deletes it; NOT_FOUND when there is none. */

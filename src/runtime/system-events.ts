@@ -2,6 +2,7 @@ import { EventEmitter } from "eventemitter3";
 import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
+import { FAILURE_KINDS, FailureHistory } from "./failure-history.js";
 
 /**
  * One system event. `id` is a safe integer, increasing within a producer and
@@ -110,6 +111,8 @@ export class SystemEventProducer {
   // emitted after it, so every subscriber sees ids in increasing order.
   #emitting = false;
   readonly #pending: SystemEvent[] = [];
+  /** The latest failures (failed commands, handler failures, failed restores), kept also while stopped. */
+  readonly failures = new FailureHistory();
 
   constructor(opts: SystemEventProducerOptions = {}, ids: SystemEventIdOptions = {}) {
     const size = opts.bufferSize ?? 1000;
@@ -174,8 +177,9 @@ export class SystemEventProducer {
     return this.#running;
   }
 
-  /** Publishes an event (dropped silently while stopped). */
+  /** Publishes an event (dropped silently while stopped; a failure is kept in `failures` either way). */
   publish(kind: SystemEventKind, data: Record<string, unknown>, tenantUuid?: string): SystemEvent | undefined {
+    if (FAILURE_KINDS.has(kind)) this.failures.add(kind, data, tenantUuid);
     if (!this.#running) return undefined;
     if (this.#sequence === this.#span - 1) {
       // The epoch's sequence is used up: the next epoch, so ids keep increasing.
