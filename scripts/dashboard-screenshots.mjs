@@ -4,7 +4,7 @@
  * starts the dashboard fixture of the tests (the Todo example with the built-in
  * domains, in memory, behind node:http), drives headless Chromium through a
  * session with some traffic, and captures each view.
- * Usage: npm run screenshots   (node --import tsx scripts/dashboard-screenshots.mjs)
+ * Usage: npm run screenshots   (builds the dashboard, then node --import tsx scripts/dashboard-screenshots.mjs)
  * Needs Chromium: CHROMIUM_PATH, or chromium on the PATH (apt-get install chromium).
  */
 import { mkdirSync } from "node:fs";
@@ -87,6 +87,28 @@ try {
   await page.click("[data-entries=event] details summary");
   await sleep(200);
   await shot(page, "stores");
+
+  // Reactions: a reactor's dead letters and a process manager's scheduled commands.
+  await world.createUndeliverable("weekly digest");
+  await world.createUndeliverable("invoice 2026-118");
+  await world.createReminder("renew the certificate");
+  await world.createReminder("call back the supplier");
+  await page.click("[data-nav=dead-letters]");
+  await page.waitForSelector("[data-view=dead-letters] tr[data-entry]");
+  await shot(page, "dead-letters");
+  await page.click("[data-nav=scheduled]");
+  await page.waitForSelector("[data-view=scheduled] tr[data-entry]");
+  await shot(page, "scheduled");
+
+  // The handlers page on a narrow screen: one card per handler, every button on screen.
+  const narrow = await (await browser.newContext({ viewport: { width: 800, height: 1000 }, deviceScaleFactor: 1 })).newPage();
+  await narrow.goto(`${world.url}/dashboard/#/handlers`);
+  await narrow.fill("input[name=email]", ADMIN.email);
+  await narrow.fill("input[name=password]", ADMIN.password);
+  await narrow.click("button[type=submit]");
+  await narrow.waitForSelector("tr[data-handler=TodoProjection]");
+  await sleep(500);
+  await shot(narrow, "handlers-narrow");
 
   // The operator may read the Runtime of its tenant, never the stores: the server refuses.
   const ops = await (await browser.newContext({ viewport: { width: 1440, height: 900 } })).newPage();

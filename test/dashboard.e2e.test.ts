@@ -167,8 +167,8 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
   });
 
   /** A fresh browser profile (its own sessionStorage) whose console errors and CSP violations are collected. */
-  async function newPage(): Promise<Page> {
-    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  async function newPage(viewport = { width: 1440, height: 900 }): Promise<Page> {
+    const context = await browser.newContext({ viewport });
     contexts.push(context);
     const page = await context.newPage();
     page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
@@ -183,8 +183,8 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     return page;
   }
 
-  async function signIn(page: Page, who: { email: string; password: string }, hash = ""): Promise<void> {
-    await page.goto(`${world.url}/dashboard/${hash}`);
+  async function signIn(page: Page, who: { email: string; password: string }, hash = "", url = world.url): Promise<void> {
+    await page.goto(`${url}/dashboard/${hash}`);
     await page.fill("input[name=email]", who.email);
     await page.fill("input[name=password]", who.password);
     await page.click("button[type=submit]");
@@ -226,9 +226,9 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
         restores.push({ kind: e.kind, fromZero: e.data.fromZero });
     });
     try {
-      // From zero clears the readmodel: the first click only asks for confirmation.
+      // From zero rebuilds from the first event: the first click only asks for confirmation.
       await row.locator("[data-action=restore-zero]").click();
-      expect(await row.locator("[data-action=restore-zero]").innerText()).toBe("Confirm: clear and replay");
+      expect(await row.locator("[data-action=restore-zero]").innerText()).toBe("Confirm: rebuild");
       expect(restores).toEqual([]);
       await row.locator("[data-action=restore-zero]").click();
       await row.locator("[data-outcome=ok]").waitFor();
@@ -352,6 +352,61 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     expect(await failed.innerText()).toContain("Todo.CreateTodo failed: CONFLICT");
   });
 
+  it("shows failures that happened before the page opened, from the Runtime's failure history", async () => {
+    const todoUuid = newUuid();
+    await world.facade.dispatch(CreateTodo, { todoUuid, title: "before" }, { reqCtx: world.admin });
+    await expect(world.facade.dispatch(CreateTodo, { todoUuid, title: "again" }, { reqCtx: world.admin })).rejects.toThrow(/exists/);
+    const page = await newPage();
+    await signIn(page, ADMIN);
+    const failed = page.locator(".failures[data-source=runtime] li[data-kind=CommandFailed]").first();
+    await failed.waitFor();
+    expect(await failed.innerText()).toContain("Todo.CreateTodo failed: CONFLICT");
+  });
+
+  it("lists dead letters and scheduled commands of the tenant, retries, discards and cancels them; another tenant's operator sees none", async () => {
+    await world.createUndeliverable("letter");
+    await world.createReminder("later");
+    const runtime = world.facade.runtime;
+    const [dead] = await runtime.listDeadLetters({ eventHandlerName: "Notifier" });
+    const [scheduled] = await runtime.listScheduledCommands({ eventHandlerName: "Reminders" });
+    expect(dead).toBeDefined();
+    expect(scheduled).toBeDefined();
+
+    const page = await newPage();
+    await signIn(page, ADMIN, "#/dead-letters");
+    const letter = page.locator(`[data-view=dead-letters] tr[data-entry="${dead!.id}"]`);
+    await letter.waitFor();
+    expect(await letter.innerText()).toContain('no mailbox for "undeliverable: letter"');
+    await letter.locator("[data-action=retry]").click();
+    await page.locator(`[data-view=dead-letters] [data-outcome=ok]`).first().waitFor();
+    // Retried: pending again; its one attempt fails again, and it is back among the dead letters.
+    await poll(async () => (await runtime.listDeadLetters({ eventHandlerName: "Notifier" })).map((e) => e.id)).toContain(dead!.id);
+    await poll(() => letter.count()).toBe(1);
+    await letter.locator("[data-action=discard]").click();
+    expect(await letter.locator("[data-action=discard]").innerText()).toBe("Confirm: discard");
+    await letter.locator("[data-action=discard]").click();
+    await page.locator(`[data-entry-gone="${dead!.id}"][data-outcome=ok]`).waitFor();
+    expect((await runtime.listDeadLetters()).map((e) => e.id)).not.toContain(dead!.id);
+
+    await page.click("[data-nav=scheduled]");
+    const entry = page.locator(`[data-view=scheduled] tr[data-entry="${scheduled!.commandUuid}"]`);
+    await entry.waitFor();
+    expect(await entry.innerText()).toContain("Todo.CompleteTodo");
+    await entry.locator("[data-action=cancel]").click();
+    await entry.locator("[data-action=cancel]").click();
+    await page.locator(`[data-entry-gone="${scheduled!.commandUuid}"][data-outcome=ok]`).waitFor();
+    expect((await runtime.listScheduledCommands()).map((e) => e.commandUuid)).not.toContain(scheduled!.commandUuid);
+
+    // The operator of the Operations tenant: its tenant's lists, which hold none of the system tenant's entries.
+    await world.createReminder("system tenant only");
+    const ops = await newPage();
+    await signIn(ops, OPERATOR, "#/scheduled");
+    await ops.locator("[data-view=scheduled] [data-scope=tenant]").waitFor();
+    await ops.locator("[data-view=scheduled] .empty-note").waitFor();
+    expect(await ops.locator("[data-view=scheduled] tr[data-entry]").count()).toBe(0);
+    expect((await runtime.listScheduledCommands()).length).toBeGreaterThan(0);
+  });
+
   it("lists every command, query and event with its permission, and shows a payload's JSON Schema", async () => {
     const page = await newPage();
     await signIn(page, ADMIN, "#/catalog");
@@ -362,6 +417,15 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
       runtime.listCommands().find((c) => c.domainCmdName === "CreateTodo")!.permission,
     );
     expect(await page.locator("tr[data-message='Runtime.ControlEventHandler'] .badge").innerText()).toBe("Administrator");
+    // The application's own domains come first, the built-in ones (Runtime, Account, ...) after them.
+    expect(await page.locator("tr[data-message]").first().getAttribute("data-message")).toMatch(/^(Todo|Desk)\./);
+    expect(await page.locator("tr[data-message]").last().getAttribute("data-message")).toMatch(
+      /^(Runtime|Tenant|Account|Identity|Group)\./,
+    );
+    // A command without a schema: a neutral note, not an error.
+    await page.locator("tr[data-message='Desk.Ping']").click();
+    await page.locator("[data-schema] [data-no-schema]").waitFor();
+    expect(await page.locator("[data-schema] [data-error-code]").count()).toBe(0);
     await create.click();
     const schema = page.locator("[data-schema] pre.json");
     await schema.waitFor();
@@ -418,6 +482,43 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     await ops.click("[data-nav=stream]");
     await ops.waitForSelector("[data-stream-status=refused]");
   });
+
+  it("keeps every handler's buttons on screen without a horizontal scroll at 1400 and 800 px, with four-digit positions", async () => {
+    const big = await startDashboardWorld();
+    try {
+      for (let round = 0; round < 10; round++)
+        await Promise.all(Array.from({ length: 100 }, (_, i) => big.createTodo(`bulk ${round}-${i}`)));
+      const head = big.facade.runtime.systemInfo().headPosition;
+      expect(head).toBeGreaterThanOrEqual(1000);
+      for (const width of [1400, 800]) {
+        const page = await newPage({ width, height: 900 });
+        await signIn(page, ADMIN, "#/handlers", big.url);
+        const row = page.locator("tr[data-handler=TodoProjection]");
+        await row.waitFor();
+        await poll(() => row.locator("td.num").first().innerText()).toMatch(/^\d,\d{3} \/ \d,\d{3}/);
+        const layout = await page.evaluate(() => {
+          const wrap = document.querySelector("[data-view=handlers] .table-wrap")!;
+          const buttons = Array.from(document.querySelectorAll("table.handlers [data-action]"), (b) => b.getBoundingClientRect());
+          return {
+            viewport: document.documentElement.clientWidth,
+            scroll: wrap.scrollWidth - wrap.clientWidth,
+            buttons: buttons.length,
+            offScreen: buttons.filter((r) => r.left < 0 || r.right > document.documentElement.clientWidth).length,
+            pageScroll: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+          };
+        });
+        expect(layout.buttons, `${width} px`).toBeGreaterThanOrEqual(2 * big.facade.runtime.listEventHandlers().length);
+        expect({ width, scroll: layout.scroll, offScreen: layout.offScreen, pageScroll: layout.pageScroll }).toEqual({
+          width,
+          scroll: 0,
+          offScreen: 0,
+          pageScroll: 0,
+        });
+      }
+    } finally {
+      await big.close();
+    }
+  }, 120_000);
 
   it("ran without a script error or a CSP violation", () => {
     expect(problems).toEqual([]);

@@ -44,8 +44,25 @@ export class Api {
 
   /** A runtime route of the session's tenant: `api/tenants/{t}/runtime/<path>`. */
   runtimePath(path: string): string {
-    const tenant = this.current?.tenantUuid ?? "";
-    return `api/tenants/${encodeURIComponent(tenant)}/runtime/${path}`;
+    return `${this.tenantPath()}/runtime/${path}`;
+  }
+
+  /** A query of the session's tenant through the generic route: `api/tenants/{t}/queries/{domain}/{name}`. */
+  query<T>(domain: string, name: string, payload: unknown): Promise<T> {
+    return this.post<T>(`${this.tenantPath()}/queries/${encodeURIComponent(domain)}/${encodeURIComponent(name)}`, payload);
+  }
+
+  /** A command of the session's tenant through the generic route; resolves with the command's `result`. */
+  async command<T>(domain: string, name: string, payload: unknown): Promise<T> {
+    const out = await this.post<{ result?: T }>(
+      `${this.tenantPath()}/commands/${encodeURIComponent(domain)}/${encodeURIComponent(name)}`,
+      payload,
+    );
+    return out.result as T;
+  }
+
+  private tenantPath(): string {
+    return `api/tenants/${encodeURIComponent(this.current?.tenantUuid ?? "")}`;
   }
 
   url(path: string): URL {

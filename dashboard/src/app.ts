@@ -6,7 +6,7 @@
  */
 import { Api, ApiError } from "./api.js";
 import { type StreamStatus, SystemEventStream } from "./sse.js";
-import type { EventHandlerInfo, EventHandlerMetrics, GapInfo, SystemEvent, SystemInfo } from "./types.js";
+import type { EventHandlerInfo, EventHandlerMetrics, FailureEntry, GapInfo, SystemEvent, SystemInfo } from "./types.js";
 
 export const POLL_MS = 2000;
 export const HISTORY_MS = 5 * 60_000;
@@ -33,6 +33,8 @@ export class App {
   handlers: EventHandlerInfo[] = [];
   metrics: Record<string, EventHandlerMetrics> = {};
   info: SystemInfo | undefined;
+  /** The server's failure history (Runtime.ListFailures), newest first; undefined while it cannot be read. */
+  failures: FailureEntry[] | undefined;
   /** Per handler, oldest first. */
   readonly history = new Map<string, Sample[]>();
   /** Newest first. */
@@ -118,14 +120,22 @@ export class App {
     // With "All tenants", handler errors of every tenant's events; else only the session's tenant's.
     const wide = this.allTenants && this.wideLists ? "?allTenants=true" : "";
     try {
-      const [list, metrics, info] = await Promise.all([
+      const [list, metrics, info, failures] = await Promise.all([
         this.api.getAll<EventHandlerInfo>(this.api.runtimePath(`event-handlers${wide}`)),
         this.api.get<Record<string, EventHandlerMetrics>>(this.api.runtimePath(`metrics${wide}`)),
         this.api.get<SystemInfo>(this.api.runtimePath("system-info")),
+        // The failure history is the server's: it shows what failed before the page opened too.
+        this.api
+          .query<FailureEntry[]>("Runtime", "ListFailures", { limit: 20, ...(wide === "" ? {} : { allTenants: true }) })
+          .catch((e: unknown) => {
+            if (e instanceof ApiError && e.status === 403 && wide !== "") throw e;
+            return undefined;
+          }),
       ]);
       this.handlers = list;
       this.metrics = metrics;
       this.info = info;
+      this.failures = failures;
       this.loadError = undefined;
       this.sample(Date.now());
     } catch (e) {
@@ -189,8 +199,11 @@ export class App {
     const name = typeof e.data.eventHandlerName === "string" ? e.data.eventHandlerName : undefined;
     switch (e.kind) {
       case "CommandExecuted":
+        this.commandsThisTick++;
+        break;
       case "CommandFailed":
         this.commandsThisTick++;
+        void this.refresh();
         break;
       case "RestoreStarted":
         if (name !== undefined)

@@ -9,8 +9,10 @@ import { fill, h } from "./dom.js";
 import type { Session } from "./types.js";
 import { badge } from "./ui.js";
 import { catalogView } from "./views/catalog.js";
+import { deadLettersView } from "./views/dead-letters.js";
 import { handlersView } from "./views/handlers.js";
 import { overviewView } from "./views/overview.js";
+import { scheduledView } from "./views/scheduled.js";
 import { signInView } from "./views/signin.js";
 import { storesView } from "./views/stores.js";
 import { streamView } from "./views/stream.js";
@@ -20,6 +22,8 @@ const ROUTES = [
   { path: "overview", title: "Overview", icon: "◎", view: overviewView },
   { path: "handlers", title: "Event handlers", icon: "⇄", view: handlersView },
   { path: "stream", title: "Live events", icon: "≋", view: streamView },
+  { path: "dead-letters", title: "Dead letters", icon: "✉", view: deadLettersView },
+  { path: "scheduled", title: "Scheduled", icon: "◷", view: scheduledView },
   { path: "catalog", title: "Catalog", icon: "☰", view: catalogView },
   { path: "stores", title: "Stores", icon: "▤", view: storesView },
 ] as const;

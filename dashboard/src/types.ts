@@ -129,3 +129,44 @@ export interface GapInfo {
   lastEventId: number;
   reason: string;
 }
+
+/** `Runtime.ListScheduledCommands` (docs/reactions.md). */
+export interface ScheduledCommandEntry {
+  commandUuid: string;
+  eventHandlerName: string;
+  domain: string;
+  name: string;
+  payload: unknown;
+  /** ms since the epoch. */
+  dueAt: number;
+  attempts: number;
+  lastError?: string;
+  tenantUuid: string;
+  correlationId: string;
+  eventUuid: string;
+}
+
+/** `Runtime.ListDeadLetters` (docs/reactions.md). */
+export interface DeadLetterEntry {
+  id: string;
+  eventHandlerName: string;
+  kind: "command" | "effect";
+  target: string;
+  attempts: number;
+  lastError?: string;
+  /** ms since the epoch. */
+  lastAttemptAt?: number;
+  tenantUuid: string;
+  correlationId: string;
+  eventUuid: string;
+  eventPath: string;
+  scheduled: boolean;
+}
+
+/** `Runtime.ListFailures` (docs/runtime.md): a system event without its id. */
+export interface FailureEntry {
+  kind: string;
+  at: number;
+  tenantUuid?: string;
+  data: Record<string, unknown>;
+}

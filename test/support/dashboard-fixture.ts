@@ -4,10 +4,14 @@
  * served by createHttpHandler(facade, { dashboard: true }) through node:http on
  * 127.0.0.1, with an administrator and an operator who may read the Runtime of
  * an ordinary tenant but, not being in the system tenant, never the stores.
+ * A process manager schedules a far-off CompleteTodo for todos titled
+ * "remind: ..." and a reactor fails for todos titled "undeliverable: ...",
+ * so the dashboard has scheduled commands and dead letters to show; the Desk
+ * domain's Ping has no payload schema.
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type Facade, type FacadeOptions, type RequestContext, createFacade, newUuid } from "mneme";
+import { type Facade, type FacadeOptions, type RequestContext, createFacade, defineDomain, newUuid } from "mneme";
 import {
   AssignGroup,
   CreateGroup,
@@ -19,7 +23,8 @@ import {
   Login,
 } from "mneme/defaults";
 import { type HttpHandlerOptions, createHttpHandler, toNodeListener } from "mneme/http";
-import { CreateTodo, registerTodo } from "../../examples/todo/todo-domain.js";
+import { ProcessManager, Reactor } from "mneme/reactions";
+import { CompleteTodo, CreateTodo, TodoCreated, registerTodo } from "../../examples/todo/todo-domain.js";
 
 export const ADMIN = { email: "admin@example.org", password: "admin-password-1" } as const;
 export const OPERATOR = { email: "ops@example.org", password: "operator-password-1" } as const;
@@ -36,6 +41,10 @@ export interface DashboardWorld {
   createTodo(title: string): Promise<string>;
   /** Creates `n` todos as the administrator (in the system tenant), waiting for the readmodels. */
   createTodos(n: number): Promise<void>;
+  /** Creates a todo titled "remind: <title>": its process manager schedules a CompleteTodo a year ahead. */
+  createReminder(title: string): Promise<string>;
+  /** Creates a todo titled "undeliverable: <title>": its reactor's one attempt fails, a dead letter. */
+  createUndeliverable(title: string): Promise<string>;
   /** Drops every open connection (the page's stream too); the server keeps listening. */
   dropConnections(): void;
   close(): Promise<void>;
@@ -47,6 +56,22 @@ export async function startDashboardWorld(
   const facade = createFacade({ appName: "todo-ops", version: "1.4.2", systemEvents: true, ...opts.facade });
   const ids = await registerDefaults(facade, { admin: { ...ADMIN, name: "Ada Admin" }, passwordHashing: { N: 1024, r: 8, p: 1 } });
   registerTodo(facade);
+  const Desk = defineDomain("Desk", { description: "A domain without payload schemas" });
+  Desk.handleCommand(Desk.command<Record<string, never>>("Ping", { description: "Does nothing; has no schema" }), () => []);
+  facade.registerDomain(Desk);
+  const reminders = new ProcessManager<{ reminded: number }>(facade, {
+    name: "Reminders",
+    domain: "Todo",
+    initialState: () => ({ reminded: 0 }),
+  }).on(TodoCreated, (ctx, st, p, e) => {
+    if (!p.title.startsWith("remind: ")) return st;
+    ctx.schedule(CompleteTodo, { todoUuid: e.aggregateUuid }, { at: Date.now() + 365 * 86_400_000 });
+    return { reminded: st.reminded + 1 };
+  });
+  const notifier = new Reactor(facade, { name: "Notifier", domain: "Todo", retry: { maxAttempts: 1 } }).on(TodoCreated, (e) => {
+    if (e.payload.title.startsWith("undeliverable: ")) throw new Error(`no mailbox for "${e.payload.title}"`);
+  });
+  facade.registerReadmodel(reminders).registerReadmodel(notifier);
   await facade.start();
 
   const adminLogin = (await facade.dispatch(Login, ADMIN, { waitToFinish: true })).result!;
@@ -83,6 +108,18 @@ export async function startDashboardWorld(
     },
     async createTodos(n) {
       for (let i = 0; i < n; i++) await facade.dispatch(CreateTodo, { todoUuid: newUuid(), title: `Todo ${i + 1}` }, wait);
+    },
+    async createReminder(title) {
+      const todoUuid = newUuid();
+      await facade.dispatch(CreateTodo, { todoUuid, title: `remind: ${title}` }, wait);
+      await reminders.drainOutbox();
+      return todoUuid;
+    },
+    async createUndeliverable(title) {
+      const todoUuid = newUuid();
+      await facade.dispatch(CreateTodo, { todoUuid, title: `undeliverable: ${title}` }, wait);
+      await notifier.drainOutbox();
+      return todoUuid;
     },
     dropConnections: () => server.closeAllConnections(),
     async close() {

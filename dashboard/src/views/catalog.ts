@@ -1,4 +1,5 @@
 /** Commands, queries and events: who may send them, and each one's JSON Schema. */
+import { ApiError } from "../api.js";
 import { fill, h } from "../dom.js";
 import type { CommandEntry, EventEntry, QueryEntry } from "../types.js";
 import { empty, errorBanner, jsonBlock, permissionBadge, table } from "../ui.js";
@@ -77,6 +78,10 @@ export function catalogView({ api }: ViewContext): View {
   }
 
   async function fetchRows(t: Tab): Promise<Row[]> {
+    return appFirst(await fetchEntries(t));
+  }
+
+  async function fetchEntries(t: Tab): Promise<Row[]> {
     const path = api.runtimePath(t);
     if (t === "commands")
       return (await api.getAll<CommandEntry>(path)).map((c) => ({
@@ -155,7 +160,20 @@ export function catalogView({ api }: ViewContext): View {
       },
       (e: unknown) => {
         if (selected !== r) return;
-        fill(schemaBox, h("h2", null, `${r.domain}.${r.name}`), errorBanner(e, "schema"));
+        // The row came from the registry: UNKNOWN_SCHEMA_TYPE means the type has no schema, a fact, not a failure.
+        const none = e instanceof ApiError && e.code === "UNKNOWN_SCHEMA_TYPE";
+        fill(
+          schemaBox,
+          h("h2", null, `${r.domain}.${r.name}`),
+          r.permission === undefined ? null : h("p", null, "Permission: ", permissionBadge(r.permission)),
+          none
+            ? h(
+                "p",
+                { class: "note", "data-no-schema": "" },
+                `No schema: ${r.domain}.${r.name} was registered without a payload schema, so its payloads are not validated. Give it a \`schema\` option or run \`mneme schema build\` (docs/runtime.md, Schemas).`,
+              )
+            : errorBanner(e, "schema"),
+        );
       },
     );
   }
@@ -163,4 +181,12 @@ export function catalogView({ api }: ViewContext): View {
   renderTabs();
   void load();
   return { el, dispose: () => (disposed = true) };
+}
+
+/** The domains every mneme app has (the Runtime, and the built-in ones of mneme/defaults). */
+const BUILT_IN = new Set(["Runtime", "Tenant", "Account", "Identity", "Group"]);
+
+/** The application's own domains first, then the built-in ones, each in the server's order. */
+function appFirst(rows: Row[]): Row[] {
+  return [...rows.filter((r) => !BUILT_IN.has(r.domain)), ...rows.filter((r) => BUILT_IN.has(r.domain))];
 }

@@ -17,7 +17,7 @@ export function handlersView({ app, api }: ViewContext): View {
 
   async function run(name: string, action: Action): Promise<void> {
     if (action === "restore-zero" && !confirming.has(name)) {
-      // Clearing a readmodel is not undone by a click: the button asks once more.
+      // A rebuild from the first event is long on a big store: the button asks once more.
       const expire = () => {
         confirming.delete(name);
         render();
@@ -75,7 +75,7 @@ export function handlersView({ app, api }: ViewContext): View {
       { "data-handler": x.eventHandlerName, "data-state": x.state, "data-restoration": x.restorationState },
       h(
         "td",
-        null,
+        { class: "handler" },
         h("div", { class: "name" }, x.eventHandlerName),
         h(
           "div",
@@ -95,37 +95,45 @@ export function handlersView({ app, api }: ViewContext): View {
           ? null
           : h("div", { class: result.ok ? "ok-text" : "error-text", "data-outcome": result.ok ? "ok" : "refused" }, result.text),
       ),
-      h("td", null, badge(x.state), x.isStateRestorer ? h("div", { class: "sub" }, badge(x.restorationState)) : null),
+      h("td", { "data-label": "State" }, stateBadge(x)),
       h(
         "td",
-        { class: "num" },
+        { class: "num", "data-label": "Position / head" },
         h("div", null, `${num(position)} / ${num(of)}`),
         h("div", { class: `bar ${restoring ? "active" : ""}` }, h("progress", { max: 100, value: pct, "aria-label": `${pct}% of head` })),
         progress === undefined ? null : h("div", { class: "sub" }, `${num(progress.eventsReplayed)} replayed`),
       ),
-      h("td", { class: `num ${m !== undefined && m.lag > 0 ? "warn-text" : ""}` }, m === undefined ? "–" : num(m.lag)),
+      h("td", { class: `num ${m !== undefined && m.lag > 0 ? "warn-text" : ""}`, "data-label": "Lag" }, m === undefined ? "–" : num(m.lag)),
       h(
         "td",
-        { class: "num" },
+        { class: "num", "data-label": "Processed" },
         m === undefined ? "–" : num(m.eventsProcessed),
         m !== undefined && m.eventsFailed > 0 ? h("div", { class: "error-text" }, `${num(m.eventsFailed)} failed`) : null,
       ),
-      h("td", { class: "num" }, m === undefined ? "–" : `${micros(m.meanHandleMicros)} / ${micros(m.p99HandleMicros)}`),
-      h("td", null, ago(x.lastEventTimestamp)),
+      h(
+        "td",
+        { class: "num", "data-label": "Mean / p99" },
+        m === undefined ? "–" : `${micros(m.meanHandleMicros)} / ${micros(m.p99HandleMicros)}`,
+      ),
+      h("td", { "data-label": "Last event" }, ago(x.lastEventTimestamp)),
       h(
         "td",
         { class: "actions" },
-        x.isStateRestorer ? button("restore", "Restore", !restoring && x.state !== "standby") : null,
-        x.isStateRestorer
-          ? button(
-              "restore-zero",
-              confirming.has(x.eventHandlerName) ? "Confirm: clear and replay" : "From zero",
-              !restoring && x.state !== "standby",
-              confirming.has(x.eventHandlerName) ? "danger" : "",
-            )
-          : null,
-        button("stop", "Stop", x.state !== "stopped"),
-        button("start", "Start", x.state === "stopped" || x.state === "failed"),
+        h(
+          "div",
+          { class: "action-group" },
+          x.isStateRestorer ? button("restore", "Restore", !restoring && x.state !== "standby") : null,
+          x.isStateRestorer
+            ? button(
+                "restore-zero",
+                confirming.has(x.eventHandlerName) ? "Confirm: rebuild" : "From zero",
+                !restoring && x.state !== "standby",
+                confirming.has(x.eventHandlerName) ? "danger" : "",
+              )
+            : null,
+          button("stop", "Stop", x.state !== "stopped"),
+          button("start", "Start", x.state === "stopped" || x.state === "failed"),
+        ),
       ),
     );
   }
@@ -164,7 +172,7 @@ export function handlersView({ app, api }: ViewContext): View {
       h(
         "p",
         { class: "hint" },
-        "Restore replays from the checkpoint; From zero clears the readmodel and replays every event, while live events are caught and applied after, each once. Stop and Start need an administrator.",
+        "Restore replays from the checkpoint. From zero rebuilds the readmodel from the first event beside the served data, which queries keep reading until the rebuild has caught up and is switched in at once; live events are caught and applied after, each once. Stop and Start need an administrator.",
       ),
     );
   }
@@ -182,4 +190,16 @@ export function handlersView({ app, api }: ViewContext): View {
 
 function verb(a: Action): string {
   return a === "restore" ? "Restore" : a === "restore-zero" ? "Restore from zero" : a === "stop" ? "Stop" : "Start";
+}
+
+/**
+ * One badge for a handler: its state, or what a restore is doing when that
+ * says more (restoring, a failed or cancelled restore of a running handler).
+ * A failed handler is "failed", never "failed" and "restored" at once.
+ */
+function stateBadge(x: EventHandlerInfo): HTMLElement {
+  if (!x.isStateRestorer || x.state === "failed" || x.state === "stopped" || x.state === "standby") return badge(x.state);
+  if (x.restorationState === "restoring") return badge("restoring");
+  if (x.restorationState === "failed" || x.restorationState === "cancelled") return badge(`restore ${x.restorationState}`, "warn");
+  return badge(x.state);
 }

@@ -3,7 +3,6 @@ import type { App } from "../app.js";
 import { lineChart } from "../chart.js";
 import { fill, h } from "../dom.js";
 import { clockNs, duration, num, shortId, timeNs } from "../format.js";
-import type { SystemEvent } from "../types.js";
 import { badge, card, empty, errorBanner, facts } from "../ui.js";
 import { summary } from "./stream.js";
 import type { View, ViewContext } from "./view.js";
@@ -87,19 +86,25 @@ function content(app: App): (HTMLElement | null)[] {
 
 const FAILURE_KINDS = new Set(["CommandFailed", "HandlerFailed", "RestoreFailed", "SubscriberDropped"]);
 
-/** The latest failures the live stream has seen since the page opened; nothing when there are none. */
+/**
+ * The latest failures: the server's failure history (Runtime.ListFailures,
+ * also what failed before the page opened), else what the live stream has
+ * seen since the page opened; nothing when there are none.
+ */
 function failures(app: App): HTMLElement | null {
-  const recent: SystemEvent[] = [];
-  for (const e of app.events) {
-    if (e.kind === "event" && FAILURE_KINDS.has(e.event.kind)) recent.push(e.event);
-    if (recent.length === 5) break;
-  }
+  const recent: { kind: string; at: number; tenantUuid?: string; data: Record<string, unknown> }[] = [];
+  if (app.failures !== undefined) recent.push(...app.failures.slice(0, 5));
+  else
+    for (const e of app.events) {
+      if (e.kind === "event" && FAILURE_KINDS.has(e.event.kind)) recent.push(e.event);
+      if (recent.length === 5) break;
+    }
   if (recent.length === 0) return null;
   return card(
     "Recent failures",
     h(
       "ul",
-      { class: "failures" },
+      { class: "failures", "data-source": app.failures === undefined ? "stream" : "runtime" },
       recent.map((e) =>
         h("li", { "data-kind": e.kind }, h("span", { class: "time" }, clockNs(e.at)), badge(e.kind, "bad"), h("span", null, summary(e))),
       ),

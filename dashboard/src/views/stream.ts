@@ -171,7 +171,7 @@ export function streamView({ app }: ViewContext): View {
 }
 
 /** One line on what happened, from the kinds' data (docs/runtime.md, Kinds). */
-export function summary(e: SystemEvent): string {
+export function summary(e: Pick<SystemEvent, "kind" | "data">): string {
   const d = e.data;
   const str = (k: string) => (d[k] === undefined ? "" : String(d[k] as string | number));
   switch (e.kind) {
