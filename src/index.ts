@@ -10,6 +10,7 @@ export {
   type MnemeErrorDetail,
 } from "./model/errors.js";
 export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./model/types.js";
+export type { StandardSchemaV1 } from "./model/standard-schema.js";
 export { nowNs, newUuid } from "./model/clock.js";
 export {
   AllEvents,

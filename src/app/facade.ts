@@ -844,7 +844,8 @@ export class Facade implements FacadeHandle {
           if (seen !== undefined && seen !== "cleared") return seen;
         }
       }
-      this.schemas.validate(cmdType, payload);
+      const validating = this.schemas.validate(cmdType, payload);
+      if (validating !== undefined) await validating;
       if (cmdType.personalData !== undefined || opts.storedPayload !== undefined)
         recordPayload = await recordedCommandPayload(this.personalData, cmdType, payload, reqCtx, opts.storedPayload ?? payload);
       const handler = domain.commandHandlers.get(cmdType.name);
@@ -1251,7 +1252,8 @@ export class Facade implements FacadeHandle {
       const denied = verdict instanceof Promise ? await verdict : verdict;
       if (denied !== undefined) throw denied;
     }
-    this.schemas.validate(qt, payload);
+    const validating = this.schemas.validate(qt, payload);
+    if (validating !== undefined) await validating;
     const handler = domain.queryHandlers.get(qt.name);
     if (handler === undefined) throw new MnemeError("UNKNOWN_QUERY", `query ${qt.domain}.${qt.name} has no handler`);
     const tenantUuid = tenantOf(reqCtx);

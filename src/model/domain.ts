@@ -15,6 +15,7 @@ import type {
 } from "./tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
 import type { CommandContext, QueryContext } from "./context.js";
+import type { StandardSchemaV1 } from "./standard-schema.js";
 
 /** What a command handler may return: events, nothing, or events with a result (of type `R`) for the caller. */
 export type CommandHandlerResult<R = unknown> = readonly NewEvent[] | void | undefined | { events?: readonly NewEvent[]; result?: R };
@@ -30,7 +31,8 @@ export interface MessageOptions {
   readonly description?: string;
   /** Default: `authorized`. A built-in level or a custom permission function. */
   readonly permission?: PermissionFunc;
-  readonly schema?: JsonSchema;
+  /** The payload's schema: JSON Schema, or a Standard Schema v1 validator (zod 4, valibot, arktype, ...). */
+  readonly schema?: JsonSchema | StandardSchemaV1;
   readonly secretFields?: readonly string[];
 }
 
@@ -174,8 +176,28 @@ export interface DomainContents {
 export interface Domain<E extends Record<string, unknown> = Record<string, any>> extends DomainContents {
   readonly name: string;
   readonly description: string;
+  /**
+   * A command whose payload type is the input type of its Standard Schema
+   * validator (zod 4, valibot, arktype, ...), which also validates payloads
+   * and gives the Runtime its JSON Schema. A typed result:
+   * `command<typeof Schema, Result>(name, { schema: Schema })`.
+   */
+  command<S extends StandardSchemaV1, R = unknown>(
+    name: string,
+    opts: CommandOptions<StandardSchemaV1.InferInput<S>> & { readonly schema: S },
+  ): CommandType<StandardSchemaV1.InferInput<S>, R>;
   command<P, R = unknown>(name: string, opts?: CommandOptions<P>): CommandType<P, R>;
+  /** A query whose payload type comes from its Standard Schema: `query<typeof Schema, Result>(name, { schema: Schema })`. */
+  query<S extends StandardSchemaV1, R = unknown>(
+    name: string,
+    opts: MessageOptions & { readonly schema: S },
+  ): QueryType<StandardSchemaV1.InferInput<S>, R>;
   query<P, R>(name: string, opts?: MessageOptions): QueryType<P, R>;
+  /** An event whose payload type is the input type of its Standard Schema. */
+  event<S extends StandardSchemaV1>(
+    name: string,
+    opts: EventOptions<StandardSchemaV1.InferInput<S>> & { readonly schema: S },
+  ): EventType<StandardSchemaV1.InferInput<S>>;
   /** An event of the domain's event map (its payload type from the map). */
   event<K extends keyof E & string>(name: K, opts?: EventOptions<E[K]>): EventType<E[K]>;
   event<P>(name: string, opts?: EventOptions<P>): EventType<P>;

@@ -1,4 +1,5 @@
 import type { PermissionFunc } from "./permission.js";
+import type { StandardSchemaV1 } from "./standard-schema.js";
 import type { Event, JsonSchema, NewEvent, RequestContext } from "./types.js";
 
 /** What command and query types share: identity, description, permission, schema, secret fields. */
@@ -7,7 +8,7 @@ export interface MessageType<P = unknown, R = unknown> {
   readonly name: string;
   readonly description: string;
   readonly permission: PermissionFunc;
-  readonly schema?: JsonSchema;
+  readonly schema?: JsonSchema | StandardSchemaV1;
   /** Payload fields recorded as "[redacted]" wherever the message is recorded. */
   readonly secretFields: readonly string[];
   /** Phantom members: carry the payload and result types. */
@@ -59,7 +60,7 @@ export interface EventType<P = unknown> {
   /** `${domain}.${name}` */
   readonly path: string;
   readonly description: string;
-  readonly schema?: JsonSchema;
+  readonly schema?: JsonSchema | StandardSchemaV1;
   create(aggregateUuid: string, payload: P, opts?: { version?: number; tenantUuid?: string; reqCtx?: RequestContext }): NewEvent<P>;
   /** Narrows a stored event to this type. */
   is(event: Event): event is Event<P>;
@@ -105,7 +106,7 @@ export type Upcaster = (payload: any, event: Readonly<Event>) => unknown;
 /** Options of `Domain.event`. */
 export interface EventOptions<P = any> {
   readonly description?: string;
-  readonly schema?: JsonSchema;
+  readonly schema?: JsonSchema | StandardSchemaV1;
   /** The current version of the event's payload (an integer >= 1, default 1). Stored events keep the version they were written in. */
   readonly version?: number;
   /** For every older version v (1 .. version - 1): `v: (payload) => payload of v + 1`. A missing step is INVALID_DOMAIN. */

@@ -11,14 +11,19 @@ import { convertTo2020_12, JSON_SCHEMA_2020_12 } from "./convert-2020-12.js";
 import { FORMAT_CHECKS } from "./formats.js";
 import { appendPointer, formatLocalRef, parseLocalRef } from "./json-pointer.js";
 import { withPropertyTypes } from "./property-types.js";
+import { isStandardSchema, type StandardSchemaV1 } from "../model/standard-schema.js";
+import { standardJsonSchema, standardPayloadCheck, type StandardPayloadCheck } from "./standard-schema.js";
 
 /** What the registry needs of a command, query or event type token. */
 export interface SchemaTypeRef {
   readonly kind: "command" | "query" | "event";
   readonly domain: string;
   readonly name: string;
-  /** An explicit schema: wins over `$defs[name]` of the registry. */
-  readonly schema?: JsonSchema | undefined;
+  /**
+   * An explicit schema, JSON Schema or a Standard Schema v1 validator (zod 4,
+   * valibot, arktype, ...): wins over `$defs[name]` of the registry.
+   */
+  readonly schema?: JsonSchema | StandardSchemaV1 | undefined;
 }
 
 /** The schemas document: the object `mneme schema build` wrote, or the path of its file. */
@@ -55,9 +60,11 @@ export interface SchemaRequest {
 }
 
 interface Entry {
-  readonly explicit: JsonSchema | undefined;
+  readonly explicit: JsonSchema | StandardSchemaV1 | undefined;
   readonly document: JsonSchema | undefined;
   validator?: PayloadValidator | undefined;
+  /** A Standard Schema's check, which may answer asynchronously (`validate` awaits it). */
+  readonly check?: StandardPayloadCheck | undefined;
 }
 
 type SchemaObject = { [key: string]: unknown };
@@ -194,6 +201,13 @@ export class SchemaRegistry {
       throw new MnemeError("UNKNOWN_SCHEMA_TYPE", `unknown type "${type}" in domain "${domain}" (known: ${list})`);
     }
     const document = this.documentFor(found);
+    if (document === undefined && isStandardSchema(found.schema)) {
+      throw new MnemeError(
+        "UNKNOWN_SCHEMA_TYPE",
+        `${found.kind} ${domain}.${type} is validated by its ${found.schema["~standard"].vendor} schema, which offers no JSON Schema ` +
+          `(Standard JSON Schema, \`~standard.jsonSchema\`); with valibot, pass toStandardJsonSchema(schema) from @valibot/to-json-schema`,
+      );
+    }
     if (document === undefined) {
       throw new MnemeError(
         "UNKNOWN_SCHEMA_TYPE",
@@ -279,14 +293,15 @@ export class SchemaRegistry {
    * @throws MnemeError VALIDATION_FAILED with one detail (`pointer`, `message`) per
    *   failure and a message that lists the pointers.
    */
-  validate(type: SchemaTypeRef, payload: unknown): void {
-    const details = this.validator(type)?.(payload);
-    if (details === undefined) return;
-    const shown = details.slice(0, MESSAGE_POINTERS).map((d) => `${d.pointer === "" ? "(payload)" : d.pointer} ${d.message}`);
-    const more = details.length > MESSAGE_POINTERS ? `; and ${details.length - MESSAGE_POINTERS} more` : "";
-    throw new MnemeError("VALIDATION_FAILED", `invalid payload for ${type.kind} ${type.domain}.${type.name}: ${shown.join("; ")}${more}`, {
-      details,
-    });
+  validate(type: SchemaTypeRef, payload: unknown): void | Promise<void> {
+    const entry = this.entry(type);
+    const details = entry.check !== undefined ? entry.check(payload) : this.validator(type)?.(payload);
+    if (details instanceof Promise) {
+      return details.then((d) => {
+        if (d !== undefined) throw validationFailed(type, d);
+      });
+    }
+    if (details !== undefined) throw validationFailed(type, details);
   }
 
   private entry(type: SchemaTypeRef): Entry {
@@ -296,7 +311,9 @@ export class SchemaRegistry {
     const key = `${type.kind}\u0000${type.domain}\u0000${type.name}`;
     let entry = this.byKey.get(key);
     if (entry === undefined || entry.explicit !== type.schema) {
-      entry = { explicit: type.schema, document: this.buildDocument(type) };
+      entry = isStandardSchema(type.schema)
+        ? standardEntry(type, type.schema)
+        : { explicit: type.schema, document: this.buildDocument(type) };
       this.byKey.set(key, entry);
     }
     this.byToken.set(type, entry);
@@ -519,4 +536,36 @@ function deepFreeze<T>(value: T): T {
     for (const v of Object.values(value)) deepFreeze(v);
   }
   return value;
+}
+
+/** VALIDATION_FAILED with one detail per failure and a message that lists the first pointers. */
+function validationFailed(type: SchemaTypeRef, details: MnemeErrorDetail[]): MnemeError {
+  const shown = details.slice(0, MESSAGE_POINTERS).map((d) => `${d.pointer === "" ? "(payload)" : d.pointer} ${d.message}`);
+  const more = details.length > MESSAGE_POINTERS ? `; and ${details.length - MESSAGE_POINTERS} more` : "";
+  return new MnemeError("VALIDATION_FAILED", `invalid payload for ${type.kind} ${type.domain}.${type.name}: ${shown.join("; ")}${more}`, {
+    details,
+  });
+}
+
+/** A type declared with a Standard Schema: its own check, and the JSON Schema its library offers (if any). */
+function standardEntry(type: SchemaTypeRef, schema: StandardSchemaV1): Entry {
+  const label = `${type.kind} ${type.domain}.${type.name}`;
+  const document = standardJsonSchema(schema, label);
+  const check = standardPayloadCheck(schema, label);
+  return {
+    explicit: schema,
+    document: document === undefined ? undefined : deepFreeze<JsonSchema>({ $schema: JSON_SCHEMA_2020_12, ...convertTo2020_12(document) }),
+    check,
+    validator: (payload) => {
+      const details = check(payload);
+      if (details instanceof Promise) {
+        details.catch(() => undefined);
+        throw new MnemeError(
+          "INVALID_REQUEST",
+          `the ${schema["~standard"].vendor} schema of ${label} validates asynchronously: use validate(), which awaits it`,
+        );
+      }
+      return details;
+    },
+  };
 }
