@@ -199,6 +199,27 @@ describe("production install of the packed package (npm install --omit=dev)", ()
     expect(r.stdout.trim()).toBe("1");
   });
 
+  it("without the database drivers (optional peers), mneme/sqlite and mneme/postgres import, and making a backend names the package and its install command", async () => {
+    const packages = packagesBelow(appDir);
+    expect(packages).not.toContain("better-sqlite3");
+    expect(packages).not.toContain("pg");
+    const script = [
+      'const { createSqliteBackends } = await import("mneme/sqlite");',
+      'const { createPostgresBackends } = await import("mneme/postgres");',
+      'const { isMnemeError } = await import("mneme");',
+      "for (const make of [() => createSqliteBackends({ filename: 'app.db' }), () => createPostgresBackends({ connectionString: 'postgres://127.0.0.1/x' })]) {",
+      "  try { make(); console.log('made'); } catch (e) { console.log(isMnemeError(e, 'INVALID_REQUEST'), e.message); }",
+      "}",
+    ].join("\n");
+    const r = await runProcess(process.execPath, ["--input-type=module", "-e", script], appDir);
+    expect(r.stderr.trim()).toBe("");
+    const [sqlite, postgres] = r.stdout.trim().split("\n");
+    expect(sqlite).toMatch(
+      /^true mneme\/sqlite needs better-sqlite3, which is not installed: .*Install it: npm install better-sqlite3@\^12\. .*allowScripts/,
+    );
+    expect(postgres).toMatch(/^true mneme\/postgres needs pg, which is not installed: .*Install it: npm install pg@\^8$/);
+  });
+
   it("the CLI's --help and --version work without the generator", async () => {
     const [help, version] = await Promise.all([runProcess(bin, ["--help"], appDir), runProcess(bin, ["--version"], appDir)]);
     expect(help.code).toBe(0);

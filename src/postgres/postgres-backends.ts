@@ -1,4 +1,5 @@
-import pg from "pg";
+import type pg from "pg";
+import { PG, requireDriver } from "../store/driver.js";
 import { MnemeError } from "../model/errors.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
@@ -87,7 +88,8 @@ export function createPostgresBackends(
     pool = connection.pool;
     connectionInfo = describeConnection(pool, schema);
   } else if (typeof connection.connectionString === "string" && connection.connectionString !== "") {
-    ownPool = new pg.Pool({ connectionString: connection.connectionString, max: poolSize });
+    const { Pool } = requireDriver<typeof pg>(PG);
+    ownPool = new Pool({ connectionString: connection.connectionString, max: poolSize });
     pool = ownPool;
     connectionInfo = describeConnection(connection.connectionString, schema);
   } else {

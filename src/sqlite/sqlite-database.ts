@@ -1,4 +1,5 @@
-import Database from "better-sqlite3";
+import type BetterSqlite3 from "better-sqlite3";
+import { BETTER_SQLITE3, nativeBuildMissing, requireDriver } from "../store/driver.js";
 import { MnemeError } from "../model/errors.js";
 import type { SqliteDriverDatabase, SqliteDriverStatement } from "./sqlite-driver.js";
 import { toStoreError } from "./sqlite-errors.js";
@@ -62,11 +63,12 @@ export class SqliteDatabase {
     if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
       throw new MnemeError("INVALID_REQUEST", `sqlite: busyTimeoutMs must be a non-negative integer, got ${String(busyTimeoutMs)}`);
     }
+    const Database = requireDriver<typeof BetterSqlite3>(BETTER_SQLITE3);
     let driver: SqliteDriverDatabase;
     try {
       driver = new Database(filename, { timeout: busyTimeoutMs });
     } catch (e) {
-      throw toStoreError(e, `opening ${filename}`);
+      throw nativeBuildMissing(e) ?? toStoreError(e, `opening ${filename}`);
     }
     try {
       driver.pragma("journal_mode = WAL");

@@ -1,0 +1,82 @@
+/**
+ * The database drivers (better-sqlite3, pg) are optional peer dependencies:
+ * an application installs the one it uses. They are loaded when a backend is
+ * made, not when `mneme/sqlite` or `mneme/postgres` is imported, so a missing
+ * one is a MnemeError naming the package and the command that installs it
+ * instead of a bare ERR_MODULE_NOT_FOUND.
+ */
+import { createRequire } from "node:module";
+import { MnemeError } from "../model/errors.js";
+
+const load = createRequire(import.meta.url);
+
+/** A driver the application installs: its package, the range mneme supports, and what needs it. */
+export interface DriverPackage {
+  readonly name: string;
+  readonly range: string;
+  /** The subpath that needs it, as the error names it (`mneme/sqlite`). */
+  readonly neededBy: string;
+  /** A sentence added to the error, e.g. about a native build. */
+  readonly note?: string;
+}
+
+export const BETTER_SQLITE3: DriverPackage = {
+  name: "better-sqlite3",
+  range: "^12",
+  neededBy: "mneme/sqlite",
+  note:
+    'It builds a native module when installed: npm 11 runs that build only for packages your package.json allows ("allowScripts": { "better-sqlite3": true }); ' +
+    "after allowing it, run npm rebuild better-sqlite3",
+};
+
+export const PG: DriverPackage = { name: "pg", range: "^8", neededBy: "mneme/postgres" };
+
+/** `npm install <name>@<range>` */
+export function driverInstallCommand(pkg: DriverPackage): string {
+  return `npm install ${pkg.name}@${pkg.range}`;
+}
+
+/**
+ * The driver's module (its CommonJS exports), loaded once by Node's cache.
+ * @throws MnemeError INVALID_REQUEST naming the package and its install command when it is not installed.
+ */
+export function requireDriver<T>(pkg: DriverPackage): T {
+  try {
+    return load(pkg.name) as T;
+  } catch (e) {
+    if (isNotInstalled(e, pkg.name)) throw driverMissing(pkg);
+    throw e;
+  }
+}
+
+/** The error of a driver that is not installed: what needs it, and the install command. */
+export function driverMissing(pkg: DriverPackage): MnemeError {
+  return new MnemeError(
+    "INVALID_REQUEST",
+    `${pkg.neededBy} needs ${pkg.name}, which is not installed: it is an optional peer dependency of mneme, installed by the application that uses ${pkg.neededBy}. ` +
+      `Install it: ${driverInstallCommand(pkg)}${pkg.note === undefined ? "" : `. ${pkg.note}`}`,
+  );
+}
+
+function isNotInstalled(e: unknown, name: string): boolean {
+  if (typeof e !== "object" || e === null) return false;
+  const { code, message } = e as { code?: unknown; message?: unknown };
+  return code === "MODULE_NOT_FOUND" && typeof message === "string" && message.includes(`'${name}'`);
+}
+
+/**
+ * better-sqlite3 installed without its native build (npm 11 skipped its
+ * install script, or a Node.js of another ABI built it): the error says how
+ * to build it; other errors are returned as they are.
+ */
+export function nativeBuildMissing(e: unknown): MnemeError | undefined {
+  const message = e instanceof Error ? e.message : "";
+  if (!/Could not locate the bindings file|NODE_MODULE_VERSION|was compiled against a different Node\.js version/.test(message))
+    return undefined;
+  return new MnemeError(
+    "INVALID_REQUEST",
+    `mneme/sqlite: better-sqlite3 is installed but its native module is not built for this Node.js (${process.version}): ` +
+      `allow its install script ("allowScripts": { "better-sqlite3": true } in your package.json, npm 11) and run npm rebuild better-sqlite3 (${message.split("\n")[0]})`,
+    { cause: e },
+  );
+}
