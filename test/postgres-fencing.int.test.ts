@@ -10,7 +10,7 @@ import { createFacade, type Facade } from "mneme";
 import type { ReadmodelStoreBackend } from "mneme/store";
 import { createPostgresBackends, type PgStatement } from "mneme/postgres";
 import { Reactor } from "mneme/reactions";
-import { runnerOf } from "../src/readmodel/handler-runner.js";
+import { runnerOf } from "../src/readmodel/base-event-handler.js";
 import { Counter, Increment, Incremented } from "./support/counter-domain.js";
 import { gate, GatedTotals } from "./support/gated-totals.js";
 import { postgresScratch } from "./support/postgres-scratch.js";

@@ -6,7 +6,7 @@ import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmo
 import { BaseReadmodel, type ReadmodelFacade, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
 import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
 import { collectionInScope } from "../readmodel/tenant-scope.js";
-import { runnerOf } from "../readmodel/handler-runner.js";
+import { runnerOf } from "../readmodel/base-event-handler.js";
 import {
   backoffMs,
   dueOrderOf,

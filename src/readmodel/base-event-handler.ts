@@ -13,6 +13,9 @@ import { HandlerRunner } from "./handler-runner.js";
 
 export { DEFAULT_DELIVERY, HandlerFailure, type DeliveryOptions, type HandlerHost } from "./handler-runner.js";
 
+/** Reads a handler's private runner; set by BaseEventHandler's static block, the only code that can. */
+let runnerField: (handler: BaseEventHandler) => HandlerRunner;
+
 /**
  * Base of every event handler: its map of handler functions, and a read-only
  * view of the runner that delivers to it (live delivery in position order,
@@ -30,6 +33,10 @@ export class BaseEventHandler implements EventHandler {
   readonly #handlers = new Map<string, DomainEventHandler[]>();
   readonly #catchAll: DomainEventHandler[] = [];
   readonly #eventTypes = new Map<string, EventType>();
+
+  static {
+    runnerField = (handler) => handler.#runner;
+  }
 
   constructor() {
     // Closures made here may call the protected hooks; the runner gets nothing else of the subclass.
@@ -173,6 +180,17 @@ class EventHandlerAdapter extends BaseEventHandler {
   override getDomainEventHandlers(typeOrPath: EventType | AllEventsType | string): DomainEventHandler[] {
     return this.inner.getDomainEventHandlers(typeOrPath);
   }
+}
+
+/**
+ * @internal The runner of a BaseEventHandler (or BaseReadmodel): the handler holds it in a
+ * private field. Not exported by the package: the facade and the Runtime use it; a subclass
+ * has no way to it.
+ */
+export function runnerOf(handler: object): HandlerRunner {
+  if (!(handler instanceof BaseEventHandler))
+    throw new MnemeError("INVALID_EVENT_HANDLER", "not an event handler made by BaseEventHandler or BaseReadmodel");
+  return runnerField(handler);
 }
 
 /**

@@ -1,8 +1,7 @@
 import { MnemeError } from "../model/errors.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import { BaseEventHandler } from "./base-event-handler.js";
-import { runnerOf } from "./handler-runner.js";
+import { BaseEventHandler, runnerOf } from "./base-event-handler.js";
 import { type CollectionTenancy, currentPrefix, GenerationalCollection } from "./readmodel-generations.js";
 import { inTenantScope } from "./tenant-scope.js";
 import { tenantView } from "./tenant-view.js";

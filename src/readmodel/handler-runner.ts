@@ -33,19 +33,6 @@ export {
 export type { EventHandlerListing } from "./runner-listing.js";
 export type { RebuildPhase, RestorationProgress } from "../model/event-handler.js";
 
-/** Handler -> its runner. Owned by src/readmodel; src/app and src/runtime reach a runner only through `runnerOf`. */
-const runners = new WeakMap<object, HandlerRunner>();
-
-/**
- * @internal The runner of a BaseEventHandler (or BaseReadmodel). Not exported by the package:
- * the facade and the Runtime use it; a subclass has no way to it.
- */
-export function runnerOf(handler: object): HandlerRunner {
-  const r = runners.get(handler);
-  if (r === undefined) throw new MnemeError("INVALID_EVENT_HANDLER", "not an event handler made by BaseEventHandler or BaseReadmodel");
-  return r;
-}
-
 /**
  * Runs one event handler: live delivery in position order, exactly once, a
  * persisted checkpoint, restoration with the hand-off of live events,
@@ -66,14 +53,12 @@ export class HandlerRunner {
   readonly #restore: RunnerRestore;
   readonly #onAttach: ((host: HandlerHost) => void)[] = [];
 
-  /** Makes the runner of `handler` (one per handler, found again with `runnerOf`). */
+  /** Makes the runner of `handler`: BaseEventHandler makes one in its constructor and holds it (see `runnerOf`). */
   constructor(handler: EventHandler, hooks: RunnerHooks) {
-    if (runners.has(handler)) throw new MnemeError("INVALID_EVENT_HANDLER", "this event handler has a runner already");
     this.#s = new RunnerState(handler, hooks, AsyncLocalStorage.snapshot());
     this.#locks = new RunnerLocks(this.#s, () => this.#resume());
     this.#delivery = new RunnerDelivery(this.#s, this.#locks);
     this.#restore = new RunnerRestore(this.#s, this.#locks, this.#delivery);
-    runners.set(handler, this);
   }
 
   // ---------------------------------------------------------------- configuration
