@@ -207,13 +207,13 @@ describe("fencing on Postgres: two instances on one schema", () => {
 
     gates.a.open();
     await until(() => reactors.a!.state === "standby", "a stands by");
-    await reactors.a!.drainOutbox().catch(() => undefined);
-    const [entry] = await reactors.b!.listOutbox();
+    await reactors.a!.outbox.drain().catch(() => undefined);
+    const [entry] = await reactors.b!.outbox.list();
     expect(entry).toMatchObject({ status: "pending", attempts: 0 });
     expect(entry!.lastError).toBeUndefined();
 
     gates.b.open();
-    await until(async () => (await reactors.b!.listOutbox()).length === 0, "b's delivery removes the entry");
+    await until(async () => (await reactors.b!.outbox.list()).length === 0, "b's delivery removes the entry");
     expect(attempts).toEqual(["a:1", "b:1"]);
   });
 });

@@ -198,6 +198,7 @@ export class HandlerRunner {
   async start(): Promise<void> {
     const s = this.#s;
     const name = s.name;
+    s.hooks.starting();
     if (s.restore !== undefined) throw new MnemeError("INVALID_STATE", `event handler ${name} is restoring; wait for it or stop it`);
     if (s.state === "running") throw new MnemeError("INVALID_STATE", `event handler ${name} is running already`);
     if (s.state === "standby") throw new MnemeError("INVALID_STATE", `event handler ${name} is in standby: another instance processes it`);
@@ -232,6 +233,7 @@ export class HandlerRunner {
    */
   async stop(): Promise<void> {
     const s = this.#s;
+    await s.hooks.stopping();
     if (s.restore !== undefined) {
       const r = s.restore;
       r.controller.abort();
@@ -268,6 +270,7 @@ export class HandlerRunner {
    * applied after the replay, each exactly once.
    */
   startRestore(opts: { fromZero?: boolean; signal?: AbortSignal } = {}): { done: Promise<RestoreReport>; cancel(): void } {
+    this.#s.hooks.starting();
     return this.#restore.start(opts);
   }
 

@@ -99,6 +99,10 @@ export interface RunnerHooks {
   discardBatch(): void;
   /** Clears the handler's own state before a restoration from zero (inside the reset's transaction). */
   resetState(): Promise<void>;
+  /** The handler is about to go live (start, restore): its parts start (an outbox's worker). */
+  starting(): void;
+  /** The handler is being stopped: its parts stop first. */
+  stopping(): Promise<void>;
 }
 
 /**
