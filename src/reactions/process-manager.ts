@@ -156,36 +156,13 @@ export class ProcessManager<S> extends BaseReadmodel {
     const dueNow = Math.min(Math.floor(event.createdAt / 1e6), createdAt);
     const add = (type: CommandRef, p: unknown, dueAt: number, scheduled: boolean): string => {
       if (!open) throw new MnemeError("INVALID_STATE", `${this.name}: dispatch and schedule only while the step runs`);
-      const ref = commandRef(type, this.name);
-      const problem =
-        p !== null && typeof p === "object" && !Array.isArray(p) ? jsonSafeProblem(p) : { pointer: "", message: "must be a JSON object" };
-      if (problem !== undefined)
-        throw new MnemeError(
-          "INVALID_REQUEST",
-          `${this.name}: the payload of ${ref.domain}.${ref.name} is not JSON-safe at "${problem.pointer}": ${problem.message}`,
-        );
-      const index = entries.length;
-      const id = reactionCommandUuid(this.name, event.eventUuid, index);
-      entries.push({
-        id,
-        kind: "command",
-        eventHandlerName: this.name,
-        status: "pending",
-        scheduled,
+      const entry = this.#entry(event, { processId, correlationId, createdAt }, commandRef(type, this.name), p, {
         dueAt,
-        dueOrder: dueOrderOf(dueAt, event.position, index),
-        index,
-        attempts: 0,
-        createdAt,
-        eventUuid: event.eventUuid,
-        eventPath: `${event.domain}.${event.name}`,
-        position: event.position,
-        tenantUuid: event.tenantUuid,
-        correlationId,
-        processId,
-        command: { domain: ref.domain, name: ref.name, payload: p, reqCtx: this.#commandCtx(event, correlationId) },
+        scheduled,
+        index: entries.length,
       });
-      return id;
+      entries.push(entry);
+      return entry.id;
     };
     const ctx: ProcessContext = {
       eventHandlerName: hctx.eventHandlerName,
@@ -219,6 +196,44 @@ export class ProcessManager<S> extends BaseReadmodel {
       await states.put(processId, { processId, state: next ?? doc?.state ?? this.#initialState(), position: event.position });
     }
     await this.outbox.record(event, await this.#sealed(entries, event), cancels);
+  }
+
+  /** The outbox entry of a command sent by a step for `event` (its payload checked JSON-safe). */
+  #entry(
+    event: Event,
+    process: { processId: string; correlationId: string; createdAt: number },
+    ref: { domain: string; name: string },
+    p: unknown,
+    at: { dueAt: number; scheduled: boolean; index: number },
+  ): OutboxEntry {
+    const problem =
+      p !== null && typeof p === "object" && !Array.isArray(p) ? jsonSafeProblem(p) : { pointer: "", message: "must be a JSON object" };
+    if (problem !== undefined)
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `${this.name}: the payload of ${ref.domain}.${ref.name} is not JSON-safe at "${problem.pointer}": ${problem.message}`,
+      );
+    const { dueAt, scheduled, index } = at;
+    const { processId, correlationId, createdAt } = process;
+    return {
+      id: reactionCommandUuid(this.name, event.eventUuid, index),
+      kind: "command",
+      eventHandlerName: this.name,
+      status: "pending",
+      scheduled,
+      dueAt,
+      dueOrder: dueOrderOf(dueAt, event.position, index),
+      index,
+      attempts: 0,
+      createdAt,
+      eventUuid: event.eventUuid,
+      eventPath: `${event.domain}.${event.name}`,
+      position: event.position,
+      tenantUuid: event.tenantUuid,
+      correlationId,
+      processId,
+      command: { domain: ref.domain, name: ref.name, payload: p, reqCtx: this.#commandCtx(event, correlationId) },
+    };
   }
 
   /** The entries with their commands' personal fields sealed, as the outbox keeps them (none for a replay: nothing is kept). */
