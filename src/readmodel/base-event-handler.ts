@@ -32,9 +32,9 @@ export interface HandlerPart {
 }
 
 /** Reads a handler's private runner; set by BaseEventHandler's static block, the only code that can. */
-let runnerField: (handler: BaseEventHandler) => HandlerRunner;
+let runnerField: (handler: object) => HandlerRunner | undefined;
 /** Reads a handler's private list of parts, likewise. */
-let partsField: (handler: BaseEventHandler) => readonly HandlerPart[];
+let partsField: (handler: object) => readonly HandlerPart[] | undefined;
 
 /**
  * Base of every event handler: its map of handler functions, and a read-only
@@ -56,8 +56,8 @@ export class BaseEventHandler implements EventHandler {
   readonly #parts: HandlerPart[] = [];
 
   static {
-    runnerField = (handler) => handler.#runner;
-    partsField = (handler) => handler.#parts;
+    runnerField = (handler) => (#runner in handler ? handler.#runner : undefined);
+    partsField = (handler) => (#parts in handler ? handler.#parts : undefined);
   }
 
   constructor() {
@@ -234,9 +234,9 @@ class EventHandlerAdapter extends BaseEventHandler {
  * has no way to it.
  */
 export function runnerOf(handler: object): HandlerRunner {
-  if (!(handler instanceof BaseEventHandler))
-    throw new MnemeError("INVALID_EVENT_HANDLER", "not an event handler made by BaseEventHandler or BaseReadmodel");
-  return runnerField(handler);
+  const runner = typeof handler === "object" && handler !== null ? runnerField(handler) : undefined;
+  if (runner === undefined) throw new MnemeError("INVALID_EVENT_HANDLER", "not an event handler made by BaseEventHandler or BaseReadmodel");
+  return runner;
 }
 
 /**
@@ -244,9 +244,7 @@ export function runnerOf(handler: object): HandlerRunner {
  * (`addPart`): a tenant's view of the handler gives a tenant's view of it too.
  */
 export function isPartOf(handler: object, value: unknown): boolean {
-  return (
-    handler instanceof BaseEventHandler && typeof value === "object" && value !== null && partsField(handler).includes(value as HandlerPart)
-  );
+  return typeof value === "object" && value !== null && partsField(handler)?.includes(value as HandlerPart) === true;
 }
 
 /**
