@@ -22,16 +22,8 @@ import {
   RunnerState,
 } from "./runner-state.js";
 
-export {
-  DEFAULT_DELIVERY,
-  HandlerFailure,
-  type DeliveryOptions,
-  type HandlerHost,
-  type RestorerConfig,
-  type RunnerHooks,
-} from "./runner-state.js";
+export { DEFAULT_DELIVERY, HandlerFailure, type DeliveryOptions, type HandlerHost } from "./runner-state.js";
 export type { EventHandlerListing } from "./runner-listing.js";
-export type { RebuildPhase, RestorationProgress } from "../model/event-handler.js";
 
 /**
  * Runs one event handler: live delivery in position order, exactly once, a
