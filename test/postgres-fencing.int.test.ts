@@ -10,7 +10,7 @@ import { createFacade, type Facade } from "mneme";
 import type { ReadmodelStoreBackend } from "mneme/store";
 import { createPostgresBackends, type PgStatement } from "mneme/postgres";
 import { Reactor } from "mneme/reactions";
-import { runnerOf } from "../src/readmodel/handler-runner.js";
+import { runnerOf } from "../src/readmodel/base-event-handler.js";
 import { Counter, Increment, Incremented } from "./support/counter-domain.js";
 import { gate, GatedTotals } from "./support/gated-totals.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
@@ -207,13 +207,13 @@ describe("fencing on Postgres: two instances on one schema", () => {
 
     gates.a.open();
     await until(() => reactors.a!.state === "standby", "a stands by");
-    await reactors.a!.drainOutbox().catch(() => undefined);
-    const [entry] = await reactors.b!.listOutbox();
+    await reactors.a!.outbox.drain().catch(() => undefined);
+    const [entry] = await reactors.b!.outbox.list();
     expect(entry).toMatchObject({ status: "pending", attempts: 0 });
     expect(entry!.lastError).toBeUndefined();
 
     gates.b.open();
-    await until(async () => (await reactors.b!.listOutbox()).length === 0, "b's delivery removes the entry");
+    await until(async () => (await reactors.b!.outbox.list()).length === 0, "b's delivery removes the entry");
     expect(attempts).toEqual(["a:1", "b:1"]);
   });
 });

@@ -172,23 +172,23 @@ describe.each(sharedPlaces("privacy_cmd"))("command personal data on %s", (_name
     f.registerReadmodel(pm);
     await f.start();
     await f.dispatch(lib.Lend, lend(), { reqCtx, waitToFinish: true });
-    const stored = await pm.listOutbox();
+    const stored = await pm.outbox.list();
     expect(stored.map((e) => e.command?.payload)).toEqual([
       { memberUuid: "member-1", email: EMAIL },
       { memberUuid: "member-2", email: "kept@example.org" },
     ]);
     await f.forget("member-1");
     now += 61_000;
-    await pm.drainOutbox();
+    await pm.outbox.drain();
     expect(lib.reminded).toEqual([{ memberUuid: "member-2", email: "kept@example.org" }]);
     const dead = await f.query(ListDeadLetters, {}, { reqCtx });
     expect(dead).toHaveLength(1);
     expect(dead[0]?.target).toBe("Library.Remind");
     expect(dead[0]?.lastError).toMatch(/not sent: 1 of its personal values were erased/);
-    expect((await pm.getOutboxEntry(dead[0]!.id))?.command?.payload).toEqual({ memberUuid: "member-1", email: "[erased]" });
+    expect((await pm.outbox.get(dead[0]!.id))?.command?.payload).toEqual({ memberUuid: "member-1", email: "[erased]" });
     // A retry meets the same erased values: dead again, never sent.
     await f.runtime.controlDeadLetter({ action: "retry", id: dead[0]!.id });
-    await pm.drainOutbox();
+    await pm.outbox.drain();
     expect(lib.reminded).toHaveLength(1);
     expect(await f.query(ListDeadLetters, {}, { reqCtx })).toHaveLength(1);
   });

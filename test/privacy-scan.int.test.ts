@@ -216,7 +216,7 @@ describe.each([
       const lent = await call(server.url, "POST", lendPath, { headers, body: lend });
       expect(lent.status).toBe(200);
       expect(JSON.stringify(lent.body)).toContain(ANN.secondEmail);
-      await welcome.drainOutbox();
+      await welcome.outbox.drain();
 
       // The handlers got clear values; the listings show them in clear before the forget.
       expect(mails.filter((m) => m.memberUuid === annUuid)).toEqual([
@@ -242,7 +242,7 @@ describe.each([
       const after = await f.query(ListScheduledCommands, {}, { reqCtx });
       expect(after.find((s) => (s.payload as Mail).memberUuid === annUuid)?.payload).toEqual({ memberUuid: annUuid, email: "[erased]" });
       expect(after.find((s) => (s.payload as Mail).memberUuid === bobUuid)?.payload).toEqual({ memberUuid: bobUuid, email: BOB.email });
-      const deadEntry = await welcome.getOutboxEntry((await f.query(ListDeadLetters, {}, { reqCtx }))[0]!.id);
+      const deadEntry = await welcome.outbox.get((await f.query(ListDeadLetters, {}, { reqCtx }))[0]!.id);
       expect(JSON.stringify(deadEntry)).not.toContain(ANN.email);
       const records = await f.runtime.stores.read("command", reqCtx, { limit: 100 });
       const lendRecord = records.items.find((r) => (r as { name: string }).name === "LendBook") as { payload: Lend };

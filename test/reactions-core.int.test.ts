@@ -56,8 +56,8 @@ describe.each(BACKENDS)("reactions on %s", (backend) => {
     await settled();
     const before = await allEvents(facade);
     const stateBefore = await fulfilment.listStates();
-    const outboxBefore = (await fulfilment.listOutbox()).map((e) => e.id);
-    const gatewayBefore = await gateway.listOutbox();
+    const outboxBefore = (await fulfilment.outbox.list()).map((e) => e.id);
+    const gatewayBefore = await gateway.outbox.list();
     expect(stateBefore.map((s) => s.processId)).toEqual([waiting]);
     expect(outboxBefore).toHaveLength(1); // the payment timeout of `waiting`
     expect(gatewayBefore).toHaveLength(1); // the retry of its charge
@@ -65,13 +65,13 @@ describe.each(BACKENDS)("reactions on %s", (backend) => {
     for (const name of ["Fulfilment", "PaymentGateway"]) {
       await facade.dispatch(ControlEventHandler, { action: "restore", eventHandlerName: name, restoreFromZero: true }, { reqCtx: ADMIN });
     }
-    await fulfilment.drainOutbox();
-    await gateway.drainOutbox();
+    await fulfilment.outbox.drain();
+    await gateway.outbox.drain();
     expect(await allEvents(facade)).toEqual(before);
     expect(provider.calls.length).toBe(calls);
     expect(await fulfilment.listStates()).toEqual(stateBefore);
-    expect((await fulfilment.listOutbox()).map((e) => e.id)).toEqual(outboxBefore);
-    expect(await gateway.listOutbox()).toEqual(gatewayBefore);
+    expect((await fulfilment.outbox.list()).map((e) => e.id)).toEqual(outboxBefore);
+    expect(await gateway.outbox.list()).toEqual(gatewayBefore);
   });
 
   it("a restore from zero under live traffic: every order placed before, during and after it ships once, charged once", async () => {
@@ -107,7 +107,7 @@ describe.each(BACKENDS)("reactions on %s", (backend) => {
     }
     expect(provider.calls.map((c) => c.orderUuid).sort()).toEqual([...orders].sort());
     expect(await fulfilment.listStates()).toEqual([]);
-    expect(await gateway.listOutbox()).toEqual([]);
+    expect(await gateway.outbox.list()).toEqual([]);
   });
 
   it("lists and cancels scheduled commands through the Runtime (cancel: administrators only)", async () => {
@@ -171,7 +171,7 @@ describe.each(BACKENDS)("reactions on %s", (backend) => {
       "PaymentCharged",
       "OrderShipped",
     ]);
-    expect(await gateway.listOutbox()).toEqual([]);
+    expect(await gateway.outbox.list()).toEqual([]);
     expect(provider.calls.filter((c) => c.idempotencyKey === kb)).toHaveLength(2); // never again after the discard
     expect(provider.calls.filter((c) => c.idempotencyKey === ka)).toHaveLength(3);
   });
@@ -196,15 +196,15 @@ describe.each(BACKENDS)("reactions on %s", (backend) => {
     await facade.start();
     await facade.eventRepository.append([{ domain: "Ping", name: "Pinged", aggregateUuid: newUuid(), payload: { n: 1 }, tenantUuid: "" }]);
     await settle(facade, [reactor], clock.now);
-    const dueOf = async () => (await reactor.listOutbox())[0]!;
+    const dueOf = async () => (await reactor.outbox.list())[0]!;
     for (const wait of [100, 200, 400]) {
       const e = await dueOf();
       expect(e.dueAt - clock.ms).toBe(wait);
       clock.advance(wait - 1);
-      await reactor.drainOutbox();
+      await reactor.outbox.drain();
       expect((await dueOf()).attempts).toBe(e.attempts); // not due yet
       clock.advance(1);
-      await reactor.drainOutbox();
+      await reactor.outbox.drain();
     }
     expect(attempts).toEqual([1, 2, 3, 4]);
     expect(await dueOf()).toMatchObject({ status: "dead", attempts: 4, lastError: "try 4" });
@@ -319,9 +319,9 @@ describe("cancelling a scheduled command while it fires", () => {
     await f.start();
     await f.eventRepository.append([{ domain: "Gate", name: "Opened", aggregateUuid: "door", payload: { n: 1 }, tenantUuid: "" }]);
     await settle(f, [pm], clock.now);
-    expect((await pm.listOutbox()).map((e) => e.id)).toEqual([scheduled]);
+    expect((await pm.outbox.list()).map((e) => e.id)).toEqual([scheduled]);
     clock.advance(10);
-    const firing = pm.drainOutbox();
+    const firing = pm.outbox.drain();
     await inHandler;
     expect(await codeOf(f.runtime.cancelScheduledCommand({ commandUuid: scheduled }))).toBe("INVALID_STATE");
     open();
@@ -394,7 +394,7 @@ describe("process manager and reactor input", () => {
     for (let i = 0; pm.state !== "failed" && i < 400; i++) await new Promise((r) => setTimeout(r, 5));
     expect(pm.state).toBe("failed");
     expect(f.runtime.listEventHandlers().find((h) => h.name === "BadSteps")?.lastError).toContain('"at" must be a valid Date');
-    expect(await pm.listOutbox()).toEqual([]);
+    expect(await pm.outbox.list()).toEqual([]);
     expect(await pm.listStates()).toEqual([]);
     expect(pm.lastPosition).toBe(0);
   });

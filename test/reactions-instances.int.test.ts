@@ -61,7 +61,7 @@ describe("two instances on Postgres", () => {
       const names = (await b.f.eventRepository.loadAggregate(orderUuid)).map((e) => e.name);
       expect(names, orderUuid).toEqual(["OrderPlaced", "PaymentRequested", "PaymentCharged", "OrderShipped"]);
     }
-    expect(await b.fulfilment.listOutbox()).toEqual([]);
-    expect(await b.gateway.listOutbox()).toEqual([]);
+    expect(await b.fulfilment.outbox.list()).toEqual([]);
+    expect(await b.gateway.outbox.list()).toEqual([]);
   });
 });

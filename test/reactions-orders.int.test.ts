@@ -50,8 +50,8 @@ describe.each(BACKENDS)("the orders example on %s", (backend) => {
     expect(provider.calls[0]).toMatchObject({ orderUuid, amount: 30 });
     // The process completed: its state is gone, its payment timeout was cancelled, nothing is pending.
     expect(await fulfilment.getState(orderUuid)).toBeUndefined();
-    expect(await fulfilment.listOutbox()).toEqual([]);
-    expect(await gateway.listOutbox()).toEqual([]);
+    expect(await fulfilment.outbox.list()).toEqual([]);
+    expect(await gateway.outbox.list()).toEqual([]);
     expect(await facade.query(ListScheduledCommands, {}, { reqCtx })).toEqual([]);
     // Every event of the chain carries the chain's correlation id (the first command's uuid), and each
     // command sent for an event names that event as its cause.
@@ -88,7 +88,7 @@ describe.each(BACKENDS)("the orders example on %s", (backend) => {
     expect(dead).toHaveLength(1);
     expect(dead[0]).toMatchObject({ eventHandlerName: "PaymentGateway", kind: "effect", target: "Orders.PaymentRequested", attempts: 3 });
     expect(dead[0]!.lastError).toContain("payment provider unavailable");
-    expect(await gateway.outboxCounts()).toEqual({ pending: 0, scheduled: 0, dead: 1 });
+    expect(await gateway.outbox.counts()).toEqual({ pending: 0, scheduled: 0, dead: 1 });
     // The timeout fires once, the order is cancelled and the stock released.
     clock.advance(TIMEOUT);
     await settled();

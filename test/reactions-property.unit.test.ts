@@ -108,7 +108,7 @@ describe("process manager: exactly once under restores, restarts and time", () =
             expect(p.at).toBeGreaterThanOrEqual(p.notBefore);
           }
           expect(await pm.getState("all")).toEqual(n === 0 ? undefined : { pings: n });
-          expect(await pm.listOutbox()).toEqual([]);
+          expect(await pm.outbox.list()).toEqual([]);
         } finally {
           await f.stop();
         }

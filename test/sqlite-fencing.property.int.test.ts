@@ -11,7 +11,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { createFacade } from "mneme";
 import { createSqliteBackends, type SqliteReadmodelStoreBackend } from "mneme/sqlite";
-import { runnerOf } from "../src/readmodel/handler-runner.js";
+import { runnerOf } from "../src/readmodel/base-event-handler.js";
 import { Counter, Increment } from "./support/counter-domain.js";
 import { GatedTotals } from "./support/gated-totals.js";
 import { until } from "./support/until.js";

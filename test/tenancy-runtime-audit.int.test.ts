@@ -52,8 +52,8 @@ function lendingDomain() {
   // A handler reading a reactor's and a process manager's own lists through ctx.readmodel: the effective tenant's entries.
   const Outboxes = Lend.query<Record<string, never>, unknown[]>("Outboxes");
   Lend.handleQuery(Outboxes, async (ctx) => [
-    ...(await ctx.readmodel<Reactor>("Mailer").listOutbox()),
-    ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").listOutbox()),
+    ...(await ctx.readmodel<Reactor>("Mailer").outbox.list()),
+    ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").outbox.list()),
     ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").listStates()),
   ]);
   return { Lend, Borrow, Remind, Borrowed, Outboxes };
@@ -120,7 +120,7 @@ async function setUp(stores: Partial<FacadeOptions>): Promise<Setup> {
   const userB = await world.member("user-b@example.org", tenantB, ["Lend.*"]);
   await f.dispatch(d.Borrow, { email: "crash-a@example.org" }, { reqCtx: opA.reqCtx, waitToFinish: true });
   await f.dispatch(d.Borrow, { email: "crash-b@example.org" }, { reqCtx: userB.reqCtx, waitToFinish: true });
-  await reactor.drainOutbox();
+  await reactor.outbox.drain();
   return { d, world, http: createHttpHandler(f), opA, adminSession, admin: adminSession.reqCtx, tenantA, tenantB };
 }
 
@@ -291,7 +291,7 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     expect(own.length).toBe(3);
     expect(leaksB(own, s.tenantB)).toEqual([]);
     // Trusted code: every tenant's.
-    expect(leaksB(await f.readmodel<Reactor>("Mailer").listOutbox(), s.tenantB).length).toBeGreaterThan(0);
+    expect(leaksB(await f.readmodel<Reactor>("Mailer").outbox.list(), s.tenantB).length).toBeGreaterThan(0);
   });
 
   it("store reads: an administrator reads its effective tenant's events, commands and log entries; every tenant's with allTenants", async () => {

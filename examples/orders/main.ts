@@ -41,8 +41,8 @@ async function settle(): Promise<void> {
   for (;;) {
     const head = await facade.eventRepository.headPosition();
     while (fulfilment.lastPosition < head || gateway.lastPosition < head) await new Promise((r) => setTimeout(r, 5));
-    await fulfilment.drainOutbox();
-    await gateway.drainOutbox();
+    await fulfilment.outbox.drain();
+    await gateway.outbox.drain();
     if ((await facade.eventRepository.headPosition()) === head) return;
   }
 }

@@ -12,7 +12,7 @@ export {
   type ReactionFacade,
 } from "./process-manager.js";
 export { Reactor, type Effect, type EffectInfo, type ReactorOptions } from "./reactor.js";
-export { OutboxHandler, isOutboxHandler, type OutboxFilter, type OutboxHandlerOptions } from "./outbox-handler.js";
+export { Outbox, isOutboxHandler, type OutboxFilter, type OutboxHandler, type OutboxHandlerOptions } from "./outbox.js";
 export { DEFAULT_RETRY, type OutboxCommand, type OutboxEntry, type OutboxEntryStatus, type RetryPolicy } from "./outbox-entry.js";
 export { correlationOf, reactionCommandUuid, reactionDedupeKey, type ChainRequestContext } from "./reaction-ids.js";
 export type { DeadLetterControl, DeadLetterEntry, ReactionListFilter, ScheduledCommandEntry } from "./reaction-listing.js";

@@ -4,9 +4,10 @@ import type { HandlerContext } from "../model/event-handler.js";
 import type { EventType } from "../model/tokens.js";
 import type { Event, RequestContext } from "../model/types.js";
 import { jsonSafeProblem } from "../store/json-safe.js";
-import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
-import { dueOrderOf, dueTimeOf, type OutboxEntry } from "./outbox-entry.js";
-import { OutboxHandler, type OutboxHandlerOptions } from "./outbox-handler.js";
+import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
+import { BaseReadmodel, type ReadmodelFacade } from "../readmodel/base-readmodel.js";
+import { dueOrderOf, dueTimeOf, type OutboxEntry, type RetryPolicy } from "./outbox-entry.js";
+import { commandPayloadsOf, Outbox, type OutboxHandlerOptions, reactionOptions } from "./outbox.js";
 import { correlationOf, reactionCommandUuid, type ChainRequestContext } from "./reaction-ids.js";
 
 /** What a process manager needs of the facade: its stores and `dispatch` (the Facade has both). */
@@ -80,7 +81,9 @@ export interface ProcessStateDocument<S> {
  *   .on(PaymentCharged, (ctx, s, p) => { ctx.dispatch(ShipOrder, { orderUuid: p.orderUuid }); return { paid: true }; });
  * facade.registerReadmodel(fulfilment);
  */
-export class ProcessManager<S> extends OutboxHandler {
+export class ProcessManager<S> extends BaseReadmodel {
+  /** The outbox part: the commands this process manager sends, with their retries and dead letters (see Outbox). */
+  readonly outbox: Outbox;
   readonly #facade: ReactionFacade;
   readonly #initialState: () => S;
   readonly #correlate: (event: Event) => string;
@@ -88,7 +91,12 @@ export class ProcessManager<S> extends OutboxHandler {
   readonly #steps = new Set<string>();
 
   constructor(facade: ReactionFacade, options: ProcessManagerOptions<S>) {
-    super(facade, options);
+    super(facade, ...reactionOptions(options));
+    this.name = options.name;
+    this.domain = options.domain;
+    const payloads = commandPayloadsOf(facade);
+    this.outbox = new Outbox(this, options, (entry) => this.#deliver(entry, payloads), payloads);
+    this.addPart(this.outbox);
     if (typeof facade.dispatch !== "function")
       throw new MnemeError("INVALID_EVENT_HANDLER", `process manager ${this.name} needs a facade that dispatches`);
     if (typeof options.initialState !== "function")
@@ -101,6 +109,11 @@ export class ProcessManager<S> extends OutboxHandler {
     this.#initialState = options.initialState;
     this.#correlate = options.correlate ?? correlationOf;
     this.#reqCtx = options.reqCtx;
+  }
+
+  /** The retry policy of the outbox. */
+  get retry(): RetryPolicy {
+    return this.outbox.retry;
   }
 
   /** Adds the step for events of `type` (one step per event type). */
@@ -131,48 +144,25 @@ export class ProcessManager<S> extends OutboxHandler {
       throw new MnemeError("INVALID_REQUEST", `${this.name}: correlate() must return a non-empty string for ${event.domain}.${event.name}`);
     const states = this.collection<ProcessStateDocument<S>>("state");
     const doc = await states.get(processId);
-    const replaying = this.isReplay(event);
+    const replaying = this.outbox.isReplay(event);
     const correlationId = correlationOf(event);
     const entries: OutboxEntry[] = [];
     const cancels: string[] = [];
     let completed = false;
     let open = true;
-    const createdAt = this.now();
+    const createdAt = this.outbox.now();
     // Due at the event's time (or now, by a clock behind it): a command sent "now" for an event goes
     // before anything the same step scheduled for later, however late the event is handled.
     const dueNow = Math.min(Math.floor(event.createdAt / 1e6), createdAt);
     const add = (type: CommandRef, p: unknown, dueAt: number, scheduled: boolean): string => {
       if (!open) throw new MnemeError("INVALID_STATE", `${this.name}: dispatch and schedule only while the step runs`);
-      const ref = commandRef(type, this.name);
-      const problem =
-        p !== null && typeof p === "object" && !Array.isArray(p) ? jsonSafeProblem(p) : { pointer: "", message: "must be a JSON object" };
-      if (problem !== undefined)
-        throw new MnemeError(
-          "INVALID_REQUEST",
-          `${this.name}: the payload of ${ref.domain}.${ref.name} is not JSON-safe at "${problem.pointer}": ${problem.message}`,
-        );
-      const index = entries.length;
-      const id = reactionCommandUuid(this.name, event.eventUuid, index);
-      entries.push({
-        id,
-        kind: "command",
-        eventHandlerName: this.name,
-        status: "pending",
-        scheduled,
+      const entry = this.#entry(event, { processId, correlationId, createdAt }, commandRef(type, this.name), p, {
         dueAt,
-        dueOrder: dueOrderOf(dueAt, event.position, index),
-        index,
-        attempts: 0,
-        createdAt,
-        eventUuid: event.eventUuid,
-        eventPath: `${event.domain}.${event.name}`,
-        position: event.position,
-        tenantUuid: event.tenantUuid,
-        correlationId,
-        processId,
-        command: { domain: ref.domain, name: ref.name, payload: p, reqCtx: this.#commandCtx(event, correlationId) },
+        scheduled,
+        index: entries.length,
       });
-      return id;
+      entries.push(entry);
+      return entry.id;
     };
     const ctx: ProcessContext = {
       eventHandlerName: hctx.eventHandlerName,
@@ -205,13 +195,51 @@ export class ProcessManager<S> extends OutboxHandler {
     } else if (next !== undefined || doc === undefined) {
       await states.put(processId, { processId, state: next ?? doc?.state ?? this.#initialState(), position: event.position });
     }
-    await this.recordReactions(event, await this.#sealed(entries, event), cancels);
+    await this.outbox.record(event, await this.#sealed(entries, event), cancels);
+  }
+
+  /** The outbox entry of a command sent by a step for `event` (its payload checked JSON-safe). */
+  #entry(
+    event: Event,
+    process: { processId: string; correlationId: string; createdAt: number },
+    ref: { domain: string; name: string },
+    p: unknown,
+    at: { dueAt: number; scheduled: boolean; index: number },
+  ): OutboxEntry {
+    const problem =
+      p !== null && typeof p === "object" && !Array.isArray(p) ? jsonSafeProblem(p) : { pointer: "", message: "must be a JSON object" };
+    if (problem !== undefined)
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `${this.name}: the payload of ${ref.domain}.${ref.name} is not JSON-safe at "${problem.pointer}": ${problem.message}`,
+      );
+    const { dueAt, scheduled, index } = at;
+    const { processId, correlationId, createdAt } = process;
+    return {
+      id: reactionCommandUuid(this.name, event.eventUuid, index),
+      kind: "command",
+      eventHandlerName: this.name,
+      status: "pending",
+      scheduled,
+      dueAt,
+      dueOrder: dueOrderOf(dueAt, event.position, index),
+      index,
+      attempts: 0,
+      createdAt,
+      eventUuid: event.eventUuid,
+      eventPath: `${event.domain}.${event.name}`,
+      position: event.position,
+      tenantUuid: event.tenantUuid,
+      correlationId,
+      processId,
+      command: { domain: ref.domain, name: ref.name, payload: p, reqCtx: this.#commandCtx(event, correlationId) },
+    };
   }
 
   /** The entries with their commands' personal fields sealed, as the outbox keeps them (none for a replay: nothing is kept). */
   async #sealed(entries: OutboxEntry[], event: Event): Promise<OutboxEntry[]> {
-    const payloads = this.commandPayloads;
-    if (payloads === undefined || entries.length === 0 || this.isReplay(event)) return entries;
+    const payloads = commandPayloadsOf(this.#facade);
+    if (payloads === undefined || entries.length === 0 || this.outbox.isReplay(event)) return entries;
     return Promise.all(
       entries.map(async (e) => {
         const c = e.command;
@@ -233,12 +261,13 @@ export class ProcessManager<S> extends OutboxHandler {
     return { ...dropUndefined(base), correlationId, causationId: event.eventUuid };
   }
 
-  protected async deliver(entry: OutboxEntry): Promise<void> {
+  /** The reaction part: dispatches the entry's command (its personal fields opened), with the entry's id as commandUuid. */
+  async #deliver(entry: OutboxEntry, payloads: CommandPayloadProtection | undefined): Promise<void> {
     const c = entry.command;
     if (c === undefined) throw new MnemeError("INVALID_STATE", `outbox entry ${entry.id} of ${this.name} holds no command`);
     let payload = c.payload;
-    if (this.commandPayloads !== undefined) {
-      const opened = await this.commandPayloads.open(c.payload);
+    if (payloads !== undefined) {
+      const opened = await payloads.open(c.payload);
       // Sent with "[erased]" in place of an address or a name, a command would act on nonsense: it is dead-lettered instead.
       if (opened.erased > 0)
         throw new MnemeError(

@@ -5,7 +5,7 @@
  */
 import { MnemeError } from "../model/errors.js";
 import type { OutboxEntry } from "./outbox-entry.js";
-import { isOutboxHandler, type OutboxHandler } from "./outbox-handler.js";
+import { isOutboxHandler, type OutboxHandler } from "./outbox.js";
 
 /** A scheduled command as the Runtime lists it. */
 export interface ScheduledCommandEntry {
@@ -144,7 +144,7 @@ export function listScheduledCommands(handlers: Handlers, filter: ReactionListFi
   return collect(
     handlers,
     filter,
-    (h, limit, tenant) => h.listOutbox({ status: "pending", scheduled: true, limit, ...tenant }),
+    (h, limit, tenant) => h.outbox.list({ status: "pending", scheduled: true, limit, ...tenant }),
     scheduledEntry,
   );
 }
@@ -156,15 +156,15 @@ export async function cancelScheduledCommand(
 ): Promise<ScheduledCommandEntry> {
   if (typeof req.commandUuid !== "string" || req.commandUuid === "") throw new MnemeError("INVALID_REQUEST", "commandUuid is required");
   for (const h of outboxHandlers(handlers, req.eventHandlerName)) {
-    const e = await h.getOutboxEntry(req.commandUuid);
-    if (e !== undefined && e.scheduled && e.status === "pending") return scheduledEntry(await h.cancelScheduled(req.commandUuid));
+    const e = await h.outbox.get(req.commandUuid);
+    if (e !== undefined && e.scheduled && e.status === "pending") return scheduledEntry(await h.outbox.cancelScheduled(req.commandUuid));
   }
   throw new MnemeError("NOT_FOUND", `no pending scheduled command ${req.commandUuid}`);
 }
 
 /** Dead letters of every process manager and reactor (or one), oldest due first. */
 export function listDeadLetters(handlers: Handlers, filter: ReactionListFilter = {}): Promise<DeadLetterEntry[]> {
-  return collect(handlers, filter, (h, limit, tenant) => h.listOutbox({ status: "dead", limit, ...tenant }), deadEntry);
+  return collect(handlers, filter, (h, limit, tenant) => h.outbox.list({ status: "dead", limit, ...tenant }), deadEntry);
 }
 
 /** Retries or discards a dead letter; INVALID_ACTION for another action, NOT_FOUND when no handler has it dead. */
@@ -174,9 +174,9 @@ export async function controlDeadLetter(handlers: Handlers, req: DeadLetterContr
     throw new MnemeError("INVALID_ACTION", `unknown action ${JSON.stringify(action)}: use "retry" or "discard"`);
   if (typeof req.id !== "string" || req.id === "") throw new MnemeError("INVALID_REQUEST", "id is required");
   for (const h of outboxHandlers(handlers, req.eventHandlerName)) {
-    const e = await h.getOutboxEntry(req.id);
+    const e = await h.outbox.get(req.id);
     if (e === undefined || e.status !== "dead") continue;
-    return deadEntry(action === "retry" ? await h.retryDead(req.id) : await h.discardDead(req.id));
+    return deadEntry(action === "retry" ? await h.outbox.retryDead(req.id) : await h.outbox.discardDead(req.id));
   }
   throw new MnemeError("NOT_FOUND", `no dead letter ${req.id}`);
 }

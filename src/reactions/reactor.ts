@@ -1,8 +1,9 @@
 import { MnemeError } from "../model/errors.js";
 import type { EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
-import { dueOrderOf, type OutboxEntry } from "./outbox-entry.js";
-import { OutboxHandler, type OutboxHandlerOptions } from "./outbox-handler.js";
+import { BaseReadmodel, type ReadmodelFacade } from "../readmodel/base-readmodel.js";
+import { dueOrderOf, type OutboxEntry, type RetryPolicy } from "./outbox-entry.js";
+import { commandPayloadsOf, Outbox, type OutboxHandlerOptions, reactionOptions } from "./outbox.js";
 import { correlationOf, reactionDedupeKey } from "./reaction-ids.js";
 
 /** What an effect receives besides the event. */
@@ -31,8 +32,23 @@ export type ReactorOptions = OutboxHandlerOptions;
  *   .on(OrderShipped, async (e, { dedupeKey }) => mail.send({ to: e.payload.email, idempotencyKey: dedupeKey }));
  * facade.registerReadmodel(mailer);
  */
-export class Reactor extends OutboxHandler {
+export class Reactor extends BaseReadmodel {
+  /** The outbox part: the effects this reactor runs, with their retries and dead letters (see Outbox). */
+  readonly outbox: Outbox;
   readonly #effects = new Map<string, Effect<unknown>>();
+
+  constructor(facade: ReadmodelFacade, options: ReactorOptions) {
+    super(facade, ...reactionOptions(options));
+    this.name = options.name;
+    this.domain = options.domain;
+    this.outbox = new Outbox(this, options, (entry) => this.#deliver(entry), commandPayloadsOf(facade));
+    this.addPart(this.outbox);
+  }
+
+  /** The retry policy of the outbox. */
+  get retry(): RetryPolicy {
+    return this.outbox.retry;
+  }
 
   /** Adds the effect of events of `type` (one per event type). */
   on<P>(type: EventType<P>, effect: Effect<P>): this {
@@ -46,8 +62,8 @@ export class Reactor extends OutboxHandler {
   }
 
   async #record(event: Event): Promise<void> {
-    if (this.isReplay(event)) return;
-    const now = this.now();
+    if (this.outbox.isReplay(event)) return;
+    const now = this.outbox.now();
     const due = Math.min(Math.floor(event.createdAt / 1e6), now);
     const entry: OutboxEntry = {
       id: reactionDedupeKey(this.name, event.eventUuid),
@@ -66,10 +82,11 @@ export class Reactor extends OutboxHandler {
       tenantUuid: event.tenantUuid,
       correlationId: correlationOf(event),
     };
-    await this.recordReactions(event, [entry]);
+    await this.outbox.record(event, [entry]);
   }
 
-  protected async deliver(entry: OutboxEntry): Promise<void> {
+  /** The reaction part: runs the entry's effect on its event, read from the store. */
+  async #deliver(entry: OutboxEntry): Promise<void> {
     const effect = this.#effects.get(entry.eventPath);
     if (effect === undefined)
       throw new MnemeError("INVALID_STATE", `${this.name} has no effect for ${entry.eventPath} (entry ${entry.id})`);

@@ -14,6 +14,29 @@ import { HandlerRunner } from "./handler-runner.js";
 export { DEFAULT_DELIVERY, HandlerFailure, type DeliveryOptions, type HandlerHost } from "./handler-runner.js";
 
 /**
+ * A part a handler is composed of (the outbox of a process manager or
+ * reactor, for one): it takes part in the handler's batches, after the
+ * handler's own hooks, and in its lifecycle. Added with `addPart`.
+ */
+export interface HandlerPart {
+  /** Inside the batch's transaction, before its events are handled. */
+  beforeBatch?(events: readonly Event[]): Promise<void>;
+  /** Inside the batch's transaction, after its events were handled. */
+  afterBatch?(): Promise<void>;
+  /** The batch was rolled back. */
+  discardBatch?(): void;
+  /** The handler is about to go live: started, or restored. */
+  starting?(): void;
+  /** The handler is being stopped (before its delivery stops). */
+  stopping?(): Promise<void>;
+}
+
+/** Reads a handler's private runner; set by BaseEventHandler's static block, the only code that can. */
+let runnerField: (handler: object) => HandlerRunner | undefined;
+/** Reads a handler's private list of parts, likewise. */
+let partsField: (handler: object) => readonly HandlerPart[] | undefined;
+
+/**
  * Base of every event handler: its map of handler functions, and a read-only
  * view of the runner that delivers to it (live delivery in position order,
  * exactly once, a persisted checkpoint, start/stop, failure isolation and
@@ -30,15 +53,45 @@ export class BaseEventHandler implements EventHandler {
   readonly #handlers = new Map<string, DomainEventHandler[]>();
   readonly #catchAll: DomainEventHandler[] = [];
   readonly #eventTypes = new Map<string, EventType>();
+  readonly #parts: HandlerPart[] = [];
+
+  static {
+    runnerField = (handler) => (#runner in handler ? handler.#runner : undefined);
+    partsField = (handler) => (#parts in handler ? handler.#parts : undefined);
+  }
 
   constructor() {
     // Closures made here may call the protected hooks; the runner gets nothing else of the subclass.
     this.#runner = new HandlerRunner(this, {
-      beforeBatch: (events) => this.beforeBatch(events),
-      afterBatch: () => this.afterBatch(),
-      discardBatch: () => this.discardBatch(),
+      beforeBatch: (events) => (this.#parts.length === 0 ? this.beforeBatch(events) : this.#beforeBatch(events)),
+      afterBatch: () => (this.#parts.length === 0 ? this.afterBatch() : this.#afterBatch()),
+      discardBatch: () => {
+        this.discardBatch();
+        for (const p of this.#parts) p.discardBatch?.();
+      },
       resetState: () => this.resetState(),
+      starting: () => {
+        for (const p of this.#parts) p.starting?.();
+      },
+      stopping: async () => {
+        for (const p of this.#parts) await p.stopping?.();
+      },
     });
+  }
+
+  /** Composes this handler with `part`: it takes part in the batches and the lifecycle, after the handler's own hooks. */
+  protected addPart(part: HandlerPart): void {
+    this.#parts.push(part);
+  }
+
+  async #beforeBatch(events: readonly Event[]): Promise<void> {
+    await this.beforeBatch(events);
+    for (const p of this.#parts) await p.beforeBatch?.(events);
+  }
+
+  async #afterBatch(): Promise<void> {
+    await this.afterBatch();
+    for (const p of this.#parts) await p.afterBatch?.();
   }
 
   /** "running" | "stopped" | "failed" | "standby" */
@@ -173,6 +226,25 @@ class EventHandlerAdapter extends BaseEventHandler {
   override getDomainEventHandlers(typeOrPath: EventType | AllEventsType | string): DomainEventHandler[] {
     return this.inner.getDomainEventHandlers(typeOrPath);
   }
+}
+
+/**
+ * @internal The runner of a BaseEventHandler (or BaseReadmodel): the handler holds it in a
+ * private field. Not exported by the package: the facade and the Runtime use it; a subclass
+ * has no way to it.
+ */
+export function runnerOf(handler: object): HandlerRunner {
+  const runner = typeof handler === "object" && handler !== null ? runnerField(handler) : undefined;
+  if (runner === undefined) throw new MnemeError("INVALID_EVENT_HANDLER", "not an event handler made by BaseEventHandler or BaseReadmodel");
+  return runner;
+}
+
+/**
+ * @internal Whether `value` is one of the parts `handler` was composed with
+ * (`addPart`): a tenant's view of the handler gives a tenant's view of it too.
+ */
+export function isPartOf(handler: object, value: unknown): boolean {
+  return typeof value === "object" && value !== null && partsField(handler)?.includes(value as HandlerPart) === true;
 }
 
 /**

@@ -1,14 +1,13 @@
 import { MnemeError } from "../model/errors.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import { BaseEventHandler } from "./base-event-handler.js";
-import { runnerOf } from "./handler-runner.js";
+import { BaseEventHandler, runnerOf } from "./base-event-handler.js";
 import { type CollectionTenancy, currentPrefix, GenerationalCollection } from "./readmodel-generations.js";
 import { inTenantScope } from "./tenant-scope.js";
 import { tenantView } from "./tenant-view.js";
 import type { AllEventsType, EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
-import type { EventHandlerMetrics, HandlerContext, MetricProvider, RestoreReport, StateRestorer } from "../model/event-handler.js";
+import type { HandlerContext, MetricProvider, RestoreReport, StateRestorer } from "../model/event-handler.js";
 
 /** Options of a readmodel's collection. */
 export interface CollectionOptions {
@@ -106,10 +105,6 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
    */
   restoreState(_ctx?: unknown, opts: { fromZero?: boolean; signal?: AbortSignal } = {}): { done: Promise<RestoreReport>; cancel(): void } {
     return runnerOf(this).startRestore(opts);
-  }
-
-  override getMetrics(): EventHandlerMetrics {
-    return super.getMetrics();
   }
 
   /**

@@ -3,7 +3,7 @@ import type { AggregateType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
 import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";
-import { runnerOf } from "./handler-runner.js";
+import { runnerOf } from "./base-event-handler.js";
 import { type HistoryEventModel, toHistoryEvent } from "./history.js";
 
 /** A served model of one aggregate. `historyEvents` only when asked for. */

@@ -1,4 +1,5 @@
 import type { CollectionScope, ReadmodelCollection } from "../store/readmodel-store-backend.js";
+import { isPartOf } from "./base-event-handler.js";
 import { GenerationalCollection } from "./readmodel-generations.js";
 import { inTenantScope } from "./tenant-scope.js";
 
@@ -24,7 +25,8 @@ function inScope(value: unknown, scope: CollectionScope): unknown {
  * that tenant's documents and write with that tenant, and a collection it
  * hands out (a field, a getter, a return value) stays in the scope. Code
  * that a method leaves behind to run later (a callback, an iterator) runs
- * outside the scope.
+ * outside the scope. A part the readmodel is composed of (an outbox) is
+ * handed out as that tenant's view of it.
  * @internal
  */
 export function tenantView<R extends object>(readmodel: R, tenantUuid: string): R {
@@ -32,6 +34,7 @@ export function tenantView<R extends object>(readmodel: R, tenantUuid: string): 
   return new Proxy(readmodel, {
     get(target, prop) {
       const value: unknown = inTenantScope(scope, () => Reflect.get(target, prop, target));
+      if (isPartOf(target, value)) return tenantView(value as object, tenantUuid);
       if (typeof value !== "function") return inScope(value, scope);
       return (...args: unknown[]) =>
         inTenantScope(scope, () => {

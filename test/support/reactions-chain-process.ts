@@ -83,7 +83,7 @@ async function atRest(): Promise<boolean> {
     if (status === "cancelled" && stock.reserved[orderUuidOf(i)] !== undefined) return false;
   }
   return (
-    (await fulfilment.listOutbox({ status: "pending" })).length === 0 && (await gateway.listOutbox({ status: "pending" })).length === 0
+    (await fulfilment.outbox.list({ status: "pending" })).length === 0 && (await gateway.outbox.list({ status: "pending" })).length === 0
   );
 }
 

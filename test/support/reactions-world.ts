@@ -100,10 +100,10 @@ export async function settle(facade: Facade, handlers: readonly OutboxHandler[],
         if (i > 2000) throw new Error(`${h.name} did not reach position ${head} (at ${h.lastPosition}, ${h.state})`);
         await new Promise((r) => setTimeout(r, 5));
       }
-      await h.drainOutbox();
+      await h.outbox.drain();
     }
     let due = 0;
-    for (const h of handlers) due += (await h.listOutbox({ status: "pending" })).filter((e) => e.dueAt <= now()).length;
+    for (const h of handlers) due += (await h.outbox.list({ status: "pending" })).filter((e) => e.dueAt <= now()).length;
     if (due === 0 && (await facade.eventRepository.headPosition()) === head) return;
   }
   throw new Error("the reactions did not settle");

@@ -1,12 +1,11 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
-import type { RestoreReport } from "../model/event-handler.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import { BaseReadmodel, type ReadmodelFacade, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
+import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
 import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
 import { collectionInScope } from "../readmodel/tenant-scope.js";
-import { runnerOf } from "../readmodel/handler-runner.js";
+import { type HandlerPart, runnerOf } from "../readmodel/base-event-handler.js";
 import {
   backoffMs,
   dueOrderOf,
@@ -38,7 +37,7 @@ export interface OutboxHandlerOptions {
   readonly readmodelStoreBackend?: ReadmodelStoreBackend;
 }
 
-/** A filter of `listOutbox`. */
+/** A filter of `outbox.list`. */
 export interface OutboxFilter {
   readonly status?: OutboxEntryStatus;
   /** true: only scheduled commands; false: only the others. */
@@ -54,25 +53,29 @@ export interface OutboxFilter {
 const NOT_THE_ENTRYS_FAULT = new Set(["UNAVAILABLE", "NOT_STARTED", "STORE_CLOSED"]);
 
 /**
- * Base of process managers and reactors: an event handler (a state restorer
- * with a durable checkpoint, listed and controlled by the Runtime) whose
- * reactions to an event are written to an outbox in the same transaction as
- * its checkpoint, and an outbox worker that delivers them (dispatches a
- * command, runs an effect) at or after their due time, with retries, backoff
- * and a dead-letter list.
+ * The outbox part of a process manager or reactor. The handler (a
+ * BaseReadmodel: a state restorer with a durable checkpoint, listed and
+ * controlled by the Runtime) records its reactions to an event here, in the
+ * same transaction as its checkpoint; the outbox's worker delivers them
+ * (dispatches a command, runs an effect: the handler's reaction part) at or
+ * after their due time, with retries, backoff and a dead-letter list. The
+ * Runtime and operators reach it as `handler.outbox`.
  *
  * The worker runs only in the instance that processes the handler (state
  * `running`: with Postgres or SQLite, the holder of its processing lock).
  *
- * Replays react to nothing: the handler keeps a second checkpoint, the
+ * Replays react to nothing: the outbox keeps a second checkpoint, the
  * reaction horizon (the last position whose reactions were recorded), which a
  * restore from zero does not reset; an event at or below it only rebuilds
  * state. So a restore from zero, or a crash and a replay, sends nothing twice
  * whether or not the command store still holds the commands sent before.
  */
-export abstract class OutboxHandler extends BaseReadmodel {
-  /** The retry policy of this handler's outbox. */
+export class Outbox implements HandlerPart {
+  /** The retry policy of this outbox. */
   readonly retry: RetryPolicy;
+  readonly #h: BaseReadmodel;
+  readonly #deliver: (entry: OutboxEntry) => Promise<void>;
+  readonly #payloads: CommandPayloadProtection | undefined;
   readonly #clock: () => number;
   readonly #pollMs: number;
   readonly #concurrency: number;
@@ -90,46 +93,37 @@ export abstract class OutboxHandler extends BaseReadmodel {
   /** The entries being delivered by this instance's worker. */
   readonly #inFlight = new Set<string>();
   /**
-   * Runs a function in the async context the handler was made in. The worker's timers are
+   * Runs a function in the async context the outbox was made in. The worker's timers are
    * set from inside batches (a backend transaction, a rebuild's next generation): a timer
    * keeps the context it was set in, and the worker's dispatches, and the deliveries they
    * start, must not run in it.
    */
   readonly #outside: <R>(fn: () => R) => R = AsyncLocalStorage.snapshot();
-  /**
-   * Seals the personal fields of the commands kept in the outbox and opens them
-   * for listings (the facade's; absent on a facade without personal data support).
-   */
-  protected readonly commandPayloads: CommandPayloadProtection | undefined;
 
-  constructor(facade: ReadmodelFacade, options: OutboxHandlerOptions) {
-    super(facade, ...(options.readmodelStoreBackend === undefined ? [] : [withReadmodelStoreBackend(options.readmodelStoreBackend)]));
-    if (typeof options.name !== "string" || options.name.trim() === "" || /[~#:]/.test(options.name))
-      throw new MnemeError(
-        "INVALID_EVENT_HANDLER",
-        `a reaction handler needs a non-empty name without "~", "#" or ":", got ${JSON.stringify(options.name)}`,
-      );
-    if (typeof options.domain !== "string" || options.domain === "")
-      throw new MnemeError("INVALID_EVENT_HANDLER", `reaction handler ${options.name} needs a domain`);
-    const pollMs = options.pollMs ?? 1000;
-    if (!Number.isFinite(pollMs) || pollMs < 1)
-      throw new MnemeError("INVALID_REQUEST", `pollMs must be a number >= 1, got ${String(pollMs)}`);
-    if (options.clock !== undefined && typeof options.clock !== "function")
-      throw new MnemeError("INVALID_REQUEST", "clock must be a function");
-    const concurrency = options.concurrency ?? 1;
-    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
-      throw new MnemeError("INVALID_REQUEST", `concurrency must be an integer in 1..64, got ${String(concurrency)}`);
-    this.#concurrency = concurrency;
-    this.commandPayloads = (facade as { commandPayloads?: CommandPayloadProtection }).commandPayloads;
-    this.name = options.name;
-    this.domain = options.domain;
+  /**
+   * The outbox of `handler`, whose name and domain `options` gives (checked by
+   * `reactionOptions`); `deliver` dispatches an entry's command or runs its
+   * effect, and throws to count a failed attempt. `payloads` seals the personal
+   * fields of the commands kept here and opens them for listings.
+   */
+  constructor(
+    handler: BaseReadmodel,
+    options: OutboxHandlerOptions,
+    deliver: (entry: OutboxEntry) => Promise<void>,
+    payloads: CommandPayloadProtection | undefined,
+  ) {
+    reactionOptions(options);
+    this.#h = handler;
+    this.#deliver = deliver;
+    this.#payloads = payloads;
+    this.#concurrency = options.concurrency ?? 1;
     this.retry = retryPolicy(options.retry);
-    this.#pollMs = pollMs;
+    this.#pollMs = options.pollMs ?? 1000;
     this.#clock = options.clock ?? Date.now;
   }
 
-  /** The current time of this handler's clock (ms since the epoch). */
-  protected now(): number {
+  /** The current time of this outbox's clock (ms since the epoch). */
+  now(): number {
     return this.#clock();
   }
 
@@ -139,32 +133,29 @@ export abstract class OutboxHandler extends BaseReadmodel {
    * a tenant's view of this handler (`ctx.readmodel`) lists only its own.
    */
   #outbox(): ReadmodelCollection<OutboxEntry> {
-    return collectionInScope<OutboxEntry>(this.readmodelStoreBackend, `${this.name}~outbox`, this.name);
+    return collectionInScope<OutboxEntry>(this.#h.readmodelStoreBackend, `${this.#h.name}~outbox`, this.#h.name);
   }
 
   /** The checkpoint key of the reaction horizon. */
   #horizonKey(): string {
-    return `${this.name}~reacted`;
+    return `${this.#h.name}~reacted`;
   }
-
-  /** Delivers one entry: dispatches its command or runs its effect. Throws to count a failed attempt. */
-  protected abstract deliver(entry: OutboxEntry): Promise<void>;
 
   // ---------------------------------------------------------------- inside a batch
 
-  protected override async beforeBatch(events: readonly Event[]): Promise<void> {
-    await super.beforeBatch(events);
+  /** Inside the handler's batch: reads the reaction horizon. */
+  async beforeBatch(): Promise<void> {
     if (!this.#horizonKnown) {
-      this.#horizon = await this.readmodelStoreBackend.getCheckpoint(this.#horizonKey());
+      this.#horizon = await this.#h.readmodelStoreBackend.getCheckpoint(this.#horizonKey());
       this.#horizonKnown = true;
     }
     this.#batchHorizon = this.#horizon;
   }
 
-  protected override async afterBatch(): Promise<void> {
-    await super.afterBatch();
+  /** Inside the handler's batch: moves the reaction horizon past the batch's recorded reactions. */
+  async afterBatch(): Promise<void> {
     if (this.#batchHorizon > this.#horizon) {
-      await this.readmodelStoreBackend.setCheckpoint(this.#horizonKey(), this.#batchHorizon);
+      await this.#h.readmodelStoreBackend.setCheckpoint(this.#horizonKey(), this.#batchHorizon);
       this.#emittedUpTo = this.#batchHorizon;
       this.#horizon = this.#batchHorizon;
       this.#again = true;
@@ -172,14 +163,14 @@ export abstract class OutboxHandler extends BaseReadmodel {
     }
   }
 
-  protected override discardBatch(): void {
-    super.discardBatch();
+  /** The handler's batch was rolled back. */
+  discardBatch(): void {
     // afterBatch may have raised it before a commit that failed: read the stored one next time.
     this.#horizonKnown = false;
   }
 
   /** Whether `event`'s reactions were recorded before: it only rebuilds state now. Valid inside a handler function. */
-  protected isReplay(event: Event): boolean {
+  isReplay(event: Event): boolean {
     return event.position <= this.#horizon;
   }
 
@@ -188,7 +179,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
    * entries are added, the ids in `cancel` removed. Nothing happens for a
    * replayed event. Returns whether they were recorded.
    */
-  protected async recordReactions(event: Event, entries: readonly OutboxEntry[], cancel: readonly string[] = []): Promise<boolean> {
+  async record(event: Event, entries: readonly OutboxEntry[], cancel: readonly string[] = []): Promise<boolean> {
     if (this.isReplay(event)) return false;
     const outbox = this.#outbox();
     for (const id of cancel) await outbox.delete(id);
@@ -199,29 +190,19 @@ export abstract class OutboxHandler extends BaseReadmodel {
 
   // ---------------------------------------------------------------- lifecycle
 
-  override restoreState(
-    ctx?: unknown,
-    opts: { fromZero?: boolean; signal?: AbortSignal } = {},
-  ): { done: Promise<RestoreReport>; cancel(): void } {
+  /** The handler goes live (a start or a restoration): the worker runs. */
+  starting(): void {
     this.#stopped = false;
     this.#horizonKnown = false;
     this.#wakeSoon(0);
-    return super.restoreState(ctx, opts);
   }
 
-  override start(): Promise<void> {
-    this.#stopped = false;
-    this.#horizonKnown = false;
-    this.#wakeSoon(0);
-    return super.start();
-  }
-
-  override async stop(): Promise<void> {
+  /** The handler stops: the worker stops, after the round it is in. */
+  async stopping(): Promise<void> {
     this.#stopped = true;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#draining?.catch(() => undefined);
-    await super.stop();
   }
 
   #wakeSoon(ms: number): void {
@@ -237,8 +218,8 @@ export abstract class OutboxHandler extends BaseReadmodel {
   async #tick(): Promise<void> {
     if (this.#stopped) return;
     let next = this.#pollMs;
-    if (this.state === "running") {
-      if (this.lastPosition < this.#emittedUpTo) {
+    if (this.#h.state === "running") {
+      if (this.#h.lastPosition < this.#emittedUpTo) {
         // The batch that wrote the entries has not committed yet (or a rebuild replays below them).
         next = Math.min(this.#pollMs, 5);
       } else {
@@ -259,7 +240,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
    * Does nothing unless the handler is running here. The worker does this by
    * itself; tests and shutdown code may call it to wait for it.
    */
-  async drainOutbox(): Promise<void> {
+  async drain(): Promise<void> {
     await this.#drain();
   }
 
@@ -273,7 +254,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
       do {
         this.#again = false;
         next = await this.#runDue();
-      } while (this.#again && this.state === "running" && !this.#stopped);
+      } while (this.#again && this.#h.state === "running" && !this.#stopped);
       return next;
     })().finally(() => {
       this.#draining = undefined;
@@ -286,7 +267,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
   async #runDue(): Promise<number | undefined> {
     const outbox = this.#outbox();
     for (;;) {
-      if (this.state !== "running") return undefined;
+      if (this.#h.state !== "running") return undefined;
       const page = await outbox.list({ where: { status: "pending" }, orderBy: "dueOrder", limit: 100 });
       const now = this.#clock();
       const due = page.filter((e) => e.dueAt <= now);
@@ -304,14 +285,14 @@ export abstract class OutboxHandler extends BaseReadmodel {
       const worker = async (): Promise<void> => {
         for (let lane = queue.shift(); lane !== undefined && !blocked; lane = queue.shift()) {
           for (const entry of lane) {
-            if (blocked || this.state !== "running") return;
+            if (blocked || this.#h.state !== "running") return;
             if (!(await this.#attempt(outbox, entry, now))) blocked = true;
           }
         }
       };
       await Promise.all(Array.from({ length: Math.min(this.#concurrency, queue.length) }, worker));
       if (blocked) return now + this.retry.initialDelayMs;
-      if (this.state !== "running") return undefined;
+      if (this.#h.state !== "running") return undefined;
       // Every due entry of the page is delivered, put back for later, or dead: read on.
     }
   }
@@ -322,11 +303,11 @@ export abstract class OutboxHandler extends BaseReadmodel {
     this.#inFlight.add(entry.id);
     try {
       try {
-        await this.deliver(entry);
+        await this.#deliver(entry);
       } catch (err) {
         if (isMnemeError(err) && NOT_THE_ENTRYS_FAULT.has(err.code)) return false;
         // Fenced like a batch: an instance that lost the handler's lock writes nothing more to its outbox.
-        await runnerOf(this).fencedWrite(async () => {
+        await runnerOf(this.#h).fencedWrite(async () => {
           // Cancelled or discarded meanwhile (by another instance): do not bring it back.
           const current = await outbox.get(entry.id);
           if (current === undefined) return;
@@ -345,7 +326,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
         });
         return true;
       }
-      await runnerOf(this).fencedWrite(() => outbox.delete(entry.id));
+      await runnerOf(this.#h).fencedWrite(() => outbox.delete(entry.id));
       return true;
     } finally {
       this.#inFlight.delete(entry.id);
@@ -361,13 +342,13 @@ export abstract class OutboxHandler extends BaseReadmodel {
   async #opened(e: OutboxEntry): Promise<OutboxEntry>;
   async #opened(e: OutboxEntry | undefined): Promise<OutboxEntry | undefined>;
   async #opened(e: OutboxEntry | undefined): Promise<OutboxEntry | undefined> {
-    if (e?.command === undefined || this.commandPayloads === undefined) return e;
-    const { payload } = await this.commandPayloads.open(e.command.payload);
+    if (e?.command === undefined || this.#payloads === undefined) return e;
+    const { payload } = await this.#payloads.open(e.command.payload);
     return payload === e.command.payload ? e : { ...e, command: { ...e.command, payload } };
   }
 
-  /** Entries of this handler's outbox, due first (ties by id). */
-  async listOutbox(filter: OutboxFilter = {}): Promise<OutboxEntry[]> {
+  /** The entries of this outbox, due first (ties by id). */
+  async list(filter: OutboxFilter = {}): Promise<OutboxEntry[]> {
     const where: Record<string, string | boolean> = {};
     if (filter.status !== undefined) where.status = filter.status;
     if (filter.scheduled !== undefined) where.scheduled = filter.scheduled;
@@ -377,7 +358,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
   }
 
   /** How many entries are pending, scheduled (pending and made by `ctx.schedule`) and dead. */
-  async outboxCounts(): Promise<{ pending: number; scheduled: number; dead: number }> {
+  async counts(): Promise<{ pending: number; scheduled: number; dead: number }> {
     const outbox = this.#outbox();
     const [pending, scheduled, dead] = await Promise.all([
       outbox.count({ status: "pending" }),
@@ -388,7 +369,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
   }
 
   /** The entry `id`, if this handler has it. */
-  async getOutboxEntry(id: string): Promise<OutboxEntry | undefined> {
+  async get(id: string): Promise<OutboxEntry | undefined> {
     return this.#opened(await this.#outbox().get(id));
   }
 
@@ -402,11 +383,11 @@ export abstract class OutboxHandler extends BaseReadmodel {
     const outbox = this.#outbox();
     const e = await outbox.get(commandUuid);
     if (e === undefined || !e.scheduled || e.status !== "pending")
-      throw new MnemeError("NOT_FOUND", `${this.name} has no pending scheduled command ${commandUuid}`);
+      throw new MnemeError("NOT_FOUND", `${this.#h.name} has no pending scheduled command ${commandUuid}`);
     if (this.#inFlight.has(commandUuid))
       throw new MnemeError(
         "INVALID_STATE",
-        `${this.name} is sending the scheduled command ${commandUuid} now: it can no longer be cancelled`,
+        `${this.#h.name} is sending the scheduled command ${commandUuid} now: it can no longer be cancelled`,
       );
     await outbox.delete(commandUuid);
     return this.#opened(e);
@@ -416,7 +397,7 @@ export abstract class OutboxHandler extends BaseReadmodel {
   async retryDead(id: string): Promise<OutboxEntry> {
     const outbox = this.#outbox();
     const e = await outbox.get(id);
-    if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.name} has no dead entry ${id}`);
+    if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.#h.name} has no dead entry ${id}`);
     const { lastError: _e, lastAttemptAt: _a, ...rest } = e;
     const now = this.#clock();
     const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: now, dueOrder: dueOrderOf(now, e.position, e.index) };
@@ -429,13 +410,44 @@ export abstract class OutboxHandler extends BaseReadmodel {
   async discardDead(id: string): Promise<OutboxEntry> {
     const outbox = this.#outbox();
     const e = await outbox.get(id);
-    if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.name} has no dead entry ${id}`);
+    if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.#h.name} has no dead entry ${id}`);
     await outbox.delete(id);
     return this.#opened(e);
   }
 }
 
+/** A process manager or reactor: a readmodel composed with an outbox part. */
+export type OutboxHandler = BaseReadmodel & { readonly outbox: Outbox };
+
 /** Whether `h` is a process manager or reactor (it has an outbox). */
 export function isOutboxHandler(h: unknown): h is OutboxHandler {
-  return h instanceof OutboxHandler;
+  return h instanceof BaseReadmodel && (h as { outbox?: unknown }).outbox instanceof Outbox;
+}
+
+/**
+ * Checks the options every process manager and reactor takes (INVALID_EVENT_HANDLER,
+ * INVALID_REQUEST), and returns the readmodel options they give (its backend).
+ */
+export function reactionOptions(options: OutboxHandlerOptions): ReadmodelOption[] {
+  if (typeof options?.name !== "string" || options.name.trim() === "" || /[~#:]/.test(options.name))
+    throw new MnemeError(
+      "INVALID_EVENT_HANDLER",
+      `a reaction handler needs a non-empty name without "~", "#" or ":", got ${JSON.stringify(options?.name)}`,
+    );
+  if (typeof options.domain !== "string" || options.domain === "")
+    throw new MnemeError("INVALID_EVENT_HANDLER", `reaction handler ${options.name} needs a domain`);
+  const pollMs = options.pollMs ?? 1000;
+  if (!Number.isFinite(pollMs) || pollMs < 1)
+    throw new MnemeError("INVALID_REQUEST", `pollMs must be a number >= 1, got ${String(pollMs)}`);
+  if (options.clock !== undefined && typeof options.clock !== "function")
+    throw new MnemeError("INVALID_REQUEST", "clock must be a function");
+  const concurrency = options.concurrency ?? 1;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
+    throw new MnemeError("INVALID_REQUEST", `concurrency must be an integer in 1..64, got ${String(concurrency)}`);
+  return options.readmodelStoreBackend === undefined ? [] : [withReadmodelStoreBackend(options.readmodelStoreBackend)];
+}
+
+/** The facade's protection of personal fields in command payloads, when it has one. */
+export function commandPayloadsOf(facade: ReadmodelFacade): CommandPayloadProtection | undefined {
+  return (facade as { commandPayloads?: CommandPayloadProtection }).commandPayloads;
 }

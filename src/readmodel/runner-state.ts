@@ -1,0 +1,350 @@
+import { errorMessage, MnemeError } from "../model/errors.js";
+import type { EventType } from "../model/tokens.js";
+import type { Event } from "../model/types.js";
+import type { EventRepository } from "../store/event-repository.js";
+import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { SystemEventKind } from "../model/system-event-kind.js";
+import type {
+  DomainEventHandler,
+  EventHandler,
+  EventHandlerState,
+  RebuildPhase,
+  RestorationState,
+  RestoreReport,
+} from "../model/event-handler.js";
+import type { Telemetry } from "../observability/telemetry.js";
+import { HandlerMetrics } from "./handler-metrics.js";
+import type { SharedCheckpointWatch } from "./shared-checkpoint-watch.js";
+
+/**
+ * What the facade gives a handler when it is registered: where events come
+ * from, where checkpoints go, where system events are published.
+ * @internal
+ */
+export interface HandlerHost {
+  readonly eventRepository: EventRepository;
+  /** The facade's default readmodel backend (checkpoints of plain handlers). */
+  readonly readmodelStoreBackend: ReadmodelStoreBackend;
+  publish(kind: SystemEventKind, data: Record<string, unknown>, tenantUuid?: string): void;
+  /** The highest position the facade has seen (for lag). */
+  knownHead(): number;
+  noteHead(position: number): void;
+  /** The registered event type of a path "Domain.Name" (a ProjectionReadmodel resolves its aggregate's events with it). */
+  eventType?(path: string): EventType | undefined;
+  /** The facade's OpenTelemetry reporting, when it has any (spans of batches and restorations, handler metrics). */
+  telemetry?(): Telemetry | undefined;
+  /** The facade's instance id: recorded as the holder of the locks it takes, listed as `holder`. */
+  readonly instanceId?: string;
+}
+
+/** Tuning of delivery and restoration. */
+export interface DeliveryOptions {
+  /** Events per replay page and backend transaction. Default 1000. */
+  restoreBatchSize: number;
+  /** Live events buffered during a restoration before the buffer is dropped and the store is read instead. Default 10,000. */
+  catchBufferLimit: number;
+  /** Publish RestoreProgress every this many events. Default 50,000. */
+  progressEvery: number;
+  /** In standby (another instance holds the handler's lock), try to take it over this often. Default 1000 ms. */
+  lockRetryMs: number;
+  /**
+   * After a batch failed with UNAVAILABLE (the database could not be reached), wait this long
+   * before reading the checkpoint and the store again; doubled after each failed try. Default 50 ms.
+   */
+  retryInitialMs: number;
+  /** The longest wait between such tries. Default 5000 ms. */
+  retryMaxMs: number;
+  /**
+   * `waitToFinish` on an instance where the handler is in standby waits this long for the
+   * checkpoint of the instance holding its lock to pass the command's events; past it,
+   * `handlerErrors` says how far that checkpoint got. Default 5000 ms.
+   */
+  standbyWaitMs: number;
+  /** Meanwhile the shared checkpoint is read again after 2 ms, then at doubling intervals up to this. Default 50 ms. */
+  standbyPollMs: number;
+}
+
+export const DEFAULT_DELIVERY: DeliveryOptions = Object.freeze({
+  restoreBatchSize: 1000,
+  catchBufferLimit: 10_000,
+  progressEvery: 50_000,
+  lockRetryMs: 1000,
+  retryInitialMs: 50,
+  retryMaxMs: 5000,
+  standbyWaitMs: 5000,
+  standbyPollMs: 50,
+});
+
+/** A handler function failed on `event`. */
+export class HandlerFailure extends Error {
+  constructor(
+    readonly event: Event,
+    readonly error: unknown,
+  ) {
+    super(`handler failed on ${event.domain}.${event.name} at position ${event.position}: ${errorMessage(error)}`, { cause: error });
+  }
+}
+
+/**
+ * The handler's own hooks, as closures made inside its class (so they stay
+ * protected there): the runner calls them, nothing else does.
+ * @internal
+ */
+export interface RunnerHooks {
+  /** Inside the batch's transaction, before its events are handled. */
+  beforeBatch(events: readonly Event[]): Promise<void>;
+  /** Inside the batch's transaction, after its events were handled. */
+  afterBatch(): Promise<void>;
+  /** The batch was rolled back. */
+  discardBatch(): void;
+  /** Clears the handler's own state before a restoration from zero (inside the reset's transaction). */
+  resetState(): Promise<void>;
+  /** The handler is about to go live (start, restore): its parts start (an outbox's worker). */
+  starting(): void;
+  /** The handler is being stopped: its parts stop first. */
+  stopping(): Promise<void>;
+}
+
+/**
+ * What makes a runner's handler a state restorer (BaseReadmodel configures its runner so).
+ * @internal
+ */
+export interface RestorerConfig {
+  /** Where the readmodel's documents and checkpoint live. */
+  backend(): ReadmodelStoreBackend;
+  /** Per-readmodel delivery overrides, applied when the handler is registered. */
+  options(): { readonly restoreBatchSize?: number | undefined; readonly catchBufferLimit?: number | undefined };
+  /** The handler's own (possibly overridden) restoreState: how it goes live and takes over. */
+  restoreState(opts: { fromZero?: boolean }): { done: Promise<RestoreReport> };
+}
+
+/** The runner's record of a rebuild (a restore from zero into the next generation). */
+export interface Rebuild {
+  phase: RebuildPhase;
+  readonly servedPosition: number;
+  readonly servedTimestamp: number;
+  targetHead: number;
+  readonly startedAt: number;
+  replayed: number;
+}
+
+interface Waiter {
+  from: number;
+  to: number;
+  resolve: (e: Error | undefined) => void;
+}
+
+/** An item of the live queue: committed events, or null for "read the store". */
+export type QueueItem = readonly Event[] | null;
+
+/**
+ * Every piece of a runner's state, in one object that the runner makes and
+ * holds: its parts (delivery, restoration, locks and standby, listing) read
+ * and write it; nothing outside the runner reaches it. Besides the fields, it
+ * holds what every part needs: the host, the backend, the state changes with
+ * their system event, and the waiters of `waitFor`.
+ * @internal
+ */
+export class RunnerState {
+  readonly handler: EventHandler;
+  readonly hooks: RunnerHooks;
+  restorer: RestorerConfig | undefined;
+  host: HandlerHost | undefined;
+  delivery: DeliveryOptions = DEFAULT_DELIVERY;
+  readonly metrics = new HandlerMetrics();
+
+  lastPosition = 0;
+  lastEventTimestamp = 0;
+  persistedPosition = 0;
+  state: EventHandlerState = "stopped";
+  restorationState: RestorationState = "idle";
+  resolved = new Map<string, DomainEventHandler[]>();
+
+  // live delivery
+  queue: QueueItem[] = [];
+  pumping: Promise<void> | undefined;
+  waiters: Waiter[] = [];
+  failedAt = 0;
+  failure: Error | undefined;
+
+  // restoration hand-off
+  caught: Event[] = [];
+  catching = false;
+  catchOverflow = false;
+  catchPull = false;
+  restore: { controller: AbortController; done: Promise<RestoreReport> } | undefined;
+  /** A restore from zero building the next generation; undefined otherwise (and once it switched). */
+  rebuild: Rebuild | undefined;
+
+  // single-processor lock (backends with tryLock)
+  lockHeld = false;
+  /** The fencing token of the lock this instance holds (undefined: no lock, or a backend without tokens). */
+  token: number | undefined;
+  /** In standby: the holder of the lock and the shared checkpoint, as last read (listed instead of this instance's own). */
+  standbyView: { holder: string | undefined; position: number } | undefined;
+  standbyTimer: ReturnType<typeof setTimeout> | undefined;
+  offLockLost: (() => void) | undefined;
+  /** A standby retry took the lock and is catching up (standby -> stopped -> running). */
+  takingOver = false;
+  readonly standbyWaiters = new Set<() => void>();
+  /** Reads the holder's checkpoint for waitToFinish while in standby (made on first use). */
+  holderWatch: SharedCheckpointWatch | undefined;
+
+  // retry after UNAVAILABLE (the database could not be reached)
+  retryTimer: ReturnType<typeof setTimeout> | undefined;
+  retryDelay = 0;
+  retryError: MnemeError | undefined;
+  /** Set when a batch failed with UNAVAILABLE: the pump reads the checkpoint again before it goes on. */
+  resync = false;
+
+  /**
+   * The async context the runner was made in. Delivery starts in it, not in
+   * the context of whoever appended: a command dispatched from inside another
+   * handler's batch would otherwise start this handler's delivery inside that
+   * batch's transaction (the backends keep their open transaction in
+   * AsyncLocalStorage) or inside a rebuild's next generation.
+   */
+  readonly detached: <R>(fn: () => R) => R;
+
+  constructor(handler: EventHandler, hooks: RunnerHooks, detached: <R>(fn: () => R) => R) {
+    this.handler = handler;
+    this.hooks = hooks;
+    this.detached = detached;
+  }
+
+  get name(): string {
+    return this.handler.name;
+  }
+
+  /** Whether the handler can rebuild its state (a BaseReadmodel). */
+  get isStateRestorer(): boolean {
+    return this.restorer !== undefined;
+  }
+
+  /** Where this handler's checkpoint (and, for readmodels, documents) live. */
+  backend(): ReadmodelStoreBackend {
+    if (this.restorer !== undefined) return this.restorer.backend();
+    return this.requireHost().readmodelStoreBackend;
+  }
+
+  requireHost(): HandlerHost {
+    if (this.host === undefined) throw new MnemeError("NOT_STARTED", `event handler ${this.name} is not registered with a facade`);
+    return this.host;
+  }
+
+  /** Handlers for a stored event, cached per path. */
+  handlersFor(event: Event): DomainEventHandler[] {
+    const path = `${event.domain}.${event.name}`;
+    let fns = this.resolved.get(path);
+    if (fns === undefined) {
+      fns = this.handler.getDomainEventHandlers(path);
+      this.resolved.set(path, fns);
+    }
+    return fns;
+  }
+
+  handlesAllEvents(): boolean {
+    return this.handler.getDomainEventHandlers("*").length > 0;
+  }
+
+  /** Paths this handler needs read from the store, or undefined for every event. */
+  eventPathFilter(): string[] | undefined {
+    return this.handlesAllEvents() ? undefined : this.handler.getDomainEvents().map((t) => t.path);
+  }
+
+  /** The createdAt (ns) of the event at `position`; 0 for position 0 or when no event is stored there. */
+  async timestampAt(position: number): Promise<number> {
+    if (position <= 0) return 0;
+    const host = this.requireHost();
+    for await (const batch of host.eventRepository.readAll({ afterPosition: position - 1, untilPosition: position, batchSize: 1 })) {
+      const e = batch[0];
+      return e !== undefined && e.position === position ? e.createdAt : 0;
+    }
+    return 0;
+  }
+
+  setState(state: EventHandlerState): void {
+    if (this.state === state) return;
+    const from = this.state;
+    this.state = state;
+    if (state !== "running") this.clearRetry();
+    this.host?.publish("EventHandlerStateChanged", {
+      eventHandlerName: this.name,
+      from,
+      to: state,
+      restorationState: this.restorationState,
+    });
+    this.wake();
+  }
+
+  clearRetry(): void {
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+  }
+
+  // ---------------------------------------------------------------- waiters
+
+  /**
+   * Resolves when the handler has processed up to `to` (undefined), failed on an
+   * event in [from, to] (that error), stepped back to standby before reaching `to`
+   * (its `standbyError()`), or is stopped (undefined).
+   */
+  waitFor(from: number, to: number): Promise<Error | undefined> {
+    const settled = this.#settle(from, to);
+    if (settled !== null) return Promise.resolve(settled);
+    return new Promise((resolve) => this.waiters.push({ from, to, resolve }));
+  }
+
+  #settle(from: number, to: number): Error | undefined | null {
+    // During a rebuild queries read the served generation: an event is there only after the switch.
+    if ((this.rebuild?.servedPosition ?? this.lastPosition) >= to) return undefined;
+    if (this.state === "failed") return this.failedAt >= from && this.failedAt <= to ? this.failure : undefined;
+    if (this.state === "standby" && !this.catching) return this.standbyError();
+    if (this.state === "stopped" && !this.catching) return undefined;
+    // Waiting out a backoff after UNAVAILABLE: report it rather than wait for the database to come back.
+    if (this.retryTimer !== undefined && this.retryError !== undefined) return this.retryError;
+    return null;
+  }
+
+  /**
+   * What `waitToFinish` reports for this handler while it is in standby: the
+   * events were not applied here (another instance holds its processing lock).
+   */
+  standbyError(): MnemeError {
+    const name = this.name;
+    return new MnemeError(
+      "INVALID_STATE",
+      `event handler ${name} is in standby (another instance holds its processing lock): it has not applied these events here (at position ${this.lastPosition})`,
+      { details: [{ message: "standby", eventHandlerName: name, state: "standby", lastPosition: this.lastPosition }] },
+    );
+  }
+
+  wake(): void {
+    if (this.waiters.length === 0) return;
+    const keep: Waiter[] = [];
+    for (const w of this.waiters) {
+      const s = this.#settle(w.from, w.to);
+      if (s === null) keep.push(w);
+      else w.resolve(s);
+    }
+    this.waiters = keep;
+  }
+
+  /**
+   * A restoration ends without going live: live events are no longer caught,
+   * and a waiter kept only because they were is answered now. One that began
+   * during a restoration that then lost the lock (standby reached while still
+   * catching, so #settle kept it) would otherwise wait until this instance
+   * took the lock back, or for ever.
+   */
+  stopCatching(): void {
+    this.catching = false;
+    this.wake();
+  }
+}
+
+/** A process warning with a code (where the platform has them), as the other start-up warnings. */
+export function warn(message: string, code: string): void {
+  const p = (globalThis as { process?: { emitWarning?: (m: string, o: { code: string }) => void } }).process;
+  if (typeof p?.emitWarning === "function") p.emitWarning(message, { code });
+}
