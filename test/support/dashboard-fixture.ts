@@ -112,13 +112,13 @@ export async function startDashboardWorld(
     async createReminder(title) {
       const todoUuid = newUuid();
       await facade.dispatch(CreateTodo, { todoUuid, title: `remind: ${title}` }, wait);
-      await reminders.drainOutbox();
+      await reminders.outbox.drain();
       return todoUuid;
     },
     async createUndeliverable(title) {
       const todoUuid = newUuid();
       await facade.dispatch(CreateTodo, { todoUuid, title: `undeliverable: ${title}` }, wait);
-      await notifier.drainOutbox();
+      await notifier.outbox.drain();
       return todoUuid;
     },
     dropConnections: () => server.closeAllConnections(),
