@@ -21,14 +21,14 @@ describe("npm run demo", () => {
   it("runs on SQLite, and a second run restores from the checkpoint instead of replaying from zero", async () => {
     const first = await demo();
     expect(first).toContain("first run: TodoProjection built from position 0");
-    expect(first).toContain("CreateTodo   -> TodoCreated v1 @1");
+    expect(first).toContain("CreateTodo   -> TodoCreated (the todo's version 1, position 1)");
     expect(first).toContain("anonymous CreateTodo is denied: PERMISSION_DENIED");
     expect(first).toContain("history: TodoCreated > TodoRenamed > TodoCompleted");
     expect(first).toContain("RenameTodo from another tenant is refused: NOT_FOUND");
     expect(first).toContain("GetTodo from another tenant -> undefined");
     const second = await demo();
     expect(second).toContain("restored TodoProjection from its checkpoint at position 3: replayed 0 event(s)");
-    expect(second).toContain("CreateTodo   -> TodoCreated v1 @4");
+    expect(second).toContain("CreateTodo   -> TodoCreated (the todo's version 1, position 4)");
     expect(second).toContain("ListTodos    -> 2 todo(s) in this tenant");
   }, 120_000);
 });

@@ -8,7 +8,7 @@
  */
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { createFacade, newUuid, type RequestContext } from "mneme";
+import { createFacade, newUuid, type Event, type RequestContext } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { CompleteTodo, CreateTodo, GetTodo, ListTodos, RenameTodo, registerTodo } from "./todo-domain.js";
 
@@ -37,13 +37,17 @@ const reqCtx: RequestContext = {
   senderTenantUuid: "0190f5e4-0000-7000-8000-0000000000d1",
 };
 
+/** "TodoRenamed (the todo's version 2, position 5)": the aggregate's version after the event, and its place in the store. */
+const appended = (events: readonly Event[]) =>
+  events.map((e) => `${e.name} (the todo's version ${e.version}, position ${e.position})`).join(", ");
+
 const todoUuid = newUuid();
 const created = await facade.dispatch(CreateTodo, { todoUuid, title: "Write the readme" }, { reqCtx, waitToFinish: true });
-console.log(`CreateTodo   -> ${created.events.map((e) => `${e.name} v${e.version} @${e.position}`).join(", ")}`);
+console.log(`CreateTodo   -> ${appended(created.events)}`);
 const renamed = await facade.dispatch(RenameTodo, { todoUuid, title: "Write a better readme" }, { reqCtx, waitToFinish: true });
-console.log(`RenameTodo   -> ${renamed.events.map((e) => `${e.name} v${e.version} @${e.position}`).join(", ")}`);
+console.log(`RenameTodo   -> ${appended(renamed.events)}`);
 const done = await facade.dispatch(CompleteTodo, { todoUuid }, { reqCtx, waitToFinish: true });
-console.log(`CompleteTodo -> ${done.events.map((e) => `${e.name} v${e.version} @${e.position}`).join(", ")}`);
+console.log(`CompleteTodo -> ${appended(done.events)}`);
 
 try {
   await facade.dispatch(CreateTodo, { todoUuid, title: "again" }, { reqCtx: {} });
