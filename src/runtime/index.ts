@@ -40,6 +40,8 @@ export {
   CancelScheduledCommand,
   ListDeadLetters,
   ControlDeadLetter,
+  MigratePersonalData,
+  GetClearPersonalData,
   type PermissionListEntry,
 } from "./runtime-domain.js";
 export {
