@@ -9,31 +9,14 @@
  */
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
-import { anonymous, createFacade, defineDomain, type Facade, MnemeError } from "mneme";
+import { createFacade, type Facade, MnemeError } from "mneme";
 import type { CommandStore, EventRepository } from "mneme/store";
 import { createSqliteBackends } from "mneme/sqlite";
+import { runProcess } from "./support/run-process.js";
+import { type Signup, signups } from "./support/signups-app.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 
 const scratch = sqliteScratch("privacy-migration");
-
-interface Signup {
-  personUuid: string;
-  email: string;
-  plan: string;
-}
-
-/** The Signups domain, with or without its personal data declared. */
-function signups(declared: boolean) {
-  const D = defineDomain("Signups");
-  const personal = declared ? { personalData: { subject: (p: Signup) => p.personUuid, fields: ["email"] } } : {};
-  const SignUp = D.command<Signup>("SignUp", { permission: anonymous, ...personal });
-  const SignedUp = D.event<Signup>(
-    "SignedUp",
-    declared ? { personalData: { subject: (p: Signup) => p.personUuid, fields: ["email"] } } : {},
-  );
-  D.handleCommand(SignUp, (_ctx, _c, p) => [SignedUp.create(p.personUuid, p)]);
-  return { D, SignUp, SignedUp };
-}
 
 const PEOPLE = Array.from({ length: 9 }, (_, i) => ({
   personUuid: `0190f5e4-8e4a-7cc4-9f4e-00000000000${i}`,
@@ -198,6 +181,26 @@ describe("the personal-data migration", () => {
     await expectMigrated(a, file);
     await expectMigrated(b, file);
   });
+
+  it("runs from the mneme binary: privacy check, then privacy migrate --dry-run and migrate", async () => {
+    const file = await oldFile();
+    process.env.SIGNUPS_FILE = file;
+    const root = new URL("..", import.meta.url).pathname;
+    const cli = (...args: string[]) => runProcess("npx", ["tsx", "src/cli/main.ts", "privacy", ...args], root, 90_000);
+    const check = await cli("check", "--app", "test/support/signups-app.ts");
+    expect(check.code).toBe(0);
+    expect(JSON.parse(check.stdout)).toMatchObject({ subjects: 9, events: 18, complete: true });
+    const dry = await cli("migrate", "--app", "test/support/signups-app.ts", "--dry-run");
+    expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, sealedEvents: 18, sealedRecords: 18 });
+    expect(rawText(file)).toContain(PEOPLE[3]!.email);
+    const real = await cli("migrate", "--app", "test/support/signups-app.ts", "--batch-size", "5");
+    expect(real.code).toBe(0);
+    expect(JSON.parse(real.stdout)).toMatchObject({ dryRun: false, sealedEvents: 18, sealedRecords: 18, subjects: 9, complete: true });
+    expect(rawText(file)).not.toContain(PEOPLE[3]!.email);
+    const usage = await cli("migrate");
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("missing --app");
+  }, 120_000);
 
   it("the start-up check reads at most startupCheckLimit events, and says so", async () => {
     const file = await oldFile();
