@@ -202,6 +202,39 @@ describe("the personal-data migration", () => {
     expect(usage.stderr).toContain("missing --app");
   }, 120_000);
 
+  it("a clean check of a large store records how far it read: the next start reads on from there", async () => {
+    const file = scratch.newFile();
+    const first = await startDeclared(file, undefined, { startupCheckLimit: 500 });
+    const { SignedUp } = signups(true);
+    const events = Array.from({ length: 1_200 }, (_, i) => SignedUp.create(PEOPLE[i % 9]!.personUuid, { ...PEOPLE[i % 9]!, plan: "p" }));
+    await first.eventRepository.append(events);
+    await first.stop();
+    // Cut short by its bound, a clean check records how far it read; the next start reads on from there.
+    const second = await startDeclared(file, undefined, { startupCheckLimit: 500 });
+    expect(second.clearPersonalData).toMatchObject({ checked: 500, complete: false, after: 0, events: 0 });
+    const reached = second.clearPersonalData!.checkedThrough;
+    await second.stop();
+    const third = await startDeclared(file, undefined, { startupCheckLimit: 500 });
+    expect(third.clearPersonalData).toMatchObject({ checked: 500, complete: false, after: reached, events: 0 });
+    await third.stop();
+    // Complete and below 1,000 events read: nothing recorded (reading them again costs less than an event).
+    const fourth = await startDeclared(file);
+    expect(fourth.clearPersonalData).toMatchObject({ checked: 200, complete: true, events: 0, subjects: 0 });
+    const after = fourth.clearPersonalData!.after;
+    await fourth.stop();
+    expect((await startDeclared(file)).clearPersonalData).toMatchObject({ checked: 200, after });
+    // A complete clean check of 1,000 events or more records a mark at the head.
+    const big = scratch.newFile();
+    const writer = await startDeclared(big);
+    await writer.eventRepository.append(events);
+    await writer.stop();
+    const once = await startDeclared(big);
+    expect(once.clearPersonalData).toMatchObject({ checked: 1_200, complete: true, after: 0 });
+    const head = once.clearPersonalData!.head;
+    await once.stop();
+    expect((await startDeclared(big)).clearPersonalData).toMatchObject({ checked: 0, complete: true, after: head });
+  });
+
   it("the start-up check reads at most startupCheckLimit events, and says so", async () => {
     const file = await oldFile();
     const f = await startDeclared(file, undefined, { startupCheckLimit: 5 });

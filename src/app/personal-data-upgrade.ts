@@ -11,6 +11,7 @@ import {
   type MigratePersonalDataOptions,
   type PersonalDataMigrationHost,
   type PersonalDataMigrationReport,
+  recordCleanCheck,
   scanClearPersonalData,
 } from "../privacy/personal-data-migration.js";
 import { MnemeError } from "../model/errors.js";
@@ -43,7 +44,11 @@ export function clearPersonalDataMessage(found: ClearPersonalData): string | und
   );
 }
 
-/** The start-up check: bounded by `limit` events read (0 skips it); warns (process warning and LogStore) when it finds clear values. */
+/**
+ * The start-up check: bounded by `limit` events read (0 skips it); warns
+ * (process warning and LogStore) when it finds clear values, and records how
+ * far a clean check of a large store got (see recordCleanCheck).
+ */
 export async function checkAtStart(
   host: PersonalDataMigrationHost,
   limit: number,
@@ -57,6 +62,8 @@ export async function checkAtStart(
       process.emitWarning(message, { code: PERSONAL_DATA_CLEAR_WARNING, detail: `subjects: ${found.firstSubjects.join(", ")}` });
     }
     await logStore.append({ level: "warn", source: "mneme.privacy", message, data: { ...found } }).catch(() => undefined);
+  } else {
+    await recordCleanCheck(host, found);
   }
   return found;
 }

@@ -67,6 +67,8 @@ export interface ClearPersonalData {
   readonly events: number;
   /** Events read whose subject could not be named (the subject function threw on the stored payload): left as they are. */
   readonly unnamed: number;
+  /** Events of declared types the check read. */
+  readonly checked: number;
   /** The check read events of declared types up to this position. */
   readonly checkedThrough: number;
   /** The head position when the check began. */
@@ -184,7 +186,7 @@ export async function scanClearPersonalData(host: PersonalDataMigrationHost, lim
   const types = [...host.eventTypes()];
   const paths = declaredPaths(types);
   const head = await host.stored.headPosition();
-  const empty = { subjects: 0, subjectsCapped: false, firstSubjects: [], events: 0, unnamed: 0, head };
+  const empty = { subjects: 0, subjectsCapped: false, firstSubjects: [], events: 0, unnamed: 0, head, checked: 0 };
   if (paths.size === 0) return { ...empty, checkedThrough: head, complete: true, after: head };
   const after = (await lastMark(host, declarationsOf(types)))?.throughPosition ?? 0;
   const tally = new SubjectTally();
@@ -224,11 +226,36 @@ export async function scanClearPersonalData(host: PersonalDataMigrationHost, lim
     firstSubjects: tally.first,
     events,
     unnamed,
+    checked: read,
     checkedThrough,
     head,
     complete,
     after,
   };
+}
+
+/** Events a clean check must have read before it records how far it got (below that, reading again costs less than an event). */
+export const CLEAN_CHECK_MARK_MIN = 1_000;
+
+/**
+ * After a start-up check that found nothing in clear and either was cut
+ * short by its bound or read at least {@link CLEAN_CHECK_MARK_MIN} events: a
+ * progress mark at the position it reached, so the next start reads on from there (a large store is read once,
+ * in bounded steps over several starts, not again at every start). Nothing is
+ * recorded when anything was found: the migration must still read it.
+ */
+export async function recordCleanCheck(host: PersonalDataMigrationHost, found: ClearPersonalData): Promise<boolean> {
+  if (found.events > 0 || found.unnamed > 0 || found.checked === 0) return false;
+  // A check cut short by its bound always records (the store is larger than the bound); a complete one from a size on.
+  if (found.complete && found.checked < CLEAN_CHECK_MARK_MIN) return false;
+  const mark: Migrated = {
+    declarations: declarationsOf(host.eventTypes()),
+    throughPosition: found.checkedThrough,
+    sealedEvents: 0,
+    complete: found.complete,
+  };
+  await host.append([PersonalDataMigrated.create(migrationAggregateUuid, mark, { tenantUuid: "" })], [migrationAggregateUuid]);
+  return true;
 }
 
 /** When each subject was forgotten last (position and createdAt of its last SubjectForgotten), cached for one run. */
