@@ -37,6 +37,7 @@ describe("lists", () => {
       ControlEventHandler: "Administrator",
       CancelScheduledCommand: "Administrator",
       ControlDeadLetter: "Administrator",
+      MigratePersonalData: "Administrator",
       StoreUpdate: "Custom",
       StoreDelete: "Custom",
     });
@@ -50,7 +51,9 @@ describe("lists", () => {
     expect(byName.get("Runtime.ListCommands")?.permission).toBe("Authorized");
     expect(byName.get("Runtime.StreamSystemEvents")?.permission).toBe("Administrator");
     expect(byName.get("Runtime.StoreRead")?.permission).toBe("Custom");
+    expect(byName.get("Runtime.GetClearPersonalData")?.permission).toBe("Administrator");
     expect([...byName.keys()].filter((k) => k.startsWith("Runtime.")).sort()).toEqual([
+      "Runtime.GetClearPersonalData",
       "Runtime.GetMetrics",
       "Runtime.GetSchema",
       "Runtime.GetSystemInfo",
@@ -97,7 +100,7 @@ describe("lists", () => {
         .find((g) => g.commandHandlerDomain === "Runtime")
         ?.domainCommandHandlers.map((h) => h.domainCmdName)
         .sort(),
-    ).toEqual(["CancelScheduledCommand", "ControlDeadLetter", "ControlEventHandler", "StoreDelete", "StoreUpdate"]);
+    ).toEqual(["CancelScheduledCommand", "ControlDeadLetter", "ControlEventHandler", "MigratePersonalData", "StoreDelete", "StoreUpdate"]);
     const qry = rig.facade.runtime.listQueryHandlers();
     expect(qry.find((g) => g.queryHandlerDomain === "Shop")).toEqual({
       queryHandlerDomain: "Shop",

@@ -16,6 +16,8 @@ import { ProcessManager, Reactor } from "mneme/reactions";
 import {
   CancelScheduledCommand,
   ControlDeadLetter,
+  GetClearPersonalData,
+  MigratePersonalData,
   ControlEventHandler,
   GetMetrics,
   GetSchema,
@@ -178,6 +180,8 @@ const ROWS: Record<string, Row> = {
       return q(s).dispatch(ControlDeadLetter, { action: "discard", id: entry!.id }, { reqCtx: r });
     },
   },
+  MigratePersonalData: { kind: "administrators", call: (s, r) => q(s).dispatch(MigratePersonalData, { dryRun: true }, { reqCtx: r }) },
+  GetClearPersonalData: { kind: "administrators", call: (s, r) => q(s).query(GetClearPersonalData, {}, { reqCtx: r }) },
   StreamSystemEvents: { kind: "administrators", call: (s, r) => q(s).query(StreamSystemEvents, {}, { reqCtx: r }) },
   StoreInfo: { kind: "administrators", call: (s, r) => q(s).query(StoreInfo, { store: "event" }, { reqCtx: r }) },
   StoreRead: { kind: "administrators", call: (s, r) => q(s).query(StoreRead, { store: "event" }, { reqCtx: r }) },

@@ -61,6 +61,13 @@ import { isPlainObject } from "../model/redact.js";
 import type { AggregateTenancy, AggregateType, CommandType, EventType, PersonalData, QueryType } from "../model/tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "../model/types.js";
 import type { DispatchOptions, DispatchResult, FacadeHandle, HandlerError, MessageRef, QueryOptions } from "../model/facade-handle.js";
+import type {
+  ClearPersonalData,
+  MigratePersonalDataOptions,
+  PersonalDataMigrationHost,
+  PersonalDataMigrationReport,
+} from "../privacy/personal-data-migration.js";
+import { checkAtStart, runMigration, startupCheckLimit } from "./personal-data-upgrade.js";
 
 /** Options of createFacade. Every store defaults to its in-memory implementation. */
 export interface FacadeOptions {
@@ -85,7 +92,12 @@ export interface FacadeOptions {
    */
   readonly keyStore?: KeyStore;
   /** The key cache of personal data: keys held (default 10,000) and how long one is used before the store is asked again (ms, default 5,000). */
-  readonly personalData?: { readonly keyCacheSize?: number; readonly keyCacheTtlMs?: number };
+  readonly personalData?: {
+    readonly keyCacheSize?: number;
+    readonly keyCacheTtlMs?: number;
+    /** Events of declared types the start-up check for personal data stored in clear reads at most (default 10,000; 0: no check). */
+    readonly startupCheckLimit?: number;
+  };
   /** Output of `mneme schema build`: the object, or the path of its file. */
   readonly schemas?: JsonSchema | string;
   readonly authorizer?: Authorizer;
@@ -329,6 +341,53 @@ export class Facade implements FacadeHandle {
     return this.personalData.encrypt(events);
   }
 
+  /** Clears the aggregate cache and deletes the snapshots of aggregates that fold personal data. */
+  async #dropFoldedCopies(): Promise<void> {
+    this.#aggregateCache?.clear();
+    for (const domain of this.#domains.values()) {
+      for (const a of domain.aggregates.values()) {
+        if (snapshotOptionsOf(a).snapshotEvery === undefined) continue;
+        // Snapshots of such aggregates are not taken any more; this removes those of an earlier release.
+        if (this.#foldsPersonalData(a)) await this.snapshotStore.deleteAggregateType(a.domain, a.name);
+      }
+    }
+  }
+
+  /** What the personal-data migration and the start-up check read and write (see src/app/personal-data-upgrade.ts). */
+  #migrationHost(): PersonalDataMigrationHost {
+    return {
+      stored: this.#events.stored,
+      commandStore: this.commandStore,
+      protection: this.personalData,
+      eventTypes: () => this.#eventTypes.values(),
+      commandTypes: () => [...this.#domains.values()].flatMap((d) => [...d.commands.values()]),
+      append: (events, globalAggregates) => this.eventRepository.append(events, { globalAggregates }),
+      dropFoldedCopies: () => this.#dropFoldedCopies(),
+    };
+  }
+
+  #clearPersonalData: ClearPersonalData | undefined;
+
+  /** What the start-up check (or the last migration) found of personal data stored in clear; undefined before start or when not checked. */
+  get clearPersonalData(): ClearPersonalData | undefined {
+    return this.#clearPersonalData;
+  }
+
+  /**
+   * Seals the declared personal fields stored in clear (events written before
+   * their type declared them, command records), so `forget` erases them too;
+   * resumable, see docs/upgrading.md.
+   * @example
+   * const report = await facade.migratePersonalData();
+   */
+  async migratePersonalData(opts?: MigratePersonalDataOptions): Promise<PersonalDataMigrationReport> {
+    this.#assertStarted();
+    const limit = startupCheckLimit(this.#options.personalData?.startupCheckLimit);
+    const { report, after } = await runMigration(this.#migrationHost(), opts, limit);
+    this.#clearPersonalData = after;
+    return report;
+  }
+
   /**
    * Erases a data subject: deletes its encryption keys, so every field sealed
    * with them reads as "[erased]" on every read path from now on (other
@@ -344,14 +403,7 @@ export class Facade implements FacadeHandle {
     // Also while starting: a handler catching up inside start() may erase (the built-in AccountEraser does).
     if (this.#state !== "starting") this.#assertStarted();
     const keysDeleted = await this.personalData.forget(subject);
-    this.#aggregateCache?.clear();
-    for (const domain of this.#domains.values()) {
-      for (const a of domain.aggregates.values()) {
-        if (snapshotOptionsOf(a).snapshotEvery === undefined) continue;
-        // Snapshots of such aggregates are not taken any more; this removes those of an earlier release.
-        if (this.#foldsPersonalData(a)) await this.snapshotStore.deleteAggregateType(a.domain, a.name);
-      }
-    }
+    await this.#dropFoldedCopies();
     const aggregateUuid = forgetAggregateUuidOf(subject);
     await this.eventRepository.append([SubjectForgotten.create(aggregateUuid, { subject, keysDeleted }, { tenantUuid: "" })], {
       globalAggregates: [aggregateUuid],
@@ -592,6 +644,8 @@ export class Facade implements FacadeHandle {
           .map((h) => ({ handler: h.name, lag: Math.max(0, this.#head - h.lastPosition) })),
       );
       await this.runtime.storeInfo();
+      const limit = startupCheckLimit(this.#options.personalData?.startupCheckLimit);
+      this.#clearPersonalData = await checkAtStart(this.#migrationHost(), limit, this.logStore);
       for (const w of this.#startWarnings.splice(0)) {
         await this.logStore.append({ level: "warn", source: "mneme.privacy", message: w.message, data: w.data }).catch(() => undefined);
       }

@@ -1,16 +1,20 @@
 #!/usr/bin/env node
 /**
- * The `mneme` binary. Parses argv only; the work is in schema-build.ts.
- * Exit codes: 0 done, 1 the build failed (also: ts-json-schema-generator is
- * not installed), 2 usage error. Only `schema build` loads the generator.
+ * The `mneme` binary. Parses argv only; the work is in schema-build.ts and
+ * privacy-migrate.ts. Exit codes: 0 done, 1 the command failed (also:
+ * ts-json-schema-generator is not installed), 2 usage error. Only
+ * `schema build` loads the generator.
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { errorMessage } from "../model/errors.js";
+import { runPrivacyCommand } from "./privacy-migrate.js";
 import { buildSchemas, writeSchemasFile } from "./schema-build.js";
 
 const USAGE = `Usage:
   mneme schema build --tsconfig <file> --path <glob> --out <file> [--type <name>]
+  mneme privacy check --app <module>
+  mneme privacy migrate --app <module> [--dry-run] [--batch-size <n>]
   mneme --help | --version
 
 Commands:
@@ -19,12 +23,20 @@ Commands:
                  the input of createFacade({ schemas }). JSDoc tags such as
                  @format email, @minimum 0, @pattern are honoured. Needs the
                  ts-json-schema-generator package (a dev dependency of your project).
+  privacy check  Start the app of <module> and print which subjects have personal
+                 data stored in clear (written before their type declared it).
+  privacy migrate
+                 Start the app of <module> and seal that data in place, so forget
+                 erases it (resumable; see docs/upgrading.md). Prints the report.
 
 Options:
   --tsconfig <file>  tsconfig.json whose compiler options apply
   --path <glob>      source files: *, **, ?, [abc], {a,b}
   --out <file>       output JSON file (written atomically; directories are created)
   --type <name>      only this exported type and what it references
+  --app <module>     a module whose default export returns the app's facade, not started
+  --dry-run          report what would be sealed, write nothing
+  --batch-size <n>   events per page of the migration (default 500)
   -h, --help         show this help
   -v, --version      show the version
 `;
@@ -49,6 +61,9 @@ async function run(argv: readonly string[]): Promise<number> {
         path: { type: "string" },
         out: { type: "string" },
         type: { type: "string" },
+        app: { type: "string" },
+        "dry-run": { type: "boolean" },
+        "batch-size": { type: "string" },
         help: { type: "boolean", short: "h" },
         version: { type: "boolean", short: "v" },
       },
@@ -70,6 +85,24 @@ async function run(argv: readonly string[]): Promise<number> {
     return 0;
   }
   if (positionals.length === 0) throw new UsageError("no command given");
+  if (positionals[0] === "privacy") {
+    const action = positionals[1];
+    if ((action !== "check" && action !== "migrate") || positionals.length > 2) {
+      throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+    }
+    if (values.app === undefined || values.app === "") throw new UsageError("missing --app");
+    const batch = values["batch-size"];
+    if (batch !== undefined && !/^[1-9][0-9]{0,4}$/.test(batch))
+      throw new UsageError(`--batch-size must be an integer >= 1, got "${batch}"`);
+    const out = await runPrivacyCommand({
+      action,
+      app: values.app,
+      ...(values["dry-run"] === true ? { dryRun: true } : {}),
+      ...(batch === undefined ? {} : { batchSize: Number(batch) }),
+    });
+    process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+    return 0;
+  }
   if (positionals[0] !== "schema" || positionals[1] !== "build") {
     throw new UsageError(`unknown command "${positionals.join(" ")}"`);
   }

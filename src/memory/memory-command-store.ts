@@ -3,6 +3,7 @@ import { checkClaimArgs, validateCommandRecord } from "../store/command-record-v
 import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
+import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import { storeClosed } from "../store/store-closed.js";
 
 interface Row {
@@ -118,6 +119,22 @@ export class MemoryCommandStore implements CommandStore {
       last = row;
     }
     return { items };
+  }
+
+  /** For the personal-data migration only: see CommandStore.sealRecordPayloads. */
+  async sealRecordPayloads(rewrites: readonly PayloadSealing[]): Promise<number> {
+    this.assertOpen();
+    checkPayloadSealing("sealRecordPayloads", rewrites, { redacts: true });
+    let n = 0;
+    for (const r of rewrites) {
+      const row = this.byUuid.get(r.id);
+      if (row === undefined) continue;
+      const rec = JSON.parse(row.json) as CommandRecord;
+      if (!jsonEqual(rec.payload, r.stored)) continue;
+      row.json = JSON.stringify({ ...rec, payload: r.sealed });
+      n++;
+    }
+    return n;
   }
 
   async delete(commandUuid: string): Promise<boolean> {

@@ -5,6 +5,7 @@ import { checkAppendTenants, checkEventField, checkEventVersion, globalAggregate
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isSealedJsonSafe, sealJsonSafe } from "../store/json-safe.js";
+import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import { storeClosed } from "../store/store-closed.js";
 
 const DEFAULT_BATCH_SIZE = 1000;
@@ -145,6 +146,26 @@ export class MemoryEventRepository implements EventRepository {
     this.notify(stored);
     // `stored` is not kept by the repository (its events are), so the caller may have the array itself.
     return stored;
+  }
+
+  /** For the personal-data migration only: see EventRepository.sealStoredPayloads. */
+  async sealStoredPayloads(rewrites: readonly PayloadSealing[]): Promise<number> {
+    this.assertOpen();
+    checkPayloadSealing("sealStoredPayloads", rewrites);
+    const wanted = new Map(rewrites.map((r) => [r.id, r]));
+    let n = 0;
+    for (let i = 0; i < this.events.length && wanted.size > 0; i++) {
+      const e = this.events[i] as Event;
+      const r = wanted.get(e.eventUuid);
+      if (r === undefined) continue;
+      wanted.delete(e.eventUuid);
+      if (!jsonEqual(e.payload, r.stored)) continue;
+      const next = Object.freeze({ ...e, payload: sealJsonSafe(r.sealed) });
+      this.events[i] = next;
+      (this.byAggregate.get(e.aggregateUuid) as Event[])[e.version - 1] = next;
+      n++;
+    }
+    return n;
   }
 
   async loadAggregate(aggregateUuid: string, opts?: { fromVersion?: number }): Promise<Event[]> {

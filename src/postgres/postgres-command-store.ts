@@ -2,6 +2,7 @@ import { MnemeError } from "../model/errors.js";
 import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
 import { runSchemaDdl } from "./postgres-schema.js";
@@ -190,6 +191,22 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
       if (res.rows.length <= limit) return { items };
       const last = items[items.length - 1] as CommandRecord;
       return { items, nextCursor: encodeCursor([last.createdAt, last.commandUuid]) };
+    });
+  }
+
+  /** For the personal-data migration only: see CommandStore.sealRecordPayloads. One statement. */
+  async sealRecordPayloads(rewrites: readonly PayloadSealing[]): Promise<number> {
+    return this.track(async () => {
+      checkPayloadSealing("sealRecordPayloads", rewrites, { redacts: true });
+      if (rewrites.length === 0) return 0;
+      const res = await this.query(
+        `UPDATE ${this.table} AS c SET record = jsonb_set(c.record, '{payload}', u.sealed)
+           FROM unnest($1::text[], $2::jsonb[], $3::jsonb[]) AS u(id, stored, sealed)
+          WHERE c.command_uuid = u.id AND c.record->'payload' = u.stored`,
+        [rewrites.map((r) => r.id), rewrites.map((r) => JSON.stringify(r.stored)), rewrites.map((r) => JSON.stringify(r.sealed))],
+        "command sealRecordPayloads",
+      );
+      return res.rowCount ?? 0;
     });
   }
 

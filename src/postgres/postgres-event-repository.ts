@@ -5,6 +5,7 @@ import { checkEventVersion, eventFieldJson, expectedVersionsMap, globalAggregate
 import { validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandRecord, CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
@@ -265,6 +266,28 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         "loadEvents",
       );
       return rows.map(toEvent);
+    });
+  }
+
+  /**
+   * For the personal-data migration only: see EventRepository.sealStoredPayloads.
+   * One statement: a payload is replaced only while it is still the one read (jsonb equality).
+   */
+  async sealStoredPayloads(rewrites: readonly PayloadSealing[]): Promise<number> {
+    return this.track(async () => {
+      checkPayloadSealing("sealStoredPayloads", rewrites);
+      if (rewrites.length === 0) return 0;
+      try {
+        const res = await this.poolQuery("transaction", {
+          text: `UPDATE ${this.qschema}.events AS e SET payload = u.sealed
+                   FROM unnest($1::text[], $2::jsonb[], $3::jsonb[]) AS u(id, stored, sealed)
+                  WHERE e.event_uuid = u.id AND e.payload = u.stored`,
+          values: [rewrites.map((r) => r.id), rewrites.map((r) => JSON.stringify(r.stored)), rewrites.map((r) => JSON.stringify(r.sealed))],
+        });
+        return res.rowCount ?? 0;
+      } catch (e) {
+        throw mapPgError(e, "postgres: sealStoredPayloads");
+      }
     });
   }
 

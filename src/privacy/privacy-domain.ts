@@ -35,3 +35,30 @@ const FORGET_NAMESPACE = "3f6a3d2e-8c1b-4e0f-9b57-2d7c4a1e6f90";
 export function forgetAggregateUuidOf(subject: string): string {
   return uuidv5(JSON.stringify(["subject-forgotten", subject]), FORGET_NAMESPACE);
 }
+
+/**
+ * Payload of `Privacy.PersonalDataMigrated`: the progress mark of the
+ * personal-data migration (`facade.migratePersonalData`), appended after each
+ * page it sealed and once when it completed. A rerun continues after the last
+ * mark made under the same declarations; the start-up check reads from it.
+ */
+export interface PersonalDataMigrated {
+  /** The declared event types and fields the migration covered (`Domain.Name:/field,...`, sorted). */
+  declarations: string[];
+  /** Events of those types are sealed up to this position. */
+  throughPosition: number;
+  /** Events rewritten since the previous mark. */
+  sealedEvents: number;
+  /** Command records rewritten (the completing mark). */
+  sealedRecords?: number;
+  /** True on the mark of a run that reached the head. */
+  complete: boolean;
+}
+
+/** The `Privacy.PersonalDataMigrated` event token (see {@link PersonalDataMigrated}). */
+export const PersonalDataMigrated = Privacy.event<PersonalDataMigrated>("PersonalDataMigrated", {
+  description: "The personal-data migration sealed the declared fields stored in clear, up to a position",
+});
+
+/** The aggregate of the migration's progress marks. */
+export const migrationAggregateUuid = uuidv5(JSON.stringify(["personal-data-migration"]), FORGET_NAMESPACE);

@@ -41,6 +41,8 @@ export {
   ListDeadLetters,
   ControlDeadLetter,
   ListFailures,
+  MigratePersonalData,
+  GetClearPersonalData,
   type PermissionListEntry,
 } from "./runtime-domain.js";
 export type { FailureEntry, FailureListFilter } from "./failure-history.js";

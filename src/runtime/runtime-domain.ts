@@ -16,6 +16,7 @@ import type { EventHandlerListing } from "../readmodel/handler-runner.js";
 import type { StoreAction, StoreName } from "../permissions/store-permissions.js";
 import type { DeadLetterControl, DeadLetterEntry, ReactionListFilter, ScheduledCommandEntry } from "../reactions/reaction-listing.js";
 import type { StoreInfo as StoreInfoOfStore, StorePage } from "../store/store-info.js";
+import type { ClearPersonalData, MigratePersonalDataOptions, PersonalDataMigrationReport } from "../privacy/personal-data-migration.js";
 import type {
   CommandHandlerListEntry,
   CommandListEntry,
@@ -207,12 +208,38 @@ export const StoreDelete = RuntimeDomain.command<{ store: StoreName; key: string
   schema: objectSchema({ store: STORE, key: { type: "string", minLength: 1 } }, ["store", "key"]),
 });
 
+/**
+ * `Runtime.MigratePersonalData`: seals the declared personal fields stored in clear (events written before
+ * their type declared them, command records), so `forget` erases them; `result` is the report (authorizer only).
+ */
+export const MigratePersonalData = RuntimeDomain.command<MigratePersonalDataOptions, PersonalDataMigrationReport>("MigratePersonalData", {
+  description: "Seal personal data stored before it was declared, so forget erases it (system administrators)",
+  schema: objectSchema({ dryRun: { type: "boolean" }, batchSize: { type: "integer", minimum: 1, maximum: 10000 } }),
+});
+
+/**
+ * `Runtime.GetClearPersonalData`: what the start-up check (or the last migration) found of personal data stored
+ * in clear: the count of subjects `forget` cannot erase yet and the first ids (authorizer only); null when not checked.
+ */
+export const GetClearPersonalData = RuntimeDomain.query<NoPayload, ClearPersonalData | null>("GetClearPersonalData", {
+  description: "Subjects whose personal data is stored in clear, not erasable until MigratePersonalData ran (system administrators)",
+  schema: empty,
+});
+
 /** The store messages, each gated by the store's own `<Store>.<Action>` permission once installed. */
 export const STORE_MESSAGES = Object.freeze([StoreInfo, StoreRead, StoreUpdate, StoreDelete]);
 
 // No level: only the authorizer grants these (system administrators). The store messages are too until
 // installed, where their permission becomes the gate of the store's own permission (it needs the Runtime).
-for (const t of [ControlEventHandler, CancelScheduledCommand, ControlDeadLetter, StreamSystemEvents, ...STORE_MESSAGES]) {
+for (const t of [
+  ControlEventHandler,
+  CancelScheduledCommand,
+  ControlDeadLetter,
+  MigratePersonalData,
+  GetClearPersonalData,
+  StreamSystemEvents,
+  ...STORE_MESSAGES,
+]) {
   RuntimeDomain.registerPermission(newPermission("Runtime", t.name, t.description));
 }
 
@@ -251,6 +278,8 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   d.handleQuery(ListDeadLetters, async (ctx, q, p) => runtime.listDeadLetters(await scopedFilter(ctx, q, p)));
   d.handleCommand(ControlDeadLetter, async (_ctx, _c, p) => ({ result: await runtime.controlDeadLetter(p) }));
   d.handleQuery(ListFailures, async (ctx, q, p) => runtime.listFailures(await scopedFilter(ctx, q, p)));
+  d.handleQuery(GetClearPersonalData, () => runtime.clearPersonalData() ?? null);
+  d.handleCommand(MigratePersonalData, async (_ctx, _c, p) => ({ result: await runtime.migratePersonalData(p) }));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.
   const gate =

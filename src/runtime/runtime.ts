@@ -20,6 +20,7 @@ import {
 } from "../reactions/reaction-listing.js";
 import { type GovernedStores, StoreAccess } from "./store-access.js";
 import type { FailureEntry, FailureListFilter } from "./failure-history.js";
+import type { ClearPersonalData, MigratePersonalDataOptions, PersonalDataMigrationReport } from "../privacy/personal-data-migration.js";
 import type { SystemEventProducer } from "./system-events.js";
 import { ALL_TENANTS, type RuntimeScope, scopedInfo, scopedMetrics } from "./runtime-scope.js";
 
@@ -86,6 +87,12 @@ export interface SystemInfo {
   state: string;
   /** Commands and queries without a payload schema (`Domain.Name`): their payloads are not validated. */
   unvalidated: string[];
+  /**
+   * Personal data stored in clear (written before its type declared it), as the start-up check or the last
+   * migration found it: how many subjects `forget` cannot erase until `MigratePersonalData` ran (their ids:
+   * `GetClearPersonalData`, system administrators). Absent when not checked.
+   */
+  personalDataInClear?: { subjects: number; events: number; complete: boolean };
 }
 
 /**
@@ -107,6 +114,9 @@ export interface RuntimeHost extends GovernedStores {
   readonly domains: ReadonlyMap<string, InstalledDomain>;
   readonly eventHandlers: ReadonlyMap<string, BaseEventHandler>;
   readonly schemas: SchemaRegistry;
+  /** What the start-up check (or the last migration) found of personal data stored in clear. */
+  readonly clearPersonalData?: ClearPersonalData | undefined;
+  migratePersonalData?(opts?: MigratePersonalDataOptions): Promise<PersonalDataMigrationReport>;
 }
 
 const CONTROL_ACTIONS: readonly ControlAction[] = ["restore", "start", "stop"];
@@ -257,6 +267,8 @@ export class Runtime {
       unvalidated,
     };
     if (f.tenant !== undefined) info.tenant = f.tenant;
+    const clear = f.clearPersonalData;
+    if (clear !== undefined) info.personalDataInClear = { subjects: clear.subjects, events: clear.events, complete: clear.complete };
     return info;
   }
 
@@ -299,6 +311,17 @@ export class Runtime {
    * complete with the handler's info. With `reqCtx`, the caller's permission
    * for Runtime.ControlEventHandler is checked first.
    */
+  /** What the start-up check (or the last migration) found of personal data stored in clear, with the first subject ids. */
+  clearPersonalData(): ClearPersonalData | undefined {
+    return this.facade.clearPersonalData;
+  }
+
+  /** Seals personal data stored before it was declared (see `facade.migratePersonalData`); INVALID_STATE when the host cannot. */
+  async migratePersonalData(opts: MigratePersonalDataOptions = {}): Promise<PersonalDataMigrationReport> {
+    if (this.facade.migratePersonalData === undefined) throw new MnemeError("INVALID_STATE", "this host cannot migrate personal data");
+    return this.facade.migratePersonalData(opts);
+  }
+
   async controlEventHandler(req: ControlRequest, reqCtx?: RequestContext): Promise<EventHandlerInfo> {
     if (typeof req !== "object" || req === null) throw new MnemeError("INVALID_REQUEST", "the control request must be an object");
     if (!CONTROL_ACTIONS.includes(req.action)) {

@@ -2,6 +2,7 @@ import { isMnemeError, MnemeError } from "../model/errors.js";
 import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
@@ -181,6 +182,31 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
     const items = rows.slice(0, limit).map((r) => JSON.parse(r[0]) as CommandRecord);
     const last = items[items.length - 1];
     return rows.length > limit && last !== undefined ? { items, nextCursor: encodeCursor([last.createdAt, last.commandUuid]) } : { items };
+  }
+
+  /** For the personal-data migration only: see CommandStore.sealRecordPayloads. One write transaction. */
+  async sealRecordPayloads(rewrites: readonly PayloadSealing[]): Promise<number> {
+    checkPayloadSealing("sealRecordPayloads", rewrites, { redacts: true });
+    const db = this.ready();
+    try {
+      return db.writeTransaction(() => {
+        let n = 0;
+        for (const r of rewrites) {
+          const row = db.statement(`SELECT record FROM ${this.table} WHERE command_uuid = ?`).get(r.id) as { record: string } | undefined;
+          if (row === undefined) continue;
+          const rec = JSON.parse(row.record) as CommandRecord;
+          if (!jsonEqual(rec.payload, r.stored)) continue;
+          db.statement(`UPDATE ${this.table} SET record = ? WHERE command_uuid = ?`).run(
+            JSON.stringify({ ...rec, payload: r.sealed }),
+            r.id,
+          );
+          n++;
+        }
+        return n;
+      });
+    } catch (e) {
+      throw isMnemeError(e) ? e : toStoreError(e, "sealRecordPayloads");
+    }
   }
 
   async delete(commandUuid: string): Promise<boolean> {

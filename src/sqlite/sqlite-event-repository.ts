@@ -11,6 +11,7 @@ import {
 } from "../store/append-validation.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { SqliteCommandStore } from "./sqlite-command-store.js";
@@ -123,6 +124,27 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
 
   async append(events: readonly NewEvent[], opts: AppendOptions = {}): Promise<Event[]> {
     return this.appendSync(events, opts);
+  }
+
+  /** For the personal-data migration only: see EventRepository.sealStoredPayloads. One write transaction. */
+  async sealStoredPayloads(rewrites: readonly PayloadSealing[]): Promise<number> {
+    checkPayloadSealing("sealStoredPayloads", rewrites);
+    const db = this.ready();
+    try {
+      return db.writeTransaction(() => {
+        let n = 0;
+        for (const r of rewrites) {
+          const row = db.statement(`SELECT payload FROM ${this.table} WHERE event_uuid = ?`).get(r.id) as
+            { payload: string | null } | undefined;
+          if (row === undefined || row.payload === null || !jsonEqual(JSON.parse(row.payload), r.stored)) continue;
+          db.statement(`UPDATE ${this.table} SET payload = ? WHERE event_uuid = ?`).run(JSON.stringify(r.sealed), r.id);
+          n++;
+        }
+        return n;
+      });
+    } catch (e) {
+      throw e instanceof MnemeError ? e : toStoreError(e, "sealStoredPayloads");
+    }
   }
 
   /** Joins a SqliteCommandStore on the same connection: a command's record then commits with its events. */

@@ -1,4 +1,5 @@
 import type { RequestContext } from "../model/types.js";
+import type { PayloadSealing } from "./payload-sealing.js";
 import type { PageRequest, StoreInfo, StorePage } from "./store-info.js";
 
 export type CommandStatus = "succeeded" | "failed" | "denied";
@@ -78,4 +79,14 @@ export interface CommandStore {
   renewClaim?(commandUuid: string, owner: string, leaseMs: number): Promise<boolean>;
   /** Drops the owner's claim (nothing was recorded); a claim of another owner or a record is left alone. */
   releaseClaim?(commandUuid: string, owner: string): Promise<void>;
+  /**
+   * Optional, for the personal-data migration only (`facade.migratePersonalData`):
+   * rewrites the payloads of records (by commandUuid) in place, replacing
+   * values kept in clear with sealed envelopes or, for fields the command
+   * type now lists in `secretFields`, "[redacted]"; every other part of the
+   * record stays. Each rewrite happens only while the record's payload still
+   * equals `stored`, all in one transaction; resolves how many were
+   * rewritten. Anything else is refused with INVALID_REQUEST, nothing written.
+   */
+  sealRecordPayloads?(rewrites: readonly PayloadSealing[]): Promise<number>;
 }

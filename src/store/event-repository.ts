@@ -1,5 +1,6 @@
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandRecord, CommandStore } from "./command-store.js";
+import type { PayloadSealing } from "./payload-sealing.js";
 import type { StoreInfo } from "./store-info.js";
 
 export interface AppendOptions {
@@ -100,4 +101,16 @@ export interface EventRepository {
    * was recorded already (idempotency); without it a replay has no events.
    */
   loadEvents?(eventUuids: readonly string[]): Promise<Event[]>;
+  /**
+   * Optional, for the personal-data migration only (`facade.migratePersonalData`):
+   * rewrites stored payloads in place, replacing values stored in clear with
+   * sealed envelopes; ids, positions, versions and every other column stay.
+   * Each rewrite happens only while the stored payload still equals
+   * `stored` (else it is skipped: another migration did it), all in one
+   * transaction; resolves how many were rewritten. Anything but sealing clear
+   * values (see `checkPayloadSealing` in src/store/payload-sealing.ts) is
+   * refused with INVALID_REQUEST and nothing is written. Not for appending,
+   * correcting or deleting events: events stay append-only.
+   */
+  sealStoredPayloads?(rewrites: readonly PayloadSealing[]): Promise<number>;
 }

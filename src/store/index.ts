@@ -17,3 +17,4 @@ export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";
 export type { StorageScrub } from "./storage-scrub.js";
 export { jsonSafeProblem, JSON_SAFE_MAX_DEPTH, type JsonSafeProblem } from "./json-safe.js";
 export { lockLostError, isLockLostError } from "./lock-fencing.js";
+export { checkPayloadSealing, isSealedEnvelope, jsonEqual, type PayloadSealing } from "./payload-sealing.js";

@@ -4,6 +4,7 @@ import type { CommandRecord, CommandStore } from "../store/command-store.js";
 import type { StorePage } from "../store/store-info.js";
 import { describeContract, expectClosedBehaviour, expectNoSecret, expectRejectsWith } from "./contract-harness.js";
 import type { ContractOptions } from "./contract-options.js";
+import { describeRecordPayloadSealingContract } from "./payload-sealing-contract.js";
 
 const BASE_NS = 1_700_000_000_000_000_000;
 
@@ -240,6 +241,8 @@ export function describeCommandStoreContract(
       expect(await store.get(r.commandUuid)).toEqual(snapshot);
       expect((await store.list()).items).toEqual([snapshot]);
     });
+
+    describeRecordPayloadSealingContract(test);
 
     /** The store's claims, or the test is skipped: claims are an optional capability. */
     const claimsOf = (store: CommandStore, ctx: TestContext): Required<Pick<CommandStore, "claim" | "renewClaim" | "releaseClaim">> => {

@@ -15,6 +15,7 @@ import {
 } from "./contract-harness.js";
 import type { ContractOptions } from "./contract-options.js";
 import { describeEventRepositoryPayloadContract } from "./event-repository-payload-contract.js";
+import { describeEventPayloadSealingContract } from "./payload-sealing-contract.js";
 
 function ev(aggregateUuid: string, extra: Partial<NewEvent> = {}): NewEvent {
   return { domain: "Test", name: "Happened", aggregateUuid, payload: { n: 0 }, ...extra };
@@ -732,6 +733,7 @@ export function describeEventRepositoryContract(
     });
 
     describeEventRepositoryPayloadContract(test);
+    describeEventPayloadSealingContract(test);
 
     test("reqCtx keeps every field", async (repo) => {
       const reqCtx: RequestContext = {
