@@ -520,6 +520,7 @@ describe("createPostgresBackends", () => {
       "commands",
       "events",
       "logs",
+      "mneme_store_format",
       "readmodel_checkpoints",
       "readmodel_collections",
       "readmodel_documents",

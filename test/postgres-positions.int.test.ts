@@ -226,7 +226,7 @@ describe("a connection that dies between the append function's work and its COMM
     expect(await storedPositions(schema)).toEqual([1, 2]);
   });
 
-  it("BEGIN, the function of 0.1 by hand, the session killed before COMMIT: the next append (of any signature) takes the next position", async () => {
+  it("BEGIN, the function of 0.2 (one statement per append) by hand, the session killed before COMMIT: the next append (of any signature) takes the next position", async () => {
     const schema = scratch.newSchema();
     const repo = await repoOn(schema);
     await repo.append([ev("a"), ev("a")]);
@@ -234,10 +234,10 @@ describe("a connection that dies between the append function's work and its COMM
     client.on("error", () => {});
     await client.connect();
     await client.query("BEGIN");
-    const { rows } = await client.query<{ base: string; versions: number[] }>(
-      CALL_01(schema),
-      appendArgs01(schema, [{ aggregateUuid: "a" }, { aggregateUuid: "x" }, { aggregateUuid: "x" }]),
-    );
+    const { rows } = await client.query<{ base: string; versions: number[] }>(CALL_WITH_GLOBALS(schema), [
+      ...appendArgs01(schema, [{ aggregateUuid: "a" }, { aggregateUuid: "x" }, { aggregateUuid: "x" }]),
+      [],
+    ]);
     expect(rows).toEqual([{ base: "2", versions: [3, 1, 2] }]);
     const pid = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
     await terminate(pid);
@@ -245,46 +245,65 @@ describe("a connection that dies between the append function's work and its COMM
 
     const [next] = await repo.append([ev("a")]);
     expect([next?.position, next?.version]).toEqual([3, 3]);
-    const byHand = await admin.query<{ base: string; versions: number[] }>(CALL_01(schema), appendArgs01(schema, [{ aggregateUuid: "x" }]));
+    const byHand = await admin.query<{ base: string; versions: number[] }>(CALL_WITH_GLOBALS(schema), [
+      ...appendArgs01(schema, [{ aggregateUuid: "x" }]),
+      [],
+    ]);
     expect(byHand.rows).toEqual([{ base: "3", versions: [1] }]);
     expect(await storedPositions(schema)).toEqual(oneTo(4));
   });
 });
 
 describe("earlier releases appending beside this one", () => {
-  it("every signature of earlier releases is callable on a schema this release made, runs the tenant rule, and takes the next position", async () => {
+  it("every signature of earlier releases is callable on a schema this release made: 0.1's refuses, naming the versions; the others run the tenant rule and take the next position", async () => {
     const schema = scratch.newSchema();
     const repo = await repoOn(schema);
     const a = newUuid();
     await repo.append([ev(a, {}, { tenantUuid: "t1" })]);
-    // 0.1: no global aggregates, and the tenant rule applies to it now.
-    const r01 = await admin.query<{ base: string; versions: number[] }>(
-      CALL_01(schema),
-      appendArgs01(schema, [{ aggregateUuid: a, tenantUuid: "t1" }]),
-    );
-    expect(r01.rows).toEqual([{ base: "1", versions: [2] }]);
-    const other = await admin.query(CALL_01(schema), appendArgs01(schema, [{ aggregateUuid: a, tenantUuid: "t2" }])).then(
+    // 0.1 would misread this store (it knows no event versions, so no encrypted personal fields): its call is refused.
+    const r01 = await admin.query(CALL_01(schema), appendArgs01(schema, [{ aggregateUuid: a, tenantUuid: "t1" }])).then(
       () => "written",
-      (e: { code?: string }) => e.code,
+      (e: { code?: string; message?: string }) => `${e.code}: ${e.message}`,
     );
+    expect(r01).toMatch(
+      /^MN001: mneme: schema \w+ is in store format 3 \(mneme 0\.3\.0\); .*mneme 0\.1\.0 \(44da8f1\).*docs\/upgrading\.md/,
+    );
+    // 0.1's own body, put back by its init(), inserts without event_version: refused by the events table.
+    const direct = await admin
+      .query(
+        `INSERT INTO "${schema}".events (position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload)
+         VALUES (2, 'e-01', 't1', 'Todo', 'TodoCreated', $1, 2, NULL, 1, '{}', '{}')`,
+        [a],
+      )
+      .then(
+        () => "written",
+        (e: { code?: string; message?: string }) => `${e.code}: ${e.message}`,
+      );
+    expect(direct).toMatch(/^MN001: .*an append without event versions comes from mneme 0\.1\.0/);
+    const other = await admin
+      .query(CALL_WITH_GLOBALS(schema), [...appendArgs01(schema, [{ aggregateUuid: a, tenantUuid: "t2" }]), []])
+      .then(
+        () => "written",
+        (e: { code?: string }) => e.code,
+      );
     expect(other).toBe("MN404");
     // The signature with global aggregates (one statement per append).
     const r16 = await admin.query<{ base: string; versions: number[] }>(CALL_WITH_GLOBALS(schema), [
       ...appendArgs01(schema, [{ aggregateUuid: a, tenantUuid: "t2" }]),
       [a],
     ]);
-    expect(r16.rows).toEqual([{ base: "2", versions: [3] }]);
+    expect(r16.rows).toEqual([{ base: "1", versions: [2] }]);
     // Group commit before event versions.
     const r26 = await admin.query<{ base: string; versions: number[]; error_state: string | null }>(
       CALL_BATCH_BEFORE_EVENT_VERSIONS(schema),
       batchArgsBeforeEventVersions(schema, [{ aggregateUuid: "b" }, { aggregateUuid: "b" }]),
     );
-    expect(r26.rows).toEqual([{ base: "3", versions: [1, 2], error_state: null, error_message: null }]);
+    expect(r26.rows).toEqual([{ base: "2", versions: [1, 2], error_state: null, error_message: null }]);
     const [mine] = await repo.append([ev("b")]);
-    expect([mine?.position, mine?.version]).toEqual([6, 3]);
+    expect([mine?.position, mine?.version]).toEqual([5, 3]);
     const events = await repo.loadAggregate("b");
     expect(events.map((e) => e.eventVersion ?? 1)).toEqual([1, 1, 1]);
-    expect(await storedPositions(schema)).toEqual(oneTo(6));
+    expect(await storedPositions(schema)).toEqual(oneTo(5));
   });
 
   it("an earlier release's sequence-based body put back by its init(): its appends and ours, concurrent, stay unique and consecutive", async () => {

@@ -239,6 +239,7 @@ describe("stores written before documents carried a tenant", () => {
     await upgraded(
       () => createPostgresBackends({ pool: pg.pool, schema }),
       async () => {
+        await pg.pool.query(`DROP TRIGGER mneme_refuse_unscoped ON "${schema}".readmodel_documents`);
         await pg.pool.query(`DROP INDEX "${schema}".readmodel_documents_tenant`);
         await pg.pool.query(`ALTER TABLE "${schema}".readmodel_documents DROP COLUMN tenant_uuid`);
       },

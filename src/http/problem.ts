@@ -36,6 +36,7 @@ export const STATUS_BY_CODE: Readonly<Record<MnemeErrorCode, number>> = Object.f
   HANDLER_FAILED: 500,
   STORE_ERROR: 500,
   UPCAST_FAILED: 500,
+  STORE_TOO_NEW: 500,
 });
 
 const TITLES: Readonly<Record<number, string>> = {

@@ -29,6 +29,7 @@ export const MNEME_ERROR_CODES = Object.freeze([
   "UNAVAILABLE",
   "CSRF",
   "UPCAST_FAILED",
+  "STORE_TOO_NEW",
 ] as const);
 
 /**

@@ -5,7 +5,6 @@ import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
-import { runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
 const INT64_LIMIT = 2 ** 63;
@@ -65,12 +64,9 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   /** Creates the schema and table; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
-      runSchemaDdl(
-        this.pool,
-        this.schema,
-        [
-          `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
-          `CREATE TABLE IF NOT EXISTS ${this.table} (
+      this.runDdl([
+        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+        `CREATE TABLE IF NOT EXISTS ${this.table} (
           command_uuid text COLLATE "C" PRIMARY KEY,
           domain text NOT NULL,
           name text NOT NULL,
@@ -79,11 +75,9 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
           created_at bigint NOT NULL,
           record jsonb NOT NULL
         )`,
-          `CREATE INDEX IF NOT EXISTS commands_created_at_idx ON ${this.table} (created_at, command_uuid)`,
-          ...this.claimDdl(),
-        ],
-        this.onStatement,
-      ),
+        `CREATE INDEX IF NOT EXISTS commands_created_at_idx ON ${this.table} (created_at, command_uuid)`,
+        ...this.claimDdl(),
+      ]),
     );
   }
 

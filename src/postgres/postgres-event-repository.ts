@@ -10,9 +10,10 @@ import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
+import { refuseUnversionedAppends, unversionedAppendBody } from "./postgres-old-writers.js";
 import { isConnectionError, mapPgError, SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
 import type { CheckedOutClient } from "./postgres-pool.js";
-import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
+import { advisoryKey } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
 /** Options of {@link PostgresEventRepository}. */
@@ -202,7 +203,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   /** Creates the schema, the events table and the append functions; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
-    await this.track(() => runSchemaDdl(this.pool, this.schema, this.ddl(), this.onStatement));
+    await this.track(() => this.runDdl(this.ddl()));
   }
 
   async append(events: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
@@ -589,6 +590,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       )`,
       // A schema made before event versions: every stored event is version 1.
       `ALTER TABLE ${s}.events ADD COLUMN IF NOT EXISTS event_version integer NOT NULL DEFAULT 1`,
+      // An append that leaves event_version out comes from 0.1, which would misread this store: refused.
+      ...refuseUnversionedAppends(s, this.schema),
       // The helper of the signatures before event versions: only their own bodies called it, and those are replaced
       // below by bodies that call the current one. (The append functions of earlier releases are all kept: an
       // instance of an earlier release still calls its own during a rolling deploy.)
@@ -829,19 +832,17 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         END IF;
       END
       $fn$`,
-      // The signature of 0.1 (before the tenant rule and global aggregates): an instance of 0.1 still appends
-      // through it during a rolling deploy. It runs the current logic, the tenant rule included, every aggregate
-      // being tenant-scoped (0.1 knew no global ones).
+      // The signature of 0.1: kept, so that an instance of 0.1 still running during a deploy gets a clear answer
+      // rather than "function does not exist"; it refuses, since 0.1 would misread this store (see
+      // postgres-old-writers.ts). (0.1's own init() puts its own body back; the events table's trigger refuses that one.)
       `CREATE OR REPLACE FUNCTION ${s}.mneme_append(
         p_lock_key bigint, p_channel text, p_note text,
         p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
         p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
         p_expected_aggregates text[], p_expected_versions integer[])
       RETURNS TABLE (base_position bigint, versions integer[])
-      LANGUAGE sql VOLATILE AS $fn$
-        SELECT * FROM ${s}.mneme_append(p_lock_key, p_channel, p_note, p_event_uuids, p_tenant_uuids, p_domains, p_names,
-          p_aggregate_uuids, p_versions, p_command_uuids, p_created_ats, p_req_ctxs, p_payloads, p_expected_aggregates,
-          p_expected_versions, '{}'::text[])
+      LANGUAGE plpgsql VOLATILE AS $fn$
+      ${unversionedAppendBody(this.schema)}
       $fn$`,
       // The group commit of the release before event versions: every event of it is version 1.
       `CREATE OR REPLACE FUNCTION ${s}.mneme_append_batch(

@@ -3,7 +3,6 @@ import { isMnemeError } from "../model/errors.js";
 import type { KeyStore, NewSubjectKey, SubjectKey } from "../store/key-store.js";
 import { keyIdTaken, subjectKeyOf, validateKeyIds, validateKeyStoreId, validateNewSubjectKey } from "../store/key-store.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
 interface KeyRow {
@@ -135,24 +134,19 @@ export class PostgresKeyStore extends PostgresStoreBase implements KeyStore {
   }
 
   private ensureTables(): Promise<void> {
-    const run = (this.initialised ??= runSchemaDdl(
-      this.pool,
-      this.schema,
-      [
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
-        `CREATE TABLE IF NOT EXISTS ${this.keys} (
+    const run = (this.initialised ??= this.runDdl([
+      `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+      `CREATE TABLE IF NOT EXISTS ${this.keys} (
           subject text PRIMARY KEY,
           key_id text NOT NULL UNIQUE,
           key bytea NOT NULL CHECK (octet_length(key) = 32),
           created_at bigint NOT NULL
         )`,
-        `CREATE TABLE IF NOT EXISTS ${this.forgotten} (
+      `CREATE TABLE IF NOT EXISTS ${this.forgotten} (
           key_id text PRIMARY KEY,
           forgotten_at bigint NOT NULL
         )`,
-      ],
-      this.onStatement,
-    ));
+    ]).then(() => undefined));
     // A failed creation (e.g. the database was down) is tried again by the next call.
     run.catch(() => {
       if (this.initialised === run) this.initialised = undefined;

@@ -4,7 +4,6 @@ import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
 interface LogRow {
@@ -35,12 +34,9 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
   /** Creates the schema and table; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
-      runSchemaDdl(
-        this.pool,
-        this.schema,
-        [
-          `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
-          `CREATE TABLE IF NOT EXISTS ${this.table} (
+      this.runDdl([
+        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+        `CREATE TABLE IF NOT EXISTS ${this.table} (
           id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
           level text NOT NULL,
           message text NOT NULL,
@@ -49,9 +45,7 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
           data jsonb,
           created_at bigint NOT NULL
         )`,
-        ],
-        this.onStatement,
-      ),
+      ]),
     );
   }
 

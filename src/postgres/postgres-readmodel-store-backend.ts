@@ -20,7 +20,8 @@ import { lockLostError } from "../store/lock-fencing.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
 import type { CheckedOutClient } from "./postgres-pool.js";
-import { advisoryKey, runSchemaDdl } from "./postgres-schema.js";
+import { advisoryKey } from "./postgres-schema.js";
+import { refuseUnscopedDocuments } from "./postgres-old-writers.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
 /** The running transaction: its dedicated client, and the fencing tokens it must still find at commit. */
@@ -98,13 +99,10 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   /** Creates the schema and tables; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
-      runSchemaDdl(
-        this.pool,
-        this.schema,
-        [
-          `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
-          // COLLATE "C": keys and names sort by code point, as in the other backends, and the primary key serves that order.
-          `CREATE TABLE IF NOT EXISTS ${this.docs} (
+      this.runDdl([
+        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+        // COLLATE "C": keys and names sort by code point, as in the other backends, and the primary key serves that order.
+        `CREATE TABLE IF NOT EXISTS ${this.docs} (
           collection text COLLATE "C" NOT NULL,
           key text COLLATE "C" NOT NULL,
           doc jsonb NOT NULL,
@@ -112,16 +110,16 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           tenant_uuid text,
           PRIMARY KEY (collection, key)
         )`,
-          // A schema written before documents carried their tenant is upgraded in place: those documents have
-          // none (NULL) until a restore from zero writes them again; only unscoped reads see them meanwhile.
-          `ALTER TABLE ${this.docs} ADD COLUMN IF NOT EXISTS tenant_uuid text`,
-          `CREATE INDEX IF NOT EXISTS readmodel_documents_tenant ON ${this.docs} (collection, tenant_uuid, key)`,
-          `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
-          `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
-          `CREATE TABLE IF NOT EXISTS ${this.locks} (handler text PRIMARY KEY, token bigint NOT NULL, holder text)`,
-        ],
-        this.onStatement,
-      ),
+        // A schema written before documents carried their tenant is upgraded in place: those documents have
+        // none (NULL) until a restore from zero writes them again; only unscoped reads see them meanwhile.
+        `ALTER TABLE ${this.docs} ADD COLUMN IF NOT EXISTS tenant_uuid text`,
+        `CREATE INDEX IF NOT EXISTS readmodel_documents_tenant ON ${this.docs} (collection, tenant_uuid, key)`,
+        `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
+        `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
+        `CREATE TABLE IF NOT EXISTS ${this.locks} (handler text PRIMARY KEY, token bigint NOT NULL, holder text)`,
+        // A document written without its tenant comes from a release that would leave it unseen: refused.
+        ...refuseUnscopedDocuments(this.qschema, this.docs, this.schema),
+      ]),
     );
   }
 

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
-import { MnemeError } from "../model/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
+import { checkStoreFormat, type StoreFormatRecord, storeFormatRecord, upgradedStoreFormat } from "../store/store-format.js";
 import { mapPgError } from "./postgres-errors.js";
-import { checkout, type PgPool, type PgStatementHook } from "./postgres-pool.js";
+import { type CheckedOutClient, checkout, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 
 /** The schema the Postgres backends use when none is given. */
 export const DEFAULT_POSTGRES_SCHEMA = "mneme";
@@ -43,28 +44,76 @@ export function advisoryKey(...parts: string[]): string {
  * Runs DDL in one transaction under a per-schema advisory lock: init() of
  * several stores or app instances may run at the same time, and concurrent
  * `CREATE ... IF NOT EXISTS` on the same name can otherwise fail on the catalog's unique indexes.
+ *
+ * The schema's store format is checked and raised in the same transaction,
+ * under the same lock: a schema whose format record admits no writer of this
+ * release's format is refused (STORE_TOO_NEW) before any DDL runs, and an older
+ * schema (or one without a record: the first release kept none) is upgraded by
+ * the statements and gets this release's record when they commit. Instances
+ * starting at once upgrade it once; the others see the record and pass.
+ * Returns the schema's format record as it stands after the commit.
  */
 export async function runSchemaDdl(
   pool: PgPool,
   schema: string,
   statements: readonly string[],
   onStatement?: PgStatementHook,
-): Promise<void> {
+): Promise<StoreFormatRecord> {
   const client = await checkout(pool, "ddl", onStatement, `postgres: creating the tables of schema ${schema}`);
   let broken = false;
   try {
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey("mneme:init", schema)]);
+    const stored = await readStoreFormat(client, schema);
+    checkStoreFormat(stored, `postgres schema ${schema}`);
     for (const sql of statements) await client.query(sql);
+    const record = upgradedStoreFormat(stored, Date.now());
+    if (record !== undefined) await writeStoreFormat(client, schema, record);
     await client.query("COMMIT");
+    return record ?? (stored as StoreFormatRecord);
   } catch (e) {
     try {
       await client.query("ROLLBACK");
     } catch {
       broken = true;
     }
+    if (isMnemeError(e)) throw e;
     throw mapPgError(e, `postgres: creating the tables of schema ${schema}`);
   } finally {
     client.release(broken);
   }
+}
+
+/** The table of a schema's store format record (one row). */
+function formatTable(schema: string): string {
+  return `${quoteIdent(schema)}.mneme_store_format`;
+}
+
+/** The schema's format record; undefined when it has none (a new schema, or one of the first release). */
+async function readStoreFormat(client: CheckedOutClient, schema: string): Promise<StoreFormatRecord | undefined> {
+  const exists = await client.query<{ t: string | null }>("SELECT to_regclass($1) AS t", [`${quoteIdent(schema)}.mneme_store_format`]);
+  if (exists.rows[0]?.t == null) return undefined;
+  const res = await client.query<{ format: number; lowest_writer_format: number; upgraded_by: string; upgraded_at: string }>(
+    `SELECT format, lowest_writer_format, upgraded_by, upgraded_at::text AS upgraded_at FROM ${formatTable(schema)} WHERE id = 1`,
+  );
+  const r = res.rows[0];
+  return r === undefined ? undefined : storeFormatRecord(r.format, r.lowest_writer_format, r.upgraded_by, r.upgraded_at);
+}
+
+async function writeStoreFormat(client: CheckedOutClient, schema: string, record: StoreFormatRecord): Promise<void> {
+  await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+  await client.query(
+    `CREATE TABLE IF NOT EXISTS ${formatTable(schema)} (
+      id smallint PRIMARY KEY CHECK (id = 1),
+      format integer NOT NULL,
+      lowest_writer_format integer NOT NULL,
+      upgraded_by text NOT NULL,
+      upgraded_at bigint NOT NULL)`,
+  );
+  await client.query(
+    `INSERT INTO ${formatTable(schema)} (id, format, lowest_writer_format, upgraded_by, upgraded_at) VALUES (1, $1, $2, $3, $4)
+     ON CONFLICT (id) DO UPDATE SET format = EXCLUDED.format, lowest_writer_format = EXCLUDED.lowest_writer_format,
+       upgraded_by = EXCLUDED.upgraded_by, upgraded_at = EXCLUDED.upgraded_at`,
+    [record.format, record.lowestWriterFormat, record.upgradedBy, record.upgradedAt],
+  );
 }

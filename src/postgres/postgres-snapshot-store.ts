@@ -7,7 +7,6 @@ import {
   validateSnapshotKey,
 } from "../store/snapshot-store.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { runSchemaDdl } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
 /** A snapshot row with its numbers and its state as text: parsed here, so a damaged row is told apart instead of failing the query. */
@@ -39,12 +38,9 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
   /** Creates the schema and table; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
-      runSchemaDdl(
-        this.pool,
-        this.schema,
-        [
-          `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
-          `CREATE TABLE IF NOT EXISTS ${this.table} (
+      this.runDdl([
+        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
+        `CREATE TABLE IF NOT EXISTS ${this.table} (
             domain text NOT NULL,
             aggregate text NOT NULL,
             aggregate_uuid text NOT NULL,
@@ -55,11 +51,9 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
             created_at bigint NOT NULL,
             PRIMARY KEY (domain, aggregate, aggregate_uuid, snapshot_version)
           )`,
-          // A table made before digests existed gains the column; its rows have none.
-          `ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS digest text`,
-        ],
-        this.onStatement,
-      ),
+        // A table made before digests existed gains the column; its rows have none.
+        `ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS digest text`,
+      ]),
     );
   }
 

@@ -1,5 +1,6 @@
 import type { QueryResult } from "pg";
 import { MnemeError } from "../model/errors.js";
+import type { StoreFormatRecord } from "../store/store-format.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
 import {
@@ -13,7 +14,7 @@ import {
   type PgStatementHook,
   withClient,
 } from "./postgres-pool.js";
-import { quoteIdent, validateSchemaName } from "./postgres-schema.js";
+import { quoteIdent, runSchemaDdl, validateSchemaName } from "./postgres-schema.js";
 
 /** Options every Postgres store takes: the pool (owned by the caller) and the schema. */
 export interface PostgresStoreOptions {
@@ -47,6 +48,7 @@ export abstract class PostgresStoreBase {
   private closed = false;
   private closing: Promise<void> | undefined;
   private readonly inFlight = new Set<Promise<unknown>>();
+  private formatRecord: StoreFormatRecord | undefined;
 
   constructor(opts: PostgresStoreOptions) {
     if (typeof opts !== "object" || opts === null || typeof opts.pool?.query !== "function" || typeof opts.pool.connect !== "function") {
@@ -61,6 +63,21 @@ export abstract class PostgresStoreBase {
     }
     this.onStatement = opts.onStatement;
     listenForPoolErrors(opts.pool);
+  }
+
+  /** The schema's store format record as this store's `init()` left it (undefined before; see docs/upgrading.md). */
+  storeFormat(): StoreFormatRecord | undefined {
+    return this.formatRecord;
+  }
+
+  /** Keeps the format record `runSchemaDdl` returned. */
+  protected noteStoreFormat(record: StoreFormatRecord): void {
+    this.formatRecord = record;
+  }
+
+  /** Runs this store's DDL with the schema's format check and upgrade (see {@link runSchemaDdl}), keeping the record. */
+  protected async runDdl(statements: readonly string[]): Promise<void> {
+    this.noteStoreFormat(await runSchemaDdl(this.pool, this.schema, statements, this.onStatement));
   }
 
   /** True once close() was called. */

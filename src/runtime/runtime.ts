@@ -1,3 +1,4 @@
+import { isStoreFormatted, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
 import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
 import type { JsonSchema, RequestContext } from "../model/types.js";
@@ -93,6 +94,12 @@ export interface SystemInfo {
    * `GetClearPersonalData`, system administrators). Absent when not checked.
    */
   personalDataInClear?: { subjects: number; events: number; complete: boolean };
+  /**
+   * The store format this release writes (`release`) and the format record of
+   * each store that keeps one (SQLite, Postgres), as its `init()` left it
+   * (see docs/upgrading.md).
+   */
+  storeFormat: { release: number; stores: Partial<Record<keyof SystemInfo["stores"], StoreFormatRecord>> };
 }
 
 /**
@@ -265,6 +272,7 @@ export class Runtime {
       headPosition: f.headPosition,
       state: f.state,
       unvalidated,
+      storeFormat: storeFormatsOf(f),
     };
     if (f.tenant !== undefined) info.tenant = f.tenant;
     const clear = f.clearPersonalData;
@@ -431,6 +439,25 @@ export class Runtime {
         return "Administrator";
     }
   }
+}
+
+/** The format record of each store that keeps one; the facade's event store is a view over the stored one. */
+function storeFormatsOf(f: RuntimeHost): SystemInfo["storeFormat"] {
+  const events = (f.eventRepository as { readonly stored?: unknown }).stored ?? f.eventRepository;
+  const candidates: [keyof SystemInfo["stores"], unknown][] = [
+    ["event", events],
+    ["command", f.commandStore],
+    ["data", f.dataStore],
+    ["cache", f.cacheStore],
+    ["log", f.logStore],
+    ["readmodel", f.readmodelStoreBackend],
+  ];
+  const stores: SystemInfo["storeFormat"]["stores"] = {};
+  for (const [name, store] of candidates) {
+    const record = isStoreFormatted(store) ? store.storeFormat() : undefined;
+    if (record !== undefined) stores[name] = record;
+  }
+  return { release: STORE_FORMAT, stores };
 }
 
 function storeTypesOf(f: RuntimeHost): SystemInfo["stores"] {

@@ -1,7 +1,9 @@
 import { MnemeError } from "../model/errors.js";
+import type { StoreFormatRecord } from "../store/store-format.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { SqliteDatabase, type SqliteStoreOptions, validateTablePrefix } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
+import { withStoreFormat } from "./sqlite-store-format.js";
 
 /**
  * What every SQLite store shares: its connection (retained while the store is
@@ -13,6 +15,7 @@ export abstract class SqliteStoreBase {
   protected readonly prefix: string;
   private closed = false;
   private tablesReady = false;
+  private formatRecord: StoreFormatRecord | undefined;
 
   constructor(opts: SqliteStoreOptions) {
     this.prefix = validateTablePrefix(opts?.tablePrefix);
@@ -28,6 +31,11 @@ export abstract class SqliteStoreBase {
     this.ready();
   }
 
+  /** The file's store format record (for this table prefix) as this store's `init()` left it; undefined before. See docs/upgrading.md. */
+  storeFormat(): StoreFormatRecord | undefined {
+    return this.formatRecord;
+  }
+
   /** Releases this store's hold on the connection; idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -40,7 +48,7 @@ export abstract class SqliteStoreBase {
     if (this.closed || this.db.isClosed) throw new MnemeError("STORE_CLOSED", `sqlite: ${this.constructor.name} is closed`);
     if (!this.tablesReady) {
       try {
-        this.createTables();
+        this.formatRecord = withStoreFormat(this.db, this.prefix, () => this.createTables());
       } catch (e) {
         throw toStoreError(e, `creating the tables of ${this.constructor.name}`);
       }

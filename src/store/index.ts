@@ -18,3 +18,12 @@ export type { StorageScrub } from "./storage-scrub.js";
 export { jsonSafeProblem, JSON_SAFE_MAX_DEPTH, type JsonSafeProblem } from "./json-safe.js";
 export { lockLostError, isLockLostError } from "./lock-fencing.js";
 export { checkPayloadSealing, isSealedEnvelope, jsonEqual, type PayloadSealing } from "./payload-sealing.js";
+export {
+  STORE_FORMAT,
+  STORE_RELEASE,
+  LOWEST_WRITER_FORMAT,
+  checkStoreFormat,
+  releaseOfFormat,
+  type StoreFormatRecord,
+  type StoreFormatted,
+} from "./store-format.js";

@@ -1,0 +1,112 @@
+import { MnemeError } from "../model/errors.js";
+
+/**
+ * The store format: the version of what this release writes into a database
+ * (a SQLite file, a Postgres schema), kept in the store itself beside the
+ * lowest format whose code may still write it. A release refuses a store that
+ * names a lowest writer above its own format (STORE_TOO_NEW); it upgrades an
+ * older one in place when it opens it. See docs/upgrading.md.
+ *
+ * | format | release | what it added that an older release would misread |
+ * |---|---|---|
+ * | 1 | 0.1.0 (commit 44da8f1) | (the first; keeps no format record) |
+ * | 2 | 0.2.0-pre (commit 8256c9f) | event versions; personal fields of events stored encrypted (`{"$enc": ...}`) |
+ * | 3 | 0.2.0 (this release) | the format record; readmodel documents carry their tenant; claims, fencing tokens, snapshot digests |
+ */
+export const STORE_FORMAT = 3;
+
+/** This release, as a store's format record names the release that last upgraded it. */
+export const STORE_RELEASE = "0.2.0";
+
+/**
+ * The lowest format whose code may write a store this release upgraded: an
+ * instance of 0.2.0-pre may still append beside this release during a rolling
+ * deploy (its readmodel writes are refused by the database, see
+ * docs/upgrading.md); 0.1.0 may not write at all.
+ */
+export const LOWEST_WRITER_FORMAT = 2;
+
+/** The release that introduced each format. */
+const RELEASES: Readonly<Record<number, string>> = Object.freeze({
+  1: "0.1.0 (44da8f1)",
+  2: "0.2.0-pre (8256c9f)",
+  3: "0.2.0",
+});
+
+/** The format record a store keeps. */
+export interface StoreFormatRecord {
+  /** The format the store is in (the highest format of the releases that upgraded it). */
+  readonly format: number;
+  /** The lowest format whose code may write the store: code of a lower format is refused. */
+  readonly lowestWriterFormat: number;
+  /** The release that last upgraded the store (wrote this record). */
+  readonly upgradedBy: string;
+  /** When it did, in ms since the epoch. */
+  readonly upgradedAt: number;
+}
+
+/** A store that keeps a format record: the record as its `init()` left it (undefined before init). */
+export interface StoreFormatted {
+  storeFormat(): StoreFormatRecord | undefined;
+}
+
+/** The release that introduced a format ("a release of format 7" for one this release does not know). */
+export function releaseOfFormat(format: number): string {
+  return RELEASES[format] ?? `a release of format ${format}`;
+}
+
+/** True when `store` offers the optional {@link StoreFormatted} method. */
+export function isStoreFormatted(store: unknown): store is StoreFormatted {
+  return typeof store === "object" && store !== null && typeof (store as Partial<StoreFormatted>).storeFormat === "function";
+}
+
+/** Reads a stored record's columns, refusing values that are not a format record. */
+export function storeFormatRecord(
+  format: unknown,
+  lowestWriterFormat: unknown,
+  upgradedBy: unknown,
+  upgradedAt: unknown,
+): StoreFormatRecord {
+  const f = Number(format);
+  const w = Number(lowestWriterFormat);
+  const at = Number(upgradedAt);
+  if (!Number.isInteger(f) || f < 1 || !Number.isInteger(w) || w < 1 || w > f || typeof upgradedBy !== "string" || !Number.isFinite(at)) {
+    throw new MnemeError(
+      "STORE_ERROR",
+      `the store's format record is damaged (format ${String(format)}, lowest writer ${String(lowestWriterFormat)}); see docs/upgrading.md`,
+    );
+  }
+  return { format: f, lowestWriterFormat: w, upgradedBy, upgradedAt: at };
+}
+
+/**
+ * Refuses a store this code may not write: STORE_TOO_NEW when the store's
+ * lowest writer format is above `ownFormat` (the running release's format).
+ * A store of a newer format that still admits this format passes: that is a
+ * rolling deploy of the newer release, which raises the lowest writer only by
+ * its documented step once every instance runs it.
+ */
+export function checkStoreFormat(stored: StoreFormatRecord | undefined, where: string, ownFormat: number = STORE_FORMAT): void {
+  if (stored === undefined || stored.lowestWriterFormat <= ownFormat) return;
+  throw new MnemeError(
+    "STORE_TOO_NEW",
+    `${where} is in store format ${stored.format}, written by mneme ${stored.upgradedBy}, which admits writers of format ` +
+      `${stored.lowestWriterFormat} (mneme ${releaseOfFormat(stored.lowestWriterFormat)}) and later; this is mneme ` +
+      `${releaseOfFormat(ownFormat)} (format ${ownFormat}), which would misread it. Run mneme ${stored.upgradedBy} or later ` +
+      "on this store (a downgrade is not possible in place: restore a backup taken before the upgrade); see docs/upgrading.md, Downgrades",
+  );
+}
+
+/**
+ * The record to write after this release upgraded a store in place, or
+ * undefined when the stored one stays (already this format or newer).
+ */
+export function upgradedStoreFormat(stored: StoreFormatRecord | undefined, nowMs: number): StoreFormatRecord | undefined {
+  if (stored !== undefined && stored.format >= STORE_FORMAT) return undefined;
+  return {
+    format: STORE_FORMAT,
+    lowestWriterFormat: Math.max(stored?.lowestWriterFormat ?? 1, LOWEST_WRITER_FORMAT),
+    upgradedBy: STORE_RELEASE,
+    upgradedAt: nowMs,
+  };
+}
