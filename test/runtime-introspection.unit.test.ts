@@ -110,7 +110,7 @@ describe("lists", () => {
     expect(qry.some((g) => g.queryHandlerDomain === "Billing")).toBe(false);
     const runtimeQ = qry.find((g) => g.queryHandlerDomain === "Runtime")!.domainQueryHandlers.map((h) => h.domainQryName);
     expect(runtimeQ).not.toContain("StreamSystemEvents");
-    expect(runtimeQ).toHaveLength(15);
+    expect(runtimeQ).toHaveLength(16);
   });
 
   it("listEventHandlers reports state, restoration, events, last position and timestamp, and metrics", async () => {

@@ -74,7 +74,7 @@ describe("checkStoreFormat (the refusal, at unit level)", () => {
   it("refuses a store of a newer format whose lowest writer is above this format", () => {
     expect(() =>
       checkStoreFormat({ format: STORE_FORMAT + 1, lowestWriterFormat: STORE_FORMAT + 1, upgradedBy: "9.0.0", upgradedAt: 1 }, "x"),
-    ).toThrow(/format 4 \(mneme a release of format 4\) and later; this is mneme 0\.3\.0 \(format 3\)/);
+    ).toThrow(/format 4 \(mneme a release of format 4\) and later; this is mneme 0\.2\.0 \(format 3\)/);
   });
 });
 
