@@ -9,7 +9,7 @@ import { MemoryKeyStore } from "../memory/memory-key-store.js";
 import { PermissionRegistry } from "../permissions/permission-registry.js";
 import type { BaseEventHandler } from "../readmodel/base-event-handler.js";
 import { DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost } from "../readmodel/handler-runner.js";
-import type { EventHandler, ReadmodelHandle } from "../model/event-handler.js";
+import type { EventHandler, ReadmodelHandle, ReadmodelRef } from "../model/event-handler.js";
 import { Runtime } from "../runtime/runtime.js";
 import { installRuntimeDomain, RuntimeDomain } from "../runtime/runtime-domain.js";
 import { SystemEventProducer } from "../runtime/system-events.js";
@@ -45,7 +45,7 @@ import { CommandRecords } from "./idempotency.js";
 import { FacadeLifecycle, type FacadeState, type Lifecycle } from "./lifecycle.js";
 import { forgetSubject, scrubStorage, warnUndeclaredPersonalData, WritePathPrivacy } from "./privacy-write.js";
 import { type QueryHost, runQuery } from "./query.js";
-import { ReadmodelRegistry } from "./readmodel-registry.js";
+import { type ReadmodelClass, ReadmodelRegistry } from "./readmodel-registry.js";
 import { checkTimerMs, messageUuid, normaliseReqCtx } from "./request-input.js";
 import { aggregateNotFound } from "./tenancy.js";
 
@@ -357,23 +357,15 @@ export class Facade implements FacadeHandle {
   }
 
   /**
-   * Registers a readmodel or any event handler. Names are unique per facade
-   * (INVALID_EVENT_HANDLER). After start() it is restored and goes live at once.
-   */
-  registerReadmodel(handler: EventHandler): this {
-    this.register(handler);
-    return this;
-  }
-
-  /**
-   * Registers a readmodel or any event handler as `registerReadmodel` does, and
-   * returns its handle: `facade.readmodel(handle)` and `ctx.readmodel(handle)`
-   * give it back with its type.
+   * Registers a readmodel or any event handler and returns its handle:
+   * `facade.readmodel(handle)` and `ctx.readmodel(handle)` give it back with
+   * its type. Names are unique per facade (INVALID_EVENT_HANDLER). After
+   * start() it is restored and goes live at once.
    * @example
-   * const todos = facade.register(new ProjectionReadmodel(facade, { aggregate: TodoAggregate }));
+   * const todos = facade.registerReadmodel(new ProjectionReadmodel(facade, { aggregate: TodoAggregate }));
    * await facade.readmodel(todos).getModel(todoUuid);
    */
-  register<T extends EventHandler>(handler: T): ReadmodelHandle<T> {
+  registerReadmodel<T extends EventHandler>(handler: T): ReadmodelHandle<T> {
     if (this.#lifecycle.stopped) throw new MnemeError("INVALID_STATE", "the facade is stopped");
     return this.#readmodels.register(handler, this.#host, this.#delivery, this.#lifecycle.state === "started");
   }
@@ -405,22 +397,18 @@ export class Facade implements FacadeHandle {
   }
 
   /**
-   * A registered readmodel or event handler (the object given to `register` /
-   * `registerReadmodel`), typed by what identifies it: its handle, the object
-   * itself (checked to be the one registered here), or its name with its class
-   * (checked with `instanceof`). UNKNOWN_EVENT_HANDLER when nothing (or another
-   * kind of object) is registered so.
+   * A registered readmodel or event handler (the object given to
+   * `registerReadmodel`), unscoped. `ref` names it: its handle (typed), the
+   * object itself (checked to be the one registered here), or its name;
+   * `type`, when given, is checked with `instanceof` and types the result.
+   * UNKNOWN_EVENT_HANDLER when nothing (or another kind of object) is
+   * registered so. By a name without `type`, `T` is the caller's word.
    * @example
    * const todos = facade.readmodel(todoHandle);                          // ProjectionReadmodel<TodoState>
    * const open = facade.readmodel("OpenTodos", OpenTodos);               // OpenTodos, or UNKNOWN_EVENT_HANDLER
    */
-  readmodel<T extends EventHandler>(handle: ReadmodelHandle<T>): T;
-  readmodel<T extends EventHandler>(handler: T): T;
-  readmodel<C extends abstract new (...args: any[]) => EventHandler>(name: string, type: C): InstanceType<C>;
-  /** By name alone the type is the caller's word (`T`, unchecked): prefer a handle, the object, or the name with its class. */
-  readmodel<T extends { readonly name: string } = EventHandler>(name: string): T;
-  readmodel(ref: string | EventHandler | ReadmodelHandle<EventHandler>, type?: abstract new (...args: any[]) => EventHandler): unknown {
-    return this.#readmodels.lookup(ref, type);
+  readmodel<T extends { readonly name: string } = EventHandler>(ref: ReadmodelRef<T>, type?: abstract new (...args: any[]) => T): T {
+    return this.#readmodels.lookup(ref, type as ReadmodelClass | undefined) as unknown as T;
   }
 
   /** The event type of a path "Domain.Name", if registered. */

@@ -16,7 +16,7 @@ import type { Event } from "../model/types.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 
 /** A class of readmodels or handlers, as a lookup by name takes it. */
-type ReadmodelClass = abstract new (...args: any[]) => EventHandler;
+export type ReadmodelClass = abstract new (...args: any[]) => EventHandler;
 
 /** What the facade keeps of a registered handler. */
 interface Registration {
