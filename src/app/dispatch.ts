@@ -5,6 +5,7 @@
  * wait of `waitToFinish`.
  */
 import { sealJsonSafe } from "../store/json-safe.js";
+import type { CommandHandler } from "../model/domain.js";
 import type { InstalledDomain } from "../model/domain-install.js";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { DispatchOptions, DispatchResult, MessageRef } from "../model/facade-handle.js";
@@ -102,7 +103,7 @@ export class Dispatcher {
   ): Promise<DispatchResult<R>> {
     this.#host.assertStarted();
     const run = this.#begin(type, payload, opts, trace);
-    let appended: Event[];
+    let appended: Event[] | undefined;
     let result: unknown;
     try {
       if (!isPlainObject(payload)) {
@@ -118,12 +119,24 @@ export class Dispatcher {
         const seen = await this.#claimOrReplay<R>(run);
         if (seen !== undefined) return seen;
       }
-      ({ appended, result } = await this.#execute(run, payload, opts));
+      this.#host.schemas.validate(run.type, payload);
+      if (run.type.personalData !== undefined || opts.storedPayload !== undefined) await this.#sealRecordPayload(run, payload, opts);
+      const [handler, ctx] = this.#handlerOf(run);
+      try {
+        let out = handler(ctx, run.envelope, payload);
+        if (out instanceof Promise) out = await out;
+        let events: readonly NewEvent[];
+        if (Array.isArray(out)) events = out;
+        else ({ events, result } = normaliseHandlerResult(out, run.type));
+        if (events.length > 0) appended = await appendCommandEvents(this.#host, events, run, ctx.loader, run.trace);
+      } finally {
+        ctx.release();
+      }
     } catch (err) {
       if (run.claiming) throw err;
       return this.#failed(run, err, type, payload, opts, retried);
     }
-    return this.#succeeded(run, appended, result as R, opts);
+    return await this.#succeeded(run, appended ?? [], result as R, opts);
   }
 
   /** Resolves the type, checks the request context, makes the envelope. */
@@ -176,36 +189,23 @@ export class Dispatcher {
     return seen !== undefined && seen !== "cleared" ? seen : undefined;
   }
 
-  /** Schema, the payload its record keeps, the handler, the append. */
-  async #execute<P>(run: CommandRun<P>, payload: P, opts: DispatchOptions): Promise<{ appended: Event[]; result: unknown }> {
+  /** The payload the record keeps (personal fields sealed). */
+  async #sealRecordPayload<P>(run: CommandRun<P>, payload: P, opts: DispatchOptions): Promise<void> {
+    run.recordPayload = await recordedCommandPayload(
+      this.#host.personalData,
+      run.type,
+      payload,
+      run.envelope.reqCtx,
+      opts.storedPayload ?? payload,
+    );
+  }
+
+  /** The command's handler (UNKNOWN_COMMAND without one) and its context. */
+  #handlerOf<P>(run: CommandRun<P>): [CommandHandler, DispatchContext] {
     const { type, envelope } = run;
-    this.#host.schemas.validate(type, payload);
-    if (type.personalData !== undefined || opts.storedPayload !== undefined)
-      run.recordPayload = await recordedCommandPayload(
-        this.#host.personalData,
-        type,
-        payload,
-        envelope.reqCtx,
-        opts.storedPayload ?? payload,
-      );
     const handler = run.domain.commandHandlers.get(type.name);
     if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${type.domain}.${type.name} has no handler`);
-    const ctx = (run.ctx = new DispatchContext(this.#host.contexts, envelope.commandUuid, envelope.reqCtx));
-    try {
-      let out = handler(ctx, envelope, payload);
-      if (out instanceof Promise) out = await out;
-      let events: readonly NewEvent[];
-      let result: unknown;
-      if (Array.isArray(out)) {
-        events = out;
-      } else {
-        ({ events, result } = normaliseHandlerResult(out, type));
-      }
-      const appended = events.length > 0 ? await appendCommandEvents(this.#host, events, run, ctx.loader, run.trace) : [];
-      return { appended, result };
-    } finally {
-      ctx.release();
-    }
+    return [handler, (run.ctx = new DispatchContext(this.#host.contexts, envelope.commandUuid, envelope.reqCtx))];
   }
 
   /** A command that failed or was denied: recorded (then retried or replayed where the append met its record), published, thrown. */
