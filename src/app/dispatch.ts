@@ -1,5 +1,5 @@
 /**
- * The command pipeline (docs/architecture.md, "The path of a command"):
+ * The command pipeline (docs/architecture.md, "src/app: the composition root and its rooms"):
  * resolve, payload rules, permission, claim (or replay), schema, the
  * handler, append, record, system events, publish to the handlers, and the
  * wait of `waitToFinish`.
