@@ -74,7 +74,7 @@ function completeEvents(host: AppendHost, events: readonly NewEvent[], envelope:
     const agg = e.aggregateUuid;
     if (first === undefined) first = agg;
     else if (agg !== first) (more ??= new Set([first])).add(agg);
-    if (!host.tenancy.isGlobal(`${e.domain}.${e.name}`)) (scopedByEvent ??= new Set()).add(agg);
+    if (!host.tenancy.isGlobal(eventType.path)) (scopedByEvent ??= new Set()).add(agg);
     const ne: NewEvent = {
       domain: e.domain,
       name: e.name,

@@ -121,7 +121,8 @@ export class Dispatcher {
       }
       this.#host.schemas.validate(run.type, payload);
       if (run.type.personalData !== undefined || opts.storedPayload !== undefined) await this.#sealRecordPayload(run, payload, opts);
-      const [handler, ctx] = this.#handlerOf(run);
+      const handler = this.#handlerOf(run);
+      const ctx = (run.ctx = new DispatchContext(this.#host.contexts, run.envelope.commandUuid, run.envelope.reqCtx));
       try {
         let out = handler(ctx, run.envelope, payload);
         if (out instanceof Promise) out = await out;
@@ -136,7 +137,18 @@ export class Dispatcher {
       if (run.claiming) throw err;
       return this.#failed(run, err, type, payload, opts, retried);
     }
-    return await this.#succeeded(run, appended ?? [], result as R, opts);
+    // Succeeded: delivered (where the repository does not push), recorded, published, waited for.
+    const events = appended ?? [];
+    if (events.length > 0 && !this.#host.pushesLocally()) this.#host.readmodels.deliver(events);
+    // With events, a joined repository committed the record with them already (replacing the claim).
+    if (events.length > 0 && this.#host.recordsWithAppend) run.claim?.resolved();
+    else if (await this.#host.records.record(run, "succeeded", events, undefined)) run.claim?.resolved();
+    await run.claim?.end();
+    if (this.#host.systemEvents.running) this.#publishExecuted(run, events);
+    const handlerErrors = opts.waitToFinish === true && events.length > 0 ? await this.#host.readmodels.waitHandlers(events) : [];
+    const res: DispatchResult<R> = { commandUuid: run.envelope.commandUuid, events, handlerErrors };
+    if (result !== undefined) res.result = result as R;
+    return res;
   }
 
   /** Resolves the type, checks the request context, makes the envelope. */
@@ -200,12 +212,11 @@ export class Dispatcher {
     );
   }
 
-  /** The command's handler (UNKNOWN_COMMAND without one) and its context. */
-  #handlerOf<P>(run: CommandRun<P>): [CommandHandler, DispatchContext] {
-    const { type, envelope } = run;
-    const handler = run.domain.commandHandlers.get(type.name);
-    if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${type.domain}.${type.name} has no handler`);
-    return [handler, (run.ctx = new DispatchContext(this.#host.contexts, envelope.commandUuid, envelope.reqCtx))];
+  /** The command's handler: UNKNOWN_COMMAND without one. */
+  #handlerOf(run: CommandRun<unknown>): CommandHandler {
+    const handler = run.domain.commandHandlers.get(run.type.name);
+    if (handler === undefined) throw new MnemeError("UNKNOWN_COMMAND", `command ${run.type.domain}.${run.type.name} has no handler`);
+    return handler;
   }
 
   /** A command that failed or was denied: recorded (then retried or replayed where the append met its record), published, thrown. */
@@ -250,26 +261,6 @@ export class Dispatcher {
       );
     }
     throw error;
-  }
-
-  /** A command that succeeded: delivered (where the repository does not push), recorded, published, waited for. */
-  async #succeeded<R>(
-    run: CommandRun<unknown>,
-    appended: Event[],
-    result: R | undefined,
-    opts: DispatchOptions,
-  ): Promise<DispatchResult<R>> {
-    const { envelope, claim } = run;
-    if (appended.length > 0 && !this.#host.pushesLocally()) this.#host.readmodels.deliver(appended);
-    // With events, a joined repository committed the record with them already (replacing the claim).
-    if (appended.length > 0 && this.#host.recordsWithAppend) claim?.resolved();
-    else if (await this.#host.records.record(run, "succeeded", appended, undefined)) claim?.resolved();
-    await claim?.end();
-    if (this.#host.systemEvents.running) this.#publishExecuted(run, appended);
-    const handlerErrors = opts.waitToFinish === true && appended.length > 0 ? await this.#host.readmodels.waitHandlers(appended) : [];
-    const res: DispatchResult<R> = { commandUuid: envelope.commandUuid, events: appended, handlerErrors };
-    if (result !== undefined) res.result = result;
-    return res;
   }
 
   #publishExecuted(run: CommandRun<unknown>, appended: readonly Event[]): void {
