@@ -120,7 +120,9 @@ describe("waitToFinish", () => {
     const failing = new GatedReadmodel(f, "Fragile", Written);
     const slowFailing = new GatedReadmodel(f, "Sturdy", Written);
     const projection = new ProjectionReadmodel(f, { aggregate: Note });
-    f.registerReadmodel(failing).registerReadmodel(slowFailing).registerReadmodel(projection);
+    f.registerReadmodel(failing);
+    f.registerReadmodel(slowFailing);
+    f.registerReadmodel(projection);
     await f.start();
     slowFailing.gate = ticks(5);
 

@@ -141,7 +141,8 @@ describe("failure isolation", () => {
     facade.registerDomain(Counter);
     const bad = new CounterTotals(facade, "Bad");
     const good = new CounterTotals(facade, "Good");
-    facade.registerReadmodel(bad).registerReadmodel(good);
+    facade.registerReadmodel(bad);
+    facade.registerReadmodel(good);
     await facade.start();
     const kinds: string[] = [];
     facade.runtime.systemEvents.subscribe((e) => void kinds.push(e.kind));

@@ -62,7 +62,8 @@ async function seeded(options: FacadeOptions): Promise<{ f: Facade; catalog: Cat
   f.registerDomain(Shelf);
   const catalog = new Catalog(f, withRestoreBatchSize(10));
   const projection = new ProjectionReadmodel(f, { aggregate: Item }, withRestoreBatchSize(5));
-  f.registerReadmodel(catalog).registerReadmodel(projection);
+  f.registerReadmodel(catalog);
+  f.registerReadmodel(projection);
   await f.start();
   for (let b = 0; b < OLD / 20; b++) {
     const items = Array.from({ length: 20 }, (_, i) => ({ itemUuid: `item-${String(b * 20 + i).padStart(4, "0")}`, n: b * 20 + i }));
@@ -364,7 +365,8 @@ describe("blue-green restore from zero: a crash in the middle (SQLite, a real pr
     f.registerDomain(Counter);
     const totals = new CounterTotals(f);
     const replay = new CounterTotals(f, "FullReplay", withReadmodelStoreBackend(new MemoryReadmodelStoreBackend()));
-    f.registerReadmodel(totals).registerReadmodel(replay);
+    f.registerReadmodel(totals);
+    f.registerReadmodel(replay);
     await f.start();
     expect(totals.state).toBe("running");
     expect(totals.lastPosition).toBe(head);

@@ -56,7 +56,8 @@ describe.each<[string, () => Partial<FacadeOptions>]>([
   it("runs a handler's batch outside the context of the handler whose batch dispatched the command", async () => {
     const f = createFacade({ appName: "delivery-context", ...stores() }).registerDomain(Counter);
     const observer = new Observer(f);
-    f.registerReadmodel(new Reacting(f)).registerReadmodel(observer);
+    f.registerReadmodel(new Reacting(f));
+    f.registerReadmodel(observer);
     await f.start();
     try {
       for (let i = 0; i < 5; i++) await f.dispatch(Note, { counterUuid: `c${i}`, text: "hi" }, { waitToFinish: true });

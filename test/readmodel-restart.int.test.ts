@@ -38,7 +38,8 @@ async function open(filename: string): Promise<Facade> {
     sessionSecret: "a secret of the deployment",
   });
   facade.registerDomain(Counter);
-  facade.registerReadmodel(new CounterTotals(facade)).registerReadmodel(new Audit());
+  facade.registerReadmodel(new CounterTotals(facade));
+  facade.registerReadmodel(new Audit());
   await facade.start();
   return facade;
 }

@@ -53,7 +53,8 @@ async function reopen(backends: FacadeOptions): Promise<{ f: Facade; totals: Cou
   f.registerDomain(Counter);
   const totals = new CounterTotals(f);
   const replay = new CounterTotals(f, "FullReplay", withReadmodelStoreBackend(new MemoryReadmodelStoreBackend()));
-  f.registerReadmodel(totals).registerReadmodel(replay);
+  f.registerReadmodel(totals);
+  f.registerReadmodel(replay);
   await f.start();
   return { f, totals, replay };
 }

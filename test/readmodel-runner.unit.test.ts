@@ -109,12 +109,13 @@ describe("the runner's state is read-only", () => {
 });
 
 describe("handles and typed lookups", () => {
-  it("register returns a handle; lookups by handle, object and name with class are typed and checked", async () => {
+  it("registerReadmodel returns a handle; one lookup by handle, object or name, with a class typed and checked", async () => {
     const f = createFacade();
     f.registerDomain(Counter);
-    const totals = f.register(new CounterTotals(f));
+    const totals = f.registerReadmodel(new CounterTotals(f));
     const counter = new EventCounter(f);
-    f.registerReadmodel(counter).registerReadmodel(new CounterTotals(f, "Other"));
+    f.registerReadmodel(counter);
+    f.registerReadmodel(new CounterTotals(f, "Other"));
     await f.start();
     await f.dispatch(Increment, { counterUuid: "a", by: 3 }, { waitToFinish: true });
 
@@ -134,10 +135,16 @@ describe("handles and typed lookups", () => {
     expect(() => f.readmodel(new CounterTotals(f))).toThrow(expect.objectContaining({ code: "UNKNOWN_EVENT_HANDLER" }));
     const other = createFacade();
     other.registerDomain(Counter);
-    const foreign = other.register(new CounterTotals(other));
+    const foreign = other.registerReadmodel(new CounterTotals(other));
     expect(() => f.readmodel(foreign)).toThrow(expect.objectContaining({ code: "UNKNOWN_EVENT_HANDLER" }));
     expect(() => f.readmodel("Nope", CounterTotals)).toThrow(expect.objectContaining({ code: "UNKNOWN_EVENT_HANDLER" }));
-    // the name alone still works (compatibility)
+    // the class is checked whatever names the readmodel: a handle or the object too
+    expect(f.readmodel(totals, BaseReadmodel)).toBe(byHandle);
+    expect(() => f.readmodel(counter as EventHandler, CounterTotals)).toThrow(
+      expect.objectContaining({ code: "UNKNOWN_EVENT_HANDLER", message: expect.stringContaining("EventCounter, not a CounterTotals") }),
+    );
+    expect(() => f.readmodel("Other", "CounterTotals" as never)).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
+    // the name alone: the type is the caller's word
     expect(f.readmodel<CounterTotals>("CounterTotals")).toBe(byHandle);
     await f.stop();
   });
@@ -155,7 +162,7 @@ describe("handles and typed lookups", () => {
     };
     const f = createFacade();
     f.registerDomain(Counter);
-    const handle = f.register(plain);
+    const handle = f.registerReadmodel(plain);
     await f.start();
     await f.dispatch(Increment, { counterUuid: "a", by: 1 }, { waitToFinish: true });
     expect(seen).toEqual([1]);
@@ -186,7 +193,7 @@ describe("handles and typed lookups", () => {
     });
     const f = createFacade();
     f.registerDomain(D);
-    const books = f.register(new ProjectionReadmodel(f, { aggregate: Book }));
+    const books = f.registerReadmodel(new ProjectionReadmodel(f, { aggregate: Book }));
     await f.start();
     const mine = { senderTenantUuid: "t1", senderAccountUuid: "a", senderSessionUuid: "s", senderIdentityUuid: "i" };
     const theirs = { ...mine, senderTenantUuid: "t2" };

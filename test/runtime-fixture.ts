@@ -164,7 +164,8 @@ export async function startRig(opts: FacadeOptions = {}): Promise<Rig> {
   facade.registerDomain(domains.Shop).registerDomain(domains.Billing);
   const orders = new OrderList(facade, domains.OrderPlaced);
   const mailer = new Mailer();
-  facade.registerReadmodel(orders).registerReadmodel(mailer);
+  facade.registerReadmodel(orders);
+  facade.registerReadmodel(mailer);
   const events: SystemEvent[] = [];
   await facade.start();
   if (facade.runtime.systemEvents.running) facade.runtime.systemEvents.subscribe((e) => void events.push(e), { lastEventId: 0 });

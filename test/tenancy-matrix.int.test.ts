@@ -121,7 +121,8 @@ function bankDomain() {
     attach(f: Facade) {
       accounts = new ProjectionReadmodel(f, { aggregate: Account });
       profiles = new ProjectionReadmodel(f, { aggregate: Profile });
-      f.registerReadmodel(accounts).registerReadmodel(profiles);
+      f.registerReadmodel(accounts);
+      f.registerReadmodel(profiles);
       return { accounts, profiles };
     },
   };

@@ -59,14 +59,13 @@ export async function registerDefaults(facade: Facade, opts: DefaultsOptions): P
     })
     .registerDomain(Identity, (d) => installIdentity(d, settings))
     .registerDomain(Group, (d) => installGroup(d, settings));
-  facade
-    .registerReadmodel(new TenantProjection(facade))
-    .registerReadmodel(new AccountProjection(facade))
-    .registerReadmodel(new SessionProjection(facade, settings))
-    .registerReadmodel(new IdentityProjection(facade))
-    .registerReadmodel(new GroupProjection(facade))
-    .registerReadmodel(new AuthIndex(facade))
-    .registerReadmodel(new AccountEraser(facade));
+  facade.registerReadmodel(new TenantProjection(facade));
+  facade.registerReadmodel(new AccountProjection(facade));
+  facade.registerReadmodel(new SessionProjection(facade, settings));
+  facade.registerReadmodel(new IdentityProjection(facade));
+  facade.registerReadmodel(new GroupProjection(facade));
+  facade.registerReadmodel(new AuthIndex(facade));
+  facade.registerReadmodel(new AccountEraser(facade));
   registerStorePermissions(facade);
   // An authorizer the application installed before stays in force, after the group check.
   facade.permissions.setAuthorizer(createDefaultAuthorizer(facade, facade.permissions.authorizer));

@@ -1,6 +1,7 @@
 import type { AggregateType, QueryType } from "./tokens.js";
 import type { FacadeHandle } from "./facade-handle.js";
-import type { EventHandler, ReadmodelHandle } from "./event-handler.js";
+import type { EventHandler } from "./event-handler.js";
+import type { ReadmodelRef } from "./readmodel-handle.js";
 import type { RequestContext } from "./types.js";
 
 /** An aggregate's state folded from its events, and its version (0: it does not exist). */
@@ -67,18 +68,14 @@ export interface MessageContext {
   /** The facade the handler runs in, as handlers may use it (see FacadeHandle). */
   readonly facade: FacadeHandle;
   /**
-   * A registered readmodel, given by name or as the object itself, as this
-   * tenant sees it: a ProjectionReadmodel comes as a view of `tenantUuid`'s
+   * A registered readmodel as this tenant sees it, named as `facade.readmodel`
+   * takes it (its handle, the object itself, or its name; with `type`, checked
+   * with instanceof): a ProjectionReadmodel comes as a view of `tenantUuid`'s
    * models only (history included). UNKNOWN_EVENT_HANDLER when not registered.
    * @example
    * const todo = await ctx.readmodel(todos).getModel(p.todoUuid); // undefined for another tenant's todo
    */
-  readmodel<T extends EventHandler>(handle: ReadmodelHandle<T>): TenantView<T>;
-  readmodel<T extends EventHandler>(handler: T): TenantView<T>;
-  /** By name, checked to be an instance of `type` (UNKNOWN_EVENT_HANDLER otherwise). */
-  readmodel<C extends abstract new (...args: any[]) => EventHandler>(name: string, type: C): TenantView<InstanceType<C>>;
-  /** By name alone `T` is unchecked: prefer a handle, the object, or the name with its class. */
-  readmodel<T extends EventHandler>(name: string): TenantView<T>;
+  readmodel<T extends EventHandler = EventHandler>(ref: ReadmodelRef<T>, type?: abstract new (...args: any[]) => T): TenantView<T>;
 }
 
 /** What a command handler receives. */

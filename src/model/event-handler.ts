@@ -122,4 +122,4 @@ export interface MetricProvider {
   getMetrics(): EventHandlerMetrics;
 }
 
-export { isReadmodelHandle, type ReadmodelHandle } from "./readmodel-handle.js";
+export { isReadmodelHandle, type ReadmodelHandle, type ReadmodelRef } from "./readmodel-handle.js";

@@ -1,5 +1,5 @@
 import type { Event, RequestContext } from "./types.js";
-import type { ReadmodelHandle } from "./readmodel-handle.js";
+import type { ReadmodelRef } from "./readmodel-handle.js";
 
 export interface DispatchOptions {
   reqCtx?: RequestContext;
@@ -93,15 +93,15 @@ export interface FacadeHandle {
   dispatch<P, R = unknown>(type: CommandRef<P, R>, payload: P, opts?: DispatchOptions): Promise<DispatchResult<R>>;
   query<P, R>(type: QueryRef<P, R>, payload: P, opts?: QueryOptions): Promise<R>;
   /**
-   * A registered event handler or readmodel, unscoped, typed by its handle, the
-   * object itself, or its name with its class (checked with instanceof);
-   * UNKNOWN_EVENT_HANDLER when there is none (or it is of another class).
+   * A registered event handler or readmodel, unscoped: by its handle, the
+   * object itself, or its name; with `type`, checked with instanceof (and
+   * typed by it). UNKNOWN_EVENT_HANDLER when there is none (or it is of
+   * another class). By a name without `type`, `T` is the caller's word.
    */
-  readmodel<T extends { readonly name: string }>(handle: ReadmodelHandle<T>): T;
-  readmodel<T extends { readonly name: string }>(handler: T): T;
-  readmodel<C extends abstract new (...args: any[]) => { readonly name: string }>(name: string, type: C): InstanceType<C>;
-  /** By name alone `T` is unchecked: prefer a handle, the object, or the name with its class. */
-  readmodel<T extends { readonly name: string }>(name: string): T;
+  readmodel<T extends { readonly name: string } = { readonly name: string }>(
+    ref: ReadmodelRef<T>,
+    type?: abstract new (...args: any[]) => T,
+  ): T;
   /** Reads of the facade's event store (its EventRepository). */
   readonly eventRepository: EventReader;
   readonly permissions: {

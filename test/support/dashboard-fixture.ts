@@ -71,7 +71,8 @@ export async function startDashboardWorld(
   const notifier = new Reactor(facade, { name: "Notifier", domain: "Todo", retry: { maxAttempts: 1 } }).on(TodoCreated, (e) => {
     if (e.payload.title.startsWith("undeliverable: ")) throw new Error(`no mailbox for "${e.payload.title}"`);
   });
-  facade.registerReadmodel(reminders).registerReadmodel(notifier);
+  facade.registerReadmodel(reminders);
+  facade.registerReadmodel(notifier);
   await facade.start();
 
   const adminLogin = (await facade.dispatch(Login, ADMIN, { waitToFinish: true })).result!;

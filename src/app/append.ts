@@ -1,0 +1,205 @@
+/**
+ * The append of a command's events: each completed (uuid, time, commandUuid,
+ * reqCtx copy, tenant, the version of its type), appended with the expected
+ * versions of the aggregates the handler loaded or the request targets, the
+ * aggregates exempt from the tenant rule and, where the repository joins the
+ * command store, the command's record.
+ */
+import { newUuid, nowNs } from "../model/clock.js";
+import { MnemeError } from "../model/errors.js";
+import type { EventType } from "../model/tokens.js";
+import type { CommandEnvelope, Event, NewEvent, RequestContext } from "../model/types.js";
+import type { DispatchTrace } from "../observability/telemetry.js";
+import type { AppendOptions, EventRepository } from "../store/event-repository.js";
+import type { CommandAggregates } from "./command-aggregates.js";
+import { commandRecord, type RecordedCommand } from "./idempotency.js";
+import { type EventTenancy, globalAggregates, tenantOf } from "./tenancy.js";
+
+/** What the append needs of the facade. */
+export interface AppendHost {
+  readonly eventRepository: EventRepository;
+  readonly eventTypes: ReadonlyMap<string, EventType>;
+  readonly tenancy: EventTenancy;
+  /** True when the event repository writes the command record in the append's transaction. */
+  readonly recordsWithAppend: boolean;
+}
+
+/** The completed events and the aggregates they go to. */
+interface Completed {
+  readonly events: NewEvent[];
+  readonly aggregates: Iterable<string>;
+  /** True when the events go to more than one aggregate. */
+  readonly several: boolean;
+  /** Aggregates some event of which is evolved by a tenant-scoped aggregate (or by none). */
+  readonly scopedByEvent: ReadonlySet<string> | undefined;
+}
+
+/** Completes the command's events and appends them (see the file's head). */
+export function appendCommandEvents(
+  host: AppendHost,
+  events: readonly NewEvent[],
+  command: RecordedCommand,
+  loader: CommandAggregates | undefined,
+  trace: DispatchTrace | undefined,
+): Promise<Event[]> {
+  const done = completeEvents(host, events, command.envelope, command.storedCtx);
+  const opts: AppendOptions = {};
+  const globals = globalAggregates(done.aggregates, loader, done.scopedByEvent);
+  if (globals !== undefined) opts.globalAggregates = globals;
+  const expected = expectedVersions(command.storedCtx, done, loader);
+  if (expected !== undefined) opts.expectedVersions = expected;
+  if (host.recordsWithAppend) {
+    opts.commandRecord = commandRecord(
+      command,
+      "succeeded",
+      done.events.map((e) => e.eventUuid!),
+      undefined,
+    );
+  }
+  if (trace !== undefined) return trace.append(done.events.length, () => host.eventRepository.append(done.events, opts));
+  return host.eventRepository.append(done.events, opts);
+}
+
+function completeEvents(host: AppendHost, events: readonly NewEvent[], envelope: CommandEnvelope, reqCtx: RequestContext): Completed {
+  const tenantUuid = tenantOf(reqCtx);
+  const createdAt = nowNs();
+  const out: NewEvent[] = new Array(events.length);
+  // Most commands touch one aggregate: a Set only when there are more.
+  let first: string | undefined;
+  let more: Set<string> | undefined;
+  let scopedByEvent: Set<string> | undefined;
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!;
+    const eventType = checkedEventType(host, e, envelope, i);
+    const agg = e.aggregateUuid;
+    if (first === undefined) first = agg;
+    else if (agg !== first) (more ??= new Set([first])).add(agg);
+    if (!host.tenancy.isGlobal(eventType.path)) (scopedByEvent ??= new Set()).add(agg);
+    const ne: NewEvent = {
+      domain: e.domain,
+      name: e.name,
+      aggregateUuid: agg,
+      payload: e.payload,
+      eventUuid: newUuid(),
+      createdAt,
+      commandUuid: envelope.commandUuid,
+      tenantUuid: e.tenantUuid ?? tenantUuid,
+      reqCtx,
+    };
+    if (e.version !== undefined) ne.version = e.version;
+    // Stored with the version it is written in: reads of older versions are upcast to it.
+    if (eventType.version !== 1) ne.eventVersion = eventType.version;
+    out[i] = ne;
+  }
+  return { events: out, aggregates: more ?? [first!], several: more !== undefined, scopedByEvent };
+}
+
+/** The registered type of what a handler returned at index `i`: INVALID_EVENTS when it is no event of a registered type. */
+function checkedEventType(host: AppendHost, e: unknown, envelope: CommandEnvelope, i: number): EventType {
+  if (!isNewEvent(e)) {
+    throw new MnemeError(
+      "INVALID_EVENTS",
+      `command ${envelope.domain}.${envelope.name} returned something that is not an event at index ${i}: use EventType.create(aggregateUuid, payload)`,
+    );
+  }
+  const path = `${e.domain}.${e.name}`;
+  const eventType = host.eventTypes.get(path);
+  if (eventType === undefined) {
+    throw new MnemeError(
+      "INVALID_EVENTS",
+      `command ${envelope.domain}.${envelope.name} returned event ${path}, which no registered domain defines`,
+    );
+  }
+  if (e.aggregateUuid === "") throw new MnemeError("INVALID_EVENTS", `event ${path} has an empty aggregateUuid`);
+  return eventType;
+}
+
+/**
+ * The expected version per aggregate: the version the handler loaded (it
+ * decided on it), else the request's `targetAggregateVersion` for the
+ * aggregate it targets; undefined when there is neither a loader nor a target.
+ */
+function expectedVersions(
+  reqCtx: RequestContext,
+  done: Completed,
+  loader: CommandAggregates | undefined,
+): Record<string, number> | undefined {
+  const target = reqCtx.targetAggregateVersion;
+  if (target !== undefined) checkTarget(reqCtx, done.aggregates, done.several, loader);
+  if (loader === undefined && target === undefined) return undefined;
+  // Without a prototype: an aggregate uuid such as "__proto__" must stay a plain key.
+  const expected = Object.create(null) as Record<string, number>;
+  for (const agg of done.aggregates) {
+    const targeted =
+      target !== undefined && (reqCtx.targetAggregateUuid === agg || (reqCtx.targetAggregateUuid === undefined && !done.several));
+    const loaded = loader?.loadedVersion(agg);
+    if (loaded !== undefined) {
+      // The loaded version is what the handler decided on; a stale version the client sent must not be ignored silently.
+      if (targeted && loaded !== target) {
+        throw new MnemeError("CONFLICT", `aggregate ${agg} is at version ${loaded}, the request expected ${target}`);
+      }
+      expected[agg] = loaded;
+    } else if (targeted) {
+      expected[agg] = target;
+    }
+  }
+  // What the handler read is what it decided on: the aggregates it loaded and appends nothing to are checked too.
+  loader?.addReadChecks(expected);
+  return expected;
+}
+
+/**
+ * A `targetAggregateVersion` must name what it guards: with
+ * `targetAggregateUuid`, an aggregate the command loaded or appends to;
+ * without it, the command's only aggregate. Anything else is ambiguous and
+ * refused (INVALID_REQUEST) rather than ignored.
+ */
+function checkTarget(reqCtx: RequestContext, aggregates: Iterable<string>, several: boolean, loader: CommandAggregates | undefined): void {
+  const uuid = reqCtx.targetAggregateUuid;
+  if (uuid === undefined) {
+    if (several) {
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        "targetAggregateVersion without targetAggregateUuid is ambiguous: the command appends to several aggregates",
+      );
+    }
+    return;
+  }
+  if (loader?.loadedVersion(uuid) !== undefined) return;
+  for (const agg of aggregates) if (agg === uuid) return;
+  throw new MnemeError(
+    "INVALID_REQUEST",
+    `targetAggregateVersion guards aggregate ${uuid}, which the command neither loaded nor appends to`,
+  );
+}
+
+function isNewEvent(e: unknown): e is NewEvent {
+  if (typeof e !== "object" || e === null) return false;
+  const r = e as Record<string, unknown>;
+  return typeof r.domain === "string" && typeof r.name === "string" && typeof r.aggregateUuid === "string" && "payload" in r;
+}
+
+/** What a command handler returned, as events and a result: INVALID_EVENTS for anything else. */
+export function normaliseHandlerResult(
+  out: unknown,
+  type: { domain: string; name: string },
+): { events: readonly NewEvent[]; result: unknown } {
+  if (out === undefined || out === null) return { events: [], result: undefined };
+  if (Array.isArray(out)) return { events: out as NewEvent[], result: undefined };
+  if (typeof out === "object" && !isNewEvent(out)) {
+    const o = out as { events?: unknown; result?: unknown };
+    if (o.events !== undefined && !Array.isArray(o.events)) {
+      throw new MnemeError("INVALID_EVENTS", `command ${type.domain}.${type.name}: events must be an array`);
+    }
+    if ("events" in o || "result" in o) return { events: (o.events as NewEvent[] | undefined) ?? [], result: o.result };
+  }
+  throw new MnemeError(
+    "INVALID_EVENTS",
+    `command ${type.domain}.${type.name} returned ${describe(out)}; a handler returns an array of events, nothing, or { events, result }`,
+  );
+}
+
+function describe(v: unknown): string {
+  if (Array.isArray(v)) return "an array";
+  return v === null ? "null" : `a ${typeof v}`;
+}

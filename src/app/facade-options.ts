@@ -1,0 +1,76 @@
+/** The options of createFacade. */
+import type { Authorizer } from "../permissions/permission-registry.js";
+import type { DeliveryOptions } from "../readmodel/handler-runner.js";
+import type { SystemEventProducerOptions } from "../runtime/system-events.js";
+import type { CacheStore } from "../store/cache-store.js";
+import type { CommandStore } from "../store/command-store.js";
+import type { DataStore } from "../store/data-store.js";
+import type { EventRepository } from "../store/event-repository.js";
+import type { KeyStore } from "../store/key-store.js";
+import type { LogStore } from "../store/log-store.js";
+import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { SnapshotStore } from "../store/snapshot-store.js";
+import type { JsonSchema } from "../model/types.js";
+import type { AggregateCacheOptions } from "./aggregate-cache.js";
+import type { IdempotencyOptions } from "./command-claim.js";
+
+/** Options of createFacade. Every store defaults to its in-memory implementation. */
+export interface FacadeOptions {
+  readonly appName?: string;
+  readonly version?: string;
+  /** The tenant this instance serves, when it serves one (shown in systemInfo). */
+  readonly tenant?: string;
+  readonly instanceId?: string;
+  readonly eventRepository?: EventRepository;
+  readonly commandStore?: CommandStore;
+  readonly dataStore?: DataStore;
+  readonly cacheStore?: CacheStore;
+  readonly logStore?: LogStore;
+  /** Default backend of readmodels that set none (and of plain handlers' checkpoints). */
+  readonly readmodelStoreBackend?: ReadmodelStoreBackend;
+  /** Snapshots of aggregates that set `snapshotEvery` (createSqliteBackends / createPostgresBackends give one in the events' database). */
+  readonly snapshotStore?: SnapshotStore;
+  /**
+   * The keys of personal data (`Domain.event(name, { personalData })`, see docs/privacy.md):
+   * createSqliteBackends / createPostgresBackends give one beside the events. The in-memory
+   * default serves only the in-memory event repository.
+   */
+  readonly keyStore?: KeyStore;
+  /** The key cache of personal data: keys held (default 10,000) and how long one is used before the store is asked again (ms, default 5,000). */
+  readonly personalData?: {
+    readonly keyCacheSize?: number;
+    readonly keyCacheTtlMs?: number;
+    /** Events of declared types the start-up check for personal data stored in clear reads at most (default 10,000; 0: no check). */
+    readonly startupCheckLimit?: number;
+  };
+  /** Output of `mneme schema build`: the object, or the path of its file. */
+  readonly schemas?: JsonSchema | string;
+  readonly authorizer?: Authorizer;
+  /** true: facade.start() starts the system-event producer. */
+  readonly systemEvents?: boolean | SystemEventProducerOptions;
+  /** Extra cleanup run by stop() after the stores are closed (e.g. `close` of createSqliteBackends). */
+  readonly close?: () => Promise<void> | void;
+  /** Replay batch size and catch buffer bound of every handler (readmodels may override). */
+  readonly delivery?: Partial<DeliveryOptions>;
+  /**
+   * start(): `waitForStandby` (ms, default 0) lets start() wait up to that long for
+   * handlers left in standby (another instance holds their processing lock) to take
+   * over and catch up. Handlers still in standby then are reported (a
+   * `HandlersInStandby` system event and a `warn` LogStore entry).
+   */
+  readonly start?: { readonly waitForStandby?: number };
+  /**
+   * The in-process cache of folded aggregate state (on by default, 10,000
+   * aggregates): a load reads and folds only the events after the cached
+   * version. `false` turns it off.
+   */
+  readonly aggregateCache?: AggregateCacheOptions | false;
+  /** OpenTelemetry spans and metrics, when @opentelemetry/api is installed (docs/observability.md). `false` turns them off. */
+  readonly telemetry?: boolean;
+  /**
+   * Claims of idempotent dispatch (a command store that offers them): the
+   * lease of a running command's claim and how long a duplicate waits for its
+   * outcome (docs/reactions.md, "How duplicates are settled: claims").
+   */
+  readonly idempotency?: IdempotencyOptions;
+}
