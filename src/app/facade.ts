@@ -1,3 +1,4 @@
+import { type BackendChoice, chooseStores } from "./backend-choice.js";
 import { MemoryCacheStore } from "../memory/memory-cache-store.js";
 import { MemoryCommandStore } from "../memory/memory-command-store.js";
 import { MemoryDataStore } from "../memory/memory-data-store.js";
@@ -62,27 +63,12 @@ import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, Reque
 import type { DispatchOptions, DispatchResult, FacadeHandle, HandlerError, MessageRef, QueryOptions } from "../model/facade-handle.js";
 
 /** Options of createFacade. Every store defaults to its in-memory implementation. */
-export interface FacadeOptions {
+export interface FacadeOptions extends BackendChoice {
   readonly appName?: string;
   readonly version?: string;
   /** The tenant this instance serves, when it serves one (shown in systemInfo). */
   readonly tenant?: string;
   readonly instanceId?: string;
-  readonly eventRepository?: EventRepository;
-  readonly commandStore?: CommandStore;
-  readonly dataStore?: DataStore;
-  readonly cacheStore?: CacheStore;
-  readonly logStore?: LogStore;
-  /** Default backend of readmodels that set none (and of plain handlers' checkpoints). */
-  readonly readmodelStoreBackend?: ReadmodelStoreBackend;
-  /** Snapshots of aggregates that set `snapshotEvery` (createSqliteBackends / createPostgresBackends give one in the events' database). */
-  readonly snapshotStore?: SnapshotStore;
-  /**
-   * The keys of personal data (`Domain.event(name, { personalData })`, see docs/privacy.md):
-   * createSqliteBackends / createPostgresBackends give one beside the events. The in-memory
-   * default serves only the in-memory event repository.
-   */
-  readonly keyStore?: KeyStore;
   /** The key cache of personal data: keys held (default 10,000) and how long one is used before the store is asked again (ms, default 5,000). */
   readonly personalData?: { readonly keyCacheSize?: number; readonly keyCacheTtlMs?: number };
   /** Output of `mneme schema build`: the object, or the path of its file. */
@@ -90,8 +76,6 @@ export interface FacadeOptions {
   readonly authorizer?: Authorizer;
   /** true: facade.start() starts the system-event producer. */
   readonly systemEvents?: boolean | SystemEventProducerOptions;
-  /** Extra cleanup run by stop() after the stores are closed (e.g. `close` of createSqliteBackends). */
-  readonly close?: () => Promise<void> | void;
   /** Replay batch size and catch buffer bound of every handler (readmodels may override). */
   readonly delivery?: Partial<DeliveryOptions>;
   /**
@@ -195,6 +179,7 @@ export class Facade implements FacadeHandle {
   #stopPromise: Promise<void> | undefined;
 
   constructor(options: FacadeOptions = {}) {
+    options = chooseStores(options);
     this.#options = options;
     this.appName = options.appName ?? "mneme-app";
     this.version = options.version ?? "0.0.0";
