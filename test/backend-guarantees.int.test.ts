@@ -13,6 +13,7 @@ import { createSqliteBackends } from "mneme/sqlite";
 import type { Guarantee } from "mneme/store";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
+import { thrownWith } from "./support/rejections.js";
 import { until } from "./support/until.js";
 
 const ALL: Guarantee[] = [
@@ -34,15 +35,7 @@ const Noted = D.event<{ text: string }>("Noted");
 const Note = D.command<{ text: string }>("Note", { permission: anonymous });
 D.handleCommand(Note, (_ctx, _c, p) => [Noted.create("note-1", { text: p.text })]);
 
-function refusal(make: () => unknown): MnemeError {
-  try {
-    make();
-  } catch (e) {
-    if (isMnemeError(e, "INVALID_REQUEST")) return e;
-    throw e;
-  }
-  return expect.fail("not refused");
-}
+const refusal = (make: () => unknown): MnemeError => thrownWith("INVALID_REQUEST", make);
 
 const lostOf = (e: MnemeError) => e.details?.map((d) => [d.guarantee, d.store]);
 

@@ -11,25 +11,17 @@ import {
   createFacade,
   createMemoryBackends,
   defineDomain,
-  isMnemeError,
   MemoryCommandStore,
   MemoryEventRepository,
   MemoryReadmodelStoreBackend,
   type MnemeError,
 } from "mneme";
+import { thrownWith } from "./support/rejections.js";
 import { defineBackend, guaranteesOf, type CommandStore, type Guarantee } from "mneme/store";
 
 const MEMORY: Guarantee[] = ["replay-with-events", "exactly-once-dispatch", "blue-green-rebuild", "tenant-scoped-readmodels"];
 
-function refusal(make: () => unknown): MnemeError {
-  try {
-    make();
-  } catch (e) {
-    if (isMnemeError(e, "INVALID_REQUEST")) return e;
-    throw e;
-  }
-  return expect.fail("not refused");
-}
+const refusal = (make: () => unknown): MnemeError => thrownWith("INVALID_REQUEST", make);
 
 /** `store` with the named optional members removed (as a third-party store without them). */
 function without<T extends object>(store: T, ...names: string[]): T {
