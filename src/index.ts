@@ -61,6 +61,7 @@ export {
 export type { Authorizer } from "./permissions/permission-registry.js";
 export { registerStorePermissions, type StoreName, type StoreAction } from "./permissions/store-permissions.js";
 
+export { createMemoryBackends, type MemoryBackends } from "./memory/memory-backends.js";
 export { MemoryEventRepository } from "./memory/memory-event-repository.js";
 export { MemoryCommandStore } from "./memory/memory-command-store.js";
 export { MemoryDataStore } from "./memory/memory-data-store.js";

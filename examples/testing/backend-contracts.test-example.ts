@@ -2,13 +2,23 @@
  * docs/testing.md's conformance-suite examples: the six suites of
  * `mneme/testing` run against backends, as you run them against your own.
  * Here the backends are mneme's memory and filesystem stores (and one broken
- * on purpose). test/docs-testing.unit.test.ts calls backendContracts().
+ * on purpose), and a backend of one's own declaring its guarantees.
+ * test/docs-testing.unit.test.ts calls backendContracts().
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FilesystemDataStore, MemoryCacheStore, MemoryCommandStore, MemoryEventRepository, MemoryLogStore, MemoryReadmodelStoreBackend } from "mneme";
-import { type CollectionScope, type DataStore, type ReadmodelCollection } from "mneme/store";
+import { expect, it } from "vitest";
+import {
+  createFacade,
+  FilesystemDataStore,
+  MemoryCacheStore,
+  MemoryCommandStore,
+  MemoryEventRepository,
+  MemoryLogStore,
+  MemoryReadmodelStoreBackend,
+} from "mneme";
+import { type CollectionScope, type DataStore, defineBackend, type ReadmodelCollection } from "mneme/store";
 import {
   describeCacheStoreContract,
   describeCommandStoreContract,
@@ -71,5 +81,26 @@ export function backendContracts(): void {
         ],
       },
     ],
+  });
+
+  it("declares the guarantees its stores give together, and createFacade keeps them", async () => {
+    // A backend of your own: defineBackend bundles its stores and derives what they guarantee from the methods they implement.
+    const backend = defineBackend(
+      {
+        eventRepository: new MemoryEventRepository(),
+        commandStore: new MemoryCommandStore(),
+        readmodelStoreBackend: new MemoryReadmodelStoreBackend(),
+        logStore: new MemoryLogStore(),
+      },
+      async () => undefined,
+    );
+    expect(backend.guarantees).toEqual(["replay-with-events", "exactly-once-dispatch", "blue-green-rebuild", "tenant-scoped-readmodels"]);
+
+    // A store of another kind that lacks one is refused, naming the guarantee, unless the loss is accepted.
+    const inPlace = new IgnoresDescending();
+    Object.defineProperty(inPlace, "replaceCollections", { value: undefined });
+    expect(() => createFacade({ backend, readmodelStoreBackend: inPlace })).toThrow(/blue-green-rebuild/);
+    const facade = createFacade({ backend, readmodelStoreBackend: inPlace, acceptLostGuarantees: ["blue-green-rebuild"] });
+    expect(facade.runtime.systemInfo().guarantees).not.toContain("blue-green-rebuild");
   });
 }

@@ -6,6 +6,7 @@
  * a crashed instance expires and is taken over.
  */
 import { errorMessage, MnemeError } from "../model/errors.js";
+import { commandStoreCapabilities } from "../store/backend.js";
 import type { CommandClaimant, CommandRecord, CommandStore } from "../store/command-store.js";
 
 /** Options of claims (`createFacade({ idempotency })`). */
@@ -41,15 +42,9 @@ export function idempotencyOptions(given: IdempotencyOptions | undefined): Requi
 /** A command store that offers claims. */
 export type ClaimingCommandStore = CommandStore & Required<Pick<CommandStore, "claim" | "renewClaim" | "releaseClaim">>;
 
-/** The store when it offers all three claim methods, else undefined (a store offering some is refused at construction). */
+/** The store when it offers all three claim methods, else undefined (a store offering some is refused with INVALID_REQUEST). */
 export function claimingStore(store: CommandStore): ClaimingCommandStore | undefined {
-  const offered = [store.claim, store.renewClaim, store.releaseClaim].filter((m) => typeof m === "function").length;
-  if (offered === 3) return store as ClaimingCommandStore;
-  if (offered === 0) return undefined;
-  throw new MnemeError(
-    "INVALID_REQUEST",
-    "the command store offers some of claim, renewClaim and releaseClaim but not all three: offer all (exactly-once dispatch across instances) or none",
-  );
+  return commandStoreCapabilities(store).claims ? (store as ClaimingCommandStore) : undefined;
 }
 
 /** Longest pause between two looks of a waiting duplicate (ms). */

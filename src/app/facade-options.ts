@@ -2,40 +2,18 @@
 import type { Authorizer } from "../permissions/permission-registry.js";
 import type { DeliveryOptions } from "../readmodel/handler-runner.js";
 import type { SystemEventProducerOptions } from "../runtime/system-events.js";
-import type { CacheStore } from "../store/cache-store.js";
-import type { CommandStore } from "../store/command-store.js";
-import type { DataStore } from "../store/data-store.js";
-import type { EventRepository } from "../store/event-repository.js";
-import type { KeyStore } from "../store/key-store.js";
-import type { LogStore } from "../store/log-store.js";
-import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import type { SnapshotStore } from "../store/snapshot-store.js";
 import type { JsonSchema } from "../model/types.js";
 import type { AggregateCacheOptions } from "./aggregate-cache.js";
 import type { IdempotencyOptions } from "./command-claim.js";
+import type { BackendChoice } from "./backend-choice.js";
 
 /** Options of createFacade. Every store defaults to its in-memory implementation. */
-export interface FacadeOptions {
+export interface FacadeOptions extends BackendChoice {
   readonly appName?: string;
   readonly version?: string;
   /** The tenant this instance serves, when it serves one (shown in systemInfo). */
   readonly tenant?: string;
   readonly instanceId?: string;
-  readonly eventRepository?: EventRepository;
-  readonly commandStore?: CommandStore;
-  readonly dataStore?: DataStore;
-  readonly cacheStore?: CacheStore;
-  readonly logStore?: LogStore;
-  /** Default backend of readmodels that set none (and of plain handlers' checkpoints). */
-  readonly readmodelStoreBackend?: ReadmodelStoreBackend;
-  /** Snapshots of aggregates that set `snapshotEvery` (createSqliteBackends / createPostgresBackends give one in the events' database). */
-  readonly snapshotStore?: SnapshotStore;
-  /**
-   * The keys of personal data (`Domain.event(name, { personalData })`, see docs/privacy.md):
-   * createSqliteBackends / createPostgresBackends give one beside the events. The in-memory
-   * default serves only the in-memory event repository.
-   */
-  readonly keyStore?: KeyStore;
   /** The key cache of personal data: keys held (default 10,000) and how long one is used before the store is asked again (ms, default 5,000). */
   readonly personalData?: {
     readonly keyCacheSize?: number;
@@ -48,8 +26,6 @@ export interface FacadeOptions {
   readonly authorizer?: Authorizer;
   /** true: facade.start() starts the system-event producer. */
   readonly systemEvents?: boolean | SystemEventProducerOptions;
-  /** Extra cleanup run by stop() after the stores are closed (e.g. `close` of createSqliteBackends). */
-  readonly close?: () => Promise<void> | void;
   /** Replay batch size and catch buffer bound of every handler (readmodels may override). */
   readonly delivery?: Partial<DeliveryOptions>;
   /**

@@ -1,3 +1,4 @@
+import { chooseStores } from "./backend-choice.js";
 import { MemoryCacheStore } from "../memory/memory-cache-store.js";
 import { MemoryCommandStore } from "../memory/memory-command-store.js";
 import { MemoryDataStore } from "../memory/memory-data-store.js";
@@ -113,6 +114,7 @@ export class Facade implements FacadeHandle {
   readonly #startupCheckLimit: number;
 
   constructor(options: FacadeOptions = {}) {
+    options = chooseStores(options);
     this.appName = options.appName ?? "mneme-app";
     this.version = options.version ?? "0.0.0";
     this.tenant = options.tenant;

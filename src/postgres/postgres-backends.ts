@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { PG, requireDriver } from "../store/driver.js";
 import { MnemeError } from "../model/errors.js";
+import { defineBackend, type Guarantee } from "../store/backend.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
@@ -51,6 +52,8 @@ export interface PostgresBackends {
   readonly snapshotStore: PostgresSnapshotStore & SnapshotStore;
   /** The keys of personal data (see docs/privacy.md), in the events' schema. */
   readonly keyStore: PostgresKeyStore & KeyStore;
+  /** What these stores guarantee together (derived from what they implement; see `Guarantee` in mneme/store). */
+  readonly guarantees: readonly Guarantee[];
   /** Closes every store, then ends the pool when it was made here; idempotent. */
   close(): Promise<void>;
 }
@@ -108,15 +111,11 @@ export function createPostgresBackends(
   const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);
   const snapshotStore = new PostgresSnapshotStore(shared);
   const keyStore = new PostgresKeyStore(shared);
-  return {
-    eventRepository,
-    commandStore,
-    logStore,
-    readmodelStoreBackend,
-    snapshotStore,
-    keyStore,
-    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore], () => ownPool?.end()),
-  };
+  const stores = { eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore };
+  return defineBackend(
+    stores,
+    closeStoresOnce(Object.values(stores), () => ownPool?.end()),
+  );
 }
 
 function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {

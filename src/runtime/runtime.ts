@@ -8,6 +8,7 @@ import { type BaseEventHandler, runnerOf } from "../readmodel/base-event-handler
 import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
 import type { SchemaRegistry, SchemaTypeRef } from "../schema/schema-registry.js";
 import type { InstalledDomain } from "../model/domain-install.js";
+import { type Guarantee, guaranteesOf } from "../store/backend.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   cancelScheduledCommand,
@@ -74,6 +75,8 @@ export interface SystemInfo {
   tenant?: string;
   /** Store type per store. */
   stores: Record<"event" | "command" | "data" | "cache" | "log" | "readmodel", string>;
+  /** What the stores guarantee together (see `Guarantee` in mneme/store), e.g. "blue-green-rebuild", "single-processor". */
+  guarantees: Guarantee[];
   counts: {
     domains: number;
     commands: number;
@@ -138,6 +141,8 @@ export class Runtime {
   readonly systemEvents: SystemEventProducer;
   readonly stores: StoreAccess;
   #storeTypes: SystemInfo["stores"] | undefined;
+  /** Derived once: the stores of a facade never change. */
+  #guarantees: readonly Guarantee[] | undefined;
   // Handlers whose `start` is catching up: a second start or a restore then would race it on lastPosition.
   readonly #starting = new Set<string>();
 
@@ -259,6 +264,7 @@ export class Runtime {
       uptimeMs: f.startedAt === 0 ? 0 : Math.max(0, Math.round((nowNs() - f.startedAt) / 1e6)),
       nodeVersion: typeof process === "undefined" ? "" : process.version,
       stores: this.#storeTypes ?? storeTypesOf(f),
+      guarantees: [...(this.#guarantees ??= guaranteesOf(f))],
       counts: {
         domains: f.domains.size,
         commands,

@@ -1,4 +1,5 @@
 import { MnemeError } from "../model/errors.js";
+import { defineBackend, type Guarantee } from "../store/backend.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
@@ -38,6 +39,8 @@ export interface SqliteBackends {
   readonly snapshotStore: SqliteSnapshotStore & SnapshotStore;
   /** The keys of personal data (see docs/privacy.md), in the events' file. */
   readonly keyStore: SqliteKeyStore & KeyStore;
+  /** What these stores guarantee together (derived from what they implement; see `Guarantee` in mneme/store). */
+  readonly guarantees: readonly Guarantee[];
   /** Closes every store and then the file (when opened from `filename`); idempotent. */
   close(): Promise<void>;
 }
@@ -81,15 +84,9 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
   const logStore = new SqliteLogStore(shared);
   const snapshotStore = new SqliteSnapshotStore(shared);
   const keyStore = new SqliteKeyStore(shared);
-  return {
-    eventRepository,
-    commandStore,
-    logStore,
-    readmodelStoreBackend,
-    snapshotStore,
-    keyStore,
-    close: closeStoresOnce([eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore], () =>
-      connection.close(),
-    ),
-  };
+  const stores = { eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore };
+  return defineBackend(
+    stores,
+    closeStoresOnce(Object.values(stores), () => connection.close()),
+  );
 }

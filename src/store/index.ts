@@ -4,6 +4,23 @@
  * `mneme/testing`) or typing code that talks to a store directly. Applications
  * pick backends from `mneme` (memory), `mneme/sqlite` and `mneme/postgres`.
  */
+export {
+  defineBackend,
+  guaranteesOf,
+  guaranteesOffered,
+  eventRepositoryCapabilities,
+  commandStoreCapabilities,
+  readmodelBackendCapabilities,
+  GUARANTEES,
+  type Backend,
+  type BackendStores,
+  type Guarantee,
+  type GuaranteeStore,
+  type GuaranteeStores,
+  type EventRepositoryCapabilities,
+  type CommandStoreCapabilities,
+  type ReadmodelBackendCapabilities,
+} from "./backend.js";
 export type { StoreInfo, StorePage, PageRequest } from "./store-info.js";
 export type { EventRepository, AppendOptions, ReadAllOptions, AppendListener } from "./event-repository.js";
 export type { CommandStore, CommandRecord, CommandStatus, CommandListOptions, CommandClaim, CommandClaimant } from "./command-store.js";

@@ -1,4 +1,5 @@
 import { expect } from "vitest";
+import { readmodelBackendCapabilities } from "../store/backend.js";
 import { isLockLostError } from "../store/lock-fencing.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { deferred, describeContract, expectClosedBehaviour, expectNoSecret, expectRejectsWith, settle } from "./contract-harness.js";
@@ -662,18 +663,19 @@ export function describeReadmodelStoreBackendContract(
     // --- fencing (a backend with fencingToken) -------------------------------------------------------
 
     test("fencing: each take of a lock gives a greater token; a transaction fenced by an older one writes nothing", async (backend) => {
-      if (backend.tryLock === undefined || backend.fencingToken === undefined || backend.checkFencingToken === undefined) return;
-      expect(backend.fencingToken("F")).toBeUndefined();
-      expect(await backend.tryLock("F", "instance-1")).toBe(true);
-      const first = backend.fencingToken("F")!;
+      const can = readmodelBackendCapabilities(backend);
+      if (!can.fencing) return;
+      expect(backend.fencingToken!("F")).toBeUndefined();
+      expect(await backend.tryLock!("F", "instance-1")).toBe(true);
+      const first = backend.fencingToken!("F")!;
       expect(typeof first).toBe("number");
-      if (backend.lockHolder !== undefined) expect(await backend.lockHolder("F")).toBe("instance-1");
-      await backend.unlock?.("F");
-      expect(backend.fencingToken("F")).toBeUndefined();
-      expect(await backend.tryLock("F", "instance-2")).toBe(true);
-      const second = backend.fencingToken("F")!;
+      if (can.lockHolder) expect(await backend.lockHolder!("F")).toBe("instance-1");
+      await backend.unlock!("F");
+      expect(backend.fencingToken!("F")).toBeUndefined();
+      expect(await backend.tryLock!("F", "instance-2")).toBe(true);
+      const second = backend.fencingToken!("F")!;
       expect(second).toBeGreaterThan(first);
-      if (backend.lockHolder !== undefined) expect(await backend.lockHolder("F")).toBe("instance-2");
+      if (can.lockHolder) expect(await backend.lockHolder!("F")).toBe("instance-2");
 
       const col = backend.collection<Item>("fenced");
       const stale = backend.transaction(async () => {

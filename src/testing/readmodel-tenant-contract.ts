@@ -1,4 +1,5 @@
 import { expect } from "vitest";
+import { readmodelBackendCapabilities } from "../store/backend.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import type { ContractTest } from "./contract-harness.js";
 
@@ -100,13 +101,13 @@ export function tenantScopeContractTests(test: ContractTest<ReadmodelStoreBacken
   });
 
   test("tenantScopes: replaceCollections moves each document with its tenant", async (backend) => {
-    const replace = (backend as { replaceCollections?: (m: [string, string][]) => Promise<void> }).replaceCollections;
-    if (backend.tenantScopes !== true || replace === undefined) return;
+    const can = readmodelBackendCapabilities(backend);
+    if (!can.tenantScopes || !can.replaceCollections) return;
     const next = views(backend, "next");
     await next.writeA.put("a1", doc("a1", 1));
     await next.writeB.put("b1", doc("b1", 2));
     await views(backend, "served").writeB.put("old", doc("old", 0));
-    await replace.call(backend, [["served", "next"]]);
+    await backend.replaceCollections!([["served", "next"]]);
     const served = views(backend, "served");
     expect(idsOf(await served.a.list())).toEqual(["a1"]);
     expect(idsOf(await served.b.list())).toEqual(["b1"]);

@@ -1,6 +1,6 @@
 /** Assertions on calls that should fail: the MnemeError they reject with, or its code. */
 import { expect } from "vitest";
-import { isMnemeError, type MnemeError } from "mneme";
+import { isMnemeError, type MnemeError, type MnemeErrorCode } from "mneme";
 
 /** The MnemeError `p` (or the call `p`) rejects with; any other error is rethrown, and a success fails the test. */
 export async function rejection(p: Promise<unknown> | (() => unknown)): Promise<MnemeError> {
@@ -11,6 +11,17 @@ export async function rejection(p: Promise<unknown> | (() => unknown)): Promise<
     throw e;
   }
   throw new Error("expected a rejection");
+}
+
+/** The MnemeError of `code` that `make` throws synchronously (a refusal at construction); another error is rethrown, no throw fails the test. */
+export function thrownWith(code: MnemeErrorCode, make: () => unknown): MnemeError {
+  try {
+    make();
+  } catch (e) {
+    if (isMnemeError(e, code)) return e;
+    throw e;
+  }
+  return expect.fail(`expected a ${code} error`);
 }
 
 /** Expects `p` to reject with a MnemeError of `code`; returns the error. */
