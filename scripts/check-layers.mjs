@@ -39,10 +39,10 @@ const RANKS = {
   runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
   app: 6, //         createFacade / Facade: the composition root
   "index.ts": 7, //  the root export `mneme`
-  defaults: 8, //    subpath mneme/defaults: the built-in domains
+  http: 7.5, //      subpath mneme/http: the HTTP core (generic routes; knows no domain)
+  defaults: 8, //    subpath mneme/defaults: the built-in domains and their HTTP route module
   testing: 8, //     subpath mneme/testing
   cli: 8, //         the `mneme` binary
-  http: 9, //        subpath mneme/http (uses mneme/defaults for credentials)
 };
 
 function listTs(dir) {

@@ -96,3 +96,4 @@ export {
 export { AuthIndex } from "./auth-index.js";
 export { Privacy, SubjectForgotten, type SubjectForgotten as SubjectForgottenPayload } from "../privacy/privacy-domain.js";
 export { AccountEraser } from "./account-eraser.js";
+export { accountRoutes } from "./http-routes.js";
