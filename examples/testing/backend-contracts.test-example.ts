@@ -7,7 +7,6 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FilesystemDataStore, MemoryCacheStore, MemoryCommandStore, MemoryEventRepository, MemoryLogStore, MemoryReadmodelStoreBackend } from "mneme";
 import { type CollectionScope, type DataStore, type ReadmodelCollection } from "mneme/store";
 import {
   describeCacheStoreContract,
@@ -17,6 +16,7 @@ import {
   describeLogStoreContract,
   describeReadmodelStoreBackendContract,
 } from "mneme/testing";
+import { FilesystemDataStore, MemoryCacheStore, MemoryCommandStore, MemoryEventRepository, MemoryLogStore, MemoryReadmodelStoreBackend } from "mneme/memory";
 
 /** Broken on purpose: `descending` is ignored by list(). The suite must catch it. */
 class IgnoresDescending extends MemoryReadmodelStoreBackend {

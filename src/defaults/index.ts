@@ -1,12 +1,12 @@
 /**
  * `mneme/defaults`: the built-in domains (Tenant, Account, Session, Identity,
- * Group) and their tokens, registerDefaults, the default authorizer and the
- * credential helpers. Apps that bring their own identity and tenancy never
- * import it.
+ * Group) and their tokens, registerDefaults, the default authorizer, the
+ * credential helpers and their HTTP route module (`accountRoutes()`). Apps
+ * that bring their own identity and tenancy never import it.
  */
 export { registerDefaults, DEFAULT_DOMAINS } from "./register-defaults.js";
 export type { DefaultsOptions, DefaultsInfo } from "./settings.js";
-export { resolveCredentials, isSystemAdmin, parseSessionToken, type Credentials } from "./credentials.js";
+export { resolveCredentials, isSystemAdmin, parseSessionToken } from "./credentials.js";
 export { createDefaultAuthorizer, permissionName } from "./authorizer.js";
 export { resolveSender, grantsCover, type Sender } from "./sender.js";
 export { systemAdministrator, accountOwnerOrSystemAdministrator } from "./permission-functions.js";

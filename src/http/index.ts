@@ -1,4 +1,9 @@
-// mneme/http: the HTTP adapter on the Fetch API, name by name.
+/**
+ * `mneme/http`: the HTTP adapter on the Fetch API: createHttpHandler with its
+ * generic command, query, Runtime and system-event routes, route modules for
+ * the rest (the built-in domains' come from mneme/defaults), toNodeListener,
+ * and the health checks it serves.
+ */
 export { createHttpHandler, type HttpHandler } from "./handler.js";
 export { HTTP_DEFAULTS, type HttpHandlerOptions } from "./options.js";
 export type { SseOptions, RateLimitOptions, SessionCookieOptions } from "./settings.js";

@@ -48,12 +48,6 @@ export const SCHEMA_MISSING_WARNING = "MNEME_SCHEMA_MISSING";
 /** Checks a payload: `undefined` when valid, else one detail per failing JSON pointer. */
 export type PayloadValidator = (payload: unknown) => MnemeErrorDetail[] | undefined;
 
-/** The body of a schema discovery request (`runtime.getSchema`, POST .../runtime/schema). */
-export interface SchemaRequest {
-  readonly domain: string;
-  readonly type: string;
-}
-
 interface Entry {
   readonly explicit: JsonSchema | undefined;
   readonly document: JsonSchema | undefined;
