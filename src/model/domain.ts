@@ -181,9 +181,17 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
   event<P>(name: string, opts?: EventOptions<P>): EventType<P>;
   /** An aggregate type; it carries its snapshot settings (see {@link snapshotOptionsOf}). */
   aggregate<S>(name: string, opts: AggregateOptions<S, E>): AggregateType<S> & AggregateSnapshotOptions;
+  /**
+   * Deprecated alias: attach
+   * handlers in the install step, `facade.registerDomain(Todo, (d) => d.handleCommand(...))`
+   * (docs/architecture.md, "One way"). Kept as an alias: applications written from earlier READMEs use it.
+   */
   handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void;
+  /** Deprecated alias: attach handlers in the install step, `facade.registerDomain(Todo, (d) => d.handleQuery(...))`. */
   handleQuery<P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>): void;
   /**
+   * Deprecated: give the permission where the command or query is defined (`command("X", { permission })`), or,
+   * for a function that needs one facade's parts, in the install step (`d.registerPermission`).
    * Attaches a permission (e.g. from newPermissionCmdFunc) to one of the domain's commands or queries before
    * the domain is registered, replacing the one its options gave. INVALID_PERMISSION when it is malformed.
    */
