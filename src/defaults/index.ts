@@ -58,7 +58,6 @@ export {
 } from "./account.js";
 export { Login, Logout, SessionProjection, type LoginResult } from "./session.js";
 export {
-  Identity,
   CreateIdentity,
   RemoveIdentity,
   AssignGroup,
@@ -66,17 +65,19 @@ export {
   GetIdentity,
   ListIdentities,
   ListAccountIdentities,
+  IdentityProjection,
+} from "./identity.js";
+export {
+  Identity,
   IdentityCreated,
   IdentityRemoved,
   IdentityGroupAssigned,
   IdentityGroupUnassigned,
   IdentityAggregate,
-  IdentityProjection,
   type IdentityModel,
   type AccountIdentity,
-} from "./identity.js";
+} from "./identity-domain.js";
 export {
-  Group,
   CreateGroup,
   RenameGroup,
   AddGroupPermission,
@@ -84,15 +85,18 @@ export {
   RemoveGroup,
   GetGroup,
   ListGroups,
+  GroupProjection,
+} from "./group.js";
+export {
+  Group,
   GroupCreated,
   GroupRenamed,
   GroupPermissionAdded,
   GroupPermissionRemoved,
   GroupRemoved,
   GroupAggregate,
-  GroupProjection,
   type GroupModel,
-} from "./group.js";
+} from "./group-domain.js";
 export { AuthIndex } from "./auth-index.js";
 export { Privacy, SubjectForgotten, type SubjectForgotten as SubjectForgottenPayload } from "../privacy/privacy-domain.js";
 export { AccountEraser } from "./account-eraser.js";
