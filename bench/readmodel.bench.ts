@@ -3,18 +3,9 @@
  * (trivial handler, and a ProjectionReadmodel), next to a raw loop over the
  * same repository's readAll; history of a 100-item list.
  */
-import {
-  AllEvents,
-  BaseReadmodel,
-  createFacade,
-  defineDomain,
-  type Facade,
-  MemoryEventRepository,
-  type NewEvent,
-  ProjectionReadmodel,
-  anonymous,
-} from "mneme";
+import { AllEvents, BaseReadmodel, createFacade, defineDomain, type Facade, type NewEvent, ProjectionReadmodel, anonymous } from "mneme";
 import type { Bench } from "./harness.js";
+import { MemoryEventRepository } from "mneme/memory";
 
 const D = defineDomain("Bench");
 D.event<{ n: number }>("Added");

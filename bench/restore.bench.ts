@@ -17,7 +17,6 @@ import {
   createFacade,
   defineDomain,
   type Facade,
-  MemoryReadmodelStoreBackend,
   newUuid,
   ProjectionReadmodel,
   withReadmodelStoreBackend,
@@ -26,6 +25,7 @@ import { createSqliteBackends } from "mneme/sqlite";
 import type { EventRepository } from "mneme/store";
 import { createPostgresBackends } from "mneme/postgres";
 import type { Bench } from "./harness.js";
+import { MemoryReadmodelStoreBackend } from "mneme/memory";
 
 const D = defineDomain("Bench");
 D.event<{ n: number }>("Added");

@@ -29,8 +29,8 @@ const RANKS = {
   observability: 1, // OpenTelemetry spans and metrics (loads @opentelemetry/api on demand), W3C trace context
   permissions: 2, // the permission registry, store permissions
   schema: 2, //      schema registry, conversion, validation
-  memory: 3, //      in-memory stores
-  "store-fs": 3, //  the filesystem DataStore
+  memory: 3, //      subpath mneme/memory: the in-memory stores (and the filesystem DataStore)
+  "store-fs": 2.5, // the filesystem DataStore (exported by mneme/memory)
   sqlite: 3, //      subpath mneme/sqlite: the SQLite stores
   postgres: 3, //    subpath mneme/postgres: the Postgres stores
   readmodel: 4, //   delivery, restoration, BaseReadmodel, projections, history
@@ -39,10 +39,11 @@ const RANKS = {
   runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
   app: 6, //         createFacade / Facade: the composition root
   "index.ts": 7, //  the root export `mneme`
-  defaults: 8, //    subpath mneme/defaults: the built-in domains
+  types: 7, //       subpath mneme/types: type-only names of the definition API
+  http: 7.5, //      subpath mneme/http: the HTTP core (generic routes; knows no domain)
+  defaults: 8, //    subpath mneme/defaults: the built-in domains and their HTTP route module
   testing: 8, //     subpath mneme/testing
   cli: 8, //         the `mneme` binary
-  http: 9, //        subpath mneme/http (uses mneme/defaults for credentials)
 };
 
 function listTs(dir) {

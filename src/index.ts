@@ -1,14 +1,12 @@
-// The root export list of mneme, name by name: the framework an application is written with.
-// Backend authors find the store interfaces in mneme/store; the Runtime domain's tokens and parts are in mneme/runtime.
-export {
-  MnemeError,
-  isMnemeError,
-  defineErrorCode,
-  type MnemeErrorCode,
-  type UserErrorCode,
-  type ErrorCode,
-  type MnemeErrorDetail,
-} from "./model/errors.js";
+/**
+ * `mneme`: what an application imports on day one (at most 60 names): createFacade and its options,
+ * defineDomain and the tokens it makes, the contexts handlers receive, permissions, errors, BaseReadmodel and
+ * ProjectionReadmodel. Everything else has one subpath by purpose: the types of code written apart from its
+ * definition (option bags, loaders, handler internals) in `mneme/types`; stores (interfaces, the memory and
+ * filesystem stores) in `mneme/store`; the Runtime domain's tokens and reports in `mneme/runtime`; event handlers
+ * of your own, process managers and reactors in `mneme/reactions`.
+ */
+export { MnemeError, isMnemeError, defineErrorCode, type MnemeErrorCode, type UserErrorCode, type ErrorCode } from "./model/errors.js";
 export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./model/types.js";
 export type { StandardSchemaV1 } from "./model/standard-schema.js";
 export { nowNs, newUuid } from "./model/clock.js";
@@ -18,34 +16,14 @@ export {
   type QueryType,
   type EventType,
   type AggregateType,
-  type Evolver,
   type PayloadOf,
   type ResultOf,
-  type CommandPersonalData,
-  type CommandPersonalDataOptions,
 } from "./model/tokens.js";
-export {
-  defineDomain,
-  on,
-  type Domain,
-  type CommandHandler,
-  type QueryHandler,
-  type CommandHandlerResult,
-  type MessageOptions,
-  type CommandOptions,
-  type AggregateOptions,
-} from "./model/domain.js";
-export type { DomainInstaller, DomainInstall } from "./model/domain-install.js";
-export type {
-  CommandContext,
-  QueryContext,
-  MessageContext,
-  AggregateLoader,
-  AggregateLoadOptions,
-  LoadedAggregate,
-} from "./model/context.js";
-export type { FacadeHandle, DispatchOptions, DispatchResult, HandlerError, QueryOptions } from "./model/facade-handle.js";
-export { Facade, createFacade, type FacadeOptions } from "./app/facade.js";
+export { defineDomain, on, type Domain, type CommandHandler, type QueryHandler } from "./model/domain.js";
+export type { DomainInstaller } from "./model/domain-install.js";
+export type { CommandContext, QueryContext, LoadedAggregate } from "./model/context.js";
+export type { FacadeHandle, DispatchOptions, DispatchResult, QueryOptions } from "./model/facade-handle.js";
+export { createFacade, type Facade, type FacadeOptions } from "./app/facade.js";
 
 export {
   anonymous,
@@ -55,57 +33,26 @@ export {
   newPermissionCmdFunc,
   type Permission,
   type PermissionFunc,
-  type PermissionLevel,
   type PermissionContext,
 } from "./model/permission.js";
 export type { Authorizer } from "./permissions/permission-registry.js";
-export { registerStorePermissions, type StoreName, type StoreAction } from "./permissions/store-permissions.js";
+export { registerStorePermissions } from "./permissions/store-permissions.js";
 
-export { createMemoryBackends, type MemoryBackends } from "./memory/memory-backends.js";
-export { MemoryEventRepository } from "./memory/memory-event-repository.js";
-export { MemoryCommandStore } from "./memory/memory-command-store.js";
-export { MemoryDataStore } from "./memory/memory-data-store.js";
-export { MemoryCacheStore } from "./memory/memory-cache-store.js";
-export { MemoryLogStore } from "./memory/memory-log-store.js";
-export { MemoryReadmodelStoreBackend } from "./memory/memory-readmodel-store-backend.js";
-export { MemorySnapshotStore } from "./memory/memory-snapshot-store.js";
-export { FilesystemDataStore } from "./store-fs/filesystem-data-store.js";
-
-export type {
-  EventHandler,
-  DomainEventHandler,
-  HandlerContext,
-  EventHandlerState,
-  RestorationState,
-  RestoreReport,
-  EventHandlerMetrics,
-  EventHandlerInfo,
-  StateRestorer,
-  MetricProvider,
-  ReadmodelHandle,
-} from "./model/event-handler.js";
-export { BaseEventHandler } from "./readmodel/base-event-handler.js";
+export type { ReadmodelHandle } from "./model/event-handler.js";
 export {
   BaseReadmodel,
   withReadmodelStoreBackend,
   withRestoreBatchSize,
   withCatchBufferLimit,
-  type ReadmodelOptions,
   type ReadmodelOption,
-  type ReadmodelFacade,
-  type CollectionOptions,
 } from "./readmodel/base-readmodel.js";
 export {
   ProjectionReadmodel,
   type ProjectionModel,
   type ProjectionList,
   type ProjectionListOptions,
-  type ProjectionConfig,
-  type ProjectionOrderBy,
 } from "./readmodel/projection-readmodel.js";
-export type { HistoryEventModel } from "./readmodel/history.js";
 
-// Runtime types an application reads (the Runtime itself is `facade.runtime`).
-export type { Runtime, ControlRequest, ControlAction, SystemInfo } from "./runtime/runtime.js";
+// The Runtime (`facade.runtime`) and the system events it streams; their tokens and reports are in mneme/runtime.
+export type { Runtime } from "./runtime/runtime.js";
 export type { SystemEvent } from "./runtime/system-events.js";
-export type { SystemEventKind } from "./model/system-event-kind.js";

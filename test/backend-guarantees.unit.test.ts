@@ -6,16 +6,8 @@
  * SQLite and Postgres mixes are in backend-guarantees.int.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import {
-  anonymous,
-  createFacade,
-  createMemoryBackends,
-  defineDomain,
-  MemoryCommandStore,
-  MemoryEventRepository,
-  MemoryReadmodelStoreBackend,
-  type MnemeError,
-} from "mneme";
+import { anonymous, createFacade, defineDomain, type MnemeError } from "mneme";
+import { createMemoryBackends, MemoryCommandStore, MemoryEventRepository, MemoryReadmodelStoreBackend } from "mneme/memory";
 import { thrownWith } from "./support/rejections.js";
 import { defineBackend, guaranteesOf, type CommandStore, type Guarantee } from "mneme/store";
 

@@ -5,8 +5,9 @@
  * behaviour (duplicates serialised, the record looked up first).
  */
 import { describe, expect, it } from "vitest";
-import { anonymous, createFacade, defineDomain, isMnemeError, MemoryCommandStore } from "mneme";
+import { anonymous, createFacade, defineDomain, isMnemeError } from "mneme";
 import { PostgresCommandStore } from "mneme/postgres";
+import { MemoryCommandStore } from "mneme/memory";
 
 function refused(make: () => unknown): string {
   try {

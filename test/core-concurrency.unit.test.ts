@@ -5,9 +5,10 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { createFacade, defineDomain, MemoryEventRepository, type RequestContext } from "mneme";
+import { createFacade, defineDomain, type RequestContext } from "mneme";
 import { rejection } from "./support/rejections.js";
 import { startedFacades } from "./support/started-facades.js";
+import { MemoryEventRepository } from "mneme/memory";
 
 const admin: RequestContext = {
   senderAccountUuid: "acc-1",

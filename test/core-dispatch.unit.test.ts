@@ -9,7 +9,6 @@ import {
   type CommandType,
   defineDomain,
   type Facade,
-  MemoryEventRepository,
   MnemeError,
   type MnemeErrorCode,
   type NewEvent,
@@ -19,6 +18,7 @@ import { type CommandRecord } from "mneme/store";
 import { REDACTED } from "mneme/runtime";
 import { rejection } from "./support/rejections.js";
 import { startedFacades } from "./support/started-facades.js";
+import { MemoryEventRepository } from "mneme/memory";
 
 const admin: RequestContext = {
   senderAccountUuid: "acc-1",

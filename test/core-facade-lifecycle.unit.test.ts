@@ -3,21 +3,16 @@
  * closes every store the facade holds (a readmodel's own backend included).
  */
 import { describe, expect, it, vi } from "vitest";
+import { BaseReadmodel, createFacade, defineDomain, isMnemeError, type RequestContext, withReadmodelStoreBackend } from "mneme";
 import {
-  BaseReadmodel,
-  createFacade,
-  defineDomain,
-  isMnemeError,
   MemoryCacheStore,
   MemoryCommandStore,
   MemoryDataStore,
   MemoryEventRepository,
   MemoryLogStore,
   MemoryReadmodelStoreBackend,
-  type ReadmodelFacade,
-  type RequestContext,
-  withReadmodelStoreBackend,
-} from "mneme";
+} from "mneme/memory";
+import type { ReadmodelFacade } from "mneme/types";
 
 const admin: RequestContext = {
   senderAccountUuid: "acc-1",

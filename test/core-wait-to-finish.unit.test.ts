@@ -12,9 +12,9 @@ import {
   type Facade,
   isMnemeError,
   ProjectionReadmodel,
-  type ReadmodelFacade,
   type RequestContext,
 } from "mneme";
+import type { ReadmodelFacade } from "mneme/types";
 
 const admin: RequestContext = {
   senderAccountUuid: "acc-1",

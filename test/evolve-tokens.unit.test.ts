@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { type AggregateType, createFacade, defineDomain, type Event, isMnemeError, newUuid, on } from "mneme";
-import { type EvolveStep } from "mneme/runtime";
+import type { EvolveStep } from "mneme/types";
 
 interface TodoCreated {
   title: string;

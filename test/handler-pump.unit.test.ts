@@ -9,10 +9,11 @@
  * `running`) and made stop() spin.
  */
 import { describe, expect, it } from "vitest";
-import { createFacade, MemoryEventRepository, type Event } from "mneme";
+import { createFacade, type Event } from "mneme";
 import type { AppendListener } from "mneme/store";
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
 import { until } from "./support/until.js";
+import { MemoryEventRepository } from "mneme/memory";
 
 /** The in-memory repository, with its append notifications held until the test releases them, and a "read the store" signal. */
 class LateNotifyingRepository extends MemoryEventRepository {

@@ -8,7 +8,7 @@ import { createServer, request as httpRequest } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Facade, createFacade, newUuid } from "mneme";
-import { registerDefaults } from "mneme/defaults";
+import { accountRoutes, registerDefaults } from "mneme/defaults";
 import { createHttpHandler, type HttpHandler } from "mneme/http";
 import { registerTodo } from "../examples/todo/todo-domain.js";
 import { HTTP_PATHS, call, nodeListenerFor } from "./support/http-fixture.js";
@@ -45,9 +45,11 @@ describe.each(HTTP_PATHS)("over node:http, %s path", (httpPath) => {
     adminAccount = info.adminAccountUuid;
     registerTodo(facade);
     await facade.start();
-    base = await listen(createHttpHandler(facade));
-    cookieBase = await listen(createHttpHandler(facade, { sessionCookies: { secure: false } }));
-    allowedBase = await listen(createHttpHandler(facade, { sessionCookies: { secure: false }, allowedOrigins: ["https://app.example"] }));
+    base = await listen(createHttpHandler(facade, { modules: [accountRoutes()] }));
+    cookieBase = await listen(createHttpHandler(facade, { modules: [accountRoutes()], sessionCookies: { secure: false } }));
+    allowedBase = await listen(
+      createHttpHandler(facade, { modules: [accountRoutes()], sessionCookies: { secure: false }, allowedOrigins: ["https://app.example"] }),
+    );
   });
   afterAll(async () => {
     for (const c of closers) await c();

@@ -222,8 +222,8 @@ describe("dispatch through tokens", () => {
     }
     const { buildRoutes } = await import("../src/http/routes.js");
     const { ListCommands, StoreRead } = await import("mneme/runtime");
-    const { Login } = await import("mneme/defaults");
-    const routes = buildRoutes();
+    const { Login, accountRoutes } = await import("mneme/defaults");
+    const routes = buildRoutes([accountRoutes()]);
     const guard = (method: string, path: string) => {
       const m = routes.match(method, path);
       return m.kind === "found" ? m.value.guard(m.params) : undefined;
@@ -231,5 +231,16 @@ describe("dispatch through tokens", () => {
     expect(guard("GET", "/api/tenants/t/runtime/commands")).toBe(ListCommands);
     expect(guard("GET", "/api/tenants/t/runtime/stores/event/entries")).toBe(StoreRead);
     expect(guard("POST", "/api/sessions")).toBe(Login);
+    // The core alone knows no domain: the login route comes with the module.
+    expect(buildRoutes().match("POST", "/api/sessions").kind).toBe("not-found");
+  });
+
+  it("the HTTP core imports nothing of mneme/defaults", async () => {
+    const { readdirSync, readFileSync } = await import("node:fs");
+    const dir = new URL("../src/http/", import.meta.url);
+    for (const file of readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
+      const text = readFileSync(new URL(file, dir), "utf8");
+      expect({ file, imports: text.match(/from "\.\.\/defaults\/[^"]*"/g) ?? [] }).toEqual({ file, imports: [] });
+    }
   });
 });

@@ -14,13 +14,14 @@ import pg from "pg";
 import { SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { anonymous, authorized, BaseEventHandler, createFacade, type Event, type Facade, type FacadeOptions, newUuid } from "mneme";
+import { anonymous, authorized, createFacade, type Event, type Facade, type FacadeOptions, newUuid } from "mneme";
 import { createHttpHandler } from "mneme/http";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment, Incremented } from "./support/counter-domain.js";
 import { installOtelSdk, traceparentOf } from "./support/otel.js";
 import { until } from "./support/until.js";
+import { BaseEventHandler } from "mneme/reactions";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const TENANT = "0190f5e4-0000-7000-8000-00000000e001";

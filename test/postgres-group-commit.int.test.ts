@@ -8,11 +8,12 @@
 import fc from "fast-check";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { createFacade, defineDomain, type Event, type Facade, isMnemeError, MemoryEventRepository, newUuid, type NewEvent } from "mneme";
+import { createFacade, defineDomain, type Event, type Facade, isMnemeError, newUuid, type NewEvent } from "mneme";
 import { createPostgresBackends, PostgresCommandStore, PostgresEventRepository, type PgStatement } from "mneme/postgres";
 import type { CommandRecord } from "mneme/store";
 import { outcomeCode } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
+import { MemoryEventRepository } from "mneme/memory";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const pools: pg.Pool[] = [];

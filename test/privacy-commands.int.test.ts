@@ -9,13 +9,14 @@
  * start-up warning MNEME_PERSONAL_DATA_UNDECLARED.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type CommandOptions, createFacade, defineDomain, type Facade, newUuid, registerStorePermissions } from "mneme";
+import { createFacade, defineDomain, type Facade, newUuid, registerStorePermissions } from "mneme";
 import { registerDefaults } from "mneme/defaults";
 import { ProcessManager } from "mneme/reactions";
 import { ListDeadLetters } from "mneme/runtime";
 import { PERSONAL_DATA_UNDECLARED_WARNING } from "../src/privacy/undeclared-fields.js";
 import { rejection } from "./support/rejections.js";
 import { sharedPlaces } from "./support/shared-places.js";
+import type { CommandOptions } from "mneme/types";
 
 const reqCtx = { senderAccountUuid: "acc", senderSessionUuid: "s", senderIdentityUuid: "i", senderTenantUuid: "t" };
 /** Lets the store reads of these tests through (they are about what the reads show, not who may read). */

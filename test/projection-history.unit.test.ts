@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createFacade, MemoryEventRepository, ProjectionReadmodel, type Facade, type RequestContext } from "mneme";
+import { createFacade, ProjectionReadmodel, type Facade, type RequestContext } from "mneme";
 import {
   CompleteTodo,
   CreateTodo,
@@ -10,6 +10,7 @@ import {
   registerTodo,
   type TodoState,
 } from "../examples/todo/todo-domain.js";
+import { MemoryEventRepository } from "mneme/memory";
 
 /** A repository that counts the calls history makes. */
 class SpyRepository extends MemoryEventRepository {

@@ -4,13 +4,13 @@ import {
   BaseReadmodel,
   createFacade,
   isMnemeError,
-  MemoryReadmodelStoreBackend,
   withCatchBufferLimit,
   withReadmodelStoreBackend,
   withRestoreBatchSize,
   type Facade,
 } from "mneme";
 import { Counter, CounterTotals, EventCounter, Increment, Incremented, Note, Noted } from "./support/counter-domain.js";
+import { MemoryReadmodelStoreBackend } from "mneme/memory";
 
 async function started(setup: (f: Facade) => void = () => undefined, opts: Parameters<typeof createFacade>[0] = {}): Promise<Facade> {
   const facade = createFacade({ appName: "rm-test", ...opts });

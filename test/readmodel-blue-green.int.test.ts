@@ -17,7 +17,6 @@ import {
   createFacade,
   type Facade,
   type FacadeOptions,
-  MemoryReadmodelStoreBackend,
   newUuid,
   ProjectionReadmodel,
   withReadmodelStoreBackend,
@@ -27,6 +26,7 @@ import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends, SqliteReadmodelStoreBackend } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment, IncrementMany } from "./support/counter-domain.js";
 import { Catalog, type CatalogDoc, Item, Shelf, Stock, StockMany } from "./support/shelf-domain.js";
+import { MemoryReadmodelStoreBackend } from "mneme/memory";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-blue-green-"));
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";

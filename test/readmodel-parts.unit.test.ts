@@ -5,7 +5,8 @@
  * the part; the runner is reached only through runnerOf.
  */
 import { describe, expect, it } from "vitest";
-import { BaseEventHandler, BaseReadmodel, createFacade, type Facade, isMnemeError } from "mneme";
+import { BaseReadmodel, createFacade, type Facade, isMnemeError } from "mneme";
+import { BaseEventHandler } from "mneme/reactions";
 import type { Event } from "mneme";
 import { runnerOf, type HandlerPart } from "../src/readmodel/base-event-handler.js";
 import { currentTenantScope } from "../src/readmodel/tenant-scope.js";

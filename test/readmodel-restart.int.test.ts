@@ -8,11 +8,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { AllEvents, BaseEventHandler, createFacade, type Facade } from "mneme";
+import { AllEvents, createFacade, type Facade } from "mneme";
 import { RegisterAccount, registerDefaults } from "mneme/defaults";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment, Note } from "./support/counter-domain.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
+import { BaseEventHandler } from "mneme/reactions";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-readmodel-restart-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

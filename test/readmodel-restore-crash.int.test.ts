@@ -15,10 +15,11 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
-import { createFacade, type Facade, type FacadeOptions, MemoryReadmodelStoreBackend, newUuid, withReadmodelStoreBackend } from "mneme";
+import { createFacade, type Facade, type FacadeOptions, newUuid, withReadmodelStoreBackend } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment, IncrementMany } from "./support/counter-domain.js";
+import { MemoryReadmodelStoreBackend } from "mneme/memory";
 
 const dir = mkdtempSync(join(tmpdir(), "mneme-restore-crash-"));
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";

@@ -4,18 +4,10 @@
  * registers handlers with a typed handle and looks them up typed and checked.
  */
 import { describe, expect, it } from "vitest";
-import {
-  anonymous,
-  BaseEventHandler,
-  BaseReadmodel,
-  createFacade,
-  defineDomain,
-  type EventHandler,
-  type Facade,
-  ProjectionReadmodel,
-  type RestoreReport,
-} from "mneme";
+import { anonymous, BaseReadmodel, createFacade, defineDomain, type Facade, ProjectionReadmodel } from "mneme";
 import { Counter, CounterTotals, EventCounter, Increment, Incremented } from "./support/counter-domain.js";
+import { BaseEventHandler, type EventHandler } from "mneme/reactions";
+import type { RestoreReport } from "mneme/runtime";
 
 async function started(setup: (f: Facade) => void): Promise<Facade> {
   const f = createFacade();

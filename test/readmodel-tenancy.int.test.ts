@@ -12,20 +12,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import {
-  BaseReadmodel,
-  createFacade,
-  defineDomain,
-  type Facade,
-  type FacadeOptions,
-  MemoryReadmodelStoreBackend,
-  type RequestContext,
-} from "mneme";
+import { BaseReadmodel, createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "mneme/store";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { alice, bob, sharedPlaces } from "./support/shared-places.js";
+import { MemoryReadmodelStoreBackend } from "mneme/memory";
 
 interface Book {
   title: string;

@@ -3,9 +3,11 @@
  * docs/runtime.md, every error, and the system events each action publishes.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type ControlRequest, type EventHandlerInfo, MemoryReadmodelStoreBackend, createFacade } from "mneme";
+import { createFacade } from "mneme";
 import { ADMIN, OrderList, USER, makeDomains, ofKind, type Rig, startRig } from "./runtime-fixture.js";
 import { rejection } from "./support/rejections.js";
+import type { ControlRequest, EventHandlerInfo } from "mneme/runtime";
+import { MemoryReadmodelStoreBackend } from "mneme/memory";
 
 let rig: Rig | undefined;
 afterEach(async () => {

@@ -8,10 +8,8 @@
 import { afterEach, describe, expect, expectTypeOf, it } from "vitest";
 import {
   type DomainInstaller,
-  type EventHandlerInfo,
   type Facade,
   type JsonSchema,
-  type SystemInfo,
   createFacade,
   defineDomain,
   newPermissionCmdFunc,
@@ -30,6 +28,8 @@ import {
   ListPermissions,
   ListQueries,
   RuntimeDomain,
+  type EventHandlerInfo,
+  type SystemInfo,
 } from "mneme/runtime";
 import { ADMIN, USER, authorizer } from "./runtime-fixture.js";
 

@@ -5,7 +5,6 @@
  */
 import {
   AllEvents,
-  BaseEventHandler,
   BaseReadmodel,
   type Authorizer,
   type Domain,
@@ -19,6 +18,7 @@ import {
   anonymous,
   MnemeError,
 } from "mneme";
+import { BaseEventHandler } from "mneme/reactions";
 
 export const ADMIN: RequestContext = Object.freeze({
   senderAccountUuid: "acc-admin",

@@ -4,20 +4,12 @@
  * registerStorePermissions, and audited in the LogStore.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  type Authorizer,
-  type Facade,
-  type Permission,
-  type RequestContext,
-  type StoreAction,
-  type StoreName,
-  createFacade,
-  registerStorePermissions,
-} from "mneme";
+import { type Authorizer, type Facade, type Permission, type RequestContext, createFacade, registerStorePermissions } from "mneme";
 import { type LogEntry } from "mneme/store";
 import { STORE_ACTIONS, STORE_NAMES, storePermissionName } from "mneme/runtime";
 import { ADMIN, USER, type Rig, startRig } from "./runtime-fixture.js";
 import { rejection } from "./support/rejections.js";
+import type { StoreAction, StoreName } from "mneme/types";
 
 let rig: Rig | undefined;
 const extra: Facade[] = [];

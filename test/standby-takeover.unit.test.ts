@@ -4,8 +4,10 @@
  * stands by again, instead of sitting `stopped` while holding the lock.
  */
 import { describe, expect, it } from "vitest";
-import { createFacade, MemoryReadmodelStoreBackend, MnemeError, type EventHandler } from "mneme";
+import { createFacade, MnemeError } from "mneme";
 import { Counter, Increment, Incremented } from "./support/counter-domain.js";
+import { MemoryReadmodelStoreBackend } from "mneme/memory";
+import type { EventHandler } from "mneme/reactions";
 
 /** A lockable backend whose lock another instance holds at first, and whose next checkpoint reads fail like a lost connection. */
 class FlakyLockBackend extends MemoryReadmodelStoreBackend {

@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BaseReadmodel, createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
-import { registerDefaults } from "mneme/defaults";
+import { accountRoutes, registerDefaults } from "mneme/defaults";
 import { createHttpHandler, type HttpHandler } from "mneme/http";
 import { ProcessManager, Reactor } from "mneme/reactions";
 import {
@@ -123,7 +123,16 @@ async function setUp(stores: Partial<FacadeOptions>): Promise<Setup> {
   await f.dispatch(d.Borrow, { email: "crash-a@example.org" }, { reqCtx: opA.reqCtx, waitToFinish: true });
   await f.dispatch(d.Borrow, { email: "crash-b@example.org" }, { reqCtx: userB.reqCtx, waitToFinish: true });
   await reactor.outbox.drain();
-  return { d, world, http: createHttpHandler(f), opA, adminSession, admin: adminSession.reqCtx, tenantA, tenantB };
+  return {
+    d,
+    world,
+    http: createHttpHandler(f, { modules: [accountRoutes()] }),
+    opA,
+    adminSession,
+    admin: adminSession.reqCtx,
+    tenantA,
+    tenantB,
+  };
 }
 
 /** Everything of tenant B that must not reach tenant A's operator. */

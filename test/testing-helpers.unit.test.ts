@@ -9,6 +9,7 @@ import {
   TodoCreated,
   TodoProjection,
   TodoRenamed,
+  registerTodo,
 } from "../examples/todo/todo-domain.js";
 
 const id = "0190f5e4-8e4a-7cc4-9f4e-000000000001";
@@ -22,7 +23,7 @@ describe("mneme/testing helpers", () => {
   });
 
   it("scenario: given history, when a command, then its events", async () => {
-    const facade = await createTestFacade({ domains: [Todo] });
+    const facade = await createTestFacade({ register: registerTodo });
     await scenario(facade)
       .given([TodoCreated.create(id, { title: "a" })])
       .when(RenameTodo, { todoUuid: id, title: "b" }, { reqCtx: testReqCtx })
@@ -43,7 +44,7 @@ describe("mneme/testing helpers", () => {
   });
 
   it("scenario: awaiting when(...) without then/thenThrows rejects at once with a clear error and runs nothing", async () => {
-    const facade = await createTestFacade({ domains: [Todo] });
+    const facade = await createTestFacade({ register: registerTodo });
     const step = scenario(facade)
       .given([TodoCreated.create(id, { title: "a" })])
       .when(RenameTodo, { todoUuid: id, title: "b" }, { reqCtx: testReqCtx });

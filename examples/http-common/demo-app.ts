@@ -8,7 +8,7 @@
  */
 import type { AddressInfo } from "node:net";
 import { type Facade, createFacade } from "mneme";
-import { registerDefaults } from "mneme/defaults";
+import { accountRoutes, registerDefaults } from "mneme/defaults";
 import { type HttpHandler, createHttpHandler } from "mneme/http";
 import { createSqliteBackends } from "mneme/sqlite";
 import { registerTodo } from "../todo/todo-domain.js";
@@ -35,7 +35,7 @@ export async function createDemoApp(): Promise<DemoApp> {
   const { systemTenantUuid } = await registerDefaults(facade, { admin });
   registerTodo(facade);
   await facade.start();
-  return { facade, handler: createHttpHandler(facade), systemTenantUuid };
+  return { facade, handler: createHttpHandler(facade, { modules: [accountRoutes()] }), systemTenantUuid };
 }
 
 /** Where to listen: PORT and HOST from the environment. */

@@ -25,7 +25,6 @@ const Notes = defineDomain("Notes", { description: "Notes, to show the spans of 
 const AddNote = Notes.command<{ noteUuid: string; text: string }>("AddNote", { permission: anonymous });
 const NoteAdded = Notes.event<{ text: string }>("NoteAdded");
 const CountNotes = Notes.query<Record<string, never>, number>("CountNotes", { permission: anonymous });
-Notes.handleCommand(AddNote, (_ctx, _cmd, p) => [NoteAdded.create(p.noteUuid, { text: p.text })]);
 
 class NoteCount extends BaseReadmodel {
   constructor(facade: Facade) {
@@ -45,7 +44,10 @@ class NoteCount extends BaseReadmodel {
 
 const facade = createFacade({ appName: "observability-example" });
 const notes = new NoteCount(facade);
-facade.registerDomain(Notes, (d) => d.handleQuery(CountNotes, () => notes.count()));
+facade.registerDomain(Notes, (d) => {
+  d.handleCommand(AddNote, (_ctx, _cmd, p) => [NoteAdded.create(p.noteUuid, { text: p.text })]);
+  d.handleQuery(CountNotes, () => notes.count());
+});
 facade.registerReadmodel(notes);
 await facade.start();
 

@@ -14,16 +14,17 @@ const TodoAggregate = Todo.aggregate<TodoState>("Todo", {              // belong
   initialState: () => ({ exists: false, title: "" }),
   evolve: { TodoCreated: (_s, p: TodoCreated) => ({ exists: true, title: p.title }) },
 });
-Todo.handleCommand(CreateTodo, async (ctx, _cmd, p) => {
-  const todo = await ctx.aggregates.load(TodoAggregate, p.todoUuid);   // another tenant's todo: NOT_FOUND
-  if (todo.state.exists) throw new MnemeError("CONFLICT", "todo exists");
-  return [TodoCreated.create(p.todoUuid, { title: p.title })];
-});
-Todo.handleQuery(GetTodo, (ctx, _q, p) => ctx.readmodel(todos).getModel(p.todoUuid)); // the caller's tenant only
 
 const facade = createFacade({ appName: "todo", ...createSqliteBackends({ filename: process.env.MNEME_README_DB ?? "todo.db" }) });
-facade.registerDomain(Todo);
 const todos = new ProjectionReadmodel(facade, { aggregate: TodoAggregate });
+facade.registerDomain(Todo, (d) => {                   // the install step: the handlers, in this facade
+  d.handleCommand(CreateTodo, async (ctx, _cmd, p) => {
+    const todo = await ctx.aggregates.load(TodoAggregate, p.todoUuid); // another tenant's todo: NOT_FOUND
+    if (todo.state.exists) throw new MnemeError("CONFLICT", "todo exists");
+    return [TodoCreated.create(p.todoUuid, { title: p.title })];
+  });
+  d.handleQuery(GetTodo, (ctx, _q, p) => ctx.readmodel(todos).getModel(p.todoUuid)); // the caller's tenant only
+});
 facade.registerReadmodel(todos);
 await facade.start();                                   // restores readmodels from their checkpoints
 const reqCtx = { senderAccountUuid: "a", senderSessionUuid: "s", senderIdentityUuid: "i", senderTenantUuid: "t" };

@@ -9,15 +9,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect, it } from "vitest";
-import {
-  createFacade,
-  FilesystemDataStore,
-  MemoryCacheStore,
-  MemoryCommandStore,
-  MemoryEventRepository,
-  MemoryLogStore,
-  MemoryReadmodelStoreBackend,
-} from "mneme";
+import { createFacade } from "mneme";
 import { type CollectionScope, type DataStore, defineBackend, type ReadmodelCollection } from "mneme/store";
 import {
   describeCacheStoreContract,
@@ -27,6 +19,7 @@ import {
   describeLogStoreContract,
   describeReadmodelStoreBackendContract,
 } from "mneme/testing";
+import { FilesystemDataStore, MemoryCacheStore, MemoryCommandStore, MemoryEventRepository, MemoryLogStore, MemoryReadmodelStoreBackend } from "mneme/memory";
 
 /** Broken on purpose: `descending` is ignored by list(). The suite must catch it. */
 class IgnoresDescending extends MemoryReadmodelStoreBackend {

@@ -6,7 +6,7 @@
 import type { Facade } from "mneme";
 import { createTestFacade, scenario, testReqCtx } from "mneme/testing";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { CompleteTodo, CreateTodo, RenameTodo, Todo, TodoCreated, TodoRenamed } from "../todo/todo-domain.js";
+import { CompleteTodo, CreateTodo, RenameTodo, TodoCreated, TodoRenamed, registerTodo } from "../todo/todo-domain.js";
 import { TodoBoard } from "./todo-board.js";
 
 export function todoCommandTests(): void {
@@ -14,7 +14,7 @@ export function todoCommandTests(): void {
     const todoUuid = "0190f5e4-8e4a-7cc4-9f4e-00000000a001";
     let facade: Facade;
     beforeEach(async () => {
-      facade = await createTestFacade({ domains: [Todo] }); // in-memory stores, started
+      facade = await createTestFacade({ register: registerTodo }); // in-memory stores, started
     });
     afterEach(async () => {
       await facade.stop();
@@ -71,7 +71,7 @@ export function todoBoardTests(): void {
     const tenant = testReqCtx.senderTenantUuid;
 
     it("lists a tenant's open todos by title, also after a restore from zero", async () => {
-      const facade = await createTestFacade({ domains: [Todo], readmodels: (f) => [new TodoBoard(f)] });
+      const facade = await createTestFacade({ register: registerTodo, readmodels: (f) => [new TodoBoard(f)] });
       try {
         const reqCtx = testReqCtx;
         await facade.dispatch(CreateTodo, { todoUuid: ids[0]!, title: "Milk" }, { reqCtx, waitToFinish: true });
@@ -93,7 +93,7 @@ export function todoBoardTests(): void {
     });
 
     it("sees a scenario's given events and its command's events once then() resolves", async () => {
-      const facade = await createTestFacade({ domains: [Todo], readmodels: (f) => [new TodoBoard(f)] });
+      const facade = await createTestFacade({ register: registerTodo, readmodels: (f) => [new TodoBoard(f)] });
       try {
         await scenario(facade)
           .given([TodoCreated.create(ids[0]!, { title: "Milk" }), TodoCreated.create(ids[1]!, { title: "Bread" })])

@@ -2,8 +2,8 @@
  * The Todo domain of the demo: an aggregate, three commands, two queries and a
  * projection readmodel with history on demand. Todos are tenant-scoped (the
  * default): a user of another tenant can neither load, change nor read them.
- * The definition (tokens, aggregate, the commands' handlers) is shared by every
- * facade; `installTodo` is the install step, run once per facade by `registerTodo`.
+ * The definition (tokens, aggregate) is shared by every facade; `installTodo`
+ * is the install step that attaches the handlers, run once per facade by `registerTodo`.
  */
 import {
   type DomainInstaller,
@@ -108,26 +108,6 @@ export const TodoAggregate = Todo.aggregate<TodoState>("Todo", {
   },
 });
 
-Todo.handleCommand(CreateTodo, async (ctx, _cmd, p) => {
-  const todo = await ctx.aggregates.load(TodoAggregate, p.todoUuid);
-  if (todo.state.exists) throw new MnemeError("CONFLICT", `todo ${p.todoUuid} exists already`);
-  return [TodoCreated.create(p.todoUuid, { title: p.title })];
-});
-
-Todo.handleCommand(RenameTodo, async (ctx, _cmd, p) => {
-  const todo = await ctx.aggregates.load(TodoAggregate, p.todoUuid);
-  if (!todo.state.exists) throw new MnemeError("NOT_FOUND", `todo ${p.todoUuid} does not exist`);
-  if (todo.state.title === p.title) return [];
-  return [TodoRenamed.create(p.todoUuid, { title: p.title })];
-});
-
-Todo.handleCommand(CompleteTodo, async (ctx, _cmd, p) => {
-  const todo = await ctx.aggregates.load(TodoAggregate, p.todoUuid);
-  if (!todo.state.exists) throw new MnemeError("NOT_FOUND", `todo ${p.todoUuid} does not exist`);
-  if (todo.state.done) return [];
-  return [TodoCompleted.create(p.todoUuid, { completed: true })];
-});
-
 /** The projection of every todo; registered by `registerTodo`. */
 export class TodoProjection extends ProjectionReadmodel<TodoState> {
   constructor(facade: Facade) {
@@ -136,13 +116,33 @@ export class TodoProjection extends ProjectionReadmodel<TodoState> {
 }
 
 /**
- * The Todo domain's install step: its queries read the projection they are
- * given, so each facade's queries read that facade's projection. `ctx.readmodel`
- * gives the view of the caller's tenant: another tenant's todo is undefined,
- * lists hold this tenant's todos only. (The commands need nothing but their
- * context: they are attached to the definition above.)
+ * The Todo domain's install step, the one place its handlers are attached: the
+ * commands load the aggregate; the queries read the projection they are given,
+ * so each facade's queries read that facade's projection. `ctx.readmodel` gives
+ * the view of the caller's tenant: another tenant's todo is undefined, lists
+ * hold this tenant's todos only.
  */
 export function installTodo(d: DomainInstaller, todos: TodoProjection): void {
+  d.handleCommand(CreateTodo, async (ctx, _cmd, p) => {
+    const todo = await ctx.aggregates.load(TodoAggregate, p.todoUuid);
+    if (todo.state.exists) throw new MnemeError("CONFLICT", `todo ${p.todoUuid} exists already`);
+    return [TodoCreated.create(p.todoUuid, { title: p.title })];
+  });
+
+  d.handleCommand(RenameTodo, async (ctx, _cmd, p) => {
+    const todo = await ctx.aggregates.load(TodoAggregate, p.todoUuid);
+    if (!todo.state.exists) throw new MnemeError("NOT_FOUND", `todo ${p.todoUuid} does not exist`);
+    if (todo.state.title === p.title) return [];
+    return [TodoRenamed.create(p.todoUuid, { title: p.title })];
+  });
+
+  d.handleCommand(CompleteTodo, async (ctx, _cmd, p) => {
+    const todo = await ctx.aggregates.load(TodoAggregate, p.todoUuid);
+    if (!todo.state.exists) throw new MnemeError("NOT_FOUND", `todo ${p.todoUuid} does not exist`);
+    if (todo.state.done) return [];
+    return [TodoCompleted.create(p.todoUuid, { completed: true })];
+  });
+
   d.handleQuery(GetTodo, (ctx, _q, p) =>
     ctx.readmodel(todos).getModel(p.todoUuid, p.includeHistory === true ? { includeHistory: true } : {}),
   );

@@ -195,25 +195,55 @@ async function endSessions(
   return out;
 }
 
+/** `Account.RegisterAccount`: claims the email, records the account and its password hash. */
+async function registerAccount(ctx: CommandContext, s: DefaultsSettings, p: RegisterAccount) {
+  const email = normalizeEmail(p.email);
+  checkPasswordPolicy(p.password);
+  const claim = await loadEmailClaim(ctx, s, email);
+  if (claim.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
+  const claimUuid = claim.claimUuid;
+  const accountUuid = newUuid();
+  const hash = await hashPassword(p.password, s.scrypt);
+  return {
+    events: [
+      EmailClaimed.create(claimUuid, { accountUuid, email }, NO_TENANT),
+      AccountRegistered.create(accountUuid, { email, name: (p.name ?? "").trim(), emailClaimUuid: claimUuid }, NO_TENANT),
+      CredentialSet.create(credentialUuidOf(accountUuid), { accountUuid, ...hash }, NO_TENANT),
+    ],
+    result: { accountUuid },
+  };
+}
+
+/** `Account.SetAccountPassword`: the owner proves the current password (counted as a login attempt); every other session ends. */
+async function setAccountPassword(ctx: CommandContext, s: DefaultsSettings, p: SetAccountPassword) {
+  const account = await loadLiveAccount(ctx, p.accountUuid);
+  checkPasswordPolicy(p.password);
+  const credentialUuid = credentialUuidOf(p.accountUuid);
+  const credential = await ctx.aggregates.load(CredentialAggregate, credentialUuid);
+  const self = ctx.reqCtx.senderAccountUuid === p.accountUuid;
+  if (self) {
+    // A stolen session must not be enough to take the account over: the current password is required,
+    // and wrong guesses count against the same limit as logins.
+    await assertLoginAllowed(s, account.state.email);
+    const ok = credential.state.hash !== undefined && (await verifyPassword(p.currentPassword ?? "", credential.state.hash));
+    if (!ok) {
+      await noteLoginFailure(s, account.state.email);
+      throw new MnemeError("PERMISSION_DENIED", "the current password is wrong or missing");
+    }
+  }
+  const hash = await hashPassword(p.password, s.scrypt);
+  const ended = await endSessions(ctx, s, p.accountUuid, "password-changed", self ? ctx.reqCtx.senderSessionUuid : undefined);
+  if (self) await clearLoginFailures(s, account.state.email);
+  return [
+    CredentialSet.create(credentialUuid, { accountUuid: p.accountUuid, ...hash }, NO_TENANT),
+    AccountPasswordChanged.create(p.accountUuid, {}, NO_TENANT),
+    ...ended,
+  ];
+}
+
 /** Attaches the Account domain's account commands and queries in one facade, with its settings (see registerDefaults). */
 export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
-  d.handleCommand(RegisterAccount, async (ctx, _cmd, p) => {
-    const email = normalizeEmail(p.email);
-    checkPasswordPolicy(p.password);
-    const claim = await loadEmailClaim(ctx, s, email);
-    if (claim.accountUuid !== "") throw new MnemeError("CONFLICT", "an account with this email exists already");
-    const claimUuid = claim.claimUuid;
-    const accountUuid = newUuid();
-    const hash = await hashPassword(p.password, s.scrypt);
-    return {
-      events: [
-        EmailClaimed.create(claimUuid, { accountUuid, email }, NO_TENANT),
-        AccountRegistered.create(accountUuid, { email, name: (p.name ?? "").trim(), emailClaimUuid: claimUuid }, NO_TENANT),
-        CredentialSet.create(credentialUuidOf(accountUuid), { accountUuid, ...hash }, NO_TENANT),
-      ],
-      result: { accountUuid },
-    };
-  });
+  d.handleCommand(RegisterAccount, (ctx, _cmd, p) => registerAccount(ctx, s, p));
 
   d.handleCommand(ChangeAccountEmail, async (ctx, _cmd, p) => {
     const account = await loadLiveAccount(ctx, p.accountUuid);
@@ -237,31 +267,7 @@ export function installAccount(d: DomainInstaller, s: DefaultsSettings): void {
     return [AccountNameChanged.create(p.accountUuid, { name }, NO_TENANT)];
   });
 
-  d.handleCommand(SetAccountPassword, async (ctx, _cmd, p) => {
-    const account = await loadLiveAccount(ctx, p.accountUuid);
-    checkPasswordPolicy(p.password);
-    const credentialUuid = credentialUuidOf(p.accountUuid);
-    const credential = await ctx.aggregates.load(CredentialAggregate, credentialUuid);
-    const self = ctx.reqCtx.senderAccountUuid === p.accountUuid;
-    if (self) {
-      // A stolen session must not be enough to take the account over: the current password is required,
-      // and wrong guesses count against the same limit as logins.
-      await assertLoginAllowed(s, account.state.email);
-      const ok = credential.state.hash !== undefined && (await verifyPassword(p.currentPassword ?? "", credential.state.hash));
-      if (!ok) {
-        await noteLoginFailure(s, account.state.email);
-        throw new MnemeError("PERMISSION_DENIED", "the current password is wrong or missing");
-      }
-    }
-    const hash = await hashPassword(p.password, s.scrypt);
-    const ended = await endSessions(ctx, s, p.accountUuid, "password-changed", self ? ctx.reqCtx.senderSessionUuid : undefined);
-    if (self) await clearLoginFailures(s, account.state.email);
-    return [
-      CredentialSet.create(credentialUuid, { accountUuid: p.accountUuid, ...hash }, NO_TENANT),
-      AccountPasswordChanged.create(p.accountUuid, {}, NO_TENANT),
-      ...ended,
-    ];
-  });
+  d.handleCommand(SetAccountPassword, (ctx, _cmd, p) => setAccountPassword(ctx, s, p));
 
   d.handleCommand(RemoveAccount, async (ctx, _cmd, p) => {
     if (p.accountUuid === s.adminAccountUuid)

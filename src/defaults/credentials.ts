@@ -3,6 +3,7 @@
  * and key (and optionally the identity to act as) become the sender fields
  * of a RequestContext, or nothing when they do not check out.
  */
+import type { Credentials } from "../http/credentials.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
 import type { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
@@ -14,13 +15,6 @@ import type { TenantModel } from "./tenant-domain.js";
 
 export { isSystemAdmin } from "./sender.js";
 export { parseSessionToken } from "./session-key.js";
-
-/** What a client presents: from `Authorization: Bearer <sessionUuid>.<sessionKey>` and `X-Identity-Uuid`. */
-export interface Credentials {
-  sessionUuid: string;
-  sessionKey: string;
-  identityUuid?: string;
-}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

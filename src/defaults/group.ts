@@ -35,17 +35,6 @@ import {
   GroupAggregate,
 } from "./group-domain.js";
 
-export {
-  GroupCreated,
-  GroupRenamed,
-  GroupPermissionAdded,
-  GroupPermissionRemoved,
-  GroupRemoved,
-  type GroupModel,
-  Group,
-  GroupAggregate,
-} from "./group-domain.js";
-
 /** Payload of the `Group.CreateGroup` command. */
 export interface CreateGroup {
   groupUuid?: string;

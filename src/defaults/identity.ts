@@ -32,17 +32,6 @@ import {
   IdentityAggregate,
 } from "./identity-domain.js";
 
-export {
-  IdentityCreated,
-  IdentityRemoved,
-  IdentityGroupAssigned,
-  IdentityGroupUnassigned,
-  type IdentityModel,
-  type AccountIdentity,
-  Identity,
-  IdentityAggregate,
-} from "./identity-domain.js";
-
 /** Payload of the `Identity.CreateIdentity` command. */
 export interface CreateIdentity {
   accountUuid: string;

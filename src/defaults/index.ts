@@ -1,12 +1,12 @@
 /**
  * `mneme/defaults`: the built-in domains (Tenant, Account, Session, Identity,
- * Group) and their tokens, registerDefaults, the default authorizer and the
- * credential helpers. Apps that bring their own identity and tenancy never
- * import it.
+ * Group) and their tokens, registerDefaults, the default authorizer, the
+ * credential helpers and their HTTP route module (`accountRoutes()`). Apps
+ * that bring their own identity and tenancy never import it.
  */
 export { registerDefaults, DEFAULT_DOMAINS } from "./register-defaults.js";
 export type { DefaultsOptions, DefaultsInfo } from "./settings.js";
-export { resolveCredentials, isSystemAdmin, parseSessionToken, type Credentials } from "./credentials.js";
+export { resolveCredentials, isSystemAdmin, parseSessionToken } from "./credentials.js";
 export { createDefaultAuthorizer, permissionName } from "./authorizer.js";
 export { resolveSender, grantsCover, type Sender } from "./sender.js";
 export { systemAdministrator, accountOwnerOrSystemAdministrator } from "./permission-functions.js";
@@ -58,7 +58,6 @@ export {
 } from "./account.js";
 export { Login, Logout, SessionProjection, type LoginResult } from "./session.js";
 export {
-  Identity,
   CreateIdentity,
   RemoveIdentity,
   AssignGroup,
@@ -66,17 +65,19 @@ export {
   GetIdentity,
   ListIdentities,
   ListAccountIdentities,
+  IdentityProjection,
+} from "./identity.js";
+export {
+  Identity,
   IdentityCreated,
   IdentityRemoved,
   IdentityGroupAssigned,
   IdentityGroupUnassigned,
   IdentityAggregate,
-  IdentityProjection,
   type IdentityModel,
   type AccountIdentity,
-} from "./identity.js";
+} from "./identity-domain.js";
 export {
-  Group,
   CreateGroup,
   RenameGroup,
   AddGroupPermission,
@@ -84,15 +85,19 @@ export {
   RemoveGroup,
   GetGroup,
   ListGroups,
+  GroupProjection,
+} from "./group.js";
+export {
+  Group,
   GroupCreated,
   GroupRenamed,
   GroupPermissionAdded,
   GroupPermissionRemoved,
   GroupRemoved,
   GroupAggregate,
-  GroupProjection,
   type GroupModel,
-} from "./group.js";
+} from "./group-domain.js";
 export { AuthIndex } from "./auth-index.js";
 export { Privacy, SubjectForgotten, type SubjectForgotten as SubjectForgottenPayload } from "../privacy/privacy-domain.js";
 export { AccountEraser } from "./account-eraser.js";
+export { accountRoutes } from "./http-routes.js";

@@ -1,3 +1,4 @@
+import type { Facade } from "../app/facade.js";
 import type { RequestContext } from "../model/types.js";
 import type { HeaderReader } from "./exchange.js";
 
@@ -7,6 +8,13 @@ export interface Credentials {
   sessionKey: string;
   identityUuid?: string;
 }
+
+/**
+ * Turns presented credentials into the sender part of a RequestContext;
+ * `undefined` means the credentials are not valid (unknown or expired session,
+ * wrong key, identity not of this account).
+ */
+export type CredentialResolver = (facade: Facade, credentials: Credentials) => Promise<RequestContext | undefined>;
 
 /**
  * What the request carried: nothing, something unusable (a malformed header,

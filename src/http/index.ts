@@ -1,16 +1,17 @@
-// mneme/http: the HTTP adapter on the Fetch API, name by name.
+/**
+ * `mneme/http`: the HTTP adapter on the Fetch API: createHttpHandler with its
+ * generic command, query, Runtime and system-event routes, route modules for
+ * the rest (the built-in domains' come from mneme/defaults), toNodeListener,
+ * and the health checks it serves.
+ */
 export { createHttpHandler, type HttpHandler } from "./handler.js";
-export {
-  HTTP_DEFAULTS,
-  type HttpHandlerOptions,
-  type CredentialResolver,
-  type SseOptions,
-  type RateLimitOptions,
-  type SessionCookieOptions,
-} from "./options.js";
-export type { Credentials } from "./credentials.js";
+export { HTTP_DEFAULTS, type HttpHandlerOptions } from "./options.js";
+export type { SseOptions, RateLimitOptions, SessionCookieOptions } from "./settings.js";
+export type { Credentials, CredentialResolver } from "./credentials.js";
+export type { HttpRouteModule, HttpRoute, RouteContext } from "./route.js";
+export type { Reply } from "./exchange.js";
 export { STATUS_BY_CODE, statusOf, type ProblemBody } from "./problem.js";
-export type { ListBody } from "./responses.js";
+export { jsonResponse, noContent, type ListBody } from "./responses.js";
 export { formatSseEvent, formatSseGap } from "./sse.js";
 export { toNodeListener, type NodeListener, type NodeListenerOptions } from "./node-listener.js";
 export {

@@ -1,51 +1,21 @@
 import { MnemeError } from "../model/errors.js";
-import type { Facade } from "../app/facade.js";
-import type { RequestContext } from "../model/types.js";
 import { type HealthOptions, resolveHealthOptions } from "../app/health.js";
-import type { Credentials } from "./credentials.js";
-
-/**
- * Turns presented credentials into the sender part of a RequestContext;
- * `undefined` means the credentials are not valid (unknown or expired session,
- * wrong key, identity not of this account).
- */
-export type CredentialResolver = (facade: Facade, credentials: Credentials) => Promise<RequestContext | undefined>;
-
-/** SSE limits and timing. */
-export interface SseOptions {
-  /** Open streams at once, over every tenant; then 503 SSE_CONNECTION_LIMIT. Default 100. */
-  readonly maxConnections?: number;
-  /** A comment line every this many ms keeps proxies from closing an idle stream. Default 15000. */
-  readonly heartbeatMs?: number;
-  /** Events queued for a client that does not read; past it the stream is closed (the client resumes). Default 1000. */
-  readonly maxQueuedEvents?: number;
-  /** The `retry:` hint (ms) sent first, how long an EventSource waits before reconnecting. Default 2000. */
-  readonly retryMs?: number;
-}
-
-/** Per-session rate limit of the store endpoints: a token bucket. */
-export interface RateLimitOptions {
-  /** Requests allowed in a burst, refilled evenly over `windowMs`. Default 120. */
-  readonly requests: number;
-  /** Default 60000. */
-  readonly windowMs: number;
-}
-
-/** Cookies set by `POST /api/sessions` and cleared by `DELETE /api/sessions/current`. */
-export interface SessionCookieOptions {
-  /** Default true: the `Secure` attribute (browsers then send the cookie over HTTPS only). */
-  readonly secure?: boolean;
-  /** Default "Lax". */
-  readonly sameSite?: "Strict" | "Lax" | "None";
-  /** Default "/". */
-  readonly path?: string;
-  /** Max-Age in seconds; default: a session cookie. */
-  readonly maxAgeSeconds?: number;
-}
+import type { CredentialResolver } from "./credentials.js";
+import type { HttpRouteModule } from "./route.js";
+import type { RateLimitOptions, ResolvedHttpOptions, SessionCookieOptions, SseOptions } from "./settings.js";
 
 /** Options of createHttpHandler. Every limit has a default; see docs/http.md. */
 export interface HttpHandlerOptions {
-  /** Default: `resolveCredentials` of the built-in Account domain (mneme's registerDefaults). */
+  /**
+   * Route modules served after the generic routes, in order, e.g.
+   * `accountRoutes()` of mneme/defaults (login, accounts, sessions). Default none.
+   */
+  readonly modules?: readonly HttpRouteModule[];
+  /**
+   * Turns presented credentials into a sender. Default: the first module's
+   * `resolveCredentials`; with none, a request that presents credentials is
+   * answered 500 INVALID_DOMAIN (a setup mistake, not the client's).
+   */
   readonly resolveCredentials?: CredentialResolver;
   /** A prefix every route sits under, e.g. "/mneme" (then `/mneme/api/...`). Default "". */
   readonly basePath?: string;
@@ -84,26 +54,6 @@ export interface HttpHandlerOptions {
   readonly dashboard?: boolean;
 }
 
-/** The options with every default filled in and checked. */
-export interface ResolvedHttpOptions {
-  readonly resolveCredentials: CredentialResolver;
-  readonly basePath: string;
-  readonly maxBodyBytes: number;
-  readonly maxJsonDepth: number;
-  readonly defaultPageSize: number;
-  readonly maxPageSize: number;
-  readonly sse: Required<SseOptions>;
-  readonly storeRateLimit: RateLimitOptions | false;
-  readonly sessionCookies: (Required<Omit<SessionCookieOptions, "maxAgeSeconds">> & { maxAgeSeconds?: number }) | false;
-  readonly problemTypeBase: string;
-  readonly onError: ((error: unknown, request: Request) => void) | undefined;
-  readonly now: () => number;
-  /** Normalised origins (`URL.origin`). */
-  readonly allowedOrigins: ReadonlySet<string>;
-  readonly health: Required<HealthOptions> | false;
-  readonly dashboard: boolean;
-}
-
 /** The defaults, in one place (docs/http.md lists them). */
 export const HTTP_DEFAULTS = Object.freeze({
   maxBodyBytes: 1024 * 1024,
@@ -116,9 +66,11 @@ export const HTTP_DEFAULTS = Object.freeze({
 });
 
 /** Merges the options with the defaults and validates them (INVALID_REQUEST on a bad value). */
-export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: CredentialResolver): ResolvedHttpOptions {
+export function resolveHttpOptions(opts: HttpHandlerOptions): ResolvedHttpOptions & { readonly modules: readonly HttpRouteModule[] } {
   if (typeof opts !== "object" || opts === null) throw new MnemeError("INVALID_REQUEST", "createHttpHandler options must be an object");
-  const resolveCredentials = opts.resolveCredentials ?? defaultResolver;
+  const modules = routeModules(opts.modules);
+  const resolveCredentials =
+    opts.resolveCredentials ?? modules.find((m) => m.resolveCredentials !== undefined)?.resolveCredentials ?? noResolver;
   if (typeof resolveCredentials !== "function") throw new MnemeError("INVALID_REQUEST", "resolveCredentials must be a function");
   const basePath = opts.basePath ?? "";
   if (typeof basePath !== "string" || (basePath !== "" && (!basePath.startsWith("/") || basePath.endsWith("/")))) {
@@ -137,7 +89,8 @@ export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: Cr
   if (cookies !== false && !["Strict", "Lax", "None"].includes(cookies.sameSite)) {
     throw new MnemeError("INVALID_REQUEST", "sessionCookies.sameSite must be Strict, Lax or None");
   }
-  const resolved: ResolvedHttpOptions = {
+  const resolved: ResolvedHttpOptions & { readonly modules: readonly HttpRouteModule[] } = {
+    modules,
     resolveCredentials,
     basePath,
     maxBodyBytes: positiveInt("maxBodyBytes", opts.maxBodyBytes ?? HTTP_DEFAULTS.maxBodyBytes),
@@ -164,6 +117,28 @@ export function resolveHttpOptions(opts: HttpHandlerOptions, defaultResolver: Cr
     throw new MnemeError("INVALID_REQUEST", "defaultPageSize must not exceed maxPageSize");
   return resolved;
 }
+
+/** The `modules` option, checked: an array of `{ name, routes }`. */
+function routeModules(modules: readonly HttpRouteModule[] | undefined): readonly HttpRouteModule[] {
+  if (modules === undefined) return [];
+  const ok = (m: unknown) =>
+    typeof m === "object" && m !== null && typeof (m as HttpRouteModule).name === "string" && Array.isArray((m as HttpRouteModule).routes);
+  if (!Array.isArray(modules) || !modules.every(ok))
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      "modules must be an array of route modules ({ name, routes }), e.g. [accountRoutes()] of mneme/defaults",
+    );
+  return modules;
+}
+
+/** The resolver when neither the options nor a module give one: presented credentials are a setup mistake. */
+const noResolver: CredentialResolver = () =>
+  Promise.reject(
+    new MnemeError(
+      "INVALID_DOMAIN",
+      "mneme/http: credentials were presented but nothing resolves them: pass createHttpHandler(facade, { resolveCredentials }) or a route module that has one, such as accountRoutes() of mneme/defaults",
+    ),
+  );
 
 /** `false`, or the health thresholds (HEALTH_DEFAULTS fill the gaps). */
 function healthOptions(health: HealthOptions | false | undefined): Required<HealthOptions> | false {

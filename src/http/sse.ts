@@ -127,23 +127,8 @@ export function openSystemEventStream(
     return sseResponse(stream);
   }
   signal.addEventListener("abort", close, { once: true });
-  // No publish can come between reading the last id and subscribing (both synchronous).
-  const resume = selection.lastEventId;
-  if (resume === undefined) send(`id: ${producer.lastEventId}\n\n`);
-  // Not an id at all: told as a gap, then everything buffered follows (as after any other gap).
-  const resumeAfter = typeof resume === "string" ? producer.replayStart : resume;
-  if (typeof resume === "string") send(formatSseGap({ lastEventId: resume, reason: "unknown-id", continuesAfter: producer.replayStart }));
   try {
-    unsubscribe = producer.subscribe(
-      (e) => {
-        if (!selection.allTenants && e.tenantUuid !== undefined && e.tenantUuid !== selection.tenantUuid) return;
-        send(formatSseEvent(e));
-      },
-      {
-        ...(resumeAfter === undefined ? {} : { lastEventId: resumeAfter, onGap: (gap: SystemEventGap) => send(formatSseGap(gap)) }),
-        onClose: () => close(),
-      },
-    );
+    unsubscribe = subscribeSelection(producer, selection, send, close);
   } catch (e) {
     close();
     throw e;
@@ -155,6 +140,34 @@ export function openSystemEventStream(
   heartbeat = setInterval(() => send(": heartbeat\n\n"), limits.heartbeatMs);
   (heartbeat as { unref?: () => void }).unref?.();
   return sseResponse(stream);
+}
+
+/**
+ * Subscribes `send` to the producer's events of the selection, from where the
+ * client resumes. No publish can come between reading the last id and
+ * subscribing (both synchronous).
+ */
+function subscribeSelection(
+  producer: SystemEventProducer,
+  selection: StreamSelection,
+  send: (text: string) => void,
+  close: () => void,
+): () => void {
+  const resume = selection.lastEventId;
+  if (resume === undefined) send(`id: ${producer.lastEventId}\n\n`);
+  // Not an id at all: told as a gap, then everything buffered follows (as after any other gap).
+  const resumeAfter = typeof resume === "string" ? producer.replayStart : resume;
+  if (typeof resume === "string") send(formatSseGap({ lastEventId: resume, reason: "unknown-id", continuesAfter: producer.replayStart }));
+  return producer.subscribe(
+    (e) => {
+      if (!selection.allTenants && e.tenantUuid !== undefined && e.tenantUuid !== selection.tenantUuid) return;
+      send(formatSseEvent(e));
+    },
+    {
+      ...(resumeAfter === undefined ? {} : { lastEventId: resumeAfter, onGap: (gap: SystemEventGap) => send(formatSseGap(gap)) }),
+      onClose: () => close(),
+    },
+  );
 }
 
 function sseResponse(stream: ReadableStream<Uint8Array>): Reply {

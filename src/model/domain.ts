@@ -203,9 +203,17 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
   event<P>(name: string, opts?: EventOptions<P>): EventType<P>;
   /** An aggregate type; it carries its snapshot settings (see {@link snapshotOptionsOf}). */
   aggregate<S>(name: string, opts: AggregateOptions<S, E>): AggregateType<S> & AggregateSnapshotOptions;
+  /**
+   * Deprecated alias: attach
+   * handlers in the install step, `facade.registerDomain(Todo, (d) => d.handleCommand(...))`
+   * (docs/architecture.md, "One way"). Kept as an alias: applications written from earlier READMEs use it.
+   */
   handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void;
+  /** Deprecated alias: attach handlers in the install step, `facade.registerDomain(Todo, (d) => d.handleQuery(...))`. */
   handleQuery<P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>): void;
   /**
+   * Deprecated: give the permission where the command or query is defined (`command("X", { permission })`), or,
+   * for a function that needs one facade's parts, in the install step (`d.registerPermission`).
    * Attaches a permission (e.g. from newPermissionCmdFunc) to one of the domain's commands or queries before
    * the domain is registered, replacing the one its options gave. INVALID_PERMISSION when it is malformed.
    */
@@ -306,6 +314,22 @@ function checkName(what: string, name: string): void {
   }
 }
 
+/** What one domain definition holds while it is being defined: the maps its Domain object exposes. */
+interface DomainState {
+  readonly name: string;
+  readonly commands: Map<string, CommandType<any, any>>;
+  readonly queries: Map<string, QueryType<any, any>>;
+  readonly events: Map<string, EventType<any>>;
+  /** Former names of this domain's events (renamedFrom): taken, like event names. */
+  readonly formerNames: Set<string>;
+  readonly aggregates: Map<string, AggregateType<any>>;
+  readonly commandHandlers: Map<string, CommandHandler>;
+  readonly queryHandlers: Map<string, QueryHandler>;
+  readonly permissions: Map<string, Permission>;
+}
+
+const taken = (d: DomainState, n: string) => d.commands.has(n) || d.queries.has(n);
+
 /**
  * Defines a domain. Register it with `facade.registerDomain(domain)`. Give
  * the domain's event map as the type argument and the compiler checks event
@@ -323,212 +347,217 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
   opts: { description?: string } = {},
 ): Domain<E> {
   checkName("domain", name);
-  const commands = new Map<string, CommandType<any, any>>();
-  const queries = new Map<string, QueryType<any, any>>();
-  const events = new Map<string, EventType<any>>();
-  /** Former names of this domain's events (renamedFrom): taken, like event names. */
-  const formerNames = new Set<string>();
-  const aggregates = new Map<string, AggregateType<any>>();
-  const commandHandlers = new Map<string, CommandHandler>();
-  const queryHandlers = new Map<string, QueryHandler>();
-  const permissions = new Map<string, Permission>();
-
-  const taken = (n: string) => commands.has(n) || queries.has(n);
-
-  /**
-   * The evolve map of an aggregate, from any of the three forms. Steps are keyed
-   * as the object form is (name for this domain's events, path for others'), so
-   * registration checks them the same way; a token of this domain must be the one
-   * its `event()` made, and an event evolved twice is INVALID_DOMAIN.
-   */
-  function evolveMapOf<S>(what: string, given: AggregateOptions<S, E>["evolve"]): Record<string, Evolver<S>> {
-    const form = typeof given === "function" ? given(on) : given;
-    if (form === null || typeof form !== "object") {
-      throw new MnemeError(
-        "INVALID_DOMAIN",
-        `${what} needs evolve: an object of evolvers, an array of on(EventToken, fn) steps, or a function returning one`,
-      );
-    }
-    if (!Array.isArray(form)) return { ...(form as Record<string, Evolver<S>>) };
-    const out: Record<string, Evolver<S>> = {};
-    (form as readonly unknown[]).forEach((item, i) => {
-      const step = item as Partial<EvolveStep<S>> | null;
-      const at = `${what}: evolve[${i}]`;
-      if (step === null || typeof step !== "object" || step.kind !== "evolveStep") {
-        throw new MnemeError("INVALID_DOMAIN", `${at} must be made by on(EventToken, fn)`);
-      }
-      const ev = step.event as EventType | null | undefined;
-      if (ev === null || typeof ev !== "object" || ev.kind !== "event") {
-        throw new MnemeError(
-          "INVALID_DOMAIN",
-          `${at}: on(...) needs an event token (from a domain's event()), got ${ev === null || ev === undefined ? String(ev) : JSON.stringify((ev as { kind?: unknown }).kind ?? typeof ev)}`,
-        );
-      }
-      if (typeof step.evolve !== "function") throw new MnemeError("INVALID_DOMAIN", `${at}: on(${ev.path}, fn): fn must be a function`);
-      if (ev.domain === name && events.get(ev.name) !== ev) {
-        throw new MnemeError(
-          "INVALID_DOMAIN",
-          `${at}: the token ${ev.path} was made by another domain object named ${name}, not by this one`,
-        );
-      }
-      const key = ev.domain === name ? ev.name : ev.path;
-      if (Object.hasOwn(out, key)) throw new MnemeError("INVALID_DOMAIN", `${at}: ${ev.path} is evolved twice`);
-      out[key] = step.evolve;
-    });
-    return out;
-  }
-
-  const domain: Domain<E> = {
+  const d: DomainState = {
+    name,
+    commands: new Map(),
+    queries: new Map(),
+    events: new Map(),
+    formerNames: new Set(),
+    aggregates: new Map(),
+    commandHandlers: new Map(),
+    queryHandlers: new Map(),
+    permissions: new Map(),
+  };
+  return {
     name,
     description: opts.description ?? `${name} domain`,
-    commands,
-    queries,
-    events,
-    aggregates,
-    commandHandlers,
-    queryHandlers,
-    permissions,
+    commands: d.commands,
+    queries: d.queries,
+    events: d.events,
+    aggregates: d.aggregates,
+    commandHandlers: d.commandHandlers,
+    queryHandlers: d.queryHandlers,
+    permissions: d.permissions,
+    command: <P, R = unknown>(cmdName: string, o: CommandOptions<P> = {}) => defineCommand<P, R>(d, cmdName, o),
+    query: <P, R>(qryName: string, o: MessageOptions = {}) => defineQuery<P, R>(d, qryName, o),
+    event: <P>(evtName: string, o: EventOptions<P> = {}) => defineEvent<P>(d, evtName, o),
+    aggregate: <S>(aggName: string, o: AggregateOptions<S, E>) => defineAggregate<S, E>(d, aggName, o),
+    handleCommand: <P>(type: CommandType<P, any>, fn: CommandHandler<P>) => attachHandler(d, "command", type, fn),
+    handleQuery: <P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>) => attachHandler(d, "query", type, fn),
+    registerPermission: (p: Permission) => attachPermission(d, p),
+  } as Domain<E>;
+}
 
-    command<P, R = unknown>(cmdName: string, o: CommandOptions<P> = {}): CommandType<P, R> {
-      checkName("command", cmdName);
-      if (taken(cmdName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${cmdName} is defined twice`);
-      const permission = o.permission ?? authorized;
-      const personalData = personalDataOf(`command ${name}.${cmdName}`, o.personalData) as CommandPersonalData<P> | undefined;
-      const type: CommandType<P, R> = Object.freeze({
-        kind: "command" as const,
-        domain: name,
-        name: cmdName,
-        description: o.description ?? `${cmdName} command of ${name}`,
-        permission,
-        secretFields: Object.freeze([...(o.secretFields ?? [])]),
-        ...(o.schema === undefined ? {} : { schema: o.schema }),
-        ...(personalData === undefined ? {} : { personalData }),
-      });
-      commands.set(cmdName, type);
-      permissions.set(cmdName, newPermission(name, cmdName, type.description, permission));
-      return type;
-    },
+function defineCommand<P, R>(d: DomainState, cmdName: string, o: CommandOptions<P>): CommandType<P, R> {
+  const name = d.name;
+  checkName("command", cmdName);
+  if (taken(d, cmdName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${cmdName} is defined twice`);
+  const permission = o.permission ?? authorized;
+  const personalData = personalDataOf(`command ${name}.${cmdName}`, o.personalData) as CommandPersonalData<P> | undefined;
+  const type: CommandType<P, R> = Object.freeze({
+    kind: "command" as const,
+    domain: name,
+    name: cmdName,
+    description: o.description ?? `${cmdName} command of ${name}`,
+    permission,
+    secretFields: Object.freeze([...(o.secretFields ?? [])]),
+    ...(o.schema === undefined ? {} : { schema: o.schema }),
+    ...(personalData === undefined ? {} : { personalData }),
+  });
+  d.commands.set(cmdName, type);
+  d.permissions.set(cmdName, newPermission(name, cmdName, type.description, permission));
+  return type;
+}
 
-    query<P, R>(qryName: string, o: MessageOptions = {}): QueryType<P, R> {
-      checkName("query", qryName);
-      if (taken(qryName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${qryName} is defined twice`);
-      const permission = o.permission ?? authorized;
-      const type: QueryType<P, R> = Object.freeze({
-        kind: "query" as const,
-        domain: name,
-        name: qryName,
-        description: o.description ?? `${qryName} query of ${name}`,
-        permission,
-        secretFields: Object.freeze([...(o.secretFields ?? [])]),
-        ...(o.schema === undefined ? {} : { schema: o.schema }),
-      });
-      queries.set(qryName, type);
-      permissions.set(qryName, newPermission(name, qryName, type.description, permission));
-      return type;
-    },
+function defineQuery<P, R>(d: DomainState, qryName: string, o: MessageOptions): QueryType<P, R> {
+  const name = d.name;
+  checkName("query", qryName);
+  if (taken(d, qryName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${qryName} is defined twice`);
+  const permission = o.permission ?? authorized;
+  const type: QueryType<P, R> = Object.freeze({
+    kind: "query" as const,
+    domain: name,
+    name: qryName,
+    description: o.description ?? `${qryName} query of ${name}`,
+    permission,
+    secretFields: Object.freeze([...(o.secretFields ?? [])]),
+    ...(o.schema === undefined ? {} : { schema: o.schema }),
+  });
+  d.queries.set(qryName, type);
+  d.permissions.set(qryName, newPermission(name, qryName, type.description, permission));
+  return type;
+}
 
-    event<P>(evtName: string, o: EventOptions<P> = {}): EventType<P> {
-      checkName("event", evtName);
-      if (events.has(evtName) || formerNames.has(evtName)) {
-        throw new MnemeError("INVALID_DOMAIN", `event ${name}.${evtName} is defined twice (or is a former name of another event)`);
-      }
-      const path = `${name}.${evtName}`;
-      const { version, upcasters, renamedFrom } = evolutionOf(`event ${path}`, o);
-      for (const former of renamedFrom) {
-        if (events.has(former) || formerNames.has(former) || former === evtName) {
-          throw new MnemeError("INVALID_DOMAIN", `event ${path}: renamedFrom ${JSON.stringify(former)} names an event of ${name} already`);
-        }
-      }
-      const personalData = personalDataOf(`event ${path}`, o.personalData);
-      for (const former of renamedFrom) formerNames.add(former);
-      const type: EventType<P> = Object.freeze({
-        kind: "event" as const,
-        domain: name,
-        name: evtName,
-        path,
-        description: o.description ?? `${evtName} event of ${name}`,
-        ...(o.schema === undefined ? {} : { schema: o.schema }),
-        version,
-        upcasters,
-        renamedFrom,
-        ...(personalData === undefined ? {} : { personalData }),
-        create(aggregateUuid: string, payload: P, c: { version?: number; tenantUuid?: string; reqCtx?: RequestContext } = {}): NewEvent<P> {
-          const e: NewEvent<P> = { domain: name, name: evtName, aggregateUuid, payload };
-          if (c.version !== undefined) e.version = c.version;
-          if (c.tenantUuid !== undefined) e.tenantUuid = c.tenantUuid;
-          if (c.reqCtx !== undefined) e.reqCtx = c.reqCtx;
-          // Written in the current version, whoever appends it (dispatch, scenario.given, a tool).
-          if (version !== 1) e.eventVersion = version;
-          return e;
-        },
-        is(event: Event): event is Event<P> {
-          return event.domain === name && event.name === evtName;
-        },
-      });
-      events.set(evtName, type);
-      return type;
+function defineEvent<P>(d: DomainState, evtName: string, o: EventOptions<P>): EventType<P> {
+  const name = d.name;
+  checkName("event", evtName);
+  if (d.events.has(evtName) || d.formerNames.has(evtName)) {
+    throw new MnemeError("INVALID_DOMAIN", `event ${name}.${evtName} is defined twice (or is a former name of another event)`);
+  }
+  const path = `${name}.${evtName}`;
+  const { version, upcasters, renamedFrom } = evolutionOf(`event ${path}`, o);
+  for (const former of renamedFrom) {
+    if (d.events.has(former) || d.formerNames.has(former) || former === evtName) {
+      throw new MnemeError("INVALID_DOMAIN", `event ${path}: renamedFrom ${JSON.stringify(former)} names an event of ${name} already`);
+    }
+  }
+  const personalData = personalDataOf(`event ${path}`, o.personalData);
+  for (const former of renamedFrom) d.formerNames.add(former);
+  const type: EventType<P> = Object.freeze({
+    kind: "event" as const,
+    domain: name,
+    name: evtName,
+    path,
+    description: o.description ?? `${evtName} event of ${name}`,
+    ...(o.schema === undefined ? {} : { schema: o.schema }),
+    version,
+    upcasters,
+    renamedFrom,
+    ...(personalData === undefined ? {} : { personalData }),
+    create(aggregateUuid: string, payload: P, c: { version?: number; tenantUuid?: string; reqCtx?: RequestContext } = {}): NewEvent<P> {
+      const e: NewEvent<P> = { domain: name, name: evtName, aggregateUuid, payload };
+      if (c.version !== undefined) e.version = c.version;
+      if (c.tenantUuid !== undefined) e.tenantUuid = c.tenantUuid;
+      if (c.reqCtx !== undefined) e.reqCtx = c.reqCtx;
+      // Written in the current version, whoever appends it (dispatch, scenario.given, a tool).
+      if (version !== 1) e.eventVersion = version;
+      return e;
     },
+    is(event: Event): event is Event<P> {
+      return event.domain === name && event.name === evtName;
+    },
+  });
+  d.events.set(evtName, type);
+  return type;
+}
 
-    aggregate<S>(aggName: string, o: AggregateOptions<S, E>): AggregateType<S> & AggregateSnapshotOptions {
-      checkName("aggregate", aggName);
-      if (aggregates.has(aggName)) throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} is defined twice`);
-      if (typeof o.initialState !== "function")
-        throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName} needs an initialState function`);
-      const tenancy = o.tenancy ?? "tenant";
-      if (tenancy !== "tenant" && tenancy !== "global") {
-        throw new MnemeError(
-          "INVALID_DOMAIN",
-          `aggregate ${name}.${aggName}: tenancy must be "tenant" or "global", got ${JSON.stringify(tenancy)}`,
-        );
-      }
-      const snapshots = checkSnapshotOptions(`aggregate ${name}.${aggName}`, o);
-      const evolve = Object.freeze(evolveMapOf(`aggregate ${name}.${aggName}`, o.evolve));
-      for (const [key, fn] of Object.entries(evolve)) {
-        if (typeof fn !== "function")
-          throw new MnemeError("INVALID_DOMAIN", `aggregate ${name}.${aggName}: evolve.${key} must be a function`);
-      }
-      const type: AggregateType<S> & AggregateSnapshotOptions = Object.freeze({
-        kind: "aggregate" as const,
-        domain: name,
-        name: aggName,
-        tenancy,
-        snapshotEvery: snapshots.snapshotEvery,
-        snapshotVersion: snapshots.snapshotVersion,
-        initialState: o.initialState,
-        evolve,
-        apply(state: S, event: Event): S {
-          const fn = (event.domain === name ? evolve[event.name] : undefined) ?? evolve[`${event.domain}.${event.name}`];
-          return fn === undefined ? state : fn(state, event.payload, event);
-        },
-      });
-      aggregates.set(aggName, type);
-      return type;
+function defineAggregate<S, E>(d: DomainState, aggName: string, o: AggregateOptions<S, E>): AggregateType<S> & AggregateSnapshotOptions {
+  const name = d.name;
+  const what = `aggregate ${name}.${aggName}`;
+  checkName("aggregate", aggName);
+  if (d.aggregates.has(aggName)) throw new MnemeError("INVALID_DOMAIN", `${what} is defined twice`);
+  if (typeof o.initialState !== "function") throw new MnemeError("INVALID_DOMAIN", `${what} needs an initialState function`);
+  const tenancy = o.tenancy ?? "tenant";
+  if (tenancy !== "tenant" && tenancy !== "global") {
+    throw new MnemeError("INVALID_DOMAIN", `${what}: tenancy must be "tenant" or "global", got ${JSON.stringify(tenancy)}`);
+  }
+  const snapshots = checkSnapshotOptions(what, o);
+  const evolve = Object.freeze(evolveMapOf(d, what, o.evolve));
+  for (const [key, fn] of Object.entries(evolve)) {
+    if (typeof fn !== "function") throw new MnemeError("INVALID_DOMAIN", `${what}: evolve.${key} must be a function`);
+  }
+  const type: AggregateType<S> & AggregateSnapshotOptions = Object.freeze({
+    kind: "aggregate" as const,
+    domain: name,
+    name: aggName,
+    tenancy,
+    snapshotEvery: snapshots.snapshotEvery,
+    snapshotVersion: snapshots.snapshotVersion,
+    initialState: o.initialState,
+    evolve,
+    apply(state: S, event: Event): S {
+      const fn = (event.domain === name ? evolve[event.name] : undefined) ?? evolve[`${event.domain}.${event.name}`];
+      return fn === undefined ? state : fn(state, event.payload, event);
     },
+  });
+  d.aggregates.set(aggName, type);
+  return type;
+}
 
-    handleCommand<P>(type: CommandType<P, any>, fn: CommandHandler<P>): void {
-      if (type.domain !== name || commands.get(type.name) !== type) {
-        throw new MnemeError("INVALID_DOMAIN", `command ${type.domain}.${type.name} is not a command of domain ${name}`);
-      }
-      if (commandHandlers.has(type.name)) throw new MnemeError("INVALID_DOMAIN", `command ${name}.${type.name} has a handler already`);
-      commandHandlers.set(type.name, fn as CommandHandler);
-    },
+/**
+ * The evolve map of an aggregate, from any of the three forms. Steps are keyed
+ * as the object form is (name for this domain's events, path for others'), so
+ * registration checks them the same way; a token of this domain must be the one
+ * its `event()` made, and an event evolved twice is INVALID_DOMAIN.
+ */
+function evolveMapOf<S, E>(d: DomainState, what: string, given: AggregateOptions<S, E>["evolve"]): Record<string, Evolver<S>> {
+  const form = typeof given === "function" ? given(on) : given;
+  if (form === null || typeof form !== "object") {
+    throw new MnemeError(
+      "INVALID_DOMAIN",
+      `${what} needs evolve: an object of evolvers, an array of on(EventToken, fn) steps, or a function returning one`,
+    );
+  }
+  if (!Array.isArray(form)) return { ...(form as Record<string, Evolver<S>>) };
+  const out: Record<string, Evolver<S>> = {};
+  (form as readonly unknown[]).forEach((item, i) => {
+    const step = evolveStepOf<S>(d, `${what}: evolve[${i}]`, item);
+    const ev = step.event;
+    const key = ev.domain === d.name ? ev.name : ev.path;
+    if (Object.hasOwn(out, key)) throw new MnemeError("INVALID_DOMAIN", `${what}: evolve[${i}]: ${ev.path} is evolved twice`);
+    out[key] = step.evolve;
+  });
+  return out;
+}
 
-    handleQuery<P, R>(type: QueryType<P, R>, fn: QueryHandler<P, R>): void {
-      if (type.domain !== name || queries.get(type.name) !== type) {
-        throw new MnemeError("INVALID_DOMAIN", `query ${type.domain}.${type.name} is not a query of domain ${name}`);
-      }
-      if (queryHandlers.has(type.name)) throw new MnemeError("INVALID_DOMAIN", `query ${name}.${type.name} has a handler already`);
-      queryHandlers.set(type.name, fn as QueryHandler);
-    },
+/** One `on(EventToken, fn)` step of an evolve array, checked (INVALID_DOMAIN). */
+function evolveStepOf<S>(d: DomainState, at: string, item: unknown): EvolveStep<S> {
+  const step = item as Partial<EvolveStep<S>> | null;
+  if (step === null || typeof step !== "object" || step.kind !== "evolveStep") {
+    throw new MnemeError("INVALID_DOMAIN", `${at} must be made by on(EventToken, fn)`);
+  }
+  const ev = step.event as EventType | null | undefined;
+  if (ev === null || typeof ev !== "object" || ev.kind !== "event") {
+    throw new MnemeError(
+      "INVALID_DOMAIN",
+      `${at}: on(...) needs an event token (from a domain's event()), got ${ev === null || ev === undefined ? String(ev) : JSON.stringify((ev as { kind?: unknown }).kind ?? typeof ev)}`,
+    );
+  }
+  if (typeof step.evolve !== "function") throw new MnemeError("INVALID_DOMAIN", `${at}: on(${ev.path}, fn): fn must be a function`);
+  if (ev.domain === d.name && d.events.get(ev.name) !== ev) {
+    throw new MnemeError(
+      "INVALID_DOMAIN",
+      `${at}: the token ${ev.path} was made by another domain object named ${d.name}, not by this one`,
+    );
+  }
+  return step as EvolveStep<S>;
+}
 
-    registerPermission(p: Permission): void {
-      const checked = checkPermission(p); // a custom permission with a built-in level function becomes that level
-      if (checked.domain !== name)
-        throw new MnemeError("INVALID_PERMISSION", `permission for domain ${checked.domain} registered on domain ${name}`);
-      if (!taken(checked.type))
-        throw new MnemeError("INVALID_PERMISSION", `${name} has no command or query ${checked.type} to attach a permission to`);
-      permissions.set(checked.type, checked);
-    },
-  };
-  return domain;
+/** `Domain.handleCommand` / `handleQuery`: one handler per command or query of this definition. */
+function attachHandler(d: DomainState, kind: "command" | "query", type: CommandType<any, any> | QueryType<any, any>, fn: unknown): void {
+  const [types, handlers] = kind === "command" ? [d.commands, d.commandHandlers] : [d.queries, d.queryHandlers];
+  if (type.domain !== d.name || types.get(type.name) !== type) {
+    throw new MnemeError("INVALID_DOMAIN", `${kind} ${type.domain}.${type.name} is not a ${kind} of domain ${d.name}`);
+  }
+  if (handlers.has(type.name)) throw new MnemeError("INVALID_DOMAIN", `${kind} ${d.name}.${type.name} has a handler already`);
+  (handlers as Map<string, unknown>).set(type.name, fn);
+}
+
+function attachPermission(d: DomainState, p: Permission): void {
+  const checked = checkPermission(p); // a custom permission with a built-in level function becomes that level
+  if (checked.domain !== d.name)
+    throw new MnemeError("INVALID_PERMISSION", `permission for domain ${checked.domain} registered on domain ${d.name}`);
+  if (!taken(d, checked.type))
+    throw new MnemeError("INVALID_PERMISSION", `${d.name} has no command or query ${checked.type} to attach a permission to`);
+  d.permissions.set(checked.type, checked);
 }

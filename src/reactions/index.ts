@@ -1,7 +1,9 @@
 /**
- * mneme/reactions: process managers (events -> commands, with scheduled
- * commands) and reactors (events -> external effects), both event handlers
- * with an outbox in their readmodel backend. See docs/reactions.md.
+ * `mneme/reactions`: event handlers that act rather than answer queries:
+ * process managers (events -> commands, with scheduled commands) and reactors
+ * (events -> external effects), both with an outbox in their readmodel
+ * backend, and the base and interfaces of an event handler of your own.
+ * See docs/reactions.md.
  */
 export {
   ProcessManager,
@@ -15,4 +17,6 @@ export { Reactor, type Effect, type EffectInfo, type ReactorOptions } from "./re
 export { Outbox, isOutboxHandler, type OutboxFilter, type OutboxHandler, type OutboxHandlerOptions } from "./outbox.js";
 export { DEFAULT_RETRY, type OutboxCommand, type OutboxEntry, type OutboxEntryStatus, type RetryPolicy } from "./outbox-entry.js";
 export { correlationOf, reactionCommandUuid, reactionDedupeKey, type ChainRequestContext } from "./reaction-ids.js";
+export { BaseEventHandler, type DeliveryOptions } from "../readmodel/base-event-handler.js";
+export type { EventHandler, DomainEventHandler, HandlerContext, StateRestorer, MetricProvider } from "../model/event-handler.js";
 export type { DeadLetterControl, DeadLetterEntry, ReactionListFilter, ScheduledCommandEntry } from "./reaction-listing.js";

@@ -1,9 +1,10 @@
 /**
- * `mneme/runtime`: the Runtime meta-domain's definition and tokens (typed by
- * payload and result, for `facade.query(ListCommands, {})` and the like), its
- * list and info types, and the parts the facade composes (Runtime, the
- * system-event producer, store access, the schema and permission registries).
- * An application reaches the running ones through `facade.runtime`.
+ * `mneme/runtime`: the Runtime meta-domain: its definition and tokens (typed by
+ * payload and result, for `facade.query(ListCommands, {})` and the like), the
+ * reports it answers (lists, metrics, restorations, system events, error
+ * codes), and the parts the facade composes (Runtime, the system-event
+ * producer, store access, the schema and permission registries). An
+ * application reaches the running ones through `facade.runtime`.
  */
 export {
   Runtime,
@@ -56,7 +57,15 @@ export {
   type SystemEventGapReason,
 } from "./system-events.js";
 export type { SystemEventKind } from "../model/system-event-kind.js";
-export type { RebuildPhase, RestorationProgress } from "../model/event-handler.js";
+export type {
+  RebuildPhase,
+  RestorationProgress,
+  RestorationState,
+  RestoreReport,
+  EventHandlerMetrics,
+  EventHandlerInfo,
+  EventHandlerState,
+} from "../model/event-handler.js";
 export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "../schema/schema-registry.js";
 export { PermissionRegistry } from "../permissions/permission-registry.js";
 export {
@@ -76,12 +85,4 @@ export {
   type PermissionKind,
 } from "../model/permission.js";
 export { errorCodeDefinition, listErrorCodes, isMnemeErrorCode, MNEME_ERROR_CODES, type ErrorCodeDefinition } from "../model/errors.js";
-export type { EventReader, MessageRef, CommandRef, QueryRef } from "../model/facade-handle.js";
-export type { InstalledDomain, TypedCommandHandler } from "../model/domain-install.js";
-export type { DeliveryOptions } from "../readmodel/base-event-handler.js";
-export { toHistoryEvent } from "../readmodel/history.js";
-export { eventPath } from "../model/types.js";
 export { REDACTED } from "../model/redact.js";
-export type { AllEventsType, MessageType } from "../model/tokens.js";
-export type { EvolveStep, EvolveOn } from "../model/domain.js";
-export type { FilesystemDataStoreOptions } from "../store-fs/filesystem-data-store.js";

@@ -53,12 +53,6 @@ export const SCHEMA_MISSING_WARNING = "MNEME_SCHEMA_MISSING";
 /** Checks a payload: `undefined` when valid, else one detail per failing JSON pointer. */
 export type PayloadValidator = (payload: unknown) => MnemeErrorDetail[] | undefined;
 
-/** The body of a schema discovery request (`runtime.getSchema`, POST .../runtime/schema). */
-export interface SchemaRequest {
-  readonly domain: string;
-  readonly type: string;
-}
-
 interface Entry {
   readonly explicit: JsonSchema | StandardSchemaV1 | undefined;
   readonly document: JsonSchema | undefined;
@@ -459,42 +453,35 @@ function inlineRoot(root: unknown, lookup: (name: string) => unknown, missing: (
   return current;
 }
 
+/** Calls `visit` with every keyword and value of a schema, skipping the values of data keywords (const, enum, ...). */
+function walkSchema(node: unknown, visit: (keyword: string, value: unknown) => void): void {
+  if (Array.isArray(node)) {
+    for (const n of node) walkSchema(n, visit);
+    return;
+  }
+  if (!isObject(node)) return;
+  for (const [k, v] of Object.entries(node)) {
+    visit(k, v);
+    if (!DATA_KEYWORDS.has(k)) walkSchema(v, visit);
+  }
+}
+
 /** Names of the `$defs` entries a schema references directly (refs `#/$defs/<name>[/...]`). */
 function localDefRefs(schema: unknown): Set<string> {
   const names = new Set<string>();
-  const walk = (node: unknown): void => {
-    if (Array.isArray(node)) {
-      for (const n of node) walk(n);
-      return;
-    }
-    if (!isObject(node)) return;
-    for (const [k, v] of Object.entries(node)) {
-      if (k === "$ref" && typeof v === "string") {
-        const tokens = parseLocalRef(v);
-        if (tokens !== undefined && tokens[0] === "$defs" && tokens[1] !== undefined) names.add(tokens[1]);
-      } else if (!DATA_KEYWORDS.has(k)) {
-        walk(v);
-      }
-    }
-  };
-  walk(schema);
+  walkSchema(schema, (k, v) => {
+    if (k !== "$ref" || typeof v !== "string") return;
+    const tokens = parseLocalRef(v);
+    if (tokens !== undefined && tokens[0] === "$defs" && tokens[1] !== undefined) names.add(tokens[1]);
+  });
   return names;
 }
 
 function formatsIn(schema: unknown): Set<string> {
   const found = new Set<string>();
-  const walk = (node: unknown): void => {
-    if (Array.isArray(node)) {
-      for (const n of node) walk(n);
-      return;
-    }
-    if (!isObject(node)) return;
-    for (const [k, v] of Object.entries(node)) {
-      if (k === "format" && typeof v === "string") found.add(v);
-      else if (!DATA_KEYWORDS.has(k)) walk(v);
-    }
-  };
-  walk(schema);
+  walkSchema(schema, (k, v) => {
+    if (k === "format" && typeof v === "string") found.add(v);
+  });
   return found;
 }
 

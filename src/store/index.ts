@@ -1,8 +1,9 @@
 /**
- * `mneme/store`: the store interfaces and their record types, for writing a
- * backend of your own (run it through the conformance suites of
- * `mneme/testing`) or typing code that talks to a store directly. Applications
- * pick backends from `mneme` (memory), `mneme/sqlite` and `mneme/postgres`.
+ * `mneme/store`: the stores one by one: their interfaces and record types, for
+ * writing a backend of your own (run it through the conformance suites of
+ * `mneme/testing`) or typing code that talks to a store directly. The stores
+ * themselves come from `mneme/memory` (in memory, and the filesystem
+ * DataStore), `mneme/sqlite` and `mneme/postgres`.
  */
 export {
   defineBackend,

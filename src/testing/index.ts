@@ -1,4 +1,7 @@
-// `mneme/testing`: conformance suites for backends (need vitest), a test facade, and given/when/then.
+/**
+ * `mneme/testing`: conformance suites for backends (need vitest), a test
+ * facade, and given/when/then scenarios for domains.
+ */
 export type { ContractOptions, ContractSkip } from "./contract-options.js";
 export { describeEventRepositoryContract } from "./event-repository-contract.js";
 export { describeCommandStoreContract } from "./command-store-contract.js";

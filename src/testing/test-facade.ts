@@ -11,20 +11,24 @@ export const testReqCtx = Object.freeze({
 });
 
 export interface TestFacadeOptions extends FacadeOptions {
+  /** Registers what the application registers, e.g. `registerTodo` (domains with their install steps, readmodels). */
+  readonly register?: (facade: Facade) => void;
+  /** Domains to register without an install step (their definitions only). */
   readonly domains?: readonly Domain[];
   /** Readmodels to register, built from the facade. */
   readonly readmodels?: (facade: Facade) => readonly EventHandler[];
 }
 
 /**
- * A started facade on in-memory stores (unless given others), with domains and
- * readmodels registered. Stop it when done.
+ * A started facade on in-memory stores (unless given others), with what
+ * `register` registers, then `domains` and `readmodels`. Stop it when done.
  * @example
- * const facade = await createTestFacade({ domains: [Todo], readmodels: (f) => [new TodoProjection(f)] });
+ * const facade = await createTestFacade({ register: registerTodo, readmodels: (f) => [new TodoBoard(f)] });
  */
 export async function createTestFacade(opts: TestFacadeOptions = {}): Promise<Facade> {
-  const { domains = [], readmodels, ...facadeOptions } = opts;
+  const { register, domains = [], readmodels, ...facadeOptions } = opts;
   const facade = createFacade({ appName: "mneme-test", ...facadeOptions });
+  register?.(facade);
   for (const d of domains) facade.registerDomain(d);
   for (const r of readmodels?.(facade) ?? []) facade.registerReadmodel(r);
   await facade.start();

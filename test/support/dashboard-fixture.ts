@@ -20,6 +20,7 @@ import {
   RegisterAccount,
   registerDefaults,
   resolveCredentials,
+  accountRoutes,
   Login,
 } from "mneme/defaults";
 import { type HttpHandlerOptions, createHttpHandler, toNodeListener } from "mneme/http";
@@ -92,7 +93,7 @@ export async function startDashboardWorld(
   ).result!.groupUuid;
   await facade.dispatch(AssignGroup, { identityUuid: opsIdentity, groupUuid: group }, wait);
 
-  const handler = createHttpHandler(facade, { dashboard: true, ...opts.http });
+  const handler = createHttpHandler(facade, { dashboard: true, modules: [accountRoutes()], ...opts.http });
   const listener = toNodeListener(handler);
   const server = createServer((req, res) => void listener(req, res));
   await new Promise<void>((resolve) => server.listen(opts.port ?? 0, "127.0.0.1", resolve));

@@ -1,0 +1,16 @@
+/**
+ * `mneme/types`: type-only names for code written apart from the call that takes it: option bags of
+ * defineDomain, the facade and readmodels, aggregate loaders, handler results, permission levels, the
+ * readmodel's facade and collections, and error details. Nothing here runs; the values are in `mneme`.
+ */
+export type { MnemeErrorDetail } from "../model/errors.js";
+export type { Evolver, CommandPersonalData, CommandPersonalDataOptions, AllEventsType, MessageType } from "../model/tokens.js";
+export type { CommandHandlerResult, MessageOptions, CommandOptions, AggregateOptions, EvolveStep, EvolveOn } from "../model/domain.js";
+export type { DomainInstall, InstalledDomain, TypedCommandHandler } from "../model/domain-install.js";
+export type { MessageContext, AggregateLoader, AggregateLoadOptions } from "../model/context.js";
+export type { HandlerError, EventReader, MessageRef, CommandRef, QueryRef } from "../model/facade-handle.js";
+export type { PermissionLevel } from "../model/permission.js";
+export type { StoreName, StoreAction } from "../permissions/store-permissions.js";
+export type { ReadmodelOptions, ReadmodelFacade, CollectionOptions } from "../readmodel/base-readmodel.js";
+export type { ProjectionConfig, ProjectionOrderBy } from "../readmodel/projection-readmodel.js";
+export type { HistoryEventModel } from "../readmodel/history.js";
