@@ -102,6 +102,15 @@ export {
   type ProjectionOrderBy,
 } from "./readmodel/projection-readmodel.js";
 export type { HistoryEventModel } from "./readmodel/history.js";
+export {
+  SqlTableReadmodel,
+  SqlTables,
+  type SqlTablesConfig,
+  type SqlTableDeclaration,
+  type SqlTableNamer,
+  type SqlRow,
+} from "./readmodel/sql-table-readmodel.js";
+export type { SqlDialect, SqlResult } from "./store/sql-table-access.js";
 
 // Runtime types an application reads (the Runtime itself is `facade.runtime`).
 export type { Runtime, ControlRequest, ControlAction, SystemInfo } from "./runtime/runtime.js";

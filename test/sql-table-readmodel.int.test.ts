@@ -1,0 +1,247 @@
+/**
+ * SQL-table readmodels on a SQLite file and a Postgres schema: handlers write
+ * the application's tables in the batch's transaction (rows carry their
+ * tenant, query handlers see their tenant's rows, on a second instance too),
+ * a handler's error rolls its writes back, a restore from zero builds new
+ * tables beside the served ones and switches atomically, and a batch in
+ * flight when another instance took the lock over writes nothing.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { createFacade, type Facade, isMnemeError, MemoryReadmodelStoreBackend, withReadmodelStoreBackend } from "mneme";
+import { supportsSqlTables, type ReadmodelStoreBackend, type SqlTableAccess } from "mneme/store";
+import { createPostgresBackends } from "mneme/postgres";
+import { createSqliteBackends } from "mneme/sqlite";
+import { runnerOf } from "../src/readmodel/handler-runner.js";
+import { loadKysely } from "../src/readmodel/sql-kysely.js";
+import { gate } from "./support/gated-totals.js";
+import { postgresScratch } from "./support/postgres-scratch.js";
+import { alice, bob } from "./support/shared-places.js";
+import { Add, AddMany, GetTotals, SqlTally, Tally } from "./support/sql-tally.js";
+import { expireLeases, sqliteScratch } from "./support/sqlite-scratch.js";
+import { until } from "./support/until.js";
+
+const pg = postgresScratch("mneme_sqltables");
+const files = sqliteScratch("sqltables");
+const facades: Facade[] = [];
+afterAll(async () => {
+  for (const f of facades) await f.stop().catch(() => undefined);
+});
+
+interface Instance {
+  f: Facade;
+  tally: SqlTally;
+  backend: ReadmodelStoreBackend;
+  access: SqlTableAccess;
+  info: () => ReturnType<Facade["runtime"]["listEventHandlers"]>[number];
+  /** Makes another instance able to take this one's lock (its lease expired, or its lock connection killed). */
+  loseLock: () => Promise<void>;
+}
+
+/** A fresh database; the function gives one more instance on it. */
+type Place = () => () => Instance;
+
+function build(backends: ReturnType<typeof createSqliteBackends>, loseLock: () => Promise<void>): Instance {
+  const f = createFacade({ appName: "sqltables", ...backends, delivery: { lockRetryMs: 20 } });
+  f.registerDomain(Tally);
+  const tally = new SqlTally(f);
+  f.registerReadmodel(tally);
+  facades.push(f);
+  files.keep(f);
+  const backend = backends.readmodelStoreBackend;
+  if (!supportsSqlTables(backend)) throw new Error("no SQL tables");
+  return {
+    f,
+    tally,
+    backend,
+    access: backend.sqlTables(),
+    info: () => f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "SqlTally")!,
+    loseLock,
+  };
+}
+
+const places: [string, Place][] = [
+  [
+    "sqlite",
+    () => {
+      const filename = files.newFile();
+      return () =>
+        build(createSqliteBackends({ filename, pollIntervalMs: 20, lockLeaseMs: 3_600_000 }), async () => expireLeases(filename));
+    },
+  ],
+  [
+    "postgres",
+    () => {
+      const schema = pg.newSchema();
+      return () => {
+        let lockPid: number | undefined;
+        const backends = createPostgresBackends({
+          pool: pg.newPool(6),
+          schema,
+          pollIntervalMs: 30,
+          onStatement: (s) => {
+            if (s.kind === "lock") lockPid = s.processId;
+          },
+        });
+        return build(backends as unknown as ReturnType<typeof createSqliteBackends>, async () => {
+          await pg.pool.query("SELECT pg_terminate_backend($1)", [lockPid]);
+        });
+      };
+    },
+  ],
+];
+
+/** The tables and views of the database whose names start with `prefix`. */
+async function relations(access: SqlTableAccess, prefix: string): Promise<string[]> {
+  const rows =
+    access.dialect === "sqlite"
+      ? await access.execute<{ name: string }>(
+          `SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name LIKE ? ORDER BY name`,
+          [`${prefix}%`],
+        )
+      : await access.execute<{ name: string }>(
+          `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE $2 ORDER BY table_name`,
+          [access.schema, `${prefix}%`],
+        );
+  return rows.rows.map((r) => r.name);
+}
+
+describe.each(places)("SQL-table readmodel on %s", (_name, place) => {
+  it("handlers write the tables in the batch; query handlers see their tenant's rows; trusted code sees all; a second instance reads the same", async () => {
+    const on = place();
+    const a = on();
+    await a.f.start();
+    await a.f.dispatch(Add, { counterUuid: "a1", by: 1 }, { reqCtx: alice, waitToFinish: true });
+    await a.f.dispatch(Add, { counterUuid: "a2", by: 2 }, { reqCtx: alice, waitToFinish: true });
+    await a.f.dispatch(Add, { counterUuid: "a1", by: 3 }, { reqCtx: alice, waitToFinish: true });
+    await a.f.dispatch(Add, { counterUuid: "b1", by: 10 }, { reqCtx: bob, waitToFinish: true });
+
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { a1: 4, a2: 2 } });
+    expect(await a.f.query(GetTotals, {}, { reqCtx: bob })).toEqual({ totals: { b1: 10 } });
+    expect(await a.tally.totals()).toEqual({ a1: 4, a2: 2, b1: 10 });
+    expect(await a.tally.asTenant("tenant-b").totalsViaKysely()).toEqual({ b1: 10 });
+    expect(await a.tally.totalsViaKysely()).toEqual({ a1: 4, a2: 2, b1: 10 });
+    // A global table is shared by every tenant's view.
+    expect(await a.tally.asTenant("tenant-b").appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1 });
+    // Rows carry their tenant.
+    const rows = await a.access.execute<{ tenant_uuid: string; counter: string }>(
+      `SELECT tenant_uuid, counter FROM ${a.access.qualify("totals")} ORDER BY counter`,
+    );
+    expect(rows.rows.map((r) => [r.tenant_uuid, r.counter])).toEqual([
+      ["tenant-a", "a1"],
+      ["tenant-a", "a2"],
+      ["tenant-b", "b1"],
+    ]);
+
+    const b = on();
+    await b.f.start();
+    expect(b.info().state).toBe("standby");
+    expect(await b.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { a1: 4, a2: 2 } });
+
+    // Through Kysely in the handler, in the same transaction.
+    a.tally.viaKysely = true;
+    await a.f.dispatch(Add, { counterUuid: "b1", by: 5 }, { reqCtx: bob, waitToFinish: true });
+    expect(await b.f.query(GetTotals, {}, { reqCtx: bob })).toEqual({ totals: { b1: 15 } });
+    expect(await a.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1, 5: 1 });
+  });
+
+  it("a handler that throws rolls its writes back; the events before it in the batch commit", async () => {
+    const a = place()();
+    await a.f.start();
+    a.tally.failOn = (e) => e.position === 3;
+    await a.f.dispatch(AddMany, { counterUuids: ["x", "y", "z", "w"], by: 1 }, { reqCtx: alice });
+    await until(() => a.info().state === "failed", "the handler fails");
+    expect(await a.backend.getCheckpoint("SqlTally")).toBe(2);
+    expect(await a.tally.totals()).toEqual({ x: 1, y: 1 });
+    expect(await a.tally.appliedTimes()).toEqual({ 1: 1, 2: 1 });
+    a.tally.failOn = undefined;
+    await a.f.runtime.controlEventHandler({ action: "start", eventHandlerName: "SqlTally" });
+    await until(async () => (await a.backend.getCheckpoint("SqlTally")) === 4, "the handler resumes");
+    expect(await a.tally.totals()).toEqual({ w: 1, x: 1, y: 1, z: 1 });
+    expect(await a.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1 });
+  });
+
+  it("a restore from zero builds new tables beside the served ones while queries read the old, then switches and drops the old", async () => {
+    const a = place()();
+    await a.f.start();
+    for (let i = 0; i < 5; i++) await a.f.dispatch(Add, { counterUuid: `c${i % 2}`, by: i + 1 }, { reqCtx: alice, waitToFinish: true });
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g1"]);
+    const before = { totals: { c0: 9, c1: 6 } };
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual(before);
+
+    const held = gate();
+    const entered = gate();
+    a.tally.holdAt = { position: 3, entered: entered.open, wait: held.wait };
+    const rebuild = a.tally.restoreState(undefined, { fromZero: true });
+    await entered.wait;
+    // The next generation is being built beside the served one: queries see the old rows, whole.
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g1", "totals__g2"]);
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual(before);
+    // A live event meanwhile is caught, applied to the new generation before the switch.
+    await a.f.dispatch(Add, { counterUuid: "c9", by: 100 }, { reqCtx: alice });
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual(before);
+    held.open();
+    const report = await rebuild.done;
+    expect(report.toPosition).toBe(6);
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c0: 9, c1: 6, c9: 100 } });
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g2"]);
+    expect(await a.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1 });
+    // Live delivery goes on into the new generation.
+    await a.f.dispatch(Add, { counterUuid: "c0", by: 1 }, { reqCtx: alice, waitToFinish: true });
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c0: 10, c1: 6, c9: 100 } });
+
+    // A cancelled rebuild drops its tables and leaves the served ones.
+    const held2 = gate();
+    const entered2 = gate();
+    a.tally.holdAt = { position: 2, entered: entered2.open, wait: held2.wait };
+    const cancelled = a.tally.restoreState(undefined, { fromZero: true });
+    await entered2.wait;
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g2", "totals__g3"]);
+    cancelled.cancel();
+    held2.open();
+    await expect(cancelled.done).rejects.toSatisfy((e: unknown) => isMnemeError(e, "RESTORE_CANCELLED"));
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g2"]);
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c0: 10, c1: 6, c9: 100 } });
+  });
+
+  it("fencing: a batch in flight when another instance took the lock over writes nothing; each event applies once", async () => {
+    const on = place();
+    const a = on();
+    const b = on();
+    await a.f.start();
+    await b.f.start();
+    expect([a.info().state, b.info().state]).toEqual(["running", "standby"]);
+    await a.f.dispatch(Add, { counterUuid: "k", by: 1 }, { reqCtx: alice, waitToFinish: true });
+
+    const held = gate();
+    const entered = gate();
+    a.tally.holdAt = { position: 2, entered: entered.open, wait: held.wait };
+    await a.f.dispatch(Add, { counterUuid: "k", by: 10 }, { reqCtx: alice });
+    await entered.wait;
+    await a.loseLock();
+    await until(() => b.info().state === "running", "b takes over");
+    await b.f.dispatch(Add, { counterUuid: "k", by: 100 }, { reqCtx: alice, waitToFinish: true });
+    await until(async () => (await b.backend.getCheckpoint("SqlTally")) === 3, "b applies positions 2 and 3");
+
+    held.open();
+    await runnerOf(a.tally).idle();
+    expect(await b.backend.getCheckpoint("SqlTally")).toBe(3);
+    expect(await b.tally.totals()).toEqual({ k: 111 });
+    expect(await b.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1 });
+  });
+});
+
+describe("SQL-table readmodel: what it needs", () => {
+  it("a backend without SQL tables is refused at start, naming what it needs", async () => {
+    const f = createFacade({ appName: "sqltables-memory" });
+    f.registerDomain(Tally);
+    f.registerReadmodel(new SqlTally(f, withReadmodelStoreBackend(new MemoryReadmodelStoreBackend())));
+    facades.push(f);
+    await expect(f.start()).rejects.toThrow(/SqlTableReadmodel needs the SQLite or Postgres backend/);
+  });
+
+  it("a missing kysely is a MnemeError naming the package and how to install it", async () => {
+    const err = await loadKysely("kysely-not-installed-here").catch((e: unknown) => e);
+    expect(isMnemeError(err, "INVALID_REQUEST")).toBe(true);
+    expect((err as Error).message).toContain("npm install kysely-not-installed-here");
+  });
+});
