@@ -7,7 +7,15 @@
  * flight when another instance took the lock over writes nothing.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { createFacade, type Facade, isMnemeError, MemoryReadmodelStoreBackend, withReadmodelStoreBackend } from "mneme";
+import {
+  createFacade,
+  type Facade,
+  isMnemeError,
+  MemoryReadmodelStoreBackend,
+  SqlTableReadmodel,
+  type SqlTables,
+  withReadmodelStoreBackend,
+} from "mneme";
 import { supportsSqlTables, type ReadmodelStoreBackend, type SqlTableAccess } from "mneme/store";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
@@ -16,7 +24,7 @@ import { loadKysely } from "../src/readmodel/sql-kysely.js";
 import { gate } from "./support/gated-totals.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { alice, bob } from "./support/shared-places.js";
-import { Add, AddMany, GetTotals, SqlTally, Tally } from "./support/sql-tally.js";
+import { Add, AddMany, Added, GetTotals, SqlTally, Tally } from "./support/sql-tally.js";
 import { expireLeases, sqliteScratch } from "./support/sqlite-scratch.js";
 import { until } from "./support/until.js";
 
@@ -227,6 +235,56 @@ describe.each(places)("SQL-table readmodel on %s", (_name, place) => {
     expect(await b.backend.getCheckpoint("SqlTally")).toBe(3);
     expect(await b.tally.totals()).toEqual({ k: 111 });
     expect(await b.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1 });
+  });
+});
+
+/** A readmodel whose one handler runs `body` (what a test wants refused), recording the error it throws. */
+class Probe extends SqlTableReadmodel {
+  error: unknown;
+  constructor(f: Facade, ddl: string, body: (sql: SqlTables<never>) => Promise<unknown>) {
+    super(f, { tables: { things: {} }, ddl: (t) => [ddl.replace("$T", t("things"))] });
+    this.domain = "Tally";
+    this.name = "Probe";
+    this.addDomainEventHandler(Added, async () => {
+      try {
+        await body(this.sql as unknown as SqlTables<never>);
+      } catch (e) {
+        this.error = e;
+        throw e;
+      }
+    });
+  }
+}
+
+describe("SQL-table readmodel: what it refuses (SQLite)", () => {
+  const start = async (ddl: string, body: (sql: SqlTables<never>) => Promise<unknown>) => {
+    const f = createFacade({ appName: "sqltables-probe", ...createSqliteBackends({ filename: files.newFile() }) });
+    f.registerDomain(Tally);
+    const probe = new Probe(f, ddl, body);
+    f.registerReadmodel(probe);
+    facades.push(f);
+    files.keep(f);
+    return { f, probe };
+  };
+  const WITH_TENANT = "CREATE TABLE $T (tenant_uuid TEXT NOT NULL, k TEXT PRIMARY KEY)";
+
+  it("a tenant table without tenant_uuid is refused at start", async () => {
+    const { f } = await start("CREATE TABLE $T (k TEXT PRIMARY KEY)", async () => undefined);
+    await expect(f.start()).rejects.toThrow(/table things is tenant-scoped but has no tenant_uuid column/);
+  });
+
+  it.each([
+    ["a row of another tenant", (sql: SqlTables<never>) => sql.insert("things", { tenant_uuid: "tenant-b", k: "x" }), "INVALID_REQUEST"],
+    ["BEGIN", (sql: SqlTables<never>) => sql.query("BEGIN"), "INVALID_REQUEST"],
+    ["a Kysely transaction", (sql: SqlTables<never>) => sql.kysely.transaction().execute(async () => undefined), "INVALID_REQUEST"],
+    ["an undeclared table", (sql: SqlTables<never>) => sql.insert("nope", { k: "x" }), "INVALID_REQUEST"],
+  ] as const)("a handler writing %s fails with %s, writing nothing", async (_what, body, code) => {
+    const { f, probe } = await start(WITH_TENANT, body as (sql: SqlTables<never>) => Promise<unknown>);
+    await f.start();
+    await f.dispatch(Add, { counterUuid: "k", by: 1 }, { reqCtx: alice });
+    await until(() => f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "Probe")?.state === "failed", "the probe fails");
+    expect(isMnemeError(probe.error, code)).toBe(true);
+    expect(await f.readmodelStoreBackend.getCheckpoint("Probe")).toBe(0);
   });
 });
 
