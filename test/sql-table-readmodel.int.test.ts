@@ -17,8 +17,9 @@ import {
   withReadmodelStoreBackend,
 } from "mneme";
 import { supportsSqlTables, type ReadmodelStoreBackend, type SqlTableAccess } from "mneme/store";
-import { createPostgresBackends } from "mneme/postgres";
-import { createSqliteBackends } from "mneme/sqlite";
+import { createPostgresBackends, PostgresReadmodelStoreBackend } from "mneme/postgres";
+import { createSqliteBackends, SqliteReadmodelStoreBackend } from "mneme/sqlite";
+import { describeSqlTableAccessContract } from "mneme/testing";
 import { runnerOf } from "../src/readmodel/handler-runner.js";
 import { loadKysely } from "../src/readmodel/sql-kysely.js";
 import { gate } from "./support/gated-totals.js";
@@ -112,6 +113,12 @@ async function relations(access: SqlTableAccess, prefix: string): Promise<string
         );
   return rows.rows.map((r) => r.name);
 }
+
+describeSqlTableAccessContract("SqliteReadmodelStoreBackend", async () => new SqliteReadmodelStoreBackend({ filename: files.newFile() }));
+describeSqlTableAccessContract(
+  "PostgresReadmodelStoreBackend",
+  async () => new PostgresReadmodelStoreBackend({ pool: pg.pool, schema: pg.newSchema() }),
+);
 
 describe.each(places)("SQL-table readmodel on %s", (_name, place) => {
   it("handlers write the tables in the batch; query handlers see their tenant's rows; trusted code sees all; a second instance reads the same", async () => {
