@@ -218,6 +218,31 @@ describe.each(places)("SQL-table readmodel on %s", (_name, place) => {
     expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c0: 10, c1: 6, c9: 100 } });
   });
 
+  it("a crashed rebuild's tables are dropped at the next start; the served ones stay", async () => {
+    const on = place();
+    const a = on();
+    await a.f.start();
+    await a.f.dispatch(Add, { counterUuid: "c", by: 2 }, { reqCtx: alice, waitToFinish: true });
+    await a.f.stop();
+    // What a crash in the middle of a rebuild leaves: the next generation's tables, and its checkpoint past 0.
+    const b = on();
+    await b.backend.init();
+    await b.access.execute(
+      `CREATE TABLE ${b.access.qualify("totals__g2")} (tenant_uuid TEXT NOT NULL, counter TEXT NOT NULL, total BIGINT NOT NULL)`,
+    );
+    await b.access.execute(`CREATE TABLE ${b.access.qualify("applied__g2")} (position BIGINT PRIMARY KEY, times BIGINT NOT NULL)`);
+    await b.backend.setCheckpoint("SqlTally#rebuild", 1);
+    expect(await relations(b.access, "totals")).toEqual(["totals", "totals__g1", "totals__g2"]);
+    await b.f.start();
+    expect(await relations(b.access, "totals")).toEqual(["totals", "totals__g1"]);
+    expect(await relations(b.access, "applied")).toEqual(["applied", "applied__g1"]);
+    expect(await b.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c: 2 } });
+    // And a restore from zero afterwards builds generation 2 afresh.
+    await b.tally.restoreState(undefined, { fromZero: true }).done;
+    expect(await relations(b.access, "totals")).toEqual(["totals", "totals__g2"]);
+    expect(await b.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c: 2 } });
+  });
+
   it("fencing: a batch in flight when another instance took the lock over writes nothing; each event applies once", async () => {
     const on = place();
     const a = on();
