@@ -52,6 +52,7 @@ export {
   type ProjectionList,
   type ProjectionListOptions,
 } from "./readmodel/projection-readmodel.js";
+export { SqlTableReadmodel } from "./readmodel/sql-table-readmodel.js";
 
 // The Runtime (`facade.runtime`) and the system events it streams; their tokens and reports are in mneme/runtime.
 export type { Runtime } from "./runtime/runtime.js";

@@ -8,12 +8,15 @@
  * appends nothing, so the chain's commands can be sent again safely.
  */
 import { anonymous, defineDomain, MnemeError, on } from "mneme";
+import type { EventHandler } from "mneme/reactions";
 
 export interface PlaceOrder {
   orderUuid: string;
   sku: string;
   quantity: number;
   amount: number;
+  /** Who ordered (the read side's per-customer summary); default: the sender's account. */
+  customer?: string;
 }
 export interface OrderRef {
   orderUuid: string;
@@ -98,6 +101,40 @@ Orders.handleCommand(PlaceOrderCmd, async (ctx, _c, p) => {
   if (order.state.status !== "none") throw new MnemeError("CONFLICT", `order ${p.orderUuid} exists`);
   return [OrderPlacedEvt.create(p.orderUuid, p)];
 });
+
+/** One order as the read side lists it (examples/orders/order-tables.ts). */
+export interface OrderRow {
+  orderUuid: string;
+  customer: string;
+  sku: string;
+  quantity: number;
+  amount: number;
+  status: OrderStatus;
+  /** ms since the epoch. */
+  placedAt: number;
+}
+/** What one customer ordered, and how it went. */
+export interface CustomerSummary {
+  customer: string;
+  orders: number;
+  amount: number;
+  shipped: number;
+  cancelled: number;
+}
+/** The read side the queries use (OrderTables, registered by `installOrderTables`). */
+export interface OrderReadSide extends EventHandler {
+  byStatus(status: OrderStatus, limit: number): Promise<OrderRow[]>;
+  customerSummary(customer: string): Promise<CustomerSummary | undefined>;
+}
+
+export const ListOrdersByStatus = Orders.query<{ status: OrderStatus; limit?: number }, { orders: OrderRow[] }>("ListOrdersByStatus", open);
+export const GetCustomerSummary = Orders.query<{ customer: string }, { summary: CustomerSummary | null }>("GetCustomerSummary", open);
+Orders.handleQuery(ListOrdersByStatus, async (ctx, _q, p) => ({
+  orders: await ctx.readmodel<OrderReadSide>("OrderTables").byStatus(p.status, Math.min(p.limit ?? 50, 500)),
+}));
+Orders.handleQuery(GetCustomerSummary, async (ctx, _q, p) => ({
+  summary: (await ctx.readmodel<OrderReadSide>("OrderTables").customerSummary(p.customer)) ?? null,
+}));
 Orders.handleCommand(RequestPaymentCmd, async (ctx, _c, p) => {
   const order = await ctx.aggregates.load(Order, p.orderUuid);
   if (order.state.status !== "placed") return [];

@@ -23,6 +23,8 @@ import type { CheckedOutClient } from "./postgres-pool.js";
 import { advisoryKey } from "./postgres-schema.js";
 import { refuseUnscopedDocuments } from "./postgres-old-writers.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
+import { PostgresSqlTableAccess } from "./postgres-sql-table-access.js";
+import type { SqlTableAccess } from "../store/sql-table-access.js";
 
 /** The running transaction: its dedicated client, and the fencing tokens it must still find at commit. */
 interface Tx {
@@ -87,6 +89,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   private readonly heldLocks = new Set<string>();
   private readonly lockLostListeners = new Set<LockLostListener>();
   protected override readonly clientKind = "readmodel";
+  #sqlTables: SqlTableAccess | undefined;
 
   constructor(opts: PostgresStoreOptions) {
     super(opts);
@@ -451,6 +454,16 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         throw mapPgError(e, `postgres: readmodel ${what}`);
       }
     });
+  }
+
+  /** @internal The pg client of the running transaction (in this async context), or undefined outside one. */
+  transactionDriverClient(): unknown {
+    return this.currentTx()?.client.raw;
+  }
+
+  /** The application's own tables in this backend's schema, for SQL-table readmodels (statements join this backend's transactions). */
+  sqlTables(): SqlTableAccess {
+    return (this.#sqlTables ??= new PostgresSqlTableAccess(this, this.schema));
   }
 
   private currentTx(): Tx | undefined {

@@ -77,12 +77,42 @@ export async function switchGenerations(backend: ReadmodelStoreBackend & Collect
   }
   const moves = [...names].sort().map((rest) => [served + rest, next + rest] as const);
   if (moves.length > 0) await backend.replaceCollections(moves);
+  await participantOf(backend, readmodel)?.switchGeneration();
 }
 
 /** Empties every collection of the next generation (inside the caller's transaction). */
 export async function clearNextGeneration(backend: ReadmodelStoreBackend, readmodel: string): Promise<void> {
   const next = nextPrefix(readmodel);
   for (const n of await backend.listCollections()) if (n.startsWith(next)) await backend.collection(n).clear();
+  await participantOf(backend, readmodel)?.discardNextGeneration();
+}
+
+/**
+ * Generational state of a readmodel kept outside its collections (a SQL-table
+ * readmodel's tables): told, inside the same transaction, when the next
+ * generation replaces the served one and when it is discarded.
+ */
+export interface GenerationParticipant {
+  switchGeneration(): Promise<void>;
+  discardNextGeneration(): Promise<void>;
+}
+
+const participants = new WeakMap<ReadmodelStoreBackend, Map<string, GenerationParticipant>>();
+
+/** Makes `participant` take part in the switches and discards of `readmodel`'s generations on `backend`. */
+export function addGenerationParticipant(backend: ReadmodelStoreBackend, readmodel: string, participant: GenerationParticipant): void {
+  let byName = participants.get(backend);
+  if (byName === undefined) participants.set(backend, (byName = new Map()));
+  byName.set(readmodel, participant);
+}
+
+function participantOf(backend: ReadmodelStoreBackend, readmodel: string): GenerationParticipant | undefined {
+  return participants.get(backend)?.get(readmodel);
+}
+
+/** Whether the current async context builds `readmodel`'s next generation (a restore from zero's batches). */
+export function buildingNextGeneration(readmodel: string): boolean {
+  return building.getStore() === readmodel;
 }
 
 /** Whether a collection's documents belong to tenants (the default) or are shared by all. */

@@ -28,6 +28,8 @@ import {
   type SqliteLockLostListener,
 } from "./sqlite-lease-locks.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
+import { runStatements, SqliteSqlTableAccess } from "./sqlite-sql-table-access.js";
+import type { SqlTableAccess } from "../store/sql-table-access.js";
 
 /** The default lease of a readmodel lock (ms). */
 const DEFAULT_LOCK_LEASE_MS = 5000;
@@ -58,6 +60,14 @@ interface PendingWrites {
   readonly moves: [string, string][];
   /** checkFencingToken calls: handler -> the token the commit must still find. */
   readonly fences: Map<string, number>;
+  /** Statements of SQL-table readmodels (see SqliteSqlTableAccess), run at commit after the document writes. */
+  readonly statements: PendingStatement[];
+}
+
+/** A statement of the application's own tables, run at the transaction's commit. */
+export interface PendingStatement {
+  readonly sql: string;
+  readonly params: readonly unknown[];
 }
 
 type Where = ListOptions["where"];
@@ -115,6 +125,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   private readonly waiters: (() => void)[] = [];
   private readonly locksTable: string;
   private readonly leases: SqliteLeaseLocks;
+  #sqlTables: SqlTableAccess | undefined;
 
   constructor(opts: SqliteReadmodelStoreBackendOptions) {
     const lockLeaseMs = opts?.lockLeaseMs ?? DEFAULT_LOCK_LEASE_MS;
@@ -206,6 +217,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
       checkpoints: new Map(),
       moves: [],
       fences: new Map(),
+      statements: [],
     };
     try {
       const result = await this.context.run(tx, fn);
@@ -401,6 +413,39 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     return this.docsTable;
   }
 
+  /** @internal Inside a transaction: runs `stmt` at its commit (true); outside one: false, nothing done. */
+  deferStatement(stmt: PendingStatement): boolean {
+    const tx = this.pending();
+    if (tx === undefined) return false;
+    tx.statements.push(stmt);
+    return true;
+  }
+
+  /**
+   * @internal Runs a query that must see the running transaction's pending
+   * statements: against a throw-away savepoint with them applied (always
+   * with `isolate`: a write whose rows are wanted now); outside a
+   * transaction, or with none pending, directly.
+   */
+  readPending<R>(what: string, query: () => R, isolate = false): R {
+    const db = this.ready();
+    const pending = this.pending()?.statements ?? [];
+    try {
+      if (pending.length === 0 && !isolate) return query();
+      return db.scratch(() => {
+        runStatements(db, pending);
+        return query();
+      });
+    } catch (e) {
+      throw toStoreError(e, what);
+    }
+  }
+
+  /** The application's own tables in this file, for SQL-table readmodels (statements join this backend's transactions). */
+  sqlTables(): SqlTableAccess {
+    return (this.#sqlTables ??= new SqliteSqlTableAccess(this, this.prefix));
+  }
+
   /** The open connection, for this backend's collections. */
   connection(): SqliteDatabase {
     return this.ready();
@@ -426,7 +471,8 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   private commit(tx: PendingWrites): void {
-    if (tx.cleared.size === 0 && tx.docs.size === 0 && tx.checkpoints.size === 0 && tx.moves.length === 0) return;
+    if (tx.cleared.size === 0 && tx.docs.size === 0 && tx.checkpoints.size === 0 && tx.moves.length === 0 && tx.statements.length === 0)
+      return;
     const touched: string[] = [];
     const fenced = [...tx.checkpoints.keys()].filter((h) => this.leases.fenced(h));
     this.fencedWrite("transaction commit", fenced, tx.fences, () => {
@@ -435,6 +481,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
         if (this.applyCollection(tx, name)) touched.push(name);
       }
       for (const [target, source] of tx.moves) if (this.move(target, source)) touched.push(target);
+      runStatements(this.db, tx.statements);
       for (const [handler, position] of tx.checkpoints) this.upsertCheckpoint(handler, position);
     });
     for (const name of touched) this.registered.add(name);

@@ -29,6 +29,7 @@ export type { DataStore, DataEntry, DataEntryInfo } from "./data-store.js";
 export type { CacheStore, CacheEntry } from "./cache-store.js";
 export type { LogStore, LogEntry, NewLogEntry, LogLevel } from "./log-store.js";
 export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions, CollectionScope } from "./readmodel-store-backend.js";
+export { supportsSqlTables, type SqlTableAccess, type SqlTableCapable, type SqlDialect, type SqlResult } from "./sql-table-access.js";
 export type { SnapshotStore, SnapshotRecord, NewSnapshotRecord, SnapshotDigestParts } from "./snapshot-store.js";
 export { snapshotDigest, snapshotDigestMatches } from "./snapshot-store.js";
 export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";

@@ -9,6 +9,7 @@ export { describeDataStoreContract } from "./data-store-contract.js";
 export { describeCacheStoreContract } from "./cache-store-contract.js";
 export { describeLogStoreContract } from "./log-store-contract.js";
 export { describeReadmodelStoreBackendContract } from "./readmodel-store-backend-contract.js";
+export { describeSqlTableAccessContract } from "./sql-table-access-contract.js";
 export { describeSnapshotStoreContract } from "./snapshot-store-contract.js";
 export { describeKeyStoreContract } from "./key-store-contract.js";
 export { createTestFacade, testReqCtx, type TestFacadeOptions } from "./test-facade.js";

@@ -14,3 +14,5 @@ export type { StoreName, StoreAction } from "../permissions/store-permissions.js
 export type { ReadmodelOptions, ReadmodelFacade, CollectionOptions } from "../readmodel/base-readmodel.js";
 export type { ProjectionConfig, ProjectionOrderBy } from "../readmodel/projection-readmodel.js";
 export type { HistoryEventModel } from "../readmodel/history.js";
+export type { SqlTables, SqlTablesConfig, SqlTableDeclaration, SqlTableNamer, SqlRow } from "../readmodel/sql-table-readmodel.js";
+export type { SqlDialect, SqlResult } from "../store/sql-table-access.js";

@@ -1,0 +1,144 @@
+import { MnemeError } from "../model/errors.js";
+import { assertSqlStatement, quoteSqlIdentifier, type SqlResult, type SqlTableAccess } from "../store/sql-table-access.js";
+import type { SqliteDatabase } from "./sqlite-database.js";
+import type { SqliteDriverStatement } from "./sqlite-driver.js";
+import { toStoreError } from "./sqlite-errors.js";
+
+/** A statement of the application's own tables, kept for a transaction's commit. */
+interface Deferred {
+  readonly sql: string;
+  readonly params: readonly unknown[];
+}
+
+/** What the access needs of SqliteReadmodelStoreBackend (structurally: no import back up to it). */
+export interface SqliteSqlHost {
+  connection(): SqliteDatabase;
+  pending(): object | undefined;
+  deferStatement(stmt: Deferred): boolean;
+  readPending<R>(what: string, query: () => R, isolate?: boolean): R;
+  write<R>(what: string, fn: (tx: unknown) => R): Promise<R>;
+}
+
+/** better-sqlite3's flags of a prepared statement. */
+interface StatementFlags {
+  /** It returns rows (a SELECT, or a write with RETURNING). */
+  readonly reader?: boolean;
+  /** It writes nothing. */
+  readonly readonly?: boolean;
+}
+
+/** better-sqlite3 binds no booleans or undefined: true/false as 1/0, undefined as NULL. */
+function bindable(params: readonly unknown[]): unknown[] {
+  return params.map((p) => (p === true ? 1 : p === false ? 0 : p === undefined ? null : p));
+}
+
+/** Runs kept statements in order (inside the caller's write transaction or savepoint). */
+export function runStatements(db: SqliteDatabase, statements: readonly Deferred[]): void {
+  for (const { sql, params } of statements) {
+    const st = db.statement(sql);
+    if ((st as unknown as StatementFlags).reader === true) st.all(...params);
+    else st.run(...params);
+  }
+}
+
+/**
+ * SQL tables in the SQLite file of a readmodel backend. The stores of one file
+ * share one connection, so a transaction cannot stay open across a handler's
+ * awaits (other stores' writes would fall into it): inside the backend's
+ * transaction a write is kept and run at its commit, in the same write
+ * transaction as the document writes, the checkpoint and the fencing check;
+ * a read inside it sees the kept writes (run in a throw-away savepoint first).
+ * Outside a transaction statements run at once (a write after the running
+ * transaction, if any).
+ */
+export class SqliteSqlTableAccess implements SqlTableAccess {
+  readonly dialect = "sqlite" as const;
+  readonly schema = "main";
+
+  constructor(
+    private readonly host: SqliteSqlHost,
+    readonly tablePrefix: string,
+  ) {}
+
+  /** Quoted, not qualified: SQLite's CREATE INDEX takes no schema on its table (`main` is the file's only schema here). */
+  qualify(name: string): string {
+    return quoteSqlIdentifier(name);
+  }
+
+  async execute<R = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
+    if (this.host.pending() !== undefined) return this.executeInTransaction<R>(sql, params);
+    assertSqlStatement(sql);
+    const args = bindable(params);
+    const st = this.prepare(sql);
+    if ((st as unknown as StatementFlags).readonly === true) {
+      return { rows: this.host.readPending("sql query", () => st.all(...args)) as R[], rowCount: undefined };
+    }
+    return this.host.write("sql statement", () => {
+      if ((st as unknown as StatementFlags).reader === true) {
+        const rows = st.all(...args) as R[];
+        return { rows, rowCount: rows.length };
+      }
+      return { rows: [], rowCount: st.run(...args).changes };
+    });
+  }
+
+  /** Inside the backend's transaction (synchronous: what the connection of `transactionClient` runs). */
+  executeInTransaction<R>(sql: string, params: readonly unknown[]): SqlResult<R> {
+    assertSqlStatement(sql);
+    const args = bindable(params);
+    let st: SqliteDriverStatement | undefined;
+    try {
+      st = this.host.connection().statement(sql);
+    } catch {
+      // Its table may be created by a statement kept before it: it is prepared again at the commit, which reports any error.
+      st = undefined;
+    }
+    const flags = (st ?? {}) as StatementFlags;
+    if (st !== undefined && flags.readonly === true) {
+      return { rows: this.host.readPending("sql query", () => st.all(...args)) as R[], rowCount: undefined };
+    }
+    // Rows a write returns (RETURNING) are computed now, in a throw-away savepoint, before it is kept for the commit.
+    const rows =
+      st !== undefined && flags.reader === true ? (this.host.readPending("sql statement", () => st.all(...args), true) as R[]) : [];
+    if (!this.host.deferStatement({ sql, params: args })) throw new MnemeError("INVALID_STATE", "sql: the transaction has ended");
+    return { rows, rowCount: undefined };
+  }
+
+  transactionClient(): unknown {
+    if (this.host.pending() === undefined) return undefined;
+    return new SqliteTransactionConnection(this);
+  }
+
+  private prepare(sql: string): SqliteDriverStatement {
+    try {
+      return this.host.connection().statement(sql);
+    } catch (e) {
+      throw toStoreError(e, "sql statement");
+    }
+  }
+}
+
+/**
+ * The connection a SQLite batch's handlers get (better-sqlite3's shape:
+ * `prepare(sql).run/get/all`): its statements join the batch's transaction.
+ * A write's `changes` is not known before the commit (reported as 0).
+ */
+class SqliteTransactionConnection {
+  constructor(private readonly access: SqliteSqlTableAccess) {}
+
+  prepare(sql: string): {
+    run(...params: unknown[]): { changes: number; lastInsertRowid: number };
+    get(...params: unknown[]): unknown;
+    all(...params: unknown[]): unknown[];
+  } {
+    const access = this.access;
+    return {
+      run: (...params) => {
+        access.executeInTransaction(sql, params);
+        return { changes: 0, lastInsertRowid: 0 };
+      },
+      get: (...params) => access.executeInTransaction(sql, params).rows[0],
+      all: (...params) => access.executeInTransaction(sql, params).rows,
+    };
+  }
+}

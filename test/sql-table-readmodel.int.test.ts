@@ -1,0 +1,331 @@
+/**
+ * SQL-table readmodels on a SQLite file and a Postgres schema: handlers write
+ * the application's tables in the batch's transaction (rows carry their
+ * tenant, query handlers see their tenant's rows, on a second instance too),
+ * a handler's error rolls its writes back, a restore from zero builds new
+ * tables beside the served ones and switches atomically, and a batch in
+ * flight when another instance took the lock over writes nothing.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { createFacade, type Facade, isMnemeError, SqlTableReadmodel, withReadmodelStoreBackend } from "mneme";
+import { MemoryReadmodelStoreBackend } from "mneme/memory";
+import type { SqlTables } from "mneme/types";
+import { supportsSqlTables, type ReadmodelStoreBackend, type SqlTableAccess } from "mneme/store";
+import { createPostgresBackends, PostgresReadmodelStoreBackend } from "mneme/postgres";
+import { createSqliteBackends, SqliteReadmodelStoreBackend } from "mneme/sqlite";
+import { describeSqlTableAccessContract } from "mneme/testing";
+import { runnerOf } from "../src/readmodel/base-event-handler.js";
+import { loadKysely } from "../src/readmodel/sql-kysely.js";
+import { gate } from "./support/gated-totals.js";
+import { postgresScratch } from "./support/postgres-scratch.js";
+import { alice, bob } from "./support/shared-places.js";
+import { Add, AddMany, Added, GetTotals, SqlTally, Tally } from "./support/sql-tally.js";
+import { expireLeases, sqliteScratch } from "./support/sqlite-scratch.js";
+import { until } from "./support/until.js";
+
+const pg = postgresScratch("mneme_sqltables");
+const files = sqliteScratch("sqltables");
+const facades: Facade[] = [];
+afterAll(async () => {
+  for (const f of facades) await f.stop().catch(() => undefined);
+});
+
+interface Instance {
+  f: Facade;
+  tally: SqlTally;
+  backend: ReadmodelStoreBackend;
+  access: SqlTableAccess;
+  info: () => ReturnType<Facade["runtime"]["listEventHandlers"]>[number];
+  /** Makes another instance able to take this one's lock (its lease expired, or its lock connection killed). */
+  loseLock: () => Promise<void>;
+}
+
+/** A fresh database; the function gives one more instance on it. */
+type Place = () => () => Instance;
+
+function build(backends: ReturnType<typeof createSqliteBackends>, loseLock: () => Promise<void>): Instance {
+  const f = createFacade({ appName: "sqltables", ...backends, delivery: { lockRetryMs: 20 } });
+  f.registerDomain(Tally);
+  const tally = new SqlTally(f);
+  f.registerReadmodel(tally);
+  facades.push(f);
+  files.keep(f);
+  const backend = backends.readmodelStoreBackend;
+  if (!supportsSqlTables(backend)) throw new Error("no SQL tables");
+  return {
+    f,
+    tally,
+    backend,
+    access: backend.sqlTables(),
+    info: () => f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "SqlTally")!,
+    loseLock,
+  };
+}
+
+const places: [string, Place][] = [
+  [
+    "sqlite",
+    () => {
+      const filename = files.newFile();
+      return () =>
+        build(createSqliteBackends({ filename, pollIntervalMs: 20, lockLeaseMs: 3_600_000 }), async () => expireLeases(filename));
+    },
+  ],
+  [
+    "postgres",
+    () => {
+      const schema = pg.newSchema();
+      return () => {
+        let lockPid: number | undefined;
+        const backends = createPostgresBackends({
+          pool: pg.newPool(6),
+          schema,
+          pollIntervalMs: 30,
+          onStatement: (s) => {
+            if (s.kind === "lock") lockPid = s.processId;
+          },
+        });
+        return build(backends as unknown as ReturnType<typeof createSqliteBackends>, async () => {
+          await pg.pool.query("SELECT pg_terminate_backend($1)", [lockPid]);
+        });
+      };
+    },
+  ],
+];
+
+/** The tables and views of the database whose names start with `prefix`. */
+async function relations(access: SqlTableAccess, prefix: string): Promise<string[]> {
+  const rows =
+    access.dialect === "sqlite"
+      ? await access.execute<{ name: string }>(
+          `SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name LIKE ? ORDER BY name`,
+          [`${prefix}%`],
+        )
+      : await access.execute<{ name: string }>(
+          `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE $2 ORDER BY table_name`,
+          [access.schema, `${prefix}%`],
+        );
+  return rows.rows.map((r) => r.name);
+}
+
+describeSqlTableAccessContract("SqliteReadmodelStoreBackend", async () => new SqliteReadmodelStoreBackend({ filename: files.newFile() }));
+describeSqlTableAccessContract(
+  "PostgresReadmodelStoreBackend",
+  async () => new PostgresReadmodelStoreBackend({ pool: pg.pool, schema: pg.newSchema() }),
+);
+
+describe.each(places)("SQL-table readmodel on %s", (_name, place) => {
+  it("handlers write the tables in the batch; query handlers see their tenant's rows; trusted code sees all; a second instance reads the same", async () => {
+    const on = place();
+    const a = on();
+    await a.f.start();
+    await a.f.dispatch(Add, { counterUuid: "a1", by: 1 }, { reqCtx: alice, waitToFinish: true });
+    await a.f.dispatch(Add, { counterUuid: "a2", by: 2 }, { reqCtx: alice, waitToFinish: true });
+    await a.f.dispatch(Add, { counterUuid: "a1", by: 3 }, { reqCtx: alice, waitToFinish: true });
+    await a.f.dispatch(Add, { counterUuid: "b1", by: 10 }, { reqCtx: bob, waitToFinish: true });
+
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { a1: 4, a2: 2 } });
+    expect(await a.f.query(GetTotals, {}, { reqCtx: bob })).toEqual({ totals: { b1: 10 } });
+    expect(await a.tally.totals()).toEqual({ a1: 4, a2: 2, b1: 10 });
+    expect(await a.tally.asTenant("tenant-b").totalsViaKysely()).toEqual({ b1: 10 });
+    expect(await a.tally.totalsViaKysely()).toEqual({ a1: 4, a2: 2, b1: 10 });
+    // A global table is shared by every tenant's view.
+    expect(await a.tally.asTenant("tenant-b").appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1 });
+    // Rows carry their tenant.
+    const rows = await a.access.execute<{ tenant_uuid: string; counter: string }>(
+      `SELECT tenant_uuid, counter FROM ${a.access.qualify("totals")} ORDER BY counter`,
+    );
+    expect(rows.rows.map((r) => [r.tenant_uuid, r.counter])).toEqual([
+      ["tenant-a", "a1"],
+      ["tenant-a", "a2"],
+      ["tenant-b", "b1"],
+    ]);
+
+    const b = on();
+    await b.f.start();
+    expect(b.info().state).toBe("standby");
+    expect(await b.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { a1: 4, a2: 2 } });
+
+    // Through Kysely in the handler, in the same transaction.
+    a.tally.viaKysely = true;
+    await a.f.dispatch(Add, { counterUuid: "b1", by: 5 }, { reqCtx: bob, waitToFinish: true });
+    expect(await b.f.query(GetTotals, {}, { reqCtx: bob })).toEqual({ totals: { b1: 15 } });
+    expect(await a.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1, 5: 1 });
+  });
+
+  it("a handler that throws rolls its writes back; the events before it in the batch commit", async () => {
+    const a = place()();
+    await a.f.start();
+    a.tally.failOn = (e) => e.position === 3;
+    await a.f.dispatch(AddMany, { counterUuids: ["x", "y", "z", "w"], by: 1 }, { reqCtx: alice });
+    await until(() => a.info().state === "failed", "the handler fails");
+    expect(await a.backend.getCheckpoint("SqlTally")).toBe(2);
+    expect(await a.tally.totals()).toEqual({ x: 1, y: 1 });
+    expect(await a.tally.appliedTimes()).toEqual({ 1: 1, 2: 1 });
+    a.tally.failOn = undefined;
+    await a.f.runtime.controlEventHandler({ action: "start", eventHandlerName: "SqlTally" });
+    await until(async () => (await a.backend.getCheckpoint("SqlTally")) === 4, "the handler resumes");
+    expect(await a.tally.totals()).toEqual({ w: 1, x: 1, y: 1, z: 1 });
+    expect(await a.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1 });
+  });
+
+  it("a restore from zero builds new tables beside the served ones while queries read the old, then switches and drops the old", async () => {
+    const a = place()();
+    await a.f.start();
+    for (let i = 0; i < 5; i++) await a.f.dispatch(Add, { counterUuid: `c${i % 2}`, by: i + 1 }, { reqCtx: alice, waitToFinish: true });
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g1"]);
+    const before = { totals: { c0: 9, c1: 6 } };
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual(before);
+
+    const held = gate();
+    const entered = gate();
+    a.tally.holdAt = { position: 3, entered: entered.open, wait: held.wait };
+    const rebuild = a.tally.restoreState(undefined, { fromZero: true });
+    await entered.wait;
+    // The next generation is being built beside the served one: queries see the old rows, whole.
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g1", "totals__g2"]);
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual(before);
+    // A live event meanwhile is caught, applied to the new generation before the switch.
+    await a.f.dispatch(Add, { counterUuid: "c9", by: 100 }, { reqCtx: alice });
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual(before);
+    held.open();
+    const report = await rebuild.done;
+    expect(report.toPosition).toBe(6);
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c0: 9, c1: 6, c9: 100 } });
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g2"]);
+    expect(await a.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1 });
+    // Live delivery goes on into the new generation.
+    await a.f.dispatch(Add, { counterUuid: "c0", by: 1 }, { reqCtx: alice, waitToFinish: true });
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c0: 10, c1: 6, c9: 100 } });
+
+    // A cancelled rebuild drops its tables and leaves the served ones.
+    const held2 = gate();
+    const entered2 = gate();
+    a.tally.holdAt = { position: 2, entered: entered2.open, wait: held2.wait };
+    const cancelled = a.tally.restoreState(undefined, { fromZero: true });
+    await entered2.wait;
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g2", "totals__g3"]);
+    cancelled.cancel();
+    held2.open();
+    await expect(cancelled.done).rejects.toSatisfy((e: unknown) => isMnemeError(e, "RESTORE_CANCELLED"));
+    expect(await relations(a.access, "totals")).toEqual(["totals", "totals__g2"]);
+    expect(await a.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c0: 10, c1: 6, c9: 100 } });
+  });
+
+  it("a crashed rebuild's tables are dropped at the next start; the served ones stay", async () => {
+    const on = place();
+    const a = on();
+    await a.f.start();
+    await a.f.dispatch(Add, { counterUuid: "c", by: 2 }, { reqCtx: alice, waitToFinish: true });
+    await a.f.stop();
+    // What a crash in the middle of a rebuild leaves: the next generation's tables, and its checkpoint past 0.
+    const b = on();
+    await b.backend.init();
+    await b.access.execute(
+      `CREATE TABLE ${b.access.qualify("totals__g2")} (tenant_uuid TEXT NOT NULL, counter TEXT NOT NULL, total BIGINT NOT NULL)`,
+    );
+    await b.access.execute(`CREATE TABLE ${b.access.qualify("applied__g2")} (position BIGINT PRIMARY KEY, times BIGINT NOT NULL)`);
+    await b.backend.setCheckpoint("SqlTally#rebuild", 1);
+    expect(await relations(b.access, "totals")).toEqual(["totals", "totals__g1", "totals__g2"]);
+    await b.f.start();
+    expect(await relations(b.access, "totals")).toEqual(["totals", "totals__g1"]);
+    expect(await relations(b.access, "applied")).toEqual(["applied", "applied__g1"]);
+    expect(await b.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c: 2 } });
+    // And a restore from zero afterwards builds generation 2 afresh.
+    await b.tally.restoreState(undefined, { fromZero: true }).done;
+    expect(await relations(b.access, "totals")).toEqual(["totals", "totals__g2"]);
+    expect(await b.f.query(GetTotals, {}, { reqCtx: alice })).toEqual({ totals: { c: 2 } });
+  });
+
+  it("fencing: a batch in flight when another instance took the lock over writes nothing; each event applies once", async () => {
+    const on = place();
+    const a = on();
+    const b = on();
+    await a.f.start();
+    await b.f.start();
+    expect([a.info().state, b.info().state]).toEqual(["running", "standby"]);
+    await a.f.dispatch(Add, { counterUuid: "k", by: 1 }, { reqCtx: alice, waitToFinish: true });
+
+    const held = gate();
+    const entered = gate();
+    a.tally.holdAt = { position: 2, entered: entered.open, wait: held.wait };
+    await a.f.dispatch(Add, { counterUuid: "k", by: 10 }, { reqCtx: alice });
+    await entered.wait;
+    await a.loseLock();
+    await until(() => b.info().state === "running", "b takes over");
+    await b.f.dispatch(Add, { counterUuid: "k", by: 100 }, { reqCtx: alice, waitToFinish: true });
+    await until(async () => (await b.backend.getCheckpoint("SqlTally")) === 3, "b applies positions 2 and 3");
+
+    held.open();
+    await runnerOf(a.tally).idle();
+    expect(await b.backend.getCheckpoint("SqlTally")).toBe(3);
+    expect(await b.tally.totals()).toEqual({ k: 111 });
+    expect(await b.tally.appliedTimes()).toEqual({ 1: 1, 2: 1, 3: 1 });
+  });
+});
+
+/** A readmodel whose one handler runs `body` (what a test wants refused), recording the error it throws. */
+class Probe extends SqlTableReadmodel {
+  error: unknown;
+  constructor(f: Facade, ddl: string, body: (sql: SqlTables<never>) => Promise<unknown>) {
+    super(f, { tables: { things: {} }, ddl: (t) => [ddl.replace("$T", t("things"))] });
+    this.domain = "Tally";
+    this.name = "Probe";
+    this.addDomainEventHandler(Added, async () => {
+      try {
+        await body(this.sql as unknown as SqlTables<never>);
+      } catch (e) {
+        this.error = e;
+        throw e;
+      }
+    });
+  }
+}
+
+describe("SQL-table readmodel: what it refuses (SQLite)", () => {
+  const start = async (ddl: string, body: (sql: SqlTables<never>) => Promise<unknown>) => {
+    const f = createFacade({ appName: "sqltables-probe", ...createSqliteBackends({ filename: files.newFile() }) });
+    f.registerDomain(Tally);
+    const probe = new Probe(f, ddl, body);
+    f.registerReadmodel(probe);
+    facades.push(f);
+    files.keep(f);
+    return { f, probe };
+  };
+  const WITH_TENANT = "CREATE TABLE $T (tenant_uuid TEXT NOT NULL, k TEXT PRIMARY KEY)";
+
+  it("a tenant table without tenant_uuid is refused at start", async () => {
+    const { f } = await start("CREATE TABLE $T (k TEXT PRIMARY KEY)", async () => undefined);
+    await expect(f.start()).rejects.toThrow(/table things is tenant-scoped but has no tenant_uuid column/);
+  });
+
+  it.each([
+    ["a row of another tenant", (sql: SqlTables<never>) => sql.insert("things", { tenant_uuid: "tenant-b", k: "x" }), "INVALID_REQUEST"],
+    ["BEGIN", (sql: SqlTables<never>) => sql.query("BEGIN"), "INVALID_REQUEST"],
+    ["a Kysely transaction", (sql: SqlTables<never>) => sql.kysely.transaction().execute(async () => undefined), "INVALID_REQUEST"],
+    ["an undeclared table", (sql: SqlTables<never>) => sql.insert("nope", { k: "x" }), "INVALID_REQUEST"],
+  ] as const)("a handler writing %s fails with %s, writing nothing", async (_what, body, code) => {
+    const { f, probe } = await start(WITH_TENANT, body as (sql: SqlTables<never>) => Promise<unknown>);
+    await f.start();
+    await f.dispatch(Add, { counterUuid: "k", by: 1 }, { reqCtx: alice });
+    await until(() => f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "Probe")?.state === "failed", "the probe fails");
+    expect(isMnemeError(probe.error, code)).toBe(true);
+    expect(await f.readmodelStoreBackend.getCheckpoint("Probe")).toBe(0);
+  });
+});
+
+describe("SQL-table readmodel: what it needs", () => {
+  it("a backend without SQL tables is refused at start, naming what it needs", async () => {
+    const f = createFacade({ appName: "sqltables-memory" });
+    f.registerDomain(Tally);
+    f.registerReadmodel(new SqlTally(f, withReadmodelStoreBackend(new MemoryReadmodelStoreBackend())));
+    facades.push(f);
+    await expect(f.start()).rejects.toThrow(/SqlTableReadmodel needs the SQLite or Postgres backend/);
+  });
+
+  it("a missing kysely is a MnemeError naming the package and how to install it", async () => {
+    const err = await loadKysely("kysely-not-installed-here").catch((e: unknown) => e);
+    expect(isMnemeError(err, "INVALID_REQUEST")).toBe(true);
+    expect((err as Error).message).toContain("npm install kysely-not-installed-here");
+  });
+});
