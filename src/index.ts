@@ -93,6 +93,7 @@ export {
   type ReadmodelFacade,
   type CollectionOptions,
 } from "./readmodel/base-readmodel.js";
+export type { CollectionIndex } from "./store/readmodel-indexes.js";
 export {
   ProjectionReadmodel,
   type ProjectionModel,

@@ -11,6 +11,8 @@ export type { DataStore, DataEntry, DataEntryInfo } from "./data-store.js";
 export type { CacheStore, CacheEntry } from "./cache-store.js";
 export type { LogStore, LogEntry, NewLogEntry, LogLevel } from "./log-store.js";
 export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions, CollectionScope } from "./readmodel-store-backend.js";
+export type { CollectionIndex, EnsureIndexesOptions } from "./readmodel-indexes.js";
+export { normalizeIndexes, collectionIndexName, collectionIndexPrefix } from "./readmodel-indexes.js";
 export type { SnapshotStore, SnapshotRecord, NewSnapshotRecord, SnapshotDigestParts } from "./snapshot-store.js";
 export { snapshotDigest, snapshotDigestMatches } from "./snapshot-store.js";
 export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";
