@@ -4,7 +4,7 @@ import { type CollectionIndex, indexesKey, normalizeIndexes } from "../store/rea
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseEventHandler } from "./base-event-handler.js";
 import { runnerOf } from "./handler-runner.js";
-import { type CollectionTenancy, currentPrefix, GenerationalCollection } from "./readmodel-generations.js";
+import { type CollectionTenancy, currentPrefix, type DeclaredIndexes, GenerationalCollection } from "./readmodel-generations.js";
 import { inTenantScope } from "./tenant-scope.js";
 import { tenantView } from "./tenant-view.js";
 import type { AllEventsType, EventType } from "../model/tokens.js";
@@ -175,21 +175,23 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
   }
 
   /** Collection name -> its declared indexes (normalised) and their key; a later call without `indexes` inherits them. */
-  readonly #declaredIndexes = new Map<string, { indexes: string[][]; key: string }>();
+  readonly #declaredIndexes = new Map<string, DeclaredIndexes & { key: string }>();
 
   /** The indexes of collection `name`: as declared now, or earlier; INVALID_REQUEST when they differ from an earlier declaration. */
-  #declareIndexes(name: string, tenancy: CollectionTenancy, declared: unknown): string[][] | undefined {
+  #declareIndexes(name: string, tenancy: CollectionTenancy, declared: unknown): DeclaredIndexes | undefined {
     const earlier = this.#declaredIndexes.get(name);
-    if (declared === undefined) return earlier?.indexes;
-    const indexes = normalizeIndexes(declared, `${this.name}:${name}`);
-    const key = indexesKey(indexes, tenancy === "tenant");
+    if (declared === undefined) return earlier;
+    const fields = normalizeIndexes(declared, `${this.name}:${name}`);
+    const tenantFirst = tenancy === "tenant";
+    const key = indexesKey(fields, tenantFirst);
     if (earlier !== undefined && earlier.key !== key)
       throw new MnemeError(
         "INVALID_REQUEST",
         `readmodel ${this.name}: collection ${name} is declared with other indexes (or tenancy) than before; declare it one way`,
       );
-    this.#declaredIndexes.set(name, { indexes, key });
-    return indexes;
+    const out = { fields, tenantFirst, key };
+    this.#declaredIndexes.set(name, out);
+    return out;
   }
 
   /** Clears only this readmodel's own collections (during a restore from zero: those of the generation being built). */

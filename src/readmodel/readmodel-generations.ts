@@ -88,6 +88,12 @@ export async function clearNextGeneration(backend: ReadmodelStoreBackend, readmo
 /** Whether a collection's documents belong to tenants (the default) or are shared by all. */
 export type CollectionTenancy = "tenant" | "global";
 
+/** The indexes declared for a collection (normalised), and whether the tenant leads them (a tenant-scoped declaration). */
+export interface DeclaredIndexes {
+  readonly fields: readonly (readonly string[])[];
+  readonly tenantFirst: boolean;
+}
+
 /**
  * A readmodel's collection that resolves, per call, to the served generation
  * or (inside `inNextGeneration`) to the one being built, and, for a
@@ -98,15 +104,15 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
   readonly #readmodel: string;
   readonly #name: string;
   readonly #tenancy: CollectionTenancy;
-  readonly #indexes: readonly (readonly string[])[] | undefined;
+  readonly #indexes: DeclaredIndexes | undefined;
 
-  /** `indexes`: the declared indexes (normalised), made sure of in the generation reached before each call; undefined: none declared. */
+  /** `indexes`: the declared indexes, made sure of in the generation reached before each call; undefined: none declared. */
   constructor(
     backend: () => ReadmodelStoreBackend,
     readmodel: string,
     name: string,
     tenancy: CollectionTenancy = "tenant",
-    indexes?: readonly (readonly string[])[],
+    indexes?: DeclaredIndexes,
   ) {
     this.#backend = backend;
     this.#readmodel = readmodel;
@@ -132,7 +138,7 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
     const target = this.#target(backend, name);
     const indexes = this.#indexes;
     if (indexes === undefined || backend.ensureIndexes === undefined) return op(target);
-    return backend.ensureIndexes(name, indexes, { tenantFirst: this.#tenancy === "tenant" }).then(() => op(target));
+    return backend.ensureIndexes(name, indexes.fields, { tenantFirst: indexes.tenantFirst }).then(() => op(target));
   }
 
   get(key: string): Promise<T | undefined> {
