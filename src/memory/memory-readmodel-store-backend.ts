@@ -14,6 +14,7 @@ import {
   listWindow,
   whereConditions,
 } from "../store/readmodel-validation.js";
+import { type EnsureIndexesOptions, normalizeIndexes, tenantFirstOf } from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { AsyncMutex } from "./async-mutex.js";
 import { storeClosed } from "../store/store-closed.js";
@@ -86,6 +87,18 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   collection<T>(name: string, scope: CollectionScope = {}): ReadmodelCollection<T> {
     assertCollectionName(name);
     return new MemoryCollection<T>(this.core, name, checkScope(scope));
+  }
+
+  /**
+   * Indexed collections on the memory backend: the declaration is checked
+   * (as SQLite and Postgres check it) and nothing is built; list and count
+   * scan the collection as always, so results are the same as with indexes.
+   */
+  async ensureIndexes(collection: string, indexes: readonly (readonly string[])[], options?: EnsureIndexesOptions): Promise<void> {
+    assertCollectionName(collection);
+    tenantFirstOf(options);
+    normalizeIndexes(indexes, collection);
+    this.assertOpen();
   }
 
   async listCollections(): Promise<string[]> {

@@ -17,6 +17,14 @@ import {
   whereConditions,
 } from "../store/readmodel-validation.js";
 import { lockLostError } from "../store/lock-fencing.js";
+import {
+  collectionIndexName,
+  collectionIndexPrefix,
+  type EnsureIndexesOptions,
+  indexesKey,
+  normalizeIndexes,
+  tenantFirstOf,
+} from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
 import type { CheckedOutClient } from "./postgres-pool.js";
@@ -33,6 +41,8 @@ interface Tx {
   readonly fences: Map<string, number>;
   /** Fences already proven in this transaction (their lock row is held FOR SHARE until it ends). */
   readonly proven: Set<string>;
+  /** ensureIndexes done inside this transaction: collection -> indexesKey, known to the backend once it commits. */
+  readonly ensured: Map<string, string>;
 }
 
 type Where = ListOptions["where"];
@@ -88,6 +98,8 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   private lockOps: Promise<unknown> = Promise.resolve();
   private readonly heldLocks = new Set<string>();
   private readonly lockLostListeners = new Set<LockLostListener>();
+  /** collection -> the indexes (indexesKey) this instance made sure of. */
+  private readonly ensuredIndexes = new Map<string, string>();
   protected override readonly clientKind = "readmodel";
   #sqlTables: SqlTableAccess | undefined;
 
@@ -157,7 +169,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           broken = true;
           throw mapPgError(e, "postgres: readmodel transaction: BEGIN");
         }
-        const tx: Tx = { client, fences: new Map(), proven: new Set() };
+        const tx: Tx = { client, fences: new Map(), proven: new Set(), ensured: new Map() };
         this.activeTx = tx;
         let result: R;
         try {
@@ -199,6 +211,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         if (committed.command === "ROLLBACK") {
           throw new MnemeError("STORE_ERROR", "postgres: readmodel transaction rolled back: a statement inside it failed");
         }
+        for (const [collection, key] of tx.ensured) this.ensuredIndexes.set(collection, key);
         return result;
       } finally {
         this.activeTx = undefined;
@@ -234,6 +247,52 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         }
       }
     });
+  }
+
+  /**
+   * Makes the indexes of `collection` exactly `indexes` (see
+   * ReadmodelStoreBackend.ensureIndexes): partial expression indexes on the
+   * documents table, `WHERE collection = '<collection>'`, on each field's
+   * type rank, number and text (the expressions list and count write), then
+   * the key; led by `tenant_uuid` when `tenantFirst`. Outside a transaction
+   * in one of its own, serialised across instances by an advisory lock;
+   * inside one, as part of it (it counts as done once that commits).
+   */
+  async ensureIndexes(collection: string, indexes: readonly (readonly string[])[], options?: EnsureIndexesOptions): Promise<void> {
+    assertCollectionName(collection);
+    const tenantFirst = tenantFirstOf(options);
+    const wanted = normalizeIndexes(indexes, collection);
+    const key = indexesKey(wanted, tenantFirst);
+    if (this.ensuredIndexes.get(collection) === key) return;
+    const tx = this.currentTx();
+    if (tx !== undefined && tx.ensured.get(collection) === key) return;
+    const prefix = collectionIndexPrefix("", collection);
+    const statements: string[] = [];
+    const keep = new Set<string>();
+    for (const fields of wanted) {
+      const name = collectionIndexName("", collection, fields, tenantFirst);
+      keep.add(name);
+      const columns = [...(tenantFirst ? ["tenant_uuid"] : []), ...fields.flatMap(fieldColumns), "key"].join(", ");
+      statements.push(
+        `CREATE INDEX IF NOT EXISTS "${name}" ON ${this.docs} (${columns}) WHERE collection = ${pgStringLiteral(collection)}`,
+      );
+    }
+    const run = async (query: (text: string, values: unknown[]) => Promise<{ rows: { name: string }[] }>): Promise<void> => {
+      await query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey("mneme:readmodel-indexes", this.schema)]);
+      const existing = await query(
+        "SELECT indexname AS name FROM pg_indexes WHERE schemaname = $1 AND tablename = 'readmodel_documents' AND left(indexname, $2) = $3",
+        [this.schema, prefix.length, prefix],
+      );
+      for (const sql of statements) await query(sql, []);
+      for (const { name } of existing.rows) if (!keep.has(name)) await query(`DROP INDEX IF EXISTS ${this.qschema}."${name}"`, []);
+    };
+    if (tx !== undefined) {
+      await run((text, values) => this.exec<{ name: string }>(text, values, true, "ensureIndexes"));
+      tx.ensured.set(collection, key);
+      return;
+    }
+    await this.transaction(() => run((text, values) => this.exec<{ name: string }>(text, values, true, "ensureIndexes")));
+    this.ensuredIndexes.set(collection, key);
   }
 
   async getCheckpoint(handler: string): Promise<number> {
@@ -543,11 +602,20 @@ function unproven(tx: Tx): [string, number] | undefined {
 
 /** One collection of a {@link PostgresReadmodelStoreBackend}. */
 class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
+  /**
+   * `collection = '<name>'` with the name as a literal (list and count): the
+   * indexes of a collection are partial (`WHERE collection = '<name>'`), and
+   * the planner proves a partial index usable from constants only.
+   */
+  private readonly collectionSql: string;
+
   constructor(
     private readonly backend: PostgresReadmodelStoreBackend,
     private readonly name: string,
     private readonly scope: CollectionScope,
-  ) {}
+  ) {
+    this.collectionSql = `collection = ${pgStringLiteral(name)}`;
+  }
 
   /** ` AND tenant_uuid = $n` for a scope's read tenant (its value pushed onto `values`); "" without one. */
   private tenantSql(values: unknown[]): string {
@@ -627,26 +695,18 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   async list(opts: ListOptions = {}): Promise<T[]> {
     const { offset, limit } = listWindow(opts);
     if (opts.orderBy !== undefined) assertFieldName(opts.orderBy, "orderBy");
-    const values: unknown[] = [this.name];
+    const values: unknown[] = [];
     const where = this.tenantSql(values) + whereSql(opts.where, values);
     const dir = opts.descending === true ? "DESC" : "ASC";
     let order = `key ${dir}`;
     if (opts.orderBy !== undefined) {
       // Typed order, as the other backends: missing/null < booleans < numbers < strings < arrays and objects; ties by key.
-      const f = `doc -> $${values.push(opts.orderBy)}::text`;
-      order = [
-        `CASE jsonb_typeof(${f}) WHEN 'boolean' THEN 1 WHEN 'number' THEN 2 WHEN 'string' THEN 3 WHEN 'array' THEN 4 WHEN 'object' THEN 4 ELSE 0 END ${dir}`,
-        `CASE WHEN jsonb_typeof(${f}) = 'boolean' THEN (${f})::boolean END ${dir}`,
-        `CASE WHEN jsonb_typeof(${f}) = 'number' THEN (${f})::numeric END ${dir}`,
-        `(CASE WHEN jsonb_typeof(${f}) = 'string' THEN (${f}) #>> '{}' END) COLLATE "C" ${dir}`,
-        `(CASE WHEN jsonb_typeof(${f}) IN ('array', 'object') THEN (${f})::text END) COLLATE "C" ${dir}`,
-        `key ${dir}`,
-      ].join(", ");
+      order = [...fieldColumns(opts.orderBy), "key"].map((c) => `${c} ${dir}`).join(", ");
     }
     const lim = `$${values.push(limit ?? null)}`;
     const off = `$${values.push(offset)}`;
     const res = await this.backend.exec<{ doc: T }>(
-      `SELECT doc FROM ${this.backend.docs} WHERE collection = $1${where} ORDER BY ${order} LIMIT ${lim} OFFSET ${off}`,
+      `SELECT doc FROM ${this.backend.docs} WHERE ${this.collectionSql}${where} ORDER BY ${order} LIMIT ${lim} OFFSET ${off}`,
       values,
       false,
       "list",
@@ -655,10 +715,10 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async count(where?: Where): Promise<number> {
-    const values: unknown[] = [this.name];
+    const values: unknown[] = [];
     const cond = this.tenantSql(values) + whereSql(where, values);
     const res = await this.backend.exec<{ n: string }>(
-      `SELECT count(*)::text AS n FROM ${this.backend.docs} WHERE collection = $1${cond}`,
+      `SELECT count(*)::text AS n FROM ${this.backend.docs} WHERE ${this.collectionSql}${cond}`,
       values,
       false,
       "count",
@@ -675,9 +735,46 @@ class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
 const UPSERT = `ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at,
        tenant_uuid = COALESCE(EXCLUDED.tenant_uuid, d.tenant_uuid)`;
 
-/** `AND doc -> $k = $v::jsonb ...`: field names and values are both parameters; equality is typed (1 matches neither "1" nor true). */
+/**
+ * The index columns of a top-level field, and the terms list() orders by:
+ * its type rank (missing or null 0, booleans 1, numbers 2, strings 3, arrays
+ * and objects 4), its number (0 unless a number) and its text (a string's
+ * value, `true`/`false`, an array's or object's JSON; '' otherwise), in code
+ * point order. None is NULL, so equality on all three pins a field for a
+ * compound index and the next field's order follows. The field name is
+ * checked (letters, digits, _) before it gets here: a literal, because an
+ * expression index serves only the very same expression.
+ */
+function fieldColumns(field: string): [rank: string, num: string, text: string] {
+  const f = `(doc -> '${field}')`;
+  return [
+    `(CASE jsonb_typeof${f} WHEN 'boolean' THEN 1 WHEN 'number' THEN 2 WHEN 'string' THEN 3 WHEN 'array' THEN 4 WHEN 'object' THEN 4 ELSE 0 END)`,
+    `(CASE WHEN jsonb_typeof${f} = 'number' THEN ${f}::numeric ELSE 0 END)`,
+    `(CASE WHEN jsonb_typeof${f} IN ('boolean', 'string', 'array', 'object') THEN doc ->> '${field}' ELSE '' END) COLLATE "C"`,
+  ];
+}
+
+/**
+ * Equality filters as terms on a field's three index columns, the values as
+ * parameters; typed (1 matches neither "1" nor true): a string is rank 3,
+ * number 0 and its text; a number rank 2, itself and ''; a boolean rank 1, 0
+ * and 'true'/'false'.
+ */
 function whereSql(where: Where, values: unknown[]): string {
   let sql = "";
-  for (const [f, v] of whereConditions(where)) sql += ` AND doc -> $${values.push(f)}::text = $${values.push(JSON.stringify(v))}::jsonb`;
+  for (const [f, v] of whereConditions(where)) {
+    const [rank, num, text] = fieldColumns(f);
+    const r = typeof v === "string" ? 3 : typeof v === "number" ? 2 : 1;
+    const n = typeof v === "number" ? `$${values.push(v)}::numeric` : "0";
+    const t = typeof v === "number" ? "''" : `$${values.push(String(v))}::text`;
+    sql += ` AND ${rank} = ${r} AND ${num} = ${n} AND ${text} = ${t}`;
+  }
   return sql;
+}
+
+/** An SQL string literal of `text`, right whatever standard_conforming_strings is (E'' with backslashes doubled when it has any). */
+function pgStringLiteral(text: string): string {
+  if (text.includes("\0")) throw new MnemeError("INVALID_REQUEST", "a collection name must not contain NUL");
+  const quoted = text.replace(/'/g, "''");
+  return text.includes("\\") ? ` E'${quoted.replace(/\\/g, "\\\\")}'` : `'${quoted}'`;
 }

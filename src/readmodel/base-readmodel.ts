@@ -1,8 +1,9 @@
 import { MnemeError } from "../model/errors.js";
 import type { EventRepository } from "../store/event-repository.js";
+import { type CollectionIndex, indexesKey, normalizeIndexes } from "../store/readmodel-indexes.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseEventHandler, runnerOf } from "./base-event-handler.js";
-import { type CollectionTenancy, currentPrefix, GenerationalCollection } from "./readmodel-generations.js";
+import { type CollectionTenancy, currentPrefix, type DeclaredIndexes, GenerationalCollection } from "./readmodel-generations.js";
 import { inTenantScope } from "./tenant-scope.js";
 import { tenantView } from "./tenant-view.js";
 import type { AllEventsType, EventType } from "../model/tokens.js";
@@ -17,6 +18,17 @@ export interface CollectionOptions {
    * `asTenant`) reads only its own. `"global"`: shared by every tenant.
    */
   readonly tenancy?: CollectionTenancy;
+  /**
+   * Indexes on top-level fields of the documents: a field (`"status"`) or a
+   * compound (`["status", "placedAt"]`, which serves `where` on status with
+   * `orderBy: "placedAt"`). SQLite and Postgres create them (led by the
+   * tenant for a tenant-scoped collection) and reconcile them with this
+   * declaration (created, dropped) on the collection's first use by this
+   * process; `list` and `count` use them. Not unique. Omitted: the indexes
+   * are left as they are; `[]`: every index of the collection is dropped.
+   * See docs/readmodels.md, "Indexed collections".
+   */
+  readonly indexes?: readonly CollectionIndex[];
 }
 
 /** What a readmodel needs from the facade at construction. */
@@ -152,8 +164,29 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
     const tenancy = options?.tenancy ?? "tenant";
     if (tenancy !== "tenant" && tenancy !== "global")
       throw new MnemeError("INVALID_REQUEST", `collection ${name}: tenancy must be "tenant" or "global" (got ${JSON.stringify(tenancy)})`);
+    const indexes = this.#declareIndexes(name, tenancy, options?.indexes);
     // The backend is read per call: a subclass may set readmodelStoreBackend after super().
-    return new GenerationalCollection<T>(() => this.readmodelStoreBackend, this.name, name, tenancy);
+    return new GenerationalCollection<T>(() => this.readmodelStoreBackend, this.name, name, tenancy, indexes);
+  }
+
+  /** Collection name -> its declared indexes (normalised) and their key; a later call without `indexes` inherits them. */
+  readonly #declaredIndexes = new Map<string, DeclaredIndexes & { key: string }>();
+
+  /** The indexes of collection `name`: as declared now, or earlier; INVALID_REQUEST when they differ from an earlier declaration. */
+  #declareIndexes(name: string, tenancy: CollectionTenancy, declared: unknown): DeclaredIndexes | undefined {
+    const earlier = this.#declaredIndexes.get(name);
+    if (declared === undefined) return earlier;
+    const fields = normalizeIndexes(declared, `${this.name}:${name}`);
+    const tenantFirst = tenancy === "tenant";
+    const key = indexesKey(fields, tenantFirst);
+    if (earlier !== undefined && earlier.key !== key)
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `readmodel ${this.name}: collection ${name} is declared with other indexes (or tenancy) than before; declare it one way`,
+      );
+    const out = { fields, tenantFirst, key };
+    this.#declaredIndexes.set(name, out);
+    return out;
   }
 
   /** Clears only this readmodel's own collections (during a restore from zero: those of the generation being built). */

@@ -118,6 +118,12 @@ export function buildingNextGeneration(readmodel: string): boolean {
 /** Whether a collection's documents belong to tenants (the default) or are shared by all. */
 export type CollectionTenancy = "tenant" | "global";
 
+/** The indexes declared for a collection (normalised), and whether the tenant leads them (a tenant-scoped declaration). */
+export interface DeclaredIndexes {
+  readonly fields: readonly (readonly string[])[];
+  readonly tenantFirst: boolean;
+}
+
 /**
  * A readmodel's collection that resolves, per call, to the served generation
  * or (inside `inNextGeneration`) to the one being built, and, for a
@@ -128,42 +134,65 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
   readonly #readmodel: string;
   readonly #name: string;
   readonly #tenancy: CollectionTenancy;
+  readonly #indexes: DeclaredIndexes | undefined;
 
-  constructor(backend: () => ReadmodelStoreBackend, readmodel: string, name: string, tenancy: CollectionTenancy = "tenant") {
+  /** `indexes`: the declared indexes, made sure of in the generation reached before each call; undefined: none declared. */
+  constructor(
+    backend: () => ReadmodelStoreBackend,
+    readmodel: string,
+    name: string,
+    tenancy: CollectionTenancy = "tenant",
+    indexes?: DeclaredIndexes,
+  ) {
     this.#backend = backend;
     this.#readmodel = readmodel;
     this.#name = name;
     this.#tenancy = tenancy;
+    this.#indexes = indexes;
   }
 
-  #target(): ReadmodelCollection<T> {
-    const backend = this.#backend();
-    const name = currentPrefix(this.#readmodel) + this.#name;
+  #target(backend: ReadmodelStoreBackend, name: string): ReadmodelCollection<T> {
     return this.#tenancy === "global" ? backend.collection<T>(name) : collectionInScope<T>(backend, name, this.#readmodel);
   }
 
+  /**
+   * Runs `op` on the collection of the generation and tenant scope of the
+   * current async context; with declared indexes, after making sure that
+   * generation's collection has them (a no-op once done: the backend
+   * remembers), so the next generation of a rebuild gets its indexes with
+   * its first write, before the switch.
+   */
+  #run<R>(op: (c: ReadmodelCollection<T>) => Promise<R>): Promise<R> {
+    const backend = this.#backend();
+    const name = currentPrefix(this.#readmodel) + this.#name;
+    const target = this.#target(backend, name);
+    const indexes = this.#indexes;
+    if (indexes === undefined || backend.ensureIndexes === undefined) return op(target);
+    return backend.ensureIndexes(name, indexes.fields, { tenantFirst: indexes.tenantFirst }).then(() => op(target));
+  }
+
   get(key: string): Promise<T | undefined> {
-    return this.#target().get(key);
+    return this.#run((c) => c.get(key));
   }
   getMany(keys: readonly string[]): Promise<Map<string, T>> {
-    return this.#target().getMany(keys);
+    return this.#run((c) => c.getMany(keys));
   }
   put(key: string, doc: T): Promise<void> {
-    return this.#target().put(key, doc);
+    return this.#run((c) => c.put(key, doc));
   }
   putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
-    return this.#target().putMany(entries);
+    return this.#run((c) => c.putMany(entries));
   }
   delete(key: string): Promise<boolean> {
-    return this.#target().delete(key);
+    return this.#run((c) => c.delete(key));
   }
   list(opts?: ListOptions): Promise<T[]> {
-    return this.#target().list(opts);
+    return this.#run((c) => c.list(opts));
   }
   count(where?: ListOptions["where"]): Promise<number> {
-    return this.#target().count(where);
+    return this.#run((c) => c.count(where));
   }
   clear(): Promise<void> {
-    return this.#target().clear();
+    return this.#run((c) => c.clear());
   }
 }

@@ -16,6 +16,15 @@ import {
   listWindow,
   whereConditions,
 } from "../store/readmodel-validation.js";
+import {
+  collectionIndexName,
+  collectionIndexPrefix,
+  type EnsureIndexesOptions,
+  indexesKey,
+  normalizeIndexes,
+  sqlStringLiteral,
+  tenantFirstOf,
+} from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
 import type { SqliteDatabase, SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
@@ -72,13 +81,40 @@ export interface PendingStatement {
 
 type Where = ListOptions["where"];
 
-const TYPE_RANK =
-  "CASE json_type(doc, ?) WHEN 'true' THEN 1 WHEN 'false' THEN 1 WHEN 'integer' THEN 2 WHEN 'real' THEN 2 " +
-  "WHEN 'text' THEN 3 WHEN 'array' THEN 4 WHEN 'object' THEN 4 ELSE 0 END";
-
-/** The JSON path of a top-level field; quoted so a name of digits is a key, not an index. */
+/**
+ * The JSON path of a top-level field as an SQL literal; quoted so a name of
+ * digits is a key, not an index. Field names are checked (letters, digits, _)
+ * before they get here, so the literal needs no escaping. Literals, not
+ * parameters: an expression index is used only for the very same expression.
+ */
 function jsonPath(field: string): string {
-  return `$."${field}"`;
+  return `'$."${field}"'`;
+}
+
+/**
+ * The type rank of a field, as the order of mixed types wants it: missing or
+ * null 0, booleans 1, numbers 2, strings 3, arrays and objects 4.
+ * (json_extract alone would sort booleans among the numbers as 0/1.)
+ */
+function rankSql(field: string): string {
+  return (
+    `CASE json_type(doc, ${jsonPath(field)}) WHEN 'true' THEN 1 WHEN 'false' THEN 1 WHEN 'integer' THEN 2 WHEN 'real' THEN 2 ` +
+    `WHEN 'text' THEN 3 WHEN 'array' THEN 4 WHEN 'object' THEN 4 ELSE 0 END`
+  );
+}
+
+/** The value of a field (true and false as 1 and 0, arrays and objects as JSON text). */
+function valueSql(field: string): string {
+  return `json_extract(doc, ${jsonPath(field)})`;
+}
+
+/**
+ * The index columns of a field: its rank, then its value. `where` equality
+ * and `orderBy` are written on the same two expressions, so an index on them
+ * serves both (see {@link whereClause} and list()).
+ */
+function fieldColumns(field: string): string {
+  return `${rankSql(field)}, ${valueSql(field)}`;
 }
 
 /**
@@ -121,6 +157,8 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   private readonly collections = new Map<string, SqliteReadmodelCollection<unknown>>();
   /** Collections known to be in the collections table. */
   private readonly registered = new Set<string>();
+  /** collection -> the indexes (indexesKey) this instance made sure of. */
+  private readonly ensuredIndexes = new Map<string, string>();
   private locked = false;
   private readonly waiters: (() => void)[] = [];
   private readonly locksTable: string;
@@ -250,6 +288,47 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
       });
       for (const name of touched) this.registered.add(name);
     });
+  }
+
+  /**
+   * Makes the indexes of `collection` exactly `indexes` (see
+   * ReadmodelStoreBackend.ensureIndexes): partial expression indexes on the
+   * documents table, `WHERE collection = '<collection>'`, on the collection,
+   * then `tenant_uuid` when `tenantFirst`, each field's type rank and
+   * `json_extract` value (the expressions list and count write), then the key. Created
+   * and dropped in one write transaction of their own, at once (also inside
+   * a transaction: DDL is not buffered; an index changes no document).
+   */
+  async ensureIndexes(collection: string, indexes: readonly (readonly string[])[], options?: EnsureIndexesOptions): Promise<void> {
+    assertCollectionName(collection);
+    const tenantFirst = tenantFirstOf(options);
+    const wanted = normalizeIndexes(indexes, collection);
+    const key = indexesKey(wanted, tenantFirst);
+    if (this.ensuredIndexes.get(collection) === key) return;
+    const db = this.ready();
+    const prefix = collectionIndexPrefix(this.prefix, collection);
+    try {
+      db.writeTransaction(() => {
+        const existing = db
+          .rawStatement("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND substr(name, 1, ?) = ?")
+          .all(this.docsTable, prefix.length, prefix) as [string][];
+        const keep = new Set<string>();
+        for (const fields of wanted) {
+          const name = collectionIndexName(this.prefix, collection, fields, tenantFirst);
+          keep.add(name);
+          // The collection leads too (partial index or not): without statistics SQLite would rather sort the
+          // rows the primary key finds (collection = ?) than scan an index led by nothing the query pins.
+          const columns = ["collection", ...(tenantFirst ? ["tenant_uuid"] : []), ...fields.map(fieldColumns), "key"].join(", ");
+          db.exec(
+            `CREATE INDEX IF NOT EXISTS "${name}" ON ${this.docsTable} (${columns}) WHERE collection = ${sqlStringLiteral(collection)}`,
+          );
+        }
+        for (const [name] of existing) if (!keep.has(name)) db.exec(`DROP INDEX IF EXISTS "${name}"`);
+      });
+    } catch (e) {
+      throw toStoreError(e, "ensureIndexes");
+    }
+    this.ensuredIndexes.set(collection, key);
   }
 
   async getCheckpoint(handler: string): Promise<number> {
@@ -586,12 +665,19 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   /** The SQL condition and parameter of the scope's read tenant; none without one. */
   private readonly tenantSql: string;
   private readonly tenantParams: string[];
+  /**
+   * `collection = '<name>'` with the name as a literal (list and count): the
+   * indexes of a collection are partial (`WHERE collection = '<name>'`), and
+   * SQLite uses a partial index only for a query whose WHERE holds that very term.
+   */
+  private readonly collectionSql: string;
 
   constructor(
     private readonly backend: SqliteReadmodelStoreBackend,
     private readonly name: string,
     private readonly scope: CollectionScope,
   ) {
+    this.collectionSql = `collection = ${sqlStringLiteral(name)}`;
     this.tenantSql = scope.readTenantUuid === undefined ? "" : " AND tenant_uuid = ?";
     this.tenantParams = scope.readTenantUuid === undefined ? [] : [scope.readTenantUuid];
   }
@@ -713,21 +799,17 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
     const dir = opts.descending === true ? "DESC" : "ASC";
     const { sql: whereSql, params } = whereClause(opts.where);
     let order = `key ${dir}`;
-    const orderParams: unknown[] = [];
     if (opts.orderBy !== undefined) {
       assertFieldName(opts.orderBy, "orderBy");
-      // The JSON path is a parameter; the field-name check is the whitelist that keeps paths to one top-level field.
-      // Ranks first, as the memory backend does: missing/null < booleans < numbers < strings < arrays/objects
-      // (json_extract alone would sort booleans among the numbers as 0/1).
-      order = `${TYPE_RANK} ${dir}, json_extract(doc, ?) ${dir}, key ${dir}`;
-      const path = jsonPath(opts.orderBy);
-      orderParams.push(path, path);
+      // The field-name check is the whitelist that keeps paths to one top-level field.
+      // Ranks first, as the memory backend does: missing/null < booleans < numbers < strings < arrays/objects.
+      order = `${rankSql(opts.orderBy)} ${dir}, ${valueSql(opts.orderBy)} ${dir}, key ${dir}`;
     }
-    const sql = `SELECT doc FROM ${this.backend.docs} WHERE collection = ?${this.tenantSql}${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`;
+    const sql = `SELECT doc FROM ${this.backend.docs} WHERE ${this.collectionSql}${this.tenantSql}${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`;
     const rows = this.backend.read("list", this.name, () =>
       this.db()
         .rawStatement(sql)
-        .all(this.name, ...this.tenantParams, ...params, ...orderParams, limit ?? -1, offset),
+        .all(...this.tenantParams, ...params, limit ?? -1, offset),
     ) as [string][];
     return rows.map((r) => JSON.parse(r[0]) as T);
   }
@@ -736,8 +818,8 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
     const { sql: whereSql, params } = whereClause(where);
     const row = this.backend.read("count", this.name, () =>
       this.db()
-        .statement(`SELECT COUNT(*) AS n FROM ${this.backend.docs} WHERE collection = ?${this.tenantSql}${whereSql}`)
-        .get(this.name, ...this.tenantParams, ...params),
+        .statement(`SELECT COUNT(*) AS n FROM ${this.backend.docs} WHERE ${this.collectionSql}${this.tenantSql}${whereSql}`)
+        .get(...this.tenantParams, ...params),
     ) as { n: number };
     return row.n;
   }
@@ -760,29 +842,19 @@ class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
 }
 
 /**
- * Equality filters on top-level fields as SQL with parameters. json_type pins
- * the JSON type too, so `{ n: 1 }` does not match `"1"` or `true` (SQLite
- * would otherwise compare json true as 1).
+ * Equality filters on top-level fields as SQL, the values as parameters.
+ * The type rank pins the JSON type too, so `{ n: 1 }` does not match `"1"` or
+ * `true` (json_extract gives 1 for true): a string is rank 3, a number 2, a
+ * boolean 1 with the value 1 or 0. Both terms are equalities on an index's
+ * columns (rank, value), so a compound index serves the filter and then the order.
  */
 function whereClause(where: Where): { sql: string; params: unknown[] } {
   let sql = "";
   const params: unknown[] = [];
   for (const [field, value] of whereConditions(where)) {
-    const path = jsonPath(field);
-    switch (typeof value) {
-      case "string":
-        sql += " AND json_type(doc, ?) = 'text' AND json_extract(doc, ?) = ?";
-        params.push(path, path, value);
-        break;
-      case "number":
-        sql += " AND json_type(doc, ?) IN ('integer', 'real') AND json_extract(doc, ?) = ?";
-        params.push(path, path, value);
-        break;
-      case "boolean":
-        sql += " AND json_type(doc, ?) = ?";
-        params.push(path, value ? "true" : "false");
-        break;
-    }
+    const rank = typeof value === "string" ? 3 : typeof value === "number" ? 2 : 1;
+    sql += ` AND ${rankSql(field)} = ${rank} AND ${valueSql(field)} = ?`;
+    params.push(typeof value === "boolean" ? (value ? 1 : 0) : value);
   }
   return { sql, params };
 }

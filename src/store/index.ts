@@ -30,6 +30,8 @@ export type { CacheStore, CacheEntry } from "./cache-store.js";
 export type { LogStore, LogEntry, NewLogEntry, LogLevel } from "./log-store.js";
 export type { ReadmodelStoreBackend, ReadmodelCollection, ListOptions, CollectionScope } from "./readmodel-store-backend.js";
 export { supportsSqlTables, type SqlTableAccess, type SqlTableCapable, type SqlDialect, type SqlResult } from "./sql-table-access.js";
+export type { CollectionIndex, EnsureIndexesOptions } from "./readmodel-indexes.js";
+export { normalizeIndexes, collectionIndexName, collectionIndexPrefix } from "./readmodel-indexes.js";
 export type { SnapshotStore, SnapshotRecord, NewSnapshotRecord, SnapshotDigestParts } from "./snapshot-store.js";
 export { snapshotDigest, snapshotDigestMatches } from "./snapshot-store.js";
 export type { KeyStore, SubjectKey, NewSubjectKey } from "./key-store.js";

@@ -1,3 +1,4 @@
+import type { EnsureIndexesOptions } from "./readmodel-indexes.js";
 import type { StoreInfo } from "./store-info.js";
 
 export interface ListOptions {
@@ -79,6 +80,19 @@ export interface ReadmodelStoreBackend {
    * restore from zero rebuilds in place.
    */
   replaceCollections?(moves: readonly (readonly [target: string, source: string])[]): Promise<void>;
+  /**
+   * Optional (indexed collections): makes the indexes of collection
+   * `collection` exactly `indexes` (each a list of top-level fields, see
+   * `normalizeIndexes`): creates the missing ones and drops the ones this
+   * backend created earlier for that collection that are not listed (named
+   * deterministically, so a later release or another instance reconciles
+   * them). Idempotent and cheap when nothing changed; inside a transaction
+   * it takes part in it. `list`/`count` with `where` on indexed fields and
+   * `orderBy` one of them then use the indexes; results are the same with
+   * or without them. SQLite and Postgres create indexes; memory has nothing
+   * to create (it checks the declaration and scans as before).
+   */
+  ensureIndexes?(collection: string, indexes: readonly (readonly string[])[], options?: EnsureIndexesOptions): Promise<void>;
   /** The last position the handler processed; 0 when none was set. */
   getCheckpoint(handler: string): Promise<number>;
   setCheckpoint(handler: string, position: number): Promise<void>;

@@ -4,6 +4,7 @@ import { isLockLostError } from "../store/lock-fencing.js";
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { deferred, describeContract, expectClosedBehaviour, expectNoSecret, expectRejectsWith, settle } from "./contract-harness.js";
 import type { ContractOptions } from "./contract-options.js";
+import { indexContractTests } from "./readmodel-index-contract.js";
 import { tenantScopeContractTests } from "./readmodel-tenant-contract.js";
 
 /** The optional capability of a backend whose readmodels switch generations on a restore from zero. */
@@ -37,7 +38,8 @@ const ids = (xs: readonly Item[]): string[] => xs.map((x) => x.id);
  * rollback, nesting, serialisation against outside writes, and the atomic
  * clear + checkpoint reset of a restore from zero), and, for a backend that
  * has it, `replaceCollections` (the switch of a blue-green restore from zero),
- * `tenantScopes` (reads limited to a tenant, writes tagged with one) and
+ * `tenantScopes` (reads limited to a tenant, writes tagged with one),
+ * `ensureIndexes` (indexed collections: the same results with and without) and
  * fencing tokens (`fencingToken`, `checkFencingToken`).
  */
 export function describeReadmodelStoreBackendContract(
@@ -729,5 +731,8 @@ export function describeReadmodelStoreBackendContract(
 
     // --- tenantScopes (optional: a tenant stored with each document) --------------------------------
     tenantScopeContractTests(test);
+
+    // --- ensureIndexes (optional: indexed collections) ----------------------------------------------
+    indexContractTests(test);
   });
 }

@@ -16,3 +16,4 @@ export type { ProjectionConfig, ProjectionOrderBy } from "../readmodel/projectio
 export type { HistoryEventModel } from "../readmodel/history.js";
 export type { SqlTables, SqlTablesConfig, SqlTableDeclaration, SqlTableNamer, SqlRow } from "../readmodel/sql-table-readmodel.js";
 export type { SqlDialect, SqlResult } from "../store/sql-table-access.js";
+export type { CollectionIndex } from "../store/readmodel-indexes.js";
