@@ -8,7 +8,6 @@
  */
 export { MnemeError, isMnemeError, defineErrorCode, type MnemeErrorCode, type UserErrorCode, type ErrorCode } from "./model/errors.js";
 export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./model/types.js";
-export type { StandardSchemaV1 } from "./model/standard-schema.js";
 export { nowNs, newUuid } from "./model/clock.js";
 export {
   AllEvents,

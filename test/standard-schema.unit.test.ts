@@ -11,7 +11,8 @@ import { type } from "arktype";
 import * as v from "valibot";
 import { toStandardJsonSchema } from "@valibot/to-json-schema";
 import { z } from "zod";
-import { anonymous, createFacade, defineDomain, type Facade, type StandardSchemaV1 } from "mneme";
+import { anonymous, createFacade, defineDomain, type Facade } from "mneme";
+import type { StandardSchemaV1 } from "mneme/types";
 import { rejection } from "./support/rejections.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";

@@ -15,5 +15,4 @@ export type { ReadmodelOptions, ReadmodelFacade, CollectionOptions } from "../re
 export type { ProjectionConfig, ProjectionOrderBy } from "../readmodel/projection-readmodel.js";
 export type { HistoryEventModel } from "../readmodel/history.js";
 export type { SqlTables, SqlTablesConfig, SqlTableDeclaration, SqlTableNamer, SqlRow } from "../readmodel/sql-table-readmodel.js";
-export type { SqlDialect, SqlResult } from "../store/sql-table-access.js";
-export type { CollectionIndex } from "../store/readmodel-indexes.js";
+export type { StandardSchemaV1 } from "../model/standard-schema.js";
