@@ -63,6 +63,14 @@ export default tseslint.config(
     },
   },
   {
+    // NestJS: a module is an empty class carrying its @Module decorator, and Nest declares its option bags as classes.
+    files: ["examples/nestjs/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-extraneous-class": ["error", { allowWithDecorator: true }],
+      "@typescript-eslint/no-unsafe-class-instance-assignment": "off",
+    },
+  },
+  {
     files: ["**/*.js", "**/*.mjs"],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {

@@ -2,6 +2,7 @@
  * Starts every HTTP example (examples/http-*) as its own process on a free
  * port and drives it over the network: log in as the administrator, list the
  * runtime's commands, run a command, see it on the SSE stream, log out.
+ * The NestJS example also serves its own controller beside the mounted handler.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -143,6 +144,77 @@ describe("HTTP examples", () => {
       expect(await stop(proc), output()).toBe(0);
     }, 60_000);
   }
+
+  it("NestJS: examples/nestjs/main.ts serves its controller and the mounted mneme handler, and shuts down on SIGTERM", async () => {
+    const { url, proc, output } = await start("examples/nestjs/main.ts");
+    // mneme's own routes under /mneme: the same walk as every other host, SSE included.
+    await exercise(`${url}/mneme`, plainFetch);
+    expect(await sseSeesCommand(`${url}/mneme`)).toMatch(/^id: \d+$/m);
+
+    const json = { "content-type": "application/json" };
+    const login = await fetch(`${url}/mneme/api/sessions`, { method: "POST", headers: json, body: JSON.stringify(ADMIN) });
+    expect(login.status).toBe(201);
+    const session = (await login.json()) as { token: string; identities: { identityUuid: string; tenantUuid: string }[] };
+    const { identityUuid, tenantUuid } = session.identities[0]!;
+    const auth = { authorization: `Bearer ${session.token}`, "x-identity-uuid": identityUuid };
+
+    // The controller: a command dispatched through the facade with the caller's context, read back with a query.
+    const created = await fetch(`${url}/todos`, {
+      method: "POST",
+      headers: { ...auth, ...json },
+      body: JSON.stringify({ title: "from Nest" }),
+    });
+    expect(created.status).toBe(201);
+    const { todoUuid } = (await created.json()) as { todoUuid: string };
+    const read = await fetch(`${url}/todos/${todoUuid}?history=true`, { headers: auth });
+    expect(read.status).toBe(200);
+    const todo = (await read.json()) as {
+      tenantUuid: string;
+      model: { title: string; done: boolean };
+      historyEvents: { senderIdentityUuid: string }[];
+    };
+    expect(todo).toMatchObject({ tenantUuid, model: { title: "from Nest", done: false } });
+    expect(todo.historyEvents.map((e) => e.senderIdentityUuid)).toEqual([identityUuid]);
+    expect((await fetch(`${url}/todos/${todoUuid}/complete`, { method: "POST", headers: auth })).status).toBe(204);
+    const list = (await (await fetch(`${url}/todos`, { headers: auth })).json()) as {
+      items: { aggregateUuid: string; model: { done: boolean } }[];
+    };
+    expect(list.items.find((t) => t.aggregateUuid === todoUuid)?.model.done).toBe(true);
+    // The same todo through the mounted mneme handler's generic query route.
+    const viaMneme = await fetch(`${url}/mneme/api/tenants/${tenantUuid}/queries/Todo/GetTodo`, {
+      method: "POST",
+      headers: { ...auth, ...json },
+      body: JSON.stringify({ todoUuid }),
+    });
+    expect(((await viaMneme.json()) as { model: { title: string } }).model.title).toBe("from Nest");
+
+    // mneme's errors through the controller: validation 400, no session 401, another tenant's or no todo 404.
+    const invalid = await fetch(`${url}/todos`, { method: "POST", headers: { ...auth, ...json }, body: JSON.stringify({ title: "" }) });
+    expect(invalid.status).toBe(400);
+    expect(await invalid.json()).toMatchObject({ code: "VALIDATION_FAILED", errors: [{ pointer: "/title" }] });
+    const anonymous = await fetch(`${url}/todos`, { method: "POST", headers: json, body: JSON.stringify({ title: "x" }) });
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers.get("www-authenticate")).toBe("Bearer");
+    expect((await fetch(`${url}/todos/${todoUuid}`, { headers: { authorization: "Bearer not.valid" } })).status).toBe(401);
+    expect((await fetch(`${url}/todos/${newUuid()}`, { headers: auth })).status).toBe(404);
+
+    // The mounted handler's Runtime routes: system info with an admin session, 401 without one.
+    const info = await fetch(`${url}/mneme/api/tenants/${tenantUuid}/runtime/system-info`, { headers: auth });
+    expect(info.status).toBe(200);
+    expect(await info.json()).toMatchObject({ appName: "todo-nest" });
+    expect((await fetch(`${url}/mneme/api/tenants/${tenantUuid}/runtime/system-info`)).status).toBe(401);
+
+    // Shutdown with an event stream open: Nest closes the server (forceCloseConnections), then the module stops the facade.
+    const sse = await fetch(`${url}/mneme/api/tenants/${tenantUuid}/runtime/sse`, { headers: auth });
+    expect(sse.status).toBe(200);
+    const reader = sse.body!.getReader();
+    await reader.read();
+    const exit = await stop(proc);
+    expect(output()).toContain("mneme stopped");
+    // enableShutdownHooks() re-raises the signal once the hooks have run (an error in them would exit with 1).
+    expect([exit, proc.signalCode], output()).toEqual([null, "SIGTERM"]);
+    await reader.read().catch(() => undefined);
+  }, 90_000);
 
   it("node:https: examples/http-https/server.ts serves the demo over TLS", async () => {
     const key = join(tmp, "key.pem");

@@ -19,11 +19,11 @@ export interface DemoApp {
   systemTenantUuid: string;
 }
 
-/** Builds, starts and returns the demo facade and its HTTP handler. */
-export async function createDemoApp(): Promise<DemoApp> {
+/** Builds and starts the demo facade: the Todo domain and the built-in domains, with the first administrator. */
+export async function startDemoFacade(appName: string): Promise<{ facade: Facade; systemTenantUuid: string }> {
   const db = process.env.MNEME_DB;
   const facade = createFacade({
-    appName: "todo-http",
+    appName,
     version: "1.0.0",
     systemEvents: true,
     ...(db ? createSqliteBackends({ filename: db }) : {}),
@@ -35,6 +35,12 @@ export async function createDemoApp(): Promise<DemoApp> {
   const { systemTenantUuid } = await registerDefaults(facade, { admin });
   registerTodo(facade);
   await facade.start();
+  return { facade, systemTenantUuid };
+}
+
+/** Builds, starts and returns the demo facade and its HTTP handler. */
+export async function createDemoApp(): Promise<DemoApp> {
+  const { facade, systemTenantUuid } = await startDemoFacade("todo-http");
   return { facade, handler: createHttpHandler(facade, { modules: [accountRoutes()] }), systemTenantUuid };
 }
 
