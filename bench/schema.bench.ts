@@ -1,13 +1,18 @@
 /**
  * Schema discovery and payload validation on the request path: a cached
  * `documentFor` lookup and `validate()` of a small payload, against raw ajv
- * (the same compiled schema called directly) as the baseline.
+ * (the same compiled schema called directly) as the baseline; and the same
+ * payload validated by a Standard Schema validator (zod 4, arktype) through
+ * the registry, against the library's own `~standard.validate` called directly.
  */
 import { Ajv2020 } from "ajv/dist/2020.js";
 import type { JsonSchema } from "../src/model/types.js";
 import { JSON_SCHEMA_2020_12 } from "../src/schema/convert-2020-12.js";
 import { FORMAT_CHECKS } from "../src/schema/formats.js";
 import { SchemaRegistry, type SchemaTypeRef } from "../src/schema/schema-registry.js";
+import { type } from "arktype";
+import { z } from "zod";
+import type { StandardSchemaV1 } from "../src/model/standard-schema.js";
 import type { Bench } from "./harness.js";
 
 const schemas: JsonSchema = {
@@ -104,5 +109,54 @@ export default async function (b: Bench): Promise<void> {
     },
     "calls/s",
   );
+  // Standard Schema: the same payload's shape in zod 4 and arktype, through the registry and raw.
+  const standard: [string, StandardSchemaV1][] = [
+    [
+      "zod",
+      z.object({
+        todoUuid: z.uuid(),
+        title: z.string().min(1),
+        assigneeEmail: z.email().optional(),
+        dueAt: z.iso.datetime().optional(),
+        priority: z.enum(["low", "normal", "high"]),
+        tags: z.array(z.string()).optional(),
+      }),
+    ],
+    [
+      "arktype",
+      type({
+        todoUuid: "string.uuid",
+        title: "string > 0",
+        "assigneeEmail?": "string.email",
+        "dueAt?": "string.date.iso",
+        priority: "'low' | 'normal' | 'high'",
+        "tags?": "string[]",
+      }),
+    ],
+  ];
+  for (const [vendor, schema] of standard) {
+    const token: SchemaTypeRef = Object.freeze({ kind: "command", domain: "Todo", name: `CreateTodo_${vendor}`, schema });
+    void registry.validate(token, payload);
+    const props = schema["~standard"];
+    const rawStandard = await b.measure(
+      "schema",
+      `raw ${vendor} ~standard.validate (baseline)`,
+      n,
+      () => {
+        for (let i = 0; i < n; i++) if ((props.validate(payload) as StandardSchemaV1.Result<unknown>).issues === undefined) sink++;
+      },
+      "calls/s",
+    );
+    const viaRegistry = await b.measure(
+      "schema",
+      `registry.validate() ${vendor} schema, small valid payload`,
+      n,
+      () => {
+        for (let i = 0; i < n; i++) void registry.validate(token, payload);
+      },
+      "calls/s",
+    );
+    b.compare(viaRegistry, rawStandard);
+  }
   if (sink === 0) throw new Error("unreachable: keeps the loops from being optimised away");
 }
