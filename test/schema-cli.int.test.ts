@@ -264,4 +264,15 @@ describe("mneme schema build: only the types messages use (real CLI)", () => {
     });
     expect(Object.keys(doc.$defs)).toHaveLength(5);
   }, 90_000);
+
+  it("finds the payload types in files --path does not match (imported by the domain file)", async () => {
+    const { doc, report } = await buildSchemasWithReport({
+      tsconfig: "tsconfig.json",
+      path: "test/fixtures/schema/lending/domain.ts",
+      cwd: root,
+    });
+    expect(Object.keys(doc.$defs).sort()).toEqual(["Address", "BookBorrowed", "BorrowBook", "FindLoans", "Loans"]);
+    // domain.ts re-exports types.ts: its unused exports are still reported.
+    expect(report.skipped).toEqual(["Librarian", "LibraryStats", "registerLibrary"]);
+  }, 90_000);
 });
