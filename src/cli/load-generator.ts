@@ -9,6 +9,7 @@
  */
 import { createRequire } from "node:module";
 import type * as Generator from "ts-json-schema-generator";
+import type * as TS from "typescript";
 import { errorMessage, MnemeError } from "../model/errors.js";
 
 /** The package `mneme schema build` needs. */
@@ -36,7 +37,7 @@ export type CreateGenerator = (config: GeneratorConfig) => { createSchema(type?:
  */
 export interface GeneratorParts {
   /** The `typescript` module the generator itself loads (the same SyntaxKind numbers). */
-  readonly ts: typeof import("typescript");
+  readonly ts: typeof TS;
   readonly createProgram: typeof Generator.createProgram;
   readonly createParser: typeof Generator.createParser;
   readonly createFormatter: typeof Generator.createFormatter;
@@ -80,10 +81,10 @@ export async function loadGeneratorParts(moduleName: string = GENERATOR_PACKAGE)
     if (value === undefined) throw unsupported(moduleName, key);
     return value;
   };
-  let ts: typeof import("typescript");
+  let ts: typeof TS;
   try {
     // The generator's own typescript: resolved from its location, not from mneme's.
-    ts = createRequire(import.meta.resolve(moduleName))("typescript") as typeof import("typescript");
+    ts = createRequire(import.meta.resolve(moduleName))("typescript") as typeof TS;
   } catch (e) {
     throw new MnemeError(
       "INVALID_REQUEST",

@@ -5,6 +5,7 @@
  * The generator is an optional peer dependency, imported on demand (load-generator.ts).
  */
 import type ts from "typescript";
+import type * as TS from "typescript";
 import { mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { errorMessage, MnemeError } from "../model/errors.js";
@@ -146,7 +147,7 @@ interface Selected {
 }
 
 function selectRoots(
-  ts: typeof import("typescript"),
+  ts: typeof TS,
   checker: ts.TypeChecker,
   sourceFiles: readonly ts.SourceFile[],
   opts: BuildSchemasOptions,
@@ -209,7 +210,7 @@ function selectRoots(
 }
 
 /** The payload type arguments of the message calls in `files`: `T` of command/event, `T` and `R` of query. */
-function messageTypeArguments(ts: typeof import("typescript"), files: readonly ts.SourceFile[]): { calls: number; args: ts.TypeNode[] } {
+function messageTypeArguments(ts: typeof TS, files: readonly ts.SourceFile[]): { calls: number; args: ts.TypeNode[] } {
   let calls = 0;
   const args: ts.TypeNode[] = [];
   const visit = (node: ts.Node): void => {
@@ -235,7 +236,7 @@ function messageTypeArguments(ts: typeof import("typescript"), files: readonly t
  * instantiation such as `Page<Item>`), or undefined for inline types and types
  * declared in libraries (`.d.ts` files).
  */
-function rootOf(ts: typeof import("typescript"), checker: ts.TypeChecker, arg: ts.TypeNode): ts.Node | undefined {
+function rootOf(ts: typeof TS, checker: ts.TypeChecker, arg: ts.TypeNode): ts.Node | undefined {
   if (!ts.isTypeReferenceNode(arg)) return undefined;
   let symbol = checker.getSymbolAtLocation(arg.typeName);
   if (symbol !== undefined && (symbol.flags & ts.SymbolFlags.Alias) !== 0) symbol = checker.getAliasedSymbol(symbol);
@@ -247,11 +248,7 @@ function rootOf(ts: typeof import("typescript"), checker: ts.TypeChecker, arg: t
 }
 
 /** The exported interfaces, type aliases, enums, classes and functions of `files` (re-exports included). */
-function exportedDeclarations(
-  ts: typeof import("typescript"),
-  checker: ts.TypeChecker,
-  files: readonly ts.SourceFile[],
-): { name: string }[] {
+function exportedDeclarations(ts: typeof TS, checker: ts.TypeChecker, files: readonly ts.SourceFile[]): { name: string }[] {
   const kinds = ts.SymbolFlags.Interface | ts.SymbolFlags.TypeAlias | ts.SymbolFlags.Enum | ts.SymbolFlags.Class | ts.SymbolFlags.Function;
   const out: { name: string }[] = [];
   for (const file of files) {
