@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildSchemas } from "../src/cli/schema-build.js";
+import { buildSchemas, buildSchemasWithReport } from "../src/cli/schema-build.js";
 import { isMnemeError } from "../src/model/errors.js";
 import type { JsonSchema } from "../src/model/types.js";
 import { SchemaRegistry } from "../src/schema/schema-registry.js";
@@ -37,14 +37,16 @@ describe("mneme schema build (real CLI)", () => {
   let doc: { $schema: string; $defs: Record<string, any> };
 
   beforeAll(async () => {
-    run = await mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", fixture, "--out", out);
+    // The fixture declares no message: --all-exports selects every exported type.
+    run = await mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", fixture, "--out", out, "--all-exports");
     doc = JSON.parse(readFileSync(out, "utf8"));
   }, 90_000);
 
   it("exits 0 and reports what it wrote", () => {
     expect(run.stderr.trim()).toBe("");
     expect(run.code).toBe(0);
-    expect(run.stdout).toMatch(/^mneme: wrote 8 schemas to .*schemas\.json in \d+\.\d s\n$/);
+    expect(run.stdout).toMatch(/^mneme: wrote 8 schemas to .*schemas\.json in \d+\.\d s: Priority, Location, CreateTodo, /);
+    expect(run.stdout).not.toContain("skipped");
   });
 
   it("writes a 2020-12 document with $defs for every exported type and nothing else", () => {
@@ -130,7 +132,7 @@ describe("mneme schema build (real CLI)", () => {
   });
 
   it("matches the in-process buildSchemas (same function, deterministic)", async () => {
-    expect(await buildSchemas({ tsconfig: "tsconfig.json", path: fixture, cwd: root })).toEqual(doc);
+    expect(await buildSchemas({ tsconfig: "tsconfig.json", path: fixture, cwd: root, allExports: true })).toEqual(doc);
   });
 });
 
@@ -147,7 +149,7 @@ describe("mneme schema build --type and errors (real CLI)", () => {
   it("prints help with exit 0", async () => {
     const r = await mneme("--help");
     expect(r.code).toBe(0);
-    expect(r.stdout).toContain("mneme schema build --tsconfig <file> --path <glob> --out <file> [--type <name>]");
+    expect(r.stdout).toContain("mneme schema build --tsconfig <file> --path <glob> --out <file> [--types <a,b>] [--all-exports]");
   }, 90_000);
 
   it("exits 2 with the usage on usage errors", async () => {
@@ -175,8 +177,7 @@ describe("mneme schema build --type and errors (real CLI)", () => {
     ]);
     expect([noFiles.code, noType.code, noTsconfig.code]).toEqual([1, 1, 1]);
     expect(noFiles.stderr).toContain('--path "test/fixtures/schema/*.nope" matches no file');
-    expect(noType.stderr).toContain("schema generation failed");
-    expect(noType.stderr).toContain("Internal");
+    expect(noType.stderr).toContain('--types: no exported type "Internal"');
     expect(noTsconfig.stderr).toContain('tsconfig "missing.json" is not a file');
     expect(existsSync(out)).toBe(false);
   }, 90_000);
@@ -191,4 +192,87 @@ describe("buildSchemas (in process)", () => {
       expect(isMnemeError(e, "INVALID_REQUEST")).toBe(true);
     }
   });
+});
+
+describe("mneme schema build: only the types messages use (real CLI)", () => {
+  const lending = "test/fixtures/schema/lending/*.ts";
+
+  it("emits the payload types of the commands, queries and events and what they reference, and lists the skipped exports", async () => {
+    const out = join(tmp, "lending.json");
+    const r = await mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", lending, "--out", out);
+    expect(r.stderr.trim()).toBe("");
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(readFileSync(out, "utf8"));
+    // Query results (Loans) count; Address only because BorrowBook references it.
+    expect(Object.keys(doc.$defs).sort()).toEqual(["Address", "BookBorrowed", "BorrowBook", "FindLoans", "Loans"]);
+    expect(doc.$defs.BorrowBook.properties.deliverTo).toEqual({ $ref: "#/$defs/Address" });
+    expect(r.stdout).toContain("mneme: wrote 5 schemas to ");
+    expect(r.stdout).toContain("the payload types of 4 message declarations");
+    expect(r.stdout).toContain("mneme: no schema for 1 inline or library type argument: { at: number }");
+    expect(r.stdout).toContain("mneme: skipped 3 exports that no command, query or event uses: Librarian, LibraryStats, registerLibrary\n");
+    // The registry reads the document as emitted.
+    const registry = new SchemaRegistry(out);
+    const Borrow = { kind: "command", domain: "Library", name: "BorrowBook" } as const;
+    expect(registry.validator(Borrow)!({ bookId: "b", memberId: "m" })).toBeUndefined();
+    expect(registry.validator(Borrow)!({ bookId: "b" })?.length).toBeGreaterThan(0);
+  }, 90_000);
+
+  it("--types selects exact names (and what they reference); --all-exports every exported type; never classes or functions", async () => {
+    const typesOut = join(tmp, "types.json");
+    const allOut = join(tmp, "all.json");
+    const [types, all] = await Promise.all([
+      mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", lending, "--out", typesOut, "--types", "LibraryStats,BorrowBook"),
+      mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", lending, "--out", allOut, "--all-exports"),
+    ]);
+    expect([types.code, all.code], types.stderr + all.stderr).toEqual([0, 0]);
+    const defs = (f: string) => Object.keys(JSON.parse(readFileSync(f, "utf8")).$defs).sort();
+    expect(defs(typesOut)).toEqual(["Address", "BorrowBook", "LibraryStats"]);
+    expect(types.stdout).toContain(
+      "mneme: skipped 5 exports not selected (classes and functions are never emitted): BookBorrowed, FindLoans, Librarian, Loans, registerLibrary\n",
+    );
+    expect(defs(allOut)).toEqual(["Address", "BookBorrowed", "BorrowBook", "FindLoans", "LibraryStats", "Loans"]);
+    expect(all.stdout).toContain(
+      "mneme: skipped 2 exports not selected (classes and functions are never emitted): Librarian, registerLibrary\n",
+    );
+  }, 90_000);
+
+  it("refuses a class or a function in --types, and a file without messages, with exit 1 and no file written", async () => {
+    const out = join(tmp, "refused.json");
+    const [klass, fn, none, empty] = await Promise.all([
+      mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", lending, "--out", out, "--types", "Librarian"),
+      mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", lending, "--out", out, "--types", "registerLibrary"),
+      mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", fixture, "--out", out),
+      mneme("schema", "build", "--tsconfig", "tsconfig.json", "--path", lending, "--out", out, "--types", "BorrowBook,"),
+    ]);
+    expect([klass.code, fn.code, none.code, empty.code]).toEqual([1, 1, 1, 2]);
+    expect(klass.stderr).toContain('--types: "Librarian" is a class, not a payload type');
+    expect(fn.stderr).toContain('--types: "registerLibrary" is a function, not a payload type');
+    expect(none.stderr).toContain(`no .command<T>(), .query<T, R>() or .event<T>() call in the files of --path "${fixture}"`);
+    expect(none.stderr).toContain("--types or --all-exports");
+    expect(empty.stderr).toContain("--types needs comma-separated type names");
+    expect(existsSync(out)).toBe(false);
+  }, 90_000);
+
+  it("buildSchemasWithReport reports the same in process", async () => {
+    const { doc, report } = await buildSchemasWithReport({ tsconfig: "tsconfig.json", path: lending, cwd: root });
+    expect(report).toEqual({
+      selection: "messages",
+      messages: 4,
+      roots: ["BorrowBook", "BookBorrowed", "FindLoans", "Loans"],
+      unnamed: ["{ at: number }"],
+      skipped: ["Librarian", "LibraryStats", "registerLibrary"],
+    });
+    expect(Object.keys(doc.$defs)).toHaveLength(5);
+  }, 90_000);
+
+  it("finds the payload types in files --path does not match (imported by the domain file)", async () => {
+    const { doc, report } = await buildSchemasWithReport({
+      tsconfig: "tsconfig.json",
+      path: "test/fixtures/schema/lending/domain.ts",
+      cwd: root,
+    });
+    expect(Object.keys(doc.$defs).sort()).toEqual(["Address", "BookBorrowed", "BorrowBook", "FindLoans", "Loans"]);
+    // domain.ts re-exports types.ts: its unused exports are still reported.
+    expect(report.skipped).toEqual(["Librarian", "LibraryStats", "registerLibrary"]);
+  }, 90_000);
 });

@@ -7,7 +7,9 @@
  * only, dynamically, when a build starts: `import "mneme"` and the CLI's other
  * commands never load it.
  */
+import { createRequire } from "node:module";
 import type * as Generator from "ts-json-schema-generator";
+import type * as TS from "typescript";
 import { errorMessage, MnemeError } from "../model/errors.js";
 
 /** The package `mneme schema build` needs. */
@@ -29,6 +31,20 @@ export interface GeneratorConfig {
 /** `createGenerator` of ts-json-schema-generator, as far as mneme uses it. */
 export type CreateGenerator = (config: GeneratorConfig) => { createSchema(type?: string): unknown };
 
+/**
+ * The generator's parts `mneme schema build` drives itself: the program (to find
+ * the types messages use), then a SchemaGenerator over that same program.
+ */
+export interface GeneratorParts {
+  /** The `typescript` module the generator itself loads (the same SyntaxKind numbers). */
+  readonly ts: typeof TS;
+  readonly createProgram: typeof Generator.createProgram;
+  readonly createParser: typeof Generator.createParser;
+  readonly createFormatter: typeof Generator.createFormatter;
+  readonly SchemaGenerator: typeof Generator.SchemaGenerator;
+  readonly DEFAULT_CONFIG: typeof Generator.DEFAULT_CONFIG;
+}
+
 /** The command that installs the generator, as the missing-package error prints it. */
 export function installCommand(moduleName: string = GENERATOR_PACKAGE): string {
   return moduleName === GENERATOR_PACKAGE
@@ -45,7 +61,51 @@ export function installCommand(moduleName: string = GENERATOR_PACKAGE): string {
  *   (e.g. its own `typescript` dependency is missing).
  */
 export async function loadGenerator(moduleName: string = GENERATOR_PACKAGE): Promise<CreateGenerator> {
-  let mod: Partial<typeof Generator> & { default?: Partial<typeof Generator> };
+  const mod = await importGenerator(moduleName);
+  // A CommonJS package: its exports are named exports, and the default export too.
+  const create = mod.createGenerator ?? mod.default?.createGenerator;
+  if (typeof create !== "function") throw unsupported(moduleName, "createGenerator");
+  const typed: CreateGenerator = create;
+  return typed;
+}
+
+/**
+ * Imports the generator (as {@link loadGenerator}) and returns the parts
+ * `mneme schema build` composes, with the `typescript` module the generator resolves.
+ * @throws MnemeError INVALID_REQUEST as {@link loadGenerator}.
+ */
+export async function loadGeneratorParts(moduleName: string = GENERATOR_PACKAGE): Promise<GeneratorParts> {
+  const mod = await importGenerator(moduleName);
+  const pick = <K extends keyof GeneratorParts>(key: K): GeneratorParts[K] => {
+    const value = (mod[key as keyof typeof mod] ?? mod.default?.[key as keyof typeof Generator]) as GeneratorParts[K] | undefined;
+    if (value === undefined) throw unsupported(moduleName, key);
+    return value;
+  };
+  let ts: typeof TS;
+  try {
+    // The generator's own typescript: resolved from its location, not from mneme's.
+    ts = createRequire(import.meta.resolve(moduleName))("typescript") as typeof TS;
+  } catch (e) {
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `mneme schema build cannot load typescript (a dependency of ${moduleName}): ${firstLine(errorMessage(e))}. Reinstall it: ${installCommand(moduleName)}`,
+      { cause: e },
+    );
+  }
+  return {
+    ts,
+    createProgram: pick("createProgram"),
+    createParser: pick("createParser"),
+    createFormatter: pick("createFormatter"),
+    SchemaGenerator: pick("SchemaGenerator"),
+    DEFAULT_CONFIG: pick("DEFAULT_CONFIG"),
+  };
+}
+
+type GeneratorModule = Partial<typeof Generator> & { default?: Partial<typeof Generator> };
+
+async function importGenerator(moduleName: string): Promise<GeneratorModule> {
+  let mod: GeneratorModule;
   try {
     mod = (await import(moduleName)) as typeof mod;
   } catch (e) {
@@ -62,16 +122,14 @@ export async function loadGenerator(moduleName: string = GENERATOR_PACKAGE): Pro
       { cause: e },
     );
   }
-  // A CommonJS package: its exports are named exports, and the default export too.
-  const create = mod.createGenerator ?? mod.default?.createGenerator;
-  if (typeof create !== "function") {
-    throw new MnemeError(
-      "INVALID_REQUEST",
-      `${moduleName} has no createGenerator export (an unsupported version?): ${installCommand(moduleName)}`,
-    );
-  }
-  const typed: CreateGenerator = create;
-  return typed;
+  return mod;
+}
+
+function unsupported(moduleName: string, member: string): MnemeError {
+  return new MnemeError(
+    "INVALID_REQUEST",
+    `${moduleName} has no ${member} export (an unsupported version?): ${installCommand(moduleName)}`,
+  );
 }
 
 /**

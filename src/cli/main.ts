@@ -9,18 +9,23 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { errorMessage } from "../model/errors.js";
 import { runPrivacyCommand } from "./privacy-migrate.js";
-import { buildSchemas, writeSchemasFile } from "./schema-build.js";
+import { buildSchemasWithReport, writeSchemasFile } from "./schema-build.js";
 
 const USAGE = `Usage:
-  mneme schema build --tsconfig <file> --path <glob> --out <file> [--type <name>]
+  mneme schema build --tsconfig <file> --path <glob> --out <file> [--types <a,b>] [--all-exports]
   mneme privacy check --app <module>
   mneme privacy migrate --app <module> [--dry-run] [--batch-size <n>]
   mneme --help | --version
 
 Commands:
-  schema build   Generate JSON Schema 2020-12 for the exported types of the files
-                 matching <glob> (quote it) and write { "$schema", "$defs" } to <file>,
-                 the input of createFacade({ schemas }). JSDoc tags such as
+  schema build   Generate JSON Schema 2020-12 for the payload types of the messages
+                 declared in the files matching <glob> (quote it): the T of
+                 X.command<T>(), X.event<T>() and the T, R of X.query<T, R>(), and
+                 every type they reference. Write { "$schema", "$defs" } to <file>,
+                 the input of createFacade({ schemas }), and print what was emitted
+                 and which exports were skipped. Classes and functions are never
+                 emitted. Standard Schema validators (zod, valibot, arktype) need
+                 no build step. JSDoc tags such as
                  @format email, @minimum 0, @pattern are honoured. Needs the
                  ts-json-schema-generator package (a dev dependency of your project).
   privacy check  Start the app of <module> and print which subjects have personal
@@ -33,7 +38,11 @@ Options:
   --tsconfig <file>  tsconfig.json whose compiler options apply
   --path <glob>      source files: *, **, ?, [abc], {a,b}
   --out <file>       output JSON file (written atomically; directories are created)
-  --type <name>      only this exported type and what it references
+  --types <a,b>      instead of the message types: these exported types (exact
+                     names, comma-separated) and what they reference
+  --all-exports      instead of the message types: every exported interface,
+                     type alias and enum (combines with --types)
+  --type <name>      the same as --types <name>
   --app <module>     a module whose default export returns the app's facade, not started
   --dry-run          report what would be sealed, write nothing
   --batch-size <n>   events per page of the migration (default 500)
@@ -61,6 +70,8 @@ async function run(argv: readonly string[]): Promise<number> {
         path: { type: "string" },
         out: { type: "string" },
         type: { type: "string" },
+        types: { type: "string" },
+        "all-exports": { type: "boolean" },
         app: { type: "string" },
         "dry-run": { type: "boolean" },
         "batch-size": { type: "string" },
@@ -112,13 +123,48 @@ async function run(argv: readonly string[]): Promise<number> {
   const missing = (["tsconfig", "path", "out"] as const).filter((k) => values[k] === undefined || values[k] === "");
   if (missing.length > 0) throw new UsageError(`missing ${missing.map((k) => `--${k}`).join(", ")}`);
 
+  const types = [values.types, values.type]
+    .filter((v) => v !== undefined)
+    .flatMap((v) => v.split(","))
+    .map((n) => n.trim());
+  if (types.some((n) => n === "")) throw new UsageError("--types needs comma-separated type names, none empty");
+
   const started = performance.now();
-  const doc = await buildSchemas({ tsconfig: values.tsconfig!, path: values.path!, type: values.type });
+  const { doc, report } = await buildSchemasWithReport({
+    tsconfig: values.tsconfig!,
+    path: values.path!,
+    ...(types.length > 0 ? { types } : {}),
+    ...(values["all-exports"] === true ? { allExports: true } : {}),
+  });
   writeSchemasFile(values.out!, doc);
   const names = Object.keys(doc.$defs);
   const seconds = ((performance.now() - started) / 1000).toFixed(1);
-  process.stdout.write(`mneme: wrote ${names.length} schema${names.length === 1 ? "" : "s"} to ${values.out} in ${seconds} s\n`);
+  process.stdout.write(`mneme: wrote ${plural(names.length, "schema")} to ${values.out} in ${seconds} s: ${firstNames(names)}\n`);
+  if (report.selection === "messages") {
+    process.stdout.write(
+      `mneme: roots: the payload types of ${plural(report.messages, "message declaration") + " (.command, .query, .event)"}\n`,
+    );
+    if (report.unnamed.length > 0) {
+      process.stdout.write(
+        `mneme: no schema for ${plural(report.unnamed.length, "inline or library type argument")}: ${firstNames(report.unnamed)}\n`,
+      );
+    }
+  }
+  if (report.skipped.length > 0) {
+    const why =
+      report.selection === "messages" ? "that no command, query or event uses" : "not selected (classes and functions are never emitted)";
+    process.stdout.write(`mneme: skipped ${plural(report.skipped.length, "export")} ${why}: ${firstNames(report.skipped)}\n`);
+  }
   return 0;
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
+/** The first names of a list, then "..." when there are more. */
+function firstNames(names: readonly string[], max = 12): string {
+  return names.length <= max ? names.join(", ") : `${names.slice(0, max).join(", ")}, ...`;
 }
 
 try {
