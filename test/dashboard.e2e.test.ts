@@ -347,9 +347,10 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     const todoUuid = newUuid();
     await world.facade.dispatch(CreateTodo, { todoUuid, title: "once" }, { reqCtx: world.admin });
     await expect(world.facade.dispatch(CreateTodo, { todoUuid, title: "twice" }, { reqCtx: world.admin })).rejects.toThrow(/exists/);
-    const failed = page.locator(".failures li[data-kind=CommandFailed]").first();
+    // The card lists the server's failure history, newest first: earlier tests' failures are there too.
+    const failed = page.locator(".failures li[data-kind=CommandFailed]", { hasText: "Todo.CreateTodo failed: CONFLICT" }).first();
     await failed.waitFor();
-    expect(await failed.innerText()).toContain("Todo.CreateTodo failed: CONFLICT");
+    expect(await page.locator(".failures li").first().innerText()).toContain("Todo.CreateTodo failed: CONFLICT");
   });
 
   it("shows failures that happened before the page opened, from the Runtime's failure history", async () => {

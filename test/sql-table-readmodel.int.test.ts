@@ -40,11 +40,11 @@ interface Instance {
   loseLock: () => Promise<void>;
 }
 
-/** A fresh database; the function gives one more instance on it. */
-type Place = () => () => Instance;
+/** A fresh database; the function gives one more instance on it (`lockRetryMs`: how often it retries a lock it lacks, default 20). */
+type Place = () => (lockRetryMs?: number) => Instance;
 
-function build(backends: ReturnType<typeof createSqliteBackends>, loseLock: () => Promise<void>): Instance {
-  const f = createFacade({ appName: "sqltables", ...backends, delivery: { lockRetryMs: 20 } });
+function build(backends: ReturnType<typeof createSqliteBackends>, loseLock: () => Promise<void>, lockRetryMs = 20): Instance {
+  const f = createFacade({ appName: "sqltables", ...backends, delivery: { lockRetryMs } });
   f.registerDomain(Tally);
   const tally = new SqlTally(f);
   f.registerReadmodel(tally);
@@ -67,15 +67,19 @@ const places: [string, Place][] = [
     "sqlite",
     () => {
       const filename = files.newFile();
-      return () =>
-        build(createSqliteBackends({ filename, pollIntervalMs: 20, lockLeaseMs: 3_600_000 }), async () => expireLeases(filename));
+      return (lockRetryMs?: number) =>
+        build(
+          createSqliteBackends({ filename, pollIntervalMs: 20, lockLeaseMs: 3_600_000 }),
+          async () => expireLeases(filename),
+          lockRetryMs,
+        );
     },
   ],
   [
     "postgres",
     () => {
       const schema = pg.newSchema();
-      return () => {
+      return (lockRetryMs?: number) => {
         let lockPid: number | undefined;
         const backends = createPostgresBackends({
           pool: pg.newPool(6),
@@ -85,9 +89,13 @@ const places: [string, Place][] = [
             if (s.kind === "lock") lockPid = s.processId;
           },
         });
-        return build(backends as unknown as ReturnType<typeof createSqliteBackends>, async () => {
-          await pg.pool.query("SELECT pg_terminate_backend($1)", [lockPid]);
-        });
+        return build(
+          backends as unknown as ReturnType<typeof createSqliteBackends>,
+          async () => {
+            await pg.pool.query("SELECT pg_terminate_backend($1)", [lockPid]);
+          },
+          lockRetryMs,
+        );
       };
     },
   ],
@@ -239,7 +247,8 @@ describe.each(places)("SQL-table readmodel on %s", (_name, place) => {
 
   it("fencing: a batch in flight when another instance took the lock over writes nothing; each event applies once", async () => {
     const on = place();
-    const a = on();
+    // a takes the lock first and, once it lost it, retries only after a minute: b (every 20 ms) is the one that takes over.
+    const a = on(60_000);
     const b = on();
     await a.f.start();
     await b.f.start();
