@@ -1,30 +1,14 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import type { CollectionScope, ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { CollectionScope, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import {
   assertCheckpoint,
   assertCollectionMoves,
   assertCollectionName,
-  assertDocumentKey,
-  assertDocumentKeys,
-  assertFieldName,
   assertHandlerName,
   checkScope,
-  documentEntriesJson,
-  documentJson,
-  listWindow,
-  whereConditions,
 } from "../store/readmodel-validation.js";
-import {
-  collectionIndexName,
-  collectionIndexPrefix,
-  type EnsureIndexesOptions,
-  indexesKey,
-  normalizeIndexes,
-  sqlStringLiteral,
-  tenantFirstOf,
-} from "../store/readmodel-indexes.js";
+import { type EnsureIndexesOptions, planCollectionIndexes } from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
 import type { SqliteDatabase, SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
@@ -39,6 +23,16 @@ import {
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 import { runStatements, SqliteSqlTableAccess } from "./sqlite-sql-table-access.js";
 import type { SqlTableAccess } from "../store/sql-table-access.js";
+import { type SqliteCollectionHost, SqliteReadmodelCollection } from "./sqlite-readmodel-collection.js";
+import { SqliteReadmodelDocuments } from "./sqlite-readmodel-documents.js";
+import { syncCollectionIndexes } from "./sqlite-readmodel-indexes.js";
+import {
+  newPendingWrites,
+  type PendingStatement,
+  type PendingWrites,
+  touchesCollection,
+  writesNothing,
+} from "./sqlite-readmodel-pending.js";
 
 /** The default lease of a readmodel lock (ms). */
 const DEFAULT_LOCK_LEASE_MS = 5000;
@@ -52,70 +46,6 @@ export type SqliteReadmodelStoreBackendOptions = SqliteStoreOptions & {
    */
   readonly lockLeaseMs?: number;
 };
-
-/**
- * The writes of a running transaction, not yet in SQLite: per collection
- * key -> document JSON (null: deleted), the collections cleared first, and
- * checkpoints.
- */
-interface PendingWrites {
-  active: boolean;
-  readonly docs: Map<string, Map<string, string | null>>;
-  /** The tenant a pending document is written with, per collection and key; absent: its stored tenant stays. */
-  readonly tenants: Map<string, Map<string, string>>;
-  readonly cleared: Set<string>;
-  readonly checkpoints: Map<string, number>;
-  /** replaceCollection calls, [target, source], applied at commit after the document writes. */
-  readonly moves: [string, string][];
-  /** checkFencingToken calls: handler -> the token the commit must still find. */
-  readonly fences: Map<string, number>;
-  /** Statements of SQL-table readmodels (see SqliteSqlTableAccess), run at commit after the document writes. */
-  readonly statements: PendingStatement[];
-}
-
-/** A statement of the application's own tables, run at the transaction's commit. */
-export interface PendingStatement {
-  readonly sql: string;
-  readonly params: readonly unknown[];
-}
-
-type Where = ListOptions["where"];
-
-/**
- * The JSON path of a top-level field as an SQL literal; quoted so a name of
- * digits is a key, not an index. Field names are checked (letters, digits, _)
- * before they get here, so the literal needs no escaping. Literals, not
- * parameters: an expression index is used only for the very same expression.
- */
-function jsonPath(field: string): string {
-  return `'$."${field}"'`;
-}
-
-/**
- * The type rank of a field, as the order of mixed types wants it: missing or
- * null 0, booleans 1, numbers 2, strings 3, arrays and objects 4.
- * (json_extract alone would sort booleans among the numbers as 0/1.)
- */
-function rankSql(field: string): string {
-  return (
-    `CASE json_type(doc, ${jsonPath(field)}) WHEN 'true' THEN 1 WHEN 'false' THEN 1 WHEN 'integer' THEN 2 WHEN 'real' THEN 2 ` +
-    `WHEN 'text' THEN 3 WHEN 'array' THEN 4 WHEN 'object' THEN 4 ELSE 0 END`
-  );
-}
-
-/** The value of a field (true and false as 1 and 0, arrays and objects as JSON text). */
-function valueSql(field: string): string {
-  return `json_extract(doc, ${jsonPath(field)})`;
-}
-
-/**
- * The index columns of a field: its rank, then its value. `where` equality
- * and `orderBy` are written on the same two expressions, so an index on them
- * serves both (see {@link whereClause} and list()).
- */
-function fieldColumns(field: string): string {
-  return `${rankSql(field)}, ${valueSql(field)}`;
-}
 
 /**
  * Readmodel documents as JSON text in one table (collection, key, doc), plus
@@ -147,16 +77,13 @@ function fieldColumns(field: string): string {
  * one the batch began with, so a lease lost and taken back meanwhile fences
  * it too.
  */
-export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements ReadmodelStoreBackend {
+export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements ReadmodelStoreBackend, SqliteCollectionHost {
   /** Stores a tenant with each document (column tenant_uuid) and honours a collection's scope. */
   readonly tenantScopes = true;
-  private readonly docsTable: string;
-  private readonly collectionsTable: string;
+  private readonly documents: SqliteReadmodelDocuments;
   private readonly checkpointsTable: string;
   private readonly context = new AsyncLocalStorage<PendingWrites>();
   private readonly collections = new Map<string, SqliteReadmodelCollection<unknown>>();
-  /** Collections known to be in the collections table. */
-  private readonly registered = new Set<string>();
   /** collection -> the indexes (indexesKey) this instance made sure of. */
   private readonly ensuredIndexes = new Map<string, string>();
   private locked = false;
@@ -171,47 +98,19 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
       throw new MnemeError("INVALID_REQUEST", `sqlite: lockLeaseMs must be an integer >= 3, got ${String(lockLeaseMs)}`);
     }
     super(opts);
-    this.docsTable = `${this.prefix}readmodel_documents`;
-    this.collectionsTable = `${this.prefix}readmodel_collections`;
+    this.documents = new SqliteReadmodelDocuments(this.db, this.prefix);
     this.checkpointsTable = `${this.prefix}readmodel_checkpoints`;
     this.locksTable = `${this.prefix}readmodel_locks`;
     this.leases = new SqliteLeaseLocks({ table: this.locksTable, leaseMs: lockLeaseMs, connection: () => this.ready() });
   }
 
   protected createTables(): void {
+    this.documents.createTables();
     this.db.exec(`
-      CREATE TABLE IF NOT EXISTS ${this.docsTable} (
-        collection TEXT NOT NULL,
-        key TEXT NOT NULL,
-        doc TEXT NOT NULL,
-        updated_at INTEGER NOT NULL,
-        tenant_uuid TEXT,
-        PRIMARY KEY (collection, key)
-      );
-      CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (name TEXT PRIMARY KEY);
       CREATE TABLE IF NOT EXISTS ${this.checkpointsTable} (handler TEXT PRIMARY KEY, position INTEGER NOT NULL);
       ${leaseTableDdl(this.locksTable)}
     `);
-    this.addTenantColumn();
     upgradeLeaseTable(this.db, this.locksTable);
-  }
-
-  /**
-   * Upgrades a file written before documents carried their tenant: the column
-   * is added in place, and those documents have none (NULL) until a restore
-   * from zero writes them again; only unscoped reads see them meanwhile.
-   */
-  private addTenantColumn(): void {
-    const has = this.db.statement("SELECT 1 AS x FROM pragma_table_info(?) WHERE name = 'tenant_uuid'").get(this.docsTable) !== undefined;
-    if (!has) {
-      try {
-        this.db.exec(`ALTER TABLE ${this.docsTable} ADD COLUMN tenant_uuid TEXT`);
-      } catch (e) {
-        // Another process on the file added it first.
-        if (!/duplicate column/i.test(String((e as Error)?.message))) throw e;
-      }
-    }
-    this.db.exec(`CREATE INDEX IF NOT EXISTS ${this.docsTable}_tenant ON ${this.docsTable} (collection, tenant_uuid, key)`);
   }
 
   collection<T>(name: string, scope?: CollectionScope): ReadmodelCollection<T> {
@@ -230,8 +129,8 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   async listCollections(): Promise<string[]> {
     const names = new Set<string>();
     try {
-      const rows = this.ready().rawStatement(`SELECT name FROM ${this.collectionsTable} ORDER BY name`).all() as [string][];
-      for (const r of rows) names.add(r[0]);
+      this.ready();
+      for (const name of this.documents.committedNames()) names.add(name);
     } catch (e) {
       throw toStoreError(e, "listCollections");
     }
@@ -247,16 +146,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     if (this.pending() !== undefined) return fn();
     this.ready();
     await this.acquire();
-    const tx: PendingWrites = {
-      active: true,
-      docs: new Map(),
-      tenants: new Map(),
-      cleared: new Set(),
-      checkpoints: new Map(),
-      moves: [],
-      fences: new Map(),
-      statements: [],
-    };
+    const tx = newPendingWrites();
     try {
       const result = await this.context.run(tx, fn);
       tx.active = false;
@@ -282,53 +172,23 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
         for (const [target, source] of moves) tx.moves.push([target, source]);
         return;
       }
-      const touched: string[] = [];
-      this.ready().writeTransaction(() => {
-        for (const [target, source] of moves) if (this.move(target, source)) touched.push(target);
-      });
-      for (const name of touched) this.registered.add(name);
+      this.ready();
+      this.documents.replaceNow(moves);
     });
   }
 
   /**
    * Makes the indexes of `collection` exactly `indexes` (see
-   * ReadmodelStoreBackend.ensureIndexes): partial expression indexes on the
-   * documents table, `WHERE collection = '<collection>'`, on the collection,
-   * then `tenant_uuid` when `tenantFirst`, each field's type rank and
-   * `json_extract` value (the expressions list and count write), then the key. Created
-   * and dropped in one write transaction of their own, at once (also inside
-   * a transaction: DDL is not buffered; an index changes no document).
+   * ReadmodelStoreBackend.ensureIndexes and syncCollectionIndexes), at once
+   * in a write transaction of their own (also inside a transaction: DDL is
+   * not buffered; an index changes no document).
    */
   async ensureIndexes(collection: string, indexes: readonly (readonly string[])[], options?: EnsureIndexesOptions): Promise<void> {
     assertCollectionName(collection);
-    const tenantFirst = tenantFirstOf(options);
-    const wanted = normalizeIndexes(indexes, collection);
-    const key = indexesKey(wanted, tenantFirst);
-    if (this.ensuredIndexes.get(collection) === key) return;
-    const db = this.ready();
-    const prefix = collectionIndexPrefix(this.prefix, collection);
-    try {
-      db.writeTransaction(() => {
-        const existing = db
-          .rawStatement("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND substr(name, 1, ?) = ?")
-          .all(this.docsTable, prefix.length, prefix) as [string][];
-        const keep = new Set<string>();
-        for (const fields of wanted) {
-          const name = collectionIndexName(this.prefix, collection, fields, tenantFirst);
-          keep.add(name);
-          // The collection leads too (partial index or not): without statistics SQLite would rather sort the
-          // rows the primary key finds (collection = ?) than scan an index led by nothing the query pins.
-          const columns = ["collection", ...(tenantFirst ? ["tenant_uuid"] : []), ...fields.map(fieldColumns), "key"].join(", ");
-          db.exec(
-            `CREATE INDEX IF NOT EXISTS "${name}" ON ${this.docsTable} (${columns}) WHERE collection = ${sqlStringLiteral(collection)}`,
-          );
-        }
-        for (const [name] of existing) if (!keep.has(name)) db.exec(`DROP INDEX IF EXISTS "${name}"`);
-      });
-    } catch (e) {
-      throw toStoreError(e, "ensureIndexes");
-    }
-    this.ensuredIndexes.set(collection, key);
+    const plan = planCollectionIndexes(this.prefix, collection, indexes, options);
+    if (this.ensuredIndexes.get(collection) === plan.key) return;
+    syncCollectionIndexes(this.ready(), this.documents.docsTable, collection, plan);
+    this.ensuredIndexes.set(collection, plan.key);
   }
 
   async getCheckpoint(handler: string): Promise<number> {
@@ -424,7 +284,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   async info(): Promise<StoreInfo> {
     try {
       // The newest write stands for "last item created": documents are replaced in place.
-      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(updated_at) AS t FROM ${this.docsTable}`).get() as {
+      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(updated_at) AS t FROM ${this.documents.docsTable}`).get() as {
         n: number;
         t: number | null;
       };
@@ -466,9 +326,9 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     const db = this.ready();
     const tx = this.pending();
     try {
-      if (tx === undefined || (!tx.cleared.has(collection) && (tx.docs.get(collection)?.size ?? 0) === 0)) return query();
+      if (tx === undefined || !touchesCollection(tx, collection)) return query();
       return db.scratch(() => {
-        this.applyCollection(tx, collection);
+        this.documents.applyCollection(tx, collection);
         return query();
       });
     } catch (e) {
@@ -478,18 +338,12 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
 
   /** Upserts documents with `tenant` (undefined: a replaced document keeps its own) and registers the collection, in one write transaction. */
   putNow(collection: string, entries: readonly (readonly [string, string])[], tenant: string | undefined): void {
-    const db = this.ready();
-    db.writeTransaction(() => {
-      this.register(collection);
-      const upsert = db.statement(this.upsertSql());
-      const at = nowNs();
-      for (const [key, json] of entries) upsert.run(collection, key, json, at, tenant ?? null);
-    });
-    this.registered.add(collection);
+    this.ready();
+    this.documents.putNow(collection, entries, tenant);
   }
 
   get docs(): string {
-    return this.docsTable;
+    return this.documents.docsTable;
   }
 
   /** @internal Inside a transaction: runs `stmt` at its commit (true); outside one: false, nothing done. */
@@ -550,20 +404,15 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   private commit(tx: PendingWrites): void {
-    if (tx.cleared.size === 0 && tx.docs.size === 0 && tx.checkpoints.size === 0 && tx.moves.length === 0 && tx.statements.length === 0)
-      return;
-    const touched: string[] = [];
+    if (writesNothing(tx)) return;
+    let touched: string[] = [];
     const fenced = [...tx.checkpoints.keys()].filter((h) => this.leases.fenced(h));
     this.fencedWrite("transaction commit", fenced, tx.fences, () => {
-      const names = new Set([...tx.cleared, ...tx.docs.keys()]);
-      for (const name of names) {
-        if (this.applyCollection(tx, name)) touched.push(name);
-      }
-      for (const [target, source] of tx.moves) if (this.move(target, source)) touched.push(target);
+      touched = this.documents.applyAll(tx);
       runStatements(this.db, tx.statements);
       for (const [handler, position] of tx.checkpoints) this.upsertCheckpoint(handler, position);
     });
-    for (const name of touched) this.registered.add(name);
+    this.documents.noteCommitted(touched);
   }
 
   /**
@@ -592,49 +441,6 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     }
   }
 
-  /** Writes one collection's pending changes (inside a transaction or savepoint); true when it put documents. */
-  private applyCollection(tx: PendingWrites, name: string): boolean {
-    const db = this.db;
-    if (tx.cleared.has(name)) db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ?`).run(name);
-    const docs = tx.docs.get(name);
-    if (docs === undefined) return false;
-    const tenants = tx.tenants.get(name);
-    const upsert = db.statement(this.upsertSql());
-    const del = db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ? AND key = ?`);
-    let put = false;
-    const at = nowNs();
-    for (const [key, json] of docs) {
-      if (json === null) del.run(name, key);
-      else {
-        upsert.run(name, key, json, at, tenants?.get(key) ?? null);
-        put = true;
-      }
-    }
-    if (put) this.register(name);
-    return put;
-  }
-
-  /** Moves the documents of `source` over those of `target` (inside a write transaction); true when it moved some. */
-  private move(target: string, source: string): boolean {
-    const db = this.db;
-    db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ?`).run(target);
-    const moved = db.statement(`UPDATE ${this.docsTable} SET collection = ? WHERE collection = ?`).run(target, source).changes;
-    if (moved > 0) this.register(target);
-    return moved > 0;
-  }
-
-  private register(collection: string): void {
-    if (this.registered.has(collection)) return;
-    this.db.statement(`INSERT OR IGNORE INTO ${this.collectionsTable} (name) VALUES (?)`).run(collection);
-  }
-
-  private upsertSql(): string {
-    // A write without a tenant keeps the stored document's (COALESCE): only a tenant's write changes it.
-    return `INSERT INTO ${this.docsTable} (collection, key, doc, updated_at, tenant_uuid) VALUES (?, ?, ?, ?, ?)
-            ON CONFLICT (collection, key) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at,
-            tenant_uuid = COALESCE(excluded.tenant_uuid, tenant_uuid)`;
-  }
-
   private upsertCheckpoint(handler: string, position: number): void {
     this.ready()
       .statement(
@@ -658,212 +464,4 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
     if (next !== undefined) next();
     else this.locked = false;
   }
-}
-
-/** One collection of a SqliteReadmodelStoreBackend. */
-class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
-  /** The SQL condition and parameter of the scope's read tenant; none without one. */
-  private readonly tenantSql: string;
-  private readonly tenantParams: string[];
-  /**
-   * `collection = '<name>'` with the name as a literal (list and count): the
-   * indexes of a collection are partial (`WHERE collection = '<name>'`), and
-   * SQLite uses a partial index only for a query whose WHERE holds that very term.
-   */
-  private readonly collectionSql: string;
-
-  constructor(
-    private readonly backend: SqliteReadmodelStoreBackend,
-    private readonly name: string,
-    private readonly scope: CollectionScope,
-  ) {
-    this.collectionSql = `collection = ${sqlStringLiteral(name)}`;
-    this.tenantSql = scope.readTenantUuid === undefined ? "" : " AND tenant_uuid = ?";
-    this.tenantParams = scope.readTenantUuid === undefined ? [] : [scope.readTenantUuid];
-  }
-
-  async get(key: string): Promise<T | undefined> {
-    assertDocumentKey(key);
-    if (this.scope.readTenantUuid !== undefined) {
-      // Scoped: the tenant of a pending document is known only once written, so the read sees the pending writes applied.
-      const row = this.backend.read("get", this.name, () =>
-        this.db()
-          .statement(`SELECT doc FROM ${this.backend.docs} WHERE collection = ? AND key = ?${this.tenantSql}`)
-          .get(this.name, key, ...this.tenantParams),
-      ) as { doc: string } | undefined;
-      return row === undefined ? undefined : (JSON.parse(row.doc) as T);
-    }
-    const tx = this.backend.pending();
-    if (tx !== undefined) {
-      const pending = tx.docs.get(this.name)?.get(key);
-      if (pending !== undefined) return pending === null ? undefined : (JSON.parse(pending) as T);
-      if (tx.cleared.has(this.name)) return undefined;
-    }
-    const row = this.backend.committed("get", () =>
-      this.db().statement(`SELECT doc FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key),
-    ) as { doc: string } | undefined;
-    return row === undefined ? undefined : (JSON.parse(row.doc) as T);
-  }
-
-  async getMany(keys: readonly string[]): Promise<Map<string, T>> {
-    assertDocumentKeys(keys);
-    if (this.scope.readTenantUuid !== undefined) {
-      const rows = this.backend.read("getMany", this.name, () =>
-        this.db()
-          .rawStatement(
-            `SELECT key, doc FROM ${this.backend.docs} WHERE collection = ? AND key IN (SELECT value FROM json_each(?))${this.tenantSql}`,
-          )
-          .all(this.name, JSON.stringify(keys), ...this.tenantParams),
-      ) as [string, string][];
-      const found = new Map(rows);
-      const ordered = new Map<string, T>();
-      for (const key of keys) {
-        const doc = found.get(key);
-        if (doc !== undefined) ordered.set(key, JSON.parse(doc) as T);
-      }
-      return ordered;
-    }
-    const out = new Map<string, T>();
-    const tx = this.backend.pending();
-    const pending = tx?.docs.get(this.name);
-    const fromDb: string[] = [];
-    for (const key of keys) {
-      const p = pending?.get(key);
-      if (p !== undefined) {
-        if (p !== null) out.set(key, JSON.parse(p) as T);
-      } else if (tx?.cleared.has(this.name) !== true) fromDb.push(key);
-    }
-    if (fromDb.length > 0) {
-      const rows = this.backend.committed("getMany", () =>
-        this.db()
-          .rawStatement(`SELECT key, doc FROM ${this.backend.docs} WHERE collection = ? AND key IN (SELECT value FROM json_each(?))`)
-          .all(this.name, JSON.stringify(fromDb)),
-      ) as [string, string][];
-      for (const [key, doc] of rows) out.set(key, JSON.parse(doc) as T);
-    }
-    // In the order asked for, like the memory backend.
-    const ordered = new Map<string, T>();
-    for (const key of keys) if (out.has(key)) ordered.set(key, out.get(key) as T);
-    return ordered;
-  }
-
-  async put(key: string, doc: T): Promise<void> {
-    const json = documentJson(key, doc);
-    await this.backend.write("put", (tx) => {
-      if (tx !== undefined) this.pend(tx, key, json);
-      else this.backend.putNow(this.name, [[key, json]], this.scope.writeTenantUuid);
-    });
-  }
-
-  async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
-    const rows = documentEntriesJson(entries);
-    if (rows.length === 0) return;
-    await this.backend.write("putMany", (tx) => {
-      if (tx !== undefined) for (const [key, json] of rows) this.pend(tx, key, json);
-      else this.backend.putNow(this.name, rows, this.scope.writeTenantUuid);
-    });
-  }
-
-  async delete(key: string): Promise<boolean> {
-    assertDocumentKey(key);
-    return this.backend.write("delete", (tx) => {
-      if (tx === undefined) {
-        return this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).run(this.name, key).changes > 0;
-      }
-      const docs = pendingDocs(tx, this.name);
-      const p = docs.get(key);
-      const existed =
-        p !== undefined
-          ? p !== null
-          : !tx.cleared.has(this.name) &&
-            this.db().statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key) !==
-              undefined;
-      docs.set(key, null);
-      tx.tenants.get(this.name)?.delete(key);
-      return existed;
-    });
-  }
-
-  /** Buffers a put in the running transaction, with the scope's write tenant. */
-  private pend(tx: PendingWrites, key: string, json: string): void {
-    pendingDocs(tx, this.name).set(key, json);
-    const tenant = this.scope.writeTenantUuid;
-    if (tenant === undefined) return;
-    let tenants = tx.tenants.get(this.name);
-    if (tenants === undefined) tx.tenants.set(this.name, (tenants = new Map()));
-    tenants.set(key, tenant);
-  }
-
-  async list(opts: ListOptions = {}): Promise<T[]> {
-    const { offset, limit } = listWindow(opts);
-    const dir = opts.descending === true ? "DESC" : "ASC";
-    const { sql: whereSql, params } = whereClause(opts.where);
-    let order = `key ${dir}`;
-    if (opts.orderBy !== undefined) {
-      assertFieldName(opts.orderBy, "orderBy");
-      // The field-name check is the whitelist that keeps paths to one top-level field.
-      // Ranks first, as the memory backend does: missing/null < booleans < numbers < strings < arrays/objects.
-      order = `${rankSql(opts.orderBy)} ${dir}, ${valueSql(opts.orderBy)} ${dir}, key ${dir}`;
-    }
-    const sql = `SELECT doc FROM ${this.backend.docs} WHERE ${this.collectionSql}${this.tenantSql}${whereSql} ORDER BY ${order} LIMIT ? OFFSET ?`;
-    const rows = this.backend.read("list", this.name, () =>
-      this.db()
-        .rawStatement(sql)
-        .all(...this.tenantParams, ...params, limit ?? -1, offset),
-    ) as [string][];
-    return rows.map((r) => JSON.parse(r[0]) as T);
-  }
-
-  async count(where?: Where): Promise<number> {
-    const { sql: whereSql, params } = whereClause(where);
-    const row = this.backend.read("count", this.name, () =>
-      this.db()
-        .statement(`SELECT COUNT(*) AS n FROM ${this.backend.docs} WHERE ${this.collectionSql}${this.tenantSql}${whereSql}`)
-        .get(...this.tenantParams, ...params),
-    ) as { n: number };
-    return row.n;
-  }
-
-  async clear(): Promise<void> {
-    await this.backend.write("clear", (tx) => {
-      if (tx === undefined) {
-        this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ?`).run(this.name);
-        return;
-      }
-      tx.cleared.add(this.name);
-      tx.docs.get(this.name)?.clear();
-      tx.tenants.get(this.name)?.clear();
-    });
-  }
-
-  private db(): SqliteDatabase {
-    return this.backend.connection();
-  }
-}
-
-/**
- * Equality filters on top-level fields as SQL, the values as parameters.
- * The type rank pins the JSON type too, so `{ n: 1 }` does not match `"1"` or
- * `true` (json_extract gives 1 for true): a string is rank 3, a number 2, a
- * boolean 1 with the value 1 or 0. Both terms are equalities on an index's
- * columns (rank, value), so a compound index serves the filter and then the order.
- */
-function whereClause(where: Where): { sql: string; params: unknown[] } {
-  let sql = "";
-  const params: unknown[] = [];
-  for (const [field, value] of whereConditions(where)) {
-    const rank = typeof value === "string" ? 3 : typeof value === "number" ? 2 : 1;
-    sql += ` AND ${rankSql(field)} = ${rank} AND ${valueSql(field)} = ?`;
-    params.push(typeof value === "boolean" ? (value ? 1 : 0) : value);
-  }
-  return { sql, params };
-}
-
-function pendingDocs(tx: PendingWrites, name: string): Map<string, string | null> {
-  let docs = tx.docs.get(name);
-  if (docs === undefined) {
-    docs = new Map();
-    tx.docs.set(name, docs);
-  }
-  return docs;
 }

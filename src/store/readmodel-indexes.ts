@@ -92,6 +92,37 @@ export function tenantFirstOf(options: EnsureIndexesOptions | undefined): boolea
   return t;
 }
 
+/** The indexes one collection must have, as a backend makes sure of them (see {@link planCollectionIndexes}). */
+export interface CollectionIndexPlan {
+  /** The same for the same declaration: a backend skips a plan whose key it already made sure of. */
+  readonly key: string;
+  readonly tenantFirst: boolean;
+  /** The name prefix of every index of the collection: one with it that the plan does not name is dropped. */
+  readonly prefix: string;
+  readonly indexes: readonly { readonly name: string; readonly fields: readonly string[] }[];
+}
+
+/**
+ * Checks an ensureIndexes call (its indexes and options; the caller checks
+ * the collection name) and names each index as the backend whose names
+ * start with `tablePrefix` creates it.
+ */
+export function planCollectionIndexes(
+  tablePrefix: string,
+  collection: string,
+  indexes: readonly (readonly string[])[],
+  options: EnsureIndexesOptions | undefined,
+): CollectionIndexPlan {
+  const tenantFirst = tenantFirstOf(options);
+  const wanted = normalizeIndexes(indexes, collection);
+  return {
+    key: indexesKey(wanted, tenantFirst),
+    tenantFirst,
+    prefix: collectionIndexPrefix(tablePrefix, collection),
+    indexes: wanted.map((fields) => ({ name: collectionIndexName(tablePrefix, collection, fields, tenantFirst), fields })),
+  };
+}
+
 /** Escapes `text` as an SQL string literal (standard quoting: ' doubled); SQLite and Postgres with standard_conforming_strings. */
 export function sqlStringLiteral(text: string): string {
   if (text.includes("\0")) throw new MnemeError("INVALID_REQUEST", "a collection name must not contain NUL");
