@@ -12,7 +12,7 @@ export { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backen
 export { PostgresSnapshotStore } from "./postgres-snapshot-store.js";
 export { PostgresKeyStore } from "./postgres-key-store.js";
 export type { ExternalAppendListener } from "./postgres-append-watcher.js";
-export type { LockLostListener } from "./postgres-readmodel-store-backend.js";
+export type { LockLostListener } from "./postgres-readmodel-locks.js";
 export type { PostgresStoreOptions } from "./postgres-store-base.js";
 export { DEFAULT_POSTGRES_SCHEMA } from "./postgres-schema.js";
 export type { PgPool, PgClient, PgClientKind, PgStatement, PgStatementHook } from "./postgres-pool.js";

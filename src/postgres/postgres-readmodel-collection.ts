@@ -1,0 +1,156 @@
+import { nowNs } from "../model/clock.js";
+import type { CollectionScope, ListOptions, ReadmodelCollection } from "../store/readmodel-store-backend.js";
+import {
+  assertDocumentKey,
+  assertDocumentKeys,
+  assertFieldName,
+  documentEntriesJson,
+  documentJson,
+  listWindow,
+} from "../store/readmodel-validation.js";
+import { fieldColumns, pgStringLiteral, whereSql } from "./postgres-readmodel-fields.js";
+
+/** What a collection needs of PostgresReadmodelStoreBackend (structurally: no import back up to it). */
+export interface PostgresCollectionHost {
+  /** The documents table, schema-qualified. */
+  readonly docs: string;
+  /** The table of collections that ever held a document. */
+  readonly collectionsTable: string;
+  /** Runs one statement: in the running transaction inside one, else on the pool (a write after running transactions). */
+  exec<R extends object>(text: string, values: unknown[], write: boolean, what: string): Promise<{ rows: R[]; rowCount: number | null }>;
+}
+
+/** The upsert of a document: a write without a tenant keeps the stored document's; only a tenant's write changes it. */
+const UPSERT = `ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at,
+       tenant_uuid = COALESCE(EXCLUDED.tenant_uuid, d.tenant_uuid)`;
+
+/** One collection of a {@link PostgresReadmodelStoreBackend}. */
+export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
+  /**
+   * `collection = '<name>'` with the name as a literal (list and count): the
+   * indexes of a collection are partial (`WHERE collection = '<name>'`), and
+   * the planner proves a partial index usable from constants only.
+   */
+  private readonly collectionSql: string;
+
+  constructor(
+    private readonly backend: PostgresCollectionHost,
+    private readonly name: string,
+    private readonly scope: CollectionScope,
+  ) {
+    this.collectionSql = `collection = ${pgStringLiteral(name)}`;
+  }
+
+  /** ` AND tenant_uuid = $n` for a scope's read tenant (its value pushed onto `values`); "" without one. */
+  private tenantSql(values: unknown[]): string {
+    return this.scope.readTenantUuid === undefined ? "" : ` AND tenant_uuid = $${values.push(this.scope.readTenantUuid)}`;
+  }
+
+  async get(key: string): Promise<T | undefined> {
+    assertDocumentKey(key);
+    const values: unknown[] = [this.name, key];
+    const res = await this.backend.exec<{ doc: T }>(
+      `SELECT doc FROM ${this.backend.docs} WHERE collection = $1 AND key = $2${this.tenantSql(values)}`,
+      values,
+      false,
+      "get",
+    );
+    return res.rows[0]?.doc;
+  }
+
+  async getMany(keys: readonly string[]): Promise<Map<string, T>> {
+    assertDocumentKeys(keys);
+    const out = new Map<string, T>();
+    if (keys.length === 0) return out;
+    const values: unknown[] = [this.name, keys];
+    const res = await this.backend.exec<{ key: string; doc: T }>(
+      `SELECT key, doc FROM ${this.backend.docs} WHERE collection = $1 AND key = ANY($2::text[])${this.tenantSql(values)}`,
+      values,
+      false,
+      "getMany",
+    );
+    const found = new Map(res.rows.map((r) => [r.key, r.doc] as const));
+    for (const k of keys) if (found.has(k)) out.set(k, found.get(k) as T);
+    return out;
+  }
+
+  async put(key: string, doc: T): Promise<void> {
+    const json = documentJson(key, doc);
+    await this.backend.exec(
+      `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
+       INSERT INTO ${this.backend.docs} AS d (collection, key, doc, updated_at, tenant_uuid) VALUES ($1, $2, $3::jsonb, $4, $5::text)
+       ${UPSERT}`,
+      [this.name, key, json, nowNs(), this.scope.writeTenantUuid ?? null],
+      true,
+      "put",
+    );
+  }
+
+  async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
+    // The last document of a key wins, as if put one by one (ON CONFLICT cannot touch a row twice in one statement).
+    const byKey = new Map<string, string>();
+    for (const [k, json] of documentEntriesJson(entries)) {
+      byKey.delete(k);
+      byKey.set(k, json);
+    }
+    if (byKey.size === 0) return;
+    await this.backend.exec(
+      `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
+       INSERT INTO ${this.backend.docs} AS d (collection, key, doc, updated_at, tenant_uuid)
+       SELECT $1, u.key, u.doc, $4, $5::text FROM unnest($2::text[], $3::jsonb[]) AS u(key, doc)
+       ${UPSERT}`,
+      [this.name, [...byKey.keys()], [...byKey.values()], nowNs(), this.scope.writeTenantUuid ?? null],
+      true,
+      "putMany",
+    );
+  }
+
+  async delete(key: string): Promise<boolean> {
+    assertDocumentKey(key);
+    const res = await this.backend.exec(
+      `DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`,
+      [this.name, key],
+      true,
+      "delete",
+    );
+    return (res.rowCount ?? 0) > 0;
+  }
+
+  async list(opts: ListOptions = {}): Promise<T[]> {
+    const { offset, limit } = listWindow(opts);
+    if (opts.orderBy !== undefined) assertFieldName(opts.orderBy, "orderBy");
+    const values: unknown[] = [];
+    const where = this.tenantSql(values) + whereSql(opts.where, values);
+    const dir = opts.descending === true ? "DESC" : "ASC";
+    let order = `key ${dir}`;
+    if (opts.orderBy !== undefined) {
+      // Typed order, as the other backends: missing/null < booleans < numbers < strings < arrays and objects; ties by key.
+      order = [...fieldColumns(opts.orderBy), "key"].map((c) => `${c} ${dir}`).join(", ");
+    }
+    const lim = `$${values.push(limit ?? null)}`;
+    const off = `$${values.push(offset)}`;
+    const res = await this.backend.exec<{ doc: T }>(
+      `SELECT doc FROM ${this.backend.docs} WHERE ${this.collectionSql}${where} ORDER BY ${order} LIMIT ${lim} OFFSET ${off}`,
+      values,
+      false,
+      "list",
+    );
+    return res.rows.map((r) => r.doc);
+  }
+
+  async count(where?: ListOptions["where"]): Promise<number> {
+    const values: unknown[] = [];
+    const cond = this.tenantSql(values) + whereSql(where, values);
+    const res = await this.backend.exec<{ n: string }>(
+      `SELECT count(*)::text AS n FROM ${this.backend.docs} WHERE ${this.collectionSql}${cond}`,
+      values,
+      false,
+      "count",
+    );
+    return Number(res.rows[0]?.n ?? 0);
+  }
+
+  async clear(): Promise<void> {
+    await this.backend.exec(`DELETE FROM ${this.backend.docs} WHERE collection = $1`, [this.name], true, "clear");
+  }
+}
