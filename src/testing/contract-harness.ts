@@ -11,6 +11,32 @@ export interface ContractStore {
 /** Registers one contract test; `fn` gets the test's fresh, initialised store. */
 export type ContractTest<S> = (title: string, fn: (store: S, ctx: TestContext) => Promise<void>, timeoutMs?: number) => void;
 
+/** A conformance suite: registers its tests for the store `factory` makes, under `name` (see {@link defineContract}). */
+export type ContractSuite<S> = (name: string, factory: () => Promise<S>, opts?: ContractOptions<S>) => void;
+
+/** A conformance suite named `suite` whose tests `body` registers (run in the frame of {@link describeContract}). */
+export function defineContract<S extends ContractStore>(suite: string, body: (test: ContractTest<S>) => void): ContractSuite<S> {
+  return (name, factory, opts) => describeContract(suite, name, factory, opts, body);
+}
+
+/** Follows nextCursor to the end; every page but the last must be full. */
+export async function listAllPages<T>(
+  list: (opts: { limit: number; prefix?: string; cursor?: string }) => Promise<{ items: T[]; nextCursor?: string }>,
+  limit: number,
+  prefix?: string,
+): Promise<T[][]> {
+  const pages: T[][] = [];
+  let cursor: string | undefined;
+  for (let guard = 0; guard < 10_000; guard++) {
+    const page = await list({ limit, ...(prefix === undefined ? {} : { prefix }), ...(cursor === undefined ? {} : { cursor }) });
+    pages.push(page.items);
+    if (page.nextCursor === undefined) return pages;
+    expect(page.items).toHaveLength(limit);
+    cursor = page.nextCursor;
+  }
+  return expect.fail("paging did not end");
+}
+
 /**
  * The frame shared by the conformance suites: a describe block whose tests each
  * get a fresh store from `factory` (init() called, cleanup and close() after),

@@ -1,8 +1,7 @@
 import { expect } from "vitest";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { supportsSqlTables, type SqlTableAccess } from "../store/sql-table-access.js";
-import { describeContract, expectRejectsWith } from "./contract-harness.js";
-import type { ContractOptions } from "./contract-options.js";
+import { defineContract, expectRejectsWith } from "./contract-harness.js";
 
 /** A readmodel backend with SQL tables (`sqlTables()`). */
 type SqlBackend = ReadmodelStoreBackend & { sqlTables(): SqlTableAccess };
@@ -23,86 +22,84 @@ async function table(access: SqlTableAccess): Promise<{ name: string; insert: st
  * inside it see its earlier writes, a transaction fenced by an older token writes nothing, and statements that
  * would end mneme's transaction are refused.
  */
-export function describeSqlTableAccessContract(name: string, factory: () => Promise<SqlBackend>, opts?: ContractOptions<SqlBackend>): void {
-  describeContract("SqlTableAccess contract", name, factory, opts, (test) => {
-    test("the backend offers sqlTables()", async (backend) => {
-      expect(supportsSqlTables(backend)).toBe(true);
-      expect(["sqlite", "postgres"]).toContain(backend.sqlTables().dialect);
-    });
-
-    test("statements in a transaction commit with its checkpoint; reads inside see them", async (backend) => {
-      const access = backend.sqlTables();
-      const t = await table(access);
-      let insideDuring = -1;
-      await backend.transaction(async () => {
-        await access.execute(t.insert, ["a", 1]);
-        await access.execute(t.insert, ["b", 2]);
-        insideDuring = await t.count();
-        expect(access.transactionClient()).toBeDefined();
-        await backend.setCheckpoint("sql-contract", 7);
-      });
-      expect(insideDuring).toBe(2);
-      expect(await t.count()).toBe(2);
-      expect(await backend.getCheckpoint("sql-contract")).toBe(7);
-      expect(access.transactionClient()).toBeUndefined();
-    });
-
-    test("a transaction that throws writes no row and no checkpoint", async (backend) => {
-      const access = backend.sqlTables();
-      const t = await table(access);
-      await expect(
-        backend.transaction(async () => {
-          await access.execute(t.insert, ["a", 1]);
-          await backend.setCheckpoint("sql-contract", 3);
-          throw new Error("handler failed");
-        }),
-      ).rejects.toThrow("handler failed");
-      expect(await t.count()).toBe(0);
-      expect(await backend.getCheckpoint("sql-contract")).toBe(0);
-    });
-
-    test("a failing statement fails its transaction, which writes nothing", async (backend) => {
-      const access = backend.sqlTables();
-      const t = await table(access);
-      await expect(
-        backend.transaction(async () => {
-          await access.execute(t.insert, ["a", 1]);
-          await access.execute(t.insert, ["a", 2]); // duplicate key
-          await backend.setCheckpoint("sql-contract", 3);
-        }),
-      ).rejects.toThrow();
-      expect(await t.count()).toBe(0);
-      expect(await backend.getCheckpoint("sql-contract")).toBe(0);
-    });
-
-    test("statements that would end or nest the transaction are INVALID_REQUEST", async (backend) => {
-      const access = backend.sqlTables();
-      for (const sql of ["BEGIN", "commit", "  ROLLBACK", "SAVEPOINT x", "RELEASE x", ""]) {
-        await expectRejectsWith(() => backend.transaction(() => access.execute(sql)), "INVALID_REQUEST");
-      }
-    });
-
-    test("fencing: a transaction fenced by an older token writes no row", async (backend) => {
-      if (backend.tryLock === undefined || backend.fencingToken === undefined || backend.checkFencingToken === undefined) return;
-      const access = backend.sqlTables();
-      const t = await table(access);
-      expect(await backend.tryLock("sql-fenced", "contract")).toBe(true);
-      const token = backend.fencingToken("sql-fenced")!;
-      await backend.unlock!("sql-fenced");
-      expect(await backend.tryLock("sql-fenced", "contract")).toBe(true);
-      const rejected = await backend
-        .transaction(async () => {
-          await backend.checkFencingToken!("sql-fenced", token);
-          await access.execute(t.insert, ["a", 1]);
-          await backend.setCheckpoint("sql-fenced", 1);
-        })
-        .then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-      expect(rejected).toBeDefined();
-      expect(await t.count()).toBe(0);
-      await backend.unlock!("sql-fenced");
-    });
+export const describeSqlTableAccessContract = defineContract<SqlBackend>("SqlTableAccess contract", (test) => {
+  test("the backend offers sqlTables()", async (backend) => {
+    expect(supportsSqlTables(backend)).toBe(true);
+    expect(["sqlite", "postgres"]).toContain(backend.sqlTables().dialect);
   });
-}
+
+  test("statements in a transaction commit with its checkpoint; reads inside see them", async (backend) => {
+    const access = backend.sqlTables();
+    const t = await table(access);
+    let insideDuring = -1;
+    await backend.transaction(async () => {
+      await access.execute(t.insert, ["a", 1]);
+      await access.execute(t.insert, ["b", 2]);
+      insideDuring = await t.count();
+      expect(access.transactionClient()).toBeDefined();
+      await backend.setCheckpoint("sql-contract", 7);
+    });
+    expect(insideDuring).toBe(2);
+    expect(await t.count()).toBe(2);
+    expect(await backend.getCheckpoint("sql-contract")).toBe(7);
+    expect(access.transactionClient()).toBeUndefined();
+  });
+
+  test("a transaction that throws writes no row and no checkpoint", async (backend) => {
+    const access = backend.sqlTables();
+    const t = await table(access);
+    await expect(
+      backend.transaction(async () => {
+        await access.execute(t.insert, ["a", 1]);
+        await backend.setCheckpoint("sql-contract", 3);
+        throw new Error("handler failed");
+      }),
+    ).rejects.toThrow("handler failed");
+    expect(await t.count()).toBe(0);
+    expect(await backend.getCheckpoint("sql-contract")).toBe(0);
+  });
+
+  test("a failing statement fails its transaction, which writes nothing", async (backend) => {
+    const access = backend.sqlTables();
+    const t = await table(access);
+    await expect(
+      backend.transaction(async () => {
+        await access.execute(t.insert, ["a", 1]);
+        await access.execute(t.insert, ["a", 2]); // duplicate key
+        await backend.setCheckpoint("sql-contract", 3);
+      }),
+    ).rejects.toThrow();
+    expect(await t.count()).toBe(0);
+    expect(await backend.getCheckpoint("sql-contract")).toBe(0);
+  });
+
+  test("statements that would end or nest the transaction are INVALID_REQUEST", async (backend) => {
+    const access = backend.sqlTables();
+    for (const sql of ["BEGIN", "commit", "  ROLLBACK", "SAVEPOINT x", "RELEASE x", ""]) {
+      await expectRejectsWith(() => backend.transaction(() => access.execute(sql)), "INVALID_REQUEST");
+    }
+  });
+
+  test("fencing: a transaction fenced by an older token writes no row", async (backend) => {
+    if (backend.tryLock === undefined || backend.fencingToken === undefined || backend.checkFencingToken === undefined) return;
+    const access = backend.sqlTables();
+    const t = await table(access);
+    expect(await backend.tryLock("sql-fenced", "contract")).toBe(true);
+    const token = backend.fencingToken("sql-fenced")!;
+    await backend.unlock!("sql-fenced");
+    expect(await backend.tryLock("sql-fenced", "contract")).toBe(true);
+    const rejected = await backend
+      .transaction(async () => {
+        await backend.checkFencingToken!("sql-fenced", token);
+        await access.execute(t.insert, ["a", 1]);
+        await backend.setCheckpoint("sql-fenced", 1);
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(rejected).toBeDefined();
+    expect(await t.count()).toBe(0);
+    await backend.unlock!("sql-fenced");
+  });
+});
