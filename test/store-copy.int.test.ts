@@ -10,7 +10,7 @@
  */
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { isMnemeError, newUuid, type RequestContext } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
@@ -110,6 +110,15 @@ async function checkCopy(app: DepotApp, head: number): Promise<void> {
   );
 }
 
+async function headOf(file: string): Promise<number> {
+  const stores = createSqliteBackends({ filename: file, pollIntervalMs: 0 });
+  try {
+    return await stores.eventRepository.headPosition();
+  } finally {
+    await stores.close();
+  }
+}
+
 function expectVerified(r: CopyStoreReport): void {
   expect(r.tables.filter((t) => !t.matches)).toEqual([]);
   expect(r.verified).toBe(true);
@@ -178,6 +187,16 @@ describe("store copy SQLite -> Postgres -> SQLite", () => {
     expect(plain.stderr).toContain("does not exist");
     const resumed = await copyStore({ from: files.newFile(), to: pgUrl(schema), resume: true }).catch((e: unknown) => e);
     expect(isMnemeError(resumed, "NOT_FOUND")).toBe(true);
+    // --resume continues only a copy of the same source: the copy's marker names the SQLite source, not this one.
+    const otherSource = pg.newSchema();
+    expectVerified(await copyStore({ from: source.file, to: pgUrl(otherSource) }));
+    const wrongSource = await copyStore({ from: pgUrl(otherSource), to: pgUrl(schema), resume: true }).catch((e: unknown) => e);
+    expect(isMnemeError(wrongSource, "CONFLICT")).toBe(true);
+    // Data no copy wrote (the source file itself, as a target) is refused with --resume, and left as it was.
+    const sourceHead = await headOf(source.file);
+    const notACopy = await copyStore({ from: pgUrl(otherSource), to: source.file, resume: true }).catch((e: unknown) => e);
+    expect(isMnemeError(notACopy, "CONFLICT")).toBe(true);
+    expect(await headOf(source.file)).toBe(sourceHead);
     expect(await events()).toBe(before);
   });
 
@@ -193,8 +212,6 @@ describe("store copy SQLite -> Postgres -> SQLite", () => {
 });
 
 describe("a store copy killed mid-way", () => {
-  afterAll(() => undefined);
-
   /** Starts the copy process, waits until it has committed `rows` rows of `table`, and SIGKILLs it. */
   function killAt(from: string, to: string, table: string, rows: number): Promise<string> {
     return new Promise((resolve, reject) => {
