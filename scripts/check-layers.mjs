@@ -33,6 +33,7 @@ const RANKS = {
   "store-fs": 2.5, // the filesystem DataStore (exported by mneme/memory)
   sqlite: 3, //      subpath mneme/sqlite: the SQLite stores
   postgres: 3, //    subpath mneme/postgres: the Postgres stores
+  "store-copy": 3.5, // subpath mneme/store-copy: a whole store copied between SQLite and Postgres (mneme store copy)
   readmodel: 4, //   delivery, restoration, BaseReadmodel, projections, history
   privacy: 4, //     personal data: encryption of personal fields per subject, forget, the Privacy domain
   reactions: 4.5, // subpath mneme/reactions: process managers, reactors, their outbox (built on src/readmodel, listed by the Runtime)

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `mneme` binary. Parses argv only; the work is in schema-build.ts and
- * privacy-migrate.ts. Exit codes: 0 done, 1 the command failed (also:
+ * The `mneme` binary. Parses argv only; the work is in schema-build.ts,
+ * privacy-migrate.ts and store-copy.ts. Exit codes: 0 done, 1 the command failed (also:
  * ts-json-schema-generator is not installed), 2 usage error. Only
  * `schema build` loads the generator.
  */
@@ -10,11 +10,13 @@ import { parseArgs } from "node:util";
 import { errorMessage } from "../model/errors.js";
 import { runPrivacyCommand } from "./privacy-migrate.js";
 import { buildSchemasWithReport, writeSchemasFile } from "./schema-build.js";
+import { runStoreCopy } from "./store-copy.js";
 
 const USAGE = `Usage:
   mneme schema build --tsconfig <file> --path <glob> --out <file> [--types <a,b>] [--all-exports]
   mneme privacy check --app <module>
   mneme privacy migrate --app <module> [--dry-run] [--batch-size <n>]
+  mneme store copy --from <file or postgres url> --to <postgres url or file> [--resume] [--batch-size <n>]
   mneme --help | --version
 
 Commands:
@@ -33,6 +35,12 @@ Commands:
   privacy migrate
                  Start the app of <module> and seal that data in place, so forget
                  erases it (resumable; see docs/upgrading.md). Prints the report.
+  store copy     Copy a whole store (events with their positions, command records,
+                 keys, snapshots, readmodel documents and checkpoints, logs) from a
+                 SQLite file or Postgres schema into an empty one, then compare
+                 rows and a SHA-256 per table on both sides; exit 1 if one differs.
+                 A Postgres URL names its schema with ?schema= (default public).
+                 Stop the app's writers first (see docs/scaling.md).
 
 Options:
   --tsconfig <file>  tsconfig.json whose compiler options apply
@@ -45,7 +53,11 @@ Options:
   --type <name>      the same as --types <name>
   --app <module>     a module whose default export returns the app's facade, not started
   --dry-run          report what would be sealed, write nothing
-  --batch-size <n>   events per page of the migration (default 500)
+  --batch-size <n>   events per page of the migration (default 500); rows per
+                     page of a store copy (default 2000)
+  --from <store>     store copy: the source, a SQLite file or postgres:// URL
+  --to <store>       store copy: the target (empty, or an interrupted copy with --resume)
+  --resume           store copy: continue a copy into this target that was interrupted
   -h, --help         show this help
   -v, --version      show the version
 `;
@@ -75,6 +87,9 @@ async function run(argv: readonly string[]): Promise<number> {
         app: { type: "string" },
         "dry-run": { type: "boolean" },
         "batch-size": { type: "string" },
+        from: { type: "string" },
+        to: { type: "string" },
+        resume: { type: "boolean" },
         help: { type: "boolean", short: "h" },
         version: { type: "boolean", short: "v" },
       },
@@ -114,6 +129,7 @@ async function run(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return 0;
   }
+  if (positionals[0] === "store") return storeCopy(positionals, values);
   if (positionals[0] !== "schema" || positionals[1] !== "build") {
     throw new UsageError(`unknown command "${positionals.join(" ")}"`);
   }
@@ -156,6 +172,22 @@ async function run(argv: readonly string[]): Promise<number> {
     process.stdout.write(`mneme: skipped ${plural(report.skipped.length, "export")} ${why}: ${firstNames(report.skipped)}\n`);
   }
   return 0;
+}
+
+function storeCopy(
+  positionals: readonly string[],
+  values: { from?: string | undefined; to?: string | undefined; resume?: boolean | undefined; "batch-size"?: string | undefined },
+): Promise<number> {
+  if (positionals[1] !== "copy" || positionals.length > 2) throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+  const missing = (["from", "to"] as const).filter((k) => values[k] === undefined || values[k] === "");
+  if (missing.length > 0) throw new UsageError(`missing ${missing.map((k) => `--${k}`).join(", ")}`);
+  const batch = values["batch-size"];
+  if (batch !== undefined && !/^[1-9][0-9]{0,4}$/.test(batch)) throw new UsageError(`--batch-size must be an integer >= 1, got "${batch}"`);
+  return runStoreCopy(
+    { from: values.from!, to: values.to!, resume: values.resume === true, ...(batch === undefined ? {} : { pageSize: Number(batch) }) },
+    process.stdout,
+    process.stderr,
+  );
 }
 
 function plural(n: number, noun: string): string {

@@ -1,0 +1,43 @@
+import type { StoreFormatRecord } from "../store/store-format.js";
+import type { CopyRow, CopyTable } from "./copy-tables.js";
+
+/** What a target records of a copy under way (see COPY_MARKER_TABLE). */
+export interface CopyMarker {
+  /** The source, as {@link CopyEndpoint.description} names it. */
+  readonly source: string;
+  /** When the copy finished (ms since the epoch), or null while it is under way or was interrupted. */
+  readonly finishedAt: number | null;
+}
+
+/**
+ * One side of a copy, a SQLite file or a Postgres schema: reads of a
+ * consistent snapshot as a source, bulk writes as a target. Every row crosses
+ * as a {@link CopyRow}, in the table's key order.
+ */
+export interface CopyEndpoint {
+  /** The store in words, without credentials (`sqlite file app.db`, `postgres 127.0.0.1:5432/app schema public`). */
+  readonly description: string;
+  /** Starts the read snapshot every later read of this side sees (Postgres REPEATABLE READ, SQLite a read transaction). */
+  beginSnapshot(): Promise<void>;
+  /** True when the table exists (a store made by an earlier release may lack one). */
+  hasTable(name: string): Promise<boolean>;
+  /** The store format record, undefined when the store keeps none. */
+  storeFormat(): Promise<StoreFormatRecord | undefined>;
+  /** The rows of a table (0 when it does not exist). */
+  count(table: CopyTable): Promise<number>;
+  /** The rows of a table in key order, a page at a time. */
+  rows(table: CopyTable, pageSize: number): AsyncIterable<CopyRow[]>;
+  /** The readmodels that keep SQL tables (their names in the SQL-table generations table). */
+  sqlTableReadmodels(): Promise<string[]>;
+  /** Creates every store's tables (the stores' own init) and the copy marker table. */
+  createTables(): Promise<void>;
+  readMarker(): Promise<CopyMarker | undefined>;
+  writeMarker(marker: CopyMarker): Promise<void>;
+  /** Appends rows in one transaction. */
+  insert(table: CopyTable, rows: readonly CopyRow[]): Promise<void>;
+  /** Writes the store format record over the one the target's init wrote. */
+  writeStoreFormat(record: StoreFormatRecord): Promise<void>;
+  /** After the rows: what the target keeps beside them follows them (Postgres: the position and log id sequences). */
+  afterRows(): Promise<void>;
+  close(): Promise<void>;
+}

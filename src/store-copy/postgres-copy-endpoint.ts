@@ -1,0 +1,221 @@
+import type pg from "pg";
+import { MnemeError } from "../model/errors.js";
+import { PG, requireDriver } from "../store/driver.js";
+import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format.js";
+import { createPostgresBackends } from "../postgres/postgres-backends.js";
+import { mapPgError } from "../postgres/postgres-errors.js";
+import { quoteIdent, validateSchemaName } from "../postgres/postgres-schema.js";
+import type { CopyEndpoint, CopyMarker } from "./copy-endpoint.js";
+import { COPY_MARKER_TABLE, type CopyColumn, type CopyRow, type CopyTable, SQL_TABLE_GENERATIONS } from "./copy-tables.js";
+
+/** Where a Postgres side of a copy is: a connection string and a schema. */
+export interface PostgresCopyLocation {
+  readonly connectionString: string;
+  /** The schema of the store. Default "public" (as the CLI's `?schema=` parameter). */
+  readonly schema?: string;
+}
+
+const ARRAY_TYPE = { int: "bigint[]", text: "text[]", json: "jsonb[]", blob: "bytea[]" } as const;
+
+/**
+ * Splits a `postgres://` URL into the connection string pg is given and the
+ * schema its `schema` query parameter names (default public); the parameter
+ * is removed, since the server would refuse it as a setting.
+ */
+export function parsePostgresUrl(url: string): PostgresCopyLocation {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch (e) {
+    throw new MnemeError("INVALID_REQUEST", "store copy: not a postgres:// URL", { cause: e });
+  }
+  const schema = parsed.searchParams.get("schema") ?? "public";
+  parsed.searchParams.delete("schema");
+  return { connectionString: parsed.toString(), schema: validateSchemaName(schema) };
+}
+
+/**
+ * A Postgres schema as one side of a copy. Reads run on one session in a
+ * REPEATABLE READ READ ONLY transaction (one snapshot for every table) through
+ * server-side cursors; text keys are ordered COLLATE "C" (code point order,
+ * as SQLite's). Writes are one INSERT ... SELECT FROM unnest(arrays) per page.
+ */
+export class PostgresCopyEndpoint implements CopyEndpoint {
+  readonly description: string;
+  readonly #schema: string;
+  readonly #pool: pg.Pool;
+  #reader: pg.PoolClient | undefined;
+  #cursors = 0;
+
+  constructor(location: PostgresCopyLocation) {
+    this.#schema = validateSchemaName(location.schema ?? "public");
+    const { Pool } = requireDriver<typeof pg>(PG);
+    this.#pool = new Pool({ connectionString: location.connectionString, max: 3 });
+    // An idle client that loses its connection emits 'error' on the pool; without a listener that would end the process.
+    this.#pool.on("error", () => undefined);
+    const u = new URL(location.connectionString);
+    this.description = `postgres ${u.host}${u.pathname} schema ${this.#schema}`;
+  }
+
+  #table(name: string): string {
+    return `${quoteIdent(this.#schema)}.${quoteIdent(name)}`;
+  }
+
+  async #query<R extends pg.QueryResultRow>(text: string, values: unknown[] = [], client?: pg.PoolClient): Promise<pg.QueryResult<R>> {
+    try {
+      return await (client ?? this.#reader ?? this.#pool).query<R>(text, values);
+    } catch (e) {
+      throw mapPgError(e, `store copy: ${this.description}`);
+    }
+  }
+
+  async beginSnapshot(): Promise<void> {
+    this.#reader = await this.#pool.connect();
+    await this.#query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  }
+
+  async hasTable(name: string): Promise<boolean> {
+    const res = await this.#query<{ t: string | null }>("SELECT to_regclass($1)::text AS t", [this.#table(name)]);
+    return res.rows[0]?.t != null;
+  }
+
+  async storeFormat(): Promise<StoreFormatRecord | undefined> {
+    if (!(await this.hasTable("mneme_store_format"))) return undefined;
+    const res = await this.#query<{ format: number; lowest_writer_format: number; upgraded_by: string; upgraded_at: string }>(
+      `SELECT format, lowest_writer_format, upgraded_by, upgraded_at::text AS upgraded_at FROM ${this.#table("mneme_store_format")} WHERE id = 1`,
+    );
+    const r = res.rows[0];
+    return r === undefined ? undefined : storeFormatRecord(r.format, r.lowest_writer_format, r.upgraded_by, r.upgraded_at);
+  }
+
+  async count(table: CopyTable): Promise<number> {
+    if (!(await this.hasTable(this.#name(table)))) return 0;
+    const res = await this.#query<{ n: string }>(`SELECT count(*)::text AS n FROM ${this.#table(this.#name(table))}`);
+    return Number(res.rows[0]?.n ?? 0);
+  }
+
+  /** The format record's table is named mneme_store_format in Postgres (store_format in SQLite, behind the prefix). */
+  #name(table: CopyTable): string {
+    return table.name === "store_format" ? "mneme_store_format" : table.name;
+  }
+
+  async *rows(table: CopyTable, pageSize: number): AsyncIterable<CopyRow[]> {
+    if (!(await this.hasTable(this.#name(table)))) return;
+    const reader = this.#reader ?? (await this.#pool.connect());
+    const own = this.#reader === undefined;
+    const cursor = `mneme_copy_${++this.#cursors}`;
+    const cols = table.columns.map((c) => selectExpr(c)).join(", ");
+    const order = table.key.map((i) => orderExpr(table.columns[i])).join(", ");
+    try {
+      if (own) await this.#query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [], reader);
+      await this.#query(
+        `DECLARE ${cursor} NO SCROLL CURSOR FOR SELECT ${cols} FROM ${this.#table(this.#name(table))} AS src ORDER BY ${order}`,
+        [],
+        reader,
+      );
+      const jsonColumns = table.columns.flatMap((c, i) => (c.kind === "json" ? [i] : []));
+      for (;;) {
+        let res: pg.QueryResult<CopyRow>;
+        try {
+          res = await reader.query<CopyRow>({ text: `FETCH ${pageSize} FROM ${cursor}`, rowMode: "array" });
+        } catch (e) {
+          throw mapPgError(e, `store copy: reading ${table.name} of ${this.description}`);
+        }
+        if (res.rows.length === 0) break;
+        // jsonb::text puts a space after each colon and comma: compact it as mneme writes JSON.
+        for (const row of res.rows) for (const i of jsonColumns) if (row[i] != null) row[i] = JSON.stringify(JSON.parse(row[i] as string));
+        yield res.rows;
+        if (res.rows.length < pageSize) break;
+      }
+      await this.#query(`CLOSE ${cursor}`, [], reader);
+      if (own) await this.#query("COMMIT", [], reader);
+    } finally {
+      if (own) reader.release();
+    }
+  }
+
+  async sqlTableReadmodels(): Promise<string[]> {
+    if (!(await this.hasTable(SQL_TABLE_GENERATIONS))) return [];
+    const res = await this.#query<{ readmodel: string }>(`SELECT readmodel FROM ${this.#table(SQL_TABLE_GENERATIONS)}`);
+    return res.rows.map((r) => r.readmodel);
+  }
+
+  async createTables(): Promise<void> {
+    const stores = createPostgresBackends({ pool: this.#pool, schema: this.#schema, pollIntervalMs: 0 });
+    try {
+      for (const s of [stores.eventRepository, stores.commandStore, stores.snapshotStore, stores.keyStore, stores.readmodelStoreBackend]) {
+        await s.init();
+      }
+      await stores.logStore.init();
+    } finally {
+      await stores.close();
+    }
+    await this.#query(
+      `CREATE TABLE IF NOT EXISTS ${this.#table(COPY_MARKER_TABLE)} (id smallint PRIMARY KEY CHECK (id = 1), source text NOT NULL, finished_at bigint)`,
+    );
+  }
+
+  async readMarker(): Promise<CopyMarker | undefined> {
+    if (!(await this.hasTable(COPY_MARKER_TABLE))) return undefined;
+    const res = await this.#query<{ source: string; finished_at: string | null }>(
+      `SELECT source, finished_at::text AS finished_at FROM ${this.#table(COPY_MARKER_TABLE)} WHERE id = 1`,
+    );
+    const r = res.rows[0];
+    return r === undefined ? undefined : { source: r.source, finishedAt: r.finished_at === null ? null : Number(r.finished_at) };
+  }
+
+  async writeMarker(marker: CopyMarker): Promise<void> {
+    await this.#query(
+      `INSERT INTO ${this.#table(COPY_MARKER_TABLE)} (id, source, finished_at) VALUES (1, $1, $2)
+       ON CONFLICT (id) DO UPDATE SET source = EXCLUDED.source, finished_at = EXCLUDED.finished_at`,
+      [marker.source, marker.finishedAt],
+    );
+  }
+
+  async insert(table: CopyTable, rows: readonly CopyRow[]): Promise<void> {
+    const cols = table.columns.map((c) => quoteIdent(c.pgName ?? c.name)).join(", ");
+    const arrays = table.columns.map((_, i) => rows.map((r) => r[i] ?? null));
+    const unnest = table.columns.map((c, i) => `$${i + 1}::${ARRAY_TYPE[c.kind]}`).join(", ");
+    // OVERRIDING SYSTEM VALUE: the log ids are an identity column GENERATED ALWAYS, and the copy keeps them.
+    await this.#query(`INSERT INTO ${this.#table(table.name)} (${cols}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${unnest})`, arrays);
+  }
+
+  async writeStoreFormat(record: StoreFormatRecord): Promise<void> {
+    await this.#query(
+      `UPDATE ${this.#table("mneme_store_format")} SET format = $1, lowest_writer_format = $2, upgraded_by = $3, upgraded_at = $4 WHERE id = 1`,
+      [record.format, record.lowestWriterFormat, record.upgradedBy, record.upgradedAt],
+    );
+  }
+
+  async afterRows(): Promise<void> {
+    // The position sequence is kept at the head for append functions of earlier releases, and the log ids continue after the copied ones.
+    await this.#query(
+      `SELECT setval('${quoteIdent(this.#schema)}.events_position_seq', max(position)) FROM ${this.#table("events")} HAVING max(position) IS NOT NULL`,
+    );
+    await this.#query(`SELECT setval(pg_get_serial_sequence($1, 'id'), max(id)) FROM ${this.#table("logs")} HAVING max(id) IS NOT NULL`, [
+      this.#table("logs"),
+    ]);
+  }
+
+  async close(): Promise<void> {
+    const reader = this.#reader;
+    this.#reader = undefined;
+    if (reader !== undefined) {
+      await reader.query("ROLLBACK").catch(() => undefined);
+      reader.release();
+    }
+    await this.#pool.end();
+  }
+}
+
+function selectExpr(c: CopyColumn): string {
+  const name = quoteIdent(c.pgName ?? c.name);
+  return c.kind === "int" || c.kind === "json" ? `${name}::text` : name;
+}
+
+function orderExpr(c: CopyColumn | undefined): string {
+  if (c === undefined) throw new MnemeError("INVALID_STATE", "store copy: a key column is missing");
+  // Qualified: a bare name in ORDER BY would mean the output column, which is the value cast to text.
+  const name = `src.${quoteIdent(c.pgName ?? c.name)}`;
+  return c.kind === "text" ? `${name} COLLATE "C"` : name;
+}

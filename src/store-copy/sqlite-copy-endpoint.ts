@@ -1,0 +1,163 @@
+import { existsSync } from "node:fs";
+import type BetterSqlite3 from "better-sqlite3";
+import { MnemeError } from "../model/errors.js";
+import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format.js";
+import { createSqliteBackends } from "../sqlite/sqlite-backends.js";
+import { SqliteDatabase, validateTablePrefix } from "../sqlite/sqlite-database.js";
+import type { CopyEndpoint, CopyMarker } from "./copy-endpoint.js";
+import { COPY_MARKER_TABLE, type CopyRow, type CopyTable, SQL_TABLE_GENERATIONS, STORE_FORMAT_TABLE } from "./copy-tables.js";
+
+/** Where a SQLite side of a copy is: its file and table prefix. */
+export interface SqliteCopyLocation {
+  readonly filename: string;
+  /** Default "mneme_", as createSqliteBackends. */
+  readonly tablePrefix?: string;
+}
+
+type Value = string | number | bigint | Uint8Array | null;
+
+/**
+ * A SQLite file as one side of a copy. Reads run in one read transaction
+ * (a WAL snapshot: appends by a running app after it began are not seen);
+ * integers are read as bigint, so a 64-bit value crosses exactly. Writes are
+ * a prepared INSERT run for a page of rows inside one write transaction.
+ */
+export class SqliteCopyEndpoint implements CopyEndpoint {
+  readonly description: string;
+  readonly #prefix: string;
+  readonly #connection: SqliteDatabase;
+  readonly #db: BetterSqlite3.Database;
+
+  private constructor(location: SqliteCopyLocation, connection: SqliteDatabase) {
+    this.#prefix = validateTablePrefix(location.tablePrefix);
+    this.#connection = connection;
+    this.#db = connection.driver as unknown as BetterSqlite3.Database;
+    this.description = `sqlite file ${location.filename}${this.#prefix === "mneme_" ? "" : ` (table prefix ${this.#prefix})`}`;
+  }
+
+  /** Opens an existing file to read (NOT_FOUND when there is none). */
+  static source(location: SqliteCopyLocation): SqliteCopyEndpoint {
+    if (!existsSync(location.filename))
+      throw new MnemeError("NOT_FOUND", `store copy: the source file ${location.filename} does not exist`);
+    return SqliteCopyEndpoint.target(location);
+  }
+
+  /** Opens (creating) a file to write. */
+  static target(location: SqliteCopyLocation): SqliteCopyEndpoint {
+    validateTablePrefix(location.tablePrefix);
+    return new SqliteCopyEndpoint(location, SqliteDatabase.open(location.filename));
+  }
+
+  #table(name: string): string {
+    return `"${this.#prefix}${name}"`;
+  }
+
+  async beginSnapshot(): Promise<void> {
+    this.#db.exec("BEGIN");
+    // The snapshot starts at the first read, not at BEGIN.
+    this.#db.prepare("SELECT count(*) FROM sqlite_master").get();
+  }
+
+  async hasTable(name: string): Promise<boolean> {
+    return this.#db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(`${this.#prefix}${name}`) !== undefined;
+  }
+
+  async storeFormat(): Promise<StoreFormatRecord | undefined> {
+    if (!(await this.hasTable(STORE_FORMAT_TABLE.name))) return undefined;
+    const r = this.#db
+      .prepare(`SELECT format, lowest_writer_format, upgraded_by, upgraded_at FROM ${this.#table("store_format")} WHERE id = 1`)
+      .get() as { format: number; lowest_writer_format: number; upgraded_by: string; upgraded_at: number } | undefined;
+    return r === undefined ? undefined : storeFormatRecord(r.format, r.lowest_writer_format, r.upgraded_by, r.upgraded_at);
+  }
+
+  async count(table: CopyTable): Promise<number> {
+    if (!(await this.hasTable(table.name))) return 0;
+    return (this.#db.prepare(`SELECT count(*) AS n FROM ${this.#table(table.name)}`).get() as { n: number }).n;
+  }
+
+  async *rows(table: CopyTable, pageSize: number): AsyncIterable<CopyRow[]> {
+    if (!(await this.hasTable(table.name))) return;
+    const cols = table.columns.map((c) => `"${c.name}"`).join(", ");
+    const order = table.key.map((i) => `"${table.columns[i]?.name ?? ""}"`).join(", ");
+    const stmt = this.#db
+      .prepare(`SELECT ${cols} FROM ${this.#table(table.name)} ORDER BY ${order}`)
+      .raw(true)
+      .safeIntegers(true);
+    let page: CopyRow[] = [];
+    for (const raw of stmt.iterate() as Iterable<Value[]>) {
+      page.push(raw.map((v) => (typeof v === "bigint" || typeof v === "number" ? String(v) : v)));
+      if (page.length >= pageSize) {
+        yield page;
+        page = [];
+      }
+    }
+    if (page.length > 0) yield page;
+  }
+
+  async sqlTableReadmodels(): Promise<string[]> {
+    if (!(await this.hasTable(SQL_TABLE_GENERATIONS))) return [];
+    const rows = this.#db
+      .prepare(`SELECT readmodel FROM ${this.#table(SQL_TABLE_GENERATIONS)}`)
+      .raw(true)
+      .all() as [string][];
+    return rows.map((r) => r[0]);
+  }
+
+  async createTables(): Promise<void> {
+    const stores = createSqliteBackends({ database: this.#connection.driver, tablePrefix: this.#prefix, pollIntervalMs: 0 });
+    try {
+      for (const s of [stores.eventRepository, stores.commandStore, stores.snapshotStore, stores.keyStore, stores.readmodelStoreBackend]) {
+        await s.init();
+      }
+      await stores.logStore.init();
+    } finally {
+      await stores.close();
+    }
+    this.#db.exec(
+      `CREATE TABLE IF NOT EXISTS ${this.#table(COPY_MARKER_TABLE)} (id INTEGER PRIMARY KEY CHECK (id = 1), source TEXT NOT NULL, finished_at INTEGER)`,
+    );
+  }
+
+  async readMarker(): Promise<CopyMarker | undefined> {
+    if (!(await this.hasTable(COPY_MARKER_TABLE))) return undefined;
+    const r = this.#db.prepare(`SELECT source, finished_at FROM ${this.#table(COPY_MARKER_TABLE)} WHERE id = 1`).get() as
+      { source: string; finished_at: number | null } | undefined;
+    return r === undefined ? undefined : { source: r.source, finishedAt: r.finished_at };
+  }
+
+  async writeMarker(marker: CopyMarker): Promise<void> {
+    this.#db
+      .prepare(
+        `INSERT INTO ${this.#table(COPY_MARKER_TABLE)} (id, source, finished_at) VALUES (1, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET source = excluded.source, finished_at = excluded.finished_at`,
+      )
+      .run(marker.source, marker.finishedAt);
+  }
+
+  async insert(table: CopyTable, rows: readonly CopyRow[]): Promise<void> {
+    const cols = table.columns.map((c) => `"${c.name}"`).join(", ");
+    const stmt = this.#db.prepare(`INSERT INTO ${this.#table(table.name)} (${cols}) VALUES (${table.columns.map(() => "?").join(", ")})`);
+    const ints = table.columns.map((c) => c.kind === "int");
+    const write = this.#db.transaction((page: readonly CopyRow[]) => {
+      for (const row of page) stmt.run(row.map((v, i) => (ints[i] === true && typeof v === "string" ? BigInt(v) : v)));
+    });
+    write.immediate(rows);
+  }
+
+  async writeStoreFormat(record: StoreFormatRecord): Promise<void> {
+    this.#db
+      .prepare(
+        `UPDATE ${this.#table("store_format")} SET format = ?, lowest_writer_format = ?, upgraded_by = ?, upgraded_at = ? WHERE id = 1`,
+      )
+      .run(record.format, record.lowestWriterFormat, record.upgradedBy, record.upgradedAt);
+  }
+
+  async afterRows(): Promise<void> {
+    // AUTOINCREMENT keeps its own high-water mark (sqlite_sequence), raised by every insert with an explicit id.
+  }
+
+  async close(): Promise<void> {
+    if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
+    this.#connection.close();
+  }
+}

@@ -1,0 +1,266 @@
+/**
+ * `mneme store copy` and copyStore: a SQLite store that used every part
+ * (accounts and sessions, two tenants, a snapshotted aggregate, a projection,
+ * a readmodel, a scheduled command, personal data with one subject forgotten,
+ * idempotent commands, logs) copied to Postgres with the library and back to
+ * SQLite with the CLI; each copy opened by a facade gives the same answers,
+ * logins work, the forgotten subject stays erased, readmodels resume from
+ * their checkpoints, and new commands take the next position. A copy killed
+ * with SIGKILL mid-way and rerun with --resume ends in the same state.
+ */
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { beforeAll, describe, expect, it } from "vitest";
+import { isMnemeError, newUuid, type RequestContext } from "mneme";
+import { createPostgresBackends } from "mneme/postgres";
+import { createSqliteBackends } from "mneme/sqlite";
+import { copyStore, type CopyStoreReport } from "mneme/store-copy";
+import { ADMIN_EMAIL, ADMIN_PASSWORD } from "./support/defaults-world.js";
+import { Bin, depotAnswers, Owner, RegisterOwner, Stock, startDepot, type DepotApp } from "./support/depot-app.js";
+import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
+import { runProcess } from "./support/run-process.js";
+import { sqliteScratch } from "./support/sqlite-scratch.js";
+
+const cwd = fileURLToPath(new URL("..", import.meta.url));
+const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
+const killable = fileURLToPath(new URL("./support/store-copy-process.ts", import.meta.url));
+const pg = postgresScratch("mneme_store_copy");
+const files = sqliteScratch("store-copy");
+
+const pgUrl = (schema: string): string => {
+  const u = new URL(DATABASE_URL);
+  u.searchParams.set("schema", schema);
+  return u.toString();
+};
+const mneme = (args: string[]) => runProcess(process.execPath, ["--import", "tsx", cli, ...args], cwd);
+
+const BINS = ["0192f2a0-0000-7000-8000-00000000000a", "0192f2a0-0000-7000-8000-00000000000b", "0192f2a0-0000-7000-8000-00000000000c"];
+const ANN = { ownerUuid: "0192f2a0-0000-7000-8000-0000000000a1", email: "ann.copy.secret@example.org" };
+const BOB = { ownerUuid: "0192f2a0-0000-7000-8000-0000000000b1", email: "bob.copy@example.org" };
+const IDEMPOTENT = newUuid();
+
+interface Source {
+  file: string;
+  head: number;
+  answers: Record<string, unknown>;
+  members: { email: string; tenantUuid: string; identityUuid: string }[];
+}
+let source: Source;
+
+/** Fills a SQLite store through the app: two tenants with their members, stock, owners, a forget, an idempotent command, a log line. */
+async function buildSource(): Promise<Source> {
+  const file = files.newFile();
+  const app = await startDepot(createSqliteBackends({ filename: file }));
+  try {
+    const members: { email: string; tenantUuid: string; identityUuid: string; reqCtx: RequestContext }[] = [];
+    for (const name of ["north", "south"]) {
+      const tenantUuid = await app.world.createTenant(name);
+      const email = `${name}@example.org`;
+      const m = await app.world.member(email, tenantUuid, ["Depot.*"]);
+      members.push({ email, tenantUuid, identityUuid: m.identityUuid, reqCtx: m.reqCtx });
+    }
+    const [north, south] = members as [(typeof members)[0], (typeof members)[0]];
+    for (let i = 0; i < 24; i++) {
+      const m = i % 3 === 2 ? south : north;
+      const binUuid = i % 3 === 2 ? BINS[2]! : BINS[i % 2]!;
+      await app.facade.dispatch(Stock, { binUuid, n: i + 1 }, { reqCtx: m.reqCtx, waitToFinish: true });
+    }
+    await app.facade.dispatch(Stock, { binUuid: BINS[0]!, n: 100 }, { reqCtx: north.reqCtx, commandUuid: IDEMPOTENT, waitToFinish: true });
+    for (const o of [ANN, BOB]) await app.facade.dispatch(RegisterOwner, o, { reqCtx: north.reqCtx, waitToFinish: true });
+    expect(await app.facade.forget(ANN.ownerUuid)).toEqual({ keysDeleted: 1 });
+    await app.facade.logStore.append({ level: "info", source: "test", message: "before the copy" });
+    return {
+      file,
+      head: await app.facade.eventRepository.headPosition(),
+      answers: { north: await depotAnswers(app, north.reqCtx, BINS), south: await depotAnswers(app, south.reqCtx, BINS) },
+      members: members.map((m) => ({ email: m.email, tenantUuid: m.tenantUuid, identityUuid: m.identityUuid })),
+    };
+  } finally {
+    await app.facade.stop();
+  }
+}
+
+/** Opens a copy with the app and checks what a user relies on. */
+async function checkCopy(app: DepotApp, head: number): Promise<void> {
+  // Logins work with the copied accounts; each member sees their tenant's answers, as on the source.
+  for (const m of source.members) {
+    const session = await app.world.login(m.email, undefined, m.identityUuid);
+    expect(session.reqCtx.senderTenantUuid).toBe(m.tenantUuid);
+    const name = m.email.startsWith("north") ? "north" : "south";
+    expect(await depotAnswers(app, session.reqCtx, BINS)).toEqual(source.answers[name]);
+  }
+  await app.world.login(ADMIN_EMAIL, ADMIN_PASSWORD);
+  // The forgotten subject stays erased; the other one is readable.
+  expect((await app.facade.loadAggregate(Owner, ANN.ownerUuid)).state.email).toBe("[erased]");
+  expect((await app.facade.loadAggregate(Owner, BOB.ownerUuid)).state.email).toBe(BOB.email);
+  // The idempotent command's record came along: its duplicate is a replay, nothing appended.
+  const north = await app.world.login("north@example.org", undefined, source.members[0]!.identityUuid);
+  const replay = await app.facade.dispatch(Stock, { binUuid: BINS[0]!, n: 100 }, { reqCtx: north.reqCtx, commandUuid: IDEMPOTENT });
+  expect(replay.replayed).toBe(true);
+  // The readmodel resumed from its checkpoint: only the new event is handled, at the next position.
+  const before = await app.facade.eventRepository.headPosition();
+  expect(before).toBeGreaterThanOrEqual(head);
+  const handledBefore = app.totals.handled;
+  const fresh = await app.facade.dispatch(Stock, { binUuid: BINS[1]!, n: 5 }, { reqCtx: north.reqCtx, waitToFinish: true });
+  expect(fresh.events?.[0]?.position).toBe(before + 1);
+  expect(app.totals.handled - handledBefore).toBe(1);
+  expect(handledBefore).toBe(0);
+  expect((await app.facade.loadAggregate(Bin, BINS[1]!)).state.n).toBe(
+    (source.answers.north as { states: { n: number }[] }).states[1]!.n + 5,
+  );
+}
+
+async function headOf(file: string): Promise<number> {
+  const stores = createSqliteBackends({ filename: file, pollIntervalMs: 0 });
+  try {
+    return await stores.eventRepository.headPosition();
+  } finally {
+    await stores.close();
+  }
+}
+
+function expectVerified(r: CopyStoreReport): void {
+  expect(r.tables.filter((t) => !t.matches)).toEqual([]);
+  expect(r.verified).toBe(true);
+  expect(r.sourceDigest).toBe(r.targetDigest);
+  const rows = Object.fromEntries(r.tables.map((t) => [t.table, t.source.rows]));
+  for (const t of [
+    "events",
+    "commands",
+    "snapshots",
+    "subject_keys",
+    "forgotten_keys",
+    "readmodel_documents",
+    "readmodel_checkpoints",
+    "logs",
+  ])
+    expect(rows[t], t).toBeGreaterThan(0);
+}
+
+beforeAll(async () => {
+  source = await buildSource();
+}, 120_000);
+
+describe("store copy SQLite -> Postgres -> SQLite", () => {
+  const schema = pg.newSchema();
+  let toPostgres: CopyStoreReport;
+
+  it("copies the SQLite store into a Postgres schema, verified, and the copy serves the same answers", async () => {
+    toPostgres = await copyStore({ from: source.file, to: pgUrl(schema), pageSize: 7 });
+    expectVerified(toPostgres);
+    expect(toPostgres.tables.find((t) => t.table === "events")?.source.rows).toBe(source.head);
+    const app = await startDepot(createPostgresBackends({ pool: pg.pool, schema }));
+    try {
+      await checkCopy(app, source.head);
+    } finally {
+      await app.facade.stop();
+    }
+  }, 120_000);
+
+  it("copies the Postgres copy back to SQLite with the CLI: the same digest, and a facade serves it", async () => {
+    // A copy of the untouched source first (the Postgres schema took new commands above): the digest is the source's.
+    const untouched = pg.newSchema();
+    expectVerified(await copyStore({ from: source.file, to: pgUrl(untouched) }));
+    const file = files.newFile();
+    const run = await mneme(["store", "copy", "--from", pgUrl(untouched), "--to", file]);
+    expect(run.stderr).toContain("copy events");
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("verified: every table has the same rows and digest");
+    expect(run.stdout).toContain(`source digest ${toPostgres.sourceDigest}`);
+    expect(run.stdout).toContain(`target digest ${toPostgres.sourceDigest}`);
+    const app = await startDepot(createSqliteBackends({ filename: file }));
+    try {
+      await checkCopy(app, source.head);
+    } finally {
+      await app.facade.stop();
+    }
+  }, 180_000);
+
+  it("refuses a target that holds data (CONFLICT, nothing written), also with --resume", async () => {
+    const events = async () => (await pg.pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM "${schema}".events`)).rows[0]!.n;
+    const before = await events();
+    const refused = await copyStore({ from: source.file, to: pgUrl(schema) }).catch((e: unknown) => e);
+    expect(isMnemeError(refused, "CONFLICT")).toBe(true);
+    const other = files.newFile();
+    const plain = await mneme(["store", "copy", "--from", other, "--to", pgUrl(schema)]);
+    expect(plain.code).toBe(1);
+    expect(plain.stderr).toContain("does not exist");
+    const resumed = await copyStore({ from: files.newFile(), to: pgUrl(schema), resume: true }).catch((e: unknown) => e);
+    expect(isMnemeError(resumed, "NOT_FOUND")).toBe(true);
+    // --resume continues only a copy of the same source: the copy's marker names the SQLite source, not this one.
+    const otherSource = pg.newSchema();
+    expectVerified(await copyStore({ from: source.file, to: pgUrl(otherSource) }));
+    const wrongSource = await copyStore({ from: pgUrl(otherSource), to: pgUrl(schema), resume: true }).catch((e: unknown) => e);
+    expect(isMnemeError(wrongSource, "CONFLICT")).toBe(true);
+    // Data no copy wrote (the source file itself, as a target) is refused with --resume, and left as it was.
+    const sourceHead = await headOf(source.file);
+    const notACopy = await copyStore({ from: pgUrl(otherSource), to: source.file, resume: true }).catch((e: unknown) => e);
+    expect(isMnemeError(notACopy, "CONFLICT")).toBe(true);
+    expect(await headOf(source.file)).toBe(sourceHead);
+    expect(await events()).toBe(before);
+  });
+
+  it("refuses bad input with a code: a bad schema name, the same store as source and target, usage errors", async () => {
+    expect(isMnemeError(await copyStore({ from: source.file, to: pgUrl("bad-name") }).catch((e: unknown) => e), "INVALID_REQUEST")).toBe(
+      true,
+    );
+    expect(isMnemeError(await copyStore({ from: source.file, to: source.file }).catch((e: unknown) => e), "INVALID_REQUEST")).toBe(true);
+    const usage = await mneme(["store", "copy", "--from", source.file]);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("missing --to");
+  });
+});
+
+describe("a store copy killed mid-way", () => {
+  /** Starts the copy process, waits until it has committed `rows` rows of `table`, and SIGKILLs it. */
+  function killAt(from: string, to: string, table: string, rows: number): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, ["--import", "tsx", killable, from, to, "5", table, String(rows)], {
+        cwd,
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+        if (out.includes("paused")) child.kill("SIGKILL");
+      });
+      child.once("error", reject);
+      child.once("exit", (_code, signal) => resolve(`${signal ?? "exited"} ${out.trim()}`));
+    });
+  }
+
+  it.each([
+    ["events", 20],
+    ["readmodel_documents", 5],
+  ])(
+    "SQLite -> Postgres killed in %s, rerun with --resume: the same state as an uninterrupted copy",
+    async (table, rows) => {
+      const schema = pg.newSchema();
+      expect(await killAt(source.file, pgUrl(schema), table, rows)).toMatch(/^SIGKILL paused/);
+      const plain = await mneme(["store", "copy", "--from", source.file, "--to", pgUrl(schema)]);
+      expect(plain.code).toBe(1);
+      expect(plain.stderr).toContain("--resume");
+      const resumed = await mneme(["store", "copy", "--from", source.file, "--to", pgUrl(schema), "--resume", "--batch-size", "5"]);
+      expect(resumed.code, resumed.stderr).toBe(0);
+      expect(resumed.stdout).toContain("(resumed)");
+      const uninterrupted = await copyStore({ from: source.file, to: pgUrl(pg.newSchema()) });
+      expect(resumed.stdout).toContain(`target digest ${uninterrupted.targetDigest}`);
+      // A second --resume finds nothing left to copy and verifies again.
+      const again = await copyStore({ from: source.file, to: pgUrl(schema), resume: true });
+      expectVerified(again);
+      expect(again.tables.reduce((n, t) => n + (t.table === "store_format" ? 0 : t.copied), 0)).toBe(0);
+    },
+    180_000,
+  );
+
+  it("Postgres -> SQLite killed in events, rerun with --resume: verified", async () => {
+    const schema = pg.newSchema();
+    expectVerified(await copyStore({ from: source.file, to: pgUrl(schema) }));
+    const file = files.newFile();
+    expect(await killAt(pgUrl(schema), file, "events", 10)).toMatch(/^SIGKILL paused/);
+    const resumed = await copyStore({ from: pgUrl(schema), to: file, resume: true });
+    expectVerified(resumed);
+    expect(resumed.resumed).toBe(true);
+    expect(resumed.tables.find((t) => t.table === "events")?.copied).toBeLessThan(source.head);
+  }, 180_000);
+});
