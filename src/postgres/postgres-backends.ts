@@ -11,12 +11,17 @@ import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js"
 import type { SnapshotStore } from "../store/snapshot-store.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { PostgresEventRepository } from "./postgres-event-repository.js";
+import { PostgresFailoverPool } from "./postgres-failover-pool.js";
+import { parsePostgresHosts, redactConnectionString } from "./postgres-hosts.js";
 import { PostgresKeyStore } from "./postgres-key-store.js";
 import { PostgresLogStore } from "./postgres-log-store.js";
 import { describeConnection, listenForPoolErrors, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 import { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
 import { validateSchemaName } from "./postgres-schema.js";
 import { PostgresSnapshotStore } from "./postgres-snapshot-store.js";
+
+/** How long one connection attempt to a server of several may take before it counts as down (libpq's connect_timeout overrides). */
+const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
 
 /** Where the stores connect: a connection string (a pool is made and ended by close()) or a pool the caller owns. */
 export type PostgresConnection =
@@ -83,7 +88,7 @@ export function createPostgresBackends(
     throw new MnemeError("INVALID_REQUEST", `createPostgresBackends: poolSize must be an integer >= 4, got ${String(poolSize)}`);
   }
   let pool: PgPool;
-  let ownPool: pg.Pool | undefined;
+  let ownPool: (PgPool & { end(): Promise<void> }) | undefined;
   let connectionInfo: string;
   if (connection.pool !== undefined) {
     if (connection.connectionString !== undefined)
@@ -91,8 +96,7 @@ export function createPostgresBackends(
     pool = connection.pool;
     connectionInfo = describeConnection(pool, schema);
   } else if (typeof connection.connectionString === "string" && connection.connectionString !== "") {
-    const { Pool } = requireDriver<typeof pg>(PG);
-    ownPool = new Pool({ connectionString: connection.connectionString, max: poolSize });
+    ownPool = poolFor(connection.connectionString, poolSize);
     pool = ownPool;
     connectionInfo = describeConnection(connection.connectionString, schema);
   } else {
@@ -116,6 +120,32 @@ export function createPostgresBackends(
     stores,
     closeStoresOnce(Object.values(stores), () => ownPool?.end()),
   );
+}
+
+/**
+ * The pool made from a connection string: a plain pg.Pool for one host, a
+ * {@link PostgresFailoverPool} (works against the writable server, follows a
+ * promotion) for several hosts or `target_session_attrs=read-write`.
+ */
+function poolFor(connectionString: string, max: number): PgPool & { end(): Promise<void> } {
+  const driver = requireDriver<typeof pg>(PG);
+  const parsed = parsePostgresHosts(connectionString);
+  const connectTimeoutMs = parsed.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  const [only] = parsed.hosts;
+  if (!parsed.chooseWritable && only !== undefined) {
+    // One host: node-postgres reads the string as it always did (connect_timeout, when given, now bounds the connect).
+    const timeout = parsed.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: connectTimeoutMs };
+    return new driver.Pool({ connectionString: only.connectionString, max, ...timeout });
+  }
+  const failover = new PostgresFailoverPool({
+    hosts: parsed.hosts,
+    max,
+    connectTimeoutMs,
+    driver,
+    description: redactConnectionString(connectionString),
+  });
+  // Structurally a pool: the promise forms of connect() and query() are all mneme calls.
+  return failover as unknown as PgPool & { end(): Promise<void> };
 }
 
 function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {

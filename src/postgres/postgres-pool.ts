@@ -1,5 +1,6 @@
 import type { Pool, PoolClient, QueryConfig, QueryResult, QueryResultRow } from "pg";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
+import { redactConnectionString } from "./postgres-hosts.js";
 
 /**
  * The few methods of a `pg.Pool` that the Postgres backends use, so a caller
@@ -188,11 +189,11 @@ export function listenForPoolErrors(pool: PgPool): void {
 export function describeConnection(source: string | PgPool, schema: string): string {
   let target = "postgres";
   if (typeof source === "string") {
-    target = redactUrl(source);
+    target = redactConnectionString(source);
   } else {
     const o = source.options as
       { connectionString?: unknown; host?: unknown; port?: unknown; user?: unknown; database?: unknown } | undefined;
-    if (typeof o?.connectionString === "string") target = redactUrl(o.connectionString);
+    if (typeof o?.connectionString === "string") target = redactConnectionString(o.connectionString);
     else if (o !== undefined) {
       const user = typeof o.user === "string" ? `${o.user}@` : "";
       const host = typeof o.host === "string" ? o.host : "localhost";
@@ -202,22 +203,4 @@ export function describeConnection(source: string | PgPool, schema: string): str
     }
   }
   return `${target} schema=${schema}`;
-}
-
-function redactUrl(connectionString: string): string {
-  try {
-    const u = new URL(connectionString);
-    u.password = "";
-    for (const k of [...u.searchParams.keys()]) {
-      if (/pass|secret|key|token/i.test(k)) u.searchParams.delete(k);
-    }
-    return u.toString();
-  } catch {
-    // Not a URL (a libpq keyword string): keep only what cannot be a secret.
-    const kept = connectionString
-      .split(/\s+/)
-      .filter((kv) => /^(host|port|dbname|user)=/.test(kv))
-      .join(" ");
-    return kept === "" ? "postgres" : kept;
-  }
 }
