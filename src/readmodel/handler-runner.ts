@@ -351,9 +351,19 @@ export class HandlerRunner {
     return { held, token: s.token };
   }
 
-  /** In standby: tries the lock and, taken, goes live from the checkpoint (the balancer's take-over). */
-  retryTakeOver(): Promise<boolean> {
-    return this.#locks.retryTakeOver();
+  /**
+   * The balancer's take-over of a lane, from standby or stopped: tries the lock;
+   * `took` says whether it was taken, `live` settles once the lane went live from its checkpoint.
+   */
+  async claim(): Promise<{ took: boolean; live: Promise<void> }> {
+    const s = this.#s;
+    if (s.state === "standby") return this.#locks.retryTakeOver();
+    if (s.state !== "stopped" || this.restoring) return { took: false, live: Promise.resolve() };
+    if (!(await this.#locks.takeLock())) {
+      this.#locks.enterStandby();
+      return { took: false, live: Promise.resolve() };
+    }
+    return { took: true, live: this.#resume() };
   }
 
   refreshStandbyView(): Promise<void> {

@@ -31,7 +31,7 @@ export interface LaneRunner {
   stop(): Promise<void>;
   goLive(): Promise<void>;
   startRestore(opts: { fromZero?: boolean; signal?: AbortSignal }): { done: Promise<RestoreReport>; cancel(): void };
-  retryTakeOver(): Promise<boolean>;
+  claim(): Promise<{ took: boolean; live: Promise<void> }>;
   refreshStandbyView(): Promise<void>;
   /** Enters standby (no lock): the balancer takes the lane over when its fair share allows. */
   standBy(): void;
@@ -93,7 +93,7 @@ export class PartitionBalancer {
   /** Takes this instance's share now, then keeps balancing. */
   async goLive(): Promise<void> {
     this.live = true;
-    await this.#tick();
+    await this.#tick(true);
   }
 
   /** Leaves the balance: every lane stopped (checkpoints persisted, locks released), the member slot released. */
@@ -120,14 +120,15 @@ export class PartitionBalancer {
   schedule(): void {
     if (!this.live) return;
     if (this.#timer !== undefined) clearTimeout(this.#timer);
-    const t = this.#p.snapshot(() => setTimeout(() => void this.#tick(), this.delivery.lockRetryMs));
+    const t = this.#p.snapshot(() => setTimeout(() => void this.#tick(false), this.delivery.lockRetryMs));
     (t as { unref?: () => void }).unref?.();
     this.#timer = t;
   }
 
-  #tick(): Promise<void> {
+  /** One balance; `initial` (going live): it resolves once the partitions taken caught up, as a start does. */
+  #tick(initial: boolean): Promise<void> {
     if (this.#running !== undefined) return this.#running;
-    const run = this.#balance()
+    const run = this.#balance(initial)
       .then(
         () => {
           this.lastError = undefined;
@@ -144,7 +145,7 @@ export class PartitionBalancer {
     return run;
   }
 
-  async #balance(): Promise<void> {
+  async #balance(initial: boolean): Promise<void> {
     const p = this.#p;
     if (!this.live || p.paused() || !(await this.#countRecorded())) return;
     const backend = p.backend();
@@ -162,6 +163,7 @@ export class PartitionBalancer {
       await lane.yieldLock();
     }
     let count = Math.min(held.length, fair);
+    const catchingUp: Promise<void>[] = [];
     // Instances start at different partitions, so that they seldom race for the same lock.
     const first = this.#member === undefined ? 0 : (this.#member * Math.max(1, fair)) % n;
     for (let k = 0; k < n; k++) {
@@ -173,10 +175,13 @@ export class PartitionBalancer {
         else if (lane.state === "standby") await lane.refreshStandbyView();
         continue;
       }
-      if (lane.state === "stopped") await lane.goLive();
-      else if (lane.state === "standby") await lane.retryTakeOver();
-      if (lane.lockHold.held) count++;
+      const { took, live } = await lane.claim();
+      if (took) count++;
+      // Later balances do not wait for a take-over to catch up: a partition given up meanwhile must not wait on it.
+      if (initial) catchingUp.push(live);
+      else live.catch(() => undefined);
     }
+    await Promise.all(catchingUp);
   }
 
   /** This instance's member slot: the one it holds (renewed), or the first free one; none when all n are held by others. */

@@ -210,14 +210,13 @@ export class RunnerLocks {
 
   /**
    * A partition's take-over, as the balancer asks for it: in standby, tries
-   * the lock and, when it is taken, goes live from the checkpoint. True when
-   * the lock was taken.
+   * the lock; `took` says whether it was taken, and `live` settles once the
+   * partition went live from its checkpoint (or stood by again).
    */
-  async retryTakeOver(): Promise<boolean> {
-    if (this.#s.state !== "standby") return false;
+  async retryTakeOver(): Promise<{ took: boolean; live: Promise<void> }> {
+    if (this.#s.state !== "standby") return { took: false, live: Promise.resolve() };
     const got = await this.takeLock();
-    await this.#afterRetry(got, () => undefined);
-    return got;
+    return { took: got, live: this.#afterRetry(got, () => undefined) };
   }
 
   /** In standby: reads the holder and its checkpoint again, for the listing. */
