@@ -43,6 +43,7 @@ export {
   withReadmodelStoreBackend,
   withRestoreBatchSize,
   withCatchBufferLimit,
+  withPartitions,
   type ReadmodelOption,
 } from "./readmodel/base-readmodel.js";
 export {

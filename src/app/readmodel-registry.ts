@@ -175,6 +175,13 @@ export class ReadmodelRegistry {
     const to = events[events.length - 1]!.position;
     const waits: Promise<HandlerError | undefined>[] = [];
     for (const { handler: h, runner } of this.#registered.values()) {
+      if (runner.partitions !== undefined) {
+        // Each partition is waited for where it runs: here, or on the instance holding it.
+        waits.push(
+          runner.waitForPartitions(events).then((error) => (error === undefined ? undefined : { eventHandlerName: h.name, error })),
+        );
+        continue;
+      }
       if (h.state === "standby") {
         const w = waitForHolder(h, runner, events);
         if (w !== undefined) waits.push(w);

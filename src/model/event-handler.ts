@@ -109,6 +109,20 @@ export interface EventHandlerInfo {
   lastErrorTenantUuid?: string;
   /** During a restore from zero (built beside the served data, then switched): where it stands. */
   restoration?: RestorationProgress;
+  /** A handler made with `withPartitions(n)`: each partition, where it runs and how far it is. */
+  partitions?: PartitionInfo[];
+}
+
+/** One partition of a partitioned handler, as the Runtime lists it. */
+export interface PartitionInfo {
+  /** 0..n-1: the partition of the aggregates whose uuid hashes to it (see `withPartitions`). */
+  partition: number;
+  /** The instance that applies it: this one, or the holder of its lock; absent when no one is known to. */
+  holder?: string;
+  /** Its state on this instance ("standby": another instance applies it). */
+  state: EventHandlerState;
+  /** The position it has passed: here its own, in standby its holder's checkpoint (written when it applies an event of its partition). */
+  lastPosition: number;
 }
 
 /** A handler that can rebuild its state from the event history. */

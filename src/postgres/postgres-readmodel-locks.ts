@@ -138,7 +138,8 @@ export class PostgresReadmodelLocks {
     this.dropClient(true);
   }
 
-  private key(handler: string): string {
+  /** The advisory-lock key (a bigint as text) of `handler`'s lock. */
+  key(handler: string): string {
     return advisoryKey("mneme:readmodel-lock", this.opts.schema, handler);
   }
 

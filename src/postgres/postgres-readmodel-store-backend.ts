@@ -32,6 +32,11 @@ interface Tx {
   readonly ensured: Map<string, string>;
 }
 
+/** SQL: the advisory lock of key $2 (a bigint) is held by a session of this database (pg_locks shows its halves). */
+const ADVISORY_LOCK_HELD = `EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND classid = (($2::bigint >> 32) & 4294967295)::oid AND objid = ($2::bigint & 4294967295)::oid)`;
+
 /**
  * Readmodel documents as JSONB in one table (collection, key, doc), a table of
  * the collections that ever held a document, and a checkpoint table.
@@ -328,11 +333,15 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
     }
   }
 
-  /** The instance id the holder of `handler`'s lock recorded; undefined when it is free or unknown. */
+  /**
+   * The instance id the holder of `handler`'s lock recorded; undefined when it
+   * is free or unknown. Only while the advisory lock is held: a holder whose
+   * session died (a killed process) left its id in the row, not the lock.
+   */
   async lockHolder(handler: string): Promise<string | undefined> {
     const res = await this.exec<{ holder: string | null }>(
-      `SELECT holder FROM ${this.locks} WHERE handler = $1`,
-      [handler],
+      `SELECT holder FROM ${this.locks} WHERE handler = $1 AND ${ADVISORY_LOCK_HELD}`,
+      [handler, this.lockSession.key(handler)],
       false,
       "lockHolder",
     );

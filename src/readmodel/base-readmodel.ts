@@ -4,6 +4,7 @@ import { type CollectionIndex, indexesKey, normalizeIndexes } from "../store/rea
 import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { BaseEventHandler, runnerOf } from "./base-event-handler.js";
 import { type CollectionTenancy, currentPrefix, type DeclaredIndexes, GenerationalCollection } from "./readmodel-generations.js";
+import { assertPartitionCount } from "./partition-routing.js";
 import { inTenantScope } from "./tenant-scope.js";
 import { tenantView } from "./tenant-view.js";
 import type { AllEventsType, EventType } from "../model/tokens.js";
@@ -45,6 +46,8 @@ export interface ReadmodelOptions {
   restoreBatchSize?: number;
   /** Live events buffered during a restoration before the store is read instead. */
   catchBufferLimit?: number;
+  /** Applied as this many partitions, each with its own checkpoint and lock (see `withPartitions`). */
+  partitions?: number;
 }
 
 export type ReadmodelOption = (options: ReadmodelOptions) => void;
@@ -53,6 +56,26 @@ export type ReadmodelOption = (options: ReadmodelOptions) => void;
 export function withReadmodelStoreBackend(backend: ReadmodelStoreBackend): ReadmodelOption {
   return (o) => {
     o.readmodelStoreBackend = backend;
+  };
+}
+
+/**
+ * Applies the readmodel as `n` partitions (1..256): each event goes to the
+ * partition of its aggregate (a stable hash of aggregateUuid, see
+ * docs/readmodels.md), each partition has its own checkpoint and fenced lock,
+ * so up to n instances apply the readmodel at once, each taking its fair
+ * share; each event is applied once and each aggregate's events in order.
+ * Queries read the shared documents as before. Changing n later needs a
+ * restore from zero.
+ * @example
+ * class Orders extends BaseReadmodel {
+ *   constructor(facade: Facade) { super(facade, withPartitions(4)); this.domain = "Shop"; this.name = "Orders"; }
+ * }
+ */
+export function withPartitions(n: number): ReadmodelOption {
+  assertPartitionCount(n);
+  return (o) => {
+    o.partitions = n;
   };
 }
 
@@ -106,6 +129,7 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
       options: () => this.options,
       restoreState: (opts) => this.restoreState(undefined, opts),
     });
+    if (o.partitions !== undefined) runnerOf(this).configurePartitions(o.partitions);
   }
 
   /**

@@ -9,6 +9,8 @@ import type {
   RestorationState,
   RestoreReport,
 } from "../model/event-handler.js";
+import { assertPartitionCount } from "./partition-routing.js";
+import { PartitionedRunner } from "./partitioned-runner.js";
 import { RunnerDelivery } from "./runner-delivery.js";
 import { type EventHandlerListing, handlerListing, handlerMetrics } from "./runner-listing.js";
 import { RunnerLocks } from "./runner-locks.js";
@@ -17,6 +19,7 @@ import {
   DEFAULT_DELIVERY,
   type DeliveryOptions,
   type HandlerHost,
+  type PartitionLane,
   type RestorerConfig,
   type RunnerHooks,
   RunnerState,
@@ -44,6 +47,8 @@ export class HandlerRunner {
   readonly #delivery: RunnerDelivery;
   readonly #restore: RunnerRestore;
   readonly #onAttach: ((host: HandlerHost) => void)[] = [];
+  /** Set by `withPartitions(n)`: the handler runs as n lanes (runners of this class), and this runner answers through them. */
+  #partitioned: PartitionedRunner | undefined;
 
   /** Makes the runner of `handler`: BaseEventHandler makes one in its constructor and holds it (see `runnerOf`). */
   constructor(handler: EventHandler, hooks: RunnerHooks) {
@@ -58,6 +63,27 @@ export class HandlerRunner {
   /** Makes the handler a state restorer (BaseReadmodel). */
   configureRestorer(config: RestorerConfig): void {
     this.#s.restorer = config;
+    this.#partitioned?.configureRestorer(config);
+  }
+
+  /** Runs the handler as `count` partitions (`withPartitions`), before it is registered. */
+  configurePartitions(count: number): void {
+    assertPartitionCount(count);
+    const s = this.#s;
+    if (s.host !== undefined || this.#partitioned !== undefined)
+      throw new MnemeError("INVALID_STATE", `event handler ${s.name}: partitions are set once, before it is registered`);
+    this.#partitioned = new PartitionedRunner(
+      s.handler,
+      count,
+      () => new HandlerRunner(s.handler, s.hooks),
+      () => s.restorer,
+    );
+    if (s.restorer !== undefined) this.#partitioned.configureRestorer(s.restorer);
+  }
+
+  /** The number of partitions (`withPartitions`), or undefined for a handler that runs as one. */
+  get partitions(): number | undefined {
+    return this.#partitioned?.count;
   }
 
   /** Runs `fn` when the handler is registered with a facade, after the host is set. */
@@ -79,6 +105,7 @@ export class HandlerRunner {
             catchBufferLimit: own.catchBufferLimit ?? delivery.catchBufferLimit,
           };
     s.resolved = new Map();
+    this.#partitioned?.attach(host, s.delivery);
     for (const fn of this.#onAttach) fn(host);
   }
 
@@ -90,18 +117,22 @@ export class HandlerRunner {
   // ---------------------------------------------------------------- read-only state
 
   get state(): EventHandlerState {
+    if (this.#partitioned !== undefined) return this.#partitioned.state;
     return this.#s.state;
   }
 
   get lastPosition(): number {
+    if (this.#partitioned !== undefined) return this.#partitioned.lastPosition;
     return this.#s.lastPosition;
   }
 
   get lastEventTimestamp(): number {
+    if (this.#partitioned !== undefined) return this.#partitioned.lastEventTimestamp;
     return this.#s.lastEventTimestamp;
   }
 
   get restorationState(): RestorationState {
+    if (this.#partitioned !== undefined) return this.#partitioned.restorationState;
     return this.#s.restorationState;
   }
 
@@ -112,6 +143,7 @@ export class HandlerRunner {
 
   /** Whether a restoration is running. */
   get restoring(): boolean {
+    if (this.#partitioned !== undefined) return this.#partitioned.restoring;
     return this.#s.restore !== undefined;
   }
 
@@ -122,11 +154,13 @@ export class HandlerRunner {
 
   /** Metrics of event processing. */
   getMetrics(): EventHandlerMetrics {
+    if (this.#partitioned !== undefined) return this.#partitioned.getMetrics();
     return handlerMetrics(this.#s);
   }
 
   /** The record the Runtime lists. */
   info(): EventHandlerListing {
+    if (this.#partitioned !== undefined) return this.#partitioned.info();
     return handlerListing(this.#s, this.#locks.holder());
   }
 
@@ -139,7 +173,8 @@ export class HandlerRunner {
 
   /** Live delivery: committed events (in commit order), or null for "read the store". */
   notify(events: readonly Event[] | null): void {
-    this.#delivery.notify(events);
+    if (this.#partitioned !== undefined) this.#partitioned.notify(events);
+    else this.#delivery.notify(events);
   }
 
   /**
@@ -148,6 +183,7 @@ export class HandlerRunner {
    * (its `standbyError()`), or is stopped (undefined).
    */
   waitFor(from: number, to: number): Promise<Error | undefined> {
+    if (this.#partitioned !== undefined) return this.#partitioned.waitFor(from, to);
     return this.#s.waitFor(from, to);
   }
 
@@ -158,11 +194,14 @@ export class HandlerRunner {
 
   /** `waitToFinish` for a handler in standby here: waits for the checkpoint of the lock's holder (see RunnerLocks). */
   waitForHolder(from: number, to: number): Promise<Error | undefined> {
+    if (this.#partitioned !== undefined) return this.#partitioned.waitFor(from, to);
     return this.#locks.waitForHolder(from, to);
   }
 
   /** Resolves true once the handler is out of standby, false when `timeoutMs` passed first. */
   untilOutOfStandby(timeoutMs: number): Promise<boolean> {
+    // A partitioned handler in standby here is balanced so: the other instances apply its partitions.
+    if (this.#partitioned !== undefined) return Promise.resolve(true);
     return this.#locks.untilOutOfStandby(timeoutMs);
   }
 
@@ -173,11 +212,16 @@ export class HandlerRunner {
    * @internal
    */
   fencedWrite<R>(fn: () => Promise<R>): Promise<R> {
+    if (this.#partitioned !== undefined)
+      return Promise.reject(
+        new MnemeError("INVALID_ACTION", `event handler ${this.#s.name} is partitioned: it has no single lock to fence a write with`),
+      );
     return this.#locks.fencedWrite(fn);
   }
 
   /** Resolves when live delivery has nothing queued. */
   idle(): Promise<void> {
+    if (this.#partitioned !== undefined) return this.#partitioned.idle();
     return this.#delivery.idle();
   }
 
@@ -188,6 +232,7 @@ export class HandlerRunner {
    * store, then resolves. INVALID_STATE when running or restoring.
    */
   async start(): Promise<void> {
+    if (this.#partitioned !== undefined) return this.#partitioned.start();
     const s = this.#s;
     const name = s.name;
     s.hooks.starting();
@@ -200,7 +245,7 @@ export class HandlerRunner {
     }
     // A batch that a stop() let finish may still be committing: the checkpoint is read after it.
     await this.idle();
-    const checkpoint = await s.backend().getCheckpoint(name);
+    const checkpoint = await s.backend().getCheckpoint(s.key);
     const at = await s.timestampAt(checkpoint);
     s.lastPosition = checkpoint;
     s.lastEventTimestamp = at;
@@ -224,6 +269,7 @@ export class HandlerRunner {
    * checkpoint. INVALID_STATE when already stopped.
    */
   async stop(): Promise<void> {
+    if (this.#partitioned !== undefined) return this.#partitioned.stop();
     const s = this.#s;
     await s.hooks.stopping();
     if (s.restore !== undefined) {
@@ -249,6 +295,7 @@ export class HandlerRunner {
    * that cannot take the handler's lock waits in standby and takes over later.
    */
   async goLive(): Promise<void> {
+    if (this.#partitioned !== undefined) return this.#partitioned.goLive();
     if (!(await this.#locks.takeLock())) {
       this.#locks.enterStandby();
       return;
@@ -262,6 +309,7 @@ export class HandlerRunner {
    * applied after the replay, each exactly once.
    */
   startRestore(opts: { fromZero?: boolean; signal?: AbortSignal } = {}): { done: Promise<RestoreReport>; cancel(): void } {
+    if (this.#partitioned !== undefined) return this.#partitioned.startRestore(opts);
     this.#s.hooks.starting();
     return this.#restore.start(opts);
   }
@@ -276,6 +324,84 @@ export class HandlerRunner {
       );
     }
     return restorer.restoreState(opts);
+  }
+
+  /**
+   * `waitToFinish` of a partitioned handler: each partition that has some of
+   * `events` (those of its aggregates that the handler handles), where it runs.
+   */
+  waitForPartitions(events: readonly Event[]): Promise<Error | undefined> {
+    const p = this.#partitioned;
+    if (p === undefined) return this.waitFor(events[0]?.position ?? 0, events[events.length - 1]?.position ?? 0);
+    return p.waitForEvents(events, (e) => this.#s.handlersFor(e).length > 0);
+  }
+
+  // ---------------------------------------------------------------- a lane of a partitioned handler
+
+  /** Makes this runner lane `lane.index` of a partitioned handler (PartitionedRunner makes its lanes so). */
+  configureLane(lane: PartitionLane): void {
+    this.#s.partition = lane;
+  }
+
+  /** Whether this instance holds the lane's lock, and its fencing token. */
+  get lockHold(): { readonly held: boolean; readonly token: number | undefined } {
+    const s = this.#s;
+    // A backend without locks shares nothing across instances: this one may always process the lane.
+    const held = s.lockHeld || (s.host !== undefined && s.backend().tryLock === undefined);
+    return { held, token: s.token };
+  }
+
+  /**
+   * The balancer's take-over of a lane, from standby or stopped: tries the lock;
+   * `took` says whether it was taken, `live` settles once the lane went live from its checkpoint.
+   */
+  async claim(): Promise<{ took: boolean; live: Promise<void> }> {
+    const s = this.#s;
+    if (s.state === "standby") return this.#locks.retryTakeOver();
+    if (s.state !== "stopped" || this.restoring) return { took: false, live: Promise.resolve() };
+    if (!(await this.#locks.takeLock())) {
+      this.#locks.enterStandby();
+      return { took: false, live: Promise.resolve() };
+    }
+    return { took: true, live: this.#resume() };
+  }
+
+  refreshStandbyView(): Promise<void> {
+    return this.#locks.refreshStandbyView();
+  }
+
+  /** Enters standby without the lock: the balancer takes the lane over when its fair share allows. */
+  standBy(): void {
+    this.#locks.enterStandby();
+  }
+
+  /** Takes the lock without going live (a standby lane is stopped then); false when another instance holds it. */
+  async holdStopped(): Promise<boolean> {
+    const s = this.#s;
+    if (this.lockHold.held) return true;
+    if (s.state !== "standby" && s.state !== "stopped") return false;
+    if (!(await this.#locks.takeLock())) return false;
+    this.#locks.clearStandby();
+    s.setState("stopped");
+    this.#locks.wakeStandbyWaiters();
+    return true;
+  }
+
+  /** Stops applying and keeps the lock (a restore from zero of every partition runs meanwhile). */
+  async pause(): Promise<void> {
+    const s = this.#s;
+    if (s.state !== "running") return;
+    s.setState("stopped");
+    s.queue = [];
+    await this.idle();
+  }
+
+  /** Gives the lane up to another instance: stopped (checkpoint persisted), lock released, in standby. */
+  async yieldLock(): Promise<void> {
+    if (this.#s.state === "standby") return;
+    if (this.#s.state !== "stopped" || this.restoring) await this.stop();
+    else await this.#locks.releaseLock();
+    this.#locks.enterStandby();
   }
 
   /** Restorers restore from the checkpoint through their (possibly overridden) restoreState; others catch up. */

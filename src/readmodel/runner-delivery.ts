@@ -126,7 +126,7 @@ export class RunnerDelivery {
    */
   async #readCheckpointAgain(): Promise<void> {
     const s = this.#s;
-    const checkpoint = await s.backend().getCheckpoint(s.name);
+    const checkpoint = await s.backend().getCheckpoint(s.key);
     s.resync = false;
     s.lastPosition = checkpoint;
     s.persistedPosition = checkpoint;
@@ -258,30 +258,33 @@ export class RunnerDelivery {
     const hooks = s.hooks;
     const metrics = s.metrics;
     const ctx: HandlerContext = { eventHandlerName: name, restoring };
-    const checkpoint = rebuild === undefined ? name : nextGenerationCheckpoint(name);
+    const checkpoint = rebuild === undefined ? s.key : nextGenerationCheckpoint(name);
     const last = events[events.length - 1]!;
     let handled = 0;
-    await this.#locks.fencedTransaction(backend, token, async () => {
-      handled = 0;
-      await hooks.beforeBatch(events);
-      for (const e of events) {
-        const fns = s.handlersFor(e);
-        if (fns.length === 0) continue;
-        const t = restoring ? 0 : performance.now();
-        for (const h of fns) {
-          const r = h.fn(ctx, e, e.payload);
-          if (r !== undefined && typeof r.then === "function") await r;
+    const gate = s.partition?.gate ?? ((fn: () => Promise<void>) => fn());
+    await gate(() =>
+      this.#locks.fencedTransaction(backend, token, async () => {
+        handled = 0;
+        await hooks.beforeBatch(events);
+        for (const e of events) {
+          const fns = s.handlersFor(e);
+          if (fns.length === 0) continue;
+          const t = restoring ? 0 : performance.now();
+          for (const h of fns) {
+            const r = h.fn(ctx, e, e.payload);
+            if (r !== undefined && typeof r.then === "function") await r;
+          }
+          handled++;
+          if (!restoring) metrics.sample((performance.now() - t) * 1000);
         }
-        handled++;
-        if (!restoring) metrics.sample((performance.now() - t) * 1000);
-      }
-      await hooks.afterBatch();
-      await backend.setCheckpoint(checkpoint, last.position);
-      // Without fencing tokens a lockable backend may fence a commit by the checkpoint of the locked handler (SQLite's
-      // lease check): writing the served one unchanged keeps an instance that lost the lock out of the new generation.
-      if (rebuild !== undefined && backend.tryLock !== undefined && token === undefined)
-        await backend.setCheckpoint(name, rebuild.servedPosition);
-    });
+        await hooks.afterBatch();
+        await backend.setCheckpoint(checkpoint, last.position);
+        // Without fencing tokens a lockable backend may fence a commit by the checkpoint of the locked handler (SQLite's
+        // lease check): writing the served one unchanged keeps an instance that lost the lock out of the new generation.
+        if (rebuild !== undefined && backend.tryLock !== undefined && token === undefined)
+          await backend.setCheckpoint(s.key, rebuild.servedPosition);
+      }),
+    );
     return handled;
   }
 

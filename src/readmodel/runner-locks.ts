@@ -35,11 +35,13 @@ export class RunnerLocks {
    */
   async fencedTransaction<R>(backend: ReadmodelStoreBackend, token: number | undefined, fn: () => Promise<R>): Promise<R> {
     if (token === undefined || backend.checkFencingToken === undefined) return backend.transaction(fn);
-    const name = this.#s.name;
+    const name = this.#s.key;
     try {
       return await backend.transaction(async () => {
         // Registered first: a backend may fold the check into the transaction's checkpoint write.
         await backend.checkFencingToken!(name, token);
+        // A restore from zero of every partition commits only while this instance holds every partition's lock.
+        for (const [key, t] of this.#s.partition?.whole?.fences() ?? []) if (t !== undefined) await backend.checkFencingToken!(key, t);
         return fn();
       });
     } catch (err) {
@@ -60,7 +62,7 @@ export class RunnerLocks {
     }
     this.lockLost();
     // The backend may still count the lock as its own (nobody told it): give it back, so the standby retry takes a new token.
-    backend.unlock?.(s.name).catch(() => undefined);
+    backend.unlock?.(s.key).catch(() => undefined);
   }
 
   /**
@@ -71,7 +73,7 @@ export class RunnerLocks {
    */
   async fencedWrite<R>(fn: () => Promise<R>): Promise<R> {
     const backend = this.#s.backend();
-    if (backend.tryLock !== undefined && !this.#s.lockHeld) throw lockLostError(this.#s.name, "this instance does not hold it");
+    if (backend.tryLock !== undefined && !this.#s.lockHeld) throw lockLostError(this.#s.key, "this instance does not hold it");
     return this.fencedTransaction(backend, this.#s.token, fn);
   }
 
@@ -86,7 +88,7 @@ export class RunnerLocks {
     if (backend.tryLock !== undefined && !s.lockHeld) return;
     const position = s.lastPosition;
     try {
-      await this.fencedTransaction(backend, s.token, () => backend.setCheckpoint(s.name, position));
+      await this.fencedTransaction(backend, s.token, () => backend.setCheckpoint(s.key, position));
     } catch (err) {
       // Fenced off: the lock is another instance's now, and so is the checkpoint.
       if (isLockLostError(err)) return;
@@ -102,7 +104,7 @@ export class RunnerLocks {
     const s = this.#s;
     const backend = s.backend();
     if (backend.tryLock === undefined || s.lockHeld) return true;
-    const name = s.name;
+    const name = s.key;
     s.lockHeld = await backend.tryLock(name, s.host?.instanceId);
     s.token = s.lockHeld ? backend.fencingToken?.(name) : undefined;
     if (s.lockHeld && s.token === undefined && !warnedUnfenced.has(backend)) {
@@ -129,7 +131,7 @@ export class RunnerLocks {
     s.token = undefined;
     s.queue = [];
     s.restore?.controller.abort();
-    s.metrics.lastError = `lost the processing lock of ${s.name}`;
+    s.metrics.lastError = `lost the processing lock of ${s.key}`;
     this.enterStandby();
   }
 
@@ -140,7 +142,7 @@ export class RunnerLocks {
     if (!s.lockHeld) return;
     s.lockHeld = false;
     s.token = undefined;
-    await s.backend().unlock?.(s.name);
+    await s.backend().unlock?.(s.key);
   }
 
   /** The instance processing the handler, as far as this one knows: itself, or in standby the lock's recorded holder. */
@@ -206,11 +208,27 @@ export class RunnerLocks {
     if (s.state !== "standby") this.wakeStandbyWaiters();
   }
 
+  /**
+   * A partition's take-over, as the balancer asks for it: in standby, tries
+   * the lock; `took` says whether it was taken, and `live` settles once the
+   * partition went live from its checkpoint (or stood by again).
+   */
+  async retryTakeOver(): Promise<{ took: boolean; live: Promise<void> }> {
+    if (this.#s.state !== "standby") return { took: false, live: Promise.resolve() };
+    const got = await this.takeLock();
+    return { took: got, live: this.#afterRetry(got, () => undefined) };
+  }
+
+  /** In standby: reads the holder and its checkpoint again, for the listing. */
+  refreshStandbyView(): Promise<void> {
+    return this.#readStandbyView();
+  }
+
   /** In standby: reads who holds the lock and the shared checkpoint, for the listing (best effort: kept as it was on an error). */
   async #readStandbyView(): Promise<void> {
     const s = this.#s;
     const backend = s.backend();
-    const name = s.name;
+    const name = s.key;
     try {
       const [holder, position] = await Promise.all([backend.lockHolder?.(name), backend.getCheckpoint(name)]);
       if (s.state === "standby") s.standbyView = { holder, position };
@@ -220,6 +238,8 @@ export class RunnerLocks {
   }
 
   #scheduleStandby(fn: () => void): void {
+    // A partition's take-overs are the balancer's to decide (its fair share), not a timer's of its own.
+    if (this.#s.partition !== undefined) return;
     // Detached: a loss found by a batch's fence is handled inside that batch's async context (its transaction,
     // a rebuild's next generation); the take-over this timer starts must not run in it.
     const t = this.#s.detached(() => setTimeout(fn, this.#s.delivery.lockRetryMs));
@@ -270,7 +290,7 @@ export class RunnerLocks {
   async waitForHolder(from: number, to: number): Promise<Error | undefined> {
     const s = this.#s;
     s.holderWatch ??= new SharedCheckpointWatch(
-      () => s.backend().getCheckpoint(s.name),
+      () => s.backend().getCheckpoint(s.key),
       () => s.state !== "standby" && !s.takingOver,
       s.delivery.standbyPollMs,
     );

@@ -134,7 +134,7 @@ export class RunnerRestore {
     const name = s.name;
     if (fromZero && supportsGenerations(backend)) {
       // Blue-green: the next generation is built beside the served one, which queries keep reading.
-      const served = await backend.getCheckpoint(name);
+      const served = await backend.getCheckpoint(s.key);
       const servedTimestamp = await s.timestampAt(served);
       const targetHead = await s.requireHost().eventRepository.headPosition();
       // Emptied first (a generation left by a crash or a failed rebuild included), in one transaction with its checkpoint.
@@ -152,13 +152,13 @@ export class RunnerRestore {
       // or an error never leaves the collections cleared at the old checkpoint.
       await this.#locks.fencedTransaction(backend, s.token, async () => {
         await s.hooks.resetState();
-        await backend.setCheckpoint(name, 0);
+        for (const key of s.partition?.whole?.keys ?? [s.key]) await backend.setCheckpoint(key, 0);
       });
       s.lastPosition = 0;
       s.lastEventTimestamp = 0;
     } else {
       await this.#discardLeftoverGeneration(backend);
-      const checkpoint = await backend.getCheckpoint(name);
+      const checkpoint = await backend.getCheckpoint(s.key);
       const at = await s.timestampAt(checkpoint);
       s.lastPosition = checkpoint;
       s.lastEventTimestamp = at;
@@ -261,11 +261,21 @@ export class RunnerRestore {
     await this.#locks.fencedTransaction(backend, s.token, async () => {
       await switchGenerations(backend, name);
       await backend.setCheckpoint(nextGenerationCheckpoint(name), 0);
-      await backend.setCheckpoint(name, position);
+      await this.#switchCheckpoints(backend, position);
     });
     s.rebuild = undefined;
+    // Every partition's checkpoint is at the switch now: from here this lane applies its own partition only.
+    if (s.partition !== undefined) s.partition.whole = undefined;
     s.persistedPosition = position;
     s.wake();
+  }
+
+  /** The served checkpoint(s) at the switch: this handler's, or every partition's with the partition count. */
+  async #switchCheckpoints(backend: ReadmodelStoreBackend, position: number): Promise<void> {
+    const whole = this.#s.partition?.whole;
+    if (whole === undefined) return backend.setCheckpoint(this.#s.key, position);
+    for (const key of whole.keys) await backend.setCheckpoint(key, position);
+    await backend.setCheckpoint(whole.countKey, whole.keys.length);
   }
 
   /**

@@ -14,6 +14,7 @@ import type {
 } from "../model/event-handler.js";
 import type { Telemetry } from "../observability/telemetry.js";
 import { HandlerMetrics } from "./handler-metrics.js";
+import { partitionOf } from "./partition-routing.js";
 import type { SharedCheckpointWatch } from "./shared-checkpoint-watch.js";
 
 /**
@@ -128,6 +129,40 @@ export interface Rebuild {
   replayed: number;
 }
 
+/**
+ * What makes a runner one lane of a partitioned handler (see
+ * PartitionedRunner): the events of its partition only, its own checkpoint
+ * and lock under `key`, standby retries driven by the partition balancer,
+ * and its batches serialised with those of the other lanes of this process.
+ * @internal
+ */
+export interface PartitionLane {
+  readonly index: number;
+  readonly count: number;
+  /** The checkpoint and lock key of this partition. */
+  readonly key: string;
+  /** Runs a batch's transaction after those of the other lanes here (they share the handler's hooks). */
+  gate<R>(fn: () => Promise<R>): Promise<R>;
+  /**
+   * Set on lane 0 while it restores the whole handler from zero: it applies
+   * every partition's events, each batch fenced by every lane's lock too, and
+   * the switch moves every partition's checkpoint. Cleared at the switch.
+   */
+  whole: WholeRebuild | undefined;
+}
+
+/** A restore from zero of every partition, run by lane 0 (see PartitionLane.whole). */
+export interface WholeRebuild {
+  /** The other lanes' keys and fencing tokens (their locks are held here meanwhile). */
+  fences(): readonly (readonly [key: string, token: number | undefined])[];
+  /** Every partition's checkpoint key: the switch sets them all. */
+  readonly keys: readonly string[];
+  /** Written at the switch too: the record of the partition count. */
+  readonly countKey: string;
+}
+
+const NO_HANDLERS: DomainEventHandler[] = [];
+
 interface Waiter {
   from: number;
   to: number;
@@ -152,6 +187,8 @@ export class RunnerState {
   host: HandlerHost | undefined;
   delivery: DeliveryOptions = DEFAULT_DELIVERY;
   readonly metrics = new HandlerMetrics();
+  /** Set when this runner is one lane of a partitioned handler. */
+  partition: PartitionLane | undefined;
 
   lastPosition = 0;
   lastEventTimestamp = 0;
@@ -216,6 +253,11 @@ export class RunnerState {
     return this.handler.name;
   }
 
+  /** The key of this runner's checkpoint and lock: the handler's name, or its partition's key. */
+  get key(): string {
+    return this.partition?.key ?? this.handler.name;
+  }
+
   /** Whether the handler can rebuild its state (a BaseReadmodel). */
   get isStateRestorer(): boolean {
     return this.restorer !== undefined;
@@ -234,6 +276,8 @@ export class RunnerState {
 
   /** Handlers for a stored event, cached per path. */
   handlersFor(event: Event): DomainEventHandler[] {
+    const p = this.partition;
+    if (p !== undefined && p.whole === undefined && partitionOf(event.aggregateUuid, p.count) !== p.index) return NO_HANDLERS;
     const path = `${event.domain}.${event.name}`;
     let fns = this.resolved.get(path);
     if (fns === undefined) {

@@ -64,6 +64,7 @@ export type {
   RestoreReport,
   EventHandlerMetrics,
   EventHandlerInfo,
+  PartitionInfo,
   EventHandlerState,
 } from "../model/event-handler.js";
 export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "../schema/schema-registry.js";

@@ -174,13 +174,13 @@ export class SqliteLeaseLocks {
     return moved;
   }
 
-  /** The holder recorded in `handler`'s unexpired lease; undefined when it is free. */
+  /** The holder recorded in `handler`'s unexpired lease; undefined when it is free (its owner process gone from this machine included). */
   holderOf(handler: string): string | undefined {
     const row = this.opts
       .connection()
       .statement(`SELECT holder, owner FROM ${this.opts.table} WHERE handler = ? AND expires_at > ?`)
       .get(handler, Date.now()) as { holder: string | null; owner: string } | undefined;
-    return row === undefined ? undefined : (row.holder ?? undefined);
+    return row === undefined || ownerIsGone(row.owner) ? undefined : (row.holder ?? undefined);
   }
 
   /** True when `handler`'s checkpoint writes must prove the lease is still this owner's. */

@@ -1,0 +1,68 @@
+/**
+ * A readmodel for partition tests and the partitions bench: per counter, the
+ * positions and versions of every Incremented event applied, in the order
+ * applied, kept in the shared documents. An event applied twice or out of
+ * its aggregate's order shows in them, whichever instance applied it.
+ */
+import { BaseReadmodel, type Event, type Facade, type ReadmodelOption } from "mneme";
+import { Incremented } from "./counter-domain.js";
+
+export interface LogDoc {
+  counterUuid: string;
+  total: number;
+  positions: number[];
+  versions: number[];
+}
+
+export class PartitionedLog extends BaseReadmodel {
+  /** Busy work per event (microseconds of CPU), for the bench. */
+  workMicros = 0;
+
+  constructor(facade: Pick<Facade, "eventRepository" | "readmodelStoreBackend">, name = "PartitionedLog", ...options: ReadmodelOption[]) {
+    super(facade, ...options);
+    this.domain = "Counter";
+    this.name = name;
+    this.addDomainEventHandler(Incremented, async (_ctx, e, p) => {
+      if (this.workMicros > 0) busy(this.workMicros);
+      const log = this.collection<LogDoc>("log");
+      const d = (await log.get(e.aggregateUuid)) ?? { counterUuid: e.aggregateUuid, total: 0, positions: [], versions: [] };
+      d.total += p.by;
+      d.positions.push(e.position);
+      d.versions.push(e.version);
+      await log.put(e.aggregateUuid, d);
+    });
+  }
+
+  async docs(): Promise<Map<string, LogDoc>> {
+    const out = new Map<string, LogDoc>();
+    for (const d of await this.collection<LogDoc>("log").list({ limit: 100_000 })) out.set(d.counterUuid, d);
+    return out;
+  }
+}
+
+/** Spins the CPU for `micros` microseconds (a CPU-bound projection's work). */
+export function busy(micros: number): void {
+  const end = performance.now() + micros / 1000;
+  while (performance.now() < end) {
+    /* spin */
+  }
+}
+
+/**
+ * What the documents must be: for every counter, the positions and versions
+ * of its Incremented events in the store, in order (a replay from zero).
+ */
+export async function expectedDocs(facade: Pick<Facade, "eventRepository">): Promise<Map<string, LogDoc>> {
+  const out = new Map<string, LogDoc>();
+  for await (const batch of facade.eventRepository.readAll({ batchSize: 1000 })) {
+    for (const e of batch as Event<{ by: number }>[]) {
+      if (e.name !== "Incremented") continue;
+      const d = out.get(e.aggregateUuid) ?? { counterUuid: e.aggregateUuid, total: 0, positions: [], versions: [] };
+      d.total += e.payload.by;
+      d.positions.push(e.position);
+      d.versions.push(e.version);
+      out.set(e.aggregateUuid, d);
+    }
+  }
+  return out;
+}
