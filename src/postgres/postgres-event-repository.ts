@@ -1,7 +1,6 @@
 import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import type { Event, NewEvent, RequestContext } from "../model/types.js";
-import { withCausation } from "../store/append-validation.js";
+import type { Event, NewEvent } from "../model/types.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
@@ -9,7 +8,8 @@ import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { prepare, recordColumns } from "./postgres-append-input.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
-import { PostgresAppendWriter, statementName } from "./postgres-append-writer.js";
+import { PostgresAppendWriter } from "./postgres-append-writer.js";
+import { type EventRow, PostgresAggregateLoader, toEvent } from "./postgres-aggregate-loader.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { mapPgError } from "./postgres-errors.js";
 import { EVENT_COLUMNS, eventsDdl } from "./postgres-events-ddl.js";
@@ -33,9 +33,6 @@ export interface PostgresEventRepositoryOptions extends PostgresStoreOptions {
 }
 
 const MAX_BATCH_SIZE = 10_000;
-
-/** A row of the events table in EVENT_COLUMNS order (rowMode "array"). */
-type Row = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown, number];
 
 /**
  * The EventStore on Postgres, for many app instances on one database.
@@ -103,7 +100,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   private readonly channel: string;
   private readonly instanceId = newUuid();
   private readonly writer: PostgresAppendWriter;
-  private readonly loadAggregateStatement: string;
+  private readonly loader: PostgresAggregateLoader;
   /** True once joinCommandStore joined a command store of the same pool and schema. */
   private recordsWithAppend = false;
   private readonly watcher: PostgresAppendWatcher;
@@ -133,7 +130,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       checkout: () => this.checkout("append", "postgres: append"),
       onFlushed: (first, last) => this.watcher.noteOwnAppend(first, last),
     });
-    this.loadAggregateStatement = statementName("loadAggregate", this.qschema);
+    this.loader = new PostgresAggregateLoader(this.qschema, (text, values, what, name) => this.rows(text, values, what, name));
     this.watcher = new PostgresAppendWatcher({
       pool: this.pool,
       channel: this.channel,
@@ -178,13 +175,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       if (typeof from !== "number" || Number.isNaN(from)) {
         throw new MnemeError("INVALID_REQUEST", `loadAggregate: fromVersion must be a number, got ${String(from)}`);
       }
-      const rows = await this.rows(
-        `SELECT ${EVENT_COLUMNS} FROM ${this.qschema}.events WHERE aggregate_uuid = $1 AND version >= $2 ORDER BY version`,
-        [aggregateUuid, Math.max(1, Math.min(Math.ceil(from), 2 ** 31 - 1))],
-        "loadAggregate",
-        this.loadAggregateStatement,
-      );
-      return rows.map(toEvent);
+      return this.loader.load(aggregateUuid, Math.max(1, Math.min(Math.ceil(from), 2 ** 31 - 1)));
     });
   }
 
@@ -312,7 +303,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       const rows = await this.rows(sql, values, "readAll");
       if (rows.length === 0 || isAborted(signal)) return;
       const page = new Array<Event>(rows.length);
-      for (let i = 0; i < rows.length; i++) page[i] = toEvent(rows[i] as Row);
+      for (let i = 0; i < rows.length; i++) page[i] = toEvent(rows[i] as EventRow);
       after = (page[page.length - 1] as Event).position;
       yield page;
     }
@@ -329,33 +320,15 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   }
 
   /** Runs a read; `name` prepares it once per connection (for the statements every command runs). */
-  private async rows(text: string, values: unknown[], what: string, name?: string): Promise<Row[]> {
+  private async rows<R extends unknown[] = EventRow>(text: string, values: unknown[], what: string, name?: string): Promise<R[]> {
     try {
       const q: PgQuery = name === undefined ? { text, values, rowMode: "array" } : { name, text, values, rowMode: "array" };
-      const res = await this.poolQuery<Row>("read", q);
+      const res = await this.poolQuery<R>("read", q);
       return res.rows;
     } catch (e) {
       throw mapPgError(e, `postgres: ${what}`);
     }
   }
-}
-
-function toEvent(r: Row): Event {
-  const ev: Event = {
-    eventUuid: r[1],
-    position: Number(r[0]),
-    tenantUuid: r[2],
-    domain: r[3],
-    name: r[4],
-    aggregateUuid: r[5],
-    version: r[6],
-    createdAt: Number(r[8]),
-    reqCtx: r[9],
-    payload: r[10],
-  };
-  if (r[7] !== null) ev.commandUuid = r[7];
-  if (r[11] !== 1) ev.eventVersion = r[11];
-  return withCausation(ev);
 }
 
 function isAborted(signal: AbortSignal | undefined): boolean {
