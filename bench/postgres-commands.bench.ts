@@ -21,6 +21,10 @@
  * (c) The same with two instances (two facades, two pools) on one schema, 8
  * callers each: the lock is shared across instances, each flush carries its
  * instance's waiting commands.
+ *
+ * (d) Commands that load their aggregate (a fresh one per command) and append,
+ * from C = 1, 4, 16, 32 callers (grouped), against the same raw transactions:
+ * the load is a round trip of its own that group commit does not share.
  */
 import pg from "pg";
 import { createFacade, type Facade } from "../src/app/facade.js";
@@ -32,6 +36,8 @@ import { BENCH_REQ_CTX as reqCtx, BENCH_TENANT as TENANT, type Bench, duel } fro
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
+/** Written with its event version, as mneme writes it (the schema refuses rows without one: see postgres-old-writers.ts). */
+const INSERT_COLUMNS = `${COLUMNS}, event_version`;
 const REQ_CTX_JSON = JSON.stringify(reqCtx);
 
 interface Touch {
@@ -74,7 +80,8 @@ export default async function postgresCommandsBench(b: Bench): Promise<void> {
   };
   try {
     await sequentialBench(b, schema);
-    await concurrentBench(b, schema);
+    await concurrentBench(b, schema, false);
+    await concurrentBench(b, schema, true);
     await twoInstancesBench(b, schema);
   } finally {
     for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
@@ -121,8 +128,8 @@ async function sequentialBench(b: Bench, schemaOf: (tag: string) => string): Pro
   await rawTables(pool, rawSchema);
   const loadSql = `SELECT ${COLUMNS} FROM "${rawSchema}".events WHERE aggregate_uuid = $1 AND version >= $2 ORDER BY version`;
   const writeSql =
-    `WITH e AS (INSERT INTO "${rawSchema}".events (${COLUMNS}) ` +
-    `VALUES (nextval('"${rawSchema}".events_position_seq'), $1, $2, 'Items', 'ItemTouched', $3, $4, $5, $6, $7::jsonb, $8::jsonb) RETURNING position) ` +
+    `WITH e AS (INSERT INTO "${rawSchema}".events (${INSERT_COLUMNS}) ` +
+    `VALUES (nextval('"${rawSchema}".events_position_seq'), $1, $2, 'Items', 'ItemTouched', $3, $4, $5, $6, $7::jsonb, $8::jsonb, 1) RETURNING position) ` +
     `INSERT INTO "${rawSchema}".commands (command_uuid, domain, name, tenant_uuid, status, created_at, record) ` +
     `SELECT $5, 'Items', 'TouchItem', $2, 'succeeded', $6, $9::jsonb FROM e`;
   const rawCommand = async (itemUuid: string, title: string): Promise<void> => {
@@ -181,69 +188,89 @@ async function sequentialBench(b: Bench, schemaOf: (tag: string) => string): Pro
   await pool.end();
 }
 
-async function concurrentBench(b: Bench, schemaOf: (tag: string) => string): Promise<void> {
+/** Raw `BEGIN; INSERT; COMMIT` of one event on `rawSchema`'s events table, on a connection of its own. */
+function rawTransaction(pool: pg.Pool, rawSchema: string): (itemUuid: string, title: string) => Promise<void> {
+  const insertSql =
+    `INSERT INTO "${rawSchema}".events (${INSERT_COLUMNS}) ` +
+    `VALUES (nextval('"${rawSchema}".events_position_seq'), $1, $2, 'Items', 'ItemTouched', $3, $4, $5, $6, $7::jsonb, $8::jsonb, 1)`;
+  const versions = new Map<string, number>();
+  return async (itemUuid, title) => {
+    const version = (versions.get(itemUuid) ?? 0) + 1;
+    versions.set(itemUuid, version);
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query(insertSql, [newUuid(), TENANT, itemUuid, version, newUuid(), nowNs(), REQ_CTX_JSON, JSON.stringify({ title })]);
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+  };
+}
+
+/**
+ * `total` operations from `c` callers. Each caller works on an aggregate of its own, or, with
+ * `freshAggregates`, on a new aggregate per operation.
+ */
+async function callers(
+  c: number,
+  total: number,
+  op: (itemUuid: string, title: string) => Promise<unknown>,
+  freshAggregates = false,
+): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: c }, async () => {
+      const itemUuid = newUuid();
+      while (next < total) {
+        const i = next++;
+        await op(freshAggregates ? newUuid() : itemUuid, `t${i}`);
+      }
+    }),
+  );
+}
+
+/**
+ * C concurrent callers. (b) Single-event commands without a load, grouped and without group commit;
+ * (d) with `withLoad`, commands that load their aggregate (a fresh one per command) and append: grouped only.
+ * The baseline of both is raw `BEGIN; INSERT; COMMIT` on a table of the events table's shape.
+ */
+async function concurrentBench(b: Bench, schemaOf: (tag: string) => string, withLoad: boolean): Promise<void> {
   const perC = b.quick ? 400 : 2_000;
+  const tag = withLoad ? "l" : "";
   for (const c of [1, 4, 16, 32]) {
     const d = itemDomain();
-    const grouped = await startFacade(schemaOf(`gc${c}`), Math.max(10, c));
-    const single = await startFacade(schemaOf(`sc${c}`), Math.max(10, c), 1);
-    for (const { f } of [grouped, single]) {
+    const grouped = await startFacade(schemaOf(`gc${tag}${c}`), Math.max(10, c));
+    const single = withLoad ? undefined : await startFacade(schemaOf(`sc${c}`), Math.max(10, c), 1);
+    const facades = single === undefined ? [grouped] : [grouped, single];
+    for (const { f } of facades) {
       f.registerDomain(d.Items);
       await f.start();
     }
-    const rawSchema = schemaOf(`raw${c}`);
+    const rawSchema = schemaOf(`raw${tag}${c}`);
     const pool = new pg.Pool({ connectionString: DATABASE_URL, max: c });
     pool.on("error", () => {});
     await rawTables(pool, rawSchema);
-    const insertSql =
-      `INSERT INTO "${rawSchema}".events (${COLUMNS}) ` +
-      `VALUES (nextval('"${rawSchema}".events_position_seq'), $1, $2, 'Items', 'ItemTouched', $3, $4, $5, $6, $7::jsonb, $8::jsonb)`;
-    const versions = new Map<string, number>();
-    const rawTx = async (itemUuid: string, title: string): Promise<void> => {
-      const version = (versions.get(itemUuid) ?? 0) + 1;
-      versions.set(itemUuid, version);
-      const client = await pool.connect();
-      try {
-        await client.query("BEGIN");
-        await client.query(insertSql, [newUuid(), TENANT, itemUuid, version, newUuid(), nowNs(), REQ_CTX_JSON, JSON.stringify({ title })]);
-        await client.query("COMMIT");
-      } finally {
-        client.release();
-      }
-    };
-    /** `total` operations from c callers, each caller on its own aggregate. */
-    const callers = async (total: number, op: (itemUuid: string, title: string) => Promise<unknown>): Promise<void> => {
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: c }, async () => {
-          const itemUuid = newUuid();
-          while (next < total) {
-            const i = next++;
-            await op(itemUuid, `t${i}`);
-          }
-        }),
-      );
-    };
-    const dispatchWith = (f: Facade) => (itemUuid: string, title: string) => f.dispatch(d.NoteItem, { itemUuid, title }, { reqCtx });
+    const rawTx = rawTransaction(pool, rawSchema);
+    const command = withLoad ? d.TouchItem : d.NoteItem;
+    const dispatchWith = (f: Facade) => (itemUuid: string, title: string) => f.dispatch(command, { itemUuid, title }, { reqCtx });
     // Warm-up: connections of every pool opened, plans cached.
-    await callers(Math.max(100, 4 * c), dispatchWith(grouped.f));
-    await callers(Math.max(100, 4 * c), dispatchWith(single.f));
-    await callers(Math.max(100, 4 * c), rawTx);
+    for (const { f } of facades) await callers(c, Math.max(100, 4 * c), dispatchWith(f), withLoad);
+    await callers(c, Math.max(100, 4 * c), rawTx, withLoad);
     const rounds = 4;
+    const baselines = [{ name: "raw pg BEGIN; INSERT; COMMIT", run: () => callers(c, perC / rounds, rawTx, withLoad) }];
+    if (single !== undefined) baselines.unshift({ name: "no group commit", run: () => callers(c, perC / rounds, dispatchWith(single.f)) });
     await duel(
       b,
       "postgres-cmd",
-      `single-event commands, C = ${c}`,
+      withLoad ? `load+append, fresh aggregate per command, C = ${c}` : `single-event commands, C = ${c}`,
       perC / rounds,
       rounds,
-      () => callers(perC / rounds, dispatchWith(grouped.f)),
-      [
-        { name: "no group commit", run: () => callers(perC / rounds, dispatchWith(single.f)) },
-        { name: "raw pg BEGIN; INSERT; COMMIT", run: () => callers(perC / rounds, rawTx) },
-      ],
+      () => callers(c, perC / rounds, dispatchWith(grouped.f), withLoad),
+      baselines,
       "commands/s",
     );
-    for (const { f, backends } of [grouped, single]) {
+    for (const { f, backends } of facades) {
       await f.stop();
       await backends.close();
     }

@@ -24,6 +24,8 @@ import { BENCH_REQ_CTX, type Bench, duel, todoBatchOf100, todoEvent } from "./ha
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 
 const COLUMNS = "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload";
+/** Written with its event version, as mneme writes it (the schema refuses rows without one: see postgres-old-writers.ts). */
+const INSERT_COLUMNS = `${COLUMNS}, event_version`;
 type Row = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown];
 
 function toEvent(r: Row): Event {
@@ -100,8 +102,8 @@ class RawStore {
       cols[5] = versions;
       await client.query(
         `WITH base AS (SELECT setval('"${this.schema}".events_position_seq', nextval('"${this.schema}".events_position_seq') + $11 - 1) - $11 AS b)
-         INSERT INTO "${this.schema}".events (${COLUMNS})
-         SELECT base.b + u.ord, u.eu, u.t, u.d, u.n, u.a, u.v, u.c, u.ca, u.rc, u.p
+         INSERT INTO "${this.schema}".events (${INSERT_COLUMNS})
+         SELECT base.b + u.ord, u.eu, u.t, u.d, u.n, u.a, u.v, u.c, u.ca, u.rc, u.p, 1
          FROM base, unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::integer[], $7::text[], $8::bigint[], $9::jsonb[], $10::jsonb[])
               WITH ORDINALITY AS u(eu, t, d, n, a, v, c, ca, rc, p, ord)`,
         [...cols, events.length],
@@ -261,10 +263,10 @@ async function readBench(b: Bench, pool: pg.Pool, schema: string): Promise<void>
   for (let from = seeded + 1; from <= total; from += 100_000) {
     const to = Math.min(total, from + 99_999);
     await pool.query(
-      `INSERT INTO "${schema}".events (${COLUMNS})
+      `INSERT INTO "${schema}".events (${INSERT_COLUMNS})
        SELECT i, gen_random_uuid()::text, '0190a7a2-7d3c-7b5e-9f00-1234567890ae', 'Todo', 'TodoCreated', 'bulk-' || (i % 100000),
               i / 100000 + 1, NULL, $3::bigint + i * 1000, $4::jsonb,
-              jsonb_build_object('title', 'todo number ' || i, 'done', i % 2 = 0, 'tags', jsonb_build_array('work', 'bench'), 'n', i)
+              jsonb_build_object('title', 'todo number ' || i, 'done', i % 2 = 0, 'tags', jsonb_build_array('work', 'bench'), 'n', i), 1
        FROM generate_series($1::bigint, $2::bigint) AS i`,
       [from, to, base, ctxJson],
     );

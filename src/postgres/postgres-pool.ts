@@ -39,6 +39,8 @@ export type PgStatementHook = (statement: PgStatement) => void | Promise<void>;
 
 /** A statement with its parameters; `rowMode: "array"` returns rows as arrays. */
 export interface PgQuery {
+  /** Prepares the statement under this name once per connection (its text must be the same wherever the name is used). */
+  readonly name?: string;
   readonly text: string;
   readonly values?: unknown[];
   readonly rowMode?: "array";

@@ -1,0 +1,321 @@
+import { isMnemeError, MnemeError } from "../model/errors.js";
+import type { Event } from "../model/types.js";
+import type { AppendListener } from "../store/event-repository.js";
+import type { Prepared, RecordColumns } from "./postgres-append-input.js";
+import { isConnectionError, mapPgError } from "./postgres-errors.js";
+import type { CheckedOutClient, PgQuery } from "./postgres-pool.js";
+
+/** A flush takes further waiting calls only while it holds fewer events than this (a larger single call still goes alone). */
+const MAX_EVENTS_PER_COMMIT = 5_000;
+
+/** One row of `mneme_append_batch`: the outcome of one call. */
+interface CallOutcome {
+  base_position: string | null;
+  versions: number[] | null;
+  error_state: string | null;
+  error_message: string | null;
+  error_constraint: string | null;
+}
+
+/** A statement of appends of this instance waiting for its reply (see `emitInCommitOrder`). */
+interface InFlight {
+  readonly id: number;
+}
+
+/** A committed append of this instance, not yet given to the onAppend listeners. */
+interface Committed {
+  readonly first: number;
+  readonly events: readonly Event[];
+  /** Statements in flight when this one's reply arrived: any of them may have committed before it. */
+  readonly waitFor: readonly InFlight[];
+}
+
+/** An append waiting for its flush. */
+interface PendingAppend {
+  readonly prepared: Prepared;
+  readonly record: RecordColumns | undefined;
+  readonly resolve: (events: Event[]) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** What {@link PostgresAppendWriter} needs of its repository. */
+export interface AppendWriterOptions {
+  /** The schema's quoted name. */
+  readonly qschema: string;
+  /** The append lock's key, the NOTIFY channel and this instance's id (the note's prefix). */
+  readonly lockKey: string;
+  readonly channel: string;
+  readonly instanceId: string;
+  /** At most this many calls share one statement (1: every call is a statement of its own). */
+  readonly maxAppendsPerCommit: number;
+  /** A client for one flush (STORE_CLOSED, UNAVAILABLE ... as MnemeErrors). */
+  readonly checkout: () => Promise<CheckedOutClient>;
+  /** Told of the positions each flush of this instance wrote. */
+  readonly onFlushed: (first: number, last: number) => void;
+}
+
+/**
+ * The group-commit writer of {@link PostgresEventRepository} (see its class
+ * comment): queues appends, sends them one flush at a time as one statement of
+ * `mneme_append_batch`, settles each call with its own outcome, and gives
+ * committed appends to the onAppend listeners in position order.
+ */
+export class PostgresAppendWriter {
+  private readonly statement: { readonly name: string; readonly text: string };
+  private readonly queue: PendingAppend[] = [];
+  private flushing = false;
+  private readonly sendsInFlight = new Set<InFlight>();
+  private readonly committed: Committed[] = [];
+  private nextSendId = 0;
+  private readonly listeners = new Set<AppendListener>();
+
+  constructor(private readonly opts: AppendWriterOptions) {
+    const text =
+      "SELECT base_position::text AS base_position, versions, error_state, error_message, error_constraint " +
+      `FROM ${opts.qschema}.mneme_append_batch(` +
+      "$1::bigint, $2::text, $3::text, $4::integer[], " +
+      "$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::text[], $12::bigint[], $13::text[], $14::text[], " +
+      "$15::integer[], $16::text[], $17::integer[], $18::integer[], $19::text[], " +
+      "$20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::bigint[], $26::text[], $27::integer[]) ORDER BY call_no";
+    this.statement = { name: statementName("append", opts.qschema), text };
+  }
+
+  /** Queues one checked append; resolves with its stored events once committed. */
+  append(prepared: Prepared, record: RecordColumns | undefined): Promise<Event[]> {
+    return new Promise<Event[]>((resolve, reject) => {
+      const pending: PendingAppend = { prepared, record, resolve, reject };
+      if (this.opts.maxAppendsPerCommit === 1) return void this.sendAlone(pending);
+      this.queue.push(pending);
+      if (!this.flushing) void this.flush();
+    });
+  }
+
+  /** See EventRepository.onAppend. */
+  onAppend(listener: AppendListener): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  /** Drops the onAppend listeners (the repository closes). */
+  clearListeners(): void {
+    this.listeners.clear();
+  }
+
+  /**
+   * Sends the queued appends, one flush at a time, until the queue is empty.
+   * The calls of a flush are taken once its connection is at hand, so the
+   * calls that arrived meanwhile go with it.
+   */
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.queue.length > 0) {
+        let client: CheckedOutClient;
+        try {
+          client = await this.opts.checkout();
+        } catch (e) {
+          for (const p of this.takeBatch()) p.reject(e);
+          continue;
+        }
+        await this.send(client, this.takeBatch());
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  /** Without group commit: the call is a statement of its own, on a connection of its own. */
+  private async sendAlone(p: PendingAppend): Promise<void> {
+    let client: CheckedOutClient;
+    try {
+      client = await this.opts.checkout();
+    } catch (e) {
+      p.reject(e);
+      return;
+    }
+    await this.send(client, [p]);
+  }
+
+  /** The next calls of the queue for one flush: up to maxAppendsPerCommit, and further ones only while under MAX_EVENTS_PER_COMMIT. */
+  private takeBatch(): PendingAppend[] {
+    let n = 0;
+    let events = 0;
+    while (n < this.queue.length && n < this.opts.maxAppendsPerCommit) {
+      const size = (this.queue[n] as PendingAppend).prepared.events.length;
+      if (n > 0 && events + size > MAX_EVENTS_PER_COMMIT) break;
+      events += size;
+      n++;
+    }
+    return this.queue.splice(0, n);
+  }
+
+  /** Runs one flush on `client` (then released) and settles each of its calls. */
+  private async send(client: CheckedOutClient, batch: readonly PendingAppend[]): Promise<void> {
+    let outcomes: CallOutcome[];
+    const token: InFlight = { id: this.nextSendId++ };
+    this.sendsInFlight.add(token);
+    try {
+      const q: PgQuery = { ...this.statement, values: batchValues(this.opts, batch) };
+      outcomes = (await client.query<CallOutcome>(q)).rows;
+    } catch (e) {
+      this.sendsInFlight.delete(token);
+      this.emitInCommitOrder();
+      const lost = isConnectionError(e);
+      client.release(lost);
+      if (batch.length > 1 && !lost && !isMnemeError(e)) {
+        // The statement as a whole was refused (a value the driver or the parameters could not take): the
+        // transaction rolled back, so each call is sent alone and gets its own outcome.
+        for (const p of batch) await this.sendAlone(p);
+        return;
+      }
+      // Every call of the flush fails alike; a lost connection may have committed them (see docs/scaling.md).
+      for (const p of batch) p.reject(mapPgError(e, "postgres: append", "INVALID_EVENTS"));
+      return;
+    }
+    this.sendsInFlight.delete(token);
+    client.release();
+    this.settle(batch, outcomes);
+  }
+
+  /** Settles each call of a flush with its outcome row, then gives the committed ones to the listeners. */
+  private settle(batch: readonly PendingAppend[], outcomes: readonly CallOutcome[]): void {
+    let first = 0;
+    let last = 0;
+    const stored: Event[][] = [];
+    for (let i = 0; i < batch.length; i++) {
+      const p = batch[i] as PendingAppend;
+      const o = outcomes[i];
+      if (o === undefined) {
+        p.reject(new MnemeError("STORE_ERROR", "postgres: append returned no row for a call"));
+      } else if (o.error_state !== null || o.base_position === null || o.versions === null) {
+        p.reject(callError(o, p.record));
+      } else {
+        const events = materialise(p.prepared.events, Number(o.base_position), o.versions);
+        if (first === 0) first = (events[0] as Event).position;
+        last = (events[events.length - 1] as Event).position;
+        stored.push(events);
+        p.resolve(events);
+      }
+    }
+    if (first > 0) this.opts.onFlushed(first, last);
+    if (this.listeners.size > 0) {
+      const waitFor = [...this.sendsInFlight];
+      for (const events of stored) {
+        insertSorted(this.committed, { first: (events[0] as Event).position, events: Object.freeze(events.slice()), waitFor });
+      }
+    }
+    this.emitInCommitOrder();
+  }
+
+  /**
+   * Gives committed appends to the onAppend listeners in position order. With
+   * group commit one statement of this instance is in flight at a time; without
+   * it, statements run on several connections and their replies may be read in
+   * either order: an append's events are held back until every statement that
+   * was in flight when its reply came has settled (any statement with a lower
+   * position committed first, so it was in flight then, or done already).
+   */
+  private emitInCommitOrder(): void {
+    for (;;) {
+      let ready = -1;
+      for (let i = this.committed.length - 1; i >= 0; i--) {
+        if ((this.committed[i] as Committed).waitFor.every((t) => !this.sendsInFlight.has(t))) {
+          ready = i;
+          break;
+        }
+      }
+      if (ready < 0) return;
+      const batch = this.committed.splice(0, ready + 1);
+      for (const c of batch) {
+        for (const l of [...this.listeners]) {
+          try {
+            l(c.events);
+          } catch {
+            // The append is committed whatever a listener does.
+          }
+        }
+      }
+    }
+  }
+}
+
+/**
+ * The name of a prepared statement of `kind` on the schema: prepared once per
+ * connection, so a command does not pay for parsing and planning it again.
+ * The schema is part of the name (repositories of several schemas may share a pool).
+ */
+export function statementName(kind: string, qschema: string): string {
+  return `mneme:${kind}:${qschema}`;
+}
+
+/** The parameters of `mneme_append_batch` for the calls of one flush (see the writer's statement). */
+function batchValues(opts: AppendWriterOptions, batch: readonly PendingAppend[]): unknown[] {
+  const callEnds: number[] = [];
+  const cols: unknown[][] = Array.from({ length: 10 }, () => []);
+  const expEnds: number[] = [];
+  const expAggs: string[] = [];
+  const expVersions: number[] = [];
+  const globalEnds: number[] = [];
+  const globals: string[] = [];
+  const recs: unknown[][] = Array.from({ length: 7 }, () => []);
+  const eventVersions: number[] = [];
+  for (const { prepared: p, record } of batch) {
+    for (const v of p.eventVersions) eventVersions.push(v);
+    for (let c = 0; c < 10; c++) {
+      const target = cols[c] as unknown[];
+      for (const v of p.columns[c] as unknown[]) target.push(v);
+    }
+    callEnds.push((cols[0] as unknown[]).length);
+    expAggs.push(...p.expectedAggregates);
+    expVersions.push(...p.expectedVersions);
+    expEnds.push(expAggs.length);
+    globals.push(...p.globalAggregates);
+    globalEnds.push(globals.length);
+    for (let c = 0; c < 7; c++) (recs[c] as unknown[]).push(record === undefined ? null : record[c]);
+  }
+  return [
+    opts.lockKey,
+    opts.channel,
+    opts.instanceId,
+    callEnds,
+    ...cols,
+    expEnds,
+    expAggs,
+    expVersions,
+    globalEnds,
+    globals,
+    ...recs,
+    eventVersions,
+  ];
+}
+
+/** The MnemeError of a call the append function refused (its SQLSTATE, message and constraint). */
+function callError(o: CallOutcome, record: RecordColumns | undefined): MnemeError {
+  const cause = Object.assign(new Error(o.error_message ?? "append refused"), {
+    code: o.error_state ?? undefined,
+    constraint: o.error_constraint ?? undefined,
+  });
+  if (record !== undefined && o.error_state === "23505" && o.error_constraint === "commands_pkey") {
+    return new MnemeError("CONFLICT", `command ${record[0]} is already recorded`, { cause });
+  }
+  return mapPgError(cause, "postgres: append", "INVALID_EVENTS");
+}
+
+/** Fills positions and versions assigned by the database; the events are frozen like stored ones. */
+function materialise(events: Event[], base: number, versions: readonly number[]): Event[] {
+  for (let i = 0; i < events.length; i++) {
+    const ev = events[i] as Event;
+    ev.position = base + i + 1;
+    ev.version = versions[i] as number;
+    Object.freeze(ev);
+  }
+  return events;
+}
+
+function insertSorted(list: Committed[], c: Committed): void {
+  let i = list.length;
+  while (i > 0 && (list[i - 1] as Committed).first > c.first) i--;
+  list.splice(i, 0, c);
+}
