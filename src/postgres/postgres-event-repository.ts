@@ -10,7 +10,7 @@ import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
-import { refuseUnversionedAppends, unversionedAppendBody } from "./postgres-old-writers.js";
+import { unversionedAppendBody, unversionedAppends } from "./postgres-old-writers.js";
 import { isConnectionError, mapPgError, SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
 import type { CheckedOutClient } from "./postgres-pool.js";
 import { advisoryKey } from "./postgres-schema.js";
@@ -203,7 +203,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   /** Creates the schema, the events table and the append functions; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
-    await this.track(() => this.runDdl(this.ddl()));
+    await this.track(() => this.runDdl((admitOldWriters) => this.ddl(admitOldWriters)));
   }
 
   async append(events: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
@@ -561,7 +561,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     }
   }
 
-  private ddl(): string[] {
+  /** The DDL; `admitOldWriters`: the schema admits 0.1.0's appends (compatibility mode, see postgres-old-writers.ts). */
+  private ddl(admitOldWriters: boolean): string[] {
     const s = this.qschema;
     const seq = `${s}.events_position_seq`;
     // The head under the lock: the highest position committed (the primary key's last entry). Positions are
@@ -590,8 +591,9 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       )`,
       // A schema made before event versions: every stored event is version 1.
       `ALTER TABLE ${s}.events ADD COLUMN IF NOT EXISTS event_version integer NOT NULL DEFAULT 1`,
-      // An append that leaves event_version out comes from 0.1, which would misread this store: refused.
-      ...refuseUnversionedAppends(s, this.schema),
+      // An append that leaves event_version out comes from 0.1, which would misread this store: refused (admitted as
+      // version 1 in compatibility mode).
+      ...unversionedAppends(s, this.schema, admitOldWriters),
       // The helper of the signatures before event versions: only their own bodies called it, and those are replaced
       // below by bodies that call the current one. (The append functions of earlier releases are all kept: an
       // instance of an earlier release still calls its own during a rolling deploy.)
@@ -842,7 +844,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
         p_expected_aggregates text[], p_expected_versions integer[])
       RETURNS TABLE (base_position bigint, versions integer[])
       LANGUAGE plpgsql VOLATILE AS $fn$
-      ${unversionedAppendBody(this.schema)}
+      ${unversionedAppendBody(s, this.schema, admitOldWriters)}
       $fn$`,
       // The group commit of the release before event versions: every event of it is version 1.
       `CREATE OR REPLACE FUNCTION ${s}.mneme_append_batch(
