@@ -173,7 +173,15 @@ describe("the Runtime domain", () => {
         .find((h) => h.commandHandlerDomain === "Runtime")
         ?.domainCommandHandlers.map((h) => h.domainCmdName)
         .sort(),
-    ).toEqual(["CancelScheduledCommand", "ControlDeadLetter", "ControlEventHandler", "MigratePersonalData", "StoreDelete", "StoreUpdate"]);
+    ).toEqual([
+      "CancelScheduledCommand",
+      "ControlDeadLetter",
+      "ControlEventHandler",
+      "FinishRollingUpgrade",
+      "MigratePersonalData",
+      "StoreDelete",
+      "StoreUpdate",
+    ]);
     const info = await f.query(StoreInfo, { store: "event" }, { reqCtx: ADMIN });
     expectTypeOf(info).toEqualTypeOf<StoreInfoT>();
     expect(info.storeType).toBe("memory");

@@ -38,6 +38,7 @@ describe("lists", () => {
       CancelScheduledCommand: "Administrator",
       ControlDeadLetter: "Administrator",
       MigratePersonalData: "Administrator",
+      FinishRollingUpgrade: "Administrator",
       StoreUpdate: "Custom",
       StoreDelete: "Custom",
     });
@@ -100,7 +101,15 @@ describe("lists", () => {
         .find((g) => g.commandHandlerDomain === "Runtime")
         ?.domainCommandHandlers.map((h) => h.domainCmdName)
         .sort(),
-    ).toEqual(["CancelScheduledCommand", "ControlDeadLetter", "ControlEventHandler", "MigratePersonalData", "StoreDelete", "StoreUpdate"]);
+    ).toEqual([
+      "CancelScheduledCommand",
+      "ControlDeadLetter",
+      "ControlEventHandler",
+      "FinishRollingUpgrade",
+      "MigratePersonalData",
+      "StoreDelete",
+      "StoreUpdate",
+    ]);
     const qry = rig.facade.runtime.listQueryHandlers();
     expect(qry.find((g) => g.queryHandlerDomain === "Shop")).toEqual({
       queryHandlerDomain: "Shop",

@@ -67,23 +67,41 @@ interface Outcome {
 /** One app instance in a child process (see rolling-instance-process.ts). */
 class Instance {
   readonly #child: ChildProcess;
-  readonly #lines: AsyncIterator<string>;
+  /** Notes the instance acknowledged in its dispatch loop. */
+  readonly acks: string[] = [];
+  readonly #answers: Record<string, unknown>[] = [];
+  #wake: (() => void) | undefined;
+  #ended = false;
 
-  constructor(root: string, schema: string, tag: string, personal: boolean) {
-    this.#child = spawn(process.execPath, ["--import", "tsx", SCRIPT, root, schema, tag, personal ? "1" : "0"], {
+  constructor(root: string, schema: string, tag: string, personal: boolean, mode = "") {
+    this.#child = spawn(process.execPath, ["--import", "tsx", SCRIPT, root, schema, tag, personal ? "1" : "0", mode], {
       cwd: root,
       stdio: ["pipe", "pipe", "inherit"],
       env: { ...process.env, DATABASE_URL },
     });
     children.push(this.#child);
-    this.#lines = createInterface({ input: this.#child.stdout! })[Symbol.asyncIterator]();
+    void this.#pump();
+  }
+
+  /** Reads every line the instance prints: acknowledgements of its loop apart, answers in order. */
+  async #pump(): Promise<void> {
+    for await (const line of createInterface({ input: this.#child.stdout! })) {
+      if (!line.startsWith("{")) continue;
+      const o = JSON.parse(line) as Record<string, unknown>;
+      if (typeof o.ack === "string") this.acks.push(o.ack);
+      else this.#answers.push(o);
+      this.#wake?.();
+    }
+    this.#ended = true;
+    this.#wake?.();
   }
 
   async #next(): Promise<Record<string, unknown>> {
     for (;;) {
-      const { value, done } = await this.#lines.next();
-      if (done === true) throw new Error("the instance ended");
-      if (value.startsWith("{")) return JSON.parse(value) as Record<string, unknown>;
+      const o = this.#answers.shift();
+      if (o !== undefined) return o;
+      if (this.#ended) throw new Error("the instance ended");
+      await new Promise<void>((r) => (this.#wake = r));
     }
   }
 
@@ -94,6 +112,23 @@ class Instance {
   async add(n: number): Promise<Outcome[]> {
     this.#child.stdin!.write(`add ${n}\n`);
     return (await this.#next()).added as Outcome[];
+  }
+
+  /** One line of the accounts mode: its answer, or its error as `{ error, code }`. */
+  async line(text: string): Promise<Record<string, unknown>> {
+    this.#child.stdin!.write(`${text}\n`);
+    return this.#next();
+  }
+
+  /** Starts the dispatch loop (acknowledged notes land in `acks`). */
+  loop(): void {
+    this.#child.stdin!.write("loop\n");
+  }
+
+  /** SIGKILL, then every line it printed before is read. */
+  async kill(): Promise<void> {
+    this.#child.kill("SIGKILL");
+    await until(() => this.#ended, "the killed instance's output is read");
   }
 
   async stop(): Promise<void> {
@@ -203,4 +238,142 @@ describe.skipIf(skipWithout("0.2.0-pre"))("0.2.0-pre beside this release (Postgr
     await expectProjectedInClear(schema, all);
     await now.stop();
   }, 240_000);
+});
+
+interface AccountAnswer {
+  answer?: { model?: { email?: string; name?: string }; historyEvents?: unknown[] } | null;
+  error?: string;
+  code?: string;
+}
+
+/** GetAccount on `instance` as the account itself, once its projection shows the account with `email`. */
+async function accountShown(instance: Instance, accountUuid: string, sessionUuid: string, email: string): Promise<AccountAnswer> {
+  let last: AccountAnswer = {};
+  await until(
+    async () => {
+      last = (await instance.line(`get ${accountUuid} ${sessionUuid}`)) as AccountAnswer;
+      return last.answer?.model?.email === email;
+    },
+    `account ${email} shown`,
+    60_000,
+    100,
+  );
+  return last;
+}
+
+async function login(instance: Instance, email: string): Promise<{ accountUuid: string; sessionUuid: string }> {
+  const r = await instance.line(`login ${email}`);
+  expect(r, JSON.stringify(r)).toHaveProperty("answer.sessionUuid");
+  return r.answer as { accountUuid: string; sessionUuid: string };
+}
+
+describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release in compatibility mode (rollingFrom: 0.1.0, Postgres)", () => {
+  it("both write at once, the old one killed at a random point: every acknowledged command stored once, logins across releases, no ciphertext; after finishRollingUpgrade forget erases both releases' accounts and a 0.1.0 instance is refused", async () => {
+    const schema = scratch.newSchema();
+    const old = new Instance(releaseRoot(RELEASES["0.1.0"]), schema, "old", false, "accounts");
+    expect(await old.started()).toEqual({ started: true });
+    const oldAccount = (await old.line("register ann@old.test")).answer as { accountUuid: string };
+    expect(oldAccount.accountUuid).toBeTypeOf("string");
+    const before = await old.add(4);
+
+    const now = new Instance(ROOT, schema, "new", true, "accounts-rolling");
+    expect(await now.started()).toEqual({ started: true });
+    expect(await now.line("info")).toMatchObject({
+      answer: { rollingFrom: "0.1.0", storeFormat: { stores: { event: { format: 3, lowestWriterFormat: 1 } } } },
+    });
+    const newAccount = (await now.line("register bob@new.test")).answer as { accountUuid: string };
+    expect(newAccount.accountUuid).toBeTypeOf("string");
+
+    // Logins across releases, and an email is registered once whichever release is asked.
+    const bobOnOld = await login(old, "bob@new.test");
+    const annOnNew = await login(now, "ann@old.test");
+    expect(bobOnOld.accountUuid).toBe(newAccount.accountUuid);
+    expect(annOnNew.accountUuid).toBe(oldAccount.accountUuid);
+    expect(await old.line("register bob@new.test")).toMatchObject({ code: "CONFLICT" });
+    expect(await now.line("register ann@old.test")).toMatchObject({ code: "CONFLICT" });
+
+    // Both dispatch at once: nothing refused.
+    const [a, b] = await Promise.all([old.add(12), now.add(12)]);
+    expect([...before, ...a, ...b].filter((o) => !o.ok)).toEqual([]);
+
+    // GetAccount on both releases shows both accounts in clear.
+    const annOnOld = await login(old, "ann@old.test");
+    const bobOnNew = await login(now, "bob@new.test");
+    for (const [inst, acc, ses, email] of [
+      [old, oldAccount.accountUuid, annOnOld.sessionUuid, "ann@old.test"],
+      [old, newAccount.accountUuid, bobOnOld.sessionUuid, "bob@new.test"],
+      [now, oldAccount.accountUuid, annOnNew.sessionUuid, "ann@old.test"],
+      [now, newAccount.accountUuid, bobOnNew.sessionUuid, "bob@new.test"],
+    ] as const) {
+      const shown = await accountShown(inst, acc, ses, email);
+      expect(JSON.stringify(shown)).not.toContain("$enc");
+    }
+
+    // The old instance dispatches in a loop beside the new one and is killed at a random point.
+    old.loop();
+    const killAfter = 1 + Math.floor(Math.random() * 20);
+    const during = now.add(8);
+    await until(() => old.acks.length >= killAfter, `${killAfter} notes acknowledged by the old instance`, 60_000);
+    await old.kill();
+    const duringNew = await during;
+    expect(duringNew.filter((o) => !o.ok)).toEqual([]);
+    const stored = await eventsPerNote(schema);
+    for (const id of old.acks) expect(stored.get(id), id).toBe(1);
+    for (const n of stored.values()) expect(n).toBe(1);
+    const all = [...before, ...a, ...b, ...duringNew];
+    await expectStoredOnce(schema, all);
+    // The new instance takes the readmodels over and projects everything in clear, each document with its tenant.
+    await expectProjectedInClear(schema, [...all, ...old.acks.map((noteUuid) => ({ noteUuid, text: "old note", ok: true }))]);
+    // Documents 0.1.0 wrote meanwhile carry their aggregate's tenant (this release's projection writes keep the
+    // tenant in the model; documents from before the deploy have none, as after any upgrade); none is left unscoped.
+    const docs = await documents(schema);
+    expect(docs.filter((d) => d.tenant !== null && d.tenant !== "tenant-1")).toEqual([]);
+    expect(docs.some((d) => d.tenant === "tenant-1")).toBe(true);
+    const accountDocs = await scratch.pool.query<{ doc: string }>(
+      `SELECT doc::text AS doc FROM "${schema}".readmodel_documents WHERE collection LIKE 'Account%'`,
+    );
+    expect(accountDocs.rows.filter((r) => r.doc.includes("$enc"))).toEqual([]);
+
+    // The finish step: old writers refused again, what was written in clear sealed.
+    const finished = (await now.line("finish")) as { answer: Record<string, unknown> };
+    expect(finished.answer).toMatchObject({
+      finishedFrom: "0.1.0",
+      storeFormat: { format: 3, lowestWriterFormat: 2 },
+      unscopedDocuments: [],
+      migration: { complete: true },
+    });
+    expect(await now.line("info")).toMatchObject({ answer: { rollingFrom: null } });
+    const rawEvents = await scratch.pool.query<{ p: string }>(`SELECT payload::text AS p FROM "${schema}".events`);
+    const rawText = rawEvents.rows.map((r) => r.p).join("\n");
+    expect(rawText).not.toContain('"ann@old.test"');
+    expect(rawText).not.toContain('"bob@new.test"');
+    expect(rawText).not.toContain('"new note 1"');
+
+    // forget erases the accounts of both releases.
+    for (const acc of [oldAccount.accountUuid, newAccount.accountUuid]) {
+      expect(await now.line(`forget ${acc}`)).toMatchObject({ answer: { keysDeleted: 1 } });
+    }
+    const annErased = await accountShown(now, oldAccount.accountUuid, annOnNew.sessionUuid, "[erased]");
+    const bobErased = await accountShown(now, newAccount.accountUuid, bobOnNew.sessionUuid, "[erased]");
+    expect(JSON.stringify([annErased, bobErased])).not.toMatch(/ann@old\.test|bob@new\.test/);
+
+    // A 0.1.0 instance started after the finish step is refused, naming both releases.
+    const late = new Instance(releaseRoot(RELEASES["0.1.0"]), schema, "late", false, "accounts");
+    expect(await late.started()).toEqual({ started: true });
+    const refused = await late.add(2);
+    for (const o of refused) {
+      expect(o.ok).toBe(false);
+      expect(o.message).toContain("an append without event versions comes from mneme 0.1.0 (44da8f1)");
+    }
+    expect(await late.line("register cid@late.test")).toMatchObject({ error: expect.stringContaining("store format 3 (mneme 0.2.0)") });
+    await late.stop().catch(() => undefined);
+    // rollingFrom on a finished store is ignored: this release stays strict.
+    const again = new Instance(ROOT, schema, "again", true, "accounts-rolling");
+    expect(await again.started()).toEqual({ started: true });
+    expect(await again.line("info")).toMatchObject({
+      answer: { rollingFrom: null, storeFormat: { stores: { event: { lowestWriterFormat: 2 } } } },
+    });
+    await again.stop();
+    await now.stop();
+  }, 300_000);
 });

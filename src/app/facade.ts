@@ -12,7 +12,8 @@ import type { BaseEventHandler } from "../readmodel/base-event-handler.js";
 import { DEFAULT_DELIVERY, type DeliveryOptions, type HandlerHost } from "../readmodel/handler-runner.js";
 import type { EventHandler, ReadmodelHandle, ReadmodelRef } from "../model/event-handler.js";
 import { FAILURE_KINDS } from "../runtime/failure-history.js";
-import { Runtime } from "../runtime/runtime.js";
+import { type RollingUpgradeReport, Runtime } from "../runtime/runtime.js";
+import type { RollingFrom } from "../store/store-format.js";
 import { installRuntimeDomain, RuntimeDomain } from "../runtime/runtime-domain.js";
 import { SystemEventProducer } from "../runtime/system-events.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
@@ -45,6 +46,7 @@ import { EventView, Upcasting } from "./event-view.js";
 import type { FacadeOptions } from "./facade-options.js";
 import { CommandRecords } from "./idempotency.js";
 import { FacadeLifecycle, type FacadeState, type Lifecycle } from "./lifecycle.js";
+import { type FinishRollingUpgradeOptions, RollingUpgrade } from "./rolling-upgrade.js";
 import { dropFoldedCopies, forgetSubject, scrubStorage, warnUndeclaredPersonalData, WritePathPrivacy } from "./privacy-write.js";
 import type {
   ClearPersonalData,
@@ -111,6 +113,7 @@ export class Facade implements FacadeHandle {
   readonly #queries: QueryHost;
 
   #clearPersonalData: ClearPersonalData | undefined;
+  readonly #rolling: RollingUpgrade;
   readonly #startupCheckLimit: number;
 
   constructor(options: FacadeOptions = {}) {
@@ -145,7 +148,14 @@ export class Facade implements FacadeHandle {
     // Decryption first: upcasters see the clear payload (or "[erased]"), in the shape it was stored in.
     events.addReadStep({ read: (e) => this.personalData.decrypt(e) });
     events.addReadStep(this.#upcasting);
-    events.addWriteStep(privacy.writeStep(this.personalData));
+    const rolling = (this.#rolling = new RollingUpgrade({
+      eventStore: events.stored,
+      stores: () => this.#stores(),
+      migrate: (opts) => this.migratePersonalData(opts),
+    }));
+    events.addWriteStep(
+      privacy.writeStep(this.personalData, { maybe: () => rolling.from !== undefined, confirm: () => rolling.writesForOldReaders() }),
+    );
     events.setStoredPaths((paths) => this.#upcasting.storedPaths(paths));
     this.#aggregateCache = options.aggregateCache === false ? undefined : new AggregateCache(options.aggregateCache);
     // An aggregate that folds personal data is neither cached nor snapshotted: a folded copy would outlive forget().
@@ -285,6 +295,28 @@ export class Facade implements FacadeHandle {
     const { report, after } = await runMigration(this.#migrationHost(), opts, this.#startupCheckLimit);
     this.#clearPersonalData = after;
     return report;
+  }
+
+  /**
+   * The release whose instances the store still admits beside this one (a rolling deploy in compatibility mode,
+   * entered with the backends' `rollingFrom`), as this instance last read the store's format record; undefined
+   * otherwise. Meanwhile personal data is written in clear, for them. See docs/upgrading.md.
+   */
+  get rollingFrom(): RollingFrom | undefined {
+    return this.#rolling.from;
+  }
+
+  /**
+   * Ends a rolling deploy's compatibility mode, once every instance of the older release is gone: every store
+   * refuses their writes again (an old instance started later fails to write, naming both releases), then,
+   * after `settleMs`, the personal-data migration seals what was written in clear meanwhile. Safe to run from
+   * several instances (each step is idempotent); see docs/upgrading.md.
+   * @example
+   * const report = await facade.finishRollingUpgrade();
+   */
+  async finishRollingUpgrade(opts?: FinishRollingUpgradeOptions): Promise<RollingUpgradeReport> {
+    this.#lifecycle.assertStarted();
+    return this.#rolling.finish(opts);
   }
 
   /** What the personal-data migration and the start-up check read and write (src/app/personal-data-upgrade.ts). */

@@ -78,16 +78,30 @@ export class WritePathPrivacy {
     return this.#personalPaths!.size > 0;
   }
 
-  /** The write step of the event view: encryption of personal fields, active when some event type has personal data. */
-  writeStep(protection: PersonalDataProtection): {
+  /**
+   * The write step of the event view: encryption of personal fields, active when some event type has personal
+   * data. `oldReaders` tells when a rolling deploy's compatibility mode wants them in clear (see rolling-upgrade.ts).
+   */
+  writeStep(
+    protection: PersonalDataProtection,
+    oldReaders: OldReaders,
+  ): {
     write(events: readonly NewEvent[]): Promise<NewEvent[]> | readonly NewEvent[];
     active(): boolean;
   } {
-    return { write: (events) => this.#encrypt(protection, events), active: () => this.hasPersonalData() };
+    return { write: (events) => this.#encrypt(protection, events, oldReaders), active: () => this.hasPersonalData() };
   }
 
-  /** The write step of personal data: keys kept in memory only must not seal events a durable repository keeps. */
-  #encrypt(protection: PersonalDataProtection, events: readonly NewEvent[]): Promise<NewEvent[]> | readonly NewEvent[] {
+  /**
+   * The write step of personal data: keys kept in memory only must not seal events a durable repository keeps;
+   * while instances of a release that cannot open sealed fields run beside this one, the fields stay in clear
+   * (the migration that ends the rolling upgrade seals them).
+   */
+  #encrypt(
+    protection: PersonalDataProtection,
+    events: readonly NewEvent[],
+    oldReaders: OldReaders,
+  ): Promise<NewEvent[]> | readonly NewEvent[] {
     if (this.keysOnlyInMemory) {
       if (events.some((e) => this.personalDataAt(`${e.domain}.${e.name}`) !== undefined)) {
         throw new MnemeError(
@@ -97,8 +111,19 @@ export class WritePathPrivacy {
       }
       return events;
     }
+    if (oldReaders.maybe() && events.some((e) => this.personalDataAt(`${e.domain}.${e.name}`) !== undefined)) {
+      return oldReaders.confirm().then((clear) => (clear ? [...events] : protection.encrypt(events)));
+    }
     return protection.encrypt(events);
   }
+}
+
+/** Whether events are written for the readers of an older release (personal data in clear): a cheap guess, then a check. */
+export interface OldReaders {
+  /** False when surely not (no compatibility mode as last seen). */
+  maybe(): boolean;
+  /** Reads the store's record again: true while it still admits the older release. */
+  confirm(): Promise<boolean>;
 }
 
 /**

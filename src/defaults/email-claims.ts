@@ -12,7 +12,10 @@ import type { DefaultsSettings } from "./settings.js";
 /**
  * The claim of an email: the keyed one, or the legacy (unkeyed) one when that
  * holds an account (claims made before claims were keyed). The keyed claim is
- * loaded first, so it is the one the command locks.
+ * loaded first, so it is the one the command locks. A free email is claimed
+ * under the keyed id, or under the legacy one while instances of 0.1.0 run
+ * beside this release (a rolling deploy in compatibility mode): they find an
+ * email's account, and refuse it a second time, only there.
  */
 export async function loadEmailClaim(
   ctx: { readonly aggregates: AggregateLoader },
@@ -25,5 +28,5 @@ export async function loadEmailClaim(
   const legacyUuid = legacyEmailClaimUuidOf(normalizedEmail);
   const legacy = await ctx.aggregates.load(EmailClaimAggregate, legacyUuid);
   if (legacy.state.accountUuid !== "") return { claimUuid: legacyUuid, accountUuid: legacy.state.accountUuid };
-  return { claimUuid, accountUuid: "" };
+  return { claimUuid: s.claimsForOldReaders() ? legacyUuid : claimUuid, accountUuid: "" };
 }

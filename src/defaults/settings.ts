@@ -59,6 +59,8 @@ export interface DefaultsSettings extends DefaultsInfo {
   readonly stores: LoginStores;
   /** The key of the keyed hash that derives email claim ids (kept in the facade's key store). */
   readonly emailIndexKey: () => Promise<Uint8Array>;
+  /** True while instances of 0.1.0 run beside this release (the store admits them): new email claims use the legacy id they find. */
+  readonly claimsForOldReaders: () => boolean;
 }
 
 /** What the settings need of the facade's personal data protection: mneme's own keys. */
@@ -91,7 +93,7 @@ function positiveInt(name: string, v: number | undefined, fallback: number, max:
 
 /** Validates the options once and derives the ids: the settings, and the admin's credentials for the bootstrap. */
 export function resolveDefaultsSettings(
-  facade: { readonly appName: string; readonly personalData: SystemKeys } & LoginStores,
+  facade: { readonly appName: string; readonly personalData: SystemKeys; readonly rollingFrom?: string | undefined } & LoginStores,
   opts: DefaultsOptions,
 ): { settings: DefaultsSettings; admin: AdminCredentials } {
   if (typeof opts !== "object" || opts === null || typeof opts.admin !== "object" || opts.admin === null) {
@@ -132,6 +134,7 @@ export function resolveDefaultsSettings(
     endedSessions: new Set(),
     stores: { cacheStore: facade.cacheStore, logStore: facade.logStore },
     emailIndexKey: () => facade.personalData.systemKey("email-index"),
+    claimsForOldReaders: () => facade.rollingFrom !== undefined,
   };
   return { settings, admin: { email, password: opts.admin.password, name } };
 }

@@ -9,6 +9,7 @@ import type { KeyStore } from "../store/key-store.js";
 import type { LogStore } from "../store/log-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
+import { checkRollingFrom, type RollingFrom } from "../store/store-format.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { PostgresEventRepository } from "./postgres-event-repository.js";
 import { PostgresFailoverPool } from "./postgres-failover-pool.js";
@@ -39,6 +40,12 @@ export interface PostgresBackendsOptions {
   readonly maxAppendsPerCommit?: number;
   /** How claims of idempotent dispatch commit: "durable" (default) or "async" (see PostgresCommandStoreOptions.claimCommit). */
   readonly claimCommit?: "durable" | "async";
+  /**
+   * Compatibility mode of a rolling deploy from an earlier release (`"0.1.0"`): entered when the schema has no
+   * format record yet, so instances of that release keep working beside this one until
+   * `facade.finishRollingUpgrade()`; see {@link PostgresStoreOptions.rollingFrom} and docs/upgrading.md.
+   */
+  readonly rollingFrom?: RollingFrom;
   /**
    * A testing aid for fault injection: awaited before every statement any of
    * the stores sends, with the session's backend pid (see PgStatementHook).
@@ -104,7 +111,13 @@ export function createPostgresBackends(
   }
   // An idle client that loses its connection emits 'error' on the pool; without a listener that would end the process.
   listenForPoolErrors(pool);
-  const shared = { pool, schema, connectionInfo, ...(opts.onStatement === undefined ? {} : { onStatement: opts.onStatement }) };
+  const shared = {
+    pool,
+    schema,
+    connectionInfo,
+    ...(opts.onStatement === undefined ? {} : { onStatement: opts.onStatement }),
+    ...(opts.rollingFrom === undefined ? {} : { rollingFrom: checkRollingFrom(opts.rollingFrom, "createPostgresBackends") as RollingFrom }),
+  };
   const eventRepository = new PostgresEventRepository({
     ...shared,
     ...(opts.pollIntervalMs === undefined ? {} : { pollIntervalMs: opts.pollIntervalMs }),
@@ -156,5 +169,6 @@ function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {
   if (o.maxAppendsPerCommit !== undefined) out.maxAppendsPerCommit = o.maxAppendsPerCommit;
   if (o.onStatement !== undefined) out.onStatement = o.onStatement;
   if (o.claimCommit !== undefined) out.claimCommit = o.claimCommit;
+  if (o.rollingFrom !== undefined) out.rollingFrom = o.rollingFrom;
   return out;
 }

@@ -155,7 +155,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   /** Creates the schema, the events table and the append functions; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
-    await this.track(() => this.runDdl(eventsDdl(this.qschema, this.schema)));
+    await this.track(() => this.runDdl((admitOldWriters) => eventsDdl(this.qschema, this.schema, admitOldWriters)));
   }
 
   async append(events: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {

@@ -1,5 +1,5 @@
 import { SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
-import { refuseUnversionedAppends, unversionedAppendBody } from "./postgres-old-writers.js";
+import { unversionedAppendBody, unversionedAppends } from "./postgres-old-writers.js";
 
 /** The events table's columns, in the order the readers map them (see `toEvent`) and the append function inserts them. */
 export const EVENT_COLUMNS =
@@ -26,7 +26,7 @@ const BATCH_RETURNS = `RETURNS TABLE (call_no integer, base_position bigint, ver
  * ones and the signatures of earlier releases, kept for a rolling deploy).
  * `qschema` is the quoted schema, `schema` its name (for messages).
  */
-export function eventsDdl(qschema: string, schema: string): string[] {
+export function eventsDdl(qschema: string, schema: string, admitOldWriters: boolean): string[] {
   const s = qschema;
   const seq = `${s}.events_position_seq`;
   // The head under the lock: the highest position committed (the primary key's last entry). Positions are
@@ -56,7 +56,7 @@ export function eventsDdl(qschema: string, schema: string): string[] {
     // A schema made before event versions: every stored event is version 1.
     `ALTER TABLE ${s}.events ADD COLUMN IF NOT EXISTS event_version integer NOT NULL DEFAULT 1`,
     // An append that leaves event_version out comes from 0.1, which would misread this store: refused.
-    ...refuseUnversionedAppends(s, schema),
+    ...unversionedAppends(s, schema, admitOldWriters),
     // The helper of the signatures before event versions: only their own bodies called it, and those are replaced
     // below by bodies that call the current one. (The append functions of earlier releases are all kept: an
     // instance of an earlier release still calls its own during a rolling deploy.)
@@ -300,7 +300,7 @@ ${BATCH_PARAMS}, p_event_versions integer[])
         p_expected_aggregates text[], p_expected_versions integer[])
       RETURNS TABLE (base_position bigint, versions integer[])
       LANGUAGE plpgsql VOLATILE AS $fn$
-      ${unversionedAppendBody(schema)}
+      ${unversionedAppendBody(s, schema, admitOldWriters)}
       $fn$`,
     // The group commit of the release before event versions: every event of it is version 1.
     `CREATE OR REPLACE FUNCTION ${s}.mneme_append_batch(

@@ -13,7 +13,7 @@ import { type EnsureIndexesOptions, planCollectionIndexes } from "../store/readm
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
 import type { CheckedOutClient } from "./postgres-pool.js";
-import { refuseUnscopedDocuments } from "./postgres-old-writers.js";
+import { countUnscopedDocuments, unscopedDocuments } from "./postgres-old-writers.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 import { PostgresSqlTableAccess } from "./postgres-sql-table-access.js";
 import type { SqlTableAccess } from "../store/sql-table-access.js";
@@ -102,7 +102,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   /** Creates the schema and tables; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
-      this.runDdl([
+      this.runDdl((admitOldWriters) => [
         `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         // COLLATE "C": keys and names sort by code point, as in the other backends, and the primary key serves that order.
         `CREATE TABLE IF NOT EXISTS ${this.docs} (
@@ -120,8 +120,9 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
         `CREATE TABLE IF NOT EXISTS ${this.collectionsTable} (collection text COLLATE "C" PRIMARY KEY)`,
         `CREATE TABLE IF NOT EXISTS ${this.checkpoints} (handler text PRIMARY KEY, position bigint NOT NULL)`,
         `CREATE TABLE IF NOT EXISTS ${this.locks} (handler text PRIMARY KEY, token bigint NOT NULL, holder text)`,
-        // A document written without its tenant comes from a release that would leave it unseen: refused.
-        ...refuseUnscopedDocuments(this.qschema, this.docs, this.schema),
+        // A document written without its tenant comes from a release that would leave it unseen: refused (in
+        // compatibility mode, given the tenant of the aggregate its key names).
+        ...unscopedDocuments(this.qschema, this.docs, this.schema, admitOldWriters),
       ]),
     );
   }
@@ -129,6 +130,11 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   collection<T>(name: string, scope?: CollectionScope): ReadmodelCollection<T> {
     assertCollectionName(name);
     return new PostgresReadmodelCollection<T>(this, name, checkScope(scope));
+  }
+
+  /** Documents of old writers whose tenant could not be derived, by collection (see postgres-old-writers.ts). */
+  unscopedDocuments(): Promise<{ collection: string; documents: number }[]> {
+    return countUnscopedDocuments(this.docs, (sql) => this.exec<{ collection: string; n: string }>(sql, [], false, "unscopedDocuments"));
   }
 
   async listCollections(): Promise<string[]> {

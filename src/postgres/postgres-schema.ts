@@ -1,8 +1,15 @@
 import { createHash } from "node:crypto";
 import { isMnemeError, MnemeError } from "../model/errors.js";
-import { checkStoreFormat, type StoreFormatRecord, storeFormatRecord, upgradedStoreFormat } from "../store/store-format.js";
+import {
+  admitsOldWriters,
+  checkStoreFormat,
+  type LowestWriterChange,
+  type StoreFormatRecord,
+  storeFormatRecord,
+  upgradedStoreFormat,
+} from "../store/store-format.js";
 import { mapPgError } from "./postgres-errors.js";
-import { type CheckedOutClient, checkout, type PgPool, type PgStatementHook } from "./postgres-pool.js";
+import { type CheckedOutClient, checkout, type PgPool, type PgStatementHook, withClient } from "./postgres-pool.js";
 
 /** The schema the Postgres backends use when none is given. */
 export const DEFAULT_POSTGRES_SCHEMA = "mneme";
@@ -52,12 +59,17 @@ export function advisoryKey(...parts: string[]): string {
  * the statements and gets this release's record when they commit. Instances
  * starting at once upgrade it once; the others see the record and pass.
  * Returns the schema's format record as it stands after the commit.
+ *
+ * `statements` may depend on whether the schema admits the writers of older
+ * releases once the transaction commits (compatibility mode of a rolling
+ * deploy, see postgres-old-writers.ts); `change` enters or finishes that mode.
  */
 export async function runSchemaDdl(
   pool: PgPool,
   schema: string,
-  statements: readonly string[],
+  statements: SchemaStatements,
   onStatement?: PgStatementHook,
+  change?: LowestWriterChange,
 ): Promise<StoreFormatRecord> {
   const client = await checkout(pool, "ddl", onStatement, `postgres: creating the tables of schema ${schema}`);
   let broken = false;
@@ -66,11 +78,13 @@ export async function runSchemaDdl(
     await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey("mneme:init", schema)]);
     const stored = await readStoreFormat(client, schema);
     checkStoreFormat(stored, `postgres schema ${schema}`);
-    for (const sql of statements) await client.query(sql);
-    const record = upgradedStoreFormat(stored, Date.now());
+    const record = upgradedStoreFormat(stored, Date.now(), change);
+    const after = record ?? (stored as StoreFormatRecord);
+    const list = typeof statements === "function" ? statements(admitsOldWriters(after)) : statements;
+    for (const sql of list) await client.query(sql);
     if (record !== undefined) await writeStoreFormat(client, schema, record);
     await client.query("COMMIT");
-    return record ?? (stored as StoreFormatRecord);
+    return after;
   } catch (e) {
     try {
       await client.query("ROLLBACK");
@@ -81,6 +95,24 @@ export async function runSchemaDdl(
     throw mapPgError(e, `postgres: creating the tables of schema ${schema}`);
   } finally {
     client.release(broken);
+  }
+}
+
+/** A store's DDL: fixed, or depending on whether the schema admits writers of older releases (compatibility mode). */
+export type SchemaStatements = readonly string[] | ((admitsOldWriters: boolean) => readonly string[]);
+
+/** The schema's format record as stored now (undefined when it has none), read without DDL. */
+export async function currentStoreFormat(
+  pool: PgPool,
+  schema: string,
+  onStatement?: PgStatementHook,
+): Promise<StoreFormatRecord | undefined> {
+  const what = `postgres: reading the store format of schema ${schema}`;
+  try {
+    return await withClient(pool, "read", onStatement, what, (client) => readStoreFormat(client, schema));
+  } catch (e) {
+    if (isMnemeError(e)) throw e;
+    throw mapPgError(e, what);
   }
 }
 

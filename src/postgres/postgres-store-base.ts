@@ -1,6 +1,13 @@
 import type { QueryResult } from "pg";
 import { MnemeError } from "../model/errors.js";
-import type { StoreFormatRecord } from "../store/store-format.js";
+import {
+  admitsOldWriters,
+  checkRollingFrom,
+  type LowestWriterChange,
+  ROLLING_FROM,
+  type RollingFrom,
+  type StoreFormatRecord,
+} from "../store/store-format.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
 import {
@@ -14,7 +21,7 @@ import {
   type PgStatementHook,
   withClient,
 } from "./postgres-pool.js";
-import { quoteIdent, runSchemaDdl, validateSchemaName } from "./postgres-schema.js";
+import { currentStoreFormat, quoteIdent, runSchemaDdl, type SchemaStatements, validateSchemaName } from "./postgres-schema.js";
 
 /** Options every Postgres store takes: the pool (owned by the caller) and the schema. */
 export interface PostgresStoreOptions {
@@ -26,7 +33,18 @@ export interface PostgresStoreOptions {
   readonly connectionInfo?: string;
   /** A testing aid for fault injection, called before every statement (see {@link PgStatementHook}); leave unset in production. */
   readonly onStatement?: PgStatementHook;
+  /**
+   * Enter compatibility mode for a rolling deploy from this release (docs/upgrading.md): when `init()` finds a
+   * schema without a format record (one written by 0.1.0, or a new one), the schema keeps admitting the
+   * writers of that release until `facade.finishRollingUpgrade()`. Ignored (with the process warning
+   * `MNEME_ROLLING_ENDED`) on a schema that refuses them already. Default: none (old writers refused).
+   */
+  readonly rollingFrom?: RollingFrom;
 }
+
+/** The code of the process warning of a `rollingFrom` that a schema no longer honours. */
+export const ROLLING_ENDED_WARNING = "MNEME_ROLLING_ENDED";
+const warnedRollingEnded = new Set<string>();
 
 /**
  * What every Postgres store shares: the pool, the validated and quoted schema,
@@ -49,6 +67,8 @@ export abstract class PostgresStoreBase {
   private closing: Promise<void> | undefined;
   private readonly inFlight = new Set<Promise<unknown>>();
   private formatRecord: StoreFormatRecord | undefined;
+  private readonly rollingFrom: RollingFrom | undefined;
+  private ddlStatements: SchemaStatements | undefined;
 
   constructor(opts: PostgresStoreOptions) {
     if (typeof opts !== "object" || opts === null || typeof opts.pool?.query !== "function" || typeof opts.pool.connect !== "function") {
@@ -62,6 +82,7 @@ export abstract class PostgresStoreBase {
       throw new MnemeError("INVALID_REQUEST", "postgres: onStatement must be a function");
     }
     this.onStatement = opts.onStatement;
+    this.rollingFrom = checkRollingFrom(opts.rollingFrom, "postgres");
     listenForPoolErrors(opts.pool);
   }
 
@@ -76,8 +97,40 @@ export abstract class PostgresStoreBase {
   }
 
   /** Runs this store's DDL with the schema's format check and upgrade (see {@link runSchemaDdl}), keeping the record. */
-  protected async runDdl(statements: readonly string[]): Promise<void> {
-    this.noteStoreFormat(await runSchemaDdl(this.pool, this.schema, statements, this.onStatement));
+  protected async runDdl(statements: SchemaStatements): Promise<void> {
+    this.ddlStatements = statements;
+    const change: LowestWriterChange = this.rollingFrom === undefined ? undefined : { admit: ROLLING_FROM[this.rollingFrom] };
+    const record = await runSchemaDdl(this.pool, this.schema, statements, this.onStatement, change);
+    this.noteStoreFormat(record);
+    if (this.rollingFrom !== undefined && !admitsOldWriters(record)) warnRollingEnded(this.schema, this.rollingFrom, record);
+  }
+
+  /**
+   * The schema's format record as stored now (another instance may have
+   * finished a rolling upgrade since `init()`); keeps it as {@link storeFormat}.
+   */
+  async currentStoreFormat(): Promise<StoreFormatRecord | undefined> {
+    return this.track(async () => {
+      const record = await currentStoreFormat(this.pool, this.schema, this.onStatement);
+      if (record !== undefined) this.noteStoreFormat(record);
+      return record;
+    });
+  }
+
+  /**
+   * Ends compatibility mode (see {@link PostgresStoreOptions.rollingFrom}): the
+   * schema's lowest writer goes back to this release's, and this store's DDL
+   * runs again in strict mode (old writers refused). Idempotent; a store not
+   * initialised yet does nothing.
+   */
+  async finishRollingUpgrade(): Promise<StoreFormatRecord | undefined> {
+    const statements = this.ddlStatements;
+    if (statements === undefined) return this.formatRecord;
+    return this.track(async () => {
+      const record = await runSchemaDdl(this.pool, this.schema, statements, this.onStatement, "finish");
+      this.noteStoreFormat(record);
+      return record;
+    });
   }
 
   /** True once close() was called. */
@@ -164,5 +217,18 @@ export abstract class PostgresStoreBase {
   /** Checks out a client held across statements (a transaction, a session); release it with `release()`. */
   protected checkout(kind: PgClientKind, what: string, onLost?: (error: unknown) => void): Promise<CheckedOutClient> {
     return checkout(this.pool, kind, this.onStatement, what, onLost);
+  }
+}
+
+/** Says once per schema and process that `rollingFrom` is not honoured: the schema refuses old writers already. */
+function warnRollingEnded(schema: string, from: RollingFrom, record: StoreFormatRecord): void {
+  if (warnedRollingEnded.has(schema)) return;
+  warnedRollingEnded.add(schema);
+  const message =
+    `postgres schema ${schema}: rollingFrom "${from}" is ignored: the schema admits writers of format ${record.lowestWriterFormat} ` +
+    `and later only (a rolling upgrade was finished, or an instance started without rollingFrom first); instances of mneme ${from} ` +
+    "are refused. Remove the option; see docs/upgrading.md, Rolling deploys";
+  if (typeof process !== "undefined" && typeof process.emitWarning === "function") {
+    process.emitWarning(message, { code: ROLLING_ENDED_WARNING });
   }
 }

@@ -17,6 +17,7 @@ export {
   type CommandHandlerListEntry,
   type QueryHandlerListEntry,
   type RuntimeHost,
+  type RollingUpgradeReport,
 } from "./runtime.js";
 export { StoreAccess } from "./store-access.js";
 export {
@@ -43,6 +44,7 @@ export {
   ControlDeadLetter,
   ListFailures,
   MigratePersonalData,
+  FinishRollingUpgrade,
   GetClearPersonalData,
   type PermissionListEntry,
 } from "./runtime-domain.js";

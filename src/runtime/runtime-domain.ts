@@ -24,6 +24,7 @@ import type {
   EventListEntry,
   QueryHandlerListEntry,
   QueryListEntry,
+  RollingUpgradeReport,
   Runtime,
   SystemInfo,
 } from "./runtime.js";
@@ -218,6 +219,23 @@ export const MigratePersonalData = RuntimeDomain.command<MigratePersonalDataOpti
 });
 
 /**
+ * `Runtime.FinishRollingUpgrade`: ends compatibility mode of a rolling deploy once every instance of the older
+ * release is gone (the store refuses their writes again), then seals the personal data written in clear
+ * meanwhile; `result` is the report (authorizer only). See docs/upgrading.md.
+ */
+export const FinishRollingUpgrade = RuntimeDomain.command<MigratePersonalDataOptions & { settleMs?: number }, RollingUpgradeReport>(
+  "FinishRollingUpgrade",
+  {
+    description:
+      "End a rolling deploy's compatibility mode once the older instances are gone, then seal personal data (system administrators)",
+    schema: objectSchema({
+      batchSize: { type: "integer", minimum: 1, maximum: 10000 },
+      settleMs: { type: "integer", minimum: 0, maximum: 600000 },
+    }),
+  },
+);
+
+/**
  * `Runtime.GetClearPersonalData`: what the start-up check (or the last migration) found of personal data stored
  * in clear: the count of subjects `forget` cannot erase yet and the first ids (authorizer only); null when not checked.
  */
@@ -236,6 +254,7 @@ for (const t of [
   CancelScheduledCommand,
   ControlDeadLetter,
   MigratePersonalData,
+  FinishRollingUpgrade,
   GetClearPersonalData,
   StreamSystemEvents,
   ...STORE_MESSAGES,
@@ -280,6 +299,7 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   d.handleQuery(ListFailures, async (ctx, q, p) => runtime.listFailures(await scopedFilter(ctx, q, p)));
   d.handleQuery(GetClearPersonalData, () => runtime.clearPersonalData() ?? null);
   d.handleCommand(MigratePersonalData, async (_ctx, _c, p) => ({ result: await runtime.migratePersonalData(p) }));
+  d.handleCommand(FinishRollingUpgrade, async (_ctx, _c, p) => ({ result: await runtime.finishRollingUpgrade(p) }));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.
   const gate =

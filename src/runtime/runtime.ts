@@ -1,4 +1,4 @@
-import { isStoreFormatted, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
+import { isStoreFormatted, type RollingFrom, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
 import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
 import type { JsonSchema, RequestContext } from "../model/types.js";
@@ -103,6 +103,26 @@ export interface SystemInfo {
    * (see docs/upgrading.md).
    */
   storeFormat: { release: number; stores: Partial<Record<keyof SystemInfo["stores"], StoreFormatRecord>> };
+  /**
+   * The release whose instances the store still admits beside this one: a rolling deploy in compatibility mode
+   * (`rollingFrom`), until `FinishRollingUpgrade`. Absent otherwise (see docs/upgrading.md).
+   */
+  rollingFrom?: RollingFrom;
+}
+
+/** What `facade.finishRollingUpgrade` (the Runtime command `FinishRollingUpgrade`) did. */
+export interface RollingUpgradeReport {
+  /** The release whose writers the store admitted until now (null: it admitted none; the call only migrated). */
+  finishedFrom: RollingFrom | null;
+  /** The event store's format record now (its `lowestWriterFormat` refuses the old release's writers). */
+  storeFormat: StoreFormatRecord | null;
+  /**
+   * Readmodel documents the old release wrote whose tenant could not be derived (their key names no
+   * aggregate), by collection: only unscoped reads see them; restore their readmodel from zero.
+   */
+  unscopedDocuments: { collection: string; documents: number }[];
+  /** The personal-data migration that sealed what was written in clear meanwhile. */
+  migration: PersonalDataMigrationReport;
 }
 
 /**
@@ -127,6 +147,10 @@ export interface RuntimeHost extends GovernedStores {
   /** What the start-up check (or the last migration) found of personal data stored in clear. */
   readonly clearPersonalData?: ClearPersonalData | undefined;
   migratePersonalData?(opts?: MigratePersonalDataOptions): Promise<PersonalDataMigrationReport>;
+  /** See {@link RollingUpgradeReport}. */
+  finishRollingUpgrade?(opts?: MigratePersonalDataOptions & { settleMs?: number }): Promise<RollingUpgradeReport>;
+  /** The release whose writers the store admits (compatibility mode of a rolling deploy), undefined otherwise. */
+  readonly rollingFrom?: RollingFrom | undefined;
 }
 
 const CONTROL_ACTIONS: readonly ControlAction[] = ["restore", "start", "stop"];
@@ -281,6 +305,7 @@ export class Runtime {
       storeFormat: storeFormatsOf(f),
     };
     if (f.tenant !== undefined) info.tenant = f.tenant;
+    if (f.rollingFrom !== undefined) info.rollingFrom = f.rollingFrom;
     const clear = f.clearPersonalData;
     if (clear !== undefined) info.personalDataInClear = { subjects: clear.subjects, events: clear.events, complete: clear.complete };
     return info;
@@ -334,6 +359,12 @@ export class Runtime {
   async migratePersonalData(opts: MigratePersonalDataOptions = {}): Promise<PersonalDataMigrationReport> {
     if (this.facade.migratePersonalData === undefined) throw new MnemeError("INVALID_STATE", "this host cannot migrate personal data");
     return this.facade.migratePersonalData(opts);
+  }
+
+  /** Ends compatibility mode of a rolling deploy (see `facade.finishRollingUpgrade`); INVALID_STATE when the host cannot. */
+  async finishRollingUpgrade(opts: MigratePersonalDataOptions & { settleMs?: number } = {}): Promise<RollingUpgradeReport> {
+    if (this.facade.finishRollingUpgrade === undefined) throw new MnemeError("INVALID_STATE", "this host cannot finish a rolling upgrade");
+    return this.facade.finishRollingUpgrade(opts);
   }
 
   async controlEventHandler(req: ControlRequest, reqCtx?: RequestContext): Promise<EventHandlerInfo> {

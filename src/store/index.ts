@@ -45,6 +45,8 @@ export {
   LOWEST_WRITER_FORMAT,
   checkStoreFormat,
   releaseOfFormat,
+  ROLLING_FROM,
+  type RollingFrom,
   type StoreFormatRecord,
   type StoreFormatted,
 } from "./store-format.js";

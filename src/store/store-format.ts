@@ -98,14 +98,67 @@ export function checkStoreFormat(stored: StoreFormatRecord | undefined, where: s
 }
 
 /**
- * The record to write after this release upgraded a store in place, or
- * undefined when the stored one stays (already this format or newer).
+ * The releases a rolling deploy of this release may start from in
+ * compatibility mode (`rollingFrom`, docs/upgrading.md): their instances keep
+ * writing beside this release until the rolling upgrade is finished. By the
+ * format each writes.
  */
-export function upgradedStoreFormat(stored: StoreFormatRecord | undefined, nowMs: number): StoreFormatRecord | undefined {
-  if (stored !== undefined && stored.format >= STORE_FORMAT) return undefined;
+export const ROLLING_FROM = Object.freeze({ "0.1.0": 1 } as const);
+
+/** A release a rolling deploy of this release may start from in compatibility mode. */
+export type RollingFrom = keyof typeof ROLLING_FROM;
+
+/** Checks a `rollingFrom` option: undefined or a release of {@link ROLLING_FROM}; anything else is INVALID_REQUEST. */
+export function checkRollingFrom(value: unknown, where: string): RollingFrom | undefined {
+  if (value === undefined || (typeof value === "string" && Object.hasOwn(ROLLING_FROM, value))) return value as RollingFrom | undefined;
+  throw new MnemeError(
+    "INVALID_REQUEST",
+    `${where}: rollingFrom must be one of ${Object.keys(ROLLING_FROM).join(", ")} (a rolling deploy from a release whose ` +
+      `instances keep writing until the upgrade is finished), got ${JSON.stringify(value)}`,
+  );
+}
+
+/** True while a store admits writers of formats this release's strict mode refuses: a rolling deploy in compatibility mode. */
+export function admitsOldWriters(record: StoreFormatRecord | undefined): boolean {
+  return record !== undefined && record.lowestWriterFormat < LOWEST_WRITER_FORMAT;
+}
+
+/** The release whose writers a store admits in compatibility mode (undefined when it admits none beyond the strict ones). */
+export function rollingFromOf(record: StoreFormatRecord | undefined): RollingFrom | undefined {
+  if (!admitsOldWriters(record)) return undefined;
+  const found = Object.entries(ROLLING_FROM).find(([, format]) => format >= (record as StoreFormatRecord).lowestWriterFormat);
+  return found?.[0] as RollingFrom | undefined;
+}
+
+/**
+ * What an `init()` does to the lowest writer beside upgrading: keep it
+ * (`undefined`), enter compatibility mode for a release's writers when the
+ * store has no record yet (`{ admit: format }`), or end compatibility mode
+ * (`"finish"`: the lowest writer goes back to {@link LOWEST_WRITER_FORMAT}).
+ */
+export type LowestWriterChange = { readonly admit: number } | "finish" | undefined;
+
+/**
+ * The record to write after this release upgraded a store in place, or
+ * undefined when the stored one stays (already this format or newer, and no
+ * change of its lowest writer). Compatibility mode is entered only on a store
+ * without a record (one written by 0.1.0 or 0.2.0-pre, or a new one): once a
+ * store refused old writers, or a rolling upgrade was finished, it never
+ * admits them again.
+ */
+export function upgradedStoreFormat(
+  stored: StoreFormatRecord | undefined,
+  nowMs: number,
+  change?: LowestWriterChange,
+): StoreFormatRecord | undefined {
+  if (stored !== undefined && stored.format >= STORE_FORMAT) {
+    if (change !== "finish" || !admitsOldWriters(stored)) return undefined;
+    return { ...stored, lowestWriterFormat: LOWEST_WRITER_FORMAT, upgradedBy: STORE_RELEASE, upgradedAt: nowMs };
+  }
+  const admit = typeof change === "object" && stored === undefined ? change.admit : undefined;
   return {
     format: STORE_FORMAT,
-    lowestWriterFormat: Math.max(stored?.lowestWriterFormat ?? 1, LOWEST_WRITER_FORMAT),
+    lowestWriterFormat: admit ?? Math.max(stored?.lowestWriterFormat ?? 1, LOWEST_WRITER_FORMAT),
     upgradedBy: STORE_RELEASE,
     upgradedAt: nowMs,
   };
