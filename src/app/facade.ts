@@ -143,7 +143,7 @@ export class Facade implements FacadeHandle {
       (domain, name) => privacy.personalDataAt(`${domain}.${name}`),
     );
     // Decryption first: upcasters see the clear payload (or "[erased]"), in the shape it was stored in.
-    events.addReadStep({ read: (e) => this.personalData.decrypt(e) });
+    events.addReadStep({ read: (e) => this.personalData.decrypt(e), active: () => privacy.hasPersonalData() });
     events.addReadStep(this.#upcasting);
     events.addWriteStep(privacy.writeStep(this.personalData));
     events.setStoredPaths((paths) => this.#upcasting.storedPaths(paths));
