@@ -5,6 +5,8 @@
  * streams x 100 commands (BENCH_QUICK=1: 200 x 20), round robin, so streams
  * grow to 100 events.
  *
+ * Then the same commands on the in-memory stores (see memoryRuns).
+ *
  * Three runs in one sitting, on files of their own: mneme with its aggregate
  * cache (the default), mneme without it (`aggregateCache: false`), and raw
  * better-sqlite3 doing the same work by hand with the same pragmas (WAL,
@@ -18,6 +20,8 @@ import Database from "better-sqlite3";
 import { createFacade } from "../src/app/facade.js";
 import { newUuid, nowNs } from "../src/model/clock.js";
 import { defineDomain } from "../src/model/domain.js";
+import { MemoryCommandStore } from "../src/memory/memory-command-store.js";
+import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
 import { createSqliteBackends } from "../src/sqlite/sqlite-backends.js";
 import { BENCH_REQ_CTX as reqCtx, BENCH_TENANT as TENANT, type Bench } from "./harness.js";
 
@@ -82,9 +86,72 @@ export default async function commandHandlingBench(b: Bench): Promise<void> {
       }
       await f.stop();
     }
+    await memoryRuns(b, ids, perStream);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The same commands on the in-memory stores (the default of createFacade), with
+ * the aggregate cache, against the in-memory repository and command store
+ * doing the same work by hand: loadAggregate, fold, append with the loaded
+ * version as expected version, record.
+ */
+async function memoryRuns(b: Bench, ids: readonly string[], perStream: number): Promise<void> {
+  const total = ids.length * perStream;
+  const raw = { events: new MemoryEventRepository(), records: new MemoryCommandStore() };
+  let t0 = performance.now();
+  for (let i = 0; i < total; i++) {
+    const agg = ids[i % ids.length]!;
+    const t = performance.now();
+    let state: Account = { balance: 0, deposits: 0 };
+    let version = 0;
+    for (const e of await raw.events.loadAggregate(agg)) {
+      state = { balance: state.balance + (e.payload as { amount: number }).amount, deposits: state.deposits + 1 };
+      version = e.version;
+    }
+    if (state.balance + 1 < 0) throw new Error("overdrawn");
+    const commandUuid = newUuid();
+    const payload = { accountUuid: agg, amount: 1 };
+    const [ev] = await raw.events.append(
+      [{ domain: "Bank", name: "Deposited", aggregateUuid: agg, payload: { amount: 1 }, tenantUuid: TENANT, reqCtx, commandUuid }],
+      { expectedVersions: { [agg]: version } },
+    );
+    await raw.records.record({
+      commandUuid,
+      domain: "Bank",
+      name: "Deposit",
+      tenantUuid: TENANT,
+      reqCtx,
+      payload,
+      status: "succeeded",
+      eventUuids: [ev!.eventUuid],
+      createdAt: nowNs(),
+      durationMicros: Math.round((performance.now() - t) * 1000),
+    });
+  }
+  const base = b.record(
+    "command-handling",
+    "raw memory repository + command store: same work",
+    total,
+    (performance.now() - t0) / 1000,
+    "commands/s",
+  );
+  const d = bankDomain();
+  const f = createFacade({ appName: "bench-commands" }).registerDomain(d.Bank);
+  await f.start();
+  t0 = performance.now();
+  for (let i = 0; i < total; i++) await f.dispatch(d.DepositCmd, { accountUuid: ids[i % ids.length]!, amount: 1 }, { reqCtx });
+  const row = b.record(
+    "command-handling",
+    `memory: dispatch load+append, ${ids.length} x ${perStream}, cache on`,
+    total,
+    (performance.now() - t0) / 1000,
+    "commands/s",
+  );
+  b.compare(row, base);
+  await f.stop();
 }
 
 /** The same work by hand on better-sqlite3; returns seconds. */

@@ -141,10 +141,30 @@ function copyState(v: unknown): unknown {
     if (typeof v === "function" || typeof v === "symbol") throw NOT_COPYABLE;
     return v;
   }
-  return copyObject(v, new Map());
+  return copyObject(v, new Seen());
 }
 
-function copyValue(v: unknown, seen: Map<object, unknown>): unknown {
+/** The copies made so far (shared references and cycles stay so): a Map only once there is more than the root. */
+class Seen {
+  #root: object | undefined;
+  #rootCopy: unknown;
+  #more: Map<object, unknown> | undefined;
+
+  get(v: object): unknown {
+    return v === this.#root ? this.#rootCopy : this.#more?.get(v);
+  }
+
+  set(v: object, copy: unknown): void {
+    if (this.#root === undefined) {
+      this.#root = v;
+      this.#rootCopy = copy;
+    } else {
+      (this.#more ??= new Map()).set(v, copy);
+    }
+  }
+}
+
+function copyValue(v: unknown, seen: Seen): unknown {
   if (typeof v !== "object" || v === null) {
     if (typeof v === "function" || typeof v === "symbol") throw NOT_COPYABLE;
     return v;
@@ -153,7 +173,16 @@ function copyValue(v: unknown, seen: Map<object, unknown>): unknown {
   return done !== undefined ? done : copyObject(v, seen);
 }
 
-function copyObject(v: object, seen: Map<object, unknown>): unknown {
+const propertyIsEnumerable = Object.prototype.propertyIsEnumerable;
+const lookupGetter = (Object.prototype as unknown as { __lookupGetter__(key: string): unknown }).__lookupGetter__;
+const lookupSetter = (Object.prototype as unknown as { __lookupSetter__(key: string): unknown }).__lookupSetter__;
+
+/** True for an own property that is not a plain enumerable data property (its copy would not behave alike). */
+function isSpecial(v: object, k: string): boolean {
+  return !propertyIsEnumerable.call(v, k) || lookupGetter.call(v, k) !== undefined || lookupSetter.call(v, k) !== undefined;
+}
+
+function copyObject(v: object, seen: Seen): unknown {
   const proto: unknown = Object.getPrototypeOf(v);
   if (proto === Array.prototype) {
     const a = v as unknown[];
@@ -169,10 +198,10 @@ function copyObject(v: object, seen: Map<object, unknown>): unknown {
     if (Object.getOwnPropertySymbols(v).length > 0) throw NOT_COPYABLE;
     const out: Record<string, unknown> = proto === null ? (Object.create(null) as Record<string, unknown>) : {};
     seen.set(v, out);
+    // No descriptor objects: every key of every copy passes here.
     for (const k of Object.getOwnPropertyNames(v)) {
-      const desc = Object.getOwnPropertyDescriptor(v, k)!;
-      if (desc.get !== undefined || desc.set !== undefined || desc.enumerable !== true) throw NOT_COPYABLE;
-      const y = copyValue(desc.value, seen);
+      if (isSpecial(v, k)) throw NOT_COPYABLE;
+      const y = copyValue((v as Record<string, unknown>)[k], seen);
       if (k === "__proto__") Object.defineProperty(out, k, { value: y, enumerable: true, writable: true, configurable: true });
       else out[k] = y;
     }

@@ -16,15 +16,10 @@ export type FoldForCommand = <S>(aggregate: AggregateType<S>, aggregateUuid: str
  * aggregate wait for each other instead of conflicting.
  */
 export class CommandAggregates implements AggregateLoader {
-  /** Per aggregate: the version its first load returned (what the handler decided on). */
-  readonly #versions = new Map<string, number>();
-  /** Aggregates loaded at least once with check (the default). */
-  readonly #checked = new Set<string>();
-  /** How each loaded aggregate was loaded: "tenant" wins over "global" for one uuid. */
-  readonly #tenancy = new Map<string, AggregateTenancy>();
-  /** Per aggregate this command has asked for: settles once its lock is held (or was not needed). */
-  readonly #lockWaits = new Map<string, Promise<void>>();
-  readonly #releases: (() => void)[] = [];
+  /** Per aggregate this command has asked for (one Map: most commands load one aggregate). */
+  readonly #entries = new Map<string, Entry>();
+  /** The locks this command holds. */
+  #releases: (() => void)[] | undefined;
   #released = false;
 
   constructor(
@@ -38,25 +33,22 @@ export class CommandAggregates implements AggregateLoader {
       throw new MnemeError("INVALID_REQUEST", `${aggregate?.domain}.${aggregate?.name}: aggregateUuid must be a non-empty string`);
     }
     const check = checkOption(opts);
-    let wait = this.#lockWaits.get(aggregateUuid);
-    if (wait === undefined) {
-      // The first aggregate is locked (commands on it are serialised); further ones only when free, so two
-      // commands that load the same aggregates in opposite order cannot deadlock: the store's version check decides.
-      // Decided synchronously, so loads started together (Promise.all) count as first and further ones too.
-      wait = this.#lockWaits.size === 0 || !this.locks.isHeld(aggregateUuid) ? this.#acquire(aggregateUuid) : RESOLVED;
-      this.#lockWaits.set(aggregateUuid, wait);
+    let entry = this.#entries.get(aggregateUuid);
+    if (entry === undefined) {
+      entry = { wait: this.#lock(aggregateUuid), version: undefined, checked: false, tenancy: undefined };
+      this.#entries.set(aggregateUuid, entry);
     }
-    await wait;
+    if (entry.wait !== undefined) await entry.wait;
     const loaded = await this.fold(aggregate, aggregateUuid);
-    if (aggregate.tenancy !== "global" || !this.#tenancy.has(aggregateUuid)) this.#tenancy.set(aggregateUuid, aggregate.tenancy);
+    if (aggregate.tenancy !== "global" || entry.tenancy === undefined) entry.tenancy = aggregate.tenancy;
     const target = this.reqCtx.targetAggregateVersion;
     if (target !== undefined && this.reqCtx.targetAggregateUuid === aggregateUuid && loaded.version !== target) {
       throw new MnemeError("CONFLICT", `aggregate ${aggregateUuid} is at version ${loaded.version}, the request expected ${target}`);
     }
-    const first = this.#versions.get(aggregateUuid);
+    const first = entry.version;
     if (first === undefined) {
-      this.#versions.set(aggregateUuid, loaded.version);
-    } else if (first !== loaded.version && (check || this.#checked.has(aggregateUuid))) {
+      entry.version = loaded.version;
+    } else if (first !== loaded.version && (check || entry.checked)) {
       // Loaded twice at two versions: the handler has seen it move, so what it decided on is stale already.
       throw new MnemeError(
         "CONFLICT",
@@ -66,20 +58,37 @@ export class CommandAggregates implements AggregateLoader {
         },
       );
     }
-    if (check) this.#checked.add(aggregateUuid);
+    if (check) entry.checked = true;
     return loaded;
+  }
+
+  /**
+   * The first aggregate is locked (commands on it are serialised); further ones only when free, so two
+   * commands that load the same aggregates in opposite order cannot deadlock: the store's version check decides.
+   * Decided synchronously, so loads started together (Promise.all) count as first and further ones too.
+   * Undefined when there is nothing to wait for (the lock was free, or is not needed).
+   */
+  #lock(aggregateUuid: string): Promise<void> | undefined {
+    const release = this.locks.tryAcquire(aggregateUuid);
+    if (release !== undefined) {
+      // A load after the command ended (a handler that did not await it) must not keep the lock.
+      if (this.#released) release();
+      else (this.#releases ??= []).push(release);
+      return undefined;
+    }
+    return this.#entries.size === 0 ? this.#acquire(aggregateUuid) : undefined;
   }
 
   async #acquire(aggregateUuid: string): Promise<void> {
     const release = await this.locks.acquire(aggregateUuid);
     // The command may have ended while it waited (a sibling load failed): the lock must not leak.
     if (this.#released) release();
-    else this.#releases.push(release);
+    else (this.#releases ??= []).push(release);
   }
 
   /** The version of the aggregate's first load in this command; undefined when it was not loaded. */
   loadedVersion(aggregateUuid: string): number | undefined {
-    return this.#versions.get(aggregateUuid);
+    return this.#entries.get(aggregateUuid)?.version;
   }
 
   /**
@@ -89,26 +98,39 @@ export class CommandAggregates implements AggregateLoader {
    */
   addReadChecks(expected: Record<string, number>): void {
     const target = this.reqCtx.targetAggregateVersion === undefined ? undefined : this.reqCtx.targetAggregateUuid;
-    for (const [uuid, version] of this.#versions) {
-      if ((this.#checked.has(uuid) || uuid === target) && !Object.hasOwn(expected, uuid)) expected[uuid] = version;
+    for (const [uuid, { version, checked }] of this.#entries) {
+      if (version !== undefined && (checked || uuid === target) && !Object.hasOwn(expected, uuid)) expected[uuid] = version;
     }
   }
 
   forEachLoaded(fn: (aggregateUuid: string) => void): void {
-    for (const uuid of this.#versions.keys()) fn(uuid);
+    for (const [uuid, { version }] of this.#entries) if (version !== undefined) fn(uuid);
   }
 
   loadedTenancy(aggregateUuid: string): AggregateTenancy | undefined {
-    return this.#tenancy.get(aggregateUuid);
+    return this.#entries.get(aggregateUuid)?.tenancy;
   }
 
   releaseAll(): void {
     this.#released = true;
-    for (const r of this.#releases.splice(0)) r();
+    const releases = this.#releases;
+    if (releases === undefined) return;
+    this.#releases = undefined;
+    for (const r of releases) r();
   }
 }
 
-const RESOLVED: Promise<void> = Promise.resolve();
+/** What the command knows of one aggregate it asked for. */
+interface Entry {
+  /** Settles once its lock is held; undefined when there was nothing to wait for. */
+  readonly wait: Promise<void> | undefined;
+  /** The version its first load returned (what the handler decided on). */
+  version: number | undefined;
+  /** Loaded at least once with check (the default). */
+  checked: boolean;
+  /** How it was loaded: "tenant" wins over "global" for one uuid. */
+  tenancy: AggregateTenancy | undefined;
+}
 
 function checkOption(opts: AggregateLoadOptions | undefined): boolean {
   if (opts === undefined) return true;

@@ -76,7 +76,7 @@ export class Dispatcher {
     return telemetry.dispatch(t.domain, t.name, opts.reqCtx, (trace) => this.#serialised(type, payload, opts, trace));
   }
 
-  async #serialised<P, R>(
+  #serialised<P, R>(
     type: CommandType<P, R> | MessageRef,
     payload: P,
     opts: DispatchOptions,
@@ -84,8 +84,19 @@ export class Dispatcher {
   ): Promise<DispatchResult<R>> {
     // With claims, the store decides between duplicates, in this process as across instances (one bound on waiting).
     if (opts.commandUuid === undefined || this.#host.records.claims !== undefined) return this.#dispatch(type, payload, opts, false, trace);
-    // Without: duplicates of one commandUuid run one after the other here (and in every facade sharing the command
-    // store): the second finds the first's record and replays it.
+    return this.#locked(type, payload, opts, trace);
+  }
+
+  /**
+   * Without claims: duplicates of one commandUuid run one after the other here (and in every facade sharing
+   * the command store): the second finds the first's record and replays it.
+   */
+  async #locked<P, R>(
+    type: CommandType<P, R> | MessageRef,
+    payload: P,
+    opts: DispatchOptions,
+    trace: DispatchTrace | undefined,
+  ): Promise<DispatchResult<R>> {
     const release = await commandLocks(this.#host.records.commandStore).acquire(messageUuid(opts.commandUuid, "commandUuid"));
     try {
       return await this.#dispatch(type, payload, opts, false, trace);
@@ -144,7 +155,7 @@ export class Dispatcher {
     // With events, a joined repository committed the record with them already (replacing the claim).
     if (events.length > 0 && this.#host.recordsWithAppend) run.claim?.resolved();
     else if (await this.#host.records.record(run, "succeeded", events, undefined)) run.claim?.resolved();
-    await run.claim?.end();
+    if (run.claim !== undefined) await run.claim.end();
     if (this.#host.systemEvents.running) this.#publishExecuted(run, events);
     const handlerErrors = opts.waitToFinish === true && events.length > 0 ? await this.#host.readmodels.waitHandlers(events) : [];
     const res: DispatchResult<R> = { commandUuid: run.envelope.commandUuid, events, handlerErrors };

@@ -13,6 +13,8 @@ import type { StoreInfo } from "../store/store-info.js";
  */
 export interface EventReadStep {
   read(events: Event[]): Event[] | Promise<Event[]>;
+  /** False while the step would change nothing (asked on every read): the step is skipped. */
+  active?(): boolean;
 }
 
 /** A step between what a command returns and what is stored: `write` turns new events into their stored form. */
@@ -60,7 +62,10 @@ export class EventView implements EventRepository {
     const steps = this.#readSteps;
     if (steps.length === 0 || events.length === 0) return events;
     let out: Event[] | Promise<Event[]> = events;
-    for (const step of steps) out = out instanceof Promise ? out.then((page) => step.read(page)) : step.read(out);
+    for (const step of steps) {
+      if (step.active?.() === false) continue;
+      out = out instanceof Promise ? out.then((page) => step.read(page)) : step.read(out);
+    }
     return out;
   }
 

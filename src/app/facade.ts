@@ -146,7 +146,7 @@ export class Facade implements FacadeHandle {
       (domain, name) => privacy.personalDataAt(`${domain}.${name}`),
     );
     // Decryption first: upcasters see the clear payload (or "[erased]"), in the shape it was stored in.
-    events.addReadStep({ read: (e) => this.personalData.decrypt(e) });
+    events.addReadStep({ read: (e) => this.personalData.decrypt(e), active: () => privacy.hasPersonalData() });
     events.addReadStep(this.#upcasting);
     const rolling = (this.#rolling = new RollingUpgrade({
       eventStore: events.stored,

@@ -1,5 +1,5 @@
 import { MnemeError } from "../model/errors.js";
-import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
+import { checkClaimArgs, checkCommandRecordFields, sealedCommandRecord } from "../store/command-record-validation.js";
 import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
@@ -9,8 +9,8 @@ import { storeClosed } from "../store/store-closed.js";
 interface Row {
   createdAt: number;
   commandUuid: string;
-  /** What callers get, parsed afresh each time. */
-  json: string;
+  /** What callers get: a deeply frozen copy, shared by every read. */
+  record: CommandRecord;
   /** The fields the list filters read (kept apart so filtering parses nothing). */
   domain: string;
   name: string;
@@ -19,9 +19,10 @@ interface Row {
 }
 
 /**
- * The in-memory CommandStore (audit trail). Records are kept as JSON strings,
- * like a database would, so neither the caller's object nor a returned one can
- * change what is stored; listing is keyset by (createdAt, commandUuid).
+ * The in-memory CommandStore (audit trail). Records are kept as deeply frozen
+ * copies that read back as their JSON would, so neither the caller's object
+ * nor a returned one can change what is stored, and reads copy nothing;
+ * listing is keyset by (createdAt, commandUuid).
  */
 export class MemoryCommandStore implements CommandStore {
   /** Sorted by (createdAt, commandUuid). */
@@ -37,12 +38,13 @@ export class MemoryCommandStore implements CommandStore {
 
   async record(rec: CommandRecord): Promise<void> {
     this.assertOpen();
-    const json = validateCommandRecord(rec);
+    checkCommandRecordFields(rec);
+    const record = sealedCommandRecord(rec);
     if (this.byUuid.has(rec.commandUuid)) throw new MnemeError("CONFLICT", `command ${rec.commandUuid} is recorded already`);
     const row: Row = {
       createdAt: rec.createdAt,
       commandUuid: rec.commandUuid,
-      json,
+      record,
       domain: rec.domain,
       name: rec.name,
       status: rec.status,
@@ -61,7 +63,7 @@ export class MemoryCommandStore implements CommandStore {
     this.assertOpen();
     const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
     const row = this.byUuid.get(commandUuid);
-    if (row?.status === "succeeded") return { outcome: "recorded", record: JSON.parse(row.json) as CommandRecord };
+    if (row?.status === "succeeded") return { outcome: "recorded", record: row.record };
     const now = Date.now();
     const held = this.claims.get(commandUuid);
     if (held !== undefined && held.owner !== owner && held.expiresAt >= now) {
@@ -91,7 +93,7 @@ export class MemoryCommandStore implements CommandStore {
   async get(commandUuid: string): Promise<CommandRecord | undefined> {
     this.assertOpen();
     const row = this.byUuid.get(commandUuid);
-    return row === undefined ? undefined : (JSON.parse(row.json) as CommandRecord);
+    return row?.record;
   }
 
   async list(opts: CommandListOptions = {}): Promise<StorePage<CommandRecord>> {
@@ -115,7 +117,7 @@ export class MemoryCommandStore implements CommandStore {
         // One more match exists: this is not the last page.
         return { items, nextCursor: encodeCursor([last.createdAt, last.commandUuid]) };
       }
-      items.push(JSON.parse(row.json) as CommandRecord);
+      items.push(row.record);
       last = row;
     }
     return { items };
@@ -129,9 +131,8 @@ export class MemoryCommandStore implements CommandStore {
     for (const r of rewrites) {
       const row = this.byUuid.get(r.id);
       if (row === undefined) continue;
-      const rec = JSON.parse(row.json) as CommandRecord;
-      if (!jsonEqual(rec.payload, r.stored)) continue;
-      row.json = JSON.stringify({ ...rec, payload: r.sealed });
+      if (!jsonEqual(row.record.payload, r.stored)) continue;
+      row.record = sealedCommandRecord({ ...row.record, payload: r.sealed });
       n++;
     }
     return n;

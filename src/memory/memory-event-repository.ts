@@ -23,6 +23,7 @@ export class MemoryEventRepository implements EventRepository {
   private readonly events: Event[] = [];
   private readonly byAggregate = new Map<string, Event[]>();
   private readonly listeners = new Set<AppendListener>();
+  private listening: readonly AppendListener[] = [];
   private nextPosition = 1;
   private closed = false;
 
@@ -33,74 +34,14 @@ export class MemoryEventRepository implements EventRepository {
   async append(newEvents: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
     this.assertOpen();
     if (!Array.isArray(newEvents)) throw new MnemeError("INVALID_EVENTS", "append takes an array of events");
-    const expected = opts?.expectedVersions;
-
     // Validate everything before touching state: a failing call writes nothing.
-    let checkedCtx: RequestContext | undefined;
-    for (let i = 0; i < newEvents.length; i++) {
-      const e = newEvents[i] as NewEvent;
-      if (e === null || typeof e !== "object") throw new MnemeError("INVALID_EVENTS", `event ${i} is not an object`);
-      if (typeof e.aggregateUuid !== "string" || e.aggregateUuid === "") throw invalid(i, "aggregateUuid");
-      if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string")
-        throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
-      // The payload rule of every backend: what is accepted here reads back unchanged from SQLite and Postgres too.
-      if (!isSealedJsonSafe(e.payload)) checkEventField(e.payload, i, "payload");
-      if (e.reqCtx !== undefined && e.reqCtx !== checkedCtx) {
-        if (!isSealedJsonSafe(e.reqCtx)) checkEventField(e.reqCtx, i, "reqCtx");
-        checkedCtx = e.reqCtx;
-      }
-    }
+    checkContents(newEvents);
     // The tenant rule comes before versions: a CONFLICT must not tell that another tenant's aggregate exists.
     checkAppendTenants(newEvents, globalAggregatesSet(opts?.globalAggregates), (agg) => this.byAggregate.get(agg)?.[0]?.tenantUuid);
-    const versions = new Map<string, number>();
-    if (expected !== undefined) {
-      for (const [agg, v] of Object.entries(expected)) {
-        if (!Number.isInteger(v) || v < 0) {
-          throw new MnemeError("INVALID_EVENTS", `expected version of ${agg} must be an integer >= 0, got ${String(v)}`);
-        }
-        const current = this.byAggregate.get(agg)?.length ?? 0;
-        if (current !== v) {
-          throw new MnemeError("CONFLICT", `aggregate ${agg} is at version ${current}, expected ${v}`, {
-            details: [{ message: "version moved", aggregateUuid: agg, expectedVersion: v, currentVersion: current }],
-          });
-        }
-      }
-    }
-    const assigned = new Array<number>(newEvents.length);
-    for (let i = 0; i < newEvents.length; i++) {
-      const e = newEvents[i] as NewEvent;
-      if (e === null || typeof e !== "object") throw new MnemeError("INVALID_EVENTS", `event ${i} is not an object`);
-      if (typeof e.aggregateUuid !== "string" || e.aggregateUuid === "") throw invalid(i, "aggregateUuid");
-      if (typeof e.domain !== "string" || e.domain === "") throw invalid(i, "domain");
-      if (typeof e.name !== "string" || e.name === "") throw invalid(i, "name");
-      const current = versions.get(e.aggregateUuid) ?? this.byAggregate.get(e.aggregateUuid)?.length ?? 0;
-      const next = current + 1;
-      if (e.version !== undefined && e.version !== next) {
-        if (Number.isInteger(e.version) && e.version >= 1 && e.version <= current) {
-          throw new MnemeError("CONFLICT", `version ${e.version} of aggregate ${e.aggregateUuid} is taken (current ${current})`, {
-            details: [{ message: "version taken", aggregateUuid: e.aggregateUuid, version: e.version, currentVersion: current }],
-          });
-        }
-        throw new MnemeError(
-          "INVALID_EVENTS",
-          `event ${i}: version ${String(e.version)} of aggregate ${e.aggregateUuid} is not the next one (${next})`,
-        );
-      }
-      if (e.createdAt !== undefined && !Number.isFinite(e.createdAt)) {
-        throw new MnemeError("INVALID_EVENTS", `event ${i}: createdAt must be a finite number (ns), got ${String(e.createdAt)}`);
-      }
-      if (e.eventUuid !== undefined && (typeof e.eventUuid !== "string" || e.eventUuid === "")) throw invalid(i, "eventUuid");
-      if (e.commandUuid !== undefined && (typeof e.commandUuid !== "string" || e.commandUuid === "")) throw invalid(i, "commandUuid");
-      if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string")
-        throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
-      if (e.reqCtx !== undefined && (e.reqCtx === null || typeof e.reqCtx !== "object"))
-        throw new MnemeError("INVALID_EVENTS", `event ${i}: reqCtx must be an object`);
-      checkEventVersion(e.eventVersion, i);
-      versions.set(e.aggregateUuid, next);
-      assigned[i] = next;
-    }
+    const expected = opts?.expectedVersions;
+    if (expected !== undefined) this.checkExpected(expected);
+    const assigned = this.assignVersions(newEvents);
     if (newEvents.length === 0) return [];
-
     // Commit: nothing below can fail.
     const stored = new Array<Event>(newEvents.length);
     let lastCtxIn: RequestContext | undefined;
@@ -108,44 +49,62 @@ export class MemoryEventRepository implements EventRepository {
     for (let i = 0; i < newEvents.length; i++) {
       const e = newEvents[i] as NewEvent;
       // Events of one command share one reqCtx: copy it once per distinct object (a sealed one is shared as it is).
-      let reqCtx = EMPTY_CTX;
-      if (e.reqCtx !== undefined) {
-        if (e.reqCtx !== lastCtxIn) {
-          lastCtxIn = e.reqCtx;
-          lastCtxOut = sealJsonSafe(e.reqCtx);
-        }
-        reqCtx = lastCtxOut;
+      if (e.reqCtx !== undefined && e.reqCtx !== lastCtxIn) {
+        lastCtxIn = e.reqCtx;
+        lastCtxOut = sealJsonSafe(e.reqCtx);
       }
-      const ev: Event = {
-        eventUuid: e.eventUuid ?? newUuid(),
-        position: this.nextPosition++,
-        tenantUuid: e.tenantUuid ?? "",
-        domain: e.domain,
-        name: e.name,
-        aggregateUuid: e.aggregateUuid,
-        version: assigned[i] as number,
-        createdAt: e.createdAt ?? nowNs(),
-        reqCtx,
-        // A deeply frozen copy: neither the appender nor a reader can change what is stored.
-        payload: sealJsonSafe(e.payload),
-      };
-      if (e.commandUuid !== undefined) ev.commandUuid = ev.causationId = e.commandUuid;
-      const correlation = reqCtx.correlationId ?? e.commandUuid;
-      if (correlation !== undefined) ev.correlationId = correlation;
-      if (e.eventVersion !== undefined && e.eventVersion !== 1) ev.eventVersion = e.eventVersion;
-      Object.freeze(ev);
+      const ev = storedEvent(e, this.nextPosition++, assigned[i] as number, e.reqCtx === undefined ? EMPTY_CTX : lastCtxOut);
       stored[i] = ev;
       this.events.push(ev);
-      let stream = this.byAggregate.get(ev.aggregateUuid);
-      if (stream === undefined) {
-        stream = [];
-        this.byAggregate.set(ev.aggregateUuid, stream);
-      }
-      stream.push(ev);
+      const stream = this.byAggregate.get(ev.aggregateUuid);
+      if (stream === undefined) this.byAggregate.set(ev.aggregateUuid, [ev]);
+      else stream.push(ev);
     }
     this.notify(stored);
     // `stored` is not kept by the repository (its events are), so the caller may have the array itself.
     return stored;
+  }
+
+  /** CONFLICT unless every aggregate of `expectedVersions` is at its expected version. */
+  private checkExpected(expected: Record<string, number>): void {
+    for (const agg in expected) {
+      if (!Object.hasOwn(expected, agg)) continue;
+      const v = expected[agg] as number;
+      if (!Number.isInteger(v) || v < 0) {
+        throw new MnemeError("INVALID_EVENTS", `expected version of ${agg} must be an integer >= 0, got ${String(v)}`);
+      }
+      const current = this.byAggregate.get(agg)?.length ?? 0;
+      if (current !== v) {
+        throw new MnemeError("CONFLICT", `aggregate ${agg} is at version ${current}, expected ${v}`, {
+          details: [{ message: "version moved", aggregateUuid: agg, expectedVersion: v, currentVersion: current }],
+        });
+      }
+    }
+  }
+
+  /** Checks every event's fields and returns the version each gets (an event's own `version` must be the next one). */
+  private assignVersions(newEvents: readonly NewEvent[]): number[] {
+    const assigned = new Array<number>(newEvents.length);
+    // Most appends touch one aggregate: a Map only when there are more.
+    let versions: Map<string, number> | undefined;
+    let onlyAgg: string | undefined;
+    let onlyNext = 0;
+    for (let i = 0; i < newEvents.length; i++) {
+      const e = newEvents[i] as NewEvent;
+      checkFields(e, i);
+      const agg = e.aggregateUuid;
+      const current = agg === onlyAgg ? onlyNext : (versions?.get(agg) ?? this.byAggregate.get(agg)?.length ?? 0);
+      const next = current + 1;
+      if (e.version !== undefined && e.version !== next) throw versionRefused(e, i, current, next);
+      if (onlyAgg === undefined || agg === onlyAgg) {
+        onlyAgg = agg;
+        onlyNext = next;
+      } else {
+        (versions ??= new Map([[onlyAgg, onlyNext]])).set(agg, next);
+      }
+      assigned[i] = next;
+    }
+    return assigned;
   }
 
   /** For the personal-data migration only: see EventRepository.sealStoredPayloads. */
@@ -276,6 +235,7 @@ export class MemoryEventRepository implements EventRepository {
   async close(): Promise<void> {
     this.closed = true;
     this.listeners.clear();
+    this.listening = [];
   }
 
   /**
@@ -285,15 +245,19 @@ export class MemoryEventRepository implements EventRepository {
    */
   onAppend(listener: AppendListener): () => void {
     this.listeners.add(listener);
+    this.listening = [...this.listeners];
     return () => {
       this.listeners.delete(listener);
+      this.listening = [...this.listeners];
     };
   }
 
   private notify(events: readonly Event[]): void {
-    if (this.listeners.size === 0) return;
+    // A copy made when listeners come and go (rarely), not per append: one that leaves mid-call is still told of this one.
+    const listening = this.listening;
+    if (listening.length === 0) return;
     const frozen = Object.freeze(events.slice());
-    for (const l of [...this.listeners]) {
+    for (const l of listening) {
       try {
         l(frozen);
       } catch {
@@ -308,6 +272,70 @@ export class MemoryEventRepository implements EventRepository {
 }
 
 const EMPTY_CTX: RequestContext = Object.freeze({});
+
+/** The checks of every event before anything else: shape, aggregate, tenant, and the JSON-safe payload and reqCtx. */
+function checkContents(newEvents: readonly NewEvent[]): void {
+  let checkedCtx: RequestContext | undefined;
+  for (let i = 0; i < newEvents.length; i++) {
+    const e = newEvents[i] as NewEvent;
+    if (e === null || typeof e !== "object") throw new MnemeError("INVALID_EVENTS", `event ${i} is not an object`);
+    if (typeof e.aggregateUuid !== "string" || e.aggregateUuid === "") throw invalid(i, "aggregateUuid");
+    if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string")
+      throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
+    // The payload rule of every backend: what is accepted here reads back unchanged from SQLite and Postgres too.
+    if (!isSealedJsonSafe(e.payload)) checkEventField(e.payload, i, "payload");
+    if (e.reqCtx !== undefined && e.reqCtx !== checkedCtx) {
+      if (!isSealedJsonSafe(e.reqCtx)) checkEventField(e.reqCtx, i, "reqCtx");
+      checkedCtx = e.reqCtx;
+    }
+  }
+}
+
+/** The per-event field checks of an append (after the tenant and expected-version checks). */
+function checkFields(e: NewEvent, i: number): void {
+  if (typeof e.domain !== "string" || e.domain === "") throw invalid(i, "domain");
+  if (typeof e.name !== "string" || e.name === "") throw invalid(i, "name");
+  if (e.createdAt !== undefined && !Number.isFinite(e.createdAt)) {
+    throw new MnemeError("INVALID_EVENTS", `event ${i}: createdAt must be a finite number (ns), got ${String(e.createdAt)}`);
+  }
+  if (e.eventUuid !== undefined && (typeof e.eventUuid !== "string" || e.eventUuid === "")) throw invalid(i, "eventUuid");
+  if (e.commandUuid !== undefined && (typeof e.commandUuid !== "string" || e.commandUuid === "")) throw invalid(i, "commandUuid");
+  if (e.reqCtx !== undefined && (e.reqCtx === null || typeof e.reqCtx !== "object"))
+    throw new MnemeError("INVALID_EVENTS", `event ${i}: reqCtx must be an object`);
+  checkEventVersion(e.eventVersion, i);
+}
+
+/** An event whose own `version` is not the next one: CONFLICT when it is taken, else INVALID_EVENTS. */
+function versionRefused(e: NewEvent, i: number, current: number, next: number): MnemeError {
+  const v = e.version as number;
+  if (Number.isInteger(v) && v >= 1 && v <= current) {
+    return new MnemeError("CONFLICT", `version ${v} of aggregate ${e.aggregateUuid} is taken (current ${current})`, {
+      details: [{ message: "version taken", aggregateUuid: e.aggregateUuid, version: v, currentVersion: current }],
+    });
+  }
+  return new MnemeError("INVALID_EVENTS", `event ${i}: version ${String(v)} of aggregate ${e.aggregateUuid} is not the next one (${next})`);
+}
+
+/** The stored form of a checked event: deeply frozen, its payload a frozen copy (neither appender nor reader can change it). */
+function storedEvent(e: NewEvent, position: number, version: number, reqCtx: RequestContext): Event {
+  const ev: Event = {
+    eventUuid: e.eventUuid ?? newUuid(),
+    position,
+    tenantUuid: e.tenantUuid ?? "",
+    domain: e.domain,
+    name: e.name,
+    aggregateUuid: e.aggregateUuid,
+    version,
+    createdAt: e.createdAt ?? nowNs(),
+    reqCtx,
+    payload: sealJsonSafe(e.payload),
+  };
+  if (e.commandUuid !== undefined) ev.commandUuid = ev.causationId = e.commandUuid;
+  const correlation = reqCtx.correlationId ?? e.commandUuid;
+  if (correlation !== undefined) ev.correlationId = correlation;
+  if (e.eventVersion !== undefined && e.eventVersion !== 1) ev.eventVersion = e.eventVersion;
+  return Object.freeze(ev);
+}
 
 function invalid(i: number, field: string): MnemeError {
   return new MnemeError("INVALID_EVENTS", `event ${i}: ${field} must be a non-empty string`);

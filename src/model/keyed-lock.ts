@@ -3,29 +3,41 @@
  * one aggregate; across processes the store's unique (aggregateUuid, version) decides.
  */
 export class KeyedLock {
-  readonly #tails = new Map<string, Promise<void>>();
+  /** Per held key: the waiters, first in line first. */
+  readonly #queues = new Map<string, (() => void)[]>();
 
   /** True when someone holds or waits for `key`. */
   isHeld(key: string): boolean {
-    return this.#tails.has(key);
+    return this.#queues.has(key);
+  }
+
+  /** Takes the key when it is free and returns its release function (call it once); undefined when it is held. */
+  tryAcquire(key: string): (() => void) | undefined {
+    if (this.#queues.has(key)) return undefined;
+    this.#queues.set(key, []);
+    return this.#releaser(key);
   }
 
   /** Waits for the key, then resolves with its release function (call it once). */
-  async acquire(key: string): Promise<() => void> {
-    const prev = this.#tails.get(key);
-    let release!: () => void;
-    const mine = new Promise<void>((r) => {
-      release = r;
-    });
-    const tail = prev === undefined ? mine : prev.then(() => mine);
-    this.#tails.set(key, tail);
-    if (prev !== undefined) await prev;
+  acquire(key: string): Promise<() => void> {
+    const queue = this.#queues.get(key);
+    if (queue === undefined) {
+      this.#queues.set(key, []);
+      return Promise.resolve(this.#releaser(key));
+    }
+    return new Promise((resolve) => queue.push(() => resolve(this.#releaser(key))));
+  }
+
+  /** The release of one holding: hands the key to the next waiter, or frees it. */
+  #releaser(key: string): () => void {
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      release();
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+      const queue = this.#queues.get(key)!;
+      const next = queue.shift();
+      if (next === undefined) this.#queues.delete(key);
+      else next();
     };
   }
 }

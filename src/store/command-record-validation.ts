@@ -1,5 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import type { CommandRecord } from "./command-store.js";
+import { isSealedJsonSafe, jsonSafeProblem, sealJsonSafe } from "./json-safe.js";
 
 const STATUSES: ReadonlySet<unknown> = new Set(["succeeded", "failed", "denied"]);
 
@@ -8,6 +9,19 @@ const STATUSES: ReadonlySet<unknown> = new Set(["succeeded", "failed", "denied"]
  * every backend rejects the same bad records with INVALID_REQUEST and writes nothing.
  */
 export function validateCommandRecord(rec: CommandRecord): string {
+  checkCommandRecordFields(rec);
+  try {
+    return JSON.stringify(rec);
+  } catch (e) {
+    throw bad("not JSON-serialisable", e);
+  }
+}
+
+/**
+ * The field checks of {@link validateCommandRecord} alone, for a store that
+ * keeps records as objects (it makes its own copy, see sealedCommandRecord).
+ */
+export function checkCommandRecordFields(rec: CommandRecord): void {
   if (rec === null || typeof rec !== "object") throw bad("not an object");
   for (const f of ["commandUuid", "domain", "name"] as const) {
     if (typeof rec[f] !== "string" || rec[f] === "") throw bad(`${f} must be a non-empty string`);
@@ -19,11 +33,23 @@ export function validateCommandRecord(rec: CommandRecord): string {
   if (!Array.isArray(rec.eventUuids) || rec.eventUuids.some((u) => typeof u !== "string"))
     throw bad("eventUuids must be an array of strings");
   if (rec.reqCtx === null || typeof rec.reqCtx !== "object") throw bad("reqCtx must be an object");
+}
+
+/**
+ * A deeply frozen copy of a checked record that reads back exactly as its
+ * JSON would: a JSON-safe record (the facade's: its request context is
+ * sealed already) is copied as it is, anything else through JSON.
+ */
+export function sealedCommandRecord(rec: CommandRecord): CommandRecord {
+  const copy = frozenCopy(rec);
+  if (copy !== undefined) return copy;
+  let json: string;
   try {
-    return JSON.stringify(rec);
+    json = JSON.stringify(rec);
   } catch (e) {
     throw bad("not JSON-serialisable", e);
   }
+  return sealJsonSafe(JSON.parse(json) as CommandRecord);
 }
 
 // Module level, not a closure per call: every recorded command passes here.
@@ -41,4 +67,40 @@ export function checkClaimArgs(commandUuid: unknown, owner: unknown, leaseMs: un
     throw new MnemeError("INVALID_REQUEST", `claim: leaseMs must be an integer >= 1, got ${String(leaseMs)}`);
   }
   return owner;
+}
+
+/** The fields checkCommandRecordFields checked (strings, finite numbers, an array of strings): copied as they are. */
+const CHECKED_FIELDS: ReadonlySet<string> = new Set([
+  "commandUuid",
+  "domain",
+  "name",
+  "tenantUuid",
+  "status",
+  "createdAt",
+  "durationMicros",
+]);
+
+/**
+ * The frozen copy of a record whose JSON round trip would be itself (checked
+ * fields, a sealed reqCtx, a JSON-safe payload, nothing else), in its key
+ * order; undefined for any other record (it goes through JSON).
+ */
+function frozenCopy(rec: CommandRecord): CommandRecord | undefined {
+  if (!isSealedJsonSafe(rec.reqCtx)) return undefined;
+  const src = rec as unknown as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const k in src) {
+    if (!Object.hasOwn(src, k)) return undefined;
+    const v = src[k];
+    if (CHECKED_FIELDS.has(k)) {
+      // -0 reads back from JSON as 0.
+      if (Object.is(v, -0)) return undefined;
+      out[k] = v;
+    } else if (k === "reqCtx") out[k] = v;
+    else if (k === "eventUuids") out[k] = Object.freeze((v as string[]).slice());
+    else if (k === "payload" && v !== undefined && (isSealedJsonSafe(v) || jsonSafeProblem(v) === undefined)) out[k] = sealJsonSafe(v);
+    else return undefined;
+  }
+  // Its parts are sealed or frozen already: freezing the top is enough.
+  return Object.freeze(out) as unknown as CommandRecord;
 }

@@ -264,14 +264,14 @@ export function isSealedJsonSafe(value: unknown): boolean {
   return typeof value === "object" && value !== null && (value as { [SEALED]?: true })[SEALED] === true;
 }
 
-/** A deep copy, frozen below the root (the caller marks and freezes the root). */
+/** A deep copy, frozen below the root (the caller marks and freezes the root); sealed values inside are shared. */
 function copyFrozen(v: object): object {
   if (isArray(v)) {
     const n = v.length;
     const out = new Array<unknown>(n);
     for (let i = 0; i < n; i++) {
       const x: unknown = v[i];
-      out[i] = typeof x === "object" && x !== null ? freeze(copyFrozen(x)) : x;
+      out[i] = typeof x === "object" && x !== null ? frozenPart(x) : x;
     }
     return out;
   }
@@ -280,10 +280,15 @@ function copyFrozen(v: object): object {
   for (const k in o) {
     if (inheritedKeys && !hasOwn.call(o, k)) continue;
     const x = o[k];
-    const y = typeof x === "object" && x !== null ? freeze(copyFrozen(x)) : x;
+    const y = typeof x === "object" && x !== null ? frozenPart(x) : x;
     // An own "__proto__" key (JSON.parse makes one) must stay a property, not become the prototype.
     if (k === "__proto__") defineProperty(out, k, { value: y, enumerable: true, writable: true, configurable: true });
     else out[k] = y;
   }
   return out;
+}
+
+/** A nested value of a copy: a sealed one is deeply frozen already, so it is shared as it is. */
+function frozenPart(x: object): object {
+  return (x as { [SEALED]?: true })[SEALED] === true ? x : freeze(copyFrozen(x));
 }
