@@ -6,7 +6,10 @@ const src = (p: string) => fileURLToPath(new URL(`./src/${p}`, import.meta.url))
 export default defineConfig({
   resolve: {
     alias: [
-      { find: /^mneme\/(sqlite|postgres|http|testing|defaults|store|runtime|reactions|types|memory)$/, replacement: src("$1/index.ts") },
+      {
+        find: /^mneme\/(sqlite|postgres|http|testing|defaults|store|runtime|reactions|types|memory|nats|amqp)$/,
+        replacement: src("$1/index.ts"),
+      },
       { find: /^mneme$/, replacement: src("index.ts") },
     ],
   },

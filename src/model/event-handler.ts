@@ -109,6 +109,35 @@ export interface EventHandlerInfo {
   lastErrorTenantUuid?: string;
   /** During a restore from zero (built beside the served data, then switched): where it stands. */
   restoration?: RestorationProgress;
+  /** A publisher to or a consumer of a message broker (mneme/nats, mneme/amqp): its broker, lag and errors. */
+  integration?: IntegrationInfo;
+}
+
+/**
+ * What the Runtime lists of a handler that links mneme to a message broker:
+ * a publisher of integration events, or a consumer of messages that become commands.
+ */
+export interface IntegrationInfo {
+  role: "publisher" | "consumer";
+  /** `"nats"`, `"amqp"`, or a transport's own name. */
+  broker: string;
+  /** Where it publishes or consumes: a stream and durable consumer, an exchange, a queue. */
+  target: string;
+  /**
+   * Publisher: the entries waiting in its outbox. Consumer: the messages
+   * waiting on the broker, as the broker last said (-1: not known yet).
+   * Both as last counted (refreshed as the handler works and when listed).
+   */
+  lag: number;
+  /** Messages published (acknowledged by the broker) or consumed (command committed or replayed) by this instance since it started. */
+  handled: number;
+  /** Failed attempts by this instance since it started. */
+  failures: number;
+  /** Dead letters kept (as last counted). */
+  deadLetters: number;
+  /** Whether the transport is connected and working (a consumer's subscription is open). */
+  connected: boolean;
+  lastError?: string;
 }
 
 /** A handler that can rebuild its state from the event history. */

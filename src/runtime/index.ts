@@ -65,6 +65,7 @@ export type {
   EventHandlerMetrics,
   EventHandlerInfo,
   EventHandlerState,
+  IntegrationInfo,
 } from "../model/event-handler.js";
 export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "../schema/schema-registry.js";
 export { PermissionRegistry } from "../permissions/permission-registry.js";
