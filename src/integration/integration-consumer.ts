@@ -15,6 +15,12 @@ export interface IntegrationConsumerOptions extends OutboxHandlerOptions {
   readonly toCommand: CommandMapping;
   /** The uuid namespace of the commandUuids (see `messageCommandUuid`); default mneme's. */
   readonly namespace?: string;
+  /**
+   * A message the broker has delivered more often than this without an
+   * outcome (each time the app died or lost its connection while holding it)
+   * is a dead letter at once: it may be what kills the app. Default 100.
+   */
+  readonly maxDeliveries?: number;
 }
 
 /** A dead letter of a consumer: an outbox entry that keeps the message, so a retry maps and dispatches it again. */
@@ -39,8 +45,8 @@ const LAG_EVERY_MS = 250;
  * message's command is dispatched with `commandUuid` = a uuid v5 of the
  * message id, so a redelivered message runs nothing twice, and the message is
  * acknowledged only after the command committed or replayed. A failed
- * attempt is retried with backoff; after `retry.maxAttempts` (deliveries the
- * broker counted included), or at once when no retry can mend it, the message
+ * attempt is retried with backoff; after `retry.maxAttempts` (counted in
+ * this delivery), or at once when no retry can mend it, the message
  * becomes a dead letter in this handler's outbox (listed, retried or
  * discarded through the Runtime) and is acknowledged on the broker.
  * mneme/nats and mneme/amqp make it with their transports.
@@ -55,6 +61,7 @@ export class IntegrationConsumer extends BaseReadmodel {
   readonly #stats: IntegrationStats;
   readonly #concurrency: number;
   readonly #pollMs: number;
+  readonly #maxDeliveries: number;
   #live = false;
   #opened = false;
   #reopen: ReturnType<typeof setTimeout> | undefined;
@@ -70,6 +77,10 @@ export class IntegrationConsumer extends BaseReadmodel {
     if (typeof options.transport?.open !== "function")
       throw new MnemeError("INVALID_REQUEST", `${options.name}: a consumer needs a transport`);
     if (options.namespace !== undefined) messageCommandUuid("check", options.namespace);
+    const maxDeliveries = options.maxDeliveries ?? 100;
+    if (!Number.isInteger(maxDeliveries) || maxDeliveries < 1)
+      throw new MnemeError("INVALID_REQUEST", `maxDeliveries must be an integer >= 1, got ${String(maxDeliveries)}`);
+    this.#maxDeliveries = maxDeliveries;
     this.#facade = facade;
     this.#transport = options.transport;
     this.#toCommand = options.toCommand;
@@ -154,8 +165,14 @@ export class IntegrationConsumer extends BaseReadmodel {
   /** Tries the message's command until done or dead (true: ack it), or the consumer stops (false: release it). */
   async #attempts(m: DeliveredMessage): Promise<boolean> {
     const commandUuid = this.commandUuidOf(m.id);
-    // Deliveries before this one that did not end in an ack count as failed attempts (a crash, a lost connection).
-    let attempts = m.deliveryCount - 1;
+    // Earlier deliveries are not counted as attempts: most never reached a handler (a pull of an app that died meanwhile).
+    let attempts = 0;
+    if (m.deliveryCount > this.#maxDeliveries) {
+      const err = new MnemeError("INVALID_STATE", `message ${m.id} was delivered ${m.deliveryCount} times without an outcome`);
+      this.#stats.failed(err);
+      await this.#deadLetter(m, undefined, err, 0, commandUuid);
+      return true;
+    }
     for (;;) {
       if (!this.#live) return false;
       let routed: InboundCommand | undefined;

@@ -23,6 +23,8 @@ export interface NatsConsumerOptions extends OutboxHandlerOptions {
   readonly toCommand: CommandMapping;
   /** The uuid namespace of the commandUuids; default mneme's (see `messageCommandUuid`). */
   readonly namespace?: string;
+  /** Deliveries without an outcome after which a message is a dead letter at once (see IntegrationConsumerOptions). Default 100. */
+  readonly maxDeliveries?: number;
 }
 
 /**
@@ -30,8 +32,8 @@ export interface NatsConsumerOptions extends OutboxHandlerOptions {
  * IntegrationConsumer): the command's `commandUuid` is a uuid v5 of the
  * message's `Nats-Msg-Id` (else of stream and sequence), the message is acked
  * once the command committed or replayed, and a poison message becomes a
- * dead letter after `retry.maxAttempts` (the server's delivery count
- * included) and is acked on the server.
+ * dead letter after `retry.maxAttempts` (or once delivered more than
+ * `maxDeliveries` times) and is acked on the server.
  * @example
  * facade.registerReadmodel(new NatsConsumer(facade, {
  *   name: "OrdersIn", domain: "Shipping", connection: nc, stream: "ORDERS", durable: "shipping",
