@@ -111,6 +111,8 @@ export interface EventHandlerInfo {
   restoration?: RestorationProgress;
   /** A handler made with `withPartitions(n)`: each partition, where it runs and how far it is. */
   partitions?: PartitionInfo[];
+  /** A publisher to or a consumer of a message broker (mneme/nats, mneme/amqp): its broker, lag and errors. */
+  integration?: IntegrationInfo;
 }
 
 /** One partition of a partitioned handler, as the Runtime lists it. */
@@ -123,6 +125,33 @@ export interface PartitionInfo {
   state: EventHandlerState;
   /** The position it has passed: here its own, in standby its holder's checkpoint (written when it applies an event of its partition). */
   lastPosition: number;
+}
+
+/**
+ * What the Runtime lists of a handler that links mneme to a message broker:
+ * a publisher of integration events, or a consumer of messages that become commands.
+ */
+export interface IntegrationInfo {
+  role: "publisher" | "consumer";
+  /** `"nats"`, `"amqp"`, or a transport's own name. */
+  broker: string;
+  /** Where it publishes or consumes: a stream and durable consumer, an exchange, a queue. */
+  target: string;
+  /**
+   * Publisher: the entries waiting in its outbox. Consumer: the messages
+   * waiting on the broker, as the broker last said (-1: not known yet).
+   * Both as last counted (refreshed as the handler works and when listed).
+   */
+  lag: number;
+  /** Messages published (acknowledged by the broker) or consumed (command committed or replayed) by this instance since it started. */
+  handled: number;
+  /** Failed attempts by this instance since it started. */
+  failures: number;
+  /** Dead letters kept (as last counted). */
+  deadLetters: number;
+  /** Whether the transport is connected and working (a consumer's subscription is open). */
+  connected: boolean;
+  lastError?: string;
 }
 
 /** A handler that can rebuild its state from the event history. */

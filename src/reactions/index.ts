@@ -16,7 +16,7 @@ export {
 export { Reactor, type Effect, type EffectInfo, type ReactorOptions } from "./reactor.js";
 export { Outbox, isOutboxHandler, type OutboxFilter, type OutboxHandler, type OutboxHandlerOptions } from "./outbox.js";
 export { DEFAULT_RETRY, type OutboxCommand, type OutboxEntry, type OutboxEntryStatus, type RetryPolicy } from "./outbox-entry.js";
-export { correlationOf, reactionCommandUuid, reactionDedupeKey, type ChainRequestContext } from "./reaction-ids.js";
+export { correlationOf, messageCommandUuid, reactionCommandUuid, reactionDedupeKey, type ChainRequestContext } from "./reaction-ids.js";
 export { BaseEventHandler, type DeliveryOptions } from "../readmodel/base-event-handler.js";
 export type { EventHandler, DomainEventHandler, HandlerContext, StateRestorer, MetricProvider } from "../model/event-handler.js";
 export type { DeadLetterControl, DeadLetterEntry, ReactionListFilter, ScheduledCommandEntry } from "./reaction-listing.js";

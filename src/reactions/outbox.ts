@@ -79,6 +79,8 @@ export class Outbox implements HandlerPart {
   readonly #clock: () => number;
   readonly #pollMs: number;
   readonly #concurrency: number;
+  /** Entries of one lane go strictly in position order: a failed entry holds the rest of its lane until it is delivered or dead. */
+  readonly #ordered: boolean;
   #horizon = 0;
   /** Whether #horizon is the stored one (only the lock holder writes it; read again after a rollback or a (re)start). */
   #horizonKnown = false;
@@ -104,15 +106,20 @@ export class Outbox implements HandlerPart {
    * The outbox of `handler`, whose name and domain `options` gives (checked by
    * `reactionOptions`); `deliver` dispatches an entry's command or runs its
    * effect, and throws to count a failed attempt. `payloads` seals the personal
-   * fields of the commands kept here and opens them for listings.
+   * fields of the commands kept here and opens them for listings. `ordered`
+   * (a publisher of integration events): the entries of one lane are
+   * delivered in position order whatever fails; a failed entry keeps its place
+   * and holds the entries behind it until it is delivered or dead.
    */
   constructor(
     handler: BaseReadmodel,
     options: OutboxHandlerOptions,
     deliver: (entry: OutboxEntry) => Promise<void>,
     payloads: CommandPayloadProtection | undefined,
+    ordered = false,
   ) {
     reactionOptions(options);
+    this.#ordered = ordered;
     this.#h = handler;
     this.#deliver = deliver;
     this.#payloads = payloads;
@@ -120,6 +127,14 @@ export class Outbox implements HandlerPart {
     this.retry = retryPolicy(options.retry);
     this.#pollMs = options.pollMs ?? 1000;
     this.#clock = options.clock ?? Date.now;
+  }
+
+  /**
+   * The `dueOrder` of an entry due at `dueAt`: by due time, or (ordered) by
+   * position alone, so an entry put back for a later attempt stays ahead of its lane.
+   */
+  orderOf(dueAt: number, position: number, index: number): string {
+    return dueOrderOf(this.#ordered ? 0 : dueAt, position, index);
   }
 
   /** The current time of this outbox's clock (ms since the epoch). */
@@ -266,46 +281,81 @@ export class Outbox implements HandlerPart {
   /** Delivers the due entries; returns the due time of the next pending one, if any. */
   async #runDue(): Promise<number | undefined> {
     const outbox = this.#outbox();
+    const pageSize = 100;
+    let offset = 0;
     for (;;) {
       if (this.#h.state !== "running") return undefined;
-      const page = await outbox.list({ where: { status: "pending" }, orderBy: "dueOrder", limit: 100 });
+      const page = await outbox.list({ where: { status: "pending" }, orderBy: "dueOrder", offset, limit: pageSize });
       const now = this.#clock();
-      const due = page.filter((e) => e.dueAt <= now);
-      if (due.length === 0) return page[0]?.dueAt;
-      // One lane per process, in due order; lanes run side by side up to `concurrency`.
-      const lanes = new Map<string, OutboxEntry[]>();
-      for (const e of due) {
-        const key = e.processId ?? e.correlationId;
-        const lane = lanes.get(key);
-        if (lane === undefined) lanes.set(key, [e]);
-        else lane.push(e);
+      const { lanes, next } = this.#lanesOf(page, now);
+      if (lanes.length === 0) {
+        // Ordered: a full page of entries waiting for their next attempt may hide due ones behind it.
+        if (this.#ordered && page.length === pageSize) {
+          offset += pageSize;
+          continue;
+        }
+        return next;
       }
-      const queue = [...lanes.values()];
+      offset = 0;
       let blocked = false;
       const worker = async (): Promise<void> => {
-        for (let lane = queue.shift(); lane !== undefined && !blocked; lane = queue.shift()) {
+        for (let lane = lanes.shift(); lane !== undefined && !blocked; lane = lanes.shift()) {
           for (const entry of lane) {
             if (blocked || this.#h.state !== "running") return;
-            if (!(await this.#attempt(outbox, entry, now))) blocked = true;
+            const outcome = await this.#attempt(outbox, entry, now);
+            if (outcome === "unavailable") blocked = true;
+            // Ordered: the rest of the lane waits for the entry that failed.
+            if (outcome === "failed" && this.#ordered) break;
           }
         }
       };
-      await Promise.all(Array.from({ length: Math.min(this.#concurrency, queue.length) }, worker));
+      await Promise.all(Array.from({ length: Math.min(this.#concurrency, lanes.length) }, worker));
       if (blocked) return now + this.retry.initialDelayMs;
       if (this.#h.state !== "running") return undefined;
       // Every due entry of the page is delivered, put back for later, or dead: read on.
     }
   }
 
-  /** One delivery of `entry`. Returns false when it failed for a reason that is not the entry's (stop this round). */
-  async #attempt(outbox: ReadmodelCollection<OutboxEntry>, entry: OutboxEntry, now: number): Promise<boolean> {
+  /**
+   * The due entries of `page`, one lane per process in due order (an ordered
+   * outbox leaves out a lane's entries behind one not due yet), and the
+   * earliest due time among those not due.
+   */
+  #lanesOf(page: readonly OutboxEntry[], now: number): { lanes: OutboxEntry[][]; next: number | undefined } {
+    const lanes = new Map<string, OutboxEntry[]>();
+    const held = new Set<string>();
+    let next: number | undefined;
+    for (const e of page) {
+      const key = e.processId ?? e.correlationId;
+      if (e.dueAt > now) {
+        next = next === undefined ? e.dueAt : Math.min(next, e.dueAt);
+        if (this.#ordered) held.add(key);
+        continue;
+      }
+      if (held.has(key)) continue;
+      const lane = lanes.get(key);
+      if (lane === undefined) lanes.set(key, [e]);
+      else lane.push(e);
+    }
+    return { lanes: [...lanes.values()], next };
+  }
+
+  /**
+   * One delivery of `entry`: "unavailable" when it failed for a reason that is
+   * not the entry's (stop this round), "failed" when it was put back or is dead.
+   */
+  async #attempt(
+    outbox: ReadmodelCollection<OutboxEntry>,
+    entry: OutboxEntry,
+    now: number,
+  ): Promise<"delivered" | "failed" | "unavailable"> {
     // Until the entry is deleted or put back, a cancel in this instance is refused (it would come too late).
     this.#inFlight.add(entry.id);
     try {
       try {
         await this.#deliver(entry);
       } catch (err) {
-        if (isMnemeError(err) && NOT_THE_ENTRYS_FAULT.has(err.code)) return false;
+        if (isMnemeError(err) && NOT_THE_ENTRYS_FAULT.has(err.code)) return "unavailable";
         // Fenced like a batch: an instance that lost the handler's lock writes nothing more to its outbox.
         await runnerOf(this.#h).fencedWrite(async () => {
           // Cancelled or discarded meanwhile (by another instance): do not bring it back.
@@ -321,13 +371,13 @@ export class Outbox implements HandlerPart {
             lastError: errorMessage(err),
             lastAttemptAt: now,
             dueAt: next,
-            dueOrder: dueOrderOf(next, current.position, current.index),
+            dueOrder: this.orderOf(next, current.position, current.index),
           });
         });
-        return true;
+        return "failed";
       }
       await runnerOf(this.#h).fencedWrite(() => outbox.delete(entry.id));
-      return true;
+      return "delivered";
     } finally {
       this.#inFlight.delete(entry.id);
     }
@@ -400,10 +450,20 @@ export class Outbox implements HandlerPart {
     if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.#h.name} has no dead entry ${id}`);
     const { lastError: _e, lastAttemptAt: _a, ...rest } = e;
     const now = this.#clock();
-    const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: now, dueOrder: dueOrderOf(now, e.position, e.index) };
+    const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: now, dueOrder: this.orderOf(now, e.position, e.index) };
     await outbox.put(id, again);
     if (!this.#stopped) this.#wakeSoon(0);
     return this.#opened(again);
+  }
+
+  /**
+   * Keeps `entry` as a dead letter, outside any batch (a consumer's message
+   * that failed its last attempt), fenced like the worker's writes.
+   */
+  async addDeadLetter(entry: OutboxEntry): Promise<void> {
+    if (entry.status !== "dead") throw new MnemeError("INVALID_REQUEST", `addDeadLetter takes a dead entry, got ${entry.status}`);
+    const outbox = this.#outbox();
+    await runnerOf(this.#h).fencedWrite(() => outbox.put(entry.id, entry));
   }
 
   /** Deletes a dead entry: its command is never sent, its effect never run. NOT_FOUND unless it is dead here. */

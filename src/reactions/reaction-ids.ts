@@ -40,3 +40,16 @@ export function correlationOf(event: Event): string {
   if (typeof fromCtx === "string" && fromCtx !== "") return fromCtx;
   return event.commandUuid ?? event.eventUuid;
 }
+
+/** The namespace of the commandUuids of broker messages (uuid v5). Never change it. */
+const MESSAGE_COMMAND_NAMESPACE = "8c5e2d4a-1f3b-5c6d-9e7f-0a1b2c3d4e5f";
+
+/**
+ * The commandUuid of the command a broker message becomes (mneme/nats,
+ * mneme/amqp): a uuid v5 of the message id, so a redelivered message is the
+ * same command and runs once (idempotent dispatch). `namespace` (a uuid)
+ * separates consumers that turn one message into different commands.
+ */
+export function messageCommandUuid(messageId: string, namespace: string = MESSAGE_COMMAND_NAMESPACE): string {
+  return uuidv5(messageId, namespace);
+}

@@ -1,8 +1,9 @@
 import { MnemeError } from "../model/errors.js";
 import type { EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
+import type { EventRepository } from "../store/event-repository.js";
 import { BaseReadmodel, type ReadmodelFacade } from "../readmodel/base-readmodel.js";
-import { dueOrderOf, type OutboxEntry, type RetryPolicy } from "./outbox-entry.js";
+import type { OutboxEntry, RetryPolicy } from "./outbox-entry.js";
 import { commandPayloadsOf, Outbox, type OutboxHandlerOptions, reactionOptions } from "./outbox.js";
 import { correlationOf, reactionDedupeKey } from "./reaction-ids.js";
 
@@ -63,26 +64,7 @@ export class Reactor extends BaseReadmodel {
 
   async #record(event: Event): Promise<void> {
     if (this.outbox.isReplay(event)) return;
-    const now = this.outbox.now();
-    const due = Math.min(Math.floor(event.createdAt / 1e6), now);
-    const entry: OutboxEntry = {
-      id: reactionDedupeKey(this.name, event.eventUuid),
-      kind: "effect",
-      eventHandlerName: this.name,
-      status: "pending",
-      scheduled: false,
-      dueAt: due,
-      dueOrder: dueOrderOf(due, event.position, 0),
-      index: 0,
-      attempts: 0,
-      createdAt: now,
-      eventUuid: event.eventUuid,
-      eventPath: `${event.domain}.${event.name}`,
-      position: event.position,
-      tenantUuid: event.tenantUuid,
-      correlationId: correlationOf(event),
-    };
-    await this.outbox.record(event, [entry]);
+    await this.outbox.record(event, [effectEntryOf(this.outbox, this.name, event, reactionDedupeKey(this.name, event.eventUuid))]);
   }
 
   /** The reaction part: runs the entry's effect on its event, read from the store. */
@@ -90,24 +72,44 @@ export class Reactor extends BaseReadmodel {
     const effect = this.#effects.get(entry.eventPath);
     if (effect === undefined)
       throw new MnemeError("INVALID_STATE", `${this.name} has no effect for ${entry.eventPath} (entry ${entry.id})`);
-    await effect(await this.#eventOf(entry), { dedupeKey: entry.id, attempt: entry.attempts + 1 });
+    await effect(await eventOfEntry(this.eventRepository, entry, this.name), { dedupeKey: entry.id, attempt: entry.attempts + 1 });
   }
+}
 
-  /**
-   * The entry's event, read from the event store when it is delivered (the
-   * outbox keeps only its position): upcast to its current version, and with
-   * personal data as the store shows it now (erased once forgotten).
-   */
-  async #eventOf(entry: OutboxEntry): Promise<Event> {
-    for await (const batch of this.eventRepository.readAll({
-      afterPosition: entry.position - 1,
-      untilPosition: entry.position,
-      batchSize: 1,
-    })) {
-      const e = batch[0];
-      if (e !== undefined && e.eventUuid === entry.eventUuid) return e;
-      break;
-    }
-    throw new MnemeError("NOT_FOUND", `${this.name}: event ${entry.eventUuid} at position ${entry.position} is not in the event store`);
+/** The outbox entry of an effect of `event` (a reactor's, a publisher's), due at the event's time, with the key `id`. */
+export function effectEntryOf(outbox: Outbox, handlerName: string, event: Event, id: string): OutboxEntry {
+  const now = outbox.now();
+  const due = Math.min(Math.floor(event.createdAt / 1e6), now);
+  return {
+    id,
+    kind: "effect",
+    eventHandlerName: handlerName,
+    status: "pending",
+    scheduled: false,
+    dueAt: due,
+    dueOrder: outbox.orderOf(due, event.position, 0),
+    index: 0,
+    attempts: 0,
+    createdAt: now,
+    eventUuid: event.eventUuid,
+    eventPath: `${event.domain}.${event.name}`,
+    position: event.position,
+    tenantUuid: event.tenantUuid,
+    correlationId: correlationOf(event),
+  };
+}
+
+/**
+ * The event of an outbox entry, read from the event store when it is
+ * delivered (the outbox keeps only its position): upcast to its current
+ * version, and with personal data as the store shows it now (erased once
+ * forgotten). NOT_FOUND when it is not there.
+ */
+export async function eventOfEntry(events: EventRepository, entry: OutboxEntry, handlerName: string): Promise<Event> {
+  for await (const batch of events.readAll({ afterPosition: entry.position - 1, untilPosition: entry.position, batchSize: 1 })) {
+    const e = batch[0];
+    if (e !== undefined && e.eventUuid === entry.eventUuid) return e;
+    break;
   }
+  throw new MnemeError("NOT_FOUND", `${handlerName}: event ${entry.eventUuid} at position ${entry.position} is not in the event store`);
 }

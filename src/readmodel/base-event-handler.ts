@@ -7,6 +7,7 @@ import type {
   EventHandlerMetrics,
   EventHandlerState,
   HandlerContext,
+  IntegrationInfo,
   RestorationState,
 } from "../model/event-handler.js";
 import { HandlerRunner } from "./handler-runner.js";
@@ -29,6 +30,8 @@ export interface HandlerPart {
   starting?(): void;
   /** The handler is being stopped (before its delivery stops). */
   stopping?(): Promise<void>;
+  /** A broker part (mneme/nats, mneme/amqp): what the Runtime lists of it. */
+  describe?(): IntegrationInfo | undefined;
 }
 
 /** Reads a handler's private runner; set by BaseEventHandler's static block, the only code that can. */
@@ -75,6 +78,13 @@ export class BaseEventHandler implements EventHandler {
       },
       stopping: async () => {
         for (const p of this.#parts) await p.stopping?.();
+      },
+      describe: () => {
+        for (const p of this.#parts) {
+          const info = p.describe?.();
+          if (info !== undefined) return info;
+        }
+        return undefined;
       },
     });
   }

@@ -44,6 +44,8 @@ export function handlerListing(s: RunnerState, holder: string | undefined): Even
     info.lastError = s.metrics.lastError;
     if (s.metrics.lastErrorTenantUuid !== undefined) info.lastErrorTenantUuid = s.metrics.lastErrorTenantUuid;
   }
+  const integration = s.hooks.describe();
+  if (integration !== undefined) info.integration = integration;
   const r = s.rebuild;
   if (r !== undefined) {
     const seconds = (performance.now() - r.startedAt) / 1000;

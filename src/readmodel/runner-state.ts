@@ -8,6 +8,7 @@ import type {
   DomainEventHandler,
   EventHandler,
   EventHandlerState,
+  IntegrationInfo,
   RebuildPhase,
   RestorationState,
   RestoreReport,
@@ -104,6 +105,8 @@ export interface RunnerHooks {
   starting(): void;
   /** The handler is being stopped: its parts stop first. */
   stopping(): Promise<void>;
+  /** What its broker part (a publisher's, a consumer's) says for the Runtime's listing, if it has one. */
+  describe(): IntegrationInfo | undefined;
 }
 
 /**

@@ -68,6 +68,7 @@ export type {
   EventHandlerInfo,
   PartitionInfo,
   EventHandlerState,
+  IntegrationInfo,
 } from "../model/event-handler.js";
 export { SchemaRegistry, type SchemaOptions, type SchemaSource } from "../schema/schema-registry.js";
 export { PermissionRegistry } from "../permissions/permission-registry.js";

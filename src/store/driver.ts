@@ -80,3 +80,7 @@ export function nativeBuildMissing(e: unknown): MnemeError | undefined {
     { cause: e },
   );
 }
+
+export const NATS_JETSTREAM: DriverPackage = { name: "@nats-io/jetstream", range: "^3", neededBy: "mneme/nats" };
+export const NATS_TRANSPORT: DriverPackage = { name: "@nats-io/transport-node", range: "^3", neededBy: "mneme/nats" };
+export const AMQPLIB: DriverPackage = { name: "amqplib", range: "^2", neededBy: "mneme/amqp" };

@@ -16,3 +16,10 @@ export type { ProjectionConfig, ProjectionOrderBy } from "../readmodel/projectio
 export type { HistoryEventModel } from "../readmodel/history.js";
 export type { SqlTables, SqlTablesConfig, SqlTableDeclaration, SqlTableNamer, SqlRow } from "../readmodel/sql-table-readmodel.js";
 export type { StandardSchemaV1 } from "../model/standard-schema.js";
+export type {
+  OutboundMessage,
+  MessageMapping,
+  InboundMessage,
+  InboundCommand,
+  CommandMapping,
+} from "../integration/integration-message.js";

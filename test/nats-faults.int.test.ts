@@ -1,0 +1,162 @@
+/**
+ * mneme/nats under faults, against real servers and processes. Publishing
+ * goes on while a NATS server (a private one, own port and storage, so the
+ * machine's server is left alone) is killed with SIGKILL and started again,
+ * and while the publishing app is killed with SIGKILL and restarted: every
+ * chosen event ends in the stream once (the stream drops repeats by
+ * Nats-Msg-Id) and each aggregate's messages are in position order. Consuming
+ * goes on while the consuming app is killed mid-batch: each message's command
+ * ran once, and the poison message is a dead letter.
+ */
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { jetstream } from "@nats-io/jetstream";
+import type { JsMsg } from "@nats-io/jetstream";
+import { describe, expect, it } from "vitest";
+import { createFacade, type Event, type Facade, newUuid } from "mneme";
+import { NatsPublisher } from "mneme/nats";
+import { messageCommandUuid } from "mneme/reactions";
+import { createSqliteBackends } from "mneme/sqlite";
+import { Counter, Increment, Incremented } from "./support/counter-domain.js";
+import { makeStream, NATS_URL, natsConnection, privateNats, streamCount, streamMessages, streamName } from "./support/nats-broker.js";
+import { sqliteScratch } from "./support/sqlite-scratch.js";
+import { until } from "./support/until.js";
+
+const scratch = sqliteScratch("nats-faults");
+const script = fileURLToPath(new URL("./support/nats-app-process.ts", import.meta.url));
+const cwd = fileURLToPath(new URL("..", import.meta.url));
+
+/** Runs the app process; kills it with SIGKILL `killAfterMs` after "ready" (or lets it finish). */
+function run(args: string[], killAfterMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], { cwd, stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      if (killAfterMs !== undefined && out.includes("ready") && !child.killed) setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+    });
+    child.once("error", reject);
+    child.once("exit", (code, signal) => resolve({ code, signal, out }));
+  });
+}
+
+async function incrementEvents(f: Facade): Promise<Event[]> {
+  const all: Event[] = [];
+  for await (const batch of f.eventRepository.readAll({ afterPosition: 0 })) all.push(...batch.filter((e) => e.name === "Incremented"));
+  return all;
+}
+
+/** Every event once in the stream, and each aggregate's messages in position order. */
+function expectPublishedInOrder(messages: JsMsg[], events: Event[]): void {
+  const ids = messages.map((m) => m.headers?.get("Nats-Msg-Id"));
+  expect(new Set(ids).size, "no repeat in the stream").toBe(ids.length);
+  expect([...ids].sort()).toEqual(events.map((e) => e.eventUuid).sort());
+  const byAggregate = new Map<string, number[]>();
+  for (const m of messages) {
+    const a = m.headers!.get("mneme-aggregate");
+    byAggregate.set(a, [...(byAggregate.get(a) ?? []), Number(m.headers!.get("mneme-position"))]);
+  }
+  for (const [a, positions] of byAggregate) expect(positions, a).toEqual([...positions].sort((x, y) => x - y));
+}
+
+describe("publishing through faults", () => {
+  it("while the NATS server is killed and started again under load: every event once, in order per aggregate", async () => {
+    const server = await privateNats();
+    await server.start();
+    const nc = await natsConnection(server.url);
+    const stream = streamName("restart");
+    await makeStream(nc, stream);
+    const f = scratch.keep(createFacade({ ...createSqliteBackends({ filename: scratch.newFile() }) }));
+    f.registerDomain(Counter);
+    const publisher = new NatsPublisher(f, {
+      name: "Out",
+      domain: "Counter",
+      connection: nc,
+      stream,
+      ackTimeoutMs: 500,
+      retry: { initialDelayMs: 20, maxDelayMs: 200 },
+    }).on(Incremented, (e) => ({ subject: `${stream}.incremented`, body: e.payload }));
+    f.registerReadmodel(publisher);
+    await f.start();
+    const counters = Array.from({ length: 6 }, () => newUuid());
+    const dispatchSome = async (from: number, n: number) => {
+      for (let i = from; i < from + n; i++) await f.dispatch(Increment, { counterUuid: counters[i % counters.length]!, by: i });
+    };
+    await dispatchSome(0, 150);
+    await server.kill();
+    await dispatchSome(150, 150);
+    await server.start();
+    await dispatchSome(300, 100);
+    await server.kill();
+    await server.start();
+    await dispatchSome(400, 100);
+    await until(async () => (await publisher.outbox.counts()).pending === 0, "the outbox is empty", 60_000, 50);
+    expect((await publisher.outbox.counts()).dead).toBe(0);
+    expect(await streamCount(nc, stream)).toBe(500);
+    expectPublishedInOrder(await streamMessages(nc, stream), await incrementEvents(f));
+    const listed = f.runtime.listEventHandlers().find((h) => h.name === "Out")!.integration!;
+    expect(listed.connected).toBe(true);
+    expect(listed.handled).toBeGreaterThanOrEqual(500);
+  }, 120_000);
+
+  it("while the app is killed with SIGKILL and restarted: every event once, in order per aggregate", async () => {
+    const nc = await natsConnection();
+    const stream = streamName("sigkill");
+    await makeStream(nc, stream);
+    const file = scratch.newFile();
+    const kills: number[] = [];
+    for (let round = 0; round < 4; round++) {
+      const after = 50 + Math.floor(Math.random() * 600);
+      kills.push(after);
+      const r = await run(["publish", file, NATS_URL, stream, "400"], after);
+      expect(r.signal, `round ${round}, kills after ${kills.join(", ")} ms`).toBe("SIGKILL");
+    }
+    const last = await run(["publish", file, NATS_URL, stream, "400"]);
+    expect(last.out, `kills after ${kills.join(", ")} ms`).toContain("done");
+    const f = scratch.keep(createFacade({ ...createSqliteBackends({ filename: file }) }));
+    f.registerDomain(Counter);
+    const events = await incrementEvents(f);
+    expect(events).toHaveLength(400);
+    expect(await streamCount(nc, stream)).toBe(400);
+    expectPublishedInOrder(await streamMessages(nc, stream), events);
+  }, 180_000);
+});
+
+describe("consuming through faults", () => {
+  it("with the consumer killed mid-batch: each message's command runs once, the poison message is a dead letter", async () => {
+    const nc = await natsConnection();
+    const stream = streamName("consume");
+    await makeStream(nc, stream);
+    const js = jetstream(nc);
+    const counter = "00000000-0000-4000-8000-000000000001";
+    const ids = Array.from({ length: 300 }, () => newUuid());
+    await Promise.all(
+      ids.map((id, i) => js.publish(`${stream}.add`, new TextEncoder().encode(JSON.stringify({ counter, by: i })), { msgID: id })),
+    );
+    await js.publish(`${stream}.add`, new TextEncoder().encode(JSON.stringify({ poison: true })), { msgID: "the-poison" });
+    const file = scratch.newFile();
+    const kills: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      const after = 100 + Math.floor(Math.random() * 500);
+      kills.push(after);
+      const r = await run(["consume", file, NATS_URL, stream, "300"], after);
+      expect(r.signal, `round ${round}, kills after ${kills.join(", ")} ms`).toBe("SIGKILL");
+    }
+    const last = await run(["consume", file, NATS_URL, stream, "300"]);
+    expect(last.out, `kills after ${kills.join(", ")} ms`).toContain("done");
+    const dead = JSON.parse(last.out.split("\n").find((l) => l.startsWith("["))!) as { eventUuid: string; lastError: string }[];
+    expect(dead.map((d) => d.eventUuid)).toEqual(["the-poison"]);
+    expect(dead[0]!.lastError).toBe("poison");
+
+    const f = scratch.keep(createFacade({ ...createSqliteBackends({ filename: file }) }));
+    f.registerDomain(Counter);
+    const events = await incrementEvents(f);
+    expect(events).toHaveLength(300);
+    expect(new Set(events.map((e) => e.commandUuid))).toEqual(new Set(ids.map((id) => messageCommandUuid(id))));
+    expect(events.map((e) => (e.payload as { by: number }).by).sort((a, b) => a - b)).toEqual(ids.map((_, i) => i));
+    await until(async () => {
+      const info = await (await (await import("@nats-io/jetstream")).jetstreamManager(nc)).consumers.info(stream, "app");
+      return info.num_pending + info.num_ack_pending === 0;
+    }, "every message is acked (the poison one too)");
+  }, 180_000);
+});
