@@ -67,11 +67,6 @@ export class PostgresFailoverPool {
     this.options = { connectionString: opts.description };
   }
 
-  /** The `host:port` of the server the pool works against now; undefined before the first connection or while searching. */
-  get currentHost(): string | undefined {
-    return this.#target === undefined || this.#suspect ? undefined : this.#opts.hosts[this.#target.index]?.label;
-  }
-
   /** A connection to the writable server, checked once to be writable; release it as any pg pool client. */
   async connect(): Promise<PoolClient> {
     for (let attempt = 0; ; attempt++) {
