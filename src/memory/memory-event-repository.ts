@@ -56,9 +56,12 @@ export class MemoryEventRepository implements EventRepository {
       const ev = storedEvent(e, this.nextPosition++, assigned[i] as number, e.reqCtx === undefined ? EMPTY_CTX : lastCtxOut);
       stored[i] = ev;
       this.events.push(ev);
-      const stream = this.byAggregate.get(ev.aggregateUuid);
-      if (stream === undefined) this.byAggregate.set(ev.aggregateUuid, [ev]);
-      else stream.push(ev);
+      let stream = this.byAggregate.get(ev.aggregateUuid);
+      if (stream === undefined) {
+        stream = [];
+        this.byAggregate.set(ev.aggregateUuid, stream);
+      }
+      stream.push(ev);
     }
     this.notify(stored);
     // `stored` is not kept by the repository (its events are), so the caller may have the array itself.
