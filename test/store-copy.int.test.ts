@@ -11,7 +11,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
-import { isMnemeError, newUuid, type RequestContext } from "mneme";
+import { createFacade, type Facade, type FacadeOptions, isMnemeError, newUuid, type RequestContext } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { copyStore, type CopyStoreReport } from "mneme/store-copy";
@@ -19,6 +19,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD } from "./support/defaults-world.js";
 import { Bin, depotAnswers, Owner, RegisterOwner, Stock, startDepot, type DepotApp } from "./support/depot-app.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { runProcess } from "./support/run-process.js";
+import { Add, SqlTally, Tally } from "./support/sql-tally.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 
 const cwd = fileURLToPath(new URL("..", import.meta.url));
@@ -263,4 +264,36 @@ describe("a store copy killed mid-way", () => {
     expect(resumed.resumed).toBe(true);
     expect(resumed.tables.find((t) => t.table === "events")?.copied).toBeLessThan(source.head);
   }, 180_000);
+});
+
+describe("SQL-table readmodels", () => {
+  it("are not copied: their checkpoints are left out, so they build their tables on the target and restore from zero", async () => {
+    const file = files.newFile();
+    const counters = ["0192f2a0-0000-7000-8000-0000000000c1", "0192f2a0-0000-7000-8000-0000000000c2"];
+    const start = async (stores: Partial<FacadeOptions>): Promise<{ facade: Facade; tally: SqlTally }> => {
+      const facade = createFacade({ appName: "tally", ...stores });
+      facade.registerDomain(Tally);
+      const tally = new SqlTally(facade);
+      facade.registerReadmodel(tally);
+      await facade.start();
+      return { facade, tally };
+    };
+    const src = await start(createSqliteBackends({ filename: file }));
+    for (let i = 0; i < 5; i++) await src.facade.dispatch(Add, { counterUuid: counters[i % 2]!, by: i + 1 }, { waitToFinish: true });
+    const totals = await src.tally.totals();
+    await src.facade.stop();
+    const schema = pg.newSchema();
+    const report = await copyStore({ from: file, to: pgUrl(schema) });
+    expect(report.verified).toBe(true);
+    expect(report.restoredFromZero).toEqual(["SqlTally"]);
+    const copy = await start(createPostgresBackends({ pool: pg.pool, schema }));
+    try {
+      await copy.facade.dispatch(Add, { counterUuid: counters[0]!, by: 10 }, { waitToFinish: true });
+      expect(await copy.tally.totals()).toEqual({ ...totals, [counters[0]!]: totals[counters[0]!]! + 10 });
+      // Every event applied once on the target: the restore from zero, then the new one.
+      expect(Object.values(await copy.tally.appliedTimes())).toEqual([1, 1, 1, 1, 1, 1]);
+    } finally {
+      await copy.facade.stop();
+    }
+  }, 120_000);
 });

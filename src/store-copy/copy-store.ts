@@ -63,8 +63,9 @@ export interface CopyStoreReport {
  * Postgres schema: events with their positions, command records, keys of
  * personal data (forgotten subjects stay forgotten), snapshots, readmodel
  * documents and checkpoints (scheduled commands, outbox entries and dead
- * letters are documents), logs and the store format record; then reads both
- * sides again and compares counts and a SHA-256 per table. The source is read
+ * letters are documents), logs and the store format record; then reads the
+ * target back and compares its counts and a SHA-256 per table with the
+ * source's (digested as it was read). The source is read
  * in one snapshot (writes after it began are not copied: stop the app's
  * writers first). A non-empty target is refused (CONFLICT, nothing written)
  * unless `resume` continues an interrupted copy of the same source, which

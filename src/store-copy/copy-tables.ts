@@ -104,5 +104,5 @@ export const COPY_MARKER_TABLE = "store_copy";
 /** The table in which SQL-table readmodels record their served generation (see SqlTableReadmodel). */
 export const SQL_TABLE_GENERATIONS = "sql_table_generations";
 
-/** A row as both sides exchange it: ints as decimal strings, JSON as compact text, blobs as bytes. */
+/** A row as both sides exchange it: ints as decimal strings, JSON as text, blobs as bytes. */
 export type CopyRow = (string | Uint8Array | null)[];

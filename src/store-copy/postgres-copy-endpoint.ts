@@ -38,7 +38,8 @@ export function parsePostgresUrl(url: string): PostgresCopyLocation {
  * A Postgres schema as one side of a copy. Reads run on one session in a
  * REPEATABLE READ READ ONLY transaction (one snapshot for every table) through
  * server-side cursors; text keys are ordered COLLATE "C" (code point order,
- * as SQLite's). Writes are one INSERT ... SELECT FROM unnest(arrays) per page.
+ * as SQLite's). JSON is read as jsonb's text (a space after each colon and
+ * comma); the SQLite side compacts it when it writes. Writes are one INSERT ... SELECT FROM unnest(arrays) per page.
  */
 export class PostgresCopyEndpoint implements CopyEndpoint {
   readonly description: string;
@@ -106,6 +107,7 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
     const cursor = `mneme_copy_${++this.#cursors}`;
     const cols = table.columns.map((c) => selectExpr(c)).join(", ");
     const order = table.key.map((i) => orderExpr(table.columns[i])).join(", ");
+    let finished = false;
     try {
       if (own) await this.#query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", [], reader);
       await this.#query(
@@ -113,7 +115,6 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
         [],
         reader,
       );
-      const jsonColumns = table.columns.flatMap((c, i) => (c.kind === "json" ? [i] : []));
       for (;;) {
         let res: pg.QueryResult<CopyRow>;
         try {
@@ -122,14 +123,15 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
           throw mapPgError(e, `store copy: reading ${table.name} of ${this.description}`);
         }
         if (res.rows.length === 0) break;
-        // jsonb::text puts a space after each colon and comma: compact it as mneme writes JSON.
-        for (const row of res.rows) for (const i of jsonColumns) if (row[i] != null) row[i] = JSON.stringify(JSON.parse(row[i] as string));
         yield res.rows;
         if (res.rows.length < pageSize) break;
       }
       await this.#query(`CLOSE ${cursor}`, [], reader);
       if (own) await this.#query("COMMIT", [], reader);
+      finished = true;
     } finally {
+      // A reader left early (an error, or the consumer stopped): its transaction must not go back to the pool open.
+      if (own && !finished) await reader.query("ROLLBACK").catch(() => undefined);
       if (own) reader.release();
     }
   }

@@ -5,7 +5,14 @@ import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format
 import { createSqliteBackends } from "../sqlite/sqlite-backends.js";
 import { SqliteDatabase, validateTablePrefix } from "../sqlite/sqlite-database.js";
 import type { CopyEndpoint, CopyMarker } from "./copy-endpoint.js";
-import { COPY_MARKER_TABLE, type CopyRow, type CopyTable, SQL_TABLE_GENERATIONS, STORE_FORMAT_TABLE } from "./copy-tables.js";
+import {
+  type ColumnKind,
+  COPY_MARKER_TABLE,
+  type CopyRow,
+  type CopyTable,
+  SQL_TABLE_GENERATIONS,
+  STORE_FORMAT_TABLE,
+} from "./copy-tables.js";
 
 /** Where a SQLite side of a copy is: its file and table prefix. */
 export interface SqliteCopyLocation {
@@ -137,9 +144,9 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
   async insert(table: CopyTable, rows: readonly CopyRow[]): Promise<void> {
     const cols = table.columns.map((c) => `"${c.name}"`).join(", ");
     const stmt = this.#db.prepare(`INSERT INTO ${this.#table(table.name)} (${cols}) VALUES (${table.columns.map(() => "?").join(", ")})`);
-    const ints = table.columns.map((c) => c.kind === "int");
+    const kinds = table.columns.map((c) => c.kind);
     const write = this.#db.transaction((page: readonly CopyRow[]) => {
-      for (const row of page) stmt.run(row.map((v, i) => (ints[i] === true && typeof v === "string" ? BigInt(v) : v)));
+      for (const row of page) stmt.run(row.map((v, i) => (typeof v === "string" ? sqliteValue(kinds[i], v) : v)));
     });
     write.immediate(rows);
   }
@@ -160,4 +167,10 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
     if (this.#db.inTransaction) this.#db.exec("ROLLBACK");
     this.#connection.close();
   }
+}
+
+/** A value as SQLite keeps it: integers as 64-bit integers, JSON compact as mneme writes it (jsonb's text has spaces). */
+function sqliteValue(kind: ColumnKind | undefined, v: string): string | bigint {
+  if (kind === "int") return BigInt(v);
+  return kind === "json" ? JSON.stringify(JSON.parse(v)) : v;
 }
