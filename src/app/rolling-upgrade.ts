@@ -85,7 +85,8 @@ export class RollingUpgrade {
     const store = this.host.eventStore;
     // The event store first: the facade lists its view of it, which does not end the mode itself.
     const rolling = [...new Set([store, ...this.host.stores()])].filter(isRollingStore);
-    const wasFrom = this.from ?? (isRollingStore(store) ? rollingFromOf(await store.currentStoreFormat()) : undefined);
+    // As stored now: another instance may have finished already.
+    const wasFrom = isRollingStore(store) ? rollingFromOf(await store.currentStoreFormat()) : undefined;
     for (const s of rolling) await s.finishRollingUpgrade();
     if (settleMs > 0) await new Promise((resolve) => setTimeout(resolve, settleMs));
     const { settleMs: _settle, ...migrateOpts } = opts;

@@ -1,0 +1,186 @@
+/**
+ * The compatibility mode of a rolling deploy from 0.1.0 on Postgres
+ * (docs/upgrading.md, Rolling deploys), without the old release's code: the
+ * statements 0.1.0 sends are sent here by hand (its `mneme_append` signature,
+ * an insert without `event_version`, a document without its tenant), so this
+ * runs on every clone; test/store-rolling.int.test.ts runs the real 0.1.0.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { createFacade, defineDomain, type Facade } from "mneme";
+import { RegisterAccount, registerDefaults } from "mneme/defaults";
+import { createPostgresBackends } from "mneme/postgres";
+import { advisoryKey } from "../src/postgres/postgres-schema.js";
+import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
+
+const scratch = postgresScratch("mneme_rollmode");
+const facades: Facade[] = [];
+afterAll(async () => {
+  for (const f of facades) await f.stop().catch(() => undefined);
+});
+
+const Notes = defineDomain("Notes");
+const NoteAdded = Notes.event<{ owner: string; text: string }>("NoteAdded", {
+  personalData: { subject: (p) => p.owner, fields: ["text"] },
+});
+
+async function instance(schema: string, rollingFrom?: "0.1.0"): Promise<Facade> {
+  const backends = createPostgresBackends({
+    connectionString: DATABASE_URL,
+    schema,
+    ...(rollingFrom === undefined ? {} : { rollingFrom }),
+  });
+  const facade = createFacade({ appName: "rollmode", ...backends });
+  facade.registerDomain(Notes);
+  await registerDefaults(facade, {
+    admin: { email: "admin@rollmode.test", password: "correct horse battery staple" },
+    passwordHashing: { N: 1024, r: 8, p: 1 },
+  });
+  facades.push(facade);
+  await facade.start();
+  return facade;
+}
+
+/** The call 0.1.0 makes to append one event: its signature of mneme_append (no global aggregates, no event versions). */
+async function appendAs010(schema: string, aggregateUuid: string, tenantUuid: string, payload: unknown): Promise<void> {
+  await scratch.pool.query(
+    `SELECT * FROM "${schema}".mneme_append($1::bigint, $2::text, $3::text, $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+       $9::integer[], $10::text[], $11::bigint[], $12::jsonb[], $13::jsonb[], $14::text[], $15::integer[])`,
+    [
+      advisoryKey("mneme:events", schema),
+      `mneme_events_${schema}`,
+      "old",
+      [`ev-${aggregateUuid}`],
+      [tenantUuid],
+      [NoteAdded.domain],
+      [NoteAdded.name],
+      [aggregateUuid],
+      [null],
+      [null],
+      [Date.now() * 1e6],
+      ["{}"],
+      [JSON.stringify(payload)],
+      [],
+      [],
+    ],
+  );
+}
+
+/** A document written as 0.1.0 writes it: without its tenant. */
+async function putAs010(schema: string, key: string): Promise<void> {
+  await scratch.pool.query(
+    `INSERT INTO "${schema}".readmodel_documents (collection, key, doc, updated_at) VALUES ('OldNotes:models', $1, '{}', 0)`,
+    [key],
+  );
+}
+
+/** The driver's error of a statement that must fail. */
+async function refused(p: Promise<unknown>): Promise<Error & { code?: string }> {
+  try {
+    await p;
+  } catch (e) {
+    return e as Error & { code?: string };
+  }
+  throw new Error("expected the database to refuse the statement");
+}
+
+async function rawEvents(schema: string): Promise<string> {
+  const { rows } = await scratch.pool.query<{ p: string }>(`SELECT payload::text AS p FROM "${schema}".events ORDER BY position`);
+  return rows.map((r) => r.p).join("\n");
+}
+
+describe("compatibility mode for 0.1.0 (rollingFrom, Postgres)", () => {
+  it("is the schema's: entered by the first instance, followed by one started without the option; 0.1.0's statements are admitted; finishRollingUpgrade refuses them again and seals what was written in clear", async () => {
+    const schema = scratch.newSchema();
+    const a = await instance(schema, "0.1.0");
+    const b = await instance(schema);
+    for (const f of [a, b]) {
+      expect(f.rollingFrom).toBe("0.1.0");
+      expect(f.runtime.systemInfo()).toMatchObject({ rollingFrom: "0.1.0", storeFormat: { stores: { event: { lowestWriterFormat: 1 } } } });
+    }
+
+    // This release writes personal data in clear meanwhile.
+    await a.dispatch(RegisterAccount, { email: "ann@rollmode.test", password: "correct horse battery staple" }, { reqCtx: {} });
+    await a.dispatch(RegisterAccount, { email: "cid@rollmode.test", password: "correct horse battery staple" }, { reqCtx: {} });
+    expect(await rawEvents(schema)).toContain('"ann@rollmode.test"');
+    expect(await rawEvents(schema)).not.toContain("$enc");
+
+    // 0.1.0's statements are admitted: its append signature, an insert without event_version, a document without its tenant.
+    await appendAs010(schema, "note-1", "tenant-1", { owner: "owner-1", text: "old text" });
+    await scratch.pool.query(
+      `INSERT INTO "${schema}".events (position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload)
+       SELECT max(position) + 1, 'ev-note-2', 'tenant-2', 'Notes', 'NoteAdded', 'note-2', 1, NULL, 0, '{}', '{"owner":"owner-2","text":"old text 2"}'
+       FROM "${schema}".events`,
+    );
+    const versions = await scratch.pool.query<{ a: string; v: number; t: string }>(
+      `SELECT aggregate_uuid AS a, event_version AS v, tenant_uuid AS t FROM "${schema}".events WHERE domain = 'Notes' ORDER BY position`,
+    );
+    expect(versions.rows).toEqual([
+      { a: "note-1", v: 1, t: "tenant-1" },
+      { a: "note-2", v: 1, t: "tenant-2" },
+    ]);
+    await putAs010(schema, "note-1");
+    await putAs010(schema, "note-2");
+    await putAs010(schema, "not-an-aggregate");
+    const docs = await scratch.pool.query<{ key: string; tenant: string }>(
+      `SELECT key, tenant_uuid AS tenant FROM "${schema}".readmodel_documents WHERE collection = 'OldNotes:models' ORDER BY key`,
+    );
+    expect(docs.rows).toEqual([
+      { key: "not-an-aggregate", tenant: "mneme:written-without-tenant" },
+      { key: "note-1", tenant: "tenant-1" },
+      { key: "note-2", tenant: "tenant-2" },
+    ]);
+
+    // The finish step, from the instance started without the option.
+    const report = await b.finishRollingUpgrade({ settleMs: 0 });
+    expect(report).toMatchObject({
+      finishedFrom: "0.1.0",
+      storeFormat: { format: 3, lowestWriterFormat: 2 },
+      unscopedDocuments: [{ collection: "OldNotes:models", documents: 1 }],
+      migration: { complete: true },
+    });
+    expect(report.migration.sealedEvents).toBeGreaterThanOrEqual(4);
+    expect(b.rollingFrom).toBeUndefined();
+    const sealed = await rawEvents(schema);
+    for (const clear of ['"ann@rollmode.test"', '"cid@rollmode.test"', '"old text"', '"old text 2"']) expect(sealed).not.toContain(clear);
+    // Idempotent: a second run changes nothing.
+    expect(await a.finishRollingUpgrade({ settleMs: 0 })).toMatchObject({ finishedFrom: null, migration: { sealedEvents: 0 } });
+
+    // The other instance learns it at its next append of personal data: sealed.
+    await a.dispatch(RegisterAccount, { email: "bob@rollmode.test", password: "correct horse battery staple" }, { reqCtx: {} });
+    expect(a.rollingFrom).toBeUndefined();
+    expect(await rawEvents(schema)).not.toContain('"bob@rollmode.test"');
+
+    // 0.1.0's statements are refused again (SQLSTATE MN001, naming the releases).
+    const refusals = [
+      await refused(appendAs010(schema, "note-3", "tenant-1", { owner: "owner-3", text: "late" })),
+      await refused(putAs010(schema, "note-1x")),
+    ];
+    for (const e of refusals) {
+      expect((e as { code?: string }).code).toBe("MN001");
+      expect(e.message).toContain("store format 3 (mneme 0.2.0)");
+    }
+
+    // rollingFrom on a finished schema is ignored: strict.
+    const late = await instance(schema, "0.1.0");
+    expect(late.rollingFrom).toBeUndefined();
+    expect(late.runtime.systemInfo().rollingFrom).toBeUndefined();
+  }, 120_000);
+
+  it("is entered only on a schema without a format record: one this release opened strictly stays strict", async () => {
+    const schema = scratch.newSchema();
+    const strict = await instance(schema);
+    expect(strict.rollingFrom).toBeUndefined();
+    const late = await instance(schema, "0.1.0");
+    expect(late.rollingFrom).toBeUndefined();
+    const e = await refused(appendAs010(schema, "note-1", "tenant-1", { owner: "o", text: "t" }));
+    expect((e as { code?: string }).code).toBe("MN001");
+  }, 60_000);
+
+  it("refuses a rollingFrom it does not know with INVALID_REQUEST", () => {
+    for (const bad of ["0.2.0-pre", "0.0.9", 1, null]) {
+      expect(() => createPostgresBackends({ connectionString: DATABASE_URL, rollingFrom: bad as never })).toThrow(
+        expect.objectContaining({ code: "INVALID_REQUEST" }) as Error,
+      );
+    }
+  });
+});
