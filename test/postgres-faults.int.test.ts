@@ -464,7 +464,7 @@ describe("a facade on Postgres while sessions are killed under load", () => {
     expect(handler().state).toBe("running");
     expectDestroyed(pool, faults.kills);
     await facade.stop();
-  });
+  }, 120_000);
 
   it("a take-over that finds its handler stopped gives the lock back; an unlock whose session dies is no unhandled rejection", async () => {
     const schema = newSchema();
