@@ -7,7 +7,7 @@
  * of your own, process managers and reactors in `mneme/reactions`.
  */
 export { MnemeError, isMnemeError, defineErrorCode, type MnemeErrorCode, type UserErrorCode, type ErrorCode } from "./model/errors.js";
-export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope, QueryEnvelope } from "./model/types.js";
+export type { RequestContext, Event, NewEvent, JsonSchema, CommandEnvelope } from "./model/types.js";
 export { nowNs, newUuid } from "./model/clock.js";
 export {
   AllEvents,

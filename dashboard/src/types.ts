@@ -46,7 +46,18 @@ export interface EventHandlerInfo {
   lastEventTimestamp: number;
   hasMetrics: boolean;
   isStateRestorer: boolean;
+  /** The instance that applies the handler (this one, or the holder of its lock). */
+  holder?: string;
   lastError?: string;
+  /** A partitioned handler's partitions (`withPartitions`). */
+  partitions?: PartitionInfo[];
+}
+
+export interface PartitionInfo {
+  partition: number;
+  holder?: string;
+  state: HandlerState;
+  lastPosition: number;
 }
 
 export interface RestoreReport {

@@ -224,8 +224,10 @@ export class RunnerDelivery {
     const traced = s.host?.telemetry?.()?.handle(name, events, restoring);
     let handled = 0;
     try {
+      // A partition's lane hands its hooks and its loop only its own events (a prefetch reads no other partition's documents).
+      const own = s.partition === undefined ? events : events.filter((e) => s.handlersFor(e).length > 0);
       const batch = async (): Promise<void> => {
-        handled = await this.#batch(events, restoring, token, rebuild);
+        handled = await this.#batch(own, last, restoring, token, rebuild);
       };
       const run = () => (rebuild === undefined ? batch() : inNextGeneration(name, batch));
       await (traced === undefined ? run() : traced.within(run));
@@ -250,8 +252,14 @@ export class RunnerDelivery {
     s.persistedPosition = last.position;
   }
 
-  /** One batch in one fenced backend transaction with its checkpoint; returns how many events had handlers. */
-  async #batch(events: readonly Event[], restoring: boolean, token: number | undefined, rebuild: Rebuild | undefined): Promise<number> {
+  /** One batch in one fenced backend transaction with its checkpoint (at `last`); returns how many events had handlers. */
+  async #batch(
+    events: readonly Event[],
+    last: Event,
+    restoring: boolean,
+    token: number | undefined,
+    rebuild: Rebuild | undefined,
+  ): Promise<number> {
     const s = this.#s;
     const backend = s.backend();
     const name = s.name;
@@ -259,7 +267,6 @@ export class RunnerDelivery {
     const metrics = s.metrics;
     const ctx: HandlerContext = { eventHandlerName: name, restoring };
     const checkpoint = rebuild === undefined ? s.key : nextGenerationCheckpoint(name);
-    const last = events[events.length - 1]!;
     let handled = 0;
     const gate = s.partition?.gate ?? ((fn: () => Promise<void>) => fn());
     await gate(() =>

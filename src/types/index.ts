@@ -4,6 +4,7 @@
  * readmodel's facade and collections, and error details. Nothing here runs; the values are in `mneme`.
  */
 export type { MnemeErrorDetail } from "../model/errors.js";
+export type { QueryEnvelope } from "../model/types.js";
 export type { Evolver, CommandPersonalData, CommandPersonalDataOptions, AllEventsType, MessageType } from "../model/tokens.js";
 export type { CommandHandlerResult, MessageOptions, CommandOptions, AggregateOptions, EvolveStep, EvolveOn } from "../model/domain.js";
 export type { DomainInstall, InstalledDomain, TypedCommandHandler } from "../model/domain-install.js";

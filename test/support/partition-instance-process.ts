@@ -4,13 +4,14 @@
  * SQLite file or Postgres schema. Reports `{ ready, instanceId }` once
  * started; `"stop"` stops it gracefully (`{ stopped }`, then exit); a test may
  * SIGKILL it at any time. `{ report: true }` answers with the partitions it runs.
+ * With `workMicros`, it runs the bench's CpuTotals (that much CPU per event) instead.
  * Usage: partition-instance-process.ts sqlite|postgres <file|schema> <lockRetryMs> [workMicros]
  */
 import { createFacade, withPartitions } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter } from "./counter-domain.js";
-import { PartitionedLog } from "./partitioned-log.js";
+import { CpuTotals, PartitionedLog } from "./partitioned-log.js";
 
 const [kind, place, retryArg, workArg] = process.argv.slice(2);
 if ((kind !== "sqlite" && kind !== "postgres") || place === undefined || retryArg === undefined || process.send === undefined) {
@@ -23,8 +24,11 @@ const backends =
     : createPostgresBackends({ connectionString: DATABASE_URL, schema: place, poolSize: 4, pollIntervalMs: 10 });
 const facade = createFacade({ appName: "partitions", ...backends, delivery: { lockRetryMs: Number(retryArg) } });
 facade.registerDomain(Counter);
-const rm = new PartitionedLog(facade, "PartitionedLog", withPartitions(4));
-rm.workMicros = Number(workArg ?? 0);
+const rm =
+  workArg === undefined
+    ? new PartitionedLog(facade, "PartitionedLog", withPartitions(4))
+    : new CpuTotals(facade, "PartitionedLog", withPartitions(4));
+if (rm instanceof CpuTotals) rm.workMicros = Number(workArg);
 facade.registerReadmodel(rm);
 await facade.start();
 

@@ -66,3 +66,43 @@ export async function expectedDocs(facade: Pick<Facade, "eventRepository">): Pro
   }
   return out;
 }
+
+/**
+ * A CPU-bound readmodel for the partitions bench: ~`workMicros` of CPU per
+ * event, totals per counter read once per batch (getMany) and written once
+ * per batch (putMany), so the database costs little next to the work.
+ */
+export class CpuTotals extends BaseReadmodel {
+  workMicros = 50;
+  #batch = new Map<string, { counterUuid: string; total: number }>();
+  #dirty = new Set<string>();
+
+  constructor(facade: Pick<Facade, "eventRepository" | "readmodelStoreBackend">, name = "PartitionedLog", ...options: ReadmodelOption[]) {
+    super(facade, ...options);
+    this.domain = "Counter";
+    this.name = name;
+    this.addDomainEventHandler(Incremented, (_ctx, e, p) => {
+      busy(this.workMicros);
+      const d = this.#batch.get(e.aggregateUuid) ?? { counterUuid: e.aggregateUuid, total: 0 };
+      d.total += p.by;
+      this.#batch.set(e.aggregateUuid, d);
+      this.#dirty.add(e.aggregateUuid);
+    });
+  }
+
+  protected override async beforeBatch(events: readonly Event[]): Promise<void> {
+    const keys = [...new Set(events.map((e) => e.aggregateUuid))];
+    this.#batch = await this.collection<{ counterUuid: string; total: number }>("totals").getMany(keys);
+    this.#dirty.clear();
+  }
+
+  protected override async afterBatch(): Promise<void> {
+    const entries = [...this.#dirty].map((k) => [k, this.#batch.get(k)!] as const);
+    if (entries.length > 0) await this.collection<{ counterUuid: string; total: number }>("totals").putMany(entries);
+    this.#dirty.clear();
+  }
+
+  protected override discardBatch(): void {
+    this.#dirty.clear();
+  }
+}

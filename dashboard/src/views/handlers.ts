@@ -90,6 +90,8 @@ export function handlersView({ app, api }: ViewContext): View {
               { class: "sub", "data-last-restore": "" },
               `last restore: ${num(m.lastRestore.eventsReplayed)} replayed, ${num(m.lastRestore.eventsCaught)} caught, ${m.lastRestore.durationMs.toFixed(1)} ms`,
             ),
+        x.holder === undefined ? null : h("div", { class: "sub", "data-holder": x.holder }, `on ${x.holder}`),
+        x.partitions === undefined ? null : partitionList(x),
         x.lastError === undefined ? null : h("div", { class: "error-text" }, x.lastError),
         result === undefined
           ? null
@@ -186,6 +188,23 @@ export function handlersView({ app, api }: ViewContext): View {
       for (const t of confirming.values()) clearTimeout(t);
     },
   };
+}
+
+/** A partitioned handler's partitions: each with its state, the instance that applies it and its position. */
+function partitionList(x: EventHandlerInfo): HTMLElement {
+  return h(
+    "ul",
+    { class: "sub partitions", "data-partitions": String(x.partitions!.length) },
+    ...x.partitions!.map((p) =>
+      h(
+        "li",
+        { "data-partition": String(p.partition), "data-state": p.state },
+        `partition ${p.partition}: `,
+        badge(p.state),
+        ` ${p.holder === undefined ? "no holder" : `on ${p.holder}`} · at ${num(p.lastPosition)}`,
+      ),
+    ),
+  );
 }
 
 function verb(a: Action): string {

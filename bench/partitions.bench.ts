@@ -1,0 +1,229 @@
+/**
+ * Partitioned readmodels (`withPartitions`) on Postgres, in one run:
+ * - scale-out: a CPU-bound readmodel (~50 us of busy work per event, its
+ *   documents read and written once per batch: CpuTotals) with 4
+ *   partitions, run by 1 and by 2 app instances (child processes on one
+ *   schema), applying the same events appended at once: events per second
+ *   from the first append until every partition's checkpoint passed its last
+ *   event, and the ratio of 2 instances to 1 (rounds interleaved);
+ * - the cost of partitions on one instance: the same readmodel caught up
+ *   from zero with 4 partitions and without (in this process, rounds
+ *   interleaved): partitioned / unpartitioned;
+ * - take-over: two instances hold two partitions each, one is SIGKILLed; the
+ *   time until the other runs all four (lockRetryMs 1000, the default).
+ * Each side reads and applies the same events; setup (process start, filling
+ * the schema) is outside the timings.
+ */
+import { type ChildProcess, fork } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { loadavg } from "node:os";
+import pg from "pg";
+import { createFacade, type Facade, newUuid, type NewEvent, withPartitions } from "mneme";
+import { createPostgresBackends } from "mneme/postgres";
+import { Counter } from "../test/support/counter-domain.js";
+import { CpuTotals } from "../test/support/partitioned-log.js";
+import { partitionKey, partitionOf } from "../src/readmodel/partition-routing.js";
+import type { Bench } from "./harness.js";
+
+const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+const PROCESS = fileURLToPath(new URL("../test/support/partition-instance-process.ts", import.meta.url));
+const WORK_MICROS = 50;
+const NAME = "PartitionedLog";
+
+type Report = { running?: number[]; ready?: true };
+
+function spawn(schema: string, lockRetryMs: number): Promise<ChildProcess> {
+  const child = fork(PROCESS, ["postgres", schema, String(lockRetryMs), String(WORK_MICROS)], {
+    execArgv: ["--import", "tsx"],
+    cwd: fileURLToPath(new URL("..", import.meta.url)),
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  return new Promise((resolve, reject) => {
+    child.once("message", () => resolve(child));
+    child.once("exit", (code) => reject(new Error(`an instance exited with ${code} before it started`)));
+  });
+}
+
+function running(child: ChildProcess): Promise<number[]> {
+  return new Promise((resolve) => {
+    child.once("message", (m: Report) => resolve(m.running ?? []));
+    child.send({ report: true });
+  });
+}
+
+async function untilTrue(check: () => Promise<boolean>, what: string, ms = 60_000, everyMs = 5): Promise<void> {
+  const end = performance.now() + ms;
+  while (!(await check())) {
+    if (performance.now() > end) throw new Error(`partitions bench: timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+function kill(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return void resolve();
+    child.once("exit", () => resolve());
+    child.kill("SIGKILL");
+  });
+}
+
+function events(n: number, aggregates: string[]): NewEvent[] {
+  return Array.from({ length: n }, (_, i) => ({
+    domain: "Counter",
+    name: "Incremented",
+    aggregateUuid: aggregates[i % aggregates.length]!,
+    payload: { by: 1 },
+  }));
+}
+
+/** A facade on `schema` that runs no readmodel: it appends and reads checkpoints. */
+async function writer(schema: string): Promise<{ f: Facade; stop: () => Promise<void> }> {
+  const f = createFacade({ appName: "partitions", ...createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 4 }) });
+  f.registerDomain(Counter);
+  await f.start();
+  return { f, stop: () => f.stop() };
+}
+
+/** Appends `all` in pages of 500; returns the last position of each of the 4 partitions. */
+async function appendAll(f: Facade, all: NewEvent[]): Promise<number[]> {
+  const last = [0, 0, 0, 0];
+  for (let i = 0; i < all.length; i += 500) {
+    for (const e of await f.eventRepository.append(all.slice(i, i + 500))) {
+      const p = partitionOf(e.aggregateUuid, 4);
+      last[p] = Math.max(last[p]!, e.position);
+    }
+  }
+  return last;
+}
+
+/** One round with `instances` processes: seconds from the first append until every partition passed its last event. */
+async function scaleRound(admin: pg.Pool, instances: number, n: number): Promise<number> {
+  const schema = `mneme_bpart_${newUuid().replace(/-/g, "").slice(-12)}`;
+  const w = await writer(schema);
+  const children: ChildProcess[] = [];
+  try {
+    for (let i = 0; i < instances; i++) children.push(await spawn(schema, 100));
+    const fair = 4 / instances;
+    await untilTrue(async () => (await Promise.all(children.map(running))).every((r) => r.length === fair), "balanced", 60_000, 20);
+    const aggregates = Array.from({ length: 512 }, () => newUuid());
+    const all = events(n, aggregates);
+    const t0 = performance.now();
+    const last = await appendAll(w.f, all);
+    const backend = w.f.readmodelStoreBackend;
+    await untilTrue(async () => {
+      for (let p = 0; p < 4; p++) if ((await backend.getCheckpoint(partitionKey(NAME, p))) < last[p]!) return false;
+      return true;
+    }, "every partition applied its events");
+    return (performance.now() - t0) / 1000;
+  } finally {
+    await Promise.all(children.map(kill));
+    await w.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+/** Catches a readmodel (partitioned or not) up from zero over `n` events in this process: seconds. */
+async function overheadRound(admin: pg.Pool, partitioned: boolean, n: number): Promise<number> {
+  const schema = `mneme_bpart_${newUuid().replace(/-/g, "").slice(-12)}`;
+  const w = await writer(schema);
+  try {
+    await appendAll(
+      w.f,
+      events(
+        n,
+        Array.from({ length: 512 }, () => newUuid()),
+      ),
+    );
+    const head = await w.f.eventRepository.headPosition();
+    const rm = partitioned ? new CpuTotals(w.f, NAME, withPartitions(4)) : new CpuTotals(w.f, NAME);
+    rm.workMicros = WORK_MICROS;
+    const t0 = performance.now();
+    w.f.registerReadmodel(rm);
+    await untilTrue(async () => rm.state === "running" && rm.lastPosition >= head, "caught up", 300_000);
+    return (performance.now() - t0) / 1000;
+  } finally {
+    await w.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+/** Two instances hold two partitions each; one is killed: ms until the other runs all four. */
+async function takeover(admin: pg.Pool): Promise<number> {
+  const schema = `mneme_bpart_${newUuid().replace(/-/g, "").slice(-12)}`;
+  const w = await writer(schema);
+  const children: ChildProcess[] = [];
+  try {
+    for (let i = 0; i < 2; i++) children.push(await spawn(schema, 1000));
+    await untilTrue(async () => (await Promise.all(children.map(running))).every((r) => r.length === 2), "balanced", 60_000, 20);
+    const t0 = performance.now();
+    await kill(children[0]!);
+    await untilTrue(async () => (await running(children[1]!)).length === 4, "taken over", 60_000, 10);
+    return performance.now() - t0;
+  } finally {
+    await Promise.all(children.map(kill));
+    await w.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+export default async function partitionsBench(b: Bench): Promise<void> {
+  const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
+  try {
+    await admin.query("SELECT 1");
+  } catch {
+    console.log("  (no Postgres at DATABASE_URL: skipped)");
+    await admin.end();
+    return;
+  }
+  const load = () =>
+    loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ");
+  try {
+    const n = b.quick ? 2_000 : 10_000;
+    const rounds = b.quick ? 1 : 3;
+    let one = 0;
+    let two = 0;
+    for (let r = 0; r < rounds; r++) {
+      // Alternate who goes first, so the machine's load hits both alike.
+      if (r % 2 === 0) {
+        one += await scaleRound(admin, 1, n);
+        two += await scaleRound(admin, 2, n);
+      } else {
+        two += await scaleRound(admin, 2, n);
+        one += await scaleRound(admin, 1, n);
+      }
+    }
+    console.log(`    load average: ${load()}`);
+    const rowOne = b.record("partitions", `4 partitions, 1 instance (${WORK_MICROS} us/event)`, n * rounds, one, "events/s");
+    const rowTwo = b.record("partitions", `4 partitions, 2 instances (${WORK_MICROS} us/event)`, n * rounds, two, "events/s");
+    b.compare(rowTwo, rowOne);
+
+    let plain = 0;
+    let parted = 0;
+    for (let r = 0; r < rounds; r++) {
+      if (r % 2 === 0) {
+        plain += await overheadRound(admin, false, n);
+        parted += await overheadRound(admin, true, n);
+      } else {
+        parted += await overheadRound(admin, true, n);
+        plain += await overheadRound(admin, false, n);
+      }
+    }
+    console.log(`    load average: ${load()}`);
+    const rowPlain = b.record("partitions", `catch-up, unpartitioned, 1 instance (${WORK_MICROS} us/event)`, n * rounds, plain, "events/s");
+    const rowParted = b.record(
+      "partitions",
+      `catch-up, 4 partitions, 1 instance (${WORK_MICROS} us/event)`,
+      n * rounds,
+      parted,
+      "events/s",
+    );
+    b.compare(rowParted, rowPlain);
+
+    const ms = await takeover(admin);
+    b.value("partitions", "take-over after SIGKILL (lockRetryMs 1000)", ms, "ms", `load average ${load()}`);
+  } finally {
+    await admin.end();
+  }
+}
