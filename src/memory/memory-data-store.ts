@@ -1,6 +1,6 @@
 import { nowNs } from "../model/clock.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
-import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { assertDataKey, dataToStore } from "../store/data-key.js";
 import { storeClosed } from "../store/store-closed.js";
@@ -50,9 +50,7 @@ export class MemoryDataStore implements DataStore {
 
   async list(opts: PageRequest & { prefix?: string } = {}): Promise<StorePage<DataEntryInfo>> {
     this.assertOpen();
-    const limit = pageLimit(opts.limit);
-    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, ["string"])[0] as string);
-    const prefix = opts.prefix ?? "";
+    const { limit, after, prefix } = keyPage(opts);
     const keys = this.keys();
     // Start at the first key after the cursor, or at the prefix.
     const from = after !== undefined && after >= prefix ? after : prefix;

@@ -8,7 +8,7 @@ import {
   assertHandlerName,
   checkScope,
 } from "../store/readmodel-validation.js";
-import { lockLostError } from "../store/lock-fencing.js";
+import { lockLostError, noteFence } from "../store/lock-fencing.js";
 import { type EnsureIndexesOptions, planCollectionIndexes } from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
@@ -305,11 +305,9 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
    * rolls back) unless its token is still `token`.
    */
   async checkFencingToken(handler: string, token: number): Promise<void> {
-    assertHandlerName(handler);
     const tx = this.currentTx();
-    if (tx === undefined) throw new MnemeError("INVALID_REQUEST", "checkFencingToken: call it inside a transaction");
-    tx.fences.set(handler, token);
-    tx.proven.delete(handler);
+    noteFence(tx?.fences, handler, token);
+    tx?.proven.delete(handler);
   }
 
   /** Before COMMIT: proves every fence of `tx` that no checkpoint write proved (its row FOR SHARE); throws when a token moved. */

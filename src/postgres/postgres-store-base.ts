@@ -147,6 +147,22 @@ export abstract class PostgresStoreBase {
     return this.storeInfo(Number(row?.n ?? 0), row?.t == null ? 0 : Number(row.t));
   }
 
+  /**
+   * The StoreInfo of `table` (a call close() waits for): its rows, and
+   * `newest`, an SQL expression of the newest row's creation time (default:
+   * the largest created_at).
+   */
+  protected tableInfo(table: string, what: string, newest = "max(created_at)"): Promise<StoreInfo> {
+    return this.track(async () => {
+      const res = await this.query<{ n: string; t: string | null }>(
+        `SELECT count(*)::text AS n, (${newest})::text AS t FROM ${table}`,
+        [],
+        what,
+      );
+      return this.storeInfoOf(res.rows[0]);
+    });
+  }
+
   /** Runs one statement on a pool client; a failure becomes the MnemeError of `mapPgError`, its message starting `postgres: ${what}`. */
   protected async query<R extends object>(text: string, values: unknown[], what: string): Promise<QueryResult<R>> {
     try {
