@@ -1,4 +1,5 @@
 import { nowNs } from "../model/clock.js";
+import { memoryStoreInfo } from "./memory-store-info.js";
 import { MnemeError } from "../model/errors.js";
 import type { CacheEntry, CacheStore } from "../store/cache-store.js";
 import { encodeCursor, keyPage } from "../store/paging.js";
@@ -89,9 +90,7 @@ export class MemoryCacheStore implements CacheStore {
   async info(): Promise<StoreInfo> {
     this.assertOpen();
     this.sweep(Date.now());
-    let last = 0;
-    for (const s of this.slots.values()) if (s.createdAt > last) last = s.createdAt;
-    return { storeType: "memory", numItems: this.slots.size, lastItemCreatedAt: last, connectionInfo: "memory" };
+    return memoryStoreInfo(this.slots.values(), this.slots.size);
   }
 
   async close(): Promise<void> {

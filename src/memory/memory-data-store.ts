@@ -1,4 +1,5 @@
 import { nowNs } from "../model/clock.js";
+import { memoryStoreInfo } from "./memory-store-info.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
 import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
@@ -68,9 +69,7 @@ export class MemoryDataStore implements DataStore {
 
   async info(): Promise<StoreInfo> {
     this.assertOpen();
-    let last = 0;
-    for (const e of this.entries.values()) if (e.createdAt > last) last = e.createdAt;
-    return { storeType: "memory", numItems: this.entries.size, lastItemCreatedAt: last, connectionInfo: "memory" };
+    return memoryStoreInfo(this.entries.values(), this.entries.size);
   }
 
   async close(): Promise<void> {
