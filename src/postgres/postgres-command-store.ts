@@ -66,7 +66,6 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async init(): Promise<void> {
     await this.track(() =>
       this.runDdl([
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         `CREATE TABLE IF NOT EXISTS ${this.table} (
           command_uuid text COLLATE "C" PRIMARY KEY,
           domain text NOT NULL,

@@ -124,7 +124,6 @@ export class PostgresKeyStore extends PostgresStoreBase implements KeyStore {
 
   private ensureTables(): Promise<void> {
     const run = (this.initialised ??= this.runDdl([
-      `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
       `CREATE TABLE IF NOT EXISTS ${this.keys} (
           subject text PRIMARY KEY,
           key_id text NOT NULL UNIQUE,

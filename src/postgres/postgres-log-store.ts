@@ -29,7 +29,6 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
   async init(): Promise<void> {
     await this.track(() =>
       this.runDdl([
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         `CREATE TABLE IF NOT EXISTS ${this.table} (
           id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
           level text NOT NULL,

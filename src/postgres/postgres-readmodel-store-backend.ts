@@ -98,7 +98,6 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   async init(): Promise<void> {
     await this.track(() =>
       this.runDdl([
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         // COLLATE "C": keys and names sort by code point, as in the other backends, and the primary key serves that order.
         `CREATE TABLE IF NOT EXISTS ${this.docs} (
           collection text COLLATE "C" NOT NULL,

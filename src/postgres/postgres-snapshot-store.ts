@@ -34,7 +34,6 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
   async init(): Promise<void> {
     await this.track(() =>
       this.runDdl([
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         `CREATE TABLE IF NOT EXISTS ${this.table} (
             domain text NOT NULL,
             aggregate text NOT NULL,

@@ -75,9 +75,13 @@ export abstract class PostgresStoreBase {
     this.formatRecord = record;
   }
 
-  /** Runs this store's DDL with the schema's format check and upgrade (see {@link runSchemaDdl}), keeping the record. */
+  /**
+   * Creates the schema (if missing), then runs this store's DDL with the
+   * schema's format check and upgrade (see {@link runSchemaDdl}), keeping the record.
+   */
   protected async runDdl(statements: readonly string[]): Promise<void> {
-    this.noteStoreFormat(await runSchemaDdl(this.pool, this.schema, statements, this.onStatement));
+    const all = [`CREATE SCHEMA IF NOT EXISTS ${this.qschema}`, ...statements];
+    this.noteStoreFormat(await runSchemaDdl(this.pool, this.schema, all, this.onStatement));
   }
 
   /** True once close() was called. */
