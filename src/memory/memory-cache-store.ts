@@ -1,7 +1,8 @@
 import { nowNs } from "../model/clock.js";
+import { memoryStoreInfo } from "./memory-store-info.js";
 import { MnemeError } from "../model/errors.js";
 import type { CacheEntry, CacheStore } from "../store/cache-store.js";
-import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { storeClosed } from "../store/store-closed.js";
 
@@ -66,9 +67,7 @@ export class MemoryCacheStore implements CacheStore {
 
   async list(opts: PageRequest & { prefix?: string } = {}): Promise<StorePage<CacheEntry>> {
     this.assertOpen();
-    const limit = pageLimit(opts.limit);
-    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, ["string"])[0] as string);
-    const prefix = opts.prefix ?? "";
+    const { limit, after, prefix } = keyPage(opts);
     const now = Date.now();
     this.sweep(now);
     const keys = [...this.slots.keys()].filter((k) => k.startsWith(prefix) && (after === undefined || k > after)).sort();
@@ -91,9 +90,7 @@ export class MemoryCacheStore implements CacheStore {
   async info(): Promise<StoreInfo> {
     this.assertOpen();
     this.sweep(Date.now());
-    let last = 0;
-    for (const s of this.slots.values()) if (s.createdAt > last) last = s.createdAt;
-    return { storeType: "memory", numItems: this.slots.size, lastItemCreatedAt: last, connectionInfo: "memory" };
+    return memoryStoreInfo(this.slots.values(), this.slots.size);
   }
 
   async close(): Promise<void> {

@@ -4,7 +4,7 @@ import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, 
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
-import { storeClosed } from "../store/store-closed.js";
+import { MemoryStoreBase } from "./memory-store-base.js";
 
 interface Row {
   createdAt: number;
@@ -24,18 +24,12 @@ interface Row {
  * nor a returned one can change what is stored, and reads copy nothing;
  * listing is keyset by (createdAt, commandUuid).
  */
-export class MemoryCommandStore implements CommandStore {
+export class MemoryCommandStore extends MemoryStoreBase implements CommandStore {
   /** Sorted by (createdAt, commandUuid). */
   private readonly order: Row[] = [];
   private readonly byUuid = new Map<string, Row>();
   /** Commands being run (claimed, not recorded yet): owner and lease end (ms since the epoch). */
   private readonly claims = new Map<string, { owner: string; expiresAt: number }>();
-  private closed = false;
-
-  async init(): Promise<void> {
-    this.assertOpen();
-  }
-
   async record(rec: CommandRecord): Promise<void> {
     this.assertOpen();
     checkCommandRecordFields(rec);
@@ -155,14 +149,6 @@ export class MemoryCommandStore implements CommandStore {
     this.assertOpen();
     const last = this.order[this.order.length - 1];
     return { storeType: "memory", numItems: this.order.length, lastItemCreatedAt: last?.createdAt ?? 0, connectionInfo: "memory" };
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-  }
-
-  private assertOpen(): void {
-    if (this.closed) throw storeClosed("MemoryCommandStore");
   }
 }
 

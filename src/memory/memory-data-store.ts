@@ -1,6 +1,7 @@
 import { nowNs } from "../model/clock.js";
+import { memoryStoreInfo } from "./memory-store-info.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
-import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { assertDataKey, dataToStore } from "../store/data-key.js";
 import { storeClosed } from "../store/store-closed.js";
@@ -50,9 +51,7 @@ export class MemoryDataStore implements DataStore {
 
   async list(opts: PageRequest & { prefix?: string } = {}): Promise<StorePage<DataEntryInfo>> {
     this.assertOpen();
-    const limit = pageLimit(opts.limit);
-    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, ["string"])[0] as string);
-    const prefix = opts.prefix ?? "";
+    const { limit, after, prefix } = keyPage(opts);
     const keys = this.keys();
     // Start at the first key after the cursor, or at the prefix.
     const from = after !== undefined && after >= prefix ? after : prefix;
@@ -70,9 +69,7 @@ export class MemoryDataStore implements DataStore {
 
   async info(): Promise<StoreInfo> {
     this.assertOpen();
-    let last = 0;
-    for (const e of this.entries.values()) if (e.createdAt > last) last = e.createdAt;
-    return { storeType: "memory", numItems: this.entries.size, lastItemCreatedAt: last, connectionInfo: "memory" };
+    return memoryStoreInfo(this.entries.values(), this.entries.size);
   }
 
   async close(): Promise<void> {

@@ -1,4 +1,5 @@
 import { nowNs } from "../model/clock.js";
+import { memoryStoreInfo } from "./memory-store-info.js";
 import type { KeyStore, NewSubjectKey, SubjectKey } from "../store/key-store.js";
 import { keyIdTaken, validateKeyIds, validateKeyStoreId, validateNewSubjectKey } from "../store/key-store.js";
 import type { StoreInfo } from "../store/store-info.js";
@@ -70,9 +71,7 @@ export class MemoryKeyStore implements KeyStore {
 
   async info(): Promise<StoreInfo> {
     this.assertOpen();
-    let last = 0;
-    for (const k of this.bySubject.values()) if (k.createdAt > last) last = k.createdAt;
-    return { storeType: "memory", numItems: this.bySubject.size, lastItemCreatedAt: last, connectionInfo: "memory" };
+    return memoryStoreInfo(this.bySubject.values(), this.bySubject.size);
   }
 
   async close(): Promise<void> {

@@ -3,22 +3,16 @@ import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
 import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { storeClosed } from "../store/store-closed.js";
+import { MemoryStoreBase } from "./memory-store-base.js";
 
 /**
  * The in-memory LogStore: entries get increasing ids (never reused, also after
  * a delete) and are listed oldest first. `level` filters by exact level.
  */
-export class MemoryLogStore implements LogStore {
+export class MemoryLogStore extends MemoryStoreBase implements LogStore {
   /** In id order; entries are private and frozen, `data` is kept as JSON. */
   private readonly entries: { entry: LogEntry; dataJson: string | undefined }[] = [];
   private lastId = 0;
-  private closed = false;
-
-  async init(): Promise<void> {
-    this.assertOpen();
-  }
-
   async append(input: NewLogEntry): Promise<LogEntry> {
     this.assertOpen();
     const dataJson = validateNewLogEntry(input);
@@ -57,14 +51,6 @@ export class MemoryLogStore implements LogStore {
     this.assertOpen();
     const last = this.entries[this.entries.length - 1];
     return { storeType: "memory", numItems: this.entries.length, lastItemCreatedAt: last?.entry.createdAt ?? 0, connectionInfo: "memory" };
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-  }
-
-  private assertOpen(): void {
-    if (this.closed) throw storeClosed("MemoryLogStore");
   }
 }
 

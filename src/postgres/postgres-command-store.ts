@@ -1,7 +1,8 @@
 import { MnemeError } from "../model/errors.js";
 import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
-import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { COMMAND_LIST_FILTERS } from "../store/command-store.js";
+import { decodeCursor, encodeCursor, pageLimit, stringFilters } from "../store/paging.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import { mapPgError } from "./postgres-errors.js";
@@ -65,7 +66,6 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async init(): Promise<void> {
     await this.track(() =>
       this.runDdl([
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         `CREATE TABLE IF NOT EXISTS ${this.table} (
           command_uuid text COLLATE "C" PRIMARY KEY,
           domain text NOT NULL,
@@ -163,17 +163,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
       const values: unknown[] = [];
       const conds: string[] = [];
       if (after !== undefined) conds.push(`(created_at, command_uuid) > ($${values.push(after[0])}::bigint, $${values.push(after[1])})`);
-      for (const [field, column] of [
-        ["domain", "domain"],
-        ["name", "name"],
-        ["status", "status"],
-        ["tenantUuid", "tenant_uuid"],
-      ] as const) {
-        const value = opts[field];
-        if (value === undefined) continue;
-        if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${field} must be a string`);
-        conds.push(`${column} = $${values.push(value)}`);
-      }
+      for (const [column, value] of stringFilters(opts, COMMAND_LIST_FILTERS)) conds.push(`${column} = $${values.push(value)}`);
       const where = conds.length === 0 ? "" : `WHERE ${conds.join(" AND ")}`;
       // One row more than the page tells whether a next page exists.
       const res = await this.query<{ record: CommandRecord }>(
@@ -213,14 +203,7 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   }
 
   async info(): Promise<StoreInfo> {
-    return this.track(async () => {
-      const res = await this.query<{ n: string; t: string | null }>(
-        `SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.table}`,
-        [],
-        "command info",
-      );
-      return this.storeInfoOf(res.rows[0]);
-    });
+    return this.tableInfo(this.table, "command info");
   }
 
   /** The claims table, the claim function, and the trigger by which a record deletes its command's claim. */

@@ -3,7 +3,7 @@ import { isMnemeError } from "../model/errors.js";
 import type { KeyStore, NewSubjectKey, SubjectKey } from "../store/key-store.js";
 import { keyIdTaken, subjectKeyOf, validateKeyIds, validateKeyStoreId, validateNewSubjectKey } from "../store/key-store.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
+import { PostgresStoreBase } from "./postgres-store-base.js";
 
 interface KeyRow {
   subject: string;
@@ -24,15 +24,9 @@ interface KeyRow {
  * the space, and in its write-ahead log and backups; see docs/privacy.md.
  */
 export class PostgresKeyStore extends PostgresStoreBase implements KeyStore {
-  private readonly keys: string;
-  private readonly forgotten: string;
+  private readonly keys = `${this.qschema}.subject_keys`;
+  private readonly forgotten = `${this.qschema}.forgotten_keys`;
   private initialised: Promise<void> | undefined;
-
-  constructor(opts: PostgresStoreOptions) {
-    super(opts);
-    this.keys = `${this.qschema}.subject_keys`;
-    this.forgotten = `${this.qschema}.forgotten_keys`;
-  }
 
   /** Creates the schema and tables; idempotent, safe to run from several instances at once. Every other call runs it first. */
   init(): Promise<void> {
@@ -115,12 +109,7 @@ export class PostgresKeyStore extends PostgresStoreBase implements KeyStore {
   async info(): Promise<StoreInfo> {
     return this.track(async () => {
       await this.ensureTables();
-      const res = await this.query<{ n: string; t: string | null }>(
-        `SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.keys}`,
-        [],
-        "key store info",
-      );
-      return this.storeInfoOf(res.rows[0]);
+      return this.tableInfo(this.keys, "key store info");
     });
   }
 
@@ -135,7 +124,6 @@ export class PostgresKeyStore extends PostgresStoreBase implements KeyStore {
 
   private ensureTables(): Promise<void> {
     const run = (this.initialised ??= this.runDdl([
-      `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
       `CREATE TABLE IF NOT EXISTS ${this.keys} (
           subject text PRIMARY KEY,
           key_id text NOT NULL UNIQUE,

@@ -1,10 +1,9 @@
 import { nowNs } from "../model/clock.js";
-import { MnemeError } from "../model/errors.js";
 import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
-import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { decodeCursor, encodeCursor, pageLimit, stringFilters } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
+import { PostgresStoreBase } from "./postgres-store-base.js";
 
 interface LogRow {
   id: string;
@@ -23,19 +22,13 @@ interface LogRow {
  * of id order: a page read meanwhile can miss one, which a log listing accepts.
  */
 export class PostgresLogStore extends PostgresStoreBase implements LogStore {
-  private readonly table: string;
+  private readonly table = `${this.qschema}.logs`;
   protected override readonly clientKind = "log";
-
-  constructor(opts: PostgresStoreOptions) {
-    super(opts);
-    this.table = `${this.qschema}.logs`;
-  }
 
   /** Creates the schema and table; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
       this.runDdl([
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         `CREATE TABLE IF NOT EXISTS ${this.table} (
           id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
           level text NOT NULL,
@@ -68,16 +61,12 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
       const after = decodeCursor(opts.cursor, ["integer"]);
       const values: unknown[] = [after?.[0] ?? 0];
       let where = "id > $1";
-      for (const [field, column] of [
+      for (const [column, value] of stringFilters(opts, [
         ["level", "level"],
         ["source", "source"],
         ["tenantUuid", "tenant_uuid"],
-      ] as const) {
-        const value = opts[field];
-        if (value === undefined) continue;
-        if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${field} must be a string`);
+      ]))
         where += ` AND ${column} = $${values.push(value)}`;
-      }
       const res = await this.query<LogRow>(
         `SELECT id::text, level, message, source, tenant_uuid, data, created_at::text FROM ${this.table}
          WHERE ${where} ORDER BY ${this.table}.id LIMIT $${values.push(limit + 1)}`,
@@ -99,14 +88,8 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
   }
 
   async info(): Promise<StoreInfo> {
-    return this.track(async () => {
-      const res = await this.query<{ n: string; t: string | null }>(
-        `SELECT count(*)::text AS n, (SELECT created_at::text FROM ${this.table} ORDER BY id DESC LIMIT 1) AS t FROM ${this.table}`,
-        [],
-        "log info",
-      );
-      return this.storeInfoOf(res.rows[0]);
-    });
+    // The newest row by id reads one index entry, not every row.
+    return this.tableInfo(this.table, "log info", `SELECT created_at FROM ${this.table} ORDER BY id DESC LIMIT 1`);
   }
 }
 

@@ -8,7 +8,7 @@ import {
   assertHandlerName,
   checkScope,
 } from "../store/readmodel-validation.js";
-import { lockLostError } from "../store/lock-fencing.js";
+import { lockLostError, noteFence } from "../store/lock-fencing.js";
 import { type EnsureIndexesOptions, planCollectionIndexes } from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
@@ -103,7 +103,6 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
   async init(): Promise<void> {
     await this.track(() =>
       this.runDdl((admitOldWriters) => [
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         // COLLATE "C": keys and names sort by code point, as in the other backends, and the primary key serves that order.
         `CREATE TABLE IF NOT EXISTS ${this.docs} (
           collection text COLLATE "C" NOT NULL,
@@ -316,11 +315,9 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
    * rolls back) unless its token is still `token`.
    */
   async checkFencingToken(handler: string, token: number): Promise<void> {
-    assertHandlerName(handler);
     const tx = this.currentTx();
-    if (tx === undefined) throw new MnemeError("INVALID_REQUEST", "checkFencingToken: call it inside a transaction");
-    tx.fences.set(handler, token);
-    tx.proven.delete(handler);
+    noteFence(tx?.fences, handler, token);
+    tx?.proven.delete(handler);
   }
 
   /** Before COMMIT: proves every fence of `tx` that no checkpoint write proved (its row FOR SHARE); throws when a token moved. */

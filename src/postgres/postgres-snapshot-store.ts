@@ -7,7 +7,7 @@ import {
   validateSnapshotKey,
 } from "../store/snapshot-store.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
+import { PostgresStoreBase } from "./postgres-store-base.js";
 
 /** A snapshot row with its numbers and its state as text: parsed here, so a damaged row is told apart instead of failing the query. */
 interface SnapshotRow {
@@ -28,18 +28,12 @@ interface SnapshotRow {
  * 2^53 - 1) is deleted by the read that finds it.
  */
 export class PostgresSnapshotStore extends PostgresStoreBase implements SnapshotStore {
-  private readonly table: string;
-
-  constructor(opts: PostgresStoreOptions) {
-    super(opts);
-    this.table = `${this.qschema}.snapshots`;
-  }
+  private readonly table = `${this.qschema}.snapshots`;
 
   /** Creates the schema and table; idempotent, safe to run from several instances at once. */
   async init(): Promise<void> {
     await this.track(() =>
       this.runDdl([
-        `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`,
         `CREATE TABLE IF NOT EXISTS ${this.table} (
             domain text NOT NULL,
             aggregate text NOT NULL,
@@ -154,13 +148,6 @@ export class PostgresSnapshotStore extends PostgresStoreBase implements Snapshot
   }
 
   async info(): Promise<StoreInfo> {
-    return this.track(async () => {
-      const res = await this.query<{ n: string; t: string | null }>(
-        `SELECT count(*)::text AS n, max(created_at)::text AS t FROM ${this.table}`,
-        [],
-        "snapshot info",
-      );
-      return this.storeInfoOf(res.rows[0]);
-    });
+    return this.tableInfo(this.table, "snapshot info");
   }
 }

@@ -96,8 +96,14 @@ export abstract class PostgresStoreBase {
     this.formatRecord = record;
   }
 
-  /** Runs this store's DDL with the schema's format check and upgrade (see {@link runSchemaDdl}), keeping the record. */
-  protected async runDdl(statements: SchemaStatements): Promise<void> {
+  /**
+   * Creates the schema (if missing), then runs this store's DDL with the
+   * schema's format check and upgrade (see {@link runSchemaDdl}), keeping the record.
+   */
+  protected async runDdl(ddl: SchemaStatements): Promise<void> {
+    const createSchema = `CREATE SCHEMA IF NOT EXISTS ${this.qschema}`;
+    const statements: SchemaStatements =
+      typeof ddl === "function" ? (admit: boolean) => [createSchema, ...ddl(admit)] : [createSchema, ...ddl];
     this.ddlStatements = statements;
     const change: LowestWriterChange = this.rollingFrom === undefined ? undefined : { admit: ROLLING_FROM[this.rollingFrom] };
     const record = await runSchemaDdl(this.pool, this.schema, statements, this.onStatement, change);
@@ -198,6 +204,22 @@ export abstract class PostgresStoreBase {
   /** A StoreInfo from an info query's row: `n` items and `t`, the newest item's createdAt (null when empty), both bigint as text. */
   protected storeInfoOf(row: { n: string; t: string | null } | undefined): StoreInfo {
     return this.storeInfo(Number(row?.n ?? 0), row?.t == null ? 0 : Number(row.t));
+  }
+
+  /**
+   * The StoreInfo of `table` (a call close() waits for): its rows, and
+   * `newest`, an SQL expression of the newest row's creation time (default:
+   * the largest created_at).
+   */
+  protected tableInfo(table: string, what: string, newest = "max(created_at)"): Promise<StoreInfo> {
+    return this.track(async () => {
+      const res = await this.query<{ n: string; t: string | null }>(
+        `SELECT count(*)::text AS n, (${newest})::text AS t FROM ${table}`,
+        [],
+        what,
+      );
+      return this.storeInfoOf(res.rows[0]);
+    });
   }
 
   /** Runs one statement on a pool client; a failure becomes the MnemeError of `mapPgError`, its message starting `postgres: ${what}`. */

@@ -1,10 +1,10 @@
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import { checkClaimArgs, validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandClaim, CommandClaimant, CommandListOptions, CommandRecord, CommandStore } from "../store/command-store.js";
-import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { COMMAND_LIST_FILTERS } from "../store/command-store.js";
+import { decodeCursor, encodeCursor, pageLimit, stringFilters } from "../store/paging.js";
 import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
-import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
@@ -20,14 +20,8 @@ import { SqliteStoreBase } from "./sqlite-store-base.js";
  * transaction.
  */
 export class SqliteCommandStore extends SqliteStoreBase implements CommandStore {
-  private readonly table: string;
-  private readonly claims: string;
-
-  constructor(opts: SqliteStoreOptions) {
-    super(opts);
-    this.table = `${this.prefix}commands`;
-    this.claims = `${this.prefix}command_claims`;
-  }
+  private readonly table = `${this.prefix}commands`;
+  private readonly claims = `${this.prefix}command_claims`;
 
   protected createTables(): void {
     this.db.exec(`
@@ -157,14 +151,7 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
       where.push("(created_at, command_uuid) > (?, ?)");
       params.push(after[0], after[1]);
     }
-    for (const [column, value] of [
-      ["domain", opts.domain],
-      ["name", opts.name],
-      ["status", opts.status],
-      ["tenant_uuid", opts.tenantUuid],
-    ] as const) {
-      if (value === undefined) continue;
-      if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${column} must be a string`);
+    for (const [column, value] of stringFilters(opts, COMMAND_LIST_FILTERS)) {
       where.push(`${column} = ?`);
       params.push(value);
     }
@@ -211,22 +198,10 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
 
   async delete(commandUuid: string): Promise<boolean> {
     if (typeof commandUuid !== "string") throw new MnemeError("INVALID_REQUEST", "delete: commandUuid must be a string");
-    try {
-      return this.ready().statement(`DELETE FROM ${this.table} WHERE command_uuid = ?`).run(commandUuid).changes > 0;
-    } catch (e) {
-      throw toStoreError(e, "delete");
-    }
+    return this.change("delete", `DELETE FROM ${this.table} WHERE command_uuid = ?`, commandUuid) > 0;
   }
 
   async info(): Promise<StoreInfo> {
-    try {
-      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(created_at) AS c FROM ${this.table}`).get() as {
-        n: number;
-        c: number | null;
-      };
-      return this.storeInfo(row.n, row.c ?? 0);
-    } catch (e) {
-      throw toStoreError(e, "info");
-    }
+    return this.tableInfo(this.table, "info");
   }
 }

@@ -1,4 +1,5 @@
 import { newUuid, nowNs } from "../model/clock.js";
+import { addListener } from "../store/listeners.js";
 import { MnemeError } from "../model/errors.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import {
@@ -390,15 +391,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   }
 
   async info(): Promise<StoreInfo> {
-    try {
-      const db = this.ready();
-      const { n } = db.statement(`SELECT COUNT(*) AS n FROM ${this.table}`).get() as { n: number };
-      const last = db.statement(`SELECT created_at AS c FROM ${this.table} ORDER BY position DESC LIMIT 1`).get() as
-        { c: number } | undefined;
-      return this.storeInfo(n, last?.c ?? 0);
-    } catch (e) {
-      throw toStoreError(e, "info");
-    }
+    return this.tableInfo(this.table, "info", { newestBy: "position" });
   }
 
   /**
@@ -408,13 +401,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
    * append (it committed); its error is reported as a process warning.
    */
   onAppend(listener: AppendListener): () => void {
-    if (typeof listener !== "function") throw new MnemeError("INVALID_REQUEST", "onAppend: listener must be a function");
-    // Wrapped so the same function can be registered twice and removed once per registration.
-    const entry: AppendListener = (events) => listener(events);
-    this.listeners.add(entry);
-    return () => {
-      this.listeners.delete(entry);
-    };
+    return addListener(this.listeners, listener, "onAppend");
   }
 
   /**

@@ -2,7 +2,6 @@ import { nowNs } from "../model/clock.js";
 import type { KeyStore, NewSubjectKey, SubjectKey } from "../store/key-store.js";
 import { keyIdTaken, subjectKeyOf, validateKeyIds, validateKeyStoreId, validateNewSubjectKey } from "../store/key-store.js";
 import type { StoreInfo } from "../store/store-info.js";
-import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
@@ -27,14 +26,8 @@ const IDS_PER_STATEMENT = 500;
  * truncate; the old frames are then overwritten by later checkpoints.
  */
 export class SqliteKeyStore extends SqliteStoreBase implements KeyStore {
-  private readonly keys: string;
-  private readonly forgotten: string;
-
-  constructor(opts: SqliteStoreOptions) {
-    super(opts);
-    this.keys = `${this.prefix}subject_keys`;
-    this.forgotten = `${this.prefix}forgotten_keys`;
-  }
+  private readonly keys = `${this.prefix}subject_keys`;
+  private readonly forgotten = `${this.prefix}forgotten_keys`;
 
   protected createTables(): void {
     // For the whole connection, from the first key on: a page split copies cells and can leave stale
@@ -133,15 +126,7 @@ export class SqliteKeyStore extends SqliteStoreBase implements KeyStore {
   }
 
   async info(): Promise<StoreInfo> {
-    try {
-      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(created_at) AS t FROM ${this.keys}`).get() as {
-        n: number;
-        t: number | null;
-      };
-      return this.storeInfo(row.n, row.t ?? 0);
-    } catch (e) {
-      throw toStoreError(e, "key store info");
-    }
+    return this.tableInfo(this.keys, "key store info");
   }
 
   private liveKey(subject: string): SubjectKey | undefined {

@@ -1,4 +1,5 @@
 import { readlinkSync } from "node:fs";
+import { addListener } from "../store/listeners.js";
 import { hostname } from "node:os";
 import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
@@ -144,12 +145,7 @@ export class SqliteLeaseLocks {
 
   /** Adds a listener for lost leases; returns its remover. */
   onLockLost(listener: SqliteLockLostListener): () => void {
-    if (typeof listener !== "function") throw new MnemeError("INVALID_REQUEST", "onLockLost: listener must be a function");
-    const entry: SqliteLockLostListener = (handlers) => listener(handlers);
-    this.listeners.add(entry);
-    return () => {
-      this.listeners.delete(entry);
-    };
+    return addListener(this.listeners, listener, "onLockLost");
   }
 
   /** The handlers whose leases this owner holds now. */

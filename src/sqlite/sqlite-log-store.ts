@@ -2,9 +2,8 @@ import { nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import { isLogLevel, validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
-import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { decodeCursor, encodeCursor, pageLimit, stringFilters } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
-import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
@@ -12,12 +11,7 @@ type LogRow = [number, string, string, string | null, string | null, string | nu
 
 /** The LogStore in one SQLite table; ids are an AUTOINCREMENT rowid (never reused, also after a delete), listing is keyset by id. */
 export class SqliteLogStore extends SqliteStoreBase implements LogStore {
-  private readonly table: string;
-
-  constructor(opts: SqliteStoreOptions) {
-    super(opts);
-    this.table = `${this.prefix}logs`;
-  }
+  private readonly table = `${this.prefix}logs`;
 
   protected createTables(): void {
     this.db.exec(`
@@ -58,12 +52,10 @@ export class SqliteLogStore extends SqliteStoreBase implements LogStore {
       where.push("level = ?");
       params.push(opts.level);
     }
-    for (const [column, value] of [
-      ["source", opts.source],
-      ["tenant_uuid", opts.tenantUuid],
-    ] as const) {
-      if (value === undefined) continue;
-      if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${column} must be a string`);
+    for (const [column, value] of stringFilters(opts, [
+      ["source", "source"],
+      ["tenantUuid", "tenant_uuid"],
+    ])) {
       where.push(`${column} = ?`);
       params.push(value);
     }
@@ -84,22 +76,11 @@ export class SqliteLogStore extends SqliteStoreBase implements LogStore {
 
   async delete(id: number): Promise<boolean> {
     if (!Number.isInteger(id)) throw new MnemeError("INVALID_REQUEST", `delete: id must be an integer, got ${String(id)}`);
-    try {
-      return this.ready().statement(`DELETE FROM ${this.table} WHERE id = ?`).run(id).changes > 0;
-    } catch (e) {
-      throw toStoreError(e, "delete");
-    }
+    return this.change("delete", `DELETE FROM ${this.table} WHERE id = ?`, id) > 0;
   }
 
   async info(): Promise<StoreInfo> {
-    try {
-      const db = this.ready();
-      const { n } = db.statement(`SELECT COUNT(*) AS n FROM ${this.table}`).get() as { n: number };
-      const last = db.statement(`SELECT created_at AS c FROM ${this.table} ORDER BY id DESC LIMIT 1`).get() as { c: number } | undefined;
-      return this.storeInfo(n, last?.c ?? 0);
-    } catch (e) {
-      throw toStoreError(e, "info");
-    }
+    return this.tableInfo(this.table, "info", { newestBy: "id" });
   }
 }
 

@@ -20,6 +20,7 @@ import {
   upgradeLeaseTable,
   type SqliteLockLostListener,
 } from "./sqlite-lease-locks.js";
+import { noteFence } from "../store/lock-fencing.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 import { runStatements, SqliteSqlTableAccess } from "./sqlite-sql-table-access.js";
 import type { SqlTableAccess } from "../store/sql-table-access.js";
@@ -234,10 +235,7 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
    * with INVALID_STATE (lock lost).
    */
   async checkFencingToken(handler: string, token: number): Promise<void> {
-    assertHandlerName(handler);
-    const tx = this.pending();
-    if (tx === undefined) throw new MnemeError("INVALID_REQUEST", "checkFencingToken: call it inside a transaction");
-    tx.fences.set(handler, token);
+    noteFence(this.pending()?.fences, handler, token);
   }
 
   /** The instance id recorded in `handler`'s unexpired lease; undefined when it is free. */
@@ -282,16 +280,8 @@ export class SqliteReadmodelStoreBackend extends SqliteStoreBase implements Read
   }
 
   async info(): Promise<StoreInfo> {
-    try {
-      // The newest write stands for "last item created": documents are replaced in place.
-      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(updated_at) AS t FROM ${this.documents.docsTable}`).get() as {
-        n: number;
-        t: number | null;
-      };
-      return this.storeInfo(row.n, row.t ?? 0);
-    } catch (e) {
-      throw toStoreError(e, "info");
-    }
+    // The newest write stands for "last item created": documents are replaced in place.
+    return this.tableInfo(this.documents.docsTable, "info", { created: "updated_at" });
   }
 
   // ---- used by SqliteReadmodelCollection ----

@@ -7,7 +7,6 @@ import {
   validateSnapshotKey,
 } from "../store/snapshot-store.js";
 import type { StoreInfo } from "../store/store-info.js";
-import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
@@ -22,12 +21,7 @@ type SnapshotRow = [number, unknown, unknown, unknown, unknown, unknown];
  * the file. A row that cannot be read back is deleted by the read that finds it.
  */
 export class SqliteSnapshotStore extends SqliteStoreBase implements SnapshotStore {
-  private readonly table: string;
-
-  constructor(opts: SqliteStoreOptions) {
-    super(opts);
-    this.table = `${this.prefix}snapshots`;
-  }
+  private readonly table = `${this.prefix}snapshots`;
 
   protected createTables(): void {
     this.db.exec(`
@@ -112,47 +106,30 @@ export class SqliteSnapshotStore extends SqliteStoreBase implements SnapshotStor
 
   async delete(domain: string, aggregate: string, aggregateUuid: string): Promise<number> {
     validateSnapshotDelete(domain, aggregate, aggregateUuid);
-    try {
-      return this.ready()
-        .statement(`DELETE FROM ${this.table} WHERE domain = ? AND aggregate = ? AND aggregate_uuid = ?`)
-        .run(domain, aggregate, aggregateUuid).changes;
-    } catch (e) {
-      throw toStoreError(e, "snapshot delete");
-    }
+    const sql = `DELETE FROM ${this.table} WHERE domain = ? AND aggregate = ? AND aggregate_uuid = ?`;
+    return this.change("snapshot delete", sql, domain, aggregate, aggregateUuid);
   }
 
   async deleteAggregateType(domain: string, aggregate: string, opts?: { exceptSnapshotVersion?: number }): Promise<number> {
     validateSnapshotDelete(domain, aggregate, undefined, opts);
     const keep = opts?.exceptSnapshotVersion;
-    try {
-      const db = this.ready();
-      return keep === undefined
-        ? db.statement(`DELETE FROM ${this.table} WHERE domain = ? AND aggregate = ?`).run(domain, aggregate).changes
-        : db
-            .statement(`DELETE FROM ${this.table} WHERE domain = ? AND aggregate = ? AND snapshot_version <> ?`)
-            .run(domain, aggregate, keep).changes;
-    } catch (e) {
-      throw toStoreError(e, "snapshot deleteAggregateType");
-    }
+    const what = "snapshot deleteAggregateType";
+    return keep === undefined
+      ? this.change(what, `DELETE FROM ${this.table} WHERE domain = ? AND aggregate = ?`, domain, aggregate)
+      : this.change(
+          what,
+          `DELETE FROM ${this.table} WHERE domain = ? AND aggregate = ? AND snapshot_version <> ?`,
+          domain,
+          aggregate,
+          keep,
+        );
   }
 
   async clear(): Promise<number> {
-    try {
-      return this.ready().statement(`DELETE FROM ${this.table}`).run().changes;
-    } catch (e) {
-      throw toStoreError(e, "snapshot clear");
-    }
+    return this.change("snapshot clear", `DELETE FROM ${this.table}`);
   }
 
   async info(): Promise<StoreInfo> {
-    try {
-      const row = this.ready().statement(`SELECT COUNT(*) AS n, MAX(created_at) AS t FROM ${this.table}`).get() as {
-        n: number;
-        t: number | null;
-      };
-      return this.storeInfo(row.n, row.t ?? 0);
-    } catch (e) {
-      throw toStoreError(e, "snapshot info");
-    }
+    return this.tableInfo(this.table, "snapshot info");
   }
 }

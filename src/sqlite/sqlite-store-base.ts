@@ -67,16 +67,45 @@ export abstract class SqliteStoreBase {
    * (`secure_delete`, then a TRUNCATE checkpoint); see SqliteDatabase.scrub.
    */
   async scrubStorage(): Promise<void> {
-    try {
-      this.ready().scrub();
-    } catch (e) {
-      throw toStoreError(e, `scrubbing ${this.db.filename}`);
-    }
+    this.attempt(`scrubbing ${this.db.filename}`, (db) => db.scrub());
   }
 
   /** True when `other` writes through the same connection (so both can write in one transaction). */
   sharesConnectionWith(other: SqliteStoreBase): boolean {
     return other.db === this.db;
+  }
+
+  /** Runs `fn` on the open connection; what it throws becomes a MnemeError naming `what` (STORE_ERROR for a driver error). */
+  protected attempt<R>(what: string, fn: (db: SqliteDatabase) => R): R {
+    try {
+      return fn(this.ready());
+    } catch (e) {
+      throw toStoreError(e, what);
+    }
+  }
+
+  /** Runs one writing statement (see {@link attempt}); the number of rows it changed. */
+  protected change(what: string, sql: string, ...params: unknown[]): number {
+    return this.attempt(what, (db) => db.statement(sql).run(...params).changes);
+  }
+
+  /**
+   * The StoreInfo of `table`: its rows, and the newest row's `created`
+   * column (default created_at): the largest, or with `newestBy` the one of
+   * the row last in that indexed order (one index entry read, not every row).
+   */
+  protected tableInfo(table: string, what: string, opts: { readonly created?: string; readonly newestBy?: string } = {}): StoreInfo {
+    const created = opts.created ?? "created_at";
+    return this.attempt(what, (db) => {
+      if (opts.newestBy === undefined) {
+        const row = db.statement(`SELECT COUNT(*) AS n, MAX(${created}) AS t FROM ${table}`).get() as { n: number; t: number | null };
+        return this.storeInfo(row.n, row.t ?? 0);
+      }
+      const { n } = db.statement(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number };
+      const last = db.statement(`SELECT ${created} AS t FROM ${table} ORDER BY ${opts.newestBy} DESC LIMIT 1`).get() as
+        { t: number } | undefined;
+      return this.storeInfo(n, last?.t ?? 0);
+    });
   }
 
   /** A StoreInfo for this store's file. */

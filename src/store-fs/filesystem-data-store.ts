@@ -6,7 +6,7 @@ import { MnemeError } from "../model/errors.js";
 import { assertDataKey, dataToStore } from "../store/data-key.js";
 import { storeClosed } from "../store/store-closed.js";
 import type { DataEntry, DataEntryInfo, DataStore } from "../store/data-store.js";
-import { decodeCursor, encodeCursor, pageLimit } from "../store/paging.js";
+import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 
 /** Options of {@link FilesystemDataStore}. */
@@ -129,9 +129,7 @@ export class FilesystemDataStore implements DataStore {
 
   async list(opts: PageRequest & { prefix?: string } = {}): Promise<StorePage<DataEntryInfo>> {
     this.assertOpen();
-    const limit = pageLimit(opts.limit);
-    const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, ["string"])[0] as string);
-    const prefix = opts.prefix ?? "";
+    const { limit, after, prefix } = keyPage(opts);
     const candidates: { key: string; name: string }[] = [];
     for (const name of await this.metaNames()) {
       const key = name.startsWith("~") ? (await this.readMeta(name, undefined))?.key : keyOf(name);

@@ -50,6 +50,14 @@ export interface CommandListOptions extends PageRequest {
   tenantUuid?: string;
 }
 
+/** The equality filters of CommandListOptions and the column each reads, for SQL backends (see stringFilters). */
+export const COMMAND_LIST_FILTERS = [
+  ["domain", "domain"],
+  ["name", "name"],
+  ["status", "status"],
+  ["tenantUuid", "tenant_uuid"],
+] as const satisfies readonly (readonly [keyof CommandListOptions, string])[];
+
 /**
  * The CommandStore: every executed command with its outcome. Listing is newest
  * last, keyset by (createdAt, commandUuid). Recording a commandUuid twice gives

@@ -61,3 +61,33 @@ export function decodeCursor(cursor: string | undefined, parts: readonly CursorP
   }
   return parsed as (string | number)[];
 }
+
+/**
+ * The equality filters a list call sets: `[column, value]` for each
+ * `[field, column]` whose option is defined, in that order; INVALID_REQUEST
+ * when one is not a string.
+ */
+export function stringFilters<O extends object>(
+  opts: O,
+  fields: readonly (readonly [field: keyof O & string, column: string])[],
+): [column: string, value: string][] {
+  const out: [string, string][] = [];
+  for (const [field, column] of fields) {
+    const value: unknown = opts[field];
+    if (value === undefined) continue;
+    if (typeof value !== "string") throw new MnemeError("INVALID_REQUEST", `list: ${field} must be a string`);
+    out.push([column, value]);
+  }
+  return out;
+}
+
+/** The page a key-ordered listing asks for: its size, the key it starts after (the cursor) and the key prefix (default ""). */
+export function keyPage(opts: { readonly limit?: number; readonly cursor?: string; readonly prefix?: string }): {
+  limit: number;
+  after: string | undefined;
+  prefix: string;
+} {
+  const limit = pageLimit(opts.limit);
+  const after = opts.cursor === undefined ? undefined : (decodeCursor(opts.cursor, ["string"])[0] as string);
+  return { limit, after, prefix: opts.prefix ?? "" };
+}
