@@ -8,7 +8,6 @@
  * goes on while the consuming app is killed mid-batch: each message's command
  * ran once, and the poison message is a dead letter.
  */
-import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { jetstream } from "@nats-io/jetstream";
 import type { JsMsg } from "@nats-io/jetstream";
@@ -19,6 +18,7 @@ import { messageCommandUuid } from "mneme/reactions";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, Increment, Incremented } from "./support/counter-domain.js";
 import { makeStream, NATS_URL, natsConnection, privateNats, streamCount, streamMessages, streamName } from "./support/nats-broker.js";
+import { runKillable } from "./support/run-process.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 import { until } from "./support/until.js";
 
@@ -26,18 +26,18 @@ const scratch = sqliteScratch("nats-faults");
 const script = fileURLToPath(new URL("./support/nats-app-process.ts", import.meta.url));
 const cwd = fileURLToPath(new URL("..", import.meta.url));
 
-/** Runs the app process; kills it with SIGKILL `killAfterMs` after "ready" (or lets it finish). */
-function run(args: string[], killAfterMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], { cwd, stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      if (killAfterMs !== undefined && out.includes("ready") && !child.killed) setTimeout(() => child.kill("SIGKILL"), killAfterMs);
-    });
-    child.once("error", reject);
-    child.once("exit", (code, signal) => resolve({ code, signal, out }));
-  });
+/** Runs the app process `rounds` times, each killed with SIGKILL at a random time after "ready", then once to its end. */
+async function killedThenFinished(args: string[], rounds: number, minMs: number, spreadMs: number): Promise<string> {
+  const kills: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const after = minMs + Math.floor(Math.random() * spreadMs);
+    kills.push(after);
+    const r = await runKillable(script, args, cwd, after);
+    expect(r.signal, `round ${round}, kills after ${kills.join(", ")} ms`).toBe("SIGKILL");
+  }
+  const last = await runKillable(script, args, cwd);
+  expect(last.out, `kills after ${kills.join(", ")} ms`).toContain("done");
+  return last.out;
 }
 
 async function incrementEvents(f: Facade): Promise<Event[]> {
@@ -104,15 +104,7 @@ describe("publishing through faults", () => {
     const stream = streamName("sigkill");
     await makeStream(nc, stream);
     const file = scratch.newFile();
-    const kills: number[] = [];
-    for (let round = 0; round < 4; round++) {
-      const after = 50 + Math.floor(Math.random() * 600);
-      kills.push(after);
-      const r = await run(["publish", file, NATS_URL, stream, "400"], after);
-      expect(r.signal, `round ${round}, kills after ${kills.join(", ")} ms`).toBe("SIGKILL");
-    }
-    const last = await run(["publish", file, NATS_URL, stream, "400"]);
-    expect(last.out, `kills after ${kills.join(", ")} ms`).toContain("done");
+    await killedThenFinished(["publish", file, NATS_URL, stream, "400"], 4, 50, 600);
     const f = scratch.keep(createFacade({ ...createSqliteBackends({ filename: file }) }));
     f.registerDomain(Counter);
     const events = await incrementEvents(f);
@@ -135,16 +127,8 @@ describe("consuming through faults", () => {
     );
     await js.publish(`${stream}.add`, new TextEncoder().encode(JSON.stringify({ poison: true })), { msgID: "the-poison" });
     const file = scratch.newFile();
-    const kills: number[] = [];
-    for (let round = 0; round < 3; round++) {
-      const after = 100 + Math.floor(Math.random() * 500);
-      kills.push(after);
-      const r = await run(["consume", file, NATS_URL, stream, "300"], after);
-      expect(r.signal, `round ${round}, kills after ${kills.join(", ")} ms`).toBe("SIGKILL");
-    }
-    const last = await run(["consume", file, NATS_URL, stream, "300"]);
-    expect(last.out, `kills after ${kills.join(", ")} ms`).toContain("done");
-    const dead = JSON.parse(last.out.split("\n").find((l) => l.startsWith("["))!) as { eventUuid: string; lastError: string }[];
+    const out = await killedThenFinished(["consume", file, NATS_URL, stream, "300"], 3, 100, 500);
+    const dead = JSON.parse(out.split("\n").find((l) => l.startsWith("["))!) as { eventUuid: string; lastError: string }[];
     expect(dead.map((d) => d.eventUuid)).toEqual(["the-poison"]);
     expect(dead[0]!.lastError).toBe("poison");
 

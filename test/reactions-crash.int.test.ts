@@ -7,7 +7,6 @@
  * exactly once, every external call was made at least once and always with
  * the same dedupe key, and no scheduled command was lost or fired twice.
  */
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,6 +19,7 @@ import { reactionCommandUuid, reactionDedupeKey } from "mneme/reactions";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Inventory, Orders } from "../examples/orders/orders-domain.js";
 import { ORDERS, orderUuidOf, refused } from "./support/reactions-chain.js";
+import { runKillable } from "./support/run-process.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const dir = mkdtempSync(join(tmpdir(), "mneme-reactions-crash-"));
@@ -35,19 +35,8 @@ const script = fileURLToPath(new URL("./support/reactions-chain-process.ts", imp
 const cwd = fileURLToPath(new URL("..", import.meta.url));
 
 /** Runs the chain process; kills it with SIGKILL `killAfterMs` after it is ready (or lets it finish when undefined). */
-function run(args: string[], killAfterMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], { cwd, stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    child.stdout.on("data", (d: Buffer) => {
-      out += d.toString();
-      if (killAfterMs !== undefined && out.includes("ready") && !child.killed) {
-        setTimeout(() => child.kill("SIGKILL"), killAfterMs);
-      }
-    });
-    child.once("error", reject);
-    child.once("exit", (code, signal) => resolve({ code, signal, out }));
-  });
+function run(args: string[], killAfterMs?: number): ReturnType<typeof runKillable> {
+  return runKillable(script, args, cwd, killAfterMs);
 }
 
 function countBy<T>(items: readonly T[], key: (t: T) => string): Map<string, number> {

@@ -94,7 +94,12 @@ class NatsConsumeTransport implements ConsumeTransport {
         // mneme decides when a message is dead; the server delivers it until it is acked.
         max_deliver: -1,
         ack_wait: (o.ackWaitMs ?? 30_000) * 1e6,
-        ...(o.filterSubjects === undefined ? {} : { filter_subjects: [...o.filterSubjects] }),
+        // One subject as filter_subject: servers before 2.10 know no filter_subjects.
+        ...(o.filterSubjects === undefined
+          ? {}
+          : o.filterSubjects.length === 1
+            ? { filter_subject: o.filterSubjects[0]! }
+            : { filter_subjects: [...o.filterSubjects] }),
       });
     }
   }

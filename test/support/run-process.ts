@@ -1,5 +1,5 @@
 /** Runs a program to its end for a test: its exit code and output, with npm's own config warnings left out of stderr. */
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 
 export interface Run {
   code: number;
@@ -21,5 +21,27 @@ export function runProcess(file: string, args: readonly string[], cwd: string, t
           .join("\n"),
       });
     });
+  });
+}
+
+/**
+ * Runs a TypeScript program (`node --import tsx`) for a crash test; kills it
+ * with SIGKILL `killAfterMs` after it printed "ready" (or lets it finish when undefined).
+ */
+export function runKillable(
+  script: string,
+  args: readonly string[],
+  cwd: string,
+  killAfterMs?: number,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], { cwd, stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      if (killAfterMs !== undefined && out.includes("ready") && !child.killed) setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+    });
+    child.once("error", reject);
+    child.once("exit", (code, signal) => resolve({ code, signal, out }));
   });
 }

@@ -1,0 +1,195 @@
+/**
+ * mneme/nats against the raw client doing the same work, in one run
+ * (machine's NATS on 127.0.0.1:4222, memory stores, a stream of its own deleted at the end):
+ * (1) outbound: events appended, then published with the event uuid as
+ * Nats-Msg-Id and acked; mneme's NatsPublisher (outbox entries written with
+ * the checkpoint, published 64 aggregates side by side, entries deleted)
+ * against reading the same events from the store and publishing them in
+ * batches of 64 with their acks awaited;
+ * (2) inbound: messages published, then each turned into a committed command
+ * (commandUuid: uuid v5 of the message id) and acked; mneme's NatsConsumer
+ * against a raw JetStream consume loop that dispatches the same commands and acks.
+ */
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { createFacade, type Facade } from "../src/app/facade.js";
+import { newUuid } from "../src/model/clock.js";
+import { defineDomain } from "../src/model/domain.js";
+import { anonymous } from "../src/model/permission.js";
+import type { Event } from "../src/model/types.js";
+import { NatsConsumer, NatsPublisher } from "../src/nats/index.js";
+import { messageCommandUuid } from "../src/reactions/index.js";
+import { BENCH_REQ_CTX, BENCH_TENANT, type Bench, duel } from "./harness.js";
+
+const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
+const Acc = defineDomain("Acc", { description: "accounts for the integration bench" });
+const Credit = Acc.command<{ accountUuid: string; amount: number }>("Credit", { permission: anonymous });
+const Credited = Acc.event<{ amount: number }>("Credited");
+Acc.handleCommand(Credit, (_ctx, _c, p) => [Credited.create(p.accountUuid, { amount: p.amount })]);
+
+const enc = new TextEncoder();
+
+export default async function (b: Bench): Promise<void> {
+  const nc = await connect({ servers: NATS_URL });
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  const stream = `BENCH_${newUuid().replace(/-/g, "").slice(-10)}`.toUpperCase();
+  await jsm.streams.add({ name: stream, subjects: [`${stream}.>`], storage: "memory" as never });
+  try {
+    await outbound(b, js, stream, nc);
+    await inbound(b, js, stream, nc);
+  } finally {
+    await jsm.streams.delete(stream).catch(() => undefined);
+    await nc.close();
+  }
+}
+
+type Js = ReturnType<typeof jetstream>;
+type Nc = Awaited<ReturnType<typeof connect>>;
+
+const aggregates = Array.from({ length: 64 }, () => newUuid());
+function newEvents(n: number, round: number) {
+  return Array.from({ length: n }, (_, i) => ({
+    domain: "Acc",
+    name: "Credited",
+    aggregateUuid: aggregates[i % aggregates.length]!,
+    payload: { amount: round * n + i },
+    tenantUuid: BENCH_TENANT,
+    reqCtx: BENCH_REQ_CTX,
+  }));
+}
+const toMessage = (stream: string, e: Event<{ amount: number }>) => ({
+  subject: `${stream}.m.credited`,
+  body: { account: e.aggregateUuid, amount: e.payload.amount },
+});
+
+async function outbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void> {
+  const n = b.quick ? 500 : 2000;
+  const rounds = b.quick ? 2 : 4;
+  const mnemeF = createFacade({ appName: "bench-out" });
+  mnemeF.registerDomain(Acc);
+  const publisher = new NatsPublisher(mnemeF, { name: "Out", domain: "Acc", connection: nc, stream, concurrency: 64, pollMs: 1000 }).on(
+    Credited,
+    (e) => toMessage(stream, e),
+  );
+  mnemeF.registerReadmodel(publisher);
+  await mnemeF.start();
+  const rawF = createFacade({ appName: "bench-out-raw" });
+  rawF.registerDomain(Acc);
+  await rawF.start();
+  let rawFrom = 0;
+  await duel(
+    b,
+    "integration",
+    "events published to JetStream, acked",
+    n,
+    rounds,
+    async (round) => {
+      await mnemeF.eventRepository.append(newEvents(n, round));
+      for (;;) {
+        await publisher.idle();
+        await publisher.outbox.drain();
+        if ((await publisher.outbox.counts()).pending === 0) break;
+      }
+    },
+    [
+      {
+        name: "raw client (read, publish in batches of 64, acks)",
+        run: async (round) => {
+          await rawF.eventRepository.append(newEvents(n, round));
+          for await (const batch of rawF.eventRepository.readAll({ afterPosition: rawFrom, batchSize: 500 })) {
+            for (let i = 0; i < batch.length; i += 64) {
+              await Promise.all(
+                batch.slice(i, i + 64).map((e) => {
+                  const m = toMessage(stream, e as Event<{ amount: number }>);
+                  return js.publish(m.subject, enc.encode(JSON.stringify(m.body)), { msgID: e.eventUuid });
+                }),
+              );
+            }
+            rawFrom = batch.at(-1)!.position;
+          }
+        },
+      },
+    ],
+    "events/s",
+  );
+  await mnemeF.stop();
+  await rawF.stop();
+}
+
+async function inbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void> {
+  const n = b.quick ? 300 : 1000;
+  const rounds = b.quick ? 2 : 4;
+  const publishAll = async (subject: string) => {
+    for (let i = 0; i < n; i += 64)
+      await Promise.all(
+        Array.from({ length: Math.min(64, n - i) }, (_, k) =>
+          js.publish(subject, enc.encode(JSON.stringify({ account: aggregates[(i + k) % 64], amount: i + k })), { msgID: newUuid() }),
+        ),
+      );
+  };
+  const counting = (f: Facade) => {
+    let appended = 0;
+    f.eventRepository.onAppend?.((events) => (appended += events.length));
+    return () => appended;
+  };
+  const toCommand = (body: unknown) => {
+    const p = body as { account: string; amount: number };
+    return { accountUuid: p.account, amount: p.amount };
+  };
+  const mnemeF = createFacade({ appName: "bench-in" });
+  mnemeF.registerDomain(Acc);
+  mnemeF.registerReadmodel(
+    new NatsConsumer(mnemeF, {
+      name: "In",
+      domain: "Acc",
+      connection: nc,
+      stream,
+      durable: "bench-in",
+      filterSubjects: [`${stream}.in.mneme`],
+      toCommand: (m) => ({ command: Credit, payload: toCommand(m.body) }),
+    }),
+  );
+  await mnemeF.start();
+  const mnemeDone = counting(mnemeF);
+  const rawF = createFacade({ appName: "bench-in-raw" });
+  rawF.registerDomain(Acc);
+  await rawF.start();
+  await jetstreamManager(nc).then((jsm) =>
+    jsm.consumers.add(stream, { durable_name: "bench-raw", ack_policy: "explicit" as never, filter_subject: `${stream}.in.raw` }),
+  );
+  const rawMessages = await (await js.consumers.get(stream, "bench-raw")).consume({ max_messages: 32 });
+  const rawIt = rawMessages[Symbol.asyncIterator]();
+  const dec = new TextDecoder();
+  await duel(
+    b,
+    "integration",
+    "messages -> committed commands, acked",
+    n,
+    rounds,
+    async (round) => {
+      await publishAll(`${stream}.in.mneme`);
+      while (mnemeDone() < (round + 1) * n) await new Promise((r) => setTimeout(r, 1));
+    },
+    [
+      {
+        name: "raw client (consume, dispatch, ack)",
+        run: async () => {
+          await publishAll(`${stream}.in.raw`);
+          for (let done = 0; done < n; done++) {
+            const next = await rawIt.next();
+            if (next.done === true) throw new Error("the raw consumer ended");
+            const m = next.value;
+            const id = m.headers?.get("Nats-Msg-Id") ?? String(m.seq);
+            await rawF.dispatch(Credit, toCommand(JSON.parse(dec.decode(m.data))), { commandUuid: messageCommandUuid(id) });
+            m.ack();
+          }
+        },
+      },
+    ],
+    "messages/s",
+  );
+  await rawMessages.close();
+  await mnemeF.stop();
+  await rawF.stop();
+}
