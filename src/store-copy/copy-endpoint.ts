@@ -41,3 +41,26 @@ export interface CopyEndpoint {
   afterRows(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** The stores of one backend, as createSqliteBackends / createPostgresBackends make them. */
+interface BackendStores {
+  readonly eventRepository: { init(): Promise<void> };
+  readonly commandStore: { init(): Promise<void> };
+  readonly snapshotStore: { init(): Promise<void> };
+  readonly keyStore: { init(): Promise<void> };
+  readonly readmodelStoreBackend: { init(): Promise<void> };
+  readonly logStore: { init(): Promise<void> };
+  close(): Promise<void>;
+}
+
+/** Creates every table of a store (each store's own init(), so the DDL and format record are the release's), then closes the stores. */
+export async function createStoreTables(stores: BackendStores): Promise<void> {
+  try {
+    for (const s of [stores.eventRepository, stores.commandStore, stores.snapshotStore, stores.keyStore, stores.readmodelStoreBackend]) {
+      await s.init();
+    }
+    await stores.logStore.init();
+  } finally {
+    await stores.close();
+  }
+}

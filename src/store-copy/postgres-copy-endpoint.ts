@@ -5,7 +5,7 @@ import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format
 import { createPostgresBackends } from "../postgres/postgres-backends.js";
 import { mapPgError } from "../postgres/postgres-errors.js";
 import { quoteIdent, validateSchemaName } from "../postgres/postgres-schema.js";
-import type { CopyEndpoint, CopyMarker } from "./copy-endpoint.js";
+import { type CopyEndpoint, type CopyMarker, createStoreTables } from "./copy-endpoint.js";
 import { COPY_MARKER_TABLE, type CopyColumn, type CopyRow, type CopyTable, SQL_TABLE_GENERATIONS } from "./copy-tables.js";
 
 /** Where a Postgres side of a copy is: a connection string and a schema. */
@@ -143,15 +143,7 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
   }
 
   async createTables(): Promise<void> {
-    const stores = createPostgresBackends({ pool: this.#pool, schema: this.#schema, pollIntervalMs: 0 });
-    try {
-      for (const s of [stores.eventRepository, stores.commandStore, stores.snapshotStore, stores.keyStore, stores.readmodelStoreBackend]) {
-        await s.init();
-      }
-      await stores.logStore.init();
-    } finally {
-      await stores.close();
-    }
+    await createStoreTables(createPostgresBackends({ pool: this.#pool, schema: this.#schema, pollIntervalMs: 0 }));
     await this.#query(
       `CREATE TABLE IF NOT EXISTS ${this.#table(COPY_MARKER_TABLE)} (id smallint PRIMARY KEY CHECK (id = 1), source text NOT NULL, finished_at bigint)`,
     );

@@ -4,7 +4,7 @@ import { MnemeError } from "../model/errors.js";
 import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format.js";
 import { createSqliteBackends } from "../sqlite/sqlite-backends.js";
 import { SqliteDatabase, validateTablePrefix } from "../sqlite/sqlite-database.js";
-import type { CopyEndpoint, CopyMarker } from "./copy-endpoint.js";
+import { type CopyEndpoint, type CopyMarker, createStoreTables } from "./copy-endpoint.js";
 import {
   type ColumnKind,
   COPY_MARKER_TABLE,
@@ -111,15 +111,7 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
   }
 
   async createTables(): Promise<void> {
-    const stores = createSqliteBackends({ database: this.#connection.driver, tablePrefix: this.#prefix, pollIntervalMs: 0 });
-    try {
-      for (const s of [stores.eventRepository, stores.commandStore, stores.snapshotStore, stores.keyStore, stores.readmodelStoreBackend]) {
-        await s.init();
-      }
-      await stores.logStore.init();
-    } finally {
-      await stores.close();
-    }
+    await createStoreTables(createSqliteBackends({ database: this.#connection.driver, tablePrefix: this.#prefix, pollIntervalMs: 0 }));
     this.#db.exec(
       `CREATE TABLE IF NOT EXISTS ${this.#table(COPY_MARKER_TABLE)} (id INTEGER PRIMARY KEY CHECK (id = 1), source TEXT NOT NULL, finished_at INTEGER)`,
     );
