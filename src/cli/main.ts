@@ -70,35 +70,36 @@ function version(): string {
   return pkg.version ?? "unknown";
 }
 
-async function run(argv: readonly string[]): Promise<number> {
-  let parsed;
+const OPTIONS = {
+  tsconfig: { type: "string" },
+  path: { type: "string" },
+  out: { type: "string" },
+  type: { type: "string" },
+  types: { type: "string" },
+  "all-exports": { type: "boolean" },
+  app: { type: "string" },
+  "dry-run": { type: "boolean" },
+  "batch-size": { type: "string" },
+  from: { type: "string" },
+  to: { type: "string" },
+  resume: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+  version: { type: "boolean", short: "v" },
+} as const;
+
+function parse(argv: readonly string[]) {
   try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: true,
-      strict: true,
-      options: {
-        tsconfig: { type: "string" },
-        path: { type: "string" },
-        out: { type: "string" },
-        type: { type: "string" },
-        types: { type: "string" },
-        "all-exports": { type: "boolean" },
-        app: { type: "string" },
-        "dry-run": { type: "boolean" },
-        "batch-size": { type: "string" },
-        from: { type: "string" },
-        to: { type: "string" },
-        resume: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-        version: { type: "boolean", short: "v" },
-      },
-    });
+    return parseArgs({ args: [...argv], allowPositionals: true, strict: true, options: OPTIONS });
   } catch (e) {
     throw new UsageError(errorMessage(e));
   }
-  const { values, positionals } = parsed;
-  if (values.help === true) {
+}
+
+type Values = ReturnType<typeof parse>["values"];
+
+async function run(argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parse(argv);
+  if (values.help === true || positionals[0] === "help") {
     process.stdout.write(USAGE);
     return 0;
   }
@@ -106,33 +107,34 @@ async function run(argv: readonly string[]): Promise<number> {
     process.stdout.write(`${version()}\n`);
     return 0;
   }
-  if (positionals[0] === "help") {
-    process.stdout.write(USAGE);
-    return 0;
-  }
   if (positionals.length === 0) throw new UsageError("no command given");
-  if (positionals[0] === "privacy") {
-    const action = positionals[1];
-    if ((action !== "check" && action !== "migrate") || positionals.length > 2) {
-      throw new UsageError(`unknown command "${positionals.join(" ")}"`);
-    }
-    if (values.app === undefined || values.app === "") throw new UsageError("missing --app");
-    const batch = values["batch-size"];
-    if (batch !== undefined && !/^[1-9][0-9]{0,4}$/.test(batch))
-      throw new UsageError(`--batch-size must be an integer >= 1, got "${batch}"`);
-    const out = await runPrivacyCommand({
-      action,
-      app: values.app,
-      ...(values["dry-run"] === true ? { dryRun: true } : {}),
-      ...(batch === undefined ? {} : { batchSize: Number(batch) }),
-    });
-    process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
-    return 0;
-  }
+  if (positionals[0] === "privacy") return privacyCommand(positionals, values);
   if (positionals[0] === "store") return storeCopy(positionals, values);
   if (positionals[0] !== "schema" || positionals[1] !== "build") {
     throw new UsageError(`unknown command "${positionals.join(" ")}"`);
   }
+  return schemaBuild(positionals, values);
+}
+
+async function privacyCommand(positionals: readonly string[], values: Values): Promise<number> {
+  const action = positionals[1];
+  if ((action !== "check" && action !== "migrate") || positionals.length > 2) {
+    throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+  }
+  if (values.app === undefined || values.app === "") throw new UsageError("missing --app");
+  const batch = values["batch-size"];
+  if (batch !== undefined && !/^[1-9][0-9]{0,4}$/.test(batch)) throw new UsageError(`--batch-size must be an integer >= 1, got "${batch}"`);
+  const out = await runPrivacyCommand({
+    action,
+    app: values.app,
+    ...(values["dry-run"] === true ? { dryRun: true } : {}),
+    ...(batch === undefined ? {} : { batchSize: Number(batch) }),
+  });
+  process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+  return 0;
+}
+
+async function schemaBuild(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 2) {
     throw new UsageError(`unexpected argument "${positionals[2]}" (quote the --path glob so the shell does not expand it)`);
   }

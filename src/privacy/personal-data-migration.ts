@@ -289,6 +289,80 @@ function sealClear(protection: PersonalDataProtection, payload: unknown, fields:
   return out;
 }
 
+/** The keys, subjects and counts of one migration run (see {@link migratePersonalData}). */
+class MigrationRun {
+  readonly forgets: ForgetTimes;
+  readonly tally = new SubjectTally();
+  readonly erased = new Set<string>();
+  readonly #announced = new Set<string>();
+  sealedEvents = 0;
+  sealedValues = 0;
+  unnamed = 0;
+
+  constructor(
+    private readonly host: PersonalDataMigrationHost,
+    private readonly dryRun: boolean,
+  ) {
+    this.forgets = new ForgetTimes(host.stored);
+  }
+
+  /** The key to seal a value of `subject` written at (position, createdAt): discarded when the subject was forgotten after it. */
+  readonly keyFor = async (subject: string, at: { position?: number; createdAt: number }): Promise<SubjectKey> => {
+    const forgot = await this.forgets.of(subject);
+    const before = forgot !== undefined && (at.position !== undefined ? at.position < forgot.position : at.createdAt < forgot.createdAt);
+    // A dry run makes no key: what it seals is thrown away.
+    if (!before) return this.dryRun ? { ...discardedKey(subject), createdAt: 1 } : this.host.protection.liveKey(subject);
+    this.erased.add(subject);
+    return discardedKey(subject);
+  };
+
+  /** Readmodels hold the clear copies of a subject forgotten before: tell them again, before its values are sealed away. */
+  readonly announce = async (subjects: Iterable<string>): Promise<void> => {
+    const fresh = [...subjects].filter((s) => !this.#announced.has(s));
+    for (const s of fresh) {
+      this.#announced.add(s);
+      if (this.dryRun) continue;
+      const agg = forgetAggregateUuidOf(s);
+      await this.host.append([SubjectForgotten.create(agg, { subject: s, keysDeleted: 0 }, { tenantUuid: "" })], [agg]);
+    }
+  };
+
+  /** The rewrites of one page of events (clear declared fields sealed); the subjects erased before they were written, in `erasedHere`. */
+  async sealPage(page: readonly Event[], paths: Map<string, PersonalData>, erasedHere: Set<string>): Promise<PayloadSealing[]> {
+    const rewrites: PayloadSealing[] = [];
+    for (const e of page) {
+      const spec = paths.get(`${e.domain}.${e.name}`)!;
+      const fields = clearFields(e.payload, spec.fields);
+      if (fields.length === 0) continue;
+      const subject = storedSubject(spec, e);
+      if (subject === undefined) {
+        this.unnamed++;
+        continue;
+      }
+      const key = await this.keyFor(subject, e);
+      if (this.erased.has(subject)) erasedHere.add(subject);
+      this.tally.add(subject);
+      rewrites.push({ id: e.eventUuid, stored: e.payload, sealed: sealClear(this.host.protection, e.payload, fields, key) });
+      this.sealedValues += fields.length;
+    }
+    return rewrites;
+  }
+
+  /** Records how far the run went (a progress mark; `complete` once events and records are all done). */
+  async mark(declarations: string[], throughPosition: number, counts: { sealedEvents: number; sealedRecords?: number }, complete: boolean) {
+    const mark: Migrated = { declarations, throughPosition, ...counts, complete };
+    await this.host.append([PersonalDataMigrated.create(migrationAggregateUuid, mark, { tenantUuid: "" })], [migrationAggregateUuid]);
+  }
+}
+
+function checkedBatchSize(opts: MigratePersonalDataOptions): number {
+  const batchSize = opts.batchSize ?? 500;
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
+    throw new MnemeError("INVALID_REQUEST", `migratePersonalData: batchSize must be an integer in 1..10000, got ${String(batchSize)}`);
+  }
+  return batchSize;
+}
+
 /**
  * Seals the declared personal fields stored in clear, in events (from the
  * last progress mark to the head as it was when the run began) and in
@@ -299,10 +373,7 @@ export async function migratePersonalData(
   host: PersonalDataMigrationHost,
   opts: MigratePersonalDataOptions = {},
 ): Promise<PersonalDataMigrationReport> {
-  const batchSize = opts.batchSize ?? 500;
-  if (!Number.isSafeInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
-    throw new MnemeError("INVALID_REQUEST", `migratePersonalData: batchSize must be an integer in 1..10000, got ${String(batchSize)}`);
-  }
+  const batchSize = checkedBatchSize(opts);
   const dryRun = opts.dryRun === true;
   const repo = host.stored;
   if (!dryRun && typeof repo.sealStoredPayloads !== "function") {
@@ -313,63 +384,21 @@ export async function migratePersonalData(
   const declarations = declarationsOf(types);
   const head = await repo.headPosition();
   const after = (await lastMark(host, declarations))?.throughPosition ?? 0;
-  const forgets = new ForgetTimes(repo);
-  const tally = new SubjectTally();
-  const erased = new Set<string>();
-  const announced = new Set<string>();
-  let sealedEvents = 0;
-  let sealedValues = 0;
-  let unnamed = 0;
+  const run = new MigrationRun(host, dryRun);
   let through = after;
   let complete = true;
 
-  /** The key to seal a value of `subject` written at (position, createdAt): discarded when the subject was forgotten after it. */
-  const keyFor = async (subject: string, at: { position?: number; createdAt: number }): Promise<SubjectKey> => {
-    const forgot = await forgets.of(subject);
-    const before = forgot !== undefined && (at.position !== undefined ? at.position < forgot.position : at.createdAt < forgot.createdAt);
-    // A dry run makes no key: what it seals is thrown away.
-    if (!before) return dryRun ? { ...discardedKey(subject), createdAt: 1 } : host.protection.liveKey(subject);
-    erased.add(subject);
-    return discardedKey(subject);
-  };
-  /** Readmodels hold the clear copies of a subject forgotten before: tell them again, before its values are sealed away. */
-  const announce = async (subjects: Iterable<string>): Promise<void> => {
-    const fresh = [...subjects].filter((s) => !announced.has(s));
-    for (const s of fresh) {
-      announced.add(s);
-      if (dryRun) continue;
-      const agg = forgetAggregateUuidOf(s);
-      await host.append([SubjectForgotten.create(agg, { subject: s, keysDeleted: 0 }, { tenantUuid: "" })], [agg]);
-    }
-  };
-
   if (paths.size > 0 && after < head) {
     for await (const page of repo.readAll({ afterPosition: after, untilPosition: head, eventPaths: [...paths.keys()], batchSize })) {
-      const rewrites: PayloadSealing[] = [];
       const erasedHere = new Set<string>();
-      for (const e of page) {
-        const spec = paths.get(`${e.domain}.${e.name}`)!;
-        const fields = clearFields(e.payload, spec.fields);
-        if (fields.length === 0) continue;
-        const subject = storedSubject(spec, e);
-        if (subject === undefined) {
-          unnamed++;
-          continue;
-        }
-        const key = await keyFor(subject, e);
-        if (erased.has(subject)) erasedHere.add(subject);
-        tally.add(subject);
-        rewrites.push({ id: e.eventUuid, stored: e.payload, sealed: sealClear(host.protection, e.payload, fields, key) });
-        sealedValues += fields.length;
-      }
+      const rewrites = await run.sealPage(page, paths, erasedHere);
       through = page[page.length - 1]!.position;
       if (!dryRun) {
-        await announce(erasedHere);
-        if (rewrites.length > 0) sealedEvents += await repo.sealStoredPayloads!(rewrites);
-        const mark: Migrated = { declarations, throughPosition: through, sealedEvents: rewrites.length, complete: false };
-        await host.append([PersonalDataMigrated.create(migrationAggregateUuid, mark, { tenantUuid: "" })], [migrationAggregateUuid]);
+        await run.announce(erasedHere);
+        if (rewrites.length > 0) run.sealedEvents += await repo.sealStoredPayloads!(rewrites);
+        await run.mark(declarations, through, { sealedEvents: rewrites.length }, false);
       } else {
-        sealedEvents += rewrites.length;
+        run.sealedEvents += rewrites.length;
       }
       if (opts.signal?.aborted === true) {
         complete = through >= head;
@@ -380,21 +409,18 @@ export async function migratePersonalData(
   if (complete) through = Math.max(through, head);
 
   let sealedRecords = 0;
-  if (complete) sealedRecords = await migrateRecords(host, keyFor, announce, dryRun);
+  if (complete) sealedRecords = await migrateRecords(host, run.keyFor, run.announce, dryRun);
   if (!dryRun) {
     await host.dropFoldedCopies();
-    if (complete) {
-      const mark: Migrated = { declarations, throughPosition: through, sealedEvents: 0, sealedRecords, complete: true };
-      await host.append([PersonalDataMigrated.create(migrationAggregateUuid, mark, { tenantUuid: "" })], [migrationAggregateUuid]);
-    }
+    if (complete) await run.mark(declarations, through, { sealedEvents: 0, sealedRecords }, true);
   }
   return {
-    sealedEvents,
-    sealedValues,
+    sealedEvents: run.sealedEvents,
+    sealedValues: run.sealedValues,
     sealedRecords,
-    subjects: tally.seen.size,
-    erasedSubjects: [...erased],
-    unnamed,
+    subjects: run.tally.seen.size,
+    erasedSubjects: [...run.erased],
+    unnamed: run.unnamed,
     throughPosition: through,
     complete,
     dryRun,
