@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { defineDomain } from "../src/model/domain.js";
+import type { DomainInstaller } from "../src/model/domain-install.js";
 import { createFacade, type Facade, type FacadeOptions } from "../src/app/facade.js";
 import { createPostgresBackends } from "../src/postgres/postgres-backends.js";
 import { createSqliteBackends } from "../src/sqlite/sqlite-backends.js";
@@ -30,11 +31,13 @@ function itemDomain() {
     evolve: { ItemTouched: (s, p: { title: string }) => ({ title: p.title, n: s.n + 1 }) },
   });
   const TouchItem = Items.command<Touch>("TouchItem");
-  Items.handleCommand(TouchItem, async (ctx, _cmd, p) => {
-    await ctx.aggregates.load(Item, p.itemUuid);
-    return [ItemTouched.create(p.itemUuid, { title: p.title })];
-  });
-  return { Items, ItemTouched, TouchItem };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(TouchItem, async (ctx, _cmd, p) => {
+      await ctx.aggregates.load(Item, p.itemUuid);
+      return [ItemTouched.create(p.itemUuid, { title: p.title })];
+    });
+  };
+  return { Items, ItemTouched, TouchItem, install };
 }
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -61,7 +64,7 @@ export default async function dispatchLoadBench(b: Bench): Promise<void> {
     for (const [backend, n, aggregates, make] of cases) {
       const d = itemDomain();
       const f: Facade = createFacade({ appName: "bench-load", ...make("facade") });
-      f.registerDomain(d.Items);
+      f.registerDomain(d.Items, d.install);
       await f.start();
       const rawStores = make("raw");
       const raw = rawStores.eventRepository ?? f.eventRepository;

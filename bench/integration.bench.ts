@@ -15,6 +15,7 @@ import { connect } from "@nats-io/transport-node";
 import { createFacade, type Facade } from "../src/app/facade.js";
 import { newUuid } from "../src/model/clock.js";
 import { defineDomain } from "../src/model/domain.js";
+import type { DomainInstaller } from "../src/model/domain-install.js";
 import { anonymous } from "../src/model/permission.js";
 import type { Event } from "../src/model/types.js";
 import { NatsConsumer, NatsPublisher } from "../src/nats/index.js";
@@ -25,7 +26,9 @@ const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const Acc = defineDomain("Acc", { description: "accounts for the integration bench" });
 const Credit = Acc.command<{ accountUuid: string; amount: number }>("Credit", { permission: anonymous });
 const Credited = Acc.event<{ amount: number }>("Credited");
-Acc.handleCommand(Credit, (_ctx, _c, p) => [Credited.create(p.accountUuid, { amount: p.amount })]);
+function installAcc(d: DomainInstaller): void {
+  d.handleCommand(Credit, (_ctx, _c, p) => [Credited.create(p.accountUuid, { amount: p.amount })]);
+}
 
 const enc = new TextEncoder();
 
@@ -67,7 +70,7 @@ async function outbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void>
   const n = b.quick ? 500 : 2000;
   const rounds = b.quick ? 2 : 4;
   const mnemeF = createFacade({ appName: "bench-out" });
-  mnemeF.registerDomain(Acc);
+  mnemeF.registerDomain(Acc, installAcc);
   const publisher = new NatsPublisher(mnemeF, { name: "Out", domain: "Acc", connection: nc, stream, concurrency: 64, pollMs: 1000 }).on(
     Credited,
     (e) => toMessage(stream, e),
@@ -75,7 +78,7 @@ async function outbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void>
   mnemeF.registerReadmodel(publisher);
   await mnemeF.start();
   const rawF = createFacade({ appName: "bench-out-raw" });
-  rawF.registerDomain(Acc);
+  rawF.registerDomain(Acc, installAcc);
   await rawF.start();
   let rawFrom = 0;
   await duel(
@@ -138,7 +141,7 @@ async function inbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void> 
     return { accountUuid: p.account, amount: p.amount };
   };
   const mnemeF = createFacade({ appName: "bench-in" });
-  mnemeF.registerDomain(Acc);
+  mnemeF.registerDomain(Acc, installAcc);
   mnemeF.registerReadmodel(
     new NatsConsumer(mnemeF, {
       name: "In",
@@ -153,7 +156,7 @@ async function inbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void> 
   await mnemeF.start();
   const mnemeDone = counting(mnemeF);
   const rawF = createFacade({ appName: "bench-in-raw" });
-  rawF.registerDomain(Acc);
+  rawF.registerDomain(Acc, installAcc);
   await rawF.start();
   await jetstreamManager(nc).then((jsm) =>
     jsm.consumers.add(stream, { durable_name: "bench-raw", ack_policy: "explicit" as never, filter_subject: `${stream}.in.raw` }),

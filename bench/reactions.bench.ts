@@ -17,6 +17,7 @@ import pg from "pg";
 import { createFacade, type Facade } from "../src/app/facade.js";
 import { newUuid, nowNs } from "../src/model/clock.js";
 import { defineDomain } from "../src/model/domain.js";
+import type { DomainInstaller } from "../src/model/domain-install.js";
 import { anonymous } from "../src/model/permission.js";
 import { createPostgresBackends } from "../src/postgres/index.js";
 import { ProcessManager } from "../src/reactions/index.js";
@@ -35,14 +36,16 @@ const Finish = Chain.command<Ref>("Finish", { permission: anonymous });
 const Started = Chain.event<Ref>("Started");
 const Stepped = Chain.event<Ref>("Stepped");
 const Finished = Chain.event<Ref>("Finished");
-Chain.handleCommand(Start, (_ctx, _c, p) => [Started.create(p.chainUuid, p)]);
-Chain.handleCommand(Step, (_ctx, _c, p) => [Stepped.create(p.chainUuid, p)]);
-Chain.handleCommand(Finish, (_ctx, _c, p) => [Finished.create(p.chainUuid, p)]);
+function installChain(d: DomainInstaller): void {
+  d.handleCommand(Start, (_ctx, _c, p) => [Started.create(p.chainUuid, p)]);
+  d.handleCommand(Step, (_ctx, _c, p) => [Stepped.create(p.chainUuid, p)]);
+  d.handleCommand(Finish, (_ctx, _c, p) => [Finished.create(p.chainUuid, p)]);
+}
 
 /** A facade with the Chain domain and its process manager; `finished` resolves when `expect` chains have finished. */
 async function chainFacade(backends: object, concurrency: number): Promise<{ f: Facade; until: (n: number) => Promise<void> }> {
   const f = createFacade({ appName: "bench-reactions", ...backends });
-  f.registerDomain(Chain);
+  f.registerDomain(Chain, installChain);
   let done = 0;
   let waiter: { n: number; resolve: () => void } | undefined;
   const pm = new ProcessManager<{ step: number }>(f, {
@@ -123,7 +126,7 @@ async function sqlite(b: Bench, chains: number, ops: number, rounds: number): Pr
   try {
     // A facade without the process manager for the dispatch duel: only the command path is measured.
     const plain = createFacade({ appName: "bench-dispatch", ...createSqliteBackends({ filename: join(dir, "dispatch.db") }) });
-    plain.registerDomain(Chain);
+    plain.registerDomain(Chain, installChain);
     await plain.start();
     await dispatchDuel(b, "sqlite", plain, ops, rounds);
     await plain.stop();
@@ -206,7 +209,7 @@ async function postgres(b: Bench, chains: number, ops: number, rounds: number): 
       appName: "bench-dispatch",
       ...createPostgresBackends({ connectionString: DATABASE_URL, schema: dispatchSchema }),
     });
-    plain.registerDomain(Chain);
+    plain.registerDomain(Chain, installChain);
     await plain.start();
     await dispatchDuel(b, "postgres", plain, ops, rounds);
     await plain.stop();
@@ -215,7 +218,7 @@ async function postgres(b: Bench, chains: number, ops: number, rounds: number): 
       appName: "bench-dispatch",
       ...createPostgresBackends({ connectionString: DATABASE_URL, schema: `${dispatchSchema}a`, claimCommit: "async" }),
     });
-    asyncClaims.registerDomain(Chain);
+    asyncClaims.registerDomain(Chain, installChain);
     await asyncClaims.start();
     await dispatchDuel(b, "postgres, claimCommit async", asyncClaims, ops, rounds);
     await asyncClaims.stop();

@@ -8,7 +8,15 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { EventEmitter } from "eventemitter3";
-import { createFacade, defineDomain, type Facade, type JsonSchema, type RequestContext, type SystemEvent } from "../src/index.js";
+import {
+  createFacade,
+  defineDomain,
+  type DomainInstaller,
+  type Facade,
+  type JsonSchema,
+  type RequestContext,
+  type SystemEvent,
+} from "../src/index.js";
 import { SystemEventProducer } from "../src/runtime/system-events.js";
 import type { Bench } from "./harness.js";
 
@@ -37,14 +45,17 @@ function buildApp(dir: string): Facade {
   const f = createFacade({ schemas: file, authorizer: () => undefined });
   for (let d = 0; d < DOMAINS; d++) {
     const D = defineDomain(`D${d}`);
+    const handlers: ((i: DomainInstaller) => void)[] = [];
     for (let i = 0; i < PER_DOMAIN; i++) {
       const c = D.command<{ id: string }>(`D${d}Cmd${i}`);
-      D.handleCommand(c, () => []);
       const q = D.query<Record<string, never>, number>(`D${d}Qry${i}`);
-      D.handleQuery(q, () => i);
+      handlers.push((inst) => {
+        inst.handleCommand(c, () => []);
+        inst.handleQuery(q, () => i);
+      });
       D.event(`D${d}Evt${i}`);
     }
-    f.registerDomain(D);
+    f.registerDomain(D, (inst) => handlers.forEach((h) => h(inst)));
   }
   return f;
 }

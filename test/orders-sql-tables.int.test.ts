@@ -12,6 +12,8 @@ import { installOrderTables, type OrderTables } from "../examples/orders/order-t
 import {
   CancelOrderCmd,
   GetCustomerSummary,
+  installInventoryDomain,
+  installOrdersDomain,
   Inventory,
   ListOrdersByStatus,
   Orders,
@@ -35,8 +37,8 @@ const places: [string, () => Partial<FacadeOptions>][] = [
 describe.each(places)("orders example: the read side in SQL tables on %s", (_name, backends) => {
   it("lists orders by status, newest first, and sums them per customer, per tenant; a restore from zero answers the same", async () => {
     const f: Facade = files.keep(createFacade({ appName: "shop", ...backends() }));
-    f.registerDomain(Orders);
-    f.registerDomain(Inventory);
+    f.registerDomain(Orders, installOrdersDomain);
+    f.registerDomain(Inventory, installInventoryDomain);
     const tables: OrderTables = installOrderTables(f);
     await f.start();
     const place = async (orderUuid: string, customer: string, amount: number, reqCtx = alice) =>

@@ -7,7 +7,7 @@
  * JSON safety only, not against the event's schema.
  * test/evolution-guide.int.test.ts runs it.
  */
-import { createFacade, defineDomain, isMnemeError } from "mneme";
+import { createFacade, defineDomain, type DomainInstaller, isMnemeError } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { reqCtx, workspace } from "./workspace.js";
 
@@ -29,8 +29,10 @@ function release1() {
   const Reviews = defineDomain("Reviews");
   const Rated = Reviews.event<{ score: number }>("Rated");
   const Rate = Reviews.command<{ reviewUuid: string; score: number }>("Rate");
-  Reviews.handleCommand(Rate, (_ctx, _cmd, p) => [Rated.create(p.reviewUuid, { score: p.score })]);
-  return { Reviews, Rate };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(Rate, (_ctx, _cmd, p) => [Rated.create(p.reviewUuid, { score: p.score })]);
+  };
+  return { Reviews, Rate, install };
 }
 
 /** Release 2 with an upcaster of your choice: the score (0..10) became stars (1..5). */
@@ -65,7 +67,7 @@ export async function main(): Promise<Record<string, unknown>> {
   try {
     const stores = () => createSqliteBackends({ filename: ws.filename });
     const r1 = release1();
-    const f1 = createFacade({ appName: "reviews", ...stores() }).registerDomain(r1.Reviews);
+    const f1 = createFacade({ appName: "reviews", ...stores() }).registerDomain(r1.Reviews, r1.install);
     await f1.start();
     await f1.dispatch(r1.Rate, { reviewUuid: "r-1", score: 7 }, { reqCtx });
     await f1.stop();

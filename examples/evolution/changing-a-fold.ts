@@ -5,7 +5,7 @@
  * of version 2), and the leftovers are deleted with `deleteAggregateType`.
  * test/evolution-guide.int.test.ts runs it.
  */
-import { createFacade, defineDomain, on } from "mneme";
+import { createFacade, defineDomain, type DomainInstaller, on } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { reqCtx, workspace } from "./workspace.js";
 
@@ -13,8 +13,10 @@ function accounts() {
   const Bank = defineDomain("Bank");
   const Deposited = Bank.event<{ cents: number }>("Deposited");
   const Deposit = Bank.command<{ accountUuid: string; cents: number }>("Deposit");
-  Bank.handleCommand(Deposit, (_ctx, _cmd, p) => [Deposited.create(p.accountUuid, { cents: p.cents })]);
-  return { Bank, Deposited, Deposit };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(Deposit, (_ctx, _cmd, p) => [Deposited.create(p.accountUuid, { cents: p.cents })]);
+  };
+  return { Bank, Deposited, Deposit, install };
 }
 
 function release1() {
@@ -48,14 +50,14 @@ export async function main(): Promise<{
   const ws = workspace("changing-a-fold");
   try {
     const r1 = release1();
-    const f1 = createFacade({ appName: "bank", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r1.Bank);
+    const f1 = createFacade({ appName: "bank", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r1.Bank, r1.install);
     await f1.start();
     for (const cents of [100, 250, 50]) await f1.dispatch(r1.Deposit, { accountUuid: "acc-1", cents }, { reqCtx });
     await f1.loadAggregate(r1.Account, "acc-1"); // folds 3 events: saves a snapshot of version 1 at version 2 or 3
     await f1.stop(); // waits for snapshot saves in flight
 
     const r2 = release2();
-    const f2 = createFacade({ appName: "bank", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r2.Bank);
+    const f2 = createFacade({ appName: "bank", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r2.Bank, r2.install);
     await f2.start(); // a new process: its aggregate cache starts empty
     const state = (await f2.loadAggregate(r2.Account, "acc-1")).state; // every event folded by the new evolve
     await f2.stop();

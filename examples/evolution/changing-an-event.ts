@@ -5,7 +5,7 @@
  * and every read hands out the current version. The stored rows never change.
  * test/evolution-guide.int.test.ts runs it.
  */
-import { createFacade, defineDomain, type Event, on } from "mneme";
+import { createFacade, defineDomain, type DomainInstaller, type Event, on } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { reqCtx, workspace } from "./workspace.js";
 
@@ -18,8 +18,10 @@ function release1() {
   const Shop = defineDomain("Shop");
   const PriceSet = Shop.event<PriceSetV1>("PriceSet");
   const SetPrice = Shop.command<{ productUuid: string; amount: number }>("SetPrice");
-  Shop.handleCommand(SetPrice, (_ctx, _cmd, p) => [PriceSet.create(p.productUuid, { amount: p.amount })]);
-  return { Shop, SetPrice };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(SetPrice, (_ctx, _cmd, p) => [PriceSet.create(p.productUuid, { amount: p.amount })]);
+  };
+  return { Shop, SetPrice, install };
 }
 
 // Release 3 -----------------------------------------------------------------
@@ -46,8 +48,10 @@ function release3() {
     evolve: [on(PriceSet, (_s, p) => ({ cents: p.cents, currency: p.currency }))], // only the current shape
   });
   const SetPrice = Shop.command<{ productUuid: string; cents: number; currency: string }>("SetPrice");
-  Shop.handleCommand(SetPrice, (_ctx, _cmd, p) => [PriceSet.create(p.productUuid, { cents: p.cents, currency: p.currency })]);
-  return { Shop, Product, SetPrice };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(SetPrice, (_ctx, _cmd, p) => [PriceSet.create(p.productUuid, { cents: p.cents, currency: p.currency })]);
+  };
+  return { Shop, Product, SetPrice, install };
 }
 
 /** Runs both releases on one SQLite file; returns what release 3 reads and what is stored. */
@@ -59,13 +63,13 @@ export async function main(): Promise<{
   const ws = workspace("changing-an-event");
   try {
     const r1 = release1();
-    const f1 = createFacade({ appName: "shop", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r1.Shop);
+    const f1 = createFacade({ appName: "shop", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r1.Shop, r1.install);
     await f1.start();
     await f1.dispatch(r1.SetPrice, { productUuid: "p-1", amount: 9.99 }, { reqCtx });
     await f1.stop();
 
     const r3 = release3();
-    const f3 = createFacade({ appName: "shop", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r3.Shop);
+    const f3 = createFacade({ appName: "shop", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r3.Shop, r3.install);
     await f3.start();
     await f3.dispatch(r3.SetPrice, { productUuid: "p-2", cents: 1250, currency: "CHF" }, { reqCtx });
     // Every read path of the facade hands out version 3: readAll, aggregate loads, handlers, history, the Runtime.

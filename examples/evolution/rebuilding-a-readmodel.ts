@@ -6,7 +6,16 @@
  * until the switch; the Runtime's listing shows the progress.
  * test/evolution-guide.int.test.ts runs it.
  */
-import { BaseReadmodel, createFacade, defineDomain, type Facade, isMnemeError, type RequestContext, withRestoreBatchSize } from "mneme";
+import {
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type DomainInstaller,
+  type Facade,
+  isMnemeError,
+  type RequestContext,
+  withRestoreBatchSize,
+} from "mneme";
 import { ListEventHandlers, type RestorationProgress } from "mneme/runtime";
 import { createSqliteBackends } from "mneme/sqlite";
 import { reqCtx, workspace } from "./workspace.js";
@@ -14,7 +23,10 @@ import { reqCtx, workspace } from "./workspace.js";
 const Catalog = defineDomain("Catalog");
 const Priced = Catalog.event<{ cents: number }>("Priced");
 const SetPrice = Catalog.command<{ sku: string; cents: number }>("SetPrice");
-Catalog.handleCommand(SetPrice, (_ctx, _cmd, p) => [Priced.create(p.sku, { cents: p.cents })]);
+/** The Catalog domain's install step: both releases register it with `registerDomain(Catalog, installCatalog)`. */
+function installCatalog(d: DomainInstaller): void {
+  d.handleCommand(SetPrice, (_ctx, _cmd, p) => [Priced.create(p.sku, { cents: p.cents })]);
+}
 
 /** For the example only: holds a rebuild at one position, so that the page can show what readers see meanwhile. */
 interface Hold {
@@ -59,7 +71,10 @@ export async function main(): Promise<{
 }> {
   const ws = workspace("rebuilding-a-readmodel");
   try {
-    const f1 = createFacade({ appName: "catalog", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(Catalog);
+    const f1 = createFacade({ appName: "catalog", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(
+      Catalog,
+      installCatalog,
+    );
     f1.registerReadmodel(new PriceLabels(f1, euros));
     await f1.start();
     for (const [sku, cents] of [
@@ -76,7 +91,10 @@ export async function main(): Promise<{
     const hold: Hold = { atPosition: 3, reached: () => reached(), until: new Promise((r) => (resume = r)) };
     const atHold = new Promise<void>((r) => (reached = r));
 
-    const f2 = createFacade({ appName: "catalog", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(Catalog);
+    const f2 = createFacade({ appName: "catalog", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(
+      Catalog,
+      installCatalog,
+    );
     const labels = new PriceLabels(f2, (cents) => `EUR ${euros(cents)}`, hold);
     f2.registerReadmodel(labels);
     await f2.start(); // resumes from its checkpoint (3): nothing to do, the old labels stay

@@ -5,7 +5,7 @@
  * new name (readAll's eventPaths, a handler for LoanStarted) finds them.
  * test/evolution-guide.int.test.ts runs it.
  */
-import { BaseReadmodel, createFacade, defineDomain, type Event, type Facade } from "mneme";
+import { BaseReadmodel, createFacade, defineDomain, type DomainInstaller, type Event, type Facade } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { reqCtx, workspace } from "./workspace.js";
 
@@ -18,16 +18,20 @@ function release1() {
   const Library = defineDomain("Library");
   const BookLent = Library.event<Loan>("BookLent");
   const Lend = Library.command<Loan>("Lend");
-  Library.handleCommand(Lend, (_ctx, _cmd, p) => [BookLent.create(p.bookUuid, p)]);
-  return { Library, Lend };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(Lend, (_ctx, _cmd, p) => [BookLent.create(p.bookUuid, p)]);
+  };
+  return { Library, Lend, install };
 }
 
 function release2() {
   const Library = defineDomain("Library");
   const LoanStarted = Library.event<Loan>("LoanStarted", { renamedFrom: "BookLent" });
   const Lend = Library.command<Loan>("Lend");
-  Library.handleCommand(Lend, (_ctx, _cmd, p) => [LoanStarted.create(p.bookUuid, p)]);
-  return { Library, LoanStarted, Lend };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(Lend, (_ctx, _cmd, p) => [LoanStarted.create(p.bookUuid, p)]);
+  };
+  return { Library, LoanStarted, Lend, install };
 }
 
 /** Loans per reader: a readmodel of release 2 that knows only the new name. */
@@ -52,14 +56,20 @@ export async function main(): Promise<{ filtered: string[]; adaLoans: number; st
   const ws = workspace("renaming-an-event");
   try {
     const r1 = release1();
-    const f1 = createFacade({ appName: "library", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r1.Library);
+    const f1 = createFacade({ appName: "library", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(
+      r1.Library,
+      r1.install,
+    );
     await f1.start();
     await f1.dispatch(r1.Lend, { bookUuid: "b-1", reader: "ada" }, { reqCtx });
     await f1.dispatch(r1.Lend, { bookUuid: "b-2", reader: "alan" }, { reqCtx });
     await f1.stop();
 
     const r2 = release2();
-    const f2 = createFacade({ appName: "library", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(r2.Library);
+    const f2 = createFacade({ appName: "library", ...createSqliteBackends({ filename: ws.filename }) }).registerDomain(
+      r2.Library,
+      r2.install,
+    );
     const loans = new LoansPerReader(f2, r2.LoanStarted);
     f2.registerReadmodel(loans); // new: its first start replays the store from position 1, BookLent events included
     await f2.start();

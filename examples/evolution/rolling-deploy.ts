@@ -5,7 +5,7 @@
  * release 1 stops, release 2 handles everything.
  * test/evolution-guide.int.test.ts runs it.
  */
-import { createFacade, defineDomain, isMnemeError, on, ProjectionReadmodel } from "mneme";
+import { createFacade, defineDomain, type DomainInstaller, isMnemeError, on, ProjectionReadmodel } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import { reqCtx, workspace } from "./workspace.js";
 
@@ -25,11 +25,13 @@ function release1() {
     evolve: [on(Ticketed, (_s, p) => ({ seat: p.seat }))],
   });
   const Sell = Venue.command<{ ticketUuid: string; seat: string }>("Sell");
-  Venue.handleCommand(Sell, async (ctx, _cmd, p) => {
-    await ctx.aggregates.load(Ticket, p.ticketUuid);
-    return [Ticketed.create(p.ticketUuid, { seat: p.seat })];
-  });
-  return { Venue, Ticket, Sell };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(Sell, async (ctx, _cmd, p) => {
+      await ctx.aggregates.load(Ticket, p.ticketUuid);
+      return [Ticketed.create(p.ticketUuid, { seat: p.seat })];
+    });
+  };
+  return { Venue, Ticket, Sell, install };
 }
 
 function release2() {
@@ -40,11 +42,13 @@ function release2() {
     evolve: [on(TicketedV2, (_s, p) => p)],
   });
   const Sell = Venue.command<{ ticketUuid: string; seat: string; row: number }>("Sell");
-  Venue.handleCommand(Sell, async (ctx, _cmd, p) => {
-    await ctx.aggregates.load(Ticket, p.ticketUuid);
-    return [TicketedV2.create(p.ticketUuid, { seat: p.seat, row: p.row })];
-  });
-  return { Venue, Ticket, Sell };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(Sell, async (ctx, _cmd, p) => {
+      await ctx.aggregates.load(Ticket, p.ticketUuid);
+      return [TicketedV2.create(p.ticketUuid, { seat: p.seat, row: p.row })];
+    });
+  };
+  return { Venue, Ticket, Sell, install };
 }
 
 /** Polls until `check` holds (or gives up after `ms`); for watching another instance take over. */
@@ -72,12 +76,12 @@ export async function main(): Promise<{
   try {
     const stores = () => createSqliteBackends({ filename: ws.filename, pollIntervalMs: 20 });
     const r1 = release1();
-    const f1 = createFacade({ appName: "venue", ...stores() }).registerDomain(r1.Venue);
+    const f1 = createFacade({ appName: "venue", ...stores() }).registerDomain(r1.Venue, r1.install);
     f1.registerReadmodel(new ProjectionReadmodel(f1, { aggregate: r1.Ticket, name: "Tickets" }));
     await f1.start(); // the first instance: it holds the processing lock of the Tickets readmodel
 
     const r2 = release2();
-    const f2 = createFacade({ appName: "venue", ...stores() }).registerDomain(r2.Venue);
+    const f2 = createFacade({ appName: "venue", ...stores() }).registerDomain(r2.Venue, r2.install);
     const tickets = new ProjectionReadmodel(f2, { aggregate: r2.Ticket, name: "Tickets" });
     f2.registerReadmodel(tickets);
     await f2.start(); // Tickets waits in standby: release 1 processes it

@@ -7,7 +7,7 @@
  * AddressChanged has become the two new events (release 3 knows only those).
  * test/evolution-guide.int.test.ts runs it.
  */
-import { createFacade, defineDomain, type Event, type NewEvent, on, ProjectionReadmodel } from "mneme";
+import { createFacade, defineDomain, type DomainInstaller, type Event, type NewEvent, on, ProjectionReadmodel } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 import type { EventRepository } from "mneme/store";
 import { reqCtx, workspace } from "./workspace.js";
@@ -21,8 +21,10 @@ function release1() {
   const Crm = defineDomain("Crm");
   const AddressChanged = Crm.event<Address>("AddressChanged");
   const ChangeAddress = Crm.command<Address & { customerUuid: string }>("ChangeAddress");
-  Crm.handleCommand(ChangeAddress, (_ctx, _cmd, p) => [AddressChanged.create(p.customerUuid, { street: p.street, city: p.city })]);
-  return { Crm, ChangeAddress };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(ChangeAddress, (_ctx, _cmd, p) => [AddressChanged.create(p.customerUuid, { street: p.street, city: p.city })]);
+  };
+  return { Crm, ChangeAddress, install };
 }
 
 function release2() {
@@ -39,8 +41,10 @@ function release2() {
     ],
   });
   const Move = Crm.command<{ customerUuid: string; city: string }>("Move");
-  Crm.handleCommand(Move, (_ctx, _cmd, p) => [CityChanged.create(p.customerUuid, { city: p.city })]);
-  return { Crm, Customer, Move };
+  const install = (d: DomainInstaller): void => {
+    d.handleCommand(Move, (_ctx, _cmd, p) => [CityChanged.create(p.customerUuid, { city: p.city })]);
+  };
+  return { Crm, Customer, Move, install };
 }
 
 function release3() {
@@ -88,13 +92,13 @@ export async function main(): Promise<{ release2: Address; projection: Address |
   const next = workspace("splitting-an-event-copy");
   try {
     const r1 = release1();
-    const f1 = createFacade({ appName: "crm", ...createSqliteBackends({ filename: old.filename }) }).registerDomain(r1.Crm);
+    const f1 = createFacade({ appName: "crm", ...createSqliteBackends({ filename: old.filename }) }).registerDomain(r1.Crm, r1.install);
     await f1.start();
     await f1.dispatch(r1.ChangeAddress, { customerUuid: "c-1", street: "1 Main St", city: "Springfield" }, { reqCtx });
     await f1.stop();
 
     const r2 = release2();
-    const f2 = createFacade({ appName: "crm", ...createSqliteBackends({ filename: old.filename }) }).registerDomain(r2.Crm);
+    const f2 = createFacade({ appName: "crm", ...createSqliteBackends({ filename: old.filename }) }).registerDomain(r2.Crm, r2.install);
     const customers = new ProjectionReadmodel(f2, { aggregate: r2.Customer }); // folds with the same evolve
     f2.registerReadmodel(customers);
     await f2.start();

@@ -9,6 +9,8 @@ import type { Facade } from "mneme";
 import { correlationOf, ProcessManager, Reactor, type RetryPolicy } from "mneme/reactions";
 import {
   CancelOrderCmd,
+  installInventoryDomain,
+  installOrdersDomain,
   Inventory,
   OrderCancelledEvt,
   OrderPlacedEvt,
@@ -126,8 +128,8 @@ export function paymentGateway(facade: Facade, o: OrdersOptions): Reactor {
 
 /** Registers the example's domains and reactions with `facade` (before or after start). */
 export function installOrders(facade: Facade, o: OrdersOptions): { fulfilment: ProcessManager<FulfilmentState>; gateway: Reactor } {
-  facade.registerDomain(Orders);
-  facade.registerDomain(Inventory);
+  facade.registerDomain(Orders, installOrdersDomain);
+  facade.registerDomain(Inventory, installInventoryDomain);
   const pm = fulfilment(facade, o);
   const gateway = paymentGateway(facade, o);
   facade.registerReadmodel(pm);

@@ -7,7 +7,7 @@
  * no longer applies (shipping a cancelled order, cancelling a paid one)
  * appends nothing, so the chain's commands can be sent again safely.
  */
-import { anonymous, defineDomain, MnemeError, on } from "mneme";
+import { anonymous, defineDomain, type DomainInstaller, MnemeError, on } from "mneme";
 import type { EventHandler } from "mneme/reactions";
 
 export interface PlaceOrder {
@@ -95,13 +95,6 @@ export const Order = Orders.aggregate<OrderState>("Order", {
   ],
 });
 
-Orders.handleCommand(PlaceOrderCmd, async (ctx, _c, p) => {
-  if (!Number.isInteger(p.quantity) || p.quantity < 1) throw new MnemeError("VALIDATION_FAILED", "quantity must be an integer >= 1");
-  const order = await ctx.aggregates.load(Order, p.orderUuid);
-  if (order.state.status !== "none") throw new MnemeError("CONFLICT", `order ${p.orderUuid} exists`);
-  return [OrderPlacedEvt.create(p.orderUuid, p)];
-});
-
 /** One order as the read side lists it (examples/orders/order-tables.ts). */
 export interface OrderRow {
   orderUuid: string;
@@ -129,33 +122,43 @@ export interface OrderReadSide extends EventHandler {
 
 export const ListOrdersByStatus = Orders.query<{ status: OrderStatus; limit?: number }, { orders: OrderRow[] }>("ListOrdersByStatus", open);
 export const GetCustomerSummary = Orders.query<{ customer: string }, { summary: CustomerSummary | null }>("GetCustomerSummary", open);
-Orders.handleQuery(ListOrdersByStatus, async (ctx, _q, p) => ({
-  orders: await ctx.readmodel<OrderReadSide>("OrderTables").byStatus(p.status, Math.min(p.limit ?? 50, 500)),
-}));
-Orders.handleQuery(GetCustomerSummary, async (ctx, _q, p) => ({
-  summary: (await ctx.readmodel<OrderReadSide>("OrderTables").customerSummary(p.customer)) ?? null,
-}));
-Orders.handleCommand(RequestPaymentCmd, async (ctx, _c, p) => {
-  const order = await ctx.aggregates.load(Order, p.orderUuid);
-  if (order.state.status !== "placed") return [];
-  return [PaymentRequestedEvt.create(p.orderUuid, { orderUuid: p.orderUuid, amount: order.state.amount })];
-});
-Orders.handleCommand(RecordPaymentCmd, async (ctx, _c, p) => {
-  const order = await ctx.aggregates.load(Order, p.orderUuid);
-  // Cancelled meanwhile (the payment timed out): the charge is not booked (a real shop would refund it here).
-  if (order.state.status !== "awaiting-payment") return [];
-  return [PaymentChargedEvt.create(p.orderUuid, p)];
-});
-Orders.handleCommand(ShipOrderCmd, async (ctx, _c, p) => {
-  const order = await ctx.aggregates.load(Order, p.orderUuid);
-  if (order.state.status !== "paid") return [];
-  return [OrderShippedEvt.create(p.orderUuid, p)];
-});
-Orders.handleCommand(CancelOrderCmd, async (ctx, _c, p) => {
-  const order = await ctx.aggregates.load(Order, p.orderUuid);
-  if (order.state.status !== "placed" && order.state.status !== "awaiting-payment") return []; // paid or over already
-  return [OrderCancelledEvt.create(p.orderUuid, p)];
-});
+
+/** The Orders domain's install step: `facade.registerDomain(Orders, installOrdersDomain)`. */
+export function installOrdersDomain(d: DomainInstaller): void {
+  d.handleCommand(PlaceOrderCmd, async (ctx, _c, p) => {
+    if (!Number.isInteger(p.quantity) || p.quantity < 1) throw new MnemeError("VALIDATION_FAILED", "quantity must be an integer >= 1");
+    const order = await ctx.aggregates.load(Order, p.orderUuid);
+    if (order.state.status !== "none") throw new MnemeError("CONFLICT", `order ${p.orderUuid} exists`);
+    return [OrderPlacedEvt.create(p.orderUuid, p)];
+  });
+  d.handleQuery(ListOrdersByStatus, async (ctx, _q, p) => ({
+    orders: await ctx.readmodel<OrderReadSide>("OrderTables").byStatus(p.status, Math.min(p.limit ?? 50, 500)),
+  }));
+  d.handleQuery(GetCustomerSummary, async (ctx, _q, p) => ({
+    summary: (await ctx.readmodel<OrderReadSide>("OrderTables").customerSummary(p.customer)) ?? null,
+  }));
+  d.handleCommand(RequestPaymentCmd, async (ctx, _c, p) => {
+    const order = await ctx.aggregates.load(Order, p.orderUuid);
+    if (order.state.status !== "placed") return [];
+    return [PaymentRequestedEvt.create(p.orderUuid, { orderUuid: p.orderUuid, amount: order.state.amount })];
+  });
+  d.handleCommand(RecordPaymentCmd, async (ctx, _c, p) => {
+    const order = await ctx.aggregates.load(Order, p.orderUuid);
+    // Cancelled meanwhile (the payment timed out): the charge is not booked (a real shop would refund it here).
+    if (order.state.status !== "awaiting-payment") return [];
+    return [PaymentChargedEvt.create(p.orderUuid, p)];
+  });
+  d.handleCommand(ShipOrderCmd, async (ctx, _c, p) => {
+    const order = await ctx.aggregates.load(Order, p.orderUuid);
+    if (order.state.status !== "paid") return [];
+    return [OrderShippedEvt.create(p.orderUuid, p)];
+  });
+  d.handleCommand(CancelOrderCmd, async (ctx, _c, p) => {
+    const order = await ctx.aggregates.load(Order, p.orderUuid);
+    if (order.state.status !== "placed" && order.state.status !== "awaiting-payment") return []; // paid or over already
+    return [OrderCancelledEvt.create(p.orderUuid, p)];
+  });
+}
 
 export const Inventory = defineDomain("Inventory", { description: "Stock of articles, reserved per order" });
 export const AddStockCmd = Inventory.command<AddStock>("AddStock", open);
@@ -178,20 +181,23 @@ export const Stock = Inventory.aggregate<StockState>("Stock", {
   ],
 });
 
-Inventory.handleCommand(AddStockCmd, async (ctx, _c, p) => {
-  if (!Number.isInteger(p.quantity) || p.quantity < 1) throw new MnemeError("VALIDATION_FAILED", "quantity must be an integer >= 1");
-  await ctx.aggregates.load(Stock, p.sku);
-  return [StockAddedEvt.create(p.sku, p)];
-});
-Inventory.handleCommand(ReserveStockCmd, async (ctx, _c, p) => {
-  const stock = await ctx.aggregates.load(Stock, p.sku);
-  if (stock.state.reserved[p.orderUuid] !== undefined) return []; // reserved already
-  if (stock.state.available < p.quantity) return [StockUnavailableEvt.create(p.sku, p)];
-  return [StockReservedEvt.create(p.sku, p)];
-});
-Inventory.handleCommand(ReleaseStockCmd, async (ctx, _c, p) => {
-  const stock = await ctx.aggregates.load(Stock, p.sku);
-  const quantity = stock.state.reserved[p.orderUuid];
-  if (quantity === undefined) return []; // nothing reserved, or released already
-  return [StockReleasedEvt.create(p.sku, { ...p, quantity })];
-});
+/** The Inventory domain's install step: `facade.registerDomain(Inventory, installInventoryDomain)`. */
+export function installInventoryDomain(d: DomainInstaller): void {
+  d.handleCommand(AddStockCmd, async (ctx, _c, p) => {
+    if (!Number.isInteger(p.quantity) || p.quantity < 1) throw new MnemeError("VALIDATION_FAILED", "quantity must be an integer >= 1");
+    await ctx.aggregates.load(Stock, p.sku);
+    return [StockAddedEvt.create(p.sku, p)];
+  });
+  d.handleCommand(ReserveStockCmd, async (ctx, _c, p) => {
+    const stock = await ctx.aggregates.load(Stock, p.sku);
+    if (stock.state.reserved[p.orderUuid] !== undefined) return []; // reserved already
+    if (stock.state.available < p.quantity) return [StockUnavailableEvt.create(p.sku, p)];
+    return [StockReservedEvt.create(p.sku, p)];
+  });
+  d.handleCommand(ReleaseStockCmd, async (ctx, _c, p) => {
+    const stock = await ctx.aggregates.load(Stock, p.sku);
+    const quantity = stock.state.reserved[p.orderUuid];
+    if (quantity === undefined) return []; // nothing reserved, or released already
+    return [StockReleasedEvt.create(p.sku, { ...p, quantity })];
+  });
+}
