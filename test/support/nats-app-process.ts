@@ -6,6 +6,8 @@
  * counters until the store holds <count> of them, publishing each through a
  * NatsPublisher; prints "ready" once started and "done" once every event is
  * published.
+ * Both modes print "stored <n>" with the store's increments as they grow (first the count it started from), so a
+ * test can kill the process at a point of progress rather than of time.
  * `consume <file> <nats url> <stream> <count>`: a NatsConsumer turns the
  * stream's messages into increments (a message with body {"poison": true}
  * always fails); prints "done" and the dead letters once <count> increments
@@ -58,20 +60,28 @@ async function increments(f: Facade): Promise<number> {
 }
 
 if (mode === "publish") {
-  for (let i = await increments(facade); i < count; i++) await facade.dispatch(Increment, { counterUuid: COUNTERS[i % 5]!, by: i });
+  const from = await increments(facade);
+  console.log(`stored ${from}`);
+  for (let i = from; i < count; i++) {
+    await facade.dispatch(Increment, { counterUuid: COUNTERS[i % 5]!, by: i });
+    console.log(`stored ${i + 1}`);
+  }
   for (;;) {
     await publisher.outbox.drain();
     if ((await publisher.outbox.counts()).pending === 0) break;
     await new Promise((r) => setTimeout(r, 20));
   }
 } else {
+  let stored = -1;
   for (;;) {
+    const now = await increments(facade);
+    if (now !== stored) console.log(`stored ${(stored = now)}`);
     const dead = await facade.runtime.listDeadLetters({ eventHandlerName: "In" });
-    if ((await increments(facade)) >= count && dead.length > 0) {
+    if (now >= count && dead.length > 0) {
       console.log(JSON.stringify(dead));
       break;
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 5));
   }
 }
 console.log("done");

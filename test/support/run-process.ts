@@ -24,22 +24,35 @@ export function runProcess(file: string, args: readonly string[], cwd: string, t
   });
 }
 
+/** When a crash test kills its process: a time after "ready", or the first moment its output satisfies a test. */
+export type KillAt = number | ((out: string) => boolean);
+
 /**
- * Runs a TypeScript program (`node --import tsx`) for a crash test; kills it
- * with SIGKILL `killAfterMs` after it printed "ready" (or lets it finish when undefined).
+ * Runs a TypeScript program (`node --import tsx`) for a crash test; kills it with SIGKILL `killAt` ms after it
+ * printed "ready", or as soon as its output satisfies `killAt` (or lets it finish when undefined).
  */
 export function runKillable(
   script: string,
   args: readonly string[],
   cwd: string,
-  killAfterMs?: number,
+  killAt?: KillAt,
 ): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", script, ...args], { cwd, stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
+    let armed = false;
     child.stdout.on("data", (d: Buffer) => {
       out += d.toString();
-      if (killAfterMs !== undefined && out.includes("ready") && !child.killed) setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+      if (killAt === undefined || armed) return;
+      if (typeof killAt === "function") {
+        if (killAt(out)) {
+          armed = true;
+          child.kill("SIGKILL");
+        }
+      } else if (out.includes("ready")) {
+        armed = true;
+        setTimeout(() => child.kill("SIGKILL"), killAt);
+      }
     });
     child.once("error", reject);
     child.once("exit", (code, signal) => resolve({ code, signal, out }));
