@@ -11,6 +11,7 @@ import { RegisterAccount, registerDefaults } from "mneme/defaults";
 import { createPostgresBackends } from "mneme/postgres";
 import { advisoryKey } from "../src/postgres/postgres-schema.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
+import { runProcess } from "./support/run-process.js";
 
 const scratch = postgresScratch("mneme_rollmode");
 const facades: Facade[] = [];
@@ -175,6 +176,34 @@ describe("compatibility mode for 0.1.0 (rollingFrom, Postgres)", () => {
     const e = await refused(appendAs010(schema, "note-1", "tenant-1", { owner: "o", text: "t" }));
     expect((e as { code?: string }).code).toBe("MN001");
   }, 60_000);
+
+  it("runs from the mneme binary: upgrade status, then upgrade finish ends the mode", async () => {
+    const schema = scratch.newSchema();
+    const root = new URL("..", import.meta.url).pathname;
+    const env = { ...process.env, ROLLING_SCHEMA: schema, DATABASE_URL };
+    const cli = (...args: string[]) =>
+      runProcess("npx", ["tsx", "src/cli/main.ts", "upgrade", ...args, "--app", "test/support/rolling-app.ts"], root, 90_000, env);
+    const before = await cli("status");
+    expect(before.code, before.stderr).toBe(0);
+    expect(JSON.parse(before.stdout)).toMatchObject({
+      rollingFrom: "0.1.0",
+      storeFormat: { stores: { event: { lowestWriterFormat: 1 } } },
+    });
+    const finished = await cli("finish", "--settle-ms", "0", "--batch-size", "50");
+    expect(finished.code, finished.stderr).toBe(0);
+    expect(JSON.parse(finished.stdout)).toMatchObject({
+      finishedFrom: "0.1.0",
+      storeFormat: { lowestWriterFormat: 2 },
+      migration: { complete: true },
+    });
+    const after = await cli("status");
+    expect(JSON.parse(after.stdout)).toMatchObject({ rollingFrom: null, storeFormat: { stores: { event: { lowestWriterFormat: 2 } } } });
+    // Idempotent: a second finish changes nothing and says the store admitted no old writer.
+    expect(JSON.parse((await cli("finish", "--settle-ms", "0")).stdout)).toMatchObject({ finishedFrom: null });
+    const usage = await cli("finish", "--settle-ms", "1.5");
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("--settle-ms must be an integer >= 0");
+  }, 180_000);
 
   it("refuses a rollingFrom it does not know with INVALID_REQUEST", () => {
     for (const bad of ["0.2.0-pre", "0.0.9", 1, null]) {

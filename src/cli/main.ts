@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The `mneme` binary. Parses argv only; the work is in schema-build.ts,
- * privacy-migrate.ts and store-copy.ts. Exit codes: 0 done, 1 the command failed (also:
+ * privacy-migrate.ts, upgrade.ts and store-copy.ts. Exit codes: 0 done, 1 the command failed (also:
  * ts-json-schema-generator is not installed), 2 usage error. Only
  * `schema build` loads the generator.
  */
@@ -11,11 +11,14 @@ import { errorMessage } from "../model/errors.js";
 import { runPrivacyCommand } from "./privacy-migrate.js";
 import { buildSchemasWithReport, writeSchemasFile } from "./schema-build.js";
 import { runStoreCopy } from "./store-copy.js";
+import { runUpgradeCommand } from "./upgrade.js";
 
 const USAGE = `Usage:
   mneme schema build --tsconfig <file> --path <glob> --out <file> [--types <a,b>] [--all-exports]
   mneme privacy check --app <module>
   mneme privacy migrate --app <module> [--dry-run] [--batch-size <n>]
+  mneme upgrade status --app <module>
+  mneme upgrade finish --app <module> [--settle-ms <n>] [--batch-size <n>]
   mneme store copy --from <file or postgres url> --to <postgres url or file> [--resume] [--batch-size <n>]
   mneme --help | --version
 
@@ -35,6 +38,11 @@ Commands:
   privacy migrate
                  Start the app of <module> and seal that data in place, so forget
                  erases it (resumable; see docs/upgrading.md). Prints the report.
+  upgrade status Start the app of <module> and print whether its store is in a
+                 rolling deploy's compatibility mode (rollingFrom) and its format.
+  upgrade finish End a rolling deploy's compatibility mode once no instance of the
+                 older release runs: the stores refuse its writers again, then what
+                 it wrote in clear is sealed (docs/upgrading.md). Idempotent.
   store copy     Copy a whole store (events with their positions, command records,
                  keys, snapshots, readmodel documents and checkpoints, logs) from a
                  SQLite file or Postgres schema into an empty one, then compare
@@ -52,6 +60,7 @@ Options:
                      type alias and enum (combines with --types)
   --type <name>      the same as --types <name>
   --app <module>     a module whose default export returns the app's facade, not started
+  --settle-ms <n>    upgrade finish: wait after refusing old writers (default 1000)
   --dry-run          report what would be sealed, write nothing
   --batch-size <n>   events per page of the migration (default 500); rows per
                      page of a store copy (default 2000)
@@ -79,6 +88,7 @@ const OPTIONS = {
   "all-exports": { type: "boolean" },
   app: { type: "string" },
   "dry-run": { type: "boolean" },
+  "settle-ms": { type: "string" },
   "batch-size": { type: "string" },
   from: { type: "string" },
   to: { type: "string" },
@@ -109,6 +119,7 @@ async function run(argv: readonly string[]): Promise<number> {
   }
   if (positionals.length === 0) throw new UsageError("no command given");
   if (positionals[0] === "privacy") return privacyCommand(positionals, values);
+  if (positionals[0] === "upgrade") return upgradeCommand(positionals, values);
   if (positionals[0] === "store") return storeCopy(positionals, values);
   if (positionals[0] !== "schema" || positionals[1] !== "build") {
     throw new UsageError(`unknown command "${positionals.join(" ")}"`);
@@ -129,6 +140,32 @@ async function privacyCommand(positionals: readonly string[], values: Values): P
     app: values.app,
     ...(values["dry-run"] === true ? { dryRun: true } : {}),
     ...(batch === undefined ? {} : { batchSize: Number(batch) }),
+  });
+  process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+  return 0;
+}
+
+/** A positive integer option below 100,000 (a page size, a wait in ms), or undefined when absent. */
+function countOption(values: Values, name: "batch-size" | "settle-ms", min: number): number | undefined {
+  const text = values[name];
+  if (text === undefined) return undefined;
+  if (!/^[0-9]{1,5}$/.test(text) || Number(text) < min) throw new UsageError(`--${name} must be an integer >= ${min}, got "${text}"`);
+  return Number(text);
+}
+
+async function upgradeCommand(positionals: readonly string[], values: Values): Promise<number> {
+  const action = positionals[1];
+  if ((action !== "status" && action !== "finish") || positionals.length > 2) {
+    throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+  }
+  if (values.app === undefined || values.app === "") throw new UsageError("missing --app");
+  const settleMs = countOption(values, "settle-ms", 0);
+  const batchSize = countOption(values, "batch-size", 1);
+  const out = await runUpgradeCommand({
+    action,
+    app: values.app,
+    ...(settleMs === undefined ? {} : { settleMs }),
+    ...(batchSize === undefined ? {} : { batchSize }),
   });
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
   return 0;

@@ -7,20 +7,25 @@ export interface Run {
   stderr: string;
 }
 
-export function runProcess(file: string, args: readonly string[], cwd: string, timeout = 120_000): Promise<Run> {
+export function runProcess(file: string, args: readonly string[], cwd: string, timeout = 120_000, env?: NodeJS.ProcessEnv): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(file, [...args], { cwd, timeout, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
-      // npm may print its own config warnings; they are not the program's output.
-      resolve({
-        code,
-        stdout,
-        stderr: stderr
-          .split("\n")
-          .filter((l) => !l.startsWith("npm warn"))
-          .join("\n"),
-      });
-    });
+    execFile(
+      file,
+      [...args],
+      { cwd, timeout, maxBuffer: 16 * 1024 * 1024, ...(env === undefined ? {} : { env }) },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1;
+        // npm may print its own config warnings; they are not the program's output.
+        resolve({
+          code,
+          stdout,
+          stderr: stderr
+            .split("\n")
+            .filter((l) => !l.startsWith("npm warn"))
+            .join("\n"),
+        });
+      },
+    );
   });
 }
 
