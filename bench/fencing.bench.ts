@@ -22,7 +22,6 @@ import type { Bench } from "./harness.js";
 const D = defineDomain("FenceBench");
 const Added = D.event<{ n: number }>("Added");
 const Add = D.command<{ id: string; n: number }>("Add", { permission: anonymous });
-D.handleCommand(Add, (_ctx, _c, p) => [Added.create(p.id, { n: p.n })]);
 /** A projection keeps one document per aggregate (read and written once per batch). */
 const Acc = D.aggregate<{ n: number }>("Acc", {
   initialState: () => ({ n: 0 }),
@@ -47,9 +46,11 @@ async function facadeOn(open: Open, fenced: boolean, name: string): Promise<{ f:
   const f = createFacade({
     appName: name,
     ...stores,
-    readmodelStoreBackend: fenced ? stores.readmodelStoreBackend : unfenced(stores.readmodelStoreBackend),
+    ...(fenced
+      ? { readmodelStoreBackend: stores.readmodelStoreBackend }
+      : { readmodelStoreBackend: unfenced(stores.readmodelStoreBackend), acceptLostGuarantees: ["fenced-processing" as const] }),
   });
-  f.registerDomain(D);
+  f.registerDomain(D, (d) => d.handleCommand(Add, (_ctx, _c, p) => [Added.create(p.id, { n: p.n })]));
   const totals = new ProjectionReadmodel(f, { aggregate: Acc, name: "Totals" });
   f.registerReadmodel(totals);
   await f.start();

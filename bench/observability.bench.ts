@@ -19,6 +19,7 @@ import { BasicTracerProvider, type ReadableSpan, SimpleSpanProcessor, type SpanE
 import { createFacade } from "../src/app/facade.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
 import { defineDomain } from "../src/model/domain.js";
+import type { DomainInstall } from "../src/model/domain-install.js";
 import type { NewEvent } from "../src/model/types.js";
 import { ProjectionReadmodel } from "../src/readmodel/projection-readmodel.js";
 import { BENCH_REQ_CTX as reqCtx, BENCH_TENANT as TENANT, type Bench } from "./harness.js";
@@ -34,8 +35,9 @@ function itemDomain() {
     evolve: { ItemCreated: (s, p: { title: string }) => ({ title: p.title, n: s.n + 1 }) },
   });
   const CreateItem = Items.command<{ itemUuid: string; title: string }>("CreateItem");
-  Items.handleCommand(CreateItem, (_ctx, _cmd, p) => [ItemCreated.create(p.itemUuid, { title: p.title })]);
-  return { Items, ItemCreated, Item, CreateItem };
+  const install: DomainInstall = (d) =>
+    d.handleCommand(CreateItem, (_ctx, _cmd, p) => [ItemCreated.create(p.itemUuid, { title: p.title })]);
+  return { Items, ItemCreated, Item, CreateItem, install };
 }
 
 /** Spans are made, recorded and handed to the exporter, which keeps nothing (what a real exporter costs is not ours). */
@@ -83,7 +85,7 @@ async function rounds(variants: Variant[], rounds: number, perRound: number, rea
     for (let k = 0; k < variants.length; k++) {
       const v = variants[(r + k) % variants.length]!;
       const d = itemDomain();
-      const facade = createFacade({ telemetry: v.telemetry }).registerDomain(d.Items);
+      const facade = createFacade({ telemetry: v.telemetry }).registerDomain(d.Items, d.install);
       if (readmodel) facade.registerReadmodel(new ProjectionReadmodel(facade, { aggregate: d.Item }));
       await facade.start();
       const opts = readmodel ? { reqCtx, waitToFinish: true } : { reqCtx };

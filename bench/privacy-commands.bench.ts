@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createFacade, type Facade } from "../src/app/facade.js";
 import { defineDomain } from "../src/model/domain.js";
+import type { DomainInstall } from "../src/model/domain-install.js";
 import { createSqliteBackends } from "../src/sqlite/sqlite-backends.js";
 import { BENCH_REQ_CTX as reqCtx, type Bench, duel } from "./harness.js";
 
@@ -28,9 +29,11 @@ function library() {
     personalData: { subject: (p) => p.memberUuid, fields: ["memberEmail", "memberName"] },
   });
   const Plain = D.command<Lend>("LendPlain");
-  for (const c of [Sealed, Plain])
-    D.handleCommand(c, (_ctx, _e, p) => [Lent.create(p.bookUuid, { bookUuid: p.bookUuid, memberUuid: p.memberUuid })]);
-  return { D, Sealed, Plain };
+  const install: DomainInstall = (d) => {
+    for (const c of [Sealed, Plain])
+      d.handleCommand(c, (_ctx, _e, p) => [Lent.create(p.bookUuid, { bookUuid: p.bookUuid, memberUuid: p.memberUuid })]);
+  };
+  return { D, Sealed, Plain, install };
 }
 
 const lend = (i: number): Lend => ({
@@ -65,12 +68,12 @@ async function measure(b: Bench, where: string, f: Facade, lib: ReturnType<typeo
 
 export default async function privacyCommandsBench(b: Bench): Promise<void> {
   const memory = library();
-  await measure(b, "memory", createFacade({ appName: "bench-privacy-commands" }).registerDomain(memory.D), memory);
+  await measure(b, "memory", createFacade({ appName: "bench-privacy-commands" }).registerDomain(memory.D, memory.install), memory);
   const dir = mkdtempSync(join(tmpdir(), "mneme-bench-privacy-commands-"));
   try {
     const sqlite = library();
     const f = createFacade({ appName: "bench-privacy-commands", ...createSqliteBackends({ filename: join(dir, "commands.db") }) });
-    await measure(b, "sqlite", f.registerDomain(sqlite.D), sqlite);
+    await measure(b, "sqlite", f.registerDomain(sqlite.D, sqlite.install), sqlite);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -46,11 +46,12 @@ export default async function (b: Bench): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "mneme-bench-tenancy-"));
   try {
     const facade = createFacade({ ...createSqliteBackends({ filename: join(dir, "bench.db") }) });
-    facade.registerDomain(D);
+    facade.registerDomain(D, (d) => {
+      d.handleQuery(Scoped, (ctx) => ctx.readmodel<Items>("Items").page());
+      d.handleQuery(ByField, (ctx) => facade.readmodel<Items>("Items").page({ tenantUuid: ctx.tenantUuid }));
+    });
     const items = new Items(facade);
     facade.registerReadmodel(items);
-    D.handleQuery(Scoped, (ctx) => ctx.readmodel<Items>("Items").page());
-    D.handleQuery(ByField, (ctx) => facade.readmodel<Items>("Items").page({ tenantUuid: ctx.tenantUuid }));
     await facade.start();
     for (let i = 0; i < docs; i += 1000) {
       const batch = [];
