@@ -226,8 +226,16 @@ describe("dispatch through tokens", () => {
     const routes = buildRoutes([accountRoutes()]);
     const guard = (method: string, path: string) => {
       const m = routes.match(method, path);
-      return m.kind === "found" ? m.value.guard(m.params) : undefined;
+      return m.kind === "found" ? m.value.route.guard(m.params) : undefined;
     };
+    // A guardBy guard is worked out once, when the table is built: the same message, and whether it is a store's.
+    const fixed = (method: string, path: string) => {
+      const m = routes.match(method, path);
+      return m.kind === "found" ? m.value.fixed : undefined;
+    };
+    expect(fixed("GET", "/api/tenants/t/runtime/commands")).toEqual({ guard: ListCommands, storeAccess: false });
+    expect(fixed("GET", "/api/tenants/t/runtime/stores/event/entries")).toEqual({ guard: StoreRead, storeAccess: true });
+    expect(fixed("POST", "/api/tenants/t/commands/Todo/CreateTodo")).toBeUndefined();
     expect(guard("GET", "/api/tenants/t/runtime/commands")).toBe(ListCommands);
     expect(guard("GET", "/api/tenants/t/runtime/stores/event/entries")).toBe(StoreRead);
     expect(guard("POST", "/api/sessions")).toBe(Login);
