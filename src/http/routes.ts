@@ -271,7 +271,8 @@ function messageRoutes(): HttpRoute[] {
         // The path names the command: dispatch goes through its registered token (UNKNOWN_COMMAND when there is none).
         const type = c.facade.resolveCommand({ domain: c.params.domain!, name: c.params.name! });
         // Idempotency-Key: a retry of the same request (same account, same key) replays the recorded outcome.
-        const commandUuid = await commandUuidOfIdempotencyKey(c.request.headers.get("idempotency-key"), c.reqCtx);
+        const key = c.request.headers.get("idempotency-key");
+        const commandUuid = key === null ? undefined : await commandUuidOfIdempotencyKey(key, c.reqCtx);
         const out = await c.facade.dispatch(type, await c.body(), {
           reqCtx: c.reqCtx,
           waitToFinish: wait,
