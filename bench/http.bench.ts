@@ -5,8 +5,8 @@
  * autocannon (10 connections, bounded in requests and in seconds; client and
  * servers share this process and the machine's cores), in interleaved rounds
  * against a plain node:http handler answering JSON of the same size (the
- * baseline: the list serialised, the command's body parsed and a result
- * answered). Each mneme figure is served twice: by toNodeListener's direct
+ * baseline: the URL parsed and routed, the list serialised, the command's
+ * body read, parsed and a result answered). Each mneme figure is served twice: by toNodeListener's direct
  * path (createHttpHandler's routes from node:http) and through the Fetch API
  * (a wrapped handler: a Request and a Response per request). Also, in-process:
  * the handler called with a Request against `facade.query` / `facade.dispatch`.
