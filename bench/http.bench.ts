@@ -5,8 +5,8 @@
  * autocannon (10 connections, bounded in requests and in seconds; client and
  * servers share this process and the machine's cores), in interleaved rounds
  * against a plain node:http handler answering JSON of the same size (the
- * baseline: the list serialised, the command's body parsed and a result
- * answered). Each mneme figure is served twice: by toNodeListener's direct
+ * baseline: the URL parsed and routed, the list serialised, the command's
+ * body read, parsed and a result answered). Each mneme figure is served twice: by toNodeListener's direct
  * path (createHttpHandler's routes from node:http) and through the Fetch API
  * (a wrapped handler: a Request and a Response per request). Also, in-process:
  * the handler called with a Request against `facade.query` / `facade.dispatch`.
@@ -183,9 +183,11 @@ async function listen(listener: (req: IncomingMessage, res: ServerResponse) => u
 }
 
 /**
- * The baseline: node:http and JSON alone. GET answers the list (serialised per
- * request); POST reads and parses the body and answers a command result with
- * a fresh id and the payload.
+ * The baseline: node:http and JSON alone, doing the parsing and serialising
+ * mneme's routes do. Every request's URL is parsed (its path routed, its query
+ * read); GET answers the list (serialised per request, paged by `?page`);
+ * POST reads the body (one Buffer.concat), parses it and answers a command
+ * result with a fresh id and the payload (`?wait` read as mneme's route does).
  */
 function plainHandler(list: unknown, cmd: { commandUuid: string; events: { payload: unknown }[] }) {
   const answer = (res: ServerResponse, body: unknown) => {
@@ -197,9 +199,22 @@ function plainHandler(list: unknown, cmd: { commandUuid: string; events: { paylo
     });
     res.end(text);
   };
+  const notFound = (res: ServerResponse) => {
+    res.writeHead(404, { "content-length": 0 });
+    res.end();
+  };
   return (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`);
     if (req.method === "GET") {
+      if (!url.pathname.endsWith("/runtime/commands") || url.searchParams.get("page") === "0") {
+        notFound(res);
+        return;
+      }
       answer(res, list);
+      return;
+    }
+    if (!url.pathname.includes("/commands/") || url.searchParams.get("wait") === "true") {
+      notFound(res);
       return;
     }
     const chunks: Buffer[] = [];
@@ -264,6 +279,8 @@ async function cannon(url: string, seconds: number, request: autocannon.Request)
 
 function report(b: Bench, name: string, r: CannonResult, plain: CannonResult, direct: { ops: number; seconds: number }): void {
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} non-2xx answers, ${r.errors} errors`);
+  if (plain.non2xx > 0 || plain.errors > 0)
+    throw new Error(`${name}: the baseline gave ${plain.non2xx} non-2xx answers, ${plain.errors} errors`);
   b.value("http", name, r.rps, "req/s", `${r.total} in ${r.seconds.toFixed(2)} s, p99 ${r.p99} ms`);
   b.value("http", "  / plain node:http JSON handler", r.rps / plain.rps, "x");
   b.value("http", "  / the facade called directly (in-process)", r.rps / (direct.ops / direct.seconds), "x");

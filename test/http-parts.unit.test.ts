@@ -133,6 +133,25 @@ describe("readJsonBody", () => {
     expect(await readJsonBody(req("[[[1]]]"), limits)).toEqual([[[1]]]);
   });
 
+  it("the shortest body one level too deep is refused (short bodies skip the depth walk only when they cannot nest past it)", async () => {
+    await expect(readJsonBody(req("[[[[]]]]"), limits)).rejects.toThrow(/nests deeper than 3/);
+    await expect(readJsonBody(req('{"a":{"b":{"c":{}}}}'), limits)).rejects.toThrow(/nests deeper than 3/);
+    expect(await readJsonBody(req("[[[]]]"), limits)).toEqual([[[]]]);
+    expect(await readJsonBody(req("[[],[],[[]]]"), limits)).toEqual([[], [], [[]]]);
+  });
+
+  it("a Content-Type accepted once is accepted again; a refused one stays refused after accepted ones", async () => {
+    const type = "application/vnd.cache-test+json; charset=utf-8";
+    for (let i = 0; i < 3; i++) {
+      expect(await readJsonBody(req("[1]", { "content-type": type }), limits)).toEqual([1]);
+      await expect(readJsonBody(req("1", { "content-type": "text/json" }), limits)).rejects.toThrow(/must be JSON/);
+      await expect(readJsonBody(req("1", { "content-type": "application/json; charset=utf-16" }), limits)).rejects.toThrow(/UTF-8/);
+    }
+    // Past the bound of kept types, checking goes on the same way.
+    for (let i = 0; i < 40; i++) expect(await readJsonBody(req("2", { "content-type": `application/x${i}+json` }), limits)).toBe(2);
+    await expect(readJsonBody(req("1", { "content-type": "text/plain" }), limits)).rejects.toThrow(/must be JSON/);
+  });
+
   it("stops reading a streamed body as soon as it passes the limit", async () => {
     let pulled = 0;
     const stream = new ReadableStream<Uint8Array>({
@@ -226,8 +245,16 @@ describe("dispatch through tokens", () => {
     const routes = buildRoutes([accountRoutes()]);
     const guard = (method: string, path: string) => {
       const m = routes.match(method, path);
-      return m.kind === "found" ? m.value.guard(m.params) : undefined;
+      return m.kind === "found" ? m.value.route.guard(m.params) : undefined;
     };
+    // A guardBy guard is worked out once, when the table is built: the same message, and whether it is a store's.
+    const fixed = (method: string, path: string) => {
+      const m = routes.match(method, path);
+      return m.kind === "found" ? m.value.fixed : undefined;
+    };
+    expect(fixed("GET", "/api/tenants/t/runtime/commands")).toEqual({ guard: ListCommands, storeAccess: false });
+    expect(fixed("GET", "/api/tenants/t/runtime/stores/event/entries")).toEqual({ guard: StoreRead, storeAccess: true });
+    expect(fixed("POST", "/api/tenants/t/commands/Todo/CreateTodo")).toBeUndefined();
     expect(guard("GET", "/api/tenants/t/runtime/commands")).toBe(ListCommands);
     expect(guard("GET", "/api/tenants/t/runtime/stores/event/entries")).toBe(StoreRead);
     expect(guard("POST", "/api/sessions")).toBe(Login);

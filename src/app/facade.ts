@@ -523,12 +523,22 @@ export class Facade implements FacadeHandle {
    * @example
    * const todo = await facade.query(GetTodo, { todoUuid, includeHistory: true }, { reqCtx });
    */
-  async query<P, R>(type: QueryType<P, R> | MessageRef, payload: NoInfer<P>, opts: QueryOptions = {}): Promise<R> {
-    this.#lifecycle.assertStarted();
-    const qt = this.resolveQuery(type as QueryType<any, any>) as QueryType<P, R>;
-    const run = () => runQuery(this.#queries, qt, payload, normaliseReqCtx(opts.reqCtx), messageUuid(opts.queryUuid, "queryUuid"), true);
-    const telemetry = this.#lifecycle.telemetry;
-    return telemetry?.active === true ? telemetry.query(qt.domain, qt.name, opts.reqCtx, run) : run();
+  query<P, R>(type: QueryType<P, R> | MessageRef, payload: NoInfer<P>, opts: QueryOptions = {}): Promise<R> {
+    // Not async: runQuery's promise is returned as it is (no wrapping promise); a check that throws here rejects.
+    try {
+      this.#lifecycle.assertStarted();
+      const qt = this.resolveQuery(type as QueryType<any, any>) as QueryType<P, R>;
+      const telemetry = this.#lifecycle.telemetry;
+      if (telemetry?.active === true)
+        return telemetry.query(qt.domain, qt.name, opts.reqCtx, async () => this.#runQuery(qt, payload, opts));
+      return this.#runQuery(qt, payload, opts);
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  #runQuery<P, R>(qt: QueryType<P, R>, payload: P, opts: QueryOptions): Promise<R> {
+    return runQuery(this.#queries, qt, payload, normaliseReqCtx(opts.reqCtx), messageUuid(opts.queryUuid, "queryUuid"), true);
   }
 
   /**

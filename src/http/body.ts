@@ -32,7 +32,12 @@ export async function readJsonBody(request: InboundRequest, limits: BodyLimits):
   }
   if (!request.hasBody) return undefined;
   const contentType = request.headers.get("content-type");
-  if (contentType !== null) checkContentType(contentType);
+  // Most requests send one of a few spellings: each is checked once.
+  if (contentType !== null && !acceptedTypes.has(contentType)) {
+    checkContentType(contentType);
+    if (acceptedTypes.size >= 32) acceptedTypes.clear();
+    acceptedTypes.add(contentType);
+  }
   const bytes = await request.readBody(limits.maxBytes);
   if (bytes.byteLength === 0) return undefined;
   if (contentType === null) throw new UnsupportedMediaType("a request body needs `Content-Type: application/json`");
@@ -48,10 +53,14 @@ export async function readJsonBody(request: InboundRequest, limits: BodyLimits):
   } catch (e) {
     throw new MnemeError("INVALID_REQUEST", `the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (depthExceeds(value, limits.maxDepth))
+  // Each level takes two characters at least ("[]"): a shorter text cannot nest deeper than the limit.
+  if (text.length > 2 * limits.maxDepth && depthExceeds(value, limits.maxDepth))
     throw new MnemeError("INVALID_REQUEST", `the request body nests deeper than ${limits.maxDepth} levels`);
   return value;
 }
+
+/** Content-Type values checkContentType accepted (bounded: a client sending many only clears it). */
+const acceptedTypes = new Set<string>();
 
 /** Fatal: a body that is not UTF-8 is refused, not patched with U+FFFD. Without `stream`, each decode starts afresh. */
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });

@@ -27,6 +27,7 @@ export type Authentication =
   | { readonly state: "valid"; readonly reqCtx: RequestContext; readonly via: "header" | "cookie" };
 
 const MAX_PART = 512;
+const BEARER = /^\s*Bearer\s+(\S+)\s*$/i;
 
 /**
  * Reads credentials from `Authorization: Bearer <sessionUuid>.<sessionKey>`
@@ -35,17 +36,19 @@ const MAX_PART = 512;
  */
 export function readCredentials(headers: HeaderReader): Credentials | string | undefined {
   const authorization = headers.get("authorization");
-  const cookies = parseCookies(headers.get("cookie"));
   const identityHeader = headers.get("x-identity-uuid");
+  // The cookies are parsed only when a header leaves something to them.
+  let cookies: Map<string, string> | undefined;
   let token: string | undefined;
   if (authorization !== null) {
-    const m = /^\s*Bearer\s+(\S+)\s*$/i.exec(authorization);
+    const m = BEARER.exec(authorization);
     if (m === null) return "the Authorization header must be `Bearer <sessionUuid>.<sessionKey>`";
     token = m[1];
   } else {
+    cookies = parseCookies(headers.get("cookie"));
     token = cookies.get("session");
   }
-  const identity = identityHeader ?? cookies.get("identity");
+  const identity = identityHeader ?? (cookies ?? parseCookies(headers.get("cookie"))).get("identity");
   if (token === undefined) {
     return identity === undefined ? undefined : "an identity was given without a session token";
   }

@@ -1,7 +1,6 @@
 import { isMnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { MessageRef } from "../model/facade-handle.js";
-import { STORE_MESSAGES } from "../runtime/runtime-domain.js";
 import { checkLiveness, checkReadiness, type HealthOptions } from "../app/health.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
@@ -12,8 +11,8 @@ import { fetchInbound, type InboundRequest, type Reply, toResponse, withDirectHa
 import { errorResponse, problemResponse } from "./problem.js";
 import { checkOrigin, requestContext } from "./request-context.js";
 import { jsonResponse } from "./responses.js";
-import { buildRoutes } from "./routes.js";
-import type { Route, RouteContext } from "./route.js";
+import { buildRoutes, isStoreMessage, type ServedRoute } from "./routes.js";
+import type { RouteContext } from "./route.js";
 import type { Router } from "./router.js";
 import type { ResolvedHttpOptions } from "./settings.js";
 
@@ -45,7 +44,7 @@ export function createHttpHandler(facade: Facade, options: HttpHandlerOptions = 
 class HttpCore {
   readonly #facade: Facade;
   readonly #opts: ResolvedHttpOptions;
-  readonly #router: Router<Route>;
+  readonly #router: Router<ServedRoute>;
   readonly #sseGauge: ConnectionGauge;
   readonly #limiter: TokenBucketLimiter | undefined;
   readonly #problems: { typeBase: string; onError: ResolvedHttpOptions["onError"] };
@@ -85,7 +84,9 @@ class HttpCore {
     const head = request.method === "HEAD";
     let reply: Reply | undefined;
     try {
-      reply = await this.#handle(request, head ? "GET" : request.method, direct);
+      const handled = this.#handle(request, head ? "GET" : request.method, direct);
+      // Awaited only when a route matched: an unmatched path costs no promise.
+      reply = handled === undefined ? undefined : await handled;
     } catch (e) {
       reply =
         e instanceof UnsupportedMediaType
@@ -98,7 +99,7 @@ class HttpCore {
   }
 
   /** Undefined when no route matches the path (the caller answers 404, or serves it otherwise). */
-  async #handle(request: InboundRequest, method: string, direct: boolean): Promise<Reply | undefined> {
+  #handle(request: InboundRequest, method: string, direct: boolean): Promise<Reply> | Reply | undefined {
     const path = belowBasePath(request.pathname, this.#opts.basePath);
     if (path === undefined) return undefined;
     const health = this.#opts.health;
@@ -117,10 +118,11 @@ class HttpCore {
   }
 
   /** A matched route: authentication, CSRF, session and rate-limit checks, then the route's code. */
-  async #serve(request: InboundRequest, method: string, route: Route, params: Readonly<Record<string, string>>): Promise<Reply> {
-    const guard = route.guard(params);
+  async #serve(request: InboundRequest, method: string, served: ServedRoute, params: Readonly<Record<string, string>>): Promise<Reply> {
+    const { route, fixed } = served;
+    const guard = fixed?.guard ?? route.guard(params);
     // Store access is limited the same way whichever route reaches it (the store endpoints or the generic ones).
-    const storeAccess = isStoreMessage(guard);
+    const storeAccess = fixed?.storeAccess ?? isStoreMessage(guard);
     const auth = await this.#authenticate(request);
     if (auth.state === "valid" && auth.via === "cookie" && STATE_CHANGING.has(method)) checkOrigin(request, this.#opts.allowedOrigins);
     if (auth.state !== "valid" && (route.session === true || storeAccess || this.#needsSession(guard))) return this.#unauthenticated(auth);
@@ -130,34 +132,12 @@ class HttpCore {
     }
     const reqCtx = requestContext(request.headers, auth.reqCtx, params, route.concurrencyHeaders === true);
     try {
-      return await route.run(this.#routeContext(request, params, reqCtx, auth));
+      return await route.run(new RequestRouteContext(this.#facade, this.#opts, this.#sseGauge, request, params, reqCtx, auth));
     } catch (e) {
       // Without a valid session, a denial means "authenticate first", not "you may not".
       if (auth.state !== "valid" && isMnemeError(e, "PERMISSION_DENIED")) return this.#unauthenticated(auth);
       throw e;
     }
-  }
-
-  #routeContext(
-    request: InboundRequest,
-    params: Readonly<Record<string, string>>,
-    reqCtx: RouteContext["reqCtx"],
-    auth: Authentication,
-  ): RouteContext {
-    let bodyRead: Promise<unknown> | undefined;
-    const { maxBodyBytes: maxBytes, maxJsonDepth: maxDepth } = this.#opts;
-    const rawBody = () => (bodyRead ??= readJsonBody(request, { maxBytes, maxDepth }));
-    return {
-      request,
-      params,
-      facade: this.#facade,
-      reqCtx,
-      auth,
-      options: this.#opts,
-      sseGauge: this.#sseGauge,
-      rawBody,
-      body: async () => (await rawBody()) ?? {},
-    };
   }
 
   async #authenticate(request: InboundRequest): Promise<Authentication> {
@@ -221,13 +201,35 @@ class HttpCore {
   }
 }
 
+/**
+ * What a route's code receives: one object per request, its body read at most
+ * once (a class, so no closures are made per request).
+ */
+class RequestRouteContext implements RouteContext {
+  #bodyRead: Promise<unknown> | undefined;
+
+  constructor(
+    readonly facade: Facade,
+    readonly options: ResolvedHttpOptions,
+    readonly sseGauge: ConnectionGauge,
+    readonly request: InboundRequest,
+    readonly params: Readonly<Record<string, string>>,
+    readonly reqCtx: RouteContext["reqCtx"],
+    readonly auth: Authentication,
+  ) {}
+
+  rawBody(): Promise<unknown> {
+    const { maxBodyBytes: maxBytes, maxJsonDepth: maxDepth } = this.options;
+    return (this.#bodyRead ??= readJsonBody(this.request, { maxBytes, maxDepth }));
+  }
+
+  async body(): Promise<unknown> {
+    return (await this.rawBody()) ?? {};
+  }
+}
+
 /** The path below basePath; undefined when it is not below it. */
 function belowBasePath(path: string, basePath: string): string | undefined {
   if (basePath === "") return path;
   return path === basePath || path.startsWith(`${basePath}/`) ? path.slice(basePath.length) || "/" : undefined;
-}
-
-/** True when `ref` is one of the Runtime's store messages (the generic routes can reach them too). */
-function isStoreMessage(ref: MessageRef): boolean {
-  return STORE_MESSAGES.some((t) => t.domain === ref.domain && t.name === ref.name);
 }

@@ -49,7 +49,9 @@ export function toNodeListener(handler: (request: Request) => Promise<Response>,
     }
     if (reply === undefined) return bridge(req, res);
     try {
-      await writeReply(reply, req, res, inbound);
+      // Text is written at once; only a stream (SSE) is awaited.
+      if (typeof reply.body === "object") await pipeReply(reply, reply.body, req, res, inbound);
+      else writeReply(reply, reply.body, req, res);
     } catch (e) {
       if (!inbound.closed) opts.onError?.(e);
       res.destroy();
@@ -277,18 +279,26 @@ function headerMap(raw: readonly string[]): Map<string, string> {
   return out;
 }
 
-async function writeReply(reply: Reply, req: IncomingMessage, res: ServerResponse, inbound: NodeInbound): Promise<void> {
-  const body = reply.body;
-  if (typeof body === "string") {
-    res.writeHead(reply.status, { ...reply.headers, "content-length": Buffer.byteLength(body) });
-    res.end(body);
-  } else if (body === undefined) {
+function writeReply(reply: Reply, body: string | undefined, req: IncomingMessage, res: ServerResponse): void {
+  if (body === undefined) {
     res.writeHead(reply.status, reply.headers);
     res.end();
   } else {
-    res.writeHead(reply.status, reply.headers);
-    await pipeStream(body, res, inbound.signal);
+    res.writeHead(reply.status, { ...reply.headers, "content-length": Buffer.byteLength(body) });
+    res.end(body);
   }
+  drain(req);
+}
+
+async function pipeReply(
+  reply: Reply,
+  body: ReadableStream<Uint8Array>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  inbound: NodeInbound,
+): Promise<void> {
+  res.writeHead(reply.status, reply.headers);
+  await pipeStream(body, res, inbound.signal);
   drain(req);
 }
 

@@ -49,14 +49,17 @@ export function requestContext(
 ): RequestContext {
   const ctx: RequestContext = { ...sender };
   if (params.tenantUuid !== undefined) ctx.targetTenantUuid = params.tenantUuid;
-  const traceparent = headers.get("traceparent")?.trim() ?? "";
-  const trace = TRACEPARENT.exec(traceparent);
-  if (trace !== null) ctx.traceId = trace[1]!;
-  // The caller's span: the parent of this request's mneme.dispatch / mneme.query span (docs/observability.md).
-  if (parseTraceParent(traceparent) !== undefined) {
-    ctx.traceparent = traceparent;
-    const state = cleanTraceState(headers.get("tracestate"));
-    if (state !== undefined) ctx.tracestate = state;
+  const traceHeader = headers.get("traceparent");
+  if (traceHeader !== null) {
+    const traceparent = traceHeader.trim();
+    const trace = TRACEPARENT.exec(traceparent);
+    if (trace !== null) ctx.traceId = trace[1]!;
+    // The caller's span: the parent of this request's mneme.dispatch / mneme.query span (docs/observability.md).
+    if (parseTraceParent(traceparent) !== undefined) {
+      ctx.traceparent = traceparent;
+      const state = cleanTraceState(headers.get("tracestate"));
+      if (state !== undefined) ctx.tracestate = state;
+    }
   }
   if (concurrency) {
     const agg = headers.get("x-target-aggregate-uuid");

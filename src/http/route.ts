@@ -66,8 +66,18 @@ export interface HttpRouteModule {
   readonly resolveCredentials?: CredentialResolver;
 }
 
-/** The guard of a route that serves one command or query: its token. */
-export const guardBy = (type: MessageType<any, any>) => (): MessageRef => type;
+const FIXED_GUARD: unique symbol = Symbol("mneme.http.fixedGuard");
+
+/** The guard of a route that serves one command or query: its token (known when the routes are built). */
+export function guardBy(type: MessageType<any, any>): () => MessageRef {
+  const guard = (): MessageRef => type;
+  return Object.defineProperty(guard, FIXED_GUARD, { value: type });
+}
+
+/** The message a guardBy guard always names; undefined for a guard that reads the path. */
+export function fixedGuardOf(guard: Route["guard"]): MessageRef | undefined {
+  return (guard as { [FIXED_GUARD]?: MessageRef })[FIXED_GUARD];
+}
 
 /** `?page&pageSize` of a query string, for readPage. */
 export function pageQuery(query: URLSearchParams): { page?: string; pageSize?: string } {

@@ -17,12 +17,24 @@ import {
   StoreDelete,
   StoreInfo,
   StoreRead,
+  STORE_MESSAGES,
   StoreUpdate,
   StreamSystemEvents,
 } from "../runtime/runtime-domain.js";
+import type { MessageRef } from "../model/facade-handle.js";
 import { commandUuidOfIdempotencyKey } from "./idempotency-key.js";
 import { boolParam, intParam, jsonResponse, noContent, paginate, readPage } from "./responses.js";
-import { bodyAs, guardBy, type HttpRoute, type HttpRouteModule, objectBody, pageQuery, type Route, type RouteContext } from "./route.js";
+import {
+  bodyAs,
+  fixedGuardOf,
+  guardBy,
+  type HttpRoute,
+  type HttpRouteModule,
+  objectBody,
+  pageQuery,
+  type Route,
+  type RouteContext,
+} from "./route.js";
 import { Router } from "./router.js";
 import { lastEventIdOf, openSystemEventStream } from "./sse.js";
 
@@ -46,12 +58,31 @@ function allTenantsOf(c: RouteContext): { allTenants?: boolean } {
 }
 
 /**
+ * A route as the handler serves it: with what its guard decides, worked out
+ * once when the guard names a fixed message (guardBy), not per request.
+ */
+export interface ServedRoute {
+  readonly route: Route;
+  readonly fixed: { readonly guard: MessageRef; readonly storeAccess: boolean } | undefined;
+}
+
+/** True when `ref` is one of the Runtime's store messages (the generic routes can reach them too). */
+export function isStoreMessage(ref: MessageRef): boolean {
+  return STORE_MESSAGES.some((t) => t.domain === ref.domain && t.name === ref.name);
+}
+
+function served(route: Route): ServedRoute {
+  const guard = fixedGuardOf(route.guard);
+  return { route, fixed: guard === undefined ? undefined : { guard, storeAccess: isStoreMessage(guard) } };
+}
+
+/**
  * Builds the route table: the generic routes (docs/http.md describes every
  * one) and then the modules' routes, in order; a route defined twice is an
  * INVALID_REQUEST naming the module.
  */
-export function buildRoutes(modules: readonly HttpRouteModule[] = []): Router<Route> {
-  const r = new Router<Route>();
+export function buildRoutes(modules: readonly HttpRouteModule[] = []): Router<ServedRoute> {
+  const r = new Router<ServedRoute>();
   const core: HttpRouteModule = {
     name: "mneme/http",
     routes: [...runtimeRoutes(), ...eventHandlerRoutes(), ...storeRoutes(), ...messageRoutes()],
@@ -59,7 +90,7 @@ export function buildRoutes(modules: readonly HttpRouteModule[] = []): Router<Ro
   for (const m of [core, ...modules]) {
     for (const { method, path, ...route } of m.routes) {
       try {
-        r.add(method, path, route);
+        r.add(method, path, served(route));
       } catch (e) {
         throw new MnemeError("INVALID_REQUEST", `createHttpHandler: route module ${m.name}: ${(e as Error).message}`, { cause: e });
       }
@@ -240,7 +271,8 @@ function messageRoutes(): HttpRoute[] {
         // The path names the command: dispatch goes through its registered token (UNKNOWN_COMMAND when there is none).
         const type = c.facade.resolveCommand({ domain: c.params.domain!, name: c.params.name! });
         // Idempotency-Key: a retry of the same request (same account, same key) replays the recorded outcome.
-        const commandUuid = await commandUuidOfIdempotencyKey(c.request.headers.get("idempotency-key"), c.reqCtx);
+        const key = c.request.headers.get("idempotency-key");
+        const commandUuid = key === null ? undefined : await commandUuidOfIdempotencyKey(key, c.reqCtx);
         const out = await c.facade.dispatch(type, await c.body(), {
           reqCtx: c.reqCtx,
           waitToFinish: wait,
