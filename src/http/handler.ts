@@ -203,7 +203,7 @@ class HttpCore {
 
 /**
  * What a route's code receives: one object per request, its body read at most
- * once (a class, so no closures are made per request).
+ * once.
  */
 class RequestRouteContext implements RouteContext {
   #bodyRead: Promise<unknown> | undefined;
@@ -218,14 +218,13 @@ class RequestRouteContext implements RouteContext {
     readonly auth: Authentication,
   ) {}
 
-  rawBody(): Promise<unknown> {
+  // Bound (arrow fields), so a route may take them off ctx: `const { body } = ctx`.
+  readonly rawBody = (): Promise<unknown> => {
     const { maxBodyBytes: maxBytes, maxJsonDepth: maxDepth } = this.options;
     return (this.#bodyRead ??= readJsonBody(this.request, { maxBytes, maxDepth }));
-  }
+  };
 
-  async body(): Promise<unknown> {
-    return (await this.rawBody()) ?? {};
-  }
+  readonly body = async (): Promise<unknown> => (await this.rawBody()) ?? {};
 }
 
 /** The path below basePath; undefined when it is not below it. */
