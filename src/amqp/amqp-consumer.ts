@@ -6,7 +6,15 @@ import type { CommandMapping } from "../integration/integration-message.js";
 import type { ConsumeTransport, DeliveredMessage } from "../integration/integration-transport.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
 import type { ReactionFacade } from "../reactions/process-manager.js";
-import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, headerRecord } from "./amqp-driver.js";
+import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES, headerRecord } from "./amqp-driver.js";
+
+/** A binding of a consumer's queue to an exchange. */
+export interface AmqpBinding {
+  readonly exchange: string;
+  readonly routingKey: string;
+  /** Declare the exchange (durable) with this type before binding; default: it must exist. */
+  readonly exchangeType?: "direct" | "topic" | "fanout" | "headers";
+}
 
 /** Configuration of a RabbitMQ (AMQP 0-9-1) consumer. */
 export interface AmqpConsumerOptions extends OutboxHandlerOptions {
@@ -20,8 +28,11 @@ export interface AmqpConsumerOptions extends OutboxHandlerOptions {
    * a dead-letter exchange: `deadLetterExchange`). Default: the queue must exist.
    */
   readonly assertQueue?: boolean | Options.AssertQueue;
-  /** Bindings of the queue made on each new channel (the exchanges must exist). */
-  readonly bindings?: readonly { readonly exchange: string; readonly routingKey: string }[];
+  /**
+   * Bindings of the queue made on each new channel. An exchange with an
+   * `exchangeType` is declared (durable, of that type) first; else it must exist.
+   */
+  readonly bindings?: readonly AmqpBinding[];
   /** How many unacknowledged messages the broker hands over at once (basic.qos). Default: max(16, 2 x concurrency). */
   readonly prefetch?: number;
   /**
@@ -85,8 +96,15 @@ class AmqpConsumeTransport implements ConsumeTransport {
     if (typeof o.queue !== "string" || o.queue === "")
       throw new MnemeError("INVALID_REQUEST", `${o.name}: queue must be a non-empty string`);
     for (const b of o.bindings ?? [])
-      if (typeof b?.exchange !== "string" || typeof b.routingKey !== "string")
-        throw new MnemeError("INVALID_REQUEST", `${o.name}: each binding must be { exchange, routingKey } of strings`);
+      if (
+        typeof b?.exchange !== "string" ||
+        typeof b.routingKey !== "string" ||
+        (b.exchangeType !== undefined && !EXCHANGE_TYPES.has(b.exchangeType))
+      )
+        throw new MnemeError(
+          "INVALID_REQUEST",
+          `${o.name}: each binding must be { exchange, routingKey, exchangeType? } (direct, topic, fanout or headers)`,
+        );
     if (o.prefetch !== undefined && (!Number.isInteger(o.prefetch) || o.prefetch < 1 || o.prefetch > 65535))
       throw new MnemeError("INVALID_REQUEST", `prefetch must be an integer in 1..65535, got ${String(o.prefetch)}`);
     this.#o = o;
@@ -121,7 +139,10 @@ class AmqpConsumeTransport implements ConsumeTransport {
     ch.once("close", () => this.#closedChannels.add(ch));
     if (o.assertQueue === undefined || o.assertQueue === false) await ch.checkQueue(o.queue);
     else await ch.assertQueue(o.queue, o.assertQueue === true ? { durable: true } : o.assertQueue);
-    for (const b of o.bindings ?? []) await ch.bindQueue(o.queue, b.exchange, b.routingKey);
+    for (const b of o.bindings ?? []) {
+      if (b.exchangeType !== undefined) await ch.assertExchange(b.exchange, b.exchangeType, { durable: true });
+      await ch.bindQueue(o.queue, b.exchange, b.routingKey);
+    }
     await ch.prefetch(o.prefetch ?? Math.max(16, 2 * this.#concurrency));
     const { consumerTag } = await ch.consume(o.queue, (msg) => {
       // null: the broker cancelled the subscription (the queue was deleted); open again while running.

@@ -35,6 +35,9 @@ export function checkConnection(connection: unknown, name: string): AmqpConnecti
   throw new MnemeError("INVALID_REQUEST", `${name}: connection must be an amqplib connection or an amqp:// URL`);
 }
 
+/** The exchange types mneme declares. */
+export const EXCHANGE_TYPES: ReadonlySet<string> = new Set(["direct", "topic", "fanout", "headers"]);
+
 /** AMQP reply codes of a channel the server closed for what was asked (not found, access refused, precondition failed, ...). */
 const REFUSED_CODES = new Set([403, 404, 405, 406, 530, 540]);
 

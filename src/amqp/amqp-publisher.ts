@@ -5,7 +5,7 @@ import type { TransportMessage } from "../integration/integration-message.js";
 import type { PublishTransport } from "../integration/integration-transport.js";
 import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
-import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, within } from "./amqp-driver.js";
+import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES, within } from "./amqp-driver.js";
 
 /** Configuration of a RabbitMQ (AMQP 0-9-1) publisher. */
 export interface AmqpPublisherOptions extends OutboxHandlerOptions {
@@ -45,8 +45,6 @@ export class AmqpPublisher extends IntegrationPublisher {
     super(facade, { concurrency: 16, ...options, transport: new AmqpPublishTransport(options) });
   }
 }
-
-const EXCHANGE_TYPES = new Set(["direct", "topic", "fanout", "headers"]);
 
 class AmqpPublishTransport implements PublishTransport {
   readonly broker = "amqp";

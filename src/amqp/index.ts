@@ -8,5 +8,5 @@
  * handlers listed by the Runtime. Needs `amqplib` 2.x (an optional peer). See docs/integration.md.
  */
 export { AmqpPublisher, type AmqpPublisherOptions } from "./amqp-publisher.js";
-export { AmqpConsumer, type AmqpConsumerOptions } from "./amqp-consumer.js";
+export { AmqpConsumer, type AmqpBinding, type AmqpConsumerOptions } from "./amqp-consumer.js";
 export type { AmqpConnectionLike } from "./amqp-driver.js";
