@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import type { GetMessage } from "amqplib";
 import { describe, expect, it } from "vitest";
 import { createFacade, type Event, type Facade, newUuid } from "mneme";
-import { AmqpPublisher } from "mneme/amqp";
+import { AmqpConsumer, AmqpPublisher } from "mneme/amqp";
 import { messageCommandUuid } from "mneme/reactions";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, Increment, Incremented } from "./support/counter-domain.js";
@@ -159,6 +159,47 @@ describe("publishing through faults", () => {
 });
 
 describe("consuming through faults", () => {
+  it("while the RabbitMQ node is stopped and started again: the consumer opens again, each message's command runs once", async () => {
+    const node = await privateRabbit();
+    await node.start();
+    const queue = amqpName("consume-restart");
+    const send = async (from: number, n: number) => {
+      const admin = await adminChannel(node.url);
+      for (let i = from; i < from + n; i++)
+        admin.sendToQueue(queue, Buffer.from(JSON.stringify({ counter, by: i })), { messageId: `m-${i}`, persistent: true });
+      await admin.close();
+    };
+    const counter = newUuid();
+    const f = scratch.keep(createFacade({ ...createSqliteBackends({ filename: scratch.newFile() }) }));
+    f.registerDomain(Counter);
+    f.registerReadmodel(
+      new AmqpConsumer(f, {
+        name: "In",
+        domain: "Counter",
+        connection: await amqpConnection(node.url),
+        queue,
+        assertQueue: true,
+        concurrency: 4,
+        toCommand: (m) => ({ command: Increment, payload: { counterUuid: counter, by: (m.body as { by: number }).by } }),
+      }),
+    );
+    await f.start();
+    const connected = () => f.runtime.listEventHandlers().find((h) => h.name === "In")!.integration!.connected;
+    await until(connected, "the consumer is connected");
+    await send(0, 200);
+    await node.stop();
+    await until(() => !connected(), "the consumer saw the broker go");
+    await node.start();
+    await send(200, 100);
+    await until(async () => (await incrementEvents(f)).length >= 300, "300 commands ran", 60_000, 50);
+    const events = await incrementEvents(f);
+    expect(events).toHaveLength(300);
+    expect(new Set(events.map((e) => e.commandUuid))).toEqual(new Set(Array.from({ length: 300 }, (_, i) => messageCommandUuid(`m-${i}`))));
+    await until(connected, "the consumer is connected again");
+    const check = await adminChannel(node.url);
+    await until(async () => (await check.checkQueue(queue)).messageCount === 0, "every message is acked");
+  }, 180_000);
+
   it("with the consumer killed mid-batch: each message's command runs once, the poison message is a dead letter", async () => {
     const admin = await adminChannel();
     const queue = amqpName("consume");

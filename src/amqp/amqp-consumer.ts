@@ -131,6 +131,8 @@ class AmqpConsumeTransport implements ConsumeTransport {
       this.#live = false;
       throw amqpError(err, `consuming ${this.target}`);
     }
+    // A channel that came after an earlier open gave up may hold deliveries already.
+    this.#pump();
   }
 
   /** Declares and binds the queue as configured, sets the prefetch and subscribes: run on every new channel. */
