@@ -17,6 +17,16 @@ import { newUuid } from "mneme";
 
 export const AMQP_URL = process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672";
 
+/**
+ * What the helpers made, undone after the test file, last first. vitest runs
+ * no afterAll registered inside a test, and the helpers are called there: so
+ * one afterAll, registered when the file imports this module, undoes them all.
+ */
+const cleanups: (() => Promise<unknown>)[] = [];
+afterAll(async () => {
+  for (const undo of cleanups.splice(0).reverse()) await undo().catch(() => undefined);
+}, 120_000);
+
 /** A fresh name for an exchange or queue. */
 export function amqpName(prefix: string): string {
   return `mneme-test.${prefix}.${newUuid().replace(/-/g, "").slice(-10)}`;
@@ -26,9 +36,7 @@ export function amqpName(prefix: string): string {
 export async function amqpConnection(url = AMQP_URL): Promise<RecoveringChannelModel> {
   const conn = await amqp.connect(url, { recovery: { initialDelay: 50, maxDelay: 500 } });
   conn.on("error", () => undefined);
-  afterAll(async () => {
-    await conn.close().catch(() => undefined);
-  });
+  cleanups.push(() => conn.close());
   return conn;
 }
 
@@ -38,18 +46,14 @@ export async function adminChannel(url = AMQP_URL): Promise<Channel> {
   conn.on("error", () => undefined);
   const ch = await conn.createChannel();
   ch.on("error", () => undefined);
-  afterAll(async () => {
-    await conn.close().catch(() => undefined);
-  });
+  cleanups.push(() => conn.close());
   return ch;
 }
 
-/** Declares a durable exchange (deleted after the file). */
+/** Declares a durable exchange (deleted after the file, on `ch`'s connection). */
 export async function makeExchange(ch: Channel, name: string, type = "topic"): Promise<void> {
   await ch.assertExchange(name, type, { durable: true });
-  afterAll(async () => {
-    await ch.deleteExchange(name).catch(() => undefined);
-  });
+  cleanups.push(() => ch.deleteExchange(name));
 }
 
 /** Declares a durable queue bound to `exchange` with `pattern` (deleted after the file). */
@@ -62,9 +66,7 @@ export async function makeQueue(
 ): Promise<void> {
   await ch.assertQueue(name, { durable: true, ...(args === undefined ? {} : { arguments: args }) });
   if (exchange !== undefined) await ch.bindQueue(name, exchange, pattern);
-  afterAll(async () => {
-    await ch.deleteQueue(name).catch(() => undefined);
-  });
+  cleanups.push(() => ch.deleteQueue(name));
 }
 
 /** Every message of `queue`, in queue order, taken off it (acked). */
@@ -157,10 +159,10 @@ export async function privateRabbit(): Promise<PrivateRabbit> {
       await exited;
     },
   };
-  afterAll(async () => {
+  cleanups.push(async () => {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
-  }, 60_000);
+  });
   return server;
 }
 
