@@ -101,7 +101,7 @@ describe("AmqpPublisher", () => {
           domain: "Counter",
           connection: AMQP_URL,
           exchange,
-          retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 5 },
+          retry: { maxAttempts: 1, initialDelayMs: 1, maxDelayMs: 5 },
         }).on(Incremented, (e) => ({
           subject: e.payload.by === 2 ? "nobody-listens" : "bound",
           ...(e.payload.by === 3 ? { exchange: amqpName("missing") } : {}),
@@ -110,14 +110,26 @@ describe("AmqpPublisher", () => {
       );
     });
     const c = newUuid();
-    for (let by = 1; by <= 4; by++) await f.dispatch(Increment, { counterUuid: c, by });
+    // Other aggregates' messages in flight on the channel the broker closes for the missing exchange are not to blame
+    // (one attempt would make them dead): all lanes start at once, so theirs may be in flight when c's third meets it.
+    const others = Array.from({ length: 8 }, () => newUuid());
+    await f.runtime.controlEventHandler({ eventHandlerName: "Out", action: "stop" });
+    for (let by = 1; by <= 4; by++) {
+      await f.dispatch(Increment, { counterUuid: c, by });
+      await Promise.all(others.map((o) => f.dispatch(Increment, { counterUuid: o, by: 10 })));
+    }
+    await Promise.all(others.map((o) => f.dispatch(Increment, { counterUuid: o, by: 10 })));
+    await f.runtime.controlEventHandler({ eventHandlerName: "Out", action: "start" });
     await until(async () => (await f.runtime.listDeadLetters({ eventHandlerName: "Out" })).length === 2, "two dead letters");
-    await until(async () => (await queueCount(admin, queue)) === 2, "two messages are in the queue");
+    await until(async () => (await queueCount(admin, queue)) === 42, "two messages of c and 40 others are in the queue");
     const dead = await f.runtime.listDeadLetters({ eventHandlerName: "Out" });
-    expect(dead.map((d) => d.attempts)).toEqual([2, 2]);
+    expect(dead.map((d) => d.attempts)).toEqual([1, 1]);
     expect(dead.map((d) => d.lastError).join("\n")).toMatch(/no queue is bound for routing key nobody-listens/);
     expect(dead.map((d) => d.lastError).join("\n")).toMatch(/404/);
-    expect((await drainQueue(admin, queue)).map((m) => (JSON.parse(m.content.toString()) as { by: number }).by)).toEqual([1, 4]);
+    expect(
+      (await drainQueue(admin, queue)).map((m) => (JSON.parse(m.content.toString()) as { by: number }).by).filter((by) => by !== 10),
+    ).toEqual([1, 4]);
+    expect(await f.runtime.listDeadLetters({ eventHandlerName: "Out" })).toHaveLength(2);
   });
 
   it("refuses a connection that is not one, and an exchange type without an exchange", () => {

@@ -88,10 +88,9 @@ class AmqpPublishTransport implements PublishTransport {
       await within(confirmed(ch, exchange, m, this.#o.mandatory ?? true), this.#timeoutMs, what);
       this.connected = true;
     } catch (err) {
-      // A channel the server closed for this publish (a missing exchange: 404) is the message's fault, not the broker's absence.
       const reason = this.#link.reasonOf(ch);
       this.connected = reason !== undefined;
-      throw amqpError(reason ?? err, what);
+      throw amqpError(blames(reason, exchange) ? reason : err, what);
     }
     if (this.#returned.delete(m.id))
       throw new MnemeError("INVALID_STATE", `${what}: no queue is bound for routing key ${m.subject} (the broker returned the message)`);
@@ -101,6 +100,19 @@ class AmqpPublishTransport implements PublishTransport {
     this.connected = false;
     return this.#link.close();
   }
+}
+
+/**
+ * Whether the server's reason for closing the channel is this publish's
+ * fault (it counts an attempt): a missing exchange (404) only for a publish
+ * to that exchange, since every publish in flight on the channel fails with
+ * it and the others are no more to blame than for a lost connection; any
+ * other refusal (a declaration that does not match, access refused) always.
+ */
+function blames(reason: unknown, exchange: string): boolean {
+  if (reason === undefined) return false;
+  const { code, message } = reason as { code?: unknown; message?: unknown };
+  return code !== 404 || (typeof message === "string" && message.includes(`'${exchange}'`));
 }
 
 /** Publishes `m` persistent, its id as message-id, and resolves on the broker's confirm (rejects on its nack or the channel's close). */
