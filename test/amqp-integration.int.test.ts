@@ -270,6 +270,32 @@ describe("AmqpConsumer", () => {
     expect(events).toHaveLength(1);
   });
 
+  it("a consumer whose queue does not exist yet lists the failure, and consumes once the queue is there", async () => {
+    const queue = amqpName("later");
+    const counter = newUuid();
+    const f = await started((f) => {
+      f.registerDomain(Counter);
+      f.registerReadmodel(
+        new AmqpConsumer(f, {
+          name: "In",
+          domain: "Counter",
+          connection: conn,
+          queue,
+          pollMs: 50,
+          toCommand: (m) => ({ command: Increment, payload: { counterUuid: counter, by: (m.body as { by: number }).by } }),
+        }),
+      );
+    });
+    const info = () => f.runtime.listEventHandlers().find((x) => x.name === "In")!.integration!;
+    await until(() => info().failures > 0, "the missing queue is a failure");
+    expect(info()).toMatchObject({ connected: false });
+    expect(info().lastError).toMatch(/404|NOT.FOUND/);
+    await makeQueue(admin, queue);
+    admin.sendToQueue(queue, bytes({ by: 3 }), { messageId: newUuid() });
+    await until(async () => (await allEvents(f)).length === 1, "the message's command ran");
+    expect(info().connected).toBe(true);
+  });
+
   it("refuses bad options", () => {
     const f = { eventRepository: {}, readmodelStoreBackend: {}, dispatch: () => undefined } as never;
     const toCommand = () => undefined;

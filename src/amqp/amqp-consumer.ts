@@ -129,6 +129,8 @@ class AmqpConsumeTransport implements ConsumeTransport {
       await this.#link.channel(OPEN_TIMEOUT_MS, `consuming ${this.target}`);
     } catch (err) {
       this.#live = false;
+      // A channel still coming is closed when it comes, unless the consumer opens again first: nothing else would close it.
+      await this.#link.close();
       throw amqpError(err, `consuming ${this.target}`);
     }
     // A channel that came after an earlier open gave up may hold deliveries already.

@@ -48,7 +48,8 @@ const LAG_EVERY_MS = 250;
  * attempt is retried with backoff; after `retry.maxAttempts` (counted in
  * this delivery), or at once when no retry can mend it, the message
  * becomes a dead letter in this handler's outbox (listed, retried or
- * discarded through the Runtime) and is acknowledged on the broker.
+ * discarded through the Runtime) and is acknowledged on the broker (or
+ * settled as the broker's own dead letter: `DeliveredMessage.deadLettered`).
  * mneme/nats and mneme/amqp make it with their transports.
  */
 export class IntegrationConsumer extends BaseReadmodel {
