@@ -1,5 +1,5 @@
 /**
- * mneme/nats against the raw client doing the same work, in one run
+ * mneme/nats and mneme/amqp against the raw clients doing the same work, in one run
  * (machine's NATS on 127.0.0.1:4222, memory stores, a stream of its own deleted at the end):
  * (1) outbound: events appended, then published with the event uuid as
  * Nats-Msg-Id and acked; mneme's NatsPublisher (outbox entries written with
@@ -9,6 +9,7 @@
  * (2) inbound: messages published, then each turned into a committed command
  * (commandUuid: uuid v5 of the message id) and acked; mneme's NatsConsumer
  * against a raw JetStream consume loop that dispatches the same commands and acks.
+ * The same two duels through RabbitMQ are in integration-amqp.ts (BENCH_BROKERS=nats or amqp runs one broker only).
  */
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
@@ -21,6 +22,7 @@ import type { Event } from "../src/model/types.js";
 import { NatsConsumer, NatsPublisher } from "../src/nats/index.js";
 import { messageCommandUuid } from "../src/reactions/index.js";
 import { BENCH_REQ_CTX, BENCH_TENANT, type Bench, duel } from "./harness.js";
+import { amqpDuels } from "./integration-amqp.js";
 
 const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const Acc = defineDomain("Acc", { description: "accounts for the integration bench" });
@@ -33,6 +35,13 @@ function installAcc(d: DomainInstaller): void {
 const enc = new TextEncoder();
 
 export default async function (b: Bench): Promise<void> {
+  const brokers = process.env.BENCH_BROKERS ?? "nats,amqp";
+  if (brokers.includes("nats")) await natsDuels(b);
+  if (brokers.includes("amqp"))
+    await amqpDuels(b, { domain: Acc, install: installAcc, credit: Credit, credited: Credited, aggregates, newEvents });
+}
+
+async function natsDuels(b: Bench): Promise<void> {
   const nc = await connect({ servers: NATS_URL });
   const jsm = await jetstreamManager(nc);
   const js = jetstream(nc);

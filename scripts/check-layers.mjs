@@ -39,6 +39,7 @@ const RANKS = {
   reactions: 4.5, // subpath mneme/reactions: process managers, reactors, their outbox (built on src/readmodel, listed by the Runtime)
   integration: 4.6, // the broker-neutral publisher of integration events and consumer of messages (outbox handlers)
   nats: 4.7, //      subpath mneme/nats: the NATS JetStream transports
+  amqp: 4.7, //      subpath mneme/amqp: the RabbitMQ (amqplib) transports
   runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
   app: 6, //         createFacade / Facade: the composition root
   "index.ts": 7, //  the root export `mneme`

@@ -220,6 +220,24 @@ describe("production install of the packed package (npm install --omit=dev)", ()
     expect(postgres).toMatch(/^true mneme\/postgres needs pg, which is not installed: .*Install it: npm install pg@\^8$/);
   });
 
+  it("without amqplib (an optional peer), mneme/amqp imports, and a publisher or consumer given a URL names the package and its install command", async () => {
+    expect(packagesBelow(appDir)).not.toContain("amqplib");
+    const script = [
+      'const { AmqpPublisher, AmqpConsumer } = await import("mneme/amqp");',
+      'const { createFacade, isMnemeError } = await import("mneme");',
+      "const f = createFacade(); const base = { domain: 'D', connection: 'amqp://127.0.0.1' };",
+      "for (const make of [() => new AmqpPublisher(f, { ...base, name: 'Out', exchange: 'x' }), () => new AmqpConsumer(f, { ...base, name: 'In', queue: 'q', toCommand: () => undefined })]) {",
+      "  try { make(); console.log('made'); } catch (e) { console.log(isMnemeError(e, 'INVALID_REQUEST'), e.message); }",
+      "}",
+    ].join("\n");
+    const r = await runProcess(process.execPath, ["--input-type=module", "-e", script], appDir);
+    expect(r.stderr.trim()).toBe("");
+    const lines = r.stdout.trim().split("\n");
+    expect(lines).toHaveLength(2);
+    for (const line of lines)
+      expect(line).toMatch(/^true mneme\/amqp needs amqplib, which is not installed: .*Install it: npm install amqplib@\^2$/);
+  });
+
   it("the CLI's --help and --version work without the generator", async () => {
     const [help, version] = await Promise.all([runProcess(bin, ["--help"], appDir), runProcess(bin, ["--version"], appDir)]);
     expect(help.code).toBe(0);

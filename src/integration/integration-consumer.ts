@@ -48,7 +48,8 @@ const LAG_EVERY_MS = 250;
  * attempt is retried with backoff; after `retry.maxAttempts` (counted in
  * this delivery), or at once when no retry can mend it, the message
  * becomes a dead letter in this handler's outbox (listed, retried or
- * discarded through the Runtime) and is acknowledged on the broker.
+ * discarded through the Runtime) and is acknowledged on the broker (or
+ * settled as the broker's own dead letter: `DeliveredMessage.deadLettered`).
  * mneme/nats and mneme/amqp make it with their transports.
  */
 export class IntegrationConsumer extends BaseReadmodel {
@@ -153,8 +154,10 @@ export class IntegrationConsumer extends BaseReadmodel {
   async #handle(m: DeliveredMessage): Promise<void> {
     if (m.pending !== undefined) this.#stats.lag = m.pending;
     try {
-      if (await this.#attempts(m)) await m.ack();
-      else m.release();
+      const outcome = await this.#attempts(m);
+      if (outcome === "released") m.release();
+      else if (outcome === "dead" && m.deadLettered !== undefined) await m.deadLettered();
+      else await m.ack();
     } catch (err) {
       // The dead letter could not be written, or the ack not sent: the broker delivers the message again.
       this.#stats.failed(err);
@@ -162,8 +165,8 @@ export class IntegrationConsumer extends BaseReadmodel {
     }
   }
 
-  /** Tries the message's command until done or dead (true: ack it), or the consumer stops (false: release it). */
-  async #attempts(m: DeliveredMessage): Promise<boolean> {
+  /** Tries the message's command until done or dead (settle it), or the consumer stops (release it). */
+  async #attempts(m: DeliveredMessage): Promise<"done" | "dead" | "released"> {
     const commandUuid = this.commandUuidOf(m.id);
     // Earlier deliveries are not counted as attempts: most never reached a handler (a pull of an app that died meanwhile).
     let attempts = 0;
@@ -171,16 +174,16 @@ export class IntegrationConsumer extends BaseReadmodel {
       const err = new MnemeError("INVALID_STATE", `message ${m.id} was delivered ${m.deliveryCount} times without an outcome`);
       this.#stats.failed(err);
       await this.#deadLetter(m, undefined, err, 0, commandUuid);
-      return true;
+      return "dead";
     }
     for (;;) {
-      if (!this.#live) return false;
+      if (!this.#live) return "released";
       let routed: InboundCommand | undefined;
       try {
         routed = await this.#toCommand(this.#inbound(m, decodeBody(m.data, m.id)));
         if (routed !== undefined) await this.#dispatch(routed, commandUuid);
         this.#stats.handled++;
-        return true;
+        return "done";
       } catch (err) {
         this.#stats.failed(err);
         if (isMnemeError(err) && NOT_THE_MESSAGES_FAULT.has(err.code)) {
@@ -190,7 +193,7 @@ export class IntegrationConsumer extends BaseReadmodel {
         attempts++;
         if (attempts >= this.outbox.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code))) {
           await this.#deadLetter(m, routed, err, attempts, commandUuid);
-          return true;
+          return "dead";
         }
         await this.#pause(backoffMs(this.outbox.retry, attempts));
         m.working();

@@ -11,6 +11,8 @@ import type { Event, RequestContext } from "../model/types.js";
 export interface OutboundMessage {
   /** The NATS subject, or the AMQP routing key. */
   readonly subject: string;
+  /** AMQP only: the exchange it goes to instead of the publisher's (NATS refuses a message that names one). */
+  readonly exchange?: string;
   /** The message body: JSON-safe, sent as JSON. */
   readonly body: unknown;
   /** Headers of the application's own, besides mneme's (`mneme-event`, `mneme-aggregate`, `mneme-position`, `mneme-correlation-id`). */
@@ -24,6 +26,8 @@ export type MessageMapping<P> = (event: Event<P>) => OutboundMessage | undefined
 export interface TransportMessage {
   readonly id: string;
   readonly subject: string;
+  /** The exchange the mapping named (AMQP), if any. */
+  readonly exchange?: string;
   readonly data: Uint8Array;
   readonly headers: Readonly<Record<string, string>>;
 }

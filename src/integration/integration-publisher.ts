@@ -87,6 +87,7 @@ export class IntegrationPublisher extends BaseReadmodel {
       await this.#transport.publish({
         id: event.eventUuid,
         subject: message.subject,
+        ...(message.exchange === undefined ? {} : { exchange: message.exchange }),
         data: encodeBody(message.body, `${this.name} (${entry.eventPath})`),
         headers: messageHeaders(event, message.headers, entry.correlationId),
       });
@@ -117,6 +118,8 @@ export class IntegrationPublisher extends BaseReadmodel {
 function checkMessage(m: OutboundMessage, handler: string, path: string): void {
   if (typeof m !== "object" || m === null || typeof m.subject !== "string" || m.subject === "")
     throw new MnemeError("INVALID_REQUEST", `${handler}: the mapping of ${path} must return { subject, body } with a non-empty subject`);
+  if (m.exchange !== undefined && typeof m.exchange !== "string")
+    throw new MnemeError("INVALID_REQUEST", `${handler}: the exchange of ${path} must be a string`);
   if (m.headers !== undefined) {
     for (const [k, v] of Object.entries(m.headers))
       if (typeof v !== "string") throw new MnemeError("INVALID_REQUEST", `${handler}: header ${k} of ${path} must be a string`);

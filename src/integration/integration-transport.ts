@@ -40,6 +40,12 @@ export interface DeliveredMessage {
   readonly pending?: number;
   /** Done: the broker forgets it (ack). */
   ack(): Promise<void>;
+  /**
+   * It became a dead letter of the consumer: settles it as the broker's dead
+   * letter too (an AMQP reject, which a queue with a dead-letter exchange
+   * routes there). Absent: it is acked.
+   */
+  deadLettered?(): Promise<void>;
   /** Not done here: the broker delivers it again (later, to this or another consumer). */
   release(): void;
   /** Still working on it: the broker waits longer before it delivers it again. */

@@ -51,6 +51,11 @@ class NatsPublishTransport implements PublishTransport {
 
   async publish(m: TransportMessage): Promise<void> {
     const nc = this.#o.connection;
+    if (m.exchange !== undefined)
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `${this.#o.name}: NATS has no exchanges; the mapping of a NatsPublisher names a subject only`,
+      );
     this.#js ??= jetStreamOf(nc);
     try {
       await this.#js.publish(m.subject, m.data, {

@@ -17,6 +17,16 @@ import { newUuid } from "mneme";
 export const NATS_URL = process.env.NATS_URL ?? "127.0.0.1:4222";
 const NATS_SERVER = process.env.NATS_SERVER ?? "/usr/sbin/nats-server";
 
+/**
+ * What the helpers made, undone after the test file, last first. vitest runs
+ * no afterAll registered inside a test, and the helpers are called there
+ * (private servers were left running): one afterAll, registered at import, undoes them all.
+ */
+const cleanups: (() => Promise<unknown>)[] = [];
+afterAll(async () => {
+  for (const undo of cleanups.splice(0).reverse()) await undo().catch(() => undefined);
+}, 60_000);
+
 /** A fresh name for a stream and its subjects. */
 export function streamName(prefix: string): string {
   return `${prefix}_${newUuid().replace(/-/g, "").slice(-10)}`.toUpperCase();
@@ -25,9 +35,7 @@ export function streamName(prefix: string): string {
 /** Connects (reconnecting forever) and closes the connection after the test file. */
 export async function natsConnection(servers = NATS_URL): Promise<NatsConnection> {
   const nc = await connect({ servers, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
-  afterAll(async () => {
-    await nc.close().catch(() => undefined);
-  });
+  cleanups.push(() => nc.close());
   return nc;
 }
 
@@ -35,9 +43,9 @@ export async function natsConnection(servers = NATS_URL): Promise<NatsConnection
 export async function makeStream(nc: NatsConnection, name: string): Promise<void> {
   const jsm = await jetstreamManager(nc);
   await jsm.streams.add({ name, subjects: [`${name}.>`], storage: "file" as never, duplicate_window: 120e9 });
-  afterAll(async () => {
+  cleanups.push(async () => {
     if (nc.isClosed()) return;
-    await (await jetstreamManager(nc)).streams.delete(name).catch(() => undefined);
+    await (await jetstreamManager(nc)).streams.delete(name);
   });
 }
 
@@ -110,7 +118,7 @@ export async function privateNats(): Promise<PrivateNats> {
       });
     },
   };
-  afterAll(async () => {
+  cleanups.push(async () => {
     await server.kill();
     rmSync(dir, { recursive: true, force: true });
   });

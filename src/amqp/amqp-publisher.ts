@@ -1,0 +1,135 @@
+import type { ConfirmChannel, Message } from "amqplib";
+import { MnemeError } from "../model/errors.js";
+import { IntegrationPublisher } from "../integration/integration-publisher.js";
+import type { TransportMessage } from "../integration/integration-message.js";
+import type { PublishTransport } from "../integration/integration-transport.js";
+import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
+import type { OutboxHandlerOptions } from "../reactions/outbox.js";
+import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES, within } from "./amqp-driver.js";
+
+/** Configuration of a RabbitMQ (AMQP 0-9-1) publisher. */
+export interface AmqpPublisherOptions extends OutboxHandlerOptions {
+  /**
+   * The application's connection (`connect(url, { recovery: {} })` of amqplib; mneme never closes it), or an
+   * `amqp://` URL that mneme connects to (with amqplib's recovery) while the publisher runs.
+   */
+  readonly connection: AmqpConnectionLike | string;
+  /** The exchange messages go to ("" is the default exchange, which routes by queue name); a mapping may name another. */
+  readonly exchange: string;
+  /** When given, the exchange is declared (durable, of this type) on each new channel; else it must exist. */
+  readonly exchangeType?: "direct" | "topic" | "fanout" | "headers";
+  /**
+   * Publish as `mandatory`: a message no queue takes comes back and the
+   * publish fails (retried, then a dead letter) instead of being dropped by
+   * the broker. Default true.
+   */
+  readonly mandatory?: boolean;
+  /** How long a publish waits for the broker's confirm (and for a channel) before it is tried again. Default 5000 ms. */
+  readonly confirmTimeoutMs?: number;
+}
+
+/**
+ * Publishes chosen events to RabbitMQ, through an outbox (see
+ * IntegrationPublisher): each persistent, with the event uuid as the AMQP
+ * `message-id`, on a confirm channel (an entry leaves the outbox only once
+ * the broker confirmed it); one aggregate's events in position order; at
+ * least once, across broker restarts and crashes of the app. RabbitMQ drops
+ * no repeats: consumers dedupe by message-id (AmqpConsumer does).
+ * @example
+ * const publisher = new AmqpPublisher(facade, { name: "OrdersOut", domain: "Orders", connection: conn, exchange: "orders", exchangeType: "topic" })
+ *   .on(OrderPlaced, (e) => ({ subject: "orders.placed", body: { orderId: e.payload.orderUuid } }));
+ * facade.registerReadmodel(publisher);
+ */
+export class AmqpPublisher extends IntegrationPublisher {
+  constructor(facade: ReadmodelFacade, options: AmqpPublisherOptions) {
+    super(facade, { concurrency: 16, ...options, transport: new AmqpPublishTransport(options) });
+  }
+}
+
+class AmqpPublishTransport implements PublishTransport {
+  readonly broker = "amqp";
+  readonly target: string;
+  connected = false;
+  readonly #o: AmqpPublisherOptions;
+  readonly #timeoutMs: number;
+  readonly #link: AmqpChannelLink<ConfirmChannel>;
+  /** Message ids the broker returned as unroutable on the current channel; a return comes before its confirm. */
+  readonly #returned = new Set<string>();
+
+  constructor(o: AmqpPublisherOptions) {
+    const source = checkConnection(o.connection, o.name);
+    if (typeof o.exchange !== "string")
+      throw new MnemeError("INVALID_REQUEST", `${o.name}: exchange must be a string ("" for the default exchange)`);
+    if (o.exchangeType !== undefined && (!EXCHANGE_TYPES.has(o.exchangeType) || o.exchange === ""))
+      throw new MnemeError("INVALID_REQUEST", `${o.name}: exchangeType must be direct, topic, fanout or headers, and the exchange named`);
+    const t = o.confirmTimeoutMs ?? 5000;
+    if (!Number.isFinite(t) || t < 1) throw new MnemeError("INVALID_REQUEST", `confirmTimeoutMs must be a number >= 1, got ${String(t)}`);
+    this.#o = o;
+    this.#timeoutMs = t;
+    this.target = o.exchange === "" ? "(default exchange)" : o.exchange;
+    this.#link = new AmqpChannelLink<ConfirmChannel>(source, true, (ch) => this.#setup(ch));
+  }
+
+  async #setup(ch: ConfirmChannel): Promise<void> {
+    this.#returned.clear();
+    ch.on("return", (m: Message) => {
+      const id = m.properties.messageId as unknown;
+      if (typeof id === "string") this.#returned.add(id);
+    });
+    if (this.#o.exchangeType !== undefined) await ch.assertExchange(this.#o.exchange, this.#o.exchangeType, { durable: true });
+  }
+
+  async publish(m: TransportMessage): Promise<void> {
+    const exchange = m.exchange ?? this.#o.exchange;
+    const what = `publishing ${m.subject} to ${exchange === "" ? "the default exchange" : exchange}`;
+    let ch: ConfirmChannel | undefined;
+    try {
+      ch = await this.#link.channel(this.#timeoutMs, what);
+      await within(confirmed(ch, exchange, m, this.#o.mandatory ?? true), this.#timeoutMs, what);
+      this.connected = true;
+    } catch (err) {
+      const reason = this.#link.reasonOf(ch);
+      this.connected = reason !== undefined;
+      throw amqpError(blames(reason, exchange) ? reason : err, what);
+    }
+    if (this.#returned.delete(m.id))
+      throw new MnemeError("INVALID_STATE", `${what}: no queue is bound for routing key ${m.subject} (the broker returned the message)`);
+  }
+
+  close(): Promise<void> {
+    this.connected = false;
+    return this.#link.close();
+  }
+}
+
+/**
+ * Whether the server's reason for closing the channel is this publish's
+ * fault (it counts an attempt): a missing exchange (404) only for a publish
+ * to that exchange, since every publish in flight on the channel fails with
+ * it and the others are no more to blame than for a lost connection; any
+ * other refusal (a declaration that does not match, access refused) always.
+ */
+function blames(reason: unknown, exchange: string): boolean {
+  if (reason === undefined) return false;
+  const { code, message } = reason as { code?: unknown; message?: unknown };
+  return code !== 404 || (typeof message === "string" && message.includes(`'${exchange}'`));
+}
+
+/** Publishes `m` persistent, its id as message-id, and resolves on the broker's confirm (rejects on its nack or the channel's close). */
+function confirmed(ch: ConfirmChannel, exchange: string, m: TransportMessage, mandatory: boolean): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const content = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+    const options = {
+      messageId: m.id,
+      persistent: true,
+      mandatory,
+      contentType: "application/json",
+      timestamp: Math.floor(Date.now() / 1000),
+      headers: m.headers,
+    };
+    ch.publish(exchange, m.subject, content, options, (err: unknown) => {
+      if (err === null || err === undefined) resolve();
+      else reject(err instanceof Error ? err : new Error("the broker refused the message (a nack)"));
+    });
+  });
+}
