@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Event } from "mneme";
-import { PartitionReader } from "../src/readmodel/partition-reader.js";
+import { PartitionReader, sharedPageSize } from "../src/readmodel/partition-reader.js";
 import type { EventRepository, ReadAllOptions } from "../src/store/event-repository.js";
 
 /** A store of `events` that answers readAll as the backends do (pages until an empty one) and logs every page read. */
@@ -67,7 +67,7 @@ const range = (from: number, to: number) => Array.from({ length: to - from + 1 }
 describe("PartitionReader", () => {
   it("lanes reading together from one position read each page of the store once", async () => {
     const s = store(1000);
-    const reader = new PartitionReader(() => s.repo, 4);
+    const reader = new PartitionReader(() => s.repo);
     const lanes = await Promise.all([0, 1, 2, 3].map(() => all(reader.pages({ afterPosition: 0, batchSize: 100 }))));
     for (const got of lanes) expect(got).toEqual(range(1, 1000));
     // Ten pages and the empty read at the head, each once (an unshared read would be 44).
@@ -77,7 +77,7 @@ describe("PartitionReader", () => {
 
   it("keeps the filter of eventPaths: a lane gets only those events, and pages are shared between lanes alike", async () => {
     const s = store(300);
-    const reader = new PartitionReader(() => s.repo, 2);
+    const reader = new PartitionReader(() => s.repo);
     const read = { afterPosition: 0, batchSize: 50, eventPaths: ["D.Seen"] };
     const [a, b] = await Promise.all([all(reader.pages(read)), all(reader.pages(read))]);
     const seen = range(1, 300).filter((p) => p % 3 !== 0);
@@ -88,7 +88,7 @@ describe("PartitionReader", () => {
 
   it("a lane that is behind reads on its own while the others go on, and a lane inside a page gets the page's rest", async () => {
     const s = store(600);
-    const reader = new PartitionReader(() => s.repo, 3);
+    const reader = new PartitionReader(() => s.repo);
     const ahead = reader.pages({ afterPosition: 400, batchSize: 100 })[Symbol.asyncIterator]();
     const behind = reader.pages({ afterPosition: 0, batchSize: 100 })[Symbol.asyncIterator]();
     // The lane ahead reads to the head while the one behind has not read a page: nothing waits for it.
@@ -111,7 +111,7 @@ describe("PartitionReader", () => {
 
   it("an empty read from before a lane began does not end the lane's reading: events committed since are read", async () => {
     const s = store(100);
-    const reader = new PartitionReader(() => s.repo, 2);
+    const reader = new PartitionReader(() => s.repo);
     // A lane in the middle of its reading keeps the reader's pages alive.
     const holder = reader.pages({ afterPosition: 0, batchSize: 10 })[Symbol.asyncIterator]();
     expect((await holder.next()).value).toHaveLength(10);
@@ -134,7 +134,7 @@ describe("PartitionReader", () => {
 
   it("a shared read that failed is read again by the next lane; the lane that started it gets the error", async () => {
     const s = store(50);
-    const reader = new PartitionReader(() => s.repo, 2);
+    const reader = new PartitionReader(() => s.repo);
     s.failOnce(new Error("connection lost"));
     const a = all(reader.pages({ afterPosition: 0, batchSize: 100 }));
     const b = all(reader.pages({ afterPosition: 0, batchSize: 100 }));
@@ -144,10 +144,17 @@ describe("PartitionReader", () => {
 
   it("keeps nothing once no lane reads: a later read goes to the store", async () => {
     const s = store(100);
-    const reader = new PartitionReader(() => s.repo, 2);
+    const reader = new PartitionReader(() => s.repo);
     expect(await all(reader.pages({ afterPosition: 0, batchSize: 100 }))).toEqual(range(1, 100));
     const before = s.reads.length;
     expect(await all(reader.pages({ afterPosition: 0, batchSize: 100 }))).toEqual(range(1, 100));
     expect(s.reads.length).toBe(before + 2);
+  });
+
+  it("shares pages of restoreBatchSize events per partition, up to 10,000, never fewer than restoreBatchSize", () => {
+    expect(sharedPageSize(1000, 4)).toBe(4000);
+    expect(sharedPageSize(1000, 1)).toBe(1000);
+    expect(sharedPageSize(1000, 256)).toBe(10_000);
+    expect(sharedPageSize(20_000, 4)).toBe(20_000);
   });
 });

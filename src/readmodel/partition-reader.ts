@@ -19,9 +19,26 @@ interface SharedPage {
   settled: Event[] | undefined;
 }
 
-/** Pages kept per lane of the handler (so lanes a page or two apart still share), and at most this many in all. */
-const PAGES_PER_LANE = 2;
-const MAX_PAGES = 64;
+/** The largest shared page (the most events a Postgres readAll page holds). */
+const MAX_SHARED_PAGE = 10_000;
+
+/**
+ * The page the lanes of an n-partition handler share: `restoreBatchSize`
+ * events for each partition (each lane's transaction then holds about
+ * `restoreBatchSize` of its own), up to 10,000 events, never fewer than
+ * `restoreBatchSize`.
+ * @internal
+ */
+export function sharedPageSize(restoreBatchSize: number, partitions: number): number {
+  return Math.max(restoreBatchSize, Math.min(restoreBatchSize * partitions, MAX_SHARED_PAGE));
+}
+
+/**
+ * Pages kept: lanes that read together are a page or two apart (their batches
+ * take turns), so a few pages suffice; the events kept are bounded too.
+ */
+const MAX_PAGES = 8;
+const MAX_KEPT_EVENTS = 40_000;
 
 /**
  * The one read of the event store that the lanes of a partitioned handler
@@ -45,7 +62,6 @@ const MAX_PAGES = 64;
  */
 export class PartitionReader {
   readonly #store: () => EventRepository;
-  readonly #limit: number;
   /** The batch size and filter of the pages kept (the same for every lane of a handler; reset when they change). */
   #shape = "";
   #pages: SharedPage[] = [];
@@ -54,9 +70,8 @@ export class PartitionReader {
   /** Pages read from the store, and pages handed over without a read (for tests and the bench). */
   readonly counts = { read: 0, shared: 0 };
 
-  constructor(store: () => EventRepository, lanes: number) {
+  constructor(store: () => EventRepository) {
     this.#store = store;
-    this.#limit = Math.min(MAX_PAGES, Math.max(4, lanes * PAGES_PER_LANE));
   }
 
   /** The pages after `afterPosition`, in position order, ending at the head (readAll's contract, never an empty page). */
@@ -129,8 +144,18 @@ export class PartitionReader {
     );
     this.#pages = this.#pages.filter((p) => p.after !== after);
     this.#pages.push(page);
-    if (this.#pages.length > this.#limit) this.#pages.shift();
+    this.#evict(read.batchSize);
     return page;
+  }
+
+  /** Drops the oldest pages beyond MAX_PAGES or MAX_KEPT_EVENTS (the newest two stay). */
+  #evict(batchSize: number): void {
+    let kept = 0;
+    for (const p of this.#pages) kept += p.settled?.length ?? batchSize;
+    while (this.#pages.length > 2 && (this.#pages.length > MAX_PAGES || kept > MAX_KEPT_EVENTS)) {
+      const p = this.#pages.shift()!;
+      kept -= p.settled?.length ?? batchSize;
+    }
   }
 }
 

@@ -52,7 +52,7 @@ export class PartitionedRunner {
     const reader = new PartitionReader(() => {
       if (this.#host === undefined) throw new MnemeError("NOT_STARTED", `event handler ${handler.name} is not registered with a facade`);
       return this.#host.eventRepository;
-    }, count);
+    });
     for (let index = 0; index < count; index++) {
       const lane = makeLane();
       const config: PartitionLane = {

@@ -15,7 +15,7 @@ import type {
 } from "../model/event-handler.js";
 import type { Telemetry } from "../observability/telemetry.js";
 import { HandlerMetrics } from "./handler-metrics.js";
-import type { LaneRead } from "./partition-reader.js";
+import { type LaneRead, sharedPageSize } from "./partition-reader.js";
 import { partitionOf } from "./partition-routing.js";
 import type { SharedCheckpointWatch } from "./shared-checkpoint-watch.js";
 
@@ -304,13 +304,17 @@ export class RunnerState {
 
   /**
    * The events this handler reads after `afterPosition`, in pages of
-   * `restoreBatchSize` (a lane's through the reader its partitions share).
+   * `restoreBatchSize`; a lane's through the reader its partitions share, in
+   * pages that hold about `restoreBatchSize` events of each partition (so
+   * that its transactions are as large as an unpartitioned handler's).
    */
   readAfter(afterPosition: number, signal?: AbortSignal): AsyncIterable<Event[]> {
     const filter = this.eventPathFilter();
+    const p = this.partition;
+    const size = this.delivery.restoreBatchSize;
     const read: LaneRead = {
       afterPosition,
-      batchSize: this.delivery.restoreBatchSize,
+      batchSize: p === undefined || p.whole !== undefined ? size : sharedPageSize(size, p.count),
       ...(signal === undefined ? {} : { signal }),
       ...(filter === undefined ? {} : { eventPaths: filter }),
     };
