@@ -13,7 +13,10 @@
  * - take-over: two instances hold two partitions each, one is SIGKILLed; the
  *   time until the other runs all four (lockRetryMs 1000, the default).
  * Each side reads and applies the same events; setup (process start, filling
- * the schema) is outside the timings.
+ * the schema) is outside the timings. Beside the elapsed times it prints the
+ * CPU time each side spent (of each instance, or of this process for the
+ * catch-ups): on a shared machine the elapsed ratios follow the neighbours'
+ * load, the CPU times show how the work splits and what partitions cost.
  */
 import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";

@@ -67,7 +67,7 @@ export class PartitionReader {
   #pages: SharedPage[] = [];
   #tick = 0;
   #readers = 0;
-  /** Pages read from the store, and pages handed over without a read (for tests and the bench). */
+  /** Pages read from the store, and pages handed over without a read (for tests). */
   readonly counts = { read: 0, shared: 0 };
 
   constructor(store: () => EventRepository) {
