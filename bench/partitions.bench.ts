@@ -89,6 +89,21 @@ function events(n: number, aggregates: string[]): NewEvent[] {
   }));
 }
 
+/**
+ * `n` aggregate uuids, as many in each of the 4 partitions: the events (spread
+ * evenly over the aggregates) then split evenly too, so that the rounds
+ * measure the partitions and not the luck of the hash over a few hundred uuids.
+ */
+function balancedAggregates(n: number): string[] {
+  const buckets: string[][] = [[], [], [], []];
+  while (buckets.some((b) => b.length < n / 4)) {
+    const u = newUuid();
+    const b = buckets[partitionOf(u, 4)]!;
+    if (b.length < n / 4) b.push(u);
+  }
+  return Array.from({ length: n }, (_, i) => buckets[i % 4]![Math.floor(i / 4)]!);
+}
+
 /** A facade on `schema` that runs no readmodel: it appends and reads checkpoints. */
 async function writer(schema: string): Promise<{ f: Facade; stop: () => Promise<void> }> {
   const f = createFacade({ appName: "partitions", ...createPostgresBackends({ connectionString: DATABASE_URL, schema, poolSize: 4 }) });
@@ -120,10 +135,10 @@ async function scaleRound(admin: pg.Pool, instances: number, n: number, cpuTotal
   const w = await writer(schema);
   const children: ChildProcess[] = [];
   try {
-    for (let i = 0; i < instances; i++) children.push(await spawn(schema, 100));
+    for (let i = 0; i < instances; i++) children.push(await spawn(schema, 1000));
     const fair = 4 / instances;
     await untilTrue(async () => (await Promise.all(children.map(running))).every((r) => r.length === fair), "balanced", 60_000, 20);
-    const aggregates = Array.from({ length: 512 }, () => newUuid());
+    const aggregates = balancedAggregates(512);
     const all = events(n, aggregates);
     const last = await appendAll(w.f, all, all.length);
     const cpu0 = await cpuOf(children);
@@ -162,13 +177,7 @@ async function overheadRound(admin: pg.Pool, partitioned: boolean, n: number, cp
   const schema = `mneme_bpart_${newUuid().replace(/-/g, "").slice(-12)}`;
   const w = await writer(schema);
   try {
-    await appendAll(
-      w.f,
-      events(
-        n,
-        Array.from({ length: 512 }, () => newUuid()),
-      ),
-    );
+    await appendAll(w.f, events(n, balancedAggregates(512)));
     const head = await w.f.eventRepository.headPosition();
     const rm = partitioned ? new CpuTotals(w.f, NAME, withPartitions(4)) : new CpuTotals(w.f, NAME);
     rm.workMicros = WORK_MICROS;
