@@ -79,7 +79,11 @@ export function withPartitions(n: number): ReadmodelOption {
   };
 }
 
-/** Sets the replay batch size (events per page and per backend transaction). */
+/**
+ * Sets the replay batch size (events per page and per backend transaction).
+ * A partitioned readmodel reads pages of this many events per partition (up
+ * to 10,000), shared by its partitions, so each partition's transaction holds about this many.
+ */
 export function withRestoreBatchSize(size: number): ReadmodelOption {
   if (!Number.isInteger(size) || size < 1 || size > 100_000)
     throw new MnemeError("INVALID_REQUEST", "restoreBatchSize must be an integer in 1..100000");

@@ -150,8 +150,9 @@ export class PartitionBalancer {
     if (!this.live || p.paused() || !(await this.#countRecorded())) return;
     const backend = p.backend();
     if (backend.tryLock === undefined) {
-      // No lock: nothing is shared with other instances; every partition runs here.
-      for (const lane of p.lanes) if (lane.state === "stopped") await lane.goLive();
+      // No lock: nothing is shared with other instances; every partition runs here. They catch up together,
+      // so that they share their reads of the store (PartitionReader).
+      await Promise.all(p.lanes.filter((l) => l.state === "stopped").map((l) => l.goLive()));
       return;
     }
     const n = p.lanes.length;

@@ -12,6 +12,7 @@ import type {
 import type { Event } from "../model/types.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { type LaneRunner, PartitionBalancer } from "./partition-balancer.js";
+import { PartitionReader } from "./partition-reader.js";
 import { partitionCountKey, partitionKey, partitionOf } from "./partition-routing.js";
 import { supportsGenerations } from "./readmodel-generations.js";
 import type { DeliveryOptions, HandlerHost, PartitionLane, RestorerConfig } from "./runner-state.js";
@@ -48,6 +49,10 @@ export class PartitionedRunner {
       return run;
     };
     this.#lanes = [];
+    const reader = new PartitionReader(() => {
+      if (this.#host === undefined) throw new MnemeError("NOT_STARTED", `event handler ${handler.name} is not registered with a facade`);
+      return this.#host.eventRepository;
+    });
     for (let index = 0; index < count; index++) {
       const lane = makeLane();
       const config: PartitionLane = {
@@ -57,6 +62,7 @@ export class PartitionedRunner {
           return partitionKey(handler.name, index);
         },
         gate,
+        pages: (read) => reader.pages(read),
         whole: undefined,
       };
       lane.configureLane(config);

@@ -176,11 +176,7 @@ export class RunnerDelivery {
     const host = s.requireHost();
     const filter = s.eventPathFilter();
     const head = filter === undefined ? 0 : await host.eventRepository.headPosition();
-    for await (const batch of host.eventRepository.readAll({
-      afterPosition: s.lastPosition,
-      batchSize: s.delivery.restoreBatchSize,
-      ...(filter === undefined ? {} : { eventPaths: filter }),
-    })) {
+    for await (const batch of s.readAfter(s.lastPosition)) {
       if (s.state !== "running") return;
       const fresh =
         batch[0] !== undefined && batch[0].position <= s.lastPosition ? batch.filter((e) => e.position > s.lastPosition) : batch;

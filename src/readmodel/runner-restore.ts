@@ -318,12 +318,7 @@ export class RunnerRestore {
     const head = filter === undefined ? 0 : await host.eventRepository.headPosition();
     let n = 0;
     let nextProgress = before + s.delivery.progressEvery;
-    for await (const batch of host.eventRepository.readAll({
-      afterPosition: s.lastPosition,
-      batchSize: s.delivery.restoreBatchSize,
-      signal,
-      ...(filter === undefined ? {} : { eventPaths: filter }),
-    })) {
+    for await (const batch of s.readAfter(s.lastPosition, signal)) {
       if (signal.aborted) break;
       const fresh =
         batch[0] !== undefined && batch[0].position <= s.lastPosition ? batch.filter((e) => e.position > s.lastPosition) : batch;

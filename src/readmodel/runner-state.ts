@@ -15,6 +15,7 @@ import type {
 } from "../model/event-handler.js";
 import type { Telemetry } from "../observability/telemetry.js";
 import { HandlerMetrics } from "./handler-metrics.js";
+import { type LaneRead, sharedPageSize } from "./partition-reader.js";
 import { partitionOf } from "./partition-routing.js";
 import type { SharedCheckpointWatch } from "./shared-checkpoint-watch.js";
 
@@ -146,6 +147,8 @@ export interface PartitionLane {
   readonly key: string;
   /** Runs a batch's transaction after those of the other lanes here (they share the handler's hooks). */
   gate<R>(fn: () => Promise<R>): Promise<R>;
+  /** Reads the store as `readAll` does, through the one reader the lanes of this process share (see PartitionReader). */
+  pages(read: LaneRead): AsyncIterable<Event[]>;
   /**
    * Set on lane 0 while it restores the whole handler from zero: it applies
    * every partition's events, each batch fenced by every lane's lock too, and
@@ -297,6 +300,25 @@ export class RunnerState {
   /** Paths this handler needs read from the store, or undefined for every event. */
   eventPathFilter(): string[] | undefined {
     return this.handlesAllEvents() ? undefined : this.handler.getDomainEvents().map((t) => t.path);
+  }
+
+  /**
+   * The events this handler reads after `afterPosition`, in pages of
+   * `restoreBatchSize`; a lane's through the reader its partitions share, in
+   * pages that hold about `restoreBatchSize` events of each partition (so
+   * that its transactions are as large as an unpartitioned handler's).
+   */
+  readAfter(afterPosition: number, signal?: AbortSignal): AsyncIterable<Event[]> {
+    const filter = this.eventPathFilter();
+    const p = this.partition;
+    const size = this.delivery.restoreBatchSize;
+    const read: LaneRead = {
+      afterPosition,
+      batchSize: p === undefined || p.whole !== undefined ? size : sharedPageSize(size, p.count),
+      ...(signal === undefined ? {} : { signal }),
+      ...(filter === undefined ? {} : { eventPaths: filter }),
+    };
+    return this.partition?.pages(read) ?? this.requireHost().eventRepository.readAll(read);
   }
 
   /** The createdAt (ns) of the event at `position`; 0 for position 0 or when no event is stored there. */

@@ -3,7 +3,8 @@
  * (run with `node --import tsx`): the 4-partition PartitionedLog on the shared
  * SQLite file or Postgres schema. Reports `{ ready, instanceId }` once
  * started; `"stop"` stops it gracefully (`{ stopped }`, then exit); a test may
- * SIGKILL it at any time. `{ report: true }` answers with the partitions it runs.
+ * SIGKILL it at any time. `{ report: true }` answers with the partitions it runs
+ * (`running`), the events it applied and the CPU time it used so far (`cpuMs`).
  * With `workMicros`, it runs the bench's CpuTotals (that much CPU per event) instead.
  * Usage: partition-instance-process.ts sqlite|postgres <file|schema> <lockRetryMs> [workMicros]
  */
@@ -43,7 +44,8 @@ process.on("message", (m: unknown) => {
       process.send!({ stopped: true }, () => process.exit(0));
     });
   } else if (typeof m === "object" && m !== null && "report" in m) {
-    process.send!({ running: running(), applied: rm.getMetrics().eventsProcessed });
+    const cpu = process.cpuUsage();
+    process.send!({ running: running(), applied: rm.getMetrics().eventsProcessed, cpuMs: (cpu.user + cpu.system) / 1000 });
   }
 });
 process.send({ ready: true, instanceId: facade.runtime.systemInfo().instanceId });
