@@ -41,6 +41,7 @@ const RANKS = {
   nats: 4.7, //      subpath mneme/nats: the NATS JetStream transports
   runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
   app: 6, //         createFacade / Facade: the composition root
+  shards: 6.5, //    subpath mneme/shards: one facade per shard behind a tenant router, placements, tenant moves
   "index.ts": 7, //  the root export `mneme`
   types: 7, //       subpath mneme/types: type-only names of the definition API
   http: 7.5, //      subpath mneme/http: the HTTP core (generic routes; knows no domain)

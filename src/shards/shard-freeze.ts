@@ -1,0 +1,81 @@
+/**
+ * The write fence of a tenant move, kept in each shard's own schema: a table
+ * of frozen tenants and a trigger on the events table that refuses any event
+ * of a frozen tenant. The router's placement cache tells callers to wait; the
+ * trigger is what makes the pause hold for every process, whatever its cache
+ * says, because it runs inside the append's own transaction.
+ */
+import type pg from "pg";
+import { advisoryKey, quoteIdent } from "../postgres/postgres-schema.js";
+
+/** SQLSTATE of an event refused because its tenant is frozen for a move (a MnemeError STORE_ERROR's cause). */
+export const SQLSTATE_TENANT_FROZEN = "MN503";
+
+/** The shard's frozen-tenant table and its trigger (idempotent; serialised with other instances by an advisory lock). */
+export async function installFreeze(pool: pg.Pool, schema: string): Promise<void> {
+  const s = quoteIdent(schema);
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey("mneme:shard-freeze", schema)]);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${s}.shard_frozen_tenants (tenant_uuid text PRIMARY KEY, frozen_at bigint NOT NULL)`);
+    await client.query(
+      `CREATE OR REPLACE FUNCTION ${s}.mneme_refuse_frozen_tenant() RETURNS trigger LANGUAGE plpgsql AS $fn$
+       BEGIN
+         IF EXISTS (SELECT 1 FROM ${s}.shard_frozen_tenants WHERE tenant_uuid = NEW.tenant_uuid) THEN
+           RAISE EXCEPTION 'tenant % is being moved to another shard: its writes are paused', NEW.tenant_uuid
+             USING ERRCODE = '${SQLSTATE_TENANT_FROZEN}';
+         END IF;
+         RETURN NEW;
+       END $fn$`,
+    );
+    await client.query(
+      `CREATE OR REPLACE TRIGGER mneme_refuse_frozen_tenant BEFORE INSERT ON ${s}.events
+       FOR EACH ROW EXECUTE FUNCTION ${s}.mneme_refuse_frozen_tenant()`,
+    );
+    await client.query("COMMIT");
+  } catch (e) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw e;
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * Freezes a tenant in a shard and waits out every append that passed the
+ * trigger before the freeze committed: the append lock of the schema is taken
+ * once after the commit, and every append holds that lock from its checks to
+ * its commit. When this resolves, no further event of the tenant can commit here.
+ */
+export async function freezeTenant(pool: pg.Pool, schema: string, tenantUuid: string): Promise<void> {
+  const s = quoteIdent(schema);
+  await pool.query(`INSERT INTO ${s}.shard_frozen_tenants (tenant_uuid, frozen_at) VALUES ($1, $2) ON CONFLICT (tenant_uuid) DO NOTHING`, [
+    tenantUuid,
+    Date.now(),
+  ]);
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey("mneme:events", schema)]);
+    await client.query("COMMIT");
+  } catch (e) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw e;
+  } finally {
+    client.release();
+  }
+}
+
+/** Lets the tenant's events in again (a move that failed its verification, or a tenant moving back). */
+export async function unfreezeTenant(pool: pg.Pool, schema: string, tenantUuid: string): Promise<void> {
+  await pool.query(`DELETE FROM ${quoteIdent(schema)}.shard_frozen_tenants WHERE tenant_uuid = $1`, [tenantUuid]);
+}
+
+/** True when `e` (or a cause of it) is the refusal of an event of a frozen tenant. */
+export function isTenantFrozenError(e: unknown): boolean {
+  for (let c: unknown = e, i = 0; c !== undefined && c !== null && i < 5; c = (c as { cause?: unknown }).cause, i++) {
+    if ((c as { code?: unknown }).code === SQLSTATE_TENANT_FROZEN) return true;
+  }
+  return false;
+}
