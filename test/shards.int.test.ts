@@ -204,6 +204,51 @@ describe.skipIf(tools === undefined)(`tenant shards: three shards, two clusters$
   });
 });
 
+describe.skipIf(tools === undefined)(`tenant shards: a move to the other cluster${skipped}`, () => {
+  it("moves a tenant under load from a schema of one cluster to a shard on another; its callers go on there", async () => {
+    const tenant = `traveller-${id}`;
+    await app.placeTenant(tenant, { shard: "s0" });
+    const accounts = Array.from({ length: 5 }, () => newUuid());
+    const acked: string[] = [];
+    let stop = false;
+    const callers = Array.from({ length: 3 }, async (_, c) => {
+      for (let k = 0; !stop || k < 30; k++) {
+        try {
+          const r = await app.dispatch(Deposit, { accountUuid: accounts[(c + k) % 5]!, amount: 2 }, { reqCtx: reqCtxOf(tenant) });
+          acked.push(...r.events.map((e) => e.eventUuid));
+        } catch (e) {
+          if (!isMnemeError(e, "CONFLICT")) throw e;
+        }
+      }
+    });
+    while (acked.length < 200) await new Promise((r) => setTimeout(r, 10));
+    const steps: string[] = [];
+    const report = await app.moveTenant(tenant, "s2", { onProgress: (p) => steps.push(p.phase), catchUpMs: 30_000 });
+    stop = true;
+    await Promise.all(callers);
+    expect(report).toMatchObject({ tenantUuid: tenant, from: "s0", to: "s2", resumed: false });
+    expect(steps).toEqual(expect.arrayContaining(["copying", "paused", "switched", "done"]));
+    expect(report.documents, JSON.stringify(report.documents)).toMatchObject({ compared: ["AccountProjection:models"] });
+    expect(report.pausedMs).toBeGreaterThan(0);
+    expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s2", state: "active" });
+    const target = await remote!.query<{ event_uuid: string }>(
+      `SELECT event_uuid FROM "${shards[2]!.schema}".events WHERE tenant_uuid = $1`,
+      [tenant],
+    );
+    expect(target.rows.map((r) => r.event_uuid).sort()).toEqual([...acked].sort());
+    expect((await app.listShards()).find((s) => s.name === "s0")?.frozenTenants).toEqual([tenant]);
+    for (const accountUuid of accounts) {
+      const events = await (await app.facadeFor(tenant)).eventRepository.loadAggregate(accountUuid);
+      await waitForModel(tenant, accountUuid, { balance: 2 * events.length, deposits: events.length });
+    }
+    // Run again, the finished move reports without copying anything.
+    expect(await app.moveTenant(tenant, "s2")).toMatchObject({ resumed: true, copied: 0 });
+    // Back to the shard that keeps its frozen copy: refused, before anything is written.
+    expect(isMnemeError(await rejection(app.moveTenant(tenant, "s0")), "CONFLICT")).toBe(true);
+    expect((await app.moves()).find((m) => m.tenantUuid === tenant)).toMatchObject({ phase: "done", toShard: "s2" });
+  });
+});
+
 /** Polls the routed query until the readmodel shows the replayed state (a fact, not a duration). */
 async function waitForModel(tenant: string, accountUuid: string, replay: AccountState): Promise<void> {
   for (let i = 0; i < 500; i++) {

@@ -11,6 +11,9 @@ import { advisoryKey, quoteIdent } from "../postgres/postgres-schema.js";
 /** SQLSTATE of an event refused because its tenant is frozen for a move (a MnemeError STORE_ERROR's cause). */
 export const SQLSTATE_TENANT_FROZEN = "MN503";
 
+/** Words of the trigger's refusal; command records of commands it refused say them (see tenant-copy's NOT_REFUSED_BY_FREEZE). */
+export const FROZEN_WORDS = "is being moved to another shard";
+
 /** The shard's frozen-tenant table and its trigger (idempotent; serialised with other instances by an advisory lock). */
 export async function installFreeze(pool: pg.Pool, schema: string): Promise<void> {
   const s = quoteIdent(schema);
@@ -23,7 +26,7 @@ export async function installFreeze(pool: pg.Pool, schema: string): Promise<void
       `CREATE OR REPLACE FUNCTION ${s}.mneme_refuse_frozen_tenant() RETURNS trigger LANGUAGE plpgsql AS $fn$
        BEGIN
          IF EXISTS (SELECT 1 FROM ${s}.shard_frozen_tenants WHERE tenant_uuid = NEW.tenant_uuid) THEN
-           RAISE EXCEPTION 'tenant % is being moved to another shard: its writes are paused', NEW.tenant_uuid
+           RAISE EXCEPTION 'tenant % ${FROZEN_WORDS}: its writes are paused', NEW.tenant_uuid
              USING ERRCODE = '${SQLSTATE_TENANT_FROZEN}';
          END IF;
          RETURN NEW;

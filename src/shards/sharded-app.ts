@@ -295,7 +295,7 @@ export class ShardedApp {
   async moveTenant(
     tenantUuid: string,
     to: string,
-    opts: Partial<Pick<TenantMoveOptions, "onProgress" | "handlerWaitMs">> = {},
+    opts: Partial<Pick<TenantMoveOptions, "onProgress" | "handlerWaitMs" | "catchUpMs" | "pageSize">> = {},
   ): Promise<TenantMoveReport> {
     this.#running();
     this.#shardNamed(to);

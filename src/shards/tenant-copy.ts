@@ -10,6 +10,7 @@ import type pg from "pg";
 import type { NewEvent } from "../model/types.js";
 import type { PostgresEventRepository } from "../postgres/postgres-event-repository.js";
 import { quoteIdent } from "../postgres/postgres-schema.js";
+import { FROZEN_WORDS } from "./shard-freeze.js";
 
 /** One side of a tenant copy: a shard's pool and schema. */
 export interface ShardSide {
@@ -38,6 +39,14 @@ interface EventRow {
   event_version: number;
 }
 
+/**
+ * Command records that are not the router's own retries: a command the
+ * source's fence refused is recorded failed there and sent again to the
+ * target by the router, so its failed record stays behind (and may be written
+ * after the copy read the records).
+ */
+const NOT_REFUSED_BY_FREEZE = `NOT (status = 'failed' AND coalesce(record->'error'->>'message', '') LIKE '%${FROZEN_WORDS}%')`;
+
 const t = (side: ShardSide, table: string): string => `${quoteIdent(side.schema)}.${quoteIdent(table)}`;
 
 /**
@@ -56,14 +65,15 @@ export async function copyEvents(
   onPage: (lastPosition: number, appended: number, keyIds: readonly string[]) => Promise<void>,
 ): Promise<{ appended: number; lastPosition: number; pages: number }> {
   let after = afterPosition;
+  // Qualified in ORDER BY: the bare name would be the output column, the position as text.
   let appended = 0;
   let pages = 0;
   for (;;) {
     const res = await source.pool.query<EventRow>(
       `SELECT position::text AS position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid,
               created_at::text AS created_at, req_ctx, payload, event_version
-         FROM ${t(source, "events")} WHERE tenant_uuid = $1 AND position > $2 AND NOT (domain = ANY($3::text[]))
-        ORDER BY position LIMIT $4`,
+         FROM ${t(source, "events")} AS src WHERE tenant_uuid = $1 AND src.position > $2 AND NOT (domain = ANY($3::text[]))
+        ORDER BY src.position LIMIT $4`,
       [scope.tenantUuid, after, scope.homeDomains, pageSize],
     );
     if (res.rows.length === 0) return { appended, lastPosition: after, pages };
@@ -140,7 +150,7 @@ export async function copyCommands(
       record: string;
     }>(
       `SELECT command_uuid, domain, name, tenant_uuid, status, created_at::text AS created_at, record::text AS record FROM ${t(source, "commands")}
-        WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[])) AND created_at >= $3 AND command_uuid > $4
+        WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[])) AND created_at >= $3 AND command_uuid > $4 AND ${NOT_REFUSED_BY_FREEZE}
         ORDER BY command_uuid LIMIT $5`,
       [scope.tenantUuid, scope.homeDomains, sinceNs, after, pageSize],
     );
@@ -234,7 +244,7 @@ export function commandsDigest(side: ShardSide, scope: TenantScope): Promise<Sid
     side,
     `SELECT count(*)::text AS n, md5(string_agg(concat_ws('|', command_uuid, domain, name, status, created_at, record::text), E'\\n'
             ORDER BY command_uuid COLLATE "C")) AS d
-       FROM ${t(side, "commands")} WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[]))`,
+       FROM ${t(side, "commands")} WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[])) AND ${NOT_REFUSED_BY_FREEZE}`,
     [scope.tenantUuid, scope.homeDomains],
   );
 }

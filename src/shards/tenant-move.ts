@@ -12,9 +12,10 @@
  *    and the mover waits out appends in flight), the tail is copied, and the
  *    events, records, snapshots and keys are verified by counts and digests.
  *    A difference unfreezes the source and fails the move: nothing switches.
+ *    Then the tenant's readmodel documents are compared between the shards
+ *    once both shards' handlers caught up.
  * 3. switched: the placement names the target, active; routers resume there.
- * 4. done: the readmodel documents of both shards are compared once both
- *    caught up. The source keeps its frozen copy (see docs/scaling.md).
+ * 4. done. The source keeps its frozen copy (see docs/scaling.md).
  */
 import type pg from "pg";
 import { MnemeError } from "../model/errors.js";
@@ -52,8 +53,10 @@ export interface TenantMoveOptions {
   readonly to: string;
   /** Events per page of the copy. Default 5,000. */
   readonly pageSize?: number;
-  /** How long the mover waits for the readmodels of both shards to catch up before comparing documents. Default 30,000 ms. */
+  /** How long the mover waits, before the pause, for the target's readmodels to follow the bulk copy. Default 30,000 ms. */
   readonly handlerWaitMs?: number;
+  /** How long the mover waits, in the pause, for both shards' readmodels before comparing documents (else it leaves them uncompared). Default 1,000 ms. */
+  readonly catchUpMs?: number;
   /** Called after each page and phase (a progress display, or a test that kills the mover at a point of progress). */
   readonly onProgress?: (p: TenantMoveProgress) => void;
 }
@@ -97,6 +100,7 @@ interface MoveContext {
   readonly keyIds: Set<string>;
   copied: number;
   copiedThrough: number;
+  documents?: TenantMoveReport["documents"];
 }
 
 /**
@@ -224,7 +228,7 @@ async function copyAndSwitch(ctx: MoveContext): Promise<number> {
   while ((await copyEventsFrom(ctx, "copying")) > 1);
   const commandsFrom = Date.now() * 1e6;
   await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, scope, 0, ctx.pageSize));
-  await waitCaughtUp(ctx.target, Math.min(ctx.opts.handlerWaitMs ?? 30_000, 10_000));
+  await waitCaughtUp(ctx.target, ctx.opts.handlerWaitMs ?? 30_000);
   const pausedAt = Date.now();
   await store.update(tenant, move.fromShard, "paused", "paused");
   progress(ctx, "paused");
@@ -251,7 +255,7 @@ async function copyAndSwitch(ctx: MoveContext): Promise<number> {
     );
   }
   await unfreezeTenant(ctx.target.pool, ctx.target.schema, tenant);
-  await waitCaughtUp(ctx.target, 500);
+  ctx.documents = await compareDocuments(ctx);
   await store.update(tenant, move.toShard, "active", "switched");
   const pausedMs = Date.now() - pausedAt;
   progress(ctx, "switched");
@@ -291,9 +295,14 @@ async function verify(ctx: MoveContext): Promise<string[]> {
   return out;
 }
 
-/** After the switch: the documents compared, the move marked done, the report. */
-async function finish(ctx: MoveContext, move: MoveRecord, resumed: boolean, pausedMs: number, t0: number): Promise<TenantMoveReport> {
-  const wait = ctx.opts.handlerWaitMs ?? 30_000;
+/**
+ * In the pause, once both shards' handlers caught up (at most `catchUpMs`):
+ * the tenant's documents of each collection of the source, compared with the
+ * target's. A difference fails the move; handlers still behind leave the
+ * documents uncompared (they follow from the verified events).
+ */
+async function compareDocuments(ctx: MoveContext): Promise<TenantMoveReport["documents"]> {
+  const wait = ctx.opts.catchUpMs ?? 1000;
   const [srcBehind, tgtBehind] = await Promise.all([waitCaughtUp(ctx.source, wait), waitCaughtUp(ctx.target, wait)]);
   const [src, tgt] = await Promise.all([
     documentsDigests(ctx.source, ctx.scope.tenantUuid),
@@ -307,13 +316,20 @@ async function finish(ctx: MoveContext, move: MoveRecord, resumed: boolean, paus
     if (b === undefined) notCompared.push({ collection, reason: "not in the target (a home-domain readmodel, or another generation)" });
     else if (behind !== undefined) notCompared.push({ collection, reason: behind });
     else if (a.rows !== b.rows || a.md5 !== b.md5) {
-      await ctx.store.setPhase(ctx.scope.tenantUuid, "failed");
+      await unfreezeTenant(ctx.source.pool, ctx.source.schema, ctx.scope.tenantUuid);
+      const move = (await ctx.store.move(ctx.scope.tenantUuid))!;
+      await ctx.store.update(ctx.scope.tenantUuid, move.fromShard, "active", "failed");
       throw new MnemeError(
         "INVALID_STATE",
-        `tenant move of ${ctx.scope.tenantUuid}: documents of ${collection} differ between the shards after the switch`,
+        `tenant move of ${ctx.scope.tenantUuid}: documents of ${collection} differ between the shards; nothing switched`,
       );
     } else compared.push(collection);
   }
+  return { compared, notCompared };
+}
+
+/** After the switch: the move marked done, the report. */
+async function finish(ctx: MoveContext, move: MoveRecord, resumed: boolean, pausedMs: number, t0: number): Promise<TenantMoveReport> {
   await ctx.store.setPhase(ctx.scope.tenantUuid, "done");
   progress(ctx, "done");
   const digests = await Promise.all([
@@ -332,7 +348,7 @@ async function finish(ctx: MoveContext, move: MoveRecord, resumed: boolean, paus
     commands: digests[1],
     snapshots: digests[2],
     keys: digests[3],
-    documents: { compared, notCompared },
+    documents: ctx.documents ?? { compared: [], notCompared: [{ collection: "*", reason: "compared by the run that switched" }] },
     pausedMs,
     durationMs: Date.now() - t0,
   };
