@@ -64,26 +64,35 @@ export async function copyEvents(
   pageSize: number,
   onPage: (lastPosition: number, appended: number, keyIds: readonly string[]) => Promise<void>,
 ): Promise<{ appended: number; lastPosition: number; pages: number }> {
+  const read = (after: number): Promise<EventRow[]> =>
+    source.pool
+      .query<EventRow>(
+        // Qualified in ORDER BY: the bare name would be the output column, the position as text.
+        `SELECT position::text AS position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid,
+                created_at::text AS created_at, req_ctx, payload, event_version
+           FROM ${t(source, "events")} AS src WHERE tenant_uuid = $1 AND src.position > $2 AND NOT (domain = ANY($3::text[]))
+          ORDER BY src.position LIMIT $4`,
+        [scope.tenantUuid, after, scope.homeDomains, pageSize],
+      )
+      .then((r) => r.rows);
   let after = afterPosition;
-  // Qualified in ORDER BY: the bare name would be the output column, the position as text.
   let appended = 0;
   let pages = 0;
+  let next = read(after);
   for (;;) {
-    const res = await source.pool.query<EventRow>(
-      `SELECT position::text AS position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid,
-              created_at::text AS created_at, req_ctx, payload, event_version
-         FROM ${t(source, "events")} AS src WHERE tenant_uuid = $1 AND src.position > $2 AND NOT (domain = ANY($3::text[]))
-        ORDER BY src.position LIMIT $4`,
-      [scope.tenantUuid, after, scope.homeDomains, pageSize],
-    );
-    if (res.rows.length === 0) return { appended, lastPosition: after, pages };
+    const rows = await next;
+    if (rows.length === 0) return { appended, lastPosition: after, pages };
     pages++;
-    const fresh = await missingInTarget(targetSide, res.rows);
+    const last = Number(rows.at(-1)!.position);
+    // The next page is read while this one is written (a page's position bound does not depend on the write).
+    next = rows.length < pageSize ? Promise.resolve([]) : read(last);
+    next.catch(() => undefined);
+    const fresh = await missingInTarget(targetSide, rows);
     if (fresh.length > 0) await target.append(fresh.map(toNewEvent));
     appended += fresh.length;
-    after = Number(res.rows.at(-1)!.position);
-    await onPage(after, fresh.length, keyIdsOf(res.rows.map((r) => r.payload)));
-    if (res.rows.length < pageSize) return { appended, lastPosition: after, pages };
+    after = last;
+    await onPage(after, fresh.length, keyIdsOf(rows.map((r) => r.payload)));
+    if (rows.length < pageSize) return { appended, lastPosition: after, pages };
   }
 }
 
@@ -228,25 +237,57 @@ async function digest(side: ShardSide, sql: string, values: unknown[]): Promise<
   return { rows: Number(res.rows[0]?.n ?? 0), md5: res.rows[0]?.d ?? "" };
 }
 
-/** The tenant's events without their positions (which differ by design), by aggregate and version. */
-export function eventsDigest(side: ShardSide, scope: TenantScope): Promise<SideDigest> {
+/** A part of the events by source position, or of the records by creation time (ns); bounds left out are open. */
+export interface DigestRange {
+  readonly after?: number;
+  readonly through?: number;
+}
+
+function rangeSql(column: string, range: DigestRange, first: number): { sql: string; values: number[] } {
+  const parts: string[] = [];
+  const values: number[] = [];
+  if (range.after !== undefined) {
+    values.push(range.after);
+    parts.push(`${column} > $${String(first + values.length - 1)}`);
+  }
+  if (range.through !== undefined) {
+    values.push(range.through);
+    parts.push(`${column} <= $${String(first + values.length - 1)}`);
+  }
+  return { sql: parts.map((p) => ` AND ${p}`).join(""), values };
+}
+
+/** The tenant's events without their positions (which differ by design), by aggregate and version; `range` bounds the positions. */
+export function eventsDigest(side: ShardSide, scope: TenantScope, range: DigestRange = {}): Promise<SideDigest> {
+  const r = rangeSql("position", range, 3);
   return digest(
     side,
     `SELECT count(*)::text AS n, md5(string_agg(concat_ws('|', event_uuid, aggregate_uuid, version, domain, name, command_uuid, created_at,
             event_version, req_ctx::text, payload::text), E'\\n' ORDER BY aggregate_uuid COLLATE "C", version)) AS d
-       FROM ${t(side, "events")} WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[]))`,
-    [scope.tenantUuid, scope.homeDomains],
+       FROM ${t(side, "events")} WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[]))${r.sql}`,
+    [scope.tenantUuid, scope.homeDomains, ...r.values],
   );
 }
 
-export function commandsDigest(side: ShardSide, scope: TenantScope): Promise<SideDigest> {
+/** The tenant's command records; `range` bounds their creation times (ns). */
+export function commandsDigest(side: ShardSide, scope: TenantScope, range: DigestRange = {}): Promise<SideDigest> {
+  const r = rangeSql("created_at", range, 3);
   return digest(
     side,
     `SELECT count(*)::text AS n, md5(string_agg(concat_ws('|', command_uuid, domain, name, status, created_at, record::text), E'\\n'
             ORDER BY command_uuid COLLATE "C")) AS d
-       FROM ${t(side, "commands")} WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[])) AND ${NOT_REFUSED_BY_FREEZE}`,
+       FROM ${t(side, "commands")} WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[])) AND ${NOT_REFUSED_BY_FREEZE}${r.sql}`,
+    [scope.tenantUuid, scope.homeDomains, ...r.values],
+  );
+}
+
+/** The highest position of the tenant's events in a shard (0: none). */
+export async function tenantHead(side: ShardSide, scope: TenantScope): Promise<number> {
+  const res = await side.pool.query<{ h: string }>(
+    `SELECT coalesce(max(position), 0)::text AS h FROM ${t(side, "events")} WHERE tenant_uuid = $1 AND NOT (domain = ANY($2::text[]))`,
     [scope.tenantUuid, scope.homeDomains],
   );
+  return Number(res.rows[0]?.h ?? 0);
 }
 
 export function snapshotsDigest(side: ShardSide, scope: TenantScope): Promise<SideDigest> {

@@ -39,6 +39,7 @@ import {
   type ShardSide,
   type SideDigest,
   snapshotsDigest,
+  tenantHead,
   type TenantScope,
 } from "./tenant-copy.js";
 
@@ -69,6 +70,16 @@ export interface TenantMoveProgress {
   readonly copiedThrough: number;
 }
 
+/** One part of the copy as the verification read it on both sides (equal, or the move failed). */
+export interface VerifiedPart {
+  /** events, commands, snapshots or keys. */
+  readonly what: string;
+  /** `before the pause` (the bulk, verified while the tenant still wrote) or `in the pause` (the rest). */
+  readonly when: "before the pause" | "in the pause";
+  readonly source: SideDigest;
+  readonly target: SideDigest;
+}
+
 /** What a move did and found. */
 export interface TenantMoveReport {
   readonly tenantUuid: string;
@@ -78,10 +89,8 @@ export interface TenantMoveReport {
   readonly resumed: boolean;
   /** Events appended to the target by this run. */
   readonly copied: number;
-  readonly events: SideDigest;
-  readonly commands: SideDigest;
-  readonly snapshots: SideDigest;
-  readonly keys: SideDigest;
+  /** The parts verified by this run (none when it found the move switched already). */
+  readonly verified: readonly VerifiedPart[];
   /** Collections whose documents of the tenant were compared (equal in both shards), and those left out with the reason. */
   readonly documents: { readonly compared: readonly string[]; readonly notCompared: readonly { collection: string; reason: string }[] };
   /** How long the tenant's writes were paused by this run (0 when it found the move switched already). */
@@ -98,6 +107,7 @@ interface MoveContext {
   readonly scope: TenantScope;
   readonly pageSize: number;
   readonly keyIds: Set<string>;
+  readonly verified: VerifiedPart[];
   copied: number;
   copiedThrough: number;
   documents?: TenantMoveReport["documents"];
@@ -135,6 +145,7 @@ export async function moveTenant(opts: TenantMoveOptions): Promise<TenantMoveRep
       scope: { tenantUuid: opts.tenantUuid, homeDomains: opts.homeDomains },
       pageSize: opts.pageSize ?? 5000,
       keyIds: new Set(),
+      verified: [],
       copied: 0,
       copiedThrough: move.copiedThrough,
     };
@@ -219,41 +230,49 @@ async function copyEventsFrom(ctx: MoveContext, phase: MoveRecord["phase"]): Pro
   return r.pages;
 }
 
+/** Command records created before this (ns) are verified before the pause; the later ones, copied again, in it. */
+const RECENT_RECORDS_NS = 300e9;
+
+/**
+ * Phase copying: the bulk of the events, every record and their keys, the
+ * target's readmodels given time to follow, and the bulk verified. Resolves
+ * the marks the pause's verification starts from.
+ */
+async function copyBulk(ctx: MoveContext): Promise<{ sourceMark: number; targetMark: number; recordsFrom: number }> {
+  // Until a pass finds at most one page (the rest is the tail the pause copies).
+  while ((await copyEventsFrom(ctx, "copying")) > 1);
+  const recordsFrom = Date.now() * 1e6 - RECENT_RECORDS_NS;
+  await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, ctx.scope, 0, ctx.pageSize));
+  await waitCaughtUp(ctx.target, ctx.opts.handlerWaitMs ?? 30_000);
+  const sourceMark = ctx.copiedThrough;
+  const targetMark = await tenantHead(ctx.target, ctx.scope);
+  await check(ctx, "before the pause", [
+    ["events", (s) => eventsDigest(s, ctx.scope, { through: s === ctx.source ? sourceMark : targetMark })],
+    ["commands", (s) => commandsDigest(s, ctx.scope, { through: recordsFrom - 1 })],
+  ]);
+  return { sourceMark, targetMark, recordsFrom };
+}
+
 /** Phases copying and paused; resolves how long the tenant's writes were paused. */
 async function copyAndSwitch(ctx: MoveContext): Promise<number> {
   const { store, scope } = ctx;
   const tenant = scope.tenantUuid;
   const move = (await store.move(tenant))!;
-  // Bulk: until a pass finds at most one page (the rest is the tail the pause copies).
-  while ((await copyEventsFrom(ctx, "copying")) > 1);
-  const commandsFrom = Date.now() * 1e6;
-  await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, scope, 0, ctx.pageSize));
-  await waitCaughtUp(ctx.target, ctx.opts.handlerWaitMs ?? 30_000);
+  const marks = await copyBulk(ctx);
   const pausedAt = Date.now();
   await store.update(tenant, move.fromShard, "paused", "paused");
   progress(ctx, "paused");
   await freezeTenant(ctx.source.pool, ctx.source.schema, tenant);
   await copyEventsFrom(ctx, "paused");
-  // Records of commands that ran while the bulk copied (5 minutes back: a command's time is when it began).
-  await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, scope, commandsFrom - 300e9, ctx.pageSize));
+  await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, scope, marks.recordsFrom, ctx.pageSize));
   await copySnapshots(ctx.source, ctx.target, scope);
-  const differences = await verify(ctx);
-  if (differences.length > 0 && differences.includes("commands")) {
-    // A record changed before the window above: copy them all once more.
-    await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, scope, 0, ctx.pageSize));
-    differences.splice(0, differences.length, ...(await verify(ctx)));
-  }
-  if (differences.length > 0) {
-    await unfreezeTenant(ctx.source.pool, ctx.source.schema, tenant);
-    await store.update(tenant, move.fromShard, "active", "failed");
-    throw new MnemeError(
-      "INVALID_STATE",
-      `tenant move of ${tenant}: the copy differs from the source in ${differences.join(", ")}; nothing switched`,
-      {
-        details: differences.map((what) => ({ message: `${what} differ` })),
-      },
-    );
-  }
+  const keyIds = [...ctx.keyIds];
+  await check(ctx, "in the pause", [
+    ["events", (s) => eventsDigest(s, ctx.scope, { after: s === ctx.source ? marks.sourceMark : marks.targetMark })],
+    ["commands", (s) => commandsDigest(s, ctx.scope, { after: marks.recordsFrom - 1 })],
+    ["snapshots", (s) => snapshotsDigest(s, ctx.scope)],
+    ["keys", (s) => keysDigest(s, keyIds)],
+  ]);
   await unfreezeTenant(ctx.target.pool, ctx.target.schema, tenant);
   ctx.documents = await compareDocuments(ctx);
   await store.update(tenant, move.toShard, "active", "switched");
@@ -278,21 +297,38 @@ async function waitCaughtUp(side: ShardSide, ms: number): Promise<string[]> {
   }
 }
 
-/** The parts whose counts or digests differ between the two shards. */
-async function verify(ctx: MoveContext): Promise<string[]> {
-  const keyIds = [...ctx.keyIds];
-  const pairs: [string, (s: ShardSide) => Promise<SideDigest>][] = [
-    ["events", (s) => eventsDigest(s, ctx.scope)],
-    ["commands", (s) => commandsDigest(s, ctx.scope)],
-    ["snapshots", (s) => snapshotsDigest(s, ctx.scope)],
-    ["keys", (s) => keysDigest(s, keyIds)],
-  ];
-  const out: string[] = [];
-  for (const [what, fn] of pairs) {
-    const [a, b] = await Promise.all([fn(ctx.source), fn(ctx.target)]);
-    if (a.rows !== b.rows || a.md5 !== b.md5) out.push(what);
+/**
+ * Reads each part's digest on both sides and records it; a difference fails
+ * the move (the source unfrozen, the placement active on the source, the move
+ * `failed`) with INVALID_STATE naming the parts, and nothing switches.
+ */
+async function check(
+  ctx: MoveContext,
+  when: VerifiedPart["when"],
+  parts: readonly [string, (s: ShardSide) => Promise<SideDigest>][],
+): Promise<void> {
+  const differ: string[] = [];
+  for (const [what, fn] of parts) {
+    const [source, target] = await Promise.all([fn(ctx.source), fn(ctx.target)]);
+    ctx.verified.push({ what, when, source, target });
+    if (source.rows !== target.rows || source.md5 !== target.md5) differ.push(what);
   }
-  return out;
+  if (differ.length === 0) return;
+  await failMove(ctx);
+  throw new MnemeError(
+    "INVALID_STATE",
+    `tenant move of ${ctx.scope.tenantUuid}: ${differ.join(", ")} differ between the shards (${when}); nothing switched`,
+    {
+      details: differ.map((what) => ({ message: `${what} differ` })),
+    },
+  );
+}
+
+async function failMove(ctx: MoveContext): Promise<void> {
+  const tenant = ctx.scope.tenantUuid;
+  await unfreezeTenant(ctx.source.pool, ctx.source.schema, tenant);
+  const move = (await ctx.store.move(tenant))!;
+  await ctx.store.update(tenant, move.fromShard, "active", "failed");
 }
 
 /**
@@ -316,9 +352,7 @@ async function compareDocuments(ctx: MoveContext): Promise<TenantMoveReport["doc
     if (b === undefined) notCompared.push({ collection, reason: "not in the target (a home-domain readmodel, or another generation)" });
     else if (behind !== undefined) notCompared.push({ collection, reason: behind });
     else if (a.rows !== b.rows || a.md5 !== b.md5) {
-      await unfreezeTenant(ctx.source.pool, ctx.source.schema, ctx.scope.tenantUuid);
-      const move = (await ctx.store.move(ctx.scope.tenantUuid))!;
-      await ctx.store.update(ctx.scope.tenantUuid, move.fromShard, "active", "failed");
+      await failMove(ctx);
       throw new MnemeError(
         "INVALID_STATE",
         `tenant move of ${ctx.scope.tenantUuid}: documents of ${collection} differ between the shards; nothing switched`,
@@ -332,22 +366,13 @@ async function compareDocuments(ctx: MoveContext): Promise<TenantMoveReport["doc
 async function finish(ctx: MoveContext, move: MoveRecord, resumed: boolean, pausedMs: number, t0: number): Promise<TenantMoveReport> {
   await ctx.store.setPhase(ctx.scope.tenantUuid, "done");
   progress(ctx, "done");
-  const digests = await Promise.all([
-    eventsDigest(ctx.target, ctx.scope),
-    commandsDigest(ctx.target, ctx.scope),
-    snapshotsDigest(ctx.target, ctx.scope),
-    keysDigest(ctx.target, [...ctx.keyIds]),
-  ]);
   return {
     tenantUuid: ctx.scope.tenantUuid,
     from: move.fromShard,
     to: move.toShard,
     resumed,
     copied: ctx.copied,
-    events: digests[0],
-    commands: digests[1],
-    snapshots: digests[2],
-    keys: digests[3],
+    verified: ctx.verified,
     documents: ctx.documents ?? { compared: [], notCompared: [{ collection: "*", reason: "compared by the run that switched" }] },
     pausedMs,
     durationMs: Date.now() - t0,
