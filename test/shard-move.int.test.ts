@@ -162,6 +162,47 @@ describe("online tenant moves with the mover SIGKILLed and run again", () => {
   }, 180_000);
 });
 
+describe("a move whose copy differs from its source", () => {
+  it("fails its verification before anything switches, leaves the tenant writable on its source, and finishes when run again after the repair", async () => {
+    const tenant = `verify-t-${id}`;
+    await app.placeTenant(tenant, { shard: "s0" });
+    const accounts = [newUuid(), newUuid(), newUuid()];
+    for (let k = 0; k < 60; k++) await app.dispatch(Deposit, { accountUuid: accounts[k % 3]!, amount: 1 }, { reqCtx: reqCtxOf(tenant) });
+    // A run that stops after its first page (as a crash would), pages of 20 events.
+    const stopped = await app
+      .moveTenant(tenant, "s1", {
+        pageSize: 20,
+        onProgress: () => {
+          throw new Error("stop here");
+        },
+      })
+      .catch((e: unknown) => e);
+    expect((stopped as Error).message).toBe("stop here");
+    // A copied event is changed in the target: the next run's verification must see it.
+    const target = `"${shards[1]!.schema}".events`;
+    const changed = await admin.query<{ event_uuid: string; payload: unknown }>(
+      `SELECT event_uuid, payload FROM ${target} WHERE tenant_uuid = $1 ORDER BY position LIMIT 1`,
+      [tenant],
+    );
+    const { event_uuid: eventUuid, payload } = changed.rows[0]!;
+    await admin.query(`UPDATE ${target} SET payload = '{"amount": 1000}' WHERE event_uuid = $1`, [eventUuid]);
+    const failed = await app.moveTenant(tenant, "s1", { pageSize: 20 }).catch((e: unknown) => e);
+    expect(isMnemeError(failed, "INVALID_STATE")).toBe(true);
+    expect((failed as Error).message).toContain("events differ");
+    expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s0", state: "active" });
+    expect((await app.moves()).find((m) => m.tenantUuid === tenant)).toMatchObject({ phase: "failed", toShard: "s1" });
+    // Still writable on its source.
+    await app.dispatch(Deposit, { accountUuid: accounts[0]!, amount: 1 }, { reqCtx: reqCtxOf(tenant) });
+    await admin.query(`UPDATE ${target} SET payload = $2 WHERE event_uuid = $1`, [eventUuid, JSON.stringify(payload)]);
+    const report = await app.moveTenant(tenant, "s1", { pageSize: 20, catchUpMs: 30_000 });
+    expect(report).toMatchObject({ resumed: true, from: "s0", to: "s1" });
+    expect(report.verified.every((v) => v.source.rows === v.target.rows && v.source.md5 === v.target.md5)).toBe(true);
+    expect(report.verified.find((v) => v.what === "events" && v.when === "before the pause")?.target.rows).toBeGreaterThan(0);
+    expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s1", state: "active" });
+    expect((await tenantEvents(shards[1]!.schema, tenant)).length).toBe(61);
+  }, 60_000);
+});
+
 async function until(cond: () => Promise<boolean>): Promise<void> {
   for (let i = 0; i < 1000; i++) {
     if (await cond()) return;

@@ -150,7 +150,7 @@ export async function moveTenant(opts: TenantMoveOptions): Promise<TenantMoveRep
       copiedThrough: move.copiedThrough,
     };
     try {
-      const pausedMs = move.phase === "copying" || move.phase === "paused" ? await copyAndSwitch(ctx) : 0;
+      const pausedMs = ["copying", "paused", "failed"].includes(move.phase) ? await copyAndSwitch(ctx) : 0;
       return await finish(ctx, move, resumed, pausedMs, t0);
     } finally {
       await targetEvents.close().catch(() => undefined);
@@ -180,7 +180,9 @@ async function beginOrResume(
   const placement = await store.get(tenantUuid);
   if (placement === undefined) throw new MnemeError("NOT_FOUND", `tenant ${tenantUuid} is placed on no shard`);
   const move = await store.move(tenantUuid);
-  if (move !== undefined && ["copying", "paused", "switched"].includes(move.phase)) {
+  const unfinished =
+    move !== undefined && (["copying", "paused", "switched"].includes(move.phase) || (move.phase === "failed" && move.toShard === to));
+  if (move !== undefined && unfinished) {
     if (move.toShard !== to)
       throw new MnemeError("CONFLICT", `a move of tenant ${tenantUuid} to shard ${move.toShard} is under way; run it again to finish it`);
     return { move, resumed: true };
@@ -230,8 +232,14 @@ async function copyEventsFrom(ctx: MoveContext, phase: MoveRecord["phase"]): Pro
   return r.pages;
 }
 
-/** Command records created before this (ns) are verified before the pause; the later ones, copied again, in it. */
-const RECENT_RECORDS_NS = 300e9;
+/**
+ * Command records created this long (ns) before the bulk copy of the records
+ * began are verified before the pause; the later ones are copied again and
+ * verified in it. A record is created when its command begins and written
+ * when it commits: one that ran longer than this is found by the verification,
+ * and all records are copied once more.
+ */
+const RECENT_RECORDS_NS = 10e9;
 
 /**
  * Phase copying: the bulk of the events, every record and their keys, the
@@ -246,10 +254,15 @@ async function copyBulk(ctx: MoveContext): Promise<{ sourceMark: number; targetM
   await waitCaughtUp(ctx.target, ctx.opts.handlerWaitMs ?? 30_000);
   const sourceMark = ctx.copiedThrough;
   const targetMark = await tenantHead(ctx.target, ctx.scope);
-  await check(ctx, "before the pause", [
-    ["events", (s) => eventsDigest(s, ctx.scope, { through: s === ctx.source ? sourceMark : targetMark })],
-    ["commands", (s) => commandsDigest(s, ctx.scope, { through: recordsFrom - 1 })],
-  ]);
+  await check(
+    ctx,
+    "before the pause",
+    [
+      ["events", (s) => eventsDigest(s, ctx.scope, { through: s === ctx.source ? sourceMark : targetMark })],
+      ["commands", (s) => commandsDigest(s, ctx.scope, { through: recordsFrom - 1 })],
+    ],
+    true,
+  );
   return { sourceMark, targetMark, recordsFrom };
 }
 
@@ -267,12 +280,17 @@ async function copyAndSwitch(ctx: MoveContext): Promise<number> {
   await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, scope, marks.recordsFrom, ctx.pageSize));
   await copySnapshots(ctx.source, ctx.target, scope);
   const keyIds = [...ctx.keyIds];
-  await check(ctx, "in the pause", [
-    ["events", (s) => eventsDigest(s, ctx.scope, { after: s === ctx.source ? marks.sourceMark : marks.targetMark })],
-    ["commands", (s) => commandsDigest(s, ctx.scope, { after: marks.recordsFrom - 1 })],
-    ["snapshots", (s) => snapshotsDigest(s, ctx.scope)],
-    ["keys", (s) => keysDigest(s, keyIds)],
-  ]);
+  await check(
+    ctx,
+    "in the pause",
+    [
+      ["events", (s) => eventsDigest(s, ctx.scope, { after: s === ctx.source ? marks.sourceMark : marks.targetMark })],
+      ["commands", (s) => commandsDigest(s, ctx.scope, { after: marks.recordsFrom - 1 })],
+      ["snapshots", (s) => snapshotsDigest(s, ctx.scope)],
+      ["keys", (s) => keysDigest(s, keyIds)],
+    ],
+    true,
+  );
   await unfreezeTenant(ctx.target.pool, ctx.target.schema, tenant);
   ctx.documents = await compareDocuments(ctx);
   await store.update(tenant, move.toShard, "active", "switched");
@@ -298,18 +316,26 @@ async function waitCaughtUp(side: ShardSide, ms: number): Promise<string[]> {
 }
 
 /**
- * Reads each part's digest on both sides and records it; a difference fails
- * the move (the source unfrozen, the placement active on the source, the move
- * `failed`) with INVALID_STATE naming the parts, and nothing switches.
+ * Reads each part's digest on both sides and records it. Command records that
+ * differ (a command that ran long, a failed attempt the source cleared and ran
+ * again) are copied all again once, when `recopy`, and read again. A
+ * difference left fails the move (the source unfrozen, the placement active
+ * on the source, the move `failed`; running it again resumes it) with
+ * INVALID_STATE naming the parts, and nothing switches.
  */
 async function check(
   ctx: MoveContext,
   when: VerifiedPart["when"],
   parts: readonly [string, (s: ShardSide) => Promise<SideDigest>][],
+  recopy: boolean,
 ): Promise<void> {
   const differ: string[] = [];
   for (const [what, fn] of parts) {
-    const [source, target] = await Promise.all([fn(ctx.source), fn(ctx.target)]);
+    let [source, target] = await Promise.all([fn(ctx.source), fn(ctx.target)]);
+    if (what === "commands" && recopy && (source.rows !== target.rows || source.md5 !== target.md5)) {
+      await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, ctx.scope, 0, ctx.pageSize));
+      [source, target] = await Promise.all([fn(ctx.source), fn(ctx.target)]);
+    }
     ctx.verified.push({ what, when, source, target });
     if (source.rows !== target.rows || source.md5 !== target.md5) differ.push(what);
   }
