@@ -153,7 +153,7 @@ async function moveBench(b: Bench, app: ShardedApp, admin: pg.Pool, rawSchema: s
   const [s0, s1] = [`mneme_bench_sh0_${String(process.pid)}`, `mneme_bench_sh1_${String(process.pid)}`];
   await preload(admin, s0, n);
   const raw = await rawCopy(admin, s0, rawSchema);
-  b.record("shards", `raw pg: copy ${String(n)} events (SELECT pages -> multi-row INSERT)`, raw.rows, raw.seconds, "events/s");
+  b.record("shards", `raw pg: copy ${String(raw.rows)} events (SELECT pages -> multi-row INSERT)`, raw.rows, raw.seconds, "events/s");
   // One caller writes to the tenant during the whole move; its slowest command shows the pause as a caller sees it.
   const { Deposit } = ledger();
   let stop = false;

@@ -247,10 +247,14 @@ const RECENT_RECORDS_NS = 10e9;
  * the marks the pause's verification starts from.
  */
 async function copyBulk(ctx: MoveContext): Promise<{ sourceMark: number; targetMark: number; recordsFrom: number }> {
+  // The records first, so that a process manager or reactor of the target that reacts to a copied event finds
+  // the record of the command it sends (a replay) where the source's had sent it already.
+  const before = Date.now() * 1e6 - RECENT_RECORDS_NS;
+  await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, ctx.scope, 0, ctx.pageSize));
   // Until a pass finds at most one page (the rest is the tail the pause copies).
   while ((await copyEventsFrom(ctx, "copying")) > 1);
   const recordsFrom = Date.now() * 1e6 - RECENT_RECORDS_NS;
-  await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, ctx.scope, 0, ctx.pageSize));
+  await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, ctx.scope, before, ctx.pageSize));
   await waitCaughtUp(ctx.target, ctx.opts.handlerWaitMs ?? 30_000);
   const sourceMark = ctx.copiedThrough;
   const targetMark = await tenantHead(ctx.target, ctx.scope);
