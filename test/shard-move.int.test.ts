@@ -30,7 +30,14 @@ const shards: ShardLocation[] = [
 let app: ShardedApp;
 
 beforeAll(async () => {
-  app = createShardedApp({ control, shards, configure: (f) => void configureLedger(f), backendOptions: { pollIntervalMs: 200 } });
+  // The placements' poll is slow here: a router learns of a change by NOTIFY, or when a shard's fence refuses it.
+  app = createShardedApp({
+    control,
+    shards,
+    configure: (f) => void configureLedger(f),
+    backendOptions: { pollIntervalMs: 200 },
+    placementPollMs: 600_000,
+  });
   await app.start();
 }, 60_000);
 
@@ -201,6 +208,31 @@ describe("a move whose copy differs from its source", () => {
     expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s1", state: "active" });
     expect((await tenantEvents(shards[1]!.schema, tenant)).length).toBe(61);
   }, 60_000);
+});
+
+describe("a router whose placement is stale", () => {
+  it("sends a command the old shard's fence refused to the tenant's new shard", async () => {
+    const tenant = `stale-t-${id}`;
+    await app.placeTenant(tenant, { shard: "s0" });
+    const accountUuid = newUuid();
+    await app.dispatch(Deposit, { accountUuid, amount: 1 }, { reqCtx: reqCtxOf(tenant) });
+    // Another process froze the tenant on s0 and switched it to s1 without a notice this router heard.
+    await admin.query(`INSERT INTO "${shards[0]!.schema}".shard_frozen_tenants (tenant_uuid, frozen_at) VALUES ($1, 0)`, [tenant]);
+    await admin.query(
+      `UPDATE "${control.schema}".placements SET shard = 's1', version = version + 1, change = nextval('"${control.schema}".placement_changes') WHERE tenant_uuid = $1`,
+      [tenant],
+    );
+    const r = await app.dispatch(Deposit, { accountUuid: newUuid(), amount: 2 }, { reqCtx: reqCtxOf(tenant) });
+    expect(r.events).toHaveLength(1);
+    expect((await tenantEvents(shards[1]!.schema, tenant)).map((e) => e.event_uuid)).toEqual([r.events[0]!.eventUuid]);
+    // The first attempt reached s0 (its router still had it there) and was refused by the fence, nothing written.
+    const refused = await admin.query<{ status: string }>(
+      `SELECT status FROM "${shards[0]!.schema}".commands WHERE tenant_uuid = $1 ORDER BY created_at`,
+      [tenant],
+    );
+    expect(refused.rows.map((x) => x.status)).toEqual(["succeeded", "failed"]);
+    expect(await tenantEvents(shards[0]!.schema, tenant)).toHaveLength(1);
+  });
 });
 
 async function until(cond: () => Promise<boolean>): Promise<void> {
