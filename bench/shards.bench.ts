@@ -2,10 +2,11 @@
  * Tenant shards (mneme/shards), on DATABASE_URL (default
  * postgres://postgres@127.0.0.1:5432/test; schemas of its own, dropped at the end).
  *
- * (a) Routing: single-event commands (one load, one append) from 16
- * concurrent callers of one tenant through the sharded app's router, against
- * the same shard's facade called directly and against a plain facade on a
- * schema of its own (no write fence), in interleaved rounds of one run.
+ * (a) Routing: the router's placement lookup alone (ns per call), then
+ * single-event commands (one load, one append) from 16 concurrent callers of
+ * one tenant through the sharded app's router, against the same shard's
+ * facade called directly and against a plain facade on a schema of its own
+ * (no write fence), in interleaved rounds of one run.
  *
  * (b) A tenant move of 100,000 events (BENCH_QUICK=1: 20,000) between two
  * schemas, with one caller writing to the tenant all along: the move's time,
@@ -104,13 +105,18 @@ async function routingBench(b: Bench, app: ShardedApp, plainSchema: string): Pro
       }),
     );
   };
+  // The router's own work, alone: the placement lookup and the shard's facade, per call.
+  const lookups = 200_000;
+  const l0 = performance.now();
+  for (let i = 0; i < lookups; i++) await app.facadeFor(TENANT);
+  b.value("shards", "routing alone (placement lookup), per call", ((performance.now() - l0) * 1e6) / lookups, "ns");
   try {
     await duel(
       b,
       "shards",
       `routed commands, ${callers} callers (load + append)`,
       callers * perCaller,
-      b.quick ? 4 : 6,
+      b.quick ? 4 : 10,
       round((accountUuid) => app.dispatch(Deposit, { accountUuid, amount: 1 }, { reqCtx })),
       [
         {

@@ -218,6 +218,7 @@ describe("a router whose placement is stale", () => {
     await app.dispatch(Deposit, { accountUuid, amount: 1 }, { reqCtx: reqCtxOf(tenant) });
     // Another process froze the tenant on s0 and switched it to s1 without a notice this router heard.
     await admin.query(`INSERT INTO "${shards[0]!.schema}".shard_frozen_tenants (tenant_uuid, frozen_at) VALUES ($1, 0)`, [tenant]);
+    await admin.query(`SELECT "${shards[0]!.schema}".mneme_fit_frozen_trigger()`);
     await admin.query(
       `UPDATE "${control.schema}".placements SET shard = 's1', version = version + 1, change = nextval('"${control.schema}".placement_changes') WHERE tenant_uuid = $1`,
       [tenant],
