@@ -7,7 +7,7 @@ export default defineConfig({
   resolve: {
     alias: [
       {
-        find: /^mneme\/(sqlite|postgres|http|testing|defaults|store|runtime|reactions|types|memory|store-copy|nats|amqp)$/,
+        find: /^mneme\/(sqlite|postgres|http|testing|defaults|store|runtime|reactions|types|memory|store-copy|shards|nats|amqp)$/,
         replacement: src("$1/index.ts"),
       },
       { find: /^mneme$/, replacement: src("index.ts") },

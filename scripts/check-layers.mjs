@@ -42,6 +42,7 @@ const RANKS = {
   amqp: 4.7, //      subpath mneme/amqp: the RabbitMQ (amqplib) transports
   runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
   app: 6, //         createFacade / Facade: the composition root
+  shards: 6.5, //    subpath mneme/shards: one facade per shard behind a tenant router, placements, tenant moves
   "index.ts": 7, //  the root export `mneme`
   types: 7, //       subpath mneme/types: type-only names of the definition API
   http: 7.5, //      subpath mneme/http: the HTTP core (generic routes; knows no domain)

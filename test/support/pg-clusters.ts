@@ -234,3 +234,19 @@ async function createCluster(n: Node): Promise<void> {
   ];
   await writeFile(`/etc/postgresql/${n.version}/${n.name}/conf.d/mneme-test.conf`, `${settings.join("\n")}\n`);
 }
+
+/** A single server of its own (a unique name, a free port), started; `drop()` it after. */
+export async function startCluster(prefix: string): Promise<Node> {
+  const tools = clusterTools();
+  if (tools === undefined) throw new Error("pg_createcluster is not installed");
+  const n = new Node(tools.version, `${prefix}_${String(process.pid)}_${Math.random().toString(36).slice(2, 8)}`, await freePort());
+  try {
+    await createCluster(n);
+    await n.ctl("start");
+    await until(() => n.reachable(), `${n.name} accepts connections`);
+    return n;
+  } catch (e) {
+    await n.drop();
+    throw e;
+  }
+}
