@@ -8,7 +8,7 @@ import type { CheckedOutClient, PgQuery } from "./postgres-pool.js";
 /** A flush takes further waiting calls only while it holds fewer events than this (a larger single call still goes alone). */
 const MAX_EVENTS_PER_COMMIT = 5_000;
 
-/** One row of `mneme_append_batch`: the outcome of one call. */
+/** One row of `mneme_append_flush`: the outcome of one call. */
 interface CallOutcome {
   base_position: string | null;
   versions: number[] | null;
@@ -72,11 +72,11 @@ export class PostgresAppendWriter {
   constructor(private readonly opts: AppendWriterOptions) {
     const text =
       "SELECT base_position::text AS base_position, versions, error_state, error_message, error_constraint " +
-      `FROM ${opts.qschema}.mneme_append_batch(` +
-      "$1::bigint, $2::text, $3::text, $4::integer[], " +
-      "$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::text[], $12::bigint[], $13::text[], $14::text[], " +
-      "$15::integer[], $16::text[], $17::integer[], $18::integer[], $19::text[], " +
-      "$20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::bigint[], $26::text[], $27::integer[]) ORDER BY call_no";
+      `FROM ${opts.qschema}.mneme_append_flush(` +
+      "$1::bigint, $2::text, $3::text, $4::integer[], $5::integer[], " +
+      "$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::integer[], $12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], " +
+      "$16::integer[], $17::integer[], $18::integer[], $19::text[], $20::integer[], $21::integer[], $22::text[], " +
+      "$23::text[], $24::text[], $25::text[], $26::text[], $27::text[], $28::bigint[], $29::jsonb[]) ORDER BY call_no";
     this.statement = { name: statementName("append", opts.qschema), text };
   }
 
@@ -165,13 +165,14 @@ export class PostgresAppendWriter {
       const lost = isConnectionError(e);
       client.release(lost);
       if (batch.length > 1 && !lost && !isMnemeError(e)) {
-        // The statement as a whole was refused (a value the driver or the parameters could not take): the
+        // The statement as a whole was refused (a write the function's checks do not foresee, such as a
+        // duplicate event uuid or command record, or a value the driver or Postgres could not take): the
         // transaction rolled back, so each call is sent alone and gets its own outcome.
         for (const p of batch) await this.sendAlone(p);
         return;
       }
       // Every call of the flush fails alike; a lost connection may have committed them (see docs/scaling.md).
-      for (const p of batch) p.reject(mapPgError(e, "postgres: append", "INVALID_EVENTS"));
+      for (const p of batch) p.reject(appendError(e, p.record));
       return;
     }
     this.sendsInFlight.delete(token);
@@ -250,25 +251,34 @@ export function statementName(kind: string, qschema: string): string {
   return `mneme:${kind}:${qschema}`;
 }
 
-/** The parameters of `mneme_append_batch` for the calls of one flush (see the writer's statement). */
+/** The parameters of `mneme_append_flush` for the calls of one flush (see the writer's statement). */
 function batchValues(opts: AppendWriterOptions, batch: readonly PendingAppend[]): unknown[] {
   const callEnds: number[] = [];
+  const eventCalls: number[] = [];
   const cols: unknown[][] = Array.from({ length: 10 }, () => []);
+  const eventVersions: number[] = [];
   const expEnds: number[] = [];
+  const expCalls: number[] = [];
   const expAggs: string[] = [];
   const expVersions: number[] = [];
   const globalEnds: number[] = [];
   const globals: string[] = [];
   const recs: unknown[][] = Array.from({ length: 7 }, () => []);
-  const eventVersions: number[] = [];
-  for (const { prepared: p, record } of batch) {
-    for (const v of p.eventVersions) eventVersions.push(v);
+  for (let call = 1; call <= batch.length; call++) {
+    const { prepared: p, record } = batch[call - 1] as PendingAppend;
+    for (const v of p.eventVersions) {
+      eventVersions.push(v);
+      eventCalls.push(call);
+    }
     for (let c = 0; c < 10; c++) {
       const target = cols[c] as unknown[];
       for (const v of p.columns[c] as unknown[]) target.push(v);
     }
-    callEnds.push((cols[0] as unknown[]).length);
-    expAggs.push(...p.expectedAggregates);
+    callEnds.push(eventCalls.length);
+    for (const agg of p.expectedAggregates) {
+      expAggs.push(agg);
+      expCalls.push(call);
+    }
     expVersions.push(...p.expectedVersions);
     expEnds.push(expAggs.length);
     globals.push(...p.globalAggregates);
@@ -280,14 +290,16 @@ function batchValues(opts: AppendWriterOptions, batch: readonly PendingAppend[])
     opts.channel,
     opts.instanceId,
     callEnds,
+    eventCalls,
     ...cols,
+    eventVersions,
     expEnds,
+    expCalls,
     expAggs,
     expVersions,
     globalEnds,
     globals,
     ...recs,
-    eventVersions,
   ];
 }
 
@@ -297,7 +309,13 @@ function callError(o: CallOutcome, record: RecordColumns | undefined): MnemeErro
     code: o.error_state ?? undefined,
     constraint: o.error_constraint ?? undefined,
   });
-  if (record !== undefined && o.error_state === "23505" && o.error_constraint === "commands_pkey") {
+  return appendError(cause, record);
+}
+
+/** The MnemeError of an append that failed with `cause` (a refusal row, or the error of a call sent alone). */
+function appendError(cause: unknown, record: RecordColumns | undefined): MnemeError {
+  const c = cause as { code?: unknown; constraint?: unknown } | null;
+  if (record !== undefined && c?.code === "23505" && c.constraint === "commands_pkey") {
     return new MnemeError("CONFLICT", `command ${record[0]} is already recorded`, { cause });
   }
   return mapPgError(cause, "postgres: append", "INVALID_EVENTS");
