@@ -2,20 +2,21 @@ import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
 import type { AppendListener } from "../store/event-repository.js";
 import type { Prepared, RecordColumns } from "./postgres-append-input.js";
+import {
+  type AppendCall,
+  type AppendTarget,
+  aggregateOutcome,
+  aggregateStatementText,
+  aggregateValues,
+  type CallOutcome,
+  flushStatementText,
+  flushValues,
+} from "./postgres-append-statements.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
 import type { CheckedOutClient, PgQuery } from "./postgres-pool.js";
 
 /** A flush takes further waiting calls only while it holds fewer events than this (a larger single call still goes alone). */
 const MAX_EVENTS_PER_COMMIT = 5_000;
-
-/** One row of `mneme_append_flush`: the outcome of one call. */
-interface CallOutcome {
-  base_position: string | null;
-  versions: number[] | null;
-  error_state: string | null;
-  error_message: string | null;
-  error_constraint: string | null;
-}
 
 /** A statement of appends of this instance waiting for its reply (see `emitInCommitOrder`). */
 interface InFlight {
@@ -31,21 +32,15 @@ interface Committed {
 }
 
 /** An append waiting for its flush. */
-interface PendingAppend {
-  readonly prepared: Prepared;
-  readonly record: RecordColumns | undefined;
+interface PendingAppend extends AppendCall {
   readonly resolve: (events: Event[]) => void;
   readonly reject: (error: unknown) => void;
 }
 
 /** What {@link PostgresAppendWriter} needs of its repository. */
-export interface AppendWriterOptions {
+export interface AppendWriterOptions extends AppendTarget {
   /** The schema's quoted name. */
   readonly qschema: string;
-  /** The append lock's key, the NOTIFY channel and this instance's id (the note's prefix). */
-  readonly lockKey: string;
-  readonly channel: string;
-  readonly instanceId: string;
   /** At most this many calls share one statement (1: every call is a statement of its own). */
   readonly maxAppendsPerCommit: number;
   /** A client for one flush (STORE_CLOSED, UNAVAILABLE ... as MnemeErrors). */
@@ -62,6 +57,7 @@ export interface AppendWriterOptions {
  */
 export class PostgresAppendWriter {
   private readonly statement: { readonly name: string; readonly text: string };
+  private readonly aggregateStatement: { readonly name: string; readonly text: string };
   private readonly queue: PendingAppend[] = [];
   private flushing = false;
   private readonly sendsInFlight = new Set<InFlight>();
@@ -70,14 +66,8 @@ export class PostgresAppendWriter {
   private readonly listeners = new Set<AppendListener>();
 
   constructor(private readonly opts: AppendWriterOptions) {
-    const text =
-      "SELECT base_position::text AS base_position, versions, error_state, error_message, error_constraint " +
-      `FROM ${opts.qschema}.mneme_append_flush(` +
-      "$1::bigint, $2::text, $3::text, $4::integer[], $5::integer[], " +
-      "$6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::integer[], $12::text[], $13::bigint[], $14::jsonb[], $15::jsonb[], " +
-      "$16::integer[], $17::integer[], $18::integer[], $19::text[], $20::integer[], $21::integer[], $22::text[], " +
-      "$23::text[], $24::text[], $25::text[], $26::text[], $27::text[], $28::bigint[], $29::jsonb[]) ORDER BY call_no";
-    this.statement = { name: statementName("append", opts.qschema), text };
+    this.statement = { name: statementName("append", opts.qschema), text: flushStatementText(opts.qschema) };
+    this.aggregateStatement = { name: statementName("append-aggregate", opts.qschema), text: aggregateStatementText(opts.qschema) };
   }
 
   /** Queues one checked append; resolves with its stored events once committed. */
@@ -157,8 +147,7 @@ export class PostgresAppendWriter {
     const token: InFlight = { id: this.nextSendId++ };
     this.sendsInFlight.add(token);
     try {
-      const q: PgQuery = { ...this.statement, values: batchValues(this.opts, batch) };
-      outcomes = (await client.query<CallOutcome>(q)).rows;
+      outcomes = await this.run(client, batch);
     } catch (e) {
       this.sendsInFlight.delete(token);
       this.emitInCommitOrder();
@@ -178,6 +167,22 @@ export class PostgresAppendWriter {
     this.sendsInFlight.delete(token);
     client.release();
     this.settle(batch, outcomes);
+  }
+
+  /**
+   * The flush's statement: a lone call on one aggregate (a sequential command) by
+   * `mneme_append_aggregate`, whose refusal is an error of the statement; any
+   * other flush by `mneme_append_flush`, one outcome row per call.
+   */
+  private async run(client: CheckedOutClient, batch: readonly PendingAppend[]): Promise<CallOutcome[]> {
+    const lone = batch.length === 1 ? (batch[0] as PendingAppend) : undefined;
+    if (lone !== undefined && lone.prepared.aggregate !== undefined) {
+      const q: PgQuery = { ...this.aggregateStatement, values: aggregateValues(this.opts, lone) };
+      const row = (await client.query<{ r: string[] }>(q)).rows[0];
+      return row === undefined ? [] : [aggregateOutcome(row.r, lone.prepared.events.length)];
+    }
+    const q: PgQuery = { ...this.statement, values: flushValues(this.opts, batch) };
+    return (await client.query<CallOutcome>(q)).rows;
   }
 
   /** Settles each call of a flush with its outcome row, then gives the committed ones to the listeners. */
@@ -249,58 +254,6 @@ export class PostgresAppendWriter {
  */
 export function statementName(kind: string, qschema: string): string {
   return `mneme:${kind}:${qschema}`;
-}
-
-/** The parameters of `mneme_append_flush` for the calls of one flush (see the writer's statement). */
-function batchValues(opts: AppendWriterOptions, batch: readonly PendingAppend[]): unknown[] {
-  const callEnds: number[] = [];
-  const eventCalls: number[] = [];
-  const cols: unknown[][] = Array.from({ length: 10 }, () => []);
-  const eventVersions: number[] = [];
-  const expEnds: number[] = [];
-  const expCalls: number[] = [];
-  const expAggs: string[] = [];
-  const expVersions: number[] = [];
-  const globalEnds: number[] = [];
-  const globals: string[] = [];
-  const recs: unknown[][] = Array.from({ length: 7 }, () => []);
-  for (let call = 1; call <= batch.length; call++) {
-    const { prepared: p, record } = batch[call - 1] as PendingAppend;
-    for (const v of p.eventVersions) {
-      eventVersions.push(v);
-      eventCalls.push(call);
-    }
-    for (let c = 0; c < 10; c++) {
-      const target = cols[c] as unknown[];
-      for (const v of p.columns[c] as unknown[]) target.push(v);
-    }
-    callEnds.push(eventCalls.length);
-    for (const agg of p.expectedAggregates) {
-      expAggs.push(agg);
-      expCalls.push(call);
-    }
-    expVersions.push(...p.expectedVersions);
-    expEnds.push(expAggs.length);
-    globals.push(...p.globalAggregates);
-    globalEnds.push(globals.length);
-    for (let c = 0; c < 7; c++) (recs[c] as unknown[]).push(record === undefined ? null : record[c]);
-  }
-  return [
-    opts.lockKey,
-    opts.channel,
-    opts.instanceId,
-    callEnds,
-    eventCalls,
-    ...cols,
-    eventVersions,
-    expEnds,
-    expCalls,
-    expAggs,
-    expVersions,
-    globalEnds,
-    globals,
-    ...recs,
-  ];
 }
 
 /** The MnemeError of a call the append function refused (its SQLSTATE, message and constraint). */

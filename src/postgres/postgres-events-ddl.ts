@@ -1,4 +1,5 @@
 import { SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
+import { appendAggregateDdl } from "./postgres-append-aggregate-ddl.js";
 import { appendFlushDdl, EVENT_COLUMNS, RECORD_COLUMNS } from "./postgres-append-flush-ddl.js";
 import { unversionedAppendBody, unversionedAppends } from "./postgres-old-writers.js";
 
@@ -310,5 +311,6 @@ ${BATCH_PARAMS})
       $fn$`,
     // The append of this release (the functions above are kept for instances of earlier releases).
     appendFlushDdl(s),
+    appendAggregateDdl(s),
   ];
 }
