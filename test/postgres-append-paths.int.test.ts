@@ -225,6 +225,76 @@ describe("a lone call on one aggregate (mneme_append_aggregate)", () => {
 });
 
 describe("a flush of calls that share no aggregate (mneme_append_flush, one write for all)", () => {
+  it("property: such a flush has the outcomes and versions of the same appends made one after another in memory", async () => {
+    const schema = newSchema();
+    let hold: { wait: Promise<void>; open: () => void } | undefined;
+    let appends = 0;
+    const { repo, statements } = await joinedRepo(schema, async (s) => {
+      if (s.kind !== "append") return;
+      appends++;
+      if (hold !== undefined) await hold.wait;
+    });
+    const call = fc.record({
+      tenant: fc.constantFrom("A", "B"),
+      events: fc.integer({ min: 1, max: 3 }),
+      expected: fc.option(fc.integer({ min: 0, max: 3 }), { nil: undefined }),
+      version: fc.option(fc.integer({ min: 1, max: 4 }), { nil: undefined }),
+      global: fc.boolean(),
+    });
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(call, { minLength: 2, maxLength: 8 }),
+        fc.array(fc.constantFrom("A", "B"), { maxLength: 8 }),
+        async (calls, stored) => {
+          const prefix = `f${run++}-`;
+          const memory = new MemoryEventRepository();
+          // Some aggregates exist already (two events in a tenant), the others are new; each call has one of its own.
+          for (const [i, tenantUuid] of stored.entries()) {
+            const two = [ev(`${prefix}${i}`, {}, { tenantUuid }), ev(`${prefix}${i}`, {}, { tenantUuid })];
+            await memory.append(two);
+            await repo.append(two);
+          }
+          const args = calls.map((c, i): [NewEvent[], { expectedVersions?: Record<string, number>; globalAggregates?: string[] }] => {
+            const agg = `${prefix}${i}`;
+            const events = Array.from({ length: c.events }, (_, k) =>
+              ev(agg, {}, { tenantUuid: c.tenant, ...(k === 0 && c.version !== undefined ? { version: c.version } : {}) }),
+            );
+            return [
+              events,
+              {
+                ...(c.expected === undefined ? {} : { expectedVersions: { [agg]: c.expected } }),
+                ...(c.global ? { globalAggregates: [agg] } : {}),
+              },
+            ];
+          });
+          const want: string[] = [];
+          for (const [events, opts] of args) want.push(await outcomeCode(memory.append(events, opts)));
+          let open!: () => void;
+          hold = { wait: new Promise<void>((r) => (open = r)), open: () => open() };
+          const before = appends;
+          const blocker = repo.append([ev(`${prefix}blocker`)]);
+          for (let i = 0; i < 500 && appends === before; i++) await new Promise((r) => setTimeout(r, 10));
+          const codes = Promise.all(args.map(([events, opts]) => outcomeCode(repo.append(events, opts))));
+          hold.open();
+          hold = undefined;
+          await blocker;
+          expect(await codes).toEqual(want);
+          expect(appends).toBe(before + 2);
+          for (let i = 0; i < calls.length; i++) {
+            const strip = (es: readonly Event[]) => es.map((e) => [e.version, e.tenantUuid]);
+            expect(strip(await repo.loadAggregate(`${prefix}${i}`))).toEqual(strip(await memory.loadAggregate(`${prefix}${i}`)));
+          }
+          await memory.close();
+        },
+      ),
+      { numRuns: 25 },
+    );
+    expect(statements.some((t) => t.includes("mneme_append_flush("))).toBe(true);
+    const all = await positions(schema);
+    expect(all).toEqual(oneTo(all.length));
+  });
+
   it("a call whose write fails (a command recorded already) is refused alone; the others are written at consecutive positions, in one statement", async () => {
     const schema = newSchema();
     let hold: { wait: Promise<void>; open: () => void } | undefined;

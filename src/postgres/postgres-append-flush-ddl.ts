@@ -63,6 +63,14 @@ ${DECLARATIONS}
             UNION
             SELECT x.call, x.agg FROM unnest(p_expected_calls, p_expected_aggregates) AS x(call, agg)
           ) t GROUP BY t.agg HAVING count(*) > 1);
+        IF v_apart THEN
+          -- Calls that share no aggregate see the store as it is now: the current version and the tenant of
+          -- version 1 of each call's first aggregate, for all calls by one statement.
+          SELECT array_agg((SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = c.agg ORDER BY e.version DESC LIMIT 1) ORDER BY c.i),
+                 array_agg((SELECT f.tenant_uuid FROM ${s}.events f WHERE f.aggregate_uuid = c.agg AND f.version = 1) ORDER BY c.i)
+            INTO v_curs, v_owners
+            FROM (SELECT i, p_aggregate_uuids[coalesce(p_call_ends[i - 1], 0) + 1] AS agg FROM generate_subscripts(p_call_ends, 1) AS i) c;
+        END IF;
         FOR i IN 1 .. v_calls LOOP
           v_hi := p_call_ends[i];
           v_ehi := coalesce(p_expected_ends[i], v_elo - 1);
@@ -135,6 +143,8 @@ const DECLARATIONS = `
         v_global boolean;
         v_cur integer;
         v_owner text;
+        v_curs integer[];
+        v_owners text[];
         v_other integer;
         v_call_versions integer[];
         v_bad integer;
@@ -222,10 +232,14 @@ function oneAggregateChecks(s: string): string {
                 v_global := true;
               END IF;
             END LOOP;
-            SELECT (SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = v_agg ORDER BY e.version DESC LIMIT 1),
-                   CASE WHEN v_global THEN NULL
-                        ELSE (SELECT f.tenant_uuid FROM ${s}.events f WHERE f.aggregate_uuid = v_agg AND f.version = 1) END
-              INTO v_cur, v_owner;
+            IF v_apart THEN
+              v_cur := v_curs[i];
+              v_owner := v_owners[i];
+            ELSE
+              SELECT (SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = v_agg ORDER BY e.version DESC LIMIT 1),
+                     (SELECT f.tenant_uuid FROM ${s}.events f WHERE f.aggregate_uuid = v_agg AND f.version = 1)
+                INTO v_cur, v_owner;
+            END IF;
             v_cur := coalesce(v_cur, 0);
             -- The tenant rule first (a CONFLICT would tell that the aggregate exists): the tenant of its stored
             -- version 1, or else of the call's first event.
