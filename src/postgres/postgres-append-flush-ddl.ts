@@ -19,28 +19,32 @@ const FLUSH_PARAMS = `
         p_record_statuses text[], p_record_created_ats bigint[], p_records jsonb[]`;
 
 /**
- * `mneme_append_flush`: the append statement of this release, one call per
- * flush of the group-commit writer (the functions of earlier releases stay
- * beside it, see eventsDdl). The guarantees are those of `mneme_append_batch`
- * (one lock per flush, positions from the head under it, the tenant rule and
- * exact versions read under it, each call written whole or refused whole with
+ * `mneme_append_flush`: the append statement of this release for a flush of
+ * several calls, or of one call on several aggregates (a lone call on one
+ * aggregate takes `mneme_append_aggregate`); the functions of earlier releases
+ * stay beside it (see eventsDdl). The guarantees are those of
+ * `mneme_append_batch`, the function of the release before (one lock per
+ * flush, positions from the head under it, the tenant rule and exact versions
+ * read under it, each call written whole or refused whole with
  * its own outcome); what changed is the work per call:
  *
  * - the checks come first and refuse by returning the call's outcome row, so
  *   no call runs in a subtransaction of its own (an EXCEPTION block), and a
  *   refused call writes nothing that has to be undone;
- * - a call on one aggregate (most commands) is checked by one statement (two
- *   probes of the (aggregate_uuid, version) index: the current version and the
- *   tenant of version 1) and plain comparisons, without array slices or a
- *   nested function call;
- * - when no aggregate is in two calls of the flush, every call is checked
- *   against the store as it was at the lock, and the events and records of all
- *   accepted calls are written by one statement at the end; otherwise each
- *   call is written right after its check, so the next call sees it.
+ * - a call on one aggregate (most commands) is checked by plain comparisons
+ *   against its aggregate's current version and the tenant of its version 1,
+ *   read by probes of the (aggregate_uuid, version) index: for every call of
+ *   the flush by one statement when no aggregate is in two calls, else by one
+ *   statement per call; no array slices, no nested function call;
+ * - when no aggregate is in two calls, the events and records of all accepted
+ *   calls are written by one statement at the end; otherwise each call is
+ *   written right after its check (in a subtransaction of its own, so that a
+ *   failed write refuses it alone), and the next call sees it.
  *
- * A write the checks did not foresee (a duplicate event uuid or command
- * record, a value Postgres refuses) fails the whole statement; the writer then
- * sends each call of the flush alone, so each gets its own outcome.
+ * A write the checks do not foresee (a duplicate event uuid or command
+ * record, a value Postgres refuses) fails the one statement; the calls are
+ * then written one by one, each in a subtransaction of its own (the EXCEPTION
+ * path, kept for this rare case), so only the call at fault is refused.
  */
 export function appendFlushDdl(s: string): string {
   return `CREATE OR REPLACE FUNCTION ${s}.mneme_append_flush(${FLUSH_PARAMS})

@@ -51,8 +51,9 @@ export interface AppendWriterOptions extends AppendTarget {
 
 /**
  * The group-commit writer of {@link PostgresEventRepository} (see its class
- * comment): queues appends, sends them one flush at a time as one statement of
- * `mneme_append_batch`, settles each call with its own outcome, and gives
+ * comment): queues appends, sends them one flush at a time as one statement
+ * (`mneme_append_aggregate` or `mneme_append_flush`, see `run`), settles each
+ * call with its own outcome, and gives
  * committed appends to the onAppend listeners in position order.
  */
 export class PostgresAppendWriter {
