@@ -61,13 +61,16 @@ ${DECLARATIONS}
         -- Held until this transaction's commit is visible: appends are serialised in commit order.
         PERFORM pg_advisory_xact_lock(p_lock_key);
         v_start := (SELECT coalesce(max(position), 0) FROM ${s}.events);
-        v_apart := v_calls = 1 OR NOT EXISTS (
-          SELECT 1 FROM (
-            SELECT x.call, x.agg FROM unnest(p_event_calls, p_aggregate_uuids) AS x(call, agg)
-            UNION
-            SELECT x.call, x.agg FROM unnest(p_expected_calls, p_expected_aggregates) AS x(call, agg)
-          ) t GROUP BY t.agg HAVING count(*) > 1);
-        IF v_apart THEN
+        v_apart := v_calls = 1;
+        IF NOT v_apart THEN
+          v_apart := NOT EXISTS (
+            SELECT 1 FROM (
+              SELECT x.call, x.agg FROM unnest(p_event_calls, p_aggregate_uuids) AS x(call, agg)
+              UNION
+              SELECT x.call, x.agg FROM unnest(p_expected_calls, p_expected_aggregates) AS x(call, agg)
+            ) t GROUP BY t.agg HAVING count(*) > 1);
+        END IF;
+        IF v_apart AND v_calls > 1 THEN
           -- Calls that share no aggregate see the store as it is now: the current version and the tenant of
           -- version 1 of each call's first aggregate, for all calls by one statement.
           SELECT array_agg((SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = c.agg ORDER BY e.version DESC LIMIT 1) ORDER BY c.i),
@@ -236,7 +239,7 @@ function oneAggregateChecks(s: string): string {
                 v_global := true;
               END IF;
             END LOOP;
-            IF v_apart THEN
+            IF v_apart AND v_calls > 1 THEN
               v_cur := v_curs[i];
               v_owner := v_owners[i];
             ELSE
@@ -294,15 +297,18 @@ function versionRefusal(next: string): string {
                 END IF;`;
 }
 
-/** The checks of a call on several aggregates, as set queries over its events (v_lo..v_hi). */
+/**
+ * The checks of a call on several aggregates, as set queries over its events (v_lo..v_hi). The arrays are
+ * sliced to the call, so the planner knows how many rows each query has (a filter on the position in the
+ * whole flush's arrays made it pick nested loops that ran the version probes once per event).
+ */
 function setChecks(s: string): string {
   return `
             WITH u AS (
               SELECT x.agg, x.tenant, x.ord,
                      first_value(x.tenant) OVER (PARTITION BY x.agg ORDER BY x.ord) AS call_tenant
-              FROM unnest(p_aggregate_uuids, p_tenant_uuids) WITH ORDINALITY AS x(agg, tenant, ord)
-              WHERE x.ord BETWEEN v_lo AND v_hi
-                AND NOT (x.agg = ANY (coalesce(p_global_aggregates[v_glo:v_ghi], '{}'::text[])))
+              FROM unnest(p_aggregate_uuids[v_lo:v_hi], p_tenant_uuids[v_lo:v_hi]) WITH ORDINALITY AS x(agg, tenant, ord)
+              WHERE NOT (x.agg = ANY (coalesce(p_global_aggregates[v_glo:v_ghi], '{}'::text[])))
             )
             SELECT u.agg INTO r
             FROM u LEFT JOIN ${s}.events f ON f.aggregate_uuid = u.agg AND f.version = 1
@@ -314,11 +320,11 @@ function setChecks(s: string): string {
               v_msg := format('aggregate %s was not found', r.agg);
             ELSE
               SELECT x.agg, x.expected, coalesce(c.version, 0) AS actual INTO r
-              FROM unnest(p_expected_aggregates, p_expected_versions) WITH ORDINALITY AS x(agg, expected, ord)
+              FROM unnest(p_expected_aggregates[v_elo:v_ehi], p_expected_versions[v_elo:v_ehi]) WITH ORDINALITY AS x(agg, expected, ord)
               LEFT JOIN LATERAL (
                 SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = x.agg ORDER BY e.version DESC LIMIT 1
               ) c ON true
-              WHERE x.ord BETWEEN v_elo AND v_ehi AND coalesce(c.version, 0) <> x.expected
+              WHERE coalesce(c.version, 0) <> x.expected
               ORDER BY x.ord
               LIMIT 1;
               IF FOUND THEN
@@ -329,9 +335,8 @@ function setChecks(s: string): string {
             IF v_state IS NULL THEN
               WITH u AS (
                 SELECT x.agg, x.given, x.ord::integer AS ord
-                FROM unnest(p_aggregate_uuids, p_versions) WITH ORDINALITY AS x(agg, given, ord)
-                WHERE x.ord BETWEEN v_lo AND v_hi
-              ), cur AS (
+                FROM unnest(p_aggregate_uuids[v_lo:v_hi], p_versions[v_lo:v_hi]) WITH ORDINALITY AS x(agg, given, ord)
+              ), cur AS MATERIALIZED (
                 SELECT a.agg, coalesce((
                   SELECT e.version FROM ${s}.events e WHERE e.aggregate_uuid = a.agg ORDER BY e.version DESC LIMIT 1
                 ), 0) AS version
@@ -348,6 +353,7 @@ function setChecks(s: string): string {
                 v_versions[j] := v_call_versions[j - v_lo + 1];
               END LOOP;
               IF v_bad IS NOT NULL THEN
+                v_bad := v_bad + v_lo - 1;
 ${versionRefusal("v_versions[v_bad]")}
               END IF;
             END IF;`;
