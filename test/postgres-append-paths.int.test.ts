@@ -13,6 +13,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type Event, isMnemeError, newUuid, type NewEvent } from "mneme";
 import { MemoryEventRepository } from "mneme/memory";
 import { PostgresCommandStore, PostgresEventRepository, type PgStatement } from "mneme/postgres";
+import { advisoryKey } from "../src/postgres/postgres-schema.js";
 import type { CommandRecord } from "mneme/store";
 import { outcomeCode } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
@@ -332,5 +333,55 @@ describe("a flush of calls that share no aggregate (mneme_append_flush, one writ
     ]);
     expect(await positions(schema)).toEqual(oneTo(6));
     expect(await repo.loadAggregate("r")).toEqual([]);
+  });
+});
+
+describe("beside the release before (a rolling deploy)", () => {
+  it("its mneme_append_batch, called from a pool of its own, and this release's functions append concurrently: positions 1..n, versions dense", async () => {
+    const schema = newSchema();
+    const { repo } = await joinedRepo(schema);
+    const older = newPool(4);
+    // The statement the release before sends: one call per flush here, events of one or two aggregates.
+    const olderAppend = (aggs: string[]) =>
+      older.query(
+        `SELECT error_state FROM "${schema}".mneme_append_batch($1::bigint, $2::text, 'older', $3::integer[], $4::text[], $5::text[],
+           $6::text[], $7::text[], $8::text[], $9::integer[], $10::text[], $11::bigint[], $12::text[], $13::text[], '{0}', '{}', '{}',
+           '{0}', '{}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', $14::integer[])`,
+        [
+          advisoryKey("mneme:events", schema),
+          `mneme_events_${schema}`,
+          [aggs.length],
+          aggs.map(() => newUuid()),
+          aggs.map(() => ""),
+          aggs.map(() => "Todo"),
+          aggs.map(() => "TodoCreated"),
+          aggs,
+          aggs.map(() => null),
+          aggs.map(() => null),
+          aggs.map(() => 1),
+          aggs.map(() => "{}"),
+          aggs.map(() => "{}"),
+          aggs.map(() => 1),
+        ],
+      );
+    const work: Promise<unknown>[] = [];
+    let events = 0;
+    for (let i = 0; i < 40; i++) {
+      const a = `agg-${i % 4}`;
+      const b = `agg-${(i + 1) % 4}`;
+      work.push(repo.append(i % 3 === 0 ? [ev(a), ev(b)] : [ev(a)]));
+      events += i % 3 === 0 ? 2 : 1;
+      work.push(olderAppend(i % 2 === 0 ? [b] : [a, b]).then((r) => expect(r.rows.every((row) => row.error_state === null)).toBe(true)));
+      events += i % 2 === 0 ? 1 : 2;
+    }
+    await Promise.all(work);
+    expect(await positions(schema)).toEqual(oneTo(events));
+    let total = 0;
+    for (let a = 0; a < 4; a++) {
+      const versions = (await repo.loadAggregate(`agg-${a}`)).map((e) => e.version);
+      expect(versions).toEqual(oneTo(versions.length));
+      total += versions.length;
+    }
+    expect(total).toBe(events);
   });
 });
