@@ -6,10 +6,10 @@
  * of 50 events, loadAggregates of a 100-id list.
  *
  * Two raw baselines for appends: "same statement" runs mneme's own append
- * statement (`mneme_append_batch`, the plpgsql function init() creates, with
- * one call) through pg by hand, so the ratio is what the library adds on the
- * client; "hand-written transaction" is
- * what one would write without that function for the same guarantees (BEGIN,
+ * statement (`mneme_append_aggregate` or `mneme_append_flush`, the plpgsql
+ * functions init() creates, with one call) through pg by hand, so the ratio
+ * is what the library adds on the client; "hand-written transaction" is what
+ * one would write without that function for the same guarantees (BEGIN,
  * advisory lock, read versions, INSERT ... unnest, pg_notify, COMMIT: four
  * round trips instead of one). Reads run the same SELECTs, rows in array mode
  * mapped to Event objects.
@@ -72,13 +72,27 @@ class RawStore {
     ];
   }
 
-  /** mneme's append statement (one call, no command record), called by hand. */
+  /**
+   * mneme's append statement for one call without a command record, called by hand: `mneme_append_aggregate`
+   * when every event belongs to one aggregate, else `mneme_append_flush` (see src/postgres/postgres-append-statements.ts).
+   */
   async appendSameStatement(events: readonly NewEvent[]): Promise<void> {
+    const cols = this.columns(events);
+    const ones = events.map(() => 1);
+    const agg = events[0]?.aggregateUuid;
+    if (events.every((e) => e.aggregateUuid === agg)) {
+      await this.pool.query(
+        `SELECT "${this.schema}".mneme_append_aggregate($1::bigint, $2::text, 'raw', $3::text, $4::text[], $5::text[], $6::text[], $7::text[],
+          NULL, $8::text[], $9::bigint[], $10::jsonb[], $11::jsonb[], $12::integer[], NULL, NULL, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`,
+        [this.lockKey, this.channel, agg, cols[0], cols[1], cols[2], cols[3], cols[6], cols[7], cols[8], cols[9], ones],
+      );
+      return;
+    }
     await this.pool.query(
-      `SELECT base_position, versions, error_state FROM "${this.schema}".mneme_append_batch($1::bigint, $2::text, 'raw', $3::integer[],
-        $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], $10::text[], $11::bigint[], $12::text[], $13::text[],
-        '{0}', '{}', '{}', '{0}', '{}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', NULL::integer[])`,
-      [this.lockKey, this.channel, [events.length], ...this.columns(events)],
+      `SELECT base_position, versions, error_state FROM "${this.schema}".mneme_append_flush($1::bigint, $2::text, 'raw', $3::integer[],
+        $4::integer[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::text[], $12::bigint[], $13::jsonb[],
+        $14::jsonb[], $15::integer[], '{0}', '{}', '{}', '{}', '{0}', '{}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{NULL}')`,
+      [this.lockKey, this.channel, [events.length], ones, ...cols, ones],
     );
   }
 

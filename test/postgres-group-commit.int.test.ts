@@ -160,7 +160,7 @@ describe("round trips per dispatched command", () => {
     for (const ss of [await dispatch(TouchItem), await dispatch(TouchItem)]) {
       expect(kinds(ss)).toEqual(["read", "append"]);
       expect(ss[0]!.text).toMatch(/^SELECT .* FROM "[^"]+"\.events WHERE aggregate_uuid = \$1/);
-      expect(ss[1]!.text).toMatch(/mneme_append_batch\(/);
+      expect(ss[1]!.text).toMatch(/mneme_append_aggregate\(/);
       for (const s of ss) expect(s.text).not.toMatch(/^\s*(BEGIN|COMMIT|ROLLBACK)/i);
     }
     // The caller's own commandUuid: one claim of it first (a command recorded already, or in progress elsewhere,

@@ -373,7 +373,7 @@ describe("connections of two instances killed at random under load", () => {
       while (running && kills < 40) {
         const { rows } = await admin.query<{ pid: number }>(
           "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()",
-          [`%"${schema}".mneme_append_batch%`],
+          [`%"${schema}".mneme_append_%`],
         );
         const victim = rows[Math.floor(Math.random() * rows.length)];
         if (victim !== undefined) {

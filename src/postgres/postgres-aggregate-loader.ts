@@ -1,7 +1,7 @@
 import type { Event, RequestContext } from "../model/types.js";
 import { withCausation } from "../store/append-validation.js";
 import { statementName } from "./postgres-append-writer.js";
-import { EVENT_COLUMNS } from "./postgres-events-ddl.js";
+import { EVENT_COLUMNS } from "./postgres-append-flush-ddl.js";
 
 /** A row of the events table in EVENT_COLUMNS order (rowMode "array"). */
 export type EventRow = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown, number];

@@ -20,6 +20,10 @@ export interface Prepared {
   readonly globalAggregates: string[];
   /** Per event, the version of its type it is written in (1 when not given). */
   readonly eventVersions: number[];
+  /** The aggregate of every event, when all belong to one (mneme_append_aggregate's case); else undefined. */
+  readonly aggregate: string | undefined;
+  /** True when some event gives its version (the database checks it). */
+  readonly givesVersions: boolean;
 }
 
 /** The command record's columns, in the order of RECORD_COLUMNS. */
@@ -116,9 +120,13 @@ export function prepare(events: readonly NewEvent[], opts: AppendOptions | undef
   const out = new Array<Event>(n);
   const cols = new EventColumns(n);
   const ctxs = new ReqCtxCache();
+  let aggregate: string | undefined = n > 0 ? (events[0] as NewEvent).aggregateUuid : undefined;
+  let givesVersions = false;
   for (let i = 0; i < n; i++) {
     const e = events[i] as NewEvent;
     checkNewEvent(e, i);
+    if (e.aggregateUuid !== aggregate) aggregate = undefined;
+    if (e.version !== undefined) givesVersions = true;
     const [reqCtx, reqCtxJson] = ctxs.of(e.reqCtx, i);
     const eventVersion = e.eventVersion ?? 1;
     const ev = newStoredEvent(e, reqCtx, eventVersion);
@@ -132,6 +140,8 @@ export function prepare(events: readonly NewEvent[], opts: AppendOptions | undef
     expectedVersions: [...expected.values()],
     globalAggregates: globals === undefined ? [] : [...globals],
     eventVersions: cols.eventVersions,
+    aggregate,
+    givesVersions,
   };
 }
 

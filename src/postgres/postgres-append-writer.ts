@@ -2,20 +2,21 @@ import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
 import type { AppendListener } from "../store/event-repository.js";
 import type { Prepared, RecordColumns } from "./postgres-append-input.js";
+import {
+  type AppendCall,
+  type AppendTarget,
+  aggregateOutcome,
+  aggregateStatementText,
+  aggregateValues,
+  type CallOutcome,
+  flushStatementText,
+  flushValues,
+} from "./postgres-append-statements.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
 import type { CheckedOutClient, PgQuery } from "./postgres-pool.js";
 
 /** A flush takes further waiting calls only while it holds fewer events than this (a larger single call still goes alone). */
 const MAX_EVENTS_PER_COMMIT = 5_000;
-
-/** One row of `mneme_append_batch`: the outcome of one call. */
-interface CallOutcome {
-  base_position: string | null;
-  versions: number[] | null;
-  error_state: string | null;
-  error_message: string | null;
-  error_constraint: string | null;
-}
 
 /** A statement of appends of this instance waiting for its reply (see `emitInCommitOrder`). */
 interface InFlight {
@@ -31,21 +32,15 @@ interface Committed {
 }
 
 /** An append waiting for its flush. */
-interface PendingAppend {
-  readonly prepared: Prepared;
-  readonly record: RecordColumns | undefined;
+interface PendingAppend extends AppendCall {
   readonly resolve: (events: Event[]) => void;
   readonly reject: (error: unknown) => void;
 }
 
 /** What {@link PostgresAppendWriter} needs of its repository. */
-export interface AppendWriterOptions {
+export interface AppendWriterOptions extends AppendTarget {
   /** The schema's quoted name. */
   readonly qschema: string;
-  /** The append lock's key, the NOTIFY channel and this instance's id (the note's prefix). */
-  readonly lockKey: string;
-  readonly channel: string;
-  readonly instanceId: string;
   /** At most this many calls share one statement (1: every call is a statement of its own). */
   readonly maxAppendsPerCommit: number;
   /** A client for one flush (STORE_CLOSED, UNAVAILABLE ... as MnemeErrors). */
@@ -56,12 +51,14 @@ export interface AppendWriterOptions {
 
 /**
  * The group-commit writer of {@link PostgresEventRepository} (see its class
- * comment): queues appends, sends them one flush at a time as one statement of
- * `mneme_append_batch`, settles each call with its own outcome, and gives
+ * comment): queues appends, sends them one flush at a time as one statement
+ * (`mneme_append_aggregate` or `mneme_append_flush`, see `run`), settles each
+ * call with its own outcome, and gives
  * committed appends to the onAppend listeners in position order.
  */
 export class PostgresAppendWriter {
   private readonly statement: { readonly name: string; readonly text: string };
+  private readonly aggregateStatement: { readonly name: string; readonly text: string };
   private readonly queue: PendingAppend[] = [];
   private flushing = false;
   private readonly sendsInFlight = new Set<InFlight>();
@@ -70,14 +67,8 @@ export class PostgresAppendWriter {
   private readonly listeners = new Set<AppendListener>();
 
   constructor(private readonly opts: AppendWriterOptions) {
-    const text =
-      "SELECT base_position::text AS base_position, versions, error_state, error_message, error_constraint " +
-      `FROM ${opts.qschema}.mneme_append_batch(` +
-      "$1::bigint, $2::text, $3::text, $4::integer[], " +
-      "$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::integer[], $11::text[], $12::bigint[], $13::text[], $14::text[], " +
-      "$15::integer[], $16::text[], $17::integer[], $18::integer[], $19::text[], " +
-      "$20::text[], $21::text[], $22::text[], $23::text[], $24::text[], $25::bigint[], $26::text[], $27::integer[]) ORDER BY call_no";
-    this.statement = { name: statementName("append", opts.qschema), text };
+    this.statement = { name: statementName("append", opts.qschema), text: flushStatementText(opts.qschema) };
+    this.aggregateStatement = { name: statementName("append-aggregate", opts.qschema), text: aggregateStatementText(opts.qschema) };
   }
 
   /** Queues one checked append; resolves with its stored events once committed. */
@@ -157,26 +148,42 @@ export class PostgresAppendWriter {
     const token: InFlight = { id: this.nextSendId++ };
     this.sendsInFlight.add(token);
     try {
-      const q: PgQuery = { ...this.statement, values: batchValues(this.opts, batch) };
-      outcomes = (await client.query<CallOutcome>(q)).rows;
+      outcomes = await this.run(client, batch);
     } catch (e) {
       this.sendsInFlight.delete(token);
       this.emitInCommitOrder();
       const lost = isConnectionError(e);
       client.release(lost);
       if (batch.length > 1 && !lost && !isMnemeError(e)) {
-        // The statement as a whole was refused (a value the driver or the parameters could not take): the
+        // The statement as a whole was refused (a write the function's checks do not foresee, such as a
+        // duplicate event uuid or command record, or a value the driver or Postgres could not take): the
         // transaction rolled back, so each call is sent alone and gets its own outcome.
         for (const p of batch) await this.sendAlone(p);
         return;
       }
       // Every call of the flush fails alike; a lost connection may have committed them (see docs/scaling.md).
-      for (const p of batch) p.reject(mapPgError(e, "postgres: append", "INVALID_EVENTS"));
+      for (const p of batch) p.reject(appendError(e, p.record));
       return;
     }
     this.sendsInFlight.delete(token);
     client.release();
     this.settle(batch, outcomes);
+  }
+
+  /**
+   * The flush's statement: a lone call on one aggregate (a sequential command) by
+   * `mneme_append_aggregate`, whose refusal is an error of the statement; any
+   * other flush by `mneme_append_flush`, one outcome row per call.
+   */
+  private async run(client: CheckedOutClient, batch: readonly PendingAppend[]): Promise<CallOutcome[]> {
+    const lone = batch.length === 1 ? (batch[0] as PendingAppend) : undefined;
+    if (lone !== undefined && lone.prepared.aggregate !== undefined) {
+      const q: PgQuery = { ...this.aggregateStatement, values: aggregateValues(this.opts, lone) };
+      const row = (await client.query<{ r: string[] }>(q)).rows[0];
+      return row === undefined ? [] : [aggregateOutcome(row.r, lone.prepared.events.length)];
+    }
+    const q: PgQuery = { ...this.statement, values: flushValues(this.opts, batch) };
+    return (await client.query<CallOutcome>(q)).rows;
   }
 
   /** Settles each call of a flush with its outcome row, then gives the committed ones to the listeners. */
@@ -250,54 +257,19 @@ export function statementName(kind: string, qschema: string): string {
   return `mneme:${kind}:${qschema}`;
 }
 
-/** The parameters of `mneme_append_batch` for the calls of one flush (see the writer's statement). */
-function batchValues(opts: AppendWriterOptions, batch: readonly PendingAppend[]): unknown[] {
-  const callEnds: number[] = [];
-  const cols: unknown[][] = Array.from({ length: 10 }, () => []);
-  const expEnds: number[] = [];
-  const expAggs: string[] = [];
-  const expVersions: number[] = [];
-  const globalEnds: number[] = [];
-  const globals: string[] = [];
-  const recs: unknown[][] = Array.from({ length: 7 }, () => []);
-  const eventVersions: number[] = [];
-  for (const { prepared: p, record } of batch) {
-    for (const v of p.eventVersions) eventVersions.push(v);
-    for (let c = 0; c < 10; c++) {
-      const target = cols[c] as unknown[];
-      for (const v of p.columns[c] as unknown[]) target.push(v);
-    }
-    callEnds.push((cols[0] as unknown[]).length);
-    expAggs.push(...p.expectedAggregates);
-    expVersions.push(...p.expectedVersions);
-    expEnds.push(expAggs.length);
-    globals.push(...p.globalAggregates);
-    globalEnds.push(globals.length);
-    for (let c = 0; c < 7; c++) (recs[c] as unknown[]).push(record === undefined ? null : record[c]);
-  }
-  return [
-    opts.lockKey,
-    opts.channel,
-    opts.instanceId,
-    callEnds,
-    ...cols,
-    expEnds,
-    expAggs,
-    expVersions,
-    globalEnds,
-    globals,
-    ...recs,
-    eventVersions,
-  ];
-}
-
 /** The MnemeError of a call the append function refused (its SQLSTATE, message and constraint). */
 function callError(o: CallOutcome, record: RecordColumns | undefined): MnemeError {
   const cause = Object.assign(new Error(o.error_message ?? "append refused"), {
     code: o.error_state ?? undefined,
     constraint: o.error_constraint ?? undefined,
   });
-  if (record !== undefined && o.error_state === "23505" && o.error_constraint === "commands_pkey") {
+  return appendError(cause, record);
+}
+
+/** The MnemeError of an append that failed with `cause` (a refusal row, or the error of a call sent alone). */
+function appendError(cause: unknown, record: RecordColumns | undefined): MnemeError {
+  const c = cause as { code?: unknown; constraint?: unknown } | null;
+  if (record !== undefined && c?.code === "23505" && c.constraint === "commands_pkey") {
     return new MnemeError("CONFLICT", `command ${record[0]} is already recorded`, { cause });
   }
   return mapPgError(cause, "postgres: append", "INVALID_EVENTS");

@@ -12,7 +12,8 @@ import { PostgresAppendWriter } from "./postgres-append-writer.js";
 import { type EventRow, PostgresAggregateLoader, toEvent } from "./postgres-aggregate-loader.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { mapPgError } from "./postgres-errors.js";
-import { EVENT_COLUMNS, eventsDdl } from "./postgres-events-ddl.js";
+import { EVENT_COLUMNS } from "./postgres-append-flush-ddl.js";
+import { eventsDdl } from "./postgres-events-ddl.js";
 import type { PgQuery } from "./postgres-pool.js";
 import { advisoryKey } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
@@ -41,16 +42,19 @@ const MAX_BATCH_SIZE = 10_000;
  * that finds no flush under way is sent at once (no timer, so a lone caller
  * waits for nothing), and the calls that arrive while a flush runs go together
  * in the next one, up to `maxAppendsPerCommit`. A flush is one statement, one
- * transaction: `mneme_append_batch(...)` takes the schema's lock, then runs
- * each call in a subtransaction of its own (a plpgsql block with an EXCEPTION
- * clause), so each call is checked (tenant rule, expected versions, given
- * versions) and written (events, and the command record when the repository
- * joined the command store) or refused whole, with its own outcome: CONFLICT,
- * NOT_FOUND, INVALID_EVENTS. Calls see the calls before them in the flush as if
- * those had committed before, which they do: the flush commits them together.
- * A failure of the whole statement (a lost connection) fails every call of the
- * flush, and nothing of it is written; a statement refused for another reason
- * is sent again call by call, so no call fails for another's value.
+ * transaction, which takes the schema's lock, checks each call (tenant rule,
+ * expected versions, given versions) and writes it (events, and the command
+ * record when the repository joined the command store) or refuses it whole,
+ * with its own outcome: CONFLICT, NOT_FOUND, INVALID_EVENTS. A lone call on one
+ * aggregate (a sequential command) goes through `mneme_append_aggregate`, whose
+ * refusal is the statement's error; any other flush through
+ * `mneme_append_flush`, one outcome row per call (see
+ * postgres-append-flush-ddl.ts for how it avoids a subtransaction per call).
+ * Calls see the calls before them in the flush as if those had committed
+ * before, which they do: the flush commits them together. A failure of the
+ * whole statement (a lost connection) fails every call of the flush, and
+ * nothing of it is written; a statement refused for another reason is sent
+ * again call by call, so no call fails for another's value.
  *
  * Gap safety. The append function first takes `pg_advisory_xact_lock` on a key
  * of the schema, so appends (of every instance) are serialised from before

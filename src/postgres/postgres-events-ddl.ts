@@ -1,11 +1,7 @@
 import { SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
+import { appendAggregateDdl } from "./postgres-append-aggregate-ddl.js";
+import { appendFlushDdl, EVENT_COLUMNS, RECORD_COLUMNS } from "./postgres-append-flush-ddl.js";
 import { unversionedAppendBody, unversionedAppends } from "./postgres-old-writers.js";
-
-/** The events table's columns, in the order the readers map them (see `toEvent`) and the append function inserts them. */
-export const EVENT_COLUMNS =
-  "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload, event_version";
-/** The commands table's columns the append function writes a command record into. */
-export const RECORD_COLUMNS = "command_uuid, domain, name, tenant_uuid, status, created_at, record";
 
 /** The parameters `mneme_append_batch` has had since group commit (the current signature adds p_event_versions). */
 const BATCH_PARAMS = `
@@ -313,5 +309,8 @@ ${BATCH_PARAMS})
           p_record_domains, p_record_names, p_record_tenants, p_record_statuses, p_record_created_ats, p_records,
           NULL::integer[])
       $fn$`,
+    // The append of this release (the functions above are kept for instances of earlier releases).
+    appendFlushDdl(s),
+    appendAggregateDdl(s),
   ];
 }
