@@ -75,7 +75,8 @@ class NatsConsumeTransport implements ConsumeTransport {
     try {
       await this.#ensureConsumer(await jetStreamManagerOf(nc));
       this.#consumer = await jetStreamOf(nc).consumers.get(this.#o.stream, this.#o.durable);
-      this.#messages = await this.#consumer.consume({ max_messages: Math.max(16, concurrency * 2) });
+      // Pulls of 64 or more: fewer pull requests per message (their round trips cost more than the buffer).
+      this.#messages = await this.#consumer.consume({ max_messages: Math.max(64, concurrency * 4) });
     } catch (err) {
       throw natsError(err, nc, `consuming ${this.target}`);
     }
