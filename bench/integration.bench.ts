@@ -7,9 +7,12 @@
  * against reading the same events from the store and publishing the same
  * messages (body, mneme's headers, expected stream) in batches of 64 with
  * their acks awaited;
- * (2) inbound: messages published, then each turned into a committed command
- * (commandUuid: uuid v5 of the message id) and acked; mneme's NatsConsumer
- * against a raw JetStream consume loop that dispatches the same commands and acks.
+ * (2) inbound: messages published (with the `mneme-aggregate` header), then
+ * each turned into a committed command (commandUuid: uuid v5 of the message
+ * id) and acked; mneme's NatsConsumer, one message at a time and then 16 at
+ * once in lanes per aggregate, against a raw JetStream consume loop (pulls of
+ * 64, as mneme's) that dispatches the same commands one after another and acks.
+ * Each side runs one untimed round first.
  */
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect, headers } from "@nats-io/transport-node";
@@ -33,6 +36,12 @@ function installAcc(d: DomainInstaller): void {
 }
 
 const enc = new TextEncoder();
+/** The header a mneme publisher sets: the consumer's lane. */
+function aggregateHeader(aggregateUuid: string) {
+  const h = headers();
+  h.set("mneme-aggregate", aggregateUuid);
+  return h;
+}
 
 export default async function (b: Bench): Promise<void> {
   const nc = await connect({ servers: NATS_URL });
@@ -42,7 +51,8 @@ export default async function (b: Bench): Promise<void> {
   await jsm.streams.add({ name: stream, subjects: [`${stream}.>`], storage: "memory" as never });
   try {
     await outbound(b, js, stream, nc);
-    await inbound(b, js, stream, nc);
+    await inbound(b, js, stream, nc, 1);
+    await inbound(b, js, stream, nc, 16);
   } finally {
     await jsm.streams.delete(stream).catch(() => undefined);
     await nc.close();
@@ -123,14 +133,18 @@ async function outbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void>
   await rawF.stop();
 }
 
-async function inbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void> {
+/** `concurrency` 1: one message after another; more: lanes per aggregate (the `mneme-aggregate` header) side by side. */
+async function inbound(b: Bench, js: Js, stream: string, nc: Nc, concurrency: number): Promise<void> {
   const n = b.quick ? 300 : 1000;
   const rounds = b.quick ? 2 : 4;
   const publishAll = async (subject: string) => {
     for (let i = 0; i < n; i += 64)
       await Promise.all(
         Array.from({ length: Math.min(64, n - i) }, (_, k) =>
-          js.publish(subject, enc.encode(JSON.stringify({ account: aggregates[(i + k) % 64], amount: i + k })), { msgID: newUuid() }),
+          js.publish(subject, enc.encode(JSON.stringify({ account: aggregates[(i + k) % 64], amount: i + k })), {
+            msgID: newUuid(),
+            headers: aggregateHeader(aggregates[(i + k) % 64]!),
+          }),
         ),
       );
   };
@@ -156,8 +170,9 @@ async function inbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void> 
       domain: "Acc",
       connection: nc,
       stream,
-      durable: "bench-in",
-      filterSubjects: [`${stream}.in.mneme`],
+      durable: `bench-in-${concurrency}`,
+      filterSubjects: [`${stream}.in${concurrency}.mneme`],
+      concurrency,
       toCommand: (m) => ({ command: Credit, payload: toCommand(m.body) }),
     }),
   );
@@ -167,21 +182,26 @@ async function inbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void> 
   rawF.registerDomain(Acc, installAcc);
   await rawF.start();
   await jetstreamManager(nc).then((jsm) =>
-    jsm.consumers.add(stream, { durable_name: "bench-raw", ack_policy: "explicit" as never, filter_subject: `${stream}.in.raw` }),
+    jsm.consumers.add(stream, {
+      durable_name: `bench-raw-${concurrency}`,
+      ack_policy: "explicit" as never,
+      filter_subject: `${stream}.in${concurrency}.raw`,
+    }),
   );
-  const rawMessages = await (await js.consumers.get(stream, "bench-raw")).consume({ max_messages: 32 });
+  // Pulls of 64, as mneme's consumer makes them.
+  const rawMessages = await (await js.consumers.get(stream, `bench-raw-${concurrency}`)).consume({ max_messages: 64 });
   const rawIt = rawMessages[Symbol.asyncIterator]();
   const dec = new TextDecoder();
   let expected = 0;
   const mneme = async (): Promise<void> => {
     expected += n;
-    await publishAll(`${stream}.in.mneme`);
+    await publishAll(`${stream}.in${concurrency}.mneme`);
     await mnemeDone(expected);
   };
   const raw: DuelSide = {
     name: "raw client (consume, dispatch, ack)",
     run: async () => {
-      await publishAll(`${stream}.in.raw`);
+      await publishAll(`${stream}.in${concurrency}.raw`);
       for (let done = 0; done < n; done++) {
         const next = await rawIt.next();
         if (next.done === true) throw new Error("the raw consumer ended");
@@ -195,7 +215,8 @@ async function inbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void> 
   // An untimed round of each first: neither side's figure pays for compiling its code.
   await mneme();
   await raw.run(rounds);
-  await duel(b, "integration", "messages -> committed commands, acked", n, rounds, mneme, [raw], "messages/s");
+  const what = concurrency === 1 ? "one at a time" : `${concurrency} at once, in lanes per aggregate`;
+  await duel(b, "integration", `messages -> committed commands, acked (mneme ${what})`, n, rounds, mneme, [raw], "messages/s");
   // close() resolves once the iterator has ended: read it to its end.
   const closed = rawMessages.close();
   while ((await rawIt.next()).done !== true);
