@@ -201,15 +201,19 @@ async function inbound(b: Bench, js: Js, stream: string, nc: Nc, concurrency: nu
   const raw: DuelSide = {
     name: "raw client (consume, dispatch, ack)",
     run: async () => {
+      // Consuming while the messages are published, as mneme's consumer does.
+      const consumed = (async () => {
+        for (let done = 0; done < n; done++) {
+          const next = await rawIt.next();
+          if (next.done === true) throw new Error("the raw consumer ended");
+          const m = next.value;
+          const id = m.headers?.get("Nats-Msg-Id") ?? String(m.seq);
+          await rawF.dispatch(Credit, toCommand(JSON.parse(dec.decode(m.data))), { commandUuid: messageCommandUuid(id) });
+          m.ack();
+        }
+      })();
       await publishAll(`${stream}.in${concurrency}.raw`);
-      for (let done = 0; done < n; done++) {
-        const next = await rawIt.next();
-        if (next.done === true) throw new Error("the raw consumer ended");
-        const m = next.value;
-        const id = m.headers?.get("Nats-Msg-Id") ?? String(m.seq);
-        await rawF.dispatch(Credit, toCommand(JSON.parse(dec.decode(m.data))), { commandUuid: messageCommandUuid(id) });
-        m.ack();
-      }
+      await consumed;
     },
   };
   // An untimed round of each first: neither side's figure pays for compiling its code.
