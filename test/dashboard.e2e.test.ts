@@ -18,7 +18,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Facade, createFacade, newUuid } from "mneme";
 import { registerDefaults } from "mneme/defaults";
 import { createHttpHandler } from "mneme/http";
-import { CreateTodo, ListTodos } from "../examples/todo/todo-domain.js";
+import { NatsConsumer, NatsPublisher } from "mneme/nats";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { CreateTodo, ListTodos, TodoCreated } from "../examples/todo/todo-domain.js";
 import { findChromium, launchChromium } from "./support/chromium.js";
 import { ADMIN, type DashboardWorld, OPERATOR, startDashboardWorld } from "./support/dashboard-fixture.js";
 import { runProcess } from "./support/run-process.js";
@@ -482,6 +485,59 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
     expect(world.facade.runtime.listEventHandlers().find((h) => h.eventHandlerName === "TodoProjection")!.state).toBe("running");
     await ops.click("[data-nav=stream]");
     await ops.waitForSelector("[data-stream-status=refused]");
+  });
+
+  it("shows a broker's publisher and consumer in the Integration panel: kind, broker, connection, lag, handled, dead letters, last error", async () => {
+    const nc = await connect({ servers: process.env.NATS_URL ?? "127.0.0.1:4222" });
+    const jsm = await jetstreamManager(nc);
+    const stream = `DASH_${newUuid().replace(/-/g, "").slice(-10)}`.toUpperCase();
+    await jsm.streams.add({ name: stream, subjects: [`${stream}.>`], storage: "memory" as never });
+    let linked: DashboardWorld | undefined;
+    try {
+      linked = await startDashboardWorld({
+        register: (f) => {
+          const out = new NatsPublisher(f, { name: "TodosOut", domain: "Todo", connection: nc, stream, pollMs: 50 });
+          f.registerReadmodel(out.on(TodoCreated, (e) => ({ subject: `${stream}.todo.created`, body: { todoUuid: e.aggregateUuid } })));
+          // Every message is taken without a command; one that is not JSON is a dead letter at once.
+          f.registerReadmodel(
+            new NatsConsumer(f, { name: "TodosIn", domain: "Todo", connection: nc, stream, durable: "in", toCommand: () => undefined }),
+          );
+        },
+      });
+      await linked.createTodos(3);
+      const js = jetstream(nc);
+      await js.publish(`${stream}.in`, new TextEncoder().encode('{"ok":true}'), { msgID: newUuid() });
+      await js.publish(`${stream}.in`, new TextEncoder().encode("not json"), { msgID: newUuid() });
+      const listed = (name: string) => linked!.facade.runtime.listEventHandlers().find((x) => x.name === name)?.integration;
+      await poll(() => listed("TodosOut")?.handled).toBe(3);
+      await poll(() => listed("TodosIn")?.deadLetters).toBe(1);
+
+      const page = await newPage();
+      await signIn(page, ADMIN, "#/handlers", linked.url);
+      const out = page.locator("tr[data-integration=TodosOut]");
+      const inn = page.locator("tr[data-integration=TodosIn]");
+      await out.waitFor();
+      expect(await out.getAttribute("data-role")).toBe("publisher");
+      expect(await inn.getAttribute("data-role")).toBe("consumer");
+      await poll(() => out.getAttribute("data-connected")).toBe("true");
+      await poll(() => inn.getAttribute("data-connected")).toBe("true");
+      expect(await out.locator("td[data-label=Broker]").innerText()).toBe("nats");
+      expect(await out.locator("td.handler .sub").innerText()).toBe(stream);
+      expect(await inn.locator("td.handler .sub").innerText()).toBe(`${stream}/in`);
+      await poll(() => out.locator("td[data-label=Handled]").innerText()).toBe("3");
+      await poll(() => out.locator("td[data-label=Lag]").innerText()).toBe("0");
+      await poll(() => inn.locator("td[data-label=Handled]").innerText()).toContain("1");
+      await poll(() => inn.locator("td[data-label='Dead letters']").innerText()).toBe("1");
+      await poll(() => inn.locator("td[data-label='Last error']").innerText()).toContain("not JSON");
+      // The handler's own row says what it links to; a handler of no broker has neither.
+      expect(await page.locator("tr[data-handler=TodosIn] [data-link=consumer]").innerText()).toBe(`nats consumer · ${stream}/in`);
+      expect(await page.locator("tr[data-integration=TodoProjection]").count()).toBe(0);
+      expect(await page.locator("tr[data-handler=TodoProjection] [data-link]").count()).toBe(0);
+    } finally {
+      await linked?.close();
+      await jsm.streams.delete(stream).catch(() => undefined);
+      await nc.close();
+    }
   });
 
   it("keeps every handler's buttons on screen without a horizontal scroll at 1400 and 800 px, with four-digit positions", async () => {

@@ -165,4 +165,50 @@ describe("NatsConsumer", () => {
     await until(async () => (await allEvents(f)).filter((e: Event) => e.aggregateUuid === counter).length === 21, "21 events");
     expect(consumer.state).toBe("running");
   });
+  it("with concurrency, handles lanes side by side and each lane's messages one after another in stream order", async () => {
+    const stream = streamName("lanes");
+    await makeStream(nc, stream);
+    const js = jetstream(nc);
+    const counters = [newUuid(), newUuid(), newUuid(), newUuid()];
+    // 40 messages: 10 per aggregate, interleaved; the header a mneme publisher sets names the lane.
+    for (let i = 0; i < 40; i++) {
+      const h = headers();
+      h.set("mneme-aggregate", counters[i % 4]!);
+      await js.publish(`${stream}.add`, encode({ counter: counters[i % 4], by: 1, n: Math.floor(i / 4) }), {
+        msgID: newUuid(),
+        headers: h,
+      });
+    }
+    const seen = new Map<string, number[]>();
+    let running = 0;
+    let mostAtOnce = 0;
+    const f = await started((f) => {
+      f.registerDomain(Counter);
+      f.registerReadmodel(
+        new NatsConsumer(f, {
+          name: "LanesIn",
+          domain: "Counter",
+          connection: nc,
+          stream,
+          durable: "lanes",
+          concurrency: 8,
+          toCommand: async (m) => {
+            const b = m.body as { counter: string; by: number; n: number };
+            running++;
+            mostAtOnce = Math.max(mostAtOnce, running);
+            // Holds the message a while: a lane that did not wait for it would overtake it.
+            await new Promise((r) => setTimeout(r, 3 + (b.n % 3)));
+            seen.set(b.counter, [...(seen.get(b.counter) ?? []), b.n]);
+            running--;
+            return { command: Increment, payload: { counterUuid: b.counter, by: b.by } };
+          },
+        }),
+      );
+    });
+    await until(async () => (await allEvents(f)).length === 40, "40 commands ran");
+    for (const c of counters) expect(seen.get(c)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    // The four lanes ran side by side, never two messages of one lane at once.
+    expect(mostAtOnce).toBeGreaterThan(1);
+    expect(mostAtOnce).toBeLessThanOrEqual(4);
+  });
 });

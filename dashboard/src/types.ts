@@ -51,6 +51,22 @@ export interface EventHandlerInfo {
   lastError?: string;
   /** A partitioned handler's partitions (`withPartitions`). */
   partitions?: PartitionInfo[];
+  /** A publisher to or a consumer of a message broker (mneme/nats, mneme/amqp). */
+  integration?: IntegrationInfo;
+}
+
+/** A publisher's or consumer's link to its broker, as the Runtime lists it (any broker). */
+export interface IntegrationInfo {
+  role: "publisher" | "consumer";
+  broker: string;
+  target: string;
+  /** Publisher: entries waiting in its outbox; consumer: messages waiting on the broker (-1: not known yet). */
+  lag: number;
+  handled: number;
+  failures: number;
+  deadLetters: number;
+  connected: boolean;
+  lastError?: string;
 }
 
 export interface PartitionInfo {

@@ -67,6 +67,8 @@ export class IntegrationConsumer extends BaseReadmodel {
   #opened = false;
   #reopen: ReturnType<typeof setTimeout> | undefined;
   readonly #sleepers = new Set<() => void>();
+  /** The last message of each lane being handled (see #inLane). */
+  readonly #lanes = new Map<string, Promise<void>>();
   #lagAt = 0;
 
   constructor(facade: ReactionFacade, options: IntegrationConsumerOptions) {
@@ -110,7 +112,7 @@ export class IntegrationConsumer extends BaseReadmodel {
     this.#reopen = undefined;
     if (!this.#live || this.#opened) return;
     try {
-      await this.#transport.open((m) => this.#handle(m), this.#concurrency);
+      await this.#transport.open((m) => this.#inLane(m), this.#concurrency);
       this.#opened = true;
       if (!this.#live) await this.#transport.close();
     } catch (err) {
@@ -149,6 +151,24 @@ export class IntegrationConsumer extends BaseReadmodel {
   }
 
   // ---------------------------------------------------------------- one message
+
+  /**
+   * Handles `m` after the messages of its lane that came before it: one
+   * aggregate's messages (the `mneme-aggregate` header of a mneme publisher),
+   * else one subject's, run one after another in delivery order; other lanes
+   * side by side, up to `concurrency` messages at once.
+   */
+  #inLane(m: DeliveredMessage): Promise<void> {
+    if (this.#concurrency === 1) return this.#handle(m);
+    const key = m.headers["mneme-aggregate"] ?? `subject:${m.subject}`;
+    const before = this.#lanes.get(key);
+    // #handle settles every outcome itself: a lane's chain never rejects.
+    const run = before === undefined ? this.#handle(m) : before.then(() => this.#handle(m));
+    this.#lanes.set(key, run);
+    return run.finally(() => {
+      if (this.#lanes.get(key) === run) this.#lanes.delete(key);
+    });
+  }
 
   /** Handles one delivery: dispatch and ack, retry, or dead letter and ack; released to the broker when it cannot finish here. */
   async #handle(m: DeliveredMessage): Promise<void> {

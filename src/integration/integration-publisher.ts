@@ -16,6 +16,8 @@ export interface IntegrationPublisherOptions extends OutboxHandlerOptions {
 
 /** How often the listing counts the outbox again, at most. */
 const COUNT_EVERY_MS = 250;
+/** A page's events are read in one range read unless the range holds more than this many positions per entry. */
+const READ_AHEAD_SPREAD = 8;
 
 /**
  * Publishes chosen events to a message broker as integration messages,
@@ -34,6 +36,8 @@ export class IntegrationPublisher extends BaseReadmodel {
   readonly #transport: PublishTransport;
   readonly #stats: IntegrationStats;
   #countedAt = 0;
+  /** The events of the page being published, read in one go (see #readAhead). */
+  #readAheadEvents = new Map<string, Event>();
 
   constructor(facade: ReadmodelFacade, options: IntegrationPublisherOptions) {
     super(facade, ...reactionOptions(options));
@@ -43,7 +47,10 @@ export class IntegrationPublisher extends BaseReadmodel {
     if (typeof transport?.publish !== "function") throw new MnemeError("INVALID_REQUEST", `${options.name}: a publisher needs a transport`);
     this.#transport = transport;
     this.#stats = new IntegrationStats("publisher", transport.broker, transport.target);
-    this.outbox = new Outbox(this, options, (entry) => this.#publish(entry), undefined, true);
+    this.outbox = new Outbox(this, options, (entry) => this.#publish(entry), undefined, {
+      ordered: true,
+      prepare: (entries) => this.#readAhead(entries),
+    });
     this.addPart(this.outbox);
     this.addPart({
       describe: () => this.#describe(),
@@ -80,7 +87,8 @@ export class IntegrationPublisher extends BaseReadmodel {
     try {
       const mapping = this.#mappings.get(entry.eventPath);
       if (mapping === undefined) throw new MnemeError("INVALID_STATE", `${this.name} has no mapping for ${entry.eventPath}`);
-      const event = await eventOfEntry(this.eventRepository, entry, this.name);
+      const event = this.#readAheadEvents.get(entry.eventUuid) ?? (await eventOfEntry(this.eventRepository, entry, this.name));
+      this.#readAheadEvents.delete(entry.eventUuid);
       const message = mapping(event);
       if (message === undefined) return;
       checkMessage(message, this.name, entry.eventPath);
@@ -96,6 +104,29 @@ export class IntegrationPublisher extends BaseReadmodel {
       this.#stats.failed(err);
       throw err;
     }
+  }
+
+  /**
+   * Reads the events of a page's entries with one read of their position
+   * range (the types this publisher maps), rather than one read per entry.
+   * Left out when the range is mostly other events: each entry then reads its own.
+   */
+  async #readAhead(entries: readonly OutboxEntry[]): Promise<void> {
+    this.#readAheadEvents = new Map();
+    if (entries.length < 2) return;
+    const wanted = new Set(entries.map((e) => e.eventUuid));
+    let from = Infinity;
+    let to = 0;
+    for (const e of entries) {
+      from = Math.min(from, e.position);
+      to = Math.max(to, e.position);
+    }
+    if (to - from + 1 > entries.length * READ_AHEAD_SPREAD) return;
+    const found = new Map<string, Event>();
+    const range = { afterPosition: from - 1, untilPosition: to, eventPaths: [...this.#mappings.keys()], batchSize: 500 };
+    for await (const batch of this.eventRepository.readAll(range))
+      for (const e of batch) if (wanted.has(e.eventUuid)) found.set(e.eventUuid, e);
+    this.#readAheadEvents = found;
   }
 
   #describe(): IntegrationInfo {

@@ -75,7 +75,8 @@ class NatsConsumeTransport implements ConsumeTransport {
     try {
       await this.#ensureConsumer(await jetStreamManagerOf(nc));
       this.#consumer = await jetStreamOf(nc).consumers.get(this.#o.stream, this.#o.durable);
-      this.#messages = await this.#consumer.consume({ max_messages: Math.max(16, concurrency * 2) });
+      // Pulls of 64 or more: fewer pull requests per message (their round trips cost more than the buffer).
+      this.#messages = await this.#consumer.consume({ max_messages: Math.max(64, concurrency * 4) });
     } catch (err) {
       throw natsError(err, nc, `consuming ${this.target}`);
     }
@@ -139,10 +140,17 @@ class NatsConsumeTransport implements ConsumeTransport {
 /** Hands the messages to `handle`, at most `concurrency` at once; resolves when the iterator ended and every handler finished. */
 async function run(messages: AsyncIterable<JsMsg>, handle: (m: JsMsg) => Promise<void>, concurrency: number): Promise<void> {
   const running = new Set<Promise<void>>();
+  // Woken by the next handler that finishes (not Promise.race over all running: that adds a reaction to each, per message).
+  let freed: (() => void) | undefined;
   for await (const m of messages) {
-    const p: Promise<void> = handle(m).finally(() => running.delete(p));
+    const p: Promise<void> = handle(m).finally(() => {
+      running.delete(p);
+      const wake = freed;
+      freed = undefined;
+      wake?.();
+    });
     running.add(p);
-    if (running.size >= concurrency) await Promise.race(running);
+    if (running.size >= concurrency) await new Promise<void>((resolve) => (freed = resolve));
   }
   await Promise.all(running);
 }

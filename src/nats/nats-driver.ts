@@ -29,9 +29,13 @@ export function jetStreamManagerOf(nc: NatsConnection): Promise<JetStreamManager
   return jsModule().jetstreamManager(nc);
 }
 
+let transportModule: { headers(): MsgHdrs } | undefined;
+
 /** NATS headers from a record. */
 export function natsHeaders(record: Readonly<Record<string, string>>): MsgHdrs {
-  const h = requireDriver<{ headers(): MsgHdrs }>(NATS_TRANSPORT).headers();
+  // Loaded once: a require per message costs a module resolution each time.
+  transportModule ??= requireDriver<{ headers(): MsgHdrs }>(NATS_TRANSPORT);
+  const h = transportModule.headers();
   for (const [k, v] of Object.entries(record)) h.set(k, v);
   return h;
 }

@@ -37,6 +37,22 @@ export interface OutboxHandlerOptions {
   readonly readmodelStoreBackend?: ReadmodelStoreBackend;
 }
 
+/** How an outbox delivers, besides its handler's delivery function. */
+export interface OutboxDelivery {
+  /**
+   * The entries of one lane are delivered in position order whatever fails
+   * (a publisher of integration events): a failed entry keeps its place and
+   * holds the entries behind it until it is delivered or dead.
+   */
+  readonly ordered?: boolean;
+  /**
+   * Called with a page's due entries before they are delivered, so the handler
+   * can read what they need in one go (a publisher reads their events). A
+   * failure here fails no entry: each delivery then reads for itself.
+   */
+  readonly prepare?: (entries: readonly OutboxEntry[]) => Promise<void>;
+}
+
 /** A filter of `outbox.list`. */
 export interface OutboxFilter {
   readonly status?: OutboxEntryStatus;
@@ -81,6 +97,7 @@ export class Outbox implements HandlerPart {
   readonly #concurrency: number;
   /** Entries of one lane go strictly in position order: a failed entry holds the rest of its lane until it is delivered or dead. */
   readonly #ordered: boolean;
+  readonly #prepare: OutboxDelivery["prepare"];
   #horizon = 0;
   /** Whether #horizon is the stored one (only the lock holder writes it; read again after a rollback or a (re)start). */
   #horizonKnown = false;
@@ -106,20 +123,19 @@ export class Outbox implements HandlerPart {
    * The outbox of `handler`, whose name and domain `options` gives (checked by
    * `reactionOptions`); `deliver` dispatches an entry's command or runs its
    * effect, and throws to count a failed attempt. `payloads` seals the personal
-   * fields of the commands kept here and opens them for listings. `ordered`
-   * (a publisher of integration events): the entries of one lane are
-   * delivered in position order whatever fails; a failed entry keeps its place
-   * and holds the entries behind it until it is delivered or dead.
+   * fields of the commands kept here and opens them for listings. `delivery`:
+   * ordered lanes, a page's preparation (see OutboxDelivery).
    */
   constructor(
     handler: BaseReadmodel,
     options: OutboxHandlerOptions,
     deliver: (entry: OutboxEntry) => Promise<void>,
     payloads: CommandPayloadProtection | undefined,
-    ordered = false,
+    delivery: OutboxDelivery = {},
   ) {
     reactionOptions(options);
-    this.#ordered = ordered;
+    this.#ordered = delivery.ordered === true;
+    this.#prepare = delivery.prepare;
     this.#h = handler;
     this.#deliver = deliver;
     this.#payloads = payloads;
@@ -281,7 +297,8 @@ export class Outbox implements HandlerPart {
   /** Delivers the due entries; returns the due time of the next pending one, if any. */
   async #runDue(): Promise<number | undefined> {
     const outbox = this.#outbox();
-    const pageSize = 100;
+    // Enough entries per page to keep every worker busy for several deliveries.
+    const pageSize = Math.max(100, this.#concurrency * 16);
     let offset = 0;
     for (;;) {
       if (this.#h.state !== "running") return undefined;
@@ -297,19 +314,26 @@ export class Outbox implements HandlerPart {
         return next;
       }
       offset = 0;
+      await this.#prepareAll(lanes);
       let blocked = false;
+      const delivered: string[] = [];
       const worker = async (): Promise<void> => {
         for (let lane = lanes.shift(); lane !== undefined && !blocked; lane = lanes.shift()) {
           for (const entry of lane) {
             if (blocked || this.#h.state !== "running") return;
             const outcome = await this.#attempt(outbox, entry, now);
+            if (outcome === "delivered") delivered.push(entry.id);
             if (outcome === "unavailable") blocked = true;
             // Ordered: the rest of the lane waits for the entry that failed.
             if (outcome === "failed" && this.#ordered) break;
           }
         }
       };
-      await Promise.all(Array.from({ length: Math.min(this.#concurrency, lanes.length) }, worker));
+      try {
+        await Promise.all(Array.from({ length: Math.min(this.#concurrency, lanes.length) }, worker));
+      } finally {
+        await this.#forget(outbox, delivered);
+      }
       if (blocked) return now + this.retry.initialDelayMs;
       if (this.#h.state !== "running") return undefined;
       // Every due entry of the page is delivered, put back for later, or dead: read on.
@@ -340,9 +364,37 @@ export class Outbox implements HandlerPart {
     return { lanes: [...lanes.values()], next };
   }
 
+  async #prepareAll(lanes: readonly OutboxEntry[][]): Promise<void> {
+    try {
+      await this.#prepare?.(lanes.flat());
+    } catch {
+      // Nothing read ahead: each delivery reads for itself (and fails on its own if it must).
+    }
+  }
+
+  /**
+   * Deletes the entries of a page that were delivered, in one fenced
+   * transaction (not one per entry: a page's deliveries run side by side and
+   * their writes would queue behind each other). A crash before it commits
+   * delivers them again: at least once, as always (a command's replay, the
+   * broker's dedupe of a message id). They stay in flight until then, so a
+   * cancel cannot remove what was sent.
+   */
+  async #forget(outbox: ReadmodelCollection<OutboxEntry>, ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    try {
+      await runnerOf(this.#h).fencedWrite(async () => {
+        for (const id of ids) await outbox.delete(id);
+      });
+    } finally {
+      for (const id of ids) this.#inFlight.delete(id);
+    }
+  }
+
   /**
    * One delivery of `entry`: "unavailable" when it failed for a reason that is
-   * not the entry's (stop this round), "failed" when it was put back or is dead.
+   * not the entry's (stop this round), "failed" when it was put back or is dead,
+   * "delivered" (still in flight: the caller deletes it with the page's others).
    */
   async #attempt(
     outbox: ReadmodelCollection<OutboxEntry>,
@@ -351,9 +403,11 @@ export class Outbox implements HandlerPart {
   ): Promise<"delivered" | "failed" | "unavailable"> {
     // Until the entry is deleted or put back, a cancel in this instance is refused (it would come too late).
     this.#inFlight.add(entry.id);
+    let delivered = false;
     try {
       try {
         await this.#deliver(entry);
+        delivered = true;
       } catch (err) {
         if (isMnemeError(err) && NOT_THE_ENTRYS_FAULT.has(err.code)) return "unavailable";
         // Fenced like a batch: an instance that lost the handler's lock writes nothing more to its outbox.
@@ -376,10 +430,9 @@ export class Outbox implements HandlerPart {
         });
         return "failed";
       }
-      await runnerOf(this.#h).fencedWrite(() => outbox.delete(entry.id));
       return "delivered";
     } finally {
-      this.#inFlight.delete(entry.id);
+      if (!delivered) this.#inFlight.delete(entry.id);
     }
   }
 

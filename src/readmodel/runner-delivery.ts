@@ -40,9 +40,33 @@ export class RunnerDelivery {
       return;
     }
     if (s.state !== "running") return;
+    if (events !== null && this.#passedIdle(events)) return;
     s.queue.push(events);
     // While a retry after UNAVAILABLE waits out its backoff, its timer starts the pump.
     if (s.retryTimer === undefined) this.#startPump();
+  }
+
+  /**
+   * Live events this handler has no handler for, right after its position,
+   * with nothing queued or pending: passed at once, as the pump's `apply`
+   * would pass them, without starting a pump (a consumer or a readmodel of
+   * other events pays nothing per append). False: the pump decides.
+   */
+  #passedIdle(events: readonly Event[]): boolean {
+    const s = this.#s;
+    if (s.queue.length > 0 || s.pumping !== undefined || s.retryTimer !== undefined || s.retryError !== undefined || s.resync) return false;
+    let expected = s.lastPosition + 1;
+    for (const e of events) {
+      if (e.position < expected) continue;
+      if (e.position !== expected || s.handlersFor(e).length > 0) return false;
+      expected++;
+    }
+    const last = events[events.length - 1];
+    if (last === undefined || last.position < s.lastPosition + 1) return true;
+    s.lastPosition = last.position;
+    s.lastEventTimestamp = last.createdAt;
+    s.wake();
+    return true;
   }
 
   /** Resolves when live delivery has nothing queued. */

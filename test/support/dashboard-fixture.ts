@@ -52,7 +52,13 @@ export interface DashboardWorld {
 }
 
 export async function startDashboardWorld(
-  opts: { facade?: FacadeOptions; http?: HttpHandlerOptions; port?: number } = {},
+  opts: {
+    facade?: FacadeOptions;
+    http?: HttpHandlerOptions;
+    port?: number;
+    /** Registers more handlers (a broker's publisher and consumer) before the facade starts. */
+    register?: (facade: Facade) => void;
+  } = {},
 ): Promise<DashboardWorld> {
   const facade = createFacade({ appName: "todo-ops", version: "1.4.2", systemEvents: true, ...opts.facade });
   const ids = await registerDefaults(facade, { admin: { ...ADMIN, name: "Ada Admin" }, passwordHashing: { N: 1024, r: 8, p: 1 } });
@@ -74,6 +80,7 @@ export async function startDashboardWorld(
   });
   facade.registerReadmodel(reminders);
   facade.registerReadmodel(notifier);
+  opts.register?.(facade);
   await facade.start();
 
   const adminLogin = (await facade.dispatch(Login, ADMIN, { waitToFinish: true })).result!;

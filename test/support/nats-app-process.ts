@@ -11,7 +11,8 @@
  * `consume <file> <nats url> <stream> <count>`: a NatsConsumer turns the
  * stream's messages into increments (a message with body {"poison": true}
  * always fails); prints "done" and the dead letters once <count> increments
- * are stored and a dead letter is kept.
+ * are stored, a dead letter is kept and the consumer's lag on the server is 0
+ * (every message acked, the redeliveries of earlier runs' messages too).
  */
 import { connect } from "@nats-io/transport-node";
 import { createFacade, type Event, type Facade } from "mneme";
@@ -77,7 +78,9 @@ if (mode === "publish") {
     const now = await increments(facade);
     if (now !== stored) console.log(`stored ${(stored = now)}`);
     const dead = await facade.runtime.listDeadLetters({ eventHandlerName: "In" });
-    if (now >= count && dead.length > 0) {
+    // Done once nothing waits on the server either: redeliveries of messages an earlier (killed) run took are acked too.
+    const lag = facade.runtime.listEventHandlers().find((h) => h.name === "In")?.integration?.lag;
+    if (now >= count && dead.length > 0 && lag === 0) {
       console.log(JSON.stringify(dead));
       break;
     }

@@ -5,6 +5,7 @@ import { fill, h } from "../dom.js";
 import { ago, micros, num } from "../format.js";
 import type { EventHandlerInfo } from "../types.js";
 import { badge, empty, errorBanner, table } from "../ui.js";
+import { integrationPanel } from "./integration.js";
 import type { View, ViewContext } from "./view.js";
 
 type Action = "restore" | "restore-zero" | "stop" | "start";
@@ -91,6 +92,13 @@ export function handlersView({ app, api }: ViewContext): View {
               `last restore: ${num(m.lastRestore.eventsReplayed)} replayed, ${num(m.lastRestore.eventsCaught)} caught, ${m.lastRestore.durationMs.toFixed(1)} ms`,
             ),
         x.holder === undefined ? null : h("div", { class: "sub", "data-holder": x.holder }, `on ${x.holder}`),
+        x.integration === undefined
+          ? null
+          : h(
+              "div",
+              { class: "sub", "data-link": x.integration.role },
+              `${x.integration.broker} ${x.integration.role} · ${x.integration.target}`,
+            ),
         x.partitions === undefined ? null : partitionList(x),
         x.lastError === undefined ? null : h("div", { class: "error-text" }, x.lastError),
         result === undefined
@@ -151,6 +159,7 @@ export function handlersView({ app, api }: ViewContext): View {
         : table(["Handler", "State", "Position / head", "Lag", "Processed", "Mean / p99", "Last event", ""], app.handlers.map(row), {
             class: "handlers",
           }),
+      integrationPanel(app.handlers),
       h(
         "div",
         { class: "grid two" },
