@@ -47,6 +47,9 @@ function ledger() {
   return { Deposit, configure };
 }
 
+/** One definition for every facade of the bench, as an app defines its domains once. */
+const LEDGER = ledger();
+
 export default async function shardsBench(b: Bench): Promise<void> {
   const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 4 });
   admin.on("error", () => {});
@@ -71,7 +74,7 @@ export default async function shardsBench(b: Bench): Promise<void> {
       { name: "s0", connectionString: DATABASE_URL, schema: schemas[1]!, poolSize: 20 },
       { name: "s1", connectionString: DATABASE_URL, schema: schemas[2]!, poolSize: 20 },
     ],
-    configure: (f) => ledger().configure(f),
+    configure: (f) => LEDGER.configure(f),
   });
   try {
     await app.start();
@@ -86,7 +89,7 @@ export default async function shardsBench(b: Bench): Promise<void> {
 }
 
 async function routingBench(b: Bench, app: ShardedApp, plainSchema: string): Promise<void> {
-  const { Deposit, configure } = ledger();
+  const { Deposit, configure } = LEDGER;
   const plain = createFacade({
     appName: "bench-plain",
     ...createPostgresBackends({ connectionString: DATABASE_URL, schema: plainSchema, poolSize: 20 }),
