@@ -18,44 +18,13 @@ import { messageCommandUuid } from "mneme/reactions";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, Increment, Incremented } from "./support/counter-domain.js";
 import { makeStream, NATS_URL, natsConnection, privateNats, streamCount, streamMessages, streamName } from "./support/nats-broker.js";
-import { runKillable } from "./support/run-process.js";
+import { killedThenFinished as killRounds } from "./support/kill-rounds.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 import { until } from "./support/until.js";
 
 const scratch = sqliteScratch("nats-faults");
 const script = fileURLToPath(new URL("./support/nats-app-process.ts", import.meta.url));
 const cwd = fileURLToPath(new URL("..", import.meta.url));
-
-/** The increments a run stored since it started, from its "stored <n>" lines. */
-function storedThisRun(out: string): number {
-  const counts = [...out.matchAll(/^stored (\d+)$/gm)].map((m) => Number(m[1]));
-  return counts.length === 0 ? 0 : counts[counts.length - 1]! - counts[0]!;
-}
-
-/**
- * Runs the app process up to `rounds` times, each killed with SIGKILL once it stored a random number of increments
- * (between `min` and `max`) in that run, then once to its end. A round that finished its work before its kill point
- * ends the kill rounds; the first one cannot (it has more work than `max`) and must have been killed.
- */
-async function killedThenFinished(args: string[], rounds: number, min: number, max: number): Promise<string> {
-  const kills: number[] = [];
-  let killed = 0;
-  for (let round = 0; round < rounds; round++) {
-    const at = min + Math.floor(Math.random() * (max - min + 1));
-    kills.push(at);
-    const r = await runKillable(script, args, cwd, (out) => storedThisRun(out) >= at);
-    if (r.signal === "SIGKILL") {
-      killed++;
-      continue;
-    }
-    expect(r.out, `round ${round} ended before its kill after ${at} increments, so it must have finished`).toContain("done");
-    break;
-  }
-  expect(killed, `kills after ${kills.join(", ")} increments`).toBeGreaterThan(0);
-  const last = await runKillable(script, args, cwd);
-  expect(last.out, `kills after ${kills.join(", ")} increments`).toContain("done");
-  return last.out;
-}
 
 async function incrementEvents(f: Facade): Promise<Event[]> {
   const all: Event[] = [];
@@ -121,7 +90,7 @@ describe("publishing through faults", () => {
     const stream = streamName("sigkill");
     await makeStream(nc, stream);
     const file = scratch.newFile();
-    await killedThenFinished(["publish", file, NATS_URL, stream, "400"], 4, 20, 120);
+    await killRounds(script, cwd, ["publish", file, NATS_URL, stream, "400"], 4, 20, 120);
     const f = scratch.keep(createFacade({ ...createSqliteBackends({ filename: file }) }));
     f.registerDomain(Counter);
     const events = await incrementEvents(f);
@@ -144,7 +113,7 @@ describe("consuming through faults", () => {
     );
     await js.publish(`${stream}.add`, new TextEncoder().encode(JSON.stringify({ poison: true })), { msgID: "the-poison" });
     const file = scratch.newFile();
-    const out = await killedThenFinished(["consume", file, NATS_URL, stream, "300"], 3, 10, 100);
+    const out = await killRounds(script, cwd, ["consume", file, NATS_URL, stream, "300"], 3, 10, 100);
     const dead = JSON.parse(out.split("\n").find((l) => l.startsWith("["))!) as { eventUuid: string; lastError: string }[];
     expect(dead.map((d) => d.eventUuid)).toEqual(["the-poison"]);
     expect(dead[0]!.lastError).toBe("poison");

@@ -24,7 +24,7 @@ export const FROZEN_WORDS = "is being moved to another shard";
  */
 export async function installFreeze(pool: pg.Pool, schema: string): Promise<void> {
   const s = quoteIdent(schema);
-  await inFreezeTransaction(pool, schema, async (client) => {
+  await inLockedTransaction(pool, schema, async (client) => {
     await client.query(`CREATE TABLE IF NOT EXISTS ${s}.shard_frozen_tenants (tenant_uuid text PRIMARY KEY, frozen_at bigint NOT NULL)`);
     await client.query(
       `CREATE OR REPLACE FUNCTION ${s}.mneme_refuse_frozen_tenant() RETURNS trigger LANGUAGE plpgsql AS $fn$
@@ -49,12 +49,17 @@ export async function installFreeze(pool: pg.Pool, schema: string): Promise<void
   });
 }
 
-/** Runs `fn` in a transaction that holds the shard's freeze lock (installs, freezes and unfreezes of all instances in turn). */
-async function inFreezeTransaction(pool: pg.Pool, schema: string, fn: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+/** Runs `fn` in a transaction that holds the advisory lock `lock` of the schema (`mneme:shard-freeze`: installs, freezes and unfreezes of all instances in turn). */
+async function inLockedTransaction(
+  pool: pg.Pool,
+  schema: string,
+  fn: (client: pg.PoolClient) => Promise<void>,
+  lock = "mneme:shard-freeze",
+): Promise<void> {
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
-    await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey("mneme:shard-freeze", schema)]);
+    await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey(lock, schema)]);
     await fn(client);
     await client.query("COMMIT");
   } catch (e) {
@@ -75,30 +80,21 @@ async function inFreezeTransaction(pool: pg.Pool, schema: string, fn: (client: p
  */
 export async function freezeTenant(pool: pg.Pool, schema: string, tenantUuid: string): Promise<void> {
   const s = quoteIdent(schema);
-  await inFreezeTransaction(pool, schema, async (client) => {
+  await inLockedTransaction(pool, schema, async (client) => {
     const res = await client.query(
       `INSERT INTO ${s}.shard_frozen_tenants (tenant_uuid, frozen_at) VALUES ($1, $2) ON CONFLICT (tenant_uuid) DO NOTHING`,
       [tenantUuid, Date.now()],
     );
     if (res.rowCount !== 0) await client.query(`SELECT ${s}.mneme_fit_frozen_trigger()`);
   });
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey("mneme:events", schema)]);
-    await client.query("COMMIT");
-  } catch (e) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw e;
-  } finally {
-    client.release();
-  }
+  // Every append holds the schema's append lock from its checks to its commit: taking it once waits them out.
+  await inLockedTransaction(pool, schema, () => Promise.resolve(), "mneme:events");
 }
 
 /** Lets the tenant's events in again (a move that failed its verification, or a tenant moving back). */
 export async function unfreezeTenant(pool: pg.Pool, schema: string, tenantUuid: string): Promise<void> {
   const s = quoteIdent(schema);
-  await inFreezeTransaction(pool, schema, async (client) => {
+  await inLockedTransaction(pool, schema, async (client) => {
     const res = await client.query(`DELETE FROM ${s}.shard_frozen_tenants WHERE tenant_uuid = $1`, [tenantUuid]);
     if (res.rowCount !== 0) await client.query(`SELECT ${s}.mneme_fit_frozen_trigger()`);
   });
