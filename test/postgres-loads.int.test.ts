@@ -87,4 +87,24 @@ describe("Postgres loadAggregate from many callers", () => {
     const again = await Promise.all(Array.from({ length: 8 }, () => repo.loadAggregate("a", { fromVersion: 2 })));
     for (const evs of again) expect(evs.map((e) => e.version)).toEqual([2, 3]);
   });
+
+  it("a grouped load reads each aggregate by its index on a large store (a plain join made Postgres scan the whole table)", async () => {
+    let text: string | undefined;
+    const repo = await newRepo((st) => {
+      if (isGroupedLoad(st)) text = st.text;
+    });
+    const schema = schemas[schemas.length - 1]!;
+    const aggs = Array.from({ length: 300 }, (_, a) => `big-${a}`);
+    for (let a = 0; a < aggs.length; a += 20) await repo.append(aggs.slice(a, a + 20).flatMap((agg) => events(agg, 100)));
+    await admin.query(`ANALYZE "${schema}".events`);
+    const asked = aggs.slice(0, 40);
+    const loaded = await Promise.all(asked.map((agg) => repo.loadAggregate(agg)));
+    for (const l of loaded) expect(l).toHaveLength(100);
+    expect(text, "the loads went as a grouped statement").toBeDefined();
+    const ids = asked.slice(0, 16);
+    const plan = await admin.query<{ "QUERY PLAN": unknown }>(`EXPLAIN (FORMAT JSON) ${text!}`, [ids, ids.map(() => 1)]);
+    const shown = JSON.stringify(plan.rows[0]!["QUERY PLAN"]);
+    expect(shown).not.toContain('"Seq Scan"');
+    expect(shown).toContain("events_aggregate_version_key");
+  }, 60_000);
 });

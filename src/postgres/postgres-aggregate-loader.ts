@@ -50,8 +50,11 @@ export class PostgresAggregateLoader {
     this.grouped = {
       name: statementName("loadAggregates", qschema),
       text:
+        // LATERAL, so each aggregate is read by its index: as a plain join the planner estimated enough rows per
+        // aggregate to prefer a hash join over a scan of the whole events table, which grew with the store.
         `SELECT ${columns}, u.i::integer FROM unnest($1::text[], $2::integer[]) WITH ORDINALITY AS u(a, v, i) ` +
-        `JOIN ${qschema}.events e ON e.aggregate_uuid = u.a AND e.version >= u.v ORDER BY u.i, e.version`,
+        `CROSS JOIN LATERAL (SELECT * FROM ${qschema}.events x WHERE x.aggregate_uuid = u.a AND x.version >= u.v ORDER BY x.version) e ` +
+        `ORDER BY u.i, e.version`,
     };
   }
 
