@@ -199,10 +199,13 @@ export class ShardedApp {
     return { shard: this.#shardNamed(p.shard), tenantUuid };
   }
 
+  /** The route, without a promise when the placement is cached and lets the call through (the common case). */
   #route(domain: string, reqCtx: RequestContext | undefined, write: boolean): Promise<Route> | Route {
     const tenantUuid = tenantOf(reqCtx ?? {});
     if (this.#homeDomains.has(domain)) return { shard: this.#homeShard(), tenantUuid };
-    return this.#routeTenant(tenantUuid, write);
+    const p = this.#started ? this.#cache?.get(tenantUuid) : undefined;
+    const shard = p === undefined || (write && p.state === "paused") ? undefined : this.#shards.get(p.shard);
+    return shard !== undefined && tenantUuid !== "" ? { shard, tenantUuid } : this.#routeTenant(tenantUuid, write);
   }
 
   /**
@@ -217,7 +220,8 @@ export class ShardedApp {
   ): Promise<DispatchResult<R>> {
     const { domain } = this.#homeShard().facade.resolveCommand(type);
     for (let attempt = 0; ; attempt++) {
-      const route = await this.#route(domain, opts.reqCtx, true);
+      const routed = this.#route(domain, opts.reqCtx, true);
+      const route = routed instanceof Promise ? await routed : routed;
       try {
         return await route.shard.facade.dispatch(type, payload, opts);
       } catch (e) {
@@ -230,7 +234,8 @@ export class ShardedApp {
   /** Answers a query on the shard of the effective tenant (reads are not paused by a move). */
   async query<P, R>(type: QueryType<P, R> | MessageRef, payload: NoInfer<P>, opts: QueryOptions = {}): Promise<R> {
     const { domain } = this.#homeShard().facade.resolveQuery(type);
-    const route = await this.#route(domain, opts.reqCtx, false);
+    const routed = this.#route(domain, opts.reqCtx, false);
+    const route = routed instanceof Promise ? await routed : routed;
     return route.shard.facade.query(type, payload, opts);
   }
 
