@@ -19,6 +19,8 @@ import { type Facade, createFacade, newUuid } from "mneme";
 import { registerDefaults } from "mneme/defaults";
 import { createHttpHandler } from "mneme/http";
 import { NatsConsumer, NatsPublisher } from "mneme/nats";
+import { ShardsDomain } from "mneme/shards";
+import { installShardsDomain } from "../src/shards/shards-domain.js";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { CreateTodo, ListTodos, TodoCreated } from "../examples/todo/todo-domain.js";
@@ -537,6 +539,48 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
       await linked?.close();
       await jsm.streams.delete(stream).catch(() => undefined);
       await nc.close();
+    }
+  });
+
+  it("shows a sharded app's shards and placements on the overview to an administrator, and nothing to an operator without the grant", async () => {
+    const tenant = newUuid();
+    // What every shard's facade of a createShardedApp answers (test/shards-runtime.int.test.ts checks those answers).
+    const source = {
+      listShards: () =>
+        Promise.resolve([
+          { name: "eu-1", description: "127.0.0.1:5432/app schema eu1", home: true, tenants: 1, head: 1234, frozenTenants: [] },
+          { name: "eu-2", description: "127.0.0.1:5433/app schema eu2", home: false, tenants: 0, head: 7, frozenTenants: [tenant] },
+        ]),
+      placements: () =>
+        Promise.resolve([{ tenantUuid: tenant, shard: "eu-1", state: "paused" as const, version: 3, updatedAt: Date.now() }]),
+      moves: () => Promise.resolve([]),
+    };
+    const sharded = await startDashboardWorld({
+      register: (f) => void f.registerDomain(ShardsDomain, (d) => installShardsDomain(d, source)),
+    });
+    try {
+      const page = await newPage();
+      await signIn(page, ADMIN, "", sharded.url);
+      const home = page.locator("tr[data-shard=eu-1]");
+      await home.waitFor();
+      expect(await home.locator("td[data-label='Head position']").innerText()).toBe("1,234");
+      expect(await home.locator("td.handler").innerText()).toContain("home");
+      expect(await page.locator("tr[data-shard=eu-2] td[data-label='Frozen tenants']").innerText()).toBe(tenant);
+      const placed = page.locator(`tr[data-placement='${tenant}']`);
+      expect(await placed.locator("td[data-label=Shard]").innerText()).toBe("eu-1");
+      expect(await placed.locator("td[data-label=State]").innerText()).toBe("paused");
+      // The operator's group grants Runtime.* and Todo.*, not Shards.*: no panel.
+      const ops = await newPage();
+      await signIn(ops, OPERATOR, "", sharded.url);
+      await ops.waitForSelector(".kpis");
+      expect(await ops.locator("tr[data-shard]").count()).toBe(0);
+      // A plain app has no Shards queries: no panel either.
+      const plain = await newPage();
+      await signIn(plain, ADMIN, "");
+      await plain.waitForSelector(".kpis");
+      expect(await plain.locator("tr[data-shard]").count()).toBe(0);
+    } finally {
+      await sharded.close();
     }
   });
 

@@ -6,7 +6,16 @@
  */
 import { Api, ApiError } from "./api.js";
 import { type StreamStatus, SystemEventStream } from "./sse.js";
-import type { EventHandlerInfo, EventHandlerMetrics, FailureEntry, GapInfo, SystemEvent, SystemInfo } from "./types.js";
+import type {
+  EventHandlerInfo,
+  EventHandlerMetrics,
+  FailureEntry,
+  GapInfo,
+  Placement,
+  ShardInfo,
+  SystemEvent,
+  SystemInfo,
+} from "./types.js";
 
 export const POLL_MS = 2000;
 export const HISTORY_MS = 5 * 60_000;
@@ -35,6 +44,9 @@ export class App {
   info: SystemInfo | undefined;
   /** The server's failure history (Runtime.ListFailures), newest first; undefined while it cannot be read. */
   failures: FailureEntry[] | undefined;
+  /** A sharded app's shards and placements (`Shards` queries); undefined for a plain app or a caller who may not see them. */
+  shards: ShardInfo[] | undefined;
+  placements: Placement[] | undefined;
   /** Per handler, oldest first. */
   readonly history = new Map<string, Sample[]>();
   /** Newest first. */
@@ -120,7 +132,7 @@ export class App {
     // With "All tenants", handler errors of every tenant's events; else only the session's tenant's.
     const wide = this.allTenants && this.wideLists ? "?allTenants=true" : "";
     try {
-      const [list, metrics, info, failures] = await Promise.all([
+      const [list, metrics, info, failures, shards, placements] = await Promise.all([
         this.api.getAll<EventHandlerInfo>(this.api.runtimePath(`event-handlers${wide}`)),
         this.api.get<Record<string, EventHandlerMetrics>>(this.api.runtimePath(`metrics${wide}`)),
         this.api.get<SystemInfo>(this.api.runtimePath("system-info")),
@@ -131,11 +143,16 @@ export class App {
             if (e instanceof ApiError && e.status === 403 && wide !== "") throw e;
             return undefined;
           }),
+        // Only a sharded app has these (mneme/shards); elsewhere the query is unknown.
+        this.api.query<ShardInfo[]>("Shards", "ListShards", {}).catch(() => undefined),
+        this.api.query<Placement[]>("Shards", "ListPlacements", {}).catch(() => undefined),
       ]);
       this.handlers = list;
       this.metrics = metrics;
       this.info = info;
       this.failures = failures;
+      this.shards = shards;
+      this.placements = placements;
       this.loadError = undefined;
       this.sample(Date.now());
     } catch (e) {

@@ -197,3 +197,21 @@ export interface FailureEntry {
   tenantUuid?: string;
   data: Record<string, unknown>;
 }
+
+/** `Shards.ListShards` of a sharded app (mneme/shards). */
+export interface ShardInfo {
+  name: string;
+  description: string;
+  home: boolean;
+  tenants: number;
+  head: number;
+  frozenTenants: string[];
+}
+
+/** `Shards.ListPlacements`: where a tenant lives. */
+export interface Placement {
+  tenantUuid: string;
+  shard: string;
+  state: "active" | "paused";
+  version: number;
+}

@@ -4,7 +4,9 @@
  * control store, and online tenant moves (docs/scaling.md, "Tenant shards").
  */
 export { createShardedApp, ShardedApp } from "./sharded-app.js";
-export type { ShardedAppOptions, ShardInfo } from "./sharded-app.js";
+export type { ShardedAppOptions } from "./sharded-app.js";
+export { ListMoves, ListPlacements, ListShards, ShardsDomain } from "./shards-domain.js";
+export type { ShardInfo } from "./shards-domain.js";
 export type { ShardLocation } from "./shard-location.js";
 export type { Placement, MoveRecord } from "./placement-store.js";
 export { moveTenant } from "./tenant-move.js";

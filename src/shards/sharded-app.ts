@@ -21,6 +21,7 @@ import { PG, requireDriver } from "../store/driver.js";
 import { PlacementCache } from "./placement-cache.js";
 import { type MoveRecord, type Placement, PlacementStore } from "./placement-store.js";
 import { installFreeze, isTenantFrozenError } from "./shard-freeze.js";
+import { installShardsDomain, type ShardInfo, ShardsDomain } from "./shards-domain.js";
 import { moveTenant, type TenantMoveOptions, type TenantMoveReport } from "./tenant-move.js";
 import { shardHead, type ShardLocation, shardDescription } from "./shard-location.js";
 
@@ -48,19 +49,6 @@ export interface ShardedAppOptions {
   readonly pauseWaitMs?: number;
   /** Poll of the placements behind LISTEN/NOTIFY. Default 1,000 ms. */
   readonly placementPollMs?: number;
-}
-
-/** One shard as {@link ShardedApp.listShards} shows it. */
-export interface ShardInfo {
-  readonly name: string;
-  /** Host, database and schema, never a password. */
-  readonly description: string;
-  readonly home: boolean;
-  readonly tenants: number;
-  /** The shard's head position (its own event stream). */
-  readonly head: number;
-  /** Tenants whose writes this shard refuses (moved away, or in a move's final catch-up). */
-  readonly frozenTenants: readonly string[];
 }
 
 interface Shard {
@@ -114,6 +102,7 @@ export class ShardedApp {
     for (const location of this.#options.shards) await this.#startShard(location, Pool);
     this.#homeDomains =
       this.#options.homeDomains !== undefined ? new Set(this.#options.homeDomains) : globalDomains(this.#homeShard().facade);
+    this.#homeDomains.add(ShardsDomain.name); // the app's own listing: the same on every shard
     this.#cache = new PlacementCache(this.#store, control, this.#options.placementPollMs ?? 1000);
     await this.#cache.start();
     this.#started = true;
@@ -125,6 +114,8 @@ export class ShardedApp {
     const backends = createPostgresBackends({ ...this.#options.backendOptions, pool, schema: location.schema });
     const facade = createFacade({ ...this.#options.facadeOptions?.(location), ...backends });
     this.#shards.set(location.name, { location, pool, facade });
+    // The Runtime's view of the whole app, on every shard (docs/scaling.md, "Tenant shards").
+    facade.registerDomain(ShardsDomain, (d) => installShardsDomain(d, this));
     await this.#options.configure(facade, location);
     await facade.start();
     await installFreeze(pool, location.schema);

@@ -4,6 +4,7 @@ import { lineChart } from "../chart.js";
 import { fill, h } from "../dom.js";
 import { clockNs, duration, num, shortId, timeNs } from "../format.js";
 import { badge, card, empty, errorBanner, facts } from "../ui.js";
+import { shardsPanel } from "./shards.js";
 import { summary } from "./stream.js";
 import type { View, ViewContext } from "./view.js";
 
@@ -58,6 +59,7 @@ function content(app: App): (HTMLElement | null)[] {
       }),
     ),
     failures(app),
+    shardsPanel(app),
     h(
       "div",
       { class: "grid three" },
