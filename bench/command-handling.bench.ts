@@ -20,6 +20,7 @@ import Database from "better-sqlite3";
 import { createFacade } from "../src/app/facade.js";
 import { newUuid, nowNs } from "../src/model/clock.js";
 import { defineDomain } from "../src/model/domain.js";
+import type { DomainInstall } from "../src/model/domain-install.js";
 import { MemoryCommandStore } from "../src/memory/memory-command-store.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
 import { createSqliteBackends } from "../src/sqlite/sqlite-backends.js";
@@ -42,12 +43,14 @@ function bankDomain() {
     evolve: { Deposited: (s, p: { amount: number }) => ({ balance: s.balance + p.amount, deposits: s.deposits + 1 }) },
   });
   const DepositCmd = Bank.command<Deposit>("Deposit");
-  Bank.handleCommand(DepositCmd, async (ctx, _cmd, p) => {
-    const { state } = await ctx.aggregates.load(AccountAgg, p.accountUuid);
-    if (state.balance + p.amount < 0) throw new Error("overdrawn");
-    return [Deposited.create(p.accountUuid, { amount: p.amount })];
-  });
-  return { Bank, DepositCmd };
+  const install: DomainInstall = (i) => {
+    i.handleCommand(DepositCmd, async (ctx, _cmd, p) => {
+      const { state } = await ctx.aggregates.load(AccountAgg, p.accountUuid);
+      if (state.balance + p.amount < 0) throw new Error("overdrawn");
+      return [Deposited.create(p.accountUuid, { amount: p.amount })];
+    });
+  };
+  return { Bank, DepositCmd, install };
 }
 
 export default async function commandHandlingBench(b: Bench): Promise<void> {
@@ -66,7 +69,7 @@ export default async function commandHandlingBench(b: Bench): Promise<void> {
         ...createSqliteBackends({ filename: join(dir, `mneme-${cache}.db`) }),
         ...(cache ? {} : { aggregateCache: false as const }),
       });
-      f.registerDomain(d.Bank);
+      f.registerDomain(d.Bank, d.install);
       await f.start();
       const t0 = performance.now();
       for (let i = 0; i < total; i++) await f.dispatch(d.DepositCmd, { accountUuid: ids[i % streams]!, amount: 1 }, { reqCtx });
@@ -139,7 +142,7 @@ async function memoryRuns(b: Bench, ids: readonly string[], perStream: number): 
     "commands/s",
   );
   const d = bankDomain();
-  const f = createFacade({ appName: "bench-commands" }).registerDomain(d.Bank);
+  const f = createFacade({ appName: "bench-commands" }).registerDomain(d.Bank, d.install);
   await f.start();
   t0 = performance.now();
   for (let i = 0; i < total; i++) await f.dispatch(d.DepositCmd, { accountUuid: ids[i % ids.length]!, amount: 1 }, { reqCtx });

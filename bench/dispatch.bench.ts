@@ -11,6 +11,7 @@
  */
 import { createFacade, type Facade } from "../src/app/facade.js";
 import { defineDomain } from "../src/model/domain.js";
+import type { DomainInstall } from "../src/model/domain-install.js";
 import type { CommandEnvelope, NewEvent } from "../src/model/types.js";
 import { MemoryCommandStore } from "../src/memory/memory-command-store.js";
 import { MemoryEventRepository } from "../src/memory/memory-event-repository.js";
@@ -37,13 +38,15 @@ function itemDomain() {
     evolve: { ItemCreated: (s, p: ItemCreated) => ({ title: p.title, n: s.n + 1 }) },
   });
   const CreateItem = Items.command<CreateItem>("CreateItem");
-  Items.handleCommand(CreateItem, (_ctx, _cmd, p) => [ItemCreated.create(p.itemUuid, { title: p.title })]);
   const TouchItem = Items.command<CreateItem>("TouchItem");
-  Items.handleCommand(TouchItem, async (ctx, _cmd, p) => {
-    await ctx.aggregates.load(Item, p.itemUuid);
-    return [ItemCreated.create(p.itemUuid, { title: p.title })];
-  });
-  return { Items, ItemCreated, Item, CreateItem, TouchItem };
+  const install: DomainInstall = (i) => {
+    i.handleCommand(CreateItem, (_ctx, _cmd, p) => [ItemCreated.create(p.itemUuid, { title: p.title })]);
+    i.handleCommand(TouchItem, async (ctx, _cmd, p) => {
+      await ctx.aggregates.load(Item, p.itemUuid);
+      return [ItemCreated.create(p.itemUuid, { title: p.title })];
+    });
+  };
+  return { Items, ItemCreated, Item, CreateItem, TouchItem, install };
 }
 
 const ids = Array.from({ length: AGGREGATES }, (_, i) => `0190a7a2-0000-7000-8000-${String(i).padStart(12, "0")}`);
@@ -58,7 +61,7 @@ class DiscardingCommandStore extends MemoryCommandStore {
 
 async function facadeWith(setup?: (f: Facade, d: ReturnType<typeof itemDomain>) => void) {
   const d = itemDomain();
-  const f = createFacade().registerDomain(d.Items);
+  const f = createFacade().registerDomain(d.Items, d.install);
   setup?.(f, d);
   await f.start();
   return { f, ...d };
@@ -136,7 +139,7 @@ export default async function dispatchBench(b: Bench): Promise<void> {
   {
     // Where the time goes: the same run with an audit trail that keeps nothing.
     const d = itemDomain();
-    const f = createFacade({ commandStore: new DiscardingCommandStore() }).registerDomain(d.Items);
+    const f = createFacade({ commandStore: new DiscardingCommandStore() }).registerDomain(d.Items, d.install);
     await f.start();
     compareBoth(
       b,

@@ -30,6 +30,7 @@ import pg from "pg";
 import { createFacade, type Facade } from "../src/app/facade.js";
 import { newUuid, nowNs } from "../src/model/clock.js";
 import { defineDomain } from "../src/model/domain.js";
+import type { DomainInstall } from "../src/model/domain-install.js";
 import { createPostgresBackends, type PostgresBackends } from "../src/postgres/postgres-backends.js";
 import { PostgresEventRepository } from "../src/postgres/postgres-event-repository.js";
 import { BENCH_REQ_CTX as reqCtx, BENCH_TENANT as TENANT, type Bench, duel } from "./harness.js";
@@ -53,13 +54,15 @@ function itemDomain() {
     evolve: { ItemTouched: (s, p: { title: string }) => ({ title: p.title, n: s.n + 1 }) },
   });
   const TouchItem = Items.command<Touch>("TouchItem");
-  Items.handleCommand(TouchItem, async (ctx, _cmd, p) => {
-    const item = await ctx.aggregates.load(Item, p.itemUuid);
-    return [ItemTouched.create(p.itemUuid, { title: `${p.title} after ${item.state.n}` })];
-  });
   const NoteItem = Items.command<Touch>("NoteItem");
-  Items.handleCommand(NoteItem, (_ctx, _cmd, p) => [ItemTouched.create(p.itemUuid, { title: p.title })]);
-  return { Items, TouchItem, NoteItem };
+  const install: DomainInstall = (i) => {
+    i.handleCommand(TouchItem, async (ctx, _cmd, p) => {
+      const item = await ctx.aggregates.load(Item, p.itemUuid);
+      return [ItemTouched.create(p.itemUuid, { title: `${p.title} after ${item.state.n}` })];
+    });
+    i.handleCommand(NoteItem, (_ctx, _cmd, p) => [ItemTouched.create(p.itemUuid, { title: p.title })]);
+  };
+  return { Items, TouchItem, NoteItem, install };
 }
 
 export default async function postgresCommandsBench(b: Bench): Promise<void> {
@@ -120,7 +123,7 @@ async function sequentialBench(b: Bench, schemaOf: (tag: string) => string): Pro
   const perStream = b.quick ? 5 : 10;
   const d = itemDomain();
   const { f, backends } = await startFacade(schemaOf("seq"), 10);
-  f.registerDomain(d.Items);
+  f.registerDomain(d.Items, d.install);
   await f.start();
   const rawSchema = schemaOf("seqraw");
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 10 });
@@ -244,7 +247,7 @@ async function concurrentBench(b: Bench, schemaOf: (tag: string) => string, with
     const single = withLoad ? undefined : await startFacade(schemaOf(`sc${c}`), Math.max(10, c), 1);
     const facades = single === undefined ? [grouped] : [grouped, single];
     for (const { f } of facades) {
-      f.registerDomain(d.Items);
+      f.registerDomain(d.Items, d.install);
       await f.start();
     }
     const rawSchema = schemaOf(`raw${tag}${c}`);
@@ -287,7 +290,7 @@ async function twoInstancesBench(b: Bench, schemaOf: (tag: string) => string): P
   const grouped = [await startFacade(groupedSchema, 10), await startFacade(groupedSchema, 10)];
   const single = [await startFacade(singleSchema, 10, 1), await startFacade(singleSchema, 10, 1)];
   for (const { f } of [...grouped, ...single]) {
-    f.registerDomain(d.Items);
+    f.registerDomain(d.Items, d.install);
     await f.start();
   }
   /** `n` commands from 8 callers on each of the two instances, each caller on its own aggregate. */
