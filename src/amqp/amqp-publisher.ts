@@ -5,7 +5,7 @@ import type { TransportMessage } from "../integration/integration-message.js";
 import type { PublishTransport } from "../integration/integration-transport.js";
 import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
-import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES, within } from "./amqp-driver.js";
+import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES } from "./amqp-driver.js";
 
 /** Configuration of a RabbitMQ (AMQP 0-9-1) publisher. */
 export interface AmqpPublisherOptions extends OutboxHandlerOptions {
@@ -55,6 +55,7 @@ class AmqpPublishTransport implements PublishTransport {
   readonly #link: AmqpChannelLink<ConfirmChannel>;
   /** Message ids the broker returned as unroutable on the current channel; a return comes before its confirm. */
   readonly #returned = new Set<string>();
+  #gathered: Gathered[] = [];
 
   constructor(o: AmqpPublisherOptions) {
     const source = checkConnection(o.connection, o.name);
@@ -79,21 +80,79 @@ class AmqpPublishTransport implements PublishTransport {
     if (this.#o.exchangeType !== undefined) await ch.assertExchange(this.#o.exchange, this.#o.exchangeType, { durable: true });
   }
 
-  async publish(m: TransportMessage): Promise<void> {
-    const exchange = m.exchange ?? this.#o.exchange;
-    const what = `publishing ${m.subject} to ${exchange === "" ? "the default exchange" : exchange}`;
+  /**
+   * Publishes `m` with the others asked for in the same turn of the event
+   * loop: one channel look-up and one confirm timer for them all, and the
+   * client writes them to the socket together; each still settles on its own
+   * confirm (or nack, return, or the channel's close).
+   */
+  publish(m: TransportMessage): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.#gathered.push({ m, resolve, reject });
+      if (this.#gathered.length === 1) setImmediate(() => void this.#publishGathered());
+    });
+  }
+
+  async #publishGathered(): Promise<void> {
+    const gathered = this.#gathered;
+    this.#gathered = [];
     let ch: ConfirmChannel | undefined;
     try {
-      ch = await this.#link.channel(this.#timeoutMs, what);
-      await within(confirmed(ch, exchange, m, this.#o.mandatory ?? true), this.#timeoutMs, what);
-      this.connected = true;
+      ch = await this.#link.channel(this.#timeoutMs, "publishing to RabbitMQ");
     } catch (err) {
-      const reason = this.#link.reasonOf(ch);
-      this.connected = reason !== undefined;
-      throw amqpError(blames(reason, exchange) ? reason : err, what);
+      for (const g of gathered) this.#fail(g, undefined, err);
+      return;
     }
-    if (this.#returned.delete(m.id))
-      throw new MnemeError("INVALID_STATE", `${what}: no queue is bound for routing key ${m.subject} (the broker returned the message)`);
+    let open = gathered.length;
+    const settled = (): void => {
+      if (--open === 0) clearTimeout(timer);
+    };
+    const timer = setTimeout(() => {
+      for (const g of gathered)
+        if (!g.done) this.#fail(g, ch, new MnemeError("UNAVAILABLE", `no answer from the AMQP broker within ${this.#timeoutMs} ms`));
+    }, this.#timeoutMs);
+    for (const g of gathered) this.#publishOn(ch, g, settled);
+  }
+
+  #publishOn(ch: ConfirmChannel, g: Gathered, settled: () => void): void {
+    const { m } = g;
+    const exchange = m.exchange ?? this.#o.exchange;
+    const options = {
+      messageId: m.id,
+      persistent: true,
+      mandatory: this.#o.mandatory ?? true,
+      contentType: "application/json",
+      timestamp: Math.floor(Date.now() / 1000),
+      headers: m.headers,
+    };
+    const content = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+    try {
+      ch.publish(exchange, m.subject, content, options, (err: unknown) => {
+        settled();
+        if (g.done) return;
+        if (err !== null && err !== undefined)
+          return void this.#fail(g, ch, err instanceof Error ? err : new Error("the broker refused the message (a nack)"));
+        g.done = true;
+        this.connected = true;
+        if (!this.#returned.delete(m.id)) return void g.resolve();
+        const what = whatOf(m, exchange);
+        g.reject(
+          new MnemeError("INVALID_STATE", `${what}: no queue is bound for routing key ${m.subject} (the broker returned the message)`),
+        );
+      });
+    } catch (err) {
+      settled();
+      this.#fail(g, ch, err);
+    }
+  }
+
+  #fail(g: Gathered, ch: ConfirmChannel | undefined, err: unknown): void {
+    if (g.done) return;
+    g.done = true;
+    const exchange = g.m.exchange ?? this.#o.exchange;
+    const reason = this.#link.reasonOf(ch);
+    this.connected = reason !== undefined;
+    g.reject(amqpError(blames(reason, exchange) ? reason : err, whatOf(g.m, exchange)));
   }
 
   close(): Promise<void> {
@@ -115,21 +174,13 @@ function blames(reason: unknown, exchange: string): boolean {
   return code !== 404 || (typeof message === "string" && message.includes(`'${exchange}'`));
 }
 
-/** Publishes `m` persistent, its id as message-id, and resolves on the broker's confirm (rejects on its nack or the channel's close). */
-function confirmed(ch: ConfirmChannel, exchange: string, m: TransportMessage, mandatory: boolean): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const content = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
-    const options = {
-      messageId: m.id,
-      persistent: true,
-      mandatory,
-      contentType: "application/json",
-      timestamp: Math.floor(Date.now() / 1000),
-      headers: m.headers,
-    };
-    ch.publish(exchange, m.subject, content, options, (err: unknown) => {
-      if (err === null || err === undefined) resolve();
-      else reject(err instanceof Error ? err : new Error("the broker refused the message (a nack)"));
-    });
-  });
+interface Gathered {
+  readonly m: TransportMessage;
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+  done?: boolean;
+}
+
+function whatOf(m: TransportMessage, exchange: string): string {
+  return `publishing ${m.subject} to ${exchange === "" ? "the default exchange" : exchange}`;
 }
