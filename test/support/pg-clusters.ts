@@ -6,7 +6,7 @@
  * own (unique names, free ports) and `drop()` removes them.
  */
 import { execFile } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readdir, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { promisify } from "node:util";
@@ -28,6 +28,41 @@ async function asPostgres(cmd: string, args: string[]): Promise<void> {
   else await run(cmd, args);
 }
 
+/**
+ * Ports claimed by the clusters of this machine's test processes: a file per port, made exclusively, removed by
+ * `drop()`. A cluster keeps its port while it is stopped (a failover test restarts the old primary on it), and
+ * test files run side by side in several processes: a port that is merely free at the moment is not enough.
+ */
+const CLAIMED_PORTS = "/tmp/mneme-test-pg-ports";
+
+function claimPort(port: number): boolean {
+  mkdirSync(CLAIMED_PORTS, { recursive: true });
+  const file = `${CLAIMED_PORTS}/${String(port)}`;
+  try {
+    writeFileSync(file, String(process.pid), { flag: "wx" });
+    return true;
+  } catch {
+    // Claimed: by a live process, or left by one that died (then taken over).
+    const owner = Number(readFileSync(file, "utf8"));
+    if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && processAlive(owner)) return false;
+    writeFileSync(file, String(process.pid));
+    return true;
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function releasePort(port: number): void {
+  rmSync(`${CLAIMED_PORTS}/${String(port)}`, { force: true });
+}
+
 async function freePort(): Promise<number> {
   for (let i = 0; i < 50; i++) {
     const port = 55_000 + Math.floor(Math.random() * 900);
@@ -36,7 +71,7 @@ async function freePort(): Promise<number> {
       s.once("error", () => resolve(false));
       s.listen(port, "127.0.0.1", () => s.close(() => resolve(true)));
     });
-    if (free && !existsSync(`/var/run/postgresql/.s.PGSQL.${String(port)}`)) return port;
+    if (free && !existsSync(`/var/run/postgresql/.s.PGSQL.${String(port)}`) && claimPort(port)) return port;
   }
   throw new Error("no free port in 55000-55899");
 }
@@ -136,6 +171,7 @@ export class Node {
       // A cluster whose postmaster was killed may refuse --stop: remove what is left.
       await run("pg_dropcluster", [this.version, this.name]).catch(() => undefined);
     });
+    releasePort(this.port);
   }
 }
 
