@@ -8,8 +8,8 @@
  * promotion, and the readmodel applies every event exactly once (a document
  * per event counts its applications, written in the batch's transaction).
  *
- * Rounds: MNEME_FAILOVER_ROUNDS (default 20: 3 min 43 s on a 2-core machine
- * at load average 5 to 13, beside the rest of the suite; fewer for a quick run).
+ * Rounds: MNEME_FAILOVER_ROUNDS (default 20, about 80 s on a quiet 2-core
+ * machine, 3 min 43 s at load average 5 to 13).
  * Skipped, saying why, when pg_createcluster (postgresql-common) is missing.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -107,6 +107,9 @@ export class Node {
     process.kill(pid, "SIGKILL");
     // Its backends notice the postmaster's death and exit; the port is free once the postmaster is gone.
     await until(async () => !(await this.reachable()), `${this.name} is down after SIGKILL`);
+    // And gone for good: until its parent reaps it, a killed postmaster still answers kill(pid, 0), and a new
+    // server on its port refuses to start ("lock file already exists": seen in CI when reaping was slow).
+    await until(() => Promise.resolve(!processAlive(pid)), `${this.name}'s postmaster ${String(pid)} is reaped`);
   }
 
   /** True when a connection to the server succeeds. */
