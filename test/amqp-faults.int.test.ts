@@ -12,11 +12,11 @@
 import { fileURLToPath } from "node:url";
 import type { GetMessage } from "amqplib";
 import { describe, expect, it } from "vitest";
-import { createFacade, type Event, type Facade, newUuid } from "mneme";
+import { createFacade, type Event, newUuid } from "mneme";
 import { AmqpConsumer, AmqpPublisher } from "mneme/amqp";
 import { messageCommandUuid } from "mneme/reactions";
 import { createSqliteBackends } from "mneme/sqlite";
-import { Counter, Increment, Incremented } from "./support/counter-domain.js";
+import { Counter, Increment, Incremented, incrementEvents } from "./support/counter-domain.js";
 import {
   adminChannel,
   AMQP_URL,
@@ -34,12 +34,6 @@ import { until } from "./support/until.js";
 const scratch = sqliteScratch("amqp-faults");
 const script = fileURLToPath(new URL("./support/amqp-app-process.ts", import.meta.url));
 const cwd = fileURLToPath(new URL("..", import.meta.url));
-
-async function incrementEvents(f: Facade): Promise<Event[]> {
-  const all: Event[] = [];
-  for await (const batch of f.eventRepository.readAll({ afterPosition: 0 })) all.push(...batch.filter((e) => e.name === "Incremented"));
-  return all;
-}
 
 /**
  * Deduped by message-id, the queue holds every event exactly; the first

@@ -12,11 +12,11 @@ import { fileURLToPath } from "node:url";
 import { jetstream } from "@nats-io/jetstream";
 import type { JsMsg } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
-import { createFacade, type Event, type Facade, newUuid } from "mneme";
+import { createFacade, type Event, newUuid } from "mneme";
 import { NatsPublisher } from "mneme/nats";
 import { messageCommandUuid } from "mneme/reactions";
 import { createSqliteBackends } from "mneme/sqlite";
-import { Counter, Increment, Incremented } from "./support/counter-domain.js";
+import { Counter, Increment, Incremented, incrementEvents } from "./support/counter-domain.js";
 import { makeStream, NATS_URL, natsConnection, privateNats, streamCount, streamMessages, streamName } from "./support/nats-broker.js";
 import { killedThenFinished as killRounds } from "./support/kill-rounds.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
@@ -25,12 +25,6 @@ import { until } from "./support/until.js";
 const scratch = sqliteScratch("nats-faults");
 const script = fileURLToPath(new URL("./support/nats-app-process.ts", import.meta.url));
 const cwd = fileURLToPath(new URL("..", import.meta.url));
-
-async function incrementEvents(f: Facade): Promise<Event[]> {
-  const all: Event[] = [];
-  for await (const batch of f.eventRepository.readAll({ afterPosition: 0 })) all.push(...batch.filter((e) => e.name === "Incremented"));
-  return all;
-}
 
 /** Every event once in the stream, and each aggregate's messages in position order. */
 function expectPublishedInOrder(messages: JsMsg[], events: Event[]): void {

@@ -9,7 +9,7 @@
  */
 import fc from "fast-check";
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { type Event, isMnemeError, newUuid, type NewEvent } from "mneme";
 import { MemoryEventRepository } from "mneme/memory";
 import { PostgresCommandStore, PostgresEventRepository, type PgStatement } from "mneme/postgres";
@@ -17,29 +17,15 @@ import { advisoryKey } from "../src/postgres/postgres-schema.js";
 import type { CommandRecord } from "mneme/store";
 import { outcomeCode } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
+import { postgresScratch } from "./support/postgres-scratch.js";
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const pools: pg.Pool[] = [];
-function newPool(max = 6): pg.Pool {
-  const p = new pg.Pool({ connectionString: DATABASE_URL, max });
-  p.on("error", () => {});
-  pools.push(p);
-  return p;
-}
-const admin = newPool(3);
-const schemas: string[] = [];
-function newSchema(): string {
-  const s = `mneme_ap_${newUuid().replace(/-/g, "").slice(-16)}`;
-  schemas.push(s);
-  return s;
-}
+const scratch = postgresScratch("mneme_ap");
+const admin = scratch.pool;
+const newPool = (max = 6): pg.Pool => scratch.newPool(max);
+const newSchema = (): string => scratch.newSchema();
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
-});
-afterAll(async () => {
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  await Promise.all(pools.map((p) => p.end()));
 });
 
 function record(commandUuid: string, tenantUuid = ""): CommandRecord {

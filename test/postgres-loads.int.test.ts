@@ -5,33 +5,24 @@
  * grouped statement whose session dies fails each of its loads with
  * UNAVAILABLE while the next loads work.
  */
-import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
-import { isMnemeError, newUuid, type NewEvent } from "mneme";
+import { isMnemeError, type NewEvent } from "mneme";
 import { PostgresEventRepository, type PgStatement } from "mneme/postgres";
+import { postgresScratch } from "./support/postgres-scratch.js";
 
-const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-const pools: pg.Pool[] = [];
-function newPool(max = 6): pg.Pool {
-  const p = new pg.Pool({ connectionString: DATABASE_URL, max });
-  p.on("error", () => {});
-  pools.push(p);
-  return p;
-}
-const admin = newPool(2);
+const scratch = postgresScratch("mneme_l");
+const admin = scratch.pool;
 const schemas: string[] = [];
 const repos: PostgresEventRepository[] = [];
 afterAll(async () => {
   for (const r of repos) await r.close();
-  for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
-  await Promise.all(pools.map((p) => p.end()));
 });
 
 /** A repository on a schema of its own; `hook` sees every statement it sends. */
 async function newRepo(hook: (s: PgStatement) => void | Promise<void>): Promise<PostgresEventRepository> {
-  const schema = `mneme_l_${newUuid().replace(/-/g, "").slice(-16)}`;
+  const schema = scratch.newSchema();
   schemas.push(schema);
-  const repo = new PostgresEventRepository({ pool: newPool(), schema, pollIntervalMs: 0, onStatement: hook });
+  const repo = new PostgresEventRepository({ pool: scratch.newPool(6), schema, pollIntervalMs: 0, onStatement: hook });
   repos.push(repo);
   await repo.init();
   return repo;

@@ -74,3 +74,10 @@ export class EventCounter extends BaseReadmodel {
     });
   }
 }
+
+/** Every stored `Incremented` event of the facade's store, in position order. */
+export async function incrementEvents(f: Facade): Promise<Event[]> {
+  const all: Event[] = [];
+  for await (const batch of f.eventRepository.readAll({ afterPosition: 0 })) all.push(...batch.filter((e) => e.name === "Incremented"));
+  return all;
+}
