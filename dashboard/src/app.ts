@@ -67,6 +67,8 @@ export class App {
   private refreshing: Promise<void> | undefined;
   private commandsThisTick = 0;
   private readonly startedAt = Date.now();
+  /** The server has no `Shards` queries for this session (a plain app, or no grant): not asked again. */
+  private noShards = false;
 
   constructor(readonly api: Api) {
     this.stream = new SystemEventStream({
@@ -143,9 +145,11 @@ export class App {
             if (e instanceof ApiError && e.status === 403 && wide !== "") throw e;
             return undefined;
           }),
-        // Only a sharded app has these (mneme/shards); elsewhere the query is unknown.
-        this.api.query<ShardInfo[]>("Shards", "ListShards", {}).catch(() => undefined),
-        this.api.query<Placement[]>("Shards", "ListPlacements", {}).catch(() => undefined),
+        // Only a sharded app has these (mneme/shards); asked until the server refuses once (unknown, or not granted).
+        this.noShards ? undefined : this.api.query<ShardInfo[]>("Shards", "ListShards", {}).catch((e: unknown) => this.refusedShards(e)),
+        this.noShards
+          ? undefined
+          : this.api.query<Placement[]>("Shards", "ListPlacements", {}).catch((e: unknown) => this.refusedShards(e)),
       ]);
       this.handlers = list;
       this.metrics = metrics;
@@ -164,6 +168,11 @@ export class App {
     }
     this.emit("handlers");
     this.emit("info");
+  }
+
+  private refusedShards(e: unknown): undefined {
+    if (e instanceof ApiError && (e.status === 403 || e.status === 404)) this.noShards = true;
+    return undefined;
   }
 
   private sample(t: number): void {
