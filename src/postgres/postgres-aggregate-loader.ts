@@ -35,6 +35,7 @@ export class PostgresAggregateLoader {
   private readonly grouped: { readonly name: string; readonly text: string };
   private readonly queue: PendingLoad[] = [];
   private inFlight = 0;
+  private drainScheduled = false;
 
   constructor(
     qschema: string,
@@ -62,7 +63,15 @@ export class PostgresAggregateLoader {
   load(aggregateUuid: string, fromVersion: number): Promise<Event[]> {
     return new Promise<Event[]>((resolve, reject) => {
       this.queue.push({ aggregateUuid, fromVersion, resolve, reject });
-      if (this.inFlight < LOADS_IN_FLIGHT) void this.drain();
+      if (this.inFlight < LOADS_IN_FLIGHT && !this.drainScheduled) {
+        // Sent after the pending callbacks of this turn: the loads of callers resumed together (the calls of one
+        // settled flush) share one statement, and their appends then share one flush instead of two.
+        this.drainScheduled = true;
+        process.nextTick(() => {
+          this.drainScheduled = false;
+          void this.drain();
+        });
+      }
     });
   }
 
