@@ -1,6 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import type { CommandRecord } from "./command-store.js";
-import { isSealedJsonSafe, jsonSafeProblem, sealJsonSafe } from "./json-safe.js";
+import { isSealedJsonSafe, sealJsonSafe, tryFreezeJsonSafe } from "./json-safe.js";
 
 const STATUSES: ReadonlySet<unknown> = new Set(["succeeded", "failed", "denied"]);
 
@@ -98,8 +98,12 @@ function frozenCopy(rec: CommandRecord): CommandRecord | undefined {
       out[k] = v;
     } else if (k === "reqCtx") out[k] = v;
     else if (k === "eventUuids") out[k] = Object.freeze((v as string[]).slice());
-    else if (k === "payload" && v !== undefined && (isSealedJsonSafe(v) || jsonSafeProblem(v) === undefined)) out[k] = sealJsonSafe(v);
-    else return undefined;
+    else if (k === "payload" && v !== undefined) {
+      // Checked and copied in one walk (a sealed payload is shared as it is).
+      const sealed = tryFreezeJsonSafe(v);
+      if (sealed === undefined) return undefined;
+      out[k] = sealed;
+    } else return undefined;
   }
   // Its parts are sealed or frozen already: freezing the top is enough.
   return Object.freeze(out) as unknown as CommandRecord;

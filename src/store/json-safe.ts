@@ -292,3 +292,91 @@ function copyFrozen(v: object): object {
 function frozenPart(x: object): object {
   return (x as { [SEALED]?: true })[SEALED] === true ? x : freeze(copyFrozen(x));
 }
+
+// --- checked and sealed in one walk ---------------------------------------------
+
+/** What sealWalk returns for a value that is not JSON-safe (the caller asks jsonSafeProblem why). */
+const REFUSED: unique symbol = Symbol("mneme.refused");
+
+/**
+ * sealJsonSafe of `value` when it is JSON-safe, undefined when it is not (then
+ * {@link jsonSafeProblem} tells why): the check and the copy in one walk, for
+ * a value that is to be stored anyway. Accepts and refuses exactly what
+ * jsonSafeProblem does.
+ */
+export function trySealJsonSafe<T>(value: T): T | undefined {
+  return checkedCopy(value, true);
+}
+
+/**
+ * As {@link trySealJsonSafe}, without the mark: a deeply frozen copy that a
+ * later check walks again (for a copy kept where nothing checks it again, the
+ * mark is not worth its cost: defining it costs more than freezing).
+ */
+export function tryFreezeJsonSafe<T>(value: T): T | undefined {
+  return checkedCopy(value, false);
+}
+
+function checkedCopy<T>(value: T, mark: boolean): T | undefined {
+  if (typeof value !== "object" || value === null) return jsonSafeProblem(value) === undefined ? value : undefined;
+  if ((value as { [SEALED]?: true })[SEALED] === true) return value;
+  inheritedKeys = hasEnumerableKeys(OBJECT_PROTO);
+  const copy = isArray(value) ? sealArray(value, 0) : sealObject(value as Record<string, unknown>, 0);
+  if (copy === REFUSED) return undefined;
+  if (mark) defineProperty(copy, SEALED, MARK);
+  return freeze(copy) as T;
+}
+
+/** The copy of one value (frozen below the root), or REFUSED: the same rules as walk. */
+function sealWalk(v: unknown, depth: number): unknown {
+  switch (typeof v) {
+    case "string":
+      return stringProblem(v) === undefined ? v : REFUSED;
+    case "number":
+      return v - v === 0 ? v : REFUSED;
+    case "boolean":
+      return v;
+    case "object": {
+      if (v === null) return v;
+      if (depth >= JSON_SAFE_MAX_DEPTH) return REFUSED;
+      if ((v as { [SEALED]?: true })[SEALED] === true) return v;
+      const copy = isArray(v) ? sealArray(v, depth) : sealObject(v as Record<string, unknown>, depth);
+      return copy === REFUSED ? REFUSED : freeze(copy);
+    }
+    default:
+      return REFUSED;
+  }
+}
+
+function sealArray(a: unknown[], depth: number): unknown[] | typeof REFUSED {
+  if (getPrototypeOf(a) !== ARRAY_PROTO) return REFUSED;
+  const n = a.length;
+  const out = new Array<unknown>(n);
+  for (let i = 0; i < n; i++) {
+    const x = a[i];
+    if (x === undefined) return REFUSED;
+    const y = sealWalk(x, depth + 1);
+    if (y === REFUSED) return REFUSED;
+    out[i] = y;
+  }
+  return out;
+}
+
+function sealObject(o: Record<string, unknown>, depth: number): Record<string, unknown> | typeof REFUSED {
+  const proto: unknown = getPrototypeOf(o);
+  if (proto !== OBJECT_PROTO && proto !== null) return REFUSED;
+  if (getOwnPropertySymbols(o).length > 0) return REFUSED;
+  const out: Record<string, unknown> = {};
+  for (const k in o) {
+    if (inheritedKeys && proto !== null && !hasOwn.call(o, k)) continue;
+    if (stringProblem(k) !== undefined || lookupGetter.call(o, k) !== undefined) return REFUSED;
+    const x = o[k];
+    if (x === undefined) return REFUSED;
+    const y = sealWalk(x, depth + 1);
+    if (y === REFUSED) return REFUSED;
+    // An own "__proto__" key (JSON.parse makes one) must stay a property, not become the prototype.
+    if (k === "__proto__") defineProperty(out, k, { value: y, enumerable: true, writable: true, configurable: true });
+    else out[k] = y;
+  }
+  return out;
+}
