@@ -17,6 +17,20 @@ function arrays(depth: number, leaf: unknown = 1): unknown {
   return v;
 }
 
+/** fast-check's anything, with every kind of value JSON cannot hold. */
+const ANY_VALUE = {
+  withBigInt: true,
+  withBoxedValues: true,
+  withDate: true,
+  withMap: true,
+  withSet: true,
+  withNullPrototype: true,
+  withObjectString: true,
+  withSparseArray: true,
+  withTypedArray: true,
+  stringUnit: "binary",
+} as const;
+
 describe("jsonSafeProblem", () => {
   it("accepts JSON-safe values of every kind", () => {
     const ok: unknown[] = [
@@ -157,18 +171,7 @@ describe("jsonSafeProblem", () => {
   });
 
   it("property: every value it accepts survives JSON.parse(JSON.stringify(v)) deep-equal", () => {
-    const anything = fc.anything({
-      withBigInt: true,
-      withBoxedValues: true,
-      withDate: true,
-      withMap: true,
-      withSet: true,
-      withNullPrototype: true,
-      withObjectString: true,
-      withSparseArray: true,
-      withTypedArray: true,
-      stringUnit: "binary",
-    });
+    const anything = fc.anything(ANY_VALUE);
     let accepted = 0;
     fc.assert(
       fc.property(fc.oneof(anything, jsonSafeArbitrary(fc)), (v) => {
@@ -205,18 +208,7 @@ describe("jsonSafeProblem", () => {
 });
 
 describe("trySealJsonSafe / tryFreezeJsonSafe (the check and the copy in one walk)", () => {
-  const anything = fc.anything({
-    withBigInt: true,
-    withBoxedValues: true,
-    withDate: true,
-    withMap: true,
-    withSet: true,
-    withNullPrototype: true,
-    withObjectString: true,
-    withSparseArray: true,
-    withTypedArray: true,
-    stringUnit: "binary",
-  });
+  const anything = fc.anything(ANY_VALUE);
 
   function deeplyFrozen(v: unknown): boolean {
     if (typeof v !== "object" || v === null) return true;
