@@ -34,15 +34,6 @@ export class MemoryEventRepository implements EventRepository {
   async append(newEvents: readonly NewEvent[], opts?: AppendOptions): Promise<Event[]> {
     this.assertOpen();
     if (!Array.isArray(newEvents)) throw new MnemeError("INVALID_EVENTS", "append takes an array of events");
-    try {
-      return this.appendChecked(newEvents, opts);
-    } finally {
-      PAYLOADS.length = 0;
-    }
-  }
-
-  /** The append, synchronous from its first check to its commit. */
-  private appendChecked(newEvents: readonly NewEvent[], opts: AppendOptions | undefined): Event[] {
     // Validate everything before touching state: a failing call writes nothing.
     const payloads = checkContents(newEvents);
     // The tenant rule comes before versions: a CONFLICT must not tell that another tenant's aggregate exists.
@@ -285,15 +276,14 @@ export class MemoryEventRepository implements EventRepository {
 }
 
 const EMPTY_CTX: RequestContext = Object.freeze({});
-/** The checked payloads of the append under way (appends run synchronously one at a time): emptied when it ends. */
-const PAYLOADS: unknown[] = [];
 
 /**
  * The checks of every event before anything else: shape, aggregate, tenant, and the JSON-safe payload and reqCtx.
  * Returns the payloads as they are stored: deeply frozen copies, taken in the walk that checks them.
  */
 function checkContents(newEvents: readonly NewEvent[]): unknown[] {
-  const payloads = PAYLOADS;
+  // An array per call, not one shared: a payload's walk may run code (a Proxy's traps) that appends elsewhere.
+  const payloads = new Array<unknown>(newEvents.length);
   let checkedCtx: RequestContext | undefined;
   for (let i = 0; i < newEvents.length; i++) {
     const e = newEvents[i] as NewEvent;
