@@ -292,3 +292,43 @@ describe("aggregates that fold personal data", () => {
     }
   });
 });
+
+describe("aggregate cache copies", () => {
+  it("hand out private copies that keep shared references, cycles, Map, Set, Date, null prototypes and a __proto__ key", async () => {
+    const { AggregateCache } = await import("../src/app/aggregate-cache.js");
+    const cache = new AggregateCache();
+    const type = { domain: "Copy", name: "State" } as never;
+    const shared = { n: 1 };
+    const state: Record<string, unknown> = {
+      a: shared,
+      b: shared,
+      list: [shared, [1, 2]],
+      map: new Map([["k", shared]]),
+      set: new Set([1]),
+      at: new Date(5),
+      bare: Object.assign(Object.create(null) as object, { x: 1 }),
+    };
+    Object.defineProperty(state, "__proto__", { value: { p: 1 }, enumerable: true, writable: true, configurable: true });
+    state.self = state;
+    cache.set(type, "agg-1", state, 1, "t");
+    for (let i = 0; i < 2; i++) {
+      const got = cache.get<Record<string, any>>(type, "agg-1")!.state;
+      expect(got).not.toBe(state);
+      expect(got.self).toBe(got);
+      expect(got.a).toBe(got.b);
+      expect(got.a).not.toBe(shared);
+      expect(got.list[0]).toBe(got.a);
+      expect(got.map.get("k")).toBe(got.a);
+      expect(got.at).toBeInstanceOf(Date);
+      expect(got.at.getTime()).toBe(5);
+      expect(got.set.has(1)).toBe(true);
+      expect(Object.getPrototypeOf(got.bare)).toBe(null);
+      expect(Object.getPrototypeOf(got)).toBe(Object.prototype);
+      expect(Object.getOwnPropertyDescriptor(got, "__proto__")?.value).toEqual({ p: 1 });
+      // A mutation of a handed-out copy changes nothing cached.
+      got.a.n = 99;
+      got.list.push(3);
+    }
+    expect(cache.get<Record<string, any>>(type, "agg-1")!.state.a.n).toBe(1);
+  });
+});

@@ -1,6 +1,13 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { JSON_SAFE_MAX_DEPTH, jsonSafeProblem } from "../src/store/json-safe.js";
+import {
+  isSealedJsonSafe,
+  JSON_SAFE_MAX_DEPTH,
+  jsonSafeProblem,
+  sealJsonSafe,
+  tryFreezeJsonSafe,
+  trySealJsonSafe,
+} from "../src/store/json-safe.js";
 import { jsonSafeArbitrary, REFUSED_PAYLOADS, sameJson } from "../src/testing/event-repository-payload-contract.js";
 
 /** `depth` arrays, one inside the other, around `leaf`. */
@@ -9,6 +16,20 @@ function arrays(depth: number, leaf: unknown = 1): unknown {
   for (let i = 0; i < depth; i++) v = [v];
   return v;
 }
+
+/** fast-check's anything, with every kind of value JSON cannot hold. */
+const ANY_VALUE = {
+  withBigInt: true,
+  withBoxedValues: true,
+  withDate: true,
+  withMap: true,
+  withSet: true,
+  withNullPrototype: true,
+  withObjectString: true,
+  withSparseArray: true,
+  withTypedArray: true,
+  stringUnit: "binary",
+} as const;
 
 describe("jsonSafeProblem", () => {
   it("accepts JSON-safe values of every kind", () => {
@@ -150,18 +171,7 @@ describe("jsonSafeProblem", () => {
   });
 
   it("property: every value it accepts survives JSON.parse(JSON.stringify(v)) deep-equal", () => {
-    const anything = fc.anything({
-      withBigInt: true,
-      withBoxedValues: true,
-      withDate: true,
-      withMap: true,
-      withSet: true,
-      withNullPrototype: true,
-      withObjectString: true,
-      withSparseArray: true,
-      withTypedArray: true,
-      stringUnit: "binary",
-    });
+    const anything = fc.anything(ANY_VALUE);
     let accepted = 0;
     fc.assert(
       fc.property(fc.oneof(anything, jsonSafeArbitrary(fc)), (v) => {
@@ -194,5 +204,62 @@ describe("jsonSafeProblem", () => {
       ),
       { numRuns: 300 },
     );
+  });
+});
+
+describe("trySealJsonSafe / tryFreezeJsonSafe (the check and the copy in one walk)", () => {
+  const anything = fc.anything(ANY_VALUE);
+
+  function deeplyFrozen(v: unknown): boolean {
+    if (typeof v !== "object" || v === null) return true;
+    return Object.isFrozen(v) && Object.values(v).every(deeplyFrozen);
+  }
+
+  it("property: accepts exactly what jsonSafeProblem accepts, and copies it as sealJsonSafe does", () => {
+    fc.assert(
+      fc.property(fc.oneof(anything, jsonSafeArbitrary(fc)), (v) => {
+        const ok = jsonSafeProblem(v) === undefined;
+        for (const copy of [trySealJsonSafe(v), tryFreezeJsonSafe(v)]) {
+          if (!ok) {
+            if (copy !== undefined) return false;
+            continue;
+          }
+          if (!sameJson(copy, v) || !deeplyFrozen(copy)) return false;
+          if (typeof v === "object" && v !== null && copy === v) return false;
+        }
+        return true;
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("refuses every refused payload of the contract, and values too deep or with a cycle", () => {
+    for (const c of REFUSED_PAYLOADS) expect(trySealJsonSafe(c.payload()), c.name).toBeUndefined();
+    let deep: unknown = 1;
+    for (let i = 0; i <= JSON_SAFE_MAX_DEPTH; i++) deep = [deep];
+    expect(trySealJsonSafe(deep)).toBeUndefined();
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    expect(tryFreezeJsonSafe(cyclic)).toBeUndefined();
+    expect(
+      trySealJsonSafe({
+        get x() {
+          return 1;
+        },
+      }),
+    ).toBeUndefined();
+    expect(trySealJsonSafe({ [Symbol("s")]: 1 })).toBeUndefined();
+  });
+
+  it("marks only with trySealJsonSafe, and shares a sealed value as it is", () => {
+    const v = { a: [1, { b: "c" }] };
+    const sealed = trySealJsonSafe(v)!;
+    expect(isSealedJsonSafe(sealed)).toBe(true);
+    expect(isSealedJsonSafe(tryFreezeJsonSafe(v))).toBe(false);
+    expect(trySealJsonSafe(sealed)).toBe(sealed);
+    const inner = sealJsonSafe({ n: 1 });
+    expect(tryFreezeJsonSafe({ inner })?.inner).toBe(inner);
+    // The caller's object is not touched.
+    expect(Object.isFrozen(v)).toBe(false);
   });
 });

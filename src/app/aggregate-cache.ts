@@ -69,7 +69,7 @@ export class AggregateCache {
     // Most recently used goes last.
     this.#byUuid.delete(aggregateUuid);
     this.#byUuid.set(aggregateUuid, types!);
-    return { state: copyState(entry.state) as S, version: entry.version, tenantUuid: entry.tenantUuid };
+    return { state: copyCached(entry.state) as S, version: entry.version, tenantUuid: entry.tenantUuid };
   }
 
   /**
@@ -79,6 +79,10 @@ export class AggregateCache {
   set(type: AggregateType<any>, aggregateUuid: string, state: unknown, version: number, tenantUuid: string): void {
     const key = typeKey(type);
     if (this.#uncacheable.has(key)) return;
+    let types = this.#byUuid.get(aggregateUuid);
+    const current = types?.get(key);
+    // Checked before copying: a state no newer than the cached one is not copied at all.
+    if (current !== undefined && current.version >= version) return;
     let copy: unknown;
     try {
       copy = copyState(state);
@@ -88,14 +92,8 @@ export class AggregateCache {
       for (const types of this.#byUuid.values()) types.delete(key);
       return;
     }
-    let types = this.#byUuid.get(aggregateUuid);
-    if (types === undefined) {
-      types = new Map();
-    } else {
-      const current = types.get(key);
-      if (current !== undefined && current.version >= version) return;
-      this.#byUuid.delete(aggregateUuid);
-    }
+    if (types === undefined) types = new Map();
+    else this.#byUuid.delete(aggregateUuid);
     types.set(key, { state: copy, version, tenantUuid });
     this.#byUuid.set(aggregateUuid, types);
     if (this.#byUuid.size > this.maxAggregates) {
@@ -125,8 +123,12 @@ export class AggregateCache {
   }
 }
 
+/** "Domain.Name" per aggregate type, made once (not a new string to hash on every load). */
+const TYPE_KEYS = new WeakMap<AggregateType<any>, string>();
 function typeKey(type: AggregateType<any>): string {
-  return `${type.domain}.${type.name}`;
+  let key = TYPE_KEYS.get(type);
+  if (key === undefined) TYPE_KEYS.set(type, (key = `${type.domain}.${type.name}`));
+  return key;
 }
 
 /**
@@ -225,4 +227,48 @@ function copyObject(v: object, seen: Seen): unknown {
     return out;
   }
   throw NOT_COPYABLE;
+}
+
+/**
+ * A copy of a cached state, which copyState made: only plain objects
+ * (enumerable data properties, no symbols), dense arrays, Map, Set, Date and
+ * primitives, so nothing needs checking again; shared references and cycles
+ * stay so.
+ */
+function copyCached(v: unknown): unknown {
+  if (typeof v !== "object" || v === null) return v;
+  // A polluted Object.prototype adds its enumerable keys to for-in: only own keys are copied then.
+  return copyTrusted(v, new Seen(), hasEnumerableKeys(Object.prototype));
+}
+
+function hasEnumerableKeys(o: object): boolean {
+  for (const _ in o) return true;
+  return false;
+}
+
+function copyTrusted(v: object, seen: Seen, inherited: boolean): unknown {
+  const proto: unknown = Object.getPrototypeOf(v);
+  if (proto !== Object.prototype && proto !== null)
+    return proto === Array.prototype ? copyTrustedArray(v as unknown[], seen, inherited) : copyObject(v, seen);
+  const o = v as Record<string, unknown>;
+  const out: Record<string, unknown> = proto === null ? (Object.create(null) as Record<string, unknown>) : {};
+  seen.set(v, out);
+  for (const k in o) {
+    if (inherited && !Object.hasOwn(o, k)) continue;
+    const x = o[k];
+    const y = typeof x === "object" && x !== null ? (seen.get(x) ?? copyTrusted(x, seen, inherited)) : x;
+    if (k === "__proto__") Object.defineProperty(out, k, { value: y, enumerable: true, writable: true, configurable: true });
+    else out[k] = y;
+  }
+  return out;
+}
+
+function copyTrustedArray(a: unknown[], seen: Seen, inherited: boolean): unknown[] {
+  const out = new Array<unknown>(a.length);
+  seen.set(a, out);
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i];
+    out[i] = typeof x === "object" && x !== null ? (seen.get(x) ?? copyTrusted(x, seen, inherited)) : x;
+  }
+  return out;
 }

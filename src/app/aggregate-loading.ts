@@ -143,6 +143,8 @@ export class AggregateLoading {
     from: number,
     folded: FoldedAggregate<S>,
   ): void {
+    // Most types take no snapshots: nothing to work out (snapshotOptionsOf makes an object).
+    if ((aggregate as { snapshotEvery?: unknown }).snapshotEvery === undefined) return;
     const { snapshotEvery, snapshotVersion } = snapshotOptionsOf(aggregate);
     if (snapshotEvery === undefined || Math.floor(folded.version / snapshotEvery) === Math.floor(from / snapshotEvery)) return;
     const key = `${aggregate.domain}.${aggregate.name}`;

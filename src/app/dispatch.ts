@@ -26,7 +26,7 @@ import { type CommandContextHost, DispatchContext } from "./command-context.js";
 import type { DomainRegistry } from "./domain-registry.js";
 import { CommandRecords, commandLocks, type RecordedCommand } from "./idempotency.js";
 import type { ReadmodelRegistry } from "./readmodel-registry.js";
-import { checkPayload, messageUuid, normaliseReqCtx, notAnObject } from "./request-input.js";
+import { checkPayload, messageUuid, normaliseReqCtx, notAnObject, sealedReqCtx } from "./request-input.js";
 import { tenantOf } from "./tenancy.js";
 
 /** What the pipeline needs of the facade. */
@@ -167,9 +167,10 @@ export class Dispatcher {
   #begin<P>(type: CommandType<any, any> | MessageRef, payload: P, opts: DispatchOptions, trace: DispatchTrace | undefined): CommandRun<P> {
     const t0 = performance.now();
     const cmdType = this.#host.domains.resolveCommand(type);
-    const reqCtx = normaliseReqCtx(opts.reqCtx);
     // What the events and the record keep: a deeply frozen copy taken now (the handler sees the caller's object).
-    const storedCtx = sealJsonSafe(trace === undefined ? reqCtx : trace.stamp(reqCtx));
+    let storedCtx = trace === undefined ? sealedReqCtx(opts.reqCtx) : undefined;
+    const reqCtx = storedCtx !== undefined ? opts.reqCtx! : normaliseReqCtx(opts.reqCtx);
+    storedCtx ??= sealJsonSafe(trace === undefined ? reqCtx : trace.stamp(reqCtx));
     const envelope: CommandEnvelope<P> = {
       commandUuid: messageUuid(opts.commandUuid, "commandUuid"),
       domain: cmdType.domain,

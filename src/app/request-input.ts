@@ -6,7 +6,7 @@ import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import { isPlainObject } from "../model/redact.js";
 import type { RequestContext } from "../model/types.js";
-import { jsonSafeProblem } from "../store/json-safe.js";
+import { jsonSafeProblem, trySealJsonSafe } from "../store/json-safe.js";
 
 /**
  * The JSON-safe payload rule (before the permission check, so nothing runs on
@@ -49,6 +49,18 @@ export function normaliseReqCtx(reqCtx: RequestContext | undefined): RequestCont
     );
   }
   return reqCtx;
+}
+
+/**
+ * The deeply frozen copy the events and the record keep of a request context
+ * that normaliseReqCtx accepts, checked and copied in one walk; undefined for
+ * any other (normaliseReqCtx then tells what is wrong) and for none given.
+ */
+export function sealedReqCtx(reqCtx: RequestContext | undefined): RequestContext | undefined {
+  if (!isPlainObject(reqCtx)) return undefined;
+  const v: unknown = reqCtx.targetAggregateVersion;
+  if (v !== undefined && (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0)) return undefined;
+  return trySealJsonSafe(reqCtx);
 }
 
 /** The caller's command/query uuid, or a fresh uuid v7. */

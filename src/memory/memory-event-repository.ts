@@ -4,7 +4,7 @@ import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import { checkAppendTenants, checkEventField, checkEventVersion, globalAggregatesSet } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { isSealedJsonSafe, sealJsonSafe } from "../store/json-safe.js";
+import { isSealedJsonSafe, sealJsonSafe, trySealJsonSafe } from "../store/json-safe.js";
 import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import { storeClosed } from "../store/store-closed.js";
 
@@ -35,7 +35,7 @@ export class MemoryEventRepository implements EventRepository {
     this.assertOpen();
     if (!Array.isArray(newEvents)) throw new MnemeError("INVALID_EVENTS", "append takes an array of events");
     // Validate everything before touching state: a failing call writes nothing.
-    checkContents(newEvents);
+    const payloads = checkContents(newEvents);
     // The tenant rule comes before versions: a CONFLICT must not tell that another tenant's aggregate exists.
     checkAppendTenants(newEvents, globalAggregatesSet(opts?.globalAggregates), (agg) => this.byAggregate.get(agg)?.[0]?.tenantUuid);
     const expected = opts?.expectedVersions;
@@ -53,7 +53,8 @@ export class MemoryEventRepository implements EventRepository {
         lastCtxIn = e.reqCtx;
         lastCtxOut = sealJsonSafe(e.reqCtx);
       }
-      const ev = storedEvent(e, this.nextPosition++, assigned[i] as number, e.reqCtx === undefined ? EMPTY_CTX : lastCtxOut);
+      const ctx = e.reqCtx === undefined ? EMPTY_CTX : lastCtxOut;
+      const ev = storedEvent(e, this.nextPosition++, assigned[i] as number, ctx, payloads[i]);
       stored[i] = ev;
       this.events.push(ev);
       let stream = this.byAggregate.get(ev.aggregateUuid);
@@ -276,8 +277,13 @@ export class MemoryEventRepository implements EventRepository {
 
 const EMPTY_CTX: RequestContext = Object.freeze({});
 
-/** The checks of every event before anything else: shape, aggregate, tenant, and the JSON-safe payload and reqCtx. */
-function checkContents(newEvents: readonly NewEvent[]): void {
+/**
+ * The checks of every event before anything else: shape, aggregate, tenant, and the JSON-safe payload and reqCtx.
+ * Returns the payloads as they are stored: deeply frozen copies, taken in the walk that checks them.
+ */
+function checkContents(newEvents: readonly NewEvent[]): unknown[] {
+  // An array per call, not one shared: a payload's walk may run code (a Proxy's traps) that appends elsewhere.
+  const payloads = new Array<unknown>(newEvents.length);
   let checkedCtx: RequestContext | undefined;
   for (let i = 0; i < newEvents.length; i++) {
     const e = newEvents[i] as NewEvent;
@@ -286,12 +292,15 @@ function checkContents(newEvents: readonly NewEvent[]): void {
     if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string")
       throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
     // The payload rule of every backend: what is accepted here reads back unchanged from SQLite and Postgres too.
-    if (!isSealedJsonSafe(e.payload)) checkEventField(e.payload, i, "payload");
+    const payload = trySealJsonSafe(e.payload);
+    if (payload === undefined) checkEventField(e.payload, i, "payload");
+    payloads[i] = payload;
     if (e.reqCtx !== undefined && e.reqCtx !== checkedCtx) {
       if (!isSealedJsonSafe(e.reqCtx)) checkEventField(e.reqCtx, i, "reqCtx");
       checkedCtx = e.reqCtx;
     }
   }
+  return payloads;
 }
 
 /** The per-event field checks of an append (after the tenant and expected-version checks). */
@@ -320,7 +329,7 @@ function versionRefused(e: NewEvent, i: number, current: number, next: number): 
 }
 
 /** The stored form of a checked event: deeply frozen, its payload a frozen copy (neither appender nor reader can change it). */
-function storedEvent(e: NewEvent, position: number, version: number, reqCtx: RequestContext): Event {
+function storedEvent(e: NewEvent, position: number, version: number, reqCtx: RequestContext, payload: unknown): Event {
   const ev: Event = {
     eventUuid: e.eventUuid ?? newUuid(),
     position,
@@ -331,7 +340,7 @@ function storedEvent(e: NewEvent, position: number, version: number, reqCtx: Req
     version,
     createdAt: e.createdAt ?? nowNs(),
     reqCtx,
-    payload: sealJsonSafe(e.payload),
+    payload,
   };
   if (e.commandUuid !== undefined) ev.commandUuid = ev.causationId = e.commandUuid;
   const correlation = reqCtx.correlationId ?? e.commandUuid;

@@ -1,6 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import type { CommandRecord } from "./command-store.js";
-import { isSealedJsonSafe, jsonSafeProblem, sealJsonSafe } from "./json-safe.js";
+import { isSealedJsonSafe, sealJsonSafe, tryFreezeJsonSafe } from "./json-safe.js";
 
 const STATUSES: ReadonlySet<unknown> = new Set(["succeeded", "failed", "denied"]);
 
@@ -87,6 +87,7 @@ const CHECKED_FIELDS: ReadonlySet<string> = new Set([
  */
 function frozenCopy(rec: CommandRecord): CommandRecord | undefined {
   if (!isSealedJsonSafe(rec.reqCtx)) return undefined;
+  if (hasFacadeKeys(rec)) return facadeCopy(rec);
   const src = rec as unknown as Record<string, unknown>;
   const out: Record<string, unknown> = {};
   for (const k in src) {
@@ -98,9 +99,61 @@ function frozenCopy(rec: CommandRecord): CommandRecord | undefined {
       out[k] = v;
     } else if (k === "reqCtx") out[k] = v;
     else if (k === "eventUuids") out[k] = Object.freeze((v as string[]).slice());
-    else if (k === "payload" && v !== undefined && (isSealedJsonSafe(v) || jsonSafeProblem(v) === undefined)) out[k] = sealJsonSafe(v);
-    else return undefined;
+    else if (k === "payload" && v !== undefined) {
+      // Checked and copied in one walk (a sealed payload is shared as it is).
+      const sealed = tryFreezeJsonSafe(v);
+      if (sealed === undefined) return undefined;
+      out[k] = sealed;
+    } else return undefined;
   }
   // Its parts are sealed or frozen already: freezing the top is enough.
   return Object.freeze(out) as unknown as CommandRecord;
+}
+
+/** The keys of a succeeded record as the facade makes it, in its order. */
+const FACADE_KEYS: readonly string[] = [
+  "commandUuid",
+  "domain",
+  "name",
+  "tenantUuid",
+  "reqCtx",
+  "payload",
+  "status",
+  "eventUuids",
+  "createdAt",
+  "durationMicros",
+];
+
+/** True when the record's keys are its own and exactly FACADE_KEYS, in that order. */
+function hasFacadeKeys(rec: CommandRecord): boolean {
+  let i = 0;
+  for (const k in rec) {
+    if (k !== FACADE_KEYS[i] || !Object.hasOwn(rec, k)) return false;
+    i++;
+  }
+  return i === FACADE_KEYS.length;
+}
+
+/**
+ * frozenCopy of a record with the facade's keys (see hasFacadeKeys), built as
+ * one object literal: the same copy, without a keyed store per field.
+ */
+function facadeCopy(rec: CommandRecord): CommandRecord | undefined {
+  // -0 reads back from JSON as 0.
+  if (Object.is(rec.createdAt, -0) || Object.is(rec.durationMicros, -0) || rec.payload === undefined) return undefined;
+  // Checked and copied in one walk (a sealed payload is shared as it is).
+  const payload = tryFreezeJsonSafe(rec.payload);
+  if (payload === undefined) return undefined;
+  return Object.freeze({
+    commandUuid: rec.commandUuid,
+    domain: rec.domain,
+    name: rec.name,
+    tenantUuid: rec.tenantUuid,
+    reqCtx: rec.reqCtx,
+    payload,
+    status: rec.status,
+    eventUuids: Object.freeze(rec.eventUuids.slice()) as string[],
+    createdAt: rec.createdAt,
+    durationMicros: rec.durationMicros,
+  });
 }

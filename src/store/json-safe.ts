@@ -112,7 +112,7 @@ function walk(v: unknown, depth: number): Failure | undefined {
 }
 
 function walkArray(a: unknown[], depth: number): Failure | undefined {
-  if ((a as { [SEALED]?: true })[SEALED] === true) return undefined;
+  if (marked(a)) return undefined;
   if (getPrototypeOf(a) !== ARRAY_PROTO) return fail(instanceMessage(a));
   for (let i = 0, n = a.length; i < n; i++) {
     const x = a[i];
@@ -132,8 +132,8 @@ function walkArray(a: unknown[], depth: number): Failure | undefined {
 }
 
 function walkObject(o: Record<string, unknown>, depth: number): Failure | undefined {
-  // A sealed value (see sealJsonSafe) is JSON-safe and frozen: its mark is the one symbol key allowed.
-  if ((o as { [SEALED]?: true })[SEALED] === true) return undefined;
+  // A sealed value (see sealJsonSafe) is JSON-safe and frozen.
+  if (marked(o)) return undefined;
   const proto: unknown = getPrototypeOf(o);
   if (proto !== OBJECT_PROTO && proto !== null) return fail(instanceMessage(o));
   const symbols = getOwnPropertySymbols(o);
@@ -235,16 +235,36 @@ function tooDeep(root: unknown, tokens: readonly (string | number)[]): JsonSafeP
 
 // --- sealed values ------------------------------------------------------------
 
+/** A base class whose constructor returns the object it is given: see SealMark. */
+// eslint-disable-next-line @typescript-eslint/no-extraneous-class -- the point: `new SealMark(o)` adds its private field to `o`
+class Given {
+  constructor(o: object) {
+    return o;
+  }
+}
+
 /**
- * The mark of a root that sealJsonSafe made: a non-enumerable symbol property
- * (JSON, spreads and for-in do not see it), set before the freeze. A property
- * read is much cheaper than a WeakSet, and no one outside this module holds
- * the symbol, so no caller can forge the mark.
+ * The mark of a root that sealJsonSafe made: a private class field stamped on
+ * the copy before the freeze (`new SealMark(copy)`). Nothing outside this
+ * class can see it (not JSON, spreads, for-in, Object.getOwnPropertySymbols or
+ * structuredClone), nor forge it; the prototype stays Object.prototype or
+ * Array.prototype. Stamping costs about what a property write does (defining a
+ * non-enumerable symbol property cost five to eight times as much), and the
+ * check (`#sealed in o`) what a property read does.
  */
-const SEALED: unique symbol = Symbol("mneme.sealed");
+class SealMark extends Given {
+  readonly #sealed = true;
+  static on(o: object): boolean {
+    return #sealed in o;
+  }
+}
 const freeze = Object.freeze;
 const defineProperty = Object.defineProperty;
-const MARK = { value: true, enumerable: false, writable: false, configurable: false } as const;
+
+/** True when `o` (an object) is a root that sealJsonSafe or trySealJsonSafe made. */
+function marked(o: object): boolean {
+  return SealMark.on(o);
+}
 
 /**
  * A deeply frozen copy of a JSON-safe `value` (call jsonSafeProblem first: this
@@ -253,15 +273,15 @@ const MARK = { value: true, enumerable: false, writable: false, configurable: fa
  */
 export function sealJsonSafe<T>(value: T): T {
   if (typeof value !== "object" || value === null) return value;
-  if ((value as { [SEALED]?: true })[SEALED] === true) return value;
+  if (marked(value as object)) return value;
   const copy = copyFrozen(value as object);
-  defineProperty(copy, SEALED, MARK);
+  new SealMark(copy);
   return freeze(copy) as T;
 }
 
 /** True when `value` is an object or array sealJsonSafe returned: it is JSON-safe and cannot change. */
 export function isSealedJsonSafe(value: unknown): boolean {
-  return typeof value === "object" && value !== null && (value as { [SEALED]?: true })[SEALED] === true;
+  return typeof value === "object" && value !== null && marked(value as object);
 }
 
 /** A deep copy, frozen below the root (the caller marks and freezes the root); sealed values inside are shared. */
@@ -290,5 +310,92 @@ function copyFrozen(v: object): object {
 
 /** A nested value of a copy: a sealed one is deeply frozen already, so it is shared as it is. */
 function frozenPart(x: object): object {
-  return (x as { [SEALED]?: true })[SEALED] === true ? x : freeze(copyFrozen(x));
+  return marked(x) ? x : freeze(copyFrozen(x));
+}
+
+// --- checked and sealed in one walk ---------------------------------------------
+
+/** What sealWalk returns for a value that is not JSON-safe (the caller asks jsonSafeProblem why). */
+const REFUSED: unique symbol = Symbol("mneme.refused");
+
+/**
+ * sealJsonSafe of `value` when it is JSON-safe, undefined when it is not (then
+ * {@link jsonSafeProblem} tells why): the check and the copy in one walk, for
+ * a value that is to be stored anyway. Accepts and refuses exactly what
+ * jsonSafeProblem does.
+ */
+export function trySealJsonSafe<T>(value: T): T | undefined {
+  return checkedCopy(value, true);
+}
+
+/**
+ * As {@link trySealJsonSafe}, without the mark: a deeply frozen copy that a
+ * later check walks again, for a copy kept where nothing checks it again.
+ */
+export function tryFreezeJsonSafe<T>(value: T): T | undefined {
+  return checkedCopy(value, false);
+}
+
+function checkedCopy<T>(value: T, mark: boolean): T | undefined {
+  if (typeof value !== "object" || value === null) return jsonSafeProblem(value) === undefined ? value : undefined;
+  if (marked(value as object)) return value;
+  inheritedKeys = hasEnumerableKeys(OBJECT_PROTO);
+  const copy = isArray(value) ? sealArray(value, 0) : sealObject(value as Record<string, unknown>, 0);
+  if (copy === REFUSED) return undefined;
+  if (mark) new SealMark(copy);
+  return freeze(copy) as T;
+}
+
+/** The copy of one value (frozen below the root), or REFUSED: the same rules as walk. */
+function sealWalk(v: unknown, depth: number): unknown {
+  switch (typeof v) {
+    case "string":
+      return stringProblem(v) === undefined ? v : REFUSED;
+    case "number":
+      return v - v === 0 ? v : REFUSED;
+    case "boolean":
+      return v;
+    case "object": {
+      if (v === null) return v;
+      if (depth >= JSON_SAFE_MAX_DEPTH) return REFUSED;
+      if (marked(v)) return v;
+      const copy = isArray(v) ? sealArray(v, depth) : sealObject(v as Record<string, unknown>, depth);
+      return copy === REFUSED ? REFUSED : freeze(copy);
+    }
+    default:
+      return REFUSED;
+  }
+}
+
+function sealArray(a: unknown[], depth: number): unknown[] | typeof REFUSED {
+  if (getPrototypeOf(a) !== ARRAY_PROTO) return REFUSED;
+  const n = a.length;
+  const out = new Array<unknown>(n);
+  for (let i = 0; i < n; i++) {
+    const x = a[i];
+    if (x === undefined) return REFUSED;
+    const y = sealWalk(x, depth + 1);
+    if (y === REFUSED) return REFUSED;
+    out[i] = y;
+  }
+  return out;
+}
+
+function sealObject(o: Record<string, unknown>, depth: number): Record<string, unknown> | typeof REFUSED {
+  const proto: unknown = getPrototypeOf(o);
+  if (proto !== OBJECT_PROTO && proto !== null) return REFUSED;
+  if (getOwnPropertySymbols(o).length > 0) return REFUSED;
+  const out: Record<string, unknown> = {};
+  for (const k in o) {
+    if (inheritedKeys && proto !== null && !hasOwn.call(o, k)) continue;
+    if (stringProblem(k) !== undefined || lookupGetter.call(o, k) !== undefined) return REFUSED;
+    const x = o[k];
+    if (x === undefined) return REFUSED;
+    const y = sealWalk(x, depth + 1);
+    if (y === REFUSED) return REFUSED;
+    // An own "__proto__" key (JSON.parse makes one) must stay a property, not become the prototype.
+    if (k === "__proto__") defineProperty(out, k, { value: y, enumerable: true, writable: true, configurable: true });
+    else out[k] = y;
+  }
+  return out;
 }
