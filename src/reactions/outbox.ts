@@ -199,6 +199,12 @@ export class Outbox implements HandlerPart {
         await outbox.delete(id);
       }
     }
+    return this.add(event, entries);
+  }
+
+  /** `record` without cancels, at once: the entries are written with the batch's others when it ends. */
+  add(event: Event, entries: readonly OutboxEntry[]): boolean {
+    if (this.isReplay(event)) return false;
     const tenant = currentTenantScope()?.writeTenantUuid;
     const now = this.#clock();
     for (const entry of entries) {
