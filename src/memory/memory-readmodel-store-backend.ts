@@ -319,6 +319,16 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
     });
   }
 
+  async deleteMany(keys: readonly string[]): Promise<number> {
+    for (const key of keys) assertDocumentKey(key);
+    return this.backend.write(() => {
+      const c = this.backend.peek(this.name);
+      let deleted = 0;
+      if (c !== undefined) for (const key of keys) if (this.backend.setDoc(c, key, undefined)) deleted++;
+      return deleted;
+    });
+  }
+
   async list(opts: ListOptions = {}): Promise<T[]> {
     this.backend.assertOpen();
     const { offset, limit } = listWindow(opts);

@@ -402,7 +402,8 @@ export class Outbox implements HandlerPart {
   /**
    * Deletes the entries of a page that were delivered, in one fenced
    * transaction (not one per entry: a page's deliveries run side by side and
-   * their writes would queue behind each other). A crash before it commits
+   * their writes would queue behind each other), with one statement where the
+   * backend has `deleteMany`. A crash before it commits
    * delivers them again: at least once, as always (a command's replay, the
    * broker's dedupe of a message id). They stay in flight until then, so a
    * cancel cannot remove what was sent.
@@ -411,7 +412,8 @@ export class Outbox implements HandlerPart {
     if (ids.length === 0) return;
     try {
       await runnerOf(this.#h).fencedWrite(async () => {
-        for (const id of ids) await outbox.delete(id);
+        if (outbox.deleteMany !== undefined) await outbox.deleteMany(ids);
+        else for (const id of ids) await outbox.delete(id);
       });
     } finally {
       for (const id of ids) this.#inFlight.delete(id);
