@@ -60,7 +60,8 @@ export async function amqpDuels(b: Bench, w: BenchWorld): Promise<void> {
 
 async function outbound(b: Bench, w: BenchWorld, conn: amqp.ChannelModel, exchange: string, queue: string): Promise<void> {
   const n = b.quick ? 500 : 2000;
-  const rounds = b.quick ? 2 : 4;
+  // BENCH_ROUNDS: more rounds than 4 for a steadier figure on a busy machine.
+  const rounds = Number(process.env.BENCH_ROUNDS ?? (b.quick ? 2 : 4));
   const mnemeF = createFacade({ appName: "bench-amqp-out" });
   mnemeF.registerDomain(w.domain, w.install);
   const publisher = new AmqpPublisher(mnemeF, { name: "Out", domain: w.domain.name, connection: conn, exchange, concurrency: 64 }).on(
