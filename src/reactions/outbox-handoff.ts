@@ -27,6 +27,8 @@ export class OutboxHandOff {
    * (`whole`: they are all its changes to the outbox, each due now).
    */
   batchWritten(upTo: number, entries: OutboxEntry[], whole: boolean): void {
+    // One not handed over yet (a rebuild moved the position back meanwhile): only the store knows both now.
+    if (this.#batch !== undefined) this.#entries = undefined;
     this.#batch = { upTo, entries, whole };
   }
 
