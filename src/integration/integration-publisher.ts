@@ -75,11 +75,10 @@ export class IntegrationPublisher extends BaseReadmodel {
     return this;
   }
 
-  async #record(event: Event): Promise<void> {
+  #record(event: Event): void {
     if (this.outbox.isReplay(event)) return;
     // The lane: one aggregate's messages go one after another, in position order. The event uuid is the message id.
-    const entry: OutboxEntry = { ...effectEntryOf(this.outbox, this.name, event, event.eventUuid), processId: event.aggregateUuid };
-    await this.outbox.record(event, [entry]);
+    this.outbox.add(event, [effectEntryOf(this.outbox, this.name, event, event.eventUuid, event.aggregateUuid)]);
   }
 
   /** The reaction part: maps the entry's event and publishes it, the event uuid as the message id. */

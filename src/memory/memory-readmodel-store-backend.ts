@@ -19,13 +19,25 @@ import type { StoreInfo } from "../store/store-info.js";
 import { AsyncMutex } from "./async-mutex.js";
 import { storeClosed } from "../store/store-closed.js";
 
-interface Doc {
-  /** What callers get, parsed afresh each time. */
-  json: string;
-  /** A private parse of `json` that list/count read fields from. */
-  value: unknown;
-  /** The tenant stored with the document; null: none. */
-  tenant: string | null;
+class Doc {
+  #value: unknown;
+  #parsed = false;
+
+  constructor(
+    /** What callers get, parsed afresh each time. */
+    readonly json: string,
+    /** The tenant stored with the document; null: none. */
+    public tenant: string | null,
+  ) {}
+
+  /** A private parse of `json` that list/count read fields from, made when first needed (most documents are never filtered). */
+  get value(): unknown {
+    if (!this.#parsed) {
+      this.#value = JSON.parse(this.json) as unknown;
+      this.#parsed = true;
+    }
+    return this.#value;
+  }
 }
 
 interface Coll {
@@ -307,6 +319,16 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
     });
   }
 
+  async deleteMany(keys: readonly string[]): Promise<number> {
+    for (const key of keys) assertDocumentKey(key);
+    return this.backend.write(() => {
+      const c = this.backend.peek(this.name);
+      let deleted = 0;
+      if (c !== undefined) for (const key of keys) if (this.backend.setDoc(c, key, undefined)) deleted++;
+      return deleted;
+    });
+  }
+
   async list(opts: ListOptions = {}): Promise<T[]> {
     this.backend.assertOpen();
     const { offset, limit } = listWindow(opts);
@@ -360,7 +382,7 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
 }
 
 function toDoc(json: string): Doc {
-  return { json, value: JSON.parse(json) as unknown, tenant: null };
+  return new Doc(json, null);
 }
 
 function matcher(where: ListOptions["where"]): ((doc: unknown) => boolean) | undefined {

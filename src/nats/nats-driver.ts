@@ -29,13 +29,27 @@ export function jetStreamManagerOf(nc: NatsConnection): Promise<JetStreamManager
   return jsModule().jetstreamManager(nc);
 }
 
-let transportModule: { headers(): MsgHdrs } | undefined;
+interface TransportModule {
+  headers(): MsgHdrs;
+  createInbox(prefix?: string): string;
+}
+let transportModule: TransportModule | undefined;
+
+function transport(): TransportModule {
+  // Loaded once: a require per message costs a module resolution each time.
+  transportModule ??= requireDriver<TransportModule>(NATS_TRANSPORT);
+  return transportModule;
+}
+
+/** A new inbox subject of `nc` (with the connection's inbox prefix, when it has one). */
+export function natsInbox(nc: NatsConnection): string {
+  const prefix = (nc as { options?: { inboxPrefix?: unknown } }).options?.inboxPrefix;
+  return transport().createInbox(typeof prefix === "string" ? prefix : undefined);
+}
 
 /** NATS headers from a record. */
 export function natsHeaders(record: Readonly<Record<string, string>>): MsgHdrs {
-  // Loaded once: a require per message costs a module resolution each time.
-  transportModule ??= requireDriver<{ headers(): MsgHdrs }>(NATS_TRANSPORT);
-  const h = transportModule.headers();
+  const h = transport().headers();
   for (const [k, v] of Object.entries(record)) h.set(k, v);
   return h;
 }

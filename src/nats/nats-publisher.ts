@@ -1,11 +1,11 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
-import { MnemeError } from "../model/errors.js";
+import type { Msg, MsgHdrs, Subscription } from "@nats-io/transport-node";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import { IntegrationPublisher } from "../integration/integration-publisher.js";
 import type { TransportMessage } from "../integration/integration-message.js";
 import type { PublishTransport } from "../integration/integration-transport.js";
 import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
-import { jetStreamOf, type NatsConnectionLike, natsError, natsHeaders } from "./nats-driver.js";
+import { type NatsConnectionLike, natsError, natsHeaders, natsInbox } from "./nats-driver.js";
 
 /** Configuration of a NATS JetStream publisher. */
 export interface NatsPublisherOptions extends OutboxHandlerOptions {
@@ -33,13 +33,32 @@ export class NatsPublisher extends IntegrationPublisher {
   }
 }
 
+/** Publishes sent in one go: one timer for their acks. */
+interface AckBatch {
+  open: number;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+/** A publish waiting for its ack: settled by the ack, or by its batch's timer. */
+interface Awaiting {
+  readonly m: TransportMessage;
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+  batch?: AckBatch;
+}
+
 class NatsPublishTransport implements PublishTransport {
   readonly broker = "nats";
   readonly target: string;
   connected = false;
   readonly #o: NatsPublisherOptions;
-  #js: JetStreamClient | undefined;
-  #gathered: { m: TransportMessage; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  readonly #timeoutMs: number;
+  #gathered: Awaiting[] = [];
+  /** Where the stream's acks come (a reply subject per publish under `inbox`), subscribed on first use. */
+  #acks: { inbox: string; sub: Subscription } | undefined;
+  #token = 0;
+  /** The publishes whose acks are awaited, by the token of their reply subject. */
+  readonly #awaiting = new Map<string, Awaiting>();
 
   constructor(o: NatsPublisherOptions) {
     if (typeof o.connection?.isClosed !== "function")
@@ -47,6 +66,7 @@ class NatsPublishTransport implements PublishTransport {
     const t = o.ackTimeoutMs ?? 5000;
     if (!Number.isFinite(t) || t < 1) throw new MnemeError("INVALID_REQUEST", `ackTimeoutMs must be a number >= 1, got ${String(t)}`);
     this.#o = o;
+    this.#timeoutMs = t;
     this.target = o.stream ?? "(stream by subject)";
   }
 
@@ -63,35 +83,119 @@ class NatsPublishTransport implements PublishTransport {
     });
   }
 
+  /**
+   * Sends the gathered messages as JetStream publishes (the message id and the
+   * expected stream as headers, a reply subject the stream acks to) with one
+   * timer for their acks: what the client's `publish` does for each, without
+   * its timer and error objects per message.
+   */
   #publishGathered(): void {
     const gathered = this.#gathered;
     this.#gathered = [];
-    for (const { m, resolve, reject } of gathered) this.#publishNow(m).then(resolve, reject);
+    const nc = this.#o.connection;
+    const batch: AckBatch = { open: 0 };
+    for (const g of gathered) {
+      try {
+        if (g.m.exchange !== undefined)
+          throw new MnemeError(
+            "INVALID_REQUEST",
+            `${this.#o.name}: NATS has no exchanges; the mapping of a NatsPublisher names a subject only`,
+          );
+        const inbox = this.#ackInbox();
+        const token = String(++this.#token);
+        nc.publish(g.m.subject, g.m.data, { reply: `${inbox}.${token}`, headers: this.#headersOf(g.m) });
+        g.batch = batch;
+        batch.open++;
+        this.#awaiting.set(token, g);
+      } catch (err) {
+        g.reject(this.#failure(err, g.m));
+      }
+    }
+    if (batch.open === 0) return;
+    batch.timer = setTimeout(() => {
+      for (const [token, g] of this.#awaiting)
+        if (g.batch === batch) this.#settle(token, new Error(`timeout: no ack from the stream within ${this.#timeoutMs} ms`));
+    }, this.#timeoutMs);
   }
 
-  async #publishNow(m: TransportMessage): Promise<void> {
+  #headersOf(m: TransportMessage): MsgHdrs {
+    const h = natsHeaders(m.headers);
+    h.set("Nats-Msg-Id", m.id);
+    if (this.#o.stream !== undefined) h.set("Nats-Expected-Stream", this.#o.stream);
+    return h;
+  }
+
+  /** The inbox the acks come to; subscribed again when the subscription has ended (a closed connection). */
+  #ackInbox(): string {
     const nc = this.#o.connection;
-    if (m.exchange !== undefined)
-      throw new MnemeError(
-        "INVALID_REQUEST",
-        `${this.#o.name}: NATS has no exchanges; the mapping of a NatsPublisher names a subject only`,
-      );
-    this.#js ??= jetStreamOf(nc);
-    try {
-      await this.#js.publish(m.subject, m.data, {
-        msgID: m.id,
-        headers: natsHeaders(m.headers),
-        timeout: this.#o.ackTimeoutMs ?? 5000,
-        ...(this.#o.stream === undefined ? {} : { expect: { streamName: this.#o.stream } }),
-      });
+    if (this.#acks === undefined || this.#acks.sub.isClosed()) {
+      const inbox = natsInbox(nc);
+      const sub = nc.subscribe(`${inbox}.*`, { callback: (err, msg) => this.#onAck(err, msg, inbox) });
+      this.#acks = { inbox, sub };
+    }
+    return this.#acks.inbox;
+  }
+
+  #onAck(err: Error | null, msg: Msg, inbox: string): void {
+    if (err !== null) {
+      // The subscription ended: every publish it was waiting for fails (UNAVAILABLE: the connection closed).
+      for (const token of [...this.#awaiting.keys()]) this.#settle(token, err);
+      return;
+    }
+    const token = msg.subject.slice(inbox.length + 1);
+    if (!this.#awaiting.has(token)) return;
+    this.#settle(token, ackError(msg));
+  }
+
+  /** Settles the publish of `token`: acked when `err` is undefined. */
+  #settle(token: string, err: Error | undefined): void {
+    const g = this.#awaiting.get(token);
+    if (g === undefined) return;
+    this.#awaiting.delete(token);
+    if (g.batch !== undefined && --g.batch.open === 0) clearTimeout(g.batch.timer);
+    if (err === undefined) {
       this.connected = true;
-    } catch (err) {
-      this.connected = false;
-      throw natsError(err, nc, `publishing ${m.subject}`);
+      g.resolve();
+    } else {
+      g.reject(this.#failure(err, g.m));
     }
   }
 
+  #failure(err: unknown, m: TransportMessage): unknown {
+    const failure = natsError(err, this.#o.connection, `publishing ${m.subject}`);
+    if (isMnemeError(failure, "UNAVAILABLE")) this.connected = false;
+    return failure;
+  }
+
   close(): Promise<void> {
+    const acks = this.#acks;
+    this.#acks = undefined;
+    if (acks !== undefined && !acks.sub.isClosed()) acks.sub.unsubscribe();
+    for (const token of [...this.#awaiting.keys()]) this.#settle(token, new Error("the publisher closed (connection closed)"));
     return Promise.resolve();
   }
+}
+
+/**
+ * What the stream's reply to a publish says: undefined for an ack, else the
+ * error the client's `publish` throws for it: a refusal (JetStream's
+ * description), no stream taking the subject (no responders), a reply that is no ack.
+ */
+function ackError(msg: Msg): Error | undefined {
+  if (msg.data.length === 0 && msg.headers?.code === 503) return namedError("JetStreamNotEnabled", "jetstream is not enabled");
+  let ack: { stream?: unknown; error?: { description?: unknown } };
+  try {
+    ack = msg.json();
+  } catch {
+    return new Error("invalid ack response");
+  }
+  if (ack.error !== undefined)
+    return namedError("JetStreamApiError", typeof ack.error.description === "string" ? ack.error.description : JSON.stringify(ack.error));
+  return typeof ack.stream === "string" && ack.stream !== "" ? undefined : new Error("invalid ack response");
+}
+
+function namedError(name: string, message: string): Error {
+  const e = new Error(message);
+  e.name = name;
+  return e;
 }

@@ -116,6 +116,18 @@ export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
     return (res.rowCount ?? 0) > 0;
   }
 
+  async deleteMany(keys: readonly string[]): Promise<number> {
+    for (const key of keys) assertDocumentKey(key);
+    if (keys.length === 0) return 0;
+    const res = await this.backend.exec(
+      `DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = ANY($2::text[])`,
+      [this.name, [...keys]],
+      true,
+      "deleteMany",
+    );
+    return res.rowCount ?? 0;
+  }
+
   async list(opts: ListOptions = {}): Promise<T[]> {
     const { offset, limit } = listWindow(opts);
     if (opts.orderBy !== undefined) assertFieldName(opts.orderBy, "orderBy");

@@ -1,69 +1,16 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
-import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
-import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption, withReadmodelStoreBackend } from "../readmodel/base-readmodel.js";
+import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
+import { BaseReadmodel, type ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
-import { collectionInScope } from "../readmodel/tenant-scope.js";
+import { collectionInScope, currentTenantScope, inTenantScope } from "../readmodel/tenant-scope.js";
 import { type HandlerPart, runnerOf } from "../readmodel/base-event-handler.js";
-import {
-  backoffMs,
-  dueOrderOf,
-  PERMANENT_FAILURES,
-  retryPolicy,
-  type OutboxEntry,
-  type OutboxEntryStatus,
-  type RetryPolicy,
-} from "./outbox-entry.js";
+import { backoffMs, dueOrderOf, PERMANENT_FAILURES, retryPolicy, type OutboxEntry, type RetryPolicy } from "./outbox-entry.js";
+import { OutboxHandOff } from "./outbox-handoff.js";
+import { type OutboxDelivery, type OutboxFilter, type OutboxHandlerOptions, reactionOptions } from "./outbox-options.js";
 
-/** What every process manager and reactor is configured with. */
-export interface OutboxHandlerOptions {
-  /** The event handler's name: unique per facade, and the seed of its deterministic ids (never rename a live one). */
-  readonly name: string;
-  readonly domain: string;
-  /** Retries of failed dispatches or effects before an entry is dead (see RetryPolicy). */
-  readonly retry?: Partial<RetryPolicy>;
-  /** How often the outbox is looked at besides the wake-up after each batch and at the next due time. Default 1000 ms. */
-  readonly pollMs?: number;
-  /**
-   * How many entries the worker delivers at once. Entries of one process (one
-   * correlation id for a reactor) are always delivered one after another, in
-   * due order. Default 1.
-   */
-  readonly concurrency?: number;
-  /** The clock of due times, ms since the epoch. Default `Date.now` (tests pass a fake one). */
-  readonly clock?: () => number;
-  /** Where the state, the outbox and the checkpoint live. Default: the facade's readmodelStoreBackend. */
-  readonly readmodelStoreBackend?: ReadmodelStoreBackend;
-}
-
-/** How an outbox delivers, besides its handler's delivery function. */
-export interface OutboxDelivery {
-  /**
-   * The entries of one lane are delivered in position order whatever fails
-   * (a publisher of integration events): a failed entry keeps its place and
-   * holds the entries behind it until it is delivered or dead.
-   */
-  readonly ordered?: boolean;
-  /**
-   * Called with a page's due entries before they are delivered, so the handler
-   * can read what they need in one go (a publisher reads their events). A
-   * failure here fails no entry: each delivery then reads for itself.
-   */
-  readonly prepare?: (entries: readonly OutboxEntry[]) => Promise<void>;
-}
-
-/** A filter of `outbox.list`. */
-export interface OutboxFilter {
-  readonly status?: OutboxEntryStatus;
-  /** true: only scheduled commands; false: only the others. */
-  readonly scheduled?: boolean;
-  /** Only entries of this tenant (the tenant of the event they came from). */
-  readonly tenantUuid?: string;
-  readonly offset?: number;
-  /** Default 1000. */
-  readonly limit?: number;
-}
+export { type OutboxDelivery, type OutboxFilter, type OutboxHandlerOptions, reactionOptions } from "./outbox-options.js";
 
 /** Causes of a failed delivery that are no fault of the entry: the entry is tried again later and no attempt is counted. */
 const NOT_THE_ENTRYS_FAULT = new Set(["UNAVAILABLE", "NOT_STARTED", "STORE_CLOSED"]);
@@ -102,6 +49,14 @@ export class Outbox implements HandlerPart {
   /** Whether #horizon is the stored one (only the lock holder writes it; read again after a rollback or a (re)start). */
   #horizonKnown = false;
   #batchHorizon = 0;
+  /**
+   * The entries the batch recorded, with the tenant their event's writes carry:
+   * written together when it ends (a write per tenant, not one per event).
+   */
+  #batchEntries = new Map<string, { entry: OutboxEntry; tenant: string | undefined }>();
+  /** Whether the batch only added entries due now, none scheduled, and cancelled none: the worker may take them from memory. */
+  #batchWhole = true;
+  readonly #handOff = new OutboxHandOff();
   /** The last position whose reactions were written: the worker waits until the batch that wrote them has committed. */
   #emittedUpTo = 0;
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -181,10 +136,15 @@ export class Outbox implements HandlerPart {
       this.#horizonKnown = true;
     }
     this.#batchHorizon = this.#horizon;
+    this.#batchEntries = new Map();
+    this.#batchWhole = true;
   }
 
-  /** Inside the handler's batch: moves the reaction horizon past the batch's recorded reactions. */
+  /** Inside the handler's batch: writes its entries and moves the reaction horizon past them. */
   async afterBatch(): Promise<void> {
+    // The batch before this one has committed: its entries are the worker's now.
+    this.#handOff.promote(this.#h.lastPosition);
+    if (this.#batchEntries.size > 0) await this.#writeBatchEntries();
     if (this.#batchHorizon > this.#horizon) {
       await this.#h.readmodelStoreBackend.setCheckpoint(this.#horizonKey(), this.#batchHorizon);
       this.#emittedUpTo = this.#batchHorizon;
@@ -194,10 +154,28 @@ export class Outbox implements HandlerPart {
     }
   }
 
+  async #writeBatchEntries(): Promise<void> {
+    const byTenant = new Map<string | undefined, [string, OutboxEntry][]>();
+    const all: OutboxEntry[] = [];
+    for (const [id, { entry, tenant }] of this.#batchEntries) {
+      const group = byTenant.get(tenant);
+      if (group === undefined) byTenant.set(tenant, [[id, entry]]);
+      else group.push([id, entry]);
+      all.push(entry);
+    }
+    this.#batchEntries = new Map();
+    this.#handOff.batchWritten(this.#batchHorizon, all, this.#batchWhole);
+    for (const [tenant, entries] of byTenant)
+      await inTenantScope(tenant === undefined ? {} : { writeTenantUuid: tenant }, () => this.#outbox().putMany(entries));
+  }
+
   /** The handler's batch was rolled back. */
   discardBatch(): void {
     // afterBatch may have raised it before a commit that failed: read the stored one next time.
     this.#horizonKnown = false;
+    this.#batchEntries = new Map();
+    // A commit that failed may have committed or not: the worker lists the store.
+    this.#handOff.discard();
   }
 
   /** Whether `event`'s reactions were recorded before: it only rebuilds state now. Valid inside a handler function. */
@@ -207,14 +185,33 @@ export class Outbox implements HandlerPart {
 
   /**
    * Records the reactions to `event` (inside its batch's transaction): the
-   * entries are added, the ids in `cancel` removed. Nothing happens for a
-   * replayed event. Returns whether they were recorded.
+   * ids in `cancel` are removed, the entries added (written with the batch's
+   * others when it ends). Nothing happens for a replayed event. Returns
+   * whether they were recorded.
    */
   async record(event: Event, entries: readonly OutboxEntry[], cancel: readonly string[] = []): Promise<boolean> {
     if (this.isReplay(event)) return false;
-    const outbox = this.#outbox();
-    for (const id of cancel) await outbox.delete(id);
-    if (entries.length > 0) await outbox.putMany(entries.map((e) => [e.id, e] as const));
+    if (cancel.length > 0) {
+      this.#batchWhole = false;
+      const outbox = this.#outbox();
+      for (const id of cancel) {
+        this.#batchEntries.delete(id);
+        await outbox.delete(id);
+      }
+    }
+    return this.add(event, entries);
+  }
+
+  /** `record` without cancels, at once: the entries are written with the batch's others when it ends. */
+  add(event: Event, entries: readonly OutboxEntry[]): boolean {
+    if (this.isReplay(event)) return false;
+    const tenant = currentTenantScope()?.writeTenantUuid;
+    const now = this.#clock();
+    for (const entry of entries) {
+      this.#batchEntries.set(entry.id, { entry, tenant });
+      // A scheduled command may be cancelled until it is sent: only the store knows whether it still is.
+      if (entry.dueAt > now || entry.status !== "pending" || entry.scheduled) this.#batchWhole = false;
+    }
     if (event.position > this.#batchHorizon) this.#batchHorizon = event.position;
     return true;
   }
@@ -225,6 +222,7 @@ export class Outbox implements HandlerPart {
   starting(): void {
     this.#stopped = false;
     this.#horizonKnown = false;
+    this.#handOff.invalidate();
     this.#wakeSoon(0);
   }
 
@@ -249,7 +247,9 @@ export class Outbox implements HandlerPart {
   async #tick(): Promise<void> {
     if (this.#stopped) return;
     let next = this.#pollMs;
-    if (this.#h.state === "running") {
+    // Another instance may process the handler meanwhile: what was handed over here may be stale then.
+    if (this.#h.state !== "running") this.#handOff.invalidate();
+    else {
       if (this.#h.lastPosition < this.#emittedUpTo) {
         // The batch that wrote the entries has not committed yet (or a rebuild replays below them).
         next = Math.min(this.#pollMs, 5);
@@ -302,12 +302,12 @@ export class Outbox implements HandlerPart {
     let offset = 0;
     for (;;) {
       if (this.#h.state !== "running") return undefined;
-      const page = await outbox.list({ where: { status: "pending" }, orderBy: "dueOrder", offset, limit: pageSize });
+      const { page, handed } = await this.#nextPage(outbox, offset, pageSize);
       const now = this.#clock();
       const { lanes, next } = this.#lanesOf(page, now);
       if (lanes.length === 0) {
         // Ordered: a full page of entries waiting for their next attempt may hide due ones behind it.
-        if (this.#ordered && page.length === pageSize) {
+        if (!handed && this.#ordered && page.length === pageSize) {
           offset += pageSize;
           continue;
         }
@@ -315,29 +315,56 @@ export class Outbox implements HandlerPart {
       }
       offset = 0;
       await this.#prepareAll(lanes);
-      let blocked = false;
-      const delivered: string[] = [];
-      const worker = async (): Promise<void> => {
-        for (let lane = lanes.shift(); lane !== undefined && !blocked; lane = lanes.shift()) {
-          for (const entry of lane) {
-            if (blocked || this.#h.state !== "running") return;
-            const outcome = await this.#attempt(outbox, entry, now);
-            if (outcome === "delivered") delivered.push(entry.id);
-            if (outcome === "unavailable") blocked = true;
-            // Ordered: the rest of the lane waits for the entry that failed.
-            if (outcome === "failed" && this.#ordered) break;
-          }
-        }
-      };
-      try {
-        await Promise.all(Array.from({ length: Math.min(this.#concurrency, lanes.length) }, worker));
-      } finally {
-        await this.#forget(outbox, delivered);
-      }
+      const { blocked, delivered } = await this.#deliverLanes(outbox, lanes, now);
+      // A handed-over page not delivered whole left entries that only the store knows now.
+      if (handed && delivered < page.length) this.#handOff.invalidate();
       if (blocked) return now + this.retry.initialDelayMs;
       if (this.#h.state !== "running") return undefined;
       // Every due entry of the page is delivered, put back for later, or dead: read on.
     }
+  }
+
+  /** The next page: the entries handed over by committed batches, or (when the store must be read) a listing. */
+  async #nextPage(
+    outbox: ReadmodelCollection<OutboxEntry>,
+    offset: number,
+    pageSize: number,
+  ): Promise<{ page: OutboxEntry[]; handed: boolean }> {
+    this.#handOff.promote(this.#h.lastPosition);
+    const handed = this.#handOff.take(pageSize, this.#clock(), this.#pollMs);
+    if (handed !== undefined) return { page: handed, handed: true };
+    this.#handOff.listing(this.#clock());
+    const page = await outbox.list({ where: { status: "pending" }, orderBy: "dueOrder", offset, limit: pageSize });
+    if (page.length === 0 && offset === 0) this.#handOff.listedEmpty();
+    return { page, handed: false };
+  }
+
+  /** Delivers the lanes side by side; `blocked` when the round must stop (a failure that is not an entry's). */
+  async #deliverLanes(
+    outbox: ReadmodelCollection<OutboxEntry>,
+    lanes: OutboxEntry[][],
+    now: number,
+  ): Promise<{ blocked: boolean; delivered: number }> {
+    let blocked = false;
+    const delivered: string[] = [];
+    const worker = async (): Promise<void> => {
+      for (let lane = lanes.shift(); lane !== undefined && !blocked; lane = lanes.shift()) {
+        for (const entry of lane) {
+          if (blocked || this.#h.state !== "running") return;
+          const outcome = await this.#attempt(outbox, entry, now);
+          if (outcome === "delivered") delivered.push(entry.id);
+          if (outcome === "unavailable") blocked = true;
+          // Ordered: the rest of the lane waits for the entry that failed.
+          if (outcome === "failed" && this.#ordered) break;
+        }
+      }
+    };
+    try {
+      await Promise.all(Array.from({ length: Math.min(this.#concurrency, lanes.length) }, worker));
+    } finally {
+      await this.#forget(outbox, delivered);
+    }
+    return { blocked, delivered: delivered.length };
   }
 
   /**
@@ -375,7 +402,8 @@ export class Outbox implements HandlerPart {
   /**
    * Deletes the entries of a page that were delivered, in one fenced
    * transaction (not one per entry: a page's deliveries run side by side and
-   * their writes would queue behind each other). A crash before it commits
+   * their writes would queue behind each other), with one statement where the
+   * backend has `deleteMany`. A crash before it commits
    * delivers them again: at least once, as always (a command's replay, the
    * broker's dedupe of a message id). They stay in flight until then, so a
    * cancel cannot remove what was sent.
@@ -384,7 +412,8 @@ export class Outbox implements HandlerPart {
     if (ids.length === 0) return;
     try {
       await runnerOf(this.#h).fencedWrite(async () => {
-        for (const id of ids) await outbox.delete(id);
+        if (outbox.deleteMany !== undefined) await outbox.deleteMany(ids);
+        else for (const id of ids) await outbox.delete(id);
       });
     } finally {
       for (const id of ids) this.#inFlight.delete(id);
@@ -505,6 +534,7 @@ export class Outbox implements HandlerPart {
     const now = this.#clock();
     const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: now, dueOrder: this.orderOf(now, e.position, e.index) };
     await outbox.put(id, again);
+    this.#handOff.invalidate();
     if (!this.#stopped) this.#wakeSoon(0);
     return this.#opened(again);
   }
@@ -535,29 +565,6 @@ export type OutboxHandler = BaseReadmodel & { readonly outbox: Outbox };
 /** Whether `h` is a process manager or reactor (it has an outbox). */
 export function isOutboxHandler(h: unknown): h is OutboxHandler {
   return h instanceof BaseReadmodel && (h as { outbox?: unknown }).outbox instanceof Outbox;
-}
-
-/**
- * Checks the options every process manager and reactor takes (INVALID_EVENT_HANDLER,
- * INVALID_REQUEST), and returns the readmodel options they give (its backend).
- */
-export function reactionOptions(options: OutboxHandlerOptions): ReadmodelOption[] {
-  if (typeof options?.name !== "string" || options.name.trim() === "" || /[~#:]/.test(options.name))
-    throw new MnemeError(
-      "INVALID_EVENT_HANDLER",
-      `a reaction handler needs a non-empty name without "~", "#" or ":", got ${JSON.stringify(options?.name)}`,
-    );
-  if (typeof options.domain !== "string" || options.domain === "")
-    throw new MnemeError("INVALID_EVENT_HANDLER", `reaction handler ${options.name} needs a domain`);
-  const pollMs = options.pollMs ?? 1000;
-  if (!Number.isFinite(pollMs) || pollMs < 1)
-    throw new MnemeError("INVALID_REQUEST", `pollMs must be a number >= 1, got ${String(pollMs)}`);
-  if (options.clock !== undefined && typeof options.clock !== "function")
-    throw new MnemeError("INVALID_REQUEST", "clock must be a function");
-  const concurrency = options.concurrency ?? 1;
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
-    throw new MnemeError("INVALID_REQUEST", `concurrency must be an integer in 1..64, got ${String(concurrency)}`);
-  return options.readmodelStoreBackend === undefined ? [] : [withReadmodelStoreBackend(options.readmodelStoreBackend)];
 }
 
 /** The facade's protection of personal fields in command payloads, when it has one. */

@@ -76,8 +76,11 @@ export class Reactor extends BaseReadmodel {
   }
 }
 
-/** The outbox entry of an effect of `event` (a reactor's, a publisher's), due at the event's time, with the key `id`. */
-export function effectEntryOf(outbox: Outbox, handlerName: string, event: Event, id: string): OutboxEntry {
+/**
+ * The outbox entry of an effect of `event` (a reactor's, a publisher's), due
+ * at the event's time, with the key `id` (and the lane `processId`, when given).
+ */
+export function effectEntryOf(outbox: Outbox, handlerName: string, event: Event, id: string, processId?: string): OutboxEntry {
   const now = outbox.now();
   const due = Math.min(Math.floor(event.createdAt / 1e6), now);
   return {
@@ -96,6 +99,7 @@ export function effectEntryOf(outbox: Outbox, handlerName: string, event: Event,
     position: event.position,
     tenantUuid: event.tenantUuid,
     correlationId: correlationOf(event),
+    ...(processId === undefined ? {} : { processId }),
   };
 }
 

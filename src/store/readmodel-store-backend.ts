@@ -24,6 +24,12 @@ export interface ReadmodelCollection<T> {
   put(key: string, doc: T): Promise<void>;
   putMany(entries: readonly (readonly [string, T])[]): Promise<void>;
   delete(key: string): Promise<boolean>;
+  /**
+   * Deletes the documents of `keys` as `delete` would one by one, in one
+   * statement where the backend can; resolves with how many there were.
+   * Optional: a caller without it deletes one by one.
+   */
+  deleteMany?(keys: readonly string[]): Promise<number>;
   list(opts?: ListOptions): Promise<T[]>;
   count(where?: ListOptions["where"]): Promise<number>;
   clear(): Promise<void>;

@@ -84,6 +84,18 @@ export const describeReadmodelStoreBackendContract = defineContract<ReadmodelSto
     expect(await col.count()).toBe(0);
   });
 
+  test("deleteMany (where the backend has it) removes the keys given, counts the ones that were there, and leaves the rest", async (backend) => {
+    const col = backend.collection<Item>("items");
+    if (col.deleteMany === undefined) return;
+    await fill(col, [item("a", 1), item("b", 2), item("c", 3)]);
+    expect(await backend.collection<Item>("other").deleteMany!(["a"])).toBe(0);
+    expect(await col.deleteMany(["a", "never", "c"])).toBe(2);
+    expect(await col.deleteMany([])).toBe(0);
+    expect(await col.list()).toEqual([item("b", 2)]);
+    await expect(col.deleteMany([1 as unknown as string])).rejects.toMatchObject({ code: "INVALID_REQUEST" });
+    expect(await col.count()).toBe(1);
+  });
+
   test("getMany returns the found documents only", async (backend) => {
     const col = backend.collection<Item>("items");
     await fill(col, [item("a", 1), item("b", 2), item("c", 3)]);
