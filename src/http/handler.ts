@@ -1,6 +1,7 @@
 import { isMnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { MessageRef } from "../model/facade-handle.js";
+import type { RequestContext } from "../model/types.js";
 import { checkLiveness, checkReadiness, type HealthOptions } from "../app/health.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
@@ -123,7 +124,12 @@ class HttpCore {
     const guard = fixed?.guard ?? route.guard(params);
     // Store access is limited the same way whichever route reaches it (the store endpoints or the generic ones).
     const storeAccess = fixed?.storeAccess ?? isStoreMessage(guard);
-    const auth = await this.#authenticate(request);
+    // The resolver's promise is awaited here, not inside a helper of its own: one promise less per request.
+    const creds = readCredentials(request.headers);
+    const auth =
+      creds === undefined || typeof creds === "string"
+        ? unresolved(creds)
+        : authenticated(request, await this.#opts.resolveCredentials(this.#facade, creds));
     if (auth.state === "valid" && auth.via === "cookie" && STATE_CHANGING.has(method)) checkOrigin(request, this.#opts.allowedOrigins);
     if (auth.state !== "valid" && (route.session === true || storeAccess || this.#needsSession(guard))) return this.#unauthenticated(auth);
     if (storeAccess) {
@@ -138,21 +144,6 @@ class HttpCore {
       if (auth.state !== "valid" && isMnemeError(e, "PERMISSION_DENIED")) return this.#unauthenticated(auth);
       throw e;
     }
-  }
-
-  async #authenticate(request: InboundRequest): Promise<Authentication> {
-    const creds = readCredentials(request.headers);
-    if (creds === undefined) return { state: "none", reqCtx: {} };
-    if (typeof creds === "string") return { state: "invalid", reqCtx: {}, reason: creds };
-    const resolved = await this.#opts.resolveCredentials(this.#facade, creds);
-    if (resolved === undefined)
-      return {
-        state: "invalid",
-        reqCtx: {},
-        reason: "the session is unknown, expired or signed out, or the identity is not the account's",
-      };
-    // readCredentials takes the token from the Authorization header when there is one, else from the cookie.
-    return { state: "valid", reqCtx: resolved, via: request.headers.get("authorization") === null ? "cookie" : "header" };
   }
 
   #needsSession(ref: MessageRef): boolean {
@@ -225,6 +216,23 @@ class RequestRouteContext implements RouteContext {
   };
 
   readonly body = async (): Promise<unknown> => (await this.rawBody()) ?? {};
+}
+
+/** No credentials, or credentials that cannot be read (`reason`). */
+function unresolved(reason: string | undefined): Authentication {
+  return reason === undefined ? { state: "none", reqCtx: {} } : { state: "invalid", reqCtx: {}, reason };
+}
+
+/** What the credential resolver answered for readable credentials. */
+function authenticated(request: InboundRequest, resolved: RequestContext | undefined): Authentication {
+  if (resolved === undefined)
+    return {
+      state: "invalid",
+      reqCtx: {},
+      reason: "the session is unknown, expired or signed out, or the identity is not the account's",
+    };
+  // readCredentials takes the token from the Authorization header when there is one, else from the cookie.
+  return { state: "valid", reqCtx: resolved, via: request.headers.get("authorization") === null ? "cookie" : "header" };
 }
 
 /** The path below basePath; undefined when it is not below it. */
