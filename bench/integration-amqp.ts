@@ -131,7 +131,7 @@ async function admin(conn: amqp.ChannelModel, f: (c: Channel) => Promise<unknown
 
 async function inbound(b: Bench, w: BenchWorld, conn: amqp.ChannelModel, mnemeQueue: string, rawQueue: string): Promise<void> {
   const n = b.quick ? 300 : 1000;
-  const rounds = b.quick ? 2 : 4;
+  const rounds = Number(process.env.BENCH_ROUNDS ?? (b.quick ? 2 : 4));
   const pub = await conn.createConfirmChannel();
   const publishAll = async (queue: string) => {
     for (let i = 0; i < n; i++) {

@@ -146,7 +146,7 @@ async function outbound(b: Bench, js: Js, stream: string, nc: Nc): Promise<void>
 /** `concurrency` 1: one message after another; more: lanes per aggregate (the `mneme-aggregate` header) side by side. */
 async function inbound(b: Bench, js: Js, stream: string, nc: Nc, concurrency: number): Promise<void> {
   const n = b.quick ? 300 : 1000;
-  const rounds = b.quick ? 2 : 4;
+  const rounds = Number(process.env.BENCH_ROUNDS ?? (b.quick ? 2 : 4));
   const publishAll = async (subject: string) => {
     for (let i = 0; i < n; i += 64)
       await Promise.all(
