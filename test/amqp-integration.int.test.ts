@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { type Event, type Facade, MnemeError, newUuid } from "mneme";
-import { AmqpConsumer, AmqpPublisher } from "mneme/amqp";
+import { AmqpConsumer, type AmqpConsumerOptions, AmqpPublisher } from "mneme/amqp";
 import { messageCommandUuid } from "mneme/reactions";
 import { Counter, Increment, Incremented } from "./support/counter-domain.js";
 import {
@@ -34,6 +34,22 @@ async function allEvents(f: Facade): Promise<Event[]> {
   return all;
 }
 const bytes = (v: unknown) => Buffer.from(typeof v === "string" ? v : JSON.stringify(v));
+/** A started facade whose consumer "In" turns each message of `queue` into an Increment of `counter` by the body's `by`. */
+function startedIncrementer(queue: string, counter: string, extra: Partial<AmqpConsumerOptions> = {}): Promise<Facade> {
+  return started((f) => {
+    f.registerDomain(Counter);
+    f.registerReadmodel(
+      new AmqpConsumer(f, {
+        name: "In",
+        domain: "Counter",
+        connection: conn,
+        queue,
+        ...extra,
+        toCommand: (m) => ({ command: Increment, payload: { counterUuid: counter, by: (m.body as { by: number }).by } }),
+      }),
+    );
+  });
+}
 
 describe("AmqpPublisher", () => {
   it("publishes each chosen event once, persistent, the event uuid as message-id, in position order per aggregate, and is listed", async () => {
@@ -253,18 +269,7 @@ describe("AmqpConsumer", () => {
     const counter = newUuid();
     admin.sendToQueue(queue, bytes({ counter, by: 5 }));
     admin.sendToQueue(queue, bytes({ counter, by: 5 }));
-    const f = await started((f) => {
-      f.registerDomain(Counter);
-      f.registerReadmodel(
-        new AmqpConsumer(f, {
-          name: "In",
-          domain: "Counter",
-          connection: conn,
-          queue,
-          toCommand: (m) => ({ command: Increment, payload: { counterUuid: counter, by: (m.body as { by: number }).by } }),
-        }),
-      );
-    });
+    const f = await startedIncrementer(queue, counter);
     await until(() => f.runtime.listEventHandlers().find((x) => x.name === "In")!.integration!.handled === 2, "both handled");
     const events = await allEvents(f);
     expect(events).toHaveLength(1);
@@ -273,19 +278,7 @@ describe("AmqpConsumer", () => {
   it("a consumer whose queue does not exist yet lists the failure, and consumes once the queue is there", async () => {
     const queue = amqpName("later");
     const counter = newUuid();
-    const f = await started((f) => {
-      f.registerDomain(Counter);
-      f.registerReadmodel(
-        new AmqpConsumer(f, {
-          name: "In",
-          domain: "Counter",
-          connection: conn,
-          queue,
-          pollMs: 50,
-          toCommand: (m) => ({ command: Increment, payload: { counterUuid: counter, by: (m.body as { by: number }).by } }),
-        }),
-      );
-    });
+    const f = await startedIncrementer(queue, counter, { pollMs: 50 });
     const info = () => f.runtime.listEventHandlers().find((x) => x.name === "In")!.integration!;
     await until(() => info().failures > 0, "the missing queue is a failure");
     expect(info()).toMatchObject({ connected: false });
