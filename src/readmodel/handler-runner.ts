@@ -283,7 +283,7 @@ export class HandlerRunner {
     this.#locks.clearStandby();
     s.setState("stopped");
     this.#locks.wakeStandbyWaiters();
-    s.queue = [];
+    s.queue.clear();
     await this.idle();
     await this.#locks.persistCheckpoint();
     await this.#locks.releaseLock();
@@ -392,7 +392,7 @@ export class HandlerRunner {
     const s = this.#s;
     if (s.state !== "running") return;
     s.setState("stopped");
-    s.queue = [];
+    s.queue.clear();
     await this.idle();
   }
 

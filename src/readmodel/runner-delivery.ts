@@ -115,9 +115,9 @@ export class RunnerDelivery {
     try {
       while (s.queue.length > 0 && s.state === "running") {
         if (s.resync) await this.#readCheckpointAgain();
-        const item = s.queue.shift()!;
+        const item = s.queue.take()!;
         if (item === null) {
-          while (s.queue[0] === null) s.queue.shift(); // coalesce reads
+          while (s.queue.peek() === null) s.queue.take(); // coalesce reads
           await this.#pull();
           continue;
         }
@@ -169,7 +169,7 @@ export class RunnerDelivery {
     s.metrics.lastError = errorMessage(cause);
     s.retryError = cause;
     s.resync = true;
-    s.queue = [];
+    s.queue.clear();
     const { retryInitialMs, retryMaxMs } = s.delivery;
     s.retryDelay = s.retryDelay === 0 ? retryInitialMs : Math.min(retryMaxMs, s.retryDelay * 2);
     s.clearRetry();
@@ -246,11 +246,15 @@ export class RunnerDelivery {
     try {
       // A partition's lane hands its hooks and its loop only its own events (a prefetch reads no other partition's documents).
       const own = s.partition === undefined ? events : events.filter((e) => s.handlersFor(e).length > 0);
-      const batch = async (): Promise<void> => {
-        handled = await this.#batch(own, last, restoring, token, rebuild);
-      };
-      const run = () => (rebuild === undefined ? batch() : inNextGeneration(name, batch));
-      await (traced === undefined ? run() : traced.within(run));
+      // The common case (live, no rebuild, no tracing) makes no closure: this runs once per command.
+      if (rebuild === undefined && traced === undefined) handled = await this.#batch(own, last, restoring, token, rebuild);
+      else {
+        const batch = async (): Promise<void> => {
+          handled = await this.#batch(own, last, restoring, token, rebuild);
+        };
+        const run = () => (rebuild === undefined ? batch() : inNextGeneration(name, batch));
+        await (traced === undefined ? run() : traced.within(run));
+      }
     } catch (err) {
       traced?.failed(err);
       s.hooks.discardBatch();
@@ -288,8 +292,7 @@ export class RunnerDelivery {
     const ctx: HandlerContext = { eventHandlerName: name, restoring };
     const checkpoint = rebuild === undefined ? s.key : nextGenerationCheckpoint(name);
     let handled = 0;
-    const gate = s.partition?.gate ?? ((fn: () => Promise<void>) => fn());
-    await gate(() =>
+    const inTransaction = () =>
       this.#locks.fencedTransaction(backend, token, async () => {
         handled = 0;
         await hooks.beforeBatch(events);
@@ -310,8 +313,9 @@ export class RunnerDelivery {
         // lease check): writing the served one unchanged keeps an instance that lost the lock out of the new generation.
         if (rebuild !== undefined && backend.tryLock !== undefined && token === undefined)
           await backend.setCheckpoint(s.key, rebuild.servedPosition);
-      }),
-    );
+      });
+    const gate = s.partition?.gate;
+    await (gate === undefined ? inTransaction() : gate(inTransaction));
     return handled;
   }
 
@@ -332,7 +336,7 @@ export class RunnerDelivery {
           `event handler ${name} failed${failure ? ` on ${failure.event.domain}.${failure.event.name} at position ${failure.event.position}` : ""}: ${errorMessage(cause)}`,
           { cause },
         );
-    s.queue = [];
+    s.queue.clear();
     s.setState("failed");
     s.host?.publish(
       "HandlerFailed",

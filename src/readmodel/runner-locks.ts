@@ -129,7 +129,7 @@ export class RunnerLocks {
     if (!s.lockHeld) return;
     s.lockHeld = false;
     s.token = undefined;
-    s.queue = [];
+    s.queue.clear();
     s.restore?.controller.abort();
     s.metrics.lastError = `lost the processing lock of ${s.key}`;
     this.enterStandby();

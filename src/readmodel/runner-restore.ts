@@ -123,7 +123,7 @@ export class RunnerRestore {
       s.stopCatching();
       throw new MnemeError("INVALID_STATE", `event handler ${name} is processed by another instance: it cannot be restored here`);
     }
-    s.queue = [];
+    s.queue.clear();
     await this.#delivery.idle();
     return caughtBefore;
   }

@@ -179,6 +179,50 @@ interface Waiter {
 export type QueueItem = readonly Event[] | null;
 
 /**
+ * The live queue: first in, first out, each take O(1). An array's `shift`
+ * moves every element once the array is large (in V8, from about 16,000
+ * items: 30 µs a take at 20,000), and a pump behind a burst of commands takes
+ * from a long queue: it would spend more time taking than applying.
+ * @internal
+ */
+export class LiveQueue {
+  #items: (QueueItem | undefined)[] = [];
+  #head = 0;
+
+  get length(): number {
+    return this.#items.length - this.#head;
+  }
+
+  push(item: QueueItem): void {
+    this.#items.push(item);
+  }
+
+  /** The next item without taking it; undefined when empty. */
+  peek(): QueueItem | undefined {
+    return this.#items[this.#head];
+  }
+
+  /** Takes the next item; undefined when empty. */
+  take(): QueueItem | undefined {
+    if (this.#head === this.#items.length) return undefined;
+    const item = this.#items[this.#head];
+    this.#items[this.#head++] = undefined;
+    if (this.#head === this.#items.length) this.clear();
+    // Taken slots are dropped now and then, so a queue that never empties stays as long as what it holds.
+    else if (this.#head >= 1024 && this.#head * 2 >= this.#items.length) {
+      this.#items = this.#items.slice(this.#head);
+      this.#head = 0;
+    }
+    return item;
+  }
+
+  clear(): void {
+    this.#items = [];
+    this.#head = 0;
+  }
+}
+
+/**
  * Every piece of a runner's state, in one object that the runner makes and
  * holds: its parts (delivery, restoration, locks and standby, listing) read
  * and write it; nothing outside the runner reaches it. Besides the fields, it
@@ -204,7 +248,7 @@ export class RunnerState {
   resolved = new Map<string, DomainEventHandler[]>();
 
   // live delivery
-  queue: QueueItem[] = [];
+  readonly queue = new LiveQueue();
   pumping: Promise<void> | undefined;
   waiters: Waiter[] = [];
   failedAt = 0;

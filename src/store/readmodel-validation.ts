@@ -50,13 +50,19 @@ export function documentJson(key: string, doc: unknown): string {
 
 /** The [key, JSON] pairs of a putMany call, in order, checked all before anything is written. */
 export function documentEntriesJson(entries: unknown): [string, string][] {
-  const bad = (): MnemeError => new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
-  if (!Array.isArray(entries)) throw bad();
-  return entries.map((entry: unknown): [string, string] => {
-    if (!Array.isArray(entry) || entry.length !== 2) throw bad();
+  if (!Array.isArray(entries)) throw notEntries();
+  // A loop, no closures: a readmodel's every batch goes through here.
+  const out: [string, string][] = [];
+  for (const entry of entries as unknown[]) {
+    if (!Array.isArray(entry) || entry.length !== 2) throw notEntries();
     const [key, doc] = entry as [string, unknown];
-    return [key, documentJson(key, doc)];
-  });
+    out.push([key, documentJson(key, doc)]);
+  }
+  return out;
+}
+
+function notEntries(): MnemeError {
+  return new MnemeError("INVALID_REQUEST", "putMany takes an array of [key, document] pairs");
 }
 
 /** Throws INVALID_REQUEST unless `handler` is an event handler name (a non-empty string). */
