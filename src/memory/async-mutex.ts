@@ -11,6 +11,13 @@ export class AsyncMutex {
     return this.held;
   }
 
+  /** The release function when the lock is free (taken now), else undefined: no promise and no turn for a free lock. */
+  tryAcquire(): (() => void) | undefined {
+    if (this.held) return undefined;
+    this.held = true;
+    return this.releaser();
+  }
+
   acquire(): Promise<() => void> {
     if (!this.held) {
       this.held = true;

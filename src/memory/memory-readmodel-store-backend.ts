@@ -121,7 +121,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   async transaction<R>(fn: () => Promise<R>): Promise<R> {
     this.assertOpen();
     if (this.insideTx()) return fn();
-    const release = await this.mutex.acquire();
+    const release = this.mutex.tryAcquire() ?? (await this.mutex.acquire());
     const tx: Tx = { undo: [] };
     const lastWriteAt = this.lastWriteAt;
     this.activeTx = tx;
