@@ -64,6 +64,8 @@ interface BackendCore {
   setDoc(c: Coll, key: string, doc: Doc | undefined): boolean;
   /** Runs a write at once inside the running transaction or when none runs, else after the running (and queued) ones. */
   write<R>(apply: () => R): Promise<R>;
+  /** Whether a write would run at once (inside the running transaction, or none runs); checks that the backend is open. */
+  writesNow(): boolean;
 }
 
 /**
@@ -90,6 +92,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     reset: (name) => this.reset(name),
     setDoc: (c, key, doc) => this.setDoc(c, key, doc),
     write: (apply) => this.write(apply),
+    writesNow: () => this.writesNow(),
   };
 
   async init(): Promise<void> {
@@ -170,12 +173,16 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   async setCheckpoint(handler: string, position: number): Promise<void> {
     assertHandlerName(handler);
     assertCheckpoint(position);
-    await this.write(() => {
-      const had = this.checkpoints.has(handler);
-      const prev = this.checkpoints.get(handler);
-      this.logUndo(() => (had ? this.checkpoints.set(handler, prev as number) : this.checkpoints.delete(handler)));
-      this.checkpoints.set(handler, position);
-    });
+    // A live batch writes its checkpoint inside its transaction: at once, without a promise for the write.
+    if (this.writesNow()) this.putCheckpoint(handler, position);
+    else await this.write(() => this.putCheckpoint(handler, position));
+  }
+
+  private putCheckpoint(handler: string, position: number): void {
+    const had = this.checkpoints.has(handler);
+    const prev = this.checkpoints.get(handler);
+    this.logUndo(() => (had ? this.checkpoints.set(handler, prev as number) : this.checkpoints.delete(handler)));
+    this.checkpoints.set(handler, position);
   }
 
   async info(): Promise<StoreInfo> {
@@ -234,9 +241,13 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     return true;
   }
 
-  private async write<R>(apply: () => R): Promise<R> {
+  private writesNow(): boolean {
     this.assertOpen();
-    if (this.insideTx() || !this.mutex.locked) return apply();
+    return this.insideTx() || !this.mutex.locked;
+  }
+
+  private async write<R>(apply: () => R): Promise<R> {
+    if (this.writesNow()) return apply();
     const release = await this.mutex.acquire();
     try {
       this.assertOpen();
@@ -305,10 +316,14 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
     const docs = documentEntriesJson(entries).map(([k, json]) => [k, toDoc(json)] as const);
     if (docs.length === 0) return;
-    await this.backend.write(() => {
-      const c = this.backend.ensure(this.name);
-      for (const [k, d] of docs) this.backend.setDoc(c, k, this.stored(c, k, d));
-    });
+    // A readmodel's batch writes inside its transaction: at once, without a promise for the write.
+    if (this.backend.writesNow()) this.putDocs(docs);
+    else await this.backend.write(() => this.putDocs(docs));
+  }
+
+  private putDocs(docs: readonly (readonly [string, Doc])[]): void {
+    const c = this.backend.ensure(this.name);
+    for (const [k, d] of docs) this.backend.setDoc(c, k, this.stored(c, k, d));
   }
 
   async delete(key: string): Promise<boolean> {

@@ -33,8 +33,13 @@ export class RunnerLocks {
    * still the handler's fencing token (checked in the same transaction). When the check refuses it and `token` is the current hold,
    * this instance lost the lock without being told: it steps back to standby.
    */
-  async fencedTransaction<R>(backend: ReadmodelStoreBackend, token: number | undefined, fn: () => Promise<R>): Promise<R> {
+  fencedTransaction<R>(backend: ReadmodelStoreBackend, token: number | undefined, fn: () => Promise<R>): Promise<R> {
+    // Without fencing, the backend's own promise: no async frame of this method per batch.
     if (token === undefined || backend.checkFencingToken === undefined) return backend.transaction(fn);
+    return this.#fenced(backend, token, fn);
+  }
+
+  async #fenced<R>(backend: ReadmodelStoreBackend, token: number, fn: () => Promise<R>): Promise<R> {
     const name = this.#s.key;
     try {
       return await backend.transaction(async () => {
