@@ -69,7 +69,6 @@ const MAX_KEPT_EVENTS = 40_000;
  * reaches them. Pages are kept only while some lane reads (events read long
  * ago are not handed out later) and in a bounded number.
  *
- *
  * A page holds the events of the partitions this instance holds (their locks),
  * not every event: the store is asked, through readAll's `keepAggregate`, to
  * leave the others out before decoding them (with each page's last event, so
