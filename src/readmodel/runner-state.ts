@@ -361,6 +361,7 @@ export class RunnerState {
       batchSize: p === undefined || p.whole !== undefined ? size : sharedPageSize(size, p.count),
       ...(signal === undefined ? {} : { signal }),
       ...(filter === undefined ? {} : { eventPaths: filter }),
+      ...(p === undefined || p.whole !== undefined ? {} : { partition: p.index }),
     };
     return this.partition?.pages(read) ?? this.requireHost().eventRepository.readAll(read);
   }
