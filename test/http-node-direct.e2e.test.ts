@@ -232,6 +232,24 @@ describe("toNodeListener's direct path", () => {
     expect(status).toBe(401);
   });
 
+  it("a Host header is judged the same way each time it comes: a plain one is served directly, an unusual one through the Fetch API", async () => {
+    const agent = oneSocket();
+    for (let round = 0; round < 2; round++) {
+      for (const [host, viaFetch] of [
+        ["localhost:8080", false],
+        ["[::1]", false],
+        ["exa_mple.test", true],
+      ] as const) {
+        let answer: { status: number; text: string } | undefined;
+        const made = await countingFetchObjects(async () => {
+          answer = await send(agent, "GET", list, { ...USER.headers, host });
+        });
+        expect(answer?.status, `${host}, round ${round}`).toBe(200);
+        expect(made.requests > 0, `${host}, round ${round}`).toBe(viaFetch);
+      }
+    }
+  });
+
   it("onError gets the failing request as a Request (method, URL, headers) on the direct path too", async () => {
     serverErrors.length = 0;
     const path = `/api/tenants/${TENANT_A}/queries/Probe/Crash?page=1`;

@@ -192,6 +192,14 @@ describe("Router", () => {
     expect(() => r.match("GET", "/api/accounts/%E0%A4%A")).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
     expect(() => new Router<string>().add("GET", "/a/:x", "1").add("GET", "/a/:x", "2")).toThrow(/twice/);
   });
+
+  it("tries the routes in order: a literal after a parameter decides, every parameter is given, none may be empty", () => {
+    const s = new Router<string>().add("GET", "/t/:t/a/:x", "a").add("GET", "/t/:t/b/:x", "b").add("GET", "/t/:t/:kind/:x", "any");
+    expect(s.match("GET", "/t/1/b/2")).toEqual({ kind: "found", value: "b", params: { t: "1", x: "2" } });
+    expect(s.match("GET", "/t/1/c/%41")).toEqual({ kind: "found", value: "any", params: { t: "1", kind: "c", x: "A" } });
+    expect(s.match("GET", "/t/1/a/")).toEqual({ kind: "not-found" });
+    expect(s.match("GET", "/t//a/2")).toEqual({ kind: "not-found" });
+  });
 });
 
 describe("readCredentials", () => {

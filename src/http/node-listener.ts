@@ -124,21 +124,31 @@ const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
 /** A host name or IPv4 address, or an IPv6 literal, with an optional port. */
 const PLAIN_HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
 
-/** `scheme://host` -> its URL origin (null: not a valid URL host). Bounded: a client sending many hosts only clears it. */
-const origins = new Map<string, string | null>();
+/**
+ * Host header -> its URL origin, one map per scheme (null: not a plain host, or
+ * not a valid URL host), so a known host costs one lookup. Bounded: a client
+ * sending many hosts only clears it.
+ */
+const httpOrigins = new Map<string, string | null>();
+const httpsOrigins = new Map<string, string | null>();
 
-function originOf(base: string): string | undefined {
-  let origin = origins.get(base);
+function originOf(encrypted: boolean, host: string): string | undefined {
+  const known = encrypted ? httpsOrigins : httpOrigins;
+  let origin = known.get(host);
   if (origin === undefined) {
-    try {
-      origin = new URL(`${base}/`).origin;
-    } catch {
-      origin = null;
-    }
-    if (origins.size >= 64) origins.clear();
-    origins.set(base, origin);
+    origin = PLAIN_HOST.test(host) ? urlOrigin(`${encrypted ? "https" : "http"}://${host}/`) : null;
+    if (known.size >= 64) known.clear();
+    known.set(host, origin);
   }
   return origin ?? undefined;
+}
+
+function urlOrigin(url: string): string | null {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return null;
+  }
 }
 
 /** An InboundRequest read straight from node:http: headers, query and signal are made only when asked for. */
@@ -161,10 +171,8 @@ class NodeInbound implements InboundRequest {
     const q = target.indexOf("?");
     const pathname = q < 0 ? target : target.slice(0, q);
     if (DOT_SEGMENT.test(pathname)) return undefined;
-    const host = req.headers.host ?? "localhost";
-    if (!PLAIN_HOST.test(host)) return undefined;
     const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
-    const origin = originOf(`${encrypted ? "https" : "http"}://${host}`);
+    const origin = originOf(encrypted, req.headers.host ?? "localhost");
     if (origin === undefined) return undefined;
     return new NodeInbound(req, res, method, pathname, q < 0 ? "" : target.slice(q + 1), origin);
   }

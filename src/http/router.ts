@@ -9,6 +9,8 @@ export type RouteMatch<T> =
 interface Entry<T> {
   method: string;
   segments: readonly string[];
+  /** Per segment: the parameter's name, or undefined where the segment is literal (worked out once, not per request). */
+  names: readonly (string | undefined)[];
   value: T;
 }
 
@@ -31,7 +33,7 @@ export class Router<T> {
     if (entries.some((e) => e.method === method && e.segments.join("/") === segments.join("/"))) {
       throw new Error(`route ${method} ${pattern} is defined twice`);
     }
-    entries.push({ method, segments, value });
+    entries.push({ method, segments, names: segments.map((p) => (p.startsWith(":") ? p.slice(1) : undefined)), value });
     return this;
   }
 
@@ -42,7 +44,7 @@ export class Router<T> {
     if (segments === undefined || entries === undefined) return NOT_FOUND;
     let allow: Set<string> | undefined;
     for (const e of entries) {
-      const params = matchSegments(e.segments, segments);
+      const params = matchSegments(e, segments);
       if (params === undefined) continue;
       if (e.method === method) return { kind: "found", value: e.value, params };
       (allow ??= new Set()).add(e.method);
@@ -57,10 +59,10 @@ function splitPath(pathname: string): string[] | undefined {
   if (!pathname.startsWith("/")) return undefined;
   let p = pathname.slice(1);
   if (p.endsWith("/")) p = p.slice(0, -1);
-  const raw = p.split("/");
-  const out: string[] = new Array(raw.length);
-  for (let i = 0; i < raw.length; i++) {
-    const s = raw[i]!;
+  // Decoded in place: the split's own array is the result.
+  const out = p.split("/");
+  for (let i = 0; i < out.length; i++) {
+    const s = out[i]!;
     if (s.length > MAX_SEGMENT * 3) throw new MnemeError("INVALID_REQUEST", "a path segment is too long");
     let d: string;
     try {
@@ -74,18 +76,17 @@ function splitPath(pathname: string): string[] | undefined {
   return out;
 }
 
-function matchSegments(pattern: readonly string[], segments: readonly string[]): Record<string, string> | undefined {
+/** The parameters of `segments` when they match the entry's pattern; the literals are compared first, so a miss allocates nothing. */
+function matchSegments(entry: Entry<unknown>, segments: readonly string[]): Record<string, string> | undefined {
+  const { segments: pattern, names } = entry;
   if (pattern.length !== segments.length) return undefined;
-  let params: Record<string, string> | undefined;
   for (let i = 0; i < pattern.length; i++) {
-    const p = pattern[i]!;
-    const s = segments[i]!;
-    if (p.startsWith(":")) {
-      if (s === "") return undefined;
-      (params ??= {})[p.slice(1)] = s;
-    } else if (p !== s) {
-      return undefined;
-    }
+    if (names[i] === undefined ? pattern[i] !== segments[i] : segments[i] === "") return undefined;
   }
-  return params ?? {};
+  const params: Record<string, string> = {};
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i];
+    if (name !== undefined) params[name] = segments[i]!;
+  }
+  return params;
 }
