@@ -176,9 +176,6 @@ export class MemoryEventRepository implements EventRepository {
     const until = opts.untilPosition ?? Number.POSITIVE_INFINITY;
     if (typeof after !== "number" || Number.isNaN(after)) throw new MnemeError("INVALID_REQUEST", "afterPosition must be a number");
     if (typeof until !== "number" || Number.isNaN(until)) throw new MnemeError("INVALID_REQUEST", "untilPosition must be a number");
-    // keepAggregate is a hint that saves decoding; the events here are decoded already, so it is checked and otherwise ignored.
-    if (opts.keepAggregate !== undefined && typeof opts.keepAggregate !== "function")
-      throw new MnemeError("INVALID_REQUEST", "keepAggregate must be a function");
     const tenant = opts.tenantUuid;
     // domain -> names, so the filter needs no string building per event.
     let paths: Map<string, Set<string>> | undefined;

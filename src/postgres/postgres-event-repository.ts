@@ -1,6 +1,6 @@
 import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
-import type { Event, NewEvent, RequestContext } from "../model/types.js";
+import type { Event, NewEvent } from "../model/types.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
@@ -297,11 +297,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     if (until !== undefined) where += ` AND position <= $${values.push(until)}`;
     if (opts.tenantUuid !== undefined) where += ` AND tenant_uuid = $${values.push(opts.tenantUuid)}`;
     if (opts.eventPaths !== undefined) where += ` AND (domain || '.' || name) = ANY($${values.push(opts.eventPaths)}::text[])`;
-    const keep = opts.keepAggregate;
-    // With a filter, req_ctx and payload come as text: pg would JSON.parse them for every row, kept or not.
-    const columns = keep === undefined ? EVENT_COLUMNS : TEXT_JSON_COLUMNS;
     // Keyset pages on the primary key; each page is one statement, so each sees a prefix of the positions (see the class comment).
-    const sql = `SELECT ${columns} FROM ${this.qschema}.events WHERE ${where} ORDER BY position LIMIT $2`;
+    const sql = `SELECT ${EVENT_COLUMNS} FROM ${this.qschema}.events WHERE ${where} ORDER BY position LIMIT $2`;
     const signal = opts.signal;
     let after = after0;
     for (;;) {
@@ -309,7 +306,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       values[0] = after;
       const rows = await this.rows(sql, values, "readAll");
       if (rows.length === 0 || isAborted(signal)) return;
-      const page = keep === undefined ? rows.map(toEvent) : keptEvents(rows as unknown as TextJsonRow[], keep);
+      const page = new Array<Event>(rows.length);
+      for (let i = 0; i < rows.length; i++) page[i] = toEvent(rows[i] as EventRow);
       after = (page[page.length - 1] as Event).position;
       yield page;
     }
@@ -335,30 +333,6 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       throw mapPgError(e, `postgres: ${what}`);
     }
   }
-}
-
-/** EVENT_COLUMNS with req_ctx and payload as text, for reads that parse only the rows they keep. */
-const TEXT_JSON_COLUMNS = EVENT_COLUMNS.replace("req_ctx, payload", "req_ctx::text, payload::text");
-
-/** A row of TEXT_JSON_COLUMNS: an EventRow whose req_ctx and payload are still JSON text. */
-type TextJsonRow = [string, string, string, string, string, string, number, string | null, string, string, string | null, number];
-
-/**
- * The events of the rows whose aggregate `keep` accepts, and of the last row
- * (see ReadAllOptions.keepAggregate): the other rows' JSON is never parsed.
- */
-function keptEvents(rows: TextJsonRow[], keep: (aggregateUuid: string) => boolean): Event[] {
-  const page: Event[] = [];
-  const last = rows.length - 1;
-  for (let i = 0; i <= last; i++) {
-    const r = rows[i]!;
-    if (i < last && !keep(r[5])) continue;
-    const row = r as unknown as EventRow;
-    row[9] = JSON.parse(r[9]) as RequestContext;
-    row[10] = r[10] === null ? null : JSON.parse(r[10]);
-    page.push(toEvent(row));
-  }
-  return page;
 }
 
 function isAborted(signal: AbortSignal | undefined): boolean {

@@ -1,6 +1,5 @@
 import type { Event } from "../model/types.js";
 import type { EventRepository, ReadAllOptions } from "../store/event-repository.js";
-import { partitionOf } from "./partition-routing.js";
 
 /** What a lane reads: the pages after its position, as `readAll` gives them. */
 export interface LaneRead {
@@ -8,15 +7,6 @@ export interface LaneRead {
   readonly batchSize: number;
   readonly eventPaths?: string[];
   readonly signal?: AbortSignal;
-  /** The lane's partition: it needs that partition's events only (undefined: every event, as a restore from zero does). */
-  readonly partition?: number;
-}
-
-/** Which partitions' events the lanes here need: those this instance holds. */
-export interface ReaderPartitions {
-  readonly count: number;
-  /** The partitions held here now (the asking lane's is added). */
-  held(): readonly number[];
 }
 
 /** A page read from the store once: the events after `after` (up to a batch), or [] at the head. */
@@ -27,11 +17,6 @@ interface SharedPage {
   readonly events: Promise<Event[]>;
   /** The events, once read. */
   settled: Event[] | undefined;
-  /**
-   * The partitions whose events the page holds (every event of theirs, and
-   * the page's last event whatever its partition); undefined: every event.
-   */
-  readonly partitions: ReadonlySet<number> | undefined;
 }
 
 /** The largest shared page (the most events a Postgres readAll page holds). */
@@ -69,14 +54,6 @@ const MAX_KEPT_EVENTS = 40_000;
  * reaches them. Pages are kept only while some lane reads (events read long
  * ago are not handed out later) and in a bounded number.
  *
- * A page holds the events of the partitions this instance holds (their locks),
- * not every event: the store is asked, through readAll's `keepAggregate`, to
- * leave the others out before decoding them (with each page's last event, so
- * that the lanes still pass the positions between). A lane is never handed a
- * page read without its partition. And while the lanes apply a page, the next
- * one is read: the read a lane makes next anyway, started earlier, so the
- * store answers while this process applies instead of after.
- *
  * Gap safety is readAll's: each page is one keyset read, a prefix of what was
  * committed; events are immutable, so a page stays true for a later reader.
  * Only "nothing after this position" ages: an empty page ends a reader's
@@ -85,7 +62,6 @@ const MAX_KEPT_EVENTS = 40_000;
  */
 export class PartitionReader {
   readonly #store: () => EventRepository;
-  readonly #partitions: ReaderPartitions | undefined;
   /** The batch size and filter of the pages kept (the same for every lane of a handler; reset when they change). */
   #shape = "";
   #pages: SharedPage[] = [];
@@ -94,9 +70,8 @@ export class PartitionReader {
   /** Pages read from the store, and pages handed over without a read (for tests). */
   readonly counts = { read: 0, shared: 0 };
 
-  constructor(store: () => EventRepository, partitions?: ReaderPartitions) {
+  constructor(store: () => EventRepository) {
     this.#store = store;
-    this.#partitions = partitions;
   }
 
   /** The pages after `afterPosition`, in position order, ending at the head (readAll's contract, never an empty page). */
@@ -110,7 +85,6 @@ export class PartitionReader {
         const page = await this.#page(after, born, read);
         if (page.length === 0 || aborted(read.signal)) return;
         after = page[page.length - 1]!.position;
-        this.#readAhead(after, read);
         yield page;
       }
     } finally {
@@ -125,7 +99,7 @@ export class PartitionReader {
       this.#shape = shape;
       this.#pages = [];
     }
-    const kept = this.#kept(after, born, read.partition);
+    const kept = this.#kept(after, born);
     if (kept !== undefined) {
       // A shared read that failed is this lane's to try again (and to report when it fails again).
       const events = await kept.events.catch(() => undefined);
@@ -143,9 +117,8 @@ export class PartitionReader {
    * (still under way or done; an empty one only when it began after the
    * reader), or a non-empty one that `after` falls inside.
    */
-  #kept(after: number, born: number, partition: number | undefined): SharedPage | undefined {
+  #kept(after: number, born: number): SharedPage | undefined {
     for (const p of this.#pages) {
-      if (!covers(p, partition)) continue;
       if (p.after === after && (p.tick > born || p.settled === undefined || p.settled.length > 0)) return p;
       const last = p.settled?.[p.settled.length - 1];
       if (p.after < after && last !== undefined && last.position > after) return p;
@@ -154,15 +127,12 @@ export class PartitionReader {
   }
 
   #read(after: number, read: LaneRead): SharedPage {
-    const partitions = this.#wanted(read.partition);
-    const count = this.#partitions?.count ?? 1;
     const opts: ReadAllOptions = {
       afterPosition: after,
       batchSize: read.batchSize,
       ...(read.eventPaths === undefined ? {} : { eventPaths: read.eventPaths }),
-      ...(partitions === undefined ? {} : { keepAggregate: (a: string) => partitions.has(partitionOf(a, count)) }),
     };
-    const page: SharedPage = { after, tick: ++this.#tick, events: firstPage(this.#store(), opts), settled: undefined, partitions };
+    const page: SharedPage = { after, tick: ++this.#tick, events: firstPage(this.#store(), opts), settled: undefined };
     this.counts.read++;
     page.events.then(
       (events) => {
@@ -178,31 +148,6 @@ export class PartitionReader {
     return page;
   }
 
-  /**
-   * Starts the read after `after` that the lane will ask for once it applied
-   * the page it is given, unless one is kept: the store then answers while the
-   * lanes here apply (the CPU-bound part), instead of after. It is the read
-   * the lane makes next anyway, so the store is not asked more often.
-   */
-  #readAhead(after: number, read: LaneRead): void {
-    const partition = read.partition;
-    if (this.#pages.some((p) => p.after === after && covers(p, partition))) return;
-    this.#read(after, read).events.catch(() => undefined);
-  }
-
-  /**
-   * The partitions a read for `partition` asks the store for: those held here
-   * (the other lanes here read the same pages), or undefined for every event
-   * (a read for every partition, or all of them held).
-   */
-  #wanted(partition: number | undefined): ReadonlySet<number> | undefined {
-    const p = this.#partitions;
-    if (partition === undefined || p === undefined) return undefined;
-    const set = new Set(p.held());
-    set.add(partition);
-    return set.size >= p.count ? undefined : set;
-  }
-
   /** Drops the oldest pages beyond MAX_PAGES or MAX_KEPT_EVENTS (the newest two stay). */
   #evict(batchSize: number): void {
     let kept = 0;
@@ -212,11 +157,6 @@ export class PartitionReader {
       kept -= p.settled?.length ?? batchSize;
     }
   }
-}
-
-/** Whether `page` holds every event a lane of `partition` needs: a page read for other partitions does not (a page of every event serves every lane). */
-function covers(page: SharedPage, partition: number | undefined): boolean {
-  return page.partitions === undefined || (partition !== undefined && page.partitions.has(partition));
 }
 
 /** One page of readAll (its first), the iteration closed after it. */

@@ -49,13 +49,10 @@ export class PartitionedRunner {
       return run;
     };
     this.#lanes = [];
-    const reader = new PartitionReader(
-      () => {
-        if (this.#host === undefined) throw new MnemeError("NOT_STARTED", `event handler ${handler.name} is not registered with a facade`);
-        return this.#host.eventRepository;
-      },
-      { count, held: () => this.#held() },
-    );
+    const reader = new PartitionReader(() => {
+      if (this.#host === undefined) throw new MnemeError("NOT_STARTED", `event handler ${handler.name} is not registered with a facade`);
+      return this.#host.eventRepository;
+    });
     for (let index = 0; index < count; index++) {
       const lane = makeLane();
       const config: PartitionLane = {
@@ -80,15 +77,6 @@ export class PartitionedRunner {
       paused: () => this.#rebuilding,
       snapshot: AsyncLocalStorage.snapshot(),
     });
-  }
-
-  /** The partitions whose lock this instance holds: the lanes here read those partitions' events only. */
-  #held(): number[] {
-    const held: number[] = [];
-    this.#lanes.forEach((lane, index) => {
-      if (lane.lockHold.held) held.push(index);
-    });
-    return held;
   }
 
   get count(): number {

@@ -361,7 +361,6 @@ export class RunnerState {
       batchSize: p === undefined || p.whole !== undefined ? size : sharedPageSize(size, p.count),
       ...(signal === undefined ? {} : { signal }),
       ...(filter === undefined ? {} : { eventPaths: filter }),
-      ...(p === undefined || p.whole !== undefined ? {} : { partition: p.index }),
     };
     return this.partition?.pages(read) ?? this.requireHost().eventRepository.readAll(read);
   }

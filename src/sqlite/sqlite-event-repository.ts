@@ -341,7 +341,6 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     const paths = opts.eventPaths;
     if (paths !== undefined && paths.length === 0) return;
     const signal = opts.signal;
-    const keep = opts.keepAggregate;
 
     // The upper bound is re-read for every page: the page query then covers exactly
     // (position, bound], so after a short page the next one starts at the bound
@@ -375,7 +374,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
         throw toStoreError(e, "readAll");
       }
       if (rows.length === 0) return;
-      const page = keep === undefined ? rows.map(rowToEvent) : keptEvents(rows, keep);
+      const page = rows.map(rowToEvent);
       // A short page means everything up to the bound was scanned.
       position = rows.length < batchSize ? bound : (page[page.length - 1] as Event).position;
       yield page;
@@ -546,15 +545,6 @@ function toEvent(position: number, p: PendingEvent): Event {
   if (p.commandUuid !== null) e.commandUuid = p.commandUuid;
   if (p.eventVersion !== 1) e.eventVersion = p.eventVersion;
   return withCausation(e);
-}
-
-/** The events of the rows whose aggregate `keep` accepts, and of the last row (see ReadAllOptions.keepAggregate); others are not parsed. */
-function keptEvents(rows: readonly EventRow[], keep: (aggregateUuid: string) => boolean): Event[] {
-  const page: Event[] = [];
-  const last = rows.length - 1;
-  for (let i = 0; i < last; i++) if (keep(rows[i]![5])) page.push(rowToEvent(rows[i]!));
-  page.push(rowToEvent(rows[last]!));
-  return page;
 }
 
 function rowToEvent(r: EventRow): Event {

@@ -32,14 +32,6 @@ export interface ReadAllOptions {
   eventPaths?: string[];
   /** When aborted, iteration stops (it returns; it does not throw). */
   signal?: AbortSignal;
-  /**
-   * A hint for readers that use only some aggregates' events (the lanes of a
-   * partitioned handler): a backend may leave out events whose aggregate this
-   * rejects, before it decodes them, but keeps the last event of every page
-   * whatever its aggregate, so the reader still learns how far each page
-   * reached. A backend may ignore it: readers filter again.
-   */
-  keepAggregate?: (aggregateUuid: string) => boolean;
 }
 
 /** Notified after each committed append, in commit order. */

@@ -33,7 +33,5 @@ export function readAllWindow(opts: ReadAllOptions, maxBatchSize: number): ReadA
   if (opts.eventPaths !== undefined && (!Array.isArray(opts.eventPaths) || opts.eventPaths.some((p) => typeof p !== "string"))) {
     throw new MnemeError("INVALID_REQUEST", "readAll: eventPaths must be an array of strings");
   }
-  if (opts.keepAggregate !== undefined && typeof opts.keepAggregate !== "function")
-    throw new MnemeError("INVALID_REQUEST", "readAll: keepAggregate must be a function");
   return { afterPosition: after, untilPosition: until, batchSize };
 }

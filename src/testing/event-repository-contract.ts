@@ -588,23 +588,6 @@ export const describeEventRepositoryContract = defineContract<EventRepository>("
     expect(await collectPages(repo.readAll({ eventPaths: ["Nope.Nothing"] }))).toEqual([]);
   });
 
-  test("readAll with keepAggregate keeps every accepted event and each page's last, pages ending where unfiltered ones do", async (repo) => {
-    const aggregates = [newUuid(), newUuid(), newUuid()];
-    for (let i = 0; i < 23; i++) await repo.append([ev(aggregates[i % 3] as string, { name: i % 4 === 0 ? "Other" : "Happened" })]);
-    const keepAggregate = (a: string) => a === aggregates[0];
-    const plain = await collectPages(repo.readAll({ batchSize: 5, eventPaths: ["Test.Happened"] }));
-    const kept = await collectPages(repo.readAll({ batchSize: 5, eventPaths: ["Test.Happened"], keepAggregate }));
-    // A backend may leave rejected aggregates out (the page's last aside) or ignore the hint: both are checked.
-    expect(kept.map((p) => p.at(-1))).toEqual(plain.map((p) => p.at(-1)));
-    kept.forEach((page, i) => {
-      const whole = plain[i] as Event[];
-      expect(page.filter((e) => keepAggregate(e.aggregateUuid))).toEqual(whole.filter((e) => keepAggregate(e.aggregateUuid)));
-      for (const e of page) expect(whole).toContainEqual(e);
-      expectStrictlyIncreasing(positions(page));
-    });
-    await expectRejectsWith(() => collectPages(repo.readAll({ keepAggregate: "a" as never })), "INVALID_REQUEST");
-  });
-
   test("readAll combines tenantUuid, eventPaths and position bounds", async (repo) => {
     const t = newUuid();
     const appended: Event[] = [];

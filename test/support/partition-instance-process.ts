@@ -19,14 +19,10 @@ if ((kind !== "sqlite" && kind !== "postgres") || place === undefined || retryAr
   throw new Error("usage: partition-instance-process.ts sqlite|postgres <file|schema> <lockRetryMs> [workMicros] (forked with IPC)");
 }
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
-// The tests poll the head every 10 ms to see other processes' appends at once; the bench (workMicros) runs
-// Postgres at its default (LISTEN/NOTIFY, polled every 500 ms as a fallback), as an application would: a poll
-// every 10 ms costs each instance and the database a statement per 10 ms, twice as many with two instances.
-const pollIntervalMs = workArg === undefined || kind === "sqlite" ? { pollIntervalMs: 10 } : {};
 const backends =
   kind === "sqlite"
-    ? createSqliteBackends({ filename: place, ...pollIntervalMs })
-    : createPostgresBackends({ connectionString: DATABASE_URL, schema: place, poolSize: 4, ...pollIntervalMs });
+    ? createSqliteBackends({ filename: place, pollIntervalMs: 10 })
+    : createPostgresBackends({ connectionString: DATABASE_URL, schema: place, poolSize: 4, pollIntervalMs: 10 });
 const facade = createFacade({ appName: "partitions", ...backends, delivery: { lockRetryMs: Number(retryArg) } });
 facade.registerDomain(Counter);
 const rm =
