@@ -6,6 +6,7 @@ import {
   assertCollectionMoves,
   assertCollectionName,
   assertDocumentKey,
+  assertDocumentKeys,
   assertFieldName,
   assertHandlerName,
   checkScope,
@@ -335,7 +336,7 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   }
 
   async deleteMany(keys: readonly string[]): Promise<number> {
-    for (const key of keys) assertDocumentKey(key);
+    assertDocumentKeys(keys, "deleteMany");
     return this.backend.write(() => {
       const c = this.backend.peek(this.name);
       let deleted = 0;

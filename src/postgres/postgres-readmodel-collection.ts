@@ -117,7 +117,7 @@ export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   }
 
   async deleteMany(keys: readonly string[]): Promise<number> {
-    for (const key of keys) assertDocumentKey(key);
+    assertDocumentKeys(keys, "deleteMany");
     if (keys.length === 0) return 0;
     const res = await this.backend.exec(
       `DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = ANY($2::text[])`,

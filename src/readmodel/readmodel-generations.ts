@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { assertDocumentKeys } from "../store/readmodel-validation.js";
 import { collectionInScope } from "./tenant-scope.js";
 
 /**
@@ -186,6 +187,10 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
   delete(key: string): Promise<boolean> {
     return this.#run((c) => c.delete(key));
   }
+  /** The backend's `deleteMany` in one statement, or (a backend without it) the keys checked, then deleted one by one. */
+  deleteMany(keys: readonly string[]): Promise<number> {
+    return this.#run((c) => (c.deleteMany !== undefined ? c.deleteMany(keys) : deleteEach(c, keys)));
+  }
   list(opts?: ListOptions): Promise<T[]> {
     return this.#run((c) => c.list(opts));
   }
@@ -195,4 +200,11 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
   clear(): Promise<void> {
     return this.#run((c) => c.clear());
   }
+}
+
+async function deleteEach<T>(c: ReadmodelCollection<T>, keys: readonly string[]): Promise<number> {
+  assertDocumentKeys(keys, "deleteMany");
+  let deleted = 0;
+  for (const key of keys) if (await c.delete(key)) deleted++;
+  return deleted;
 }

@@ -143,18 +143,37 @@ export class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
       if (tx === undefined) {
         return this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).run(this.name, key).changes > 0;
       }
-      const docs = pendingDocs(tx, this.name);
-      const p = docs.get(key);
-      const existed =
-        p !== undefined
-          ? p !== null
-          : !tx.cleared.has(this.name) &&
-            this.db().statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key) !==
-              undefined;
-      docs.set(key, null);
-      tx.tenants.get(this.name)?.delete(key);
-      return existed;
+      return this.pendDelete(tx, key);
     });
+  }
+
+  async deleteMany(keys: readonly string[]): Promise<number> {
+    assertDocumentKeys(keys, "deleteMany");
+    if (keys.length === 0) return 0;
+    return this.backend.write("deleteMany", (tx) => {
+      if (tx === undefined) {
+        return this.db()
+          .statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key IN (SELECT value FROM json_each(?))`)
+          .run(this.name, JSON.stringify(keys)).changes;
+      }
+      let deleted = 0;
+      for (const key of keys) if (this.pendDelete(tx, key)) deleted++;
+      return deleted;
+    });
+  }
+
+  /** Deletes `key` in the transaction's buffer; whether it existed (pending, or committed and not cleared). */
+  private pendDelete(tx: PendingWrites, key: string): boolean {
+    const docs = pendingDocs(tx, this.name);
+    const p = docs.get(key);
+    const existed =
+      p !== undefined
+        ? p !== null
+        : !tx.cleared.has(this.name) &&
+          this.db().statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key) !== undefined;
+    docs.set(key, null);
+    tx.tenants.get(this.name)?.delete(key);
+    return existed;
   }
 
   async list(opts: ListOptions = {}): Promise<T[]> {

@@ -29,9 +29,9 @@ export function assertDocumentKey(key: unknown): asserts key is string {
   if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
 }
 
-/** Throws INVALID_REQUEST unless `keys` (of getMany) is an array of document keys. */
-export function assertDocumentKeys(keys: unknown): asserts keys is readonly string[] {
-  if (!Array.isArray(keys)) throw new MnemeError("INVALID_REQUEST", "getMany takes an array of keys");
+/** Throws INVALID_REQUEST unless `keys` (of getMany, or the method named) is an array of document keys. */
+export function assertDocumentKeys(keys: unknown, method = "getMany"): asserts keys is readonly string[] {
+  if (!Array.isArray(keys)) throw new MnemeError("INVALID_REQUEST", `${method} takes an array of keys`);
   for (const k of keys) assertDocumentKey(k);
 }
 

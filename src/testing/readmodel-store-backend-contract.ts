@@ -93,7 +93,33 @@ export const describeReadmodelStoreBackendContract = defineContract<ReadmodelSto
     expect(await col.deleteMany([])).toBe(0);
     expect(await col.list()).toEqual([item("b", 2)]);
     await expect(col.deleteMany([1 as unknown as string])).rejects.toMatchObject({ code: "INVALID_REQUEST" });
+    await expect(col.deleteMany("b" as unknown as string[])).rejects.toMatchObject({ code: "INVALID_REQUEST" });
     expect(await col.count()).toBe(1);
+  });
+
+  test("deleteMany inside a transaction counts what the transaction wrote and deleted, sees its own deletes, and is undone by a rollback", async (backend) => {
+    const col = backend.collection<Item>("items");
+    if (col.deleteMany === undefined) return;
+    await fill(col, [item("a", 1), item("b", 2)]);
+    const boom = new Error("boom");
+    let caught: unknown;
+    try {
+      await backend.transaction(async () => {
+        await col.put("new", item("new", 3));
+        await col.delete("a");
+        expect(await col.deleteMany!(["a", "b", "new", "b", "never"])).toBe(2);
+        expect(await col.count()).toBe(0);
+        throw boom;
+      });
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toBe(boom);
+    expect(await col.list()).toEqual([item("a", 1), item("b", 2)]);
+    await backend.transaction(async () => {
+      expect(await col.deleteMany!(["b", "never"])).toBe(1);
+    });
+    expect(await col.list()).toEqual([item("a", 1)]);
   });
 
   test("getMany returns the found documents only", async (backend) => {
