@@ -5,6 +5,7 @@ import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
 import { collectionInScope, currentTenantScope, inTenantScope } from "../readmodel/tenant-scope.js";
+import { deleteKeys } from "../readmodel/readmodel-generations.js";
 import { type HandlerPart, runnerOf } from "../readmodel/base-event-handler.js";
 import { backoffMs, dueOrderOf, PERMANENT_FAILURES, retryPolicy, type OutboxEntry, type RetryPolicy } from "./outbox-entry.js";
 import { OutboxHandOff } from "./outbox-handoff.js";
@@ -412,8 +413,7 @@ export class Outbox implements HandlerPart {
     if (ids.length === 0) return;
     try {
       await runnerOf(this.#h).fencedWrite(async () => {
-        if (outbox.deleteMany !== undefined) await outbox.deleteMany(ids);
-        else for (const id of ids) await outbox.delete(id);
+        await deleteKeys(outbox, ids);
       });
     } finally {
       for (const id of ids) this.#inFlight.delete(id);

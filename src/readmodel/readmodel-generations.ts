@@ -189,7 +189,7 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
   }
   /** The backend's `deleteMany` in one statement, or (a backend without it) the keys checked, then deleted one by one. */
   deleteMany(keys: readonly string[]): Promise<number> {
-    return this.#run((c) => (c.deleteMany !== undefined ? c.deleteMany(keys) : deleteEach(c, keys)));
+    return this.#run((c) => deleteKeys(c, keys));
   }
   list(opts?: ListOptions): Promise<T[]> {
     return this.#run((c) => c.list(opts));
@@ -202,7 +202,14 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
   }
 }
 
-async function deleteEach<T>(c: ReadmodelCollection<T>, keys: readonly string[]): Promise<number> {
+/**
+ * Deletes `keys` from `c`: with its `deleteMany` (one statement), or where the
+ * backend has none, every key checked first and then deleted one by one.
+ * Resolves how many documents were there.
+ * @internal
+ */
+export async function deleteKeys<T>(c: ReadmodelCollection<T>, keys: readonly string[]): Promise<number> {
+  if (c.deleteMany !== undefined) return c.deleteMany(keys);
   assertDocumentKeys(keys, "deleteMany");
   let deleted = 0;
   for (const key of keys) if (await c.delete(key)) deleted++;
