@@ -6,7 +6,11 @@
  *   facade on one schema), catching up with the same events appended in one
  *   transaction: events per second from that commit until every partition's
  *   checkpoint passed its last event, and the ratio of 2 instances to 1
- *   (rounds interleaved);
+ *   (rounds interleaved); the same rounds by raw-driver processes
+ *   (bench/partition-raw-consumer.ts: pg alone, the same reads, routing,
+ *   transactions and busy work, no fencing), 1 and 2 of them: what this
+ *   machine gives 2 processes over 1 with no framework, and mneme's ratio
+ *   to them;
  * - the cost of partitions on one instance: the same readmodel caught up
  *   from zero with 4 partitions and without (in this process, rounds
  *   interleaved): partitioned / unpartitioned;
@@ -31,13 +35,23 @@ import type { Bench } from "./harness.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const PROCESS = fileURLToPath(new URL("../test/support/partition-instance-process.ts", import.meta.url));
+const RAW_PROCESS = fileURLToPath(new URL("./partition-raw-consumer.ts", import.meta.url));
 const WORK_MICROS = 50;
 const NAME = "PartitionedLog";
 
 type Report = { running?: number[]; cpuMs?: number; ready?: true };
 
 function spawn(schema: string, lockRetryMs: number): Promise<ChildProcess> {
-  const child = fork(PROCESS, ["postgres", schema, String(lockRetryMs), String(WORK_MICROS)], {
+  return forkReady(PROCESS, ["postgres", schema, String(lockRetryMs), String(WORK_MICROS)]);
+}
+
+/** A raw-driver consumer (bench/partition-raw-consumer.ts) of the given partitions. */
+function spawnRaw(schema: string, partitions: number[]): Promise<ChildProcess> {
+  return forkReady(RAW_PROCESS, [schema, partitions.join(","), String(WORK_MICROS)]);
+}
+
+function forkReady(script: string, args: string[]): Promise<ChildProcess> {
+  const child = fork(script, args, {
     execArgv: ["--import", "tsx"],
     cwd: fileURLToPath(new URL("..", import.meta.url)),
     stdio: ["ignore", "inherit", "inherit", "ipc"],
@@ -172,6 +186,50 @@ async function scaleRound(admin: pg.Pool, instances: number, n: number, cpuTotal
   }
 }
 
+/**
+ * The same round done by raw-driver processes (bench/partition-raw-consumer.ts):
+ * 1 process holding the 4 partitions, or 2 holding two each, the same events
+ * appended in one transaction; seconds from that commit until every
+ * partition's checkpoint (a table of their own) passed its last event.
+ */
+async function rawScaleRound(admin: pg.Pool, processes: number, n: number, cpuTotals: number[]): Promise<number> {
+  const schema = `mneme_bpart_${newUuid().replace(/-/g, "").slice(-12)}`;
+  const w = await writer(schema);
+  const children: ChildProcess[] = [];
+  try {
+    await admin.query(`CREATE TABLE "${schema}".raw_totals (key text PRIMARY KEY, doc jsonb NOT NULL)`);
+    await admin.query(`CREATE TABLE "${schema}".raw_checkpoints (partition int PRIMARY KEY, position bigint NOT NULL)`);
+    const split = processes === 1 ? [[0, 1, 2, 3]] : [[0, 1], [2, 3]];
+    for (const parts of split) children.push(await spawnRaw(schema, parts));
+    const last = await appendAll(w.f, events(n, balancedAggregates(512)), n);
+    const cpu0 = await cpuOf(children);
+    const t0 = performance.now();
+    await untilTrue(
+      async () => {
+        const res = await admin.query<{ partition: number; position: string }>(
+          `SELECT partition, position::text FROM "${schema}".raw_checkpoints`,
+        );
+        const at = new Map(res.rows.map((r) => [r.partition, Number(r.position)]));
+        return last.every((l, p) => (at.get(p) ?? 0) >= l);
+      },
+      "every raw partition applied its events",
+      120_000,
+      20,
+    );
+    const wall = performance.now() - t0;
+    const cpu = (await cpuOf(children)).map((c, i) => c - cpu0[i]!);
+    cpu.forEach((c, i) => (cpuTotals[i] = (cpuTotals[i] ?? 0) + c));
+    console.log(
+      `    raw, ${processes} process(es): ${wall.toFixed(0)} ms wall, CPU of each process meanwhile: ${cpu.map((c) => c.toFixed(0)).join(", ")} ms`,
+    );
+    return wall / 1000;
+  } finally {
+    await Promise.all(children.map(kill));
+    await w.stop();
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
 /** Catches a readmodel (partitioned or not) up from zero over `n` events in this process: seconds. */
 async function overheadRound(admin: pg.Pool, partitioned: boolean, n: number, cpu: { ms: number }): Promise<number> {
   const schema = `mneme_bpart_${newUuid().replace(/-/g, "").slice(-12)}`;
@@ -232,14 +290,22 @@ export default async function partitionsBench(b: Bench): Promise<void> {
     const rounds = b.quick ? 1 : 3;
     let one = 0;
     let two = 0;
+    let rawOne = 0;
+    let rawTwo = 0;
     const cpuOne: number[] = [];
     const cpuTwo: number[] = [];
+    const cpuRawOne: number[] = [];
+    const cpuRawTwo: number[] = [];
     for (let r = 0; r < rounds; r++) {
       // Alternate who goes first, so the machine's load hits both alike.
       if (r % 2 === 0) {
         one += await scaleRound(admin, 1, n, cpuOne);
         two += await scaleRound(admin, 2, n, cpuTwo);
+        rawOne += await rawScaleRound(admin, 1, n, cpuRawOne);
+        rawTwo += await rawScaleRound(admin, 2, n, cpuRawTwo);
       } else {
+        rawTwo += await rawScaleRound(admin, 2, n, cpuRawTwo);
+        rawOne += await rawScaleRound(admin, 1, n, cpuRawOne);
         two += await scaleRound(admin, 2, n, cpuTwo);
         one += await scaleRound(admin, 1, n, cpuOne);
       }
@@ -252,6 +318,16 @@ export default async function partitionsBench(b: Bench): Promise<void> {
     console.log(
       `    CPU time: 1 instance ${cpuOne[0]!.toFixed(0)} ms; 2 instances ${cpuTwo.map((c) => c.toFixed(0)).join(" + ")} ms: ` +
         `${(cpuOne[0]! / Math.max(...cpuTwo)).toFixed(2)}x with a free core per instance`,
+    );
+    // The same work by raw pg processes, in the same rounds: what 2 processes reach over 1 on this machine with no framework.
+    const rowRawOne = b.record("partitions", `raw pg, 4 partitions, 1 process (${WORK_MICROS} us/event)`, n * rounds, rawOne, "events/s");
+    const rowRawTwo = b.record("partitions", `raw pg, 4 partitions, 2 processes (${WORK_MICROS} us/event)`, n * rounds, rawTwo, "events/s");
+    b.compare(rowRawTwo, rowRawOne);
+    b.compare(rowOne, rowRawOne);
+    b.compare(rowTwo, rowRawTwo);
+    console.log(
+      `    CPU time, raw: 1 process ${cpuRawOne[0]!.toFixed(0)} ms; 2 processes ${cpuRawTwo.map((c) => c.toFixed(0)).join(" + ")} ms: ` +
+        `${(cpuRawOne[0]! / Math.max(...cpuRawTwo)).toFixed(2)}x with a free core per process`,
     );
 
     let plain = 0;
