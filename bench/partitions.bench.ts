@@ -199,7 +199,13 @@ async function rawScaleRound(admin: pg.Pool, processes: number, n: number, cpuTo
   try {
     await admin.query(`CREATE TABLE "${schema}".raw_totals (key text PRIMARY KEY, doc jsonb NOT NULL)`);
     await admin.query(`CREATE TABLE "${schema}".raw_checkpoints (partition int PRIMARY KEY, position bigint NOT NULL)`);
-    const split = processes === 1 ? [[0, 1, 2, 3]] : [[0, 1], [2, 3]];
+    const split =
+      processes === 1
+        ? [[0, 1, 2, 3]]
+        : [
+            [0, 1],
+            [2, 3],
+          ];
     for (const parts of split) children.push(await spawnRaw(schema, parts));
     const last = await appendAll(w.f, events(n, balancedAggregates(512)), n);
     const cpu0 = await cpuOf(children);

@@ -72,7 +72,28 @@ describe("PartitionReader", () => {
     for (const got of lanes) expect(got).toEqual(range(1, 1000));
     // Ten pages and the empty read at the head, each once (an unshared read would be 44).
     expect([...s.reads].sort((a, b) => a - b)).toEqual([...range(0, 10).map((i) => i * 100)]);
-    expect(reader.counts).toEqual({ read: 11, shared: 33 });
+    // The page after each full one is read ahead, so after the first lane's first read every lane takes its pages from the reader.
+    expect(reader.counts).toEqual({ read: 11, shared: 43 });
+  });
+
+  it("reads the page after a full one while the lane works on it, and none after a partial one", async () => {
+    const s = store(250);
+    const reader = new PartitionReader(() => s.repo);
+    const it = reader.pages({ afterPosition: 0, batchSize: 100 })[Symbol.asyncIterator]();
+    expect((await it.next()).value!.length).toBe(100);
+    // The lane holds page 1 and has not asked for page 2: the read after 100 is under way already.
+    await Promise.resolve();
+    expect(s.reads).toEqual([0, 100]);
+    expect((await it.next()).value!.length).toBe(100);
+    await Promise.resolve();
+    expect(s.reads).toEqual([0, 100, 200]);
+    // The third page is partial (the head): nothing is read before the lane asks again.
+    expect((await it.next()).value!.length).toBe(50);
+    await Promise.resolve();
+    expect(s.reads).toEqual([0, 100, 200]);
+    expect((await it.next()).done).toBe(true);
+    expect(s.reads).toEqual([0, 100, 200, 250]);
+    expect(reader.counts).toEqual({ read: 4, shared: 2 });
   });
 
   it("keeps the filter of eventPaths: a lane gets only those events, and pages are shared between lanes alike", async () => {

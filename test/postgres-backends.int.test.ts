@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import type pg from "pg";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { createFacade } from "../src/index.js";
 import { newUuid } from "../src/model/clock.js";
@@ -27,6 +27,7 @@ import { rejectsWith } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
 
 const { pool, newPool, newSchema, dropSchema } = postgresScratch("mneme_t");
+const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
 /** Contract factory: a store in its own schema; cleanup closes it (so no session holds locks) and drops the schema. */
 function contract<S extends { close(): Promise<void> }>(make: (schema: string) => S) {
@@ -266,6 +267,43 @@ describe("PostgresEventRepository across instances", () => {
     } finally {
       held.release();
       await repo.close();
+    }
+  });
+
+  it("readAll reads the page after a full one while the caller works, from the second page on; a read-ahead nobody takes is dropped", async () => {
+    const schema = newSchema();
+    const repo = new PostgresEventRepository({ pool: newPool(), schema, pollIntervalMs: 0 });
+    await repo.init();
+    try {
+      for (let i = 0; i < 35; i++) await repo.append([ev(`r${i}`)]);
+      const reads = vi.spyOn(repo as unknown as { poolQuery: (...a: unknown[]) => Promise<unknown> }, "poolQuery");
+      const it = repo.readAll({ batchSize: 10 })[Symbol.asyncIterator]();
+      expect((await it.next()).value!.map((e: Event) => e.position)).toEqual(range(1, 10));
+      // One page handed out: a caller that reads one page (a shared partition read) pays for no other.
+      expect(reads).toHaveBeenCalledTimes(1);
+      expect((await it.next()).value!.map((e: Event) => e.position)).toEqual(range(11, 20));
+      // The second page is full: the third is on its way before the caller asks for it.
+      expect(reads).toHaveBeenCalledTimes(3);
+      // Appended now, after the read-ahead was sent: not in the third page, found by the next read.
+      await repo.append([ev("late")]);
+      expect((await it.next()).value!.map((e: Event) => e.position)).toEqual(range(21, 30));
+      expect((await it.next()).value!.map((e: Event) => e.position)).toEqual(range(31, 36));
+      expect((await it.next()).done).toBe(true);
+      // Pages 1 and 2, 3 and 4 read ahead, the empty read after the partial page 4.
+      expect(reads).toHaveBeenCalledTimes(5);
+      reads.mockClear();
+      // Left after two pages: the read-ahead of the third is dropped without an unhandled rejection, and the pool is free again.
+      const left = repo.readAll({ batchSize: 10 })[Symbol.asyncIterator]();
+      await left.next();
+      await left.next();
+      await left.return!(undefined);
+      expect(reads).toHaveBeenCalledTimes(3);
+      const again: number[] = [];
+      for await (const page of repo.readAll({ afterPosition: 30, batchSize: 10 })) again.push(...page.map((e) => e.position));
+      expect(again).toEqual(range(31, 36));
+    } finally {
+      await repo.close();
+      await dropSchema(schema);
     }
   });
 

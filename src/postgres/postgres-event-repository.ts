@@ -300,15 +300,28 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     // Keyset pages on the primary key; each page is one statement, so each sees a prefix of the positions (see the class comment).
     const sql = `SELECT ${EVENT_COLUMNS} FROM ${this.qschema}.events WHERE ${where} ORDER BY position LIMIT $2`;
     const signal = opts.signal;
+    const read = (from: number): Promise<EventRow[]> => {
+      const v = values.slice();
+      v[0] = from;
+      return this.rows(sql, v, "readAll");
+    };
     let after = after0;
-    for (;;) {
+    let ahead: Promise<EventRow[]> | undefined;
+    for (let n = 1; ; n++) {
       if (isAborted(signal) || this.isClosed) return;
-      values[0] = after;
-      const rows = await this.rows(sql, values, "readAll");
+      const rows = await (ahead ?? read(after));
+      ahead = undefined;
       if (rows.length === 0 || isAborted(signal)) return;
       const page = new Array<Event>(rows.length);
       for (let i = 0; i < rows.length; i++) page[i] = toEvent(rows[i] as EventRow);
       after = (page[page.length - 1] as Event).position;
+      // A caller that asked for a second page reads on: from then on, the page after a full one is read while
+      // the caller works on this one (the same statement, sent earlier; a page is a prefix of what committed
+      // either way). A read-ahead nobody takes is dropped, its failure with it; one taken rethrows its failure.
+      if (n >= 2 && rows.length === batchSize && (until === undefined || after < until)) {
+        ahead = read(after);
+        ahead.catch(() => undefined);
+      }
       yield page;
     }
   }

@@ -85,6 +85,7 @@ export class PartitionReader {
         const page = await this.#page(after, born, read);
         if (page.length === 0 || aborted(read.signal)) return;
         after = page[page.length - 1]!.position;
+        this.#readAhead(after, read);
         yield page;
       }
     } finally {
@@ -110,6 +111,21 @@ export class PartitionReader {
       }
     }
     return this.#read(after, read).events;
+  }
+
+  /**
+   * After a full page ending at `after` (more may follow), the next page is
+   * read while the lanes apply this one, unless a read after `after` is kept
+   * already: the lanes' transactions then overlap the store's next answer.
+   */
+  #readAhead(after: number, read: LaneRead): void {
+    let full = false;
+    for (const p of this.#pages) {
+      if (p.after === after) return;
+      const last = p.settled?.[p.settled.length - 1];
+      if (last?.position === after && p.settled!.length === read.batchSize) full = true;
+    }
+    if (full && !aborted(read.signal)) this.#read(after, read).events.catch(() => undefined);
   }
 
   /**
