@@ -139,6 +139,23 @@ async function appendAll(f: Facade, all: NewEvent[], page = 500): Promise<number
 }
 
 /**
+ * Seconds until `caughtUp` (every partition's checkpoint past its last event)
+ * holds, checked by one light statement every 20 ms (the watch must not take
+ * the CPU the processes measured need); adds each child's CPU time meanwhile
+ * to `cpuTotals` and prints both.
+ */
+async function timed(children: ChildProcess[], cpuTotals: number[], label: string, caughtUp: () => Promise<boolean>): Promise<number> {
+  const cpu0 = await cpuOf(children);
+  const t0 = performance.now();
+  await untilTrue(caughtUp, `${label}: every partition applied its events`, 120_000, 20);
+  const wall = performance.now() - t0;
+  const cpu = (await cpuOf(children)).map((c, i) => c - cpu0[i]!);
+  cpu.forEach((c, i) => (cpuTotals[i] = (cpuTotals[i] ?? 0) + c));
+  console.log(`    ${label}: ${wall.toFixed(0)} ms wall, CPU of each process meanwhile: ${cpu.map((c) => c.toFixed(0)).join(", ")} ms`);
+  return wall / 1000;
+}
+
+/**
  * One round with `instances` processes: they balance the partitions on an
  * empty schema, then `n` events are appended in one transaction, so that
  * when they become visible they are all there, as in a catch-up: seconds from
@@ -155,30 +172,15 @@ async function scaleRound(admin: pg.Pool, instances: number, n: number, cpuTotal
     const aggregates = balancedAggregates(512);
     const all = events(n, aggregates);
     const last = await appendAll(w.f, all, all.length);
-    const cpu0 = await cpuOf(children);
-    const t0 = performance.now();
-    // One light statement every 20 ms: the watch must not take the CPU the instances measured need.
     const keys = last.map((_, p) => partitionKey(NAME, p));
-    await untilTrue(
-      async () => {
-        const res = await admin.query<{ handler: string; position: string }>(
-          `SELECT handler, position::text FROM "${schema}".readmodel_checkpoints WHERE handler = ANY($1::text[])`,
-          [keys],
-        );
-        const at = new Map(res.rows.map((r) => [r.handler, Number(r.position)]));
-        return keys.every((k, p) => (at.get(k) ?? 0) >= last[p]!);
-      },
-      "every partition applied its events",
-      120_000,
-      20,
-    );
-    const wall = performance.now() - t0;
-    const cpu = (await cpuOf(children)).map((c, i) => c - cpu0[i]!);
-    cpu.forEach((c, i) => (cpuTotals[i] = (cpuTotals[i] ?? 0) + c));
-    console.log(
-      `    ${instances} instance(s): ${wall.toFixed(0)} ms wall, CPU of each instance meanwhile: ${cpu.map((c) => c.toFixed(0)).join(", ")} ms`,
-    );
-    return wall / 1000;
+    return await timed(children, cpuTotals, `${instances} instance(s)`, async () => {
+      const res = await admin.query<{ handler: string; position: string }>(
+        `SELECT handler, position::text FROM "${schema}".readmodel_checkpoints WHERE handler = ANY($1::text[])`,
+        [keys],
+      );
+      const at = new Map(res.rows.map((r) => [r.handler, Number(r.position)]));
+      return keys.every((k, p) => (at.get(k) ?? 0) >= last[p]!);
+    });
   } finally {
     await Promise.all(children.map(kill));
     await w.stop();
@@ -208,27 +210,13 @@ async function rawScaleRound(admin: pg.Pool, processes: number, n: number, cpuTo
           ];
     for (const parts of split) children.push(await spawnRaw(schema, parts));
     const last = await appendAll(w.f, events(n, balancedAggregates(512)), n);
-    const cpu0 = await cpuOf(children);
-    const t0 = performance.now();
-    await untilTrue(
-      async () => {
-        const res = await admin.query<{ partition: number; position: string }>(
-          `SELECT partition, position::text FROM "${schema}".raw_checkpoints`,
-        );
-        const at = new Map(res.rows.map((r) => [r.partition, Number(r.position)]));
-        return last.every((l, p) => (at.get(p) ?? 0) >= l);
-      },
-      "every raw partition applied its events",
-      120_000,
-      20,
-    );
-    const wall = performance.now() - t0;
-    const cpu = (await cpuOf(children)).map((c, i) => c - cpu0[i]!);
-    cpu.forEach((c, i) => (cpuTotals[i] = (cpuTotals[i] ?? 0) + c));
-    console.log(
-      `    raw, ${processes} process(es): ${wall.toFixed(0)} ms wall, CPU of each process meanwhile: ${cpu.map((c) => c.toFixed(0)).join(", ")} ms`,
-    );
-    return wall / 1000;
+    return await timed(children, cpuTotals, `raw, ${processes} process(es)`, async () => {
+      const res = await admin.query<{ partition: number; position: string }>(
+        `SELECT partition, position::text FROM "${schema}".raw_checkpoints`,
+      );
+      const at = new Map(res.rows.map((r) => [r.partition, Number(r.position)]));
+      return last.every((l, p) => (at.get(p) ?? 0) >= l);
+    });
   } finally {
     await Promise.all(children.map(kill));
     await w.stop();
