@@ -233,6 +233,19 @@ describe("trySealJsonSafe / tryFreezeJsonSafe (the check and the copy in one wal
     );
   });
 
+  it("copies -0 as 0, as every store reads it back (JSON has no negative zero)", () => {
+    for (const copy of [sealJsonSafe, trySealJsonSafe, tryFreezeJsonSafe]) {
+      expect(Object.is(copy(-0), 0)).toBe(true);
+      const arr = copy([-0, 1, -1.5]) as number[];
+      expect(Object.is(arr[0], 0)).toBe(true);
+      expect(arr.slice(1)).toEqual([1, -1.5]);
+      const obj = copy({ a: -0, b: { c: [-0] } }) as { a: number; b: { c: number[] } };
+      expect(Object.is(obj.a, 0)).toBe(true);
+      expect(Object.is(obj.b.c[0], 0)).toBe(true);
+      expect(sameJson(copy({ a: -0 }), { a: -0 })).toBe(true);
+    }
+  });
+
   it("refuses every refused payload of the contract, and values too deep or with a cycle", () => {
     for (const c of REFUSED_PAYLOADS) expect(trySealJsonSafe(c.payload()), c.name).toBeUndefined();
     let deep: unknown = 1;

@@ -6,7 +6,8 @@
  * A JSON-safe value is one of:
  * - `null`, `true`, `false`;
  * - a finite number (`-0` is accepted and reads back as `0`: JSON has no
- *   negative zero, and `-0 === 0`);
+ *   negative zero, and `-0 === 0`; the copies below make it `0` too, so the
+ *   memory backends read it back as the others do);
  * - a string with no U+0000 and no lone surrogate (a UTF-16 surrogate that is
  *   not half of a pair): Postgres `jsonb` cannot hold either, so no backend
  *   takes them;
@@ -272,7 +273,7 @@ function marked(o: object): boolean {
  * skipped: a sealed value is shared, not copied.
  */
 export function sealJsonSafe<T>(value: T): T {
-  if (typeof value !== "object" || value === null) return value;
+  if (typeof value !== "object" || value === null) return plusZero(value);
   if (marked(value as object)) return value;
   const copy = copyFrozen(value as object);
   new SealMark(copy);
@@ -291,7 +292,7 @@ function copyFrozen(v: object): object {
     const out = new Array<unknown>(n);
     for (let i = 0; i < n; i++) {
       const x: unknown = v[i];
-      out[i] = typeof x === "object" && x !== null ? frozenPart(x) : x;
+      out[i] = typeof x === "object" && x !== null ? frozenPart(x) : plusZero(x);
     }
     return out;
   }
@@ -300,12 +301,17 @@ function copyFrozen(v: object): object {
   for (const k in o) {
     if (inheritedKeys && !hasOwn.call(o, k)) continue;
     const x = o[k];
-    const y = typeof x === "object" && x !== null ? frozenPart(x) : x;
+    const y = typeof x === "object" && x !== null ? frozenPart(x) : plusZero(x);
     // An own "__proto__" key (JSON.parse makes one) must stay a property, not become the prototype.
     if (k === "__proto__") defineProperty(out, k, { value: y, enumerable: true, writable: true, configurable: true });
     else out[k] = y;
   }
   return out;
+}
+
+/** A primitive of a copy as a store reads it back: `-0` becomes `0` (JSON has no negative zero), the rest is unchanged. */
+function plusZero<T>(x: T): T {
+  return (x === 0 ? 0 : x) as T;
 }
 
 /** A nested value of a copy: a sealed one is deeply frozen already, so it is shared as it is. */
@@ -337,7 +343,7 @@ export function tryFreezeJsonSafe<T>(value: T): T | undefined {
 }
 
 function checkedCopy<T>(value: T, mark: boolean): T | undefined {
-  if (typeof value !== "object" || value === null) return jsonSafeProblem(value) === undefined ? value : undefined;
+  if (typeof value !== "object" || value === null) return jsonSafeProblem(value) === undefined ? plusZero(value) : undefined;
   if (marked(value as object)) return value;
   inheritedKeys = hasEnumerableKeys(OBJECT_PROTO);
   const copy = isArray(value) ? sealArray(value, 0) : sealObject(value as Record<string, unknown>, 0);
@@ -352,7 +358,8 @@ function sealWalk(v: unknown, depth: number): unknown {
     case "string":
       return stringProblem(v) === undefined ? v : REFUSED;
     case "number":
-      return v - v === 0 ? v : REFUSED;
+      // Finite, and -0 copied as 0 (v + 0 is v for every other number).
+      return v - v === 0 ? v + 0 : REFUSED;
     case "boolean":
       return v;
     case "object": {
