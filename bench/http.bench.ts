@@ -10,6 +10,12 @@
  * path (createHttpHandler's routes from node:http) and through the Fetch API
  * (a wrapped handler: a Request and a Response per request). Also, in-process:
  * the handler called with a Request against `facade.query` / `facade.dispatch`.
+ * A fourth server, "plain node:http handler + facade", does the plain
+ * handler's parsing and then calls `facade.query` / `facade.dispatch` itself
+ * with the bench's request context (no credentials, no route table, no
+ * adapter): its ratio to the plain handler is the most any adapter could
+ * reach with the query and command path as it is (the ceiling), and mneme's
+ * direct path against it is the adapter's own share.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -126,13 +132,14 @@ export default async function httpBench(b: Bench): Promise<void> {
     })
   ).json()) as { commandUuid: string; events: { payload: unknown }[] };
   const plain = await listen(plainHandler(listSample, cmdSample));
-  const servers = [direct, viaFetch, plain];
+  const withFacade = await listen(plainFacadeHandler(facade, (listSample as { pageSize: number }).pageSize));
+  const servers = [direct, viaFetch, plain, withFacade];
   try {
     const seconds = 1;
     // Many short rounds: load from elsewhere on the machine falls on every server alike.
     const rounds = b.quick ? 2 : 8;
     const get: autocannon.Request = { method: "GET", headers };
-    const [gDirect, gFetch, gPlain] = await interleaved(servers, listPath, get, seconds, rounds);
+    const [gDirect, gFetch, gPlain, gFacade] = await interleaved(servers, listPath, get, seconds, rounds);
     report(b, "GET runtime/commands, node:http direct", gDirect!, gPlain!, directList);
     report(b, "GET runtime/commands, node:http via Fetch", gFetch!, gPlain!, directList);
     b.value(
@@ -142,12 +149,13 @@ export default async function httpBench(b: Bench): Promise<void> {
       "req/s",
       `${gPlain!.total} in ${gPlain!.seconds.toFixed(2)} s`,
     );
+    ceiling(b, "GET", gFacade!, gPlain!, gDirect!);
     const post: autocannon.Request = {
       method: "POST",
       headers: { ...headers, "content-type": "application/json" },
       setupRequest: (req) => ({ ...req, body: JSON.stringify({ todoUuid: uuidv4(), title: "bench" }) }),
     };
-    const [pDirect, pFetch, pPlain] = await interleaved(servers, cmdPath, post, seconds, rounds);
+    const [pDirect, pFetch, pPlain, pFacade] = await interleaved(servers, cmdPath, post, seconds, rounds);
     report(b, "POST commands/Todo/CreateTodo, node:http direct", pDirect!, pPlain!, directCmd);
     report(b, "POST commands/Todo/CreateTodo, node:http via Fetch", pFetch!, pPlain!, directCmd);
     b.value(
@@ -157,6 +165,7 @@ export default async function httpBench(b: Bench): Promise<void> {
       "req/s",
       `${pPlain!.total} in ${pPlain!.seconds.toFixed(2)} s`,
     );
+    ceiling(b, "POST", pFacade!, pPlain!, pDirect!);
   } finally {
     for (const s of servers) await s.close();
     await facade.stop();
@@ -226,6 +235,66 @@ function plainHandler(list: unknown, cmd: { commandUuid: string; events: { paylo
   };
 }
 
+/**
+ * The ceiling: the plain handler's parsing (the same URL, query and body
+ * handling), then the facade called directly with the bench's request
+ * context, answering what mneme's routes answer (the list paged as the
+ * default page, the command's id and events). No credential resolver, no
+ * route table, no Host check, no content-type or body limits: what is left
+ * of mneme's figure is the query and command path.
+ */
+function plainFacadeHandler(facade: ReturnType<typeof createFacade>, pageSize: number) {
+  const answer = (res: ServerResponse, body: unknown) => {
+    const text = JSON.stringify(body);
+    res.writeHead(200, {
+      "content-type": "application/json; charset=utf-8",
+      "cache-control": "no-store",
+      "content-length": Buffer.byteLength(text),
+    });
+    res.end(text);
+  };
+  const fail = (res: ServerResponse, e: unknown) => {
+    const text = JSON.stringify({ error: (e as Error).message });
+    res.writeHead(500, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
+    res.end(text);
+  };
+  const notFound = (res: ServerResponse) => {
+    res.writeHead(404, { "content-length": 0 });
+    res.end();
+  };
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const url = new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`);
+    if (req.method === "GET") {
+      if (!url.pathname.endsWith("/runtime/commands") || url.searchParams.get("page") === "0") {
+        notFound(res);
+        return;
+      }
+      facade.query({ domain: "Runtime", name: "ListCommands" }, {}, { reqCtx }).then(
+        (all) => answer(res, { items: (all as unknown[]).slice(0, pageSize), total: (all as unknown[]).length, page: 1, pageSize }),
+        (e: unknown) => fail(res, e),
+      );
+      return;
+    }
+    if (!url.pathname.includes("/commands/") || url.searchParams.get("wait") === "true") {
+      notFound(res);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const payload = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { todoUuid: string; title: string };
+      facade.dispatch(CreateTodo, payload, { reqCtx }).then(
+        (out) => {
+          const body: Record<string, unknown> = { commandUuid: out.commandUuid, events: out.events };
+          if (out.result !== undefined) body.result = out.result;
+          answer(res, body);
+        },
+        (e: unknown) => fail(res, e),
+      );
+    });
+  };
+}
+
 /** Rounds of `seconds` against each server in turn (rotating who goes first); sums per server. */
 async function interleaved(
   servers: readonly Listening[],
@@ -284,6 +353,21 @@ function report(b: Bench, name: string, r: CannonResult, plain: CannonResult, di
   b.value("http", name, r.rps, "req/s", `${r.total} in ${r.seconds.toFixed(2)} s, p99 ${r.p99} ms`);
   b.value("http", "  / plain node:http JSON handler", r.rps / plain.rps, "x");
   b.value("http", "  / the facade called directly (in-process)", r.rps / (direct.ops / direct.seconds), "x");
+}
+
+/** The plain handler + facade server: its rate, its ratio to the plain handler (the ceiling), mneme direct against it (the adapter's share). */
+function ceiling(b: Bench, method: string, withFacade: CannonResult, plain: CannonResult, direct: CannonResult): void {
+  if (withFacade.non2xx > 0 || withFacade.errors > 0)
+    throw new Error(`${method} plain node:http handler + facade: ${withFacade.non2xx} non-2xx answers, ${withFacade.errors} errors`);
+  b.value(
+    "http",
+    `${method} plain node:http handler + facade (ceiling)`,
+    withFacade.rps,
+    "req/s",
+    `${withFacade.total} in ${withFacade.seconds.toFixed(2)} s, p99 ${withFacade.p99} ms`,
+  );
+  b.value("http", "  ceiling: (plain + facade) / plain node:http JSON handler", withFacade.rps / plain.rps, "x");
+  b.value("http", "  adapter: mneme direct / (plain + facade)", direct.rps / withFacade.rps, "x");
 }
 
 function overhead(b: Bench, what: string, secondsPerRequest: number): void {

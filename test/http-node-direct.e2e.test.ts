@@ -10,9 +10,10 @@ import { once } from "node:events";
 import { request as httpRequest, Agent, type ServerResponse } from "node:http";
 import { connect } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Facade, createFacade, defineDomain, newUuid } from "mneme";
+import { type Facade, MnemeError, createFacade, defineDomain, newUuid } from "mneme";
+import type { HttpRouteModule } from "mneme/http";
 import { registerTodo } from "../examples/todo/todo-domain.js";
-import { TENANT_A, USER, call, serve, testAuthorizer, type TestServer } from "./support/http-fixture.js";
+import { HTTP_PATHS, TENANT_A, USER, call, serve, testAuthorizer, type TestServer } from "./support/http-fixture.js";
 
 let facade: Facade;
 let srv: TestServer;
@@ -264,4 +265,65 @@ describe("toNodeListener's direct path", () => {
     expect(request.url).toBe(`${srv.url}${path}`);
     expect(request.headers.get("x-identity-uuid")).toBe(USER.headers["x-identity-uuid"]);
   });
+});
+
+// Route code and credential resolvers are application code: one that throws at once, instead of returning a
+// rejected promise, is answered as one that rejects, on both paths.
+const syncThrows: HttpRouteModule = {
+  name: "sync-throws",
+  routes: [
+    {
+      method: "GET",
+      path: "/api/sync/refused",
+      guard: () => ({ domain: "Runtime", name: "ListCommands" }),
+      run: () => {
+        throw new MnemeError("INVALID_REQUEST", "refused at once");
+      },
+    },
+    {
+      method: "GET",
+      path: "/api/sync/crash",
+      guard: () => ({ domain: "Runtime", name: "ListCommands" }),
+      run: () => {
+        throw new Error("secret crash");
+      },
+    },
+  ],
+};
+
+describe("errors thrown at once by application code", () => {
+  for (const path of HTTP_PATHS) {
+    it(`${path}: a route's run or a credential resolver that throws instead of rejecting gets the same answer as one that rejects`, async () => {
+      const errors: unknown[] = [];
+      const onError = (error: unknown) => void errors.push(error);
+      const routes = await serve(facade, { modules: [syncThrows], onError }, path);
+      const resolverThrows = await serve(
+        facade,
+        {
+          resolveCredentials: () => {
+            throw new Error("secret resolver");
+          },
+          onError,
+        },
+        path,
+      );
+      try {
+        const refused = await call(routes.url, "GET", "/api/sync/refused", { headers: USER.headers });
+        expect(refused.status).toBe(400);
+        expect(refused.body).toMatchObject({ code: "INVALID_REQUEST", detail: "refused at once" });
+        const crash = await call(routes.url, "GET", "/api/sync/crash", { headers: USER.headers });
+        expect(crash.status).toBe(500);
+        expect(JSON.stringify(crash.body)).not.toContain("secret");
+        const resolver = await call(resolverThrows.url, "GET", list, { headers: USER.headers });
+        expect(resolver.status).toBe(500);
+        expect(JSON.stringify(resolver.body)).not.toContain("secret");
+        expect(errors.map((e) => (e as Error).message)).toEqual(["secret crash", "secret resolver"]);
+        // The servers go on answering.
+        expect((await call(routes.url, "GET", list, { headers: USER.headers })).status).toBe(200);
+      } finally {
+        await routes.close();
+        await resolverThrows.close();
+      }
+    });
+  }
 });

@@ -21,24 +21,34 @@ export interface BodyLimits {
  * INVALID_REQUEST for a body that is not UTF-8 JSON or nests too deeply;
  * UnsupportedMediaType for a non-JSON content type.
  */
-export async function readJsonBody(request: InboundRequest, limits: BodyLimits): Promise<unknown> {
-  const declared = request.headers.get("content-length");
-  if (declared !== null) {
-    const n = Number(declared);
-    if (!/^\d+$/.test(declared.trim()) || !Number.isSafeInteger(n))
-      throw new MnemeError("INVALID_REQUEST", "Content-Length must be a non-negative integer");
-    if (n > limits.maxBytes) throw tooLarge(limits.maxBytes);
-    if (n === 0) return undefined;
+export function readJsonBody(request: InboundRequest, limits: BodyLimits): Promise<unknown> {
+  // The checks before the read run at once (a refusal is still a rejected promise); the rest runs on the bytes.
+  let contentType: string | null;
+  try {
+    const declared = request.headers.get("content-length");
+    if (declared !== null) {
+      const n = Number(declared);
+      if (!/^\d+$/.test(declared.trim()) || !Number.isSafeInteger(n))
+        throw new MnemeError("INVALID_REQUEST", "Content-Length must be a non-negative integer");
+      if (n > limits.maxBytes) throw tooLarge(limits.maxBytes);
+      if (n === 0) return Promise.resolve(undefined);
+    }
+    if (!request.hasBody) return Promise.resolve(undefined);
+    contentType = request.headers.get("content-type");
+    // Most requests send one of a few spellings: each is checked once.
+    if (contentType !== null && !acceptedTypes.has(contentType)) {
+      checkContentType(contentType);
+      if (acceptedTypes.size >= 32) acceptedTypes.clear();
+      acceptedTypes.add(contentType);
+    }
+  } catch (e) {
+    return Promise.reject(e as Error);
   }
-  if (!request.hasBody) return undefined;
-  const contentType = request.headers.get("content-type");
-  // Most requests send one of a few spellings: each is checked once.
-  if (contentType !== null && !acceptedTypes.has(contentType)) {
-    checkContentType(contentType);
-    if (acceptedTypes.size >= 32) acceptedTypes.clear();
-    acceptedTypes.add(contentType);
-  }
-  const bytes = await request.readBody(limits.maxBytes);
+  return request.readBody(limits.maxBytes).then((bytes) => parseJsonBody(bytes, contentType, limits.maxDepth));
+}
+
+/** The JSON value of a body read whole (undefined when empty). */
+function parseJsonBody(bytes: Uint8Array, contentType: string | null, maxDepth: number): unknown {
   if (bytes.byteLength === 0) return undefined;
   if (contentType === null) throw new UnsupportedMediaType("a request body needs `Content-Type: application/json`");
   let text: string;
@@ -54,8 +64,8 @@ export async function readJsonBody(request: InboundRequest, limits: BodyLimits):
     throw new MnemeError("INVALID_REQUEST", `the request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
   // Each level takes two characters at least ("[]"): a shorter text cannot nest deeper than the limit.
-  if (text.length > 2 * limits.maxDepth && depthExceeds(value, limits.maxDepth))
-    throw new MnemeError("INVALID_REQUEST", `the request body nests deeper than ${limits.maxDepth} levels`);
+  if (text.length > 2 * maxDepth && depthExceeds(value, maxDepth))
+    throw new MnemeError("INVALID_REQUEST", `the request body nests deeper than ${maxDepth} levels`);
   return value;
 }
 

@@ -79,24 +79,29 @@ class HttpCore {
     return toResponse((await this.answer(inbound, false)) ?? this.#notFound(inbound.pathname));
   }
 
-  /** The reply of a matching route (errors as problems), or undefined when no route matches. */
-  async answer(request: InboundRequest, direct: boolean): Promise<Reply | undefined> {
+  /**
+   * The reply of a matching route (errors as problems), or undefined when no
+   * route matches. Never rejects. Chained with `then`, not awaited in an
+   * async function: every promise costs the AsyncLocalStorage hooks of the
+   * process, and each await adds one.
+   */
+  answer(request: InboundRequest, direct: boolean): Promise<Reply | undefined> {
     // HEAD is GET without the body: same status and headers (a stream, such as SSE, is closed at once).
     const head = request.method === "HEAD";
-    let reply: Reply | undefined;
+    const failed = (e: unknown): Reply =>
+      e instanceof UnsupportedMediaType
+        ? problemResponse(this.#problems, "INVALID_REQUEST", e.message, { status: 415 })
+        : errorResponse(this.#problems, e, () => request.toRequest());
+    let handled: Promise<Reply> | Reply | undefined;
     try {
-      const handled = this.#handle(request, head ? "GET" : request.method, direct);
-      // Awaited only when a route matched: an unmatched path costs no promise.
-      reply = handled === undefined ? undefined : await handled;
+      handled = this.#handle(request, head ? "GET" : request.method, direct);
     } catch (e) {
-      reply =
-        e instanceof UnsupportedMediaType
-          ? problemResponse(this.#problems, "INVALID_REQUEST", e.message, { status: 415 })
-          : errorResponse(this.#problems, e, () => request.toRequest());
+      handled = failed(e);
     }
-    if (!head || reply === undefined) return reply;
-    if (typeof reply.body === "object") await reply.body.cancel().catch(() => undefined);
-    return { status: reply.status, headers: reply.headers };
+    // An unmatched path or a reply made at once costs one settled promise.
+    if (!isThenable(handled)) return head ? headOnly(handled) : Promise.resolve(handled);
+    const reply = Promise.resolve(handled).then(undefined, failed);
+    return head ? reply.then(headOnly) : reply;
   }
 
   /** Undefined when no route matches the path (the caller answers 404, or serves it otherwise). */
@@ -118,18 +123,30 @@ class HttpCore {
     return this.#serve(request, method, match.value, match.params);
   }
 
-  /** A matched route: authentication, CSRF, session and rate-limit checks, then the route's code. */
-  async #serve(request: InboundRequest, method: string, served: ServedRoute, params: Readonly<Record<string, string>>): Promise<Reply> {
+  /**
+   * A matched route: authentication, CSRF, session and rate-limit checks, then
+   * the route's code. Throws (or rejects) what the route throws.
+   */
+  #serve(request: InboundRequest, method: string, served: ServedRoute, params: Readonly<Record<string, string>>): Promise<Reply> | Reply {
+    const creds = readCredentials(request.headers);
+    if (creds === undefined || typeof creds === "string") return this.#authenticated(request, method, served, params, unresolved(creds));
+    // One promise for the resolver's answer: the steps after it run in its callback, not after an await.
+    return Promise.resolve(this.#opts.resolveCredentials(this.#facade, creds)).then((resolved) =>
+      this.#authenticated(request, method, served, params, authenticated(request, resolved)),
+    );
+  }
+
+  #authenticated(
+    request: InboundRequest,
+    method: string,
+    served: ServedRoute,
+    params: Readonly<Record<string, string>>,
+    auth: Authentication,
+  ): Promise<Reply> | Reply {
     const { route, fixed } = served;
     const guard = fixed?.guard ?? route.guard(params);
     // Store access is limited the same way whichever route reaches it (the store endpoints or the generic ones).
     const storeAccess = fixed?.storeAccess ?? isStoreMessage(guard);
-    // The resolver's promise is awaited here, not inside a helper of its own: one promise less per request.
-    const creds = readCredentials(request.headers);
-    const auth =
-      creds === undefined || typeof creds === "string"
-        ? unresolved(creds)
-        : authenticated(request, await this.#opts.resolveCredentials(this.#facade, creds));
     if (auth.state === "valid" && auth.via === "cookie" && STATE_CHANGING.has(method)) checkOrigin(request, this.#opts.allowedOrigins);
     if (auth.state !== "valid" && (route.session === true || storeAccess || this.#needsSession(guard))) return this.#unauthenticated(auth);
     if (storeAccess) {
@@ -137,13 +154,20 @@ class HttpCore {
       if (limited !== undefined) return limited;
     }
     const reqCtx = requestContext(request.headers, auth.reqCtx, params, route.concurrencyHeaders === true);
-    try {
-      return await route.run(new RequestRouteContext(this.#facade, this.#opts, this.#sseGauge, request, params, reqCtx, auth));
-    } catch (e) {
-      // Without a valid session, a denial means "authenticate first", not "you may not".
-      if (auth.state !== "valid" && isMnemeError(e, "PERMISSION_DENIED")) return this.#unauthenticated(auth);
+    const ctx = new RequestRouteContext(this.#facade, this.#opts, this.#sseGauge, request, params, reqCtx, auth);
+    if (auth.state === "valid") return route.run(ctx);
+    // Without a valid session, a denial means "authenticate first", not "you may not".
+    const denied = (e: unknown): Reply => {
+      if (isMnemeError(e, "PERMISSION_DENIED")) return this.#unauthenticated(auth);
       throw e;
+    };
+    let out: Promise<Reply>;
+    try {
+      out = route.run(ctx);
+    } catch (e) {
+      return denied(e);
     }
+    return Promise.resolve(out).then(undefined, denied);
   }
 
   #needsSession(ref: MessageRef): boolean {
@@ -215,7 +239,23 @@ class RequestRouteContext implements RouteContext {
     return (this.#bodyRead ??= readJsonBody(this.request, { maxBytes, maxDepth }));
   };
 
-  readonly body = async (): Promise<unknown> => (await this.rawBody()) ?? {};
+  readonly body = (): Promise<unknown> => this.rawBody().then(orEmpty);
+}
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return typeof v === "object" && v !== null && typeof (v as { then?: unknown }).then === "function";
+}
+
+/** A HEAD answer: the GET's status and headers, its stream (if any) closed. */
+async function headOnly(reply: Reply | undefined): Promise<Reply | undefined> {
+  if (reply === undefined) return undefined;
+  if (typeof reply.body === "object") await reply.body.cancel().catch(() => undefined);
+  return { status: reply.status, headers: reply.headers };
+}
+
+/** An empty body as the empty payload. */
+function orEmpty(body: unknown): unknown {
+  return body ?? {};
 }
 
 /** No credentials, or credentials that cannot be read (`reason`). */

@@ -36,26 +36,31 @@ export function toNodeListener(handler: (request: Request) => Promise<Response>,
   const bridge: NodeListener = (req, res) => viaFetch(handler, req, res, opts);
   const direct = directHandlerOf(handler);
   if (direct === undefined) return bridge;
-  return async (req, res) => {
+  // Chained with `then`, not awaited in an async function: one promise less per request.
+  return (req, res) => {
     const inbound = NodeInbound.of(req, res);
     if (inbound === undefined) return bridge(req, res);
-    let reply: Reply | undefined;
-    try {
-      reply = await direct.answer(inbound);
-    } catch (e) {
-      opts.onError?.(e);
-      if (!res.headersSent) send(res, 500, "text/plain", "internal error");
-      return;
-    }
-    if (reply === undefined) return bridge(req, res);
-    try {
-      // Text is written at once; only a stream (SSE) is awaited.
-      if (typeof reply.body === "object") await pipeReply(reply, reply.body, req, res, inbound);
-      else writeReply(reply, reply.body, req, res);
-    } catch (e) {
-      if (!inbound.closed) opts.onError?.(e);
-      res.destroy();
-    }
+    return direct.answer(inbound).then(
+      (reply): Promise<void> | undefined => {
+        if (reply === undefined) return bridge(req, res);
+        const failed = (e: unknown) => {
+          if (!inbound.closed) opts.onError?.(e);
+          res.destroy();
+        };
+        try {
+          // Text is written at once; only a stream (SSE) is awaited.
+          if (typeof reply.body === "object") return pipeReply(reply, reply.body, req, res, inbound).then(undefined, failed);
+          writeReply(reply, reply.body, req, res);
+        } catch (e) {
+          failed(e);
+        }
+        return undefined;
+      },
+      (e: unknown) => {
+        opts.onError?.(e);
+        if (!res.headersSent) send(res, 500, "text/plain", "internal error");
+      },
+    );
   };
 }
 

@@ -105,10 +105,10 @@ function runtimeRoutes(): HttpRoute[] {
     method: "GET",
     path: `${T}/runtime/${path}`,
     guard: guardBy(query),
-    run: async (c) => {
+    // Chained, not awaited: one promise per request (a refused page is thrown at once, and answered as any error).
+    run: (c) => {
       const page = readPage(pageQuery(c.request.searchParams), c.options);
-      const all = await c.facade.query(query, {}, { reqCtx: c.reqCtx });
-      return jsonResponse(200, paginate(all, page));
+      return c.facade.query(query, {}, { reqCtx: c.reqCtx }).then((all) => jsonResponse(200, paginate(all, page)));
     },
   }));
   return [
