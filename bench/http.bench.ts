@@ -191,27 +191,29 @@ async function listen(listener: (req: IncomingMessage, res: ServerResponse) => u
   };
 }
 
+/** The plain servers' 200: the body serialised per request, mneme's content type and cache header. */
+function answer(res: ServerResponse, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(200, {
+    "content-type": "application/json; charset=utf-8",
+    "cache-control": "no-store",
+    "content-length": Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+function notFound(res: ServerResponse): void {
+  res.writeHead(404, { "content-length": 0 });
+  res.end();
+}
+
 /**
- * The baseline: node:http and JSON alone, doing the parsing and serialising
- * mneme's routes do. Every request's URL is parsed (its path routed, its query
- * read); GET answers the list (serialised per request, paged by `?page`);
- * POST reads the body (one Buffer.concat), parses it and answers a command
- * result with a fresh id and the payload (`?wait` read as mneme's route does).
+ * The plain servers' parsing, as mneme's routes do it: every request's URL is
+ * parsed (its path routed, its query read: `?page`, `?wait`); a POST's body is
+ * read (one Buffer.concat) and parsed. `list` answers a GET of the list,
+ * `command` a POST of a command with its parsed payload.
  */
-function plainHandler(list: unknown, cmd: { commandUuid: string; events: { payload: unknown }[] }) {
-  const answer = (res: ServerResponse, body: unknown) => {
-    const text = JSON.stringify(body);
-    res.writeHead(200, {
-      "content-type": "application/json; charset=utf-8",
-      "cache-control": "no-store",
-      "content-length": Buffer.byteLength(text),
-    });
-    res.end(text);
-  };
-  const notFound = (res: ServerResponse) => {
-    res.writeHead(404, { "content-length": 0 });
-    res.end();
-  };
+function plainServer(list: (res: ServerResponse) => void, command: (res: ServerResponse, payload: unknown) => void) {
   return (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`);
     if (req.method === "GET") {
@@ -219,7 +221,7 @@ function plainHandler(list: unknown, cmd: { commandUuid: string; events: { paylo
         notFound(res);
         return;
       }
-      answer(res, list);
+      list(res);
       return;
     }
     if (!url.pathname.includes("/commands/") || url.searchParams.get("wait") === "true") {
@@ -228,11 +230,20 @@ function plainHandler(list: unknown, cmd: { commandUuid: string; events: { paylo
     }
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const payload: unknown = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-      answer(res, { ...cmd, commandUuid: uuidv4(), events: cmd.events.map((e) => ({ ...e, payload })) });
-    });
+    req.on("end", () => command(res, JSON.parse(Buffer.concat(chunks).toString("utf8"))));
   };
+}
+
+/**
+ * The baseline: node:http and JSON alone, doing the parsing and serialising
+ * mneme's routes do: GET answers the list (serialised per request), POST a
+ * command result with a fresh id and the payload.
+ */
+function plainHandler(list: unknown, cmd: { commandUuid: string; events: { payload: unknown }[] }) {
+  return plainServer(
+    (res) => answer(res, list),
+    (res, payload) => answer(res, { ...cmd, commandUuid: uuidv4(), events: cmd.events.map((e) => ({ ...e, payload })) }),
+  );
 }
 
 /**
@@ -244,55 +255,27 @@ function plainHandler(list: unknown, cmd: { commandUuid: string; events: { paylo
  * of mneme's figure is the query and command path.
  */
 function plainFacadeHandler(facade: ReturnType<typeof createFacade>, pageSize: number) {
-  const answer = (res: ServerResponse, body: unknown) => {
-    const text = JSON.stringify(body);
-    res.writeHead(200, {
-      "content-type": "application/json; charset=utf-8",
-      "cache-control": "no-store",
-      "content-length": Buffer.byteLength(text),
-    });
-    res.end(text);
-  };
   const fail = (res: ServerResponse, e: unknown) => {
     const text = JSON.stringify({ error: (e as Error).message });
     res.writeHead(500, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
     res.end(text);
   };
-  const notFound = (res: ServerResponse) => {
-    res.writeHead(404, { "content-length": 0 });
-    res.end();
-  };
-  return (req: IncomingMessage, res: ServerResponse) => {
-    const url = new URL(req.url ?? "/", `http://${req.headers.host ?? "localhost"}`);
-    if (req.method === "GET") {
-      if (!url.pathname.endsWith("/runtime/commands") || url.searchParams.get("page") === "0") {
-        notFound(res);
-        return;
-      }
-      facade.query({ domain: "Runtime", name: "ListCommands" }, {}, { reqCtx }).then(
+  return plainServer(
+    (res) =>
+      void facade.query({ domain: "Runtime", name: "ListCommands" }, {}, { reqCtx }).then(
         (all) => answer(res, { items: (all as unknown[]).slice(0, pageSize), total: (all as unknown[]).length, page: 1, pageSize }),
         (e: unknown) => fail(res, e),
-      );
-      return;
-    }
-    if (!url.pathname.includes("/commands/") || url.searchParams.get("wait") === "true") {
-      notFound(res);
-      return;
-    }
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      const payload = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { todoUuid: string; title: string };
-      facade.dispatch(CreateTodo, payload, { reqCtx }).then(
+      ),
+    (res, payload) =>
+      void facade.dispatch(CreateTodo, payload as { todoUuid: string; title: string }, { reqCtx }).then(
         (out) => {
           const body: Record<string, unknown> = { commandUuid: out.commandUuid, events: out.events };
           if (out.result !== undefined) body.result = out.result;
           answer(res, body);
         },
         (e: unknown) => fail(res, e),
-      );
-    });
-  };
+      ),
+  );
 }
 
 /** Rounds of `seconds` against each server in turn (rotating who goes first); sums per server. */
