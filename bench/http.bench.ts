@@ -15,7 +15,10 @@
  * with the bench's request context (no credentials, no route table, no
  * adapter): its ratio to the plain handler is the most any adapter could
  * reach with the query and command path as it is (the ceiling), and mneme's
- * direct path against it is the adapter's own share.
+ * direct path against it is the adapter's own share. For POST, a fifth
+ * server does the same on a second facade with the Todo domain and no
+ * readmodel: the ceiling of the command path without its projection (so the
+ * projection's share of the POST figure is read off one run).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -24,7 +27,7 @@ import { v4 as uuidv4 } from "uuid";
 import { createFacade } from "../src/app/facade.js";
 import type { RequestContext } from "../src/model/types.js";
 import { createHttpHandler, toNodeListener } from "../src/http/index.js";
-import { CreateTodo, registerTodo } from "../examples/todo/todo-domain.js";
+import { CreateTodo, installTodo, registerTodo, Todo, TodoProjection } from "../examples/todo/todo-domain.js";
 import type { Bench } from "./harness.js";
 
 const TENANT = "0190a7a2-7d3c-7b5e-9f00-1234567890ae";
@@ -133,6 +136,11 @@ export default async function httpBench(b: Bench): Promise<void> {
   ).json()) as { commandUuid: string; events: { payload: unknown }[] };
   const plain = await listen(plainHandler(listSample, cmdSample));
   const withFacade = await listen(plainFacadeHandler(facade, (listSample as { pageSize: number }).pageSize));
+  // The Todo domain without a readmodel: the projection is made (its queries need one) but never registered.
+  const bare = createFacade({ appName: "http-bench-bare" });
+  bare.registerDomain(Todo, (d) => installTodo(d, new TodoProjection(bare)));
+  await bare.start();
+  const withBareFacade = await listen(plainFacadeHandler(bare, (listSample as { pageSize: number }).pageSize));
   const servers = [direct, viaFetch, plain, withFacade];
   try {
     const seconds = 1;
@@ -155,7 +163,7 @@ export default async function httpBench(b: Bench): Promise<void> {
       headers: { ...headers, "content-type": "application/json" },
       setupRequest: (req) => ({ ...req, body: JSON.stringify({ todoUuid: uuidv4(), title: "bench" }) }),
     };
-    const [pDirect, pFetch, pPlain, pFacade] = await interleaved(servers, cmdPath, post, seconds, rounds);
+    const [pDirect, pFetch, pPlain, pFacade, pBare] = await interleaved([...servers, withBareFacade], cmdPath, post, seconds, rounds);
     report(b, "POST commands/Todo/CreateTodo, node:http direct", pDirect!, pPlain!, directCmd);
     report(b, "POST commands/Todo/CreateTodo, node:http via Fetch", pFetch!, pPlain!, directCmd);
     b.value(
@@ -166,9 +174,20 @@ export default async function httpBench(b: Bench): Promise<void> {
       `${pPlain!.total} in ${pPlain!.seconds.toFixed(2)} s`,
     );
     ceiling(b, "POST", pFacade!, pPlain!, pDirect!);
+    if (pBare!.non2xx > 0 || pBare!.errors > 0)
+      throw new Error(`POST plain node:http handler + facade without readmodel: ${pBare!.non2xx} non-2xx answers, ${pBare!.errors} errors`);
+    b.value(
+      "http",
+      "POST plain node:http handler + facade without readmodel",
+      pBare!.rps,
+      "req/s",
+      `${pBare!.total} in ${pBare!.seconds.toFixed(2)} s, p99 ${pBare!.p99} ms`,
+    );
+    b.value("http", "  ceiling without the projection: (plain + facade, no readmodel) / plain", pBare!.rps / pPlain!.rps, "x");
   } finally {
-    for (const s of servers) await s.close();
+    for (const s of [...servers, withBareFacade]) await s.close();
     await facade.stop();
+    await bare.stop();
   }
 }
 
