@@ -18,7 +18,9 @@
  * direct path against it is the adapter's own share. For POST, a fifth
  * server does the same on a second facade with the Todo domain and no
  * readmodel: the ceiling of the command path without its projection (so the
- * projection's share of the POST figure is read off one run).
+ * projection's share of the POST figure is read off one run; the process's
+ * AsyncLocalStorage hooks, on since the first facade's readmodel ran, are paid
+ * by it too).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
