@@ -556,7 +556,7 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
       moves: () => Promise.resolve([]),
     };
     const sharded = await startDashboardWorld({
-      register: (f) => void f.registerDomain(ShardsDomain, (d) => installShardsDomain(d, source)),
+      register: (f) => void f.registerDomain(ShardsDomain, (d) => installShardsDomain(d, source, f)),
     });
     try {
       const page = await newPage();

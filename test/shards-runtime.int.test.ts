@@ -2,15 +2,18 @@
  * The Runtime's view of a sharded app (mneme/shards): every shard's facade
  * answers `Shards.ListShards`, `Shards.ListPlacements` and `Shards.ListMoves`
  * for the whole app, to the callers its authorizer lets through (a system
- * administrator), also over HTTP; a tenant's operator is refused, and a plain
- * facade has no such queries. Two schemas on the test server.
+ * administrator), also over HTTP; a tenant's operator is refused, without an
+ * authorizer nobody sees them, and a plain facade has no such queries. Every
+ * read of the sharded app asks the permission the facade's reads ask: history
+ * is the query `Shards.GetHistory` on the tenant's shard. Two schemas on the
+ * test server.
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Authorizer, createFacade, MnemeError, newUuid, type RequestContext } from "mneme";
 import { createHttpHandler } from "mneme/http";
-import { createShardedApp, ListMoves, ListPlacements, ListShards, type ShardedApp } from "mneme/shards";
-import { Deposit, configureLedger } from "./support/ledger-domain.js";
+import { createShardedApp, GetHistory, ListMoves, ListPlacements, ListShards, type ShardedApp } from "mneme/shards";
+import { Account, Deposit, GetAccount, configureLedger } from "./support/ledger-domain.js";
 import { DATABASE_URL } from "./support/postgres-scratch.js";
 import { rejection } from "./support/rejections.js";
 
@@ -26,17 +29,33 @@ const OPERATOR: RequestContext = {
   senderIdentityUuid: "idn-op",
   senderTenantUuid: "t-op",
 };
-/** The administrator may do everything; others only what needs no grant. */
-const authorizer: Authorizer = (reqCtx, permission) =>
-  reqCtx.senderAccountUuid === ADMIN.senderAccountUuid || permission.domain !== "Shards"
+/** A user of a tenant: every sender field, in that tenant. */
+const userOf = (tenant: string): RequestContext => ({
+  senderAccountUuid: `acc-${tenant}`,
+  senderSessionUuid: `ses-${tenant}`,
+  senderIdentityUuid: `idn-${tenant}`,
+  senderTenantUuid: tenant,
+});
+
+/**
+ * The administrator may do everything; others only what needs no grant, the
+ * Shards listings excepted, and only in their own tenant (as the default authorizer).
+ */
+const authorizer: Authorizer = (reqCtx, permission) => {
+  if (reqCtx.senderAccountUuid === ADMIN.senderAccountUuid) return undefined;
+  if (reqCtx.targetTenantUuid !== undefined && reqCtx.targetTenantUuid !== reqCtx.senderTenantUuid)
+    return new MnemeError("PERMISSION_DENIED", `may act only in the sender's tenant, not in ${reqCtx.targetTenantUuid}`);
+  return permission.domain !== "Shards" || permission.type === "GetHistory"
     ? undefined
     : new MnemeError("PERMISSION_DENIED", `${reqCtx.senderAccountUuid ?? "anonymous"} may not ${permission.domain}.${permission.type}`);
+};
 
 const tag = newUuid().replace(/-/g, "").slice(-10);
 const schemas = [`mneme_shrt_c_${tag}`, `mneme_shrt_a_${tag}`, `mneme_shrt_b_${tag}`];
 const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 2 });
 let app: ShardedApp;
 const tenants = [newUuid(), newUuid(), newUuid()];
+const accountsOf = new Map<string, string[]>();
 
 beforeAll(async () => {
   app = createShardedApp({
@@ -53,7 +72,12 @@ beforeAll(async () => {
   await app.placeTenant(tenants[1]!, { shard: "b" });
   await app.placeTenant(tenants[2]!, { shard: "b" });
   for (const [i, t] of tenants.entries()) {
-    for (let k = 0; k <= i; k++) await app.dispatch(Deposit, { accountUuid: newUuid(), amount: 1 }, { reqCtx: { senderTenantUuid: t } });
+    accountsOf.set(t, []);
+    for (let k = 0; k <= i; k++) {
+      const accountUuid = newUuid();
+      accountsOf.get(t)!.push(accountUuid);
+      await app.dispatch(Deposit, { accountUuid, amount: 1 }, { reqCtx: { senderTenantUuid: t } });
+    }
   }
 }, 60_000);
 
@@ -119,4 +143,79 @@ describe("the Runtime's view of a sharded app", () => {
       ["b", 2],
     ]);
   });
+});
+
+describe("every read of a sharded app asks the permission the facade's reads ask", () => {
+  it("history refuses a sender the authorizer keeps out of the target tenant, and a reqCtx with only a target tenant", async () => {
+    const [a, b] = [tenants[0]!, tenants[1]!];
+    const ofB = accountsOf.get(b)![0]!;
+    // The owner reads it.
+    const own = await app.history(Account, ofB, { reqCtx: userOf(b) });
+    expect(own.map((e) => [e.domainEvtName, e.version])).toEqual([["Deposited", 1]]);
+    // A's user targeting B, and a reqCtx naming only B: refused like dispatch and query of an authorized message.
+    for (const reqCtx of [{ ...userOf(a), targetTenantUuid: b }, { targetTenantUuid: b }, {}]) {
+      expect((await rejection(app.history(Account, ofB, { reqCtx }))).code, JSON.stringify(reqCtx)).toBe("PERMISSION_DENIED");
+      expect((await rejection(app.query(GetHistory, { domain: "Ledger", aggregate: "Account", aggregateUuid: ofB }, { reqCtx }))).code).toBe(
+        "PERMISSION_DENIED",
+      );
+    }
+    // A's user in its own tenant: B's aggregate is absent for it (A's shard has none of B's events).
+    expect(await app.history(Account, ofB, { reqCtx: userOf(a) })).toEqual([]);
+    // The query itself, routed by the aggregate's domain to B's shard.
+    expect(await app.query(GetHistory, { domain: "Ledger", aggregate: "Account", aggregateUuid: ofB }, { reqCtx: userOf(b) })).toEqual(own);
+    // The administrator acts in B by targeting it, as the authorizer lets it.
+    expect(await app.history(Account, ofB, { reqCtx: { ...ADMIN, targetTenantUuid: b } })).toEqual(own);
+    // A malformed request is the facade's INVALID_REQUEST, not a crash of the router.
+    expect((await rejection(app.query(GetHistory, { domain: "Ledger", aggregate: "Nope", aggregateUuid: ofB }, { reqCtx: userOf(b) }))).code).toBe(
+      "INVALID_REQUEST",
+    );
+  });
+
+  it("a caller the permission refuses learns nothing of placements: PERMISSION_DENIED before NOT_FOUND for an unplaced tenant", async () => {
+    const nowhere = newUuid();
+    expect((await rejection(app.history(Account, newUuid(), { reqCtx: { targetTenantUuid: nowhere } }))).code).toBe("PERMISSION_DENIED");
+    expect((await rejection(app.history(Account, newUuid(), { reqCtx: { ...userOf(tenants[0]!), targetTenantUuid: nowhere } }))).code).toBe(
+      "PERMISSION_DENIED",
+    );
+    // A caller the permission lets through is told the tenant is placed nowhere.
+    const told = await rejection(app.history(Account, newUuid(), { reqCtx: userOf(nowhere) }));
+    expect(told.code).toBe("NOT_FOUND");
+    expect(told.message).toContain("placed on no shard");
+    // A query whose permission is anonymous passes its check and is routed: the same answer as before.
+    expect((await rejection(app.query(GetAccount, { accountUuid: newUuid() }, { reqCtx: { targetTenantUuid: nowhere } }))).code).toBe("NOT_FOUND");
+  });
+});
+
+describe("the listings without an authorizer", () => {
+  it("are granted to nobody, as the Runtime's all-tenant views", async () => {
+    const bare = createShardedApp({
+      control: { connectionString: DATABASE_URL, schema: `${schemas[0]!}_n` },
+      shards: [{ name: "a", connectionString: DATABASE_URL, schema: `${schemas[1]!}_n` }],
+      configure: (f) => void configureLedger(f),
+    });
+    await bare.start();
+    try {
+      await bare.placeTenant(tenants[0]!, { shard: "a" });
+      for (const q of [ListShards, ListPlacements, ListMoves]) {
+        for (const reqCtx of [userOf(tenants[0]!), ADMIN]) {
+          const denied = await rejection(bare.query(q, {}, { reqCtx }));
+          expect(denied.code, `${q.name} for ${String(reqCtx.senderAccountUuid)}`).toBe("PERMISSION_DENIED");
+          expect(denied.message).toContain("none is installed");
+          expect((await rejection(bare.shard("a").query(q, {}, { reqCtx }))).code).toBe("PERMISSION_DENIED");
+        }
+      }
+      // Trusted code still reads them directly.
+      expect((await bare.placements()).map((p) => p.tenantUuid)).toEqual([tenants[0]!]);
+      // History is an ordinary authorized query: without an authorizer a full sender reads its own tenant's.
+      const accountUuid = newUuid();
+      await bare.dispatch(Deposit, { accountUuid, amount: 3 }, { reqCtx: userOf(tenants[0]!) });
+      expect(await bare.history(Account, accountUuid, { reqCtx: userOf(tenants[0]!) })).toHaveLength(1);
+      expect((await rejection(bare.history(Account, accountUuid, { reqCtx: { senderTenantUuid: tenants[0]! } }))).code).toBe(
+        "PERMISSION_DENIED",
+      );
+    } finally {
+      await bare.stop();
+      for (const s of [`${schemas[0]!}_n`, `${schemas[1]!}_n`]) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+    }
+  }, 60_000);
 });

@@ -5,8 +5,8 @@
  */
 export { createShardedApp, ShardedApp } from "./sharded-app.js";
 export type { ShardedAppOptions } from "./sharded-app.js";
-export { ListMoves, ListPlacements, ListShards, ShardsDomain } from "./shards-domain.js";
-export type { ShardInfo } from "./shards-domain.js";
+export { GetHistory, ListMoves, ListPlacements, ListShards, ShardsDomain } from "./shards-domain.js";
+export type { HistoryRequest, ShardInfo } from "./shards-domain.js";
 export type { ShardLocation } from "./shard-location.js";
 export type { Placement, MoveRecord } from "./placement-store.js";
 export { moveTenant } from "./tenant-move.js";

@@ -7,7 +7,12 @@
  */
 import type pg from "pg";
 import { MnemeError } from "../model/errors.js";
+import { mapPgError } from "../postgres/postgres-errors.js";
+import { type CheckedOutClient, withClient } from "../postgres/postgres-pool.js";
 import { advisoryKey, quoteIdent } from "../postgres/postgres-schema.js";
+
+/** How the control store's errors are named (a driver error becomes the MnemeError of mapPgError). */
+const WHAT = "shards control store";
 
 /** Where a tenant lives: its shard, whether its writes are paused for a move, and a version that grows with each change. */
 export interface Placement {
@@ -98,36 +103,48 @@ export class PlacementStore {
     });
   }
 
-  async #inTransaction<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
-    const c = await this.#pool.connect();
+  /** One statement; a driver error is thrown as a MnemeError (UNAVAILABLE when the control store cannot be reached). */
+  async #query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>> {
     try {
-      await c.query("BEGIN");
-      const out = await fn(c);
-      await c.query("COMMIT");
-      return out;
+      return await this.#pool.query<R>(text, values);
     } catch (e) {
-      await c.query("ROLLBACK").catch(() => undefined);
-      throw e;
-    } finally {
-      c.release();
+      throw mapPgError(e, WHAT);
+    }
+  }
+
+  async #inTransaction<T>(fn: (c: CheckedOutClient) => Promise<T>): Promise<T> {
+    try {
+      return await withClient(this.#pool, "transaction", undefined, WHAT, async (c) => {
+        await c.query("BEGIN");
+        try {
+          const out = await fn(c);
+          await c.query("COMMIT");
+          return out;
+        } catch (e) {
+          await c.query("ROLLBACK").catch(() => undefined);
+          throw e;
+        }
+      });
+    } catch (e) {
+      throw mapPgError(e, WHAT);
     }
   }
 
   async get(tenantUuid: string): Promise<Placement | undefined> {
-    const res = await this.#pool.query<PlacementRow>(`SELECT * FROM ${this.#s}.placements WHERE tenant_uuid = $1`, [tenantUuid]);
+    const res = await this.#query<PlacementRow>(`SELECT * FROM ${this.#s}.placements WHERE tenant_uuid = $1`, [tenantUuid]);
     const r = res.rows[0];
     return r === undefined ? undefined : toPlacement(r);
   }
 
   /** Placements changed after `change` (0: all), and the highest change number seen. */
   async changedSince(change: number): Promise<{ placements: Placement[]; change: number }> {
-    const res = await this.#pool.query<PlacementRow>(`SELECT * FROM ${this.#s}.placements WHERE change > $1 ORDER BY change`, [change]);
+    const res = await this.#query<PlacementRow>(`SELECT * FROM ${this.#s}.placements WHERE change > $1 ORDER BY change`, [change]);
     const last = res.rows.at(-1);
     return { placements: res.rows.map(toPlacement), change: last === undefined ? change : Number(last.change) };
   }
 
   async list(): Promise<Placement[]> {
-    const res = await this.#pool.query<PlacementRow>(`SELECT * FROM ${this.#s}.placements ORDER BY tenant_uuid`);
+    const res = await this.#query<PlacementRow>(`SELECT * FROM ${this.#s}.placements ORDER BY tenant_uuid`);
     return res.rows.map(toPlacement);
   }
 
@@ -156,7 +173,7 @@ export class PlacementStore {
     });
   }
 
-  async #fewest(c: pg.PoolClient, shards: readonly string[]): Promise<string> {
+  async #fewest(c: CheckedOutClient, shards: readonly string[]): Promise<string> {
     const res = await c.query<{ shard: string; n: string }>(`SELECT shard, count(*)::text AS n FROM ${this.#s}.placements GROUP BY shard`);
     const counts = new Map(res.rows.map((r) => [r.shard, Number(r.n)]));
     let best = shards[0]!;
@@ -166,7 +183,7 @@ export class PlacementStore {
 
   /** Tenants per shard. */
   async tenantCounts(): Promise<Map<string, number>> {
-    const res = await this.#pool.query<{ shard: string; n: string }>(
+    const res = await this.#query<{ shard: string; n: string }>(
       `SELECT shard, count(*)::text AS n FROM ${this.#s}.placements GROUP BY shard`,
     );
     return new Map(res.rows.map((r) => [r.shard, Number(r.n)]));
@@ -185,16 +202,16 @@ export class PlacementStore {
     });
   }
 
-  async #setPhase(c: pg.Pool | pg.PoolClient, tenantUuid: string, phase: MoveRecord["phase"]): Promise<void> {
+  async #setPhase(c: { query(text: string, values?: unknown[]): Promise<unknown> }, tenantUuid: string, phase: MoveRecord["phase"]): Promise<void> {
     await c.query(`UPDATE ${this.#s}.tenant_moves SET phase = $2, updated_at = $3 WHERE tenant_uuid = $1`, [tenantUuid, phase, Date.now()]);
   }
 
   async setPhase(tenantUuid: string, phase: MoveRecord["phase"]): Promise<void> {
-    await this.#setPhase(this.#pool, tenantUuid, phase);
+    await this.#setPhase({ query: (text, values) => this.#query(text, values) }, tenantUuid, phase);
   }
 
   async setCopiedThrough(tenantUuid: string, position: number): Promise<void> {
-    await this.#pool.query(`UPDATE ${this.#s}.tenant_moves SET copied_through = $2, updated_at = $3 WHERE tenant_uuid = $1`, [
+    await this.#query(`UPDATE ${this.#s}.tenant_moves SET copied_through = $2, updated_at = $3 WHERE tenant_uuid = $1`, [
       tenantUuid,
       position,
       Date.now(),
@@ -202,7 +219,7 @@ export class PlacementStore {
   }
 
   async move(tenantUuid: string): Promise<MoveRecord | undefined> {
-    const res = await this.#pool.query<{
+    const res = await this.#query<{
       tenant_uuid: string;
       from_shard: string;
       to_shard: string;
@@ -227,7 +244,7 @@ export class PlacementStore {
   /** Records a new move (replacing a finished or failed one of the tenant). */
   async startMove(tenantUuid: string, from: string, to: string): Promise<MoveRecord> {
     const now = Date.now();
-    await this.#pool.query(
+    await this.#query(
       `INSERT INTO ${this.#s}.tenant_moves (tenant_uuid, from_shard, to_shard, phase, copied_through, started_at, updated_at)
        VALUES ($1, $2, $3, 'copying', 0, $4, $4)
        ON CONFLICT (tenant_uuid) DO UPDATE SET from_shard = $2, to_shard = $3, phase = 'copying', copied_through = 0, started_at = $4, updated_at = $4`,
@@ -237,7 +254,7 @@ export class PlacementStore {
   }
 
   async moves(): Promise<MoveRecord[]> {
-    const res = await this.#pool.query<{ tenant_uuid: string }>(`SELECT tenant_uuid FROM ${this.#s}.tenant_moves ORDER BY tenant_uuid`);
+    const res = await this.#query<{ tenant_uuid: string }>(`SELECT tenant_uuid FROM ${this.#s}.tenant_moves ORDER BY tenant_uuid`);
     const out: MoveRecord[] = [];
     for (const r of res.rows) {
       const m = await this.move(r.tenant_uuid);

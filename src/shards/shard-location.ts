@@ -1,5 +1,6 @@
 /** Where a shard is, and the small reads of its schema that the listings and the mover share. */
 import type pg from "pg";
+import { mapPgError } from "../postgres/postgres-errors.js";
 import { quoteIdent } from "../postgres/postgres-schema.js";
 
 /** One shard: a Postgres schema, in any database or cluster. */
@@ -24,6 +25,14 @@ export function shardDescription(location: ShardLocation): string {
 
 /** The head position of a shard and the tenants it refuses writes of. */
 export async function shardHead(pool: pg.Pool, schema: string): Promise<{ head: number; frozen: string[] }> {
+  try {
+    return await readHead(pool, schema);
+  } catch (e) {
+    throw mapPgError(e, `shard ${schema}: head`);
+  }
+}
+
+async function readHead(pool: pg.Pool, schema: string): Promise<{ head: number; frozen: string[] }> {
   const s = quoteIdent(schema);
   const head = await pool.query<{ h: string }>(`SELECT coalesce(max(position), 0)::text AS h FROM ${s}.events`);
   const frozen = await pool.query<{ tenant_uuid: string }>(

@@ -16,12 +16,14 @@ import type { AggregateType, CommandType, QueryType } from "../model/tokens.js";
 import type { RequestContext } from "../model/types.js";
 import { createPostgresBackends, type PostgresBackendsOptions } from "../postgres/postgres-backends.js";
 import { validateSchemaName } from "../postgres/postgres-schema.js";
-import { type HistoryEventModel, toHistoryEvent } from "../readmodel/history.js";
+import { newUuid } from "../model/clock.js";
+import type { CommandEnvelope, QueryEnvelope } from "../model/types.js";
+import type { HistoryEventModel } from "../readmodel/history.js";
 import { PG, requireDriver } from "../store/driver.js";
 import { PlacementCache } from "./placement-cache.js";
 import { type MoveRecord, type Placement, PlacementStore } from "./placement-store.js";
-import { installFreeze, isTenantFrozenError } from "./shard-freeze.js";
-import { installShardsDomain, type ShardInfo, ShardsDomain } from "./shards-domain.js";
+import { installFreeze, isTenantFrozenError, keepHomeDomains } from "./shard-freeze.js";
+import { GetHistory, type HistoryRequest, installShardsDomain, type ShardInfo, ShardsDomain } from "./shards-domain.js";
 import { moveTenant, type TenantMoveOptions, type TenantMoveReport } from "./tenant-move.js";
 import { shardHead, type ShardLocation, shardDescription } from "./shard-location.js";
 
@@ -103,6 +105,7 @@ export class ShardedApp {
     this.#homeDomains =
       this.#options.homeDomains !== undefined ? new Set(this.#options.homeDomains) : globalDomains(this.#homeShard().facade);
     this.#homeDomains.add(ShardsDomain.name); // the app's own listing: the same on every shard
+    for (const s of this.#shards.values()) await keepHomeDomains(s.pool, s.location.schema, [...this.#homeDomains]);
     this.#cache = new PlacementCache(this.#store, control, this.#options.placementPollMs ?? 1000);
     await this.#cache.start();
     this.#started = true;
@@ -115,7 +118,7 @@ export class ShardedApp {
     const facade = createFacade({ ...this.#options.facadeOptions?.(location), ...backends });
     this.#shards.set(location.name, { location, pool, facade });
     // The Runtime's view of the whole app, on every shard (docs/scaling.md, "Tenant shards").
-    facade.registerDomain(ShardsDomain, (d) => installShardsDomain(d, this));
+    facade.registerDomain(ShardsDomain, (d) => installShardsDomain(d, this, facade));
     await this.#options.configure(facade, location);
     await facade.start();
     await installFreeze(pool, location.schema);
@@ -190,13 +193,27 @@ export class ShardedApp {
     return { shard: this.#shardNamed(p.shard), tenantUuid };
   }
 
-  /** The route, without a promise when the placement is cached and lets the call through (the common case). */
-  #route(domain: string, reqCtx: RequestContext | undefined, write: boolean): Promise<Route> | Route {
+  /**
+   * The route, without a promise when the placement is cached and lets the call
+   * through (the common case). Otherwise the home shard checks the message's
+   * permission first: a caller who may not send it learns nothing of
+   * placements (placed or not, paused or not) and waits for no move.
+   */
+  #route(
+    domain: string,
+    reqCtx: RequestContext | undefined,
+    write: boolean,
+    envelope: () => CommandEnvelope | QueryEnvelope,
+  ): Promise<Route> | Route {
     const tenantUuid = tenantOf(reqCtx ?? {});
     if (this.#homeDomains.has(domain)) return { shard: this.#homeShard(), tenantUuid };
     const p = this.#started ? this.#cache?.get(tenantUuid) : undefined;
     const shard = p === undefined || (write && p.state === "paused") ? undefined : this.#shards.get(p.shard);
-    return shard !== undefined && tenantUuid !== "" ? { shard, tenantUuid } : this.#routeTenant(tenantUuid, write);
+    if (shard !== undefined && tenantUuid !== "") return { shard, tenantUuid };
+    if (tenantUuid === "") return this.#routeTenant(tenantUuid, write);
+    return this.#homeShard()
+      .facade.permissions.check(reqCtx ?? {}, envelope())
+      .then(() => this.#routeTenant(tenantUuid, write));
   }
 
   /**
@@ -209,9 +226,10 @@ export class ShardedApp {
     payload: NoInfer<P>,
     opts: DispatchOptions = {},
   ): Promise<DispatchResult<R>> {
-    const { domain } = this.#homeShard().facade.resolveCommand(type);
+    const { domain, name } = this.#homeShard().facade.resolveCommand(type);
+    const envelope = (): CommandEnvelope => ({ commandUuid: opts.commandUuid ?? newUuid(), domain, name, payload, reqCtx: opts.reqCtx ?? {} });
     for (let attempt = 0; ; attempt++) {
-      const routed = this.#route(domain, opts.reqCtx, true);
+      const routed = this.#route(domain, opts.reqCtx, true, envelope);
       const route = routed instanceof Promise ? await routed : routed;
       try {
         return await route.shard.facade.dispatch(type, payload, opts);
@@ -222,27 +240,34 @@ export class ShardedApp {
     }
   }
 
-  /** Answers a query on the shard of the effective tenant (reads are not paused by a move). */
+  /**
+   * Answers a query on the shard of the effective tenant (reads are not paused
+   * by a move); `Shards.GetHistory` on the shard that serves the aggregate's domain.
+   */
   async query<P, R>(type: QueryType<P, R> | MessageRef, payload: NoInfer<P>, opts: QueryOptions = {}): Promise<R> {
-    const { domain } = this.#homeShard().facade.resolveQuery(type);
-    const routed = this.#route(domain, opts.reqCtx, false);
+    const qt = this.#homeShard().facade.resolveQuery(type);
+    // GetHistory's shard is its aggregate's (a malformed payload goes home, whose facade refuses it as usual).
+    const aggregateDomain = qt === GetHistory ? (payload as Partial<HistoryRequest> | null)?.domain : undefined;
+    const domain = typeof aggregateDomain === "string" ? aggregateDomain : qt.domain;
+    const envelope = (): QueryEnvelope => ({ queryUuid: newUuid(), domain: qt.domain, name: qt.name, payload, reqCtx: opts.reqCtx ?? {} });
+    const routed = this.#route(domain, opts.reqCtx, false, envelope);
     const route = routed instanceof Promise ? await routed : routed;
     return route.shard.facade.query(type, payload, opts);
   }
 
   /**
-   * An aggregate's history from the shard of the effective tenant: NOT_FOUND,
-   * as for an absent one, when a tenant-scoped aggregate belongs to another tenant.
+   * An aggregate's history from the shard of the effective tenant: the query
+   * `Shards.GetHistory`, so it asks its permission (`authorized`, then the
+   * authorizer) on that shard as every query does. NOT_FOUND, as for an
+   * absent one, when a tenant-scoped aggregate belongs to another tenant.
    */
   async history(
     aggregate: AggregateType<any>,
     aggregateUuid: string,
     opts: { reqCtx?: RequestContext } = {},
   ): Promise<HistoryEventModel[]> {
-    const route = await this.#route(aggregate.domain, opts.reqCtx, false);
-    const facade = route.shard.facade;
-    await facade.loadAggregate(aggregate, aggregateUuid, { tenantUuid: route.tenantUuid });
-    return (await facade.eventRepository.loadAggregate(aggregateUuid)).map(toHistoryEvent);
+    const payload: HistoryRequest = { domain: aggregate.domain, aggregate: aggregate.name, aggregateUuid };
+    return this.query(GetHistory, payload, opts.reqCtx === undefined ? {} : { reqCtx: opts.reqCtx });
   }
 
   /**

@@ -3,13 +3,23 @@
  * facade of a `createShardedApp` registers it, and each answers for the whole
  * app (read through the app's control store, not through the one shard), so a
  * dashboard or client reaches the same listing on any shard, over HTTP as
- * `POST /queries/Shards/<name>` like every query. The queries are
- * `authorized` (the default): system administrators, or callers granted them;
- * a tenant's operator gets PERMISSION_DENIED. A plain facade has no such
- * domain: its callers get UNKNOWN_QUERY.
+ * `POST /queries/Shards/<name>` like every query. The listings span every
+ * tenant, so they follow the Runtime's rule for all-tenant views: granted by
+ * the authorizer only (system administrators with the default one), and
+ * without an authorizer to nobody. `Shards.GetHistory` is the history of one
+ * aggregate in the caller's effective tenant, an ordinary `authorized` query:
+ * `ShardedApp.history` runs it on the tenant's shard, so history asks its
+ * permission exactly as every query does. A plain facade has no such domain:
+ * its callers get UNKNOWN_QUERY.
  */
+import { MnemeError } from "../model/errors.js";
 import { defineDomain } from "../model/domain.js";
+import type { DomainContents } from "../model/domain.js";
 import type { DomainInstaller } from "../model/domain-install.js";
+import { newPermission } from "../model/permission.js";
+import type { EventReader } from "../model/facade-handle.js";
+import type { AggregateType } from "../model/tokens.js";
+import { type HistoryEventModel, toHistoryEvent } from "../readmodel/history.js";
 import type { MoveRecord, Placement } from "./placement-store.js";
 
 /** One shard as `ShardedApp.listShards` (and `Shards.ListShards`) shows it. */
@@ -59,16 +69,60 @@ export const ListMoves = ShardsDomain.query<NoPayload, MoveRecord[]>("ListMoves"
   schema: empty,
 });
 
-/** What the queries read: the sharded app. */
+// Every tenant's placements, moves and frozen tenants: an all-tenant view, as the Runtime's (no level: the authorizer grants).
+for (const t of [ListShards, ListPlacements, ListMoves]) ShardsDomain.registerPermission(newPermission("Shards", t.name, t.description));
+
+/** The payload of {@link GetHistory}: the aggregate by its domain, name and uuid. */
+export interface HistoryRequest {
+  readonly domain: string;
+  readonly aggregate: string;
+  readonly aggregateUuid: string;
+}
+
+const name = { type: "string", minLength: 1 };
+
+/**
+ * `Shards.GetHistory`: an aggregate's history in the caller's effective tenant,
+ * on the shard that serves it (`authorized`, the default of every query).
+ * NOT_FOUND, as for an absent one, when a tenant-scoped aggregate belongs to
+ * another tenant.
+ */
+export const GetHistory = ShardsDomain.query<HistoryRequest, HistoryEventModel[]>("GetHistory", {
+  description: "An aggregate's history in the caller's tenant, from the shard that serves it",
+  schema: { ...empty, properties: { domain: name, aggregate: name, aggregateUuid: name }, required: ["domain", "aggregate", "aggregateUuid"] },
+});
+
+/** What the listings read: the sharded app. */
 export interface ShardsSource {
   listShards(): Promise<ShardInfo[]>;
   placements(): Promise<Placement[]>;
   moves(): Promise<MoveRecord[]>;
 }
 
+/** What history reads of the shard's own facade: its domains and its events. */
+export interface ShardFacadeReads {
+  readonly domains: ReadonlyMap<string, Pick<DomainContents, "aggregates">>;
+  readonly eventRepository: EventReader;
+}
+
 /** The install step of {@link ShardsDomain} on one shard's facade. */
-export function installShardsDomain(d: DomainInstaller, app: ShardsSource): void {
+export function installShardsDomain(d: DomainInstaller, app: ShardsSource, shard: ShardFacadeReads): void {
   d.handleQuery(ListShards, () => app.listShards());
   d.handleQuery(ListPlacements, () => app.placements());
   d.handleQuery(ListMoves, () => app.moves());
+  d.handleQuery(GetHistory, async (ctx, _q, p) => {
+    const aggregate = aggregateNamed(shard, p);
+    // The tenant check of every load: another tenant's aggregate is NOT_FOUND.
+    await ctx.aggregates.load(aggregate, p.aggregateUuid);
+    const events = await shard.eventRepository.loadAggregate(p.aggregateUuid);
+    // Streams written before the tenant rule may mix tenants: only the caller's events of a tenant-scoped one.
+    const mine = aggregate.tenancy === "global" ? events : events.filter((e) => e.tenantUuid === ctx.tenantUuid);
+    return mine.map(toHistoryEvent);
+  });
+}
+
+function aggregateNamed(shard: ShardFacadeReads, p: HistoryRequest): AggregateType<unknown> {
+  const a = shard.domains.get(p.domain)?.aggregates.get(p.aggregate);
+  if (a === undefined) throw new MnemeError("INVALID_REQUEST", `GetHistory: ${p.domain}.${p.aggregate} is not a registered aggregate`);
+  return a;
 }

@@ -18,7 +18,8 @@
  * 4. done. The source keeps its frozen copy (see docs/scaling.md).
  */
 import type pg from "pg";
-import { MnemeError } from "../model/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
+import { mapPgError } from "../postgres/postgres-errors.js";
 import { PostgresEventRepository } from "../postgres/postgres-event-repository.js";
 import { PG, requireDriver } from "../store/driver.js";
 import { type MoveRecord, PlacementStore } from "./placement-store.js";
@@ -132,7 +133,7 @@ export async function moveTenant(opts: TenantMoveOptions): Promise<TenantMoveRep
   try {
     const store = new PlacementStore(open(opts.control.connectionString), opts.control.schema);
     await store.init();
-    const { move, resumed } = await beginOrResume(store, opts, (name) => locate(opts, name));
+    const { move, resumed } = await beginOrResume(store, opts, (name) => locate(opts, name), open);
     const source = side(locate(opts, move.fromShard), open);
     const target = side(locate(opts, move.toShard), open);
     const targetEvents = new PostgresEventRepository({ pool: target.pool, schema: target.schema, pollIntervalMs: 0 });
@@ -155,9 +156,30 @@ export async function moveTenant(opts: TenantMoveOptions): Promise<TenantMoveRep
     } finally {
       await targetEvents.close().catch(() => undefined);
     }
+  } catch (e) {
+    throw moveFailure(e, opts.tenantUuid);
   } finally {
     await Promise.all(pools.map((p) => p.end().catch(() => undefined)));
   }
+}
+
+/** An error of the caller's onProgress, carried out of the move to be thrown as it is. */
+class ProgressFailure extends Error {
+  constructor(readonly failure: unknown) {
+    super("onProgress failed");
+  }
+}
+
+/**
+ * What a stopped move throws: the caller's own error from onProgress as it
+ * is, a MnemeError as it is, and anything else (a driver error of any step: a
+ * lost connection, a deadlock, a statement the database refused) as the
+ * MnemeError of mapPgError, saying that a rerun resumes the move.
+ */
+function moveFailure(e: unknown, tenantUuid: string): unknown {
+  if (e instanceof ProgressFailure) return e.failure;
+  if (isMnemeError(e)) return e;
+  return mapPgError(e, `tenant move of ${tenantUuid} stopped (run it again to resume)`);
 }
 
 function locate(opts: TenantMoveOptions, name: string): ShardLocation {
@@ -174,6 +196,7 @@ async function beginOrResume(
   store: PlacementStore,
   opts: TenantMoveOptions,
   shardOf: (name: string) => ShardLocation,
+  open: (connectionString: string) => pg.Pool,
 ): Promise<{ move: MoveRecord; resumed: boolean }> {
   const { tenantUuid, to } = opts;
   shardOf(to);
@@ -192,23 +215,22 @@ async function beginOrResume(
     throw new MnemeError("INVALID_REQUEST", `tenant ${tenantUuid} is on shard ${to} already`);
   }
   const target = shardOf(to);
-  const { Pool } = requireDriver<typeof pg>(PG);
-  const pool = new Pool({ connectionString: target.connectionString, max: 1 });
-  try {
-    if (await holdsTenant({ pool, schema: target.schema }, { tenantUuid, homeDomains: opts.homeDomains })) {
-      throw new MnemeError(
-        "CONFLICT",
-        `shard ${to} holds events of tenant ${tenantUuid} already (an earlier copy): a move needs a target without them`,
-      );
-    }
-  } finally {
-    await pool.end();
+  // A pool of the move's own (ended with the others, its idle clients' errors listened to).
+  if (await holdsTenant({ pool: open(target.connectionString), schema: target.schema }, { tenantUuid, homeDomains: opts.homeDomains })) {
+    throw new MnemeError(
+      "CONFLICT",
+      `shard ${to} holds events of tenant ${tenantUuid} already (an earlier copy): a move needs a target without them`,
+    );
   }
   return { move: await store.startMove(tenantUuid, placement.shard, to), resumed: false };
 }
 
 function progress(ctx: MoveContext, phase: MoveRecord["phase"]): void {
-  ctx.opts.onProgress?.({ phase, copied: ctx.copied, copiedThrough: ctx.copiedThrough });
+  try {
+    ctx.opts.onProgress?.({ phase, copied: ctx.copied, copiedThrough: ctx.copiedThrough });
+  } catch (e) {
+    throw new ProgressFailure(e);
+  }
 }
 
 /** Copies the events from copiedThrough on, recording progress after each page. */
@@ -279,7 +301,7 @@ async function copyAndSwitch(ctx: MoveContext): Promise<number> {
   const pausedAt = Date.now();
   await store.update(tenant, move.fromShard, "paused", "paused");
   progress(ctx, "paused");
-  await freezeTenant(ctx.source.pool, ctx.source.schema, tenant);
+  await freezeTenant(ctx.source.pool, ctx.source.schema, tenant, scope.homeDomains);
   await copyEventsFrom(ctx, "paused");
   await copyKeysOf(ctx, await copyCommands(ctx.source, ctx.target, scope, marks.recordsFrom, ctx.pageSize));
   await copySnapshots(ctx.source, ctx.target, scope);
