@@ -11,9 +11,9 @@
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isMnemeError, newUuid } from "mneme";
+import { isMnemeError, MnemeError, newUuid } from "mneme";
 import { createShardedApp, isTenantFrozenError, type ShardedApp, type ShardLocation, type TenantMoveOptions } from "mneme/shards";
-import { Deposit, GetAccount, configureLedger } from "./support/ledger-domain.js";
+import { Deposit, GetAccount, Register, configureLedger } from "./support/ledger-domain.js";
 import { runKillable } from "./support/run-process.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -100,6 +100,12 @@ async function runMover(opts: TenantMoveOptions, stopAt: string): Promise<string
     throw new Error(`the mover ended with ${String(r.code ?? r.signal)}: ${r.out}`);
   if (stopAt !== "0" && r.out.includes("stopped ")) expect(r.signal).toBe("SIGKILL");
   return r.out;
+}
+
+/** What a mover process printed of its failure ("failed <json>"), if it failed. */
+function failureOf(out: string): { mneme: boolean; code: unknown; message: string; stack?: string } | undefined {
+  const line = out.split("\n").find((l) => l.startsWith("failed "));
+  return line === undefined ? undefined : (JSON.parse(line.slice(7)) as { mneme: boolean; code: unknown; message: string });
 }
 
 describe("online tenant moves with the mover SIGKILLed and run again", () => {
@@ -207,6 +213,125 @@ describe("a move whose copy differs from its source", () => {
     expect(report.verified.find((v) => v.what === "events" && v.when === "before the pause")?.target.rows).toBeGreaterThan(0);
     expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s1", state: "active" });
     expect((await tenantEvents(shards[1]!.schema, tenant)).length).toBe(61);
+  }, 60_000);
+});
+
+describe("a mover killed at random points and times", () => {
+  it("is run again until it finishes; every error any run saw is a MnemeError, and the move ends as an uninterrupted one", async () => {
+    const tenant = `random-t-${id}`;
+    await app.placeTenant(tenant, { shard: "s0" });
+    const accounts = Array.from({ length: 8 }, () => newUuid());
+    const preload = load(tenant, accounts, 4);
+    while (preload.acked.size < 800) await new Promise((r) => setTimeout(r, 20));
+    await preload.stop();
+    const busy = load(tenant, accounts, 2);
+    const opts: TenantMoveOptions = { control, shards, homeDomains: [...app.homeDomains], tenantUuid: tenant, to: "s1", pageSize: 100 };
+    const runs: string[] = [];
+    const failures: NonNullable<ReturnType<typeof failureOf>>[] = [];
+    let moved = false;
+    // Up to 6 killed runs: at a random step of progress (the thread blocked there), or at a random time after its start
+    // (the kill lands wherever the mover is: inside a statement, a transaction, a connection's checkout).
+    for (let round = 0; round < 6 && !moved; round++) {
+      const atStep = Math.random() < 0.5;
+      const r = atStep
+        ? await runKillable(mover, [JSON.stringify(opts), String(1 + Math.floor(Math.random() * 12))], cwd, (out) => out.includes("stopped "))
+        : await runKillable(mover, [JSON.stringify(opts), "0"], cwd, 200 + Math.floor(Math.random() * 1500));
+      runs.push(`${atStep ? "step" : "time"} ${String(r.signal ?? r.code)}`);
+      const failure = failureOf(r.out);
+      if (failure !== undefined) failures.push(failure);
+      moved = r.out.includes("moved ");
+    }
+    // Then run to its end (a run that failed with a MnemeError is run again, as an operator would).
+    for (let k = 0; k < 3 && !moved; k++) {
+      const r = await runKillable(mover, [JSON.stringify(opts), "0"], cwd);
+      runs.push(`end ${String(r.signal ?? r.code)}`);
+      const failure = failureOf(r.out);
+      if (failure !== undefined) failures.push(failure);
+      moved = r.out.includes("moved ");
+    }
+    for (const f of failures) expect(f.mneme, `a raw error escaped the mover: ${f.message}\n${f.stack ?? ""}`).toBe(true);
+    expect(moved, runs.join(", ")).toBe(true);
+    const ackedAtSwitch = busy.acked.size;
+    while (busy.acked.size < ackedAtSwitch + 20) await new Promise((r) => setTimeout(r, 20));
+    await busy.stop();
+    expect(busy.errors).toEqual([]);
+    expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s1", state: "active" });
+    const target = await tenantEvents(shards[1]!.schema, tenant);
+    expect(target.map((e) => e.event_uuid).sort()).toEqual([...new Set([...preload.acked, ...busy.acked])].sort());
+  }, 240_000);
+
+  it("a step the database refuses stops the move with a MnemeError (not the driver's error); run again, it resumes and finishes", async () => {
+    const tenant = `refused-t-${id}`;
+    await app.placeTenant(tenant, { shard: "s0" });
+    for (let k = 0; k < 30; k++) await app.dispatch(Deposit, { accountUuid: newUuid(), amount: 1 }, { reqCtx: reqCtxOf(tenant) });
+    // The target's snapshots table is gone for a while: the verification in the pause reads it.
+    const snapshots = `"${shards[1]!.schema}".snapshots`;
+    await admin.query(`ALTER TABLE ${snapshots} RENAME TO snapshots_away`);
+    let stopped: unknown;
+    try {
+      stopped = await app.moveTenant(tenant, "s1", { pageSize: 10 }).catch((e: unknown) => e);
+    } finally {
+      await admin.query(`ALTER TABLE "${shards[1]!.schema}".snapshots_away RENAME TO snapshots`);
+    }
+    expect(stopped).toBeInstanceOf(MnemeError);
+    expect((stopped as MnemeError).message).toContain(`tenant move of ${tenant} stopped (run it again to resume)`);
+    // Stopped in the pause: the tenant is paused and frozen on its source until the move is run again.
+    expect((await app.moves()).find((m) => m.tenantUuid === tenant)).toMatchObject({ phase: "paused" });
+    const report = await app.moveTenant(tenant, "s1", { pageSize: 10 });
+    expect(report).toMatchObject({ resumed: true, from: "s0", to: "s1" });
+    expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s1", state: "active" });
+    expect(await tenantEvents(shards[1]!.schema, tenant)).toHaveLength(30);
+  }, 60_000);
+});
+
+describe("a tenant moved off the home shard", () => {
+  it("still writes its home domains there: the source's fence refuses only what the move took away", async () => {
+    const tenant = `home-t-${id}`;
+    await app.placeTenant(tenant, { shard: "s0" });
+    const accountUuid = newUuid();
+    await app.dispatch(Deposit, { accountUuid, amount: 1 }, { reqCtx: reqCtxOf(tenant) });
+    await app.dispatch(Register, { entryUuid: newUuid(), name: "before" }, { reqCtx: reqCtxOf(tenant) });
+    expect(app.home).toBe("s0");
+    await app.moveTenant(tenant, "s1");
+    // A command of a domain whose aggregates are all global goes home, and is written there in the tenant.
+    const entryUuid = newUuid();
+    const r = await app.dispatch(Register, { entryUuid, name: "after" }, { reqCtx: reqCtxOf(tenant) });
+    expect(r.events).toHaveLength(1);
+    const home = await admin.query<{ tenant_uuid: string }>(`SELECT tenant_uuid FROM "${shards[0]!.schema}".events WHERE aggregate_uuid = $1`, [
+      entryUuid,
+    ]);
+    expect(home.rows).toEqual([{ tenant_uuid: tenant }]);
+    // Its moved domains stay refused on the source, and go to the target through the router.
+    const refused = await app
+      .shard("s0")
+      .dispatch(Deposit, { accountUuid, amount: 1 }, { reqCtx: reqCtxOf(tenant) })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(isTenantFrozenError(refused)).toBe(true);
+    await app.dispatch(Deposit, { accountUuid, amount: 1 }, { reqCtx: reqCtxOf(tenant) });
+    expect((await tenantEvents(shards[1]!.schema, tenant)).filter((e) => e.aggregate_uuid === accountUuid)).toHaveLength(2);
+  }, 60_000);
+
+  it("frozen by an earlier release (every domain refused), it gets its home domains back when an app starts on the shards", async () => {
+    const tenant = `legacy-t-${id}`;
+    await app.placeTenant(tenant, { shard: "s1" });
+    // What a release before the fence kept domains left: a row without them.
+    await admin.query(`INSERT INTO "${shards[0]!.schema}".shard_frozen_tenants (tenant_uuid, frozen_at) VALUES ($1, 0)`, [tenant]);
+    await admin.query(`SELECT "${shards[0]!.schema}".mneme_fit_frozen_trigger()`);
+    const before = await app.dispatch(Register, { entryUuid: newUuid(), name: "x" }, { reqCtx: reqCtxOf(tenant) }).catch((e: unknown) => e);
+    expect(isTenantFrozenError(before)).toBe(true);
+    const other = createShardedApp({ control, shards, configure: (f) => void configureLedger(f), placementPollMs: 600_000 });
+    await other.start();
+    await other.stop();
+    const r = await app.dispatch(Register, { entryUuid: newUuid(), name: "x" }, { reqCtx: reqCtxOf(tenant) });
+    expect(r.events).toHaveLength(1);
+    const kept = await admin.query<{ kept_domains: string[] }>(
+      `SELECT kept_domains FROM "${shards[0]!.schema}".shard_frozen_tenants WHERE tenant_uuid = $1`,
+      [tenant],
+    );
+    expect(kept.rows[0]!.kept_domains).toEqual([...app.homeDomains].sort());
   }, 60_000);
 });
 

@@ -60,6 +60,13 @@ afterAll(async () => {
 }, 60_000);
 
 const reqCtxOf = (tenant: string) => ({ senderTenantUuid: tenant });
+/** A user of the tenant with every sender field: history is an `authorized` query (Shards.GetHistory). */
+const userOf = (tenant: string) => ({
+  senderAccountUuid: `acc-${tenant}`,
+  senderSessionUuid: `ses-${tenant}`,
+  senderIdentityUuid: `idn-${tenant}`,
+  senderTenantUuid: tenant,
+});
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -151,13 +158,13 @@ describe.skipIf(tools === undefined)(`tenant shards: three shards, two clusters$
     await app.dispatch(Deposit, { accountUuid, amount: 5 }, { reqCtx: reqCtxOf(a), waitToFinish: true });
     expect(await app.query(GetAccount, { accountUuid }, { reqCtx: reqCtxOf(a) })).toMatchObject({ model: { balance: 5 } });
     expect(await app.query(GetAccount, { accountUuid }, { reqCtx: reqCtxOf(b) })).toBeUndefined();
-    expect(await app.history(Account, accountUuid, { reqCtx: reqCtxOf(a) })).toHaveLength(1);
-    expect(isMnemeError(await rejection(app.history(Account, accountUuid, { reqCtx: reqCtxOf(b) })), "NOT_FOUND")).toBe(true);
+    expect(await app.history(Account, accountUuid, { reqCtx: userOf(a) })).toHaveLength(1);
+    expect(isMnemeError(await rejection(app.history(Account, accountUuid, { reqCtx: userOf(b) })), "NOT_FOUND")).toBe(true);
     // b writing to a's account: NOT_FOUND, nothing written.
     expect(isMnemeError(await rejection(app.dispatch(Deposit, { accountUuid, amount: 1 }, { reqCtx: reqCtxOf(b) })), "NOT_FOUND")).toBe(
       true,
     );
-    expect(await app.history(Account, accountUuid, { reqCtx: reqCtxOf(a) })).toHaveLength(1);
+    expect(await app.history(Account, accountUuid, { reqCtx: userOf(a) })).toHaveLength(1);
   });
 
   it("global domains live in the home shard, whatever the caller's tenant; the listing shows shards, tenants and heads", async () => {

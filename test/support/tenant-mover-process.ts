@@ -3,10 +3,23 @@
  * the JSON of moveTenant's options (without onProgress), argv[3] the progress
  * step at which it stops (0: never), or the phase at whose first step it stops. At that step it prints "stopped <step>
  * <phase>" and blocks its thread, so the kill lands at a point of progress,
- * not of time. A finished move prints "moved <report as JSON>".
+ * not of time (it prints "ready" first, for a kill at a time after it). A finished move prints "moved <report as JSON>"; a move that
+ * failed prints "failed <JSON of { mneme, code, message }>" (whatever failed:
+ * a rejection of moveTenant, an uncaught exception, an unhandled rejection).
  */
+import { isMnemeError } from "mneme";
 import { moveTenant, type TenantMoveOptions } from "mneme/shards";
 
+function failed(e: unknown): never {
+  const code = (e as { code?: unknown } | null)?.code;
+  const message = e instanceof Error ? e.message : String(e);
+  process.stdout.write(`failed ${JSON.stringify({ mneme: isMnemeError(e), code, message, stack: e instanceof Error ? e.stack : undefined })}\n`);
+  process.exit(1);
+}
+process.on("uncaughtException", failed);
+process.on("unhandledRejection", failed);
+
+process.stdout.write("ready\n");
 const options = JSON.parse(process.argv[2]!) as TenantMoveOptions;
 const stopArg = process.argv[3] ?? "0";
 const stopAt = /^\d+$/.test(stopArg) ? Number(stopArg) : -1;
@@ -24,5 +37,5 @@ const report = await moveTenant({
       process.exit(3);
     }
   },
-});
+}).catch(failed);
 process.stdout.write(`moved ${JSON.stringify(report)}\n`);
