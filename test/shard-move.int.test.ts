@@ -234,7 +234,9 @@ describe("a mover killed at random points and times", () => {
     for (let round = 0; round < 6 && !moved; round++) {
       const atStep = Math.random() < 0.5;
       const r = atStep
-        ? await runKillable(mover, [JSON.stringify(opts), String(1 + Math.floor(Math.random() * 12))], cwd, (out) => out.includes("stopped "))
+        ? await runKillable(mover, [JSON.stringify(opts), String(1 + Math.floor(Math.random() * 12))], cwd, (out) =>
+            out.includes("stopped "),
+          )
         : await runKillable(mover, [JSON.stringify(opts), "0"], cwd, 200 + Math.floor(Math.random() * 1500));
       runs.push(`${atStep ? "step" : "time"} ${String(r.signal ?? r.code)}`);
       const failure = failureOf(r.out);
@@ -297,9 +299,10 @@ describe("a tenant moved off the home shard", () => {
     const entryUuid = newUuid();
     const r = await app.dispatch(Register, { entryUuid, name: "after" }, { reqCtx: reqCtxOf(tenant) });
     expect(r.events).toHaveLength(1);
-    const home = await admin.query<{ tenant_uuid: string }>(`SELECT tenant_uuid FROM "${shards[0]!.schema}".events WHERE aggregate_uuid = $1`, [
-      entryUuid,
-    ]);
+    const home = await admin.query<{ tenant_uuid: string }>(
+      `SELECT tenant_uuid FROM "${shards[0]!.schema}".events WHERE aggregate_uuid = $1`,
+      [entryUuid],
+    );
     expect(home.rows).toEqual([{ tenant_uuid: tenant }]);
     // Its moved domains stay refused on the source, and go to the target through the router.
     const refused = await app

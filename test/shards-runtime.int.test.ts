@@ -155,9 +155,9 @@ describe("every read of a sharded app asks the permission the facade's reads ask
     // A's user targeting B, and a reqCtx naming only B: refused like dispatch and query of an authorized message.
     for (const reqCtx of [{ ...userOf(a), targetTenantUuid: b }, { targetTenantUuid: b }, {}]) {
       expect((await rejection(app.history(Account, ofB, { reqCtx }))).code, JSON.stringify(reqCtx)).toBe("PERMISSION_DENIED");
-      expect((await rejection(app.query(GetHistory, { domain: "Ledger", aggregate: "Account", aggregateUuid: ofB }, { reqCtx }))).code).toBe(
-        "PERMISSION_DENIED",
-      );
+      expect(
+        (await rejection(app.query(GetHistory, { domain: "Ledger", aggregate: "Account", aggregateUuid: ofB }, { reqCtx }))).code,
+      ).toBe("PERMISSION_DENIED");
     }
     // A's user in its own tenant: B's aggregate is absent for it (A's shard has none of B's events).
     expect(await app.history(Account, ofB, { reqCtx: userOf(a) })).toEqual([]);
@@ -166,9 +166,9 @@ describe("every read of a sharded app asks the permission the facade's reads ask
     // The administrator acts in B by targeting it, as the authorizer lets it.
     expect(await app.history(Account, ofB, { reqCtx: { ...ADMIN, targetTenantUuid: b } })).toEqual(own);
     // A malformed request is the facade's INVALID_REQUEST, not a crash of the router.
-    expect((await rejection(app.query(GetHistory, { domain: "Ledger", aggregate: "Nope", aggregateUuid: ofB }, { reqCtx: userOf(b) }))).code).toBe(
-      "INVALID_REQUEST",
-    );
+    expect(
+      (await rejection(app.query(GetHistory, { domain: "Ledger", aggregate: "Nope", aggregateUuid: ofB }, { reqCtx: userOf(b) }))).code,
+    ).toBe("INVALID_REQUEST");
   });
 
   it("a caller the permission refuses learns nothing of placements: PERMISSION_DENIED before NOT_FOUND for an unplaced tenant", async () => {
@@ -182,7 +182,9 @@ describe("every read of a sharded app asks the permission the facade's reads ask
     expect(told.code).toBe("NOT_FOUND");
     expect(told.message).toContain("placed on no shard");
     // A query whose permission is anonymous passes its check and is routed: the same answer as before.
-    expect((await rejection(app.query(GetAccount, { accountUuid: newUuid() }, { reqCtx: { targetTenantUuid: nowhere } }))).code).toBe("NOT_FOUND");
+    expect((await rejection(app.query(GetAccount, { accountUuid: newUuid() }, { reqCtx: { targetTenantUuid: nowhere } }))).code).toBe(
+      "NOT_FOUND",
+    );
   });
 });
 

@@ -202,7 +202,11 @@ export class PlacementStore {
     });
   }
 
-  async #setPhase(c: { query(text: string, values?: unknown[]): Promise<unknown> }, tenantUuid: string, phase: MoveRecord["phase"]): Promise<void> {
+  async #setPhase(
+    c: { query(text: string, values?: unknown[]): Promise<unknown> },
+    tenantUuid: string,
+    phase: MoveRecord["phase"],
+  ): Promise<void> {
     await c.query(`UPDATE ${this.#s}.tenant_moves SET phase = $2, updated_at = $3 WHERE tenant_uuid = $1`, [tenantUuid, phase, Date.now()]);
   }
 

@@ -227,7 +227,13 @@ export class ShardedApp {
     opts: DispatchOptions = {},
   ): Promise<DispatchResult<R>> {
     const { domain, name } = this.#homeShard().facade.resolveCommand(type);
-    const envelope = (): CommandEnvelope => ({ commandUuid: opts.commandUuid ?? newUuid(), domain, name, payload, reqCtx: opts.reqCtx ?? {} });
+    const envelope = (): CommandEnvelope => ({
+      commandUuid: opts.commandUuid ?? newUuid(),
+      domain,
+      name,
+      payload,
+      reqCtx: opts.reqCtx ?? {},
+    });
     for (let attempt = 0; ; attempt++) {
       const routed = this.#route(domain, opts.reqCtx, true, envelope);
       const route = routed instanceof Promise ? await routed : routed;

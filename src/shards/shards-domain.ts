@@ -89,7 +89,11 @@ const name = { type: "string", minLength: 1 };
  */
 export const GetHistory = ShardsDomain.query<HistoryRequest, HistoryEventModel[]>("GetHistory", {
   description: "An aggregate's history in the caller's tenant, from the shard that serves it",
-  schema: { ...empty, properties: { domain: name, aggregate: name, aggregateUuid: name }, required: ["domain", "aggregate", "aggregateUuid"] },
+  schema: {
+    ...empty,
+    properties: { domain: name, aggregate: name, aggregateUuid: name },
+    required: ["domain", "aggregate", "aggregateUuid"],
+  },
 });
 
 /** What the listings read: the sharded app. */
@@ -121,7 +125,7 @@ export function installShardsDomain(d: DomainInstaller, app: ShardsSource, shard
   });
 }
 
-function aggregateNamed(shard: ShardFacadeReads, p: HistoryRequest): AggregateType<unknown> {
+function aggregateNamed(shard: ShardFacadeReads, p: HistoryRequest): AggregateType {
   const a = shard.domains.get(p.domain)?.aggregates.get(p.aggregate);
   if (a === undefined) throw new MnemeError("INVALID_REQUEST", `GetHistory: ${p.domain}.${p.aggregate} is not a registered aggregate`);
   return a;

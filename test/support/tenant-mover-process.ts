@@ -13,7 +13,9 @@ import { moveTenant, type TenantMoveOptions } from "mneme/shards";
 function failed(e: unknown): never {
   const code = (e as { code?: unknown } | null)?.code;
   const message = e instanceof Error ? e.message : String(e);
-  process.stdout.write(`failed ${JSON.stringify({ mneme: isMnemeError(e), code, message, stack: e instanceof Error ? e.stack : undefined })}\n`);
+  process.stdout.write(
+    `failed ${JSON.stringify({ mneme: isMnemeError(e), code, message, stack: e instanceof Error ? e.stack : undefined })}\n`,
+  );
   process.exit(1);
 }
 process.on("uncaughtException", failed);
