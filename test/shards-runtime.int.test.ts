@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Authorizer, createFacade, MnemeError, newUuid, type RequestContext } from "mneme";
 import { createHttpHandler } from "mneme/http";
 import { createShardedApp, GetHistory, ListMoves, ListPlacements, ListShards, type ShardedApp } from "mneme/shards";
-import { Account, Deposit, GetAccount, configureLedger } from "./support/ledger-domain.js";
+import { Account, Deposit, Entry, GetAccount, Register, configureLedger } from "./support/ledger-domain.js";
 import { DATABASE_URL } from "./support/postgres-scratch.js";
 import { rejection } from "./support/rejections.js";
 
@@ -38,14 +38,15 @@ const userOf = (tenant: string): RequestContext => ({
 });
 
 /**
- * The administrator may do everything; others only what needs no grant, the
- * Shards listings excepted, and only in their own tenant (as the default authorizer).
+ * The administrator may do everything; others, only in their own tenant (as
+ * the default authorizer), what has a level (permissions without one are for
+ * system administrators).
  */
 const authorizer: Authorizer = (reqCtx, permission) => {
   if (reqCtx.senderAccountUuid === ADMIN.senderAccountUuid) return undefined;
   if (reqCtx.targetTenantUuid !== undefined && reqCtx.targetTenantUuid !== reqCtx.senderTenantUuid)
     return new MnemeError("PERMISSION_DENIED", `may act only in the sender's tenant, not in ${reqCtx.targetTenantUuid}`);
-  return permission.domain !== "Shards" || permission.type === "GetHistory"
+  return permission.kind !== "administrator"
     ? undefined
     : new MnemeError("PERMISSION_DENIED", `${reqCtx.senderAccountUuid ?? "anonymous"} may not ${permission.domain}.${permission.type}`);
 };
@@ -159,8 +160,11 @@ describe("every read of a sharded app asks the permission the facade's reads ask
         (await rejection(app.query(GetHistory, { domain: "Ledger", aggregate: "Account", aggregateUuid: ofB }, { reqCtx }))).code,
       ).toBe("PERMISSION_DENIED");
     }
-    // A's user in its own tenant: B's aggregate is absent for it (A's shard has none of B's events).
-    expect(await app.history(Account, ofB, { reqCtx: userOf(a) })).toEqual([]);
+    // A's user in its own tenant: B's aggregate (on another shard) answers as an absent one, and as one of another
+    // tenant on A's own shard (tenants[2] shares B's shard).
+    expect((await rejection(app.history(Account, ofB, { reqCtx: userOf(a) }))).code).toBe("NOT_FOUND");
+    expect((await rejection(app.history(Account, ofB, { reqCtx: userOf(tenants[2]!) }))).code).toBe("NOT_FOUND");
+    expect((await rejection(app.history(Account, newUuid(), { reqCtx: userOf(b) }))).code).toBe("NOT_FOUND");
     // The query itself, routed by the aggregate's domain to B's shard.
     expect(await app.query(GetHistory, { domain: "Ledger", aggregate: "Account", aggregateUuid: ofB }, { reqCtx: userOf(b) })).toEqual(own);
     // The administrator acts in B by targeting it, as the authorizer lets it.
@@ -169,6 +173,14 @@ describe("every read of a sharded app asks the permission the facade's reads ask
     expect(
       (await rejection(app.query(GetHistory, { domain: "Ledger", aggregate: "Nope", aggregateUuid: ofB }, { reqCtx: userOf(b) }))).code,
     ).toBe("INVALID_REQUEST");
+  });
+
+  it("the history of a global aggregate (no tenant's) is an all-tenant read: the authorizer decides, as for an administrator", async () => {
+    const entryUuid = newUuid();
+    await app.dispatch(Register, { entryUuid, name: "shared" }, { reqCtx: userOf(tenants[0]!) });
+    const denied = await rejection(app.history(Entry, entryUuid, { reqCtx: userOf(tenants[0]!) }));
+    expect(denied.code).toBe("PERMISSION_DENIED");
+    expect((await app.history(Entry, entryUuid, { reqCtx: ADMIN })).map((e) => e.domainEvtName)).toEqual(["Registered"]);
   });
 
   it("a caller the permission refuses learns nothing of placements: PERMISSION_DENIED before NOT_FOUND for an unplaced tenant", async () => {
@@ -215,6 +227,10 @@ describe("the listings without an authorizer", () => {
       expect((await rejection(bare.history(Account, accountUuid, { reqCtx: { senderTenantUuid: tenants[0]! } }))).code).toBe(
         "PERMISSION_DENIED",
       );
+      // A global aggregate's history is an all-tenant read: nobody's without an authorizer.
+      const entryUuid = newUuid();
+      await bare.dispatch(Register, { entryUuid, name: "x" }, { reqCtx: userOf(tenants[0]!) });
+      expect((await rejection(bare.history(Entry, entryUuid, { reqCtx: userOf(tenants[0]!) }))).message).toContain("none is installed");
     } finally {
       await bare.stop();
       for (const s of [`${schemas[0]!}_n`, `${schemas[1]!}_n`]) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);

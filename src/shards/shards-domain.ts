@@ -12,6 +12,7 @@
  * permission exactly as every query does. A plain facade has no such domain:
  * its callers get UNKNOWN_QUERY.
  */
+import { aggregateNotFound } from "../app/tenancy.js";
 import { MnemeError } from "../model/errors.js";
 import { defineDomain } from "../model/domain.js";
 import type { DomainContents } from "../model/domain.js";
@@ -19,6 +20,7 @@ import type { DomainInstaller } from "../model/domain-install.js";
 import { newPermission } from "../model/permission.js";
 import type { EventReader } from "../model/facade-handle.js";
 import type { AggregateType } from "../model/tokens.js";
+import type { PermissionRegistry } from "../permissions/permission-registry.js";
 import { type HistoryEventModel, toHistoryEvent } from "../readmodel/history.js";
 import type { MoveRecord, Placement } from "./placement-store.js";
 
@@ -84,8 +86,10 @@ const name = { type: "string", minLength: 1 };
 /**
  * `Shards.GetHistory`: an aggregate's history in the caller's effective tenant,
  * on the shard that serves it (`authorized`, the default of every query).
- * NOT_FOUND, as for an absent one, when a tenant-scoped aggregate belongs to
- * another tenant.
+ * NOT_FOUND for an absent aggregate and for another tenant's alike. A global
+ * aggregate belongs to no tenant: its history is granted as the Runtime's
+ * all-tenant views are (the authorizer, as for an administrator permission;
+ * nobody without one).
  */
 export const GetHistory = ShardsDomain.query<HistoryRequest, HistoryEventModel[]>("GetHistory", {
   description: "An aggregate's history in the caller's tenant, from the shard that serves it",
@@ -103,10 +107,11 @@ export interface ShardsSource {
   moves(): Promise<MoveRecord[]>;
 }
 
-/** What history reads of the shard's own facade: its domains and its events. */
+/** What history reads of the shard's own facade: its domains, its events, and its permissions for an all-tenant read. */
 export interface ShardFacadeReads {
   readonly domains: ReadonlyMap<string, Pick<DomainContents, "aggregates">>;
   readonly eventRepository: EventReader;
+  readonly permissions: Pick<PermissionRegistry, "checkAdministrator">;
 }
 
 /** The install step of {@link ShardsDomain} on one shard's facade. */
@@ -114,10 +119,13 @@ export function installShardsDomain(d: DomainInstaller, app: ShardsSource, shard
   d.handleQuery(ListShards, () => app.listShards());
   d.handleQuery(ListPlacements, () => app.placements());
   d.handleQuery(ListMoves, () => app.moves());
-  d.handleQuery(GetHistory, async (ctx, _q, p) => {
+  d.handleQuery(GetHistory, async (ctx, q, p) => {
     const aggregate = aggregateNamed(shard, p);
-    // The tenant check of every load: another tenant's aggregate is NOT_FOUND.
-    await ctx.aggregates.load(aggregate, p.aggregateUuid);
+    // A global aggregate belongs to no tenant: its history is an all-tenant read (the authorizer, as for an administrator).
+    if (aggregate.tenancy === "global") await shard.permissions.checkAdministrator(ctx.reqCtx, q);
+    // The tenant check of every load: another tenant's aggregate is NOT_FOUND, and so is an absent one (no existence oracle).
+    const loaded = await ctx.aggregates.load(aggregate, p.aggregateUuid);
+    if (loaded.version === 0) throw aggregateNotFound(aggregate, p.aggregateUuid);
     const events = await shard.eventRepository.loadAggregate(p.aggregateUuid);
     // Streams written before the tenant rule may mix tenants: only the caller's events of a tenant-scoped one.
     const mine = aggregate.tenancy === "global" ? events : events.filter((e) => e.tenantUuid === ctx.tenantUuid);
