@@ -52,7 +52,8 @@ export interface AmqpConsumerOptions extends OutboxHandlerOptions {
 /**
  * Turns the messages of a RabbitMQ queue into commands (see
  * IntegrationConsumer): the command's `commandUuid` is a uuid v5 of the
- * message's `message-id` (else of a sha-256 of its routing key and body), so
+ * message's `message-id` (else of a sha-256 of its routing key, the
+ * publisher's headers and body), so
  * a redelivered message runs nothing twice; the message is acked once the
  * command committed or replayed, and a poison message becomes a dead letter
  * after `retry.maxAttempts` and is acked (or rejected to the queue's
@@ -241,9 +242,36 @@ class AmqpConsumeTransport implements ConsumeTransport {
   }
 }
 
-/** The message-id; without one, a sha-256 of routing key and body, so a redelivery is still the same command. */
-function messageId(msg: ConsumeMessage): string {
+/**
+ * Headers RabbitMQ itself adds to a message on its way (a quorum queue's
+ * delivery count, dead-lettering, shovels and federation): they change
+ * between deliveries of one message, so the id derived without a message-id
+ * leaves them out. Every other header is the publisher's, and reaches toCommand.
+ */
+const BROKER_HEADERS = /^x-(delivery-count|death|received-from|shovelled|shovelled-timestamp)$|^x-(first|last)-death-/;
+
+/**
+ * The message-id; without one, an id derived from everything the consumer
+ * hands toCommand (routing key, the publisher's headers, body), so a
+ * redelivery is still the same command, two identical messages are one, and
+ * two messages that differ in anything toCommand sees are two.
+ */
+export function messageId(msg: Pick<ConsumeMessage, "fields" | "properties" | "content">): string {
   const id = msg.properties.messageId as unknown;
   if (typeof id === "string" && id !== "") return id;
-  return `sha256:${createHash("sha256").update(msg.fields.routingKey).update("\n").update(msg.content).digest("hex")}`;
+  return derivedMessageId(msg.fields.routingKey, headerRecord(msg.properties.headers as Record<string, unknown> | undefined), msg.content);
+}
+
+/** The id of a message without message-id (see messageId). */
+export function derivedMessageId(routingKey: string, headers: Readonly<Record<string, string>>, body: Uint8Array): string {
+  const own = Object.entries(headers)
+    .filter(([k]) => !BROKER_HEADERS.test(k))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  // Without headers, the form of earlier releases (a message in flight across an upgrade keeps its id);
+  // a routing key with a line break takes the other form, where it cannot run into the body.
+  if (own.length === 0 && !routingKey.includes("\n"))
+    return `sha256:${createHash("sha256").update(routingKey).update("\n").update(body).digest("hex")}`;
+  // JSON has no raw line break: the first one ends the routing key and headers.
+  const head = JSON.stringify([routingKey, own]);
+  return `sha256h:${createHash("sha256").update(head).update("\n").update(body).digest("hex")}`;
 }
