@@ -1,4 +1,4 @@
-import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
+import { errorMessage, isCommandInProgress, isMnemeError, MnemeError } from "../model/errors.js";
 import type { IntegrationInfo } from "../model/event-handler.js";
 import { BaseReadmodel } from "../readmodel/base-readmodel.js";
 import { Outbox, type OutboxHandlerOptions, reactionOptions } from "../reactions/outbox.js";
@@ -208,6 +208,12 @@ export class IntegrationConsumer extends BaseReadmodel {
         this.#stats.failed(err);
         if (isMnemeError(err) && NOT_THE_MESSAGES_FAULT.has(err.code)) {
           await this.#pause(this.outbox.retry.initialDelayMs);
+          continue;
+        }
+        if (isCommandInProgress(err)) {
+          // Its command runs on another live instance (a dead one's claim is taken over at once): wait for its outcome, no attempt.
+          await this.#pause(this.outbox.retry.initialDelayMs);
+          m.working();
           continue;
         }
         attempts++;
