@@ -122,6 +122,10 @@ class AmqpConsumeTransport implements ConsumeTransport {
     return this.#live && this.#link.current !== undefined;
   }
 
+  onConnection(listener: (down: Error | undefined) => void): () => void {
+    return this.#link.listen(listener);
+  }
+
   async open(handle: (m: DeliveredMessage) => Promise<void>, concurrency: number): Promise<void> {
     this.#handle = handle;
     this.#concurrency = concurrency;

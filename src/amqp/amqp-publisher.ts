@@ -46,10 +46,17 @@ export class AmqpPublisher extends IntegrationPublisher {
   }
 }
 
+/** Wait before opening the channel again after it closed under a running publisher. */
+const REOPEN_MS = 250;
+
 class AmqpPublishTransport implements PublishTransport {
   readonly broker = "amqp";
   readonly target: string;
-  connected = false;
+  /** A publish reached the broker, and none found it away since. */
+  #reached = false;
+  /** Closed (the handler stopped): a channel that closes is not opened again until the next publish. */
+  #stopped = false;
+  #reopen: ReturnType<typeof setTimeout> | undefined;
   readonly #o: AmqpPublisherOptions;
   readonly #timeoutMs: number;
   readonly #link: AmqpChannelLink<ConfirmChannel>;
@@ -68,7 +75,32 @@ class AmqpPublishTransport implements PublishTransport {
     this.#o = o;
     this.#timeoutMs = t;
     this.target = o.exchange === "" ? "(default exchange)" : o.exchange;
-    this.#link = new AmqpChannelLink<ConfirmChannel>(source, true, (ch) => this.#setup(ch));
+    this.#link = new AmqpChannelLink<ConfirmChannel>(
+      source,
+      true,
+      (ch) => this.#setup(ch),
+      () => this.#scheduleReopen(),
+    );
+  }
+
+  /** Up while its channel is open (it closes when the broker goes away) and publishes reach the broker. */
+  get connected(): boolean {
+    return this.#reached && this.#link.current !== undefined;
+  }
+
+  onConnection(listener: (down: Error | undefined) => void): () => void {
+    return this.#link.listen(listener);
+  }
+
+  /** The channel closed under a running publisher: open it again (every 250 ms until it works), so the listing follows the broker. */
+  #scheduleReopen(): void {
+    if (this.#stopped || this.#reopen !== undefined) return;
+    this.#reopen = setTimeout(() => {
+      this.#reopen = undefined;
+      if (this.#stopped) return;
+      this.#link.channel(this.#timeoutMs, "publishing to RabbitMQ").catch(() => this.#scheduleReopen());
+    }, REOPEN_MS);
+    (this.#reopen as { unref?: () => void }).unref?.();
   }
 
   async #setup(ch: ConfirmChannel): Promise<void> {
@@ -87,6 +119,7 @@ class AmqpPublishTransport implements PublishTransport {
    * confirm (or nack, return, or the channel's close).
    */
   publish(m: TransportMessage): Promise<void> {
+    this.#stopped = false;
     return new Promise((resolve, reject) => {
       this.#gathered.push({ m, resolve, reject });
       if (this.#gathered.length === 1) setImmediate(() => void this.#publishGathered());
@@ -141,7 +174,7 @@ class AmqpPublishTransport implements PublishTransport {
         if (err !== null && err !== undefined)
           return void this.#fail(g, ch, err instanceof Error ? err : new Error("the broker refused the message (a nack)"));
         g.done = true;
-        this.connected = true;
+        this.#reached = true;
         if (!this.#returned.delete(m.id)) return void g.resolve();
         const what = whatOf(m, exchange);
         g.reject(
@@ -159,12 +192,15 @@ class AmqpPublishTransport implements PublishTransport {
     g.done = true;
     const exchange = g.m.exchange ?? this.#o.exchange;
     const reason = this.#link.reasonOf(ch);
-    this.connected = reason !== undefined;
+    this.#reached = reason !== undefined;
     g.reject(amqpError(blames(reason, exchange) ? reason : err, whatOf(g.m, exchange)));
   }
 
   close(): Promise<void> {
-    this.connected = false;
+    this.#stopped = true;
+    this.#reached = false;
+    if (this.#reopen !== undefined) clearTimeout(this.#reopen);
+    this.#reopen = undefined;
     return this.#link.close();
   }
 }

@@ -70,6 +70,7 @@ export class IntegrationConsumer extends BaseReadmodel {
   /** The last message of each lane being handled (see #inLane). */
   readonly #lanes = new Map<string, Promise<void>>();
   #lagAt = 0;
+  #unwatch: (() => void) | undefined;
 
   constructor(facade: ReactionFacade, options: IntegrationConsumerOptions) {
     super(facade, ...reactionOptions(options));
@@ -105,6 +106,7 @@ export class IntegrationConsumer extends BaseReadmodel {
 
   #start(): void {
     this.#live = true;
+    this.#unwatch ??= this.#transport.onConnection?.((why) => this.#stats.wentAway(why));
     void this.#open();
   }
 
@@ -128,6 +130,8 @@ export class IntegrationConsumer extends BaseReadmodel {
 
   async #stop(): Promise<void> {
     this.#live = false;
+    this.#unwatch?.();
+    this.#unwatch = undefined;
     if (this.#reopen !== undefined) clearTimeout(this.#reopen);
     this.#reopen = undefined;
     for (const wake of this.#sleepers) wake();
