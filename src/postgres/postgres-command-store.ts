@@ -256,7 +256,6 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
         v_record jsonb;
         v_owner text;
         v_expires bigint;
-        v_db oid := (SELECT d.oid FROM pg_database d WHERE d.datname = current_database());
       BEGIN
         IF NOT p_durable THEN
           PERFORM set_config('synchronous_commit', 'off', true);
@@ -280,7 +279,8 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
               -- The holder's session ended (its process died): its lock is gone, the claim is free now.
               OR (k.holder IS NOT NULL AND k.holder_owner = k.owner AND NOT EXISTS (
                 SELECT 1 FROM pg_locks l
-                WHERE l.locktype = 'advisory' AND l.database = v_db AND l.objsubid = 1 AND l.granted
+                WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                  AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
                   AND l.classid::bigint = k.holder >> 32 AND l.objid::bigint = k.holder & 4294967295));
           IF FOUND THEN
             -- Looked at after the claim (a new snapshot): a record committed while the claim waited is seen.
