@@ -7,7 +7,6 @@
  * `retry.maxAttempts: 2`, its command run once, no dead letter. On RabbitMQ
  * and NATS, SQLite and Postgres.
  */
-import { type ChildProcess, fork } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createFacade, type Event, type Facade } from "mneme";
@@ -16,6 +15,7 @@ import { createSqliteBackends } from "mneme/sqlite";
 import { adminChannel, AMQP_URL, amqpName, makeQueue } from "./support/amqp-broker.js";
 import { CONSUMER, claimConsumer } from "./support/claim-consumer.js";
 import { Charge, Claims, hooks } from "./support/claims-domain.js";
+import { holdAndKill } from "./support/hold-and-kill.js";
 import { makeStream, NATS_URL, natsConnection, streamName } from "./support/nats-broker.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
@@ -33,25 +33,8 @@ afterAll(async () => {
   await nc.close();
 });
 
-/** Runs the consumer app until its handler holds the message's claim, then kills it with SIGKILL. */
-async function holdAndKill(args: string[]): Promise<void> {
-  const child: ChildProcess = fork(fileURLToPath(new URL("./support/claim-consumer-process.ts", import.meta.url)), args, {
-    execArgv: ["--import", "tsx"],
-    stdio: ["ignore", "pipe", "inherit", "ipc"],
-  });
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_code, signal) => resolve(signal)));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("the child did not reach its handler in 60 s")), 60_000);
-    child.stdout!.on("data", (b: Buffer) => {
-      if (b.toString().includes("running")) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`the child exited early (${String(code)})`)));
-  }).finally(() => child.kill("SIGKILL"));
-  expect(await exited).toBe("SIGKILL");
-}
+/** The consumer app, run until its handler holds the message's claim, then killed with SIGKILL. */
+const consumerApp = fileURLToPath(new URL("./support/claim-consumer-process.ts", import.meta.url));
 
 async function charges(f: Facade): Promise<Event[]> {
   const all: Event[] = [];
@@ -79,7 +62,7 @@ describe.each(["amqp", "nats"] as const)("a consumer on %s killed while its mess
         await (await import("@nats-io/jetstream")).jetstream(nc).publish(`${source}.charge`, JSON.stringify(message), { headers: h });
       }
       const where = backend === "sqlite" ? filename : DATABASE_URL;
-      await holdAndKill([broker, backend, where, schema, source, broker === "amqp" ? AMQP_URL : NATS_URL]);
+      await holdAndKill(consumerApp, [broker, backend, where, schema, source, broker === "amqp" ? AMQP_URL : NATS_URL]);
 
       const stores = backend === "sqlite" ? createSqliteBackends({ filename }) : createPostgresBackends({ pool: pg.pool, schema });
       const f = createFacade({ appName: "claim-consumer-again", ...stores }).registerDomain(Claims);

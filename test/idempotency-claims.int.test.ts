@@ -7,7 +7,6 @@
  * CONFLICT (in progress); a claim of a killed instance (its process gone, its
  * Postgres session ended) is taken over at once and a retry runs the command.
  */
-import { type ChildProcess, fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,6 +18,7 @@ import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { isCommandInProgress } from "../src/model/errors.js";
 import { Account, Charge, Claims, hooks, Notify, runs } from "./support/claims-domain.js";
+import { holdAndKill } from "./support/hold-and-kill.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { rejection } from "./support/rejections.js";
 import { alice, sharedPlaces } from "./support/shared-places.js";
@@ -158,30 +158,7 @@ describe("a claim of a killed instance", () => {
     }
   }
 
-  /** Starts the holder; `whileAlive` runs while it holds the claim, then the holder is killed. */
-  async function holdAndKill(args: string[], whileAlive: () => Promise<void> = async () => undefined): Promise<void> {
-    const child: ChildProcess = fork(fileURLToPath(new URL("./support/claim-holder-process.ts", import.meta.url)), args, {
-      execArgv: ["--import", "tsx"],
-      stdio: ["ignore", "pipe", "inherit", "ipc"],
-    });
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error("the child did not reach its handler in 60 s")), 60_000);
-      child.stdout!.on("data", (b: Buffer) => {
-        if (b.toString().includes("running")) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      child.once("exit", (code) => reject(new Error(`the child exited early (${String(code)})`)));
-    });
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_code, signal) => resolve(signal)));
-    try {
-      await whileAlive();
-    } finally {
-      child.kill("SIGKILL");
-    }
-    expect(await exited).toBe("SIGKILL");
-  }
+  const holder = fileURLToPath(new URL("./support/claim-holder-process.ts", import.meta.url));
 
   it.each([
     ["sqlite", "Charge"],
@@ -204,6 +181,7 @@ describe("a claim of a killed instance", () => {
           ? f.dispatch(Charge, { accountUuid: "K", amount: 9 }, { reqCtx, commandUuid })
           : f.dispatch(Notify, { to: "k@example.com" }, { reqCtx, commandUuid });
       await holdAndKill(
+        holder,
         [backend, backend === "sqlite" ? filename : DATABASE_URL, schema, command, commandUuid, String(LEASE_MS)],
         async () => {
           await f.start();
