@@ -6,7 +6,15 @@ import type { CommandMapping } from "../integration/integration-message.js";
 import type { ConsumeTransport, DeliveredMessage } from "../integration/integration-transport.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
 import type { ReactionFacade } from "../reactions/process-manager.js";
-import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES, headerRecord } from "./amqp-driver.js";
+import {
+  type AmqpConnectionLike,
+  AmqpChannelLink,
+  amqpError,
+  ChannelReopener,
+  checkConnection,
+  EXCHANGE_TYPES,
+  headerRecord,
+} from "./amqp-driver.js";
 
 /** A binding of a consumer's queue to an exchange. */
 export interface AmqpBinding {
@@ -73,8 +81,6 @@ export class AmqpConsumer extends IntegrationConsumer {
 
 /** How long opening the channel and the subscription may take before the consumer tries again. */
 const OPEN_TIMEOUT_MS = 10_000;
-/** Wait before opening again after the channel closed under a running consumer. */
-const REOPEN_MS = 250;
 
 class AmqpConsumeTransport implements ConsumeTransport {
   readonly broker = "amqp";
@@ -85,7 +91,7 @@ class AmqpConsumeTransport implements ConsumeTransport {
   #concurrency = 1;
   #live = false;
   #consumerTag: string | undefined;
-  #reopen: ReturnType<typeof setTimeout> | undefined;
+  readonly #reopen: ChannelReopener;
   /** Delivered, waiting for a free slot; with their channel, since an ack goes on the channel that delivered. */
   readonly #waiting: { ch: Channel; msg: ConsumeMessage }[] = [];
   readonly #running = new Set<Promise<void>>();
@@ -115,6 +121,10 @@ class AmqpConsumeTransport implements ConsumeTransport {
       false,
       (ch) => this.#subscribe(ch),
       () => this.#scheduleReopen(),
+    );
+    this.#reopen = new ChannelReopener(
+      () => this.#link.channel(OPEN_TIMEOUT_MS, `consuming ${this.target}`),
+      () => this.#live,
     );
   }
 
@@ -165,13 +175,7 @@ class AmqpConsumeTransport implements ConsumeTransport {
   #scheduleReopen(): void {
     // Messages not yet handed over are the closed channel's: the broker delivers them again.
     this.#waiting.length = 0;
-    if (!this.#live || this.#reopen !== undefined) return;
-    this.#reopen = setTimeout(() => {
-      this.#reopen = undefined;
-      if (!this.#live) return;
-      this.#link.channel(OPEN_TIMEOUT_MS, `consuming ${this.target}`).catch(() => this.#scheduleReopen());
-    }, REOPEN_MS);
-    (this.#reopen as { unref?: () => void }).unref?.();
+    this.#reopen.schedule();
   }
 
   #deliver(ch: Channel, msg: ConsumeMessage): void {
@@ -226,8 +230,7 @@ class AmqpConsumeTransport implements ConsumeTransport {
 
   async close(): Promise<void> {
     this.#live = false;
-    if (this.#reopen !== undefined) clearTimeout(this.#reopen);
-    this.#reopen = undefined;
+    this.#reopen.cancel();
     const ch = this.#link.current;
     const tag = this.#consumerTag;
     this.#consumerTag = undefined;

@@ -217,3 +217,30 @@ function lazyConnection(model: Promise<Owned>): Owned {
     on: () => undefined,
   };
 }
+
+/** Wait before opening a channel again after it closed under a running publisher or consumer. */
+const REOPEN_MS = 250;
+
+/** Opens a channel again every 250 ms until it works, while `live()` says its user runs (after the channel closed under it). */
+export class ChannelReopener {
+  #timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    private readonly open: () => Promise<unknown>,
+    private readonly live: () => boolean,
+  ) {}
+
+  schedule(): void {
+    if (!this.live() || this.#timer !== undefined) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      if (this.live()) this.open().catch(() => this.schedule());
+    }, REOPEN_MS);
+    (this.#timer as { unref?: () => void }).unref?.();
+  }
+
+  cancel(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+}

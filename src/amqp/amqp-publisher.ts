@@ -5,7 +5,7 @@ import type { TransportMessage } from "../integration/integration-message.js";
 import type { PublishTransport } from "../integration/integration-transport.js";
 import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
-import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES } from "./amqp-driver.js";
+import { type AmqpConnectionLike, AmqpChannelLink, amqpError, ChannelReopener, checkConnection, EXCHANGE_TYPES } from "./amqp-driver.js";
 
 /** Configuration of a RabbitMQ (AMQP 0-9-1) publisher. */
 export interface AmqpPublisherOptions extends OutboxHandlerOptions {
@@ -46,9 +46,6 @@ export class AmqpPublisher extends IntegrationPublisher {
   }
 }
 
-/** Wait before opening the channel again after it closed under a running publisher. */
-const REOPEN_MS = 250;
-
 class AmqpPublishTransport implements PublishTransport {
   readonly broker = "amqp";
   readonly target: string;
@@ -56,7 +53,7 @@ class AmqpPublishTransport implements PublishTransport {
   #reached = false;
   /** Closed (the handler stopped): a channel that closes is not opened again until the next publish. */
   #stopped = false;
-  #reopen: ReturnType<typeof setTimeout> | undefined;
+  readonly #reopen: ChannelReopener;
   readonly #o: AmqpPublisherOptions;
   readonly #timeoutMs: number;
   readonly #link: AmqpChannelLink<ConfirmChannel>;
@@ -79,7 +76,12 @@ class AmqpPublishTransport implements PublishTransport {
       source,
       true,
       (ch) => this.#setup(ch),
-      () => this.#scheduleReopen(),
+      // The channel closed under a running publisher: open it again, so the listing follows the broker.
+      () => this.#reopen.schedule(),
+    );
+    this.#reopen = new ChannelReopener(
+      () => this.#link.channel(this.#timeoutMs, "publishing to RabbitMQ"),
+      () => !this.#stopped,
     );
   }
 
@@ -90,17 +92,6 @@ class AmqpPublishTransport implements PublishTransport {
 
   onConnection(listener: (down: Error | undefined) => void): () => void {
     return this.#link.listen(listener);
-  }
-
-  /** The channel closed under a running publisher: open it again (every 250 ms until it works), so the listing follows the broker. */
-  #scheduleReopen(): void {
-    if (this.#stopped || this.#reopen !== undefined) return;
-    this.#reopen = setTimeout(() => {
-      this.#reopen = undefined;
-      if (this.#stopped) return;
-      this.#link.channel(this.#timeoutMs, "publishing to RabbitMQ").catch(() => this.#scheduleReopen());
-    }, REOPEN_MS);
-    (this.#reopen as { unref?: () => void }).unref?.();
   }
 
   async #setup(ch: ConfirmChannel): Promise<void> {
@@ -199,8 +190,7 @@ class AmqpPublishTransport implements PublishTransport {
   close(): Promise<void> {
     this.#stopped = true;
     this.#reached = false;
-    if (this.#reopen !== undefined) clearTimeout(this.#reopen);
-    this.#reopen = undefined;
+    this.#reopen.cancel();
     return this.#link.close();
   }
 }
