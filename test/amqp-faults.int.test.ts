@@ -187,3 +187,55 @@ describe("consuming through faults", () => {
     await until(async () => (await admin.checkQueue(queue)).messageCount === 0, "every message is acked (the poison one too)");
   }, 180_000);
 });
+
+describe("the listing through an outage", () => {
+  it("publisher and consumer say connected: false with lastError within 5 s of the node going away, and connected again after", async () => {
+    const node = await privateRabbit();
+    await node.start();
+    const queue = amqpName("status-in");
+    const out = amqpName("status-out");
+    const conn = await amqpConnection(node.url);
+    const f = scratch.keep(createFacade({ ...createSqliteBackends({ filename: scratch.newFile() }) }));
+    f.registerDomain(Counter);
+    const counter = newUuid();
+    f.registerReadmodel(
+      new AmqpPublisher(f, { name: "Out", domain: "Counter", connection: conn, exchange: "" }).on(Incremented, (e) => ({
+        subject: out,
+        body: e.payload,
+      })),
+    );
+    f.registerReadmodel(
+      new AmqpConsumer(f, {
+        name: "In",
+        domain: "Counter",
+        connection: conn,
+        queue,
+        assertQueue: true,
+        toCommand: (m) => ({ command: Increment, payload: { counterUuid: counter, by: (m.body as { by: number }).by } }),
+      }),
+    );
+    await f.start();
+    const send = async (id: string) => {
+      const admin = await adminChannel(node.url);
+      await admin.assertQueue(out, { durable: true });
+      admin.sendToQueue(queue, Buffer.from(JSON.stringify({ by: 1 })), { messageId: id, persistent: true });
+      await admin.close();
+    };
+    const info = (name: string) => f.runtime.listEventHandlers().find((h) => h.name === name)!.integration!;
+    await until(() => info("In").connected, "the consumer is connected");
+    await send("before");
+    // The publisher publishes the consumer's event.
+    await until(() => info("Out").handled === 1 && info("In").handled === 1, "a message each way", 30_000);
+    expect(info("Out").connected).toBe(true);
+    expect(info("In").lastError).toBeUndefined();
+
+    // Nothing is published or consumed during the outage: only the connection can tell.
+    await node.stop();
+    await until(() => ["Out", "In"].every((n) => !info(n).connected && info(n).lastError !== undefined), "both list the outage", 5000);
+
+    await node.start();
+    await until(() => info("Out").connected && info("In").connected, "both are connected again", 60_000);
+    await send("after");
+    await until(() => info("Out").handled === 2 && info("In").handled === 2, "a message each way after the outage", 30_000);
+  }, 180_000);
+});

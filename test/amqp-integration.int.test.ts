@@ -44,8 +44,8 @@ function startedIncrementer(queue: string, counter: string, extra: Partial<AmqpC
         domain: "Counter",
         connection: conn,
         queue,
-        ...extra,
         toCommand: (m) => ({ command: Increment, payload: { counterUuid: counter, by: (m.body as { by: number }).by } }),
+        ...extra,
       }),
     );
   });
@@ -273,6 +273,29 @@ describe("AmqpConsumer", () => {
     await until(() => f.runtime.listEventHandlers().find((x) => x.name === "In")!.integration!.handled === 2, "both handled");
     const events = await allEvents(f);
     expect(events).toHaveLength(1);
+  });
+
+  it("messages without message-id that differ only in a header are two commands, not a dead letter", async () => {
+    const queue = amqpName("no-id-headers");
+    await makeQueue(admin, queue);
+    // Each tenant's own counter (an aggregate belongs to one tenant).
+    const counters: Record<string, string> = { T1: newUuid(), T2: newUuid() };
+    admin.sendToQueue(queue, bytes({ by: 2 }), { headers: { tenant: "T1" } });
+    admin.sendToQueue(queue, bytes({ by: 2 }), { headers: { tenant: "T2" } });
+    admin.sendToQueue(queue, bytes({ by: 2 }), { headers: { tenant: "T1" } });
+    const f = await startedIncrementer(queue, "", {
+      retry: { maxAttempts: 2, initialDelayMs: 1, maxDelayMs: 5 },
+      toCommand: (m) => ({
+        command: Increment,
+        payload: { counterUuid: counters[m.headers.tenant!]!, by: (m.body as { by: number }).by },
+        reqCtx: { senderTenantUuid: m.headers.tenant!, targetTenantUuid: m.headers.tenant! },
+      }),
+    });
+    const info = () => f.runtime.listEventHandlers().find((x) => x.name === "In")!.integration!;
+    await until(() => info().handled + info().deadLetters === 3, "all three taken");
+    // The repeat of T1's message is a replay; T2's is its own command.
+    expect(await f.runtime.listDeadLetters({ eventHandlerName: "In" })).toEqual([]);
+    expect((await allEvents(f)).map((e) => e.tenantUuid).sort()).toEqual(["T1", "T2"]);
   });
 
   it("a consumer whose queue does not exist yet lists the failure, and consumes once the queue is there", async () => {

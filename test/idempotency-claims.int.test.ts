@@ -4,19 +4,21 @@
  * facades on one SQLite file or one Postgres schema), whether or not the
  * command appends events; the others get its outcome with `replayed: true`.
  * A duplicate waits for a command in progress up to a bound, then gets
- * CONFLICT (in progress); a claim of a killed instance expires and a retry
- * runs the command.
+ * CONFLICT (in progress); a claim of a killed instance (its process gone, its
+ * Postgres session ended) is taken over at once and a retry runs the command.
  */
-import { type ChildProcess, fork } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createFacade, type DispatchResult, type Facade, type FacadeOptions } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
+import { isCommandInProgress } from "../src/model/errors.js";
 import { Account, Charge, Claims, hooks, Notify, runs } from "./support/claims-domain.js";
+import { holdAndKill } from "./support/hold-and-kill.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { rejection } from "./support/rejections.js";
 import { alice, sharedPlaces } from "./support/shared-places.js";
@@ -142,27 +144,21 @@ describe("a claim of a killed instance", () => {
   const dir = mkdtempSync(join(tmpdir(), "mneme-claims-kill-"));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const pg = postgresScratch("mneme_claims_kill");
-  const LEASE_MS = 5000;
+  // Far longer than the test: the claim must be taken over because its holder died, not because it expired.
+  const LEASE_MS = 600_000;
 
-  async function holdAndKill(args: string[]): Promise<void> {
-    const child: ChildProcess = fork(fileURLToPath(new URL("./support/claim-holder-process.ts", import.meta.url)), args, {
-      execArgv: ["--import", "tsx"],
-      stdio: ["ignore", "pipe", "inherit", "ipc"],
-    });
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error("the child did not reach its handler in 60 s")), 60_000);
-      child.stdout!.on("data", (b: Buffer) => {
-        if (b.toString().includes("running")) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      child.once("exit", (code) => reject(new Error(`the child exited early (${String(code)})`)));
-    });
-    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once("exit", (_code, signal) => resolve(signal)));
-    child.kill("SIGKILL");
-    expect(await exited).toBe("SIGKILL");
+  /** How many claim rows `commandUuid` has (1: the dead instance's claim is there). */
+  async function claimRows(backend: "sqlite" | "postgres", filename: string, table: string, commandUuid: string): Promise<number> {
+    if (backend === "postgres") return (await pg.pool.query(`SELECT 1 FROM ${table} WHERE command_uuid = $1`, [commandUuid])).rowCount ?? 0;
+    const db = new Database(filename, { readonly: true });
+    try {
+      return db.prepare(`SELECT 1 FROM ${table} WHERE command_uuid = ?`).all(commandUuid).length;
+    } finally {
+      db.close();
+    }
   }
+
+  const holder = fileURLToPath(new URL("./support/claim-holder-process.ts", import.meta.url));
 
   it.each([
     ["sqlite", "Charge"],
@@ -170,30 +166,34 @@ describe("a claim of a killed instance", () => {
     ["postgres", "Charge"],
     ["postgres", "Notify"],
   ] as const)(
-    "on %s (%s): a duplicate waits for the lease to expire, then runs the command",
+    "on %s (%s): the dead instance's claim is taken over at once, long before its lease ends, and the command runs once",
     async (backend, command) => {
       const commandUuid = `killed-${backend}-${command}`;
       const filename = join(dir, `${commandUuid}.db`);
       const schema = pg.newSchema();
-      await holdAndKill([backend, backend === "sqlite" ? filename : DATABASE_URL, schema, command, commandUuid, String(LEASE_MS)]);
       const stores = backend === "sqlite" ? createSqliteBackends({ filename }) : createPostgresBackends({ pool: pg.pool, schema });
-      const f = createFacade({ appName: "claims-retry", ...stores, idempotency: { waitMs: 60_000 } }).registerDomain(Claims);
-      await f.start();
+      // A claim taken as live is CONFLICT (in progress) after 3 s, the lease runs 10 minutes: only a takeover passes.
+      // (Not 0: Postgres ends the killed process's session a moment after the kill, when it reads the closed socket.)
+      const f = createFacade({ appName: "claims-retry", ...stores, idempotency: { waitMs: 3000 } }).registerDomain(Claims);
+      const reqCtx = { senderAccountUuid: "acc-k", senderSessionUuid: "s-k", senderIdentityUuid: "i-k", senderTenantUuid: "tenant-k" };
+      const send = () =>
+        command === "Charge"
+          ? f.dispatch(Charge, { accountUuid: "K", amount: 9 }, { reqCtx, commandUuid })
+          : f.dispatch(Notify, { to: "k@example.com" }, { reqCtx, commandUuid });
+      await holdAndKill(
+        holder,
+        [backend, backend === "sqlite" ? filename : DATABASE_URL, schema, command, commandUuid, String(LEASE_MS)],
+        async () => {
+          await f.start();
+          // While the holder lives, its claim holds: in progress, no attempt taken from it.
+          const live = await rejection(send());
+          expect(isCommandInProgress(live), live.message).toBe(true);
+        },
+      );
       try {
-        // The dead instance's claim is still there (its lease runs): the command is in progress as far as anyone knows.
-        const probe = await f.commandStore.claim!(commandUuid, {
-          owner: "probe",
-          leaseMs: 1,
-          domain: "Claims",
-          name: command,
-          tenantUuid: "",
-        });
-        expect(probe.outcome).toBe("held");
-        const reqCtx = { senderAccountUuid: "acc-k", senderSessionUuid: "s-k", senderIdentityUuid: "i-k", senderTenantUuid: "tenant-k" };
-        const send = () =>
-          command === "Charge"
-            ? f.dispatch(Charge, { accountUuid: "K", amount: 9 }, { reqCtx, commandUuid })
-            : f.dispatch(Notify, { to: "k@example.com" }, { reqCtx, commandUuid });
+        // The dead instance's claim is still there, its lease running for ten minutes.
+        const claims = backend === "sqlite" ? "mneme_command_claims" : `${schema}.command_claims`;
+        expect(await claimRows(backend, filename, claims, commandUuid)).toBe(1);
         const before = runs[command];
         const res = await send();
         expect(res.replayed).toBeUndefined();

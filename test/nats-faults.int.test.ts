@@ -13,7 +13,7 @@ import { jetstream } from "@nats-io/jetstream";
 import type { JsMsg } from "@nats-io/jetstream";
 import { describe, expect, it } from "vitest";
 import { createFacade, type Event, newUuid } from "mneme";
-import { NatsPublisher } from "mneme/nats";
+import { NatsConsumer, NatsPublisher } from "mneme/nats";
 import { messageCommandUuid } from "mneme/reactions";
 import { createSqliteBackends } from "mneme/sqlite";
 import { Counter, Increment, Incremented, incrementEvents } from "./support/counter-domain.js";
@@ -123,4 +123,55 @@ describe("consuming through faults", () => {
       return info.num_pending + info.num_ack_pending === 0;
     }, "every message is acked (the poison one too)");
   }, 180_000);
+});
+
+describe("the listing through an outage", () => {
+  it("publisher and consumer say connected: false with lastError within 5 s of the server going away, and connected again after", async () => {
+    const server = await privateNats();
+    await server.start();
+    const nc = await natsConnection(server.url);
+    const stream = streamName("status");
+    await makeStream(nc, stream);
+    const f = scratch.keep(createFacade({ ...createSqliteBackends({ filename: scratch.newFile() }) }));
+    f.registerDomain(Counter);
+    const counter = newUuid();
+    f.registerReadmodel(
+      new NatsPublisher(f, { name: "Out", domain: "Counter", connection: nc, stream, ackTimeoutMs: 500 }).on(Incremented, (e) => ({
+        subject: `${stream}.out`,
+        body: e.payload,
+      })),
+    );
+    f.registerReadmodel(
+      new NatsConsumer(f, {
+        name: "In",
+        domain: "Counter",
+        connection: nc,
+        stream,
+        durable: "status",
+        filterSubjects: [`${stream}.in`],
+        toCommand: (m) => ({ command: Increment, payload: { counterUuid: counter, by: (m.body as { by: number }).by } }),
+      }),
+    );
+    await f.start();
+    const js = jetstream(nc);
+    const info = (name: string) => f.runtime.listEventHandlers().find((h) => h.name === name)!.integration!;
+    await f.dispatch(Increment, { counterUuid: newUuid(), by: 1 });
+    await js.publish(`${stream}.in`, JSON.stringify({ by: 1 }), { msgID: "before" });
+    // The publisher publishes the consumer's event too: two.
+    await until(() => info("Out").handled === 2 && info("In").handled === 1, "a message each way");
+    expect(info("Out")).toMatchObject({ connected: true });
+    expect(info("In")).toMatchObject({ connected: true });
+    expect(info("In").lastError).toBeUndefined();
+
+    // Nothing is published or consumed during the outage: only the connection can tell.
+    await server.kill();
+    await until(() => ["Out", "In"].every((n) => !info(n).connected && info(n).lastError !== undefined), "both list the outage", 5000);
+    expect(info("In").lastError).toMatch(/disconnected|reconnect|closed/);
+
+    await server.start();
+    await until(() => info("Out").connected && info("In").connected, "both are connected again", 30_000);
+    await js.publish(`${stream}.in`, JSON.stringify({ by: 2 }), { msgID: "after" });
+    await f.dispatch(Increment, { counterUuid: newUuid(), by: 1 });
+    await until(() => info("Out").handled === 4 && info("In").handled === 2, "a message each way after the outage", 30_000);
+  }, 120_000);
 });

@@ -165,11 +165,15 @@ describe("round trips per dispatched command", () => {
     }
     // The caller's own commandUuid: one claim of it first (a command recorded already, or in progress elsewhere,
     // does not run again); the append's record replaces the claim.
+    // The store's first claim opens its claim session once (the advisory lock that tells other instances it lives).
+    const first = await dispatch(TouchItem, newUuid());
+    expect(kinds(first)).toEqual(["lock", "command", "read", "append"]);
+    expect(first[0]!.text).toMatch(/pg_try_advisory_lock/);
     const withUuid = await dispatch(TouchItem, newUuid());
     expect(kinds(withUuid)).toEqual(["command", "read", "append"]);
     expect(withUuid[0]!.text).toMatch(/FROM "[^"]+"\.mneme_claim_command\(\$1/);
     expect(kinds(await dispatch(NoteItem))).toEqual(["append"]);
-    expect((await f.eventRepository.loadAggregate(itemUuid)).map((e) => e.version)).toEqual([1, 2, 3, 4]);
+    expect((await f.eventRepository.loadAggregate(itemUuid)).map((e) => e.version)).toEqual([1, 2, 3, 4, 5]);
   });
 });
 

@@ -399,3 +399,56 @@ describe("process manager and reactor input", () => {
     expect(pm.lastPosition).toBe(0);
   });
 });
+
+describe.each(BACKENDS)("a process manager's command in progress on another live instance (%s)", (backend) => {
+  it(
+    "costs its outbox entry no attempt: it waits, then sends the command once the claim is gone",
+    async () => {
+      const clock = new FakeClock();
+      // Duplicates give up waiting after 20 ms: each delivery meets the command in progress.
+      const f = worlds(backend).facade("relay", { idempotency: { waitMs: 20 } });
+      const D = defineDomain("Relay", { description: "a command whose uuid another instance holds" });
+      const Opened = D.event<{ n: number }>("Opened");
+      const Ring = D.command<{ n: number }>("Ring", { permission: anonymous });
+      const Rang = D.event<{ n: number }>("Rang");
+      D.handleCommand(Ring, (_ctx, _c, p) => [Rang.create("bell", p)]);
+      const pm = new ProcessManager<object>(f, {
+        name: "Relay",
+        domain: "Relay",
+        initialState: () => ({}),
+        clock: clock.now,
+        retry: { maxAttempts: 2, initialDelayMs: 10, maxDelayMs: 10 },
+      }).on(Opened, (ctx, s, p) => {
+        ctx.dispatch(Ring, p);
+        return s;
+      });
+      f.registerDomain(D);
+      f.registerReadmodel(pm);
+      await f.start();
+      const eventUuid = newUuid();
+      const commandUuid = reactionCommandUuid("Relay", eventUuid, 0);
+      // Another instance, alive, holds the command's claim (its lease far away).
+      const claimant = { owner: "elsewhere/1", leaseMs: 600_000, domain: "Relay", name: "Ring", tenantUuid: "" };
+      expect((await f.commandStore.claim!(commandUuid, claimant)).outcome).toBe("claimed");
+      await f.eventRepository.append([
+        { eventUuid, domain: "Relay", name: "Opened", aggregateUuid: "door", payload: { n: 1 }, tenantUuid: "" },
+      ]);
+      await settle(f, [pm], clock.now);
+      for (let i = 0; i < 4; i++) {
+        clock.advance(1000);
+        await pm.outbox.drain();
+      }
+      const [entry] = await pm.outbox.list();
+      expect(entry).toMatchObject({ id: commandUuid, status: "pending", attempts: 0 });
+      expect(entry!.lastError).toMatch(/in progress/);
+      expect(await f.runtime.listDeadLetters({ eventHandlerName: "Relay" })).toEqual([]);
+
+      await f.commandStore.releaseClaim!(commandUuid, claimant.owner);
+      clock.advance(1000);
+      await settle(f, [pm], clock.now);
+      expect(await pm.outbox.list()).toEqual([]);
+      expect((await f.eventRepository.loadAggregate("bell")).map((e) => [e.name, e.commandUuid])).toEqual([["Rang", commandUuid]]);
+    },
+    TIMEOUT,
+  );
+});

@@ -6,7 +6,15 @@ import type { CommandMapping } from "../integration/integration-message.js";
 import type { ConsumeTransport, DeliveredMessage } from "../integration/integration-transport.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
 import type { ReactionFacade } from "../reactions/process-manager.js";
-import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES, headerRecord } from "./amqp-driver.js";
+import {
+  type AmqpConnectionLike,
+  AmqpChannelLink,
+  amqpError,
+  ChannelReopener,
+  checkConnection,
+  EXCHANGE_TYPES,
+  headerRecord,
+} from "./amqp-driver.js";
 
 /** A binding of a consumer's queue to an exchange. */
 export interface AmqpBinding {
@@ -52,7 +60,8 @@ export interface AmqpConsumerOptions extends OutboxHandlerOptions {
 /**
  * Turns the messages of a RabbitMQ queue into commands (see
  * IntegrationConsumer): the command's `commandUuid` is a uuid v5 of the
- * message's `message-id` (else of a sha-256 of its routing key and body), so
+ * message's `message-id` (else of a sha-256 of its routing key, the
+ * publisher's headers and body), so
  * a redelivered message runs nothing twice; the message is acked once the
  * command committed or replayed, and a poison message becomes a dead letter
  * after `retry.maxAttempts` and is acked (or rejected to the queue's
@@ -72,8 +81,6 @@ export class AmqpConsumer extends IntegrationConsumer {
 
 /** How long opening the channel and the subscription may take before the consumer tries again. */
 const OPEN_TIMEOUT_MS = 10_000;
-/** Wait before opening again after the channel closed under a running consumer. */
-const REOPEN_MS = 250;
 
 class AmqpConsumeTransport implements ConsumeTransport {
   readonly broker = "amqp";
@@ -84,7 +91,7 @@ class AmqpConsumeTransport implements ConsumeTransport {
   #concurrency = 1;
   #live = false;
   #consumerTag: string | undefined;
-  #reopen: ReturnType<typeof setTimeout> | undefined;
+  readonly #reopen: ChannelReopener;
   /** Delivered, waiting for a free slot; with their channel, since an ack goes on the channel that delivered. */
   readonly #waiting: { ch: Channel; msg: ConsumeMessage }[] = [];
   readonly #running = new Set<Promise<void>>();
@@ -115,10 +122,18 @@ class AmqpConsumeTransport implements ConsumeTransport {
       (ch) => this.#subscribe(ch),
       () => this.#scheduleReopen(),
     );
+    this.#reopen = new ChannelReopener(
+      () => this.#link.channel(OPEN_TIMEOUT_MS, `consuming ${this.target}`),
+      () => this.#live,
+    );
   }
 
   get connected(): boolean {
     return this.#live && this.#link.current !== undefined;
+  }
+
+  onConnection(listener: (down: Error | undefined) => void): () => void {
+    return this.#link.listen(listener);
   }
 
   async open(handle: (m: DeliveredMessage) => Promise<void>, concurrency: number): Promise<void> {
@@ -160,13 +175,7 @@ class AmqpConsumeTransport implements ConsumeTransport {
   #scheduleReopen(): void {
     // Messages not yet handed over are the closed channel's: the broker delivers them again.
     this.#waiting.length = 0;
-    if (!this.#live || this.#reopen !== undefined) return;
-    this.#reopen = setTimeout(() => {
-      this.#reopen = undefined;
-      if (!this.#live) return;
-      this.#link.channel(OPEN_TIMEOUT_MS, `consuming ${this.target}`).catch(() => this.#scheduleReopen());
-    }, REOPEN_MS);
-    (this.#reopen as { unref?: () => void }).unref?.();
+    this.#reopen.schedule();
   }
 
   #deliver(ch: Channel, msg: ConsumeMessage): void {
@@ -221,8 +230,7 @@ class AmqpConsumeTransport implements ConsumeTransport {
 
   async close(): Promise<void> {
     this.#live = false;
-    if (this.#reopen !== undefined) clearTimeout(this.#reopen);
-    this.#reopen = undefined;
+    this.#reopen.cancel();
     const ch = this.#link.current;
     const tag = this.#consumerTag;
     this.#consumerTag = undefined;
@@ -241,9 +249,36 @@ class AmqpConsumeTransport implements ConsumeTransport {
   }
 }
 
-/** The message-id; without one, a sha-256 of routing key and body, so a redelivery is still the same command. */
-function messageId(msg: ConsumeMessage): string {
+/**
+ * Headers RabbitMQ itself adds to a message on its way (a quorum queue's
+ * delivery count, dead-lettering, shovels and federation): they change
+ * between deliveries of one message, so the id derived without a message-id
+ * leaves them out. Every other header is the publisher's, and reaches toCommand.
+ */
+const BROKER_HEADERS = /^x-(delivery-count|death|received-from|shovelled|shovelled-timestamp)$|^x-(first|last)-death-/;
+
+/**
+ * The message-id; without one, an id derived from everything the consumer
+ * hands toCommand (routing key, the publisher's headers, body), so a
+ * redelivery is still the same command, two identical messages are one, and
+ * two messages that differ in anything toCommand sees are two.
+ */
+export function messageId(msg: Pick<ConsumeMessage, "fields" | "properties" | "content">): string {
   const id = msg.properties.messageId as unknown;
   if (typeof id === "string" && id !== "") return id;
-  return `sha256:${createHash("sha256").update(msg.fields.routingKey).update("\n").update(msg.content).digest("hex")}`;
+  return derivedMessageId(msg.fields.routingKey, headerRecord(msg.properties.headers as Record<string, unknown> | undefined), msg.content);
+}
+
+/** The id of a message without message-id (see messageId). */
+export function derivedMessageId(routingKey: string, headers: Readonly<Record<string, string>>, body: Uint8Array): string {
+  const own = Object.entries(headers)
+    .filter(([k]) => !BROKER_HEADERS.test(k))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  // Without headers, the form of earlier releases (a message in flight across an upgrade keeps its id);
+  // a routing key with a line break takes the other form, where it cannot run into the body.
+  if (own.length === 0 && !routingKey.includes("\n"))
+    return `sha256:${createHash("sha256").update(routingKey).update("\n").update(body).digest("hex")}`;
+  // JSON has no raw line break: the first one ends the routing key and headers.
+  const head = JSON.stringify([routingKey, own]);
+  return `sha256h:${createHash("sha256").update(head).update("\n").update(body).digest("hex")}`;
 }

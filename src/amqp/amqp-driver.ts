@@ -99,6 +99,7 @@ export class AmqpChannelLink<C extends Channel> {
   #opening: Promise<C> | undefined;
   #closed = false;
   readonly #reasons = new WeakMap<C, unknown>();
+  readonly #listeners = new Set<(down: Error | undefined) => void>();
 
   constructor(
     source: AmqpConnectionLike | string,
@@ -138,7 +139,14 @@ export class AmqpChannelLink<C extends Channel> {
     ch.on("close", () => {
       if (this.#channel !== ch) return;
       this.#channel = undefined;
-      if (!this.#closed) this.#onClosed(ch);
+      if (this.#closed) return;
+      const reason = this.#reasons.get(ch);
+      this.#tell(
+        reason instanceof Error
+          ? reason
+          : new Error("the channel to the AMQP broker closed (the broker went away, or the connection was lost)"),
+      );
+      this.#onClosed(ch);
     });
     try {
       await this.#setup(ch);
@@ -151,7 +159,24 @@ export class AmqpChannelLink<C extends Channel> {
       throw new MnemeError("UNAVAILABLE", "the channel was closed while it was opened");
     }
     this.#channel = ch;
+    this.#tell(undefined);
     return ch;
+  }
+
+  /** Tells `listener` when an open channel closes under its user (with why) and when a new one opens (undefined); returns its remover. */
+  listen(listener: (down: Error | undefined) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #tell(down: Error | undefined): void {
+    for (const l of this.#listeners) {
+      try {
+        l(down);
+      } catch {
+        // A listener's failure must not break the channel's events.
+      }
+    }
   }
 
   #connection(): AmqpConnectionLike {
@@ -191,4 +216,31 @@ function lazyConnection(model: Promise<Owned>): Owned {
     close: () => ready.then((m) => m.close()),
     on: () => undefined,
   };
+}
+
+/** Wait before opening a channel again after it closed under a running publisher or consumer. */
+const REOPEN_MS = 250;
+
+/** Opens a channel again every 250 ms until it works, while `live()` says its user runs (after the channel closed under it). */
+export class ChannelReopener {
+  #timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    private readonly open: () => Promise<unknown>,
+    private readonly live: () => boolean,
+  ) {}
+
+  schedule(): void {
+    if (!this.live() || this.#timer !== undefined) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      if (this.live()) this.open().catch(() => this.schedule());
+    }, REOPEN_MS);
+    (this.#timer as { unref?: () => void }).unref?.();
+  }
+
+  cancel(): void {
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
 }

@@ -5,7 +5,7 @@ import type { TransportMessage } from "../integration/integration-message.js";
 import type { PublishTransport } from "../integration/integration-transport.js";
 import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
-import { type AmqpConnectionLike, AmqpChannelLink, amqpError, checkConnection, EXCHANGE_TYPES } from "./amqp-driver.js";
+import { type AmqpConnectionLike, AmqpChannelLink, amqpError, ChannelReopener, checkConnection, EXCHANGE_TYPES } from "./amqp-driver.js";
 
 /** Configuration of a RabbitMQ (AMQP 0-9-1) publisher. */
 export interface AmqpPublisherOptions extends OutboxHandlerOptions {
@@ -49,7 +49,11 @@ export class AmqpPublisher extends IntegrationPublisher {
 class AmqpPublishTransport implements PublishTransport {
   readonly broker = "amqp";
   readonly target: string;
-  connected = false;
+  /** A publish reached the broker, and none found it away since. */
+  #reached = false;
+  /** Closed (the handler stopped): a channel that closes is not opened again until the next publish. */
+  #stopped = false;
+  readonly #reopen: ChannelReopener;
   readonly #o: AmqpPublisherOptions;
   readonly #timeoutMs: number;
   readonly #link: AmqpChannelLink<ConfirmChannel>;
@@ -68,7 +72,26 @@ class AmqpPublishTransport implements PublishTransport {
     this.#o = o;
     this.#timeoutMs = t;
     this.target = o.exchange === "" ? "(default exchange)" : o.exchange;
-    this.#link = new AmqpChannelLink<ConfirmChannel>(source, true, (ch) => this.#setup(ch));
+    this.#link = new AmqpChannelLink<ConfirmChannel>(
+      source,
+      true,
+      (ch) => this.#setup(ch),
+      // The channel closed under a running publisher: open it again, so the listing follows the broker.
+      () => this.#reopen.schedule(),
+    );
+    this.#reopen = new ChannelReopener(
+      () => this.#link.channel(this.#timeoutMs, "publishing to RabbitMQ"),
+      () => !this.#stopped,
+    );
+  }
+
+  /** Up while its channel is open (it closes when the broker goes away) and publishes reach the broker. */
+  get connected(): boolean {
+    return this.#reached && this.#link.current !== undefined;
+  }
+
+  onConnection(listener: (down: Error | undefined) => void): () => void {
+    return this.#link.listen(listener);
   }
 
   async #setup(ch: ConfirmChannel): Promise<void> {
@@ -87,6 +110,7 @@ class AmqpPublishTransport implements PublishTransport {
    * confirm (or nack, return, or the channel's close).
    */
   publish(m: TransportMessage): Promise<void> {
+    this.#stopped = false;
     return new Promise((resolve, reject) => {
       this.#gathered.push({ m, resolve, reject });
       if (this.#gathered.length === 1) setImmediate(() => void this.#publishGathered());
@@ -141,7 +165,7 @@ class AmqpPublishTransport implements PublishTransport {
         if (err !== null && err !== undefined)
           return void this.#fail(g, ch, err instanceof Error ? err : new Error("the broker refused the message (a nack)"));
         g.done = true;
-        this.connected = true;
+        this.#reached = true;
         if (!this.#returned.delete(m.id)) return void g.resolve();
         const what = whatOf(m, exchange);
         g.reject(
@@ -159,12 +183,14 @@ class AmqpPublishTransport implements PublishTransport {
     g.done = true;
     const exchange = g.m.exchange ?? this.#o.exchange;
     const reason = this.#link.reasonOf(ch);
-    this.connected = reason !== undefined;
+    this.#reached = reason !== undefined;
     g.reject(amqpError(blames(reason, exchange) ? reason : err, whatOf(g.m, exchange)));
   }
 
   close(): Promise<void> {
-    this.connected = false;
+    this.#stopped = true;
+    this.#reached = false;
+    this.#reopen.cancel();
     return this.#link.close();
   }
 }

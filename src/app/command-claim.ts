@@ -3,9 +3,11 @@
  * runs, its instance claims the commandUuid in the command store, with a
  * lease it renews while the handler runs; duplicates on other instances wait
  * (bounded) for the record that resolves the claim and replay it. A claim of
- * a crashed instance expires and is taken over.
+ * an instance that died is taken over at once where the store can tell (the
+ * holder's process on SQLite, its session on Postgres; in memory claims die
+ * with the process), else when its lease expires.
  */
-import { errorMessage, MnemeError } from "../model/errors.js";
+import { COMMAND_IN_PROGRESS, errorMessage, MnemeError } from "../model/errors.js";
 import { commandStoreCapabilities } from "../store/backend.js";
 import type { CommandClaimant, CommandRecord, CommandStore } from "../store/command-store.js";
 
@@ -75,7 +77,7 @@ export async function claimCommand(
         "CONFLICT",
         `command ${commandUuid} is in progress on instance ${found.owner} (claimed until ${new Date(found.expiresAt).toISOString()}): ` +
           "its outcome is not known yet; send it again later to get it",
-        { details: [{ message: "in progress", commandUuid, owner: found.owner, expiresAt: found.expiresAt }] },
+        { details: [{ message: COMMAND_IN_PROGRESS, commandUuid, owner: found.owner, expiresAt: found.expiresAt }] },
       );
     }
     await new Promise((r) => setTimeout(r, Math.min(pause, left)));

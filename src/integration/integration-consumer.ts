@@ -1,4 +1,4 @@
-import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
+import { errorMessage, isCommandInProgress, isMnemeError, MnemeError } from "../model/errors.js";
 import type { IntegrationInfo } from "../model/event-handler.js";
 import { BaseReadmodel } from "../readmodel/base-readmodel.js";
 import { Outbox, type OutboxHandlerOptions, reactionOptions } from "../reactions/outbox.js";
@@ -70,6 +70,7 @@ export class IntegrationConsumer extends BaseReadmodel {
   /** The last message of each lane being handled (see #inLane). */
   readonly #lanes = new Map<string, Promise<void>>();
   #lagAt = 0;
+  #unwatch: (() => void) | undefined;
 
   constructor(facade: ReactionFacade, options: IntegrationConsumerOptions) {
     super(facade, ...reactionOptions(options));
@@ -105,6 +106,7 @@ export class IntegrationConsumer extends BaseReadmodel {
 
   #start(): void {
     this.#live = true;
+    this.#unwatch ??= this.#transport.onConnection?.((why) => this.#stats.wentAway(why));
     void this.#open();
   }
 
@@ -128,6 +130,8 @@ export class IntegrationConsumer extends BaseReadmodel {
 
   async #stop(): Promise<void> {
     this.#live = false;
+    this.#unwatch?.();
+    this.#unwatch = undefined;
     if (this.#reopen !== undefined) clearTimeout(this.#reopen);
     this.#reopen = undefined;
     for (const wake of this.#sleepers) wake();
@@ -208,6 +212,12 @@ export class IntegrationConsumer extends BaseReadmodel {
         this.#stats.failed(err);
         if (isMnemeError(err) && NOT_THE_MESSAGES_FAULT.has(err.code)) {
           await this.#pause(this.outbox.retry.initialDelayMs);
+          continue;
+        }
+        if (isCommandInProgress(err)) {
+          // Its command runs on another live instance (a dead one's claim is taken over at once): wait for its outcome, no attempt.
+          await this.#pause(this.outbox.retry.initialDelayMs);
+          m.working();
           continue;
         }
         attempts++;

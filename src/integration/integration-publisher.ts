@@ -52,9 +52,17 @@ export class IntegrationPublisher extends BaseReadmodel {
       prepare: (entries) => this.#readAhead(entries),
     });
     this.addPart(this.outbox);
+    let unwatch: (() => void) | undefined;
     this.addPart({
       describe: () => this.#describe(),
-      stopping: () => this.#transport.close(),
+      starting: () => {
+        unwatch ??= this.#transport.onConnection?.((why) => this.#stats.wentAway(why));
+      },
+      stopping: () => {
+        unwatch?.();
+        unwatch = undefined;
+        return this.#transport.close();
+      },
     });
   }
 

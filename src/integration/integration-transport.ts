@@ -21,8 +21,14 @@ export interface PublishTransport {
    * attempt is counted: the outbox tries again), another error otherwise.
    */
   publish(message: TransportMessage): Promise<void>;
-  /** Whether the last publish reached the broker. */
+  /** Whether the broker is reachable: the last publish reached it, and the connection is up as far as the transport knows. */
   readonly connected: boolean;
+  /**
+   * Tells `listener` at once when the broker goes away (with why) and when it
+   * is back (undefined), where the transport can tell without a message
+   * moving (the listing's `connected` and `lastError`). Returns its remover.
+   */
+  onConnection?(listener: (down: Error | undefined) => void): () => void;
   /** Lets go of what the transport opened itself (the handler stopped). */
   close(): Promise<void>;
 }
@@ -69,6 +75,12 @@ export interface ConsumeTransport {
   lag(): Promise<number | undefined>;
   /** Whether the subscription is open and its connection up. */
   readonly connected: boolean;
+  /**
+   * Tells `listener` at once when the broker goes away (with why) and when it
+   * is back (undefined), where the transport can tell without a message
+   * moving (the listing's `connected` and `lastError`). Returns its remover.
+   */
+  onConnection?(listener: (down: Error | undefined) => void): () => void;
 }
 
 /** Counters of a publisher or consumer, as the Runtime lists them. */
@@ -88,6 +100,11 @@ export class IntegrationStats {
   failed(err: unknown): void {
     this.failures++;
     this.lastError = errorMessage(err);
+  }
+
+  /** The broker went away: listed as the last error, not counted as a failure (no message failed). */
+  wentAway(why: Error | undefined): void {
+    if (why !== undefined) this.lastError = errorMessage(why);
   }
 
   info(connected: boolean): IntegrationInfo {

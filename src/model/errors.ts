@@ -179,3 +179,15 @@ export function errorMessage(e: unknown): string {
   if (e instanceof Error) return e.message;
   return typeof e === "string" ? e : (JSON.stringify(e) ?? String(e));
 }
+
+/** The detail message of the CONFLICT a duplicate gets while its command runs on another live instance. */
+export const COMMAND_IN_PROGRESS = "in progress";
+
+/**
+ * True when `e` says the command is in progress on another live instance (a
+ * claim that holds): no fault of the request, which only has to be sent again
+ * later. Retrying callers (consumers, the reactions' outbox) count no attempt for it.
+ */
+export function isCommandInProgress(e: unknown): boolean {
+  return isMnemeError(e, "CONFLICT") && e.details?.[0]?.message === COMMAND_IN_PROGRESS;
+}

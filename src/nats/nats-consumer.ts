@@ -5,7 +5,15 @@ import type { CommandMapping } from "../integration/integration-message.js";
 import type { ConsumeTransport, DeliveredMessage } from "../integration/integration-transport.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
 import type { ReactionFacade } from "../reactions/process-manager.js";
-import { headerRecord, jetStreamManagerOf, jetStreamOf, type NatsConnectionLike, natsError } from "./nats-driver.js";
+import {
+  connectionWatch,
+  headerRecord,
+  jetStreamManagerOf,
+  jetStreamOf,
+  type NatsConnectionLike,
+  type NatsConnectionWatch,
+  natsError,
+} from "./nats-driver.js";
 
 /** Configuration of a NATS JetStream consumer. */
 export interface NatsConsumerOptions extends OutboxHandlerOptions {
@@ -53,6 +61,7 @@ class NatsConsumeTransport implements ConsumeTransport {
   #consumer: Consumer | undefined;
   #messages: ConsumerMessages | undefined;
   #loop: Promise<void> | undefined;
+  readonly #watch: NatsConnectionWatch;
 
   constructor(o: NatsConsumerOptions) {
     if (typeof o.connection?.isClosed !== "function")
@@ -64,10 +73,16 @@ class NatsConsumeTransport implements ConsumeTransport {
       throw new MnemeError("INVALID_REQUEST", `ackWaitMs must be a number >= 100, got ${String(wait)}`);
     this.#o = o;
     this.target = `${o.stream}/${o.durable}`;
+    this.#watch = connectionWatch(o.connection);
   }
 
   get connected(): boolean {
-    return this.#messages !== undefined && !this.#o.connection.isClosed();
+    // The pull loop waits through an outage without a word: the connection's status says it.
+    return this.#messages !== undefined && this.#watch.down === undefined;
+  }
+
+  onConnection(listener: (down: Error | undefined) => void): () => void {
+    return this.#watch.listen(listener);
   }
 
   async open(handle: (m: DeliveredMessage) => Promise<void>, concurrency: number): Promise<void> {

@@ -75,3 +75,70 @@ export function natsError(err: unknown, nc: NatsConnection, what: string): unkno
     return new MnemeError("UNAVAILABLE", `${what}: the NATS server cannot be reached now (${errorMessage(err)})`, { cause: err });
   return err;
 }
+
+/** Called when the connection goes down (with why) and when it is back (undefined). */
+export type ConnectionListener = (down: Error | undefined) => void;
+
+/**
+ * Whether a NATS connection is up now, from its status events (one reader of
+ * `status()` per connection, shared by its publishers and consumers): down
+ * from the moment the client loses the server (`disconnect`, `reconnecting`,
+ * `staleConnection`: the server missed the client's pings) or closes, up
+ * again on `reconnect`. A consumer's pull loop or a publisher's acks say
+ * nothing while no message moves; the status events do.
+ */
+export class NatsConnectionWatch {
+  #down: Error | undefined;
+  readonly #listeners = new Set<ConnectionListener>();
+
+  constructor(private readonly nc: NatsConnection) {
+    void this.#read();
+  }
+
+  /** Why the connection is down now; undefined while it is up. */
+  get down(): Error | undefined {
+    return this.nc.isClosed() ? (this.#down ?? new Error("the NATS connection is closed")) : this.#down;
+  }
+
+  /** Adds a listener; returns its remover. */
+  listen(listener: ConnectionListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  async #read(): Promise<void> {
+    try {
+      for await (const s of this.nc.status()) {
+        if (s.type === "disconnect") this.#set(new Error(`disconnected from the NATS server ${s.server}`));
+        else if (s.type === "reconnecting") this.#set(this.#down ?? new Error("reconnecting to the NATS server"));
+        else if (s.type === "staleConnection") this.#set(new Error("the NATS server stopped answering pings (stale connection)"));
+        else if (s.type === "close") this.#set(new Error("the NATS connection is closed"));
+        else if (s.type === "reconnect") this.#set(undefined);
+      }
+    } catch {
+      // The status iterator ends with the connection: `down` then says closed.
+    }
+  }
+
+  #set(down: Error | undefined): void {
+    const changed = (down === undefined) !== (this.#down === undefined) || (down !== undefined && this.#down?.message !== down.message);
+    this.#down = down;
+    if (!changed) return;
+    for (const l of this.#listeners) {
+      try {
+        l(down);
+      } catch {
+        // A listener's failure must not stop the reader.
+      }
+    }
+  }
+}
+
+const WATCHES = new WeakMap<NatsConnection, NatsConnectionWatch>();
+
+/** The one watch of `nc` (made on first use). */
+export function connectionWatch(nc: NatsConnection): NatsConnectionWatch {
+  let w = WATCHES.get(nc);
+  if (w === undefined) WATCHES.set(nc, (w = new NatsConnectionWatch(nc)));
+  return w;
+}

@@ -5,7 +5,7 @@ import type { TransportMessage } from "../integration/integration-message.js";
 import type { PublishTransport } from "../integration/integration-transport.js";
 import type { ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { OutboxHandlerOptions } from "../reactions/outbox.js";
-import { type NatsConnectionLike, natsError, natsHeaders, natsInbox } from "./nats-driver.js";
+import { connectionWatch, type NatsConnectionLike, type NatsConnectionWatch, natsError, natsHeaders, natsInbox } from "./nats-driver.js";
 
 /** Configuration of a NATS JetStream publisher. */
 export interface NatsPublisherOptions extends OutboxHandlerOptions {
@@ -50,8 +50,10 @@ interface Awaiting {
 class NatsPublishTransport implements PublishTransport {
   readonly broker = "nats";
   readonly target: string;
-  connected = false;
+  /** False since a publish found the server away, until one reaches it again. */
+  #reached = true;
   readonly #o: NatsPublisherOptions;
+  readonly #watch: NatsConnectionWatch;
   readonly #timeoutMs: number;
   #gathered: Awaiting[] = [];
   /** Where the stream's acks come (a reply subject per publish under `inbox`), subscribed on first use. */
@@ -68,6 +70,16 @@ class NatsPublishTransport implements PublishTransport {
     this.#o = o;
     this.#timeoutMs = t;
     this.target = o.stream ?? "(stream by subject)";
+    this.#watch = connectionWatch(o.connection);
+  }
+
+  /** Up as far as the connection's status says, and the last publish did not find the server away. */
+  get connected(): boolean {
+    return this.#reached && this.#watch.down === undefined;
+  }
+
+  onConnection(listener: (down: Error | undefined) => void): () => void {
+    return this.#watch.listen(listener);
   }
 
   /**
@@ -154,7 +166,7 @@ class NatsPublishTransport implements PublishTransport {
     this.#awaiting.delete(token);
     if (g.batch !== undefined && --g.batch.open === 0) clearTimeout(g.batch.timer);
     if (err === undefined) {
-      this.connected = true;
+      this.#reached = true;
       g.resolve();
     } else {
       g.reject(this.#failure(err, g.m));
@@ -163,7 +175,7 @@ class NatsPublishTransport implements PublishTransport {
 
   #failure(err: unknown, m: TransportMessage): unknown {
     const failure = natsError(err, this.#o.connection, `publishing ${m.subject}`);
-    if (isMnemeError(failure, "UNAVAILABLE")) this.connected = false;
+    if (isMnemeError(failure, "UNAVAILABLE")) this.#reached = false;
     return failure;
   }
 

@@ -5,6 +5,7 @@ import { COMMAND_LIST_FILTERS } from "../store/command-store.js";
 import { decodeCursor, encodeCursor, pageLimit, stringFilters } from "../store/paging.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
+import { PostgresClaimSession } from "./postgres-claim-session.js";
 import { mapPgError } from "./postgres-errors.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
@@ -38,13 +39,18 @@ export interface PostgresCommandStoreOptions extends PostgresStoreOptions {
  * command in progress, with its owner and lease end (ms of the database's
  * clock). A trigger deletes a command's claim when its record is inserted,
  * wherever that happens (this store, or the event repository's append
- * statement), in the record's own transaction.
+ * statement), in the record's own transaction. Each claim names the session
+ * of its holder (see PostgresClaimSession): a claim whose holder's session
+ * ended is taken over at once, without waiting out its lease.
  */
 export class PostgresCommandStore extends PostgresStoreBase implements CommandStore {
   private readonly table: string;
   private readonly claims: string;
   protected override readonly clientKind = "command";
   private readonly claimCommit: "durable" | "async";
+  private readonly claimSession = new PostgresClaimSession((onLost) =>
+    this.checkout("lock", "postgres: the command claim session", onLost),
+  );
 
   constructor(opts: PostgresCommandStoreOptions) {
     super(opts);
@@ -55,6 +61,11 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
     this.claimCommit = commit;
     this.table = `${this.qschema}.commands`;
     this.claims = `${this.qschema}.command_claims`;
+  }
+
+  /** Ends the claim session (its lock goes with it). */
+  protected override async onClose(): Promise<void> {
+    this.claimSession.close();
   }
 
   /** True when this store's table is in `schema` of the database behind `pool` (the event repository then joins it). */
@@ -90,10 +101,20 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
   async claim(commandUuid: string, claimant: CommandClaimant): Promise<CommandClaim> {
     return this.track(async () => {
       const owner = checkClaimArgs(commandUuid, claimant.owner, claimant.leaseMs);
+      const holder = await this.claimSession.key();
       const res = await this.query<{ outcome: string; record: unknown; owner: string | null; expires_at: string | null }>(
         `SELECT claim_outcome AS outcome, claim_record AS record, claim_owner AS owner, claim_expires_at::text AS expires_at
-         FROM ${this.qschema}.mneme_claim_command($1, $2, $3, $4, $5, $6::bigint, $7::boolean)`,
-        [commandUuid, claimant.domain, claimant.name, claimant.tenantUuid, owner, claimant.leaseMs, this.claimCommit === "durable"],
+         FROM ${this.qschema}.mneme_claim_command($1, $2, $3, $4, $5, $6::bigint, $7::boolean, $8::bigint)`,
+        [
+          commandUuid,
+          claimant.domain,
+          claimant.name,
+          claimant.tenantUuid,
+          owner,
+          claimant.leaseMs,
+          this.claimCommit === "durable",
+          holder ?? null,
+        ],
         "command claim",
       );
       const row = res.rows[0];
@@ -220,8 +241,12 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
         name text NOT NULL,
         tenant_uuid text NOT NULL
       )`,
+      // The advisory-lock key of the holder's session, and the owner that recorded it: an instance of an earlier
+      // release that takes a claim over leaves the key of the one before, which then names nobody.
+      `ALTER TABLE ${c} ADD COLUMN IF NOT EXISTS holder bigint`,
+      `ALTER TABLE ${c} ADD COLUMN IF NOT EXISTS holder_owner text`,
       `CREATE OR REPLACE FUNCTION ${s}.mneme_claim_command(
-        p_uuid text, p_domain text, p_name text, p_tenant text, p_owner text, p_lease_ms bigint, p_durable boolean)
+        p_uuid text, p_domain text, p_name text, p_tenant text, p_owner text, p_lease_ms bigint, p_durable boolean, p_holder bigint)
       RETURNS TABLE (claim_outcome text, claim_record jsonb, claim_owner text, claim_expires_at bigint)
       LANGUAGE plpgsql VOLATILE AS $fn$
       #variable_conflict use_column
@@ -244,12 +269,19 @@ export class PostgresCommandStore extends PostgresStoreBase implements CommandSt
         -- A few rounds at most: between the upsert and the look at a held claim, the claim may be resolved.
         FOR round IN 1 .. 20 LOOP
           v_now := ${NOW_MS};
-          INSERT INTO ${c} AS k (command_uuid, owner, expires_at, domain, name, tenant_uuid)
-          VALUES (p_uuid, p_owner, v_now + p_lease_ms, p_domain, p_name, p_tenant)
+          INSERT INTO ${c} AS k (command_uuid, owner, expires_at, domain, name, tenant_uuid, holder, holder_owner)
+          VALUES (p_uuid, p_owner, v_now + p_lease_ms, p_domain, p_name, p_tenant, p_holder, p_owner)
           ON CONFLICT (command_uuid) DO UPDATE
             SET owner = excluded.owner, expires_at = excluded.expires_at, domain = excluded.domain,
-                name = excluded.name, tenant_uuid = excluded.tenant_uuid
-            WHERE k.expires_at < v_now OR k.owner = p_owner;
+                name = excluded.name, tenant_uuid = excluded.tenant_uuid, holder = excluded.holder,
+                holder_owner = excluded.holder_owner
+            WHERE k.expires_at < v_now OR k.owner = p_owner
+              -- The holder's session ended (its process died): its lock is gone, the claim is free now.
+              OR (k.holder IS NOT NULL AND k.holder_owner = k.owner AND NOT EXISTS (
+                SELECT 1 FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                  AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                  AND l.classid::bigint = k.holder >> 32 AND l.objid::bigint = k.holder & 4294967295));
           IF FOUND THEN
             -- Looked at after the claim (a new snapshot): a record committed while the claim waited is seen.
             SELECT r.status, r.record INTO v_status, v_record FROM ${t} r WHERE r.command_uuid = p_uuid;

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
+import { errorMessage, isCommandInProgress, isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
 import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade } from "../readmodel/base-readmodel.js";
@@ -444,9 +444,11 @@ export class Outbox implements HandlerPart {
           // Cancelled or discarded meanwhile (by another instance): do not bring it back.
           const current = await outbox.get(entry.id);
           if (current === undefined) return;
-          const attempts = current.attempts + 1;
-          const dead = attempts >= this.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code));
-          const next = dead ? current.dueAt : now + backoffMs(this.retry, attempts);
+          // In progress on another live instance (a claim that holds): no failure, tried again later without an attempt.
+          const inProgress = isCommandInProgress(err);
+          const attempts = inProgress ? current.attempts : current.attempts + 1;
+          const dead = !inProgress && (attempts >= this.retry.maxAttempts || (isMnemeError(err) && PERMANENT_FAILURES.has(err.code)));
+          const next = dead ? current.dueAt : now + backoffMs(this.retry, Math.max(1, attempts));
           await outbox.put(entry.id, {
             ...current,
             status: dead ? "dead" : "pending",

@@ -6,6 +6,7 @@ import { decodeCursor, encodeCursor, pageLimit, stringFilters } from "../store/p
 import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import type { StoreInfo, StorePage } from "../store/store-info.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
+import { leaseOwnerId, ownerIsGone } from "./sqlite-lease-locks.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
 
 /**
@@ -17,11 +18,15 @@ import { SqliteStoreBase } from "./sqlite-store-base.js";
  * command in progress: a claim is taken in one write transaction that also
  * looks at the record (SQLite runs one writer at a time, so no other instance
  * can come between), and the record deletes it in the record's own
- * transaction.
+ * transaction. Each claim names its holder, the process that took it (as
+ * the lease locks name theirs): a claim whose process is gone from this
+ * machine is taken over at once, without waiting out its lease.
  */
 export class SqliteCommandStore extends SqliteStoreBase implements CommandStore {
   private readonly table = `${this.prefix}commands`;
   private readonly claims = `${this.prefix}command_claims`;
+  /** The process behind this store's claims: `<uuid>/<pid>@<host>`. */
+  private readonly holder = leaseOwnerId();
 
   protected createTables(): void {
     this.db.exec(`
@@ -44,6 +49,9 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
         tenant_uuid TEXT NOT NULL
       ) WITHOUT ROWID;
     `);
+    // The claim's process (a file of an earlier release has no such column).
+    const has = this.db.statement("SELECT 1 AS x FROM pragma_table_info(?) WHERE name = 'holder'").get(this.claims) !== undefined;
+    if (!has) this.db.exec(`ALTER TABLE ${this.claims} ADD COLUMN holder TEXT`);
   }
 
   /** Stores a record; a second record with the same commandUuid is CONFLICT (the audit trail is append-only). */
@@ -92,16 +100,17 @@ export class SqliteCommandStore extends SqliteStoreBase implements CommandStore 
           { status: string; record: string } | undefined;
         if (rec?.status === "succeeded") return { outcome: "recorded", record: JSON.parse(rec.record) as CommandRecord };
         const now = Date.now();
-        const held = db.statement(`SELECT owner, expires_at FROM ${this.claims} WHERE command_uuid = ?`).get(commandUuid) as
-          { owner: string; expires_at: number } | undefined;
-        if (held !== undefined && held.owner !== owner && held.expires_at >= now) {
+        const held = db.statement(`SELECT owner, expires_at, holder FROM ${this.claims} WHERE command_uuid = ?`).get(commandUuid) as
+          { owner: string; expires_at: number; holder: string | null } | undefined;
+        // A live claim of another owner holds, unless its process is gone (killed, crashed): then it costs no wait.
+        if (held !== undefined && held.owner !== owner && held.expires_at >= now && !(held.holder !== null && ownerIsGone(held.holder))) {
           return { outcome: "held", owner: held.owner, expiresAt: held.expires_at };
         }
         // A failed or denied attempt is not an outcome: this one records its own.
         if (rec !== undefined) db.statement(`DELETE FROM ${this.table} WHERE command_uuid = ?`).run(commandUuid);
         db.statement(
-          `INSERT OR REPLACE INTO ${this.claims} (command_uuid, owner, expires_at, domain, name, tenant_uuid) VALUES (?, ?, ?, ?, ?, ?)`,
-        ).run(commandUuid, owner, now + claimant.leaseMs, claimant.domain, claimant.name, claimant.tenantUuid);
+          `INSERT OR REPLACE INTO ${this.claims} (command_uuid, owner, expires_at, domain, name, tenant_uuid, holder) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+        ).run(commandUuid, owner, now + claimant.leaseMs, claimant.domain, claimant.name, claimant.tenantUuid, this.holder);
         return { outcome: "claimed" };
       });
     } catch (e) {
