@@ -10,7 +10,10 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createFacade, type Facade, newUuid } from "mneme";
 import { registerDefaults } from "mneme/defaults";
-import { ProcessManager, servicePrincipal } from "mneme/reactions";
+import { ProcessManager, Reactor, servicePrincipal } from "mneme/reactions";
+import { installOrders } from "../examples/orders/fulfilment.js";
+import { AddStockCmd, PlaceOrderCmd } from "../examples/orders/orders-domain.js";
+import { restock } from "../examples/orders/restock.js";
 import { CompleteTodo, CreateTodo, GetTodo, registerTodo, RenameTodo, TodoCreated } from "../examples/todo/todo-domain.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, World } from "./support/defaults-world.js";
 import { sharedPlaces } from "./support/shared-places.js";
@@ -155,5 +158,60 @@ describe.each(sharedPlaces("reaction_service"))("a process manager's service pri
     expect(() => servicePrincipal({ name: "n", commands: [TodoCreated as never] })).toThrow(
       expect.objectContaining({ code: "INVALID_REQUEST" }),
     );
+  });
+});
+
+describe("service principals in the orders example and in a reactor (memory)", () => {
+  it("the Restock process manager orders missing stock in as orders.restock, not as the buyer", async () => {
+    const facade = createFacade({ appName: "restock" });
+    facades.push(facade);
+    const { fulfilment } = installOrders(facade, { provider: { charge: async () => ({ chargeId: "c" }) }, paymentTimeoutMs: 60_000 });
+    const pm = restock(facade);
+    facade.registerReadmodel(pm);
+    await facade.start();
+    const buyer = { senderAccountUuid: "buyer", senderTenantUuid: "shop-1" };
+    await facade.dispatch(PlaceOrderCmd, { orderUuid: newUuid(), sku: "lamp", quantity: 3, amount: 30 }, { reqCtx: buyer });
+    for (let i = 0; i < 400 && (await facade.eventRepository.loadAggregate("lamp")).length < 2; i++) {
+      await fulfilment.outbox.drain();
+      await pm.outbox.drain();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const [unavailable, added] = await facade.eventRepository.loadAggregate("lamp");
+    expect(unavailable?.name).toBe("StockUnavailable");
+    expect(added).toMatchObject({ name: "StockAdded", tenantUuid: "shop-1", payload: { sku: "lamp", quantity: 3 } });
+    expect(added?.reqCtx).toMatchObject({ senderService: "orders.restock", senderTenantUuid: "shop-1", targetTenantUuid: "shop-1" });
+    expect(added?.reqCtx.senderAccountUuid).toBeUndefined();
+  });
+
+  it("a reactor's effect dispatches with info.reqCtx as its service: its grant only", async () => {
+    const facade = createFacade({ appName: "reactor-service" });
+    facades.push(facade);
+    registerTodo(facade);
+    const outcomes: string[] = [];
+    const reactor = new Reactor(facade, { name: "Titler", domain: "Todo", service: reviewer, retry: { maxAttempts: 1 } }).on(
+      TodoCreated,
+      async (e, info) => {
+        expect(info.reqCtx).toMatchObject({ senderService: "todo.reviewer", senderTenantUuid: "t1", causationId: e.eventUuid });
+        await facade.dispatch(RenameTodo, { todoUuid: e.aggregateUuid, title: "titled" }, { reqCtx: info.reqCtx! });
+        outcomes.push("renamed");
+        await facade.dispatch(CompleteTodo, { todoUuid: e.aggregateUuid }, { reqCtx: info.reqCtx! }).catch((err: { code: string }) => {
+          outcomes.push(err.code);
+        });
+      },
+    );
+    facade.registerReadmodel(reactor);
+    await facade.start();
+    const todoUuid = newUuid();
+    await facade.dispatch(
+      CreateTodo,
+      { todoUuid, title: "t" },
+      { reqCtx: { senderAccountUuid: "a", senderSessionUuid: "s", senderIdentityUuid: "i", senderTenantUuid: "t1" } },
+    );
+    for (let i = 0; i < 400 && outcomes.length < 2; i++) {
+      await reactor.outbox.drain();
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(outcomes).toEqual(["renamed", "PERMISSION_DENIED"]);
+    expect((await facade.eventRepository.loadAggregate(todoUuid)).map((e) => e.name)).toEqual(["TodoCreated", "TodoRenamed"]);
   });
 });
