@@ -12,7 +12,7 @@ import { createFacade, type Facade, newUuid } from "mneme";
 import { registerDefaults } from "mneme/defaults";
 import { ProcessManager, Reactor, servicePrincipal } from "mneme/reactions";
 import { installOrders } from "../examples/orders/fulfilment.js";
-import { AddStockCmd, PlaceOrderCmd } from "../examples/orders/orders-domain.js";
+import { PlaceOrderCmd } from "../examples/orders/orders-domain.js";
 import { restock } from "../examples/orders/restock.js";
 import { CompleteTodo, CreateTodo, GetTodo, registerTodo, RenameTodo, TodoCreated } from "../examples/todo/todo-domain.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, World } from "./support/defaults-world.js";
