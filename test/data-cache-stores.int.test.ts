@@ -23,36 +23,16 @@ import { sqliteScratch } from "./support/sqlite-scratch.js";
 const files = sqliteScratch("data-cache");
 const pg = postgresScratch("mneme_datacache");
 
-/** Contract factory of a Postgres store in its own schema; cleanup closes it and drops the schema. */
-function inSchema<S extends { close(): Promise<void> }>(make: (schema: string) => S) {
-  const schemaOf = new WeakMap<object, string>();
-  return {
-    factory: async (): Promise<S> => {
-      const schema = pg.newSchema();
-      const store = make(schema);
-      schemaOf.set(store, schema);
-      return store;
-    },
-    opts: {
-      cleanup: async (store: S): Promise<void> => {
-        await store.close();
-        const s = schemaOf.get(store);
-        if (s !== undefined) await pg.dropSchema(s);
-      },
-    },
-  };
-}
-
 describeDataStoreContract("SqliteDataStore", async () => new SqliteDataStore({ filename: files.newFile() }));
 describeCacheStoreContract("SqliteCacheStore", async () => new SqliteCacheStore({ filename: files.newFile() }));
 describeDataStoreContract("createSqliteBackends().dataStore", async () => createSqliteBackends({ filename: files.newFile() }).dataStore);
 describeCacheStoreContract("createSqliteBackends().cacheStore", async () => createSqliteBackends({ filename: files.newFile() }).cacheStore);
 {
-  const c = inSchema<DataStore>((schema) => new PostgresDataStore({ pool: pg.pool, schema }));
+  const c = pg.inSchema<DataStore>((schema) => new PostgresDataStore({ pool: pg.pool, schema }));
   describeDataStoreContract("PostgresDataStore", c.factory, c.opts);
 }
 {
-  const c = inSchema<CacheStore>((schema) => new PostgresCacheStore({ pool: pg.pool, schema }));
+  const c = pg.inSchema<CacheStore>((schema) => new PostgresCacheStore({ pool: pg.pool, schema }));
   describeCacheStoreContract("PostgresCacheStore", c.factory, c.opts);
 }
 

@@ -5,14 +5,11 @@
  * request on the other, every time; a session ended on one is refused at
  * once on both; an unknown session or a wrong key is refused.
  */
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { createFacade, newUuid, type Facade, type FacadeOptions } from "mneme";
 import { accountRoutes, registerDefaults } from "mneme/defaults";
-import { createHttpHandler, toNodeListener } from "mneme/http";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
-import { call } from "./support/http-fixture.js";
+import { call, serve } from "./support/http-fixture.js";
 import { sharedPlaces } from "./support/shared-places.js";
 
 const closers: (() => Promise<void>)[] = [];
@@ -35,17 +32,11 @@ async function instance(stores: Partial<FacadeOptions>): Promise<Instance> {
   });
   await facade.start();
   closers.push(() => facade.stop());
-  const listener = toNodeListener(createHttpHandler(facade, { modules: [accountRoutes()] }));
-  const server = createServer((req, res) => void listener(req, res));
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  closers.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
-  return { facade, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, adminAccountUuid: info.adminAccountUuid };
+  const routes = accountRoutes();
+  // The module's own resolver (the fixture's default is a test resolver).
+  const server = await serve(facade, { modules: [routes], resolveCredentials: routes.resolveCredentials! });
+  closers.push(server.close);
+  return { facade, url: server.url, adminAccountUuid: info.adminAccountUuid };
 }
 
 interface Login {

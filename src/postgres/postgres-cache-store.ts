@@ -26,7 +26,6 @@ const SWEEP_EVERY = 1000;
  */
 export class PostgresCacheStore extends PostgresStoreBase implements CacheStore {
   private readonly table = `${this.qschema}.cache`;
-  private initialised: Promise<void> | undefined;
   private setsSinceSweep = 0;
 
   /** Creates the schema and table; idempotent, safe to run from several instances at once. Every other call runs it first. */
@@ -114,7 +113,7 @@ export class PostgresCacheStore extends PostgresStoreBase implements CacheStore 
   }
 
   private ensureTable(): Promise<void> {
-    const run = (this.initialised ??= this.runDdl([
+    return this.ensureDdl([
       `CREATE UNLOGGED TABLE IF NOT EXISTS ${this.table} (
           key text COLLATE "C" PRIMARY KEY,
           value text NOT NULL,
@@ -122,12 +121,7 @@ export class PostgresCacheStore extends PostgresStoreBase implements CacheStore 
           created_at bigint NOT NULL
         )`,
       `CREATE INDEX IF NOT EXISTS cache_expires ON ${this.table} (expires_at) WHERE expires_at IS NOT NULL`,
-    ]).then(() => undefined));
-    // A failed creation (e.g. the database was down) is tried again by the next call.
-    run.catch(() => {
-      if (this.initialised === run) this.initialised = undefined;
-    });
-    return run;
+    ]);
   }
 }
 

@@ -22,7 +22,6 @@ interface InfoRow {
  */
 export class PostgresDataStore extends PostgresStoreBase implements DataStore {
   private readonly table = `${this.qschema}.data`;
-  private initialised: Promise<void> | undefined;
 
   /** Creates the schema and table; idempotent, safe to run from several instances at once. Every other call runs it first. */
   init(): Promise<void> {
@@ -95,7 +94,7 @@ export class PostgresDataStore extends PostgresStoreBase implements DataStore {
   }
 
   private ensureTable(): Promise<void> {
-    const run = (this.initialised ??= this.runDdl([
+    return this.ensureDdl([
       `CREATE TABLE IF NOT EXISTS ${this.table} (
           key text COLLATE "C" PRIMARY KEY,
           data bytea NOT NULL,
@@ -104,12 +103,7 @@ export class PostgresDataStore extends PostgresStoreBase implements DataStore {
           created_at bigint NOT NULL,
           updated_at bigint NOT NULL
         )`,
-    ]).then(() => undefined));
-    // A failed creation (e.g. the database was down) is tried again by the next call.
-    run.catch(() => {
-      if (this.initialised === run) this.initialised = undefined;
-    });
-    return run;
+    ]);
   }
 }
 
