@@ -145,27 +145,10 @@ describe("SqliteKeyStore", () => {
 
 // --- Postgres ---------------------------------------------------------------------------------
 
-const { pool, newPool, newSchema, dropSchema } = postgresScratch("mneme_keys");
+const { pool, newPool, newSchema, inSchema } = postgresScratch("mneme_keys");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function postgresContract(make: (schema: string) => KeyStore) {
-  const schemaOf = new WeakMap<object, string>();
-  return {
-    factory: async (): Promise<KeyStore> => {
-      const schema = newSchema();
-      const store = make(schema);
-      schemaOf.set(store, schema);
-      return store;
-    },
-    opts: {
-      cleanup: async (store: KeyStore): Promise<void> => {
-        await store.close();
-        const s = schemaOf.get(store);
-        if (s !== undefined) await dropSchema(s);
-      },
-    },
-  };
-}
+const postgresContract = (make: (schema: string) => KeyStore) => inSchema<KeyStore>(make);
 {
   const c = postgresContract((schema) => new PostgresKeyStore({ pool, schema }));
   describeKeyStoreContract("PostgresKeyStore", c.factory, c.opts);

@@ -26,53 +26,33 @@ import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
 import { rejectsWith } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
 
-const { pool, newPool, newSchema, dropSchema } = postgresScratch("mneme_t");
+const { pool, newPool, newSchema, dropSchema, inSchema } = postgresScratch("mneme_t");
 const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
-/** Contract factory: a store in its own schema; cleanup closes it (so no session holds locks) and drops the schema. */
-function contract<S extends { close(): Promise<void> }>(make: (schema: string) => S) {
-  const schemaOf = new WeakMap<object, string>();
-  return {
-    factory: async (): Promise<S> => {
-      const schema = newSchema();
-      const store = make(schema);
-      schemaOf.set(store, schema);
-      return store;
-    },
-    opts: {
-      cleanup: async (store: S): Promise<void> => {
-        await store.close();
-        const s = schemaOf.get(store);
-        if (s !== undefined) await dropSchema(s);
-      },
-    },
-  };
-}
-
 {
-  const c = contract<EventRepository>((schema) => new PostgresEventRepository({ pool, schema }));
+  const c = inSchema<EventRepository>((schema) => new PostgresEventRepository({ pool, schema }));
   describeEventRepositoryContract("PostgresEventRepository", c.factory, c.opts);
 }
 {
   // Without group commit every append is a statement of its own, on a connection of its own (the same rules).
-  const c = contract<EventRepository>((schema) => new PostgresEventRepository({ pool, schema, maxAppendsPerCommit: 1 }));
+  const c = inSchema<EventRepository>((schema) => new PostgresEventRepository({ pool, schema, maxAppendsPerCommit: 1 }));
   describeEventRepositoryContract("PostgresEventRepository, maxAppendsPerCommit 1", c.factory, c.opts);
 }
 {
-  const c = contract<CommandStore>((schema) => new PostgresCommandStore({ pool, schema }));
+  const c = inSchema<CommandStore>((schema) => new PostgresCommandStore({ pool, schema }));
   describeCommandStoreContract("PostgresCommandStore", c.factory, c.opts);
 }
 {
   // Claims committed without waiting for the disk flush keep every rule of the suite.
-  const c = contract<CommandStore>((schema) => new PostgresCommandStore({ pool, schema, claimCommit: "async" }));
+  const c = inSchema<CommandStore>((schema) => new PostgresCommandStore({ pool, schema, claimCommit: "async" }));
   describeCommandStoreContract("PostgresCommandStore (claimCommit: async)", c.factory, c.opts);
 }
 {
-  const c = contract<LogStore>((schema) => new PostgresLogStore({ pool, schema }));
+  const c = inSchema<LogStore>((schema) => new PostgresLogStore({ pool, schema }));
   describeLogStoreContract("PostgresLogStore", c.factory, c.opts);
 }
 {
-  const c = contract<ReadmodelStoreBackend>((schema) => new PostgresReadmodelStoreBackend({ pool, schema }));
+  const c = inSchema<ReadmodelStoreBackend>((schema) => new PostgresReadmodelStoreBackend({ pool, schema }));
   describeReadmodelStoreBackendContract("PostgresReadmodelStoreBackend", c.factory, c.opts);
 }
 
@@ -84,11 +64,11 @@ function storeOf<K extends "eventRepository" | "commandStore" | "logStore" | "re
   return b[key];
 }
 {
-  const c = contract<EventRepository>((schema) => storeOf(schema, "eventRepository"));
+  const c = inSchema<EventRepository>((schema) => storeOf(schema, "eventRepository"));
   describeEventRepositoryContract("createPostgresBackends().eventRepository", c.factory, c.opts);
 }
 {
-  const c = contract<ReadmodelStoreBackend>((schema) => storeOf(schema, "readmodelStoreBackend"));
+  const c = inSchema<ReadmodelStoreBackend>((schema) => storeOf(schema, "readmodelStoreBackend"));
   describeReadmodelStoreBackendContract("createPostgresBackends().readmodelStoreBackend", c.factory, c.opts);
 }
 

@@ -218,28 +218,10 @@ describe("SqliteSnapshotStore", () => {
 
 // --- Postgres ---------------------------------------------------------------------------------
 
-const { pool, newPool, newSchema, dropSchema } = postgresScratch("mneme_snap");
+const { pool, newPool, newSchema, inSchema } = postgresScratch("mneme_snap");
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Contract factory: a store in its own schema; cleanup closes it and drops the schema. */
-function postgresContract(make: (schema: string) => SnapshotStore) {
-  const schemaOf = new WeakMap<object, string>();
-  return {
-    factory: async (): Promise<SnapshotStore> => {
-      const schema = newSchema();
-      const store = make(schema);
-      schemaOf.set(store, schema);
-      return store;
-    },
-    opts: {
-      cleanup: async (store: SnapshotStore): Promise<void> => {
-        await store.close();
-        const s = schemaOf.get(store);
-        if (s !== undefined) await dropSchema(s);
-      },
-    },
-  };
-}
+const postgresContract = (make: (schema: string) => SnapshotStore) => inSchema<SnapshotStore>(make);
 {
   const c = postgresContract((schema) => new PostgresSnapshotStore({ pool, schema }));
   describeSnapshotStoreContract("PostgresSnapshotStore", c.factory, c.opts);

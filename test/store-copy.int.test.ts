@@ -49,6 +49,9 @@ interface Source {
 let source: Source;
 
 /** Fills a SQLite store through the app: two tenants with their members, stock, owners, a forget, an idempotent command, a log line. */
+/** A DataStore blob of the source (every byte value). */
+const REPORT = new Uint8Array(256).map((_, i) => 255 - i);
+
 async function buildSource(): Promise<Source> {
   const file = files.newFile();
   const app = await startDepot(createSqliteBackends({ filename: file }));
@@ -70,6 +73,8 @@ async function buildSource(): Promise<Source> {
     for (const o of [ANN, BOB]) await app.facade.dispatch(RegisterOwner, o, { reqCtx: north.reqCtx, waitToFinish: true });
     expect(await app.facade.forget(ANN.ownerUuid)).toEqual({ keysDeleted: 1 });
     await app.facade.logStore.append({ level: "info", source: "test", message: "before the copy" });
+    await app.facade.dataStore.put("exports/north.bin", REPORT, { contentType: "application/x-report" });
+    await app.facade.cacheStore.set("transient", 1);
     return {
       file,
       head: await app.facade.eventRepository.headPosition(),
@@ -91,6 +96,11 @@ async function checkCopy(app: DepotApp, head: number): Promise<void> {
     expect(await depotAnswers(app, session.reqCtx, BINS)).toEqual(source.answers[name]);
   }
   await app.world.login(ADMIN_EMAIL, ADMIN_PASSWORD);
+  // The DataStore's blobs come along; the CacheStore's entries do not (a cache starts empty).
+  const blob = await app.facade.dataStore.get("exports/north.bin");
+  expect(Array.from(blob!.data)).toEqual(Array.from(REPORT));
+  expect(blob?.contentType).toBe("application/x-report");
+  expect(await app.facade.cacheStore.get("transient")).toBeUndefined();
   // The forgotten subject stays erased; the other one is readable.
   expect((await app.facade.loadAggregate(Owner, ANN.ownerUuid)).state.email).toBe("[erased]");
   expect((await app.facade.loadAggregate(Owner, BOB.ownerUuid)).state.email).toBe(BOB.email);
@@ -131,6 +141,7 @@ function expectVerified(r: CopyStoreReport): void {
     "snapshots",
     "subject_keys",
     "forgotten_keys",
+    "data",
     "readmodel_documents",
     "readmodel_checkpoints",
     "logs",

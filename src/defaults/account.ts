@@ -44,7 +44,7 @@ import {
 import { accountOwnerOrSystemAdministrator, systemAdministrator } from "./permission-functions.js";
 import { found, listOptions } from "./query-helpers.js";
 import { READMODELS } from "./readmodel-names.js";
-import { type DefaultsSettings, noteEndedSession } from "./settings.js";
+import type { DefaultsSettings } from "./settings.js";
 import type { SessionProjection } from "./session.js";
 
 export { Account, AccountAggregate, type AccountModel } from "./account-domain.js";
@@ -190,7 +190,6 @@ async function endSessions(
     const s = await sessions.getModel(r.sessionUuid);
     if (s === undefined || s.model.endedAt !== 0 || s.model.expiresAt <= now) continue;
     out.push(SessionEnded.create(r.sessionUuid, { reason }, NO_TENANT));
-    noteEndedSession(state, r.sessionUuid);
   }
   return out;
 }

@@ -26,8 +26,9 @@ function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<
  * Resolves `{ senderAccountUuid, senderSessionUuid }`, plus `senderIdentityUuid`
  * and `senderTenantUuid` when `identityUuid` is a live identity of the account
  * in a live tenant; undefined when the session is unknown, ended, expired, of a
- * removed account, or the key is wrong (compared in constant time). Reads the
- * Session, Account and Identity readmodels: a few document reads per request.
+ * removed account, or the key is wrong (compared in constant time). The
+ * session is read from its committed events (a login on another instance
+ * counts at once); the Account and Identity readmodels give the rest.
  * @example
  * const reqCtx = await resolveCredentials(facade, { sessionUuid, sessionKey, identityUuid });
  * if (reqCtx === undefined) return unauthorized();
@@ -46,7 +47,7 @@ export async function resolveCredentials(facade: FacadeHandle, creds: Credential
     projection<AccountModel>(facade, READMODELS.account).getModel(s.accountUuid),
     wantIdentity ? projection<IdentityModel>(facade, READMODELS.identity).getModel(identityUuid) : Promise.resolve(undefined),
   ]);
-  if (account === undefined || account.model.removed) return undefined;
+  if (account === undefined ? !(await sessions.accountLives(s.accountUuid)) : account.model.removed) return undefined;
   const reqCtx: RequestContext = { senderAccountUuid: s.accountUuid, senderSessionUuid: sessionUuid };
   if (identity !== undefined && !identity.model.removed && identity.model.accountUuid === s.accountUuid) {
     const tenant = await projection<TenantModel>(facade, READMODELS.tenant).getModel(identity.model.tenantUuid);

@@ -1,7 +1,7 @@
 /**
  * Failed-login limit: at most `maxFailedLogins` failures per email within a
- * window, counted in the facade's CacheStore (shared between instances when
- * the cache is). Keyed by email, not by account, so an unknown email is
+ * window, counted in the facade's CacheStore (shared by the instances on one
+ * SQLite file or Postgres schema, and kept across their restarts). Keyed by email, not by account, so an unknown email is
  * limited exactly like a known one and the limit reveals nothing.
  */
 import { createHash } from "node:crypto";

@@ -11,7 +11,15 @@ import type { Facade } from "../app/facade.js";
 import type { DomainInstaller } from "../model/domain-install.js";
 import { anonymous, authenticated } from "../model/permission.js";
 import { ProjectionReadmodel } from "../readmodel/projection-readmodel.js";
-import { Account, CredentialAggregate, SessionAggregate, SessionEnded, type SessionModel, SessionStarted } from "./account-domain.js";
+import {
+  Account,
+  AccountAggregate,
+  CredentialAggregate,
+  SessionAggregate,
+  SessionEnded,
+  type SessionModel,
+  SessionStarted,
+} from "./account-domain.js";
 import { loadEmailClaim } from "./email-claims.js";
 import { credentialUuidOf } from "./ids.js";
 import { accountIdentities } from "./identity.js";
@@ -21,7 +29,7 @@ import { dummyPasswordHash, type PasswordHash, verifyPassword } from "./password
 import { loginPasswordSchema, objectSchema } from "./payload-schemas.js";
 import { READMODELS } from "./readmodel-names.js";
 import { hashSessionKey, newSessionKey, SESSION_KEY_HASH_ALGORITHM, sessionKeyMatches } from "./session-key.js";
-import { type DefaultsSettings, noteEndedSession } from "./settings.js";
+import type { DefaultsSettings } from "./settings.js";
 
 export { SessionAggregate, type SessionModel } from "./account-domain.js";
 
@@ -67,25 +75,37 @@ export const Logout = Account.command<Logout>("Logout", {
  * session: resolveCredentials asks it.
  */
 export class SessionProjection extends ProjectionReadmodel<SessionModel> {
-  readonly #settings: Pick<DefaultsSettings, "sessionSecret" | "clock" | "endedSessions">;
+  readonly #settings: Pick<DefaultsSettings, "sessionSecret" | "clock">;
+  readonly #loadCommitted: (sessionUuid: string) => Promise<{ state: SessionModel; version: number }>;
+  readonly #loadAccount: (accountUuid: string) => Promise<{ state: { removed: boolean }; version: number }>;
 
-  constructor(facade: Facade, settings: Pick<DefaultsSettings, "sessionSecret" | "clock" | "endedSessions">) {
+  constructor(facade: Facade, settings: Pick<DefaultsSettings, "sessionSecret" | "clock">) {
     super(facade, { aggregate: SessionAggregate, name: READMODELS.session });
     this.#settings = settings;
+    this.#loadCommitted = (sessionUuid) => facade.loadAggregate(SessionAggregate, sessionUuid);
+    this.#loadAccount = (accountUuid) => facade.loadAggregate(AccountAggregate, accountUuid);
+  }
+
+  /** Whether the account exists and is not removed, from its committed events (for an account the Account readmodel lags on). */
+  async accountLives(accountUuid: string): Promise<boolean> {
+    const { state, version } = await this.#loadAccount(accountUuid);
+    return version > 0 && !state.removed;
   }
 
   /**
-   * The session `sessionKey` opens: undefined when it is unknown, ended (here
-   * or in this process), expired, or the key is wrong (compared in constant time).
+   * The session `sessionKey` opens: undefined when it is unknown, ended,
+   * expired, or the key is wrong (compared in constant time). Read from the
+   * session's committed events, not from this readmodel: a login or a logout
+   * on any instance counts on every instance from the moment it returns,
+   * however far this instance's documents lag (the in-process aggregate cache
+   * makes it one read of the events after the cached version).
    */
   async openSession(sessionUuid: string, sessionKey: string): Promise<SessionModel | undefined> {
     const settings = this.#settings;
-    if (settings.endedSessions.has(sessionUuid)) return undefined;
-    const session = await this.getModel(sessionUuid);
-    if (session === undefined) return undefined;
-    const s = session.model;
-    // The key is checked before anything else is told apart, so a wrong key learns nothing about the session.
-    if (!sessionKeyMatches(sessionKey, s.keyHash, settings.sessionSecret)) return undefined;
+    const { state: s, version } = await this.#loadCommitted(sessionUuid);
+    // The key is hashed and checked before anything else is told apart (an unknown session has no hash and
+    // matches nothing), so neither a wrong key nor an unknown session learns anything, nor takes less time.
+    if (!sessionKeyMatches(sessionKey, s.keyHash, settings.sessionSecret) || version === 0) return undefined;
     if (s.endedAt !== 0 || s.expiresAt <= settings.clock()) return undefined;
     return s;
   }
@@ -156,7 +176,6 @@ export function installSessions(d: DomainInstaller, state: DefaultsSettings): vo
       throw new MnemeError("NOT_FOUND", "the sender's session does not exist");
     }
     if (session.state.endedAt !== 0) return [];
-    noteEndedSession(state, sessionUuid);
     return [SessionEnded.create(sessionUuid, { reason: "logout" }, { tenantUuid: "" })];
   });
 }

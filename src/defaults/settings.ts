@@ -53,8 +53,6 @@ export interface DefaultsSettings extends DefaultsInfo {
   readonly maxFailedLogins: number;
   readonly failedLoginWindowNs: number;
   readonly clock: () => number;
-  /** Sessions this process ended, until the Session readmodel shows it (bounded). */
-  readonly endedSessions: Set<string>;
   /** The facade's stores the login limiter counts in and logs to. */
   readonly stores: LoginStores;
   /** The key of the keyed hash that derives email claim ids (kept in the facade's key store). */
@@ -80,9 +78,6 @@ export interface AdminCredentials {
   readonly password: string;
   readonly name: string;
 }
-
-/** Bound of `endedSessions`: far more than a readmodel can lag behind. */
-export const ENDED_SESSIONS_LIMIT = 10_000;
 
 function positiveInt(name: string, v: number | undefined, fallback: number, max: number): number {
   if (v === undefined) return fallback;
@@ -131,19 +126,9 @@ export function resolveDefaultsSettings(
     maxFailedLogins: positiveInt("maxFailedLogins", opts.maxFailedLogins, 5, 1000),
     failedLoginWindowNs: positiveInt("failedLoginWindowMs", opts.failedLoginWindowMs, 60_000, 24 * 3_600_000) * 1e6,
     clock: opts.clock ?? nowNs,
-    endedSessions: new Set(),
     stores: { cacheStore: facade.cacheStore, logStore: facade.logStore },
     emailIndexKey: () => facade.personalData.systemKey("email-index"),
     claimsForOldReaders: () => facade.rollingFrom !== undefined,
   };
   return { settings, admin: { email, password: opts.admin.password, name } };
-}
-
-/** Notes a session this process ended, so credentials stop resolving before the readmodel catches up. */
-export function noteEndedSession(settings: DefaultsSettings, sessionUuid: string): void {
-  settings.endedSessions.add(sessionUuid);
-  if (settings.endedSessions.size > ENDED_SESSIONS_LIMIT) {
-    const oldest = settings.endedSessions.values().next().value;
-    if (oldest !== undefined) settings.endedSessions.delete(oldest);
-  }
 }

@@ -1,7 +1,6 @@
 import { nowNs } from "../model/clock.js";
 import { memoryStoreInfo } from "./memory-store-info.js";
-import { MnemeError } from "../model/errors.js";
-import type { CacheEntry, CacheStore } from "../store/cache-store.js";
+import { assertCacheKey, cacheEntryToStore, type CacheEntry, type CacheStore } from "../store/cache-store.js";
 import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { storeClosed } from "../store/store-closed.js";
@@ -34,32 +33,21 @@ export class MemoryCacheStore implements CacheStore {
 
   async get<T = unknown>(key: string): Promise<T | undefined> {
     this.assertOpen();
-    assertKey(key);
+    assertCacheKey(key);
     const s = this.live(key, Date.now());
     return s === undefined ? undefined : (JSON.parse(s.json) as T);
   }
 
   async set<T = unknown>(key: string, value: T, opts?: { ttlMs?: number }): Promise<void> {
     this.assertOpen();
-    assertKey(key);
-    const ttl = opts?.ttlMs;
-    if (ttl !== undefined && (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl <= 0)) {
-      throw new MnemeError("INVALID_REQUEST", `ttlMs must be a positive number, got ${String(ttl)}`);
-    }
-    let json: string | undefined;
-    try {
-      json = JSON.stringify(value);
-    } catch (e) {
-      throw new MnemeError("INVALID_REQUEST", `cache value for ${key} is not JSON-serialisable`, { cause: e });
-    }
-    if (json === undefined) throw new MnemeError("INVALID_REQUEST", `cache value for ${key} is not JSON-serialisable`);
-    this.slots.set(key, { json, expiresAt: ttl === undefined ? undefined : Date.now() + ttl, createdAt: nowNs() });
+    const e = cacheEntryToStore(key, value, opts, Date.now());
+    this.slots.set(e.key, { json: e.json, expiresAt: e.expiresAt, createdAt: nowNs() });
     if (++this.setsSinceSweep >= SWEEP_EVERY) this.sweep(Date.now());
   }
 
   async delete(key: string): Promise<boolean> {
     this.assertOpen();
-    assertKey(key);
+    assertCacheKey(key);
     const live = this.live(key, Date.now()) !== undefined;
     this.slots.delete(key);
     return live;
@@ -116,8 +104,4 @@ export class MemoryCacheStore implements CacheStore {
   private assertOpen(): void {
     if (this.closed) throw storeClosed("MemoryCacheStore");
   }
-}
-
-function assertKey(key: unknown): asserts key is string {
-  if (typeof key !== "string" || key === "") throw new MnemeError("INVALID_REQUEST", "a cache key must be a non-empty string");
 }

@@ -8,6 +8,12 @@ export interface RequestContext {
   senderSessionUuid?: string;
   senderIdentityUuid?: string;
   senderTenantUuid?: string;
+  /**
+   * The service principal sending (a process manager's or reactor's; see
+   * `servicePrincipal` in mneme/reactions): a non-human sender whose grant is
+   * its list of commands, within `senderTenantUuid`. Never set by the HTTP adapter.
+   */
+  senderService?: string;
   targetTenantUuid?: string;
   targetAggregateUuid?: string;
   targetAggregateVersion?: number;

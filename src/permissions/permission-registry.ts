@@ -1,5 +1,6 @@
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { CommandEnvelope, QueryEnvelope, RequestContext } from "../model/types.js";
+import { serviceVerdict, type ServicePrincipal } from "../model/service-principal.js";
 import { checkPermission, type Permission, type PermissionContext, type PermissionFunc, permissionFuncOf } from "../model/permission.js";
 
 /**
@@ -15,6 +16,7 @@ export type Authorizer = (
 /** The central permission registry: one entry per (domain, type). */
 export class PermissionRegistry {
   readonly #byDomain = new Map<string, Map<string, Permission>>();
+  readonly #services = new Map<string, ServicePrincipal>();
   #authorizer: Authorizer | undefined;
   readonly #context: PermissionContext | undefined;
 
@@ -48,6 +50,18 @@ export class PermissionRegistry {
     if (types.has(checked.type))
       throw new MnemeError("INVALID_PERMISSION", `permission ${checked.domain}.${checked.type} is registered already`);
     types.set(checked.type, checked);
+  }
+
+  /**
+   * Registers a service principal (a process manager or reactor does, with
+   * its `service` option): request contexts naming it get exactly its
+   * commands. The same name again must come with the same commands (INVALID_PERMISSION otherwise).
+   */
+  registerService(service: ServicePrincipal): void {
+    const known = this.#services.get(service.name);
+    if (known !== undefined && known.commands.join(",") !== service.commands.join(","))
+      throw new MnemeError("INVALID_PERMISSION", `service ${service.name} is registered already with other commands`);
+    this.#services.set(service.name, service);
   }
 
   /** True when (domain, type) is registered. */
@@ -99,6 +113,9 @@ export class PermissionRegistry {
    * the envelope with its payload.
    */
   async checkAdministrator(reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope): Promise<void> {
+    // A service administers nothing: its grant is its own list of commands, in its own tenant.
+    if (reqCtx.senderService !== undefined)
+      throw new MnemeError("PERMISSION_DENIED", `service ${String(reqCtx.senderService)} acts in its own tenant only`);
     const p = this.#byDomain.get(envelope.domain)?.get(envelope.name);
     if (p === undefined) throw new MnemeError("PERMISSION_DENIED", `no permission is registered for ${envelope.domain}.${envelope.name}`);
     if (this.#authorizer === undefined)
@@ -123,6 +140,8 @@ export class PermissionRegistry {
   evaluate(reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope): MnemeError | undefined | Promise<MnemeError | undefined> {
     const p = this.#byDomain.get(envelope.domain)?.get(envelope.name);
     if (p === undefined) return new MnemeError("PERMISSION_DENIED", `no permission is registered for ${envelope.domain}.${envelope.name}`);
+    // A service's grant is its list of commands, whatever else the message's permission would ask.
+    if (reqCtx.senderService !== undefined) return serviceVerdict(this.#services, reqCtx, envelope);
     switch (p.kind) {
       case "custom":
         // A custom function decides alone.

@@ -11,6 +11,8 @@ export { PostgresLogStore } from "./postgres-log-store.js";
 export { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
 export { PostgresSnapshotStore } from "./postgres-snapshot-store.js";
 export { PostgresKeyStore } from "./postgres-key-store.js";
+export { PostgresDataStore } from "./postgres-data-store.js";
+export { PostgresCacheStore } from "./postgres-cache-store.js";
 export type { ExternalAppendListener } from "./postgres-append-watcher.js";
 export type { LockLostListener } from "./postgres-readmodel-locks.js";
 export type { PostgresStoreOptions } from "./postgres-store-base.js";

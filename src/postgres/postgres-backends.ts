@@ -10,7 +10,11 @@ import type { LogStore } from "../store/log-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
 import { checkRollingFrom, type RollingFrom } from "../store/store-format.js";
+import type { CacheStore } from "../store/cache-store.js";
+import type { DataStore } from "../store/data-store.js";
+import { PostgresCacheStore } from "./postgres-cache-store.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
+import { PostgresDataStore } from "./postgres-data-store.js";
 import { PostgresEventRepository } from "./postgres-event-repository.js";
 import { PostgresFailoverPool } from "./postgres-failover-pool.js";
 import { parsePostgresHosts, redactConnectionString } from "./postgres-hosts.js";
@@ -64,6 +68,10 @@ export interface PostgresBackends {
   readonly snapshotStore: PostgresSnapshotStore & SnapshotStore;
   /** The keys of personal data (see docs/privacy.md), in the events' schema. */
   readonly keyStore: PostgresKeyStore & KeyStore;
+  /** Blobs by key, in the events' schema: durable and shared by the instances on it. */
+  readonly dataStore: PostgresDataStore & DataStore;
+  /** JSON values with a TTL, in the events' schema (UNLOGGED): shared by the instances on it (the failed-login limit holds across them). */
+  readonly cacheStore: PostgresCacheStore & CacheStore;
   /** What these stores guarantee together (derived from what they implement; see `Guarantee` in mneme/store). */
   readonly guarantees: readonly Guarantee[];
   /** Closes every store, then ends the pool when it was made here; idempotent. */
@@ -72,7 +80,8 @@ export interface PostgresBackends {
 
 /**
  * Every Postgres store in one schema over one pool: events, commands, logs,
- * readmodels, aggregate snapshots and the keys of personal data; many app
+ * readmodels, aggregate snapshots, the keys of personal data, the DataStore's
+ * blobs and the CacheStore's entries; many app
  * instances may share the database. Options may be given in the first argument or the second.
  *
  * @example
@@ -128,7 +137,9 @@ export function createPostgresBackends(
   const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);
   const snapshotStore = new PostgresSnapshotStore(shared);
   const keyStore = new PostgresKeyStore(shared);
-  const stores = { eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore };
+  const dataStore = new PostgresDataStore(shared);
+  const cacheStore = new PostgresCacheStore(shared);
+  const stores = { eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore, dataStore, cacheStore };
   return defineBackend(
     stores,
     closeStoresOnce(Object.values(stores), () => ownPool?.end()),

@@ -69,6 +69,7 @@ export abstract class PostgresStoreBase {
   private formatRecord: StoreFormatRecord | undefined;
   private readonly rollingFrom: RollingFrom | undefined;
   private ddlStatements: SchemaStatements | undefined;
+  private ddlRun: Promise<void> | undefined;
 
   constructor(opts: PostgresStoreOptions) {
     if (typeof opts !== "object" || opts === null || typeof opts.pool?.query !== "function" || typeof opts.pool.connect !== "function") {
@@ -109,6 +110,15 @@ export abstract class PostgresStoreBase {
     const record = await runSchemaDdl(this.pool, this.schema, statements, this.onStatement, change);
     this.noteStoreFormat(record);
     if (this.rollingFrom !== undefined && !admitsOldWriters(record)) warnRollingEnded(this.schema, this.rollingFrom, record);
+  }
+
+  /** Runs {@link runDdl} once per store, for every call that needs the tables; a failed run (the database was down) is tried again by the next call. */
+  protected ensureDdl(ddl: SchemaStatements): Promise<void> {
+    const run = (this.ddlRun ??= this.runDdl(ddl));
+    run.catch(() => {
+      if (this.ddlRun === run) this.ddlRun = undefined;
+    });
+    return run;
   }
 
   /**

@@ -13,6 +13,7 @@ export {
   type ProcessStep,
   type ReactionFacade,
 } from "./process-manager.js";
+export { servicePrincipal, type ServicePrincipal } from "../model/service-principal.js";
 export { Reactor, type Effect, type EffectInfo, type ReactorOptions } from "./reactor.js";
 export { Outbox, isOutboxHandler, type OutboxFilter, type OutboxHandler, type OutboxHandlerOptions } from "./outbox.js";
 export { DEFAULT_RETRY, type OutboxCommand, type OutboxEntry, type OutboxEntryStatus, type RetryPolicy } from "./outbox-entry.js";

@@ -3,12 +3,14 @@ import type { CommandRef, DispatchOptions, DispatchResult } from "../model/facad
 import type { HandlerContext } from "../model/event-handler.js";
 import type { EventType } from "../model/tokens.js";
 import type { Event, RequestContext } from "../model/types.js";
+import { serviceRequestContext, type ServicePrincipal } from "../model/service-principal.js";
 import { jsonSafeProblem } from "../store/json-safe.js";
 import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
 import { BaseReadmodel, type ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import { dueOrderOf, dueTimeOf, type OutboxEntry, type RetryPolicy } from "./outbox-entry.js";
 import { commandPayloadsOf, Outbox, type OutboxHandlerOptions, reactionOptions } from "./outbox.js";
 import { correlationOf, reactionCommandUuid, type ChainRequestContext } from "./reaction-ids.js";
+import { registerReactionService } from "./reaction-service.js";
 
 /** What a process manager needs of the facade: its stores and `dispatch` (the Facade has both). */
 export interface ReactionFacade extends ReadmodelFacade {
@@ -27,6 +29,12 @@ export interface ProcessManagerOptions<S> extends OutboxHandlerOptions {
    * targeting the event's tenant), without its target aggregate and version.
    */
   readonly reqCtx?: (event: Event) => RequestContext;
+  /**
+   * The service principal the commands are sent as (`servicePrincipal({ name,
+   * commands })`): `{ senderService }` in the event's tenant, allowed exactly
+   * its commands. Not with `reqCtx`.
+   */
+  readonly service?: ServicePrincipal;
 }
 
 /** What a process manager's step receives besides the state, the payload and the event. */
@@ -88,6 +96,7 @@ export class ProcessManager<S> extends BaseReadmodel {
   readonly #initialState: () => S;
   readonly #correlate: (event: Event) => string;
   readonly #reqCtx: ((event: Event) => RequestContext) | undefined;
+  readonly #service: ServicePrincipal | undefined;
   readonly #steps = new Set<string>();
 
   constructor(facade: ReactionFacade, options: ProcessManagerOptions<S>) {
@@ -109,6 +118,9 @@ export class ProcessManager<S> extends BaseReadmodel {
     this.#initialState = options.initialState;
     this.#correlate = options.correlate ?? correlationOf;
     this.#reqCtx = options.reqCtx;
+    if (options.service !== undefined && options.reqCtx !== undefined)
+      throw new MnemeError("INVALID_EVENT_HANDLER", `process manager ${this.name}: give service or reqCtx, not both`);
+    this.#service = registerReactionService(facade, `process manager ${this.name}`, options.service);
   }
 
   /** The retry policy of the outbox. */
@@ -252,10 +264,13 @@ export class ProcessManager<S> extends BaseReadmodel {
 
   #commandCtx(event: Event, correlationId: string): ChainRequestContext {
     let base: RequestContext;
-    if (this.#reqCtx !== undefined) {
+    if (this.#service !== undefined) {
+      base = serviceRequestContext(this.#service, event.tenantUuid);
+    } else if (this.#reqCtx !== undefined) {
       base = this.#reqCtx(event);
     } else {
-      const { targetAggregateUuid: _u, targetAggregateVersion: _v, ...rest } = event.reqCtx;
+      // A service's grant stays with the reaction that declared it: an event a service caused passes on its tenant only.
+      const { targetAggregateUuid: _u, targetAggregateVersion: _v, senderService: _s, ...rest } = event.reqCtx;
       base = event.tenantUuid === "" ? rest : { ...rest, targetTenantUuid: event.tenantUuid };
     }
     return { ...dropUndefined(base), correlationId, causationId: event.eventUuid };

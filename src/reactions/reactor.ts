@@ -1,11 +1,13 @@
 import { MnemeError } from "../model/errors.js";
 import type { EventType } from "../model/tokens.js";
-import type { Event } from "../model/types.js";
+import { serviceRequestContext, type ServicePrincipal } from "../model/service-principal.js";
+import type { Event, RequestContext } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import { BaseReadmodel, type ReadmodelFacade } from "../readmodel/base-readmodel.js";
 import type { OutboxEntry, RetryPolicy } from "./outbox-entry.js";
 import { commandPayloadsOf, Outbox, type OutboxHandlerOptions, reactionOptions } from "./outbox.js";
 import { correlationOf, reactionDedupeKey } from "./reaction-ids.js";
+import { registerReactionService } from "./reaction-service.js";
 
 /** What an effect receives besides the event. */
 export interface EffectInfo {
@@ -13,13 +15,22 @@ export interface EffectInfo {
   readonly dedupeKey: string;
   /** 1 for the first attempt. */
   readonly attempt: number;
+  /**
+   * With the reactor's `service`: the request context to dispatch commands
+   * with from the effect (`facade.dispatch(type, payload, { reqCtx })`), the
+   * service in the event's tenant. Undefined without one.
+   */
+  readonly reqCtx?: RequestContext;
 }
 
 /** An external effect of an event (a call to a payment provider, a mail): throw to have it retried. */
 export type Effect<P> = (event: Event<P>, info: EffectInfo) => Promise<void> | void;
 
 /** Configuration of a reactor. */
-export type ReactorOptions = OutboxHandlerOptions;
+export interface ReactorOptions extends OutboxHandlerOptions {
+  /** The service principal its effects dispatch commands as (see EffectInfo.reqCtx). */
+  readonly service?: ServicePrincipal;
+}
 
 /**
  * Runs external effects of events, at least once (an outbox): the event's
@@ -37,6 +48,7 @@ export class Reactor extends BaseReadmodel {
   /** The outbox part: the effects this reactor runs, with their retries and dead letters (see Outbox). */
   readonly outbox: Outbox;
   readonly #effects = new Map<string, Effect<unknown>>();
+  readonly #service: ServicePrincipal | undefined;
 
   constructor(facade: ReadmodelFacade, options: ReactorOptions) {
     super(facade, ...reactionOptions(options));
@@ -44,6 +56,7 @@ export class Reactor extends BaseReadmodel {
     this.domain = options.domain;
     this.outbox = new Outbox(this, options, (entry) => this.#deliver(entry), commandPayloadsOf(facade));
     this.addPart(this.outbox);
+    this.#service = registerReactionService(facade, `reactor ${this.name}`, options.service);
   }
 
   /** The retry policy of the outbox. */
@@ -72,7 +85,15 @@ export class Reactor extends BaseReadmodel {
     const effect = this.#effects.get(entry.eventPath);
     if (effect === undefined)
       throw new MnemeError("INVALID_STATE", `${this.name} has no effect for ${entry.eventPath} (entry ${entry.id})`);
-    await effect(await eventOfEntry(this.eventRepository, entry, this.name), { dedupeKey: entry.id, attempt: entry.attempts + 1 });
+    const event = await eventOfEntry(this.eventRepository, entry, this.name);
+    const info: EffectInfo = { dedupeKey: entry.id, attempt: entry.attempts + 1 };
+    if (this.#service === undefined) return effect(event, info);
+    const reqCtx = {
+      ...serviceRequestContext(this.#service, event.tenantUuid),
+      correlationId: correlationOf(event),
+      causationId: event.eventUuid,
+    };
+    await effect(event, { ...info, reqCtx });
   }
 }
 

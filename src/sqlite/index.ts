@@ -12,6 +12,8 @@ export { SqliteLogStore } from "./sqlite-log-store.js";
 export { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js";
 export { SqliteSnapshotStore } from "./sqlite-snapshot-store.js";
 export { SqliteKeyStore } from "./sqlite-key-store.js";
+export { SqliteDataStore } from "./sqlite-data-store.js";
+export { SqliteCacheStore } from "./sqlite-cache-store.js";
 export type { SqliteReadmodelStoreBackendOptions } from "./sqlite-readmodel-store-backend.js";
 export type { SqliteLockLostListener } from "./sqlite-lease-locks.js";
 export { SqliteDatabase, DEFAULT_TABLE_PREFIX } from "./sqlite-database.js";

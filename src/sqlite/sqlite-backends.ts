@@ -7,7 +7,11 @@ import type { KeyStore } from "../store/key-store.js";
 import type { LogStore } from "../store/log-store.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
+import type { CacheStore } from "../store/cache-store.js";
+import type { DataStore } from "../store/data-store.js";
+import { SqliteCacheStore } from "./sqlite-cache-store.js";
 import { SqliteCommandStore } from "./sqlite-command-store.js";
+import { SqliteDataStore } from "./sqlite-data-store.js";
 import { SqliteDatabase, type SqliteOpenOptions, validateTablePrefix } from "./sqlite-database.js";
 import type { SqliteDriverDatabase } from "./sqlite-driver.js";
 import { SqliteEventRepository } from "./sqlite-event-repository.js";
@@ -39,6 +43,10 @@ export interface SqliteBackends {
   readonly snapshotStore: SqliteSnapshotStore & SnapshotStore;
   /** The keys of personal data (see docs/privacy.md), in the events' file. */
   readonly keyStore: SqliteKeyStore & KeyStore;
+  /** Blobs by key, in the events' file: durable and shared by the instances on it. */
+  readonly dataStore: SqliteDataStore & DataStore;
+  /** JSON values with a TTL, in the events' file: shared by the instances on it (the failed-login limit holds across them and restarts). */
+  readonly cacheStore: SqliteCacheStore & CacheStore;
   /** What these stores guarantee together (derived from what they implement; see `Guarantee` in mneme/store). */
   readonly guarantees: readonly Guarantee[];
   /** Closes every store and then the file (when opened from `filename`); idempotent. */
@@ -47,8 +55,8 @@ export interface SqliteBackends {
 
 /**
  * Every SQLite store over one shared connection: one file holds events,
- * commands, logs, readmodels, aggregate snapshots and the keys of personal
- * data. The connection closes when the last store is closed (e.g. by
+ * commands, logs, readmodels, aggregate snapshots, the keys of personal
+ * data, the DataStore's blobs and the CacheStore's entries. The connection closes when the last store is closed (e.g. by
  * `facade.stop()`), or with `close()`.
  *
  * Several processes (or several calls of this in one process) may share the
@@ -84,7 +92,9 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
   const logStore = new SqliteLogStore(shared);
   const snapshotStore = new SqliteSnapshotStore(shared);
   const keyStore = new SqliteKeyStore(shared);
-  const stores = { eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore };
+  const dataStore = new SqliteDataStore(shared);
+  const cacheStore = new SqliteCacheStore(shared);
+  const stores = { eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore, dataStore, cacheStore };
   return defineBackend(
     stores,
     closeStoresOnce(Object.values(stores), () => connection.close()),

@@ -50,13 +50,23 @@ interface BackendStores {
   readonly keyStore: { init(): Promise<void> };
   readonly readmodelStoreBackend: { init(): Promise<void> };
   readonly logStore: { init(): Promise<void> };
+  readonly dataStore: { init(): Promise<void> };
+  readonly cacheStore: { init(): Promise<void> };
   close(): Promise<void>;
 }
 
 /** Creates every table of a store (each store's own init(), so the DDL and format record are the release's), then closes the stores. */
 export async function createStoreTables(stores: BackendStores): Promise<void> {
   try {
-    for (const s of [stores.eventRepository, stores.commandStore, stores.snapshotStore, stores.keyStore, stores.readmodelStoreBackend]) {
+    for (const s of [
+      stores.eventRepository,
+      stores.commandStore,
+      stores.snapshotStore,
+      stores.keyStore,
+      stores.readmodelStoreBackend,
+      stores.dataStore,
+      stores.cacheStore,
+    ]) {
       await s.init();
     }
     await stores.logStore.init();

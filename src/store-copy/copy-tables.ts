@@ -84,6 +84,12 @@ export const COPY_TABLES: readonly CopyTable[] = [
   },
   { name: "subject_keys", columns: [text("subject"), text("key_id"), { name: "key", kind: "blob" }, int("created_at")], key: [0] },
   { name: "forgotten_keys", columns: [text("key_id"), int("forgotten_at")], key: [0] },
+  // The DataStore's blobs (the CacheStore's entries are left out: see docs/scaling.md).
+  {
+    name: "data",
+    columns: [text("key"), { name: "data", kind: "blob" }, int("size"), text("content_type"), int("created_at"), int("updated_at")],
+    key: [0],
+  },
   {
     name: "readmodel_documents",
     columns: [text("collection"), text("key"), json("doc"), int("updated_at"), text("tenant_uuid")],

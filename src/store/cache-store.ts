@@ -1,3 +1,4 @@
+import { MnemeError } from "../model/errors.js";
 import type { PageRequest, StoreInfo, StorePage } from "./store-info.js";
 
 export interface CacheEntry<T = unknown> {
@@ -22,4 +23,44 @@ export interface CacheStore {
   clear(): Promise<void>;
   info(): Promise<StoreInfo>;
   close(): Promise<void>;
+}
+
+/**
+ * Checks a CacheStore key: a non-empty string without NUL or lone surrogates
+ * (so it reads back the same from every backend); else INVALID_REQUEST.
+ */
+export function assertCacheKey(key: unknown): asserts key is string {
+  if (typeof key !== "string" || key === "") throw new MnemeError("INVALID_REQUEST", "a cache key must be a non-empty string");
+  if (key.includes("\0")) throw new MnemeError("INVALID_REQUEST", "a cache key must not contain NUL");
+  if (LONE_SURROGATE.test(key)) throw new MnemeError("INVALID_REQUEST", "a cache key must be well-formed Unicode (no lone surrogate)");
+}
+
+/** Matches a lone surrogate (a paired one is one code point under the u flag). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Normalises set()'s arguments for every backend alike: the value as JSON
+ * text (INVALID_REQUEST when it has none) and the expiry (ms since the epoch,
+ * from `now`; undefined without a ttl; INVALID_REQUEST for a ttl that is not a
+ * positive number).
+ */
+export function cacheEntryToStore(
+  key: unknown,
+  value: unknown,
+  opts: { ttlMs?: number } | undefined,
+  now: number,
+): { key: string; json: string; expiresAt: number | undefined } {
+  assertCacheKey(key);
+  const ttl = opts?.ttlMs;
+  if (ttl !== undefined && (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl <= 0)) {
+    throw new MnemeError("INVALID_REQUEST", `ttlMs must be a positive number, got ${String(ttl)}`);
+  }
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch (e) {
+    throw new MnemeError("INVALID_REQUEST", `cache value for ${key} is not JSON-serialisable`, { cause: e });
+  }
+  if (json === undefined) throw new MnemeError("INVALID_REQUEST", `cache value for ${key} is not JSON-serialisable`);
+  return { key, json, expiresAt: ttl === undefined ? undefined : now + ttl };
 }

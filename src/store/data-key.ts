@@ -15,6 +15,8 @@ export function assertDataKey(key: unknown): asserts key is string {
     throw new MnemeError("INVALID_REQUEST", `a data key has at most ${MAX_DATA_KEY_LENGTH} characters, got ${key.length}`);
   }
   if (key.includes("\0")) throw new MnemeError("INVALID_REQUEST", "a data key must not contain NUL");
+  // A lone surrogate has no UTF-8 form: a database or a file name would keep another key than the one given.
+  if (/\p{Cs}/u.test(key)) throw new MnemeError("INVALID_REQUEST", "a data key must be well-formed Unicode (no lone surrogate)");
   if (key.includes("..")) throw new MnemeError("INVALID_REQUEST", `a data key must not contain "..": ${JSON.stringify(key.slice(0, 80))}`);
 }
 

@@ -18,6 +18,10 @@ export interface PostgresScratch {
   newSchema(): string;
   /** Drops a schema now (e.g. after each contract test). */
   dropSchema(schema: string): Promise<void>;
+  /** A conformance suite's factory of stores each in a fresh schema, and its cleanup (close the store, so no session holds locks; drop the schema). */
+  inSchema<S extends { close(): Promise<void> }>(
+    make: (schema: string) => S,
+  ): { factory: () => Promise<S>; opts: { cleanup: (store: S) => Promise<void> } };
 }
 
 export function postgresScratch(prefix: string): PostgresScratch {
@@ -47,5 +51,24 @@ export function postgresScratch(prefix: string): PostgresScratch {
       return s;
     },
     dropSchema,
+    inSchema: <S extends { close(): Promise<void> }>(make: (schema: string) => S) => {
+      const schemaOf = new WeakMap<object, string>();
+      return {
+        factory: async (): Promise<S> => {
+          const s = `${prefix}_${newUuid().replace(/-/g, "").slice(-16)}`;
+          schemas.add(s);
+          const store = make(s);
+          schemaOf.set(store, s);
+          return store;
+        },
+        opts: {
+          cleanup: async (store: S): Promise<void> => {
+            await store.close();
+            const s = schemaOf.get(store);
+            if (s !== undefined) await dropSchema(s);
+          },
+        },
+      };
+    },
   };
 }
