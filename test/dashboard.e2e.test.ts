@@ -24,14 +24,12 @@ import { installShardsDomain } from "../src/shards/shards-domain.js";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { CreateTodo, ListTodos, TodoCreated } from "../examples/todo/todo-domain.js";
-import { findChromium, launchChromium } from "./support/chromium.js";
+import { browserGate, launchChromium, onCi } from "./support/chromium.js";
 import { ADMIN, type DashboardWorld, OPERATOR, startDashboardWorld } from "./support/dashboard-fixture.js";
 import { runProcess } from "./support/run-process.js";
 
 const root = join(import.meta.dirname, "..");
-const chromiumPath = findChromium();
-const NO_BROWSER = "no Chromium found: set CHROMIUM_PATH or `apt-get install chromium` (on CI this fails instead of skipping)";
-const skipBrowser = chromiumPath === undefined && !process.env.CI;
+const { chromiumPath, skip: skipBrowser, reason: NO_BROWSER } = browserGate("test/dashboard.e2e.test.ts");
 
 let world: DashboardWorld;
 
@@ -152,7 +150,7 @@ describe("serving /dashboard/ over HTTP", () => {
 });
 
 // On CI a missing browser is a failed test, not only a failed hook.
-it.runIf(process.env.CI)("finds Chromium on CI", () => {
+it.runIf(onCi())("finds Chromium on CI", () => {
   expect(chromiumPath, NO_BROWSER).toBeDefined();
 });
 
