@@ -77,8 +77,11 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
       if (!disposed) render();
     })());
 
-  async function act(entry: E, a: RowAction<E>): Promise<void> {
-    const key = `${o.key(entry)}/${a.id}`;
+  /**
+   * An action that asks once more: false on the first click (the button says so
+   * for five seconds), true on the second; always true for the others.
+   */
+  function confirmed(a: RowAction<E>, key: string): boolean {
     if (a.confirm !== undefined && !confirming.has(key)) {
       confirming.set(
         key,
@@ -88,10 +91,15 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
         }, 5000),
       );
       render();
-      return;
+      return false;
     }
     clearTimeout(confirming.get(key));
     confirming.delete(key);
+    return true;
+  }
+
+  async function act(entry: E, a: RowAction<E>): Promise<void> {
+    if (!confirmed(a, `${o.key(entry)}/${a.id}`)) return;
     pending.add(o.key(entry));
     render();
     try {
@@ -108,20 +116,7 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
 
   /** Runs an action on every selected entry, one command each (each with its own permission check), then says how many went through. */
   async function bulk(a: RowAction<E>): Promise<void> {
-    const key = `bulk/${a.id}`;
-    if (a.confirm !== undefined && !confirming.has(key)) {
-      confirming.set(
-        key,
-        setTimeout(() => {
-          confirming.delete(key);
-          render();
-        }, 5000),
-      );
-      render();
-      return;
-    }
-    clearTimeout(confirming.get(key));
-    confirming.delete(key);
+    if (!confirmed(a, `bulk/${a.id}`)) return;
     const targets = (entries ?? []).filter((e) => selected.has(o.key(e)));
     bulkRunning = true;
     render();
