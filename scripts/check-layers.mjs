@@ -48,7 +48,7 @@ const RANKS = {
   http: 7.5, //      subpath mneme/http: the HTTP core (generic routes; knows no domain)
   defaults: 8, //    subpath mneme/defaults: the built-in domains and their HTTP route module
   testing: 8, //     subpath mneme/testing
-  cli: 8, //         the `mneme` binary
+  cli: 9, //         the `mneme` binary (on top: `mneme seed` dispatches the built-in domains' commands)
 };
 
 function listTs(dir) {

@@ -13,7 +13,7 @@
  */
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
-import type { Browser, BrowserContext, Page, Route } from "playwright-core";
+import type { Page, Route } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Facade, createFacade, newUuid } from "mneme";
 import { registerDefaults } from "mneme/defaults";
@@ -24,14 +24,13 @@ import { installShardsDomain } from "../src/shards/shards-domain.js";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { CreateTodo, ListTodos, TodoCreated } from "../examples/todo/todo-domain.js";
-import { findChromium, launchChromium } from "./support/chromium.js";
+import { browserGate, onCi } from "./support/chromium.js";
+import { type DashboardPages, dashboardPages } from "./support/dashboard-pages.js";
 import { ADMIN, type DashboardWorld, OPERATOR, startDashboardWorld } from "./support/dashboard-fixture.js";
 import { runProcess } from "./support/run-process.js";
 
 const root = join(import.meta.dirname, "..");
-const chromiumPath = findChromium();
-const NO_BROWSER = "no Chromium found: set CHROMIUM_PATH or `apt-get install chromium` (on CI this fails instead of skipping)";
-const skipBrowser = chromiumPath === undefined && !process.env.CI;
+const { chromiumPath, skip: skipBrowser, reason: NO_BROWSER } = browserGate("test/dashboard.e2e.test.ts");
 
 let world: DashboardWorld;
 
@@ -152,49 +151,27 @@ describe("serving /dashboard/ over HTTP", () => {
 });
 
 // On CI a missing browser is a failed test, not only a failed hook.
-it.runIf(process.env.CI)("finds Chromium on CI", () => {
+it.runIf(onCi())("finds Chromium on CI", () => {
   expect(chromiumPath, NO_BROWSER).toBeDefined();
 });
 
 describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skipped: ${NO_BROWSER})` : ""}`, () => {
-  let browser: Browser;
-  const contexts: BrowserContext[] = [];
-  const problems: string[] = [];
+  let pages: DashboardPages;
 
   beforeAll(async () => {
     if (chromiumPath === undefined) throw new Error(NO_BROWSER);
-    browser = await launchChromium(chromiumPath);
+    pages = await dashboardPages(chromiumPath);
   }, 60_000);
 
   afterAll(async () => {
-    for (const c of contexts) await c.close();
-    await browser?.close();
+    await pages?.close();
   });
 
   /** A fresh browser profile (its own sessionStorage) whose console errors and CSP violations are collected. */
-  async function newPage(viewport = { width: 1440, height: 900 }): Promise<Page> {
-    const context = await browser.newContext({ viewport });
-    contexts.push(context);
-    const page = await context.newPage();
-    page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
-    // Chromium reports CSP violations as console errors too, but the event says which directive was violated.
-    await page.addInitScript(() => {
-      document.addEventListener("securitypolicyviolation", (e) => console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`));
-    });
-    page.on("console", (m) => {
-      // "Failed to load resource": a refused request (401/403) or a connection the test drops on purpose.
-      if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) problems.push(`console: ${m.text()}`);
-    });
-    return page;
-  }
+  const newPage = (viewport?: { width: number; height: number }): Promise<Page> => pages.newPage(viewport);
 
-  async function signIn(page: Page, who: { email: string; password: string }, hash = "", url = world.url): Promise<void> {
-    await page.goto(`${url}/dashboard/${hash}`);
-    await page.fill("input[name=email]", who.email);
-    await page.fill("input[name=password]", who.password);
-    await page.click("button[type=submit]");
-    await page.waitForSelector(".shell");
-  }
+  const signIn = (page: Page, who: { email: string; password: string }, hash = "", url = world.url): Promise<void> =>
+    pages.signIn(page, who, url, hash);
 
   it("refuses a wrong password with the server's answer and stays on the sign-in page", async () => {
     const page = await newPage();
@@ -622,6 +599,6 @@ describe.skipIf(skipBrowser)(`the dashboard in Chromium${skipBrowser ? ` (skippe
   }, 120_000);
 
   it("ran without a script error or a CSP violation", () => {
-    expect(problems).toEqual([]);
+    expect(pages.problems).toEqual([]);
   });
 });

@@ -4,9 +4,11 @@
  * domain or another), the fold is the object form's, and registration checks
  * the steps as it checks object keys.
  */
-import { describe, expect, it } from "vitest";
+import { fileURLToPath } from "node:url";
+import ts from "typescript";
+import { describe, expect, expectTypeOf, it } from "vitest";
 import { type AggregateType, createFacade, defineDomain, type Event, isMnemeError, newUuid, on } from "mneme";
-import type { EvolveStep } from "mneme/types";
+import type { EvolveStep, StateTypeNotGiven } from "mneme/types";
 
 interface TodoCreated {
   title: string;
@@ -96,6 +98,51 @@ describe("evolve: [on(EventToken, fn)]", () => {
     expect(step).toMatchObject({ kind: "evolveStep", event: TodoCreated });
     expect(Object.isFrozen(step)).toBe(true);
   });
+
+  it("without the state type, an imported on() in an array is a type error naming the ways out (not unknown deep in a union)", () => {
+    const { Todo, TodoCreated } = todoDomains();
+    Todo.aggregate("NoStateType", {
+      initialState: () => ({ exists: false, title: "" }),
+      // @ts-expect-error -- TypeScript does not pass the state inferred from initialState into on() calls in an array
+      evolve: [on(TodoCreated, (s, p) => ({ ...s, exists: true, title: p.title }))],
+    });
+    expectTypeOf(on(TodoCreated, (s) => s)).toEqualTypeOf<EvolveStep<StateTypeNotGiven, TodoCreated>>();
+  });
+
+  it("the compiler's message for that form says which forms to write", () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const file = `${root}test/__evolve-form-probe.ts`;
+    const source = [
+      'import { defineDomain, on } from "../src/index.js";',
+      'const Ticket = defineDomain("Ticket");',
+      'const TicketOpened = Ticket.event<{ title: string }>("TicketOpened");',
+      'export const TicketAggregate = Ticket.aggregate("Ticket", {',
+      '  initialState: () => ({ open: false, title: "" }),',
+      "  evolve: [on(TicketOpened, (s, p) => ({ ...s, open: true, title: p.title }))],",
+      "});",
+    ].join("\n");
+    const options: ts.CompilerOptions = {
+      strict: true,
+      noEmit: true,
+      skipLibCheck: true,
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      types: ["node"],
+    };
+    const host = ts.createCompilerHost(options);
+    const read = host.readFile.bind(host);
+    host.readFile = (f) => (f === file ? source : read(f));
+    const exists = host.fileExists.bind(host);
+    host.fileExists = (f) => f === file || exists(f);
+    const program = ts.createProgram([file], options, host);
+    const messages = ts
+      .getPreEmitDiagnostics(program, program.getSourceFile(file))
+      .map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"));
+    expect(messages).toHaveLength(1);
+    expect(messages[0]).toContain("give the state type, as D.aggregate<State>(...)");
+    expect(messages[0]).toContain("evolve: (on) => [on(...)]");
+  }, 60_000);
 
   it("folds exactly as the object form does, events of other domains included", () => {
     const { TenantRemoved, Todo, TodoCreated, TodoRenamed } = todoDomains();

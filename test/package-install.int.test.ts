@@ -238,6 +238,59 @@ describe("production install of the packed package (npm install --omit=dev)", ()
       expect(line).toMatch(/^true mneme\/amqp needs amqplib, which is not installed: .*Install it: npm install amqplib@\^2$/);
   });
 
+  it("an app using mneme without kysely, pg or their types installed type-checks (skipLibCheck off: mneme's own typings checked too)", async () => {
+    const packages = packagesBelow(appDir);
+    for (const absent of ["kysely", "pg", "@types/pg", "better-sqlite3", "@types/better-sqlite3"]) expect(packages).not.toContain(absent);
+    const dir = join(appDir, "typecheck");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, "app.ts"),
+      [
+        'import { createFacade, defineDomain, on, SqlTableReadmodel } from "mneme";',
+        'import { createSqliteBackends } from "mneme/sqlite";',
+        'import { createMemoryBackends } from "mneme/memory";',
+        'import { createHttpHandler } from "mneme/http";',
+        'import { registerDefaults, accountRoutes } from "mneme/defaults";',
+        'import type { EvolveStep } from "mneme/types";',
+        'const Ticket = defineDomain("Ticket");',
+        'const TicketOpened = Ticket.event<{ title: string }>("TicketOpened");',
+        'export const TicketAggregate = Ticket.aggregate("Ticket", {',
+        '  initialState: () => ({ open: false, title: "" }),',
+        "  evolve: (o) => [o(TicketOpened, (s, p) => ({ ...s, open: true, title: p.title }))],",
+        "});",
+        "export const step: EvolveStep<{ n: number }, { title: string }> = on(TicketOpened, (s: { n: number }) => s);",
+        'export const facade = createFacade({ appName: "t", ...(process.env.DB ? createSqliteBackends({ filename: process.env.DB }) : createMemoryBackends()) });',
+        "facade.registerDomain(Ticket);",
+        'export const ready = registerDefaults(facade, { admin: { email: "a@example.org", password: "a long password 1" } });',
+        "export const handler = createHttpHandler(facade, { modules: [accountRoutes()] });",
+        "export type Tables = SqlTableReadmodel;",
+        "",
+      ].join("\n"),
+    );
+    const tsconfig = {
+      compilerOptions: {
+        target: "ES2022",
+        lib: ["ES2023", "DOM"],
+        module: "nodenext",
+        moduleResolution: "nodenext",
+        strict: true,
+        verbatimModuleSyntax: true,
+        skipLibCheck: false,
+        noEmit: true,
+        // Only Node's own types, from this repository (the app under test has no @types at all).
+        typeRoots: [join(root, "node_modules", "@types")],
+        types: ["node"],
+      },
+      files: ["app.ts"],
+    };
+    writeFileSync(join(dir, "tsconfig.json"), `${JSON.stringify(tsconfig, null, 2)}\n`);
+    writeFileSync(join(dir, "package.json"), `${JSON.stringify({ name: "typecheck", private: true, type: "module" })}\n`);
+    const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
+    const r = await runProcess(process.execPath, [tsc, "-p", "tsconfig.json"], dir, 120_000);
+    expect(r.stdout + r.stderr).toBe("");
+    expect(r.code).toBe(0);
+  }, 150_000);
+
   it("the CLI's --help and --version work without the generator", async () => {
     const [help, version] = await Promise.all([runProcess(bin, ["--help"], appDir), runProcess(bin, ["--version"], appDir)]);
     expect(help.code).toBe(0);

@@ -3,6 +3,7 @@
  * against domains registered in the test, both as direct calls and as queries
  * of the Runtime domain through facade.query, with their permission checks.
  */
+import { hostname } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Facade, type JsonSchema, type RequestContext, createFacade, defineDomain, registerStorePermissions } from "mneme";
 import { ADMIN, USER, OrderList, makeDomains, type Rig, startRig } from "./runtime-fixture.js";
@@ -223,8 +224,13 @@ describe("monitoring", () => {
       instanceId: "inst-1",
       tenant: "tenant-a",
       nodeVersion: process.version,
+      host: hostname(),
+      pid: process.pid,
       state: "started",
     });
+    expect(info.domains).toEqual([...rig.facade.domains.keys()]);
+    expect(info.domains).toContain("Runtime");
+    expect(info.domains).not.toContain("Shards");
     expect(info.startedAt).toBeGreaterThan(0);
     expect(info.startedAt).toBeLessThanOrEqual(t0 + 1e9);
     expect(info.uptimeMs).toBeGreaterThanOrEqual(0);

@@ -69,6 +69,9 @@ export class App {
   private readonly startedAt = Date.now();
   /** The server has no `Shards` queries for this session (a plain app, or no grant): not asked again. */
   private noShards = false;
+  /** Tenant names by uuid (Tenant.ListTenants, for those who may list them; else the session's tenant alone). */
+  private readonly tenantNames = new Map<string, string>();
+  private tenantNamesAt = 0;
 
   constructor(readonly api: Api) {
     this.stream = new SystemEventStream({
@@ -134,10 +137,13 @@ export class App {
     // With "All tenants", handler errors of every tenant's events; else only the session's tenant's.
     const wide = this.allTenants && this.wideLists ? "?allTenants=true" : "";
     try {
-      const [list, metrics, info, failures, shards, placements] = await Promise.all([
+      // System info first: it says which domains the server has, so no query is sent that can only answer 404.
+      const info = await this.api.get<SystemInfo>(this.api.runtimePath("system-info"));
+      const has = (domain: string) => info.domains === undefined || info.domains.includes(domain);
+      if (!has("Shards")) this.noShards = true;
+      const [list, metrics, failures, shards, placements] = await Promise.all([
         this.api.getAll<EventHandlerInfo>(this.api.runtimePath(`event-handlers${wide}`)),
         this.api.get<Record<string, EventHandlerMetrics>>(this.api.runtimePath(`metrics${wide}`)),
-        this.api.get<SystemInfo>(this.api.runtimePath("system-info")),
         // The failure history is the server's: it shows what failed before the page opened too.
         this.api
           .query<FailureEntry[]>("Runtime", "ListFailures", { limit: 20, ...(wide === "" ? {} : { allTenants: true }) })
@@ -150,6 +156,7 @@ export class App {
         this.noShards
           ? undefined
           : this.api.query<Placement[]>("Shards", "ListPlacements", {}).catch((e: unknown) => this.refusedShards(e)),
+        info.domains?.includes("Tenant") === true ? this.loadTenantNames() : undefined,
       ]);
       this.handlers = list;
       this.metrics = metrics;
@@ -168,6 +175,30 @@ export class App {
     }
     this.emit("handlers");
     this.emit("info");
+  }
+
+  /**
+   * The name of a tenant, when known: every tenant's for those who may list
+   * them (read once a minute), else the session's own.
+   */
+  tenantName(tenantUuid: string | undefined): string | undefined {
+    if (tenantUuid === undefined) return undefined;
+    const session = this.api.session;
+    if (session !== undefined && session.tenantUuid === tenantUuid && session.tenantName !== "") return session.tenantName;
+    return this.tenantNames.get(tenantUuid);
+  }
+
+  private async loadTenantNames(): Promise<void> {
+    if (Date.now() - this.tenantNamesAt < 60_000) return;
+    this.tenantNamesAt = Date.now();
+    try {
+      const page = await this.api.query<{ items: { aggregateUuid: string; model: { name: string } }[] }>("Tenant", "ListTenants", {
+        pageSize: 1000,
+      });
+      for (const t of page.items) this.tenantNames.set(t.aggregateUuid, t.model.name);
+    } catch {
+      // Not a system administrator: the session's tenant is the one it sees anyway.
+    }
   }
 
   private refusedShards(e: unknown): undefined {

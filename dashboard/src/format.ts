@@ -53,7 +53,18 @@ export function ago(ns: number | undefined, nowMs = Date.now()): string {
   return ms < 1000 ? "just now" : `${duration(ms)} ago`;
 }
 
-/** The first block of a uuid: enough to tell tenants apart at a glance (the full id is in the title). */
+/**
+ * The last 8 characters of an id, after "…": time-ordered ids (uuid v7) made
+ * together share their first blocks, so only the tail tells them apart (the
+ * full id goes in the title).
+ */
 export function shortId(id: string | undefined): string {
-  return id === undefined ? "–" : id.slice(0, 8);
+  if (id === undefined) return "–";
+  return id.length <= 12 ? id : `…${id.slice(-8)}`;
+}
+
+/** "host · pid 1234" of an instance, or its short id when the server does not say. */
+export function instanceLabel(info: { instanceId: string; host?: string; pid?: number }): string {
+  if (info.host === undefined || info.host === "") return `instance ${shortId(info.instanceId)}`;
+  return info.pid === undefined || info.pid === 0 ? info.host : `${info.host} · pid ${info.pid}`;
 }

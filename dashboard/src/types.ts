@@ -103,6 +103,11 @@ export interface SystemInfo {
   startedAt: number;
   uptimeMs: number;
   nodeVersion: string;
+  /** Hostname and process id of the instance (absent from servers before 0.3). */
+  host?: string;
+  pid?: number;
+  /** The registered domains' names (absent from servers before 0.3). */
+  domains?: string[];
   tenant?: string;
   stores: Record<string, string>;
   counts: Record<string, number>;

@@ -1,6 +1,7 @@
 /** Small building blocks the views share: badges, cards, tables, JSON, errors. */
 import { ApiError } from "./api.js";
 import { type Child, h } from "./dom.js";
+import { shortId } from "./format.js";
 
 const STATE_TONE: Readonly<Record<string, string>> = {
   running: "ok",
@@ -120,4 +121,11 @@ function permissionHelp(p: string): string {
 
 export function empty(text: string): HTMLElement {
   return h("p", { class: "empty-note" }, text);
+}
+
+/** A tenant as an operator tells tenants apart: its name when known, else the distinguishing tail of its id; the full id in the title. */
+export function tenantLabel(name: string | undefined, tenantUuid: string | undefined): HTMLElement {
+  if (tenantUuid === undefined) return h("span", { class: "tenant" }, "–");
+  if (name !== undefined) return h("span", { class: "tenant", title: tenantUuid, "data-tenant": tenantUuid }, name);
+  return h("code", { class: "tenant", title: tenantUuid, "data-tenant": tenantUuid }, shortId(tenantUuid));
 }

@@ -10,6 +10,7 @@ import { parseArgs } from "node:util";
 import { errorMessage } from "../model/errors.js";
 import { runPrivacyCommand } from "./privacy-migrate.js";
 import { buildSchemasWithReport, writeSchemasFile } from "./schema-build.js";
+import { runSeedCommand } from "./seed.js";
 import { runStoreCopy } from "./store-copy.js";
 import { runUpgradeCommand } from "./upgrade.js";
 
@@ -20,6 +21,7 @@ const USAGE = `Usage:
   mneme upgrade status --app <module>
   mneme upgrade finish --app <module> [--settle-ms <n>] [--batch-size <n>]
   mneme store copy --from <file or postgres url> --to <postgres url or file> [--resume] [--batch-size <n>]
+  mneme seed --app <module> --file <json>
   mneme --help | --version
 
 Commands:
@@ -49,6 +51,11 @@ Commands:
                  rows and a SHA-256 per table on both sides; exit 1 if one differs.
                  A Postgres URL names its schema with ?schema= (default public).
                  Stop the app's writers first (see docs/scaling.md).
+  seed           Start the app of <module> (with registerDefaults) and create the
+                 tenants, groups, accounts and identities of <json> that are
+                 missing, as a system administrator; what exists is left as it
+                 is, so a second run changes nothing (docs/auth.md, Seeding).
+                 Prints what it created.
 
 Options:
   --tsconfig <file>  tsconfig.json whose compiler options apply
@@ -67,6 +74,7 @@ Options:
   --from <store>     store copy: the source, a SQLite file or postgres:// URL
   --to <store>       store copy: the target (empty, or an interrupted copy with --resume)
   --resume           store copy: continue a copy into this target that was interrupted
+  --file <json>      seed: the seed file
   -h, --help         show this help
   -v, --version      show the version
 `;
@@ -93,6 +101,7 @@ const OPTIONS = {
   from: { type: "string" },
   to: { type: "string" },
   resume: { type: "boolean" },
+  file: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean", short: "v" },
 } as const;
@@ -121,6 +130,7 @@ async function run(argv: readonly string[]): Promise<number> {
   if (positionals[0] === "privacy") return privacyCommand(positionals, values);
   if (positionals[0] === "upgrade") return upgradeCommand(positionals, values);
   if (positionals[0] === "store") return storeCopy(positionals, values);
+  if (positionals[0] === "seed") return seedCommand(positionals, values);
   if (positionals[0] !== "schema" || positionals[1] !== "build") {
     throw new UsageError(`unknown command "${positionals.join(" ")}"`);
   }
@@ -168,6 +178,15 @@ async function upgradeCommand(positionals: readonly string[], values: Values): P
     ...(batchSize === undefined ? {} : { batchSize }),
   });
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+  return 0;
+}
+
+async function seedCommand(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
+  const missing = (["app", "file"] as const).filter((k) => values[k] === undefined || values[k] === "");
+  if (missing.length > 0) throw new UsageError(`missing ${missing.map((k) => `--${k}`).join(", ")}`);
+  const report = await runSeedCommand({ app: values.app!, file: values.file! });
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   return 0;
 }
 

@@ -54,6 +54,9 @@ export interface CommandOptions<P = any> extends MessageOptions {
  */
 export type EvolveMap<S, E = Record<string, any>> = { readonly [K in keyof E & string]?: Evolver<S, E[K]> } & {
   readonly [path: `${string}.${string}`]: Evolver<S>;
+} & {
+  // An array is the `on(...)` form: kept out of this one so the compiler reports an array's errors against that form.
+  readonly length?: never;
 };
 
 /**
@@ -70,6 +73,16 @@ export interface EvolveStep<S, P = any> {
 export type EvolveOn<S> = <P>(event: EventType<P>, evolve: Evolver<S, P>) => EvolveStep<S, P>;
 
 /**
+ * The state type a top-level `on(...)` falls back to when nothing gives it one:
+ * TypeScript does not pass the state type an aggregate infers from
+ * `initialState` into the calls in its `evolve` array. It makes the compiler's
+ * error name the two ways out instead of a type `unknown` deep in a union.
+ */
+export interface StateTypeNotGiven {
+  readonly "on(): give the state type, as D.aggregate<State>(...) or on(Event, (s: State, p) => ...), or write evolve: (on) => [on(...)]": never;
+}
+
+/**
  * Pairs an event token with its evolver; the payload type comes from the token.
  * The state type comes from the aggregate: give it (`aggregate<TodoState>(...)`),
  * or use the function form `evolve: (on) => [...]`, which infers it from `initialState`.
@@ -82,7 +95,7 @@ export type EvolveOn<S> = <P>(event: EventType<P>, evolve: Evolver<S, P>) => Evo
  *   ],
  * });
  */
-export function on<S, P>(event: EventType<P>, evolve: Evolver<S, P>): EvolveStep<S, P> {
+export function on<S = StateTypeNotGiven, P = any>(event: EventType<P>, evolve: Evolver<S, P>): EvolveStep<S, P> {
   return Object.freeze({ kind: "evolveStep" as const, event, evolve });
 }
 

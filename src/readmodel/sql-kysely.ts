@@ -1,9 +1,6 @@
-import type { Kysely, KyselyPlugin, QueryResult, RootOperationNode, TableNode, UnknownRow } from "kysely";
+import type { Kysely, KyselyModule, KyselyPlugin, QueryResult, RootOperationNode, TableNode, UnknownRow } from "./kysely-types.js";
 import { errorMessage, MnemeError } from "../model/errors.js";
 import type { SqlTableAccess } from "../store/sql-table-access.js";
-
-/** The kysely module, as imported on demand. */
-type KyselyModule = typeof import("kysely");
 
 const KYSELY = "kysely";
 

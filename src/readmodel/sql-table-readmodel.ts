@@ -1,4 +1,4 @@
-import type { Kysely, QueryCreator } from "kysely";
+import type { Kysely, KyselyModule, QueryCreator } from "./kysely-types.js";
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { RestoreReport } from "../model/event-handler.js";
 import type { Event } from "../model/types.js";
@@ -91,7 +91,7 @@ export abstract class SqlTableReadmodel<DB = Record<string, Record<string, unkno
   readonly #ddlHash: string;
   #served = 0;
   #ready: Promise<void> | undefined;
-  #kysely: typeof import("kysely") | MnemeError | undefined;
+  #kysely: KyselyModule | MnemeError | undefined;
   #writer: Kysely<DB> | undefined;
   #readerBase: Kysely<DB> | undefined;
   #sql: SqlTables<DB> | undefined;
@@ -388,7 +388,7 @@ interface SqlTablesPort<DB> {
   readmodel(): string;
   /** The table name a statement should use now: a generation's table in a batch, else the view. */
   current(table: string): string;
-  kysely(): typeof import("kysely");
+  kysely(): KyselyModule;
   writer(make: () => Kysely<DB>): Kysely<DB>;
   readerBase(make: () => Kysely<DB>): Kysely<DB>;
 }

@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { isStoreFormatted, type RollingFrom, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
 import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
@@ -72,6 +73,12 @@ export interface SystemInfo {
   startedAt: number;
   uptimeMs: number;
   nodeVersion: string;
+  /** The host this instance runs on (its hostname; "" where the runtime has none). */
+  host: string;
+  /** The process id of this instance (0 where the runtime has none). */
+  pid: number;
+  /** The names of the registered domains, so a client asks only for queries that exist (e.g. `Shards` of a sharded app). */
+  domains: string[];
   tenant?: string;
   /** Store type per store. */
   stores: Record<"event" | "command" | "data" | "cache" | "log" | "readmodel", string>;
@@ -287,6 +294,9 @@ export class Runtime {
       startedAt: f.startedAt,
       uptimeMs: f.startedAt === 0 ? 0 : Math.max(0, Math.round((nowNs() - f.startedAt) / 1e6)),
       nodeVersion: typeof process === "undefined" ? "" : process.version,
+      host: hostName(),
+      pid: typeof process === "undefined" ? 0 : process.pid,
+      domains: [...f.domains.keys()],
       stores: this.#storeTypes ?? storeTypesOf(f),
       guarantees: [...(this.#guarantees ??= guaranteesOf(f))],
       counts: {
@@ -509,4 +519,13 @@ function storeTypesOf(f: RuntimeHost): SystemInfo["stores"] {
     log: t(f.logStore),
     readmodel: t(f.readmodelStoreBackend),
   };
+}
+
+/** The hostname, or "" where the runtime cannot tell (a sandbox that refuses it). */
+function hostName(): string {
+  try {
+    return hostname();
+  } catch {
+    return "";
+  }
 }

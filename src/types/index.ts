@@ -6,7 +6,15 @@
 export type { MnemeErrorDetail } from "../model/errors.js";
 export type { QueryEnvelope } from "../model/types.js";
 export type { Evolver, CommandPersonalData, CommandPersonalDataOptions, AllEventsType, MessageType } from "../model/tokens.js";
-export type { CommandHandlerResult, MessageOptions, CommandOptions, AggregateOptions, EvolveStep, EvolveOn } from "../model/domain.js";
+export type {
+  CommandHandlerResult,
+  MessageOptions,
+  CommandOptions,
+  AggregateOptions,
+  EvolveStep,
+  EvolveOn,
+  StateTypeNotGiven,
+} from "../model/domain.js";
 export type { DomainInstall, InstalledDomain, TypedCommandHandler } from "../model/domain-install.js";
 export type { MessageContext, AggregateLoader, AggregateLoadOptions } from "../model/context.js";
 export type { HandlerError, EventReader, MessageRef, CommandRef, QueryRef } from "../model/facade-handle.js";

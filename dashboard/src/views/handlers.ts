@@ -1,8 +1,9 @@
 /** Event handlers: state, restoration, position, lag and metrics, with restore / stop / start. */
 import { ApiError } from "../api.js";
+import type { App } from "../app.js";
 import { lineChart } from "../chart.js";
 import { fill, h } from "../dom.js";
-import { ago, micros, num } from "../format.js";
+import { ago, instanceLabel, micros, num, shortId } from "../format.js";
 import type { EventHandlerInfo } from "../types.js";
 import { badge, empty, errorBanner, table } from "../ui.js";
 import { integrationPanel } from "./integration.js";
@@ -91,7 +92,9 @@ export function handlersView({ app, api }: ViewContext): View {
               { class: "sub", "data-last-restore": "" },
               `last restore: ${num(m.lastRestore.eventsReplayed)} replayed, ${num(m.lastRestore.eventsCaught)} caught, ${m.lastRestore.durationMs.toFixed(1)} ms`,
             ),
-        x.holder === undefined ? null : h("div", { class: "sub", "data-holder": x.holder }, `on ${x.holder}`),
+        x.holder === undefined
+          ? null
+          : h("div", { class: "sub", "data-holder": x.holder, title: x.holder }, `on ${holderLabel(app, x.holder)}`),
         x.integration === undefined
           ? null
           : h(
@@ -99,7 +102,7 @@ export function handlersView({ app, api }: ViewContext): View {
               { class: "sub", "data-link": x.integration.role },
               `${x.integration.broker} ${x.integration.role} · ${x.integration.target}`,
             ),
-        x.partitions === undefined ? null : partitionList(x),
+        x.partitions === undefined ? null : partitionList(app, x),
         x.lastError === undefined ? null : h("div", { class: "error-text" }, x.lastError),
         result === undefined
           ? null
@@ -123,7 +126,8 @@ export function handlersView({ app, api }: ViewContext): View {
       h(
         "td",
         { class: "num", "data-label": "Mean / p99" },
-        m === undefined ? "–" : `${micros(m.meanHandleMicros)} / ${micros(m.p99HandleMicros)}`,
+        // Nothing handled yet: no time to show (not "0 µs").
+        m === undefined || m.eventsProcessed === 0 ? "—" : `${micros(m.meanHandleMicros)} / ${micros(m.p99HandleMicros)}`,
       ),
       h("td", { "data-label": "Last event" }, ago(x.lastEventTimestamp)),
       h(
@@ -200,7 +204,7 @@ export function handlersView({ app, api }: ViewContext): View {
 }
 
 /** A partitioned handler's partitions: each with its state, the instance that applies it and its position. */
-function partitionList(x: EventHandlerInfo): HTMLElement {
+function partitionList(app: App, x: EventHandlerInfo): HTMLElement {
   return h(
     "ul",
     { class: "sub partitions", "data-partitions": String(x.partitions!.length) },
@@ -210,7 +214,7 @@ function partitionList(x: EventHandlerInfo): HTMLElement {
         { "data-partition": String(p.partition), "data-state": p.state },
         `partition ${p.partition}: `,
         badge(p.state),
-        ` ${p.holder === undefined ? "no holder" : `on ${p.holder}`} · at ${num(p.lastPosition)}`,
+        ` ${p.holder === undefined ? "no holder" : `on ${holderLabel(app, p.holder)}`} · at ${num(p.lastPosition)}`,
       ),
     ),
   );
@@ -230,4 +234,11 @@ function stateBadge(x: EventHandlerInfo): HTMLElement {
   if (x.restorationState === "restoring") return badge("restoring");
   if (x.restorationState === "failed" || x.restorationState === "cancelled") return badge(`restore ${x.restorationState}`, "warn");
   return badge(x.state);
+}
+
+/** This instance by host and process; another instance by the tail of its id (the full id in the title). */
+function holderLabel(app: App, holder: string): string {
+  const info = app.info;
+  if (info !== undefined && info.instanceId === holder) return `this instance (${instanceLabel(info)})`;
+  return `instance ${shortId(holder)}`;
 }

@@ -2,7 +2,7 @@
 import type { App } from "../app.js";
 import { lineChart } from "../chart.js";
 import { fill, h } from "../dom.js";
-import { clockNs, duration, num, shortId, timeNs } from "../format.js";
+import { clockNs, duration, instanceLabel, num, timeNs } from "../format.js";
 import { badge, card, empty, errorBanner, facts } from "../ui.js";
 import { shardsPanel } from "./shards.js";
 import { summary } from "./stream.js";
@@ -28,7 +28,7 @@ function content(app: App): (HTMLElement | null)[] {
       "div",
       { class: "kpis" },
       kpi("State", badge(info.state), `since ${timeNs(info.startedAt)}`),
-      kpi("Uptime", duration(info.uptimeMs), `instance ${shortId(info.instanceId)}`),
+      kpi("Uptime", duration(info.uptimeMs), instanceLabel(info)),
       kpi("Head position", num(info.headPosition), "events in the event store"),
       kpi(
         "Event handlers",
@@ -68,7 +68,7 @@ function content(app: App): (HTMLElement | null)[] {
         facts([
           ["Name", info.appName],
           ["Version", info.version],
-          ["Instance", h("code", { title: info.instanceId }, info.instanceId)],
+          ["Instance", h("span", { "data-instance": info.instanceId, title: info.instanceId }, instanceLabel(info))],
           ["Node.js", info.nodeVersion],
           ["Tenant", info.tenant ?? "every tenant"],
           ["Signed in as", `${app.api.session?.email ?? ""} · ${app.api.session?.tenantName ?? ""}`],

@@ -1,8 +1,8 @@
 /** Scheduled commands of the process managers that have not fired, due first, with Cancel. */
 import { h } from "../dom.js";
-import { duration, shortId } from "../format.js";
+import { duration } from "../format.js";
 import type { ScheduledCommandEntry } from "../types.js";
-import { jsonBlock } from "../ui.js";
+import { jsonBlock, tenantLabel } from "../ui.js";
 import { outboxListView } from "./outbox-list.js";
 import type { View, ViewContext } from "./view.js";
 
@@ -19,7 +19,7 @@ export function scheduledView(ctx: ViewContext): View {
       { title: "Due", cell: (e) => [h("div", null, new Date(e.dueAt).toLocaleString()), h("div", { class: "sub" }, due(e.dueAt))] },
       { title: "Attempts", cell: (e) => String(e.attempts), num: true },
       { title: "Payload", cell: (e) => h("details", null, h("summary", null, "JSON"), jsonBlock(e.payload)) },
-      { title: "Tenant", cell: (e) => h("code", { title: e.tenantUuid }, shortId(e.tenantUuid)) },
+      { title: "Tenant", cell: (e) => tenantLabel(ctx.app.tenantName(e.tenantUuid), e.tenantUuid) },
     ],
     actions: [
       {

@@ -1,9 +1,9 @@
 /** The live system-event stream: newest first, filter by kind, pause, each event's JSON on demand. */
 import type { StreamEntry } from "../app.js";
 import { fill, h } from "../dom.js";
-import { clockNs, shortId } from "../format.js";
+import { clockNs } from "../format.js";
 import type { SystemEvent } from "../types.js";
-import { badge, jsonBlock } from "../ui.js";
+import { badge, jsonBlock, tenantLabel } from "../ui.js";
 import type { View, ViewContext } from "./view.js";
 
 const KIND_TONE: Readonly<Record<string, string>> = {
@@ -139,7 +139,9 @@ export function streamView({ app }: ViewContext): View {
         h("span", { class: "time" }, clockNs(e.at)),
         badge(e.kind, KIND_TONE[e.kind] ?? "muted"),
         h("span", { class: "summary" }, summary(e)),
-        h("span", { class: "tenant", title: e.tenantUuid ?? "system-wide" }, e.tenantUuid === undefined ? "system" : shortId(e.tenantUuid)),
+        e.tenantUuid === undefined
+          ? h("span", { class: "tenant", title: "system-wide" }, "system")
+          : tenantLabel(app.tenantName(e.tenantUuid), e.tenantUuid),
       ),
       open ? jsonBlock(e) : null,
     );
