@@ -158,7 +158,7 @@ describe("compatibility mode for 0.1.0 (rollingFrom, Postgres)", () => {
     ];
     for (const e of refusals) {
       expect((e as { code?: string }).code).toBe("MN001");
-      expect(e.message).toContain("store format 3 (mneme 0.2.0)");
+      expect(e.message).toContain("store format 3 (mneme 0.3.0)");
     }
 
     // rollingFrom on a finished schema is ignored: strict.

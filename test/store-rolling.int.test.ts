@@ -201,7 +201,7 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release (Postgres)", ()
     const refused = await old.add(4);
     for (const o of refused) {
       expect(o.ok).toBe(false);
-      expect(o.message).toContain("store format 3 (mneme 0.2.0)");
+      expect(o.message).toContain("store format 3 (mneme 0.3.0)");
       expect(o.message).toContain("mneme 0.1.0 (44da8f1)");
     }
     // A downgrade: a 0.1.0 instance started now (its init() puts its own append body back) is refused too.
@@ -365,7 +365,7 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release in compatibilit
       expect(o.ok).toBe(false);
       expect(o.message).toContain("an append without event versions comes from mneme 0.1.0 (44da8f1)");
     }
-    expect(await late.line("register cid@late.test")).toMatchObject({ error: expect.stringContaining("store format 3 (mneme 0.2.0)") });
+    expect(await late.line("register cid@late.test")).toMatchObject({ error: expect.stringContaining("store format 3 (mneme 0.3.0)") });
     await late.stop().catch(() => undefined);
     // rollingFrom on a finished store is ignored: this release stays strict.
     const again = new Instance(ROOT, schema, "again", true, "accounts-rolling");
