@@ -123,6 +123,15 @@ export class PartitionedRunner {
     return this.#lanes.some((l) => l.restoring);
   }
 
+  /** Settles when every lane restoring now is only catching up from its checkpoint (undefined otherwise, or when none is). */
+  get catchingUp(): Promise<void> | undefined {
+    if (this.#rebuilding) return undefined;
+    const restoring = this.#lanes.filter((l) => l.restoring);
+    const waits = restoring.map((l) => l.catchingUp);
+    if (restoring.length === 0 || waits.some((w) => w === undefined)) return undefined;
+    return Promise.all(waits).then(() => undefined);
+  }
+
   /**
    * The position every partition this instance runs has passed (each lane sees
    * every event, so it passes the other partitions' too); when it runs none,
@@ -290,6 +299,8 @@ export class PartitionedRunner {
         "INVALID_ACTION",
         `readmodel ${name} is partitioned: its backend cannot switch generations, and a restore from zero in place would leave its partitions at different positions`,
       );
+    // The lanes' own catch-ups from their checkpoints (a start or a takeover) are no restore asked for: wait for them.
+    await this.catchingUp;
     if (this.#rebuilding || this.restoring) throw new MnemeError("INVALID_STATE", `event handler ${name} is restoring already`);
     this.#rebuilding = true;
     const [first, ...rest] = this.#lanes as [LaneRunner, ...LaneRunner[]];

@@ -259,7 +259,10 @@ export class RunnerState {
   catching = false;
   catchOverflow = false;
   catchPull = false;
-  restore: { controller: AbortController; done: Promise<RestoreReport> } | undefined;
+  /** The restoration running; `catchUp`: the runner's own from the checkpoint (a start or a takeover), not one asked for. */
+  restore: { controller: AbortController; done: Promise<RestoreReport>; catchUp: boolean } | undefined;
+  /** True while the runner starts its own catch-up (see HandlerRunner's resume): the restore it starts is marked so. */
+  resuming = false;
   /** A restore from zero building the next generation; undefined otherwise (and once it switched). */
   rebuild: Rebuild | undefined;
 
