@@ -187,7 +187,7 @@ describe("concurrent starts upgrade an older store once", () => {
     await old.eventRepository.init();
     await old.eventRepository.append([{ domain: "Todo", name: "TodoCreated", aggregateUuid: "a", payload: {} }]);
     await old.close();
-    await scratch.pool.query(`DROP TABLE "${schema}".mneme_store_format`);
+    await scratch.pool.query(`DROP TABLE "${schema}".mneme_store_format_record CASCADE`);
     const results = await startAtOnce(4, "postgres", schema);
     for (const r of results) expect(r.error, String(r.message)).toBeUndefined();
     const records = results.flatMap((r) => r.formats as StoreFormatRecord[]);
