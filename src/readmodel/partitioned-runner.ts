@@ -126,10 +126,14 @@ export class PartitionedRunner {
   /** Settles when every lane restoring now is only catching up from its checkpoint (undefined otherwise, or when none is). */
   get catchingUp(): Promise<void> | undefined {
     if (this.#rebuilding) return undefined;
-    const restoring = this.#lanes.filter((l) => l.restoring);
-    const waits = restoring.map((l) => l.catchingUp);
-    if (restoring.length === 0 || waits.some((w) => w === undefined)) return undefined;
-    return Promise.all(waits).then(() => undefined);
+    const waits: Promise<void>[] = [];
+    for (const lane of this.#lanes) {
+      if (!lane.restoring) continue;
+      const wait = lane.catchingUp;
+      if (wait === undefined) return undefined;
+      waits.push(wait);
+    }
+    return waits.length === 0 ? undefined : Promise.all(waits).then(() => undefined);
   }
 
   /**
