@@ -37,10 +37,9 @@ export const FORMAT_RECORD_TABLE = "mneme_store_format_record";
 
 /** 0.1's `mneme_append`, created anew: its first parameter named {@link OLD_START_MARKER} when `marked`. */
 function oldSignature(qschema: string, schema: string, admit: boolean, marked: boolean): string {
-  const first = marked ? `"${OLD_START_MARKER}"` : "p_lock_key";
   // Marked only in strict mode, whose body refers to no parameter.
-  return `CREATE FUNCTION ${qschema}.mneme_append(
-        ${first} bigint, p_channel text, p_note text,
+  return `CREATE OR REPLACE FUNCTION ${qschema}.mneme_append(
+        ${firstParameter(marked)} bigint, p_channel text, p_note text,
         p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
         p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
         p_expected_aggregates text[], p_expected_versions integer[])
@@ -50,14 +49,28 @@ function oldSignature(qschema: string, schema: string, admit: boolean, marked: b
       $fn$`;
 }
 
+/** The name of the first parameter of 0.1's signature: the mark, or 0.1.0's own name. */
+function firstParameter(marked: boolean): string {
+  return marked ? `"${OLD_START_MARKER}"` : "p_lock_key";
+}
+
 /**
  * DDL of 0.1's `mneme_append` signature (its calls refused, or run in compatibility mode), marked against
- * 0.1.0's start unless `admit` (see the file comment). Dropped and created, since a replacement cannot
- * rename parameters.
+ * 0.1.0's start unless `admit` (see the file comment). Dropped first only when its first parameter must be
+ * renamed (a replacement cannot rename it; a function replaced in place keeps its id, so a 0.1.0 instance
+ * calling it meanwhile in compatibility mode is not disturbed).
  */
 export function oldSignatureDdl(qschema: string, schema: string, admit: boolean): string[] {
+  const wanted = admit ? "p_lock_key" : OLD_START_MARKER;
   return [
-    `DROP FUNCTION IF EXISTS ${qschema}.mneme_append(${OLD_SIGNATURE})`,
+    `DO $do$
+      BEGIN
+        IF EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure(${literal(`${qschema}.mneme_append(${OLD_SIGNATURE})`)})
+            AND proargnames[1] IS DISTINCT FROM ${literal(wanted)}) THEN
+          DROP FUNCTION ${qschema}.mneme_append(${OLD_SIGNATURE});
+        END IF;
+      END
+      $do$`,
     oldSignature(qschema, schema, admit, !admit),
     ...formatRecordDdl(qschema, schema),
   ];
