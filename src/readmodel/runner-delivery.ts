@@ -72,6 +72,14 @@ export class RunnerDelivery {
     return true;
   }
 
+  /** Live and behind its position, with no restore (whose end writes the checkpoint, a rebuild's its own) under way. */
+  #mayPassCheckpoint(): boolean {
+    const s = this.#s;
+    return (
+      s.state === "running" && s.restore === undefined && s.rebuild === undefined && !s.catching && s.lastPosition !== s.persistedPosition
+    );
+  }
+
   /**
    * The position moved past events that are not this handler's (another partition's, or of types it does not
    * handle) without a batch, so the checkpoint lags: it is written once within {@link PASS_CHECKPOINT_MS}, by
@@ -83,7 +91,7 @@ export class RunnerDelivery {
     if (s.passTimer !== undefined || s.lastPosition === s.persistedPosition) return;
     s.passTimer = setTimeout(() => {
       s.passTimer = undefined;
-      if (s.state !== "running" || s.lastPosition === s.persistedPosition) return;
+      if (!this.#mayPassCheckpoint()) return;
       s.persistDue = true;
       this.#startPump();
     }, PASS_CHECKPOINT_MS);
@@ -156,9 +164,9 @@ export class RunnerDelivery {
         if (j < item.length) await this.#pull();
         s.wake();
       }
-      if (s.persistDue && s.queue.length === 0 && s.state === "running") {
+      if (s.persistDue && s.queue.length === 0) {
         s.persistDue = false;
-        await this.#locks.persistCheckpoint();
+        if (this.#mayPassCheckpoint()) await this.#locks.persistCheckpoint();
       }
       if (s.retryError !== undefined && s.state === "running" && !s.resync) this.#recovered();
     } catch (err) {
@@ -243,7 +251,8 @@ export class RunnerDelivery {
     if (head > s.lastPosition) {
       s.lastPosition = head;
       s.lastEventTimestamp = at;
-      this.#passed();
+      // A restore writes its own checkpoint when it ends (a rebuild's position is not the served one).
+      if (s.restore === undefined) this.#passed();
     }
   }
 
