@@ -9,7 +9,8 @@ import { describe, expect, it } from "vitest";
 import { createFacade, type Facade, withPartitions } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
-import { Counter, IncrementMany } from "./support/counter-domain.js";
+import { partitionOf } from "../src/readmodel/partition-routing.js";
+import { Counter, Increment, IncrementMany } from "./support/counter-domain.js";
 import { expectedDocs, PartitionedLog } from "./support/partitioned-log.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
@@ -109,5 +110,53 @@ describe.each(["sqlite", "postgres"] as const)("a 4-partition readmodel on sever
     await traffic(c.f, 5);
     await converged(c);
     await c.f.stop();
+  });
+});
+
+/** Each partition's listing as an instance shows it: holder, state and position. */
+function listing(i: Instance): { partition: number; holder?: string; state: string; lastPosition: number }[] {
+  return i.f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "PartitionedLog")!.partitions!;
+}
+
+describe.each(["sqlite", "postgres"] as const)("partition listings across instances (%s)", (kind) => {
+  it("show each partition's holder and the position the holder applied, also after the last events all fell in one partition", async () => {
+    const where = places(kind);
+    const a = instance(where);
+    await a.f.start();
+    const b = instance(where);
+    await b.f.start();
+    await until(() => running(a).length === 2 && running(b).length === 2, "two partitions each");
+    await traffic(a.f, 0, 45); // 180 events over every partition
+    // The last 20 events all fall in one partition.
+    const counter = Array.from({ length: 100 }, (_, k) => `last-${k}`).find((u) => partitionOf(u, 4) === running(a)[0])!;
+    for (let k = 0; k < 20; k++) await b.f.dispatch(Increment, { counterUuid: counter, by: 1 });
+    const head = await a.f.eventRepository.headPosition();
+    expect(head).toBe(200);
+    await converged(a);
+
+    // The holder's truth: the instance running the partition lists itself and its own position, the head.
+    // The other instance lists the same holder and reads the position from the shared checkpoint.
+    const instances = [a, b];
+    const truth = () =>
+      [0, 1, 2, 3].map((partition) => {
+        const holder = instances.find((i) => running(i).includes(partition))!;
+        const own = listing(holder)[partition]!;
+        return { partition, holder: own.holder, lastPosition: own.lastPosition };
+      });
+    await until(
+      () =>
+        instances.every(
+          (i) =>
+            JSON.stringify(listing(i).map(({ partition, holder, lastPosition }) => ({ partition, holder, lastPosition }))) ===
+            JSON.stringify(truth()),
+        ),
+      "every instance lists each partition's holder at the holder's position",
+      10_000,
+      20,
+    );
+    for (const p of truth()) expect(p.lastPosition).toBe(head);
+    for (const i of instances) {
+      for (const p of listing(i)) expect(p.state).toBe(running(i).includes(p.partition) ? "running" : "standby");
+    }
   });
 });

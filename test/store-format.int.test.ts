@@ -7,6 +7,7 @@
  * Runtime's system info shows the record.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
@@ -74,7 +75,12 @@ describe("checkStoreFormat (the refusal, at unit level)", () => {
   it("refuses a store of a newer format whose lowest writer is above this format", () => {
     expect(() =>
       checkStoreFormat({ format: STORE_FORMAT + 1, lowestWriterFormat: STORE_FORMAT + 1, upgradedBy: "9.0.0", upgradedAt: 1 }, "x"),
-    ).toThrow(/format 4 \(mneme a release of format 4\) and later; this is mneme 0\.2\.0 \(format 3\)/);
+    ).toThrow(/format 4 \(mneme a release of format 4\) and later; this is mneme 0\.3\.0 \(format 3\)/);
+  });
+
+  it("names this release as package.json does (the record's upgraded_by is the version an operator deploys)", () => {
+    const pkg = JSON.parse(readFileSync(fileURLToPath(new URL("../package.json", import.meta.url)), "utf8")) as { version: string };
+    expect(STORE_RELEASE).toBe(pkg.version);
   });
 });
 
@@ -91,7 +97,7 @@ describe("Postgres: the schema's format record", () => {
     const f = createFacade({ appName: "fmt", ...backends });
     closers.push(() => f.stop());
     await f.start();
-    expect(await formatRow(schema)).toEqual([{ format: 3, lowest_writer_format: 2, upgraded_by: "0.2.0" }]);
+    expect(await formatRow(schema)).toEqual([{ format: 3, lowest_writer_format: 2, upgraded_by: STORE_RELEASE }]);
     expect(backends.eventRepository.storeFormat()).toMatchObject(THIS_RELEASE);
     const info = f.runtime.systemInfo();
     expect(info.storeFormat.release).toBe(STORE_FORMAT);
@@ -113,7 +119,7 @@ describe("Postgres: the schema's format record", () => {
       const err = await rejection(store.init());
       expect(codeOf(err)).toBe("STORE_TOO_NEW");
       expect((err as Error).message).toContain(`postgres schema ${schema} is in store format 4, written by mneme 0.4.0`);
-      expect((err as Error).message).toContain("this is mneme 0.2.0 (format 3)");
+      expect((err as Error).message).toContain("this is mneme 0.3.0 (format 3)");
     }
     const { rows } = await scratch.pool.query("SELECT table_name FROM information_schema.tables WHERE table_schema = $1", [schema]);
     expect(rows.map((r: { table_name: string }) => r.table_name)).toEqual(["mneme_store_format"]);
@@ -181,7 +187,7 @@ describe("concurrent starts upgrade an older store once", () => {
     await old.eventRepository.init();
     await old.eventRepository.append([{ domain: "Todo", name: "TodoCreated", aggregateUuid: "a", payload: {} }]);
     await old.close();
-    await scratch.pool.query(`DROP TABLE "${schema}".mneme_store_format`);
+    await scratch.pool.query(`DROP TABLE "${schema}".mneme_store_format_record CASCADE`);
     const results = await startAtOnce(4, "postgres", schema);
     for (const r of results) expect(r.error, String(r.message)).toBeUndefined();
     const records = results.flatMap((r) => r.formats as StoreFormatRecord[]);

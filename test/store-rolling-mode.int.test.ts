@@ -9,7 +9,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createFacade, defineDomain, type Facade } from "mneme";
 import { RegisterAccount, registerDefaults } from "mneme/defaults";
 import { createPostgresBackends } from "mneme/postgres";
+import { OLD_START_MARKER } from "../src/postgres/postgres-old-starts.js";
 import { advisoryKey } from "../src/postgres/postgres-schema.js";
+import { STORE_RELEASE } from "mneme/store";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { runProcess } from "./support/run-process.js";
 
@@ -64,6 +66,38 @@ async function appendAs010(schema: string, aggregateUuid: string, tenantUuid: st
       [],
     ],
   );
+}
+
+/**
+ * The statement of 0.1.0's init() that replaces its signature of mneme_append (0.2.0's init sends the same
+ * one; the body does not matter to the refusal).
+ */
+function initStatementOf010(schema: string): string {
+  return `CREATE OR REPLACE FUNCTION "${schema}".mneme_append(
+        p_lock_key bigint, p_channel text, p_note text,
+        p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
+        p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
+        p_expected_aggregates text[], p_expected_versions integer[])
+      RETURNS TABLE (base_position bigint, versions integer[])
+      LANGUAGE plpgsql VOLATILE AS $fn$ BEGIN RAISE EXCEPTION 'the body of 0.1.0'; END $fn$`;
+}
+
+/** The statements of an init() of 0.1.0 (`reads` false) or 0.2.0 (which reads the format record first), in one transaction. */
+async function initAs(schema: string, reads: boolean): Promise<void> {
+  const client = await scratch.pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [advisoryKey("mneme:init", schema)]);
+    if (reads)
+      await client.query(`SELECT format, lowest_writer_format, upgraded_by, upgraded_at FROM "${schema}".mneme_store_format WHERE id = 1`);
+    await client.query(initStatementOf010(schema));
+    await client.query("COMMIT");
+  } catch (e) {
+    await client.query("ROLLBACK");
+    throw e;
+  } finally {
+    client.release();
+  }
 }
 
 /** A document written as 0.1.0 writes it: without its tenant. */
@@ -158,7 +192,7 @@ describe("compatibility mode for 0.1.0 (rollingFrom, Postgres)", () => {
     ];
     for (const e of refusals) {
       expect((e as { code?: string }).code).toBe("MN001");
-      expect(e.message).toContain("store format 3 (mneme 0.2.0)");
+      expect(e.message).toContain("store format 3 (mneme 0.3.0)");
     }
 
     // rollingFrom on a finished schema is ignored: strict.
@@ -212,4 +246,29 @@ describe("compatibility mode for 0.1.0 (rollingFrom, Postgres)", () => {
       );
     }
   });
+
+  it("0.1.0's init() is refused on a schema that refuses its writers, naming both releases; admitted in compatibility mode; 0.2.0's passes and the mark is back after it", async () => {
+    const rolling = scratch.newSchema();
+    const rollingInstance = await instance(rolling, "0.1.0");
+    await initAs(rolling, false); // compatibility mode: 0.1.0 starts
+
+    const strict = scratch.newSchema();
+    await instance(strict);
+    const e = await refused(initAs(strict, false));
+    expect(e.message).toBe(`cannot change name of input parameter "refused: mneme 0.1.0 misreads this store of mneme ${STORE_RELEASE}"`);
+    expect(Buffer.byteLength(OLD_START_MARKER)).toBeLessThanOrEqual(63); // Postgres' identifier limit
+    // 0.2.0 reads the format record first (the view), in the same transaction: it passes, and the mark is back at its commit.
+    await initAs(strict, true);
+    await initAs(strict, true);
+    expect((await refused(initAs(strict, false))).message).toContain("refused: mneme 0.1.0 misreads this store");
+    // A read outside an init (any transaction that only reads) changes nothing either.
+    await scratch.pool.query(`SELECT * FROM "${strict}".mneme_store_format`);
+    expect((await refused(initAs(strict, false))).message).toContain("refused: mneme 0.1.0 misreads this store");
+    // 0.1.0's calls of its signature are still answered with the refusal of its writes.
+    expect((await refused(appendAs010(strict, "note-1", "tenant-1", { owner: "o", text: "t" }))).code).toBe("MN001");
+
+    // The finish step marks a schema that was in compatibility mode.
+    await rollingInstance.finishRollingUpgrade({ settleMs: 0 });
+    expect((await refused(initAs(rolling, false))).message).toContain("refused: mneme 0.1.0 misreads this store");
+  }, 60_000);
 });

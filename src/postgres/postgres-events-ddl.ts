@@ -1,7 +1,8 @@
 import { SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
 import { appendAggregateDdl } from "./postgres-append-aggregate-ddl.js";
 import { appendFlushDdl, EVENT_COLUMNS, RECORD_COLUMNS } from "./postgres-append-flush-ddl.js";
-import { unversionedAppendBody, unversionedAppends } from "./postgres-old-writers.js";
+import { oldSignatureDdl } from "./postgres-old-starts.js";
+import { unversionedAppends } from "./postgres-old-writers.js";
 
 /** The parameters `mneme_append_batch` has had since group commit (the current signature adds p_event_versions). */
 const BATCH_PARAMS = `
@@ -288,16 +289,9 @@ ${BATCH_PARAMS}, p_event_versions integer[])
       $fn$`,
     // The signature of 0.1: kept, so that an instance of 0.1 still running during a deploy gets a clear answer
     // rather than "function does not exist"; it refuses, since 0.1 would misread this store (see
-    // postgres-old-writers.ts). (0.1's own init() puts its own body back; the events table's trigger refuses that one.)
-    `CREATE OR REPLACE FUNCTION ${s}.mneme_append(
-        p_lock_key bigint, p_channel text, p_note text,
-        p_event_uuids text[], p_tenant_uuids text[], p_domains text[], p_names text[], p_aggregate_uuids text[],
-        p_versions integer[], p_command_uuids text[], p_created_ats bigint[], p_req_ctxs jsonb[], p_payloads jsonb[],
-        p_expected_aggregates text[], p_expected_versions integer[])
-      RETURNS TABLE (base_position bigint, versions integer[])
-      LANGUAGE plpgsql VOLATILE AS $fn$
-      ${unversionedAppendBody(s, schema, admitOldWriters)}
-      $fn$`,
+    // postgres-old-writers.ts), and its parameters refuse 0.1's init() (see postgres-old-starts.ts). (0.1's own
+    // init() would put its own body back; the events table's trigger refuses that one.)
+    ...oldSignatureDdl(s, schema, admitOldWriters),
     // The group commit of the release before event versions: every event of it is version 1.
     `CREATE OR REPLACE FUNCTION ${s}.mneme_append_batch(
 ${BATCH_PARAMS})

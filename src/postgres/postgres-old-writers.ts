@@ -59,8 +59,8 @@ export function oldWriterMessage(schema: string, writerFormat: number, what: str
   );
 }
 
-/** A SQL string literal (the message has no backslashes; quotes are doubled). */
-function literal(text: string): string {
+/** A SQL string literal (the text has no backslashes; quotes are doubled). */
+export function literal(text: string): string {
   return `'${text.replace(/'/g, "''")}'`;
 }
 

@@ -9,6 +9,7 @@ import {
   upgradedStoreFormat,
 } from "../store/store-format.js";
 import { mapPgError } from "./postgres-errors.js";
+import { FORMAT_RECORD_TABLE, formatRecordDdl } from "./postgres-old-starts.js";
 import { type CheckedOutClient, checkout, type PgPool, type PgStatementHook, withClient } from "./postgres-pool.js";
 
 /** The schema the Postgres backends use when none is given. */
@@ -118,30 +119,35 @@ export async function currentStoreFormat(
 
 /** The table of a schema's store format record (one row). */
 function formatTable(schema: string): string {
-  return `${quoteIdent(schema)}.mneme_store_format`;
+  return `${quoteIdent(schema)}.${FORMAT_RECORD_TABLE}`;
 }
 
-/** The schema's format record; undefined when it has none (a new schema, or one of the first release). */
+/**
+ * The schema's format record; undefined when it has none (a new schema, or one of the first release). Read
+ * from its table: the view `mneme_store_format` is 0.2.0's way in (see postgres-old-starts.ts), or, before this
+ * release's DDL ran on the schema, the table of that name 0.2.0 made.
+ */
 async function readStoreFormat(client: CheckedOutClient, schema: string): Promise<StoreFormatRecord | undefined> {
-  const exists = await client.query<{ t: string | null }>("SELECT to_regclass($1) AS t", [`${quoteIdent(schema)}.mneme_store_format`]);
-  if (exists.rows[0]?.t == null) return undefined;
+  const tables = await client.query<{ own: string | null; earlier: string | null }>(
+    "SELECT to_regclass($1) AS own, to_regclass($2) AS earlier",
+    [formatTable(schema), `${quoteIdent(schema)}.mneme_store_format`],
+  );
+  const table =
+    tables.rows[0]?.own != null
+      ? formatTable(schema)
+      : tables.rows[0]?.earlier != null
+        ? `${quoteIdent(schema)}.mneme_store_format`
+        : undefined;
+  if (table === undefined) return undefined;
   const res = await client.query<{ format: number; lowest_writer_format: number; upgraded_by: string; upgraded_at: string }>(
-    `SELECT format, lowest_writer_format, upgraded_by, upgraded_at::text AS upgraded_at FROM ${formatTable(schema)} WHERE id = 1`,
+    `SELECT format, lowest_writer_format, upgraded_by, upgraded_at::text AS upgraded_at FROM ${table} WHERE id = 1`,
   );
   const r = res.rows[0];
   return r === undefined ? undefined : storeFormatRecord(r.format, r.lowest_writer_format, r.upgraded_by, r.upgraded_at);
 }
 
 async function writeStoreFormat(client: CheckedOutClient, schema: string, record: StoreFormatRecord): Promise<void> {
-  await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
-  await client.query(
-    `CREATE TABLE IF NOT EXISTS ${formatTable(schema)} (
-      id smallint PRIMARY KEY CHECK (id = 1),
-      format integer NOT NULL,
-      lowest_writer_format integer NOT NULL,
-      upgraded_by text NOT NULL,
-      upgraded_at bigint NOT NULL)`,
-  );
+  for (const sql of formatRecordDdl(quoteIdent(schema), schema)) await client.query(sql);
   await client.query(
     `INSERT INTO ${formatTable(schema)} (id, format, lowest_writer_format, upgraded_by, upgraded_at) VALUES (1, $1, $2, $3, $4)
      ON CONFLICT (id) DO UPDATE SET format = EXCLUDED.format, lowest_writer_format = EXCLUDED.lowest_writer_format,

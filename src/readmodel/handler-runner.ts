@@ -147,6 +147,16 @@ export class HandlerRunner {
     return this.#s.restore !== undefined;
   }
 
+  /**
+   * Settles once the restorations running now are done, when each is the runner's own catch-up from the
+   * checkpoint (a start or a takeover); undefined when none runs or one was asked for (a restore).
+   */
+  get catchingUp(): Promise<void> | undefined {
+    if (this.#partitioned !== undefined) return this.#partitioned.catchingUp;
+    const r = this.#s.restore;
+    return r?.catchUp === true ? r.done.then(settled, settled) : undefined;
+  }
+
   /** Whether the handler can rebuild its state (a BaseReadmodel). */
   get isStateRestorer(): boolean {
     return this.#s.isStateRestorer;
@@ -407,7 +417,17 @@ export class HandlerRunner {
   /** Restorers restore from the checkpoint through their (possibly overridden) restoreState; others catch up. */
   async #resume(): Promise<void> {
     const restorer = this.#s.restorer;
-    if (restorer !== undefined) await restorer.restoreState({}).done;
-    else await this.start();
+    if (restorer === undefined) return this.start();
+    // Marks the restore it starts as the runner's own catch-up (a restore asked for meanwhile follows it).
+    this.#s.resuming = true;
+    let restore: { done: Promise<RestoreReport> };
+    try {
+      restore = restorer.restoreState({});
+    } finally {
+      this.#s.resuming = false;
+    }
+    await restore.done;
   }
 }
+
+function settled(): void {}

@@ -14,6 +14,8 @@ export interface LaneRunner {
   readonly state: EventHandlerState;
   readonly restorationState: RestorationState;
   readonly restoring: boolean;
+  /** Settles when the lane's own catch-up from its checkpoint is done (undefined when none, or a restore asked for runs). */
+  readonly catchingUp: Promise<void> | undefined;
   readonly lastPosition: number;
   readonly lastEventTimestamp: number;
   /** Whether this instance holds the lane's lock, and its fencing token. */

@@ -123,6 +123,19 @@ export class PartitionedRunner {
     return this.#lanes.some((l) => l.restoring);
   }
 
+  /** Settles when every lane restoring now is only catching up from its checkpoint (undefined otherwise, or when none is). */
+  get catchingUp(): Promise<void> | undefined {
+    if (this.#rebuilding) return undefined;
+    const waits: Promise<void>[] = [];
+    for (const lane of this.#lanes) {
+      if (!lane.restoring) continue;
+      const wait = lane.catchingUp;
+      if (wait === undefined) return undefined;
+      waits.push(wait);
+    }
+    return waits.length === 0 ? undefined : Promise.all(waits).then(() => undefined);
+  }
+
   /**
    * The position every partition this instance runs has passed (each lane sees
    * every event, so it passes the other partitions' too); when it runs none,
@@ -290,6 +303,8 @@ export class PartitionedRunner {
         "INVALID_ACTION",
         `readmodel ${name} is partitioned: its backend cannot switch generations, and a restore from zero in place would leave its partitions at different positions`,
       );
+    // The lanes' own catch-ups from their checkpoints (a start or a takeover) are no restore asked for: wait for them.
+    await this.catchingUp;
     if (this.#rebuilding || this.restoring) throw new MnemeError("INVALID_STATE", `event handler ${name} is restoring already`);
     this.#rebuilding = true;
     const [first, ...rest] = this.#lanes as [LaneRunner, ...LaneRunner[]];

@@ -6,6 +6,8 @@ import { inNextGeneration, nextGenerationCheckpoint } from "./readmodel-generati
 import { HandlerFailure, type Rebuild, type RunnerState } from "./runner-state.js";
 import type { RunnerLocks } from "./runner-locks.js";
 
+/** How soon a checkpoint that lags behind passed events (none of them the handler's) is written (ms). */
+export const PASS_CHECKPOINT_MS = 250;
 /**
  * The runner's part that delivers events: the live queue and its pump (in
  * position order, exactly once, gaps read from the store), the batch applied
@@ -65,8 +67,35 @@ export class RunnerDelivery {
     if (last === undefined || last.position < s.lastPosition + 1) return true;
     s.lastPosition = last.position;
     s.lastEventTimestamp = last.createdAt;
+    this.#passed();
     s.wake();
     return true;
+  }
+
+  /** Live and behind its position, with no restore (whose end writes the checkpoint, a rebuild's its own) under way. */
+  #mayPassCheckpoint(): boolean {
+    const s = this.#s;
+    return (
+      s.state === "running" && s.restore === undefined && s.rebuild === undefined && !s.catching && s.lastPosition !== s.persistedPosition
+    );
+  }
+
+  /**
+   * The position moved past events that are not this handler's (another partition's, or of types it does not
+   * handle) without a batch, so the checkpoint lags: it is written once within {@link PASS_CHECKPOINT_MS}, by
+   * the pump when its queue is empty (never beside a batch, which writes its own), so that the listings of
+   * the other instances, which read the shared checkpoint, show where this holder really is.
+   */
+  #passed(): void {
+    const s = this.#s;
+    if (s.passTimer !== undefined || s.lastPosition === s.persistedPosition) return;
+    s.passTimer = setTimeout(() => {
+      s.passTimer = undefined;
+      if (!this.#mayPassCheckpoint()) return;
+      s.persistDue = true;
+      this.#startPump();
+    }, PASS_CHECKPOINT_MS);
+    s.passTimer.unref?.();
   }
 
   /** Resolves when live delivery has nothing queued. */
@@ -134,6 +163,10 @@ export class RunnerDelivery {
         await this.apply(i === 0 && j === item.length ? item : item.slice(i, j), false);
         if (j < item.length) await this.#pull();
         s.wake();
+      }
+      if (s.persistDue && s.queue.length === 0) {
+        s.persistDue = false;
+        if (this.#mayPassCheckpoint()) await this.#locks.persistCheckpoint();
       }
       if (s.retryError !== undefined && s.state === "running" && !s.resync) this.#recovered();
     } catch (err) {
@@ -218,6 +251,8 @@ export class RunnerDelivery {
     if (head > s.lastPosition) {
       s.lastPosition = head;
       s.lastEventTimestamp = at;
+      // A restore writes its own checkpoint when it ends (a rebuild's position is not the served one).
+      if (s.restore === undefined) this.#passed();
     }
   }
 
@@ -234,6 +269,7 @@ export class RunnerDelivery {
     if (!events.some((e) => s.handlersFor(e).length > 0)) {
       s.lastPosition = last.position;
       s.lastEventTimestamp = last.createdAt;
+      if (!restoring) this.#passed();
       return;
     }
     const name = s.name;

@@ -40,7 +40,18 @@ export class RunnerRestore {
    */
   start(opts: { fromZero?: boolean; signal?: AbortSignal } = {}): { done: Promise<RestoreReport>; cancel(): void } {
     const s = this.#s;
-    if (s.restore !== undefined) {
+    const running = s.restore;
+    if (running?.catchUp === true && !s.resuming) {
+      // The runner's own catch-up from the checkpoint (a start or a takeover) is no operator's restore: the one
+      // asked for follows it, rather than being refused while the handler is listed as running.
+      const next = running.done.then(
+        () => this.start(opts).done,
+        () => this.start(opts).done,
+      );
+      next.catch(() => undefined);
+      return { done: next, cancel: () => running.controller.abort() };
+    }
+    if (running !== undefined) {
       const done = Promise.reject(new MnemeError("INVALID_STATE", `event handler ${s.name} is restoring already`));
       done.catch(() => undefined);
       return { done, cancel: () => undefined };
@@ -55,7 +66,7 @@ export class RunnerRestore {
     const done = (telemetry === undefined ? run() : telemetry.restore(s.name, opts.fromZero === true, run)).finally(() => {
       s.restore = undefined;
     });
-    s.restore = { controller, done };
+    s.restore = { controller, done, catchUp: s.resuming };
     done.catch(() => undefined);
     return { done, cancel: () => controller.abort() };
   }

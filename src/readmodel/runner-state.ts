@@ -259,7 +259,14 @@ export class RunnerState {
   catching = false;
   catchOverflow = false;
   catchPull = false;
-  restore: { controller: AbortController; done: Promise<RestoreReport> } | undefined;
+  /** The restoration running; `catchUp`: the runner's own from the checkpoint (a start or a takeover), not one asked for. */
+  restore: { controller: AbortController; done: Promise<RestoreReport>; catchUp: boolean } | undefined;
+  /** Set while events were passed (none of them this handler's) and the checkpoint lags: writes it once idle. */
+  passTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The pass timer fired: the pump writes the checkpoint once its queue is empty. */
+  persistDue = false;
+  /** True while the runner starts its own catch-up (see HandlerRunner's resume): the restore it starts is marked so. */
+  resuming = false;
   /** A restore from zero building the next generation; undefined otherwise (and once it switched). */
   rebuild: Rebuild | undefined;
 

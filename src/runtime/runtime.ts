@@ -406,6 +406,9 @@ export class Runtime {
             "INVALID_ACTION",
             `event handler ${h.name} is not a state restorer: it can be started and stopped, not restored`,
           );
+        // The handler's own catch-up from its checkpoint (its start, or a takeover of another instance's lock) is
+        // no restore asked for: the one asked for follows it.
+        await runner.catchingUp;
         if (h.restoring) throw new MnemeError("INVALID_STATE", `event handler ${h.name} is restoring already`);
         if (this.#starting.has(h.name))
           throw new MnemeError("INVALID_STATE", `event handler ${h.name} is starting: restore it when the start is done`);

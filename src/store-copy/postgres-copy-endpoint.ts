@@ -4,6 +4,7 @@ import { PG, requireDriver } from "../store/driver.js";
 import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format.js";
 import { createPostgresBackends } from "../postgres/postgres-backends.js";
 import { mapPgError } from "../postgres/postgres-errors.js";
+import { FORMAT_RECORD_TABLE } from "../postgres/postgres-old-starts.js";
 import { quoteIdent, validateSchemaName } from "../postgres/postgres-schema.js";
 import { type CopyEndpoint, type CopyMarker, createStoreTables } from "./copy-endpoint.js";
 import { COPY_MARKER_TABLE, type CopyColumn, type CopyRow, type CopyTable, SQL_TABLE_GENERATIONS } from "./copy-tables.js";
@@ -81,9 +82,10 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
   }
 
   async storeFormat(): Promise<StoreFormatRecord | undefined> {
-    if (!(await this.hasTable("mneme_store_format"))) return undefined;
+    const table = (await this.hasTable(FORMAT_RECORD_TABLE)) ? FORMAT_RECORD_TABLE : "mneme_store_format";
+    if (!(await this.hasTable(table))) return undefined;
     const res = await this.#query<{ format: number; lowest_writer_format: number; upgraded_by: string; upgraded_at: string }>(
-      `SELECT format, lowest_writer_format, upgraded_by, upgraded_at::text AS upgraded_at FROM ${this.#table("mneme_store_format")} WHERE id = 1`,
+      `SELECT format, lowest_writer_format, upgraded_by, upgraded_at::text AS upgraded_at FROM ${this.#table(table)} WHERE id = 1`,
     );
     const r = res.rows[0];
     return r === undefined ? undefined : storeFormatRecord(r.format, r.lowest_writer_format, r.upgraded_by, r.upgraded_at);
@@ -95,9 +97,9 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
     return Number(res.rows[0]?.n ?? 0);
   }
 
-  /** The format record's table is named mneme_store_format in Postgres (store_format in SQLite, behind the prefix). */
+  /** The format record's table is named mneme_store_format_record in Postgres (store_format in SQLite, behind the prefix). */
   #name(table: CopyTable): string {
-    return table.name === "store_format" ? "mneme_store_format" : table.name;
+    return table.name === "store_format" ? FORMAT_RECORD_TABLE : table.name;
   }
 
   async *rows(table: CopyTable, pageSize: number): AsyncIterable<CopyRow[]> {
@@ -176,7 +178,7 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
 
   async writeStoreFormat(record: StoreFormatRecord): Promise<void> {
     await this.#query(
-      `UPDATE ${this.#table("mneme_store_format")} SET format = $1, lowest_writer_format = $2, upgraded_by = $3, upgraded_at = $4 WHERE id = 1`,
+      `UPDATE ${this.#table(FORMAT_RECORD_TABLE)} SET format = $1, lowest_writer_format = $2, upgraded_by = $3, upgraded_at = $4 WHERE id = 1`,
       [record.format, record.lowestWriterFormat, record.upgradedBy, record.upgradedAt],
     );
   }

@@ -11,16 +11,19 @@ import { MnemeError } from "../model/errors.js";
  * |---|---|---|
  * | 1 | 0.1.0 (commit 44da8f1) | (the first; keeps no format record) |
  * | 2 | 0.2.0-pre (commit 8256c9f) | event versions; personal fields of events stored encrypted (`{"$enc": ...}`) |
- * | 3 | 0.2.0 (this release) | the format record; readmodel documents carry their tenant; claims, fencing tokens, snapshot digests |
+ * | 3 | 0.2.0 | the format record; readmodel documents carry their tenant; claims, fencing tokens, snapshot digests |
+ *
+ * 0.3.0 (this release) writes format 3 too: 0.2.0 reads everything it writes
+ * and may run beside it (a rolling deploy, or a downgrade).
  */
 export const STORE_FORMAT = 3;
 
-/** This release, as a store's format record names the release that last upgraded it. */
-export const STORE_RELEASE = "0.2.0";
+/** This release, as a store's format record names the release that last upgraded it (package.json's version). */
+export const STORE_RELEASE = "0.3.0";
 
 /**
  * The lowest format whose code may write a store this release upgraded: an
- * instance of 0.2.0-pre may still append beside this release during a rolling
+ * instance of 0.2.0 or 0.2.0-pre may still append beside this release during a rolling
  * deploy (its readmodel writes are refused by the database, see
  * docs/upgrading.md); 0.1.0 may not write at all.
  */
@@ -88,11 +91,12 @@ export function storeFormatRecord(
  */
 export function checkStoreFormat(stored: StoreFormatRecord | undefined, where: string, ownFormat: number = STORE_FORMAT): void {
   if (stored === undefined || stored.lowestWriterFormat <= ownFormat) return;
+  const own = ownFormat === STORE_FORMAT ? STORE_RELEASE : releaseOfFormat(ownFormat);
   throw new MnemeError(
     "STORE_TOO_NEW",
     `${where} is in store format ${stored.format}, written by mneme ${stored.upgradedBy}, which admits writers of format ` +
       `${stored.lowestWriterFormat} (mneme ${releaseOfFormat(stored.lowestWriterFormat)}) and later; this is mneme ` +
-      `${releaseOfFormat(ownFormat)} (format ${ownFormat}), which would misread it. Run mneme ${stored.upgradedBy} or later ` +
+      `${own} (format ${ownFormat}), which would misread it. Run mneme ${stored.upgradedBy} or later ` +
       "on this store (a downgrade is not possible in place: restore a backup taken before the upgrade); see docs/upgrading.md, Downgrades",
   );
 }
