@@ -372,8 +372,10 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
       try {
         const tx = this.currentTx();
         if (tx !== undefined) {
+          // However a statement got past the checks, the transaction it ended is noticed here: no later statement
+          // runs outside it (it would commit on its own), and the batch is not taken for whole.
+          assertPgTransactionOpen(tx.client.raw);
           const res = await tx.client.query<R>(text, values);
-          // However a statement got past the checks, the transaction it ended is noticed here, not committed later as if whole.
           assertPgTransactionOpen(tx.client.raw);
           return res;
         }

@@ -89,12 +89,12 @@ export class PostgresSqlTableAccess implements SqlTableAccess {
 function guardedPgClient(raw: RawPgClient): unknown {
   const query = (config: unknown, values?: unknown, callback?: unknown): unknown => {
     const cb = (typeof values === "function" ? values : typeof callback === "function" ? callback : undefined) as
-      | ((e: unknown, r?: unknown) => void)
-      | undefined;
+      ((e: unknown, r?: unknown) => void) | undefined;
     const text = typeof config === "string" ? config : (config as { text?: unknown } | null)?.text;
     const params = Array.isArray(values) ? (values as unknown[]) : undefined;
     let q: unknown;
     try {
+      assertPgTransactionOpen(raw);
       if (typeof config === "object" && config !== null && typeof (config as { submit?: unknown }).submit === "function") {
         assertSqlStatement(text as string, "postgres");
         return raw.query(config, values, callback);
@@ -102,7 +102,7 @@ function guardedPgClient(raw: RawPgClient): unknown {
       const given = (typeof config === "string" ? { text: config } : config) as { values?: unknown };
       q = { ...given, ...oneStatement(text as string, params ?? (Array.isArray(given.values) ? (given.values as unknown[]) : [])) };
     } catch (e) {
-      if (cb === undefined) return Promise.reject(e);
+      if (cb === undefined) return Promise.reject(e as Error);
       queueMicrotask(() => cb(e));
       return undefined;
     }

@@ -43,22 +43,29 @@ const ENGINE_CHECKED_MAX = 2_000;
 /**
  * A handler's statement, prepared once it passed both checks: the lexer's
  * (one statement, no transaction control however written) and the engine's
- * (SQLite compiles it; a program with an AutoCommit or Savepoint opcode would
- * end or nest the transaction), so nothing a lexer misreads can run.
+ * (assertKeepsTransaction), so nothing a lexer misreads can run.
  * INVALID_REQUEST for either; a statement SQLite cannot prepare throws the driver's error.
  */
-export function checkedStatement(db: SqliteDatabase, sql: string): SqliteDriverStatement {
+export function checkedStatement(db: SqliteDatabase, sql: string, params: readonly unknown[]): SqliteDriverStatement {
   assertSqlStatement(sql, "sqlite");
   const st = db.statement(sql);
-  let checked = engineChecked.get(db);
-  if (checked?.has(sql) !== true) {
-    const ops = db.statement(`EXPLAIN ${sql}`).all() as { opcode: string }[];
-    if (ops.some((o) => CONTROL_OPCODES.has(o.opcode)))
-      throw new MnemeError("INVALID_REQUEST", "sql: the statement would end or nest the transaction: the handler's batch runs in mneme's");
-    if (checked === undefined || checked.size >= ENGINE_CHECKED_MAX) engineChecked.set(db, (checked = new Set()));
-    checked.add(sql);
-  }
+  assertKeepsTransaction(db, sql, params);
   return st;
+}
+
+/**
+ * SQLite's own answer (INVALID_REQUEST when not): the program it compiles
+ * for `sql` has no AutoCommit or Savepoint opcode, the ones that begin, end
+ * or nest a transaction. Asked once per text and connection.
+ */
+export function assertKeepsTransaction(db: SqliteDatabase, sql: string, params: readonly unknown[]): void {
+  let checked = engineChecked.get(db);
+  if (checked?.has(sql) === true) return;
+  const ops = db.statement(`EXPLAIN ${sql}`).all(...params) as { opcode: string }[];
+  if (ops.some((o) => CONTROL_OPCODES.has(o.opcode)))
+    throw new MnemeError("INVALID_REQUEST", "sql: the statement would end or nest the transaction: the handler's batch runs in mneme's");
+  if (checked === undefined || checked.size >= ENGINE_CHECKED_MAX) engineChecked.set(db, (checked = new Set()));
+  checked.add(sql);
 }
 
 /**
@@ -69,7 +76,7 @@ export function checkedStatement(db: SqliteDatabase, sql: string): SqliteDriverS
 export function runStatements(db: SqliteDatabase, statements: readonly Deferred[]): void {
   const open = db.driver.inTransaction;
   for (const { sql, params } of statements) {
-    const st = checkedStatement(db, sql);
+    const st = checkedStatement(db, sql, params);
     if ((st as unknown as StatementFlags).reader === true) st.all(...params);
     else st.run(...params);
     if (open && !db.driver.inTransaction)
@@ -104,7 +111,7 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
   async execute<R = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
     if (this.host.pending() !== undefined) return this.executeInTransaction<R>(sql, params);
     const args = bindable(params);
-    const st = this.prepare(sql);
+    const st = this.prepare(sql, args);
     if ((st as unknown as StatementFlags).readonly === true) {
       return { rows: this.host.readPending("sql query", () => st.all(...args)) as R[], rowCount: undefined };
     }
@@ -123,7 +130,7 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
     const args = bindable(params);
     let st: SqliteDriverStatement | undefined;
     try {
-      st = checkedStatement(this.host.connection(), sql);
+      st = checkedStatement(this.host.connection(), sql, args);
     } catch (e) {
       if (isMnemeError(e)) throw e;
       // Its table may be created by a statement kept before it: it is prepared again at the commit, which reports any error.
@@ -145,9 +152,9 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
     return new SqliteTransactionConnection(this);
   }
 
-  private prepare(sql: string): SqliteDriverStatement {
+  private prepare(sql: string, args: readonly unknown[]): SqliteDriverStatement {
     try {
-      return checkedStatement(this.host.connection(), sql);
+      return checkedStatement(this.host.connection(), sql, args);
     } catch (e) {
       if (isMnemeError(e)) throw e;
       throw toStoreError(e, "sql statement");
