@@ -271,3 +271,32 @@ describe("a row's column names never pick its tenant", () => {
     }
   });
 });
+
+describe("statements with a body of their own", () => {
+  it("SQLite's CREATE TRIGGER ... BEGIN ... END and Postgres's BEGIN ATOMIC are one statement; what follows their END is another", () => {
+    const trigger =
+      "CREATE TRIGGER t_audit AFTER INSERT ON t WHEN new.a > 0 BEGIN UPDATE c SET n = n + 1; INSERT INTO log VALUES (CASE WHEN new.a > 1 THEN 'x' ELSE 'y' END); END";
+    expect(accepted(trigger, "sqlite")).toBe(true);
+    expect(accepted(`${trigger};`, "sqlite")).toBe(true);
+    expect(accepted(`${trigger}; COMMIT`, "sqlite")).toBe(false);
+    expect(accepted("CREATE TEMP TRIGGER x AFTER DELETE ON t BEGIN DELETE FROM u; END", "sqlite")).toBe(true);
+    const fn =
+      "CREATE OR REPLACE FUNCTION f(a int) RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT a + 1; SELECT CASE WHEN a > 1 THEN 1 END; END";
+    expect(accepted(fn, "postgres")).toBe(true);
+    expect(accepted(`${fn}; COMMIT`, "postgres")).toBe(false);
+    expect(accepted("CREATE TABLE x (a int); COMMIT; SELECT begin, end FROM y", "postgres")).toBe(false);
+    expect(accepted("CREATE TABLE x (a int); BEGIN; END", "sqlite")).toBe(false);
+    expect(accepted("CREATE TRIGGER x AFTER DELETE ON t BEGIN DELETE FROM u;", "sqlite")).toBe(false);
+  });
+
+  it("SQLite runs the accepted trigger as the one statement it is", () => {
+    const db = new Database(":memory:");
+    db.exec("CREATE TABLE t (a); CREATE TABLE c (n); INSERT INTO c VALUES (0)");
+    const trigger = "CREATE TRIGGER t_count AFTER INSERT ON t BEGIN UPDATE c SET n = n + 1; END";
+    assertSqlStatement(trigger, "sqlite");
+    db.prepare(trigger).run();
+    db.prepare("INSERT INTO t VALUES (1)").run();
+    expect(db.prepare("SELECT n FROM c").get()).toEqual({ n: 1 });
+    db.close();
+  });
+});

@@ -133,6 +133,41 @@ export function sqlTokens(sql: string, dialect: SqlDialect): Token[] {
   return out;
 }
 
+const wordOf = (t: Token | undefined): string => (t !== undefined && "word" in t ? t.word : "");
+
+/**
+ * Where the first statement of `tokens` ends (exclusive): at its first `;`,
+ * except in a statement that creates a body of statements, whose `;` are
+ * its own up to the END that closes the body (CASE ... END counted inside):
+ * SQLite's CREATE TRIGGER ... BEGIN ... END, Postgres's CREATE FUNCTION or
+ * PROCEDURE ... BEGIN ATOMIC ... END. Such a body runs only when the trigger
+ * or function does, never as a statement of the transaction.
+ */
+function statementEnd(tokens: readonly Token[], dialect: SqlDialect): number {
+  const semicolon = tokens.findIndex((t) => "semicolon" in t);
+  const firstEnd = semicolon < 0 ? tokens.length : semicolon;
+  const head = tokens.slice(0, 5).map(wordOf);
+  if (head[0] !== "CREATE") return firstEnd;
+  const compound =
+    dialect === "sqlite" ? head.slice(1, 3).includes("TRIGGER") : head.slice(1, 4).some((w) => w === "FUNCTION" || w === "PROCEDURE");
+  if (!compound) return firstEnd;
+  let open = -1;
+  for (let i = 0; i < firstEnd; i++) {
+    if (wordOf(tokens[i]) === "BEGIN" && (dialect === "sqlite" || wordOf(tokens[i + 1]) === "ATOMIC")) {
+      open = i;
+      break;
+    }
+  }
+  if (open < 0) return firstEnd;
+  let depth = 0;
+  for (let i = open; i < tokens.length; i++) {
+    const w = wordOf(tokens[i]);
+    if (w === "BEGIN" || w === "CASE") depth++;
+    else if (w === "END" && --depth === 0) return i + 1;
+  }
+  throw bad("a body opened by BEGIN has no END");
+}
+
 /**
  * Refuses (INVALID_REQUEST) a statement that is empty, holds more than one
  * statement, or would end, nest or reconfigure the transaction it runs in:
@@ -143,9 +178,9 @@ export function sqlTokens(sql: string, dialect: SqlDialect): Token[] {
 export function assertSqlStatement(sql: string, dialect: SqlDialect): void {
   if (typeof sql !== "string") throw bad("a statement must be a non-empty string");
   const tokens = sqlTokens(sql, dialect);
-  const end = tokens.findIndex((t) => "semicolon" in t);
-  const body = end < 0 ? tokens : tokens.slice(0, end);
-  if (end >= 0 && tokens.slice(end).some((t) => !("semicolon" in t)))
+  const end = statementEnd(tokens, dialect);
+  const body = tokens.slice(0, end);
+  if (tokens.slice(end).some((t) => !("semicolon" in t)))
     throw bad("one statement at a time: the text holds more than one (a ; followed by more)");
   if (body.length === 0) throw bad("a statement must be a non-empty string");
   const [first, second, third] = body.map((t) => ("word" in t ? t.word : ""));
