@@ -117,18 +117,18 @@ async function insertCost(b: Bench, backend: ReadmodelStoreBackend, label: strin
   b.compare(ri, rp);
 }
 
-/** `n` orders of a tenant collection over `tenants` tenants (order i belongs to tenant i mod tenants). */
+/** `n` orders of a tenant collection over `tenants` tenants (runs of 10 orders, every status, per tenant in turn). */
 async function seedTenants(backend: ReadmodelStoreBackend, name: string, n: number, tenants: number): Promise<void> {
-  for (let t = 0; t < tenants; t++) {
-    const col = backend.collection<Order>(name, { writeTenantUuid: `tenant-${t}` });
-    for (let i = t; i < n; i += CHUNK * tenants) {
-      const entries: [string, Order][] = [];
-      for (let j = i; j < Math.min(n, i + CHUNK * tenants); j += tenants) {
-        const o = order(j, n);
-        entries.push([o.id, o]);
-      }
-      await col.putMany(entries);
+  for (let i = 0; i < n; i += CHUNK) {
+    const byTenant = new Map<string, [string, Order][]>();
+    for (let j = i; j < Math.min(n, i + CHUNK); j++) {
+      const tenant = `tenant-${Math.floor(j / 10) % tenants}`;
+      const o = order(j, n);
+      const list = byTenant.get(tenant) ?? [];
+      list.push([o.id, o]);
+      byTenant.set(tenant, list);
     }
+    for (const [tenant, entries] of byTenant) await backend.collection<Order>(name, { writeTenantUuid: tenant }).putMany(entries);
   }
 }
 
