@@ -6,7 +6,8 @@
  * tables beside the served ones and switches atomically, and a batch in
  * flight when another instance took the lock over writes nothing.
  */
-import { afterAll, describe, expect, it } from "vitest";
+import type { Kysely } from "kysely";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createFacade, type Facade, isMnemeError, SqlTableReadmodel, withReadmodelStoreBackend } from "mneme";
 import { MemoryReadmodelStoreBackend } from "mneme/memory";
 import type { SqlTables } from "mneme/types";
@@ -275,6 +276,11 @@ describe.each(places)("SQL-table readmodel on %s", (_name, place) => {
   });
 });
 
+/** The probe's Kysely instance, untyped (the tests write any column). */
+function kysely(sql: SqlTables<never>): Kysely<Record<string, Record<string, unknown>>> {
+  return sql.kysely as unknown as Kysely<Record<string, Record<string, unknown>>>;
+}
+
 /** A readmodel whose one handler runs `body` (what a test wants refused), recording the error it throws. */
 class Probe extends SqlTableReadmodel {
   error: unknown;
@@ -298,20 +304,29 @@ class Probe extends SqlTableReadmodel {
   }
 }
 
+/** One pool for every probe's facade (each is stopped after its test): a shared server has few connections to spare. */
+let probePoolInstance: ReturnType<typeof pg.newPool> | undefined;
+const probePool = () => (probePoolInstance ??= pg.newPool(6));
+
 const probeBackends: [string, () => ReturnType<typeof createSqliteBackends>][] = [
   ["sqlite", () => createSqliteBackends({ filename: files.newFile() })],
   [
     "postgres",
     () =>
-      createPostgresBackends({ pool: pg.newPool(4), schema: pg.newSchema(), pollIntervalMs: 30 }) as unknown as ReturnType<
+      createPostgresBackends({ pool: probePool(), schema: pg.newSchema(), pollIntervalMs: 30 }) as unknown as ReturnType<
         typeof createSqliteBackends
       >,
   ],
 ];
 
 describe.each(probeBackends)("SQL-table readmodel: what it refuses (%s)", (_name, backends) => {
+  const started: Facade[] = [];
+  afterEach(async () => {
+    for (const f of started.splice(0)) await f.stop().catch(() => undefined);
+  });
   const start = async (ddl: string, body: (sql: SqlTables<never>) => Promise<unknown>) => {
     const f = createFacade({ appName: "sqltables-probe", ...backends() });
+    started.push(f);
     f.registerDomain(Tally);
     const probe = new Probe(f, ddl, body);
     f.registerReadmodel(probe);
@@ -341,6 +356,21 @@ describe.each(probeBackends)("SQL-table readmodel: what it refuses (%s)", (_name
     ],
     ["two spellings of one column", (sql: SqlTables<never>) => sql.insert("things", { k: "x", K: "y" }), "INVALID_REQUEST"],
     ["a quoted column name", (sql: SqlTables<never>) => sql.insert("things", { k: "x", '"tenant_uuid"': "tenant-b" }), "INVALID_REQUEST"],
+    [
+      "TENANT_UUID through Kysely",
+      (sql: SqlTables<never>) => kysely(sql).insertInto("things").values({ k: "x", TENANT_UUID: "tenant-b" }).execute(),
+      "INVALID_REQUEST",
+    ],
+    [
+      "another tenant through Kysely",
+      (sql: SqlTables<never>) => kysely(sql).insertInto("things").values({ k: "x", tenant_uuid: "tenant-b" }).execute(),
+      "INVALID_REQUEST",
+    ],
+    [
+      "a tenant moved by a Kysely update",
+      (sql: SqlTables<never>) => kysely(sql).updateTable("things").set({ tenant_uuid: "tenant-b" }).where("k", "=", "before").execute(),
+      "INVALID_REQUEST",
+    ],
     ["/* */ COMMIT", (sql: SqlTables<never>) => sql.query("/* audit */ COMMIT"), "INVALID_REQUEST"],
     ["-- COMMIT", (sql: SqlTables<never>) => sql.query("-- note\nCOMMIT"), "INVALID_REQUEST"],
     ["SELECT 1; COMMIT", (sql: SqlTables<never>) => sql.query("SELECT 1; COMMIT"), "INVALID_REQUEST"],

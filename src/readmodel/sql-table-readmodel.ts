@@ -12,7 +12,7 @@ import {
 } from "../store/sql-table-access.js";
 import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";
 import { addGenerationParticipant, buildingNextGeneration } from "./readmodel-generations.js";
-import { loadKysely, sqlTableKysely } from "./sql-kysely.js";
+import { type KyselyWrite, loadKysely, sqlTableKysely } from "./sql-kysely.js";
 import { currentTenantScope } from "./tenant-scope.js";
 
 /** How one table of a SQL-table readmodel is shared. */
@@ -544,7 +544,12 @@ export class SqlTables<DB> {
   get kysely(): Kysely<DB> {
     const k = this.#port.kysely();
     return this.#port.writer(() =>
-      sqlTableKysely<DB>(k, this.#port.access(), (t) => (this.#port.names.includes(t) ? this.#port.current(t) : undefined)),
+      sqlTableKysely<DB>(
+        k,
+        this.#port.access(),
+        (t) => (this.#port.names.includes(t) ? this.#port.current(t) : undefined),
+        (w) => this.#checkKyselyWrite(w),
+      ),
     );
   }
 
@@ -601,6 +606,35 @@ export class SqlTables<DB> {
         `${table}: a row of a tenant table is written in a handler (it gets the event's tenant) or in a tenant's view (asTenant); outside both nothing sets its ${TENANT_COLUMN}`,
       );
     return { ...row, [TENANT_COLUMN]: tenant };
+  }
+
+  /**
+   * A Kysely write of a declared table, checked as insert/upsert rows are:
+   * no two names of one column, and in a tenant table `tenant_uuid` only
+   * spelled so, only in an insert, and only with the scope's tenant (an
+   * update never moves a row to another tenant).
+   */
+  #checkKyselyWrite(w: KyselyWrite): void {
+    if (!this.#port.names.includes(w.table)) return;
+    const tenantTable = this.#port.tenancy(w.table) === "tenant";
+    const seen = new Map<string, string>();
+    w.columns.forEach((c, i) => {
+      const folded = c.toLowerCase();
+      const other = seen.get(folded);
+      if (other !== undefined)
+        throw new MnemeError("INVALID_REQUEST", `${w.table}: columns ${other} and ${c} name one column (names ignore case in SQLite)`);
+      seen.set(folded, c);
+      if (!tenantTable || folded !== TENANT_COLUMN) return;
+      if (w.kind === "update" || c !== TENANT_COLUMN)
+        throw new MnemeError("INVALID_REQUEST", `${w.table}: a write cannot set ${c}: a row keeps the tenant it was inserted with`);
+      const tenant = this.tenantUuid;
+      for (const row of w.rows)
+        if (tenant === undefined || row[i] !== tenant)
+          throw new MnemeError(
+            "INVALID_REQUEST",
+            `${w.table}: an inserted row's ${TENANT_COLUMN} must be the tenant of the event being handled (this.sql.tenantUuid)`,
+          );
+    });
   }
 
   #placeholders(n: number): string {
