@@ -6,7 +6,8 @@
  * tables beside the served ones and switches atomically, and a batch in
  * flight when another instance took the lock over writes nothing.
  */
-import { afterAll, describe, expect, it } from "vitest";
+import type { Kysely } from "kysely";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createFacade, type Facade, isMnemeError, SqlTableReadmodel, withReadmodelStoreBackend } from "mneme";
 import { MemoryReadmodelStoreBackend } from "mneme/memory";
 import type { SqlTables } from "mneme/types";
@@ -16,6 +17,8 @@ import { createSqliteBackends, SqliteReadmodelStoreBackend } from "mneme/sqlite"
 import { describeSqlTableAccessContract } from "mneme/testing";
 import { runnerOf } from "../src/readmodel/base-event-handler.js";
 import { loadKysely } from "../src/readmodel/sql-kysely.js";
+import { assertKeepsTransaction } from "../src/sqlite/sqlite-sql-table-access.js";
+import type { PoolClient } from "pg";
 import { gate } from "./support/gated-totals.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { alice, bob } from "./support/shared-places.js";
@@ -273,6 +276,11 @@ describe.each(places)("SQL-table readmodel on %s", (_name, place) => {
   });
 });
 
+/** The probe's Kysely instance, untyped (the tests write any column). */
+function kysely(sql: SqlTables<never>): Kysely<Record<string, Record<string, unknown>>> {
+  return sql.kysely as unknown as Kysely<Record<string, Record<string, unknown>>>;
+}
+
 /** A readmodel whose one handler runs `body` (what a test wants refused), recording the error it throws. */
 class Probe extends SqlTableReadmodel {
   error: unknown;
@@ -289,11 +297,36 @@ class Probe extends SqlTableReadmodel {
       }
     });
   }
+
+  /** A write of trusted code (unscoped, or in a tenant's view through asTenant). */
+  insertRow(row: Record<string, unknown>): Promise<void> {
+    return this.sql.insert("things", row);
+  }
 }
 
-describe("SQL-table readmodel: what it refuses (SQLite)", () => {
+/** One pool for every probe's facade (each is stopped after its test): a shared server has few connections to spare. */
+let probePoolInstance: ReturnType<typeof pg.newPool> | undefined;
+const probePool = () => (probePoolInstance ??= pg.newPool(6));
+
+const probeBackends: [string, () => ReturnType<typeof createSqliteBackends>][] = [
+  ["sqlite", () => createSqliteBackends({ filename: files.newFile() })],
+  [
+    "postgres",
+    () =>
+      createPostgresBackends({ pool: probePool(), schema: pg.newSchema(), pollIntervalMs: 30 }) as unknown as ReturnType<
+        typeof createSqliteBackends
+      >,
+  ],
+];
+
+describe.each(probeBackends)("SQL-table readmodel: what it refuses (%s)", (_name, backends) => {
+  const started: Facade[] = [];
+  afterEach(async () => {
+    for (const f of started.splice(0)) await f.stop().catch(() => undefined);
+  });
   const start = async (ddl: string, body: (sql: SqlTables<never>) => Promise<unknown>) => {
-    const f = createFacade({ appName: "sqltables-probe", ...createSqliteBackends({ filename: files.newFile() }) });
+    const f = createFacade({ appName: "sqltables-probe", ...backends() });
+    started.push(f);
     f.registerDomain(Tally);
     const probe = new Probe(f, ddl, body);
     f.registerReadmodel(probe);
@@ -310,16 +343,65 @@ describe("SQL-table readmodel: what it refuses (SQLite)", () => {
 
   it.each([
     ["a row of another tenant", (sql: SqlTables<never>) => sql.insert("things", { tenant_uuid: "tenant-b", k: "x" }), "INVALID_REQUEST"],
+    [
+      "a row of its own tenant, named",
+      (sql: SqlTables<never>) => sql.insert("things", { tenant_uuid: "tenant-a", k: "x" }),
+      "INVALID_REQUEST",
+    ],
+    ["TENANT_UUID through insert", (sql: SqlTables<never>) => sql.insert("things", { k: "x", TENANT_UUID: "tenant-b" }), "INVALID_REQUEST"],
+    [
+      "Tenant_Uuid through upsert",
+      (sql: SqlTables<never>) => sql.upsert("things", { k: "x", Tenant_Uuid: "tenant-b" }, { key: ["k"] }),
+      "INVALID_REQUEST",
+    ],
+    ["two spellings of one column", (sql: SqlTables<never>) => sql.insert("things", { k: "x", K: "y" }), "INVALID_REQUEST"],
+    ["a quoted column name", (sql: SqlTables<never>) => sql.insert("things", { k: "x", '"tenant_uuid"': "tenant-b" }), "INVALID_REQUEST"],
+    [
+      "TENANT_UUID through Kysely",
+      (sql: SqlTables<never>) => kysely(sql).insertInto("things").values({ k: "x", TENANT_UUID: "tenant-b" }).execute(),
+      "INVALID_REQUEST",
+    ],
+    [
+      "another tenant through Kysely",
+      (sql: SqlTables<never>) => kysely(sql).insertInto("things").values({ k: "x", tenant_uuid: "tenant-b" }).execute(),
+      "INVALID_REQUEST",
+    ],
+    [
+      "a tenant moved by a Kysely update",
+      (sql: SqlTables<never>) => kysely(sql).updateTable("things").set({ tenant_uuid: "tenant-b" }).where("k", "=", "before").execute(),
+      "INVALID_REQUEST",
+    ],
+    ["/* */ COMMIT", (sql: SqlTables<never>) => sql.query("/* audit */ COMMIT"), "INVALID_REQUEST"],
+    ["-- COMMIT", (sql: SqlTables<never>) => sql.query("-- note\nCOMMIT"), "INVALID_REQUEST"],
+    ["SELECT 1; COMMIT", (sql: SqlTables<never>) => sql.query("SELECT 1; COMMIT"), "INVALID_REQUEST"],
     ["BEGIN", (sql: SqlTables<never>) => sql.query("BEGIN"), "INVALID_REQUEST"],
     ["a Kysely transaction", (sql: SqlTables<never>) => sql.kysely.transaction().execute(async () => undefined), "INVALID_REQUEST"],
     ["an undeclared table", (sql: SqlTables<never>) => sql.insert("nope", { k: "x" }), "INVALID_REQUEST"],
   ] as const)("a handler writing %s fails with %s, writing nothing", async (_what, body, code) => {
-    const { f, probe } = await start(WITH_TENANT, body as (sql: SqlTables<never>) => Promise<unknown>);
+    const { f, probe } = await start(WITH_TENANT, async (sql) => {
+      // A good row first: the refusal must take it back too.
+      await sql.insert("things", { k: "before" });
+      await (body as (sql: SqlTables<never>) => Promise<unknown>)(sql);
+    });
     await f.start();
     await f.dispatch(Add, { counterUuid: "k", by: 1 }, { reqCtx: alice });
     await until(() => f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "Probe")?.state === "failed", "the probe fails");
-    expect(isMnemeError(probe.error, code)).toBe(true);
+    expect(isMnemeError(probe.error, code), String(probe.error)).toBe(true);
     expect(await f.readmodelStoreBackend.getCheckpoint("Probe")).toBe(0);
+    const access = (f.readmodelStoreBackend as unknown as { sqlTables(): SqlTableAccess }).sqlTables();
+    expect((await access.execute(`SELECT k, tenant_uuid FROM ${access.qualify("things")}`)).rows).toEqual([]);
+  });
+
+  it("outside a handler and a tenant's view a tenant table's row has no tenant to get, and no view lets a row name one: INVALID_REQUEST", async () => {
+    const { f, probe } = await start(WITH_TENANT, async () => undefined);
+    await f.start();
+    await expect(probe.insertRow({ k: "x" })).rejects.toSatisfy((e: unknown) => isMnemeError(e, "INVALID_REQUEST"));
+    await expect(probe.insertRow({ k: "x", tenant_uuid: "tenant-b" })).rejects.toSatisfy((e: unknown) =>
+      isMnemeError(e, "INVALID_REQUEST"),
+    );
+    await expect(probe.asTenant("tenant-b").insertRow({ k: "x", TENANT_UUID: "tenant-a" })).rejects.toSatisfy((e: unknown) =>
+      isMnemeError(e, "INVALID_REQUEST"),
+    );
   });
 });
 
@@ -336,5 +418,41 @@ describe("SQL-table readmodel: what it needs", () => {
     const err = await loadKysely("kysely-not-installed-here").catch((e: unknown) => e);
     expect(isMnemeError(err, "INVALID_REQUEST")).toBe(true);
     expect((err as Error).message).toContain("npm install kysely-not-installed-here");
+  });
+});
+
+describe("SQL tables: the backends' own checks, behind the statement check", () => {
+  it("SQLite: the engine refuses a program that ends or nests the transaction, however the text reads", async () => {
+    const backend = new SqliteReadmodelStoreBackend({ filename: files.newFile() });
+    await backend.init();
+    const db = backend.connection();
+    for (const sql of ["COMMIT", "/* x */ end", "ROLLBACK TO s", "RELEASE s", "BEGIN IMMEDIATE", "SAVEPOINT s"]) {
+      expect(() => assertKeepsTransaction(db, sql, []), sql).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
+    }
+    expect(() => assertKeepsTransaction(db, "SELECT ?", [1])).not.toThrow();
+    await backend.close();
+  });
+
+  it("Postgres: a transaction ended behind the checks (the raw client) is INVALID_REQUEST at the next statement and at the commit", async () => {
+    const backend = new PostgresReadmodelStoreBackend({ pool: pg.pool, schema: pg.newSchema() });
+    await backend.init();
+    const access = backend.sqlTables();
+    await access.execute(`CREATE TABLE ${access.qualify("smuggled")} (k TEXT)`);
+    const atStatement = await backend
+      .transaction(async () => {
+        await (backend.transactionDriverClient() as PoolClient).query("COMMIT");
+        await access.execute(`INSERT INTO ${access.qualify("smuggled")} (k) VALUES ('after')`);
+      })
+      .catch((e: unknown) => e);
+    expect(isMnemeError(atStatement, "INVALID_REQUEST"), String(atStatement)).toBe(true);
+    const atCommit = await backend
+      .transaction(async () => {
+        await (backend.transactionDriverClient() as PoolClient).query("ROLLBACK");
+        await backend.setCheckpoint("smuggler", 5);
+      })
+      .catch((e: unknown) => e);
+    expect(isMnemeError(atCommit, "INVALID_REQUEST"), String(atCommit)).toBe(true);
+    expect(await backend.getCheckpoint("smuggler")).toBe(0);
+    await backend.close();
   });
 });

@@ -44,6 +44,8 @@ export interface PgQuery {
   readonly text: string;
   readonly values?: unknown[];
   readonly rowMode?: "array";
+  /** "extended": sent as Parse/Bind/Execute even without values, so the server takes exactly one statement. */
+  readonly queryMode?: "extended";
 }
 
 /**

@@ -10,7 +10,7 @@ export type IndexQuery = (text: string, values: unknown[]) => Promise<{ rows: { 
  * caller's transaction: partial expression indexes on the documents table,
  * `WHERE collection = '<collection>'`, on each field's type rank, number and
  * text (the expressions list and count write), then the key; led by
- * `tenant_uuid` when tenant-first. Serialised across instances by an
+ * `tenant_uuid` when the index is tenant-led. Serialised across instances by an
  * advisory lock of the schema.
  */
 export async function syncCollectionIndexes(
@@ -25,9 +25,9 @@ export async function syncCollectionIndexes(
     [where.schema, plan.prefix.length, plan.prefix],
   );
   const keep = new Set<string>();
-  for (const { name, fields } of plan.indexes) {
+  for (const { name, fields, tenantLead } of plan.indexes) {
     keep.add(name);
-    const columns = [...(plan.tenantFirst ? ["tenant_uuid"] : []), ...fields.flatMap(fieldColumns), "key"].join(", ");
+    const columns = [...(tenantLead ? ["tenant_uuid"] : []), ...fields.flatMap(fieldColumns), "key"].join(", ");
     await query(`CREATE INDEX IF NOT EXISTS "${name}" ON ${where.docs} (${columns}) WHERE collection = ${pgStringLiteral(collection)}`, []);
   }
   for (const { name } of existing.rows) if (!keep.has(name)) await query(`DROP INDEX IF EXISTS ${where.qschema}."${name}"`, []);

@@ -12,10 +12,10 @@ import { lockLostError, noteFence } from "../store/lock-fencing.js";
 import { type EnsureIndexesOptions, planCollectionIndexes } from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
-import type { CheckedOutClient } from "./postgres-pool.js";
+import type { CheckedOutClient, PgQuery } from "./postgres-pool.js";
 import { countUnscopedDocuments, unscopedDocuments } from "./postgres-old-writers.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
-import { PostgresSqlTableAccess } from "./postgres-sql-table-access.js";
+import { assertPgTransactionOpen, PostgresSqlTableAccess } from "./postgres-sql-table-access.js";
 import type { SqlTableAccess } from "../store/sql-table-access.js";
 import { type PostgresCollectionHost, PostgresReadmodelCollection } from "./postgres-readmodel-collection.js";
 import { type IndexQuery, syncCollectionIndexes } from "./postgres-readmodel-indexes.js";
@@ -163,6 +163,7 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
           result = await this.als.run(tx, async () => {
             const r = await fn();
             await this.proveFences(tx);
+            assertPgTransactionOpen(client.raw);
             return r;
           });
         } catch (e) {
@@ -366,11 +367,18 @@ export class PostgresReadmodelStoreBackend extends PostgresStoreBase implements 
    * @internal Runs one statement: on the transaction's client inside a
    * transaction, else on the pool, a write first waiting for running transactions.
    */
-  async exec<R extends object>(text: string, values: unknown[], write: boolean, what: string) {
+  async exec<R extends object>(text: string | PgQuery, values: unknown[], write: boolean, what: string) {
     return this.track(async () => {
       try {
         const tx = this.currentTx();
-        if (tx !== undefined) return await tx.client.query<R>(text, values);
+        if (tx !== undefined) {
+          // However a statement got past the checks, the transaction it ended is noticed here: no later statement
+          // runs outside it (it would commit on its own), and the batch is not taken for whole.
+          assertPgTransactionOpen(tx.client.raw);
+          const res = await tx.client.query<R>(text, values);
+          assertPgTransactionOpen(tx.client.raw);
+          return res;
+        }
         if (!write || this.mutexHolders === 0) return await this.poolQuery<R>("readmodel", text, values);
         const release = await this.acquire();
         try {

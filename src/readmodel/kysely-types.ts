@@ -7,7 +7,7 @@
  */
 // eslint-disable-next-line @typescript-eslint/ban-ts-comment -- @ts-expect-error would fail where kysely IS installed
 /** @ts-ignore -- kysely is an optional peer dependency (see above); a doc comment, so the declaration keeps it */
-export type { Kysely, KyselyPlugin, QueryCreator, QueryResult, RootOperationNode, TableNode, UnknownRow } from "kysely";
+export type { Kysely, KyselyPlugin, OperationNode, QueryCreator, QueryResult, RootOperationNode, TableNode, UnknownRow } from "kysely";
 
 // eslint-disable-next-line @typescript-eslint/ban-ts-comment -- as above
 /** @ts-ignore -- kysely is an optional peer dependency (see above); KyselyModule: the kysely module, as imported on demand */

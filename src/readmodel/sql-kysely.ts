@@ -1,4 +1,13 @@
-import type { Kysely, KyselyModule, KyselyPlugin, QueryResult, RootOperationNode, TableNode, UnknownRow } from "./kysely-types.js";
+import type {
+  Kysely,
+  KyselyModule,
+  KyselyPlugin,
+  OperationNode,
+  QueryResult,
+  RootOperationNode,
+  TableNode,
+  UnknownRow,
+} from "./kysely-types.js";
 import { errorMessage, MnemeError } from "../model/errors.js";
 import type { SqlTableAccess } from "../store/sql-table-access.js";
 
@@ -33,7 +42,12 @@ export async function loadKysely(moduleName: string = KYSELY): Promise<KyselyMod
  * written); tables it maps get the access's schema on Postgres.
  * @internal
  */
-export function sqlTableKysely<DB>(k: KyselyModule, access: SqlTableAccess, rename?: (table: string) => string | undefined): Kysely<DB> {
+export function sqlTableKysely<DB>(
+  k: KyselyModule,
+  access: SqlTableAccess,
+  rename?: (table: string) => string | undefined,
+  guard?: (write: KyselyWrite) => void,
+): Kysely<DB> {
   const refuse = (): Promise<never> =>
     Promise.reject(
       new MnemeError(
@@ -61,7 +75,10 @@ export function sqlTableKysely<DB>(k: KyselyModule, access: SqlTableAccess, rena
     destroy: async () => undefined,
   };
   const sqlite = access.dialect === "sqlite";
-  const plugins: KyselyPlugin[] = rename === undefined ? [] : [renamePlugin(k, rename, sqlite ? undefined : access.schema)];
+  const plugins: KyselyPlugin[] = [];
+  // The guard sees the query as written (the table's own name), so it runs before the renaming.
+  if (guard !== undefined) plugins.push(guardPlugin(guard));
+  if (rename !== undefined) plugins.push(renamePlugin(k, rename, sqlite ? undefined : access.schema));
   return new k.Kysely<DB>({
     dialect: {
       createAdapter: () => (sqlite ? new k.SqliteAdapter() : new k.PostgresAdapter()),
@@ -87,6 +104,58 @@ function renamePlugin(k: KyselyModule, rename: (table: string) => string | undef
   const renamer = new Renamer();
   return {
     transformQuery: (args: { node: RootOperationNode }) => renamer.transformNode(args.node),
+    transformResult: async (args: { result: QueryResult<UnknownRow> }) => args.result,
+  };
+}
+
+/** What a value of a write is when it is not a plain value (a subquery, raw SQL, a reference). */
+export const NOT_A_VALUE: unique symbol = Symbol("not a value");
+
+/** One write of a Kysely query, as its guard sees it: the table as written, the columns it sets and, for an insert, its rows' values. */
+export interface KyselyWrite {
+  readonly kind: "insert" | "update";
+  readonly table: string;
+  readonly columns: readonly string[];
+  /** An insert's rows (values by column, NOT_A_VALUE for an expression); empty for an update. */
+  readonly rows: readonly (readonly unknown[])[];
+}
+
+type Node = OperationNode & Record<string, unknown>;
+
+function nameOf(node: unknown): string | undefined {
+  const n = node as Node | undefined;
+  if (n === undefined) return undefined;
+  if (n.kind === "TableNode") return ((n.table as Node).identifier as { name: string }).name;
+  if (n.kind === "AliasNode") return nameOf(n.node);
+  if (n.kind === "ColumnNode") return (n.column as { name: string }).name;
+  return undefined;
+}
+
+function valueOf(node: Node): unknown {
+  return node.kind === "ValueNode" ? node.value : NOT_A_VALUE;
+}
+
+/** Calls `guard` with each write of a query (insert, update, an insert's ON CONFLICT DO UPDATE) before it is sent. */
+function guardPlugin(guard: (write: KyselyWrite) => void): KyselyPlugin {
+  return {
+    transformQuery: (args: { node: RootOperationNode }) => {
+      const node = args.node as unknown as Node;
+      if (node.kind === "InsertQueryNode") {
+        const table = nameOf(node.into) ?? "";
+        const columns = ((node.columns as Node[] | undefined) ?? []).map((c) => nameOf(c) ?? "");
+        const lists = ((node.values as Node | undefined)?.values as Node[] | undefined) ?? [];
+        const rows = lists.map((l) =>
+          l.kind === "PrimitiveValueListNode" ? (l.values as unknown[]) : ((l.values as Node[] | undefined) ?? []).map(valueOf),
+        );
+        guard({ kind: "insert", table, columns, rows });
+        const updates = ((node.onConflict as Node | undefined)?.updates as Node[] | undefined) ?? [];
+        if (updates.length > 0) guard({ kind: "update", table, columns: updates.map((u) => nameOf(u.column) ?? ""), rows: [] });
+      } else if (node.kind === "UpdateQueryNode") {
+        const updates = (node.updates as Node[] | undefined) ?? [];
+        guard({ kind: "update", table: nameOf(node.table) ?? "", columns: updates.map((u) => nameOf(u.column) ?? ""), rows: [] });
+      }
+      return args.node;
+    },
     transformResult: async (args: { result: QueryResult<UnknownRow> }) => args.result,
   };
 }

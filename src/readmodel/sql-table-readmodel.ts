@@ -12,7 +12,7 @@ import {
 } from "../store/sql-table-access.js";
 import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";
 import { addGenerationParticipant, buildingNextGeneration } from "./readmodel-generations.js";
-import { loadKysely, sqlTableKysely } from "./sql-kysely.js";
+import { type KyselyWrite, loadKysely, sqlTableKysely } from "./sql-kysely.js";
 import { currentTenantScope } from "./tenant-scope.js";
 
 /** How one table of a SQL-table readmodel is shared. */
@@ -48,6 +48,36 @@ export type SqlRow = Readonly<Record<string, unknown>>;
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 const TENANT_COLUMN = "tenant_uuid";
+/** A column of a row given to insert/upsert: ASCII letters, digits and _, at most 63 (Postgres keeps 63 bytes of a name). */
+const COLUMN = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/**
+ * Refuses (INVALID_REQUEST) the column names of a row that could name a
+ * column other than the one they spell, or one mneme owns: a name outside
+ * COLUMN (no quoting, spaces or look-alike letters to play with), two names
+ * of one column (SQLite ignores ASCII case, and with two the first wins), and
+ * in a tenant table any spelling of tenant_uuid.
+ */
+export function checkRowColumns(table: string, columns: readonly string[], tenantTable: boolean): void {
+  const seen = new Map<string, string>();
+  for (const c of columns) {
+    if (!COLUMN.test(c))
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `${table}: column ${JSON.stringify(c)} must be ASCII letters, digits and _ (at most 63, not starting with a digit)`,
+      );
+    const folded = c.toLowerCase();
+    if (tenantTable && folded === TENANT_COLUMN)
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `${table}: a row must not give ${c}: mneme sets the ${TENANT_COLUMN} of a tenant table's row to the event's tenant`,
+      );
+    const other = seen.get(folded);
+    if (other !== undefined)
+      throw new MnemeError("INVALID_REQUEST", `${table}: columns ${other} and ${c} name one column (names ignore case in SQLite)`);
+    seen.set(folded, c);
+  }
+}
 
 /** FNV-1a of the DDL text, to notice a changed DDL at start. */
 function hashText(text: string): string {
@@ -454,9 +484,9 @@ export class SqlTables<DB> {
     return this.#port.access().execute<R>(sql, params);
   }
 
-  /** Inserts `row` into `table`; a tenant table's row gets the event's tenant (a `tenant_uuid` given must be it). */
+  /** Inserts `row` into `table`; a tenant table's row gets the event's tenant in `tenant_uuid` (a row naming that column is INVALID_REQUEST). */
   async insert(table: string, row: SqlRow): Promise<void> {
-    const full = this.#withTenant(table, row);
+    const full = this.#row(table, row);
     const cols = Object.keys(full);
     await this.#port.access().execute(
       `INSERT INTO ${this.table(table)} (${cols.map(quoteSqlIdentifier).join(", ")}) VALUES (${this.#placeholders(cols.length)})`,
@@ -472,8 +502,12 @@ export class SqlTables<DB> {
    * await this.sql.upsert("customer_summary", { customer: p.customer, orders: 1, total: p.amount }, { key: ["customer"], add: ["orders", "total"] });
    */
   async upsert(table: string, row: SqlRow, opts: { key: readonly string[]; add?: readonly string[] }): Promise<void> {
-    const full = this.#withTenant(table, row);
+    const full = this.#row(table, row);
     const cols = Object.keys(full);
+    if (typeof opts !== "object" || opts === null || !Array.isArray(opts.key) || opts.key.length === 0)
+      throw new MnemeError("INVALID_REQUEST", `upsert ${table}: opts.key must be a non-empty list of column names`);
+    if (opts.add !== undefined && !Array.isArray(opts.add))
+      throw new MnemeError("INVALID_REQUEST", `upsert ${table}: opts.add must be a list of column names`);
     const key = this.#port.tenancy(table) === "tenant" && !opts.key.includes(TENANT_COLUMN) ? [TENANT_COLUMN, ...opts.key] : [...opts.key];
     for (const k of key)
       if (!cols.includes(k)) throw new MnemeError("INVALID_REQUEST", `upsert ${table}: key column ${k} is not in the row`);
@@ -510,7 +544,12 @@ export class SqlTables<DB> {
   get kysely(): Kysely<DB> {
     const k = this.#port.kysely();
     return this.#port.writer(() =>
-      sqlTableKysely<DB>(k, this.#port.access(), (t) => (this.#port.names.includes(t) ? this.#port.current(t) : undefined)),
+      sqlTableKysely<DB>(
+        k,
+        this.#port.access(),
+        (t) => (this.#port.names.includes(t) ? this.#port.current(t) : undefined),
+        (w) => this.#checkKyselyWrite(w),
+      ),
     );
   }
 
@@ -547,22 +586,55 @@ export class SqlTables<DB> {
     return currentTenantScope()?.readTenantUuid;
   }
 
-  #withTenant(table: string, row: SqlRow): SqlRow {
+  /**
+   * The row to write, with its tenant: the one place insert and upsert pass.
+   * Its column names are checked first (see checkRowColumns); a tenant table's
+   * row gets the tenant of the scope (the event's in a handler, the view's in
+   * `asTenant`), never one from the data.
+   */
+  #row(table: string, row: SqlRow): SqlRow {
     this.#declared(table);
-    if (typeof row !== "object" || row === null || Object.keys(row).length === 0)
+    if (typeof row !== "object" || row === null || Array.isArray(row) || Object.keys(row).length === 0)
       throw new MnemeError("INVALID_REQUEST", `${table}: a row must be an object of at least one column`);
-    if (this.#port.tenancy(table) !== "tenant") return row;
+    const tenantTable = this.#port.tenancy(table) === "tenant";
+    checkRowColumns(table, Object.keys(row), tenantTable);
+    if (!tenantTable) return row;
     const tenant = this.tenantUuid;
-    if (tenant === undefined) {
-      if (typeof row[TENANT_COLUMN] === "string") return row;
-      throw new MnemeError("INVALID_REQUEST", `${table}: outside a handler a row of a tenant table must give its ${TENANT_COLUMN}`);
-    }
-    if (row[TENANT_COLUMN] !== undefined && row[TENANT_COLUMN] !== tenant)
+    if (tenant === undefined)
       throw new MnemeError(
         "INVALID_REQUEST",
-        `${table}: a handler of an event of tenant ${tenant} cannot write a row of tenant ${JSON.stringify(row[TENANT_COLUMN])}`,
+        `${table}: a row of a tenant table is written in a handler (it gets the event's tenant) or in a tenant's view (asTenant); outside both nothing sets its ${TENANT_COLUMN}`,
       );
     return { ...row, [TENANT_COLUMN]: tenant };
+  }
+
+  /**
+   * A Kysely write of a declared table, checked as insert/upsert rows are:
+   * no two names of one column, and in a tenant table `tenant_uuid` only
+   * spelled so, only in an insert, and only with the scope's tenant (an
+   * update never moves a row to another tenant).
+   */
+  #checkKyselyWrite(w: KyselyWrite): void {
+    if (!this.#port.names.includes(w.table)) return;
+    const tenantTable = this.#port.tenancy(w.table) === "tenant";
+    const seen = new Map<string, string>();
+    w.columns.forEach((c, i) => {
+      const folded = c.toLowerCase();
+      const other = seen.get(folded);
+      if (other !== undefined)
+        throw new MnemeError("INVALID_REQUEST", `${w.table}: columns ${other} and ${c} name one column (names ignore case in SQLite)`);
+      seen.set(folded, c);
+      if (!tenantTable || folded !== TENANT_COLUMN) return;
+      if (w.kind === "update" || c !== TENANT_COLUMN)
+        throw new MnemeError("INVALID_REQUEST", `${w.table}: a write cannot set ${c}: a row keeps the tenant it was inserted with`);
+      const tenant = this.tenantUuid;
+      for (const row of w.rows)
+        if (tenant === undefined || row[i] !== tenant)
+          throw new MnemeError(
+            "INVALID_REQUEST",
+            `${w.table}: an inserted row's ${TENANT_COLUMN} must be the tenant of the event being handled (this.sql.tenantUuid)`,
+          );
+    });
   }
 
   #placeholders(n: number): string {

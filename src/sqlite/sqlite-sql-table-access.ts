@@ -1,5 +1,6 @@
-import { MnemeError } from "../model/errors.js";
-import { assertSqlStatement, quoteSqlIdentifier, type SqlResult, type SqlTableAccess } from "../store/sql-table-access.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
+import { assertSqlStatement } from "../store/sql-statement-check.js";
+import { quoteSqlIdentifier, type SqlResult, type SqlTableAccess } from "../store/sql-table-access.js";
 import type { SqliteDatabase } from "./sqlite-database.js";
 import type { SqliteDriverStatement } from "./sqlite-driver.js";
 import { toStoreError } from "./sqlite-errors.js";
@@ -32,12 +33,54 @@ function bindable(params: readonly unknown[]): unknown[] {
   return params.map((p) => (p === true ? 1 : p === false ? 0 : p === undefined ? null : p));
 }
 
-/** Runs kept statements in order (inside the caller's write transaction or savepoint). */
+/** SQLite's opcodes of a program that ends, begins or nests a transaction (BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE). */
+const CONTROL_OPCODES = new Set(["AutoCommit", "Savepoint"]);
+
+/** Texts the engine said keep the transaction, per connection (bounded: cleared when full). */
+const engineChecked = new WeakMap<SqliteDatabase, Set<string>>();
+const ENGINE_CHECKED_MAX = 2_000;
+
+/**
+ * A handler's statement, prepared once it passed both checks: the lexer's
+ * (one statement, no transaction control however written) and the engine's
+ * (assertKeepsTransaction), so nothing a lexer misreads can run.
+ * INVALID_REQUEST for either; a statement SQLite cannot prepare throws the driver's error.
+ */
+export function checkedStatement(db: SqliteDatabase, sql: string, params: readonly unknown[]): SqliteDriverStatement {
+  assertSqlStatement(sql, "sqlite");
+  const st = db.statement(sql);
+  assertKeepsTransaction(db, sql, params);
+  return st;
+}
+
+/**
+ * SQLite's own answer (INVALID_REQUEST when not): the program it compiles
+ * for `sql` has no AutoCommit or Savepoint opcode, the ones that begin, end
+ * or nest a transaction. Asked once per text and connection.
+ */
+export function assertKeepsTransaction(db: SqliteDatabase, sql: string, params: readonly unknown[]): void {
+  let checked = engineChecked.get(db);
+  if (checked?.has(sql) === true) return;
+  const ops = db.statement(`EXPLAIN ${sql}`).all(...params) as { opcode: string }[];
+  if (ops.some((o) => CONTROL_OPCODES.has(o.opcode)))
+    throw new MnemeError("INVALID_REQUEST", "sql: the statement would end or nest the transaction: the handler's batch runs in mneme's");
+  if (checked === undefined || checked.size >= ENGINE_CHECKED_MAX) engineChecked.set(db, (checked = new Set()));
+  checked.add(sql);
+}
+
+/**
+ * Runs kept statements in order inside the caller's write transaction or
+ * savepoint; a statement after which the transaction is no longer open (what
+ * both checks of checkedStatement exist to prevent) is INVALID_REQUEST.
+ */
 export function runStatements(db: SqliteDatabase, statements: readonly Deferred[]): void {
+  const open = db.driver.inTransaction;
   for (const { sql, params } of statements) {
-    const st = db.statement(sql);
+    const st = checkedStatement(db, sql, params);
     if ((st as unknown as StatementFlags).reader === true) st.all(...params);
     else st.run(...params);
+    if (open && !db.driver.inTransaction)
+      throw new MnemeError("INVALID_REQUEST", "sql: a statement ended mneme's transaction: the handler's batch runs in mneme's");
   }
 }
 
@@ -67,9 +110,8 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
 
   async execute<R = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<SqlResult<R>> {
     if (this.host.pending() !== undefined) return this.executeInTransaction<R>(sql, params);
-    assertSqlStatement(sql);
     const args = bindable(params);
-    const st = this.prepare(sql);
+    const st = this.prepare(sql, args);
     if ((st as unknown as StatementFlags).readonly === true) {
       return { rows: this.host.readPending("sql query", () => st.all(...args)) as R[], rowCount: undefined };
     }
@@ -84,12 +126,13 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
 
   /** Inside the backend's transaction (synchronous: what the connection of `transactionClient` runs). */
   executeInTransaction<R>(sql: string, params: readonly unknown[]): SqlResult<R> {
-    assertSqlStatement(sql);
+    assertSqlStatement(sql, "sqlite");
     const args = bindable(params);
     let st: SqliteDriverStatement | undefined;
     try {
-      st = this.host.connection().statement(sql);
-    } catch {
+      st = checkedStatement(this.host.connection(), sql, args);
+    } catch (e) {
+      if (isMnemeError(e)) throw e;
       // Its table may be created by a statement kept before it: it is prepared again at the commit, which reports any error.
       st = undefined;
     }
@@ -109,10 +152,11 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
     return new SqliteTransactionConnection(this);
   }
 
-  private prepare(sql: string): SqliteDriverStatement {
+  private prepare(sql: string, args: readonly unknown[]): SqliteDriverStatement {
     try {
-      return this.host.connection().statement(sql);
+      return checkedStatement(this.host.connection(), sql, args);
     } catch (e) {
+      if (isMnemeError(e)) throw e;
       throw toStoreError(e, "sql statement");
     }
   }

@@ -81,7 +81,11 @@ export function collectionIndexName(tablePrefix: string, collection: string, fie
 
 /** Options of `ensureIndexes`. */
 export interface EnsureIndexesOptions {
-  /** The collection is read per tenant: its indexes lead with the tenant, so a tenant's reads use them. */
+  /**
+   * The collection is read per tenant: each declared index is made twice, led
+   * by the tenant (a tenant's reads) and without it (trusted code's reads of
+   * every tenant).
+   */
   readonly tenantFirst?: boolean;
 }
 
@@ -99,7 +103,8 @@ export interface CollectionIndexPlan {
   readonly tenantFirst: boolean;
   /** The name prefix of every index of the collection: one with it that the plan does not name is dropped. */
   readonly prefix: string;
-  readonly indexes: readonly { readonly name: string; readonly fields: readonly string[] }[];
+  /** Each index: its name, fields, and whether the tenant leads it (a tenant-first plan has each fields list with and without). */
+  readonly indexes: readonly { readonly name: string; readonly fields: readonly string[]; readonly tenantLead: boolean }[];
 }
 
 /**
@@ -119,7 +124,15 @@ export function planCollectionIndexes(
     key: indexesKey(wanted, tenantFirst),
     tenantFirst,
     prefix: collectionIndexPrefix(tablePrefix, collection),
-    indexes: wanted.map((fields) => ({ name: collectionIndexName(tablePrefix, collection, fields, tenantFirst), fields })),
+    // A tenant's read pins the tenant, trusted code's read of all tenants cannot: an index led by the tenant
+    // serves only the first, so a tenant collection gets both (a store made before has the first; its next start adds the second).
+    indexes: wanted.flatMap((fields) =>
+      (tenantFirst ? [true, false] : [false]).map((tenantLead) => ({
+        name: collectionIndexName(tablePrefix, collection, fields, tenantLead),
+        fields,
+        tenantLead,
+      })),
+    ),
   };
 }
 

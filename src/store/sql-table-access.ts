@@ -1,5 +1,3 @@
-import { MnemeError } from "../model/errors.js";
-
 /**
  * The optional capability of a readmodel backend on a SQL database that lets a
  * readmodel keep its data in the application's own tables (SQL-table
@@ -51,19 +49,6 @@ export interface SqlTableCapable {
 /** Whether `backend` offers SQL tables (it has `sqlTables()`). */
 export function supportsSqlTables(backend: object): backend is SqlTableCapable {
   return typeof (backend as Partial<SqlTableCapable>).sqlTables === "function";
-}
-
-const TRANSACTION_CONTROL = /^\s*(BEGIN|START|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b/i;
-
-/** Refuses an empty statement, and one that would end or nest the backend's own transaction (INVALID_REQUEST). */
-export function assertSqlStatement(sql: string): void {
-  if (typeof sql !== "string" || sql.trim() === "") throw new MnemeError("INVALID_REQUEST", "sql: a statement must be a non-empty string");
-  if (TRANSACTION_CONTROL.test(sql)) {
-    throw new MnemeError(
-      "INVALID_REQUEST",
-      `sql: ${sql.trim().split(/\s/)[0]!.toUpperCase()} is not allowed: the handler's batch runs in mneme's transaction, which commits with the checkpoint`,
-    );
-  }
 }
 
 /** A quoted SQL identifier (double quotes, both dialects). */

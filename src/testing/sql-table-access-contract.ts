@@ -1,10 +1,33 @@
 import { expect } from "vitest";
+import { isMnemeError } from "../model/errors.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { supportsSqlTables, type SqlTableAccess } from "../store/sql-table-access.js";
 import { defineContract, expectRejectsWith } from "./contract-harness.js";
 
 /** A readmodel backend with SQL tables (`sqlTables()`). */
 type SqlBackend = ReadmodelStoreBackend & { sqlTables(): SqlTableAccess };
+
+/** Transaction control as an attacker writes it: commented, spaced, cased, after another statement. */
+const SMUGGLED = [
+  "/* audit */ COMMIT",
+  "-- note\nCOMMIT",
+  "SELECT 1; COMMIT",
+  "SELECT 1 ;\n-- x\n commit",
+  "\n\t CoMmIt /* trailing */",
+  "END",
+  "ROLLBACK TO x",
+  "RELEASE SAVEPOINT x",
+  "BEGIN TRANSACTION",
+];
+
+/** Runs `sql` through the driver's object of the running transaction (`pg` client, or better-sqlite3-shaped connection). */
+async function throughClient(access: SqlTableAccess, sql: string): Promise<unknown> {
+  const client = access.transactionClient() as {
+    query?: (sql: string) => Promise<unknown>;
+    prepare?: (sql: string) => { run(): unknown };
+  };
+  return client.query !== undefined ? await client.query(sql) : client.prepare!(sql).run();
+}
 
 /** A table of the test's own, with the dialect's placeholders. */
 async function table(access: SqlTableAccess): Promise<{ name: string; insert: string; count: () => Promise<number> }> {
@@ -75,8 +98,32 @@ export const describeSqlTableAccessContract = defineContract<SqlBackend>("SqlTab
 
   test("statements that would end or nest the transaction are INVALID_REQUEST", async (backend) => {
     const access = backend.sqlTables();
-    for (const sql of ["BEGIN", "commit", "  ROLLBACK", "SAVEPOINT x", "RELEASE x", ""]) {
+    for (const sql of ["BEGIN", "commit", "  ROLLBACK", "SAVEPOINT x", "RELEASE x", "", " -- nothing\n", ...SMUGGLED]) {
       await expectRejectsWith(() => backend.transaction(() => access.execute(sql)), "INVALID_REQUEST");
+    }
+  });
+
+  test("a handler that inserts, smuggles a COMMIT however written and throws commits nothing (execute and the driver's client)", async (backend) => {
+    const access = backend.sqlTables();
+    const t = await table(access);
+    for (const sql of SMUGGLED) {
+      for (const via of ["execute", "client"] as const) {
+        let refused: unknown;
+        await backend
+          .transaction(async () => {
+            await access.execute(t.insert, [`${via}:${sql}`, 1]);
+            refused = await Promise.resolve()
+              .then(() => (via === "execute" ? access.execute(sql) : throughClient(access, sql)))
+              .then(
+                () => undefined,
+                (e: unknown) => e,
+              );
+            throw new Error("handler failed");
+          })
+          .catch(() => undefined);
+        expect(isMnemeError(refused, "INVALID_REQUEST"), `${via}: ${JSON.stringify(sql)}`).toBe(true);
+        expect(await t.count()).toBe(0);
+      }
     }
   });
 
