@@ -37,7 +37,7 @@ export {
 export type { Authorizer } from "./permissions/permission-registry.js";
 export { registerStorePermissions } from "./permissions/store-permissions.js";
 
-export type { ReadmodelHandle } from "./model/event-handler.js";
+export type { HandlerContext, ReadmodelHandle } from "./model/event-handler.js";
 export {
   BaseReadmodel,
   withReadmodelStoreBackend,
@@ -46,6 +46,7 @@ export {
   withPartitions,
   type ReadmodelOption,
 } from "./readmodel/base-readmodel.js";
+export type { SubjectErasure } from "./readmodel/subject-erasure.js";
 export {
   ProjectionReadmodel,
   type ProjectionModel,

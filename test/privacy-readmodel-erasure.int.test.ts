@@ -1,0 +1,216 @@
+/**
+ * Erasure in readmodels keeps each document's tenant and partition, on
+ * memory, SQLite (a file) and Postgres: a helpdesk of 3 tenants, tenant A's
+ * listing holds 81 open tickets, 2 customers are forgotten (23 of A's tickets
+ * and some of B's and C's are theirs). Before, a readmodel that overwrote its
+ * copies on Privacy.SubjectForgotten (an event without a tenant) moved them to
+ * tenant "" and A's listing fell from 81 to 58. Now every tenant's listing
+ * keeps its count and the personal fields read "[erased]", with the plain
+ * handler of the old docs, with `eraseSubjects`, and with `eraseSubjects` on a
+ * readmodel of 4 partitions (each partition erases the documents of its own
+ * aggregates; a plain SubjectForgotten handler is refused there).
+ */
+import { describe, expect, it } from "vitest";
+import {
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type Facade,
+  type FacadeOptions,
+  type HandlerContext,
+  isMnemeError,
+  newUuid,
+  withPartitions,
+} from "mneme";
+import { SubjectForgotten } from "mneme/defaults";
+import { createPostgresBackends } from "mneme/postgres";
+import { createSqliteBackends } from "mneme/sqlite";
+import { postgresScratch } from "./support/postgres-scratch.js";
+import { sqliteScratch } from "./support/sqlite-scratch.js";
+
+interface Ticket {
+  ticketUuid: string;
+  customerUuid: string;
+  customerName: string;
+  customerEmail: string;
+  title: string;
+}
+
+const ERASED = "[erased]";
+
+function helpdesk() {
+  const D = defineDomain("Helpdesk");
+  const personalData = { subject: (p: Ticket) => p.customerUuid, fields: ["customerName", "customerEmail"] };
+  const Open = D.command<Ticket>("OpenTicket", { personalData });
+  const Opened = D.event<Ticket>("TicketOpened", { personalData });
+  const T = D.aggregate<{ open: boolean }>("Ticket", {
+    initialState: () => ({ open: false }),
+    evolve: { TicketOpened: () => ({ open: true }) },
+  });
+  D.handleCommand(Open, (_ctx, _c, p) => [Opened.create(p.ticketUuid, p)]);
+  return { D, Open, Opened, T };
+}
+
+type Desk = ReturnType<typeof helpdesk>;
+
+/** The old docs' way: overwrite the copies in a plain handler of SubjectForgotten. */
+class PlainTickets extends BaseReadmodel {
+  readonly tickets;
+  constructor(f: Facade, desk: Desk) {
+    super(f);
+    this.domain = "Helpdesk";
+    this.name = "PlainTickets";
+    this.tickets = this.collection<Ticket>("tickets");
+    this.addDomainEventHandler(desk.Opened, (_ctx, _e, p) => this.tickets.put(p.ticketUuid, p));
+    this.addDomainEventHandler(SubjectForgotten, async (_ctx, _e, p) => {
+      for (const t of await this.tickets.list({ where: { customerUuid: p.subject } }))
+        await this.tickets.put(t.ticketUuid, { ...t, customerName: ERASED, customerEmail: ERASED });
+    });
+  }
+}
+
+/** `eraseSubjects`, optionally on partitions; records which partitions saw each forget and each document's erasures. */
+class ErasedTickets extends BaseReadmodel {
+  readonly tickets;
+  readonly forgetSeenBy: (number | undefined)[] = [];
+  readonly erasures = new Map<string, number>();
+  constructor(f: Facade, desk: Desk, partitions?: number) {
+    super(f, ...(partitions === undefined ? [] : [withPartitions(partitions)]));
+    this.domain = "Helpdesk";
+    this.name = partitions === undefined ? "ErasedTickets" : "PartitionedTickets";
+    this.tickets = this.collection<Ticket>("tickets", { indexes: ["customerUuid"] });
+    this.addDomainEventHandler(desk.Opened, (_ctx, _e, p) => this.tickets.put(p.ticketUuid, p));
+    this.eraseSubjects(this.tickets, {
+      where: (subject) => ({ customerUuid: subject }),
+      keyOf: (t) => t.ticketUuid,
+      erase: (t) => {
+        this.erasures.set(t.ticketUuid, (this.erasures.get(t.ticketUuid) ?? 0) + 1);
+        return { ...t, customerName: ERASED, customerEmail: ERASED };
+      },
+    });
+    this.addDomainEventHandlerInEveryPartition(SubjectForgotten, (ctx: HandlerContext) => {
+      this.forgetSeenBy.push(ctx.partition?.index);
+    });
+  }
+}
+
+const pg = postgresScratch("mneme_erasure");
+const files = sqliteScratch("erasure");
+
+const worlds: [string, () => FacadeOptions][] = [
+  ["memory", () => ({})],
+  ["sqlite", () => createSqliteBackends({ filename: files.newFile() })],
+  ["postgres", () => createPostgresBackends({ pool: pg.pool, schema: pg.newSchema(), pollIntervalMs: 50 })],
+];
+
+const TENANTS = ["tenant-a", "tenant-b", "tenant-c"] as const;
+/** Open tickets per tenant, and how many of them the two forgotten customers opened. */
+const COUNTS = { "tenant-a": [81, 23], "tenant-b": [40, 7], "tenant-c": [30, 5] } as const;
+const FORGOTTEN = ["cust-forgotten-1", "cust-forgotten-2"];
+
+async function openTickets(f: Facade, desk: Desk): Promise<Map<string, Ticket>> {
+  const all = new Map<string, Ticket>();
+  for (const tenant of TENANTS) {
+    const [n, theirs] = COUNTS[tenant];
+    const reqCtx = { senderAccountUuid: "a", senderSessionUuid: "s", senderIdentityUuid: "i", senderTenantUuid: tenant };
+    for (let i = 0; i < n; i++) {
+      const customerUuid = i < theirs ? FORGOTTEN[i % 2]! : `cust-${tenant}-${i % 9}`;
+      const t: Ticket = {
+        ticketUuid: newUuid(),
+        customerUuid,
+        customerName: `Name ${customerUuid}`,
+        customerEmail: `${customerUuid}@example.org`,
+        title: `t${i}`,
+      };
+      all.set(t.ticketUuid, t);
+      await f.dispatch(desk.Open, t, { reqCtx, waitToFinish: true });
+    }
+  }
+  return all;
+}
+
+async function expectErasedInPlace(rm: { asTenant(t: string): { tickets: { list(): Promise<Ticket[]> } } }, opened: Map<string, Ticket>) {
+  for (const tenant of TENANTS) {
+    const listing = await rm.asTenant(tenant).tickets.list();
+    expect(listing.length, tenant).toBe(COUNTS[tenant][0]);
+    const erased = listing.filter((t) => FORGOTTEN.includes(t.customerUuid));
+    expect(erased.length, tenant).toBe(COUNTS[tenant][1]);
+    for (const t of erased) expect([t.customerName, t.customerEmail]).toEqual([ERASED, ERASED]);
+    for (const t of listing.filter((x) => !FORGOTTEN.includes(x.customerUuid))) expect(t).toEqual(opened.get(t.ticketUuid));
+  }
+  // Nothing was moved to the tenant "" of the forget event.
+  expect(await rm.asTenant("").tickets.list()).toEqual([]);
+}
+
+describe.each(worlds)("erasure in readmodels on %s", (_name, stores) => {
+  it("a plain SubjectForgotten handler and eraseSubjects keep every tenant's listing (81 stays 81), personal fields erased", async () => {
+    const desk = helpdesk();
+    const f = files.keep(createFacade({ appName: "helpdesk", ...stores() }));
+    f.registerDomain(desk.D);
+    const plain = new PlainTickets(f, desk);
+    const erased = new ErasedTickets(f, desk);
+    f.registerReadmodel(plain);
+    f.registerReadmodel(erased);
+    await f.start();
+    try {
+      const opened = await openTickets(f, desk);
+      expect((await plain.asTenant("tenant-a").tickets.list()).length).toBe(81);
+      for (const s of FORGOTTEN) await f.forget(s);
+      expect((await f.scrubStorage()).behind).toEqual([]);
+      await expectErasedInPlace(plain, opened);
+      await expectErasedInPlace(erased, opened);
+      expect([...erased.erasures.values()].every((n) => n === 1)).toBe(true);
+      expect(erased.erasures.size).toBe(23 + 7 + 5);
+    } finally {
+      await f.stop();
+    }
+  });
+
+  it("on a readmodel of 4 partitions every partition erases only the documents of its aggregates", async () => {
+    const desk = helpdesk();
+    const f = files.keep(createFacade({ appName: "helpdesk", ...stores() }));
+    f.registerDomain(desk.D);
+    const rm = new ErasedTickets(f, desk, 4);
+    f.registerReadmodel(rm);
+    await f.start();
+    try {
+      const opened = await openTickets(f, desk);
+      for (const s of FORGOTTEN) await f.forget(s);
+      expect((await f.scrubStorage()).behind).toEqual([]);
+      await expectErasedInPlace(rm, opened);
+      // Each forget reached the 4 partitions; each document was erased once (by its own partition).
+      expect(rm.forgetSeenBy.sort()).toEqual([0, 0, 1, 1, 2, 2, 3, 3]);
+      expect(rm.erasures.size).toBe(23 + 7 + 5);
+      expect([...rm.erasures.values()].every((n) => n === 1)).toBe(true);
+      // A restore from zero (every partition at once) erases the same documents again.
+      await f.runtime.controlEventHandler({ action: "restore", eventHandlerName: rm.name, restoreFromZero: true });
+      await expectErasedInPlace(rm, opened);
+    } finally {
+      await f.stop();
+    }
+  });
+});
+
+describe("a partitioned readmodel", () => {
+  it("refuses a plain handler of SubjectForgotten: it would write documents other partitions own", () => {
+    const desk = helpdesk();
+    const f = createFacade({ appName: "helpdesk" });
+    f.registerDomain(desk.D);
+    class Bad extends BaseReadmodel {
+      constructor() {
+        super(f, withPartitions(4));
+        this.domain = "Helpdesk";
+        this.name = "Bad";
+        this.addDomainEventHandler(SubjectForgotten, () => undefined);
+      }
+    }
+    let error: unknown;
+    try {
+      new Bad();
+    } catch (e) {
+      error = e;
+    }
+    expect(isMnemeError(error, "INVALID_EVENT_HANDLER")).toBe(true);
+    expect(String(error)).toContain("eraseSubjects");
+  });
+});
