@@ -23,6 +23,7 @@ export type { DomainInstaller } from "./model/domain-install.js";
 export type { CommandContext, QueryContext, LoadedAggregate } from "./model/context.js";
 export type { FacadeHandle, DispatchOptions, DispatchResult, QueryOptions } from "./model/facade-handle.js";
 export { createFacade, type Facade, type FacadeOptions } from "./app/facade.js";
+export type { ForgetOptions } from "./app/privacy-write.js";
 
 export {
   anonymous,

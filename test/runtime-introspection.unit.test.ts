@@ -39,6 +39,7 @@ describe("lists", () => {
       ControlDeadLetter: "Administrator",
       MigratePersonalData: "Administrator",
       FinishRollingUpgrade: "Administrator",
+      ForgetSubject: "Custom",
       StoreUpdate: "Custom",
       StoreDelete: "Custom",
     });
@@ -106,6 +107,7 @@ describe("lists", () => {
       "ControlDeadLetter",
       "ControlEventHandler",
       "FinishRollingUpgrade",
+      "ForgetSubject",
       "MigratePersonalData",
       "StoreDelete",
       "StoreUpdate",
