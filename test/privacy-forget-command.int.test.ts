@@ -6,16 +6,20 @@
  * with events in another tenant too, or none in its own; a plain user and an
  * anonymous caller are denied. A denial erases nothing. The SubjectForgotten
  * event records who asked and the command. Over HTTP through the generic
- * command route as well.
+ * command route as well, and `mneme privacy forget` on a SQLite file.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFacade, defineDomain, type Event, type Facade, type FacadeOptions, newUuid, type RequestContext } from "mneme";
 import { accountRoutes, registerDefaults, SubjectForgotten } from "mneme/defaults";
 import { createHttpHandler, type HttpHandler } from "mneme/http";
 import { ForgetSubject } from "mneme/runtime";
+import { createSqliteBackends } from "mneme/sqlite";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, type Session, World } from "./support/defaults-world.js";
 import { rejection } from "./support/rejections.js";
+import { runProcess } from "./support/run-process.js";
 import { sharedPlaces } from "./support/shared-places.js";
+import { signups } from "./support/signups-app.js";
+import { sqliteScratch } from "./support/sqlite-scratch.js";
 
 interface Ticket {
   ticketUuid: string;
@@ -177,4 +181,51 @@ describe.each(sharedPlaces("forget_command"))("Runtime.ForgetSubject on %s", (_n
     );
     expect([401, 403]).toContain(anon.status);
   });
+});
+
+describe("mneme privacy forget --app <module> <subject>", () => {
+  const scratch = sqliteScratch("forget-cli");
+
+  it("erases the subject in the app's SQLite file, records the tool as the actor, and refuses bad usage", async () => {
+    const file = scratch.newFile();
+    const write = createFacade({ appName: "signups", ...createSqliteBackends({ filename: file }) });
+    const { D, SignUp } = signups(true);
+    write.registerDomain(D);
+    await write.start();
+    await write.dispatch(SignUp, { personUuid: "person-1", email: "one@example.org", plan: "free" });
+    await write.dispatch(SignUp, { personUuid: "person-2", email: "two@example.org", plan: "free" });
+    await write.stop();
+
+    process.env.SIGNUPS_FILE = file;
+    const root = new URL("..", import.meta.url).pathname;
+    const cli = (...args: string[]) => runProcess("npx", ["tsx", "src/cli/main.ts", "privacy", ...args], root, 90_000);
+    const done = await cli("forget", "--app", "test/support/signups-app.ts", "person-1");
+    expect(done.code, done.stderr).toBe(0);
+    expect(JSON.parse(done.stdout)).toEqual({ keysDeleted: 1 });
+
+    const read = scratch.keep(createFacade({ appName: "signups", ...createSqliteBackends({ filename: file }) }));
+    read.registerDomain(signups(true).D);
+    await read.start();
+    const emails = async (personUuid: string) =>
+      (await read.eventRepository.loadAggregate(personUuid)).map((e) => (e.payload as { email: unknown }).email);
+    expect(await emails("person-1")).toEqual(["[erased]"]);
+    expect(await emails("person-2")).toEqual(["two@example.org"]);
+    const [forgotten] = await forgottenEvents(read);
+    expect(forgotten!.payload).toEqual({ subject: "person-1", keysDeleted: 1 });
+    expect(forgotten!.reqCtx.attributes).toMatchObject({ erasedBy: "mneme privacy forget" });
+    await read.stop();
+
+    for (const args of [
+      ["forget", "person-1"],
+      ["forget", "--app", "test/support/signups-app.ts"],
+      ["forget", "--app", "x", "a", "b"],
+    ]) {
+      const usage = await cli(...args);
+      expect(usage.code, args.join(" ")).toBe(2);
+    }
+    // A subject forget refuses (mneme's own keys): exit 1 with the reason.
+    const refused = await cli("forget", "--app", "test/support/signups-app.ts", "mneme:email-index");
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("mneme:");
+  }, 180_000);
 });
