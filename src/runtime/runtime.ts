@@ -383,7 +383,12 @@ export class Runtime {
    * `Runtime.ForgetSubject`) only a subject whose events are all in that
    * tenant (at least one). Nobody without an authorizer. PERMISSION_DENIED otherwise.
    */
-  async authorizeForget(reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope): Promise<void> {
+  async authorizeForget(
+    reqCtx: RequestContext,
+    envelope: CommandEnvelope | QueryEnvelope,
+    /** Where the subject's events are (default: this facade's store; a sharded app asks every shard). */
+    subjectTenants: ((subject: string) => Promise<ReadonlySet<string>>) | undefined = this.facade.subjectTenants?.bind(this.facade),
+  ): Promise<void> {
     try {
       await this.permissions.checkAdministrator(reqCtx, envelope);
       return;
@@ -395,9 +400,9 @@ export class Runtime {
     // The schema refuses other payloads first; a direct check of a malformed envelope is denied, never widened.
     if (typeof subject !== "string" || subject === "") throw new MnemeError("PERMISSION_DENIED", "ForgetSubject: no subjectUuid given");
     const tenant = reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid;
-    if (this.facade.subjectTenants === undefined || tenant === undefined || tenant === "")
+    if (subjectTenants === undefined || tenant === undefined || tenant === "")
       throw new MnemeError("PERMISSION_DENIED", "ForgetSubject: a tenant's administrator erases subjects of its tenant only");
-    const tenants = await this.facade.subjectTenants(subject);
+    const tenants = await subjectTenants(subject);
     if (!tenants.has(tenant))
       throw new MnemeError("PERMISSION_DENIED", `ForgetSubject: subject ${JSON.stringify(subject)} has no events in tenant ${tenant}`);
     if (tenants.size > 1)

@@ -24,6 +24,8 @@ import { installFreeze, isTenantFrozenError } from "./shard-freeze.js";
 import { installShardsDomain, type ShardInfo, ShardsDomain } from "./shards-domain.js";
 import { moveTenant, type TenantMoveOptions, type TenantMoveReport } from "./tenant-move.js";
 import { shardHead, type ShardLocation, shardDescription } from "./shard-location.js";
+import { dispatchForgetSubject, forgetOnEveryShard, type ShardsOfForget } from "./shard-forget.js";
+import { ForgetSubject } from "../runtime/runtime-domain.js";
 
 /** Options of {@link createShardedApp}. */
 export interface ShardedAppOptions {
@@ -209,7 +211,11 @@ export class ShardedApp {
     payload: NoInfer<P>,
     opts: DispatchOptions = {},
   ): Promise<DispatchResult<R>> {
-    const { domain } = this.#homeShard().facade.resolveCommand(type);
+    const resolved = this.#homeShard().facade.resolveCommand(type);
+    const domain = resolved.domain;
+    // Each shard keeps its own keys: a subject is forgotten on every shard.
+    if (resolved.domain === ForgetSubject.domain && resolved.name === ForgetSubject.name)
+      return dispatchForgetSubject(this.#forgetShards(), payload as { subjectUuid: string }, opts) as Promise<DispatchResult<R>>;
     for (let attempt = 0; ; attempt++) {
       const routed = this.#route(domain, opts.reqCtx, true);
       const route = routed instanceof Promise ? await routed : routed;
@@ -220,6 +226,24 @@ export class ShardedApp {
         await this.#running().cache.waitActive(route.tenantUuid, this.#options.pauseWaitMs ?? 10_000);
       }
     }
+  }
+
+  /**
+   * Erases a data subject on every shard (each keeps its own keys): trusted
+   * code, as `facade.forget`; `Runtime.ForgetSubject` dispatched on the app
+   * does the same after its permission. The keys deleted, summed.
+   */
+  async forget(subject: string, opts?: Parameters<Facade["forget"]>[1]): Promise<{ keysDeleted: number }> {
+    this.#running();
+    return forgetOnEveryShard(this.#forgetShards().all, subject, opts);
+  }
+
+  #forgetShards(): ShardsOfForget {
+    return {
+      home: this.#homeShard().facade,
+      all: [...this.#shards.values()].map((s) => s.facade),
+      facadeOfTenant: (t) => this.facadeFor(t),
+    };
   }
 
   /** Answers a query on the shard of the effective tenant (reads are not paused by a move). */
