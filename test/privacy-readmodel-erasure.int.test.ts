@@ -8,7 +8,10 @@
  * keeps its count and the personal fields read "[erased]", with the plain
  * handler of the old docs, with `eraseSubjects`, and with `eraseSubjects` on a
  * readmodel of 4 partitions (each partition erases the documents of its own
- * aggregates; a plain SubjectForgotten handler is refused there).
+ * aggregates; a plain SubjectForgotten handler is refused there). On SQLite
+ * and Postgres a SQL-table readmodel's `upsert` by the forget's handler
+ * updates the rows of its key in their tenants (it inserted rows in tenant
+ * "" before, leaving the tenant's rows in clear).
  */
 import { describe, expect, it } from "vitest";
 import {
@@ -20,6 +23,7 @@ import {
   type HandlerContext,
   isMnemeError,
   newUuid,
+  SqlTableReadmodel,
   withPartitions,
 } from "mneme";
 import { SubjectForgotten } from "mneme/defaults";
@@ -91,6 +95,38 @@ class ErasedTickets extends BaseReadmodel {
     this.addDomainEventHandlerInEveryPartition(SubjectForgotten, (ctx: HandlerContext) => {
       this.forgetSeenBy.push(ctx.partition?.index);
     });
+  }
+}
+
+interface TicketRows {
+  tickets: { tenant_uuid: string; id: string; customer: string; name: string; edits: number };
+}
+
+/** The subject's rows erased with `upsert` by key in a handler of SubjectForgotten (an event without a tenant). */
+class SqlTickets extends SqlTableReadmodel<TicketRows> {
+  constructor(f: Facade, desk: Desk) {
+    super(f, {
+      tables: { tickets: {} },
+      ddl: (t) => [
+        `CREATE TABLE ${t("tickets")} (tenant_uuid TEXT NOT NULL, id TEXT NOT NULL, customer TEXT NOT NULL, name TEXT NOT NULL, edits INTEGER NOT NULL, PRIMARY KEY (tenant_uuid, id))`,
+      ],
+    });
+    this.domain = "Helpdesk";
+    this.name = "SqlTickets";
+    this.addDomainEventHandler(desk.Opened, (_ctx, _e, p) =>
+      this.sql.insert("tickets", { id: p.ticketUuid, customer: p.customerUuid, name: p.customerName, edits: 0 }),
+    );
+    this.addDomainEventHandler(SubjectForgotten, async (_ctx, _e, p) => {
+      const rows = await this.sql.query<{ id: string }>(
+        `SELECT id FROM ${this.sql.table("tickets")} WHERE customer = ${this.sql.dialect === "postgres" ? "$1" : "?"}`,
+        [p.subject],
+      );
+      for (const r of rows) await this.sql.upsert("tickets", { id: r.id, name: ERASED, edits: 1 }, { key: ["id"], add: ["edits"] });
+    });
+  }
+
+  async listing(): Promise<{ customer: string; name: string; edits: number }[]> {
+    return this.sql.query(`SELECT customer, name, edits FROM ${this.sql.from("tickets")}`);
   }
 }
 
@@ -185,6 +221,32 @@ describe.each(worlds)("erasure in readmodels on %s", (_name, stores) => {
       // A restore from zero (every partition at once) erases the same documents again.
       await f.runtime.controlEventHandler({ action: "restore", eventHandlerName: rm.name, restoreFromZero: true });
       await expectErasedInPlace(rm, opened);
+    } finally {
+      await f.stop();
+    }
+  });
+});
+
+describe.each(worlds.filter(([n]) => n !== "memory"))("erasure in a SQL-table readmodel on %s", (_name, stores) => {
+  it("an upsert by key in a SubjectForgotten handler updates the rows in their tenants", async () => {
+    const desk = helpdesk();
+    const f = files.keep(createFacade({ appName: "helpdesk", ...stores() }));
+    f.registerDomain(desk.D);
+    const rm = new SqlTickets(f, desk);
+    f.registerReadmodel(rm);
+    await f.start();
+    try {
+      await openTickets(f, desk);
+      for (const s of FORGOTTEN) await f.forget(s);
+      expect((await f.scrubStorage()).behind).toEqual([]);
+      for (const tenant of TENANTS) {
+        const rows = await rm.asTenant(tenant).listing();
+        expect(rows.length, tenant).toBe(COUNTS[tenant][0]);
+        const theirs = rows.filter((r) => FORGOTTEN.includes(r.customer));
+        expect(theirs.length, tenant).toBe(COUNTS[tenant][1]);
+        for (const r of theirs) expect([r.name, Number(r.edits)]).toEqual([ERASED, 1]);
+      }
+      expect(await rm.asTenant("").listing()).toEqual([]);
     } finally {
       await f.stop();
     }
