@@ -31,6 +31,7 @@ import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
+import { until } from "./support/until.js";
 
 interface Ticket {
   ticketUuid: string;
@@ -251,6 +252,64 @@ describe.each(worlds.filter(([n]) => n !== "memory"))("erasure in a SQL-table re
       await f.stop();
     }
   });
+});
+
+describe.each([
+  [
+    "sqlite",
+    () => {
+      const filename = files.newFile();
+      return () => createSqliteBackends({ filename, pollIntervalMs: 20 });
+    },
+  ],
+  [
+    "postgres",
+    () => {
+      const schema = pg.newSchema();
+      return () => createPostgresBackends({ pool: pg.pool, schema, pollIntervalMs: 20 });
+    },
+  ],
+] as [string, () => () => FacadeOptions][])("erasure on a partitioned readmodel applied by two instances on %s", (_name, place) => {
+  it("each instance erases the documents of the partitions it holds, every listing keeps its count", async () => {
+    const stores = place();
+    const desk = helpdesk();
+    const start = async () => {
+      const f = files.keep(createFacade({ appName: "helpdesk", ...stores() }));
+      f.registerDomain(desk.D);
+      const rm = new ErasedTickets(f, desk, 4);
+      f.registerReadmodel(rm);
+      await f.start();
+      return { f, rm };
+    };
+    const a = await start();
+    const b = await start();
+    const running = (f: Facade) =>
+      f.runtime
+        .listEventHandlers()
+        .find((h) => h.eventHandlerName === "PartitionedTickets")!
+        .partitions!.filter((p) => p.state === "running").length;
+    try {
+      await until(() => running(a.f) === 2 && running(b.f) === 2, "two partitions each", 30_000);
+      const opened = await openTickets(a.f, desk);
+      for (const s of FORGOTTEN) await a.f.forget(s);
+      const head = await a.f.eventRepository.headPosition();
+      const passed = (f: Facade) =>
+        f.runtime
+          .listEventHandlers()
+          .find((h) => h.eventHandlerName === "PartitionedTickets")!
+          .partitions!.every((p) => p.lastPosition >= head);
+      await until(() => passed(a.f) && passed(b.f), "both instances passed the forgets", 30_000);
+      await expectErasedInPlace(a.rm, opened);
+      // Each instance's partitions erased their own documents: together every document once, none twice.
+      const erased = [...a.rm.erasures.keys(), ...b.rm.erasures.keys()];
+      expect(a.rm.erasures.size > 0 && b.rm.erasures.size > 0).toBe(true);
+      expect(new Set(erased).size).toBe(erased.length);
+      expect(erased.length).toBe(23 + 7 + 5);
+    } finally {
+      await b.f.stop();
+      await a.f.stop();
+    }
+  }, 90_000);
 });
 
 describe("a partitioned readmodel", () => {
