@@ -23,7 +23,6 @@ export type { DomainInstaller } from "./model/domain-install.js";
 export type { CommandContext, QueryContext, LoadedAggregate } from "./model/context.js";
 export type { FacadeHandle, DispatchOptions, DispatchResult, QueryOptions } from "./model/facade-handle.js";
 export { createFacade, type Facade, type FacadeOptions } from "./app/facade.js";
-export type { ForgetOptions } from "./app/privacy-write.js";
 
 export {
   anonymous,
@@ -38,7 +37,7 @@ export {
 export type { Authorizer } from "./permissions/permission-registry.js";
 export { registerStorePermissions } from "./permissions/store-permissions.js";
 
-export type { HandlerContext, ReadmodelHandle } from "./model/event-handler.js";
+export type { ReadmodelHandle } from "./model/event-handler.js";
 export {
   BaseReadmodel,
   withReadmodelStoreBackend,
@@ -47,7 +46,6 @@ export {
   withPartitions,
   type ReadmodelOption,
 } from "./readmodel/base-readmodel.js";
-export type { SubjectErasure } from "./readmodel/subject-erasure.js";
 export {
   ProjectionReadmodel,
   type ProjectionModel,

@@ -20,13 +20,13 @@ import {
   defineDomain,
   type Facade,
   type FacadeOptions,
-  type HandlerContext,
   isMnemeError,
   newUuid,
   SqlTableReadmodel,
   withPartitions,
 } from "mneme";
 import { SubjectForgotten } from "mneme/defaults";
+import type { HandlerContext } from "mneme/reactions";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { postgresScratch } from "./support/postgres-scratch.js";
