@@ -40,6 +40,7 @@ describe("lists", () => {
       ControlDeadLetter: "Administrator",
       MigratePersonalData: "Administrator",
       FinishRollingUpgrade: "Administrator",
+      ForgetSubject: "Custom",
       StoreUpdate: "Custom",
       StoreDelete: "Custom",
     });
@@ -107,6 +108,7 @@ describe("lists", () => {
       "ControlDeadLetter",
       "ControlEventHandler",
       "FinishRollingUpgrade",
+      "ForgetSubject",
       "MigratePersonalData",
       "StoreDelete",
       "StoreUpdate",

@@ -17,6 +17,7 @@ import {
   CancelScheduledCommand,
   ControlDeadLetter,
   GetClearPersonalData,
+  ForgetSubject,
   MigratePersonalData,
   FinishRollingUpgrade,
   ControlEventHandler,
@@ -193,6 +194,11 @@ const ROWS: Record<string, Row> = {
   MigratePersonalData: { kind: "administrators", call: (s, r) => q(s).dispatch(MigratePersonalData, { dryRun: true }, { reqCtx: r }) },
   FinishRollingUpgrade: { kind: "administrators", call: (s, r) => q(s).dispatch(FinishRollingUpgrade, { settleMs: 0 }, { reqCtx: r }) },
   GetClearPersonalData: { kind: "administrators", call: (s, r) => q(s).query(GetClearPersonalData, {}, { reqCtx: r }) },
+  // An account's events have no tenant: only a system administrator erases it (a tenant's administrator, a subject of its own tenant alone).
+  ForgetSubject: {
+    kind: "administrators",
+    call: (s, r) => q(s).dispatch(ForgetSubject, { subjectUuid: s.admin.senderAccountUuid! }, { reqCtx: r }),
+  },
   StreamSystemEvents: { kind: "administrators", call: (s, r) => q(s).query(StreamSystemEvents, {}, { reqCtx: r }) },
   StoreInfo: { kind: "administrators", call: (s, r) => q(s).query(StoreInfo, { store: "event" }, { reqCtx: r }) },
   StoreRead: { kind: "administrators", call: (s, r) => q(s).query(StoreRead, { store: "event" }, { reqCtx: r }) },

@@ -47,7 +47,15 @@ import type { FacadeOptions } from "./facade-options.js";
 import { CommandRecords } from "./idempotency.js";
 import { FacadeLifecycle, type FacadeState, type Lifecycle } from "./lifecycle.js";
 import { type FinishRollingUpgradeOptions, RollingUpgrade } from "./rolling-upgrade.js";
-import { dropFoldedCopies, forgetSubject, scrubStorage, warnUndeclaredPersonalData, WritePathPrivacy } from "./privacy-write.js";
+import {
+  dropFoldedCopies,
+  type ForgetOptions,
+  forgetSubject,
+  scrubStorage,
+  tenantsOfSubject,
+  warnUndeclaredPersonalData,
+  WritePathPrivacy,
+} from "./privacy-write.js";
 import type {
   ClearPersonalData,
   MigratePersonalDataOptions,
@@ -351,10 +359,12 @@ export class Facade implements FacadeHandle {
    * fields drop them. This instance's aggregate cache is cleared and the
    * snapshots of aggregates that evolve personal-data events are deleted, so
    * no folded copy survives here. Idempotent; see docs/privacy.md.
+   * `opts.reqCtx` (and `commandUuid`) are recorded on the SubjectForgotten
+   * event: who erased the subject (the Runtime command `ForgetSubject` passes its caller's).
    * @example
    * await facade.forget(accountUuid);
    */
-  async forget(subject: string): Promise<{ keysDeleted: number }> {
+  async forget(subject: string, opts?: ForgetOptions): Promise<{ keysDeleted: number }> {
     // Also while starting: a handler catching up inside start() may erase (the built-in AccountEraser does).
     if (this.#lifecycle.state !== "starting") this.#lifecycle.assertStarted();
     return forgetSubject(
@@ -367,7 +377,19 @@ export class Facade implements FacadeHandle {
         eventRepository: this.eventRepository,
       },
       subject,
+      opts,
     );
+  }
+
+  /**
+   * The tenants whose events carry `subject`'s personal data (a scan of the
+   * events of the types that declare personal data): a tenant's
+   * administrator may erase the subject through `Runtime.ForgetSubject` when
+   * this is its tenant alone.
+   */
+  async subjectTenants(subject: string): Promise<Set<string>> {
+    this.#lifecycle.assertStarted();
+    return tenantsOfSubject({ privacy: this.#privacy, eventRepository: this.eventRepository }, subject);
   }
 
   /**

@@ -8,7 +8,7 @@ import type { InstalledDomain } from "../model/domain-install.js";
 import { snapshotOptionsOf } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
 import type { AggregateType, EventType, PersonalData } from "../model/tokens.js";
-import type { NewEvent } from "../model/types.js";
+import type { NewEvent, RequestContext } from "../model/types.js";
 import type { PersonalDataProtection } from "../privacy/personal-data-protection.js";
 import { forgetAggregateUuidOf, SubjectForgotten } from "../privacy/privacy-domain.js";
 import { PERSONAL_DATA_UNDECLARED_WARNING, undeclaredPersonalFields } from "../privacy/undeclared-fields.js";
@@ -159,14 +159,62 @@ export interface ForgetHost {
  * Erases a data subject: its keys, this instance's cached folds, the
  * snapshots of aggregates that fold personal data; appends `Privacy.SubjectForgotten`.
  */
-export async function forgetSubject(host: ForgetHost, subject: string): Promise<{ keysDeleted: number }> {
+export async function forgetSubject(host: ForgetHost, subject: string, opts: ForgetOptions = {}): Promise<{ keysDeleted: number }> {
   const keysDeleted = await host.personalData.forget(subject);
   await dropFoldedCopies(host);
   const aggregateUuid = forgetAggregateUuidOf(subject);
-  await host.eventRepository.append([SubjectForgotten.create(aggregateUuid, { subject, keysDeleted }, { tenantUuid: "" })], {
+  // The event is the audit record of the erasure: who asked (reqCtx) and by which command, when given.
+  const event = SubjectForgotten.create(
+    aggregateUuid,
+    { subject, keysDeleted },
+    { tenantUuid: "", ...(opts.reqCtx === undefined ? {} : { reqCtx: opts.reqCtx }) },
+  );
+  if (opts.commandUuid !== undefined) event.commandUuid = opts.commandUuid;
+  await host.eventRepository.append([event], {
     globalAggregates: [aggregateUuid],
   });
   return { keysDeleted };
+}
+
+/** Who asks `forget`, recorded on its `Privacy.SubjectForgotten` event (the Runtime command `ForgetSubject` passes its own). */
+export interface ForgetOptions {
+  /** The request context of the caller: its sender is recorded as the one who erased the subject. */
+  readonly reqCtx?: RequestContext;
+  /** The command that asked (Runtime.ForgetSubject). */
+  readonly commandUuid?: string;
+}
+
+/**
+ * The tenants of the events that carry `subject`'s personal data: a scan of
+ * the events whose type declares personal data (their subject function asked
+ * of each). What the Runtime's ForgetSubject asks before a tenant's
+ * administrator may erase a subject.
+ */
+export async function tenantsOfSubject(
+  host: { readonly privacy: WritePathPrivacy; readonly eventRepository: EventRepository },
+  subject: string,
+): Promise<Set<string>> {
+  const paths: string[] = [];
+  for (const t of host.privacy.eventTypes.values()) {
+    if (t.personalData === undefined) continue;
+    paths.push(t.path);
+    for (const former of t.renamedFrom) paths.push(`${t.domain}.${former}`);
+  }
+  const tenants = new Set<string>();
+  if (paths.length === 0) return tenants;
+  for await (const page of host.eventRepository.readAll({ eventPaths: paths })) {
+    for (const e of page) {
+      const spec = host.privacy.personalDataAt(`${e.domain}.${e.name}`);
+      let of: unknown;
+      try {
+        of = spec?.subject(e.payload as never, e as NewEvent as never);
+      } catch {
+        of = undefined;
+      }
+      if (of === subject) tenants.add(e.tenantUuid);
+    }
+  }
+  return tenants;
 }
 
 /** Clears the aggregate cache and deletes the snapshots of aggregates that fold personal data (after forget, or a migration). */

@@ -18,6 +18,7 @@ const USAGE = `Usage:
   mneme schema build --tsconfig <file> --path <glob> --out <file> [--types <a,b>] [--all-exports]
   mneme privacy check --app <module>
   mneme privacy migrate --app <module> [--dry-run] [--batch-size <n>]
+  mneme privacy forget --app <module> <subject>
   mneme upgrade status --app <module>
   mneme upgrade finish --app <module> [--settle-ms <n>] [--batch-size <n>]
   mneme store copy --from <file or postgres url> --to <postgres url or file> [--resume] [--batch-size <n>]
@@ -40,6 +41,9 @@ Commands:
   privacy migrate
                  Start the app of <module> and seal that data in place, so forget
                  erases it (resumable; see docs/upgrading.md). Prints the report.
+  privacy forget Start the app of <module> and erase the data subject <subject>:
+                 its keys deleted, its personal fields read "[erased]" from then on
+                 (facade.forget; see docs/privacy.md). Prints { keysDeleted }.
   upgrade status Start the app of <module> and print whether its store is in a
                  rolling deploy's compatibility mode (rollingFrom) and its format.
   upgrade finish End a rolling deploy's compatibility mode once no instance of the
@@ -139,6 +143,7 @@ async function run(argv: readonly string[]): Promise<number> {
 
 async function privacyCommand(positionals: readonly string[], values: Values): Promise<number> {
   const action = positionals[1];
+  if (action === "forget") return privacyForget(positionals, values);
   if ((action !== "check" && action !== "migrate") || positionals.length > 2) {
     throw new UsageError(`unknown command "${positionals.join(" ")}"`);
   }
@@ -151,6 +156,18 @@ async function privacyCommand(positionals: readonly string[], values: Values): P
     ...(values["dry-run"] === true ? { dryRun: true } : {}),
     ...(batch === undefined ? {} : { batchSize: Number(batch) }),
   });
+  process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+  return 0;
+}
+
+async function privacyForget(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length !== 3) throw new UsageError("privacy forget takes one subject: mneme privacy forget --app <module> <subject>");
+  if (values.app === undefined || values.app === "") throw new UsageError("missing --app");
+  if (values["dry-run"] === true || values["batch-size"] !== undefined)
+    throw new UsageError("privacy forget takes no --dry-run or --batch-size");
+  const subject = positionals[2]!;
+  if (subject === "") throw new UsageError("the subject must not be empty");
+  const out = await runPrivacyCommand({ action: "forget", app: values.app, subject });
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
   return 0;
 }

@@ -282,9 +282,11 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
     return d !== undefined && (this.scope.readTenantUuid === undefined || d.tenant === this.scope.readTenantUuid);
   }
 
-  /** The document as stored: with the scope's write tenant, else the tenant of the one it replaces. */
+  /** The document as stored: with the scope's write tenant, else ("" or none) the tenant of the one it replaces. */
   private stored(c: Coll, key: string, d: Doc): Doc {
-    d.tenant = this.scope.writeTenantUuid ?? c.docs.get(key)?.tenant ?? null;
+    const write = this.scope.writeTenantUuid;
+    const prev = write === undefined || write === "" ? c.docs.get(key) : undefined;
+    d.tenant = prev !== undefined ? prev.tenant : (write ?? null);
     return d;
   }
 

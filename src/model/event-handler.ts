@@ -6,6 +6,11 @@ export interface HandlerContext {
   readonly eventHandlerName: string;
   /** True while the event is replayed by a restoration, false on live delivery. */
   readonly restoring: boolean;
+  /**
+   * The partition applying the event, on a partitioned handler (`withPartitions`) outside a restore from zero
+   * (which applies every partition at once); absent otherwise.
+   */
+  readonly partition?: { readonly index: number; readonly count: number };
 }
 
 /** A registered handler function with its metadata (the event's path and name). */
@@ -15,6 +20,8 @@ export interface DomainEventHandler<P = any> {
   readonly domain: string;
   readonly eventName: string;
   readonly fn: (ctx: HandlerContext, event: Event<P>, domainEvt: P) => Promise<void> | void;
+  /** Delivered to every partition of a partitioned handler, not only to its aggregate's (a subject's erasure). */
+  readonly everyPartition?: boolean;
 }
 
 /** Anything that reacts to domain events. BaseEventHandler and BaseReadmodel implement it. */

@@ -1,7 +1,14 @@
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { CommandEnvelope, QueryEnvelope, RequestContext } from "../model/types.js";
 import { serviceVerdict, type ServicePrincipal } from "../model/service-principal.js";
-import { checkPermission, type Permission, type PermissionContext, type PermissionFunc, permissionFuncOf } from "../model/permission.js";
+import {
+  authorized,
+  checkPermission,
+  type Permission,
+  type PermissionContext,
+  type PermissionFunc,
+  permissionFuncOf,
+} from "../model/permission.js";
 
 /**
  * An RBAC hook consulted after the `authorized` level passes and for every
@@ -131,6 +138,29 @@ export class PermissionRegistry {
       funcSet: false,
     };
     rejectDenial(await consult(asAdministrator, this.#authorizer, reqCtx, envelope));
+  }
+
+  /**
+   * Resolves when `envelope` passes the `Authorized` level and the authorizer
+   * grants it as a permission of that level (with the default authorizer: an
+   * identity whose groups hold the permission, in its own tenant); rejects
+   * with PERMISSION_DENIED otherwise, and always without an authorizer. How a
+   * custom permission admits a tenant's administrator besides the system's.
+   */
+  async checkGranted(reqCtx: RequestContext, envelope: CommandEnvelope | QueryEnvelope): Promise<void> {
+    const p = this.#byDomain.get(envelope.domain)?.get(envelope.name);
+    if (p === undefined) throw new MnemeError("PERMISSION_DENIED", `no permission is registered for ${envelope.domain}.${envelope.name}`);
+    if (this.#authorizer === undefined)
+      throw new MnemeError("PERMISSION_DENIED", `${p.domain}.${p.type} is granted only by an authorizer, and none is installed`);
+    const asLevel: Permission = {
+      kind: "level",
+      level: "Authorized",
+      domain: p.domain,
+      type: p.type,
+      description: p.description,
+      funcSet: false,
+    };
+    rejectDenial(await run(asLevel, authorized, reqCtx, envelope, this.#context, this.#authorizer));
   }
 
   /**

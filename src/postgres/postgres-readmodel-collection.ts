@@ -20,9 +20,12 @@ export interface PostgresCollectionHost {
   exec<R extends object>(text: string, values: unknown[], write: boolean, what: string): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
-/** The upsert of a document: a write without a tenant keeps the stored document's; only a tenant's write changes it. */
+/**
+ * The upsert of a document: a write without a tenant (none, or "": a handler of an event without one) keeps
+ * the stored document's; only a tenant's write changes it.
+ */
 const UPSERT = `ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at,
-       tenant_uuid = COALESCE(EXCLUDED.tenant_uuid, d.tenant_uuid)`;
+       tenant_uuid = COALESCE(NULLIF(EXCLUDED.tenant_uuid, ''), d.tenant_uuid)`;
 
 /** One collection of a {@link PostgresReadmodelStoreBackend}. */
 export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {

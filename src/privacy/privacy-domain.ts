@@ -6,28 +6,9 @@
  * like the Runtime domain.
  */
 import { v5 as uuidv5 } from "uuid";
-import { defineDomain } from "../model/domain.js";
+import { Privacy, SubjectForgotten } from "../model/privacy-events.js";
 
-/** Personal data protection: the forgetting of data subjects. */
-export const Privacy = defineDomain("Privacy", { description: "Personal data protection: subjects whose keys were deleted" });
-
-/** Payload of the `Privacy.SubjectForgotten` event. */
-export interface SubjectForgotten {
-  /** The data subject whose key was deleted (an id such as an account uuid, never personal data itself). */
-  subject: string;
-  /** How many keys were deleted (0 when the subject had none). */
-  keysDeleted: number;
-}
-
-/**
- * The `Privacy.SubjectForgotten` event token: a readmodel that keeps copies of a
- * subject's personal fields handles it and drops them.
- * @example
- * this.addDomainEventHandler(SubjectForgotten, async (_ctx, _e, p) => { await this.#contacts.delete(p.subject); });
- */
-export const SubjectForgotten = Privacy.event<SubjectForgotten>("SubjectForgotten", {
-  description: "A data subject's key was deleted: its personal fields read as [erased] from now on",
-});
+export { Privacy, SubjectForgotten };
 
 const FORGET_NAMESPACE = "3f6a3d2e-8c1b-4e0f-9b57-2d7c4a1e6f90";
 

@@ -143,6 +143,29 @@ export class BaseEventHandler implements EventHandler {
     type: EventType<P> | AllEventsType,
     fn: (ctx: HandlerContext, event: Event<P>, domainEvt: P) => Promise<void> | void,
   ): void {
+    this.#add(type, fn, false);
+  }
+
+  /**
+   * As addDomainEventHandler for one event type, delivered to every partition
+   * of a partitioned handler (each with its `ctx.partition`), not only to the
+   * partition of the event's aggregate: how a subject's erasure reaches the
+   * documents each partition owns. On a handler without partitions, the same as addDomainEventHandler.
+   */
+  protected addDomainEventHandlerInEveryPartition<P>(
+    type: EventType<P>,
+    fn: (ctx: HandlerContext, event: Event<P>, domainEvt: P) => Promise<void> | void,
+  ): void {
+    if ((type as { kind?: string }).kind !== "event")
+      throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: a handler of every partition takes an event type`);
+    this.#add(type, fn, true);
+  }
+
+  #add<P>(
+    type: EventType<P> | AllEventsType,
+    fn: (ctx: HandlerContext, event: Event<P>, domainEvt: P) => Promise<void> | void,
+    everyPartition: boolean,
+  ): void {
     if (typeof fn !== "function")
       throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: a domain event handler must be a function`);
     if (type === AllEvents || (type as { kind?: string }).kind === "allEvents") {
@@ -152,7 +175,8 @@ export class BaseEventHandler implements EventHandler {
       if (t.kind !== "event")
         throw new MnemeError("INVALID_EVENT_HANDLER", `${this.name || "handler"}: addDomainEventHandler takes an event type or AllEvents`);
       const list = this.#handlers.get(t.path) ?? [];
-      list.push({ eventPath: t.path, domain: t.domain, eventName: t.name, fn: fn as DomainEventHandler["fn"] });
+      const h: DomainEventHandler = { eventPath: t.path, domain: t.domain, eventName: t.name, fn: fn as DomainEventHandler["fn"] };
+      list.push(everyPartition ? { ...h, everyPartition } : h);
       this.#handlers.set(t.path, list);
       this.#eventTypes.set(t.path, t);
     }

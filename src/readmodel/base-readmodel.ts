@@ -5,9 +5,11 @@ import type { ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmo
 import { BaseEventHandler, runnerOf } from "./base-event-handler.js";
 import { type CollectionTenancy, currentPrefix, type DeclaredIndexes, GenerationalCollection } from "./readmodel-generations.js";
 import { assertPartitionCount } from "./partition-routing.js";
+import { assertSubjectErasure, type SubjectErasure, subjectEraser } from "./subject-erasure.js";
 import { inTenantScope } from "./tenant-scope.js";
 import { tenantView } from "./tenant-view.js";
 import type { AllEventsType, EventType } from "../model/tokens.js";
+import { SubjectForgotten } from "../model/privacy-events.js";
 import type { Event } from "../model/types.js";
 import type { HandlerContext, MetricProvider, RestoreReport, StateRestorer } from "../model/event-handler.js";
 
@@ -159,8 +161,35 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
       super.addDomainEventHandler(type, fn);
       return;
     }
+    if (this.options.partitions !== undefined && (type as { path?: unknown }).path === SubjectForgotten.path)
+      throw new MnemeError(
+        "INVALID_EVENT_HANDLER",
+        `readmodel ${this.name || this.constructor.name} is partitioned: a handler of ${SubjectForgotten.path} would run in one partition and write documents other partitions own; erase with eraseSubjects(collection, { where, keyOf, erase }) (see docs/privacy.md)`,
+      );
     super.addDomainEventHandler(type, (ctx, event: Event<P>, p: P) =>
       inTenantScope({ writeTenantUuid: event.tenantUuid }, () => fn(ctx, event, p)),
+    );
+  }
+
+  /**
+   * Erases a forgotten subject's copies in `collection` on
+   * `Privacy.SubjectForgotten`: the documents `where(subject)` finds (in
+   * every tenant) are written back as `erase` returns them (undefined:
+   * deleted), under their keys, each keeping its tenant; on a partitioned
+   * readmodel each partition erases the documents of its own aggregates
+   * (`aggregateOf`, default the key), in order with its other events. See docs/privacy.md.
+   * @example
+   * this.eraseSubjects(this.#tickets, {
+   *   where: (subject) => ({ customerUuid: subject }),
+   *   keyOf: (t) => t.ticketUuid,
+   *   erase: (t) => ({ ...t, customerName: "[erased]", customerEmail: "[erased]" }),
+   * });
+   */
+  protected eraseSubjects<T>(collection: ReadmodelCollection<T>, erasure: SubjectErasure<T>): void {
+    assertSubjectErasure(this.name || this.constructor.name, collection, erasure);
+    const erase = subjectEraser(collection, erasure);
+    this.addDomainEventHandlerInEveryPartition(SubjectForgotten, (ctx, event, p) =>
+      inTenantScope({ writeTenantUuid: event.tenantUuid }, () => erase(ctx, event, p)),
     );
   }
 

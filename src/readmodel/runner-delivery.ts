@@ -325,7 +325,11 @@ export class RunnerDelivery {
     const name = s.name;
     const hooks = s.hooks;
     const metrics = s.metrics;
-    const ctx: HandlerContext = { eventHandlerName: name, restoring };
+    const lane = s.partition;
+    const ctx: HandlerContext =
+      lane === undefined || lane.whole !== undefined
+        ? { eventHandlerName: name, restoring }
+        : { eventHandlerName: name, restoring, partition: { index: lane.index, count: lane.count } };
     const checkpoint = rebuild === undefined ? s.key : nextGenerationCheckpoint(name);
     let handled = 0;
     const inTransaction = () =>

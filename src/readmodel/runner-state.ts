@@ -334,8 +334,17 @@ export class RunnerState {
   /** Handlers for a stored event, cached per path. */
   handlersFor(event: Event): DomainEventHandler[] {
     const p = this.partition;
-    if (p !== undefined && p.whole === undefined && partitionOf(event.aggregateUuid, p.count) !== p.index) return NO_HANDLERS;
     const path = `${event.domain}.${event.name}`;
+    if (p !== undefined && p.whole === undefined && partitionOf(event.aggregateUuid, p.count) !== p.index) {
+      // Another partition's event: only the handlers that run in every partition (a subject's erasure) take it.
+      const key = `\0${path}`;
+      let every = this.resolved.get(key);
+      if (every === undefined) {
+        every = this.handler.getDomainEventHandlers(path).filter((h) => h.everyPartition === true);
+        this.resolved.set(key, every.length === 0 ? NO_HANDLERS : every);
+      }
+      return every;
+    }
     let fns = this.resolved.get(path);
     if (fns === undefined) {
       fns = this.handler.getDomainEventHandlers(path);

@@ -508,6 +508,9 @@ export class SqlTables<DB> {
       throw new MnemeError("INVALID_REQUEST", `upsert ${table}: opts.key must be a non-empty list of column names`);
     if (opts.add !== undefined && !Array.isArray(opts.add))
       throw new MnemeError("INVALID_REQUEST", `upsert ${table}: opts.add must be a list of column names`);
+    // A handler of an event without a tenant (Privacy.SubjectForgotten) updates the rows of its key in their tenants.
+    if (this.tenantUuid === "" && this.#port.tenancy(table) === "tenant" && !opts.key.includes(TENANT_COLUMN))
+      return this.#upsertKeepingTenants(table, full, opts);
     const key = this.#port.tenancy(table) === "tenant" && !opts.key.includes(TENANT_COLUMN) ? [TENANT_COLUMN, ...opts.key] : [...opts.key];
     for (const k of key)
       if (!cols.includes(k)) throw new MnemeError("INVALID_REQUEST", `upsert ${table}: key column ${k} is not in the row`);
@@ -574,6 +577,56 @@ export class SqlTables<DB> {
       ) as QueryCreator<DB>;
     }
     return qc;
+  }
+
+  /**
+   * `upsert` by a writer without a tenant: the rows of `key` are updated
+   * whatever their tenant (each keeps it), and a row is inserted with tenant
+   * "" only when none has the key; two statements, in order (on SQLite both
+   * run at the batch's commit, so no row count decides between them).
+   */
+  async #upsertKeepingTenants(table: string, full: SqlRow, opts: { key: readonly string[]; add?: readonly string[] }): Promise<void> {
+    const cols = Object.keys(full);
+    for (const k of opts.key)
+      if (!cols.includes(k)) throw new MnemeError("INVALID_REQUEST", `upsert ${table}: key column ${k} is not in the row`);
+    const pg = this.#port.access().dialect === "postgres";
+    const params: unknown[] = [];
+    const param = (v: unknown): string => (params.push(v), pg ? `$${params.length}` : "?");
+    const target = this.table(table);
+    const add = new Set(opts.add ?? []);
+    const sets = cols
+      .filter((c) => !opts.key.includes(c) && c !== TENANT_COLUMN)
+      .map((c) => {
+        const q = quoteSqlIdentifier(c);
+        return add.has(c) ? `${q} = ${q} + ${param(full[c])}` : `${q} = ${param(full[c])}`;
+      });
+    const match = () => opts.key.map((k) => `${quoteSqlIdentifier(k)} = ${param(full[k])}`).join(" AND ");
+    const names = cols.map(quoteSqlIdentifier).join(", ");
+    let updated: number | undefined;
+    if (sets.length > 0) {
+      const where = match();
+      updated = (await this.#port.access().execute(`UPDATE ${target} SET ${sets.join(", ")} WHERE ${where}`, params.splice(0))).rowCount;
+    }
+    if (pg) {
+      // Postgres runs the UPDATE at once (its count is known) and types a parameter only from an INSERT's VALUES.
+      if (
+        sets.length > 0
+          ? (updated ?? 0) > 0
+          : (await this.#port.access().execute(`SELECT 1 FROM ${target} WHERE ${match()}`, params.splice(0))).rows.length > 0
+      )
+        return;
+      const values = cols.map((c) => param(full[c])).join(", ");
+      await this.#port.access().execute(`INSERT INTO ${target} (${names}) VALUES (${values})`, params.splice(0));
+      return;
+    }
+    const values = cols.map((c) => param(full[c])).join(", ");
+    const where = match();
+    await this.#port
+      .access()
+      .execute(
+        `INSERT INTO ${target} (${names}) SELECT ${values} WHERE NOT EXISTS (SELECT 1 FROM ${target} WHERE ${where})`,
+        params.splice(0),
+      );
   }
 
   #declared(table: string): void {

@@ -46,6 +46,7 @@ export {
   MigratePersonalData,
   FinishRollingUpgrade,
   GetClearPersonalData,
+  ForgetSubject,
   type PermissionListEntry,
 } from "./runtime-domain.js";
 export type { FailureEntry, FailureListFilter } from "./failure-history.js";

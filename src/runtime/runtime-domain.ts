@@ -244,6 +244,21 @@ export const GetClearPersonalData = RuntimeDomain.query<NoPayload, ClearPersonal
   schema: empty,
 });
 
+/**
+ * `Runtime.ForgetSubject`: erases a data subject (`facade.forget`: its keys deleted, its personal fields read
+ * "[erased]" from then on); `result` is `{ keysDeleted }`. System administrators erase any subject, a tenant's
+ * administrator (a group of the tenant holds `Runtime.ForgetSubject`) a subject whose events are all in its
+ * tenant. The SubjectForgotten event records the caller and the command.
+ */
+export const ForgetSubject = RuntimeDomain.command<{ subjectUuid: string }, { keysDeleted: number }>("ForgetSubject", {
+  description:
+    "Erase a data subject's personal data (system administrators, or a tenant's administrator for subjects whose events are all in its tenant)",
+  schema: objectSchema(
+    { subjectUuid: { type: "string", minLength: 1, maxLength: 512, description: "The data subject, as `personalData.subject` names it" } },
+    ["subjectUuid"],
+  ),
+});
+
 /** The store messages, each gated by the store's own `<Store>.<Action>` permission once installed. */
 export const STORE_MESSAGES = Object.freeze([StoreInfo, StoreRead, StoreUpdate, StoreDelete]);
 
@@ -256,6 +271,7 @@ for (const t of [
   MigratePersonalData,
   FinishRollingUpgrade,
   GetClearPersonalData,
+  ForgetSubject,
   StreamSystemEvents,
   ...STORE_MESSAGES,
 ]) {
@@ -300,6 +316,13 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   d.handleQuery(GetClearPersonalData, () => runtime.clearPersonalData() ?? null);
   d.handleCommand(MigratePersonalData, async (_ctx, _c, p) => ({ result: await runtime.migratePersonalData(p) }));
   d.handleCommand(FinishRollingUpgrade, async (_ctx, _c, p) => ({ result: await runtime.finishRollingUpgrade(p) }));
+  // Administrators of the system, or of the one tenant that holds the subject's events: decided by the Runtime.
+  d.registerPermission(
+    newPermissionCmdFunc("Runtime", ForgetSubject.name, (reqCtx, env) => runtime.authorizeForget(reqCtx, env), ForgetSubject.description),
+  );
+  d.handleCommand(ForgetSubject, async (ctx, c, p) => ({
+    result: await runtime.forgetSubject(p.subjectUuid, { reqCtx: ctx.reqCtx, commandUuid: c.commandUuid }),
+  }));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.
   const gate =

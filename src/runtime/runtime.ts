@@ -1,8 +1,8 @@
 import { hostname } from "node:os";
 import { isStoreFormatted, type RollingFrom, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
-import { MnemeError } from "../model/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
-import type { JsonSchema, RequestContext } from "../model/types.js";
+import type { CommandEnvelope, JsonSchema, QueryEnvelope, RequestContext } from "../model/types.js";
 import { newUuid } from "../model/clock.js";
 import type { PermissionRegistry } from "../permissions/permission-registry.js";
 import { type BaseEventHandler, runnerOf } from "../readmodel/base-event-handler.js";
@@ -154,6 +154,10 @@ export interface RuntimeHost extends GovernedStores {
   /** What the start-up check (or the last migration) found of personal data stored in clear. */
   readonly clearPersonalData?: ClearPersonalData | undefined;
   migratePersonalData?(opts?: MigratePersonalDataOptions): Promise<PersonalDataMigrationReport>;
+  /** Erases a data subject (`facade.forget`), recording who asked on its SubjectForgotten event. */
+  forget?(subject: string, opts?: { reqCtx?: RequestContext; commandUuid?: string }): Promise<{ keysDeleted: number }>;
+  /** The tenants whose events carry the subject's personal data. */
+  subjectTenants?(subject: string): Promise<ReadonlySet<string>>;
   /** See {@link RollingUpgradeReport}. */
   finishRollingUpgrade?(opts?: MigratePersonalDataOptions & { settleMs?: number }): Promise<RollingUpgradeReport>;
   /** The release whose writers the store admits (compatibility mode of a rolling deploy), undefined otherwise. */
@@ -369,6 +373,53 @@ export class Runtime {
   async migratePersonalData(opts: MigratePersonalDataOptions = {}): Promise<PersonalDataMigrationReport> {
     if (this.facade.migratePersonalData === undefined) throw new MnemeError("INVALID_STATE", "this host cannot migrate personal data");
     return this.facade.migratePersonalData(opts);
+  }
+
+  /**
+   * Erases a data subject as `facade.forget` does, recording `opts.reqCtx` (who asked) and `commandUuid` on its
+   * SubjectForgotten event; INVALID_STATE when the host cannot. A direct call is trusted code: the permission of
+   * `Runtime.ForgetSubject` ({@link authorizeForget}) is asked by dispatch.
+   */
+  async forgetSubject(subjectUuid: string, opts: { reqCtx?: RequestContext; commandUuid?: string } = {}): Promise<{ keysDeleted: number }> {
+    if (this.facade.forget === undefined) throw new MnemeError("INVALID_STATE", "this host cannot forget subjects");
+    return this.facade.forget(subjectUuid, opts);
+  }
+
+  /**
+   * The permission of `Runtime.ForgetSubject`: a system administrator (the
+   * authorizer grants it as an administrator permission) may erase any
+   * subject; a tenant's administrator (the authorizer grants it in the
+   * tenant: with the default authorizer, a group of the tenant holds
+   * `Runtime.ForgetSubject`) only a subject whose events are all in that
+   * tenant (at least one). Nobody without an authorizer. PERMISSION_DENIED otherwise.
+   */
+  async authorizeForget(
+    reqCtx: RequestContext,
+    envelope: CommandEnvelope | QueryEnvelope,
+    /** Where the subject's events are (default: this facade's store; a sharded app asks every shard). */
+    subjectTenants: ((subject: string) => Promise<ReadonlySet<string>>) | undefined = this.facade.subjectTenants?.bind(this.facade),
+  ): Promise<void> {
+    try {
+      await this.permissions.checkAdministrator(reqCtx, envelope);
+      return;
+    } catch (e) {
+      if (!isMnemeError(e, "PERMISSION_DENIED")) throw e;
+    }
+    await this.permissions.checkGranted(reqCtx, envelope);
+    const subject = (envelope.payload as { subjectUuid?: unknown } | undefined)?.subjectUuid;
+    // The schema refuses other payloads first; a direct check of a malformed envelope is denied, never widened.
+    if (typeof subject !== "string" || subject === "") throw new MnemeError("PERMISSION_DENIED", "ForgetSubject: no subjectUuid given");
+    const tenant = reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid;
+    if (subjectTenants === undefined || tenant === undefined || tenant === "")
+      throw new MnemeError("PERMISSION_DENIED", "ForgetSubject: a tenant's administrator erases subjects of its tenant only");
+    const tenants = await subjectTenants(subject);
+    if (!tenants.has(tenant))
+      throw new MnemeError("PERMISSION_DENIED", `ForgetSubject: subject ${JSON.stringify(subject)} has no events in tenant ${tenant}`);
+    if (tenants.size > 1)
+      throw new MnemeError(
+        "PERMISSION_DENIED",
+        `ForgetSubject: subject ${JSON.stringify(subject)} has events in other tenants than ${tenant}: only a system administrator may erase it`,
+      );
   }
 
   /** Ends compatibility mode of a rolling deploy (see `facade.finishRollingUpgrade`); INVALID_STATE when the host cannot. */

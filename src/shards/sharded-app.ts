@@ -25,6 +25,8 @@ import { installFreeze, isTenantFrozenError, keepHomeDomains } from "./shard-fre
 import { GetHistory, type HistoryRequest, installShardsDomain, type ShardInfo, ShardsDomain } from "./shards-domain.js";
 import { moveTenant, type TenantMoveOptions, type TenantMoveReport } from "./tenant-move.js";
 import { shardHead, type ShardLocation, shardDescription } from "./shard-location.js";
+import { dispatchForgetSubject, forgetOnEveryShard, type ShardsOfForget } from "./shard-forget.js";
+import { ForgetSubject } from "../runtime/runtime-domain.js";
 
 /** Options of {@link createShardedApp}. */
 export interface ShardedAppOptions {
@@ -226,6 +228,9 @@ export class ShardedApp {
     opts: DispatchOptions = {},
   ): Promise<DispatchResult<R>> {
     const { domain, name } = this.#homeShard().facade.resolveCommand(type);
+    // Each shard keeps its own keys: a subject is forgotten on every shard.
+    if (domain === ForgetSubject.domain && name === ForgetSubject.name)
+      return dispatchForgetSubject(this.#forgetShards(), payload as { subjectUuid: string }, opts) as Promise<DispatchResult<R>>;
     const envelope = (): CommandEnvelope => ({
       commandUuid: opts.commandUuid ?? newUuid(),
       domain,
@@ -243,6 +248,24 @@ export class ShardedApp {
         await this.#running().cache.waitActive(route.tenantUuid, this.#options.pauseWaitMs ?? 10_000);
       }
     }
+  }
+
+  /**
+   * Erases a data subject on every shard (each keeps its own keys): trusted
+   * code, as `facade.forget`; `Runtime.ForgetSubject` dispatched on the app
+   * does the same after its permission. The keys deleted, summed.
+   */
+  async forget(subject: string, opts?: Parameters<Facade["forget"]>[1]): Promise<{ keysDeleted: number }> {
+    this.#running();
+    return forgetOnEveryShard(this.#forgetShards().all, subject, opts);
+  }
+
+  #forgetShards(): ShardsOfForget {
+    return {
+      home: this.#homeShard().facade,
+      all: [...this.#shards.values()].map((s) => s.facade),
+      facadeOfTenant: (t) => this.facadeFor(t),
+    };
   }
 
   /**

@@ -133,9 +133,10 @@ export class SqliteReadmodelDocuments {
   }
 
   private upsertSql(): string {
-    // A write without a tenant keeps the stored document's (COALESCE): only a tenant's write changes it.
+    // A write without a tenant (none, or "": a handler of an event without one) keeps the stored document's:
+    // only a tenant's write changes it.
     return `INSERT INTO ${this.docsTable} (collection, key, doc, updated_at, tenant_uuid) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT (collection, key) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at,
-            tenant_uuid = COALESCE(excluded.tenant_uuid, tenant_uuid)`;
+            tenant_uuid = COALESCE(NULLIF(excluded.tenant_uuid, ''), tenant_uuid)`;
   }
 }

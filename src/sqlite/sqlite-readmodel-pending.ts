@@ -58,10 +58,15 @@ export function pendingDocs(tx: PendingWrites, name: string): Map<string, string
   return docs;
 }
 
-/** Buffers a put of `key` in collection `name`, with the write tenant (undefined: the stored document keeps its own). */
+/**
+ * Buffers a put of `key` in collection `name`, with the write tenant (undefined: the stored document keeps its
+ * own; "": so does a document put earlier in the transaction, with the tenant it was put with).
+ */
 export function pendPut(tx: PendingWrites, name: string, key: string, json: string, tenant: string | undefined): void {
-  pendingDocs(tx, name).set(key, json);
-  if (tenant === undefined) return;
+  const docs = pendingDocs(tx, name);
+  const replacesPending = typeof docs.get(key) === "string";
+  docs.set(key, json);
+  if (tenant === undefined || (tenant === "" && replacesPending)) return;
   let tenants = tx.tenants.get(name);
   if (tenants === undefined) tx.tenants.set(name, (tenants = new Map()));
   tenants.set(key, tenant);

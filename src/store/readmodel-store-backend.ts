@@ -46,7 +46,9 @@ export interface CollectionScope {
   /**
    * put and putMany store this tenant with each document. Without it a new
    * document has no tenant (seen only by reads without `readTenantUuid`) and a
-   * replaced one keeps its tenant.
+   * replaced one keeps its tenant. `""` is the writer without a tenant (a
+   * handler of an event without one, such as `Privacy.SubjectForgotten`): a
+   * new document gets `""`, a replaced one keeps its tenant.
    */
   readonly writeTenantUuid?: string;
 }

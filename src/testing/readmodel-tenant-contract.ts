@@ -73,6 +73,37 @@ export function tenantScopeContractTests(test: ContractTest<ReadmodelStoreBacken
     expect(await v.all.get("k")).toEqual(doc("k", 5));
   });
 
+  test('tenantScopes: a writer without a tenant ("") keeps the tenant of a document it replaces; a new one gets ""', async (backend) => {
+    if (backend.tenantScopes !== true) return;
+    const v = views(backend);
+    // The erasure of a handler of Privacy.SubjectForgotten (an event without a tenant): documents stay in their tenant.
+    const none = backend.collection<Doc>("docs", { writeTenantUuid: "" });
+    const tenantNone = backend.collection<Doc>("docs", { readTenantUuid: "" });
+    await v.writeA.put("a1", doc("a1", 1));
+    await v.writeB.put("b1", doc("b1", 2));
+    await v.all.put("n1", doc("n1", 3));
+    await none.put("a1", doc("a1", 10));
+    await none.putMany([
+      ["b1", doc("b1", 20)],
+      ["n1", doc("n1", 30)],
+      ["g1", doc("g1", 40)],
+    ]);
+    expect(await v.a.get("a1")).toEqual(doc("a1", 10));
+    expect(await v.b.get("b1")).toEqual(doc("b1", 20));
+    expect(idsOf(await tenantNone.list())).toEqual(["g1"]);
+    expect(await v.all.get("n1")).toEqual(doc("n1", 30));
+    // Inside a transaction too, for a document put earlier in it.
+    await backend.transaction(async () => {
+      await v.writeA.put("a2", doc("a2", 5));
+      await none.put("a2", doc("a2", 50));
+      await none.put("b1", doc("b1", 21));
+      expect(await v.a.get("a2")).toEqual(doc("a2", 50));
+    });
+    await expectSees(v.a, ["a1", "a2"]);
+    await expectSees(v.b, ["b1"]);
+    expect(await v.b.get("b1")).toEqual(doc("b1", 21));
+  });
+
   test("tenantScopes: inside a transaction scoped reads see its writes with their tenants; a rollback drops them", async (backend) => {
     if (backend.tenantScopes !== true) return;
     const v = views(backend);

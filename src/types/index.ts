@@ -21,6 +21,8 @@ export type { HandlerError, EventReader, MessageRef, CommandRef, QueryRef } from
 export type { PermissionLevel } from "../model/permission.js";
 export type { StoreName, StoreAction } from "../permissions/store-permissions.js";
 export type { ReadmodelOptions, ReadmodelFacade, CollectionOptions } from "../readmodel/base-readmodel.js";
+export type { SubjectErasure } from "../readmodel/subject-erasure.js";
+export type { ForgetOptions } from "../app/privacy-write.js";
 export type { ProjectionConfig, ProjectionOrderBy } from "../readmodel/projection-readmodel.js";
 export type { HistoryEventModel } from "../readmodel/history.js";
 export type { SqlTables, SqlTablesConfig, SqlTableDeclaration, SqlTableNamer, SqlRow } from "../readmodel/sql-table-readmodel.js";
