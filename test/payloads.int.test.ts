@@ -9,6 +9,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { anonymous, createFacade, defineDomain, type Facade, type FacadeOptions, newUuid } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
@@ -43,7 +44,11 @@ function domain() {
     Stored.create(p.id, { value: p.id === "inf" ? Infinity : p.id === "date" ? new Date(0) : p.value }),
   ]);
   D.handleQuery(Ask, (_ctx, _q, p) => p.value);
-  return { D, Store, Echo, Ask, handled: () => handled };
+  // An event type with a schema of its own, and a command that returns one event of it with a second, schemaless one before.
+  const Counted = D.event("Counted", { schema: z.object({ n: z.number().int().min(1) }) });
+  const Count = D.command<{ id: string; n: number }>("Count", { permission: anonymous });
+  D.handleCommand(Count, (_ctx, _c, p) => [Stored.create(p.id, { value: p.n }), Counted.create(p.id, { n: p.n })]);
+  return { D, Store, Echo, Ask, Count, handled: () => handled };
 }
 
 const backends: [string, () => Partial<FacadeOptions>][] = [
@@ -100,6 +105,17 @@ describe.each(backends)("payloads on %s", (_name, make) => {
       expect(e.details![0]!.pointer!).toBe("/0/payload/value");
     }
     expect(await f.eventRepository.headPosition()).toBe(head);
+  });
+
+  it("an event its type's schema refuses fails the command with INVALID_EVENTS and a pointer; nothing is written", async () => {
+    const head = await f.eventRepository.headPosition();
+    const id = newUuid();
+    const e = await rejection(f.dispatch(d.Count, { id, n: -5 }));
+    expect(e.code).toBe("INVALID_EVENTS");
+    expect(e.details?.map((x) => x.pointer)).toEqual(["/1/payload/n"]);
+    expect(await f.eventRepository.headPosition()).toBe(head);
+    expect(await f.eventRepository.loadAggregate(id)).toEqual([]);
+    expect((await f.dispatch(d.Count, { id, n: 5 })).events.map((x) => x.payload)).toEqual([{ value: 5 }, { n: 5 }]);
   });
 
   it("accepted payloads read back unchanged: live, loaded and replayed", async () => {
