@@ -118,6 +118,19 @@ describe.each(backends)("payloads on %s", (_name, make) => {
     expect((await f.dispatch(d.Count, { id, n: 5 })).events.map((x) => x.payload)).toEqual([{ value: 5 }, { n: 5 }]);
   });
 
+  it("a commandUuid with a lone surrogate or U+0000, or over 512 characters, is INVALID_REQUEST: two such would be one record on Postgres", async () => {
+    const head = await f.eventRepository.headPosition();
+    for (const commandUuid of ["\ud800", "\udc00", "c\u0000", "c".repeat(513)]) {
+      const e = await rejection(f.dispatch(d.Store, { id: newUuid(), value: 1 }, { commandUuid }));
+      expect(e.code).toBe("INVALID_REQUEST");
+    }
+    expect(await f.eventRepository.headPosition()).toBe(head);
+    // U+FFFD is a command uuid like any other, its own record.
+    const own = `${newUuid()}\ufffd`;
+    await f.dispatch(d.Store, { id: newUuid(), value: 1 }, { commandUuid: own });
+    expect((await f.commandStore.get(own))?.commandUuid).toBe(own);
+  });
+
   it("accepted payloads read back unchanged: live, loaded and replayed", async () => {
     const value = {
       text: 'é 😀 \u2028 "q" \\',
