@@ -21,14 +21,20 @@ async function shard(): Promise<ShardSide & { keys: ReturnType<typeof createPost
 
 const keyBytes = () => crypto.getRandomValues(new Uint8Array(32));
 
+/** Two shards, a subject keyed on the first, its key copied to the second. */
+async function keyedAndCopied() {
+  const [a, b] = [await shard(), await shard()];
+  const subject = newUuid();
+  const keyId = newUuid();
+  await a.keys.ensureKey({ subject, keyId, key: keyBytes() });
+  await copyKeys(a, b, [keyId]);
+  expect((await b.keys.keyOf(subject))?.keyId).toBe(keyId);
+  return { a, b, subject, keyId };
+}
+
 describe("copyKeys between shards", () => {
   it("does not write back a key its target marks forgotten", async () => {
-    const [a, b] = [await shard(), await shard()];
-    const subject = newUuid();
-    const keyId = newUuid();
-    await a.keys.ensureKey({ subject, keyId, key: keyBytes() });
-    await copyKeys(a, b, [keyId]);
-    expect((await b.keys.keyOf(subject))?.keyId).toBe(keyId);
+    const { a, b, subject, keyId } = await keyedAndCopied();
     // The subject is forgotten on the target shard; a later move copies the same key ids again.
     expect(await b.keys.forget(subject)).toBe(1);
     await copyKeys(a, b, [keyId]);
@@ -37,11 +43,7 @@ describe("copyKeys between shards", () => {
   });
 
   it("deletes from the target a key the source has forgotten since it was copied", async () => {
-    const [a, b] = [await shard(), await shard()];
-    const subject = newUuid();
-    const keyId = newUuid();
-    await a.keys.ensureKey({ subject, keyId, key: keyBytes() });
-    await copyKeys(a, b, [keyId]);
+    const { a, b, subject, keyId } = await keyedAndCopied();
     expect(await a.keys.forget(subject)).toBe(1);
     await copyKeys(a, b, [keyId]);
     expect(await b.keys.keyOf(subject)).toBeUndefined();

@@ -23,6 +23,22 @@ export interface CopyTableProgress {
   readonly lastKey: string;
 }
 
+/** A progress table's row as either side reads it (bigints as text on Postgres). */
+export interface ProgressRow {
+  readonly table_name: string;
+  readonly source_rows: number | string;
+  readonly written: number | string;
+  readonly last_key: string;
+}
+
+/** The progress records of a target, by table. */
+export function progressByTable(rows: readonly ProgressRow[]): Map<string, CopyTableProgress> {
+  return new Map(rows.map((r) => [r.table_name, { sourceRows: Number(r.source_rows), written: Number(r.written), lastKey: r.last_key }]));
+}
+
+/** The progress table's columns, as both sides select them. */
+export const PROGRESS_COLUMNS = "table_name, source_rows, written, last_key";
+
 /**
  * One side of a copy, a SQLite file or a Postgres schema: reads of a
  * consistent snapshot as a source, bulk writes as a target. Every row crosses

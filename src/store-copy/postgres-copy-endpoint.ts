@@ -5,7 +5,15 @@ import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format
 import { createPostgresBackends } from "../postgres/postgres-backends.js";
 import { mapPgError } from "../postgres/postgres-errors.js";
 import { quoteIdent, validateSchemaName } from "../postgres/postgres-schema.js";
-import { type CopyEndpoint, type CopyMarker, type CopyTableProgress, createStoreTables } from "./copy-endpoint.js";
+import {
+  type CopyEndpoint,
+  type CopyMarker,
+  type CopyTableProgress,
+  createStoreTables,
+  PROGRESS_COLUMNS,
+  progressByTable,
+  type ProgressRow,
+} from "./copy-endpoint.js";
 import {
   COPY_MARKER_TABLE,
   COPY_PROGRESS_TABLE,
@@ -160,13 +168,10 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
   }
 
   async readProgress(): Promise<Map<string, CopyTableProgress>> {
-    const out = new Map<string, CopyTableProgress>();
-    if (!(await this.hasTable(COPY_PROGRESS_TABLE))) return out;
-    const res = await this.#query<{ table_name: string; source_rows: string; written: string; last_key: string }>(
-      `SELECT table_name, source_rows::text AS source_rows, written::text AS written, last_key FROM ${this.#table(COPY_PROGRESS_TABLE)}`,
-    );
-    for (const r of res.rows) out.set(r.table_name, { sourceRows: Number(r.source_rows), written: Number(r.written), lastKey: r.last_key });
-    return out;
+    if (!(await this.hasTable(COPY_PROGRESS_TABLE))) return new Map();
+    // pg gives bigint columns as strings; progressByTable makes numbers of them.
+    const res = await this.#query<ProgressRow>(`SELECT ${PROGRESS_COLUMNS} FROM ${this.#table(COPY_PROGRESS_TABLE)}`);
+    return progressByTable(res.rows);
   }
 
   async readMarker(): Promise<CopyMarker | undefined> {

@@ -4,7 +4,15 @@ import { MnemeError } from "../model/errors.js";
 import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format.js";
 import { createSqliteBackends } from "../sqlite/sqlite-backends.js";
 import { SqliteDatabase, validateTablePrefix } from "../sqlite/sqlite-database.js";
-import { type CopyEndpoint, type CopyMarker, type CopyTableProgress, createStoreTables } from "./copy-endpoint.js";
+import {
+  type CopyEndpoint,
+  type CopyMarker,
+  type CopyTableProgress,
+  createStoreTables,
+  PROGRESS_COLUMNS,
+  progressByTable,
+  type ProgressRow,
+} from "./copy-endpoint.js";
 import {
   type ColumnKind,
   COPY_MARKER_TABLE,
@@ -122,16 +130,8 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
   }
 
   async readProgress(): Promise<Map<string, CopyTableProgress>> {
-    const out = new Map<string, CopyTableProgress>();
-    if (!(await this.hasTable(COPY_PROGRESS_TABLE))) return out;
-    const rows = this.#db.prepare(`SELECT table_name, source_rows, written, last_key FROM ${this.#table(COPY_PROGRESS_TABLE)}`).all() as {
-      table_name: string;
-      source_rows: number;
-      written: number;
-      last_key: string;
-    }[];
-    for (const r of rows) out.set(r.table_name, { sourceRows: r.source_rows, written: r.written, lastKey: r.last_key });
-    return out;
+    if (!(await this.hasTable(COPY_PROGRESS_TABLE))) return new Map();
+    return progressByTable(this.#db.prepare(`SELECT ${PROGRESS_COLUMNS} FROM ${this.#table(COPY_PROGRESS_TABLE)}`).all() as ProgressRow[]);
   }
 
   async readMarker(): Promise<CopyMarker | undefined> {
