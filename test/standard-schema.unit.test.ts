@@ -11,9 +11,9 @@ import { type } from "arktype";
 import * as v from "valibot";
 import { toStandardJsonSchema } from "@valibot/to-json-schema";
 import { z } from "zod";
-import { anonymous, createFacade, defineDomain, type Facade } from "mneme";
+import { anonymous, createFacade, defineDomain, type Facade, isMnemeError } from "mneme";
 import type { StandardSchemaV1 } from "mneme/types";
-import { rejection } from "./support/rejections.js";
+import { rejection, thrownWith } from "./support/rejections.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
 
@@ -203,3 +203,85 @@ describe("Standard Schema: types, asynchronous validators, libraries without JSO
 });
 
 const querySchema = z.object({ name: z.string() });
+
+describe("an event type's schema validates the payloads handlers return", () => {
+  let facade: Facade | undefined;
+  afterEach(async () => {
+    await facade?.stop();
+    facade = undefined;
+  });
+
+  const counted = {
+    zod: z.object({ n: z.number().int().min(1) }),
+    valibot: v.object({ n: v.pipe(v.number(), v.integer(), v.minValue(1)) }),
+    arktype: type({ n: "number.integer >= 1" }),
+    "JSON Schema": { type: "object", properties: { n: { type: "integer", minimum: 1 } }, required: ["n"] },
+  } as const;
+
+  /** A domain whose command returns the events it is asked for: a good one first, then `n` as given. */
+  async function counter(schema: (typeof counted)[keyof typeof counted]) {
+    const D = defineDomain("Counter");
+    const Count = D.command<{ ns: unknown[] }>("Count", { permission: anonymous });
+    const Counted = D.event<{ n: number }>("Counted", { schema: schema as never });
+    const Plain = D.event<{ n: number }>("Plain");
+    D.handleCommand(Count, (_ctx, c, p) => [
+      Plain.create(c.commandUuid, { n: -1 }),
+      ...p.ns.map((n) => Counted.create(c.commandUuid, { n } as never)),
+    ]);
+    facade = createFacade();
+    facade.registerDomain(D);
+    await facade.start();
+    return { f: facade, Count };
+  }
+
+  it.each(Object.entries(counted))(
+    "%s: a handler returning { n: -5 } fails the command with INVALID_EVENTS, pointers into the events, nothing appended",
+    async (_vendor, schema) => {
+      const { f, Count } = await counter(schema);
+      const err = await rejection(f.dispatch(Count, { ns: [3, -5] }));
+      expect(err.code).toBe("INVALID_EVENTS");
+      expect(err.details?.map((d) => d.pointer)).toEqual(["/2/payload/n"]);
+      expect(err.message).toContain("Counter.Counted at index 2");
+      expect(f.headPosition).toBe(0);
+      const wrongType = await rejection(f.dispatch(Count, { ns: [null] }));
+      expect(wrongType.code).toBe("INVALID_EVENTS");
+      expect(wrongType.details?.map((d) => d.pointer)).toEqual(["/1/payload/n"]);
+      // Valid payloads are appended as returned; an event type without a schema is not validated.
+      const ok = await f.dispatch(Count, { ns: [1, 7] });
+      expect(ok.events.map((e) => e.payload)).toEqual([{ n: -1 }, { n: 1 }, { n: 7 }]);
+    },
+  );
+
+  it("awaits an asynchronous event validator; nothing is appended when it refuses", async () => {
+    const D = defineDomain("AsyncEvents");
+    const Name = D.command<{ name: string }>("Name", { permission: anonymous });
+    const Named = D.event("Named", {
+      schema: z.object({
+        name: z.string().refine(async (n) => {
+          await new Promise((r) => setTimeout(r, 2));
+          return n !== "taken";
+        }, "is taken"),
+      }),
+    });
+    D.handleCommand(Name, (_ctx, c, p) => [Named.create(c.commandUuid, p)]);
+    facade = createFacade();
+    facade.registerDomain(D);
+    await facade.start();
+    const err = await rejection(facade.dispatch(Name, { name: "taken" }));
+    expect(err.code).toBe("INVALID_EVENTS");
+    expect(err.details).toEqual([expect.objectContaining({ pointer: "/0/payload/name", message: "is taken" })]);
+    expect(facade.headPosition).toBe(0);
+    expect((await facade.dispatch(Name, { name: "free" })).events).toHaveLength(1);
+  });
+
+  it("a JSON Schema of an event that does not compile fails at registration, not in a command", () => {
+    const D = defineDomain("BadEvents");
+    D.event("Bad", { schema: { type: "object", properties: { n: { type: "no-such-type" } } } });
+    expect(
+      isMnemeError(
+        thrownWith("INVALID_REQUEST", () => createFacade().registerDomain(D)),
+        "INVALID_REQUEST",
+      ),
+    ).toBe(true);
+  });
+});

@@ -9,7 +9,9 @@
  * with SIGKILL mid-way and rerun with --resume ends in the same state.
  */
 import { spawn } from "node:child_process";
+import { copyFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createFacade, type Facade, type FacadeOptions, isMnemeError, newUuid, type RequestContext } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
@@ -224,23 +226,6 @@ describe("store copy SQLite -> Postgres -> SQLite", () => {
 });
 
 describe("a store copy killed mid-way", () => {
-  /** Starts the copy process, waits until it has committed `rows` rows of `table`, and SIGKILLs it. */
-  function killAt(from: string, to: string, table: string, rows: number): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ["--import", "tsx", killable, from, to, "5", table, String(rows)], {
-        cwd,
-        stdio: ["ignore", "pipe", "inherit"],
-      });
-      let out = "";
-      child.stdout.on("data", (d: Buffer) => {
-        out += d.toString();
-        if (out.includes("paused")) child.kill("SIGKILL");
-      });
-      child.once("error", reject);
-      child.once("exit", (_code, signal) => resolve(`${signal ?? "exited"} ${out.trim()}`));
-    });
-  }
-
   it.each([
     ["events", 20],
     ["readmodel_documents", 5],
@@ -257,10 +242,9 @@ describe("a store copy killed mid-way", () => {
       expect(resumed.stdout).toContain("(resumed)");
       const uninterrupted = await copyStore({ from: source.file, to: pgUrl(pg.newSchema()) });
       expect(resumed.stdout).toContain(`target digest ${uninterrupted.targetDigest}`);
-      // A second --resume finds nothing left to copy and verifies again.
-      const again = await copyStore({ from: source.file, to: pgUrl(schema), resume: true });
-      expectVerified(again);
-      expect(again.tables.reduce((n, t) => n + (t.table === "store_format" ? 0 : t.copied), 0)).toBe(0);
+      // The copy finished: a second --resume is refused, whatever the target went through since.
+      const again = await copyStore({ from: source.file, to: pgUrl(schema), resume: true }).catch((e: unknown) => e);
+      expect(isMnemeError(again, "CONFLICT")).toBe(true);
     },
     180_000,
   );
@@ -274,6 +258,130 @@ describe("a store copy killed mid-way", () => {
     expectVerified(resumed);
     expect(resumed.resumed).toBe(true);
     expect(resumed.tables.find((t) => t.table === "events")?.copied).toBeLessThan(source.head);
+  }, 180_000);
+});
+
+/** Starts the copy process, waits until it has committed `rows` rows of `table`, and SIGKILLs it. */
+function killAt(from: string, to: string, table: string, rows: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", killable, from, to, "5", table, String(rows)], {
+      cwd,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      if (out.includes("paused")) child.kill("SIGKILL");
+    });
+    child.once("error", reject);
+    child.once("exit", (_code, signal) => resolve(`${signal ?? "exited"} ${out.trim()}`));
+  });
+}
+
+/** The subjects that have a live key in a store. */
+async function keyedSubjects(store: string): Promise<string[]> {
+  if (store.startsWith("postgres")) {
+    const schema = new URL(store).searchParams.get("schema")!;
+    return (await pg.pool.query<{ subject: string }>(`SELECT subject FROM "${schema}".subject_keys ORDER BY subject`)).rows.map(
+      (r) => r.subject,
+    );
+  }
+  const db = new Database(store, { readonly: true });
+  try {
+    return (db.prepare("SELECT subject FROM mneme_subject_keys ORDER BY subject").all() as { subject: string }[]).map((r) => r.subject);
+  } finally {
+    db.close();
+  }
+}
+
+/** Forgets a subject on a store through its key store (as `forget` does), and checks its key is gone. */
+async function forgetOn(store: string, subject: string): Promise<void> {
+  const stores = store.startsWith("postgres")
+    ? createPostgresBackends({ pool: pg.pool, schema: new URL(store).searchParams.get("schema")!, pollIntervalMs: 0 })
+    : createSqliteBackends({ filename: store, pollIntervalMs: 0 });
+  try {
+    expect(await stores.keyStore.forget(subject)).toBe(1);
+  } finally {
+    await (store.startsWith("postgres") ? stores.keyStore.close() : stores.close());
+  }
+  expect(await keyedSubjects(store)).not.toContain(subject);
+}
+
+/** A copy of the source file to change (the shared source stays as it was). */
+function sourceCopy(): string {
+  const file = files.newFile();
+  copyFileSync(source.file, file);
+  return file;
+}
+
+describe("a forgotten subject's key never comes back through store copy", () => {
+  it.each([
+    ["SQLite -> Postgres", () => pgUrl(pg.newSchema())],
+    ["Postgres -> SQLite", () => files.newFile()],
+  ])(
+    "%s: --resume into a finished copy whose target forgot a subject is CONFLICT, the key stays gone",
+    async (_, newTarget) => {
+      const from = _.startsWith("SQLite") ? source.file : pgUrl(pg.newSchema());
+      if (from !== source.file) expectVerified(await copyStore({ from: source.file, to: from }));
+      const to = newTarget();
+      expectVerified(await copyStore({ from, to }));
+      expect(await keyedSubjects(to)).toContain(BOB.ownerUuid);
+      await forgetOn(to, BOB.ownerUuid);
+      const resumed = await copyStore({ from, to, resume: true }).catch((e: unknown) => e);
+      expect(isMnemeError(resumed, "CONFLICT")).toBe(true);
+      expect((resumed as Error).message).toContain("finished");
+      const cli = await mneme(["store", "copy", "--from", from, "--to", to, "--resume"]);
+      expect(cli.code).toBe(1);
+      expect(cli.stderr).toContain("finished");
+      expect(await keyedSubjects(to)).not.toContain(BOB.ownerUuid);
+      // Without --resume the finished copy is refused as well, and says why.
+      const plain = await copyStore({ from, to }).catch((e: unknown) => e);
+      expect(isMnemeError(plain, "CONFLICT")).toBe(true);
+      expect(await keyedSubjects(to)).not.toContain(BOB.ownerUuid);
+    },
+    180_000,
+  );
+
+  it("an interrupted copy whose target forgot a subject since is not resumed (CONFLICT, the key stays gone)", async () => {
+    const to = pgUrl(pg.newSchema());
+    // Killed in the readmodel documents: the keys were copied before them.
+    expect(await killAt(source.file, to, "readmodel_documents", 5)).toMatch(/^SIGKILL paused/);
+    await forgetOn(to, BOB.ownerUuid);
+    const resumed = await mneme(["store", "copy", "--from", source.file, "--to", to, "--resume"]);
+    expect(resumed.code).toBe(1);
+    expect(resumed.stderr).toContain("subject_keys");
+    expect(resumed.stderr).toContain("changed since");
+    expect(await keyedSubjects(to)).not.toContain(BOB.ownerUuid);
+  }, 180_000);
+
+  it("an interrupted copy whose source forgot a subject since: the resume deletes the key it had copied", async () => {
+    const from = sourceCopy();
+    const to = files.newFile();
+    expect(await killAt(from, to, "readmodel_documents", 5)).toMatch(/^SIGKILL paused/);
+    expect(await keyedSubjects(to)).toContain(BOB.ownerUuid);
+    await forgetOn(from, BOB.ownerUuid);
+    // The source's keys changed before the point the first run reached: refused, and the key it had copied is gone.
+    const resumed = await copyStore({ from, to, resume: true }).catch((e: unknown) => e);
+    expect(isMnemeError(resumed, "CONFLICT")).toBe(true);
+    expect((resumed as Error).message).toContain("subject_keys");
+    expect(await keyedSubjects(to)).not.toContain(BOB.ownerUuid);
+  }, 180_000);
+
+  it("a source that keeps a key its forgotten list names (torn by hand): the copy writes the mark, not the key", async () => {
+    const from = sourceCopy();
+    const db = new Database(from);
+    try {
+      const { key_id } = db.prepare("SELECT key_id FROM mneme_subject_keys WHERE subject = ?").get(BOB.ownerUuid) as { key_id: string };
+      db.prepare("INSERT INTO mneme_forgotten_keys (key_id, forgotten_at) VALUES (?, 1)").run(key_id);
+    } finally {
+      db.close();
+    }
+    for (const to of [pgUrl(pg.newSchema()), files.newFile()]) {
+      const report = await copyStore({ from, to });
+      expect(await keyedSubjects(to)).not.toContain(BOB.ownerUuid);
+      expect(report.tables.find((t) => t.table === "subject_keys")?.matches).toBe(false);
+      expect(report.verified).toBe(false);
+    }
   }, 180_000);
 });
 

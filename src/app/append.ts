@@ -3,10 +3,12 @@
  * reqCtx copy, tenant, the version of its type), appended with the expected
  * versions of the aggregates the handler loaded or the request targets, the
  * aggregates exempt from the tenant rule and, where the repository joins the
- * command store, the command's record.
+ * command store, the command's record. Every event a command handler returns
+ * passes here, so this is where an event type's own `schema` validates its
+ * payload (INVALID_EVENTS with pointers, nothing appended).
  */
 import { newUuid, nowNs } from "../model/clock.js";
-import { MnemeError } from "../model/errors.js";
+import { MnemeError, type MnemeErrorDetail } from "../model/errors.js";
 import type { EventType } from "../model/tokens.js";
 import type { CommandEnvelope, Event, NewEvent, RequestContext } from "../model/types.js";
 import type { DispatchTrace } from "../observability/telemetry.js";
@@ -22,6 +24,14 @@ export interface AppendHost {
   readonly tenancy: EventTenancy;
   /** True when the event repository writes the command record in the append's transaction. */
   readonly recordsWithAppend: boolean;
+  readonly schemas: EventSchemas;
+}
+
+type Problems = readonly MnemeErrorDetail[] | undefined;
+
+/** What the append needs of the schema registry: an event payload's failures against its type's own schema. */
+export interface EventSchemas {
+  eventProblems(type: EventType, payload: unknown): Problems | Promise<Problems>;
 }
 
 /** The completed events and the aggregates they go to. */
@@ -32,6 +42,8 @@ interface Completed {
   readonly several: boolean;
   /** Aggregates some event of which is evolved by a tenant-scoped aggregate (or by none). */
   readonly scopedByEvent: ReadonlySet<string> | undefined;
+  /** The schema checks that answer asynchronously (a Standard Schema validator may). */
+  readonly checking: Promise<void>[] | undefined;
 }
 
 /** Completes the command's events and appends them (see the file's head). */
@@ -43,6 +55,17 @@ export function appendCommandEvents(
   trace: DispatchTrace | undefined,
 ): Promise<Event[]> {
   const done = completeEvents(host, events, command.envelope, command.storedCtx);
+  if (done.checking !== undefined) return Promise.all(done.checking).then(() => append(host, done, command, loader, trace));
+  return append(host, done, command, loader, trace);
+}
+
+function append(
+  host: AppendHost,
+  done: Completed,
+  command: RecordedCommand,
+  loader: CommandAggregates | undefined,
+  trace: DispatchTrace | undefined,
+): Promise<Event[]> {
   const opts: AppendOptions = {};
   const globals = globalAggregates(done.aggregates, loader, done.scopedByEvent);
   if (globals !== undefined) opts.globalAggregates = globals;
@@ -68,9 +91,11 @@ function completeEvents(host: AppendHost, events: readonly NewEvent[], envelope:
   let first: string | undefined;
   let more: Set<string> | undefined;
   let scopedByEvent: Set<string> | undefined;
+  let checking: Promise<void>[] | undefined;
   for (let i = 0; i < events.length; i++) {
     const e = events[i]!;
     const eventType = checkedEventType(host, e, envelope, i);
+    if (eventType.schema !== undefined) checking = checkSchema(host, eventType, e.payload, i, checking);
     const agg = e.aggregateUuid;
     if (first === undefined) first = agg;
     else if (agg !== first) (more ??= new Set([first])).add(agg);
@@ -91,7 +116,42 @@ function completeEvents(host: AppendHost, events: readonly NewEvent[], envelope:
     if (eventType.version !== 1) ne.eventVersion = eventType.version;
     out[i] = ne;
   }
-  return { events: out, aggregates: more ?? [first!], several: more !== undefined, scopedByEvent };
+  return { events: out, aggregates: more ?? [first!], several: more !== undefined, scopedByEvent, checking };
+}
+
+/** Validates event `i`'s payload against its type's schema: throws INVALID_EVENTS, or adds an asynchronous check to `checking`. */
+function checkSchema(
+  host: AppendHost,
+  type: EventType,
+  payload: unknown,
+  i: number,
+  checking: Promise<void>[] | undefined,
+): Promise<void>[] | undefined {
+  const problems = host.schemas.eventProblems(type, payload);
+  if (problems instanceof Promise) {
+    (checking ??= []).push(
+      problems.then((d) => {
+        if (d !== undefined) throw invalidPayload(type, i, d);
+      }),
+    );
+    return checking;
+  }
+  if (problems !== undefined) throw invalidPayload(type, i, problems);
+  return checking;
+}
+
+const MESSAGE_POINTERS = 10;
+
+/** INVALID_EVENTS for a payload its type's schema refuses: pointers into the append's events (`/0/payload/n`), as for a payload that is not JSON-safe. */
+function invalidPayload(type: EventType, i: number, problems: readonly MnemeErrorDetail[]): MnemeError {
+  const details = problems.map((d) => ({ ...d, pointer: `/${i}/payload${d.pointer ?? ""}` }));
+  const shown = problems
+    .slice(0, MESSAGE_POINTERS)
+    .map((d) => `${d.pointer === undefined || d.pointer === "" ? "(payload)" : d.pointer} ${d.message}`);
+  const more = problems.length > MESSAGE_POINTERS ? `; and ${problems.length - MESSAGE_POINTERS} more` : "";
+  return new MnemeError("INVALID_EVENTS", `event ${type.domain}.${type.name} at index ${i} fails its schema: ${shown.join("; ")}${more}`, {
+    details,
+  });
 }
 
 /** The registered type of what a handler returned at index `i`: INVALID_EVENTS when it is no event of a registered type. */

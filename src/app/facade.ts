@@ -458,6 +458,7 @@ export class Facade implements FacadeHandle {
     // Compile payload validators now, so a bad schema fails at registration and the first request pays nothing;
     // a command or query without a schema is INVALID_DOMAIN when schemas are required, else warned about.
     this.schemas.checkDomain(domain.name, [...domain.commands.values(), ...domain.queries.values()]);
+    this.schemas.checkEvents(domain.events.values());
     const warning = warnUndeclaredPersonalData(domain, this.schemas);
     if (warning !== undefined) this.#lifecycle.startWarnings.push(warning);
     for (const p of domain.permissions.values()) this.permissions.register(p);

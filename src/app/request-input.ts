@@ -6,7 +6,8 @@ import { newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import { isPlainObject } from "../model/redact.js";
 import type { RequestContext } from "../model/types.js";
-import { jsonSafeProblem, trySealJsonSafe } from "../store/json-safe.js";
+import { EVENT_ID_MAX_LENGTH } from "../store/append-validation.js";
+import { jsonSafeProblem, stringProblem, trySealJsonSafe } from "../store/json-safe.js";
 
 /**
  * The JSON-safe payload rule (before the permission check, so nothing runs on
@@ -67,6 +68,9 @@ export function sealedReqCtx(reqCtx: RequestContext | undefined): RequestContext
 export function messageUuid(given: string | undefined, what: string): string {
   if (given === undefined) return newUuid();
   if (typeof given !== "string" || given === "") throw new MnemeError("INVALID_REQUEST", `${what} must be a non-empty string`);
+  // Stored as text by every backend: "\ud800" and "\udc00" would be one command on Postgres (one idempotency record).
+  const problem = given.length > EVENT_ID_MAX_LENGTH ? `is longer than ${EVENT_ID_MAX_LENGTH} characters` : stringProblem(given);
+  if (problem !== undefined) throw new MnemeError("INVALID_REQUEST", `${what} ${problem}`);
   return given;
 }
 

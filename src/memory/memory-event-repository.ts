@@ -1,7 +1,15 @@
 import { nowNs, newUuid } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
-import { checkAppendTenants, checkEventField, checkEventVersion, globalAggregatesSet } from "../store/append-validation.js";
+import {
+  checkAggregateIdToRead,
+  checkAppendTenants,
+  checkEventField,
+  checkEventTexts,
+  checkExpectedAggregate,
+  checkEventVersion,
+  globalAggregatesSet,
+} from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { isSealedJsonSafe, sealJsonSafe, trySealJsonSafe } from "../store/json-safe.js";
@@ -74,6 +82,7 @@ export class MemoryEventRepository implements EventRepository {
     for (const agg in expected) {
       if (!Object.hasOwn(expected, agg)) continue;
       const v = expected[agg] as number;
+      checkExpectedAggregate(agg);
       if (!Number.isInteger(v) || v < 0) {
         throw new MnemeError("INVALID_EVENTS", `expected version of ${agg} must be an integer >= 0, got ${String(v)}`);
       }
@@ -133,6 +142,7 @@ export class MemoryEventRepository implements EventRepository {
 
   async loadAggregate(aggregateUuid: string, opts?: { fromVersion?: number }): Promise<Event[]> {
     this.assertOpen();
+    checkAggregateIdToRead(aggregateUuid, "loadAggregate");
     const stream = this.byAggregate.get(aggregateUuid) ?? EMPTY;
     const from = opts?.fromVersion ?? 1;
     if (typeof from !== "number" || Number.isNaN(from)) {
@@ -157,6 +167,9 @@ export class MemoryEventRepository implements EventRepository {
 
   async loadAggregates(aggregateUuids: readonly string[]): Promise<Map<string, Event[]>> {
     this.assertOpen();
+    if (!Array.isArray(aggregateUuids))
+      throw new MnemeError("INVALID_REQUEST", "loadAggregates: aggregateUuids must be an array of strings");
+    for (const u of aggregateUuids) checkAggregateIdToRead(u, "loadAggregates");
     const out = new Map<string, Event[]>();
     for (const id of aggregateUuids) out.set(id, (this.byAggregate.get(id) ?? EMPTY).slice());
     return out;
@@ -291,6 +304,7 @@ function checkContents(newEvents: readonly NewEvent[]): unknown[] {
     if (typeof e.aggregateUuid !== "string" || e.aggregateUuid === "") throw invalid(i, "aggregateUuid");
     if (e.tenantUuid !== undefined && typeof e.tenantUuid !== "string")
       throw new MnemeError("INVALID_EVENTS", `event ${i}: tenantUuid must be a string`);
+    checkEventTexts(e, i);
     // The payload rule of every backend: what is accepted here reads back unchanged from SQLite and Postgres too.
     const payload = trySealJsonSafe(e.payload);
     if (payload === undefined) checkEventField(e.payload, i, "payload");

@@ -292,12 +292,14 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
 
   async get(key: string): Promise<T | undefined> {
     this.backend.assertOpen();
+    assertDocumentKey(key);
     const d = this.backend.peek(this.name)?.docs.get(key);
     return this.sees(d) ? (JSON.parse(d.json) as T) : undefined;
   }
 
   async getMany(keys: readonly string[]): Promise<Map<string, T>> {
     this.backend.assertOpen();
+    assertDocumentKeys(keys);
     const out = new Map<string, T>();
     const docs = this.backend.peek(this.name)?.docs;
     if (docs === undefined) return out;

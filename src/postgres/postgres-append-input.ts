@@ -1,7 +1,13 @@
 import { newUuid, nowNs } from "../model/clock.js";
 import { MnemeError } from "../model/errors.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
-import { checkEventVersion, eventFieldJson, expectedVersionsMap, globalAggregatesSet } from "../store/append-validation.js";
+import {
+  checkEventTexts,
+  checkEventVersion,
+  eventFieldJson,
+  expectedVersionsMap,
+  globalAggregatesSet,
+} from "../store/append-validation.js";
 import { validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandRecord } from "../store/command-store.js";
 import type { AppendOptions } from "../store/event-repository.js";
@@ -113,7 +119,6 @@ export function prepare(events: readonly NewEvent[], opts: AppendOptions | undef
   const expected = expectedVersionsMap(opts?.expectedVersions);
   const globals = globalAggregatesSet(opts?.globalAggregates);
   for (const [agg, v] of expected) {
-    checkText(agg, "append: expectedVersions has an aggregateUuid that");
     if (v > INT32_MAX) throw new MnemeError("INVALID_EVENTS", `append: expectedVersions[${agg}] must be at most ${INT32_MAX}, got ${v}`);
   }
   const n = events.length;
@@ -189,18 +194,10 @@ function checkNewEvent(e: NewEvent, i: number): void {
     throw new MnemeError("INVALID_EVENTS", `events[${i}].eventVersion must be at most ${INT32_MAX}`);
   }
   // Checked here, not by the database: the calls of a flush share one statement, which such a value would refuse whole.
-  for (const field of ["aggregateUuid", "domain", "name", "eventUuid", "tenantUuid", "commandUuid"] as const) {
-    const v = e[field];
-    if (v !== undefined) checkText(v, `events[${i}].${field}`);
-  }
+  checkEventTexts(e, i);
   if (e.reqCtx !== undefined && (typeof e.reqCtx !== "object" || e.reqCtx === null || Array.isArray(e.reqCtx))) {
     throw new MnemeError("INVALID_EVENTS", `events[${i}].reqCtx must be an object`);
   }
-}
-
-/** Postgres text cannot hold U+0000: INVALID_EVENTS before anything is sent. */
-function checkText(value: string, what: string): void {
-  if (value.includes("\u0000")) throw new MnemeError("INVALID_EVENTS", `${what} holds U+0000, which Postgres cannot store`);
 }
 
 /** The command record's columns, checked as the command store checks them. */

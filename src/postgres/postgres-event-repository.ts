@@ -1,4 +1,5 @@
 import { newUuid } from "../model/clock.js";
+import { checkAggregateIdToRead } from "../store/append-validation.js";
 import { MnemeError } from "../model/errors.js";
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandStore } from "../store/command-store.js";
@@ -174,7 +175,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   async loadAggregate(aggregateUuid: string, opts?: { fromVersion?: number }): Promise<Event[]> {
     return this.track(async () => {
-      if (typeof aggregateUuid !== "string") throw new MnemeError("INVALID_REQUEST", "loadAggregate: aggregateUuid must be a string");
+      checkAggregateIdToRead(aggregateUuid, "loadAggregate");
       const from = opts?.fromVersion ?? 1;
       if (typeof from !== "number" || Number.isNaN(from)) {
         throw new MnemeError("INVALID_REQUEST", `loadAggregate: fromVersion must be a number, got ${String(from)}`);
@@ -188,6 +189,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       if (!Array.isArray(aggregateUuids) || aggregateUuids.some((u) => typeof u !== "string")) {
         throw new MnemeError("INVALID_REQUEST", "loadAggregates: aggregateUuids must be an array of strings");
       }
+      for (const u of aggregateUuids) checkAggregateIdToRead(u, "loadAggregates");
       const out = new Map<string, Event[]>();
       for (const id of aggregateUuids) out.set(id, []);
       if (out.size === 0) return out;

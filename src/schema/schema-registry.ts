@@ -298,6 +298,28 @@ export class SchemaRegistry {
     if (details !== undefined) throw validationFailed(type, details);
   }
 
+  /**
+   * The failures of an event payload against its type's own `schema` (one
+   * detail per failing pointer into the payload), undefined when it passes or
+   * the type has no `schema` of its own. A `$defs` entry of the schemas
+   * document does not apply to events: `$defs` are named by type name only,
+   * and an event shares its name with commands of other domains.
+   */
+  eventProblems(type: SchemaTypeRef, payload: unknown): MnemeErrorDetail[] | undefined | Promise<MnemeErrorDetail[] | undefined> {
+    if (type.schema === undefined) return undefined;
+    const entry = this.entry(type);
+    return entry.check !== undefined ? entry.check(payload) : this.validator(type)?.(payload);
+  }
+
+  /**
+   * The registration check of a domain's events: compiles the validators of
+   * those that have a `schema` of their own, so a bad one fails at
+   * registration (INVALID_REQUEST), not in the first command that emits it.
+   */
+  checkEvents(types: Iterable<SchemaTypeRef>): void {
+    for (const t of types) if (t.schema !== undefined) this.validator(t);
+  }
+
   private entry(type: SchemaTypeRef): Entry {
     const cached = this.byToken.get(type);
     if (cached !== undefined && cached.explicit === type.schema) return cached;

@@ -205,15 +205,21 @@ export async function copyKeys(source: ShardSide, target: ShardSide, keyIds: rea
     [keyIds],
   );
   if (keys.rows.length > 0) {
+    // A key the target marks forgotten (its subject was forgotten there) is never written back.
     await target.pool.query(
       `INSERT INTO ${t(target, "subject_keys")} (subject, key_id, key, created_at)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[]) ON CONFLICT DO NOTHING`,
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[]) AS k(subject, key_id, key, created_at)
+       WHERE NOT EXISTS (SELECT 1 FROM ${t(target, "forgotten_keys")} f WHERE f.key_id = k.key_id)
+       ON CONFLICT DO NOTHING`,
       [keys.rows.map((r) => r.subject), keys.rows.map((r) => r.key_id), keys.rows.map((r) => r.key), keys.rows.map((r) => r.created_at)],
     );
   }
+  // A key the source has forgotten goes from the target too (the forget's mark wins over a key copied earlier).
   await target.pool.query(
-    `INSERT INTO ${t(target, "forgotten_keys")} (key_id, forgotten_at)
-     SELECT key_id, forgotten_at FROM unnest($1::text[], $2::bigint[]) AS f(key_id, forgotten_at) ON CONFLICT DO NOTHING`,
+    `WITH marked AS (
+       INSERT INTO ${t(target, "forgotten_keys")} (key_id, forgotten_at)
+       SELECT key_id, forgotten_at FROM unnest($1::text[], $2::bigint[]) AS f(key_id, forgotten_at) ON CONFLICT DO NOTHING)
+     DELETE FROM ${t(target, "subject_keys")} WHERE key_id = ANY($1::text[])`,
     await forgotten(source, keyIds),
   );
 }

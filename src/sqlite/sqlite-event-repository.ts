@@ -3,7 +3,9 @@ import { addListener } from "../store/listeners.js";
 import { MnemeError } from "../model/errors.js";
 import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import {
+  checkAggregateIdToRead,
   checkAppendTenants,
+  checkEventTexts,
   checkEventVersion,
   eventFieldJson,
   expectedVersionsMap,
@@ -277,7 +279,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   }
 
   async loadAggregate(aggregateUuid: string, opts: { fromVersion?: number } = {}): Promise<Event[]> {
-    if (typeof aggregateUuid !== "string") throw new MnemeError("INVALID_REQUEST", "loadAggregate: aggregateUuid must be a string");
+    checkAggregateIdToRead(aggregateUuid, "loadAggregate");
     const from = opts?.fromVersion ?? 1;
     if (typeof from !== "number" || Number.isNaN(from))
       throw new MnemeError("INVALID_REQUEST", `loadAggregate: fromVersion must be a number, got ${String(from)}`);
@@ -312,6 +314,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     if (!Array.isArray(aggregateUuids) || aggregateUuids.some((u) => typeof u !== "string")) {
       throw new MnemeError("INVALID_REQUEST", "loadAggregates: aggregateUuids must be an array of strings");
     }
+    for (const u of aggregateUuids) checkAggregateIdToRead(u, "loadAggregates");
     const result = new Map<string, Event[]>();
     for (const u of aggregateUuids) result.set(u, []);
     if (result.size === 0) return result;
@@ -474,6 +477,7 @@ function prepareEvent(e: NewEvent, i: number, ctxCache: ReqCtxCache): PendingEve
   optionalString(e.eventUuid, i, "eventUuid", true);
   optionalString(e.tenantUuid, i, "tenantUuid", false);
   optionalString(e.commandUuid, i, "commandUuid", true);
+  checkEventTexts(e, i);
   checkEventVersion(e.eventVersion, i);
   if (e.version !== undefined && (!Number.isInteger(e.version) || e.version < 1)) {
     throw new MnemeError("INVALID_EVENTS", `events[${i}].version must be an integer >= 1, got ${String(e.version)}`);

@@ -10,6 +10,36 @@ export interface CopyMarker {
 }
 
 /**
+ * What a target records of one table's copy, in the transaction of each page
+ * it inserts (see COPY_PROGRESS_TABLE), so a resume continues from what the
+ * copy verifiably wrote, not from a row count anyone could have changed.
+ */
+export interface CopyTableProgress {
+  /** Rows of the source, in key order, that the copy has gone past (inserted, or left out as forgotten). */
+  readonly sourceRows: number;
+  /** Rows the copy inserted into the target's table. */
+  readonly written: number;
+  /** The key (JSON array of its columns) of the last source row gone past. */
+  readonly lastKey: string;
+}
+
+/** A progress table's row as either side reads it (bigints as text on Postgres). */
+export interface ProgressRow {
+  readonly table_name: string;
+  readonly source_rows: number | string;
+  readonly written: number | string;
+  readonly last_key: string;
+}
+
+/** The progress records of a target, by table. */
+export function progressByTable(rows: readonly ProgressRow[]): Map<string, CopyTableProgress> {
+  return new Map(rows.map((r) => [r.table_name, { sourceRows: Number(r.source_rows), written: Number(r.written), lastKey: r.last_key }]));
+}
+
+/** The progress table's columns, as both sides select them. */
+export const PROGRESS_COLUMNS = "table_name, source_rows, written, last_key";
+
+/**
  * One side of a copy, a SQLite file or a Postgres schema: reads of a
  * consistent snapshot as a source, bulk writes as a target. Every row crosses
  * as a {@link CopyRow}, in the table's key order.
@@ -29,12 +59,25 @@ export interface CopyEndpoint {
   rows(table: CopyTable, pageSize: number): AsyncIterable<CopyRow[]>;
   /** The readmodels that keep SQL tables (their names in the SQL-table generations table). */
   sqlTableReadmodels(): Promise<string[]>;
-  /** Creates every store's tables (the stores' own init) and the copy marker table. */
+  /** Creates every store's tables (the stores' own init), the copy marker table and the progress table. */
   createTables(): Promise<void>;
   readMarker(): Promise<CopyMarker | undefined>;
   writeMarker(marker: CopyMarker): Promise<void>;
-  /** Appends rows in one transaction. */
-  insert(table: CopyTable, rows: readonly CopyRow[]): Promise<void>;
+  /** Every table's progress record (empty when none was written). */
+  readProgress(): Promise<Map<string, CopyTableProgress>>;
+  /**
+   * Appends rows and the table's progress record in one transaction, and
+   * resolves how many rows it inserted. A key whose id the target holds as
+   * forgotten is not inserted, and a forgotten-key mark inserted deletes the
+   * key it names: a forgotten subject's key never comes back through a copy.
+   */
+  insert(table: CopyTable, rows: readonly CopyRow[], progress: { readonly sourceRows: number; readonly lastKey: string }): Promise<number>;
+  /**
+   * Deletes the target's keys whose ids are among `keyIds` or marked
+   * forgotten in the target, lowering the keys' progress record by as many,
+   * in one transaction; resolves how many it deleted.
+   */
+  dropForgottenKeys(keyIds: readonly string[]): Promise<number>;
   /** Writes the store format record over the one the target's init wrote. */
   writeStoreFormat(record: StoreFormatRecord): Promise<void>;
   /** After the rows: what the target keeps beside them follows them (Postgres: the position and log id sequences). */

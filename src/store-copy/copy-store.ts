@@ -1,8 +1,8 @@
 import { MnemeError } from "../model/errors.js";
 import { checkStoreFormat, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
 import { storeDigest, TableDigester, type TableDigest } from "./copy-digest.js";
-import type { CopyEndpoint } from "./copy-endpoint.js";
-import { CHECKPOINTS_TABLE, COPY_TABLES, type CopyRow, type CopyTable, STORE_FORMAT_TABLE } from "./copy-tables.js";
+import type { CopyEndpoint, CopyTableProgress } from "./copy-endpoint.js";
+import { CHECKPOINTS_TABLE, COPY_TABLES, type CopyRow, type CopyTable, KEY_TABLES, STORE_FORMAT_TABLE } from "./copy-tables.js";
 import { parsePostgresUrl, PostgresCopyEndpoint, type PostgresCopyLocation } from "./postgres-copy-endpoint.js";
 import { SqliteCopyEndpoint, type SqliteCopyLocation } from "./sqlite-copy-endpoint.js";
 
@@ -69,7 +69,9 @@ export interface CopyStoreReport {
  * in one snapshot (writes after it began are not copied: stop the app's
  * writers first). A non-empty target is refused (CONFLICT, nothing written)
  * unless `resume` continues an interrupted copy of the same source, which
- * ends in the same state as an uninterrupted one. See docs/scaling.md.
+ * ends in the same state as an uninterrupted one; a finished copy, or one
+ * whose target was changed since, is never resumed (CONFLICT). A key the
+ * target or the source marks forgotten is never written. See docs/scaling.md.
  * @example
  * const report = await copyStore({ from: "app.db", to: "postgres://u@db:5432/app?schema=app" });
  * if (!report.verified) process.exitCode = 1;
@@ -87,8 +89,9 @@ export async function copyStore(opts: CopyStoreOptions): Promise<CopyStoreReport
       throw new MnemeError("INVALID_REQUEST", `store copy: the source and the target are the same store (${source.description})`);
     await source.beginSnapshot();
     const format = await sourceFormat(source);
-    const resumed = await prepareTarget(source, target, opts.resume === true);
-    const run = { source, target, pageSize, onProgress: opts.onProgress, skip: await sqlTableCheckpoints(source) };
+    const progress = await prepareTarget(source, target, opts.resume === true);
+    const resumed = progress !== undefined;
+    const run = { source, target, pageSize, onProgress: opts.onProgress, skip: await sqlTableCheckpoints(source), progress };
     const copied: { table: CopyTable; source: TableDigest; copied: number }[] = [];
     for (const table of COPY_TABLES) copied.push({ table, ...(await copyTable(run, table)) });
     await target.writeStoreFormat(format);
@@ -149,35 +152,78 @@ async function sourceFormat(source: CopyEndpoint): Promise<StoreFormatRecord> {
 
 /**
  * Refuses a target that holds data, unless `resume` and its marker names this
- * source; creates the tables and writes the marker. True when resuming.
+ * source and says the copy never finished; creates the tables and writes the
+ * marker. On resume, checks that every table holds exactly what the copy
+ * wrote (a target used since, a forget included, is CONFLICT) and deletes the
+ * keys the source has forgotten since. Resolves the progress to resume from,
+ * or undefined for a fresh copy.
  */
-async function prepareTarget(source: CopyEndpoint, target: CopyEndpoint, resume: boolean): Promise<boolean> {
+async function prepareTarget(
+  source: CopyEndpoint,
+  target: CopyEndpoint,
+  resume: boolean,
+): Promise<Map<string, CopyTableProgress> | undefined> {
   const marker = await target.readMarker();
   let rows = 0;
   for (const table of COPY_TABLES) rows += await target.count(table);
-  if (marker !== undefined || rows > 0) {
-    if (!resume)
+  if (marker === undefined && rows === 0) {
+    await target.createTables();
+    await target.writeMarker({ source: source.description, finishedAt: null });
+    return undefined;
+  }
+  if (!resume)
+    throw new MnemeError(
+      "CONFLICT",
+      `store copy: the target ${target.description} is not empty` +
+        (marker === undefined
+          ? "; copy into an empty store"
+          : marker.finishedAt === null
+            ? ` (a copy from ${marker.source} began there; rerun with --resume to continue it)`
+            : ` (it holds a finished copy of ${marker.source}); copy into an empty store`),
+    );
+  if (marker === undefined)
+    throw new MnemeError(
+      "CONFLICT",
+      `store copy: the target ${target.description} holds data that no copy wrote; --resume continues only a copy`,
+    );
+  if (marker.source !== source.description)
+    throw new MnemeError(
+      "CONFLICT",
+      `store copy: the target ${target.description} holds a copy of ${marker.source}, not of ${source.description}`,
+    );
+  // A finished copy may have been used since (a forget deletes a key): resuming it would write back what the target let go.
+  if (marker.finishedAt !== null)
+    throw new MnemeError(
+      "CONFLICT",
+      `store copy: the copy from ${marker.source} into ${target.description} finished at ${new Date(marker.finishedAt).toISOString()}; ` +
+        "--resume continues only an interrupted copy (the target may have been used since): copy into an empty store",
+    );
+  await target.createTables();
+  const progress = await target.readProgress();
+  for (const table of COPY_TABLES) {
+    const written = progress.get(table.name)?.written ?? 0;
+    const holds = await target.count(table);
+    if (holds !== written)
       throw new MnemeError(
         "CONFLICT",
-        `store copy: the target ${target.description} is not empty` +
-          (marker === undefined
-            ? "; copy into an empty store"
-            : ` (a copy from ${marker.source} began there; rerun with --resume to continue it)`),
-      );
-    if (marker === undefined)
-      throw new MnemeError(
-        "CONFLICT",
-        `store copy: the target ${target.description} holds data that no copy wrote; --resume continues only a copy`,
-      );
-    if (marker.source !== source.description)
-      throw new MnemeError(
-        "CONFLICT",
-        `store copy: the target ${target.description} holds a copy of ${marker.source}, not of ${source.description}`,
+        `store copy: the target ${target.description} holds ${holds} rows of ${table.name} where the interrupted copy wrote ${written}: ` +
+          "it was changed since (by an app, or a copy of an earlier release), so it cannot be resumed: copy into an empty store",
       );
   }
-  await target.createTables();
-  if (marker === undefined) await target.writeMarker({ source: source.description, finishedAt: null });
-  return marker !== undefined;
+  // Keys the source forgot after the interrupted run wrote them go now, before anything else is copied.
+  const dropped = await target.dropForgottenKeys(await forgottenKeyIds(source));
+  if (dropped > 0) return target.readProgress();
+  return progress;
+}
+
+/** The key ids the source marks forgotten. */
+async function forgottenKeyIds(source: CopyEndpoint): Promise<string[]> {
+  const table = COPY_TABLES.find((t) => t.name === KEY_TABLES.forgotten);
+  const ids: string[] = [];
+  if (table === undefined) return ids;
+  const at = table.columns.findIndex((c) => c.name === "key_id");
+  for await (const page of source.rows(table, 5000)) for (const row of page) if (typeof row[at] === "string") ids.push(row[at]);
+  return ids;
 }
 
 /** The checkpoints of SQL-table readmodels (their own and their next generation's): left out, so they restore from zero. */
@@ -191,17 +237,21 @@ interface CopyRun {
   readonly pageSize: number;
   readonly onProgress: ((p: CopyProgress) => void) | undefined;
   readonly skip: readonly string[];
+  /** What an interrupted copy wrote, per table (undefined for a fresh copy). */
+  readonly progress: ReadonlyMap<string, CopyTableProgress> | undefined;
 }
 
 /**
  * Copies one table: the source's rows in key order, digested all, inserted
- * from the first the target lacks. Each page commits on its own, so a target
- * interrupted at any point holds a prefix of the source in key order, and its
- * row count says where to continue.
+ * from the first the target's progress record has not gone past. Each page
+ * commits with the record, so an interrupted copy resumes from what it
+ * verifiably wrote; a source whose rows changed before that point (its row
+ * there has another key) is CONFLICT.
  */
 async function copyTable(run: CopyRun, table: CopyTable): Promise<{ source: TableDigest; copied: number }> {
   const total = await run.source.count(table);
-  const present = await run.target.count(table);
+  const done = run.progress?.get(table.name);
+  const present = done?.sourceRows ?? 0;
   const digester = new TableDigester(table);
   const keep = table === CHECKPOINTS_TABLE ? (row: CopyRow) => !isSkipped(run.skip, row[0]) : () => true;
   let seen = 0;
@@ -212,13 +262,29 @@ async function copyTable(run: CopyRun, table: CopyTable): Promise<{ source: Tabl
     for (const row of page) {
       if (!keep(row)) continue;
       digester.add(row);
-      if (seen++ >= present) fresh.push(row);
+      if (++seen > present) fresh.push(row);
+      else if (seen === present && keyOf(table, row) !== done?.lastKey)
+        throw new MnemeError(
+          "CONFLICT",
+          `store copy: ${run.source.description} changed since the interrupted copy (its ${table.name} differ before row ${present}); ` +
+            "stop the app's writers and copy into an empty store",
+        );
     }
-    if (fresh.length > 0) await run.target.insert(table, fresh);
-    copied += fresh.length;
+    if (fresh.length > 0) copied += await run.target.insert(table, fresh, { sourceRows: seen, lastKey: keyOf(table, fresh.at(-1)!) });
     run.onProgress?.({ phase: "copy", table: table.name, done: seen, total });
   }
+  if (seen < present)
+    throw new MnemeError(
+      "CONFLICT",
+      `store copy: ${run.source.description} changed since the interrupted copy (its ${table.name} holds ${seen} rows, the copy went past ${present}); ` +
+        "stop the app's writers and copy into an empty store",
+    );
   return { source: digester.finish(), copied };
+}
+
+/** A row's key as the progress record keeps it. */
+function keyOf(table: CopyTable, row: CopyRow): string {
+  return JSON.stringify(table.key.map((i) => row[i] ?? null));
 }
 
 function isSkipped(readmodels: readonly string[], handler: CopyRow[number] | undefined): boolean {

@@ -107,6 +107,12 @@ export const COPY_TABLES: readonly CopyTable[] = [
 /** The table in which a target records the copy under way (its source, and whether it finished). */
 export const COPY_MARKER_TABLE = "store_copy";
 
+/** The table in which a target records, per copied table, how far the copy got (see CopyTableProgress). */
+export const COPY_PROGRESS_TABLE = "store_copy_progress";
+
+/** The key store's tables: a key id in `forgotten` must never be in `keys` (the forget's tombstone wins). */
+export const KEY_TABLES = { keys: "subject_keys", forgotten: "forgotten_keys" } as const;
+
 /** The table in which SQL-table readmodels record their served generation (see SqlTableReadmodel). */
 export const SQL_TABLE_GENERATIONS = "sql_table_generations";
 

@@ -6,8 +6,24 @@ import { createPostgresBackends } from "../postgres/postgres-backends.js";
 import { mapPgError } from "../postgres/postgres-errors.js";
 import { FORMAT_RECORD_TABLE } from "../postgres/postgres-old-starts.js";
 import { quoteIdent, validateSchemaName } from "../postgres/postgres-schema.js";
-import { type CopyEndpoint, type CopyMarker, createStoreTables } from "./copy-endpoint.js";
-import { COPY_MARKER_TABLE, type CopyColumn, type CopyRow, type CopyTable, SQL_TABLE_GENERATIONS } from "./copy-tables.js";
+import {
+  type CopyEndpoint,
+  type CopyMarker,
+  type CopyTableProgress,
+  createStoreTables,
+  PROGRESS_COLUMNS,
+  progressByTable,
+  type ProgressRow,
+} from "./copy-endpoint.js";
+import {
+  COPY_MARKER_TABLE,
+  COPY_PROGRESS_TABLE,
+  type CopyColumn,
+  type CopyRow,
+  type CopyTable,
+  KEY_TABLES,
+  SQL_TABLE_GENERATIONS,
+} from "./copy-tables.js";
 
 /** Where a Postgres side of a copy is: a connection string and a schema. */
 export interface PostgresCopyLocation {
@@ -147,8 +163,17 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
   async createTables(): Promise<void> {
     await createStoreTables(createPostgresBackends({ pool: this.#pool, schema: this.#schema, pollIntervalMs: 0 }));
     await this.#query(
-      `CREATE TABLE IF NOT EXISTS ${this.#table(COPY_MARKER_TABLE)} (id smallint PRIMARY KEY CHECK (id = 1), source text NOT NULL, finished_at bigint)`,
+      `CREATE TABLE IF NOT EXISTS ${this.#table(COPY_MARKER_TABLE)} (id smallint PRIMARY KEY CHECK (id = 1), source text NOT NULL, finished_at bigint);
+       CREATE TABLE IF NOT EXISTS ${this.#table(COPY_PROGRESS_TABLE)} (
+         table_name text PRIMARY KEY, source_rows bigint NOT NULL, written bigint NOT NULL, last_key text NOT NULL)`,
     );
+  }
+
+  async readProgress(): Promise<Map<string, CopyTableProgress>> {
+    if (!(await this.hasTable(COPY_PROGRESS_TABLE))) return new Map();
+    // pg gives bigint columns as strings; progressByTable makes numbers of them.
+    const res = await this.#query<ProgressRow>(`SELECT ${PROGRESS_COLUMNS} FROM ${this.#table(COPY_PROGRESS_TABLE)}`);
+    return progressByTable(res.rows);
   }
 
   async readMarker(): Promise<CopyMarker | undefined> {
@@ -168,12 +193,79 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
     );
   }
 
-  async insert(table: CopyTable, rows: readonly CopyRow[]): Promise<void> {
-    const cols = table.columns.map((c) => quoteIdent(c.pgName ?? c.name)).join(", ");
+  async insert(table: CopyTable, rows: readonly CopyRow[], progress: { sourceRows: number; lastKey: string }): Promise<number> {
+    const names = table.columns.map((c) => quoteIdent(c.pgName ?? c.name));
     const arrays = table.columns.map((_, i) => rows.map((r) => r[i] ?? null));
     const unnest = table.columns.map((c, i) => `$${i + 1}::${ARRAY_TYPE[c.kind]}`).join(", ");
-    // OVERRIDING SYSTEM VALUE: the log ids are an identity column GENERATED ALWAYS, and the copy keeps them.
-    await this.#query(`INSERT INTO ${this.#table(table.name)} (${cols}) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(${unnest})`, arrays);
+    const keys = this.#table(KEY_TABLES.keys);
+    const forgotten = this.#table(KEY_TABLES.forgotten);
+    // A key whose id the target marks forgotten is not written; a forgotten mark deletes the key it names.
+    const unless = table.name === KEY_TABLES.keys ? ` WHERE NOT EXISTS (SELECT 1 FROM ${forgotten} f WHERE f.key_id = r.key_id)` : "";
+    return this.#inTransaction(async (client) => {
+      // OVERRIDING SYSTEM VALUE: the log ids are an identity column GENERATED ALWAYS, and the copy keeps them.
+      const inserted = await this.#query(
+        `INSERT INTO ${this.#table(table.name)} (${names.join(", ")}) OVERRIDING SYSTEM VALUE
+         SELECT * FROM unnest(${unnest}) AS r(${names.join(", ")})${unless}`,
+        arrays,
+        client,
+      );
+      const written = inserted.rowCount ?? 0;
+      await this.#advance(client, table.name, progress.sourceRows, written, progress.lastKey);
+      if (table.name === KEY_TABLES.forgotten) {
+        const keyIds = arrays[table.columns.findIndex((c) => c.name === "key_id")];
+        const dropped = await this.#query(`DELETE FROM ${keys} WHERE key_id = ANY($1::text[])`, [keyIds], client);
+        if ((dropped.rowCount ?? 0) > 0) await this.#lowerWritten(client, KEY_TABLES.keys, dropped.rowCount ?? 0);
+      }
+      return written;
+    });
+  }
+
+  async dropForgottenKeys(keyIds: readonly string[]): Promise<number> {
+    return this.#inTransaction(async (client) => {
+      const res = await this.#query(
+        `DELETE FROM ${this.#table(KEY_TABLES.keys)} WHERE key_id = ANY($1::text[])
+           OR key_id IN (SELECT key_id FROM ${this.#table(KEY_TABLES.forgotten)})`,
+        [keyIds],
+        client,
+      );
+      const n = res.rowCount ?? 0;
+      if (n > 0) await this.#lowerWritten(client, KEY_TABLES.keys, n);
+      return n;
+    });
+  }
+
+  async #inTransaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (e) {
+      throw mapPgError(e, `store copy: ${this.description}`);
+    }
+    let done = false;
+    try {
+      await this.#query("BEGIN", [], client);
+      const out = await work(client);
+      await this.#query("COMMIT", [], client);
+      done = true;
+      return out;
+    } finally {
+      if (!done) await client.query("ROLLBACK").catch(() => undefined);
+      client.release();
+    }
+  }
+
+  async #advance(client: pg.PoolClient, table: string, sourceRows: number, written: number, lastKey: string): Promise<void> {
+    const progress = this.#table(COPY_PROGRESS_TABLE);
+    await this.#query(
+      `INSERT INTO ${progress} AS p (table_name, source_rows, written, last_key) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (table_name) DO UPDATE SET source_rows = EXCLUDED.source_rows, written = p.written + EXCLUDED.written, last_key = EXCLUDED.last_key`,
+      [table, sourceRows, written, lastKey],
+      client,
+    );
+  }
+
+  async #lowerWritten(client: pg.PoolClient, table: string, by: number): Promise<void> {
+    await this.#query(`UPDATE ${this.#table(COPY_PROGRESS_TABLE)} SET written = written - $1 WHERE table_name = $2`, [by, table], client);
   }
 
   async writeStoreFormat(record: StoreFormatRecord): Promise<void> {

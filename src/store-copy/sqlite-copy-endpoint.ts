@@ -4,12 +4,22 @@ import { MnemeError } from "../model/errors.js";
 import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format.js";
 import { createSqliteBackends } from "../sqlite/sqlite-backends.js";
 import { SqliteDatabase, validateTablePrefix } from "../sqlite/sqlite-database.js";
-import { type CopyEndpoint, type CopyMarker, createStoreTables } from "./copy-endpoint.js";
+import {
+  type CopyEndpoint,
+  type CopyMarker,
+  type CopyTableProgress,
+  createStoreTables,
+  PROGRESS_COLUMNS,
+  progressByTable,
+  type ProgressRow,
+} from "./copy-endpoint.js";
 import {
   type ColumnKind,
   COPY_MARKER_TABLE,
+  COPY_PROGRESS_TABLE,
   type CopyRow,
   type CopyTable,
+  KEY_TABLES,
   SQL_TABLE_GENERATIONS,
   STORE_FORMAT_TABLE,
 } from "./copy-tables.js";
@@ -113,8 +123,15 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
   async createTables(): Promise<void> {
     await createStoreTables(createSqliteBackends({ database: this.#connection.driver, tablePrefix: this.#prefix, pollIntervalMs: 0 }));
     this.#db.exec(
-      `CREATE TABLE IF NOT EXISTS ${this.#table(COPY_MARKER_TABLE)} (id INTEGER PRIMARY KEY CHECK (id = 1), source TEXT NOT NULL, finished_at INTEGER)`,
+      `CREATE TABLE IF NOT EXISTS ${this.#table(COPY_MARKER_TABLE)} (id INTEGER PRIMARY KEY CHECK (id = 1), source TEXT NOT NULL, finished_at INTEGER);
+       CREATE TABLE IF NOT EXISTS ${this.#table(COPY_PROGRESS_TABLE)} (
+         table_name TEXT PRIMARY KEY, source_rows INTEGER NOT NULL, written INTEGER NOT NULL, last_key TEXT NOT NULL)`,
     );
+  }
+
+  async readProgress(): Promise<Map<string, CopyTableProgress>> {
+    if (!(await this.hasTable(COPY_PROGRESS_TABLE))) return new Map();
+    return progressByTable(this.#db.prepare(`SELECT ${PROGRESS_COLUMNS} FROM ${this.#table(COPY_PROGRESS_TABLE)}`).all() as ProgressRow[]);
   }
 
   async readMarker(): Promise<CopyMarker | undefined> {
@@ -133,14 +150,60 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
       .run(marker.source, marker.finishedAt);
   }
 
-  async insert(table: CopyTable, rows: readonly CopyRow[]): Promise<void> {
+  async insert(table: CopyTable, rows: readonly CopyRow[], progress: { sourceRows: number; lastKey: string }): Promise<number> {
     const cols = table.columns.map((c) => `"${c.name}"`).join(", ");
-    const stmt = this.#db.prepare(`INSERT INTO ${this.#table(table.name)} (${cols}) VALUES (${table.columns.map(() => "?").join(", ")})`);
+    const values = table.columns.map(() => "?").join(", ");
+    const keyId = table.columns.findIndex((c) => c.name === "key_id");
+    const forgotten = this.#table(KEY_TABLES.forgotten);
+    const keys = this.#table(KEY_TABLES.keys);
+    // A key whose id the target marks forgotten is not written; a forgotten mark deletes the key it names.
+    const stmt =
+      table.name === KEY_TABLES.keys
+        ? this.#db.prepare(`INSERT INTO ${keys} (${cols}) SELECT ${values} WHERE NOT EXISTS (SELECT 1 FROM ${forgotten} WHERE key_id = ?)`)
+        : this.#db.prepare(`INSERT INTO ${this.#table(table.name)} (${cols}) VALUES (${values})`);
+    const dropKey = table.name === KEY_TABLES.forgotten ? this.#db.prepare(`DELETE FROM ${keys} WHERE key_id = ?`) : undefined;
     const kinds = table.columns.map((c) => c.kind);
-    const write = this.#db.transaction((page: readonly CopyRow[]) => {
-      for (const row of page) stmt.run(row.map((v, i) => (typeof v === "string" ? sqliteValue(kinds[i], v) : v)));
+    const write = this.#db.transaction((page: readonly CopyRow[]): number => {
+      let written = 0;
+      let dropped = 0;
+      for (const row of page) {
+        const params = row.map((v, i) => (typeof v === "string" ? sqliteValue(kinds[i], v) : v));
+        if (table.name === KEY_TABLES.keys) params.push(row[keyId] ?? null);
+        written += stmt.run(params).changes;
+        if (dropKey !== undefined) dropped += dropKey.run(row[keyId] ?? null).changes;
+      }
+      this.#advance(table.name, progress.sourceRows, written, progress.lastKey);
+      if (dropped > 0) this.#lowerWritten(KEY_TABLES.keys, dropped);
+      return written;
     });
-    write.immediate(rows);
+    return write.immediate(rows);
+  }
+
+  async dropForgottenKeys(keyIds: readonly string[]): Promise<number> {
+    const keys = this.#table(KEY_TABLES.keys);
+    const byId = this.#db.prepare(`DELETE FROM ${keys} WHERE key_id = ?`);
+    const marked = this.#db.prepare(`DELETE FROM ${keys} WHERE key_id IN (SELECT key_id FROM ${this.#table(KEY_TABLES.forgotten)})`);
+    const drop = this.#db.transaction((ids: readonly string[]): number => {
+      let n = marked.run().changes;
+      for (const id of ids) n += byId.run(id).changes;
+      if (n > 0) this.#lowerWritten(KEY_TABLES.keys, n);
+      return n;
+    });
+    return drop.immediate(keyIds);
+  }
+
+  #advance(table: string, sourceRows: number, written: number, lastKey: string): void {
+    const progress = this.#table(COPY_PROGRESS_TABLE);
+    this.#db
+      .prepare(
+        `INSERT INTO ${progress} (table_name, source_rows, written, last_key) VALUES (?, ?, ?, ?)
+         ON CONFLICT (table_name) DO UPDATE SET source_rows = excluded.source_rows, written = written + excluded.written, last_key = excluded.last_key`,
+      )
+      .run(table, sourceRows, written, lastKey);
+  }
+
+  #lowerWritten(table: string, by: number): void {
+    this.#db.prepare(`UPDATE ${this.#table(COPY_PROGRESS_TABLE)} SET written = written - ? WHERE table_name = ?`).run(by, table);
   }
 
   async writeStoreFormat(record: StoreFormatRecord): Promise<void> {

@@ -1,6 +1,6 @@
 import { MnemeError } from "../model/errors.js";
-import type { Event } from "../model/types.js";
-import { jsonSafeProblem } from "./json-safe.js";
+import type { Event, NewEvent } from "../model/types.js";
+import { jsonSafeProblem, stringProblem } from "./json-safe.js";
 
 /**
  * The checked `expectedVersions` of an append (aggregateUuid -> version, empty
@@ -13,6 +13,7 @@ export function expectedVersionsMap(expected: Record<string, number> | undefined
     throw new MnemeError("INVALID_EVENTS", "append: expectedVersions must be an object");
   for (const [agg, v] of Object.entries(expected)) {
     if (agg === "") throw new MnemeError("INVALID_EVENTS", "append: expectedVersions has an empty aggregateUuid");
+    checkExpectedAggregate(agg);
     if (!Number.isInteger(v) || v < 0)
       throw new MnemeError("INVALID_EVENTS", `append: expectedVersions[${agg}] must be an integer >= 0, got ${String(v)}`);
     m.set(agg, v);
@@ -37,6 +38,63 @@ export function checkEventField(v: unknown, i: number, field: string): void {
       },
     );
   }
+}
+
+/** The ids and names of an event that backends store as text. */
+const EVENT_TEXTS = ["aggregateUuid", "tenantUuid", "domain", "name", "eventUuid", "commandUuid"] as const;
+
+/**
+ * The longest id or name of an event (UTF-16 code units): indexed by every
+ * backend, and Postgres refuses an index entry over 2704 bytes, which 512
+ * units (at most 1536 bytes of UTF-8) stay well below.
+ */
+export const EVENT_ID_MAX_LENGTH = 512;
+
+/** Why an event's id or name cannot be stored alike on every backend, or undefined. */
+function eventTextProblem(s: string): string | undefined {
+  if (s.length > EVENT_ID_MAX_LENGTH) return `is longer than ${EVENT_ID_MAX_LENGTH} characters (${s.length})`;
+  return stringProblem(s);
+}
+
+/**
+ * Refuses an id or name of event `i` (aggregateUuid, tenantUuid, domain,
+ * name, eventUuid, commandUuid) that breaks the payloads' string rule (no
+ * U+0000, no lone surrogate) or is longer than {@link EVENT_ID_MAX_LENGTH},
+ * with INVALID_EVENTS and a pointer into the append's events array. Postgres would store a lone surrogate as U+FFFD, so
+ * aggregates "\ud800", "\udc00" and "\ufffd" would be one, and SQLite reads
+ * it back as U+FFFD: every backend refuses them alike. Fields that are not
+ * strings are left to the backend's type checks.
+ */
+export function checkEventTexts(e: NewEvent, i: number): void {
+  for (const field of EVENT_TEXTS) {
+    const v = e[field];
+    if (typeof v !== "string") continue;
+    const problem = eventTextProblem(v);
+    if (problem !== undefined)
+      throw new MnemeError("INVALID_EVENTS", `events[${i}].${field} ${problem}`, {
+        details: [{ pointer: `/${i}/${field}`, message: problem }],
+      });
+  }
+}
+
+/** Refuses an `expectedVersions` key that no append accepts as an aggregate id (see {@link checkEventTexts}): INVALID_EVENTS. */
+export function checkExpectedAggregate(agg: string): void {
+  const problem = eventTextProblem(agg);
+  if (problem !== undefined) throw new MnemeError("INVALID_EVENTS", `append: expectedVersions has an aggregateUuid that ${problem}`);
+}
+
+/**
+ * Refuses an aggregate id a read is given (loadAggregate, loadAggregates)
+ * that no append accepts (see {@link checkEventTexts}), with INVALID_REQUEST:
+ * on Postgres it would find the events of another aggregate (the lone
+ * surrogate read as U+FFFD).
+ */
+export function checkAggregateIdToRead(id: unknown, where: string): string {
+  if (typeof id !== "string") throw new MnemeError("INVALID_REQUEST", `${where}: aggregateUuid must be a string`);
+  const problem = eventTextProblem(id);
+  if (problem !== undefined)
+    throw new MnemeError("INVALID_REQUEST", `${where}: aggregateUuid ${problem}; no event is stored under such an id`);
+  return id;
 }
 
 /** The JSON of field `field` of event `i` of an append (payload, reqCtx); INVALID_EVENTS when it is not JSON-safe. */

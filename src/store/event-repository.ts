@@ -50,6 +50,12 @@ export type AppendListener = (events: readonly Event[]) => void;
  *   (0 when absent) gives CONFLICT;
  * - missing `eventUuid` (uuid v7), `createdAt` (ns), `tenantUuid` ("") and
  *   `reqCtx` ({}) are filled; an empty aggregateUuid, domain or name gives INVALID_EVENTS;
+ * - an id or name (aggregateUuid, tenantUuid, domain, name, eventUuid,
+ *   commandUuid, an expectedVersions key) holding U+0000 or a lone surrogate,
+ *   or longer than 512 characters, gives INVALID_EVENTS (the payloads' string
+ *   rule: Postgres would read a lone surrogate back as U+FFFD, merging
+ *   aggregates); `loadAggregate` and `loadAggregates` of such an id give
+ *   INVALID_REQUEST, so no lookup finds another aggregate's events;
  * - appends without expected versions never conflict with each other: 20
  *   concurrent appends to one aggregate get versions 1..20;
  * - `expectedVersions` are checked for aggregates with no event in the call too;

@@ -164,8 +164,12 @@ function failAt(token: string | number, message: string): Failure {
   return { tokens: [token], message };
 }
 
-/** Why a string is not JSON-safe ("is ..." / "contains ..."), or undefined when it is. */
-function stringProblem(s: string): string | undefined {
+/**
+ * Why a string breaks the string rule ("contains ..."): U+0000 or a lone
+ * surrogate; undefined when it obeys it. The rule of every string a backend
+ * stores as text, payload or not (ids and names of events included).
+ */
+export function stringProblem(s: string): string | undefined {
   if (s.indexOf("\u0000") !== -1) return "contains U+0000 (NUL), which no backend stores: remove it";
   if (!isWellFormed(s)) return "contains a lone surrogate (half of a UTF-16 pair), which is not valid Unicode: remove it";
   return undefined;

@@ -1,4 +1,5 @@
 import { MnemeError } from "../model/errors.js";
+import { stringProblem } from "./json-safe.js";
 import type { CollectionScope, ListOptions } from "./readmodel-store-backend.js";
 
 /** A top-level document field: the whitelist that keeps field names out of reach of SQL and JSON-path injection. */
@@ -24,9 +25,16 @@ export function assertCollectionMoves(moves: unknown): asserts moves is readonly
   }
 }
 
-/** Throws INVALID_REQUEST unless `key` is a document key (a string). */
+/**
+ * Throws INVALID_REQUEST unless `key` is a document key: a string without
+ * U+0000 or a lone surrogate (the payloads' string rule). Postgres reads a
+ * lone surrogate as U+FFFD, so keys "\ud800" and "\udc00" would be one
+ * document there (a key cut in the middle of an emoji makes one).
+ */
 export function assertDocumentKey(key: unknown): asserts key is string {
   if (typeof key !== "string") throw new MnemeError("INVALID_REQUEST", "a document key must be a string");
+  const problem = stringProblem(key);
+  if (problem !== undefined) throw new MnemeError("INVALID_REQUEST", `a document key ${problem}`);
 }
 
 /** Throws INVALID_REQUEST unless `keys` (of getMany, or the method named) is an array of document keys. */

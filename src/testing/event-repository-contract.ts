@@ -200,6 +200,23 @@ export const describeEventRepositoryContract = defineContract<EventRepository>("
     expect(await repo.loadAggregate(ok.aggregateUuid)).toEqual([]);
   });
 
+  test("ids with U+0000 or a lone surrogate, or over 512 characters, give INVALID_EVENTS; reads of them INVALID_REQUEST", async (repo) => {
+    const ok = ev(newUuid());
+    for (const bad of ["\ud800", "a\udc00", "\udc00\ud800", "a\u0000b", "x".repeat(513)]) {
+      await expectRejectsWith(() => repo.append([ok, ev(bad)]), "INVALID_EVENTS");
+      await expectRejectsWith(() => repo.append([ok, ev(newUuid(), { tenantUuid: bad })]), "INVALID_EVENTS");
+      await expectRejectsWith(() => repo.append([ok, ev(newUuid(), { name: bad })]), "INVALID_EVENTS");
+      await expectRejectsWith(() => repo.append([ok], { expectedVersions: { [bad]: 0 } }), "INVALID_EVENTS");
+      await expectRejectsWith(() => repo.loadAggregate(bad), "INVALID_REQUEST");
+      await expectRejectsWith(() => repo.loadAggregates([ok.aggregateUuid, bad]), "INVALID_REQUEST");
+    }
+    expect(await repo.headPosition()).toBe(0);
+    // U+FFFD, a surrogate pair, a noncharacter and 512 characters are ids like any other, each its own aggregate.
+    const good = ["\ufffd", "\ud83d\ude00", "\uffff", "y".repeat(512)];
+    for (const id of good) await repo.append([ev(id)]);
+    for (const id of good) expect((await repo.loadAggregate(id)).map((e) => e.aggregateUuid)).toEqual([id]);
+  });
+
   test("expectedVersions 0 means the aggregate must not exist", async (repo) => {
     const agg = newUuid();
     const [e] = await repo.append([ev(agg)], { expectedVersions: { [agg]: 0 } });

@@ -63,6 +63,28 @@ export const describeReadmodelStoreBackendContract = defineContract<ReadmodelSto
     expect(await col.get("arr")).toEqual({ wrapped: [[1], [2]] });
   });
 
+  test("a key with a lone surrogate or U+0000 is INVALID_REQUEST on every method; U+FFFD and pairs are keys like any other", async (backend) => {
+    const col = backend.collection<Item>("items");
+    for (const bad of ["\ud800", "a\udc00", "x\u0000y"]) {
+      await expectRejectsWith(() => col.put(bad, item(bad, 1)), "INVALID_REQUEST");
+      await expectRejectsWith(
+        () =>
+          col.putMany([
+            ["ok", item("ok", 1)],
+            [bad, item(bad, 1)],
+          ]),
+        "INVALID_REQUEST",
+      );
+      await expectRejectsWith(() => col.get(bad), "INVALID_REQUEST");
+      await expectRejectsWith(() => col.getMany(["ok", bad]), "INVALID_REQUEST");
+      await expectRejectsWith(() => col.delete(bad), "INVALID_REQUEST");
+    }
+    expect(await col.count()).toBe(0);
+    for (const good of ["\ufffd", "\ud83d\ude00", "\uffff"]) await col.put(good, item(good, 1));
+    for (const good of ["\ufffd", "\ud83d\ude00", "\uffff"]) expect((await col.get(good))?.id).toBe(good);
+    expect(await col.count()).toBe(3);
+  });
+
   test("get of an unknown key resolves undefined", async (backend) => {
     const col = backend.collection<Item>("items");
     expect(await col.get("nope")).toBeUndefined();
