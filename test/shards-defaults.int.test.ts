@@ -26,6 +26,7 @@ import {
   CreateIdentity,
   CreateTenant,
   Login,
+  Logout,
   RegisterAccount,
   registerDefaults,
   resolveCredentials,
@@ -206,6 +207,24 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     expect(ok.status).toBe(200);
     expect((await app.shard("s1").loadAggregate(Note, noteUuid)).version).toBe(1);
   });
+
+  it("a second instance of the app: a login on the first counts on its shards, a logout there ends it at once", async () => {
+    const app2 = createShardedApp({ control, shards, configure, facadeOptions: () => ({ appName: "shardauth" }) });
+    await app2.start();
+    try {
+      const session = await login("alice@example.org", alice.password, alice.identityUuid);
+      const shardOfT = (await app2.placements()).find((p) => p.tenantUuid === tenantT)!.shard;
+      const reqCtx = await resolveCredentials(app2.shard(shardOfT), session.creds);
+      expect(reqCtx).toMatchObject({ senderIdentityUuid: alice.identityUuid, senderTenantUuid: tenantT });
+      const noteUuid = newUuid();
+      await app2.dispatch(AddNote, { noteUuid, text: "instance 2" }, { reqCtx: reqCtx!, waitToFinish: true });
+      expect((await app2.query(GetNote, { noteUuid }, { reqCtx: reqCtx! }))?.model.text).toBe("instance 2");
+      await app.dispatch(Logout, {}, { reqCtx: reqCtx! });
+      expect(await resolveCredentials(app2.shard(shardOfT), session.creds)).toBeUndefined();
+    } finally {
+      await app2.stop();
+    }
+  }, 60_000);
 
   it("a tenant moved to another non-home shard keeps working with the same session", async () => {
     const before = newUuid();
