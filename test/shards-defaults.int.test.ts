@@ -30,6 +30,7 @@ import {
   RegisterAccount,
   registerDefaults,
   resolveCredentials,
+  systemAdministrator,
   UnassignGroup,
 } from "mneme/defaults";
 import { createHttpHandler } from "mneme/http";
@@ -51,6 +52,7 @@ const shards: ShardLocation[] = [
 const Notes = defineDomain("Notes", { description: "Notes of a tenant" });
 const AddNote = Notes.command<{ noteUuid: string; text: string }>("AddNote", { permission: authorized });
 const GetNote = Notes.query<{ noteUuid: string }, ProjectionModel<{ text: string }> | undefined>("GetNote", { permission: authorized });
+const PinNote = Notes.command<{ noteUuid: string }>("PinNote", { permission: systemAdministrator });
 const NoteAdded = Notes.event<{ text: string }>("NoteAdded");
 const Note = Notes.aggregate<{ text: string }>("Note", {
   initialState: () => ({ text: "" }),
@@ -62,6 +64,7 @@ async function configure(facade: Facade): Promise<void> {
   const notes = new ProjectionReadmodel(facade, { aggregate: Note });
   facade.registerDomain(Notes, (d) => {
     d.handleCommand(AddNote, (_ctx, _c, p) => [NoteAdded.create(p.noteUuid, { text: p.text })]);
+    d.handleCommand(PinNote, (_ctx, _c, p) => [NoteAdded.create(p.noteUuid, { text: "pinned" })]);
     d.handleQuery(GetNote, (ctx, _q, p) => ctx.readmodel(notes).getModel(p.noteUuid));
   });
   facade.registerReadmodel(notes);
@@ -177,6 +180,9 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     const shards = await app.shard("s1").query(ListShards, {}, { reqCtx: adminCtx });
     expect(shards.map((x) => x.name)).toEqual(["s0", "s1", "s2"]);
     expect(await code(app.shard("s1").query(ListShards, {}, { reqCtx: bob.reqCtx }))).toBe("PERMISSION_DENIED");
+    // The permission function `systemAdministrator` asks the same, on the shard that serves the command.
+    await app.dispatch(PinNote, { noteUuid }, { reqCtx: onT });
+    expect(await code(app.dispatch(PinNote, { noteUuid }, { reqCtx: alice.reqCtx }))).toBe("PERMISSION_DENIED");
   });
 
   it("a group change on home counts on the shard at once", async () => {
