@@ -196,22 +196,34 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     expect(await code(app.dispatch(AddNote, { noteUuid: newUuid(), text: "y" }, { reqCtx: alice.reqCtx }))).toBe("ok");
   });
 
-  it("over HTTP: a shard's handler takes a session started on home, and refuses a bad key", async () => {
-    const handler = createHttpHandler(app.shard("s1"), { modules: [accountRoutes()] });
+  it("over HTTP: a login on the home shard's handler, then the tenant's requests on its shard's handler", async () => {
+    const homeHandler = createHttpHandler(app.shard(app.home), { modules: [accountRoutes()] });
+    const shardHandler = createHttpHandler(await app.facadeFor(tenantT), { modules: [accountRoutes()] });
+    const loggedIn = await homeHandler(
+      new Request("http://home/api/sessions", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "alice@example.org", password: alice.password }),
+      }),
+    );
+    expect(loggedIn.status).toBe(201);
+    const { token } = (await loggedIn.json()) as { token: string };
     const noteUuid = newUuid();
-    const post = (token: string) =>
-      handler(
-        new Request(`http://shard/api/tenants/${tenantT}/commands/Notes/AddNote`, {
+    const post = (bearer: string, path = "commands/Notes/AddNote?wait=true", body: unknown = { noteUuid, text: "by http" }) =>
+      shardHandler(
+        new Request(`http://shard/api/tenants/${tenantT}/${path}`, {
           method: "POST",
-          headers: { authorization: `Bearer ${token}`, "x-identity-uuid": alice.identityUuid, "content-type": "application/json" },
-          body: JSON.stringify({ noteUuid, text: "by http" }),
+          headers: { authorization: `Bearer ${bearer}`, "x-identity-uuid": alice.identityUuid, "content-type": "application/json" },
+          body: JSON.stringify(body),
         }),
       );
-    const bad = await post(`${alice.token.split(".")[0]}.${"A".repeat(alice.token.split(".")[1]!.length)}`);
-    expect(bad.status).toBe(401);
-    const ok = await post(alice.token);
-    expect(ok.status).toBe(200);
+    const [sessionUuid, sessionKey] = token.split(".") as [string, string];
+    expect((await post(`${sessionUuid}.${"A".repeat(sessionKey.length)}`)).status).toBe(401);
+    expect((await post(token)).status).toBe(200);
     expect((await app.shard("s1").loadAggregate(Note, noteUuid)).version).toBe(1);
+    const read = await post(token, "queries/Notes/GetNote", { noteUuid });
+    expect(read.status).toBe(200);
+    expect(((await read.json()) as { model: { text: string } }).model.text).toBe("by http");
   });
 
   it("a second instance of the app: a login on the first counts on its shards, a logout there ends it at once", async () => {
