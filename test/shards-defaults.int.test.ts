@@ -256,4 +256,27 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     const onT = { ...bob.reqCtx, targetTenantUuid: tenantT };
     expect(await code(app.query(GetNote, { noteUuid: after }, { reqCtx: onT }))).toBe("PERMISSION_DENIED");
   }, 60_000);
+
+  it("a tenant moved off the home shard: its users work on the new shard, and home still manages their groups", async () => {
+    const wait = { reqCtx: adminCtx, waitToFinish: true };
+    const tenantV = (await app.dispatch(CreateTenant, { name: "V" }, wait)).result!.tenantUuid;
+    await app.placeTenant(tenantV, { shard: app.home });
+    const v = await member("vera@example.org", tenantV, ["Notes.AddNote"]);
+    const vera = (await (await login("vera@example.org", v.password, v.identityUuid)).resolveOn("s1"))!;
+    const before = newUuid();
+    await app.dispatch(AddNote, { noteUuid: before, text: "on home" }, { reqCtx: vera, waitToFinish: true });
+    expect(await code(app.query(GetNote, { noteUuid: before }, { reqCtx: vera }))).toBe("PERMISSION_DENIED");
+    await app.moveTenant(tenantV, "s1");
+    // The grant of the query is written on home after the move, and counts on s1 at once.
+    const readers = (await app.dispatch(CreateGroup, { tenantUuid: tenantV, name: "readers", permissions: ["Notes.GetNote"] }, wait))
+      .result!.groupUuid;
+    await app.dispatch(AssignGroup, { identityUuid: v.identityUuid, groupUuid: readers }, wait);
+    expect((await app.query(GetNote, { noteUuid: before }, { reqCtx: vera }))?.model.text).toBe("on home");
+    const after = newUuid();
+    await app.dispatch(AddNote, { noteUuid: after, text: "on s1" }, { reqCtx: vera, waitToFinish: true });
+    expect((await app.shard("s1").loadAggregate(Note, after)).version).toBe(1);
+    expect(
+      await code(app.dispatch(AddNote, { noteUuid: newUuid(), text: "x" }, { reqCtx: { ...alice.reqCtx, targetTenantUuid: tenantV } })),
+    ).toBe("PERMISSION_DENIED");
+  }, 60_000);
 });
