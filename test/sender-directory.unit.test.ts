@@ -7,10 +7,11 @@
  * built-in domains grants nothing.
  */
 import { describe, expect, it } from "vitest";
-import { authorized, createFacade, defineDomain, type Facade, isMnemeError } from "mneme";
+import { authorized, createFacade, defineDomain, type Facade } from "mneme";
 import { ListAccounts, Login, registerDefaults, resolveCredentials, resolveSender } from "mneme/defaults";
 import { StoreInfo } from "mneme/runtime";
 import { senderDirectoryOf, useSenderDirectory } from "../src/app/sender-directory.js";
+import { outcomeCode } from "./support/rejections.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, makeWorld } from "./support/defaults-world.js";
 
 const Notes = defineDomain("Notes", { description: "Notes of a tenant" });
@@ -25,15 +26,6 @@ async function shardFacade(directory?: Facade): Promise<Facade> {
   facade.registerDomain(Notes, (d) => d.handleCommand(AddNote, (_ctx, _c, p) => [NoteAdded.create(p.noteUuid, {})]));
   await facade.start();
   return facade;
-}
-
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return "ok";
-  } catch (e) {
-    return isMnemeError(e) ? e.code : String(e);
-  }
 }
 
 const note = () => ({ noteUuid: crypto.randomUUID() });
@@ -54,17 +46,19 @@ describe("sender directory", () => {
       expect(await resolveCredentials(shard, creds)).toEqual(alice.reqCtx);
       expect(await resolveSender(shard, alice.reqCtx)).toEqual(await resolveSender(home.facade, alice.reqCtx));
 
-      expect(await code(shard.dispatch(AddNote, note(), { reqCtx: alice.reqCtx }))).toBe("ok");
-      expect(await code(shard.dispatch(AddNote, note(), { reqCtx: carol.reqCtx }))).toBe("PERMISSION_DENIED");
-      expect(await code(shard.dispatch(AddNote, note(), { reqCtx: { ...bob.reqCtx, targetTenantUuid: t } }))).toBe("PERMISSION_DENIED");
-      expect(await code(shard.dispatch(AddNote, note(), { reqCtx: { targetTenantUuid: t } }))).toBe("PERMISSION_DENIED");
+      expect(await outcomeCode(shard.dispatch(AddNote, note(), { reqCtx: alice.reqCtx }))).toBe("ok");
+      expect(await outcomeCode(shard.dispatch(AddNote, note(), { reqCtx: carol.reqCtx }))).toBe("PERMISSION_DENIED");
+      expect(await outcomeCode(shard.dispatch(AddNote, note(), { reqCtx: { ...bob.reqCtx, targetTenantUuid: t } }))).toBe(
+        "PERMISSION_DENIED",
+      );
+      expect(await outcomeCode(shard.dispatch(AddNote, note(), { reqCtx: { targetTenantUuid: t } }))).toBe("PERMISSION_DENIED");
       // The administrator of the directory's system tenant (its app name's, not the shard's): across tenants, no-level
       // permissions (the authorizer) and permission functions (`systemAdministrator`).
-      expect(await code(shard.dispatch(AddNote, note(), { reqCtx: { ...home.admin, targetTenantUuid: t } }))).toBe("ok");
-      expect(await code(shard.query(StoreInfo, { store: "event" }, { reqCtx: home.admin }))).toBe("ok");
-      expect(await code(shard.query(StoreInfo, { store: "event" }, { reqCtx: bob.reqCtx }))).toBe("PERMISSION_DENIED");
-      expect(await code(shard.query(ListAccounts, {}, { reqCtx: home.admin }))).toBe("ok");
-      expect(await code(shard.query(ListAccounts, {}, { reqCtx: bob.reqCtx }))).toBe("PERMISSION_DENIED");
+      expect(await outcomeCode(shard.dispatch(AddNote, note(), { reqCtx: { ...home.admin, targetTenantUuid: t } }))).toBe("ok");
+      expect(await outcomeCode(shard.query(StoreInfo, { store: "event" }, { reqCtx: home.admin }))).toBe("ok");
+      expect(await outcomeCode(shard.query(StoreInfo, { store: "event" }, { reqCtx: bob.reqCtx }))).toBe("PERMISSION_DENIED");
+      expect(await outcomeCode(shard.query(ListAccounts, {}, { reqCtx: home.admin }))).toBe("ok");
+      expect(await outcomeCode(shard.query(ListAccounts, {}, { reqCtx: bob.reqCtx }))).toBe("PERMISSION_DENIED");
     } finally {
       await shard.stop();
       await home.facade.stop();
@@ -83,7 +77,7 @@ describe("sender directory", () => {
         const creds = { sessionUuid: s.sessionUuid, sessionKey: s.sessionKey, identityUuid: s.identities[0]!.identityUuid };
         const reqCtx = await resolveCredentials(f, creds);
         if (f === shard) expect(reqCtx).toBeUndefined();
-        else expect(await code(f.query(StoreInfo, { store: "event" }, { reqCtx: reqCtx! }))).toBe("ok");
+        else expect(await outcomeCode(f.query(StoreInfo, { store: "event" }, { reqCtx: reqCtx! }))).toBe("ok");
       }
     } finally {
       await Promise.all([shard.stop(), alone.stop(), home.facade.stop()]);

@@ -9,16 +9,7 @@
  */
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  authorized,
-  defineDomain,
-  type Facade,
-  isMnemeError,
-  newUuid,
-  type ProjectionModel,
-  ProjectionReadmodel,
-  type RequestContext,
-} from "mneme";
+import { authorized, defineDomain, type Facade, newUuid, type ProjectionModel, ProjectionReadmodel, type RequestContext } from "mneme";
 import {
   accountRoutes,
   AssignGroup,
@@ -35,6 +26,7 @@ import {
 } from "mneme/defaults";
 import { createHttpHandler } from "mneme/http";
 import { createShardedApp, ListShards, type ShardedApp, type ShardLocation } from "mneme/shards";
+import { outcomeCode } from "./support/rejections.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -127,15 +119,6 @@ afterAll(async () => {
   await admin.end();
 }, 60_000);
 
-async function code(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return "ok";
-  } catch (e) {
-    return isMnemeError(e) ? e.code : String(e);
-  }
-}
-
 describe("built-in auth on a sharded app: senders live on the home shard", () => {
   it("every shard resolves a session started on home into the same full sender; a wrong key into nothing", async () => {
     expect(alice.reqCtx).toMatchObject({
@@ -162,12 +145,14 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
   it("another tenant's user, anonymous callers and a forged sender are PERMISSION_DENIED on that shard", async () => {
     const noteUuid = newUuid();
     const onT = { ...bob.reqCtx, targetTenantUuid: tenantT };
-    expect(await code(app.dispatch(AddNote, { noteUuid, text: "x" }, { reqCtx: onT }))).toBe("PERMISSION_DENIED");
-    expect(await code(app.query(GetNote, { noteUuid }, { reqCtx: onT }))).toBe("PERMISSION_DENIED");
-    expect(await code(app.dispatch(AddNote, { noteUuid, text: "x" }, { reqCtx: { targetTenantUuid: tenantT } }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(app.dispatch(AddNote, { noteUuid, text: "x" }, { reqCtx: onT }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(app.query(GetNote, { noteUuid }, { reqCtx: onT }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(app.dispatch(AddNote, { noteUuid, text: "x" }, { reqCtx: { targetTenantUuid: tenantT } }))).toBe(
+      "PERMISSION_DENIED",
+    );
     // Bob's identity named with Alice's tenant: the identity does not belong to it.
     const forged = { ...bob.reqCtx, senderTenantUuid: tenantT };
-    expect(await code(app.dispatch(AddNote, { noteUuid, text: "x" }, { reqCtx: forged }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(app.dispatch(AddNote, { noteUuid, text: "x" }, { reqCtx: forged }))).toBe("PERMISSION_DENIED");
     expect((await app.shard("s1").loadAggregate(Note, noteUuid)).version).toBe(0);
   });
 
@@ -179,21 +164,23 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     // Shards.ListShards has no level: the authorizer grants it to identities of home's system tenant only.
     const shards = await app.shard("s1").query(ListShards, {}, { reqCtx: adminCtx });
     expect(shards.map((x) => x.name)).toEqual(["s0", "s1", "s2"]);
-    expect(await code(app.shard("s1").query(ListShards, {}, { reqCtx: bob.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(app.shard("s1").query(ListShards, {}, { reqCtx: bob.reqCtx }))).toBe("PERMISSION_DENIED");
     // The permission function `systemAdministrator` asks the same, on the shard that serves the command.
     await app.dispatch(PinNote, { noteUuid }, { reqCtx: onT });
-    expect(await code(app.dispatch(PinNote, { noteUuid }, { reqCtx: alice.reqCtx }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(app.dispatch(PinNote, { noteUuid }, { reqCtx: alice.reqCtx }))).toBe("PERMISSION_DENIED");
   });
 
   it("a group change on home counts on the shard at once", async () => {
     const wait = { reqCtx: adminCtx, waitToFinish: true };
     await app.dispatch(UnassignGroup, { identityUuid: alice.identityUuid, groupUuid: alice.groupUuid }, wait);
     try {
-      expect(await code(app.dispatch(AddNote, { noteUuid: newUuid(), text: "x" }, { reqCtx: alice.reqCtx }))).toBe("PERMISSION_DENIED");
+      expect(await outcomeCode(app.dispatch(AddNote, { noteUuid: newUuid(), text: "x" }, { reqCtx: alice.reqCtx }))).toBe(
+        "PERMISSION_DENIED",
+      );
     } finally {
       await app.dispatch(AssignGroup, { identityUuid: alice.identityUuid, groupUuid: alice.groupUuid }, wait);
     }
-    expect(await code(app.dispatch(AddNote, { noteUuid: newUuid(), text: "y" }, { reqCtx: alice.reqCtx }))).toBe("ok");
+    expect(await outcomeCode(app.dispatch(AddNote, { noteUuid: newUuid(), text: "y" }, { reqCtx: alice.reqCtx }))).toBe("ok");
   });
 
   it("over HTTP: a login on the home shard's handler, then the tenant's requests on its shard's handler", async () => {
@@ -254,7 +241,7 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     expect((await app.query(GetNote, { noteUuid: before }, { reqCtx: alice.reqCtx }))?.model.text).toBe("before");
     expect((await app.shard("s2").loadAggregate(Note, after)).version).toBe(1);
     const onT = { ...bob.reqCtx, targetTenantUuid: tenantT };
-    expect(await code(app.query(GetNote, { noteUuid: after }, { reqCtx: onT }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(app.query(GetNote, { noteUuid: after }, { reqCtx: onT }))).toBe("PERMISSION_DENIED");
   }, 60_000);
 
   it("a tenant moved off the home shard: its users work on the new shard, and home still manages their groups", async () => {
@@ -265,7 +252,7 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     const vera = (await (await login("vera@example.org", v.password, v.identityUuid)).resolveOn("s1"))!;
     const before = newUuid();
     await app.dispatch(AddNote, { noteUuid: before, text: "on home" }, { reqCtx: vera, waitToFinish: true });
-    expect(await code(app.query(GetNote, { noteUuid: before }, { reqCtx: vera }))).toBe("PERMISSION_DENIED");
+    expect(await outcomeCode(app.query(GetNote, { noteUuid: before }, { reqCtx: vera }))).toBe("PERMISSION_DENIED");
     await app.moveTenant(tenantV, "s1");
     // The grant of the query is written on home after the move, and counts on s1 at once.
     const readers = (await app.dispatch(CreateGroup, { tenantUuid: tenantV, name: "readers", permissions: ["Notes.GetNote"] }, wait))
@@ -276,7 +263,9 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     await app.dispatch(AddNote, { noteUuid: after, text: "on s1" }, { reqCtx: vera, waitToFinish: true });
     expect((await app.shard("s1").loadAggregate(Note, after)).version).toBe(1);
     expect(
-      await code(app.dispatch(AddNote, { noteUuid: newUuid(), text: "x" }, { reqCtx: { ...alice.reqCtx, targetTenantUuid: tenantV } })),
+      await outcomeCode(
+        app.dispatch(AddNote, { noteUuid: newUuid(), text: "x" }, { reqCtx: { ...alice.reqCtx, targetTenantUuid: tenantV } }),
+      ),
     ).toBe("PERMISSION_DENIED");
   }, 60_000);
 });
