@@ -26,7 +26,7 @@ import {
 } from "mneme/defaults";
 import { createHttpHandler } from "mneme/http";
 import { createShardedApp, ListShards, type ShardedApp, type ShardLocation } from "mneme/shards";
-import { outcomeCode } from "./support/rejections.js";
+import { outcomeCode, rejectsWith } from "./support/rejections.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
 
 const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
@@ -214,11 +214,13 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
   });
 
   it("a second instance of the app: a login on the first counts on its shards, a logout there ends it at once", async () => {
+    let app2Shard: Facade | undefined;
+    const session = await login("alice@example.org", alice.password, alice.identityUuid);
     const app2 = createShardedApp({ control, shards, configure, facadeOptions: () => ({ appName: "shardauth" }) });
     await app2.start();
     try {
-      const session = await login("alice@example.org", alice.password, alice.identityUuid);
       const shardOfT = (await app2.placements()).find((p) => p.tenantUuid === tenantT)!.shard;
+      app2Shard = app2.shard(shardOfT);
       const reqCtx = await resolveCredentials(app2.shard(shardOfT), session.creds);
       expect(reqCtx).toMatchObject({ senderIdentityUuid: alice.identityUuid, senderTenantUuid: tenantT });
       const noteUuid = newUuid();
@@ -229,6 +231,8 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
     } finally {
       await app2.stop();
     }
+    // A shard's facade kept after its app stopped has no home to read senders from: refused, not read from its own copy.
+    await rejectsWith(resolveCredentials(app2Shard!, session.creds), "NOT_STARTED");
   }, 60_000);
 
   it("a tenant moved to another non-home shard keeps working with the same session", async () => {

@@ -120,7 +120,7 @@ export class ShardedApp {
     const facade = createFacade({ ...this.#options.facadeOptions?.(location), ...backends });
     this.#shards.set(location.name, { location, pool, facade });
     // Accounts, identities, groups and sessions live on home: every other shard's authorizer and credentials read them there.
-    if (location.name !== this.#home) useSenderDirectory(facade, () => this.#homeShard().facade);
+    if (location.name !== this.#home) useSenderDirectory(facade, () => this.#senderDirectory());
     // The Runtime's view of the whole app, on every shard (docs/scaling.md, "Tenant shards").
     facade.registerDomain(ShardsDomain, (d) => installShardsDomain(d, this, facade));
     await this.#options.configure(facade, location);
@@ -169,6 +169,17 @@ export class ShardedApp {
 
   #homeShard(): Shard {
     return this.#shardNamed(this.#home);
+  }
+
+  /** The home shard's facade, where every shard's senders are read; refused (fail closed) before it exists and after stop(). */
+  #senderDirectory(): Facade {
+    const home = this.#shards.get(this.#home);
+    if (home === undefined)
+      throw new MnemeError(
+        "NOT_STARTED",
+        `sharded app: the home shard ${this.#home}, which holds the senders, has not started or has stopped`,
+      );
+    return home.facade;
   }
 
   #running(): { store: PlacementStore; cache: PlacementCache } {
