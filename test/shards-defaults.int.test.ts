@@ -130,6 +130,9 @@ describe("built-in auth on a sharded app: senders live on the home shard", () =>
       expect(await alice.resolveOn(shard)).toEqual(alice.reqCtx);
       const wrongKey = { ...alice.creds, sessionKey: "A".repeat(alice.creds.sessionKey.length) };
       expect(await resolveCredentials(app.shard(shard), wrongKey)).toBeUndefined();
+      // No copy of the admin on the other shards: their bootstrap did not run.
+      const direct = app.shard(shard).dispatch(Login, { email: ADMIN_EMAIL, password: ADMIN_PASSWORD });
+      expect(await outcomeCode(direct)).toBe("UNAUTHENTICATED");
     }
   });
 

@@ -20,6 +20,11 @@ export function useSenderDirectory(facade: FacadeHandle, directory: () => Facade
   directories.set(facade, directory);
 }
 
+/** True when `facade` reads its senders from another facade (without resolving that one: it may not exist yet). */
+export function hasSenderDirectory(facade: FacadeHandle): boolean {
+  return directories.has(facade);
+}
+
 /** The facade whose readmodels hold `facade`'s senders: its directory when it has one, else itself. */
 export function senderDirectoryOf(facade: FacadeHandle): FacadeHandle {
   return directories.get(facade)?.() ?? facade;
