@@ -7,7 +7,7 @@
  */
 import type { FacadeHandle } from "../model/facade-handle.js";
 
-// Keyed by the facade object: a link lives as long as its facade, and nothing but these two functions reach it.
+// Keyed by the facade object: a link lives as long as its facade, and only the functions below reach it.
 const directories = new WeakMap<object, () => FacadeHandle>();
 
 /**
