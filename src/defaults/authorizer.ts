@@ -3,6 +3,7 @@
  * groups. Consulted after the `authorized` level passes, and for every
  * permission without a level (store permissions, Runtime control, the SSE stream).
  */
+import { senderDirectoryOf } from "../app/sender-directory.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import { authorized } from "../model/permission.js";
@@ -15,7 +16,8 @@ export function permissionName(p: { domain: string; type: string }): string {
 }
 
 /**
- * Creates the default authorizer of a facade. It allows when
+ * Creates the default authorizer of a facade. It reads the sender where the
+ * senders live (the facade itself; on a sharded app, the home shard) and allows when
  * 1. the sender identity exists, belongs to the sender account and to the sender tenant (both live);
  * 2. the target tenant, when given, is the sender's tenant, unless the sender is a system administrator;
  * 3. for a permission without a level, the sender is an identity of the system tenant;
@@ -25,7 +27,6 @@ export function permissionName(p: { domain: string; type: string }): string {
  * facade.permissions.setAuthorizer(createDefaultAuthorizer(facade, myExtraRules));
  */
 export function createDefaultAuthorizer(facade: Facade, next?: Authorizer): Authorizer {
-  const { systemTenantUuid } = systemIdsOf(facade);
   return async (reqCtx, permission, envelope) => {
     if (permission.level === undefined) {
       const levelError = authorized(reqCtx, envelope);
@@ -40,7 +41,8 @@ export function createDefaultAuthorizer(facade: Facade, next?: Authorizer): Auth
         `${name}: the sender may act only within its own tenant, not on tenant ${reqCtx.targetTenantUuid}`,
       );
     }
-    if (permission.level === undefined && sender.tenantUuid !== systemTenantUuid) {
+    // The system tenant of the facade holding the senders (a sharded app's home shard), as resolveSender's.
+    if (permission.level === undefined && sender.tenantUuid !== systemIdsOf(senderDirectoryOf(facade)).systemTenantUuid) {
       return new MnemeError(
         "PERMISSION_DENIED",
         `${name} is for system administrators: it is granted only to identities of the system tenant`,

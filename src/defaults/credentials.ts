@@ -3,6 +3,7 @@
  * and key (and optionally the identity to act as) become the sender fields
  * of a RequestContext, or nothing when they do not check out.
  */
+import { senderDirectoryOf } from "../app/sender-directory.js";
 import type { Credentials } from "../http/credentials.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
@@ -28,13 +29,16 @@ function projection<M>(facade: FacadeHandle, name: string): ProjectionReadmodel<
  * in a live tenant; undefined when the session is unknown, ended, expired, of a
  * removed account, or the key is wrong (compared in constant time). The
  * session is read from its committed events (a login on another instance
- * counts at once); the Account and Identity readmodels give the rest.
+ * counts at once); the Account and Identity readmodels give the rest. On a
+ * shard of a sharded app all of it is read on the home shard.
  * @example
  * const reqCtx = await resolveCredentials(facade, { sessionUuid, sessionKey, identityUuid });
  * if (reqCtx === undefined) return unauthorized();
  */
-export async function resolveCredentials(facade: FacadeHandle, creds: Credentials): Promise<RequestContext | undefined> {
-  // The Session readmodel holds this facade's session settings (key secret, clock): registerDefaults gave them.
+export async function resolveCredentials(of: FacadeHandle, creds: Credentials): Promise<RequestContext | undefined> {
+  // Sessions live with the senders: on a sharded app's home shard, whichever shard's adapter asks.
+  const facade = senderDirectoryOf(of);
+  // The Session readmodel holds that facade's session settings (key secret, clock): registerDefaults gave them.
   requireDefaults(facade);
   const sessions = facade.readmodel<SessionProjection>(READMODELS.session);
   if (typeof creds !== "object" || creds === null) return undefined;

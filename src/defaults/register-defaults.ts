@@ -3,6 +3,7 @@
  * domains, their readmodels, the store permissions, the group-based
  * authorizer, and the bootstrap of the system tenant and its administrator.
  */
+import { hasSenderDirectory } from "../app/sender-directory.js";
 import { MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import { registerStorePermissions } from "../permissions/store-permissions.js";
@@ -31,7 +32,8 @@ export const DEFAULT_DOMAINS = Object.freeze([Tenant, Account, Identity, Group])
  * tenant, the admin account and its identity (derived from the app name and
  * the admin email, so every start finds the same ones); the bootstrap itself
  * runs inside `facade.start()` and changes nothing when it ran before on the
- * same store.
+ * same store (a sharded app's non-home shard, whose senders live on home,
+ * runs none).
  * @example
  * const facade = createFacade({ appName: "shop", ...createSqliteBackends({ filename: "shop.db" }) });
  * const { adminAccountUuid } = await registerDefaults(facade, { admin: { email: "admin@example.org", password } });
@@ -71,7 +73,8 @@ export async function registerDefaults(facade: Facade, opts: DefaultsOptions): P
   registerStorePermissions(facade);
   // An authorizer the application installed before stays in force, after the group check.
   facade.permissions.setAuthorizer(createDefaultAuthorizer(facade, facade.permissions.authorizer));
-  facade.onStart((f) => bootstrap.run(f));
+  // A facade whose senders live elsewhere (a sharded app's non-home shard) gets no admin of its own: it would never be read.
+  if (!hasSenderDirectory(facade)) facade.onStart((f) => bootstrap.run(f));
   return {
     systemTenantUuid: settings.systemTenantUuid,
     adminAccountUuid: settings.adminAccountUuid,

@@ -3,6 +3,7 @@
  * readmodels (identity of the account in the tenant, live tenant, account and
  * groups), with what its groups grant and whether it is a system administrator.
  */
+import { senderDirectoryOf } from "../app/sender-directory.js";
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { FacadeHandle } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
@@ -46,15 +47,18 @@ function deny(message: string): MnemeError {
 }
 
 /**
- * Checks the sender fields of `reqCtx` against the readmodels. Resolves the
+ * Checks the sender fields of `reqCtx` against the readmodels of the facade
+ * holding the senders (`facade` itself, or a sharded app's home shard). Resolves the
  * Sender, or a PERMISSION_DENIED error saying what did not check out. The
  * session itself is not looked at: contexts from outside are built by
  * resolveCredentials, which checks it.
  */
-export async function resolveSender(facade: FacadeHandle, reqCtx: RequestContext): Promise<Sender | MnemeError> {
+export async function resolveSender(of: FacadeHandle, reqCtx: RequestContext): Promise<Sender | MnemeError> {
   const levelError = authorized(reqCtx, { queryUuid: "", domain: "", name: "", payload: {}, reqCtx });
   if (levelError instanceof Error)
     return isMnemeError(levelError) ? levelError : new MnemeError("PERMISSION_DENIED", levelError.message, { cause: levelError });
+  // A shard of a sharded app reads its senders on the home shard, where they live.
+  const facade = senderDirectoryOf(of);
   requireDefaults(facade);
   const identityUuid = reqCtx.senderIdentityUuid!;
   const [identity, tenant, account] = await Promise.all([
@@ -101,8 +105,9 @@ function isSystemAdminSender(facade: FacadeHandle, tenantUuid: string, groupUuid
  */
 export async function isSystemAdmin(facade: FacadeHandle, reqCtx: RequestContext): Promise<boolean> {
   // Throws INVALID_STATE when the built-in domains are not registered, whoever asks.
-  requireDefaults(facade);
-  if (reqCtx?.senderTenantUuid !== systemIdsOf(facade).systemTenantUuid) return false;
+  const directory = senderDirectoryOf(facade);
+  requireDefaults(directory);
+  if (reqCtx?.senderTenantUuid !== systemIdsOf(directory).systemTenantUuid) return false;
   const sender = await resolveSender(facade, reqCtx);
   return !(sender instanceof Error) && sender.systemAdmin;
 }

@@ -8,6 +8,7 @@
 import type pg from "pg";
 import type { Facade } from "../app/facade.js";
 import { createFacade } from "../app/facade.js";
+import { useSenderDirectory } from "../app/sender-directory.js";
 import type { FacadeOptions } from "../app/facade-options.js";
 import { tenantOf } from "../app/tenancy.js";
 import { newUuid } from "../model/clock.js";
@@ -118,6 +119,8 @@ export class ShardedApp {
     const backends = createPostgresBackends({ ...this.#options.backendOptions, pool, schema: location.schema });
     const facade = createFacade({ ...this.#options.facadeOptions?.(location), ...backends });
     this.#shards.set(location.name, { location, pool, facade });
+    // Accounts, identities, groups and sessions live on home: every other shard's authorizer and credentials read them there.
+    if (location.name !== this.#home) useSenderDirectory(facade, () => this.#senderDirectory());
     // The Runtime's view of the whole app, on every shard (docs/scaling.md, "Tenant shards").
     facade.registerDomain(ShardsDomain, (d) => installShardsDomain(d, this, facade));
     await this.#options.configure(facade, location);
@@ -166,6 +169,17 @@ export class ShardedApp {
 
   #homeShard(): Shard {
     return this.#shardNamed(this.#home);
+  }
+
+  /** The home shard's facade, where every shard's senders are read; refused (fail closed) before it exists and after stop(). */
+  #senderDirectory(): Facade {
+    const home = this.#shards.get(this.#home);
+    if (home === undefined)
+      throw new MnemeError(
+        "NOT_STARTED",
+        `sharded app: the home shard ${this.#home}, which holds the senders, has not started or has stopped`,
+      );
+    return home.facade;
   }
 
   #running(): { store: PlacementStore; cache: PlacementCache } {
