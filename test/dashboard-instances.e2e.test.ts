@@ -1,0 +1,127 @@
+/**
+ * The dashboard's sign-in behind a load balancer: two instances on one
+ * Postgres schema, each a facade with the built-in domains and its own HTTP
+ * server serving the dashboard, and a round-robin proxy on 127.0.0.1 in
+ * front of them that sends each request to the other instance than the one
+ * before. So the sign-in form comes from one instance, the login goes to
+ * one, and the overview's first requests with the fresh token go to the
+ * other. Ten sign-ins in Chromium: none bounces back to the sign-in page
+ * ("Your session ended…"), and the overview shows no failures (nothing
+ * failed).
+ *
+ * Without Chromium the test is skipped with the reason, unless CI is set.
+ */
+import { createServer, request, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFacade, type Facade } from "mneme";
+import { accountRoutes, registerDefaults } from "mneme/defaults";
+import { createHttpHandler, toNodeListener } from "mneme/http";
+import { createPostgresBackends } from "mneme/postgres";
+import { browserGate } from "./support/chromium.js";
+import { type DashboardPages, dashboardPages } from "./support/dashboard-pages.js";
+import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
+import { postgresScratch } from "./support/postgres-scratch.js";
+import { runProcess } from "./support/run-process.js";
+
+const root = join(import.meta.dirname, "..");
+const { chromiumPath, skip: skipBrowser, reason: NO_BROWSER } = browserGate("test/dashboard-instances.e2e.test.ts");
+const pg = postgresScratch("mneme_dash_instances");
+const ADMIN = { email: ADMIN_EMAIL, password: ADMIN_PASSWORD };
+
+const closers: (() => Promise<void>)[] = [];
+
+async function listen(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  closers.push(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** One instance: a facade on the shared schema with the built-in domains, and its HTTP server with the dashboard. */
+async function instance(schema: string): Promise<{ facade: Facade; url: string }> {
+  const facade = createFacade({ appName: "signin", systemEvents: true, ...createPostgresBackends({ pool: pg.newPool(), schema }) });
+  await registerDefaults(facade, {
+    admin: ADMIN,
+    passwordHashing: FAST_HASHING,
+    sessionSecret: "one secret for every instance",
+  });
+  await facade.start();
+  closers.push(() => facade.stop());
+  const listener = toNodeListener(createHttpHandler(facade, { dashboard: true, modules: [accountRoutes()] }));
+  const url = await listen(createServer((req, res) => void listener(req, res)));
+  return { facade, url };
+}
+
+/** A round-robin proxy: each request goes to the next of `targets`, with its method, path, headers and body. */
+async function roundRobin(targets: readonly string[]): Promise<{ url: string; served: Map<string, number> }> {
+  let next = 0;
+  const served = new Map<string, number>(targets.map((t) => [t, 0]));
+  const server = createServer((req, res) => {
+    const target = targets[next++ % targets.length]!;
+    served.set(target, served.get(target)! + 1);
+    const { hostname, port } = new URL(target);
+    const upstream = request({ host: hostname, port, path: req.url, method: req.method, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode!, up.headers);
+      up.pipe(res);
+    });
+    upstream.on("error", () => res.destroy());
+    // A closed page ends its stream: end the upstream request with it.
+    res.on("close", () => upstream.destroy());
+    req.pipe(upstream);
+  });
+  return { url: await listen(server), served };
+}
+
+describe.skipIf(skipBrowser)("the dashboard's sign-in with two instances on Postgres behind a round-robin proxy", () => {
+  let pages: DashboardPages;
+  let proxy: { url: string; served: Map<string, number> };
+  let a: { facade: Facade; url: string };
+  let b: { facade: Facade; url: string };
+
+  beforeAll(async () => {
+    if (chromiumPath === undefined) throw new Error(NO_BROWSER);
+    // The instances serve what `npm run build` builds: build the dashboard from the current sources.
+    const build = await runProcess(process.execPath, [join(root, "scripts", "build-dashboard.mjs")], root, 120_000);
+    expect(build.code, build.stderr + build.stdout).toBe(0);
+    const schema = pg.newSchema();
+    a = await instance(schema);
+    b = await instance(schema);
+    proxy = await roundRobin([a.url, b.url]);
+    pages = await dashboardPages(chromiumPath);
+  }, 180_000);
+
+  afterAll(async () => {
+    await pages?.close();
+    for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
+  });
+
+  it("signs in 10 times out of 10: never bounced to the sign-in page, no failures on the overview", async () => {
+    const outcomes: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const page = await pages.newPage();
+      await pages.signIn(page, ADMIN, proxy.url);
+      // The overview's requests (system info, handlers, failures, the stream) use the fresh token on both instances.
+      await page.waitForSelector("[data-view=overview] .kpis", { timeout: 15_000 });
+      await page.waitForSelector("[data-stream-status=live]", { timeout: 15_000 });
+      await page.click("[data-nav=handlers]");
+      await page.waitForSelector("tr[data-handler]", { timeout: 15_000 });
+      await page.click("[data-nav=overview]");
+      await page.waitForSelector("[data-view=overview] .kpis", { timeout: 15_000 });
+      const signedOut = await page.locator("[data-view=signin]").count();
+      const failures = await page.locator(".failures li").allInnerTexts();
+      outcomes.push(signedOut === 0 && failures.length === 0 ? "ok" : `bounced: ${signedOut}, failures: ${failures.join(" | ")}`);
+      await page.context().close();
+    }
+    expect(outcomes).toEqual(Array.from({ length: 10 }, () => "ok"));
+    expect(pages.problems).toEqual([]);
+    // The proxy did alternate: both instances answered the pages.
+    expect(Math.min(...proxy.served.values())).toBeGreaterThan(20);
+  }, 300_000);
+});
