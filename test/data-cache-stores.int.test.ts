@@ -2,9 +2,10 @@
  * The DataStore and CacheStore of the SQLite and Postgres backends: the
  * conformance suites on each; durable (a new connection on the file or
  * schema reads what an earlier one wrote) and shared (two backends on one
- * file or schema see each other's entries and expiries); the Runtime names
- * their backend; and the failed-login limit of the built-in domains holds
- * across two instances and a restart.
+ * file or schema see each other's entries and expiries, and sum each
+ * other's concurrent increments exactly); the Runtime names their backend;
+ * and the failed-login limit of the built-in domains holds across two
+ * instances, a restart and a burst fired at both at once.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createFacade, type Facade, type FacadeOptions } from "mneme";
