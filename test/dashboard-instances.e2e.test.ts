@@ -11,18 +11,17 @@
  *
  * Without Chromium the test is skipped with the reason, unless CI is set.
  */
-import { createServer, request, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer, request } from "node:http";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFacade, type Facade } from "mneme";
 import { accountRoutes, registerDefaults } from "mneme/defaults";
-import { createHttpHandler, toNodeListener } from "mneme/http";
 import { createPostgresBackends } from "mneme/postgres";
 import { browserGate } from "./support/chromium.js";
 import { type DashboardPages, dashboardPages } from "./support/dashboard-pages.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
+import { listenLocal, serve } from "./support/http-fixture.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { runProcess } from "./support/run-process.js";
 
@@ -32,18 +31,6 @@ const pg = postgresScratch("mneme_dash_instances");
 const ADMIN = { email: ADMIN_EMAIL, password: ADMIN_PASSWORD };
 
 const closers: (() => Promise<void>)[] = [];
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  closers.push(
-    () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  );
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 /** One instance: a facade on the shared schema with the built-in domains, and its HTTP server with the dashboard. */
 async function instance(schema: string): Promise<{ facade: Facade; url: string }> {
@@ -55,9 +42,11 @@ async function instance(schema: string): Promise<{ facade: Facade; url: string }
   });
   await facade.start();
   closers.push(() => facade.stop());
-  const listener = toNodeListener(createHttpHandler(facade, { dashboard: true, modules: [accountRoutes()] }));
-  const url = await listen(createServer((req, res) => void listener(req, res)));
-  return { facade, url };
+  const routes = accountRoutes();
+  // The module's own resolver (the fixture's default is a test resolver).
+  const server = await serve(facade, { dashboard: true, modules: [routes], resolveCredentials: routes.resolveCredentials! });
+  closers.push(server.close);
+  return { facade, url: server.url };
 }
 
 /** A round-robin proxy: each request goes to the next of `targets`, with its method, path, headers and body. */
@@ -77,7 +66,9 @@ async function roundRobin(targets: readonly string[]): Promise<{ url: string; se
     res.on("close", () => upstream.destroy());
     req.pipe(upstream);
   });
-  return { url: await listen(server), served };
+  const listening = await listenLocal(server);
+  closers.push(listening.close);
+  return { url: listening.url, served };
 }
 
 const WAIT = { timeout: 15_000 };

@@ -1,13 +1,7 @@
 import { nowNs } from "../model/clock.js";
 import { memoryStoreInfo } from "./memory-store-info.js";
-import {
-  assertCacheKey,
-  cacheEntryToStore,
-  cacheIncrementToStore,
-  notAnIntegerEntry,
-  type CacheEntry,
-  type CacheStore,
-} from "../store/cache-store.js";
+import { assertCacheKey, cacheEntryToStore, cacheIncrementToStore, notAnIntegerEntry } from "../store/cache-store.js";
+import type { CacheEntry, CacheStore } from "../store/cache-store.js";
 import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { storeClosed } from "../store/store-closed.js";

@@ -1,12 +1,6 @@
 import { nowNs } from "../model/clock.js";
-import {
-  assertCacheKey,
-  cacheEntryToStore,
-  cacheIncrementToStore,
-  notAnIntegerEntry,
-  type CacheEntry,
-  type CacheStore,
-} from "../store/cache-store.js";
+import { assertCacheKey, cacheEntryToStore, cacheIncrementToStore, notAnIntegerEntry } from "../store/cache-store.js";
+import type { CacheEntry, CacheStore } from "../store/cache-store.js";
 import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
