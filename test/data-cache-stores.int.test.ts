@@ -2,9 +2,10 @@
  * The DataStore and CacheStore of the SQLite and Postgres backends: the
  * conformance suites on each; durable (a new connection on the file or
  * schema reads what an earlier one wrote) and shared (two backends on one
- * file or schema see each other's entries and expiries); the Runtime names
- * their backend; and the failed-login limit of the built-in domains holds
- * across two instances and a restart.
+ * file or schema see each other's entries and expiries, and sum each
+ * other's concurrent increments exactly); the Runtime names their backend;
+ * and the failed-login limit of the built-in domains holds across two
+ * instances, a restart and a burst fired at both at once.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createFacade, type Facade, type FacadeOptions } from "mneme";
@@ -94,6 +95,19 @@ describe.each(durable)("the DataStore and CacheStore of %s backends", (name, pla
     expect(await a.cacheStore.get("k")).toBeUndefined();
   });
 
+  it("sum concurrent increments from two backends on one database exactly", async () => {
+    const next = place();
+    const a = open(next);
+    const b = open(next);
+    const results = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => (i % 2 === 0 ? a : b).cacheStore.increment("hits", 1, { ttlMs: 600_000 })),
+    );
+    // Every increment saw a value of its own: none read the same count as another.
+    expect([...results].sort((x, y) => x - y)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(await a.cacheStore.get("hits")).toBe(100);
+    expect(await b.cacheStore.increment("hits", -100)).toBe(0);
+  });
+
   it("keep their entries when the backends close and open again", async () => {
     const next = place();
     const first = open(next);
@@ -159,6 +173,16 @@ describe.each(sharedPlaces("login_limit").filter(([name]) => name !== "memory"))
       for (const f of facades.splice(0)) await f.stop();
       const restarted = await instance(stores());
       await expect(login(restarted, ADMIN_PASSWORD)).rejects.toMatchObject({ code: "RATE_LIMITED" });
+    }, 60_000);
+
+    it("failed logins fired at once on two instances get no more attempts in total than the limit", async () => {
+      const stores = place();
+      const a = await instance(stores());
+      const b = await instance(stores());
+      const outcomes = await Promise.allSettled(Array.from({ length: 24 }, (_, i) => login(i % 2 === 0 ? a : b, "wrong password")));
+      const codes = outcomes.map((o) => (o.status === "rejected" ? (o.reason as { code?: string }).code : "ok"));
+      expect(codes.filter((c) => c === "UNAUTHENTICATED")).toHaveLength(4);
+      expect(codes.filter((c) => c === "RATE_LIMITED")).toHaveLength(20);
     }, 60_000);
 
     it("a login on one instance clears the failures counted on the other", async () => {

@@ -30,7 +30,7 @@ import {
 import type { AuthIndex } from "./auth-index.js";
 import { loadEmailClaim } from "./email-claims.js";
 import { credentialUuidOf, legacyEmailClaimUuidOf, normalizeEmail } from "./ids.js";
-import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
+import { clearLoginFailures, noteLoginFailure, takeLoginAttempt } from "./login-limiter.js";
 import { checkPasswordPolicy, hashPassword, verifyPassword } from "./password.js";
 import {
   accountNameSchema,
@@ -223,10 +223,10 @@ async function setAccountPassword(ctx: CommandContext, s: DefaultsSettings, p: S
   if (self) {
     // A stolen session must not be enough to take the account over: the current password is required,
     // and wrong guesses count against the same limit as logins.
-    await assertLoginAllowed(s, account.state.email);
+    const attempt = await takeLoginAttempt(s, account.state.email);
     const ok = credential.state.hash !== undefined && (await verifyPassword(p.currentPassword ?? "", credential.state.hash));
     if (!ok) {
-      await noteLoginFailure(s, account.state.email);
+      await noteLoginFailure(s, account.state.email, attempt);
       throw new MnemeError("PERMISSION_DENIED", "the current password is wrong or missing");
     }
   }

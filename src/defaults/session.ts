@@ -24,7 +24,7 @@ import { loadEmailClaim } from "./email-claims.js";
 import { credentialUuidOf } from "./ids.js";
 import { accountIdentities } from "./identity.js";
 import type { AccountIdentity } from "./identity-domain.js";
-import { assertLoginAllowed, clearLoginFailures, noteLoginFailure } from "./login-limiter.js";
+import { clearLoginFailures, noteLoginFailure, takeLoginAttempt } from "./login-limiter.js";
 import { dummyPasswordHash, type PasswordHash, verifyPassword } from "./password.js";
 import { loginPasswordSchema, objectSchema } from "./payload-schemas.js";
 import { READMODELS } from "./readmodel-names.js";
@@ -132,16 +132,15 @@ export function installSessions(d: DomainInstaller, state: DefaultsSettings): vo
   };
   d.handleCommand(Login, async (ctx, _cmd, p) => {
     const email = typeof p.email === "string" ? p.email.trim().toLowerCase() : "";
-    // Loading the claim first locks it: the attempts of one email run one at a time, so the limit holds under concurrency.
     const claim = await loadEmailClaim(ctx, state, email);
-    await assertLoginAllowed(state, email);
+    const attempt = await takeLoginAttempt(state, email);
     const accountUuid = claim.accountUuid;
     const credential =
       accountUuid === "" ? undefined : (await ctx.aggregates.load(CredentialAggregate, credentialUuidOf(accountUuid))).state.hash;
     // An unknown email costs one scrypt like a known one, so timing does not tell them apart either.
     const ok = await verifyPassword(p.password, credential ?? (await dummy()));
     if (!ok || credential === undefined) {
-      await noteLoginFailure(state, email);
+      await noteLoginFailure(state, email, attempt);
       throw loginFailed();
     }
     await clearLoginFailures(state, email);

@@ -27,9 +27,9 @@ export interface DefaultsOptions {
   readonly sessionSecret?: string;
   /** scrypt parameters of new password hashes. Default N=2^15, r=8, p=1 (recorded with each hash). */
   readonly passwordHashing?: Partial<ScryptParams>;
-  /** Failed logins per email within `failedLoginWindowMs` before further attempts are refused. Default 5. */
+  /** Login attempts per email within a window of `failedLoginWindowMs` (a success clears them) before further attempts are refused. Default 5. */
   readonly maxFailedLogins?: number;
-  /** Default 60 000 (one minute). */
+  /** The failed-login window (windows are counted from the epoch by `clock`). Default 60 000 (one minute). */
   readonly failedLoginWindowMs?: number;
   /** The clock, in ns since the epoch (session expiry, login limits). Default `nowNs`; tests pass a fake one. */
   readonly clock?: () => number;

@@ -1,6 +1,7 @@
 import { nowNs } from "../model/clock.js";
 import { memoryStoreInfo } from "./memory-store-info.js";
-import { assertCacheKey, cacheEntryToStore, type CacheEntry, type CacheStore } from "../store/cache-store.js";
+import { assertCacheKey, cacheEntryToStore, cacheIncrementToStore, notAnIntegerEntry } from "../store/cache-store.js";
+import type { CacheEntry, CacheStore } from "../store/cache-store.js";
 import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { storeClosed } from "../store/store-closed.js";
@@ -43,6 +44,23 @@ export class MemoryCacheStore implements CacheStore {
     const e = cacheEntryToStore(key, value, opts, Date.now());
     this.slots.set(e.key, { json: e.json, expiresAt: e.expiresAt, createdAt: nowNs() });
     if (++this.setsSinceSweep >= SWEEP_EVERY) this.sweep(Date.now());
+  }
+
+  async increment(key: string, by: number, opts?: { ttlMs?: number }): Promise<number> {
+    this.assertOpen();
+    const now = Date.now();
+    const e = cacheIncrementToStore(key, by, opts, now);
+    const s = this.live(e.key, now);
+    if (s === undefined) {
+      this.slots.set(e.key, { json: String(e.by), expiresAt: e.expiresAt, createdAt: nowNs() });
+      if (++this.setsSinceSweep >= SWEEP_EVERY) this.sweep(now);
+      return e.by;
+    }
+    const value: unknown = JSON.parse(s.json);
+    if (!Number.isSafeInteger(value)) throw notAnIntegerEntry(e.key);
+    const next = (value as number) + e.by;
+    s.json = String(next);
+    return next;
   }
 
   async delete(key: string): Promise<boolean> {

@@ -1,5 +1,6 @@
 import { nowNs } from "../model/clock.js";
-import { assertCacheKey, cacheEntryToStore, type CacheEntry, type CacheStore } from "../store/cache-store.js";
+import { assertCacheKey, cacheEntryToStore, cacheIncrementToStore, notAnIntegerEntry } from "../store/cache-store.js";
+import type { CacheEntry, CacheStore } from "../store/cache-store.js";
 import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { PostgresStoreBase } from "./postgres-store-base.js";
@@ -58,6 +59,31 @@ export class PostgresCacheStore extends PostgresStoreBase implements CacheStore 
         "cache set",
       );
       if (++this.setsSinceSweep >= SWEEP_EVERY) await this.sweep();
+    });
+  }
+
+  async increment(key: string, by: number, opts?: { ttlMs?: number }): Promise<number> {
+    const now = Date.now();
+    const e = cacheIncrementToStore(key, by, opts, now);
+    return this.track(async () => {
+      await this.ensureTable();
+      // One statement: the row lock of ON CONFLICT DO UPDATE makes increments from every connection sum exactly.
+      // SET reads the row as it was, so an expired entry starts again from `by` with the new expiry.
+      const res = await this.query<{ value: string }>(
+        `INSERT INTO ${this.table} AS c (key, value, expires_at, created_at) VALUES ($1, $2::bigint::text, $3, $4)
+         ON CONFLICT (key) DO UPDATE SET
+           value = CASE WHEN c.expires_at <= $5 THEN excluded.value ELSE (c.value::bigint + $2::bigint)::text END,
+           expires_at = CASE WHEN c.expires_at <= $5 THEN excluded.expires_at ELSE c.expires_at END,
+           created_at = CASE WHEN c.expires_at <= $5 THEN excluded.created_at ELSE c.created_at END
+         WHERE c.expires_at <= $5 OR c.value ~ '^-?[0-9]{1,18}$'
+         RETURNING value`,
+        [e.key, e.by, e.expiresAt ?? null, nowNs(), now],
+        "cache increment",
+      );
+      const row = res.rows[0];
+      if (row === undefined) throw notAnIntegerEntry(e.key);
+      if (++this.setsSinceSweep >= SWEEP_EVERY) await this.sweep();
+      return Number(row.value);
     });
   }
 

@@ -1,5 +1,6 @@
 import { nowNs } from "../model/clock.js";
-import { assertCacheKey, cacheEntryToStore, type CacheEntry, type CacheStore } from "../store/cache-store.js";
+import { assertCacheKey, cacheEntryToStore, cacheIncrementToStore, notAnIntegerEntry } from "../store/cache-store.js";
+import type { CacheEntry, CacheStore } from "../store/cache-store.js";
 import { encodeCursor, keyPage } from "../store/paging.js";
 import type { PageRequest, StoreInfo, StorePage } from "../store/store-info.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
@@ -60,6 +61,31 @@ export class SqliteCacheStore extends SqliteStoreBase implements CacheStore {
       nowNs(),
     );
     if (++this.setsSinceSweep >= SWEEP_EVERY) this.sweep();
+  }
+
+  async increment(key: string, by: number, opts?: { ttlMs?: number }): Promise<number> {
+    const now = Date.now();
+    const e = cacheIncrementToStore(key, by, opts, now);
+    // One statement: SQLite takes the write lock for it, so increments from every connection on the file sum exactly.
+    // SET reads the row as it was, so an expired entry starts again from `by` with the new expiry.
+    const row = this.attempt(
+      "cache increment",
+      (db) =>
+        db
+          .rawStatement(
+            `INSERT INTO ${this.table} (key, value, expires_at, created_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (key) DO UPDATE SET
+             value = CASE WHEN expires_at <= $now THEN excluded.value ELSE CAST(CAST(value AS INTEGER) + excluded.value AS TEXT) END,
+             expires_at = CASE WHEN expires_at <= $now THEN excluded.expires_at ELSE expires_at END,
+             created_at = CASE WHEN expires_at <= $now THEN excluded.created_at ELSE created_at END
+           WHERE expires_at <= $now OR json_type(value) = 'integer'
+           RETURNING value`,
+          )
+          .get(e.key, String(e.by), e.expiresAt ?? null, nowNs(), { now }) as [string] | undefined,
+    );
+    if (row === undefined) throw notAnIntegerEntry(e.key);
+    if (++this.setsSinceSweep >= SWEEP_EVERY) this.sweep();
+    return Number(row[0]);
   }
 
   async delete(key: string): Promise<boolean> {

@@ -18,6 +18,14 @@ export interface CacheStore {
   init(): Promise<void>;
   get<T = unknown>(key: string): Promise<T | undefined>;
   set<T = unknown>(key: string, value: T, opts?: { ttlMs?: number }): Promise<void>;
+  /**
+   * Adds `by` (a safe integer) to the integer at `key` in one atomic step and
+   * resolves the new value, so concurrent increments from any number of
+   * connections or instances sum exactly. An absent or expired entry starts
+   * from 0 and takes `ttlMs` as its expiry; a live one keeps its expiry.
+   * INVALID_REQUEST when the live value is not an integer.
+   */
+  increment(key: string, by: number, opts?: { ttlMs?: number }): Promise<number>;
   delete(key: string): Promise<boolean>;
   list(opts?: PageRequest & { prefix?: string }): Promise<StorePage<CacheEntry>>;
   clear(): Promise<void>;
@@ -37,6 +45,29 @@ export function assertCacheKey(key: unknown): asserts key is string {
 
 /** Matches a lone surrogate (a paired one is one code point under the u flag). */
 const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Normalises increment()'s arguments for every backend alike: the step (a
+ * safe integer, else INVALID_REQUEST) and the expiry a new entry takes (as
+ * {@link cacheEntryToStore}).
+ */
+export function cacheIncrementToStore(
+  key: unknown,
+  by: unknown,
+  opts: { ttlMs?: number } | undefined,
+  now: number,
+): { key: string; by: number; expiresAt: number | undefined } {
+  if (typeof by !== "number" || !Number.isSafeInteger(by)) {
+    throw new MnemeError("INVALID_REQUEST", `a cache increment must be a safe integer, got ${String(by)}`);
+  }
+  const e = cacheEntryToStore(key, by, opts, now);
+  return { key: e.key, by, expiresAt: e.expiresAt };
+}
+
+/** The error of increment() on a live entry whose value is not an integer. */
+export function notAnIntegerEntry(key: string): MnemeError {
+  return new MnemeError("INVALID_REQUEST", `the cache entry ${key} does not hold an integer, so it cannot be incremented`);
+}
 
 /**
  * Normalises set()'s arguments for every backend alike: the value as JSON

@@ -12,7 +12,7 @@ import {
 
 /**
  * The CacheStore conformance suite: JSON values by key, TTL expiry (an
- * expired entry is never returned), delete, listing in key order, clear, info.
+ * expired entry is never returned), atomic increment, delete, listing in key order, clear, info.
  * The TTL tests wait a few tens of milliseconds; they assert expiry, not speed.
  */
 export const describeCacheStoreContract = defineContract<CacheStore>("CacheStore contract", (test) => {
@@ -150,6 +150,51 @@ export const describeCacheStoreContract = defineContract<CacheStore>("CacheStore
     await expectRejectsWith(() => store.set("k", undefined), "INVALID_REQUEST");
     await expectRejectsWith(() => store.set("k", 10n), "INVALID_REQUEST");
     expect(await store.get("k")).toBeUndefined();
+  });
+
+  test("increment starts an absent entry from 0 and adds to a live integer, keeping its expiry", async (store) => {
+    expect(await store.increment("n", 1)).toBe(1);
+    expect(await store.increment("n", 5)).toBe(6);
+    expect(await store.increment("n", -10)).toBe(-4);
+    expect(await store.get("n")).toBe(-4);
+    await store.set("set", 40);
+    expect(await store.increment("set", 2)).toBe(42);
+    await store.increment("timed", 1, { ttlMs: 600_000 });
+    const before = (await store.list({ prefix: "timed" })).items[0]?.expiresAt;
+    expect(await store.increment("timed", 1, { ttlMs: 5 })).toBe(2);
+    expect((await store.list({ prefix: "timed" })).items[0]?.expiresAt).toBe(before);
+    expect((await store.list({ prefix: "n" })).items[0]?.expiresAt).toBeUndefined();
+  });
+
+  test("increment of an expired entry starts again from 0 with the new ttl", async (store) => {
+    await store.increment("k", 7, { ttlMs: 30 });
+    await store.set("was-text", "text", { ttlMs: 30 });
+    await settle(60);
+    expect(await store.get("k")).toBeUndefined();
+    expect(await store.increment("k", 2, { ttlMs: 600_000 })).toBe(2);
+    expect((await store.list({ prefix: "k" })).items[0]?.expiresAt).toBeGreaterThan(Date.now() + 500_000);
+    expect(await store.increment("was-text", 3)).toBe(3);
+  });
+
+  test("concurrent increments sum exactly", async (store) => {
+    const results = await Promise.all(Array.from({ length: 50 }, () => store.increment("counter", 1, { ttlMs: 600_000 })));
+    expect([...results].sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    expect(await store.get("counter")).toBe(50);
+  });
+
+  test("increment refuses a live value that is not an integer, and a step that is not a safe integer, with INVALID_REQUEST", async (store) => {
+    const values: unknown[] = ["3", 1.5, { n: 1 }, [1], true, null];
+    for (const [i, v] of values.entries()) {
+      await store.set(`v${i}`, v);
+      await expectRejectsWith(() => store.increment(`v${i}`, 1), "INVALID_REQUEST");
+      expect(await store.get(`v${i}`)).toEqual(v);
+    }
+    for (const by of [1.5, Number.NaN, Number.MAX_SAFE_INTEGER + 1, "1" as unknown as number]) {
+      await expectRejectsWith(() => store.increment("fresh", by), "INVALID_REQUEST");
+    }
+    await expectRejectsWith(() => store.increment("", 1), "INVALID_REQUEST");
+    await expectRejectsWith(() => store.increment("fresh", 1, { ttlMs: 0 }), "INVALID_REQUEST");
+    expect(await store.get("fresh")).toBeUndefined();
   });
 
   test("info counts live entries", async (store) => {

@@ -109,12 +109,15 @@ export async function serve(facade: Facade, options: HttpHandlerOptions = {}, pa
   const handler = createHttpHandler(facade, { resolveCredentials: testResolver, ...options });
   const nodeListener = nodeListenerFor(handler, path);
   const server = createServer((req, res) => void nodeListener(req, res));
+  return { ...(await listenLocal(server)), handler, server };
+}
+
+/** Listens on 127.0.0.1 with a free port; close() also ends open connections (streams). */
+export async function listenLocal(server: Server): Promise<{ url: string; close(): Promise<void> }> {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    handler,
-    server,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
