@@ -9,7 +9,16 @@
  * registerDefaults decides).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BaseReadmodel, createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
+import {
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type Facade,
+  type FacadeOptions,
+  type ReadmodelOption,
+  type RequestContext,
+  withPartitions,
+} from "mneme";
 import { accountRoutes, registerDefaults } from "mneme/defaults";
 import { createHttpHandler, type HttpHandler } from "mneme/http";
 import { ProcessManager, Reactor } from "mneme/reactions";
@@ -67,8 +76,8 @@ type Lending = ReturnType<typeof lendingDomain>;
 
 /** A readmodel whose handler fails on the events of one e-mail address, with the address in its error text. */
 class MemberLoans extends BaseReadmodel {
-  constructor(facade: Facade, d: Lending, name: string, crashOn: string) {
-    super(facade);
+  constructor(facade: Facade, d: Lending, name: string, crashOn: string, ...options: ReadmodelOption[]) {
+    super(facade, ...options);
     this.domain = "Lend";
     this.name = name;
     this.addDomainEventHandler(d.Borrowed, (_ctx, _e, p) => {
@@ -88,7 +97,10 @@ interface Setup {
   tenantB: string;
 }
 
-/** The defaults plus the Lend domain, a reactor that always fails, a process manager that schedules, and two failing readmodels. */
+/**
+ * The defaults plus the Lend domain, a reactor that always fails, a process manager that schedules, and three failing
+ * readmodels (one partitioned, failing on tenant B's event in one of its partitions).
+ */
 async function setUp(stores: Partial<FacadeOptions>): Promise<Setup> {
   const d = lendingDomain();
   const clock = new FakeClock();
@@ -113,6 +125,7 @@ async function setUp(stores: Partial<FacadeOptions>): Promise<Setup> {
   f.registerReadmodel(reminders);
   f.registerReadmodel(new MemberLoans(f, d, "LoansA", "crash-a@example.org"));
   f.registerReadmodel(new MemberLoans(f, d, "LoansB", "crash-b@example.org"));
+  f.registerReadmodel(new MemberLoans(f, d, "PartitionedLoans", "crash-b@example.org", withPartitions(2)));
   await f.start();
   const bare = new World(f, ids, clock, {});
   const adminSession = await bare.login(ADMIN_EMAIL, ADMIN_PASSWORD, ids.adminIdentityUuid);
@@ -250,7 +263,9 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     ]);
     expect(rt.getMetrics("LoansB").lastError).toBe("MemberLoans cannot handle crash-b@example.org");
     // Both handler failures are in the failure history, each with its tenant, newest first.
-    const failed = rt.listFailures({ allTenants: true }).filter((e) => e.kind === "HandlerFailed");
+    const failed = rt
+      .listFailures({ allTenants: true })
+      .filter((e) => e.kind === "HandlerFailed" && String(e.data.eventHandlerName).startsWith("Loans"));
     expect(failed.map((e) => [e.data.eventHandlerName, e.tenantUuid])).toEqual([
       ["LoansB", s.tenantB],
       ["LoansA", s.tenantA],
@@ -304,6 +319,32 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     expect(metrics.LoansA?.lastError).toBe("MemberLoans cannot handle crash-a@example.org");
     expect(metrics.LoansB?.lastError).toBeUndefined();
     expect(((await f.query(GetMetrics, { eventHandlerName: "LoansB" }, a)) as { lastError?: string }).lastError).toBeUndefined();
+  });
+
+  it("a partitioned readmodel that failed on tenant B's event: its state reaches tenant A's operator, its error text does not", async () => {
+    const f = s.world.facade;
+    const rt = f.runtime;
+    // The trusted view: failed in one partition, on tenant B's event, with B's address in the text.
+    const trusted = rt.listEventHandlers().find((h) => h.eventHandlerName === "PartitionedLoans")!;
+    expect(trusted.state).toBe("failed");
+    expect(trusted.partitions?.length).toBe(2);
+    expect([trusted.lastErrorTenantUuid, trusted.lastError]).toEqual([s.tenantB, "MemberLoans cannot handle crash-b@example.org"]);
+    expect(rt.getMetrics("PartitionedLoans").eventsFailed).toBeGreaterThan(0);
+    const partitionFailures = rt.listFailures({ allTenants: true, eventHandlerName: "PartitionedLoans" });
+    expect(partitionFailures.map((e) => [e.tenantUuid, typeof e.data.partition])).toContainEqual([s.tenantB, "number"]);
+
+    const a = { reqCtx: s.opA.reqCtx };
+    const listed = (await f.query(ListEventHandlers, {}, a)).find((h) => h.eventHandlerName === "PartitionedLoans")!;
+    expect(listed.state).toBe("failed");
+    expect(listed.lastError).toBeUndefined();
+    expect(leaksB(listed, s.tenantB)).toEqual([]);
+    expect(leaksB(await f.query(GetMetrics, { eventHandlerName: "PartitionedLoans" }, a), s.tenantB)).toEqual([]);
+    expect(await f.query(ListFailures, { eventHandlerName: "PartitionedLoans" }, a)).toEqual([]);
+    // A system administrator sees the text with allTenants.
+    const wide = (await f.query(ListEventHandlers, { allTenants: true }, { reqCtx: s.admin })).find(
+      (h) => h.eventHandlerName === "PartitionedLoans",
+    )!;
+    expect(wide.lastError).toBe("MemberLoans cannot handle crash-b@example.org");
   });
 
   it("a handler reading a reactor's or process manager's outbox and states through ctx.readmodel sees its tenant's only", async () => {
