@@ -397,6 +397,53 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       "system-info",
     ];
 
+    const post = async (kind: "queries" | "commands", name: string, body: unknown, who: Session, tenant: string): Promise<Response> =>
+      s.http(
+        new Request(`http://127.0.0.1/api/tenants/${tenant}/${kind}/Runtime/${name}`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "x-identity-uuid": who.reqCtx.senderIdentityUuid!,
+            authorization: `Bearer ${who.login.sessionUuid}.${who.login.sessionKey}`,
+          },
+          body: JSON.stringify(body),
+        }),
+      );
+
+    // What the dashboard's dead-letter, scheduled-command and failure pages send: the generic query and command routes.
+    for (const name of ["ListDeadLetters", "ListScheduledCommands", "ListFailures"]) {
+      it(`POST queries/Runtime/${name}: tenant A's operator gets its tenant's entries; another tenant's or every tenant's is 403`, async () => {
+        const own = await post("queries", name, { limit: 1000 }, s.opA, s.tenantA);
+        expect(own.status).toBe(200);
+        const entries = (await own.json()) as { tenantUuid?: string }[];
+        expect(entries.length).toBeGreaterThan(0);
+        for (const e of entries) expect(e.tenantUuid).toBe(s.tenantA);
+        expect(leaksB(entries, s.tenantB)).toEqual([]);
+        expect((await post("queries", name, {}, s.opA, s.tenantB)).status).toBe(403);
+        expect((await post("queries", name, { allTenants: true }, s.opA, s.tenantA)).status).toBe(403);
+        expect((await post("queries", name, { tenantUuid: s.tenantB }, s.opA, s.tenantA)).status).toBe(403);
+        expect((await post("queries", name, { allTenants: true, tenantUuid: s.tenantB }, s.opA, s.tenantA)).status).toBe(403);
+      });
+    }
+
+    it("POST commands/Runtime/ControlDeadLetter and CancelScheduledCommand: 403 for tenant A's operator, on B's entries and on its own; B's stay", async () => {
+      const rt = s.world.facade.runtime;
+      const [deadB] = await rt.listDeadLetters({ tenantUuid: s.tenantB });
+      const [deadA] = await rt.listDeadLetters({ tenantUuid: s.tenantA });
+      const [dueB] = await rt.listScheduledCommands({ tenantUuid: s.tenantB });
+      for (const tenant of [s.tenantA, s.tenantB]) {
+        for (const id of [deadB!.id, deadA!.id]) {
+          for (const action of ["retry", "discard"]) {
+            const r = await post("commands", "ControlDeadLetter", { action, id, eventHandlerName: "Mailer" }, s.opA, tenant);
+            expect(r.status).toBe(403);
+          }
+        }
+        expect((await post("commands", "CancelScheduledCommand", { commandUuid: dueB!.commandUuid }, s.opA, tenant)).status).toBe(403);
+      }
+      expect((await rt.listDeadLetters({ tenantUuid: s.tenantB })).map((e) => [e.id, e.attempts])).toEqual([[deadB!.id, deadB!.attempts]]);
+      expect((await rt.listScheduledCommands({ tenantUuid: s.tenantB })).map((e) => e.commandUuid)).toEqual([dueB!.commandUuid]);
+    });
+
     for (const path of PATHS) {
       it(`GET runtime/${path}: nothing of tenant B for tenant A's operator; allTenants only for administrators`, async () => {
         const own = await get(path, s.opA, s.tenantA);
