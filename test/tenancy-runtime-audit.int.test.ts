@@ -293,6 +293,8 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
         expect((await rejection(row.call(s, a, { tenantUuid: s.tenantB }))).code).toBe("PERMISSION_DENIED");
       // Targeting tenant B: refused by the authorizer.
       expect((await rejection(row.call(s, { ...a, targetTenantUuid: s.tenantB }, {}))).code).toBe("PERMISSION_DENIED");
+      // Targeting no tenant ("": the effective tenant of entries without one) is another tenant too.
+      expect((await rejection(row.call(s, { ...a, targetTenantUuid: "" }, {}))).code).toBe("PERMISSION_DENIED");
       // A system administrator sees every tenant with allTenants, and only its own tenant's without.
       const all = await row.call(s, s.admin, { allTenants: true });
       expect(leaksB(all, s.tenantB).length).toBeGreaterThan(0);
@@ -373,7 +375,24 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       const all = await read(s.admin, store, { allTenants: true });
       expect([...tenantsOf(all)], store).toEqual(expect.arrayContaining([sys, s.tenantA, s.tenantB]));
       expect((await rejection(read(s.opA.reqCtx, store))).code).toBe("PERMISSION_DENIED");
+      // Targeting "" (no tenant) is that tenant's entries only, never every tenant's (a filter of "" is a filter).
+      const none = await read({ ...s.admin, targetTenantUuid: "" }, store);
+      expect([...tenantsOf(none)].filter((t) => t !== ""), store).toEqual([]);
     }
+    // The log store the same way: an entry of tenant B never answers a read of "" (no tenant), nor one of tenant A.
+    await f.logStore.append({ level: "warn", source: "audit", message: "of tenant B: crash-b@example.org", tenantUuid: s.tenantB });
+    await f.logStore.append({ level: "info", source: "audit", message: "of no tenant" });
+    const logRead = (reqCtx: RequestContext) => f.query(StoreRead, { store: "log", limit: 1000 }, { reqCtx });
+    const noTenant = await logRead({ ...s.admin, targetTenantUuid: "" });
+    // Entries without a tenant (the system's) are in the all-tenant view only.
+    expect(noTenant.items).toEqual([]);
+    const all = await f.query(StoreRead, { store: "log", limit: 1000, allTenants: true }, { reqCtx: s.admin });
+    expect(all.items.map((e) => (e as { message: string }).message)).toEqual(
+      expect.arrayContaining(["of no tenant", "of tenant B: crash-b@example.org"]),
+    );
+    expect(JSON.stringify(noTenant)).not.toContain("crash-b@example.org");
+    expect(JSON.stringify(await logRead({ ...s.admin, targetTenantUuid: s.tenantA }))).not.toContain("crash-b@example.org");
+    expect(JSON.stringify(await logRead({ ...s.admin, targetTenantUuid: s.tenantB }))).toContain("crash-b@example.org");
   });
 
   describe("HTTP GETs of the dashboard", () => {
