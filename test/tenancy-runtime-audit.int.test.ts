@@ -377,7 +377,10 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       expect((await rejection(read(s.opA.reqCtx, store))).code).toBe("PERMISSION_DENIED");
       // Targeting "" (no tenant) is that tenant's entries only, never every tenant's (a filter of "" is a filter).
       const none = await read({ ...s.admin, targetTenantUuid: "" }, store);
-      expect([...tenantsOf(none)].filter((t) => t !== ""), store).toEqual([]);
+      expect(
+        [...tenantsOf(none)].filter((t) => t !== ""),
+        store,
+      ).toEqual([]);
     }
     // The log store the same way: an entry of tenant B never answers a read of "" (no tenant), nor one of tenant A.
     await f.logStore.append({ level: "warn", source: "audit", message: "of tenant B: crash-b@example.org", tenantUuid: s.tenantB });
