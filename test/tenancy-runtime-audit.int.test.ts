@@ -52,6 +52,8 @@ import {
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, type Session, World } from "./support/defaults-world.js";
 import { rejection } from "./support/rejections.js";
 import { sharedPlaces } from "./support/shared-places.js";
+import { IntegrationConsumer } from "../src/integration/integration-consumer.js";
+import type { ConsumeTransport, DeliveredMessage } from "../src/integration/integration-transport.js";
 
 const FAR = Date.UTC(2099, 0, 1);
 
@@ -59,9 +61,14 @@ function lendingDomain() {
   const Lend = defineDomain("Lend");
   const Borrow = Lend.command<{ email: string }>("Borrow");
   const Remind = Lend.command<{ email: string }>("Remind");
+  // A command whose handler fails with the address in its error text (what a broker consumer's listing shows).
+  const Refuse = Lend.command<{ email: string }>("Refuse");
   const Borrowed = Lend.event<{ email: string }>("Borrowed");
   Lend.handleCommand(Borrow, (_ctx, c, p) => [Borrowed.create(c.commandUuid, { email: p.email })]);
   Lend.handleCommand(Remind, () => []);
+  Lend.handleCommand(Refuse, (_ctx, _c, p) => {
+    throw new Error(`cannot lend to ${p.email}`);
+  });
   // A handler reading a reactor's and a process manager's own lists through ctx.readmodel: the effective tenant's entries.
   const Outboxes = Lend.query<Record<string, never>, unknown[]>("Outboxes");
   Lend.handleQuery(Outboxes, async (ctx) => [
@@ -69,7 +76,7 @@ function lendingDomain() {
     ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").outbox.list()),
     ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").listStates()),
   ]);
-  return { Lend, Borrow, Remind, Borrowed, Outboxes };
+  return { Lend, Borrow, Remind, Refuse, Borrowed, Outboxes };
 }
 
 type Lending = ReturnType<typeof lendingDomain>;
@@ -482,4 +489,74 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       });
     }
   });
+
+  // Last: it adds a dead letter of tenant B, which the rows above count.
+  it("a broker consumer that failed on tenant B's message: its listing reaches tenant A's operator without B's error text", async () => {
+    const f = s.world.facade;
+    const userB = await s.world.member("consumer-b@example.org", s.tenantB, ["Lend.*"]);
+    const transport = new HandTransport();
+    f.registerReadmodel(
+      new IntegrationConsumer(f, {
+        name: "LendIn",
+        domain: "Lend",
+        transport,
+        retry: { maxAttempts: 1 },
+        toCommand: (m) => ({ command: s.d.Refuse, payload: m.body as { email: string }, reqCtx: userB.reqCtx }),
+      }),
+    );
+    await transport.opened;
+    await transport.deliver("m-1", { email: "crash-b@example.org" });
+    const trusted = f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "LendIn")!;
+    expect(trusted.integration?.lastError).toContain("cannot lend to crash-b@example.org");
+    expect((await f.runtime.listDeadLetters({ eventHandlerName: "LendIn" })).map((e) => e.tenantUuid)).toEqual([s.tenantB]);
+
+    const listed = (await f.query(ListEventHandlers, {}, { reqCtx: s.opA.reqCtx })).find((h) => h.eventHandlerName === "LendIn")!;
+    expect(listed.integration?.failures).toBe(1);
+    expect(listed.integration?.lastError).toBeUndefined();
+    expect(leaksB(listed, s.tenantB)).toEqual([]);
+    // Tenant B's own view (its administrator targeting B) and every tenant's (a system administrator) show it.
+    const asB = await f.query(ListEventHandlers, {}, { reqCtx: { ...s.admin, targetTenantUuid: s.tenantB } });
+    expect(asB.find((h) => h.eventHandlerName === "LendIn")?.integration?.lastError).toContain("cannot lend to crash-b@example.org");
+    const wide = await f.query(ListEventHandlers, { allTenants: true }, { reqCtx: s.admin });
+    expect(wide.find((h) => h.eventHandlerName === "LendIn")?.integration?.lastError).toContain("cannot lend to crash-b@example.org");
+  });
 });
+
+/** A broker's subscription driven by the test: each message is handed over by `deliver`, acked in memory. */
+class HandTransport implements ConsumeTransport {
+  readonly broker = "hand";
+  readonly target = "lend-queue";
+  connected = false;
+  #handle: ((m: DeliveredMessage) => Promise<void>) | undefined;
+  #open!: () => void;
+  readonly opened = new Promise<void>((resolve) => (this.#open = resolve));
+
+  open(handle: (m: DeliveredMessage) => Promise<void>): Promise<void> {
+    this.#handle = handle;
+    this.connected = true;
+    this.#open();
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    this.connected = false;
+    return Promise.resolve();
+  }
+
+  lag(): Promise<number | undefined> {
+    return Promise.resolve(0);
+  }
+
+  deliver(id: string, body: unknown): Promise<void> {
+    return this.#handle!({
+      id,
+      subject: "lend",
+      headers: {},
+      data: new TextEncoder().encode(JSON.stringify(body)),
+      deliveryCount: 1,
+      ack: () => Promise.resolve(),
+      release: () => undefined,
+      working: () => undefined,
+    });
+  }
+}
