@@ -53,6 +53,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, type Session, Wor
 import { rejection } from "./support/rejections.js";
 import { sharedPlaces } from "./support/shared-places.js";
 import { IntegrationConsumer } from "../src/integration/integration-consumer.js";
+import { IntegrationPublisher } from "../src/integration/integration-publisher.js";
 import type { ConsumeTransport, DeliveredMessage } from "../src/integration/integration-transport.js";
 
 const FAR = Date.UTC(2099, 0, 1);
@@ -519,6 +520,36 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     expect(asB.find((h) => h.eventHandlerName === "LendIn")?.integration?.lastError).toContain("cannot lend to crash-b@example.org");
     const wide = await f.query(ListEventHandlers, { allTenants: true }, { reqCtx: s.admin });
     expect(wide.find((h) => h.eventHandlerName === "LendIn")?.integration?.lastError).toContain("cannot lend to crash-b@example.org");
+  });
+
+  it("a broker publisher that failed on tenant B's event: its listing reaches tenant A's operator without B's error text", async () => {
+    const f = s.world.facade;
+    const userB = await s.world.member("publisher-b@example.org", s.tenantB, ["Lend.*"]);
+    const publisher = new IntegrationPublisher(f, {
+      name: "LendOut",
+      domain: "Lend",
+      retry: { maxAttempts: 1 },
+      transport: {
+        broker: "hand",
+        target: "lend-exchange",
+        connected: true,
+        publish: (m) => Promise.reject(new Error(`the broker refused ${new TextDecoder().decode(m.data)}`)),
+        close: () => Promise.resolve(),
+      },
+    }).on(s.d.Borrowed, (e) => ({ subject: "lend.borrowed", body: e.payload }));
+    f.registerReadmodel(publisher);
+    await f.dispatch(s.d.Borrow, { email: "crash-b@example.org" }, { reqCtx: userB.reqCtx, waitToFinish: true });
+    await publisher.outbox.drain();
+    const trusted = f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "LendOut")!;
+    expect(trusted.integration?.lastError).toContain("crash-b@example.org");
+
+    const listed = (await f.query(ListEventHandlers, {}, { reqCtx: s.opA.reqCtx })).find((h) => h.eventHandlerName === "LendOut")!;
+    // It caught up on the events stored before it too: every one failed, tenant B's last.
+    expect(listed.integration?.failures).toBeGreaterThan(0);
+    expect(listed.integration?.lastError).toBeUndefined();
+    expect(leaksB(listed, s.tenantB)).toEqual([]);
+    const asB = await f.query(ListEventHandlers, {}, { reqCtx: { ...s.admin, targetTenantUuid: s.tenantB } });
+    expect(asB.find((h) => h.eventHandlerName === "LendOut")?.integration?.lastError).toContain("crash-b@example.org");
   });
 });
 
