@@ -8,7 +8,7 @@
  * On memory, a SQLite file and a Postgres schema (the default authorizer of
  * registerDefaults decides).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import {
   BaseReadmodel,
   createFacade,
@@ -538,7 +538,10 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       },
     }).on(s.d.Borrowed, (e) => ({ subject: "lend.borrowed", body: e.payload }));
     f.registerReadmodel(publisher);
+    // Live (its catch-up done), so the dispatch below waits until it recorded the new event in its outbox.
+    await vi.waitFor(() => expect(publisher.state).toBe("running"), { timeout: 20_000 });
     await f.dispatch(s.d.Borrow, { email: "crash-b@example.org" }, { reqCtx: userB.reqCtx, waitToFinish: true });
+    await publisher.idle();
     await publisher.outbox.drain();
     const trusted = f.runtime.listEventHandlers().find((h) => h.eventHandlerName === "LendOut")!;
     expect(trusted.integration?.lastError).toContain("crash-b@example.org");
