@@ -156,3 +156,40 @@ describe("a partitioned readmodel on one instance", () => {
     await f.stop();
   });
 });
+
+describe("a handler's name never reaches the keys of another handler", () => {
+  // The framework keys a handler's state by its name: the checkpoints and locks of its partitions (`<name>#p<i>`,
+  // `<name>#partitions`, `<name>#member<k>`), its rebuild (`<name>#rebuild`) and its collections (`<name>:<collection>`).
+  // A readmodel named "Totals#p0" took partition 0's checkpoint of "Totals", whose aggregates then silently stayed
+  // at 0; one named "Totals:Audit" had its documents replaced (emptied) by a restore from zero of "Totals".
+  it("refuses a name with '#' or ':' at registration, whatever the other handlers are", async () => {
+    for (const name of ["Totals#p0", "Totals#partitions", "Totals#member0", "Totals#rebuild", "Totals:Audit", "a:b", "#"]) {
+      const f = createFacade();
+      f.registerDomain(Counter);
+      f.registerReadmodel(new CounterTotals(f, "Totals", withPartitions(2)));
+      let err: unknown;
+      try {
+        f.registerReadmodel(new CounterTotals(f, name));
+      } catch (e) {
+        err = e;
+      }
+      expect(isMnemeError(err, "INVALID_EVENT_HANDLER"), name).toBe(true);
+      expect((err as Error).message).toContain(JSON.stringify(name));
+      // A plain event handler too: every handler is registered through the same check.
+      let plain: unknown;
+      try {
+        f.registerReadmodel({ domain: "Counter", name, getDomainEvents: () => [], getDomainEventHandlers: () => [] });
+      } catch (e) {
+        plain = e;
+      }
+      expect(isMnemeError(plain, "INVALID_EVENT_HANDLER"), name).toBe(true);
+      await f.start();
+      // The partitioned readmodel is untouched: its partitions apply every event.
+      const counters = Array.from({ length: 8 }, (_, i) => `c-${i}`);
+      await f.dispatch(IncrementMany, { counterUuids: counters, by: 1 }, { waitToFinish: true });
+      const totals = f.readmodel<CounterTotals>("Totals");
+      for (const c of counters) expect(await totals.total(c), `${name} ${c}`).toBe(1);
+      await f.stop();
+    }
+  });
+});

@@ -178,6 +178,7 @@ describe("the Runtime domain", () => {
       "ControlDeadLetter",
       "ControlEventHandler",
       "FinishRollingUpgrade",
+      "ForgetSubject",
       "MigratePersonalData",
       "StoreDelete",
       "StoreUpdate",

@@ -8,8 +8,17 @@
  * On memory, a SQLite file and a Postgres schema (the default authorizer of
  * registerDefaults decides).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BaseReadmodel, createFacade, defineDomain, type Facade, type FacadeOptions, type RequestContext } from "mneme";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import {
+  BaseReadmodel,
+  createFacade,
+  defineDomain,
+  type Facade,
+  type FacadeOptions,
+  type ReadmodelOption,
+  type RequestContext,
+  withPartitions,
+} from "mneme";
 import { accountRoutes, registerDefaults } from "mneme/defaults";
 import { createHttpHandler, type HttpHandler } from "mneme/http";
 import { ProcessManager, Reactor } from "mneme/reactions";
@@ -43,6 +52,9 @@ import {
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, type Session, World } from "./support/defaults-world.js";
 import { rejection } from "./support/rejections.js";
 import { sharedPlaces } from "./support/shared-places.js";
+import { IntegrationConsumer } from "../src/integration/integration-consumer.js";
+import { IntegrationPublisher } from "../src/integration/integration-publisher.js";
+import type { ConsumeTransport, DeliveredMessage } from "../src/integration/integration-transport.js";
 
 const FAR = Date.UTC(2099, 0, 1);
 
@@ -50,9 +62,14 @@ function lendingDomain() {
   const Lend = defineDomain("Lend");
   const Borrow = Lend.command<{ email: string }>("Borrow");
   const Remind = Lend.command<{ email: string }>("Remind");
+  // A command whose handler fails with the address in its error text (what a broker consumer's listing shows).
+  const Refuse = Lend.command<{ email: string }>("Refuse");
   const Borrowed = Lend.event<{ email: string }>("Borrowed");
   Lend.handleCommand(Borrow, (_ctx, c, p) => [Borrowed.create(c.commandUuid, { email: p.email })]);
   Lend.handleCommand(Remind, () => []);
+  Lend.handleCommand(Refuse, (_ctx, _c, p) => {
+    throw new Error(`cannot lend to ${p.email}`);
+  });
   // A handler reading a reactor's and a process manager's own lists through ctx.readmodel: the effective tenant's entries.
   const Outboxes = Lend.query<Record<string, never>, unknown[]>("Outboxes");
   Lend.handleQuery(Outboxes, async (ctx) => [
@@ -60,15 +77,15 @@ function lendingDomain() {
     ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").outbox.list()),
     ...(await ctx.readmodel<ProcessManager<{ n: number }>>("Reminders").listStates()),
   ]);
-  return { Lend, Borrow, Remind, Borrowed, Outboxes };
+  return { Lend, Borrow, Remind, Refuse, Borrowed, Outboxes };
 }
 
 type Lending = ReturnType<typeof lendingDomain>;
 
 /** A readmodel whose handler fails on the events of one e-mail address, with the address in its error text. */
 class MemberLoans extends BaseReadmodel {
-  constructor(facade: Facade, d: Lending, name: string, crashOn: string) {
-    super(facade);
+  constructor(facade: Facade, d: Lending, name: string, crashOn: string, ...options: ReadmodelOption[]) {
+    super(facade, ...options);
     this.domain = "Lend";
     this.name = name;
     this.addDomainEventHandler(d.Borrowed, (_ctx, _e, p) => {
@@ -88,7 +105,10 @@ interface Setup {
   tenantB: string;
 }
 
-/** The defaults plus the Lend domain, a reactor that always fails, a process manager that schedules, and two failing readmodels. */
+/**
+ * The defaults plus the Lend domain, a reactor that always fails, a process manager that schedules, and three failing
+ * readmodels (one partitioned, failing on tenant B's event in one of its partitions).
+ */
 async function setUp(stores: Partial<FacadeOptions>): Promise<Setup> {
   const d = lendingDomain();
   const clock = new FakeClock();
@@ -113,6 +133,7 @@ async function setUp(stores: Partial<FacadeOptions>): Promise<Setup> {
   f.registerReadmodel(reminders);
   f.registerReadmodel(new MemberLoans(f, d, "LoansA", "crash-a@example.org"));
   f.registerReadmodel(new MemberLoans(f, d, "LoansB", "crash-b@example.org"));
+  f.registerReadmodel(new MemberLoans(f, d, "PartitionedLoans", "crash-b@example.org", withPartitions(2)));
   await f.start();
   const bare = new World(f, ids, clock, {});
   const adminSession = await bare.login(ADMIN_EMAIL, ADMIN_PASSWORD, ids.adminIdentityUuid);
@@ -250,7 +271,9 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     ]);
     expect(rt.getMetrics("LoansB").lastError).toBe("MemberLoans cannot handle crash-b@example.org");
     // Both handler failures are in the failure history, each with its tenant, newest first.
-    const failed = rt.listFailures({ allTenants: true }).filter((e) => e.kind === "HandlerFailed");
+    const failed = rt
+      .listFailures({ allTenants: true })
+      .filter((e) => e.kind === "HandlerFailed" && String(e.data.eventHandlerName).startsWith("Loans"));
     expect(failed.map((e) => [e.data.eventHandlerName, e.tenantUuid])).toEqual([
       ["LoansB", s.tenantB],
       ["LoansA", s.tenantA],
@@ -278,6 +301,8 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
         expect((await rejection(row.call(s, a, { tenantUuid: s.tenantB }))).code).toBe("PERMISSION_DENIED");
       // Targeting tenant B: refused by the authorizer.
       expect((await rejection(row.call(s, { ...a, targetTenantUuid: s.tenantB }, {}))).code).toBe("PERMISSION_DENIED");
+      // Targeting no tenant ("": the effective tenant of entries without one) is another tenant too.
+      expect((await rejection(row.call(s, { ...a, targetTenantUuid: "" }, {}))).code).toBe("PERMISSION_DENIED");
       // A system administrator sees every tenant with allTenants, and only its own tenant's without.
       const all = await row.call(s, s.admin, { allTenants: true });
       expect(leaksB(all, s.tenantB).length).toBeGreaterThan(0);
@@ -306,6 +331,32 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     expect(((await f.query(GetMetrics, { eventHandlerName: "LoansB" }, a)) as { lastError?: string }).lastError).toBeUndefined();
   });
 
+  it("a partitioned readmodel that failed on tenant B's event: its state reaches tenant A's operator, its error text does not", async () => {
+    const f = s.world.facade;
+    const rt = f.runtime;
+    // The trusted view: failed in one partition, on tenant B's event, with B's address in the text.
+    const trusted = rt.listEventHandlers().find((h) => h.eventHandlerName === "PartitionedLoans")!;
+    expect(trusted.state).toBe("failed");
+    expect(trusted.partitions?.length).toBe(2);
+    expect([trusted.lastErrorTenantUuid, trusted.lastError]).toEqual([s.tenantB, "MemberLoans cannot handle crash-b@example.org"]);
+    expect(rt.getMetrics("PartitionedLoans").eventsFailed).toBeGreaterThan(0);
+    const partitionFailures = rt.listFailures({ allTenants: true, eventHandlerName: "PartitionedLoans" });
+    expect(partitionFailures.map((e) => [e.tenantUuid, typeof e.data.partition])).toContainEqual([s.tenantB, "number"]);
+
+    const a = { reqCtx: s.opA.reqCtx };
+    const listed = (await f.query(ListEventHandlers, {}, a)).find((h) => h.eventHandlerName === "PartitionedLoans")!;
+    expect(listed.state).toBe("failed");
+    expect(listed.lastError).toBeUndefined();
+    expect(leaksB(listed, s.tenantB)).toEqual([]);
+    expect(leaksB(await f.query(GetMetrics, { eventHandlerName: "PartitionedLoans" }, a), s.tenantB)).toEqual([]);
+    expect(await f.query(ListFailures, { eventHandlerName: "PartitionedLoans" }, a)).toEqual([]);
+    // A system administrator sees the text with allTenants.
+    const wide = (await f.query(ListEventHandlers, { allTenants: true }, { reqCtx: s.admin })).find(
+      (h) => h.eventHandlerName === "PartitionedLoans",
+    )!;
+    expect(wide.lastError).toBe("MemberLoans cannot handle crash-b@example.org");
+  });
+
   it("a handler reading a reactor's or process manager's outbox and states through ctx.readmodel sees its tenant's only", async () => {
     const f = s.world.facade;
     const own = await f.query(s.d.Outboxes, {}, { reqCtx: s.opA.reqCtx });
@@ -332,7 +383,27 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       const all = await read(s.admin, store, { allTenants: true });
       expect([...tenantsOf(all)], store).toEqual(expect.arrayContaining([sys, s.tenantA, s.tenantB]));
       expect((await rejection(read(s.opA.reqCtx, store))).code).toBe("PERMISSION_DENIED");
+      // Targeting "" (no tenant) is that tenant's entries only, never every tenant's (a filter of "" is a filter).
+      const none = await read({ ...s.admin, targetTenantUuid: "" }, store);
+      expect(
+        [...tenantsOf(none)].filter((t) => t !== ""),
+        store,
+      ).toEqual([]);
     }
+    // The log store the same way: an entry of tenant B never answers a read of "" (no tenant), nor one of tenant A.
+    await f.logStore.append({ level: "warn", source: "audit", message: "of tenant B: crash-b@example.org", tenantUuid: s.tenantB });
+    await f.logStore.append({ level: "info", source: "audit", message: "of no tenant" });
+    const logRead = (reqCtx: RequestContext) => f.query(StoreRead, { store: "log", limit: 1000 }, { reqCtx });
+    const noTenant = await logRead({ ...s.admin, targetTenantUuid: "" });
+    // Entries without a tenant (the system's) are in the all-tenant view only.
+    expect(noTenant.items).toEqual([]);
+    const all = await f.query(StoreRead, { store: "log", limit: 1000, allTenants: true }, { reqCtx: s.admin });
+    expect(all.items.map((e) => (e as { message: string }).message)).toEqual(
+      expect.arrayContaining(["of no tenant", "of tenant B: crash-b@example.org"]),
+    );
+    expect(JSON.stringify(noTenant)).not.toContain("crash-b@example.org");
+    expect(JSON.stringify(await logRead({ ...s.admin, targetTenantUuid: s.tenantA }))).not.toContain("crash-b@example.org");
+    expect(JSON.stringify(await logRead({ ...s.admin, targetTenantUuid: s.tenantB }))).toContain("crash-b@example.org");
   });
 
   describe("HTTP GETs of the dashboard", () => {
@@ -356,6 +427,53 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       "system-info",
     ];
 
+    const post = async (kind: "queries" | "commands", name: string, body: unknown, who: Session, tenant: string): Promise<Response> =>
+      s.http(
+        new Request(`http://127.0.0.1/api/tenants/${tenant}/${kind}/Runtime/${name}`, {
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "x-identity-uuid": who.reqCtx.senderIdentityUuid!,
+            authorization: `Bearer ${who.login.sessionUuid}.${who.login.sessionKey}`,
+          },
+          body: JSON.stringify(body),
+        }),
+      );
+
+    // What the dashboard's dead-letter, scheduled-command and failure pages send: the generic query and command routes.
+    for (const name of ["ListDeadLetters", "ListScheduledCommands", "ListFailures"]) {
+      it(`POST queries/Runtime/${name}: tenant A's operator gets its tenant's entries; another tenant's or every tenant's is 403`, async () => {
+        const own = await post("queries", name, { limit: 1000 }, s.opA, s.tenantA);
+        expect(own.status).toBe(200);
+        const entries = (await own.json()) as { tenantUuid?: string }[];
+        expect(entries.length).toBeGreaterThan(0);
+        for (const e of entries) expect(e.tenantUuid).toBe(s.tenantA);
+        expect(leaksB(entries, s.tenantB)).toEqual([]);
+        expect((await post("queries", name, {}, s.opA, s.tenantB)).status).toBe(403);
+        expect((await post("queries", name, { allTenants: true }, s.opA, s.tenantA)).status).toBe(403);
+        expect((await post("queries", name, { tenantUuid: s.tenantB }, s.opA, s.tenantA)).status).toBe(403);
+        expect((await post("queries", name, { allTenants: true, tenantUuid: s.tenantB }, s.opA, s.tenantA)).status).toBe(403);
+      });
+    }
+
+    it("POST commands/Runtime/ControlDeadLetter and CancelScheduledCommand: 403 for tenant A's operator, on B's entries and on its own; B's stay", async () => {
+      const rt = s.world.facade.runtime;
+      const [deadB] = await rt.listDeadLetters({ tenantUuid: s.tenantB });
+      const [deadA] = await rt.listDeadLetters({ tenantUuid: s.tenantA });
+      const [dueB] = await rt.listScheduledCommands({ tenantUuid: s.tenantB });
+      for (const tenant of [s.tenantA, s.tenantB]) {
+        for (const id of [deadB!.id, deadA!.id]) {
+          for (const action of ["retry", "discard"]) {
+            const r = await post("commands", "ControlDeadLetter", { action, id, eventHandlerName: "Mailer" }, s.opA, tenant);
+            expect(r.status).toBe(403);
+          }
+        }
+        expect((await post("commands", "CancelScheduledCommand", { commandUuid: dueB!.commandUuid }, s.opA, tenant)).status).toBe(403);
+      }
+      expect((await rt.listDeadLetters({ tenantUuid: s.tenantB })).map((e) => [e.id, e.attempts])).toEqual([[deadB!.id, deadB!.attempts]]);
+      expect((await rt.listScheduledCommands({ tenantUuid: s.tenantB })).map((e) => e.commandUuid)).toEqual([dueB!.commandUuid]);
+    });
+
     for (const path of PATHS) {
       it(`GET runtime/${path}: nothing of tenant B for tenant A's operator; allTenants only for administrators`, async () => {
         const own = await get(path, s.opA, s.tenantA);
@@ -372,4 +490,106 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       });
     }
   });
+
+  // Last: it adds a dead letter of tenant B, which the rows above count.
+  it("a broker consumer that failed on tenant B's message: its listing reaches tenant A's operator without B's error text", async () => {
+    const f = s.world.facade;
+    const userB = await s.world.member("consumer-b@example.org", s.tenantB, ["Lend.*"]);
+    const transport = new HandTransport();
+    f.registerReadmodel(
+      new IntegrationConsumer(f, {
+        name: "LendIn",
+        domain: "Lend",
+        transport,
+        retry: { maxAttempts: 1 },
+        toCommand: (m) => ({ command: s.d.Refuse, payload: m.body as { email: string }, reqCtx: userB.reqCtx }),
+      }),
+    );
+    await transport.opened;
+    await transport.deliver("m-1", { email: "crash-b@example.org" });
+    expect((await f.runtime.listDeadLetters({ eventHandlerName: "LendIn" })).map((e) => e.tenantUuid)).toEqual([s.tenantB]);
+    await expectBrokerErrorOfB("LendIn", "cannot lend to crash-b@example.org");
+  });
+
+  it("a broker publisher that failed on tenant B's event: its listing reaches tenant A's operator without B's error text", async () => {
+    const f = s.world.facade;
+    const userB = await s.world.member("publisher-b@example.org", s.tenantB, ["Lend.*"]);
+    const publisher = new IntegrationPublisher(f, {
+      name: "LendOut",
+      domain: "Lend",
+      retry: { maxAttempts: 1 },
+      transport: {
+        broker: "hand",
+        target: "lend-exchange",
+        connected: true,
+        publish: (m) => Promise.reject(new Error(`the broker refused ${new TextDecoder().decode(m.data)}`)),
+        close: () => Promise.resolve(),
+      },
+    }).on(s.d.Borrowed, (e) => ({ subject: "lend.borrowed", body: e.payload }));
+    f.registerReadmodel(publisher);
+    // Live (its catch-up done), so the dispatch below waits until it recorded the new event in its outbox.
+    await vi.waitFor(() => expect(publisher.state).toBe("running"), { timeout: 20_000 });
+    await f.dispatch(s.d.Borrow, { email: "crash-b@example.org" }, { reqCtx: userB.reqCtx, waitToFinish: true });
+    await publisher.idle();
+    await publisher.outbox.drain();
+    await expectBrokerErrorOfB("LendOut", "crash-b@example.org");
+  });
+
+  /**
+   * The broker link's error of tenant B's message or event: in the trusted view, tenant B's view (its
+   * administrator targeting B) and every tenant's; never in tenant A's operator's, which shows the counters.
+   */
+  async function expectBrokerErrorOfB(handler: string, text: string): Promise<void> {
+    const f = s.world.facade;
+    const find = (all: { eventHandlerName: string; integration?: { lastError?: string; failures: number } }[]) =>
+      all.find((h) => h.eventHandlerName === handler)!.integration!;
+    expect(find(f.runtime.listEventHandlers()).lastError).toContain(text);
+    const listed = await f.query(ListEventHandlers, {}, { reqCtx: s.opA.reqCtx });
+    expect(find(listed).failures).toBeGreaterThan(0);
+    expect(find(listed).lastError).toBeUndefined();
+    expect(leaksB(listed, s.tenantB)).toEqual([]);
+    const asB = await f.query(ListEventHandlers, {}, { reqCtx: { ...s.admin, targetTenantUuid: s.tenantB } });
+    expect(find(asB).lastError).toContain(text);
+    const wide = await f.query(ListEventHandlers, { allTenants: true }, { reqCtx: s.admin });
+    expect(find(wide).lastError).toContain(text);
+  }
 });
+
+/** A broker's subscription driven by the test: each message is handed over by `deliver`, acked in memory. */
+class HandTransport implements ConsumeTransport {
+  readonly broker = "hand";
+  readonly target = "lend-queue";
+  connected = false;
+  #handle: ((m: DeliveredMessage) => Promise<void>) | undefined;
+  #open!: () => void;
+  readonly opened = new Promise<void>((resolve) => (this.#open = resolve));
+
+  open(handle: (m: DeliveredMessage) => Promise<void>): Promise<void> {
+    this.#handle = handle;
+    this.connected = true;
+    this.#open();
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    this.connected = false;
+    return Promise.resolve();
+  }
+
+  lag(): Promise<number | undefined> {
+    return Promise.resolve(0);
+  }
+
+  deliver(id: string, body: unknown): Promise<void> {
+    return this.#handle!({
+      id,
+      subject: "lend",
+      headers: {},
+      data: new TextEncoder().encode(JSON.stringify(body)),
+      deliveryCount: 1,
+      ack: () => Promise.resolve(),
+      release: () => undefined,
+      working: () => undefined,
+    });
+  }
+}

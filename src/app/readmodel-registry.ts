@@ -48,6 +48,13 @@ export class ReadmodelRegistry {
     const name = handler?.name;
     if (typeof name !== "string" || name.trim() === "")
       throw new MnemeError("INVALID_EVENT_HANDLER", "an event handler needs a non-empty name");
+    // "#" and ":" separate a handler's name from the keys of its state (`<name>#p<i>`, `<name>#rebuild`,
+    // `<name>:<collection>`): a name holding one would take another handler's checkpoint, lock or collections.
+    if (/[#:]/.test(name))
+      throw new MnemeError(
+        "INVALID_EVENT_HANDLER",
+        `event handler name ${JSON.stringify(name)} holds "#" or ":": those separate a handler's name from the keys of its checkpoints, locks and collections`,
+      );
     if (typeof handler.domain !== "string" || handler.domain === "")
       throw new MnemeError("INVALID_EVENT_HANDLER", `event handler ${name} needs a domain`);
     if (this.handlers.has(name)) throw new MnemeError("INVALID_EVENT_HANDLER", `an event handler named ${name} is registered already`);

@@ -5,13 +5,9 @@
  */
 import { MnemeError } from "../model/errors.js";
 import type { AggregateTenancy, AggregateType } from "../model/tokens.js";
-import type { RequestContext } from "../model/types.js";
 import type { CommandAggregates } from "./command-aggregates.js";
 
-/** The effective tenant of a request: the target tenant, else the sender's, else "" (none). */
-export function tenantOf(reqCtx: RequestContext): string {
-  return reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid ?? "";
-}
+export { tenantOf } from "../model/effective-tenant.js";
 
 export function aggregateNotFound(aggregate: AggregateType<any>, aggregateUuid: string): MnemeError {
   // The same words whether the aggregate is absent or lives in another tenant: no existence oracle.

@@ -1,4 +1,5 @@
 import { errorMessage, isCommandInProgress, isMnemeError, MnemeError } from "../model/errors.js";
+import { tenantOf } from "../model/effective-tenant.js";
 import type { IntegrationInfo } from "../model/event-handler.js";
 import { BaseReadmodel } from "../readmodel/base-readmodel.js";
 import { Outbox, type OutboxHandlerOptions, reactionOptions } from "../reactions/outbox.js";
@@ -196,7 +197,7 @@ export class IntegrationConsumer extends BaseReadmodel {
     let attempts = 0;
     if (m.deliveryCount > this.#maxDeliveries) {
       const err = new MnemeError("INVALID_STATE", `message ${m.id} was delivered ${m.deliveryCount} times without an outcome`);
-      this.#stats.failed(err);
+      this.#stats.failed(err, "");
       await this.#deadLetter(m, undefined, err, 0, commandUuid);
       return "dead";
     }
@@ -209,7 +210,8 @@ export class IntegrationConsumer extends BaseReadmodel {
         this.#stats.handled++;
         return "done";
       } catch (err) {
-        this.#stats.failed(err);
+        // Its text may carry the message's data: listed to the message's tenant only ("" before it was mapped).
+        this.#stats.failed(err, routed === undefined ? "" : tenantOf(routed.reqCtx ?? {}));
         if (isMnemeError(err) && NOT_THE_MESSAGES_FAULT.has(err.code)) {
           await this.#pause(this.outbox.retry.initialDelayMs);
           continue;
@@ -273,7 +275,7 @@ export class IntegrationConsumer extends BaseReadmodel {
       eventUuid: m.id,
       eventPath: `${this.#transport.broker}:${m.subject}`,
       position: 0,
-      tenantUuid: reqCtx.targetTenantUuid ?? reqCtx.senderTenantUuid ?? "",
+      tenantUuid: tenantOf(reqCtx),
       correlationId: m.id,
       message: { id: m.id, subject: m.subject, headers: m.headers, body: bodyText(m.data) },
       ...(routed === undefined

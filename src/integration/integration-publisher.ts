@@ -108,7 +108,8 @@ export class IntegrationPublisher extends BaseReadmodel {
       });
       this.#stats.handled++;
     } catch (err) {
-      this.#stats.failed(err);
+      // Its text may carry the event's data: listed to the event's tenant only.
+      this.#stats.failed(err, entry.tenantUuid);
       throw err;
     }
   }

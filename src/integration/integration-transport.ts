@@ -90,6 +90,8 @@ export class IntegrationStats {
   lag = -1;
   deadLetters = 0;
   lastError: string | undefined;
+  /** The tenant of the message or event `lastError` came from ("" unknown); undefined: of no message (the broker). */
+  lastErrorTenantUuid: string | undefined;
 
   constructor(
     readonly role: IntegrationInfo["role"],
@@ -97,14 +99,21 @@ export class IntegrationStats {
     readonly target: string,
   ) {}
 
-  failed(err: unknown): void {
+  /**
+   * A failed attempt. `tenantUuid`: the tenant of the message or event it failed on ("" when not known), whose
+   * data its text may carry; undefined for a failure of no message (the broker, the subscription).
+   */
+  failed(err: unknown, tenantUuid?: string): void {
     this.failures++;
     this.lastError = errorMessage(err);
+    this.lastErrorTenantUuid = tenantUuid;
   }
 
   /** The broker went away: listed as the last error, not counted as a failure (no message failed). */
   wentAway(why: Error | undefined): void {
-    if (why !== undefined) this.lastError = errorMessage(why);
+    if (why === undefined) return;
+    this.lastError = errorMessage(why);
+    this.lastErrorTenantUuid = undefined;
   }
 
   info(connected: boolean): IntegrationInfo {
@@ -118,7 +127,10 @@ export class IntegrationStats {
       deadLetters: this.deadLetters,
       connected,
     };
-    if (this.lastError !== undefined) out.lastError = this.lastError;
+    if (this.lastError !== undefined) {
+      out.lastError = this.lastError;
+      if (this.lastErrorTenantUuid !== undefined) out.lastErrorTenantUuid = this.lastErrorTenantUuid;
+    }
     return out;
   }
 }

@@ -159,6 +159,12 @@ export interface IntegrationInfo {
   /** Whether the transport is connected and working (a consumer's subscription is open). */
   connected: boolean;
   lastError?: string;
+  /**
+   * The tenant of the message or event whose handling gave `lastError` (`""`: a message whose tenant is not
+   * known, e.g. its mapping failed); absent when the error came from no message (the broker went away). The
+   * Runtime shows `lastError` to a tenant's operator only when it is that tenant's, as for the handler's own.
+   */
+  lastErrorTenantUuid?: string;
 }
 
 /** A handler that can rebuild its state from the event history. */

@@ -59,11 +59,22 @@ function errorVisible(scope: RuntimeScope, errorTenantUuid: string | undefined):
   return scope.tenantUuid === undefined || errorTenantUuid === undefined || errorTenantUuid === scope.tenantUuid;
 }
 
-/** A handler's listing as `scope` may see it: an error of another tenant's event is left out. */
+/**
+ * A handler's listing as `scope` may see it: an error of another tenant's event is left out, the handler's own
+ * and its broker link's (a consumer's message, a publisher's event).
+ */
 export function scopedInfo<I extends EventHandlerInfo>(info: I, scope: RuntimeScope): I {
-  if (info.lastError === undefined || errorVisible(scope, info.lastErrorTenantUuid)) return info;
-  const { lastError: _e, lastErrorTenantUuid: _t, ...rest } = info;
-  return rest as I;
+  let out = info;
+  if (out.lastError !== undefined && !errorVisible(scope, out.lastErrorTenantUuid)) {
+    const { lastError: _e, lastErrorTenantUuid: _t, ...rest } = out;
+    out = rest as I;
+  }
+  const link = out.integration;
+  if (link?.lastError !== undefined && !errorVisible(scope, link.lastErrorTenantUuid)) {
+    const { lastError: _e, lastErrorTenantUuid: _t, ...rest } = link;
+    out = { ...out, integration: rest };
+  }
+  return out;
 }
 
 /** A handler's metrics as `scope` may see them: an error of another tenant's event is left out. */
