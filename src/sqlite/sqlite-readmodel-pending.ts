@@ -75,8 +75,7 @@ export function pendPut(tx: PendingWrites, name: string, key: string, json: stri
   let tenants = tx.tenants.get(name);
   const prevTenant = typeof prev === "string" ? tenants?.get(key) : undefined;
   const owner = tenant === "" ? undefined : tenant;
-  if (!writerMayTouch(owner, prevTenant === "" ? null : (prevTenant ?? null)))
-    throw tenantKeyConflict(name, [key]);
+  if (!writerMayTouch(owner, prevTenant === "" ? null : (prevTenant ?? null))) throw tenantKeyConflict(name, [key]);
   docs.set(key, json);
   // A pending delete's entry names who deleted, not a document's tenant.
   if (prev === null) tenants?.delete(key);
