@@ -421,7 +421,10 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   async clear(): Promise<void> {
     const owner = this.owner;
     await this.backend.write(() => {
-      if (owner === undefined) return this.backend.reset(this.name);
+      if (owner === undefined) {
+        this.backend.reset(this.name);
+        return;
+      }
       const c = this.backend.peek(this.name);
       if (c !== undefined) for (const [key, d] of [...c.docs]) if (d.tenant === owner) this.backend.setDoc(c, key, undefined);
     });

@@ -230,7 +230,10 @@ export class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
   async clear(): Promise<void> {
     const owner = this.owner;
     await this.backend.write("clear", (tx) => {
-      if (owner !== undefined) return this.clearOwn(tx, owner);
+      if (owner !== undefined) {
+        this.clearOwn(tx, owner);
+        return;
+      }
       if (tx === undefined) {
         this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ?`).run(this.name);
         return;
