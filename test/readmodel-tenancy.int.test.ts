@@ -163,7 +163,7 @@ describe.each(sharedPlaces("readmodel_tenancy"))("a BaseReadmodel's collections 
     // A handler of Bob's event writing the key Alice's event wrote: the batch fails, Alice's document stays.
     const tagged = await one.facade.dispatch(one.d.TagBook, { tag: "x" }, { reqCtx: alice, ...w });
     const taken = await one.facade.dispatch(one.d.TagBook, { tag: "x" }, { reqCtx: bob, ...w });
-    expect(taken.handlerErrors.map((h) => [h.eventHandlerName, h.error.code, h.error.message])).toEqual([
+    expect(taken.handlerErrors.map((h) => [h.eventHandlerName, (h.error as { code?: string }).code, h.error.message])).toEqual([
       ["Shelf", "CONFLICT", expect.stringContaining("holds a document of another tenant")],
     ]);
     expect(await one.shelf.asTenant("tenant-a").tags.get("x")).toEqual({ tag: "x", by: tagged.events[0]!.aggregateUuid });
