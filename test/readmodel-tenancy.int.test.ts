@@ -158,6 +158,8 @@ describe.each(sharedPlaces("readmodel_tenancy"))("a BaseReadmodel's collections 
     const asBob = one.shelf.asTenant("tenant-b");
     await expect(asBob.retitle(key, "mine now")).rejects.toMatchObject({ code: "CONFLICT" });
     expect(await asBob.remove(key)).toBe(false);
+    // A collection handed out of the view: deleteMany and clear in Bob's scope too.
+    expect(await asBob.booksCollection.deleteMany!([key])).toBe(0);
     await asBob.booksCollection.clear();
     expect(await one.shelf.asTenant("tenant-a").book(key)).toEqual({ key, title: "Alice 1" });
     // A handler of Bob's event writing the key Alice's event wrote: the batch fails, Alice's document stays.
