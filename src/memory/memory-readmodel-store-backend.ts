@@ -338,8 +338,9 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
   /** CONFLICT, before anything is written, when a key of `docs` holds another tenant's document. */
   private assertMayReplace(c: Coll, docs: readonly (readonly [string, Doc])[]): void {
     if (this.owner === undefined) return;
-    const taken = docs.filter(([k]) => !this.mayTouch(c.docs.get(k))).map(([k]) => k);
-    if (taken.length > 0) throw tenantKeyConflict(this.name, [...new Set(taken)]);
+    let taken: Set<string> | undefined;
+    for (const [k] of docs) if (!this.mayTouch(c.docs.get(k))) (taken ??= new Set()).add(k);
+    if (taken !== undefined) throw tenantKeyConflict(this.name, [...taken]);
   }
 
   /** Whether this collection's writer may replace or delete `d` (not another tenant's). */
