@@ -29,7 +29,10 @@ function libraryDomain() {
   const AddBook = Lib.command<{ title: string }>("AddBook");
   const ListBooks = Lib.query<Record<string, never>, { titles: string[]; total: number; count: number; first?: string }>("ListBooks");
   const BookAdded = Lib.event<Book>("BookAdded");
+  const TagBook = Lib.command<{ tag: string }>("TagBook");
+  const BookTagged = Lib.event<{ tag: string }>("BookTagged");
   Lib.handleCommand(AddBook, (_ctx, c, p) => [BookAdded.create(c.commandUuid, { title: p.title })]);
+  Lib.handleCommand(TagBook, (_ctx, c, p) => [BookTagged.create(c.commandUuid, { tag: p.tag })]);
   Lib.handleQuery(ListBooks, async (ctx) => {
     const shelf = ctx.readmodel<Shelf>("Shelf");
     const books = await shelf.books();
@@ -41,7 +44,7 @@ function libraryDomain() {
       ...(first === undefined ? {} : { first: first.title }),
     };
   });
-  return { Lib, AddBook, ListBooks, BookAdded };
+  return { Lib, AddBook, ListBooks, BookAdded, TagBook, BookTagged };
 }
 
 type Library = ReturnType<typeof libraryDomain>;
@@ -63,6 +66,19 @@ class Shelf extends BaseReadmodel {
       const n = (await this.#stats.get("all"))?.n ?? 0;
       await this.#stats.put("all", { n: n + 1 });
     });
+    // Keyed by a tag, which two tenants may both use: a key not unique to one tenant.
+    this.tags = this.collection("tags");
+    this.addDomainEventHandler(d.BookTagged, (_ctx, e, p) => this.tags.put(p.tag, { tag: p.tag, by: e.aggregateUuid }));
+  }
+
+  readonly tags: ReadmodelCollection<{ tag: string; by: string }>;
+
+  retitle(key: string, title: string): Promise<void> {
+    return this.booksCollection.put(key, { key, title });
+  }
+
+  remove(key: string): Promise<boolean> {
+    return this.booksCollection.delete(key);
   }
 
   books(): Promise<(Book & { key: string })[]> {
@@ -132,6 +148,28 @@ describe.each(sharedPlaces("readmodel_tenancy"))("a BaseReadmodel's collections 
     const two = await running(stores());
     expect((await titlesOf(two, alice)).titles).toEqual(["Alice 1", "Alice 2"]);
     expect((await titlesOf(two, bob)).titles).toEqual(["Bob 1"]);
+  });
+
+  it("a tenant's view or handler cannot replace or delete a key holding another tenant's document", async () => {
+    const one = await running(place()());
+    const w = { waitToFinish: true } as const;
+    await one.facade.dispatch(one.d.AddBook, { title: "Alice 1" }, { reqCtx: alice, ...w });
+    const key = (await one.shelf.books())[0]!.key;
+    const asBob = one.shelf.asTenant("tenant-b");
+    await expect(asBob.retitle(key, "mine now")).rejects.toMatchObject({ code: "CONFLICT" });
+    expect(await asBob.remove(key)).toBe(false);
+    // A collection handed out of the view: deleteMany and clear in Bob's scope too.
+    expect(await asBob.booksCollection.deleteMany!([key])).toBe(0);
+    await asBob.booksCollection.clear();
+    expect(await one.shelf.asTenant("tenant-a").book(key)).toEqual({ key, title: "Alice 1" });
+    // A handler of Bob's event writing the key Alice's event wrote: the batch fails, Alice's document stays.
+    const tagged = await one.facade.dispatch(one.d.TagBook, { tag: "x" }, { reqCtx: alice, ...w });
+    const taken = await one.facade.dispatch(one.d.TagBook, { tag: "x" }, { reqCtx: bob, ...w });
+    expect(taken.handlerErrors.map((h) => [h.eventHandlerName, (h.error as { code?: string }).code, h.error.message])).toEqual([
+      ["Shelf", "CONFLICT", expect.stringContaining("holds a document of another tenant")],
+    ]);
+    expect(await one.shelf.asTenant("tenant-a").tags.get("x")).toEqual({ tag: "x", by: tagged.events[0]!.aggregateUuid });
+    expect(await asBob.tags.get("x")).toBeUndefined();
   });
 
   it("a restore from zero writes every document again with its event's tenant", async () => {

@@ -392,6 +392,36 @@ describe.each(probeBackends)("SQL-table readmodel: what it refuses (%s)", (_name
     expect((await access.execute(`SELECT k, tenant_uuid FROM ${access.qualify("things")}`)).rows).toEqual([]);
   });
 
+  it("a handler's Kysely update, delete and ON CONFLICT update reach only its tenant's rows, whatever their WHERE", async () => {
+    const counts: unknown[] = [];
+    const { f, probe } = await start("CREATE TABLE $T (tenant_uuid TEXT NOT NULL, k TEXT PRIMARY KEY, v TEXT)", async (sql) => {
+      const k = kysely(sql);
+      // Bob's event writes his row; Alice's writes hers, then reaches for every row.
+      if (sql.tenantUuid === "tenant-b") return sql.insert("things", { k: "b-row", v: "b" });
+      await sql.insert("things", { k: "a-row", v: "a" });
+      counts.push(
+        (await k.updateTable("things").set({ v: "taken" }).where("k", "in", ["b-row", "a-row"]).executeTakeFirst()).numUpdatedRows,
+      );
+      await k
+        .insertInto("things")
+        .values({ k: "b-row", v: "upserted", tenant_uuid: sql.tenantUuid })
+        .onConflict((oc) => oc.column("k").doUpdateSet({ v: "upserted" }))
+        .execute();
+      counts.push((await k.deleteFrom("things").where("k", "like", "%-row").executeTakeFirst()).numDeletedRows);
+    });
+    await f.start();
+    await f.dispatch(Add, { counterUuid: "k", by: 1 }, { reqCtx: bob, waitToFinish: true });
+    await f.dispatch(Add, { counterUuid: "k2", by: 1 }, { reqCtx: alice, waitToFinish: true });
+    expect(probe.error).toBeUndefined();
+    // Alice's own row only: updated, then deleted; Bob's stays as it was (the upsert found it and left it alone).
+    // (SQLite runs a handler's statements at the batch's commit: no counts in the handler.)
+    if (_name === "postgres") expect(counts).toEqual([1n, 1n]);
+    const access = (f.readmodelStoreBackend as unknown as { sqlTables(): SqlTableAccess }).sqlTables();
+    expect((await access.execute(`SELECT k, v, tenant_uuid FROM ${access.qualify("things")}`)).rows).toEqual([
+      { k: "b-row", v: "b", tenant_uuid: "tenant-b" },
+    ]);
+  });
+
   it("outside a handler and a tenant's view a tenant table's row has no tenant to get, and no view lets a row name one: INVALID_REQUEST", async () => {
     const { f, probe } = await start(WITH_TENANT, async () => undefined);
     await f.start();

@@ -13,7 +13,10 @@ import {
   documentEntriesJson,
   documentJson,
   listWindow,
+  ownerTenantOf,
+  tenantKeyConflict,
   whereConditions,
+  writerMayTouch,
 } from "../store/readmodel-validation.js";
 import { type EnsureIndexesOptions, normalizeIndexes, tenantFirstOf } from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
@@ -271,11 +274,16 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
 }
 
 class MemoryCollection<T> implements ReadmodelCollection<T> {
+  /** The tenant this collection's writes are held to (see ownerTenantOf). */
+  private readonly owner: string | undefined;
+
   constructor(
     private readonly backend: BackendCore,
     private readonly name: string,
     private readonly scope: CollectionScope,
-  ) {}
+  ) {
+    this.owner = ownerTenantOf(scope);
+  }
 
   /** Whether a read of this collection sees `d` (its tenant's, when the scope names one). */
   private sees(d: Doc | undefined): d is Doc {
@@ -312,10 +320,7 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
 
   async put(key: string, doc: T): Promise<void> {
     const d = toDoc(documentJson(key, doc));
-    await this.backend.write(() => {
-      const c = this.backend.ensure(this.name);
-      this.backend.setDoc(c, key, this.stored(c, key, d));
-    });
+    await this.backend.write(() => this.putDocs([[key, d]]));
   }
 
   async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
@@ -328,14 +333,33 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
 
   private putDocs(docs: readonly (readonly [string, Doc])[]): void {
     const c = this.backend.ensure(this.name);
+    this.assertMayReplace(c, docs);
     for (const [k, d] of docs) this.backend.setDoc(c, k, this.stored(c, k, d));
+  }
+
+  /** CONFLICT, before anything is written, when a key of `docs` holds another tenant's document. */
+  private assertMayReplace(c: Coll, docs: readonly (readonly [string, Doc])[]): void {
+    if (this.owner === undefined) return;
+    let taken: Set<string> | undefined;
+    for (const [k] of docs) if (!this.mayTouch(c.docs.get(k))) (taken ??= new Set()).add(k);
+    if (taken !== undefined) throw tenantKeyConflict(this.name, [...taken]);
+  }
+
+  /** Whether this collection's writer may replace or delete `d` (not another tenant's). */
+  private mayTouch(d: Doc | undefined): boolean {
+    return d === undefined || writerMayTouch(this.owner, d.tenant);
+  }
+
+  /** Deletes `key` unless it holds another tenant's document (then, as for an absent one, false). */
+  private deleteDoc(c: Coll, key: string): boolean {
+    return this.mayTouch(c.docs.get(key)) && this.backend.setDoc(c, key, undefined);
   }
 
   async delete(key: string): Promise<boolean> {
     assertDocumentKey(key);
     return this.backend.write(() => {
       const c = this.backend.peek(this.name);
-      return c === undefined ? false : this.backend.setDoc(c, key, undefined);
+      return c === undefined ? false : this.deleteDoc(c, key);
     });
   }
 
@@ -344,7 +368,7 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
     return this.backend.write(() => {
       const c = this.backend.peek(this.name);
       let deleted = 0;
-      if (c !== undefined) for (const key of keys) if (this.backend.setDoc(c, key, undefined)) deleted++;
+      if (c !== undefined) for (const key of keys) if (this.deleteDoc(c, key)) deleted++;
       return deleted;
     });
   }
@@ -396,8 +420,17 @@ class MemoryCollection<T> implements ReadmodelCollection<T> {
     return (d) => d.tenant === tenant && (fields === undefined || fields(d.value));
   }
 
+  /** Empties the collection; a writer with a tenant empties only that tenant's documents. */
   async clear(): Promise<void> {
-    await this.backend.write(() => this.backend.reset(this.name));
+    const owner = this.owner;
+    await this.backend.write(() => {
+      if (owner === undefined) {
+        this.backend.reset(this.name);
+        return;
+      }
+      const c = this.backend.peek(this.name);
+      if (c !== undefined) for (const [key, d] of [...c.docs]) if (d.tenant === owner) this.backend.setDoc(c, key, undefined);
+    });
   }
 }
 

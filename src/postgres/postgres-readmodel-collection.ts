@@ -7,7 +7,11 @@ import {
   documentEntriesJson,
   documentJson,
   listWindow,
+  ownerTenantOf,
+  tenantKeyConflict,
 } from "../store/readmodel-validation.js";
+import { isMnemeError } from "../model/errors.js";
+import { sqlState } from "./postgres-errors.js";
 import { fieldColumns, pgStringLiteral, whereSql } from "./postgres-readmodel-fields.js";
 
 /** What a collection needs of PostgresReadmodelStoreBackend (structurally: no import back up to it). */
@@ -20,12 +24,33 @@ export interface PostgresCollectionHost {
   exec<R extends object>(text: string, values: unknown[], write: boolean, what: string): Promise<{ rows: R[]; rowCount: number | null }>;
 }
 
+/** What the upsert's refusal says, before the key (see UPSERT). */
+const REFUSED = "mneme: key held by another tenant: ";
+
 /**
  * The upsert of a document: a write without a tenant (none, or "": a handler of an event without one) keeps
- * the stored document's; only a tenant's write changes it.
+ * the stored document's tenant. A tenant's write replaces only its own or a tenantless document: for another
+ * tenant's the statement fails (a cast of the refusal, which cannot be folded ahead since it names the row's
+ * key), so nothing of it is written and a running transaction is aborted, with no read before the write.
  */
 const UPSERT = `ON CONFLICT (collection, key) DO UPDATE SET doc = EXCLUDED.doc, updated_at = EXCLUDED.updated_at,
-       tenant_uuid = COALESCE(NULLIF(EXCLUDED.tenant_uuid, ''), d.tenant_uuid)`;
+       tenant_uuid = CASE
+         WHEN d.tenant_uuid IS NULL OR COALESCE(EXCLUDED.tenant_uuid, '') = '' OR d.tenant_uuid = EXCLUDED.tenant_uuid
+         THEN COALESCE(NULLIF(EXCLUDED.tenant_uuid, ''), d.tenant_uuid)
+         ELSE ((${pgStringLiteral(REFUSED)} || d.key)::int)::text END`;
+
+/** The CONFLICT of an upsert `e` refused (see UPSERT), else `e`. */
+function refusal(e: unknown, collection: string): unknown {
+  const cause = isMnemeError(e) ? e.cause : undefined;
+  const msg = cause instanceof Error ? cause.message : "";
+  const at = msg.indexOf(REFUSED);
+  if (sqlState(cause) !== "22P02" || at < 0) return e;
+  // The driver's message: invalid input syntax for type integer: "<REFUSED><key>"
+  return tenantKeyConflict(collection, [msg.slice(at + REFUSED.length, msg.endsWith('"') ? -1 : undefined)]);
+}
+
+/** The condition (with the writer's tenant as parameter `$n`) of a row that writer may delete: its own, or one without a tenant. */
+const ownRow = (n: number): string => ` AND (tenant_uuid IS NULL OR tenant_uuid = $${n})`;
 
 /** One collection of a {@link PostgresReadmodelStoreBackend}. */
 export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
@@ -35,6 +60,8 @@ export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
    * the planner proves a partial index usable from constants only.
    */
   private readonly collectionSql: string;
+  /** The tenant this collection's writes are held to (see ownerTenantOf). */
+  private readonly owner: string | undefined;
 
   constructor(
     private readonly backend: PostgresCollectionHost,
@@ -42,6 +69,12 @@ export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
     private readonly scope: CollectionScope,
   ) {
     this.collectionSql = `collection = ${pgStringLiteral(name)}`;
+    this.owner = ownerTenantOf(scope);
+  }
+
+  /** ` AND <own row>` for a writer held to a tenant (its tenant pushed onto `values`); "" for one that may touch any row. */
+  private ownSql(values: unknown[]): string {
+    return this.owner === undefined ? "" : ownRow(values.push(this.owner));
   }
 
   /** ` AND tenant_uuid = $n` for a scope's read tenant (its value pushed onto `values`); "" without one. */
@@ -79,14 +112,18 @@ export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
 
   async put(key: string, doc: T): Promise<void> {
     const json = documentJson(key, doc);
-    await this.backend.exec(
-      `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
-       INSERT INTO ${this.backend.docs} AS d (collection, key, doc, updated_at, tenant_uuid) VALUES ($1, $2, $3::jsonb, $4, $5::text)
-       ${UPSERT}`,
-      [this.name, key, json, nowNs(), this.scope.writeTenantUuid ?? null],
-      true,
-      "put",
-    );
+    await this.backend
+      .exec(
+        `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
+         INSERT INTO ${this.backend.docs} AS d (collection, key, doc, updated_at, tenant_uuid) VALUES ($1, $2, $3::jsonb, $4, $5::text)
+         ${UPSERT}`,
+        [this.name, key, json, nowNs(), this.scope.writeTenantUuid ?? null],
+        true,
+        "put",
+      )
+      .catch((e: unknown) => {
+        throw refusal(e, this.name);
+      });
   }
 
   async putMany(entries: readonly (readonly [string, T])[]): Promise<void> {
@@ -97,22 +134,28 @@ export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
       byKey.set(k, json);
     }
     if (byKey.size === 0) return;
-    await this.backend.exec(
-      `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
-       INSERT INTO ${this.backend.docs} AS d (collection, key, doc, updated_at, tenant_uuid)
-       SELECT $1, u.key, u.doc, $4, $5::text FROM unnest($2::text[], $3::jsonb[]) AS u(key, doc)
-       ${UPSERT}`,
-      [this.name, [...byKey.keys()], [...byKey.values()], nowNs(), this.scope.writeTenantUuid ?? null],
-      true,
-      "putMany",
-    );
+    await this.backend
+      .exec(
+        `WITH registered AS (INSERT INTO ${this.backend.collectionsTable} (collection) VALUES ($1) ON CONFLICT DO NOTHING)
+         INSERT INTO ${this.backend.docs} AS d (collection, key, doc, updated_at, tenant_uuid)
+         SELECT $1, u.key, u.doc, $4, $5::text FROM unnest($2::text[], $3::jsonb[]) AS u(key, doc)
+         ${UPSERT}`,
+        [this.name, [...byKey.keys()], [...byKey.values()], nowNs(), this.scope.writeTenantUuid ?? null],
+        true,
+        "putMany",
+      )
+      .catch((e: unknown) => {
+        throw refusal(e, this.name);
+      });
   }
 
+  /** Deletes `key`; a writer held to a tenant leaves another tenant's document alone (false, as for an absent one). */
   async delete(key: string): Promise<boolean> {
     assertDocumentKey(key);
+    const values: unknown[] = [this.name, key];
     const res = await this.backend.exec(
-      `DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = $2`,
-      [this.name, key],
+      `DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = $2${this.ownSql(values)}`,
+      values,
       true,
       "delete",
     );
@@ -122,9 +165,10 @@ export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
   async deleteMany(keys: readonly string[]): Promise<number> {
     assertDocumentKeys(keys, "deleteMany");
     if (keys.length === 0) return 0;
+    const values: unknown[] = [this.name, [...keys]];
     const res = await this.backend.exec(
-      `DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = ANY($2::text[])`,
-      [this.name, [...keys]],
+      `DELETE FROM ${this.backend.docs} WHERE collection = $1 AND key = ANY($2::text[])${this.ownSql(values)}`,
+      values,
       true,
       "deleteMany",
     );
@@ -165,7 +209,10 @@ export class PostgresReadmodelCollection<T> implements ReadmodelCollection<T> {
     return Number(res.rows[0]?.n ?? 0);
   }
 
+  /** Empties the collection; a writer held to a tenant empties only that tenant's documents. */
   async clear(): Promise<void> {
-    await this.backend.exec(`DELETE FROM ${this.backend.docs} WHERE collection = $1`, [this.name], true, "clear");
+    const values: unknown[] = [this.name];
+    const own = this.owner === undefined ? "" : ` AND tenant_uuid = $${values.push(this.owner)}`;
+    await this.backend.exec(`DELETE FROM ${this.backend.docs} WHERE collection = $1${own}`, values, true, "clear");
   }
 }

@@ -12,6 +12,8 @@ import { errorMessage, MnemeError } from "../model/errors.js";
 import type { SqlTableAccess } from "../store/sql-table-access.js";
 
 const KYSELY = "kysely";
+/** The column of a tenant table that holds each row's tenant. */
+const TENANT_COLUMN = "tenant_uuid";
 
 /**
  * Imports kysely, an optional peer dependency, the first time a SQL-table
@@ -46,7 +48,7 @@ export function sqlTableKysely<DB>(
   k: KyselyModule,
   access: SqlTableAccess,
   rename?: (table: string) => string | undefined,
-  guard?: (write: KyselyWrite) => void,
+  guard?: (write: KyselyWrite) => string | undefined,
 ): Kysely<DB> {
   const refuse = (): Promise<never> =>
     Promise.reject(
@@ -77,7 +79,7 @@ export function sqlTableKysely<DB>(
   const sqlite = access.dialect === "sqlite";
   const plugins: KyselyPlugin[] = [];
   // The guard sees the query as written (the table's own name), so it runs before the renaming.
-  if (guard !== undefined) plugins.push(guardPlugin(guard));
+  if (guard !== undefined) plugins.push(guardPlugin(k, guard));
   if (rename !== undefined) plugins.push(renamePlugin(k, rename, sqlite ? undefined : access.schema));
   return new k.Kysely<DB>({
     dialect: {
@@ -113,7 +115,7 @@ export const NOT_A_VALUE: unique symbol = Symbol("not a value");
 
 /** One write of a Kysely query, as its guard sees it: the table as written, the columns it sets and, for an insert, its rows' values. */
 export interface KyselyWrite {
-  readonly kind: "insert" | "update";
+  readonly kind: "insert" | "update" | "delete";
   readonly table: string;
   readonly columns: readonly string[];
   /** An insert's rows (values by column, NOT_A_VALUE for an expression); empty for an update. */
@@ -135,8 +137,22 @@ function valueOf(node: Node): unknown {
   return node.kind === "ValueNode" ? node.value : NOT_A_VALUE;
 }
 
-/** Calls `guard` with each write of a query (insert, update, an insert's ON CONFLICT DO UPDATE) before it is sent. */
-function guardPlugin(guard: (write: KyselyWrite) => void): KyselyPlugin {
+/**
+ * Calls `guard` with each write of a query (insert, update, an insert's ON
+ * CONFLICT DO UPDATE, delete) before it is sent. When the guard answers a
+ * tenant for an update or delete (a tenant table written by a writer with a
+ * tenant), the statement gets `AND tenant_uuid = <tenant>`: it reaches that
+ * tenant's rows only, however its own WHERE (or conflict target) is written.
+ */
+function guardPlugin(k: KyselyModule, guard: (write: KyselyWrite) => string | undefined): KyselyPlugin {
+  // In ON CONFLICT DO UPDATE the column is named with its table (excluded has one too); the renaming that runs
+  // after this plugin gives that table its generation's name.
+  const own = (tenant: string, table?: string): OperationNode =>
+    k.BinaryOperationNode.create(
+      k.ReferenceNode.create(k.ColumnNode.create(TENANT_COLUMN), table === undefined ? undefined : k.TableNode.create(table)),
+      k.OperatorNode.create("="),
+      k.ValueNode.create(tenant),
+    );
   return {
     transformQuery: (args: { node: RootOperationNode }) => {
       const node = args.node as unknown as Node;
@@ -148,13 +164,23 @@ function guardPlugin(guard: (write: KyselyWrite) => void): KyselyPlugin {
           l.kind === "PrimitiveValueListNode" ? (l.values as unknown[]) : ((l.values as Node[] | undefined) ?? []).map(valueOf),
         );
         guard({ kind: "insert", table, columns, rows });
-        const updates = ((node.onConflict as Node | undefined)?.updates as Node[] | undefined) ?? [];
-        if (updates.length > 0) guard({ kind: "update", table, columns: updates.map((u) => nameOf(u.column) ?? ""), rows: [] });
-      } else if (node.kind === "UpdateQueryNode") {
-        const updates = (node.updates as Node[] | undefined) ?? [];
-        guard({ kind: "update", table: nameOf(node.table) ?? "", columns: updates.map((u) => nameOf(u.column) ?? ""), rows: [] });
+        const onConflict = node.onConflict as Node | undefined;
+        const updates = (onConflict?.updates as Node[] | undefined) ?? [];
+        if (onConflict === undefined || updates.length === 0) return args.node;
+        const tenant = guard({ kind: "update", table, columns: updates.map((u) => nameOf(u.column) ?? ""), rows: [] });
+        if (tenant === undefined) return args.node;
+        const held = k.OnConflictNode.cloneWithUpdateWhere(onConflict as never, own(tenant, table));
+        return { ...(node as object), onConflict: held } as unknown as RootOperationNode;
       }
-      return args.node;
+      let tenant: string | undefined;
+      if (node.kind === "UpdateQueryNode") {
+        const updates = (node.updates as Node[] | undefined) ?? [];
+        tenant = guard({ kind: "update", table: nameOf(node.table) ?? "", columns: updates.map((u) => nameOf(u.column) ?? ""), rows: [] });
+      } else if (node.kind === "DeleteQueryNode") {
+        const froms = ((node.from as Node | undefined)?.froms as Node[] | undefined) ?? [];
+        for (const from of froms) tenant ??= guard({ kind: "delete", table: nameOf(from) ?? "", columns: [], rows: [] });
+      }
+      return tenant === undefined ? args.node : (k.QueryNode.cloneWithWhere(node as never, own(tenant)) as unknown as RootOperationNode);
     },
     transformResult: async (args: { result: QueryResult<UnknownRow> }) => args.result,
   };

@@ -667,9 +667,17 @@ export class SqlTables<DB> {
    * spelled so, only in an insert, and only with the scope's tenant (an
    * update never moves a row to another tenant).
    */
-  #checkKyselyWrite(w: KyselyWrite): void {
-    if (!this.#port.names.includes(w.table)) return;
+  /**
+   * Checks a Kysely write; answers the tenant its update or delete is held to
+   * (a tenant table written by a writer with a tenant: a handler of a tenant's
+   * event, a tenant's view), so it reaches no other tenant's rows. A writer
+   * without one (trusted code, a handler of an event without a tenant) is not held.
+   */
+  #checkKyselyWrite(w: KyselyWrite): string | undefined {
+    if (!this.#port.names.includes(w.table)) return undefined;
     const tenantTable = this.#port.tenancy(w.table) === "tenant";
+    const owner = tenantTable && this.tenantUuid !== "" ? this.tenantUuid : undefined;
+    if (w.kind === "delete") return owner;
     const seen = new Map<string, string>();
     w.columns.forEach((c, i) => {
       const folded = c.toLowerCase();
@@ -688,6 +696,7 @@ export class SqlTables<DB> {
             `${w.table}: an inserted row's ${TENANT_COLUMN} must be the tenant of the event being handled (this.sql.tenantUuid)`,
           );
     });
+    return w.kind === "update" ? owner : undefined;
   }
 
   #placeholders(n: number): string {

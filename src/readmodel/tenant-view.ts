@@ -3,7 +3,7 @@ import { isPartOf } from "./base-event-handler.js";
 import { GenerationalCollection } from "./readmodel-generations.js";
 import { inTenantScope } from "./tenant-scope.js";
 
-const COLLECTION_METHODS = ["get", "getMany", "put", "putMany", "delete", "list", "count", "clear"] as const;
+const COLLECTION_METHODS = ["get", "getMany", "put", "putMany", "delete", "deleteMany", "list", "count", "clear"] as const;
 
 /** A collection whose every call runs in `scope` (a collection handed out of a tenant's view stays in it). */
 function scopedCollection<T>(c: ReadmodelCollection<T>, scope: CollectionScope): ReadmodelCollection<T> {

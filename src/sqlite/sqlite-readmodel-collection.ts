@@ -6,11 +6,14 @@ import {
   documentEntriesJson,
   documentJson,
   listWindow,
+  ownerTenantOf,
+  writerMayTouch,
 } from "../store/readmodel-validation.js";
 import { sqlStringLiteral } from "../store/readmodel-indexes.js";
 import type { SqliteDatabase } from "./sqlite-database.js";
 import { orderSql, whereClause } from "./sqlite-readmodel-fields.js";
-import { pendingDocs, pendPut, type PendingWrites } from "./sqlite-readmodel-pending.js";
+import { pendDeleteOf, pendPut, type PendingWrites } from "./sqlite-readmodel-pending.js";
+import { OWN_ROW } from "./sqlite-readmodel-documents.js";
 
 /** What a collection needs of SqliteReadmodelStoreBackend (structurally: no import back up to it). */
 export interface SqliteCollectionHost {
@@ -39,12 +42,20 @@ export class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
    * SQLite uses a partial index only for a query whose WHERE holds that very term.
    */
   private readonly collectionSql: string;
+  /** The tenant this collection's writes are held to (see ownerTenantOf). */
+  private readonly owner: string | undefined;
+  /** ` AND <OWN_ROW>` and its parameter for a writer held to a tenant: its deletes touch only rows it may. */
+  private readonly ownSql: string;
+  private readonly ownParams: string[];
 
   constructor(
     private readonly backend: SqliteCollectionHost,
     private readonly name: string,
     private readonly scope: CollectionScope,
   ) {
+    this.owner = ownerTenantOf(scope);
+    this.ownSql = this.owner === undefined ? "" : ` AND ${OWN_ROW}`;
+    this.ownParams = this.owner === undefined ? [] : [this.owner];
     this.collectionSql = `collection = ${sqlStringLiteral(name)}`;
     this.tenantSql = scope.readTenantUuid === undefined ? "" : " AND tenant_uuid = ?";
     this.tenantParams = scope.readTenantUuid === undefined ? [] : [scope.readTenantUuid];
@@ -137,11 +148,16 @@ export class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
     });
   }
 
+  /** Deletes `key`; a writer held to a tenant leaves another tenant's document alone (false, as for an absent one). */
   async delete(key: string): Promise<boolean> {
     assertDocumentKey(key);
     return this.backend.write("delete", (tx) => {
       if (tx === undefined) {
-        return this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).run(this.name, key).changes > 0;
+        return (
+          this.db()
+            .statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key = ?${this.ownSql}`)
+            .run(this.name, key, ...this.ownParams).changes > 0
+        );
       }
       return this.pendDelete(tx, key);
     });
@@ -153,8 +169,8 @@ export class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
     return this.backend.write("deleteMany", (tx) => {
       if (tx === undefined) {
         return this.db()
-          .statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key IN (SELECT value FROM json_each(?))`)
-          .run(this.name, JSON.stringify(keys)).changes;
+          .statement(`DELETE FROM ${this.backend.docs} WHERE collection = ? AND key IN (SELECT value FROM json_each(?))${this.ownSql}`)
+          .run(this.name, JSON.stringify(keys), ...this.ownParams).changes;
       }
       let deleted = 0;
       for (const key of keys) if (this.pendDelete(tx, key)) deleted++;
@@ -162,17 +178,27 @@ export class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
     });
   }
 
-  /** Deletes `key` in the transaction's buffer; whether it existed (pending, or committed and not cleared). */
+  /**
+   * Deletes `key` in the transaction's buffer; whether it existed for this writer (pending, or committed and not
+   * cleared; another tenant's document counts as absent and stays).
+   */
   private pendDelete(tx: PendingWrites, key: string): boolean {
-    const docs = pendingDocs(tx, this.name);
-    const p = docs.get(key);
-    const existed =
-      p !== undefined
-        ? p !== null
-        : !tx.cleared.has(this.name) &&
-          this.db().statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?`).get(this.name, key) !== undefined;
-    docs.set(key, null);
-    tx.tenants.get(this.name)?.delete(key);
+    const p = tx.docs.get(this.name)?.get(key);
+    let existed: boolean;
+    if (p !== undefined) {
+      const tenant = tx.tenants.get(this.name)?.get(key);
+      if (p !== null && !writerMayTouch(this.owner, tenant === undefined || tenant === "" ? null : tenant)) return false;
+      existed = p !== null;
+    } else {
+      existed =
+        !tx.cleared.has(this.name) &&
+        this.db()
+          .statement(`SELECT 1 AS x FROM ${this.backend.docs} WHERE collection = ? AND key = ?${this.ownSql}`)
+          .get(this.name, key, ...this.ownParams) !== undefined;
+      // Another tenant's committed document: nothing to buffer (a tenantless or absent one is deleted as before).
+      if (!existed && this.owner !== undefined && !tx.cleared.has(this.name)) return false;
+    }
+    pendDeleteOf(tx, this.name, key, this.owner);
     return existed;
   }
 
@@ -200,8 +226,14 @@ export class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
     return row.n;
   }
 
+  /** Empties the collection; a writer held to a tenant empties only that tenant's documents. */
   async clear(): Promise<void> {
+    const owner = this.owner;
     await this.backend.write("clear", (tx) => {
+      if (owner !== undefined) {
+        this.clearOwn(tx, owner);
+        return;
+      }
       if (tx === undefined) {
         this.db().statement(`DELETE FROM ${this.backend.docs} WHERE collection = ?`).run(this.name);
         return;
@@ -210,6 +242,28 @@ export class SqliteReadmodelCollection<T> implements ReadmodelCollection<T> {
       tx.docs.get(this.name)?.clear();
       tx.tenants.get(this.name)?.clear();
     });
+  }
+
+  private clearOwn(tx: PendingWrites | undefined, owner: string): void {
+    const own = `SELECT key FROM ${this.backend.docs} WHERE collection = ? AND tenant_uuid = ?`;
+    if (tx === undefined) {
+      this.db().statement(`DELETE FROM ${this.backend.docs} WHERE key IN (${own}) AND collection = ?`).run(this.name, owner, this.name);
+      return;
+    }
+    // The tenant's documents as the transaction sees them: committed ones (their pending writes keep the tenant
+    // unless a tenant replaced them) and those it put; each deleted as that tenant would one by one.
+    const keys = new Set<string>();
+    if (!tx.cleared.has(this.name)) {
+      const rows = this.db().rawStatement(own).all(this.name, owner) as [string][];
+      for (const [key] of rows) keys.add(key);
+    }
+    const tenants = tx.tenants.get(this.name);
+    for (const [key, json] of tx.docs.get(this.name) ?? []) {
+      const tenant = tenants?.get(key);
+      if (json !== null && tenant === owner) keys.add(key);
+      else if (tenant !== undefined && tenant !== "" && tenant !== owner) keys.delete(key);
+    }
+    for (const key of keys) pendDeleteOf(tx, this.name, key, owner);
   }
 
   private db(): SqliteDatabase {

@@ -1,6 +1,10 @@
 import { nowNs } from "../model/clock.js";
+import { tenantKeyConflict } from "../store/readmodel-validation.js";
 import type { SqliteDatabase } from "./sqlite-database.js";
 import type { PendingWrites } from "./sqlite-readmodel-pending.js";
+
+/** The condition (one parameter: a writer's tenant) of a row that writer may delete: its own, or one without a tenant. */
+export const OWN_ROW = "(tenant_uuid IS NULL OR tenant_uuid = ?)";
 
 /**
  * The documents table (collection, key, doc as JSON text, updated_at,
@@ -84,15 +88,22 @@ export class SqliteReadmodelDocuments {
     const tenants = tx.tenants.get(name);
     const upsert = db.statement(this.upsertSql());
     const del = db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ? AND key = ?`);
+    const delOwn = db.statement(`DELETE FROM ${this.docsTable} WHERE collection = ? AND key = ? AND ${OWN_ROW}`);
+    const refused: string[] = [];
     let put = false;
     const at = nowNs();
     for (const [key, json] of docs) {
-      if (json === null) del.run(name, key);
-      else {
-        upsert.run(name, key, json, at, tenants?.get(key) ?? null);
+      const tenant = tenants?.get(key);
+      if (json === null) {
+        if (tenant === undefined || tenant === "") del.run(name, key);
+        else delOwn.run(name, key, tenant);
+      } else {
+        if (upsert.run(name, key, json, at, tenant ?? null).changes === 0) refused.push(key);
         put = true;
       }
     }
+    // Thrown inside the commit's (or a scratch read's) write transaction: nothing of it stays.
+    if (refused.length > 0) throw tenantKeyConflict(name, refused);
     if (put) this.register(name);
     return put;
   }
@@ -122,7 +133,9 @@ export class SqliteReadmodelDocuments {
       this.register(collection);
       const upsert = db.statement(this.upsertSql());
       const at = nowNs();
-      for (const [key, json] of entries) upsert.run(collection, key, json, at, tenant ?? null);
+      const refused: string[] = [];
+      for (const [key, json] of entries) if (upsert.run(collection, key, json, at, tenant ?? null).changes === 0) refused.push(key);
+      if (refused.length > 0) throw tenantKeyConflict(collection, [...new Set(refused)]);
     });
     this.registered.add(collection);
   }
@@ -133,10 +146,12 @@ export class SqliteReadmodelDocuments {
   }
 
   private upsertSql(): string {
-    // A write without a tenant (none, or "": a handler of an event without one) keeps the stored document's:
-    // only a tenant's write changes it.
+    // A write without a tenant (none, or "": a handler of an event without one) keeps the stored document's tenant.
+    // A tenant's write replaces only its own or a tenantless document: for another tenant's the WHERE leaves the row
+    // alone and the statement reports no change (the caller's CONFLICT), with no read before the write.
     return `INSERT INTO ${this.docsTable} (collection, key, doc, updated_at, tenant_uuid) VALUES (?, ?, ?, ?, ?)
             ON CONFLICT (collection, key) DO UPDATE SET doc = excluded.doc, updated_at = excluded.updated_at,
-            tenant_uuid = COALESCE(NULLIF(excluded.tenant_uuid, ''), tenant_uuid)`;
+            tenant_uuid = COALESCE(NULLIF(excluded.tenant_uuid, ''), tenant_uuid)
+            WHERE tenant_uuid IS NULL OR COALESCE(excluded.tenant_uuid, '') = '' OR tenant_uuid = excluded.tenant_uuid`;
   }
 }

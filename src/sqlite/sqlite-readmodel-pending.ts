@@ -1,3 +1,5 @@
+import { tenantKeyConflict, writerMayTouch } from "../store/readmodel-validation.js";
+
 /** A statement of the application's own tables, run at the transaction's commit. */
 export interface PendingStatement {
   readonly sql: string;
@@ -12,7 +14,10 @@ export interface PendingStatement {
 export interface PendingWrites {
   active: boolean;
   readonly docs: Map<string, Map<string, string | null>>;
-  /** The tenant a pending document is written with, per collection and key; absent: its stored tenant stays. */
+  /**
+   * The tenant a pending document is written with, per collection and key; absent: its stored tenant stays. For a
+   * pending delete (null), the tenant of the writer that deleted: the commit deletes the row only if that writer may.
+   */
   readonly tenants: Map<string, Map<string, string>>;
   readonly cleared: Set<string>;
   readonly checkpoints: Map<string, number>;
@@ -60,14 +65,30 @@ export function pendingDocs(tx: PendingWrites, name: string): Map<string, string
 
 /**
  * Buffers a put of `key` in collection `name`, with the write tenant (undefined: the stored document keeps its
- * own; "": so does a document put earlier in the transaction, with the tenant it was put with).
+ * own; "": so does a document put earlier in the transaction, with the tenant it was put with). A tenant's put over
+ * a document another tenant put earlier in the transaction is CONFLICT at once; over a committed one, at the commit
+ * (the upsert refuses it there, without a read now).
  */
 export function pendPut(tx: PendingWrites, name: string, key: string, json: string, tenant: string | undefined): void {
   const docs = pendingDocs(tx, name);
-  const replacesPending = typeof docs.get(key) === "string";
-  docs.set(key, json);
-  if (tenant === undefined || (tenant === "" && replacesPending)) return;
+  const prev = docs.get(key);
   let tenants = tx.tenants.get(name);
+  const prevTenant = typeof prev === "string" ? tenants?.get(key) : undefined;
+  const owner = tenant === "" ? undefined : tenant;
+  if (!writerMayTouch(owner, prevTenant === "" ? null : (prevTenant ?? null))) throw tenantKeyConflict(name, [key]);
+  docs.set(key, json);
+  // A pending delete's entry names who deleted, not a document's tenant.
+  if (prev === null) tenants?.delete(key);
+  if (tenant === undefined || (tenant === "" && typeof prev === "string")) return;
   if (tenants === undefined) tx.tenants.set(name, (tenants = new Map()));
   tenants.set(key, tenant);
+}
+
+/** Buffers a delete of `key` by a writer held to `owner` (see ownerTenantOf): the commit deletes only a row that writer may touch. */
+export function pendDeleteOf(tx: PendingWrites, name: string, key: string, owner: string | undefined): void {
+  pendingDocs(tx, name).set(key, null);
+  const tenants = tx.tenants.get(name);
+  if (owner === undefined) tenants?.delete(key);
+  else if (tenants === undefined) tx.tenants.set(name, new Map([[key, owner]]));
+  else tenants.set(key, owner);
 }

@@ -48,7 +48,13 @@ export interface CollectionScope {
    * document has no tenant (seen only by reads without `readTenantUuid`) and a
    * replaced one keeps its tenant. `""` is the writer without a tenant (a
    * handler of an event without one, such as `Privacy.SubjectForgotten`): a
-   * new document gets `""`, a replaced one keeps its tenant.
+   * new document gets `""`, a replaced one keeps its tenant. A writer with a
+   * tenant (not `""`) is held to it: put/putMany on a key holding another
+   * tenant's document is CONFLICT with nothing of the call written (at the
+   * latest when the running transaction commits, which then fails);
+   * delete/deleteMany leave such a document (counted as absent); clear
+   * empties only this tenant's documents. A document without a tenant is
+   * anyone's to write.
    */
   readonly writeTenantUuid?: string;
 }

@@ -127,3 +127,38 @@ export function checkScope(scope: unknown): CollectionScope {
     throw new MnemeError("INVALID_REQUEST", "writeTenantUuid must be a string");
   return scope as CollectionScope;
 }
+
+/**
+ * The tenant a scope's writes are held to: a document stored with another
+ * tenant is not theirs to replace, delete or clear. Undefined for a writer
+ * without a tenant (trusted code: none; a handler of an event without one:
+ * `""`), which may write any document and keeps its tenant.
+ */
+export function ownerTenantOf(scope: CollectionScope): string | undefined {
+  const t = scope.writeTenantUuid;
+  return t === undefined || t === "" ? undefined : t;
+}
+
+/**
+ * Whether a writer held to `owner` (see {@link ownerTenantOf}) may replace or
+ * delete a document stored with `stored` (null: a document without a tenant,
+ * written by trusted code or before documents carried one, which any writer
+ * may take). SQL backends state the same rule in their statements.
+ */
+export function writerMayTouch(owner: string | undefined, stored: string | null): boolean {
+  return owner === undefined || stored === null || stored === owner;
+}
+
+/**
+ * CONFLICT for a tenant's write to a key that holds a document of another
+ * tenant: keys are unique per collection, and a tenant never replaces another
+ * tenant's document. The message names neither tenant.
+ */
+export function tenantKeyConflict(collection: string, keys: readonly string[]): MnemeError {
+  const shown = keys.slice(0, 3).map((k) => JSON.stringify(k));
+  const more = keys.length > 3 ? ` and ${keys.length - 3} more` : "";
+  return new MnemeError(
+    "CONFLICT",
+    `readmodel collection ${collection}: key ${shown.join(", ")}${more} holds a document of another tenant; a tenant cannot replace it (key documents by something unique to one tenant, such as an aggregate uuid, or declare the collection { tenancy: "global" })`,
+  );
+}

@@ -22,6 +22,18 @@ function views(backend: ReadmodelStoreBackend, name = "docs") {
   };
 }
 
+/** The collection's deleteMany, or (optional) its delete one by one. */
+async function deleteMany(c: ReadmodelCollection<Doc>, keys: string[]): Promise<number> {
+  if (c.deleteMany !== undefined) return c.deleteMany(keys);
+  let n = 0;
+  for (const k of keys) if (await c.delete(k)) n++;
+  return n;
+}
+
+async function expectConflict(p: Promise<unknown>): Promise<void> {
+  await expect(p).rejects.toMatchObject({ code: "CONFLICT", message: expect.stringContaining("another tenant") as unknown });
+}
+
 async function expectSees(col: ReadmodelCollection<Doc>, keys: string[]): Promise<void> {
   expect(idsOf(await col.list())).toEqual(keys);
   expect(await col.count()).toBe(keys.length);
@@ -55,7 +67,7 @@ export function tenantScopeContractTests(test: ContractTest<ReadmodelStoreBacken
     expect(await views(backend, "other").a.count()).toBe(0);
   });
 
-  test("tenantScopes: a write without a tenant keeps the stored tenant; a tenant's write changes it", async (backend) => {
+  test("tenantScopes: a write without a tenant keeps the stored tenant; a tenant's write takes a tenantless document", async (backend) => {
     if (backend.tenantScopes !== true) return;
     const v = views(backend);
     await v.writeA.put("k", doc("k", 1));
@@ -63,14 +75,110 @@ export function tenantScopeContractTests(test: ContractTest<ReadmodelStoreBacken
     await v.all.putMany([["k", doc("k", 3)]]);
     expect(await v.a.get("k")).toEqual(doc("k", 3));
     expect(await v.b.get("k")).toBeUndefined();
-    await v.writeB.putMany([["k", doc("k", 4)]]);
-    expect(await v.a.get("k")).toBeUndefined();
-    expect(await v.b.get("k")).toEqual(doc("k", 4));
-    // Deleted and written again without a tenant: it has none.
+    // Deleted and written again without a tenant: it has none, and a tenant's write gives it that tenant.
     await v.all.delete("k");
     await v.all.put("k", doc("k", 5));
     expect(await v.b.get("k")).toBeUndefined();
     expect(await v.all.get("k")).toEqual(doc("k", 5));
+    await v.writeB.putMany([["k", doc("k", 6)]]);
+    expect(await v.b.get("k")).toEqual(doc("k", 6));
+    expect(await v.a.get("k")).toBeUndefined();
+  });
+
+  test("tenantScopes: a tenant's put or putMany on a key holding another tenant's document is CONFLICT, nothing written", async (backend) => {
+    if (backend.tenantScopes !== true) return;
+    const v = views(backend);
+    await v.writeA.put("a1", doc("a1", 1));
+    await v.writeA.put("a2", doc("a2", 2));
+    // A handler of B's event (write-only) and B's view alike.
+    for (const b of [v.writeB, v.b]) {
+      await expectConflict(b.put("a1", doc("a1", 99)));
+      // One refused key: none of the batch is written, the fresh key neither.
+      await expectConflict(
+        b.putMany([
+          ["fresh", doc("fresh", 9)],
+          ["a2", doc("a2", 99)],
+        ]),
+      );
+    }
+    expect(await v.all.get("fresh")).toBeUndefined();
+    await expectSees(v.a, ["a1", "a2"]);
+    expect(await v.a.get("a1")).toEqual(doc("a1", 1));
+    expect(await v.a.get("a2")).toEqual(doc("a2", 2));
+    await expectSees(v.b, []);
+    // A's own writes, trusted (unscoped) ones and those without a tenant ("") still replace it.
+    await v.a.put("a1", doc("a1", 3));
+    await v.all.put("a1", doc("a1", 4));
+    await backend.collection<Doc>("docs", { writeTenantUuid: "" }).put("a1", doc("a1", 5));
+    expect(await v.a.get("a1")).toEqual(doc("a1", 5));
+  });
+
+  test("tenantScopes: inside a transaction the refusal fails the transaction and nothing of it is committed", async (backend) => {
+    if (backend.tenantScopes !== true) return;
+    const v = views(backend);
+    await v.writeA.put("a1", doc("a1", 1));
+    await backend.setCheckpoint("h", 1);
+    // On a committed document of A (a backend may report it at the put or at the commit).
+    await expectConflict(
+      backend.transaction(async () => {
+        await v.writeB.put("b1", doc("b1", 2));
+        await backend.setCheckpoint("h", 2);
+        await v.writeB.putMany([["a1", doc("a1", 99)]]);
+      }),
+    );
+    // On a document A put earlier in the same transaction.
+    await expectConflict(
+      backend.transaction(async () => {
+        await v.writeA.put("a3", doc("a3", 3));
+        await v.writeB.put("a3", doc("a3", 99));
+      }),
+    );
+    expect(await backend.getCheckpoint("h")).toBe(1);
+    await expectSees(v.a, ["a1"]);
+    expect(await v.a.get("a1")).toEqual(doc("a1", 1));
+    expect(await v.all.count()).toBe(1);
+  });
+
+  test("tenantScopes: a tenant's delete, deleteMany and clear leave other tenants' documents alone", async (backend) => {
+    if (backend.tenantScopes !== true) return;
+    const v = views(backend);
+    const seed = async () => {
+      await v.all.clear();
+      await v.writeA.putMany([
+        ["a1", doc("a1", 1)],
+        ["a2", doc("a2", 2)],
+      ]);
+      await v.writeB.put("b1", doc("b1", 3));
+      await v.all.put("n1", doc("n1", 4));
+    };
+    for (const inTx of [false, true]) {
+      const run = <R>(fn: () => Promise<R>): Promise<R> => (inTx ? backend.transaction(fn) : fn());
+      for (const b of [v.writeB, v.b]) {
+        await seed();
+        // Another tenant's document counts as absent: false, 0, and it stays; B's own and a tenantless one go.
+        expect(await run(() => b.delete("a1"))).toBe(false);
+        expect(await run(() => deleteMany(b, ["a1", "a2", "b1"]))).toBe(1);
+        expect(await run(() => b.delete("n1"))).toBe(true);
+        await expectSees(v.all, ["a1", "a2"]);
+        await seed();
+        // clear empties the writer's tenant only.
+        await run(() => b.clear());
+        await expectSees(v.all, ["a1", "a2", "n1"]);
+        await expectSees(v.a, ["a1", "a2"]);
+      }
+    }
+    // In one transaction: a document A put earlier in it stays too.
+    await backend.transaction(async () => {
+      await v.writeA.put("a3", doc("a3", 5));
+      expect(await v.writeB.delete("a3")).toBe(false);
+      await v.writeB.clear();
+    });
+    expect(idsOf(await v.a.list())).toEqual(["a1", "a2", "a3"]);
+    expect(await v.a.get("a3")).toEqual(doc("a3", 5));
+    // Trusted code deletes and clears everything, as before.
+    expect(await deleteMany(v.all, ["a1", "a3"])).toBe(2);
+    await v.all.clear();
+    expect(await v.all.count()).toBe(0);
   });
 
   test('tenantScopes: a writer without a tenant ("") keeps the tenant of a document it replaces; a new one gets ""', async (backend) => {
@@ -122,7 +230,7 @@ export function tenantScopeContractTests(test: ContractTest<ReadmodelStoreBacken
     await expectSees(v.b, ["b1"]);
     await expect(
       backend.transaction(async () => {
-        await v.writeB.put("a1", doc("a1", 99));
+        await v.writeB.put("b2", doc("b2", 99));
         expect(await v.b.count()).toBe(2);
         throw new Error("roll back");
       }),
