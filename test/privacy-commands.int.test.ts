@@ -5,8 +5,10 @@
  * read "[erased]"; idempotent replays still match before and after the
  * forget; a payload without its subject is VALIDATION_FAILED with nothing
  * written in clear; a scheduled command whose subject was forgotten is
- * dead-lettered when due, not sent. Also the definition checks and the
- * start-up warning MNEME_PERSONAL_DATA_UNDECLARED.
+ * dead-lettered when due, not sent, and its retry refused; a broker
+ * consumer's dead letter keeps body and payload sealed under the command's
+ * subject (opened for listing and retry, refused after forget). Also the
+ * definition checks and the start-up warning MNEME_PERSONAL_DATA_UNDECLARED.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createFacade, defineDomain, type Facade, newUuid, registerStorePermissions } from "mneme";
