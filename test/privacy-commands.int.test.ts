@@ -10,7 +10,7 @@
  * subject (opened for listing and retry, refused after forget). Also the
  * definition checks and the start-up warning MNEME_PERSONAL_DATA_UNDECLARED.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createFacade, defineDomain, type Facade, newUuid, registerStorePermissions } from "mneme";
 import { registerDefaults } from "mneme/defaults";
 import { ProcessManager } from "mneme/reactions";
@@ -262,6 +262,20 @@ describe.each(sharedPlaces("privacy_cmd"))("command personal data on %s", (_name
     expect(seen).toHaveLength(1);
     expect((await raw.get(id2))?.status).toBe("dead");
     expect(JSON.stringify(await raw.list({}))).not.toContain(other);
+
+    // A retry accepted before the forget and sent after it: the erased body is not mapped, the entry is dead again.
+    shelf.locked = true;
+    await transport.deliver("m-4", lend({ bookUuid: "book-4", memberUuid: "member-4" }));
+    const id4 = consumer.commandUuidOf("m-4");
+    shelf.locked = false;
+    await f.runtime.controlEventHandler({ action: "stop", eventHandlerName: "LendIn" });
+    await f.runtime.controlDeadLetter({ action: "retry", id: id4 });
+    expect((await raw.get(id4))?.status).toBe("pending");
+    await f.forget("member-4");
+    await f.runtime.controlEventHandler({ action: "start", eventHandlerName: "LendIn" });
+    await vi.waitFor(async () => expect((await raw.get(id4))?.status).toBe("dead"), { timeout: 10_000 });
+    expect((await raw.get(id4))?.lastError).toMatch(/its body was erased/);
+    expect(seen).toHaveLength(1);
 
     // A message whose mapping failed names no subject: its body is kept as it came (documented).
     await transport.deliver("m-3", { unmapped: true });
