@@ -5,10 +5,12 @@
  * read "[erased]"; idempotent replays still match before and after the
  * forget; a payload without its subject is VALIDATION_FAILED with nothing
  * written in clear; a scheduled command whose subject was forgotten is
- * dead-lettered when due, not sent. Also the definition checks and the
- * start-up warning MNEME_PERSONAL_DATA_UNDECLARED.
+ * dead-lettered when due, not sent, and its retry refused; a broker
+ * consumer's dead letter keeps body and payload sealed under the command's
+ * subject (opened for listing and retry, refused after forget). Also the
+ * definition checks and the start-up warning MNEME_PERSONAL_DATA_UNDECLARED.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createFacade, defineDomain, type Facade, newUuid, registerStorePermissions } from "mneme";
 import { registerDefaults } from "mneme/defaults";
 import { ProcessManager } from "mneme/reactions";
@@ -16,6 +18,8 @@ import { ListDeadLetters } from "mneme/runtime";
 import { PERSONAL_DATA_UNDECLARED_WARNING } from "../src/privacy/undeclared-fields.js";
 import { rejection } from "./support/rejections.js";
 import { sharedPlaces } from "./support/shared-places.js";
+import { HandTransport } from "./support/hand-transport.js";
+import { IntegrationConsumer, type InboundEntry } from "../src/integration/integration-consumer.js";
 import type { CommandOptions } from "mneme/types";
 
 const reqCtx = { senderAccountUuid: "acc", senderSessionUuid: "s", senderIdentityUuid: "i", senderTenantUuid: "t" };
@@ -30,13 +34,15 @@ interface LendBook {
   address: { street: string; city: string };
 }
 
-function library(seen: LendBook[]) {
+/** `shelf.locked` makes LendBook fail (a broker consumer's dead letter). */
+function library(seen: LendBook[], shelf = { locked: false }) {
   const D = defineDomain("Library");
   const Lent = D.event<{ bookUuid: string; memberUuid: string }>("BookLent");
   const Lend = D.command<LendBook>("LendBook", {
     personalData: { subject: (p) => p.memberUuid, fields: ["memberEmail", "/address/street"] },
   });
   D.handleCommand(Lend, (_c, _e, p) => {
+    if (shelf.locked) throw new Error("the shelf is locked");
     seen.push(p);
     return [Lent.create(p.bookUuid, { bookUuid: p.bookUuid, memberUuid: p.memberUuid })];
   });
@@ -187,11 +193,93 @@ describe.each(sharedPlaces("privacy_cmd"))("command personal data on %s", (_name
     expect(dead[0]?.target).toBe("Library.Remind");
     expect(dead[0]?.lastError).toMatch(/not sent: 1 of its personal values were erased/);
     expect((await pm.outbox.get(dead[0]!.id))?.command?.payload).toEqual({ memberUuid: "member-1", email: "[erased]" });
-    // A retry meets the same erased values: dead again, never sent.
-    await f.runtime.controlDeadLetter({ action: "retry", id: dead[0]!.id });
+    // A retry would meet the same erased values: refused, never sent.
+    const refused = await rejection(f.runtime.controlDeadLetter({ action: "retry", id: dead[0]!.id }));
+    expect(refused.code).toBe("INVALID_STATE");
+    expect(refused.message).toMatch(/1 of its personal values were erased/);
     await pm.outbox.drain();
     expect(lib.reminded).toHaveLength(1);
     expect(await f.query(ListDeadLetters, {}, { reqCtx })).toHaveLength(1);
+  });
+
+  it("seals a broker consumer's dead letter under the command's subject: opened for listing and retry, refused and erased after forget", async () => {
+    const stores = place();
+    const seen: LendBook[] = [];
+    const shelf = { locked: true };
+    const lib = library(seen, shelf);
+    const f = createFacade({ appName: "cmd-privacy", ...stores() });
+    facades.push(f);
+    f.registerDomain(lib.D);
+    const transport = new HandTransport();
+    const consumer = new IntegrationConsumer(f, {
+      name: "LendIn",
+      domain: "Library",
+      transport,
+      retry: { maxAttempts: 1 },
+      toCommand: (m) => {
+        if ((m.body as { unmapped?: boolean }).unmapped === true) throw new Error("no mapping");
+        return { command: lib.Lend, payload: m.body as LendBook, reqCtx };
+      },
+    });
+    f.registerReadmodel(consumer);
+    await f.start();
+    await transport.opened;
+    const raw = consumer.readmodelStoreBackend.collection<Record<string, unknown>>("LendIn~outbox");
+    const other = "other.member.secret@example.org";
+    const second = lend({ bookUuid: "book-2", memberUuid: "member-2", memberEmail: other });
+    await transport.deliver("m-1", lend());
+    await transport.deliver("m-2", second);
+    const [id1, id2] = [consumer.commandUuidOf("m-1"), consumer.commandUuidOf("m-2")];
+
+    // Stored sealed: neither the body nor the payload's personal fields in clear.
+    const stored = await raw.get(id1);
+    expect(stored?.status).toBe("dead");
+    const text = JSON.stringify(await raw.list({}));
+    for (const secret of [EMAIL, other, "12 Secret Street"]) expect(text).not.toContain(secret);
+    expect((stored?.message as { body: unknown }).body).toMatchObject({ $enc: expect.stringMatching(/^v1:/) });
+    expect((stored?.command as { payload: { address: unknown } }).payload.address).toMatchObject({ city: "Openville" });
+
+    // Opened for the listing; a retry before the forget maps the opened body and dispatches it.
+    const listed = (await consumer.outbox.get(id1)) as InboundEntry | undefined;
+    expect(JSON.parse(listed?.message.body as string)).toEqual(lend());
+    expect(listed?.command?.payload).toEqual(lend());
+    expect((await f.runtime.listDeadLetters({ eventHandlerName: "LendIn" })).map((e) => e.id).sort()).toEqual([id1, id2].sort());
+    shelf.locked = false;
+    await f.runtime.controlDeadLetter({ action: "retry", id: id1 });
+    await consumer.outbox.drain();
+    expect(seen).toEqual([lend()]);
+    expect(await raw.get(id1)).toBeUndefined();
+
+    // After the forget: the listing reads "[erased]", a retry is refused, no clear value is left.
+    expect(await f.forget("member-2")).toEqual({ keysDeleted: 1 });
+    const erased = (await consumer.outbox.get(id2)) as InboundEntry | undefined;
+    expect(erased?.message.body).toBe("[erased]");
+    expect((erased?.command?.payload as LendBook).memberEmail).toBe("[erased]");
+    const refused = await rejection(f.runtime.controlDeadLetter({ action: "retry", id: id2 }));
+    expect(refused.code).toBe("INVALID_STATE");
+    expect(refused.message).toMatch(/personal values were erased/);
+    await consumer.outbox.drain();
+    expect(seen).toHaveLength(1);
+    expect((await raw.get(id2))?.status).toBe("dead");
+    expect(JSON.stringify(await raw.list({}))).not.toContain(other);
+
+    // A retry accepted before the forget and sent after it: the erased body is not mapped, the entry is dead again.
+    shelf.locked = true;
+    await transport.deliver("m-4", lend({ bookUuid: "book-4", memberUuid: "member-4" }));
+    const id4 = consumer.commandUuidOf("m-4");
+    shelf.locked = false;
+    await f.runtime.controlEventHandler({ action: "stop", eventHandlerName: "LendIn" });
+    await f.runtime.controlDeadLetter({ action: "retry", id: id4 });
+    expect((await raw.get(id4))?.status).toBe("pending");
+    await f.forget("member-4");
+    await f.runtime.controlEventHandler({ action: "start", eventHandlerName: "LendIn" });
+    await vi.waitFor(async () => expect((await raw.get(id4))?.status).toBe("dead"), { timeout: 10_000 });
+    expect((await raw.get(id4))?.lastError).toMatch(/its body was erased/);
+    expect(seen).toHaveLength(1);
+
+    // A message whose mapping failed names no subject: its body is kept as it came (documented).
+    await transport.deliver("m-3", { unmapped: true });
+    expect(((await raw.get(consumer.commandUuidOf("m-3")))?.message as { body: unknown }).body).toBe('{"unmapped":true}');
   });
 });
 

@@ -54,7 +54,7 @@ import { rejection } from "./support/rejections.js";
 import { sharedPlaces } from "./support/shared-places.js";
 import { IntegrationConsumer } from "../src/integration/integration-consumer.js";
 import { IntegrationPublisher } from "../src/integration/integration-publisher.js";
-import type { ConsumeTransport, DeliveredMessage } from "../src/integration/integration-transport.js";
+import { HandTransport } from "./support/hand-transport.js";
 
 const FAR = Date.UTC(2099, 0, 1);
 
@@ -554,42 +554,3 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
     expect(find(wide).lastError).toContain(text);
   }
 });
-
-/** A broker's subscription driven by the test: each message is handed over by `deliver`, acked in memory. */
-class HandTransport implements ConsumeTransport {
-  readonly broker = "hand";
-  readonly target = "lend-queue";
-  connected = false;
-  #handle: ((m: DeliveredMessage) => Promise<void>) | undefined;
-  #open!: () => void;
-  readonly opened = new Promise<void>((resolve) => (this.#open = resolve));
-
-  open(handle: (m: DeliveredMessage) => Promise<void>): Promise<void> {
-    this.#handle = handle;
-    this.connected = true;
-    this.#open();
-    return Promise.resolve();
-  }
-
-  close(): Promise<void> {
-    this.connected = false;
-    return Promise.resolve();
-  }
-
-  lag(): Promise<number | undefined> {
-    return Promise.resolve(0);
-  }
-
-  deliver(id: string, body: unknown): Promise<void> {
-    return this.#handle!({
-      id,
-      subject: "lend",
-      headers: {},
-      data: new TextEncoder().encode(JSON.stringify(body)),
-      deliveryCount: 1,
-      ack: () => Promise.resolve(),
-      release: () => undefined,
-      working: () => undefined,
-    });
-  }
-}

@@ -2,7 +2,9 @@ import { errorMessage, isCommandInProgress, isMnemeError, MnemeError } from "../
 import { tenantOf } from "../model/effective-tenant.js";
 import type { IntegrationInfo } from "../model/event-handler.js";
 import { BaseReadmodel } from "../readmodel/base-readmodel.js";
-import { Outbox, type OutboxHandlerOptions, reactionOptions } from "../reactions/outbox.js";
+import type { CommandPayloadProtection } from "../privacy/command-payloads.js";
+import type { FieldEnvelope } from "../privacy/field-envelope.js";
+import { commandPayloadsOf, Outbox, type OutboxHandlerOptions, reactionOptions } from "../reactions/outbox.js";
 import { backoffMs, dueOrderOf, PERMANENT_FAILURES, type OutboxEntry } from "../reactions/outbox-entry.js";
 import type { ReactionFacade } from "../reactions/process-manager.js";
 import { messageCommandUuid } from "../reactions/reaction-ids.js";
@@ -24,13 +26,19 @@ export interface IntegrationConsumerOptions extends OutboxHandlerOptions {
   readonly maxDeliveries?: number;
 }
 
-/** A dead letter of a consumer: an outbox entry that keeps the message, so a retry maps and dispatches it again. */
+/**
+ * A dead letter of a consumer: an outbox entry that keeps the message, so a
+ * retry maps and dispatches it again. When the message was mapped to a command
+ * whose type declares personal data, its body (and the payload's personal
+ * fields) are kept sealed under the command's subject; entries handed out by
+ * the outbox have them opened ("[erased]" once the subject was forgotten).
+ */
 export interface InboundEntry extends OutboxEntry {
   readonly message: {
     readonly id: string;
     readonly subject: string;
     readonly headers: Readonly<Record<string, string>>;
-    readonly body: string;
+    readonly body: string | FieldEnvelope;
   };
 }
 
@@ -57,6 +65,7 @@ export class IntegrationConsumer extends BaseReadmodel {
   /** The outbox part: dead letters, and those an operator retried (dispatched by its worker). */
   readonly outbox: Outbox;
   readonly #facade: ReactionFacade;
+  readonly #payloads: CommandPayloadProtection | undefined;
   readonly #transport: ConsumeTransport;
   readonly #toCommand: CommandMapping;
   readonly #namespace: string | undefined;
@@ -93,7 +102,8 @@ export class IntegrationConsumer extends BaseReadmodel {
     this.#concurrency = options.concurrency ?? 1;
     this.#pollMs = options.pollMs ?? 1000;
     this.#stats = new IntegrationStats("consumer", this.#transport.broker, this.#transport.target);
-    this.outbox = new Outbox(this, options, (entry) => this.#redeliver(entry as InboundEntry), undefined);
+    this.#payloads = commandPayloadsOf(facade);
+    this.outbox = new Outbox(this, options, (entry) => this.#redeliver(entry as InboundEntry), this.#payloads);
     this.addPart(this.outbox);
     this.addPart({ starting: () => this.#start(), stopping: () => this.#stop(), describe: () => this.#describe() });
   }
@@ -259,6 +269,11 @@ export class IntegrationConsumer extends BaseReadmodel {
   ): Promise<void> {
     const now = this.outbox.now();
     const reqCtx = routed?.reqCtx ?? {};
+    let body: string | FieldEnvelope = bodyText(m.data);
+    let payload = routed?.payload;
+    // Sealed under the command's subject, so that forget reaches them; a message not mapped names no subject: kept as it came.
+    if (routed !== undefined && this.#payloads !== undefined)
+      ({ payload, body } = await this.#payloads.protectMessage(routed.command, routed.payload, reqCtx, body));
     const entry: InboundEntry = {
       id: commandUuid,
       kind: "command",
@@ -277,19 +292,25 @@ export class IntegrationConsumer extends BaseReadmodel {
       position: 0,
       tenantUuid: tenantOf(reqCtx),
       correlationId: m.id,
-      message: { id: m.id, subject: m.subject, headers: m.headers, body: bodyText(m.data) },
-      ...(routed === undefined
-        ? {}
-        : { command: { domain: routed.command.domain, name: routed.command.name, payload: routed.payload, reqCtx } }),
+      message: { id: m.id, subject: m.subject, headers: m.headers, body },
+      ...(routed === undefined ? {} : { command: { domain: routed.command.domain, name: routed.command.name, payload, reqCtx } }),
     };
     await this.outbox.addDeadLetter(entry);
     this.#stats.deadLetters++;
   }
 
-  /** A dead letter an operator retried: its message mapped and dispatched again, with the same commandUuid. */
+  /** A dead letter an operator retried: its message (opened) mapped and dispatched again, with the same commandUuid. */
   async #redeliver(entry: InboundEntry): Promise<void> {
     const m = entry.message;
-    const routed = await this.#toCommand(this.#inbound({ ...m, deliveryCount: 1 }, decodeBody(new TextEncoder().encode(m.body), m.id)));
+    let body = m.body;
+    if (typeof body !== "string") {
+      const opened = this.#payloads === undefined ? undefined : await this.#payloads.open(body);
+      // Its subject was forgotten after the retry was accepted: nothing left to map.
+      if (opened === undefined || opened.erased > 0 || typeof opened.payload !== "string")
+        throw new MnemeError("INVALID_REQUEST", `message ${m.id} is not mapped again: its body was erased (its subject was forgotten)`);
+      body = opened.payload;
+    }
+    const routed = await this.#toCommand(this.#inbound({ ...m, deliveryCount: 1 }, decodeBody(new TextEncoder().encode(body), m.id)));
     if (routed !== undefined) await this.#dispatch(routed, entry.id);
   }
 

@@ -4,13 +4,13 @@
  * command, a dead letter): the fields its type declares sealed under the
  * subject's key, as events' are, so `forget` erases them there too.
  */
-import { MnemeError } from "../model/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import { REDACTED, redact } from "../model/redact.js";
 import type { CommandPersonalData, PersonalData } from "../model/tokens.js";
 import type { Event, RequestContext } from "../model/types.js";
 import { jsonSafeProblem } from "../store/json-safe.js";
 import { validateKeyStoreId } from "../store/key-store.js";
-import { envelopeKeyId, ERASED } from "./field-envelope.js";
+import { envelopeKeyId, ERASED, type FieldEnvelope } from "./field-envelope.js";
 import type { PersonalDataProtection } from "./personal-data-protection.js";
 import { mapValues, pointerTokens, replaceAt, valueAt } from "./personal-fields.js";
 
@@ -184,6 +184,21 @@ export interface CommandPayloadProtection {
     reqCtx: RequestContext,
     cause: Event,
   ): Promise<unknown>;
+  /**
+   * What a broker consumer's dead letter keeps of a message mapped to
+   * `command`: when the command type declares personal data, the fields it
+   * declares and the whole message `body` sealed under the command's subject
+   * (the body holds the same data, and more, in its own shape). Else both as
+   * they are. When the subject cannot be named (or a field is not
+   * JSON-safe), the payload's personal fields are "[redacted]" and the body is
+   * kept as it is (it is what a retry maps again).
+   */
+  protectMessage(
+    command: { readonly domain: string; readonly name: string },
+    payload: unknown,
+    reqCtx: RequestContext,
+    body: string,
+  ): Promise<{ readonly payload: unknown; readonly body: string | FieldEnvelope }>;
   /** A stored payload opened, with how many values read "[erased]". */
   open(payload: unknown): Promise<{ readonly payload: unknown; readonly erased: number }>;
 }
@@ -210,6 +225,28 @@ export class CommandPayloads implements CommandPayloadProtection {
       out = await sealFields(this.protection, out, spec.fields, subject, `${type.domain}.${type.name}: payload`);
     }
     return sealEventValues(this.protection, out, cause, this.eventPersonalData(cause.domain, cause.name));
+  }
+
+  async protectMessage(
+    command: { readonly domain: string; readonly name: string },
+    payload: unknown,
+    reqCtx: RequestContext,
+    body: string,
+  ): Promise<{ readonly payload: unknown; readonly body: string | FieldEnvelope }> {
+    const type = this.commandType(command.domain, command.name);
+    const spec = type?.personalData;
+    if (type === undefined || spec === undefined) return { payload, body };
+    let subject: string;
+    let sealed: unknown;
+    try {
+      subject = commandSubjectOf(type, spec, payload, reqCtx);
+      sealed = await sealFields(this.protection, payload, spec.fields, subject, `${type.domain}.${type.name}: payload`);
+    } catch (err) {
+      // A dead letter is written whatever the payload is: what cannot be sealed is not kept.
+      if (isMnemeError(err, "VALIDATION_FAILED")) return { payload: withoutPersonalFields(type, payload), body };
+      throw err;
+    }
+    return { payload: sealed, body: this.protection.seal(body, await this.protection.liveKey(subject)) };
   }
 
   async open(payload: unknown): Promise<{ readonly payload: unknown; readonly erased: number }> {

@@ -470,15 +470,15 @@ export class Outbox implements HandlerPart {
   // ---------------------------------------------------------------- the Runtime's view
 
   /**
-   * An entry as it is handed out: its command's personal fields opened
-   * ("[erased]" once their subject was forgotten). The stored entry keeps them sealed.
+   * An entry as it is handed out: every value sealed in it opened (its
+   * command's personal fields, a consumer's message body), "[erased]" once
+   * their subject was forgotten. The stored entry keeps them sealed.
    */
   async #opened(e: OutboxEntry): Promise<OutboxEntry>;
   async #opened(e: OutboxEntry | undefined): Promise<OutboxEntry | undefined>;
   async #opened(e: OutboxEntry | undefined): Promise<OutboxEntry | undefined> {
-    if (e?.command === undefined || this.#payloads === undefined) return e;
-    const { payload } = await this.#payloads.open(e.command.payload);
-    return payload === e.command.payload ? e : { ...e, command: { ...e.command, payload } };
+    if (e === undefined || this.#payloads === undefined) return e;
+    return (await this.#payloads.open(e)).payload as OutboxEntry;
   }
 
   /** The entries of this outbox, due first (ties by id). */
@@ -527,11 +527,21 @@ export class Outbox implements HandlerPart {
     return this.#opened(e);
   }
 
-  /** Makes a dead entry pending again, due now, with its attempts reset. NOT_FOUND unless it is dead here. */
+  /**
+   * Makes a dead entry pending again, due now, with its attempts reset.
+   * NOT_FOUND unless it is dead here; INVALID_STATE when some of its sealed
+   * values were erased (their subject was forgotten): it could only fail again.
+   */
   async retryDead(id: string): Promise<OutboxEntry> {
     const outbox = this.#outbox();
     const e = await outbox.get(id);
     if (e === undefined || e.status !== "dead") throw new MnemeError("NOT_FOUND", `${this.#h.name} has no dead entry ${id}`);
+    const erased = this.#payloads === undefined ? 0 : (await this.#payloads.open(e)).erased;
+    if (erased > 0)
+      throw new MnemeError(
+        "INVALID_STATE",
+        `${this.#h.name} does not retry the dead entry ${id}: ${erased} of its personal values were erased (their subject was forgotten); discard it`,
+      );
     const { lastError: _e, lastAttemptAt: _a, ...rest } = e;
     const now = this.#clock();
     const again: OutboxEntry = { ...rest, status: "pending", attempts: 0, dueAt: now, dueOrder: this.orderOf(now, e.position, e.index) };
