@@ -91,7 +91,11 @@ export class RunnerDelivery {
     if (s.passTimer !== undefined || s.lastPosition === s.persistedPosition) return;
     s.passTimer = setTimeout(() => {
       s.passTimer = undefined;
-      if (!this.#mayPassCheckpoint()) return;
+      if (!this.#mayPassCheckpoint()) {
+        // Busy for now (catching up, restoring): looked at again later while the position still lags.
+        if (s.state === "running") this.#passed();
+        return;
+      }
       s.persistDue = true;
       this.#startPump();
     }, PASS_CHECKPOINT_MS);
@@ -134,8 +138,8 @@ export class RunnerDelivery {
     const s = this.#s;
     if (s.pumping === pump) s.pumping = undefined;
     s.wake();
-    // work queued while the last await settled
-    if (s.queue.length > 0 && s.state === "running" && !s.catching && s.retryTimer === undefined) this.#startPump();
+    // work queued, or a passed checkpoint asked for, while the last await settled
+    if ((s.queue.length > 0 || s.persistDue) && s.state === "running" && !s.catching && s.retryTimer === undefined) this.#startPump();
   }
 
   /** Applies what is queued, in position order. Only `#startPump` runs it. */
