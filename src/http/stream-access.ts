@@ -1,0 +1,117 @@
+import { MnemeError } from "../model/errors.js";
+import type { RequestContext } from "../model/types.js";
+import { readCredentials } from "./credentials.js";
+import type { RouteContext } from "./route.js";
+
+/**
+ * The request context of a long-lived stream as it stands now: the stream's
+ * credentials resolved again (a session signed out or expired since the stream
+ * opened is UNAUTHENTICATED) with the path's target tenant. A subscription and
+ * a live query call it before they push, so a revoked session ends the stream.
+ */
+export async function currentRequestContext(c: RouteContext): Promise<RequestContext> {
+  const creds = readCredentials(c.request.headers);
+  if (creds === undefined || typeof creds === "string")
+    throw new MnemeError("UNAUTHENTICATED", "the stream's credentials are no longer readable");
+  const resolved = await c.options.resolveCredentials(c.facade, creds);
+  if (resolved === undefined) throw new MnemeError("UNAUTHENTICATED", "the stream's session is unknown, expired or signed out");
+  // The sender as resolved now; what the path and headers added (the target tenant) as when the stream opened.
+  return { ...c.reqCtx, ...resolved };
+}
+
+/**
+ * A `text/event-stream` body the producer writes into: one chunk per event,
+ * `desiredSize` counting the chunks the client has not read. `room()` resolves
+ * when the client has read what was queued (catch-up reads the next page only
+ * then); `push` closes the stream once `maxQueued` chunks pile up unread.
+ */
+export class SseWriter {
+  readonly stream: ReadableStream<Uint8Array>;
+  #controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  #closed = false;
+  #waiting: (() => void) | undefined;
+  readonly #onClose: () => void;
+  readonly #maxQueued: number;
+
+  constructor(first: string, maxQueued: number, onClose: () => void) {
+    this.#maxQueued = maxQueued;
+    this.#onClose = onClose;
+    this.stream = new ReadableStream<Uint8Array>(
+      {
+        start: (controller) => {
+          this.#controller = controller;
+          controller.enqueue(encoder.encode(first));
+        },
+        pull: () => {
+          this.#wake();
+        },
+        cancel: () => {
+          this.close();
+        },
+      },
+      { highWaterMark: 1 },
+    );
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Queues one SSE chunk; false (and the stream closed) when the client has left `maxQueued` chunks unread. */
+  push(text: string): boolean {
+    const c = this.#controller;
+    if (this.#closed || c === undefined) return false;
+    if ((c.desiredSize ?? 0) <= -this.#maxQueued) {
+      this.close();
+      return false;
+    }
+    c.enqueue(encoder.encode(text));
+    return true;
+  }
+
+  /** Resolves when the client has read everything queued (or the stream closed). */
+  room(): Promise<void> {
+    if (this.#closed || (this.#controller?.desiredSize ?? 1) > 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const previous = this.#waiting;
+      this.#waiting = () => {
+        previous?.();
+        resolve();
+      };
+    });
+  }
+
+  /** Ends the stream (idempotent) and tells the owner once. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#wake();
+    try {
+      this.#controller?.close();
+    } catch {
+      // Already closed or errored by the consumer's cancel: nothing left to end.
+    }
+    this.#onClose();
+  }
+
+  #wake(): void {
+    const w = this.#waiting;
+    this.#waiting = undefined;
+    w?.();
+  }
+}
+
+const encoder = new TextEncoder();
+
+/** The reply of an event stream. */
+export function eventStreamReply(stream: ReadableStream<Uint8Array>) {
+  return {
+    status: 200,
+    headers: {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-store",
+      "x-accel-buffering": "no",
+    },
+    body: stream,
+  };
+}
