@@ -15,7 +15,6 @@ import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import {
   ADMIN,
   AddNote,
-  CountNotes,
   type NotesUser,
   StreamClient,
   TENANT_A,

@@ -71,9 +71,12 @@ export interface EventSelection {
  */
 export class EventFilter {
   readonly #paths: ReadonlySet<string>;
+  /** Equal for equal selections (tenant scope and types): their streams share the bytes of a page. */
+  readonly key: string;
 
   constructor(readonly selection: EventSelection) {
     this.#paths = new Set(selection.types.map((t) => t.path));
+    this.key = JSON.stringify([selection.allTenants ? "*" : selection.tenantUuid, [...this.#paths].sort()]);
   }
 
   matches(e: Event): boolean {
@@ -205,6 +208,15 @@ export function openEventSubscription(c: RouteContext, selection: EventSelection
   let recheck: ReturnType<typeof setInterval> | undefined;
   const subscriber: TailSubscriber = {
     deliver: (events) => {
+      const first = events[0];
+      if (first === undefined) return;
+      if (first.position > sent) {
+        // The usual case: the whole page is new to this subscriber, and its frames are shared with every subscriber of the same selection.
+        const page = framesOf(events, filter);
+        sent = events[events.length - 1]!.position;
+        if (page.count > 0) writer.push(page.bytes, page.count);
+        return;
+      }
       for (const e of events) {
         if (e.position <= sent) continue;
         sent = e.position;
@@ -288,6 +300,39 @@ async function startPosition(facade: Facade, resume: number | string | undefined
   return from;
 }
 
+// Per event, its frame (made once however many streams send it).
+const frames = new WeakMap<Event, string>();
+
 function frame(e: Event): string {
-  return `id: ${e.position}\ndata: ${JSON.stringify(subscribedEvent(e))}\n\n`;
+  let f = frames.get(e);
+  if (f === undefined) {
+    f = `id: ${e.position}\ndata: ${JSON.stringify(subscribedEvent(e))}\n\n`;
+    frames.set(e, f);
+  }
+  return f;
+}
+
+const encoder = new TextEncoder();
+// Per page of the tail and per selection, the bytes of its matching frames: encoded once for every subscriber of that selection.
+const pages = new WeakMap<readonly Event[], Map<string, { readonly bytes: Uint8Array; readonly count: number }>>();
+
+function framesOf(events: readonly Event[], filter: EventFilter): { readonly bytes: Uint8Array; readonly count: number } {
+  let bySelection = pages.get(events);
+  if (bySelection === undefined) {
+    bySelection = new Map();
+    pages.set(events, bySelection);
+  }
+  let page = bySelection.get(filter.key);
+  if (page === undefined) {
+    let text = "";
+    let count = 0;
+    for (const e of events) {
+      if (!filter.matches(e)) continue;
+      text += frame(e);
+      count++;
+    }
+    page = { bytes: encoder.encode(text), count };
+    bySelection.set(filter.key, page);
+  }
+  return page;
 }

@@ -20,10 +20,11 @@ export async function currentRequestContext(c: RouteContext): Promise<RequestCon
 }
 
 /**
- * A `text/event-stream` body the producer writes into: one chunk per event,
- * `desiredSize` counting the chunks the client has not read. `room()` resolves
- * when the client has read what was queued (catch-up reads the next page only
- * then); `push` closes the stream once `maxQueued` chunks pile up unread.
+ * A `text/event-stream` body the producer writes into: a chunk holds one or
+ * more events, and `desiredSize` counts the events the client has not read.
+ * `room()` resolves when the client has read what was queued (catch-up reads
+ * the next page only then); `push` closes the stream once `maxQueued` events
+ * pile up unread.
  */
 export class SseWriter {
   readonly stream: ReadableStream<Uint8Array>;
@@ -32,6 +33,8 @@ export class SseWriter {
   #waiting: (() => void) | undefined;
   readonly #onClose: () => void;
   readonly #maxQueued: number;
+  // Events per chunk, for the queuing strategy (a chunk not listed is one event).
+  readonly #counts = new WeakMap<Uint8Array, number>();
 
   constructor(first: string, maxQueued: number, onClose: () => void) {
     this.#maxQueued = maxQueued;
@@ -49,7 +52,7 @@ export class SseWriter {
           this.close();
         },
       },
-      { highWaterMark: 1 },
+      { highWaterMark: 1, size: (chunk) => (chunk === undefined ? 1 : (this.#counts.get(chunk) ?? 1)) },
     );
   }
 
@@ -57,15 +60,21 @@ export class SseWriter {
     return this.#closed;
   }
 
-  /** Queues one SSE chunk; false (and the stream closed) when the client has left `maxQueued` chunks unread. */
-  push(text: string): boolean {
+  /**
+   * Queues SSE text (or its bytes, which may be shared with other streams and
+   * are never changed) holding `events` events; false (and the stream closed)
+   * when the client has left `maxQueued` events unread.
+   */
+  push(text: string | Uint8Array, events = 1): boolean {
     const c = this.#controller;
     if (this.#closed || c === undefined) return false;
     if ((c.desiredSize ?? 0) <= -this.#maxQueued) {
       this.close();
       return false;
     }
-    c.enqueue(encoder.encode(text));
+    const bytes = typeof text === "string" ? encoder.encode(text) : text;
+    if (events !== 1) this.#counts.set(bytes, events);
+    c.enqueue(bytes);
     return true;
   }
 
