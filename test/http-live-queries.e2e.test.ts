@@ -63,65 +63,72 @@ describe("live queries over HTTP", () => {
     return c;
   }
 
-  it("100 subscribers in two tenants under a burst: each ends at its tenant's result, none sees the other's, evaluations are shared", { timeout: 60_000 }, async () => {
-    const facade = await startNotes();
-    const srv = await setup(facade);
-    const usersA = Array.from({ length: 5 }, (_, i) => newUser(`a${i}`, TENANT_A));
-    const usersB = Array.from({ length: 5 }, (_, i) => newUser(`b${i}`, TENANT_B));
-    await addNote(facade, usersA[0]!, "a-seed");
-    // 60 CountNotes (shared per tenant: 2 groups) and 40 ListNotes (shared per sender: 10 groups).
-    const subs = await Promise.all(
-      Array.from({ length: 100 }, async (_, i) => {
-        const user = i % 2 === 0 ? usersA[i % 5]! : usersB[i % 5]!;
-        const query = i < 60 ? "CountNotes" : "ListNotes";
-        const c = await open(liveUrl(srv.url, user.reqCtx.senderTenantUuid!, query, query === "ListNotes" ? { prefix: "" } : undefined), user);
-        return { c, user, query, tenant: user.reqCtx.senderTenantUuid! };
-      }),
-    );
-    for (const s of subs) expect(s.c.status).toBe(200);
-    await Promise.all(subs.map((s) => s.c.until((c) => c.messages.length >= 1)));
-    for (const s of subs) {
-      const first = s.c.messages[0]!.data;
-      if (s.query === "CountNotes") expect(first).toEqual({ count: s.tenant === TENANT_A ? 1 : 0 });
-      else expect(first).toEqual({ tenantUuid: s.tenant, texts: s.tenant === TENANT_A ? ["a-seed"] : [] });
-    }
-
-    let batches = 0;
-    const off = facade.readmodelCommits.listen((b) => {
-      if (b.eventHandlerName === "NoteProjection") batches++;
-    });
-    const runsBefore = queryRuns.count;
-    await Promise.all([
-      ...Array.from({ length: 30 }, (_, i) => addNote(facade, usersA[i % 5]!, `a${i}`)),
-      ...Array.from({ length: 20 }, (_, i) => addNote(facade, usersB[i % 5]!, `b${i}`)),
-    ]);
-    const textsA = ["a-seed", ...Array.from({ length: 30 }, (_, i) => `a${i}`)].sort();
-    const textsB = Array.from({ length: 20 }, (_, i) => `b${i}`).sort();
-    await Promise.all(
-      subs.map((s) =>
-        s.c.until((c) => {
-          const last = c.messages.at(-1)!.data;
-          if (s.query === "CountNotes") return last.count === (s.tenant === TENANT_A ? 31 : 20);
-          return JSON.stringify(last.texts) === JSON.stringify(s.tenant === TENANT_A ? textsA : textsB);
+  it(
+    "100 subscribers in two tenants under a burst: each ends at its tenant's result, none sees the other's, evaluations are shared",
+    { timeout: 60_000 },
+    async () => {
+      const facade = await startNotes();
+      const srv = await setup(facade);
+      const usersA = Array.from({ length: 5 }, (_, i) => newUser(`a${i}`, TENANT_A));
+      const usersB = Array.from({ length: 5 }, (_, i) => newUser(`b${i}`, TENANT_B));
+      await addNote(facade, usersA[0]!, "a-seed");
+      // 60 CountNotes (shared per tenant: 2 groups) and 40 ListNotes (shared per sender: 10 groups).
+      const subs = await Promise.all(
+        Array.from({ length: 100 }, async (_, i) => {
+          const user = i % 2 === 0 ? usersA[i % 5]! : usersB[i % 5]!;
+          const query = i < 60 ? "CountNotes" : "ListNotes";
+          const c = await open(
+            liveUrl(srv.url, user.reqCtx.senderTenantUuid!, query, query === "ListNotes" ? { prefix: "" } : undefined),
+            user,
+          );
+          return { c, user, query, tenant: user.reqCtx.senderTenantUuid! };
         }),
-      ),
-    );
-    off();
-    for (const s of subs) {
-      for (const m of s.c.messages) {
-        if (s.query === "ListNotes") {
-          expect(m.data.tenantUuid).toBe(s.tenant);
-          const other = s.tenant === TENANT_A ? "b" : "a";
-          expect(m.data.texts.some((t: string) => t.startsWith(other))).toBe(false);
-        } else {
-          expect(m.data.count).toBeLessThanOrEqual(s.tenant === TENANT_A ? 31 : 20);
+      );
+      for (const s of subs) expect(s.c.status).toBe(200);
+      await Promise.all(subs.map((s) => s.c.until((c) => c.messages.length >= 1)));
+      for (const s of subs) {
+        const first = s.c.messages[0]!.data;
+        if (s.query === "CountNotes") expect(first).toEqual({ count: s.tenant === TENANT_A ? 1 : 0 });
+        else expect(first).toEqual({ tenantUuid: s.tenant, texts: s.tenant === TENANT_A ? ["a-seed"] : [] });
+      }
+
+      let batches = 0;
+      const off = facade.readmodelCommits.listen((b) => {
+        if (b.eventHandlerName === "NoteProjection") batches++;
+      });
+      const runsBefore = queryRuns.count;
+      await Promise.all([
+        ...Array.from({ length: 30 }, (_, i) => addNote(facade, usersA[i % 5]!, `a${i}`)),
+        ...Array.from({ length: 20 }, (_, i) => addNote(facade, usersB[i % 5]!, `b${i}`)),
+      ]);
+      const textsA = ["a-seed", ...Array.from({ length: 30 }, (_, i) => `a${i}`)].sort();
+      const textsB = Array.from({ length: 20 }, (_, i) => `b${i}`).sort();
+      await Promise.all(
+        subs.map((s) =>
+          s.c.until((c) => {
+            const last = c.messages.at(-1)!.data;
+            if (s.query === "CountNotes") return last.count === (s.tenant === TENANT_A ? 31 : 20);
+            return JSON.stringify(last.texts) === JSON.stringify(s.tenant === TENANT_A ? textsA : textsB);
+          }),
+        ),
+      );
+      off();
+      for (const s of subs) {
+        for (const m of s.c.messages) {
+          if (s.query === "ListNotes") {
+            expect(m.data.tenantUuid).toBe(s.tenant);
+            const other = s.tenant === TENANT_A ? "b" : "a";
+            expect(m.data.texts.some((t: string) => t.startsWith(other))).toBe(false);
+          } else {
+            expect(m.data.count).toBeLessThanOrEqual(s.tenant === TENANT_A ? 31 : 20);
+          }
         }
       }
-    }
-    // One evaluation per group per batch at most (two groups of CountNotes, plus one trailing run each), not one per subscriber.
-    expect(queryRuns.count - runsBefore).toBeLessThanOrEqual(2 * (batches + 2));
-    expect(batches).toBeGreaterThan(0);
-  });
+      // One evaluation per group per batch at most (two groups of CountNotes, plus one trailing run each), not one per subscriber.
+      expect(queryRuns.count - runsBefore).toBeLessThanOrEqual(2 * (batches + 2));
+      expect(batches).toBeGreaterThan(0);
+    },
+  );
 
   it("answers at once and after each change; the query's permission and tenant scope decide; a revoked session ends the stream", async () => {
     const facade = await startNotes();
@@ -162,27 +169,33 @@ describe("live queries over HTTP", () => {
     expect(c.messages.map((m) => m.data.count)).toEqual([0, 1, 2]);
   });
 
-  it("Postgres: 20 subscribers of two tenants follow a burst of writes, each its own tenant's notes only", { timeout: 60_000 }, async () => {
-    const schema = pg.newSchema();
-    const facade = await startNotes(createPostgresBackends({ connectionString: DATABASE_URL, schema }));
-    const srv = await setup(facade);
-    const users = Array.from({ length: 4 }, (_, i) => newUser(`p${i}`, i % 2 === 0 ? TENANT_A : TENANT_B));
-    const subs = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => open(liveUrl(srv.url, users[i % 4]!.reqCtx.senderTenantUuid!, "ListNotes", {}), users[i % 4]!)),
-    );
-    await Promise.all(subs.map((c) => c.until((x) => x.messages.length >= 1)));
-    await Promise.all(Array.from({ length: 24 }, (_, i) => addNote(facade, users[i % 4]!, `${i % 2 === 0 ? "a" : "b"}${i}`)));
-    await Promise.all(
-      subs.map((c, i) =>
-        c.until((x) => {
-          const last = x.messages.at(-1)!.data;
-          return last.texts.length === 12 && last.tenantUuid === users[i % 4]!.reqCtx.senderTenantUuid;
-        }),
-      ),
-    );
-    for (const [i, c] of subs.entries()) {
-      const own = i % 2 === 0 ? "a" : "b";
-      for (const m of c.messages) expect(m.data.texts.every((t: string) => t.startsWith(own))).toBe(true);
-    }
-  });
+  it(
+    "Postgres: 20 subscribers of two tenants follow a burst of writes, each its own tenant's notes only",
+    { timeout: 60_000 },
+    async () => {
+      const schema = pg.newSchema();
+      const facade = await startNotes(createPostgresBackends({ connectionString: DATABASE_URL, schema }));
+      const srv = await setup(facade);
+      const users = Array.from({ length: 4 }, (_, i) => newUser(`p${i}`, i % 2 === 0 ? TENANT_A : TENANT_B));
+      const subs = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          open(liveUrl(srv.url, users[i % 4]!.reqCtx.senderTenantUuid!, "ListNotes", {}), users[i % 4]!),
+        ),
+      );
+      await Promise.all(subs.map((c) => c.until((x) => x.messages.length >= 1)));
+      await Promise.all(Array.from({ length: 24 }, (_, i) => addNote(facade, users[i % 4]!, `${i % 2 === 0 ? "a" : "b"}${i}`)));
+      await Promise.all(
+        subs.map((c, i) =>
+          c.until((x) => {
+            const last = x.messages.at(-1)!.data;
+            return last.texts.length === 12 && last.tenantUuid === users[i % 4]!.reqCtx.senderTenantUuid;
+          }),
+        ),
+      );
+      for (const [i, c] of subs.entries()) {
+        const own = i % 2 === 0 ? "a" : "b";
+        for (const m of c.messages) expect(m.data.texts.every((t: string) => t.startsWith(own))).toBe(true);
+      }
+    },
+  );
 });

@@ -48,9 +48,13 @@ async function serve(facade: Facade, path: (typeof HTTP_PATHS)[number] = "direct
 
 function addNote(facade: Facade, tenant: string, text: string, personUuid = newUuid()) {
   const user = tenant === TENANT_A ? USER_A : USER_B;
-  return facade.dispatch(AddNote, { noteUuid: newUuid(), text, author: `author of ${text}`, personUuid }, {
-    reqCtx: { ...user.reqCtx, targetTenantUuid: tenant },
-  });
+  return facade.dispatch(
+    AddNote,
+    { noteUuid: newUuid(), text, author: `author of ${text}`, personUuid },
+    {
+      reqCtx: { ...user.reqCtx, targetTenantUuid: tenant },
+    },
+  );
 }
 
 /** The positions of every stored NoteAdded of `tenant`, as the store has them. */
@@ -97,7 +101,9 @@ describe("event subscriptions over HTTP", () => {
       cleanups.push(() => srv2.close());
       for (let i = 0; i < 2; i++) await addNote(second, TENANT_A, `after ${i}`);
       // The URL still says after=0: an EventSource's reconnect sends Last-Event-ID, which wins.
-      const c2 = await open(streamUrl(srv2.url, TENANT_A, `types=${NoteAdded.path}&after=0`), USER_A, { "last-event-id": String(lastSeen) });
+      const c2 = await open(streamUrl(srv2.url, TENANT_A, `types=${NoteAdded.path}&after=0`), USER_A, {
+        "last-event-id": String(lastSeen),
+      });
       await c2.until((c) => c.messages.length >= 6);
       await addNote(second, TENANT_A, "live after restart");
       await c2.until((c) => c.messages.length >= 7);
@@ -129,7 +135,7 @@ describe("event subscriptions over HTTP", () => {
       const lastSeen = c1.lastEventId!;
       const c2 = await open(url, USER_A, { "last-event-id": String(lastSeen) });
       await burst;
-      await c2.until((c) => c1.messages.length + c2.messages.length >= 60);
+      await c2.until((x) => c1.messages.length + x.messages.length >= 60);
       const seen = [...c1.messages, ...c2.messages].map((m) => m.id);
       expect(seen).toEqual(await storedPositions(facade, TENANT_A));
       expect(new Set(seen).size).toBe(60);
@@ -197,7 +203,11 @@ describe("event subscriptions over HTTP", () => {
     for (const id of ["abc", "999999"]) {
       const c = await open(url, USER_A, { "last-event-id": id });
       await c.until((x) => x.blocks.length >= 1);
-      expect(c.blocks[0]).toMatchObject({ event: "gap", id: 1, data: { lastEventId: id === "abc" ? "abc" : 999999, reason: "unknown-id" } });
+      expect(c.blocks[0]).toMatchObject({
+        event: "gap",
+        id: 1,
+        data: { lastEventId: id === "abc" ? "abc" : 999999, reason: "unknown-id" },
+      });
     }
     const c = await open(url, USER_A, { "last-event-id": "abc" });
     await c.until((x) => x.blocks.length >= 1);

@@ -153,12 +153,20 @@ export function selectionOf(c: RouteContext): EventSelection {
   const raw = q.get("types");
   if (raw === null || raw.trim() === "")
     throw new MnemeError("INVALID_REQUEST", "types is required: a comma-separated list of event paths (Domain.Event)");
-  const paths = [...new Set(raw.split(",").map((p) => p.trim()).filter((p) => p !== ""))];
+  const paths = [
+    ...new Set(
+      raw
+        .split(",")
+        .map((p) => p.trim())
+        .filter((p) => p !== ""),
+    ),
+  ];
   if (paths.length === 0 || paths.length > MAX_TYPES)
     throw new MnemeError("INVALID_REQUEST", `types must name 1 to ${MAX_TYPES} event types`);
   const types = paths.map((p) => {
     const t = c.facade.eventType(p);
-    if (t === undefined) throw new MnemeError("INVALID_REQUEST", `types: ${JSON.stringify(p.slice(0, 100))} is not a registered event type`);
+    if (t === undefined)
+      throw new MnemeError("INVALID_REQUEST", `types: ${JSON.stringify(p.slice(0, 100))} is not a registered event type`);
     return t;
   });
   const allTenants = boolParam("allTenants", q.get("allTenants")) ?? false;

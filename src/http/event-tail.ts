@@ -73,12 +73,14 @@ export class EventTail {
 
   /**
    * Adds a live subscriber that has seen everything up to `position`; false
-   * when the tail is not there yet or has moved on (the caller reads the store
-   * up to `tail.position` and tries again). Synchronous, so no page can be
-   * handed out between the check and the join.
+   * when the tail is not running or has moved past it (the caller reads the
+   * store up to `tail.position` and tries again). Synchronous, so no page can
+   * be handed out between the check and the join. A subscriber ahead of the
+   * tail (it resumed from a position the tail has not read yet) joins at once
+   * and skips what it has seen.
    */
   join(subscriber: TailSubscriber, position: number): boolean {
-    if (this.#started === undefined || position !== this.#position) return false;
+    if (this.#started === undefined || position < this.#position) return false;
     this.#subscribers.add(subscriber);
     return true;
   }
@@ -111,7 +113,8 @@ export class EventTail {
         this.#again = false;
         for await (const page of this.#repo.readAll({ afterPosition: this.#position })) {
           if (gen !== this.#generation) return;
-          const fresh = page[0] !== undefined && page[0].position <= this.#position ? page.filter((e) => e.position > this.#position) : page;
+          const fresh =
+            page[0] !== undefined && page[0].position <= this.#position ? page.filter((e) => e.position > this.#position) : page;
           if (fresh.length === 0) continue;
           // Position and hand-out in one synchronous step: a subscriber joining between pages sees exactly what follows.
           this.#position = fresh[fresh.length - 1]!.position;

@@ -209,7 +209,8 @@ export function liveQueriesOf(facade: Facade): LiveQueries {
 export function livePayloadOf(c: RouteContext): Record<string, unknown> {
   const raw = c.request.searchParams.get("payload");
   if (raw === null || raw.trim() === "") return {};
-  if (raw.length > c.options.maxBodyBytes) throw new MnemeError("PAYLOAD_TOO_LARGE", `payload is longer than ${c.options.maxBodyBytes} characters`);
+  if (raw.length > c.options.maxBodyBytes)
+    throw new MnemeError("PAYLOAD_TOO_LARGE", `payload is longer than ${c.options.maxBodyBytes} characters`);
   let value: unknown;
   try {
     value = JSON.parse(raw);
@@ -253,12 +254,16 @@ export async function openLiveQuery(c: RouteContext): Promise<Reply> {
   let leave: (() => void) | undefined;
   let heartbeat: ReturnType<typeof setInterval> | undefined;
   const onAbort = () => writer.close();
-  const writer = new SseWriter(`retry: ${c.options.sse.retryMs}\n: connected\n\n${resultFrame(first)}`, c.options.sse.maxQueuedEvents, () => {
-    if (heartbeat !== undefined) clearInterval(heartbeat);
-    c.request.signal.removeEventListener("abort", onAbort);
-    leave?.();
-    release();
-  });
+  const writer = new SseWriter(
+    `retry: ${c.options.sse.retryMs}\n: connected\n\n${resultFrame(first)}`,
+    c.options.sse.maxQueuedEvents,
+    () => {
+      if (heartbeat !== undefined) clearInterval(heartbeat);
+      c.request.signal.removeEventListener("abort", onAbort);
+      leave?.();
+      release();
+    },
+  );
   if (c.request.signal.aborted) {
     writer.close();
     return eventStreamReply(writer.stream);

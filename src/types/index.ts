@@ -5,7 +5,14 @@
  */
 export type { MnemeErrorDetail } from "../model/errors.js";
 export type { QueryEnvelope } from "../model/types.js";
-export type { Evolver, CommandPersonalData, CommandPersonalDataOptions, AllEventsType, MessageType, LiveQuerySettings } from "../model/tokens.js";
+export type {
+  Evolver,
+  CommandPersonalData,
+  CommandPersonalDataOptions,
+  AllEventsType,
+  MessageType,
+  LiveQuerySettings,
+} from "../model/tokens.js";
 export type {
   CommandHandlerResult,
   MessageOptions,

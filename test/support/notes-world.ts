@@ -136,7 +136,8 @@ export const notesResolver: CredentialResolver = async (_facade, creds) => {
 /** The administrator may everything (every tenant); others an Authorized permission in their own tenant only. */
 export const notesAuthorizer: Authorizer = (reqCtx, permission) => {
   if (reqCtx.senderAccountUuid === ADMIN.reqCtx.senderAccountUuid) return undefined;
-  if (permission.level !== "Authorized") return new MnemeError("PERMISSION_DENIED", `${permission.domain}.${permission.type} is for administrators`);
+  if (permission.level !== "Authorized")
+    return new MnemeError("PERMISSION_DENIED", `${permission.domain}.${permission.type} is for administrators`);
   if (reqCtx.targetTenantUuid !== undefined && reqCtx.targetTenantUuid !== reqCtx.senderTenantUuid)
     return new MnemeError("PERMISSION_DENIED", `not in tenant ${reqCtx.targetTenantUuid}`);
   return undefined;
@@ -165,7 +166,10 @@ export class StreamClient {
   #done: Promise<void> = Promise.resolve();
   #waiters: (() => void)[] = [];
 
-  private constructor(readonly status: number, readonly body: string) {}
+  private constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {}
 
   static async open(url: string, headers: Record<string, string>): Promise<StreamClient> {
     const abort = new AbortController();
