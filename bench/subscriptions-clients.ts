@@ -42,9 +42,9 @@ export interface Subscriber {
 
 /**
  * Opens an SSE client that counts the frames carrying `"sentAt"` and records
- * their latency. Like an EventSource, it reconnects with Last-Event-ID when the
+ * the latency of the first event of each read (the oldest of those it holds). Like an EventSource, it reconnects with Last-Event-ID when the
  * server ends the stream (a client too slow for `sse.maxQueuedEvents` is cut
- * off and resumes); frames at or below its last id are counted as duplicates.
+ * off and resumes); a read that starts at or below its last id counts as a duplicate.
  */
 export function subscribe(url: string, agent: Agent, hist: Histogram, ready: () => void): Subscriber {
   let lastId: number | undefined;
@@ -70,23 +70,29 @@ export function subscribe(url: string, agent: Agent, hist: Histogram, ready: () 
           announced = true;
           ready();
         }
+        // Cheap on purpose (1,000 streams x 1,000 events/s): only complete blocks are looked at, events are
+        // counted by their "sentAt", and the latency is taken of the first (oldest) event of each read.
         buffer += chunk;
-        let cut: number;
-        while ((cut = buffer.indexOf("\n\n")) >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          const idAt = block.indexOf("id: ");
-          const id = idAt < 0 ? undefined : Number(block.slice(idAt + 4, block.indexOf("\n", idAt)));
-          const at = block.indexOf('"sentAt":');
-          if (at >= 0) {
-            if (id !== undefined && lastId !== undefined && id <= lastId) sub.duplicates++;
-            else {
-              hist.add(now() - Number(block.slice(at + 9, block.indexOf("}", at))));
-              sub.received++;
-            }
-          }
-          if (id !== undefined && (lastId === undefined || id > lastId)) lastId = id;
+        const end = buffer.lastIndexOf("\n\n");
+        if (end < 0) return;
+        const complete = buffer.slice(0, end + 2);
+        buffer = buffer.slice(end + 2);
+        let at = complete.indexOf('"sentAt":');
+        if (at < 0) {
+          const idAt = complete.lastIndexOf("id: ");
+          if (idAt >= 0) lastId = Math.max(lastId ?? 0, Number(complete.slice(idAt + 4, complete.indexOf("\n", idAt))));
+          return;
         }
+        const firstIdAt = complete.lastIndexOf("id: ", at);
+        const firstId = Number(complete.slice(firstIdAt + 4, complete.indexOf("\n", firstIdAt)));
+        if (lastId !== undefined && firstId <= lastId) sub.duplicates++;
+        hist.add(now() - Number(complete.slice(at + 9, complete.indexOf("}", at))));
+        while (at >= 0) {
+          sub.received++;
+          at = complete.indexOf('"sentAt":', at + 9);
+        }
+        const lastIdAt = complete.lastIndexOf("id: ");
+        lastId = Number(complete.slice(lastIdAt + 4, complete.indexOf("\n", lastIdAt)));
       });
       res.on("close", () => {
         if (closed) return;

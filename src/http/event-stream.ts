@@ -267,10 +267,18 @@ export function openEventSubscription(c: RouteContext, selection: EventSelection
           ...filter.readAllOptions(),
           afterPosition: sent,
           untilPosition: target,
-          batchSize: CATCH_UP_PAGE,
+          // A page is sent as one chunk, so it must fit what a client may leave unread.
+          batchSize: Math.max(1, Math.min(CATCH_UP_PAGE, Math.floor(limits.maxQueuedEvents / 2))),
         });
         for await (const page of pages) {
-          for (const e of page) if (e.position > sent && filter.matches(e)) writer.push(frame(e));
+          let text = "";
+          let count = 0;
+          for (const e of page) {
+            if (e.position <= sent || !filter.matches(e)) continue;
+            text += frame(e);
+            count++;
+          }
+          if (count > 0) writer.push(text, count);
           if (writer.closed) return;
           // Paced by the client: the next page is read once it has read this one.
           await writer.room();

@@ -20,11 +20,13 @@ export async function currentRequestContext(c: RouteContext): Promise<RequestCon
 }
 
 /**
- * A `text/event-stream` body the producer writes into: a chunk holds one or
- * more events, and `desiredSize` counts the events the client has not read.
- * `room()` resolves when the client has read what was queued (catch-up reads
- * the next page only then); `push` closes the stream once `maxQueued` events
- * pile up unread.
+ * A `text/event-stream` body the producer writes into. While the client reads
+ * as fast as events come, each push is a chunk of its own; while it is behind
+ * (the chunk before is unread), pushes are held and handed over as one chunk
+ * when it reads again, so a busy server writes fewer, larger chunks instead of
+ * queueing one per event. `room()` resolves when the client has read
+ * everything (catch-up reads the next page only then); `push` closes the
+ * stream once `maxQueued` events are held unread.
  */
 export class SseWriter {
   readonly stream: ReadableStream<Uint8Array>;
@@ -33,8 +35,12 @@ export class SseWriter {
   #waiting: (() => void) | undefined;
   readonly #onClose: () => void;
   readonly #maxQueued: number;
-  // Events per chunk, for the queuing strategy (a chunk not listed is one event).
-  readonly #counts = new WeakMap<Uint8Array, number>();
+  // Held while the client is behind: the bytes and how many events they carry.
+  #held: Uint8Array[] = [];
+  #heldBytes = 0;
+  #heldEvents = 0;
+  // True when the stream asked for a chunk and none was given yet: the next push goes straight out.
+  #wanted = false;
 
   constructor(first: string, maxQueued: number, onClose: () => void) {
     this.#maxQueued = maxQueued;
@@ -45,14 +51,19 @@ export class SseWriter {
           this.#controller = controller;
           controller.enqueue(encoder.encode(first));
         },
-        pull: () => {
+        pull: (controller) => {
+          if (this.#held.length > 0) {
+            controller.enqueue(this.#takeHeld());
+            return;
+          }
+          this.#wanted = true;
           this.#wake();
         },
         cancel: () => {
           this.close();
         },
       },
-      { highWaterMark: 1, size: (chunk) => (chunk === undefined ? 1 : (this.#counts.get(chunk) ?? 1)) },
+      { highWaterMark: 0 },
     );
   }
 
@@ -61,26 +72,32 @@ export class SseWriter {
   }
 
   /**
-   * Queues SSE text (or its bytes, which may be shared with other streams and
+   * Sends SSE text (or its bytes, which may be shared with other streams and
    * are never changed) holding `events` events; false (and the stream closed)
-   * when the client has left `maxQueued` events unread.
+   * when the client has left more than `maxQueued` events unread.
    */
   push(text: string | Uint8Array, events = 1): boolean {
     const c = this.#controller;
     if (this.#closed || c === undefined) return false;
-    if ((c.desiredSize ?? 0) <= -this.#maxQueued) {
+    const bytes = typeof text === "string" ? encoder.encode(text) : text;
+    if (this.#wanted) {
+      this.#wanted = false;
+      c.enqueue(bytes);
+      return true;
+    }
+    if (this.#heldEvents + events > this.#maxQueued) {
       this.close();
       return false;
     }
-    const bytes = typeof text === "string" ? encoder.encode(text) : text;
-    if (events !== 1) this.#counts.set(bytes, events);
-    c.enqueue(bytes);
+    this.#held.push(bytes);
+    this.#heldBytes += bytes.byteLength;
+    this.#heldEvents += events;
     return true;
   }
 
-  /** Resolves when the client has read everything queued (or the stream closed). */
+  /** Resolves when the client has read everything sent (or the stream closed). */
   room(): Promise<void> {
-    if (this.#closed || (this.#controller?.desiredSize ?? 1) > 0) return Promise.resolve();
+    if (this.#closed || (this.#wanted && this.#held.length === 0)) return Promise.resolve();
     return new Promise((resolve) => {
       const previous = this.#waiting;
       this.#waiting = () => {
@@ -94,6 +111,7 @@ export class SseWriter {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#held = [];
     this.#wake();
     try {
       this.#controller?.close();
@@ -103,11 +121,30 @@ export class SseWriter {
     this.#onClose();
   }
 
+  #takeHeld(): Uint8Array {
+    const held = this.#held;
+    const out = held.length === 1 ? held[0]! : concatBytes(held, this.#heldBytes);
+    this.#held = [];
+    this.#heldBytes = 0;
+    this.#heldEvents = 0;
+    return out;
+  }
+
   #wake(): void {
     const w = this.#waiting;
     this.#waiting = undefined;
     w?.();
   }
+}
+
+function concatBytes(chunks: readonly Uint8Array[], total: number): Uint8Array {
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
 }
 
 const encoder = new TextEncoder();
