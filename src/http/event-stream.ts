@@ -14,7 +14,8 @@ import type { ReadAllOptions } from "../store/event-repository.js";
 import { EventTail, type TailSubscriber } from "./event-tail.js";
 import type { Reply } from "./exchange.js";
 import { boolParam, intParam } from "./responses.js";
-import type { HttpRoute, RouteContext } from "./route.js";
+import { guardBy, type HttpRoute, type RouteContext } from "./route.js";
+import { SubscribeEvents } from "../runtime/runtime-domain.js";
 import { lastEventIdOf } from "./sse.js";
 import { currentRequestContext, eventStreamReply, SseWriter } from "./stream-access.js";
 
@@ -135,8 +136,8 @@ export function eventStreamRoutes(tenantPath: string): HttpRoute[] {
     {
       method: "GET",
       path: `${tenantPath}/events/stream`,
-      // `session: true` answers 401 without a session; the types' permissions are checked in run (checkSubscription).
-      guard: () => ({ domain: "Runtime", name: "SubscribeEvents" }),
+      // Runtime.SubscribeEvents (authenticated) first; each type's own permission in run (checkSubscription).
+      guard: guardBy(SubscribeEvents),
       session: true,
       run: async (c) => {
         const selection = selectionOf(c);
@@ -178,12 +179,19 @@ export function selectionOf(c: RouteContext): EventSelection {
 }
 
 /**
- * PERMISSION_DENIED unless the caller may subscribe to every type of the
- * selection (`<Domain>.Subscribe.<Event>`, with `{ eventType, allTenants }` as
+ * PERMISSION_DENIED unless the caller passes `Runtime.SubscribeEvents`
+ * (`{ types, allTenants }`) and may subscribe to every type of the selection (`<Domain>.Subscribe.<Event>`, with `{ eventType, allTenants }` as
  * the envelope's payload) and, for `allTenants`, is granted it as an
  * administrator (as the Runtime lists' `allTenants`).
  */
 export async function checkSubscription(facade: Facade, reqCtx: RequestContext, selection: EventSelection): Promise<void> {
+  await facade.permissions.check(reqCtx, {
+    queryUuid: newUuid(),
+    domain: SubscribeEvents.domain,
+    name: SubscribeEvents.name,
+    payload: { types: selection.types.map((t) => t.path), allTenants: selection.allTenants },
+    reqCtx,
+  });
   for (const t of selection.types) {
     const envelope = {
       queryUuid: newUuid(),
