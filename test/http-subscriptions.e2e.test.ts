@@ -142,6 +142,32 @@ describe("event subscriptions over HTTP", () => {
     });
   });
 
+  it("a client that stops reading is cut off past sse.maxQueuedEvents and resumes with nothing lost", { timeout: 60_000 }, async () => {
+    const facade = files.keep(await startNotes());
+    const srv = await serve(facade, "direct", { sse: { maxQueuedEvents: 20 } });
+    cleanups.push(() => srv.close());
+    const res = await fetch(streamUrl(srv.url, TENANT_A, `types=${NoteAdded.path}&after=0`), { headers: USER_A.headers });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    // Big events, so the sockets' buffers fill and the server has to hold events for this client.
+    const big = "x".repeat(64 * 1024);
+    for (let i = 0; i < 200; i++) await addNote(facade, TENANT_A, `${String(i).padStart(3, "0")} ${big}`);
+    // Now read: what was written before the cut, then the end of the stream (the server closed it).
+    let text = "";
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    const firstIds = [...text.matchAll(/^id: (\d+)\ndata: /gm)].map((m) => Number(m[1]));
+    expect(firstIds.length).toBeGreaterThan(0);
+    expect(firstIds.length).toBeLessThan(200);
+    const c2 = await open(streamUrl(srv.url, TENANT_A, `types=${NoteAdded.path}`), USER_A, { "last-event-id": String(firstIds.at(-1)) });
+    await c2.until((c) => firstIds.length + c.messages.length >= 200);
+    expect([...firstIds, ...c2.messages.map((m) => m.id)]).toEqual(await storedPositions(facade, TENANT_A));
+  });
+
   it("shows only the path tenant's events and the permitted types; allTenants only to administrators", async () => {
     const facade = files.keep(await startNotes());
     const srv = await serve(facade);
