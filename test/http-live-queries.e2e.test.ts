@@ -7,7 +7,7 @@
  */
 import { createServer } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
-import { type Facade, newUuid } from "mneme";
+import { type Facade, defineDomain, newUuid } from "mneme";
 import { createHttpHandler, toNodeListener } from "mneme/http";
 import { createPostgresBackends } from "mneme/postgres";
 import { listenLocal } from "./support/http-fixture.js";
@@ -129,6 +129,18 @@ describe("live queries over HTTP", () => {
       expect(batches).toBeGreaterThan(0);
     },
   );
+
+  it("checks the live option where the query is defined (INVALID_DOMAIN)", () => {
+    const D = defineDomain("LiveOptions");
+    expect(D.query("Plain").live).toBeUndefined();
+    expect(D.query("Off", { live: false }).live).toBeUndefined();
+    expect(D.query("On", { live: true }).live).toEqual({ share: "sender" });
+    expect(D.query("Named", { live: { readmodels: ["R"], share: "tenant" } }).live).toEqual({ share: "tenant", readmodels: ["R"] });
+    const bad: unknown[] = [{ share: "everyone" }, { readmodels: [] }, { readmodels: [""] }, { other: 1 }, "yes", []];
+    for (const [i, live] of bad.entries()) {
+      expect(() => D.query(`Bad${i}`, { live: live as never })).toThrow(expect.objectContaining({ code: "INVALID_DOMAIN" }));
+    }
+  });
 
   it("answers at once and after each change; the query's permission and tenant scope decide; a revoked session ends the stream", async () => {
     const facade = await startNotes();
