@@ -85,10 +85,11 @@ export class EventTail {
     return true;
   }
 
+  /** Removes a subscriber (joined or still catching up); the last one stops the tail until the next comes. */
   leave(subscriber: TailSubscriber): void {
-    if (!this.#subscribers.delete(subscriber) || this.#subscribers.size > 0) return;
-    // The last subscriber left: stop reading until the next one comes (it starts again from the head).
-    this.#stop();
+    this.#subscribers.delete(subscriber);
+    // Nobody left: stop reading (a subscriber still catching up starts it again, from the head, and reads up to it).
+    if (this.#subscribers.size === 0 && this.#started !== undefined) this.#stop();
   }
 
   #stop(): void {
