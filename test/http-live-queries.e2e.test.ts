@@ -8,9 +8,9 @@
 import { createServer } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { type Facade, defineDomain, newUuid } from "mneme";
-import { createHttpHandler, toNodeListener } from "mneme/http";
+import { createHttpHandler } from "mneme/http";
 import { createPostgresBackends } from "mneme/postgres";
-import { listenLocal } from "./support/http-fixture.js";
+import { HTTP_PATHS, listenLocal, nodeListenerFor } from "./support/http-fixture.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import {
   ADMIN,
@@ -28,8 +28,8 @@ import {
 
 const pg = postgresScratch("live");
 
-async function serve(facade: Facade) {
-  const listener = toNodeListener(createHttpHandler(facade, { resolveCredentials: notesResolver, sse: { maxConnections: 500 } }));
+async function serve(facade: Facade, path: (typeof HTTP_PATHS)[number] = "direct") {
+  const listener = nodeListenerFor(createHttpHandler(facade, { resolveCredentials: notesResolver, sse: { maxConnections: 500 } }), path);
   return listenLocal(createServer((req, res) => void listener(req, res)));
 }
 
@@ -49,8 +49,8 @@ describe("live queries over HTTP", () => {
   afterEach(async () => {
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
   });
-  async function setup(facade: Facade) {
-    const srv = await serve(facade);
+  async function setup(facade: Facade, path: (typeof HTTP_PATHS)[number] = "direct") {
+    const srv = await serve(facade, path);
     cleanups.push(async () => {
       await srv.close();
       await facade.stop();
@@ -142,44 +142,47 @@ describe("live queries over HTTP", () => {
     }
   });
 
-  it("answers at once and after each change; the query's permission and tenant scope decide; a revoked session ends the stream", async () => {
-    const facade = await startNotes();
-    const srv = await setup(facade);
-    const ann = newUser("ann", TENANT_A);
-    const c = await open(liveUrl(srv.url, TENANT_A, "CountNotes"), ann);
-    await c.until((x) => x.messages.length >= 1);
-    expect(c.messages[0]!.data).toEqual({ count: 0 });
-    await addNote(facade, ann, "one");
-    await c.until((x) => x.messages.at(-1)!.data.count === 1);
-    // An unchanged result is not sent again: a note of tenant B commits a batch but changes nothing here.
-    await addNote(facade, newUser("bea", TENANT_B), "other");
-    await addNote(facade, ann, "two");
-    await c.until((x) => x.messages.at(-1)!.data.count === 2);
-    expect(c.messages.map((m) => m.data.count)).toEqual([0, 1, 2]);
+  it.each(HTTP_PATHS)(
+    "%s path: answers at once and after each change; the query's permission and tenant scope decide; a revoked session ends the stream",
+    async (httpPath) => {
+      const facade = await startNotes();
+      const srv = await setup(facade, httpPath);
+      const ann = newUser("ann", TENANT_A);
+      const c = await open(liveUrl(srv.url, TENANT_A, "CountNotes"), ann);
+      await c.until((x) => x.messages.length >= 1);
+      expect(c.messages[0]!.data).toEqual({ count: 0 });
+      await addNote(facade, ann, "one");
+      await c.until((x) => x.messages.at(-1)!.data.count === 1);
+      // An unchanged result is not sent again: a note of tenant B commits a batch but changes nothing here.
+      await addNote(facade, newUser("bea", TENANT_B), "other");
+      await addNote(facade, ann, "two");
+      await c.until((x) => x.messages.at(-1)!.data.count === 2);
+      expect(c.messages.map((m) => m.data.count)).toEqual([0, 1, 2]);
 
-    const refused = [
-      [liveUrl(srv.url, TENANT_B, "CountNotes"), ann, 403],
-      [liveUrl(srv.url, TENANT_A, "GetNoteCount"), ann, 400],
-      [liveUrl(srv.url, TENANT_A, "NoSuchQuery"), ann, 404],
-      [`${liveUrl(srv.url, TENANT_A, "ListNotes")}?payload=%7Bnot-json`, ann, 400],
-      [`${liveUrl(srv.url, TENANT_A, "ListNotes")}?payload=%5B1%5D`, ann, 400],
-    ] as const;
-    for (const [url, user, status] of refused) {
-      const r = await StreamClient.open(url, user.headers);
-      expect({ url, status: r.status }).toEqual({ url, status });
-    }
-    expect((await StreamClient.open(liveUrl(srv.url, TENANT_A, "CountNotes"), {})).status).toBe(401);
-    // The administrator may read any tenant.
-    const admin = await open(liveUrl(srv.url, TENANT_B, "CountNotes"), ADMIN);
-    await admin.until((x) => x.messages.length >= 1);
-    expect(admin.messages[0]!.data).toEqual({ count: 1 });
+      const refused = [
+        [liveUrl(srv.url, TENANT_B, "CountNotes"), ann, 403],
+        [liveUrl(srv.url, TENANT_A, "GetNoteCount"), ann, 400],
+        [liveUrl(srv.url, TENANT_A, "NoSuchQuery"), ann, 404],
+        [`${liveUrl(srv.url, TENANT_A, "ListNotes")}?payload=%7Bnot-json`, ann, 400],
+        [`${liveUrl(srv.url, TENANT_A, "ListNotes")}?payload=%5B1%5D`, ann, 400],
+      ] as const;
+      for (const [url, user, status] of refused) {
+        const r = await StreamClient.open(url, user.headers);
+        expect({ url, status: r.status }).toEqual({ url, status });
+      }
+      expect((await StreamClient.open(liveUrl(srv.url, TENANT_A, "CountNotes"), {})).status).toBe(401);
+      // The administrator may read any tenant.
+      const admin = await open(liveUrl(srv.url, TENANT_B, "CountNotes"), ADMIN);
+      await admin.until((x) => x.messages.length >= 1);
+      expect(admin.messages[0]!.data).toEqual({ count: 1 });
 
-    revoke(ann);
-    await addNote(facade, newUser("amy", TENANT_A), "three");
-    await c.finished;
-    expect(c.blocks.at(-1)).toMatchObject({ event: "error", data: { code: "UNAUTHENTICATED" } });
-    expect(c.messages.map((m) => m.data.count)).toEqual([0, 1, 2]);
-  });
+      revoke(ann);
+      await addNote(facade, newUser("amy", TENANT_A), "three");
+      await c.finished;
+      expect(c.blocks.at(-1)).toMatchObject({ event: "error", data: { code: "UNAUTHENTICATED" } });
+      expect(c.messages.map((m) => m.data.count)).toEqual([0, 1, 2]);
+    },
+  );
 
   it(
     "Postgres: 20 subscribers of two tenants follow a burst of writes, each its own tenant's notes only",
