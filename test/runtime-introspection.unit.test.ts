@@ -73,6 +73,7 @@ describe("lists", () => {
       "Runtime.StoreInfo",
       "Runtime.StoreRead",
       "Runtime.StreamSystemEvents",
+      "Runtime.SubscribeEvents",
     ]);
   });
 

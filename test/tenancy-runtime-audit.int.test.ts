@@ -48,6 +48,7 @@ import {
   StoreRead,
   StoreUpdate,
   StreamSystemEvents,
+  SubscribeEvents,
 } from "mneme/runtime";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING, FakeClock, type Session, World } from "./support/defaults-world.js";
 import { rejection } from "./support/rejections.js";
@@ -169,7 +170,8 @@ function leaksB(value: unknown, tenantB: string): string[] {
 type Row =
   | { kind: "tenant-data"; call: (s: Setup, reqCtx: RequestContext, extra: Record<string, unknown>) => Promise<unknown> }
   | { kind: "registry"; call: (s: Setup, reqCtx: RequestContext) => Promise<unknown> }
-  | { kind: "administrators"; call: (s: Setup, reqCtx: RequestContext) => Promise<unknown> };
+  | { kind: "administrators"; call: (s: Setup, reqCtx: RequestContext) => Promise<unknown> }
+  | { kind: "permission-only"; call: (s: Setup, reqCtx: RequestContext) => Promise<unknown> };
 
 const q = (s: Setup) => s.world.facade;
 
@@ -221,6 +223,11 @@ const ROWS: Record<string, Row> = {
     call: (s, r) => q(s).dispatch(ForgetSubject, { subjectUuid: s.admin.senderAccountUuid! }, { reqCtx: r }),
   },
   StreamSystemEvents: { kind: "administrators", call: (s, r) => q(s).query(StreamSystemEvents, {}, { reqCtx: r }) },
+  // A permission with no handler (the HTTP event subscription's first check): it answers nothing to anyone.
+  SubscribeEvents: {
+    kind: "permission-only",
+    call: (s, r) => q(s).query(SubscribeEvents, { types: ["Loans.LoanMade"], allTenants: false }, { reqCtx: r }),
+  },
   StoreInfo: { kind: "administrators", call: (s, r) => q(s).query(StoreInfo, { store: "event" }, { reqCtx: r }) },
   StoreRead: { kind: "administrators", call: (s, r) => q(s).query(StoreRead, { store: "event" }, { reqCtx: r }) },
   StoreUpdate: {
@@ -285,6 +292,10 @@ describe.each(sharedPlaces("tenancy_audit"))("tenancy audit of the Runtime on %s
       const a = s.opA.reqCtx;
       if (row.kind === "administrators") {
         expect((await rejection(row.call(s, a))).code).toBe("PERMISSION_DENIED");
+        return;
+      }
+      if (row.kind === "permission-only") {
+        expect((await rejection(row.call(s, a))).code).toBe("UNKNOWN_QUERY");
         return;
       }
       if (row.kind === "registry") {

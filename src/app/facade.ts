@@ -1,3 +1,4 @@
+import { ReadmodelCommits } from "../readmodel/readmodel-commits.js";
 import { chooseStores } from "./backend-choice.js";
 import { MemoryCacheStore } from "../memory/memory-cache-store.js";
 import { MemoryCommandStore } from "../memory/memory-command-store.js";
@@ -105,6 +106,8 @@ export class Facade implements FacadeHandle {
   readonly systemEvents: SystemEventProducer;
   readonly schemas: SchemaRegistry;
   readonly runtime: Runtime;
+  /** Told after every batch a readmodel of this facade commits (live queries listen: `readmodelCommits.listen(fn)`). */
+  readonly readmodelCommits = new ReadmodelCommits();
 
   readonly #registry = new DomainRegistry();
   readonly #readmodels = new ReadmodelRegistry();
@@ -222,6 +225,7 @@ export class Facade implements FacadeHandle {
       noteHead: (p: number) => readmodels.noteHead(p),
       eventType: (path: string) => this.#registry.eventTypes.get(path),
       telemetry: () => this.#lifecycle.telemetry,
+      commits: this.readmodelCommits,
     };
   }
 

@@ -93,7 +93,7 @@ export function checkContentType(contentType: string): void {
 }
 
 /** Iterative, so a hostile body cannot overflow the stack here (or later in validation). */
-function depthExceeds(value: unknown, maxDepth: number): boolean {
+export function depthExceeds(value: unknown, maxDepth: number): boolean {
   const stack: [unknown, number][] = [[value, 1]];
   while (stack.length > 0) {
     const [v, depth] = stack.pop()!;

@@ -13,6 +13,7 @@ export type { Reply } from "./exchange.js";
 export { STATUS_BY_CODE, statusOf, type ProblemBody } from "./problem.js";
 export { jsonResponse, noContent, type ListBody } from "./responses.js";
 export { formatSseEvent, formatSseGap } from "./sse.js";
+export { allowEventSubscriptions, subscriptionPermissionType, SUBSCRIPTION_RECHECK_MS } from "./event-stream.js";
 export { toNodeListener, type NodeListener, type NodeListenerOptions } from "./node-listener.js";
 export {
   checkLiveness,

@@ -37,6 +37,8 @@ import {
 } from "./route.js";
 import { Router } from "./router.js";
 import { lastEventIdOf, openSystemEventStream } from "./sse.js";
+import { eventStreamRoutes } from "./event-stream.js";
+import { liveQueryRoutes } from "./live-queries.js";
 
 const T = "/api/tenants/:tenantUuid";
 
@@ -85,7 +87,14 @@ export function buildRoutes(modules: readonly HttpRouteModule[] = []): Router<Se
   const r = new Router<ServedRoute>();
   const core: HttpRouteModule = {
     name: "mneme/http",
-    routes: [...runtimeRoutes(), ...eventHandlerRoutes(), ...storeRoutes(), ...messageRoutes()],
+    routes: [
+      ...runtimeRoutes(),
+      ...eventHandlerRoutes(),
+      ...storeRoutes(),
+      ...messageRoutes(),
+      ...eventStreamRoutes(T),
+      ...liveQueryRoutes(T),
+    ],
   };
   for (const m of [core, ...modules]) {
     for (const { method, path, ...route } of m.routes) {

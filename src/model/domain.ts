@@ -9,6 +9,7 @@ import type {
   EventOptions,
   EventType,
   Evolver,
+  LiveQuerySettings,
   PersonalData,
   QueryType,
   Upcaster,
@@ -34,6 +35,16 @@ export interface MessageOptions {
   /** The payload's schema: JSON Schema, or a Standard Schema v1 validator (zod 4, valibot, arktype, ...). */
   readonly schema?: JsonSchema | StandardSchemaV1;
   readonly secretFields?: readonly string[];
+}
+
+/** Options of `Domain.query`: those of every message, and whether it may be subscribed to live. */
+export interface QueryOptions extends MessageOptions {
+  /**
+   * `true` or `{ readmodels?, share? }`: the query may be subscribed to over
+   * SSE (`GET .../queries/{domain}/{name}/live`), and runs again after a
+   * readmodel batch commits (see LiveQuerySettings and docs/http.md).
+   */
+  readonly live?: boolean | { readonly readmodels?: readonly string[]; readonly share?: "sender" | "tenant" };
 }
 
 /** Options of `Domain.command`: those of every message, and the personal data the payload carries. */
@@ -203,9 +214,9 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
   /** A query whose payload type comes from its Standard Schema: `query<typeof Schema, Result>(name, { schema: Schema })`. */
   query<S extends StandardSchemaV1, R = unknown>(
     name: string,
-    opts: MessageOptions & { readonly schema: S },
+    opts: QueryOptions & { readonly schema: S },
   ): QueryType<StandardSchemaV1.InferInput<S>, R>;
-  query<P, R>(name: string, opts?: MessageOptions): QueryType<P, R>;
+  query<P, R>(name: string, opts?: QueryOptions): QueryType<P, R>;
   /** An event whose payload type is the input type of its Standard Schema. */
   event<S extends StandardSchemaV1>(
     name: string,
@@ -382,7 +393,7 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
     queryHandlers: d.queryHandlers,
     permissions: d.permissions,
     command: <P, R = unknown>(cmdName: string, o: CommandOptions<P> = {}) => defineCommand<P, R>(d, cmdName, o),
-    query: <P, R>(qryName: string, o: MessageOptions = {}) => defineQuery<P, R>(d, qryName, o),
+    query: <P, R>(qryName: string, o: QueryOptions = {}) => defineQuery<P, R>(d, qryName, o),
     event: <P>(evtName: string, o: EventOptions<P> = {}) => defineEvent<P>(d, evtName, o),
     aggregate: <S>(aggName: string, o: AggregateOptions<S, E>) => defineAggregate<S, E>(d, aggName, o),
     handleCommand: <P>(type: CommandType<P, any>, fn: CommandHandler<P>) => attachHandler(d, "command", type, fn),
@@ -412,11 +423,12 @@ function defineCommand<P, R>(d: DomainState, cmdName: string, o: CommandOptions<
   return type;
 }
 
-function defineQuery<P, R>(d: DomainState, qryName: string, o: MessageOptions): QueryType<P, R> {
+function defineQuery<P, R>(d: DomainState, qryName: string, o: QueryOptions): QueryType<P, R> {
   const name = d.name;
   checkName("query", qryName);
   if (taken(d, qryName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${qryName} is defined twice`);
   const permission = o.permission ?? authorized;
+  const live = liveSettingsOf(`${name}.${qryName}`, o.live);
   const type: QueryType<P, R> = Object.freeze({
     kind: "query" as const,
     domain: name,
@@ -425,10 +437,31 @@ function defineQuery<P, R>(d: DomainState, qryName: string, o: MessageOptions): 
     permission,
     secretFields: Object.freeze([...(o.secretFields ?? [])]),
     ...(o.schema === undefined ? {} : { schema: o.schema }),
+    ...(live === undefined ? {} : { live }),
   });
   d.queries.set(qryName, type);
   d.permissions.set(qryName, newPermission(name, qryName, type.description, permission));
   return type;
+}
+
+/** The `live` option of a query, checked: INVALID_DOMAIN for anything but a boolean or `{ readmodels?, share? }`. */
+function liveSettingsOf(path: string, live: QueryOptions["live"]): LiveQuerySettings | undefined {
+  if (live === undefined || live === false) return undefined;
+  if (live === true) return Object.freeze({ share: "sender" as const });
+  if (typeof live !== "object" || live === null || Array.isArray(live))
+    throw new MnemeError("INVALID_DOMAIN", `query ${path}: live must be a boolean or { readmodels?, share? }`);
+  for (const k of Object.keys(live)) {
+    if (k !== "readmodels" && k !== "share")
+      throw new MnemeError("INVALID_DOMAIN", `query ${path}: live has no option ${JSON.stringify(k)} (allowed: readmodels, share)`);
+  }
+  const share = live.share ?? "sender";
+  if (share !== "sender" && share !== "tenant")
+    throw new MnemeError("INVALID_DOMAIN", `query ${path}: live.share must be "sender" or "tenant" (got ${JSON.stringify(share)})`);
+  const readmodels = live.readmodels;
+  if (readmodels === undefined) return Object.freeze({ share });
+  if (!Array.isArray(readmodels) || readmodels.length === 0 || readmodels.some((r) => typeof r !== "string" || r === ""))
+    throw new MnemeError("INVALID_DOMAIN", `query ${path}: live.readmodels must be a non-empty array of readmodel names`);
+  return Object.freeze({ share, readmodels: Object.freeze([...readmodels]) });
 }
 
 function defineEvent<P>(d: DomainState, evtName: string, o: EventOptions<P>): EventType<P> {

@@ -50,6 +50,21 @@ export interface CommandPersonalDataOptions<P = any> {
 /** A query type, typed by its payload and its result. */
 export interface QueryType<P = unknown, R = unknown> extends MessageType<P, R> {
   readonly kind: "query";
+  /** Present when the query may be subscribed to as a live query (`D.query(name, { live: true })`; see docs/http.md). */
+  readonly live?: LiveQuerySettings;
+}
+
+/**
+ * How a live query is evaluated again. `readmodels`: the names of the
+ * readmodels whose committed batches make it run again (absent: a batch of
+ * any readmodel does). `share`: who may share one evaluation: `"sender"`
+ * (default) the subscribers with the same sender (account, identity, tenant)
+ * and target tenant, `"tenant"` every subscriber of the target tenant (the
+ * result depends on the tenant and the payload only, not on who asks).
+ */
+export interface LiveQuerySettings {
+  readonly readmodels?: readonly string[];
+  readonly share: "sender" | "tenant";
 }
 
 /** An event type. `create` makes a NewEvent for dispatch to append. */

@@ -314,6 +314,8 @@ export class RunnerDelivery {
     s.lastPosition = last.position;
     s.lastEventTimestamp = last.createdAt;
     s.persistedPosition = last.position;
+    const commits = s.host?.commits;
+    if (commits?.active === true && handled > 0) commits.committed(name, events, restoring);
   }
 
   /** One batch in one fenced backend transaction with its checkpoint (at `last`); returns how many events had handlers. */

@@ -1,4 +1,5 @@
 import { errorMessage, MnemeError } from "../model/errors.js";
+import type { ReadmodelCommits } from "./readmodel-commits.js";
 import type { EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
@@ -38,6 +39,8 @@ export interface HandlerHost {
   telemetry?(): Telemetry | undefined;
   /** The facade's instance id: recorded as the holder of the locks it takes, listed as `holder`. */
   readonly instanceId?: string;
+  /** Told after each batch that committed with its checkpoint (live queries run again on it). */
+  readonly commits?: ReadmodelCommits;
 }
 
 /** Tuning of delivery and restoration. */

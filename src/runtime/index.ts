@@ -33,6 +33,7 @@ export {
   GetSystemInfo,
   GetSchema,
   StreamSystemEvents,
+  SubscribeEvents,
   StoreInfo,
   StoreRead,
   ControlEventHandler,

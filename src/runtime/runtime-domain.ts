@@ -9,7 +9,7 @@
 import { defineDomain } from "../model/domain.js";
 import type { DomainInstaller } from "../model/domain-install.js";
 import type { EventHandlerInfo, EventHandlerMetrics } from "../model/event-handler.js";
-import { newPermission, newPermissionCmdFunc, type Permission, type PermissionFunc } from "../model/permission.js";
+import { authenticated, newPermission, newPermissionCmdFunc, type Permission, type PermissionFunc } from "../model/permission.js";
 import type { JsonSchema, QueryEnvelope } from "../model/types.js";
 import type { QueryContext } from "../model/context.js";
 import type { EventHandlerListing } from "../readmodel/handler-runner.js";
@@ -177,6 +177,20 @@ export const ListFailures = RuntimeDomain.query<FailureListFilter, FailureEntry[
 export const StreamSystemEvents = RuntimeDomain.query<NoPayload, never>("StreamSystemEvents", {
   description: "Subscribe to the real-time system-event stream (SSE; system administrators)",
   schema: empty,
+});
+
+/**
+ * `Runtime.SubscribeEvents`: no handler; the first permission the event
+ * subscription route of mneme/http checks (`authenticated`), before each event
+ * type's own `<Domain>.Subscribe.<Event>` (see `allowEventSubscriptions`).
+ */
+export const SubscribeEvents = RuntimeDomain.query<{ types: string[]; allTenants: boolean }, never>("SubscribeEvents", {
+  description: "Subscribe to stored events over HTTP (SSE); each event type's Subscribe permission decides too",
+  permission: authenticated,
+  schema: objectSchema(
+    { types: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 100 }, allTenants: { type: "boolean" } },
+    ["types", "allTenants"],
+  ),
 });
 
 /** `Runtime.StoreInfo`: information about a store (needs `<Store>.Info`). */

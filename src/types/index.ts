@@ -5,10 +5,18 @@
  */
 export type { MnemeErrorDetail } from "../model/errors.js";
 export type { QueryEnvelope } from "../model/types.js";
-export type { Evolver, CommandPersonalData, CommandPersonalDataOptions, AllEventsType, MessageType } from "../model/tokens.js";
+export type {
+  Evolver,
+  CommandPersonalData,
+  CommandPersonalDataOptions,
+  AllEventsType,
+  MessageType,
+  LiveQuerySettings,
+} from "../model/tokens.js";
 export type {
   CommandHandlerResult,
   MessageOptions,
+  QueryOptions,
   CommandOptions,
   AggregateOptions,
   EvolveStep,
@@ -25,6 +33,7 @@ export type { SubjectErasure } from "../readmodel/subject-erasure.js";
 export type { ForgetOptions } from "../app/privacy-write.js";
 export type { ProjectionConfig, ProjectionOrderBy } from "../readmodel/projection-readmodel.js";
 export type { HistoryEventModel } from "../readmodel/history.js";
+export type { ReadmodelBatch, ReadmodelBatchListener } from "../readmodel/readmodel-commits.js";
 export type { SqlTables, SqlTablesConfig, SqlTableDeclaration, SqlTableNamer, SqlRow } from "../readmodel/sql-table-readmodel.js";
 export type { StandardSchemaV1 } from "../model/standard-schema.js";
 export type {
