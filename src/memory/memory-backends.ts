@@ -29,6 +29,7 @@ const MEMORY_CAPABILITIES: EngineCapabilities = {
   appendListeners: true,
   claims: true,
   replaceCollections: true,
+  indexes: true,
   locks: true,
   leaseScope: "process",
   fencing: true,

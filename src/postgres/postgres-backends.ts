@@ -91,6 +91,7 @@ const POSTGRES_CAPABILITIES: EngineCapabilities = {
   appendListeners: true,
   claims: true,
   replaceCollections: true,
+  indexes: true,
   locks: true,
   leaseScope: "database",
   fencing: true,

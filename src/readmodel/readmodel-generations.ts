@@ -169,8 +169,8 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
     const name = currentPrefix(this.#readmodel) + this.#name;
     const target = this.#target(backend, name);
     const indexes = this.#indexes;
-    if (indexes === undefined || backend.ensureIndexes === undefined) return op(target);
-    return backend.ensureIndexes(name, indexes.fields, { tenantFirst: indexes.tenantFirst }).then(() => op(target));
+    if (indexes === undefined || !readmodelBackendCapabilities(backend).indexes) return op(target);
+    return backend.ensureIndexes!(name, indexes.fields, { tenantFirst: indexes.tenantFirst }).then(() => op(target));
   }
 
   get(key: string): Promise<T | undefined> {

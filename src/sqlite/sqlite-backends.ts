@@ -66,6 +66,7 @@ const SQLITE_CAPABILITIES: EngineCapabilities = {
   appendListeners: true,
   claims: true,
   replaceCollections: true,
+  indexes: true,
   locks: true,
   leaseScope: "database",
   fencing: true,

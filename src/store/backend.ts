@@ -105,6 +105,8 @@ export interface CommandStoreCapabilities {
 /** What one readmodel backend offers of the optional capabilities. */
 export interface ReadmodelBackendCapabilities {
   readonly replaceCollections: boolean;
+  /** ensureIndexes: declared collection indexes are built (without it reads scan, with the same results). */
+  readonly indexes: boolean;
   /** tryLock and unlock (a backend without them gets an in-process lease when composed). */
   readonly locks: boolean;
   /** Where the lock holds: "database" (every instance sharing the database) or "process" (this process only). */
@@ -195,6 +197,7 @@ export function readmodelBackendCapabilities(backend: ReadmodelStoreBackend): Re
     const locks = d.locks === true;
     return {
       replaceCollections: d.replaceCollections === true,
+      indexes: d.indexes === true,
       locks,
       leaseScope: d.leaseScope ?? "database",
       fencing: locks && d.fencing === true,
@@ -207,6 +210,7 @@ export function readmodelBackendCapabilities(backend: ReadmodelStoreBackend): Re
     const locks = has("tryLock") && has("unlock");
     return {
       replaceCollections: has("replaceCollections"),
+      indexes: has("ensureIndexes"),
       locks,
       leaseScope: backend.leaseScope === "process" ? "process" : "database",
       fencing: locks && has("fencingToken") && has("checkFencingToken"),
