@@ -47,7 +47,7 @@ export interface BackendChoice {
    * Guarantees the application accepts to lose by mixing stores (see
    * {@link Guarantee}): without them in this list, `createFacade` refuses a mix
    * that keeps less than the backends of the given stores guarantee.
-   * @example createFacade({ ...createPostgresBackends(pg), readmodelStoreBackend: mine, acceptLostGuarantees: ["blue-green-rebuild"] })
+   * @example createFacade({ backend: createPostgresBackends(pg), readmodelStoreBackend: mine, acceptLostGuarantees: ["blue-green-rebuild"] })
    */
   readonly acceptLostGuarantees?: readonly Guarantee[];
   /** The event store. Default: in memory, as every store not given. */

@@ -584,7 +584,7 @@ export class Facade implements FacadeHandle {
  * Creates a facade. Every store defaults to in-memory; spread
  * `createSqliteBackends(...)` or `createPostgresBackends(...)` in for durability.
  * @example
- * const facade = createFacade({ appName: "todo", ...createSqliteBackends({ filename: "todo.db" }) });
+ * const facade = createFacade({ appName: "todo", backend: createSqliteBackends({ filename: "todo.db" }) });
  * facade.registerDomain(Todo);
  * await facade.start();
  */

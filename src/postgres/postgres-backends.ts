@@ -108,7 +108,7 @@ const POSTGRES_CAPABILITIES: EngineCapabilities = {
  *
  * @example
  * const facade = createFacade({ appName: "todo", version: "1.0.0",
- *   ...createPostgresBackends({ connectionString: process.env.DATABASE_URL!, schema: "todo" }) });
+ *   backend: createPostgresBackends({ connectionString: process.env.DATABASE_URL!, schema: "todo" }) });
  */
 export function createPostgresBackends(
   connection: PostgresConnection & PostgresBackendsOptions,

@@ -87,7 +87,7 @@ const SQLITE_CAPABILITIES: EngineCapabilities = {
  * time (a lease of `lockLeaseMs`); see docs/scaling.md.
  *
  * @example
- * const facade = createFacade({ appName: "todo", version: "1.0.0", ...createSqliteBackends({ filename: "todo.db" }) });
+ * const facade = createFacade({ appName: "todo", version: "1.0.0", backend: createSqliteBackends({ filename: "todo.db" }) });
  */
 export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackends {
   if (typeof opts !== "object" || opts === null) throw new MnemeError("INVALID_REQUEST", "createSqliteBackends: options are required");
