@@ -23,6 +23,7 @@ import {
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
 import { leasedBackend } from "../src/store/leased-readmodel-backend.js";
 import { rejection } from "./support/rejections.js";
+import { until } from "./support/until.js";
 
 const NONE: EngineCapabilities = {
   joinsCommandStore: false,
@@ -150,6 +151,37 @@ describe("the memory readmodel backend's lease", () => {
       await b.setCheckpoint("H", 2);
     });
     expect(await b.getCheckpoint("H")).toBe(2);
+  });
+
+  it("keeps a facade sharing the engine applying when another lets go; a take-over after that fences the old token", async () => {
+    const engine = createMemoryBackends();
+    const a = createFacade({ backend: engine }).registerDomain(Counter);
+    const b = createFacade({ backend: engine }).registerDomain(Counter);
+    const totalsA = new CounterTotals(a);
+    const totalsB = new CounterTotals(b);
+    a.registerReadmodel(totalsA);
+    b.registerReadmodel(totalsB);
+    await b.start();
+    await a.start();
+    await a.dispatch(Increment, { counterUuid: "c-1", by: 1 }, { waitToFinish: true });
+    await until(() => totalsB.applied.length === 1, "b applied the first event");
+    const token = engine.readmodelStoreBackend.fencingToken("CounterTotals");
+    expect(token).toBeDefined();
+    // a stops its handler (it lets the lease go); b, one owner with it, goes on at once, not in standby.
+    expect(await a.runtime.controlEventHandler({ action: "stop", eventHandlerName: "CounterTotals" })).toMatchObject({ state: "stopped" });
+    expect(engine.readmodelStoreBackend.fencingToken("CounterTotals")).toBeUndefined();
+    await b.dispatch(Increment, { counterUuid: "c-1", by: 2 }, { waitToFinish: true });
+    expect(totalsB.applied).toEqual([1, 2]);
+    expect(b.runtime.listEventHandlers().find((h) => h.name === "CounterTotals")?.state).toBe("running");
+    // A take-over (a new token) refuses a transaction fenced with the old one.
+    await engine.readmodelStoreBackend.tryLock("CounterTotals", "another");
+    expect(engine.readmodelStoreBackend.fencingToken("CounterTotals")).toBeGreaterThan(token!);
+    const e = await rejection(
+      engine.readmodelStoreBackend.transaction(async () => engine.readmodelStoreBackend.checkFencingToken("CounterTotals", token!)),
+    );
+    expect(isLockLostError(e)).toBe(true);
+    await a.stop();
+    await b.stop();
   });
 
   it("checks fences only inside a transaction, and tells onLockLost when the backend closes", async () => {

@@ -227,7 +227,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     return this.lease.tokenOf(handler);
   }
 
-  /** Inside a transaction: it commits only while `token` is still the token of `handler`'s held lease (INVALID_STATE, lock lost, all undone). */
+  /** Inside a transaction: it commits only while `token` is still the token of `handler`'s lease, taken by no one since (else INVALID_STATE, lock lost, all undone). */
   async checkFencingToken(handler: string, token: number): Promise<void> {
     this.assertOpen();
     noteFence(this.insideTx() ? this.activeTx?.fences : undefined, handler, token);

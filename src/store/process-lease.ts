@@ -20,8 +20,11 @@ interface Lease {
  *   keeps the token); every take of a free lease adds one to its fencing
  *   token, so a take-over after `unlock` always gives a greater token.
  * - `holderOf` is the instance id recorded by the take (undefined when free).
- * - `check` refuses fences (handler -> token) whose lease was freed or taken
- *   again since: the transaction that noted them must not commit.
+ * - `check` refuses fences (handler -> token) whose lease was taken again
+ *   since (its token moved on): the transaction that noted them must not
+ *   commit. A lease freed and not taken again keeps its token, as the lock
+ *   rows of SQLite and Postgres do, so a facade sharing the backend with one
+ *   that let go goes on committing until someone takes the lease.
  * - `loseAll` frees every lease and tells the `onLockLost` listeners (the
  *   backend closing).
  */
@@ -61,10 +64,10 @@ export class ProcessLease {
     return lease?.held === true ? lease.holder : undefined;
   }
 
-  /** INVALID_STATE (lock lost) for the first fence whose lease is no longer held with its token. */
+  /** INVALID_STATE (lock lost) for the first fence whose lease was taken since with a newer token (or never taken). */
   check(fences: ReadonlyMap<string, number>): void {
     for (const [handler, token] of fences) {
-      if (this.tokenOf(handler) !== token) throw lockLostError(handler);
+      if (this.#leases.get(handler)?.token !== token) throw lockLostError(handler);
     }
   }
 
