@@ -30,17 +30,6 @@ export interface EventWriteStep {
 }
 
 /**
- * The event store as the facade and everything it serves read it: the
- * repository the application gave, with read steps applied to every event
- * that comes out (aggregate loads, live delivery, restores, history, Runtime
- * store access, HTTP) and write steps to every event that goes in. The
- * stored form never changes: upcasting happens on the way out.
- *
- * With no step active every call goes straight through (one extra call).
- * Live listeners (`onAppend`) get their events through the read steps too,
- * in append order, even when a step is asynchronous.
- */
-/**
  * The facade's event repository as its parts use it: every optional method
  * there (doing nothing, or giving none, when the stored repository does not
  * offer it: see `capabilities`), and the stored repository.
@@ -51,6 +40,17 @@ export type FacadeEventRepository = EventRepository &
     readonly capabilities: EventRepositoryCapabilities;
   };
 
+/**
+ * The event store as the facade and everything it serves read it: the
+ * repository the application gave, with read steps applied to every event
+ * that comes out (aggregate loads, live delivery, restores, history, Runtime
+ * store access, HTTP) and write steps to every event that goes in. The
+ * stored form never changes: upcasting happens on the way out.
+ *
+ * With no step active every call goes straight through (one extra call).
+ * Live listeners (`onAppend`) get their events through the read steps too,
+ * in append order, even when a step is asynchronous.
+ */
 export class EventView implements FacadeEventRepository {
   readonly #readSteps: EventReadStep[] = [];
   readonly #writeSteps: EventWriteStep[] = [];

@@ -581,8 +581,8 @@ export class Facade implements FacadeHandle {
 }
 
 /**
- * Creates a facade. Every store defaults to in-memory; spread
- * `createSqliteBackends(...)` or `createPostgresBackends(...)` in for durability.
+ * Creates a facade. Every store defaults to in-memory; pass an engine,
+ * `backend: createSqliteBackends(...)` or `backend: createPostgresBackends(...)`, for durability.
  * @example
  * const facade = createFacade({ appName: "todo", backend: createSqliteBackends({ filename: "todo.db" }) });
  * facade.registerDomain(Todo);

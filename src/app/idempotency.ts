@@ -4,7 +4,6 @@
  * earlier outcome under a caller's commandUuid, the replay of a succeeded one,
  * and the in-process serialisation of duplicates where the store offers no claims.
  */
-import type { FacadeEventRepository } from "./event-view.js";
 import { newUuid, nowNs } from "../model/clock.js";
 import { errorMessage, MnemeError } from "../model/errors.js";
 import { KeyedLock } from "../model/keyed-lock.js";
@@ -17,6 +16,7 @@ import type { CommandRecord, CommandStatus, CommandStore } from "../store/comman
 import type { LogStore } from "../store/log-store.js";
 import { type ClaimingCommandStore, claimCommand, type HeldClaim, type IdempotencyOptions } from "./command-claim.js";
 import { tenantOf } from "./tenancy.js";
+import type { FacadeEventRepository } from "./event-view.js";
 
 /** What a command's record is made of (besides its status, events and error). */
 export interface RecordedCommand {

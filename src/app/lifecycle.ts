@@ -4,7 +4,6 @@
  * hooks), stop (delivery, handlers, the producer, the stores closed), and
  * the state every other path asserts.
  */
-import type { FacadeEventRepository } from "./event-view.js";
 import { nowNs } from "../model/clock.js";
 import { errorMessage, MnemeError } from "../model/errors.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
@@ -15,6 +14,7 @@ import type { DomainRegistry } from "./domain-registry.js";
 import type { StartWarning } from "./privacy-write.js";
 import type { ReadmodelRegistry } from "./readmodel-registry.js";
 import { checkTimerMs } from "./request-input.js";
+import type { FacadeEventRepository } from "./event-view.js";
 
 export type FacadeState = "new" | "starting" | "started" | "stopping" | "stopped";
 

@@ -58,7 +58,7 @@ export interface PostgresBackendsOptions {
   readonly onStatement?: PgStatementHook;
 }
 
-/** The Postgres stores of one schema, ready to spread into `createFacade`. */
+/** The Postgres engine: the stores of one schema, for `createFacade({ backend })`. */
 export interface PostgresBackends {
   readonly eventRepository: PostgresEventRepository & EventRepository;
   readonly commandStore: PostgresCommandStore & CommandStore;

@@ -33,7 +33,7 @@ export type SqliteBackendsOptions = (
     readonly lockLeaseMs?: number;
   };
 
-/** The SQLite stores of one database file, ready to spread into `createFacade`. */
+/** The SQLite engine: the stores of one database file, for `createFacade({ backend })`. */
 export interface SqliteBackends {
   readonly eventRepository: SqliteEventRepository & EventRepository;
   readonly commandStore: SqliteCommandStore & CommandStore;
