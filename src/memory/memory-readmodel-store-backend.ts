@@ -25,6 +25,9 @@ import { storeClosed } from "../store/store-closed.js";
 import { noteFence } from "../store/lock-fencing.js";
 import { ProcessLease } from "../store/process-lease.js";
 
+/** What checkFencingToken resolves with: nothing to wait for, the check runs at the commit. */
+const NOTED: Promise<void> = Promise.resolve();
+
 class Doc {
   #value: unknown;
   #parsed = false;
@@ -228,9 +231,15 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   }
 
   /** Inside a transaction: it commits only while `token` is still the token of `handler`'s lease, taken by no one since (else INVALID_STATE, lock lost, all undone). */
-  async checkFencingToken(handler: string, token: number): Promise<void> {
-    this.assertOpen();
-    noteFence(this.insideTx() ? this.activeTx?.fences : undefined, handler, token);
+  checkFencingToken(handler: string, token: number): Promise<void> {
+    // Once per fenced batch: noted at once, one settled promise for every call.
+    try {
+      this.assertOpen();
+      noteFence(this.insideTx() ? this.activeTx?.fences : undefined, handler, token);
+      return NOTED;
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
   }
 
   async lockHolder(handler: string): Promise<string | undefined> {

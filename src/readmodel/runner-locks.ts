@@ -36,23 +36,23 @@ export class RunnerLocks {
   fencedTransaction<R>(backend: LeasedReadmodelStoreBackend, token: number | undefined, fn: () => Promise<R>): Promise<R> {
     // Without a fencing token, the backend's own promise: no async frame of this method per batch.
     if (token === undefined) return backend.transaction(fn);
-    return this.#fenced(backend, token, fn);
-  }
-
-  async #fenced<R>(backend: LeasedReadmodelStoreBackend, token: number, fn: () => Promise<R>): Promise<R> {
     const name = this.#s.key;
-    try {
-      return await backend.transaction(async () => {
-        // Registered first: a backend may fold the check into the transaction's checkpoint write.
-        await backend.checkFencingToken(name, token);
-        // A restore from zero of every partition commits only while this instance holds every partition's lock.
-        for (const [key, t] of this.#s.partition?.whole?.fences() ?? []) if (t !== undefined) await backend.checkFencingToken(key, t);
+    // Promise steps rather than async frames: this runs once per batch.
+    const fenced = backend.transaction(() => {
+      const whole = this.#s.partition?.whole;
+      // Registered first: a backend may fold the check into the transaction's checkpoint write.
+      const checked = backend.checkFencingToken(name, token);
+      if (whole === undefined) return checked.then(fn);
+      // A restore from zero of every partition commits only while this instance holds every partition's lock.
+      return checked.then(async () => {
+        for (const [key, t] of whole.fences()) if (t !== undefined) await backend.checkFencingToken(key, t);
         return fn();
       });
-    } catch (err) {
+    });
+    return fenced.catch((err: unknown) => {
       if (isLockLostError(err)) this.#fencedOff(backend, token);
       throw err;
-    }
+    });
   }
 
   /** A write of the hold `token` was refused: when that is the current hold, the lock is gone (told or not). */
