@@ -7,49 +7,50 @@
  * `import("...")` including `typeof import("...")`), resolves the relative
  * ones to files, and fails
  *   1. on any cycle among files (type-only imports count too), and
- *   2. on an import from a folder to a folder of the same or a higher rank in
- *      RANKS below (a folder may import only itself and lower ranks).
- * Plain Node, no dependency. `--report` prints the findings without failing.
- * Usage: node scripts/check-layers.mjs [--report]
+ *   2. on an import from a folder to a folder of the same or a higher layer
+ *      in LAYERS below (a folder may import only itself and lower layers).
+ * Plain Node, no dependency. `--report` prints the findings without failing;
+ * `--root <dir>` checks the src/ of another tree (the test of this script).
+ * Usage: node scripts/check-layers.mjs [--report] [--root <dir>]
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const SRC = join(ROOT, "src");
-
 /**
- * Rank of each part of src/ (a folder, or a file directly in src/). An import
- * must go to a strictly lower rank or stay inside its own folder.
+ * The layers of src/, from the ground floor up: each has a name and its
+ * parts (a folder, or a file directly in src/). An import must go to a part
+ * of a lower layer or stay inside its own folder: parts of one layer do not
+ * import each other. Add a folder to the layer it belongs to; a new layer
+ * goes between the two it sits between.
  */
-const RANKS = {
-  model: 0, //       types, tokens, defineDomain, errors, clock, context types, permission levels
-  store: 1, //       store interfaces and their shared validation
-  observability: 1, // OpenTelemetry spans and metrics (loads @opentelemetry/api on demand), W3C trace context
-  permissions: 2, // the permission registry, store permissions
-  schema: 2, //      schema registry, conversion, validation
-  memory: 3, //      subpath mneme/memory: the in-memory stores (and the filesystem DataStore)
-  "store-fs": 2.5, // the filesystem DataStore (exported by mneme/memory)
-  sqlite: 3, //      subpath mneme/sqlite: the SQLite stores
-  postgres: 3, //    subpath mneme/postgres: the Postgres stores
-  "store-copy": 3.5, // subpath mneme/store-copy: a whole store copied between SQLite and Postgres (mneme store copy)
-  readmodel: 4, //   delivery, restoration, BaseReadmodel, projections, history
-  privacy: 4, //     personal data: encryption of personal fields per subject, forget, the Privacy domain
-  reactions: 4.5, // subpath mneme/reactions: process managers, reactors, their outbox (built on src/readmodel, listed by the Runtime)
-  integration: 4.6, // the broker-neutral publisher of integration events and consumer of messages (outbox handlers)
-  nats: 4.7, //      subpath mneme/nats: the NATS JetStream transports
-  amqp: 4.7, //      subpath mneme/amqp: the RabbitMQ (amqplib) transports
-  runtime: 5, //     the Runtime: introspection, control, metrics, system events, store access
-  app: 6, //         createFacade / Facade: the composition root
-  shards: 6.5, //    subpath mneme/shards: one facade per shard behind a tenant router, placements, tenant moves
-  "index.ts": 7, //  the root export `mneme`
-  types: 7, //       subpath mneme/types: type-only names of the definition API
-  http: 7.5, //      subpath mneme/http: the HTTP core (generic routes; knows no domain)
-  defaults: 8, //    subpath mneme/defaults: the built-in domains and their HTTP route module
-  testing: 8, //     subpath mneme/testing
-  cli: 9, //         the `mneme` binary (on top: `mneme seed` dispatches the built-in domains' commands)
-};
+const LAYERS = [
+  ["model", ["model"]], //                        types, tokens, defineDomain, errors, clock, context types, permission levels
+  ["store contracts", ["store", "observability"]], // store interfaces, engine capabilities and their shared validation; spans and metrics
+  ["registries", ["permissions", "schema"]], //   the permission registry and store permissions; schema registry, conversion, validation
+  ["file storage", ["store-fs"]], //              the filesystem DataStore (exported by mneme/memory)
+  ["engines", ["memory", "sqlite", "postgres"]], // one folder per database: mneme/memory, mneme/sqlite, mneme/postgres
+  ["store copy", ["store-copy"]], //              mneme/store-copy: a whole store copied between SQLite and Postgres
+  ["read side", ["readmodel", "privacy"]], //     delivery, restoration, BaseReadmodel, projections, history; personal data, forget
+  ["reactions", ["reactions"]], //                mneme/reactions: process managers, reactors, their outbox (on the read side)
+  ["messaging", ["integration"]], //              the broker-neutral publisher of integration events and consumer of messages
+  ["transports", ["nats", "amqp"]], //            mneme/nats, mneme/amqp
+  ["runtime", ["runtime"]], //                    the Runtime: introspection, control, metrics, system events, store access
+  ["composition", ["app"]], //                    createFacade / Facade: the composition root
+  ["shards", ["shards"]], //                      mneme/shards: one facade per shard behind a tenant router, placements, tenant moves
+  ["exports", ["index.ts", "types"]], //          the root export `mneme`; mneme/types
+  ["edges", ["http"]], //                         mneme/http: the HTTP core (generic routes; knows no domain)
+  ["built-ins", ["defaults", "testing"]], //      mneme/defaults (built-in domains, their routes), mneme/testing
+  ["tooling", ["cli"]], //                        the `mneme` binary (`mneme seed` dispatches the built-in domains' commands)
+];
+
+/** The layer of each part: its name and its place from the ground floor (0). */
+const LAYER_OF = new Map(LAYERS.flatMap(([name, parts], level) => parts.map((part) => [part, { name, level }])));
+
+/** The source tree checked: src/ of the repository, or `--root <dir>` (a tree with a src/ folder). */
+const rootAt = process.argv.indexOf("--root");
+const ROOT = rootAt < 0 ? resolve(dirname(fileURLToPath(import.meta.url)), "..") : resolve(process.argv[rootAt + 1] ?? ".");
+const SRC = join(ROOT, "src");
 
 function listTs(dir) {
   const out = [];
@@ -215,12 +216,14 @@ for (const [file, list] of edges) {
   for (const { to, line, spec } of list) {
     const target = partOf(to);
     if (target === from) continue;
-    const rf = RANKS[from];
-    const rt = RANKS[target];
-    if (rf === undefined || rt === undefined) {
-      layers.push(`no rank: ${rel(file)}:${line} imports "${spec}" (${from} -> ${target}); add the folder to RANKS`);
-    } else if (rt >= rf) {
-      layers.push(`up: ${rel(file)}:${line} imports "${spec}" (${from} ${rf} -> ${target} ${rt})`);
+    const lf = LAYER_OF.get(from);
+    const lt = LAYER_OF.get(target);
+    if (lf === undefined || lt === undefined) {
+      layers.push(`no layer: ${rel(file)}:${line} imports "${spec}" (${from} -> ${target}); add the folder to a layer of LAYERS`);
+    } else if (lt.level > lf.level) {
+      layers.push(`up: ${rel(file)}:${line} imports "${spec}" (${from} in "${lf.name}" -> ${target} in "${lt.name}", above it)`);
+    } else if (lt.level === lf.level) {
+      layers.push(`across: ${rel(file)}:${line} imports "${spec}" (${from} -> ${target}, both in "${lf.name}")`);
     }
   }
 }

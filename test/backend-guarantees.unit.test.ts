@@ -20,12 +20,19 @@ function without<T extends object>(store: T, ...names: string[]): T {
   return Object.assign(Object.create(store) as T, Object.fromEntries(names.map((n) => [n, undefined])));
 }
 
-/** A readmodel backend that keeps one instance per handler (tryLock) but has no fencing tokens. */
+/**
+ * A readmodel backend that keeps one instance per handler across the
+ * database (its own tryLock) but has no fencing tokens: built on the memory
+ * backend, it drops the in-process lease's fencing and its "process" scope.
+ */
 function lockingBackend(): MemoryReadmodelStoreBackend {
   const held = new Set<string>();
   return Object.assign(Object.create(new MemoryReadmodelStoreBackend()) as MemoryReadmodelStoreBackend, {
+    leaseScope: "database",
     tryLock: async (h: string) => !held.has(h) && held.add(h) !== undefined,
     unlock: async (h: string) => void held.delete(h),
+    fencingToken: undefined,
+    checkFencingToken: undefined,
   });
 }
 

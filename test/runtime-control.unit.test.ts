@@ -304,12 +304,12 @@ describe("concurrency", () => {
 class LockingBackend extends MemoryReadmodelStoreBackend {
   readonly elsewhere = new Set<string>();
   readonly mine = new Set<string>();
-  async tryLock(handler: string): Promise<boolean> {
+  override async tryLock(handler: string): Promise<boolean> {
     if (this.elsewhere.has(handler)) return false;
     this.mine.add(handler);
     return true;
   }
-  async unlock(handler: string): Promise<void> {
+  override async unlock(handler: string): Promise<void> {
     this.mine.delete(handler);
   }
 }

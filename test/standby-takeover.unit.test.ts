@@ -15,12 +15,12 @@ class FlakyLockBackend extends MemoryReadmodelStoreBackend {
   held = false;
   unlocks = 0;
   failCheckpointReads = 0;
-  async tryLock(): Promise<boolean> {
+  override async tryLock(): Promise<boolean> {
     if (!this.lockFree || this.held) return false;
     this.held = true;
     return true;
   }
-  async unlock(): Promise<void> {
+  override async unlock(): Promise<void> {
     this.held = false;
     this.unlocks++;
   }

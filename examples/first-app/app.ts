@@ -11,7 +11,7 @@ import { registerHelpdesk } from "./helpdesk.js";
 export default async function createApp(): Promise<Facade> {
   const facade = createFacade({
     appName: "helpdesk",
-    ...createPostgresBackends({
+    backend: createPostgresBackends({
       connectionString: process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/helpdesk",
       schema: process.env.HELPDESK_SCHEMA ?? "helpdesk",
     }),

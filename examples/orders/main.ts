@@ -19,7 +19,7 @@ const provider: PaymentProvider = {
     declined.has(orderUuid) ? Promise.reject(new Error("card declined")) : Promise.resolve({ chargeId: `ch_${idempotencyKey}` }),
 };
 
-const facade = createFacade({ appName: "shop", ...createSqliteBackends({ filename }) });
+const facade = createFacade({ appName: "shop", backend: createSqliteBackends({ filename }) });
 const { fulfilment, gateway } = installOrders(facade, {
   provider,
   paymentTimeoutMs: 15 * 60_000,

@@ -15,7 +15,7 @@ const TodoAggregate = Todo.aggregate<TodoState>("Todo", {              // belong
   evolve: { TodoCreated: (_s, p: TodoCreated) => ({ exists: true, title: p.title }) },
 });
 
-const facade = createFacade({ appName: "todo", ...createSqliteBackends({ filename: process.env.MNEME_README_DB ?? "todo.db" }) });
+const facade = createFacade({ appName: "todo", backend: createSqliteBackends({ filename: process.env.MNEME_README_DB ?? "todo.db" }) });
 const todos = new ProjectionReadmodel(facade, { aggregate: TodoAggregate });
 facade.registerDomain(Todo, (d) => {                   // the install step: the handlers, in this facade
   d.handleCommand(CreateTodo, async (ctx, _cmd, p) => {

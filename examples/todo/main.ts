@@ -15,7 +15,7 @@ import { CompleteTodo, CreateTodo, GetTodo, ListTodos, RenameTodo, registerTodo 
 const filename = resolve(process.env.MNEME_DEMO_DB ?? ".data/todo-demo.db");
 mkdirSync(dirname(filename), { recursive: true });
 
-const facade = createFacade({ appName: "todo-demo", version: "1.0.0", systemEvents: true, ...createSqliteBackends({ filename }) });
+const facade = createFacade({ appName: "todo-demo", version: "1.0.0", systemEvents: true, backend: createSqliteBackends({ filename }) });
 const projection = registerTodo(facade);
 await facade.start();
 

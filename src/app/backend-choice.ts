@@ -1,21 +1,25 @@
 /**
  * The stores of a facade and the guarantees they keep: `createFacade` takes a
- * whole backend (`backend`), single stores (as spread from a backend factory,
- * or picked one by one), or both, and refuses a mix that loses a guarantee
- * one of the given stores' backends gives, unless the application accepts
- * losing it (`acceptLostGuarantees`).
+ * whole engine (`backend`), single stores (picked one by one, or spread from
+ * an engine factory: deprecated), or both, and refuses a mix that loses a
+ * guarantee one of the given stores' engines gives, unless the application
+ * accepts losing it (`acceptLostGuarantees`). What each store offers is its
+ * engine's declaration; a store of your own, made outside an engine, is read
+ * once when composed (see `readmodelBackendCapabilities` and its siblings),
+ * and the readmodel runner uses its lease or, without one, an in-process
+ * lease (`leasedBackend`), so nothing downstream asks which methods it has.
  */
 import { MnemeError } from "../model/errors.js";
 import { MemoryCommandStore } from "../memory/memory-command-store.js";
 import { MemoryEventRepository } from "../memory/memory-event-repository.js";
 import { MemoryReadmodelStoreBackend } from "../memory/memory-readmodel-store-backend.js";
 import {
-  backendOf,
+  engineOf,
   GUARANTEE_NAMES,
   GUARANTEES,
   guaranteesOf,
   guaranteesOffered,
-  type Backend,
+  type Engine,
   type Guarantee,
   type GuaranteeStore,
   type GuaranteeStores,
@@ -32,16 +36,18 @@ import type { SnapshotStore } from "../store/snapshot-store.js";
 /** The options of `createFacade` that choose its stores. */
 export interface BackendChoice {
   /**
-   * A whole backend (`createSqliteBackends(...)`, `createPostgresBackends(...)`,
+   * A whole engine (`createSqliteBackends(...)`, `createPostgresBackends(...)`,
    * `createMemoryBackends()`): every store it has, unless a store option below
-   * names another one; `facade.stop()` closes it.
+   * names another one; `facade.stop()` closes it. The way to give stores:
+   * spreading an engine into the options (`...createSqliteBackends(...)`) is
+   * deprecated and goes in the next major release.
    */
-  readonly backend?: Backend;
+  readonly backend?: Engine;
   /**
    * Guarantees the application accepts to lose by mixing stores (see
    * {@link Guarantee}): without them in this list, `createFacade` refuses a mix
    * that keeps less than the backends of the given stores guarantee.
-   * @example createFacade({ ...createPostgresBackends(pg), readmodelStoreBackend: mine, acceptLostGuarantees: ["blue-green-rebuild"] })
+   * @example createFacade({ backend: createPostgresBackends(pg), readmodelStoreBackend: mine, acceptLostGuarantees: ["blue-green-rebuild"] })
    */
   readonly acceptLostGuarantees?: readonly Guarantee[];
   /** The event store. Default: in memory, as every store not given. */
@@ -109,7 +115,7 @@ function withBackend<O extends BackendChoice>(options: O): O {
   if (typeof backend !== "object" || backend === null || !Array.isArray(backend.guarantees) || typeof backend.close !== "function") {
     throw new MnemeError(
       "INVALID_REQUEST",
-      "createFacade: backend must be a backend object (createSqliteBackends, createPostgresBackends, createMemoryBackends, defineBackend)",
+      "createFacade: backend must be a backend object, an engine (createSqliteBackends, createPostgresBackends, createMemoryBackends, defineEngine, defineBackend)",
     );
   }
   const out: Record<string, unknown> = { ...(options as object) };
@@ -149,7 +155,7 @@ function lostGuarantees(options: BackendChoice): LostGuarantee[] {
   for (const role of ROLES) {
     const store = options[role];
     if (store === undefined) continue;
-    const backend = backendOf(store);
+    const backend = engineOf(store);
     const source = backend === undefined ? `${role} (${className(store)})` : `the backend of ${role} (${className(store)})`;
     for (const guarantee of backend?.guarantees ?? guaranteesOffered(role, store)) {
       if (!expected.has(guarantee)) expected.set(guarantee, source);

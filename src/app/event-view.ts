@@ -5,6 +5,7 @@ import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { isSealedJsonSafe, jsonSafeProblem } from "../store/json-safe.js";
 import type { StoreInfo } from "../store/store-info.js";
+import { declareCapabilities, eventRepositoryCapabilities, type EventRepositoryCapabilities } from "../store/backend.js";
 
 /**
  * A step between the stored form of events and what readers get: `read`
@@ -29,6 +30,17 @@ export interface EventWriteStep {
 }
 
 /**
+ * The facade's event repository as its parts use it: every optional method
+ * there (doing nothing, or giving none, when the stored repository does not
+ * offer it: see `capabilities`), and the stored repository.
+ */
+export type FacadeEventRepository = EventRepository &
+  Required<Pick<EventRepository, "onAppend" | "joinCommandStore" | "onExternalAppend" | "loadEvents">> & {
+    readonly stored: EventRepository;
+    readonly capabilities: EventRepositoryCapabilities;
+  };
+
+/**
  * The event store as the facade and everything it serves read it: the
  * repository the application gave, with read steps applied to every event
  * that comes out (aggregate loads, live delivery, restores, history, Runtime
@@ -39,12 +51,17 @@ export interface EventWriteStep {
  * Live listeners (`onAppend`) get their events through the read steps too,
  * in append order, even when a step is asynchronous.
  */
-export class EventView implements EventRepository {
+export class EventView implements FacadeEventRepository {
   readonly #readSteps: EventReadStep[] = [];
   readonly #writeSteps: EventWriteStep[] = [];
 
+  /** What the stored repository offers, decided once: its engine's declaration, or read from a repository of your own. */
+  readonly capabilities: EventRepositoryCapabilities;
+
   constructor(readonly stored: EventRepository) {
-    this.#forwardOptional();
+    this.capabilities = eventRepositoryCapabilities(stored);
+    // The view offers what the stored repository offers (its methods are always here, doing nothing without it).
+    declareCapabilities(this, this.capabilities);
   }
 
   /** Adds a read step; steps run in the order they were added (for example decryption before upcasting). */
@@ -136,41 +153,47 @@ export class EventView implements EventRepository {
     return this.stored.close();
   }
 
-  #forwardOptional(): void {
-    const stored = this.stored;
-    const self = this as { -readonly [K in keyof EventView]?: EventView[K] };
-    if (stored.onAppend !== undefined) {
-      self.onAppend = (listener) => {
-        // A chain keeps listeners in append order when a read step is asynchronous.
-        let chain: Promise<void> = Promise.resolve();
-        return stored.onAppend!((events) => {
-          if (this.#readSteps.length === 0) {
-            listener(events);
-            return;
-          }
-          const out = this.read(events as Event[]);
-          if (!(out instanceof Promise)) {
-            listener(out);
-            return;
-          }
-          chain = chain.then(() => out).then(listener, () => undefined);
-        });
-      };
-    }
-    if (stored.joinCommandStore !== undefined) self.joinCommandStore = (commandStore) => stored.joinCommandStore!(commandStore);
-    if (stored.onExternalAppend !== undefined) self.onExternalAppend = (listener) => stored.onExternalAppend!(listener);
-    if (stored.loadEvents !== undefined) {
-      self.loadEvents = async (eventUuids) => {
-        const events = await stored.loadEvents!(eventUuids);
-        return this.#readSteps.length === 0 ? events : await this.read(events);
-      };
-    }
+  /**
+   * Tells `listener` the events of each append of this repository, through
+   * the read steps (in append order, even when a step is asynchronous). A
+   * repository that does not offer it (capabilities.appendListeners) tells
+   * nothing: the returned remover does nothing.
+   */
+  onAppend(listener: AppendListener): () => void {
+    if (!this.capabilities.appendListeners) return () => undefined;
+    // A chain keeps listeners in append order when a read step is asynchronous.
+    let chain: Promise<void> = Promise.resolve();
+    return this.stored.onAppend!((events) => {
+      if (this.#readSteps.length === 0) {
+        listener(events);
+        return;
+      }
+      const out = this.read(events as Event[]);
+      if (!(out instanceof Promise)) {
+        listener(out);
+        return;
+      }
+      chain = chain.then(() => out).then(listener, () => undefined);
+    });
   }
 
-  declare readonly onAppend?: (listener: AppendListener) => () => void;
-  declare readonly joinCommandStore?: (commandStore: CommandStore) => boolean;
-  declare readonly onExternalAppend?: (listener: () => void) => () => void;
-  declare readonly loadEvents?: (eventUuids: readonly string[]) => Promise<Event[]>;
+  /** Whether the repository writes command records of `commandStore` with its events (false when it does not offer it). */
+  joinCommandStore(commandStore: CommandStore): boolean {
+    return this.capabilities.joinsCommandStore && this.stored.joinCommandStore!(commandStore);
+  }
+
+  /** Tells `listener` of appends by other instances (never, when the repository does not offer it). */
+  onExternalAppend(listener: () => void): () => void {
+    if (!this.capabilities.externalAppends) return () => undefined;
+    return this.stored.onExternalAppend!(listener);
+  }
+
+  /** The events of `eventUuids`, through the read steps; none when the repository does not offer it (replay-with-events lost). */
+  async loadEvents(eventUuids: readonly string[]): Promise<Event[]> {
+    if (!this.capabilities.loadEvents) return [];
+    const events = await this.stored.loadEvents!(eventUuids);
+    return this.#readSteps.length === 0 ? events : await this.read(events);
+  }
 }
 
 /**

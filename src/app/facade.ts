@@ -22,7 +22,6 @@ import { SchemaRegistry } from "../schema/schema-registry.js";
 import type { CacheStore } from "../store/cache-store.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { DataStore } from "../store/data-store.js";
-import type { EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
 import type { KeyStore } from "../store/key-store.js";
 import type { SnapshotStore } from "../store/snapshot-store.js";
@@ -43,7 +42,7 @@ import { claimingStore, idempotencyOptions } from "./command-claim.js";
 import type { CommandContextHost } from "./command-context.js";
 import { Dispatcher } from "./dispatch.js";
 import { DomainRegistry } from "./domain-registry.js";
-import { EventView, Upcasting } from "./event-view.js";
+import { EventView, Upcasting, type FacadeEventRepository } from "./event-view.js";
 import type { FacadeOptions } from "./facade-options.js";
 import { CommandRecords } from "./idempotency.js";
 import { FacadeLifecycle, type FacadeState, type Lifecycle } from "./lifecycle.js";
@@ -88,7 +87,7 @@ export class Facade implements FacadeHandle {
    * current version and name (upcast) with personal fields decrypted; `stored`
    * is the repository given in the options, whose reads are as written.
    */
-  readonly eventRepository: EventRepository & { readonly stored: EventRepository };
+  readonly eventRepository: FacadeEventRepository;
   readonly commandStore: CommandStore;
   readonly dataStore: DataStore;
   readonly cacheStore: CacheStore;
@@ -251,7 +250,7 @@ export class Facade implements FacadeHandle {
       eventRepository: this.eventRepository,
       eventTypes: this.#registry.eventTypes,
       tenancy: this.#registry.tenancy,
-      recordsWithAppend: this.eventRepository.joinCommandStore?.(this.commandStore) === true,
+      recordsWithAppend: this.eventRepository.joinCommandStore(this.commandStore),
       domains: this.#registry,
       readmodels: this.#readmodels,
       records: new CommandRecords(
@@ -586,10 +585,10 @@ export class Facade implements FacadeHandle {
 }
 
 /**
- * Creates a facade. Every store defaults to in-memory; spread
- * `createSqliteBackends(...)` or `createPostgresBackends(...)` in for durability.
+ * Creates a facade. Every store defaults to in-memory; pass an engine,
+ * `backend: createSqliteBackends(...)` or `backend: createPostgresBackends(...)`, for durability.
  * @example
- * const facade = createFacade({ appName: "todo", ...createSqliteBackends({ filename: "todo.db" }) });
+ * const facade = createFacade({ appName: "todo", backend: createSqliteBackends({ filename: "todo.db" }) });
  * facade.registerDomain(Todo);
  * await facade.start();
  */

@@ -13,10 +13,10 @@ import type { DispatchResult } from "../model/facade-handle.js";
 import { asErasedIn, withoutPersonalFields } from "../privacy/command-payloads.js";
 import type { PersonalDataProtection } from "../privacy/personal-data-protection.js";
 import type { CommandRecord, CommandStatus, CommandStore } from "../store/command-store.js";
-import type { EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
 import { type ClaimingCommandStore, claimCommand, type HeldClaim, type IdempotencyOptions } from "./command-claim.js";
 import { tenantOf } from "./tenancy.js";
+import type { FacadeEventRepository } from "./event-view.js";
 
 /** What a command's record is made of (besides its status, events and error). */
 export interface RecordedCommand {
@@ -56,7 +56,7 @@ export function commandRecord(
 export class CommandRecords {
   constructor(
     readonly commandStore: CommandStore,
-    readonly eventRepository: EventRepository,
+    readonly eventRepository: FacadeEventRepository,
     readonly personalData: PersonalDataProtection,
     readonly logStore: LogStore,
     /** The command store when it offers claims (exactly one run of duplicates across instances), else undefined. */
@@ -151,7 +151,7 @@ export class CommandRecords {
         `commandUuid ${uuid} is recorded for another request (command, tenant or payload differ): one commandUuid names one command`,
       );
     }
-    const events = rec.eventUuids.length === 0 ? [] : ((await this.eventRepository.loadEvents?.(rec.eventUuids)) ?? []);
+    const events = rec.eventUuids.length === 0 ? [] : await this.eventRepository.loadEvents(rec.eventUuids);
     return { commandUuid: uuid, events, handlerErrors: [], replayed: true };
   }
 

@@ -9,12 +9,12 @@ import { errorMessage, MnemeError } from "../model/errors.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
 import { loadTelemetry, type Telemetry } from "../observability/telemetry.js";
 import type { SystemEventProducer } from "../runtime/system-events.js";
-import type { EventRepository } from "../store/event-repository.js";
 import type { LogStore } from "../store/log-store.js";
 import type { DomainRegistry } from "./domain-registry.js";
 import type { StartWarning } from "./privacy-write.js";
 import type { ReadmodelRegistry } from "./readmodel-registry.js";
 import { checkTimerMs } from "./request-input.js";
+import type { FacadeEventRepository } from "./event-view.js";
 
 export type FacadeState = "new" | "starting" | "started" | "stopping" | "stopped";
 
@@ -35,7 +35,7 @@ export interface LifecycleHost<F> {
   };
   readonly domains: DomainRegistry;
   readonly readmodels: ReadmodelRegistry;
-  readonly eventRepository: EventRepository;
+  readonly eventRepository: FacadeEventRepository;
   readonly systemEvents: SystemEventProducer;
   readonly logStore: LogStore;
   /** Every store once (the facade's and the readmodels' own backends). */
@@ -149,11 +149,11 @@ export class FacadeLifecycle<F> {
   #subscribe(): void {
     const repo = this.host.eventRepository;
     const registry = this.host.readmodels;
-    if (repo.onAppend !== undefined) {
+    if (repo.capabilities.appendListeners) {
       this.#pushesLocally = true;
       this.#unsubscribe.push(repo.onAppend((events) => registry.deliver(events)));
     }
-    if (repo.onExternalAppend !== undefined) this.#unsubscribe.push(repo.onExternalAppend(() => registry.deliver(null)));
+    if (repo.capabilities.externalAppends) this.#unsubscribe.push(repo.onExternalAppend(() => registry.deliver(null)));
   }
 
   /** Handlers left in standby (another instance holds their lock): waited for when asked, the rest reported. */

@@ -35,7 +35,7 @@ export const DEFAULT_DOMAINS = Object.freeze([Tenant, Account, Identity, Group])
  * same store (a sharded app's non-home shard, whose senders live on home,
  * runs none).
  * @example
- * const facade = createFacade({ appName: "shop", ...createSqliteBackends({ filename: "shop.db" }) });
+ * const facade = createFacade({ appName: "shop", backend: createSqliteBackends({ filename: "shop.db" }) });
  * const { adminAccountUuid } = await registerDefaults(facade, { admin: { email: "admin@example.org", password } });
  * await facade.start();
  */

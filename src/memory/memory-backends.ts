@@ -1,4 +1,4 @@
-import { defineBackend, type Backend } from "../store/backend.js";
+import { defineEngine, type Engine, type EngineCapabilities } from "../store/backend.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import { MemoryCacheStore } from "./memory-cache-store.js";
 import { MemoryCommandStore } from "./memory-command-store.js";
@@ -9,8 +9,8 @@ import { MemoryLogStore } from "./memory-log-store.js";
 import { MemoryReadmodelStoreBackend } from "./memory-readmodel-store-backend.js";
 import { MemorySnapshotStore } from "./memory-snapshot-store.js";
 
-/** The in-memory stores of one process, as one backend (what `createFacade` uses for every store it is not given). */
-export type MemoryBackends = Backend<{
+/** The in-memory engine: the stores of one process (what `createFacade` uses for every store it is not given). */
+export type MemoryBackends = Engine<{
   readonly eventRepository: MemoryEventRepository;
   readonly commandStore: MemoryCommandStore;
   readonly readmodelStoreBackend: MemoryReadmodelStoreBackend;
@@ -21,11 +21,31 @@ export type MemoryBackends = Backend<{
   readonly cacheStore: MemoryCacheStore;
 }>;
 
+/** What the in-memory engine offers (see EngineCapabilities). */
+const MEMORY_CAPABILITIES: EngineCapabilities = {
+  joinsCommandStore: false,
+  loadEvents: true,
+  externalAppends: false,
+  appendListeners: true,
+  claims: true,
+  replaceCollections: true,
+  indexes: true,
+  locks: true,
+  leaseScope: "process",
+  fencing: true,
+  lockLossNotice: true,
+  lockHolder: true,
+  tenantScopes: true,
+};
+
 /**
- * Every in-memory store, as one backend: nothing outlives the process, and
- * only facades of this process (given the same backend) share it. Its
- * guarantees are those of one process (no locks, no fencing, no appends from
- * elsewhere); tests and examples use it, or pass nothing to `createFacade`.
+ * The in-memory engine: every store in this process. Nothing outlives the
+ * process, and only facades of this process (given the same engine) share
+ * it. It declares what one process can keep: claims, an in-process
+ * processing lease with fencing tokens, blue-green rebuilds and tenant
+ * scopes, but no appends from elsewhere and no lease across processes (so
+ * not the single-processor guarantee); tests and examples use it, or pass
+ * nothing to `createFacade`.
  *
  * @example
  * const backend = createMemoryBackends();
@@ -43,8 +63,9 @@ export function createMemoryBackends(): MemoryBackends {
     dataStore: new MemoryDataStore(),
     cacheStore: new MemoryCacheStore(),
   };
-  return defineBackend(
+  return defineEngine(
     stores,
+    MEMORY_CAPABILITIES,
     closeStoresOnce(Object.values(stores), () => undefined),
   );
 }

@@ -22,6 +22,11 @@ import { type EnsureIndexesOptions, normalizeIndexes, tenantFirstOf } from "../s
 import type { StoreInfo } from "../store/store-info.js";
 import { AsyncMutex } from "./async-mutex.js";
 import { storeClosed } from "../store/store-closed.js";
+import { noteFence } from "../store/lock-fencing.js";
+import { ProcessLease } from "../store/process-lease.js";
+
+/** What checkFencingToken resolves with: nothing to wait for, the check runs at the commit. */
+const NOTED: Promise<void> = Promise.resolve();
 
 class Doc {
   #value: unknown;
@@ -53,6 +58,8 @@ interface Coll {
 interface Tx {
   /** Inverse operations of the transaction's writes, applied backwards on rollback. */
   undo: (() => void)[];
+  /** Fences noted by checkFencingToken (handler -> token), checked before the transaction commits. */
+  fences: Map<string, number>;
 }
 
 /** What a collection needs from its backend; kept off the backend's public API. */
@@ -78,10 +85,20 @@ interface BackendCore {
  * log when they throw; AsyncLocalStorage tells writes inside the running
  * transaction (applied at once) from writes outside it (they wait). Reads never
  * wait, so a read from outside may see a running transaction's writes.
+ *
+ * The processing lease (`tryLock` and the rest) is in-process (see
+ * ProcessLease): this backend is one owner, as a SQLite or Postgres backend
+ * object is, and every take-over gives a greater fencing token, checked
+ * before a fenced transaction commits. It keeps a handler on one owner of
+ * this process; processes do not share memory, so it is no single-processor
+ * guarantee across them (`leaseScope: "process"`).
  */
 export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   /** Stores a tenant with each document and honours a collection's scope. */
   readonly tenantScopes = true;
+  /** The lease holds within this process only. */
+  readonly leaseScope = "process";
+  private readonly lease = new ProcessLease();
   private readonly colls = new Map<string, Coll>();
   private readonly checkpoints = new Map<string, number>();
   private readonly mutex = new AsyncMutex();
@@ -129,11 +146,14 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     this.assertOpen();
     if (this.insideTx()) return fn();
     const release = this.mutex.tryAcquire() ?? (await this.mutex.acquire());
-    const tx: Tx = { undo: [] };
+    const tx: Tx = { undo: [], fences: new Map() };
     const lastWriteAt = this.lastWriteAt;
     this.activeTx = tx;
     try {
-      return await this.als.run(tx, fn);
+      const result = await this.als.run(tx, fn);
+      // The fence: a lease taken again (or freed) since the transaction noted it refuses the commit, all undone.
+      this.lease.check(tx.fences);
+      return result;
     } catch (e) {
       for (let i = tx.undo.length - 1; i >= 0; i--) (tx.undo[i] as () => void)();
       this.lastWriteAt = lastWriteAt;
@@ -196,8 +216,44 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     return { storeType: "memory", numItems: n, lastItemCreatedAt: n === 0 ? 0 : this.lastWriteAt, connectionInfo: "memory" };
   }
 
+  /** Takes the in-process lease of `handler` (always granted to this backend, the one owner; a take of a free lease gives a new token). */
+  async tryLock(handler: string, holder?: string): Promise<boolean> {
+    this.assertOpen();
+    return this.lease.tryLock(handler, holder);
+  }
+
+  async unlock(handler: string): Promise<void> {
+    this.lease.unlock(handler);
+  }
+
+  fencingToken(handler: string): number | undefined {
+    return this.lease.tokenOf(handler);
+  }
+
+  /** Inside a transaction: it commits only while `token` is still the token of `handler`'s lease, taken by no one since (else INVALID_STATE, lock lost, all undone). */
+  checkFencingToken(handler: string, token: number): Promise<void> {
+    // Once per fenced batch: noted at once, one settled promise for every call.
+    try {
+      this.assertOpen();
+      noteFence(this.insideTx() ? this.activeTx?.fences : undefined, handler, token);
+      return NOTED;
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  async lockHolder(handler: string): Promise<string | undefined> {
+    this.assertOpen();
+    return this.lease.holderOf(handler);
+  }
+
+  onLockLost(listener: (handlers: readonly string[]) => void): () => void {
+    return this.lease.onLockLost(listener);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+    this.lease.loseAll();
   }
 
   private assertOpen(): void {

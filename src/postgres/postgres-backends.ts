@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { PG, requireDriver } from "../store/driver.js";
 import { MnemeError } from "../model/errors.js";
-import { defineBackend, type Guarantee } from "../store/backend.js";
+import { defineEngine, type EngineCapabilities, type Guarantee } from "../store/backend.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
@@ -58,7 +58,7 @@ export interface PostgresBackendsOptions {
   readonly onStatement?: PgStatementHook;
 }
 
-/** The Postgres stores of one schema, ready to spread into `createFacade`. */
+/** The Postgres engine: the stores of one schema, for `createFacade({ backend })`. */
 export interface PostgresBackends {
   readonly eventRepository: PostgresEventRepository & EventRepository;
   readonly commandStore: PostgresCommandStore & CommandStore;
@@ -72,11 +72,33 @@ export interface PostgresBackends {
   readonly dataStore: PostgresDataStore & DataStore;
   /** JSON values with a TTL, in the events' schema (UNLOGGED): shared by the instances on it (the failed-login limit holds across them). */
   readonly cacheStore: PostgresCacheStore & CacheStore;
-  /** What these stores guarantee together (derived from what they implement; see `Guarantee` in mneme/store). */
+  /** What the engine offers, declared (see `EngineCapabilities` in mneme/store): every capability, the lease shared by the instances on the database. */
+  readonly capabilities: EngineCapabilities;
+  /** What these stores guarantee together, from the declared capabilities (see `Guarantee` in mneme/store): all of them. */
   readonly guarantees: readonly Guarantee[];
   /** Closes every store, then ends the pool when it was made here; idempotent. */
   close(): Promise<void>;
 }
+
+/**
+ * What the Postgres engine offers (see EngineCapabilities): every capability;
+ * the processing lease is in the database, shared by every instance on it.
+ */
+const POSTGRES_CAPABILITIES: EngineCapabilities = {
+  joinsCommandStore: true,
+  loadEvents: true,
+  externalAppends: true,
+  appendListeners: true,
+  claims: true,
+  replaceCollections: true,
+  indexes: true,
+  locks: true,
+  leaseScope: "database",
+  fencing: true,
+  lockLossNotice: true,
+  lockHolder: true,
+  tenantScopes: true,
+};
 
 /**
  * Every Postgres store in one schema over one pool: events, commands, logs,
@@ -86,7 +108,7 @@ export interface PostgresBackends {
  *
  * @example
  * const facade = createFacade({ appName: "todo", version: "1.0.0",
- *   ...createPostgresBackends({ connectionString: process.env.DATABASE_URL!, schema: "todo" }) });
+ *   backend: createPostgresBackends({ connectionString: process.env.DATABASE_URL!, schema: "todo" }) });
  */
 export function createPostgresBackends(
   connection: PostgresConnection & PostgresBackendsOptions,
@@ -140,8 +162,9 @@ export function createPostgresBackends(
   const dataStore = new PostgresDataStore(shared);
   const cacheStore = new PostgresCacheStore(shared);
   const stores = { eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore, dataStore, cacheStore };
-  return defineBackend(
+  return defineEngine(
     stores,
+    POSTGRES_CAPABILITIES,
     closeStoresOnce(Object.values(stores), () => ownPool?.end()),
   );
 }

@@ -356,9 +356,7 @@ export class HandlerRunner {
   /** Whether this instance holds the lane's lock, and its fencing token. */
   get lockHold(): { readonly held: boolean; readonly token: number | undefined } {
     const s = this.#s;
-    // A backend without locks shares nothing across instances: this one may always process the lane.
-    const held = s.lockHeld || (s.host !== undefined && s.backend().tryLock === undefined);
-    return { held, token: s.token };
+    return { held: s.lockHeld, token: s.token };
   }
 
   /**

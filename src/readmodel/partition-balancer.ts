@@ -1,5 +1,5 @@
 import { errorMessage, MnemeError } from "../model/errors.js";
-import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { LeasedReadmodelStoreBackend } from "../store/leased-readmodel-backend.js";
 import { memberKey, partitionCountKey, partitionKey } from "./partition-routing.js";
 import type { EventHandlerInfo, EventHandlerMetrics, EventHandlerState, RestorationState, RestoreReport } from "../model/event-handler.js";
 import type { Event } from "../model/types.js";
@@ -49,7 +49,7 @@ export interface LaneRunner {
 export interface BalancerParts {
   readonly lanes: readonly LaneRunner[];
   name(): string;
-  backend(): ReadmodelStoreBackend;
+  backend(): LeasedReadmodelStoreBackend;
   host(): HandlerHost | undefined;
   /** True while a restore from zero holds every partition: the balance waits. */
   paused(): boolean;
@@ -108,7 +108,7 @@ export class PartitionBalancer {
     if (this.#member !== undefined)
       await this.#p
         .backend()
-        .unlock?.(memberKey(this.#p.name(), this.#member))
+        .unlock(memberKey(this.#p.name(), this.#member))
         .catch(() => undefined);
     this.#member = undefined;
   }
@@ -151,12 +151,6 @@ export class PartitionBalancer {
     const p = this.#p;
     if (!this.live || p.paused() || !(await this.#countRecorded())) return;
     const backend = p.backend();
-    if (backend.tryLock === undefined) {
-      // No lock: nothing is shared with other instances; every partition runs here. They catch up together,
-      // so that they share their reads of the store (PartitionReader).
-      await Promise.all(p.lanes.filter((l) => l.state === "stopped").map((l) => l.goLive()));
-      return;
-    }
     const n = p.lanes.length;
     await this.#holdMemberSlot(backend);
     const fair = this.#member === undefined ? 0 : Math.ceil(n / (await this.#alive(backend)));
@@ -188,13 +182,13 @@ export class PartitionBalancer {
   }
 
   /** This instance's member slot: the one it holds (renewed), or the first free one; none when all n are held by others. */
-  async #holdMemberSlot(backend: ReadmodelStoreBackend): Promise<void> {
+  async #holdMemberSlot(backend: LeasedReadmodelStoreBackend): Promise<void> {
     const name = this.#p.name();
     const id = this.#p.host()?.instanceId;
-    if (this.#member !== undefined && (await backend.tryLock!(memberKey(name, this.#member), id))) return;
+    if (this.#member !== undefined && (await backend.tryLock(memberKey(name, this.#member), id))) return;
     this.#member = undefined;
     for (let k = 0; k < this.#p.lanes.length; k++) {
-      if (await backend.tryLock!(memberKey(name, k), id)) {
+      if (await backend.tryLock(memberKey(name, k), id)) {
         this.#member = k;
         return;
       }
@@ -202,11 +196,11 @@ export class PartitionBalancer {
   }
 
   /** The live instances: member slots with a live holder (this one included). */
-  async #alive(backend: ReadmodelStoreBackend): Promise<number> {
+  async #alive(backend: LeasedReadmodelStoreBackend): Promise<number> {
     const name = this.#p.name();
     let alive = 0;
     for (let k = 0; k < this.#p.lanes.length; k++) {
-      if (k === this.#member || (await backend.lockHolder?.(memberKey(name, k))) !== undefined) alive++;
+      if (k === this.#member || (await backend.lockHolder(memberKey(name, k))) !== undefined) alive++;
     }
     return Math.max(1, alive);
   }
@@ -233,11 +227,11 @@ export class PartitionBalancer {
       return false;
     }
     // Another instance seeds meanwhile: the next balance sees its record.
-    if (backend.tryLock !== undefined && !(await backend.tryLock(key, p.host()?.instanceId))) return false;
+    if (!(await backend.tryLock(key, p.host()?.instanceId))) return false;
     try {
       await backend.transaction(async () => {
-        const token = backend.fencingToken?.(key);
-        if (token !== undefined) await backend.checkFencingToken?.(key, token);
+        const token = backend.fencingToken(key);
+        if (token !== undefined) await backend.checkFencingToken(key, token);
         if ((await backend.getCheckpoint(key)) !== 0) return;
         const unpartitioned = await backend.getCheckpoint(name);
         for (let i = 0; i < n; i++) {
@@ -247,7 +241,7 @@ export class PartitionBalancer {
         await backend.setCheckpoint(key, n);
       });
     } finally {
-      await backend.unlock?.(key);
+      await backend.unlock(key);
     }
     return this.#countRecorded();
   }

@@ -10,7 +10,7 @@ import type {
   RestoreReport,
 } from "../model/event-handler.js";
 import type { Event } from "../model/types.js";
-import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { leasedBackend, type LeasedReadmodelStoreBackend } from "../store/leased-readmodel-backend.js";
 import { type LaneRunner, PartitionBalancer } from "./partition-balancer.js";
 import { PartitionReader } from "./partition-reader.js";
 import { partitionCountKey, partitionKey, partitionOf } from "./partition-routing.js";
@@ -83,12 +83,12 @@ export class PartitionedRunner {
     return this.#lanes.length;
   }
 
-  backend(): ReadmodelStoreBackend {
+  backend(): LeasedReadmodelStoreBackend {
     const r = this.#restorer();
-    if (r !== undefined) return r.backend();
+    if (r !== undefined) return leasedBackend(r.backend());
     if (this.#host === undefined)
       throw new MnemeError("NOT_STARTED", `event handler ${this.#handler.name} is not registered with a facade`);
-    return this.#host.readmodelStoreBackend;
+    return leasedBackend(this.#host.readmodelStoreBackend);
   }
 
   /** The lanes restore through their own runners (from their checkpoints); the handler's restoreState restores them all. */

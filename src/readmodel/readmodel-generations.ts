@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import { readmodelBackendCapabilities } from "../store/backend.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { assertDocumentKeys } from "../store/readmodel-validation.js";
 import { collectionInScope } from "./tenant-scope.js";
@@ -58,9 +59,9 @@ export interface CollectionReplacing {
   replaceCollections(moves: readonly (readonly [target: string, source: string])[]): Promise<void>;
 }
 
-/** Whether `backend` can switch generations (it has `replaceCollections`). */
+/** Whether `backend` can switch generations (its capabilities say `replaceCollections`). */
 export function supportsGenerations(backend: ReadmodelStoreBackend): backend is ReadmodelStoreBackend & CollectionReplacing {
-  return typeof (backend as Partial<CollectionReplacing>).replaceCollections === "function";
+  return readmodelBackendCapabilities(backend).replaceCollections;
 }
 
 /**
@@ -168,8 +169,8 @@ export class GenerationalCollection<T> implements ReadmodelCollection<T> {
     const name = currentPrefix(this.#readmodel) + this.#name;
     const target = this.#target(backend, name);
     const indexes = this.#indexes;
-    if (indexes === undefined || backend.ensureIndexes === undefined) return op(target);
-    return backend.ensureIndexes(name, indexes.fields, { tenantFirst: indexes.tenantFirst }).then(() => op(target));
+    if (indexes === undefined || !readmodelBackendCapabilities(backend).indexes) return op(target);
+    return backend.ensureIndexes!(name, indexes.fields, { tenantFirst: indexes.tenantFirst }).then(() => op(target));
   }
 
   get(key: string): Promise<T | undefined> {

@@ -355,10 +355,9 @@ export class RunnerDelivery {
         }
         await hooks.afterBatch();
         await backend.setCheckpoint(checkpoint, last.position);
-        // Without fencing tokens a lockable backend may fence a commit by the checkpoint of the locked handler (SQLite's
+        // Without fencing tokens a backend may fence a commit by the checkpoint of the locked handler (SQLite's
         // lease check): writing the served one unchanged keeps an instance that lost the lock out of the new generation.
-        if (rebuild !== undefined && backend.tryLock !== undefined && token === undefined)
-          await backend.setCheckpoint(s.key, rebuild.servedPosition);
+        if (rebuild !== undefined && token === undefined) await backend.setCheckpoint(s.key, rebuild.servedPosition);
       });
     const gate = s.partition?.gate;
     await (gate === undefined ? inTransaction() : gate(inTransaction));

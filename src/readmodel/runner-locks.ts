@@ -1,6 +1,6 @@
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { EventHandlerState } from "../model/event-handler.js";
-import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { LeasedReadmodelStoreBackend } from "../store/leased-readmodel-backend.js";
 import { isLockLostError, lockLostError } from "../store/lock-fencing.js";
 import { SharedCheckpointWatch, type CheckpointWaitResult } from "./shared-checkpoint-watch.js";
 import { type RunnerState, warn } from "./runner-state.js";
@@ -33,30 +33,30 @@ export class RunnerLocks {
    * still the handler's fencing token (checked in the same transaction). When the check refuses it and `token` is the current hold,
    * this instance lost the lock without being told: it steps back to standby.
    */
-  fencedTransaction<R>(backend: ReadmodelStoreBackend, token: number | undefined, fn: () => Promise<R>): Promise<R> {
-    // Without fencing, the backend's own promise: no async frame of this method per batch.
-    if (token === undefined || backend.checkFencingToken === undefined) return backend.transaction(fn);
-    return this.#fenced(backend, token, fn);
-  }
-
-  async #fenced<R>(backend: ReadmodelStoreBackend, token: number, fn: () => Promise<R>): Promise<R> {
+  fencedTransaction<R>(backend: LeasedReadmodelStoreBackend, token: number | undefined, fn: () => Promise<R>): Promise<R> {
+    // Without a fencing token, the backend's own promise: no async frame of this method per batch.
+    if (token === undefined) return backend.transaction(fn);
     const name = this.#s.key;
-    try {
-      return await backend.transaction(async () => {
-        // Registered first: a backend may fold the check into the transaction's checkpoint write.
-        await backend.checkFencingToken!(name, token);
-        // A restore from zero of every partition commits only while this instance holds every partition's lock.
-        for (const [key, t] of this.#s.partition?.whole?.fences() ?? []) if (t !== undefined) await backend.checkFencingToken!(key, t);
+    // Promise steps rather than async frames: this runs once per batch.
+    const fenced = backend.transaction(() => {
+      const whole = this.#s.partition?.whole;
+      // Registered first: a backend may fold the check into the transaction's checkpoint write.
+      const checked = backend.checkFencingToken(name, token);
+      if (whole === undefined) return checked.then(fn);
+      // A restore from zero of every partition commits only while this instance holds every partition's lock.
+      return checked.then(async () => {
+        for (const [key, t] of whole.fences()) if (t !== undefined) await backend.checkFencingToken(key, t);
         return fn();
       });
-    } catch (err) {
+    });
+    return fenced.catch((err: unknown) => {
       if (isLockLostError(err)) this.#fencedOff(backend, token);
       throw err;
-    }
+    });
   }
 
   /** A write of the hold `token` was refused: when that is the current hold, the lock is gone (told or not). */
-  #fencedOff(backend: ReadmodelStoreBackend, token: number | undefined): void {
+  #fencedOff(backend: LeasedReadmodelStoreBackend, token: number | undefined): void {
     const s = this.#s;
     if (!s.lockHeld || s.token !== token) return;
     if (s.state === "stopped") {
@@ -67,7 +67,7 @@ export class RunnerLocks {
     }
     this.lockLost();
     // The backend may still count the lock as its own (nobody told it): give it back, so the standby retry takes a new token.
-    backend.unlock?.(s.key).catch(() => undefined);
+    backend.unlock(s.key).catch(() => undefined);
   }
 
   /**
@@ -78,7 +78,7 @@ export class RunnerLocks {
    */
   async fencedWrite<R>(fn: () => Promise<R>): Promise<R> {
     const backend = this.#s.backend();
-    if (backend.tryLock !== undefined && !this.#s.lockHeld) throw lockLostError(this.#s.key, "this instance does not hold it");
+    if (!this.#s.lockHeld) throw lockLostError(this.#s.key, "this instance does not hold it");
     return this.fencedTransaction(backend, this.#s.token, fn);
   }
 
@@ -90,7 +90,7 @@ export class RunnerLocks {
     // Without its processing lock this instance must not write the checkpoint: the holder
     // owns it and may be further on (the write would move it back, and a crash of the
     // holder would then apply events twice).
-    if (backend.tryLock !== undefined && !s.lockHeld) return;
+    if (!s.lockHeld) return;
     const position = s.lastPosition;
     try {
       await this.fencedTransaction(backend, s.token, () => backend.setCheckpoint(s.key, position));
@@ -108,10 +108,10 @@ export class RunnerLocks {
   async takeLock(): Promise<boolean> {
     const s = this.#s;
     const backend = s.backend();
-    if (backend.tryLock === undefined || s.lockHeld) return true;
+    if (s.lockHeld) return true;
     const name = s.key;
     s.lockHeld = await backend.tryLock(name, s.host?.instanceId);
-    s.token = s.lockHeld ? backend.fencingToken?.(name) : undefined;
+    s.token = s.lockHeld ? backend.fencingToken(name) : undefined;
     if (s.lockHeld && s.token === undefined && !warnedUnfenced.has(backend)) {
       warnedUnfenced.add(backend);
       warn(
@@ -120,7 +120,7 @@ export class RunnerLocks {
       );
     }
     if (s.lockHeld) s.standbyView = undefined;
-    if (s.lockHeld && backend.onLockLost !== undefined && s.offLockLost === undefined) {
+    if (s.lockHeld && s.offLockLost === undefined) {
       s.offLockLost = backend.onLockLost((names) => {
         if (names.includes(name)) this.lockLost();
       });
@@ -147,7 +147,7 @@ export class RunnerLocks {
     if (!s.lockHeld) return;
     s.lockHeld = false;
     s.token = undefined;
-    await s.backend().unlock?.(s.key);
+    await s.backend().unlock(s.key);
   }
 
   /** The instance processing the handler, as far as this one knows: itself, or in standby the lock's recorded holder. */
@@ -155,7 +155,7 @@ export class RunnerLocks {
     const s = this.#s;
     if (s.state === "standby") return s.standbyView?.holder;
     const own = s.host?.instanceId;
-    if (s.host === undefined || s.backend().tryLock === undefined) return s.state === "stopped" ? undefined : own;
+    if (s.host === undefined) return s.state === "stopped" ? undefined : own;
     return s.lockHeld ? own : undefined;
   }
 
@@ -235,7 +235,7 @@ export class RunnerLocks {
     const backend = s.backend();
     const name = s.key;
     try {
-      const [holder, position] = await Promise.all([backend.lockHolder?.(name), backend.getCheckpoint(name)]);
+      const [holder, position] = await Promise.all([backend.lockHolder(name), backend.getCheckpoint(name)]);
       if (s.state === "standby") s.standbyView = { holder, position };
     } catch {
       // The database is unreachable: the next retry reads again.

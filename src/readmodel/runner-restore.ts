@@ -1,7 +1,7 @@
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
 import type { EventHandlerState, RestoreReport } from "../model/event-handler.js";
-import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { LeasedReadmodelStoreBackend } from "../store/leased-readmodel-backend.js";
 import {
   clearNextGeneration,
   inNextGeneration,
@@ -140,7 +140,7 @@ export class RunnerRestore {
   }
 
   /** Where the replay starts: a fresh next generation (blue-green), the cleared collections (in place), or the checkpoint. */
-  async #prepare(fromZero: boolean, backend: ReadmodelStoreBackend): Promise<void> {
+  async #prepare(fromZero: boolean, backend: LeasedReadmodelStoreBackend): Promise<void> {
     const s = this.#s;
     const name = s.name;
     if (fromZero && supportsGenerations(backend)) {
@@ -177,7 +177,7 @@ export class RunnerRestore {
   }
 
   /** Hand-off: apply what was caught, in position order, each once; repeat until nothing new. Returns `replayed`, raised. */
-  async #handOff(signal: AbortSignal, replayed: number, backend: ReadmodelStoreBackend): Promise<number> {
+  async #handOff(signal: AbortSignal, replayed: number, backend: LeasedReadmodelStoreBackend): Promise<number> {
     const s = this.#s;
     let cursor = 0;
     for (;;) {
@@ -193,7 +193,7 @@ export class RunnerRestore {
       if (cursor >= s.caught.length) {
         if (s.rebuild === undefined) break; // nothing new: go live (no await between check and switch)
         // The new generation is complete: serve it. What is caught during the switch is applied to it next.
-        await this.#switchGeneration(backend as ReadmodelStoreBackend & CollectionReplacing);
+        await this.#switchGeneration(backend as LeasedReadmodelStoreBackend & CollectionReplacing);
         continue;
       }
       const pending = s.caught.slice(cursor).sort((a, b) => a.position - b.position);
@@ -210,7 +210,7 @@ export class RunnerRestore {
   }
 
   /** A restoration failed, was cancelled or lost the lock: sets the states, publishes RestoreFailed, returns what to throw. */
-  async #failed(err: unknown, signal: AbortSignal, backend: ReadmodelStoreBackend): Promise<unknown> {
+  async #failed(err: unknown, signal: AbortSignal, backend: LeasedReadmodelStoreBackend): Promise<unknown> {
     const s = this.#s;
     const host = s.requireHost();
     const name = s.name;
@@ -262,7 +262,7 @@ export class RunnerRestore {
    * collections with the new generation's and moves the served checkpoint to
    * where the new generation is.
    */
-  async #switchGeneration(backend: ReadmodelStoreBackend & CollectionReplacing): Promise<void> {
+  async #switchGeneration(backend: LeasedReadmodelStoreBackend & CollectionReplacing): Promise<void> {
     const s = this.#s;
     const rebuild = s.rebuild;
     if (rebuild === undefined) return;
@@ -282,7 +282,7 @@ export class RunnerRestore {
   }
 
   /** The served checkpoint(s) at the switch: this handler's, or every partition's with the partition count. */
-  async #switchCheckpoints(backend: ReadmodelStoreBackend, position: number): Promise<void> {
+  async #switchCheckpoints(backend: LeasedReadmodelStoreBackend, position: number): Promise<void> {
     const whole = this.#s.partition?.whole;
     if (whole === undefined) return backend.setCheckpoint(this.#s.key, position);
     for (const key of whole.keys) await backend.setCheckpoint(key, position);
@@ -294,7 +294,7 @@ export class RunnerRestore {
    * served generation stays in charge, at its checkpoint, and the partial one
    * is discarded (best effort: what is left is discarded at the next start or rebuild).
    */
-  async #abandonRebuild(backend: ReadmodelStoreBackend): Promise<void> {
+  async #abandonRebuild(backend: LeasedReadmodelStoreBackend): Promise<void> {
     const s = this.#s;
     const rebuild = s.rebuild;
     if (rebuild === undefined) return;
@@ -303,18 +303,18 @@ export class RunnerRestore {
     s.lastEventTimestamp = rebuild.servedTimestamp;
     s.persistedPosition = rebuild.servedPosition;
     // Without the lock the next generation may be another instance's rebuild by now.
-    if (backend.tryLock !== undefined && !s.lockHeld) return;
+    if (!s.lockHeld) return;
     await this.#discardNextGeneration(backend).catch(() => undefined);
   }
 
   /** At a start: a next generation left by a crash (its checkpoint is past 0) is discarded, not resumed. */
-  async #discardLeftoverGeneration(backend: ReadmodelStoreBackend): Promise<void> {
+  async #discardLeftoverGeneration(backend: LeasedReadmodelStoreBackend): Promise<void> {
     if (!supportsGenerations(backend)) return;
     if ((await backend.getCheckpoint(nextGenerationCheckpoint(this.#s.name))) === 0) return;
     await this.#discardNextGeneration(backend);
   }
 
-  async #discardNextGeneration(backend: ReadmodelStoreBackend): Promise<void> {
+  async #discardNextGeneration(backend: LeasedReadmodelStoreBackend): Promise<void> {
     const name = this.#s.name;
     await this.#locks.fencedTransaction(backend, this.#s.token, async () => {
       await clearNextGeneration(backend, name);

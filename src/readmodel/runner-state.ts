@@ -4,6 +4,7 @@ import type { EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import { leasedBackend, type LeasedReadmodelStoreBackend } from "../store/leased-readmodel-backend.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
 import type {
   DomainEventHandler,
@@ -323,10 +324,9 @@ export class RunnerState {
     return this.restorer !== undefined;
   }
 
-  /** Where this handler's checkpoint (and, for readmodels, documents) live. */
-  backend(): ReadmodelStoreBackend {
-    if (this.restorer !== undefined) return this.restorer.backend();
-    return this.requireHost().readmodelStoreBackend;
+  /** Where this handler's checkpoint (and, for readmodels, documents) live, with every lease method (see leasedBackend). */
+  backend(): LeasedReadmodelStoreBackend {
+    return leasedBackend(this.restorer !== undefined ? this.restorer.backend() : this.requireHost().readmodelStoreBackend);
   }
 
   requireHost(): HandlerHost {

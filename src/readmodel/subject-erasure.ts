@@ -12,6 +12,7 @@ import type { HandlerContext } from "../model/event-handler.js";
 import type { SubjectForgotten } from "../model/privacy-events.js";
 import type { ListOptions, ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { partitionOf } from "./partition-routing.js";
+import { deleteKeys } from "./readmodel-generations.js";
 
 /** How a readmodel finds and erases one subject's documents in a collection. */
 export interface SubjectErasure<T> {
@@ -62,7 +63,6 @@ export function subjectEraser<T>(
     }
     if (puts.length > 0) await collection.putMany(puts);
     if (deletes.length === 0) return;
-    if (collection.deleteMany !== undefined) await collection.deleteMany(deletes);
-    else for (const key of deletes) await collection.delete(key);
+    await deleteKeys(collection, deletes);
   };
 }

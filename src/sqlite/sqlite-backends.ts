@@ -1,5 +1,5 @@
 import { MnemeError } from "../model/errors.js";
-import { defineBackend, type Guarantee } from "../store/backend.js";
+import { defineEngine, type EngineCapabilities, type Guarantee } from "../store/backend.js";
 import { closeStoresOnce } from "../store/close-stores.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
@@ -33,7 +33,7 @@ export type SqliteBackendsOptions = (
     readonly lockLeaseMs?: number;
   };
 
-/** The SQLite stores of one database file, ready to spread into `createFacade`. */
+/** The SQLite engine: the stores of one database file, for `createFacade({ backend })`. */
 export interface SqliteBackends {
   readonly eventRepository: SqliteEventRepository & EventRepository;
   readonly commandStore: SqliteCommandStore & CommandStore;
@@ -47,11 +47,33 @@ export interface SqliteBackends {
   readonly dataStore: SqliteDataStore & DataStore;
   /** JSON values with a TTL, in the events' file: shared by the instances on it (the failed-login limit holds across them and restarts). */
   readonly cacheStore: SqliteCacheStore & CacheStore;
-  /** What these stores guarantee together (derived from what they implement; see `Guarantee` in mneme/store). */
+  /** What the engine offers, declared (see `EngineCapabilities` in mneme/store): every capability, the lease shared by the instances on the database. */
+  readonly capabilities: EngineCapabilities;
+  /** What these stores guarantee together, from the declared capabilities (see `Guarantee` in mneme/store): all of them. */
   readonly guarantees: readonly Guarantee[];
   /** Closes every store and then the file (when opened from `filename`); idempotent. */
   close(): Promise<void>;
 }
+
+/**
+ * What the SQLite engine offers (see EngineCapabilities): every capability;
+ * the processing lease is in the database, shared by every instance on it.
+ */
+const SQLITE_CAPABILITIES: EngineCapabilities = {
+  joinsCommandStore: true,
+  loadEvents: true,
+  externalAppends: true,
+  appendListeners: true,
+  claims: true,
+  replaceCollections: true,
+  indexes: true,
+  locks: true,
+  leaseScope: "database",
+  fencing: true,
+  lockLossNotice: true,
+  lockHolder: true,
+  tenantScopes: true,
+};
 
 /**
  * Every SQLite store over one shared connection: one file holds events,
@@ -65,7 +87,7 @@ export interface SqliteBackends {
  * time (a lease of `lockLeaseMs`); see docs/scaling.md.
  *
  * @example
- * const facade = createFacade({ appName: "todo", version: "1.0.0", ...createSqliteBackends({ filename: "todo.db" }) });
+ * const facade = createFacade({ appName: "todo", version: "1.0.0", backend: createSqliteBackends({ filename: "todo.db" }) });
  */
 export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackends {
   if (typeof opts !== "object" || opts === null) throw new MnemeError("INVALID_REQUEST", "createSqliteBackends: options are required");
@@ -95,8 +117,9 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
   const dataStore = new SqliteDataStore(shared);
   const cacheStore = new SqliteCacheStore(shared);
   const stores = { eventRepository, commandStore, logStore, readmodelStoreBackend, snapshotStore, keyStore, dataStore, cacheStore };
-  return defineBackend(
+  return defineEngine(
     stores,
+    SQLITE_CAPABILITIES,
     closeStoresOnce(Object.values(stores), () => connection.close()),
   );
 }

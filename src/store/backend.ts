@@ -1,10 +1,8 @@
 /**
- * A backend as one object that declares what it guarantees. The guarantees
- * are derived from what its stores really implement (their optional methods
- * and flags), never asserted beside them, so a backend cannot claim what it
- * does not do; `createFacade` compares them with the stores it is given and
- * refuses a mix that would lose one (see docs/architecture.md, "Backends and
- * their guarantees").
+ * An engine: the stores of an app in one database as one object that
+ * declares its capabilities as flags, and the guarantees that follow from
+ * them. `createFacade` compares them with the stores it is given and refuses
+ * a mix that would lose one (see docs/architecture.md, "Engines").
  */
 import { MnemeError } from "../model/errors.js";
 import type { CacheStore } from "./cache-store.js";
@@ -86,25 +84,33 @@ export interface GuaranteeStores {
   readonly readmodelStoreBackend: ReadmodelStoreBackend;
 }
 
-/** What one event repository implements of the optional methods. */
+/** What one event repository offers of the optional capabilities. */
 export interface EventRepositoryCapabilities {
+  /** joinCommandStore: a command's record commits in its events' transaction, with a command store of the same database. */
   readonly joinsCommandStore: boolean;
+  /** loadEvents: an idempotent retry gets the events of the recorded command. */
   readonly loadEvents: boolean;
+  /** onExternalAppend: appends of other instances or processes are told live. */
   readonly externalAppends: boolean;
+  /** onAppend: appends of this repository are told to listeners (live delivery in this process). */
   readonly appendListeners: boolean;
 }
 
-/** What one command store implements of the optional methods. */
+/** What one command store offers of the optional capabilities. */
 export interface CommandStoreCapabilities {
   /** claim, renewClaim and releaseClaim (a store offering some but not all is refused with INVALID_REQUEST). */
   readonly claims: boolean;
 }
 
-/** What one readmodel backend implements of the optional methods. */
+/** What one readmodel backend offers of the optional capabilities. */
 export interface ReadmodelBackendCapabilities {
   readonly replaceCollections: boolean;
-  /** tryLock and unlock. */
+  /** ensureIndexes: declared collection indexes are built (without it reads scan, with the same results). */
+  readonly indexes: boolean;
+  /** tryLock and unlock (a backend without them gets an in-process lease when composed). */
   readonly locks: boolean;
+  /** Where the lock holds: "database" (every instance sharing the database) or "process" (this process only). */
+  readonly leaseScope: "database" | "process";
   /** fencingToken and checkFencingToken, with locks. */
   readonly fencing: boolean;
   /** onLockLost, with locks. */
@@ -114,23 +120,67 @@ export interface ReadmodelBackendCapabilities {
   readonly tenantScopes: boolean;
 }
 
-function has(o: object, method: string): boolean {
-  return typeof (o as Record<string, unknown>)[method] === "function";
+/**
+ * What an engine declares it offers: the capabilities of its event
+ * repository, command store and readmodel backend, written literally in its
+ * factory (never derived by looking at which methods its stores have). Its
+ * guarantees follow from them ({@link guaranteesDeclared}).
+ */
+export interface EngineCapabilities extends EventRepositoryCapabilities, CommandStoreCapabilities, ReadmodelBackendCapabilities {}
+
+/** The capabilities stores of an engine (or a view of one, such as the facade's event repository) declared. */
+const declared = new WeakMap<object, Partial<EngineCapabilities>>();
+
+/**
+ * Records that `store` offers `capabilities` (engines do it for each of their
+ * stores; a store that wraps another declares the wrapped one's). Later
+ * questions about `store` read this instead of looking at its methods.
+ */
+export function declareCapabilities(store: object, capabilities: Partial<EngineCapabilities>): void {
+  declared.set(store, Object.freeze({ ...capabilities }));
 }
 
-/** The optional methods `repo` implements. */
+/** The capabilities inferred for stores made outside an engine, once per store. */
+const inferred = new WeakMap<object, object>();
+
+/**
+ * A store made outside an engine (a store of your own, given alone to
+ * createFacade) declares nothing: what it offers is read once, here and only
+ * here, from the optional methods it has, and kept. Engines declare theirs.
+ */
+function undeclared<C extends object>(store: object, infer: (has: (method: string) => boolean) => C): C {
+  let found = inferred.get(store) as C | undefined;
+  if (found === undefined) {
+    found = Object.freeze(infer((method) => typeof (store as Record<string, unknown>)[method] === "function"));
+    inferred.set(store, found);
+  }
+  return found;
+}
+
+/** The capabilities `repo` offers: declared by its engine, or (a repository made outside one) read from its methods once. */
 export function eventRepositoryCapabilities(repo: EventRepository): EventRepositoryCapabilities {
-  return {
-    joinsCommandStore: has(repo, "joinCommandStore"),
-    loadEvents: has(repo, "loadEvents"),
-    externalAppends: has(repo, "onExternalAppend"),
-    appendListeners: has(repo, "onAppend"),
-  };
+  const d = declared.get(repo);
+  if (d !== undefined) {
+    return {
+      joinsCommandStore: d.joinsCommandStore === true,
+      loadEvents: d.loadEvents === true,
+      externalAppends: d.externalAppends === true,
+      appendListeners: d.appendListeners === true,
+    };
+  }
+  return undeclared(repo, (has) => ({
+    joinsCommandStore: has("joinCommandStore"),
+    loadEvents: has("loadEvents"),
+    externalAppends: has("onExternalAppend"),
+    appendListeners: has("onAppend"),
+  }));
 }
 
-/** Whether `store` offers claims; INVALID_REQUEST when it offers some of the three methods but not all. */
+/** Whether `store` offers claims; INVALID_REQUEST when a store made outside an engine has some of the three methods but not all. */
 export function commandStoreCapabilities(store: CommandStore): CommandStoreCapabilities {
-  const offered = ["claim", "renewClaim", "releaseClaim"].filter((m) => has(store, m)).length;
+  const d = declared.get(store);
+  if (d !== undefined) return { claims: d.claims === true };
+  const { offered } = undeclared(store, (has) => ({ offered: ["claim", "renewClaim", "releaseClaim"].filter(has).length }));
   if (offered !== 0 && offered !== 3) {
     throw new MnemeError(
       "INVALID_REQUEST",
@@ -140,17 +190,55 @@ export function commandStoreCapabilities(store: CommandStore): CommandStoreCapab
   return { claims: offered === 3 };
 }
 
-/** The optional methods and flags `backend` implements. */
+/** The capabilities `backend` offers: declared by its engine, or (a backend made outside one) read from its methods and flags once. */
 export function readmodelBackendCapabilities(backend: ReadmodelStoreBackend): ReadmodelBackendCapabilities {
-  const locks = has(backend, "tryLock") && has(backend, "unlock");
-  return {
-    replaceCollections: has(backend, "replaceCollections"),
-    locks,
-    fencing: locks && has(backend, "fencingToken") && has(backend, "checkFencingToken"),
-    lockLossNotice: locks && has(backend, "onLockLost"),
-    lockHolder: locks && has(backend, "lockHolder"),
-    tenantScopes: backend.tenantScopes === true,
+  const d = declared.get(backend);
+  if (d !== undefined) {
+    const locks = d.locks === true;
+    return {
+      replaceCollections: d.replaceCollections === true,
+      indexes: d.indexes === true,
+      locks,
+      leaseScope: d.leaseScope ?? "database",
+      fencing: locks && d.fencing === true,
+      lockLossNotice: locks && d.lockLossNotice === true,
+      lockHolder: locks && d.lockHolder === true,
+      tenantScopes: d.tenantScopes === true,
+    };
+  }
+  return undeclared(backend, (has) => {
+    const locks = has("tryLock") && has("unlock");
+    return {
+      replaceCollections: has("replaceCollections"),
+      indexes: has("ensureIndexes"),
+      locks,
+      leaseScope: backend.leaseScope === "process" ? "process" : "database",
+      fencing: locks && has("fencingToken") && has("checkFencingToken"),
+      lockLossNotice: locks && has("onLockLost"),
+      lockHolder: locks && has("lockHolder"),
+      tenantScopes: backend.tenantScopes === true,
+    };
+  });
+}
+
+/**
+ * The guarantees declared capabilities give (a whole engine's, its event
+ * repository joined with its own command store), in the order of
+ * {@link GUARANTEE_NAMES}.
+ */
+export function guaranteesDeclared(c: EngineCapabilities): Guarantee[] {
+  const shared = c.locks && c.leaseScope === "database";
+  const held: Record<Guarantee, boolean> = {
+    "atomic-command-record": c.joinsCommandStore,
+    "replay-with-events": c.loadEvents,
+    "exactly-once-dispatch": c.claims,
+    "cross-instance-delivery": c.externalAppends,
+    "blue-green-rebuild": c.replaceCollections,
+    "single-processor": shared,
+    "fenced-processing": shared && c.fencing,
+    "tenant-scoped-readmodels": c.tenantScopes,
   };
+  return GUARANTEE_NAMES.filter((g) => held[g]);
 }
 
 /**
@@ -169,8 +257,8 @@ export function guaranteesOffered(role: GuaranteeStore, store: object): Guarante
   } else {
     const c = readmodelBackendCapabilities(store as ReadmodelStoreBackend);
     if (c.replaceCollections) offered.add("blue-green-rebuild");
-    if (c.locks) offered.add("single-processor");
-    if (c.fencing) offered.add("fenced-processing");
+    if (c.locks && c.leaseScope === "database") offered.add("single-processor");
+    if (c.locks && c.leaseScope === "database" && c.fencing) offered.add("fenced-processing");
     if (c.tenantScopes) offered.add("tenant-scoped-readmodels");
   }
   return GUARANTEE_NAMES.filter((g) => offered.has(g));
@@ -194,8 +282,8 @@ export function guaranteesOf(stores: GuaranteeStores): Guarantee[] {
   return GUARANTEE_NAMES.filter((g) => held.has(g));
 }
 
-/** The stores a backend bundles: the three that guarantees rest on, and any of the others. */
-export interface BackendStores extends GuaranteeStores {
+/** The stores an engine owns: the three that guarantees rest on, and any of the others. */
+export interface EngineStores extends GuaranteeStores {
   readonly logStore?: LogStore;
   readonly snapshotStore?: SnapshotStore;
   readonly keyStore?: KeyStore;
@@ -204,36 +292,72 @@ export interface BackendStores extends GuaranteeStores {
 }
 
 /**
- * A backend: stores that belong together (one file, one schema, one process)
- * and the guarantees they give together, derived from what they implement.
- * Spread it into `createFacade` or pass it as `backend`; `close()` closes
- * every store and what the backend owns (a file, a pool).
+ * An engine: every store of an app in one database (one file, one schema,
+ * one process), what it declares it offers (`capabilities`) and the
+ * guarantees that follow. Pass it whole: `createFacade({ backend: engine })`;
+ * `close()` closes every store and what the engine owns (a file, a pool).
+ * Spreading it into createFacade (`...engine`) still works for one release,
+ * deprecated.
  */
-export type Backend<S extends BackendStores = BackendStores> = S & {
-  /** What the stores guarantee together (derived by {@link guaranteesOf}), e.g. for `createFacade` and the Runtime's systemInfo. */
+export type Engine<S extends EngineStores = EngineStores> = S & {
+  /** What the engine offers, declared by its factory. */
+  readonly capabilities: EngineCapabilities;
+  /** What its stores guarantee together, from {@link capabilities} (see {@link guaranteesDeclared}); listed in the Runtime's systemInfo. */
   readonly guarantees: readonly Guarantee[];
-  /** Closes every store, then what the backend owns; idempotent. */
+  /** Closes every store, then what the engine owns; idempotent. */
   close(): Promise<void>;
 };
 
-/** The backend each store was made by (a store given alone to createFacade is compared with its backend). */
-const backendOfStore = new WeakMap<object, Backend>();
+/** @deprecated The former name of {@link EngineStores}. */
+export type BackendStores = EngineStores;
+/** @deprecated The former name of {@link Engine}. */
+export type Backend<S extends EngineStores = EngineStores> = Engine<S>;
+
+/** The engine each store was made by (a store given alone to createFacade is compared with its engine). */
+const engineOfStore = new WeakMap<object, Engine>();
+
+function remember<S extends EngineStores>(engine: Engine<S>, stores: S): Engine<S> {
+  for (const store of Object.values(stores)) {
+    if (typeof store === "object" && store !== null) engineOfStore.set(store, engine as Engine);
+  }
+  return engine;
+}
 
 /**
- * Makes a backend of `stores`: derives its guarantees from them and
- * remembers, for each store, the backend it belongs to. Backend factories
- * (createSqliteBackends, createPostgresBackends, createMemoryBackends, or one
- * of your own) end with it.
+ * Makes an engine of `stores` that offers what `capabilities` declares (the
+ * engine factories, createSqliteBackends, createPostgresBackends and
+ * createMemoryBackends, end with it; so does an engine of your own, in a
+ * folder shaped like theirs). Each of the three stores is declared with its
+ * part of the capabilities, so nothing asks later which methods it has; the
+ * guarantees follow from the declaration.
  */
-export function defineBackend<S extends BackendStores>(stores: S, close: () => Promise<void>): Backend<S> {
-  const backend: Backend<S> = { ...stores, guarantees: Object.freeze(guaranteesOf(stores)), close };
-  for (const store of Object.values(stores)) {
-    if (typeof store === "object" && store !== null) backendOfStore.set(store, backend as Backend);
-  }
-  return backend;
+export function defineEngine<S extends EngineStores>(stores: S, capabilities: EngineCapabilities, close: () => Promise<void>): Engine<S> {
+  const c = Object.freeze({ ...capabilities });
+  declareCapabilities(stores.eventRepository, c);
+  declareCapabilities(stores.commandStore, c);
+  declareCapabilities(stores.readmodelStoreBackend, c);
+  return remember({ ...stores, capabilities: c, guarantees: Object.freeze(guaranteesDeclared(c)), close }, stores);
 }
 
-/** The backend `store` was made by with {@link defineBackend}, or undefined. */
-export function backendOf(store: object): Backend | undefined {
-  return backendOfStore.get(store);
+/**
+ * Makes an engine of stores that declare nothing (stores of your own): their
+ * capabilities are read once from the optional methods they have, and the
+ * guarantees are those they give together ({@link guaranteesOf}). Prefer
+ * {@link defineEngine}, which declares them.
+ */
+export function defineBackend<S extends EngineStores>(stores: S, close: () => Promise<void>): Engine<S> {
+  const capabilities: EngineCapabilities = Object.freeze({
+    ...eventRepositoryCapabilities(stores.eventRepository),
+    ...commandStoreCapabilities(stores.commandStore),
+    ...readmodelBackendCapabilities(stores.readmodelStoreBackend),
+  });
+  return remember({ ...stores, capabilities, guarantees: Object.freeze(guaranteesOf(stores)), close }, stores);
 }
+
+/** The engine `store` was made by ({@link defineEngine}, {@link defineBackend}), or undefined. */
+export function engineOf(store: object): Engine | undefined {
+  return engineOfStore.get(store);
+}
+
+/** @deprecated The former name of {@link engineOf}. */
+export const backendOf = engineOf;

@@ -6,14 +6,24 @@
  * DataStore), `mneme/sqlite` and `mneme/postgres`.
  */
 export {
+  defineEngine,
   defineBackend,
+  engineOf,
+  declareCapabilities,
+  guaranteesDeclared,
   guaranteesOf,
   guaranteesOffered,
   eventRepositoryCapabilities,
   commandStoreCapabilities,
   readmodelBackendCapabilities,
   GUARANTEES,
+  type Engine,
+  type EngineStores,
+  type EngineCapabilities,
+  // The former names, kept for one release.
+  // eslint-disable-next-line @typescript-eslint/no-deprecated
   type Backend,
+  // eslint-disable-next-line @typescript-eslint/no-deprecated
   type BackendStores,
   type Guarantee,
   type GuaranteeStore,

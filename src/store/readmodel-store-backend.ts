@@ -84,6 +84,14 @@ export interface ReadmodelStoreBackend {
    * documents); memory, SQLite and Postgres have it.
    */
   readonly tenantScopes?: boolean;
+  /**
+   * Optional flag, with tryLock: where the processing lock holds. `"database"`
+   * (the default): every instance sharing the database (SQLite's lease,
+   * Postgres' advisory lock), so a handler runs on one instance at a time.
+   * `"process"`: only the holders in this process (the memory backend's
+   * lease), no single-processor guarantee across processes.
+   */
+  readonly leaseScope?: "database" | "process";
   /** Names of the collections that hold or held documents. */
   listCollections(): Promise<string[]>;
   transaction<R>(fn: () => Promise<R>): Promise<R>;
