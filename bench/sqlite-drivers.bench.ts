@@ -243,6 +243,9 @@ async function appends(b: Bench, dir: string): Promise<void> {
   const perRound = b.quick ? 10 : 40;
   const sides: Record<string, Side> = {};
   const closers: (() => Promise<void> | void)[] = [];
+  // Made before the clock runs; every side appends the same events (to its own file).
+  const made = Array.from({ length: rounds }, (_, r) => Array.from({ length: perRound }, (_, k) => todoBatchOf100(r * perRound + k)));
+  const batches = (r: number): NewEvent[][] => made[r] ?? [];
   for (const d of DRIVERS) {
     const repo = new SqliteEventRepository({ filename: join(dir, `append-mneme-${d.replace(":", "-")}.db`), driver: d });
     await repo.init();
@@ -251,7 +254,6 @@ async function appends(b: Bench, dir: string): Promise<void> {
       await repo.append(todoBatchOf100(-1 - w));
       raw.append(todoBatchOf100(-1 - w));
     }
-    const batches = (r: number) => Array.from({ length: perRound }, (_, k) => todoBatchOf100(r * perRound + k));
     sides[`mneme ${d}`] = {
       name: `mneme ${d}`,
       run: async (r) => {

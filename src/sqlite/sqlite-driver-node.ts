@@ -45,28 +45,33 @@ interface NodeDatabase extends NodeSqliteDatabaseLike {
   enableDefensive?(on: boolean): void;
 }
 
+type NodeDatabaseClass = new (path: string, options?: { timeout?: number; allowExtension?: boolean }) => NodeDatabase;
+
+/** node:sqlite's module: `DatabaseSync`, named `Database` from Node.js 26 on (`DatabaseSync` stays as its alias there). */
 interface NodeSqliteModule {
-  DatabaseSync: new (path: string, options?: { timeout?: number; allowExtension?: boolean }) => NodeDatabase;
+  Database?: NodeDatabaseClass;
+  DatabaseSync?: NodeDatabaseClass;
 }
 
-/** node:sqlite's module, or a MnemeError naming the runtimes that have it. */
-export function loadNodeSqlite(): NodeSqliteModule {
+/** node:sqlite's database class, or a MnemeError naming the runtimes that have it. */
+export function loadNodeSqlite(): NodeDatabaseClass {
   const mod = loadBuiltinModule<NodeSqliteModule>("node:sqlite");
-  if (mod === undefined || typeof mod.DatabaseSync !== "function")
+  const Database = mod?.Database ?? mod?.DatabaseSync;
+  if (typeof Database !== "function")
     throw new MnemeError(
       "INVALID_REQUEST",
       `mneme/sqlite: the node:sqlite driver is not available in this runtime (${runtimeName()}): it needs Node.js 22.16 or later, or Deno 2; ` +
         'install better-sqlite3 (npm install better-sqlite3@^13) and use driver: "better-sqlite3", or on Bun driver: "bun:sqlite"',
     );
-  return mod;
+  return Database;
 }
 
 /** Opens `filename` with node:sqlite (its busy timeout set to `busyTimeoutMs`). */
 export function openNodeSqlite(filename: string, busyTimeoutMs: number): SqliteEngineDriver {
-  const { DatabaseSync } = loadNodeSqlite();
+  const Database = loadNodeSqlite();
   let db: NodeDatabase;
   try {
-    db = new DatabaseSync(filename, { timeout: busyTimeoutMs, allowExtension: false });
+    db = new Database(filename, { timeout: busyTimeoutMs, allowExtension: false });
   } catch (e) {
     throw toStoreError(e, `opening ${filename}`);
   }
@@ -201,10 +206,12 @@ class NodeSqliteStatement implements SqliteEngineStatement {
       if (!this.#safe) for (let i = 0; i < values.length; i++) if (typeof values[i] === "bigint") values[i] = Number(values[i]);
       return values;
     }
+    // node:sqlite's row has no prototype: for-in sees exactly its columns.
+    const obj = row as Record<string, unknown>;
     const out: Record<string, unknown> = {};
     const safe = this.#safe;
-    for (const k in row) {
-      const v = (row as Record<string, unknown>)[k];
+    for (const k in obj) {
+      const v = obj[k];
       out[k] = !safe && typeof v === "bigint" ? Number(v) : v;
     }
     return out;
@@ -217,6 +224,7 @@ class NodeSqliteStatement implements SqliteEngineStatement {
 
 /** better-sqlite3 binds the items of an array parameter as parameters in its place: the same for node:sqlite. */
 function spread(params: unknown[]): unknown[] {
+  if (params.length === 1 && Array.isArray(params[0])) return params[0] as unknown[];
   for (const p of params) if (Array.isArray(p)) return params.flat(1);
   return params;
 }
