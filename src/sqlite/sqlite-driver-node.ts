@@ -230,8 +230,17 @@ class NodeSqliteStatement implements SqliteEngineStatement {
  */
 function spread(params: unknown[]): unknown[] {
   if (params.length === 1 && Array.isArray(params[0])) return params[0] as unknown[];
-  let out = params;
-  if (params.some((p) => Array.isArray(p))) out = params.flat(1);
+  // The common case (strings, numbers, null, bytes) is returned as it is, after one look at each.
+  let plain = true;
+  for (let i = 0; i < params.length; i++) {
+    const p = params[i];
+    if (typeof p === "object" && p !== null && !ArrayBuffer.isView(p)) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) return params;
+  let out = params.some((p) => Array.isArray(p)) ? params.flat(1) : params;
   const named = out.findIndex(isNamedParameters);
   if (named > 0) out = [out[named], ...out.slice(0, named), ...out.slice(named + 1)];
   return out;
