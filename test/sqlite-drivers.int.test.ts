@@ -145,6 +145,8 @@ describe("the adapters behave as better-sqlite3 on every driver", () => {
       const raw = db.rawStatement("SELECT id, k, n FROM t").all();
       const spread = db.statement("SELECT ? + ? AS s").get([1, 2]) as { s: number };
       const named = db.statement("SELECT ? + $n AS s").get(1, { n: 2 }) as { s: number };
+      // A zero-length view of an ArrayBuffer without memory: node:sqlite of Node.js 22 binds it as NULL unless the adapter steps in.
+      const empty = db.statement("SELECT typeof(?) AS t").get(new TextEncoder().encode("")) as { t: string };
       return {
         ins: { changes: ins.changes, lastInsertRowid: ins.lastInsertRowid },
         rowN: row.n,
@@ -155,6 +157,7 @@ describe("the adapters behave as better-sqlite3 on every driver", () => {
         none: db.statement("SELECT k FROM t WHERE k = ?").get("zz"),
         spread: spread.s,
         named: named.s,
+        empty: empty.t,
         iterated: [...db.driver.prepare("SELECT k FROM t").iterate()],
         pragma: db.driver.pragma("journal_mode", { simple: true }),
       };
@@ -169,6 +172,7 @@ describe("the adapters behave as better-sqlite3 on every driver", () => {
       none: undefined,
       spread: 3,
       named: 3,
+      empty: "blob",
       iterated: [{ k: "a" }],
       pragma: "wal",
     };

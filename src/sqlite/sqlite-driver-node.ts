@@ -12,7 +12,8 @@
  * - raw rows by `setReturnArrays` where the Node.js line has it, else the
  *   object's values in column order;
  * - parameters as better-sqlite3 takes them: arrays spread in place, an
- *   object of named parameters anywhere (node:sqlite wants it first);
+ *   object of named parameters anywhere (node:sqlite wants it first), an
+ *   empty byte array an empty blob (Node.js 22 may bind it as NULL);
  * - `reader` from the statement's columns, `readonly` from its compiled
  *   program (node:sqlite exposes neither flag);
  * - `pragma()` by a PRAGMA statement, `inTransaction` by `isTransaction`;
@@ -224,23 +225,32 @@ class NodeSqliteStatement implements SqliteEngineStatement {
 }
 
 /**
+ * A zero-length blob that node:sqlite binds as a blob: on Node.js 22 a
+ * zero-length view of an ArrayBuffer without memory (`new ArrayBuffer(0)`,
+ * `TextEncoder().encode("")`) is bound as NULL, this one is not.
+ */
+const EMPTY_BLOB = new Uint8Array(0);
+
+/**
  * Parameters as better-sqlite3 takes them, in node:sqlite's order: the items
- * of an array parameter bind in its place, and an object of named parameters
- * may stand anywhere (node:sqlite wants it first).
+ * of an array parameter bind in its place, an object of named parameters may
+ * stand anywhere (node:sqlite wants it first), and an empty byte array is an
+ * empty blob, never NULL.
  */
 function spread(params: unknown[]): unknown[] {
-  if (params.length === 1 && Array.isArray(params[0])) return params[0] as unknown[];
+  if (params.length === 1 && Array.isArray(params[0])) return spread(params[0] as unknown[]);
   // The common case (strings, numbers, null, bytes) is returned as it is, after one look at each.
   let plain = true;
   for (let i = 0; i < params.length; i++) {
     const p = params[i];
-    if (typeof p === "object" && p !== null && !ArrayBuffer.isView(p)) {
+    if (typeof p === "object" && p !== null && (!ArrayBuffer.isView(p) || p.byteLength === 0)) {
       plain = false;
       break;
     }
   }
   if (plain) return params;
   let out = params.some((p) => Array.isArray(p)) ? params.flat(1) : params;
+  out = out.map((p) => (ArrayBuffer.isView(p) && p.byteLength === 0 ? EMPTY_BLOB : p));
   const named = out.findIndex(isNamedParameters);
   if (named > 0) out = [out[named], ...out.slice(0, named), ...out.slice(named + 1)];
   return out;
