@@ -179,6 +179,24 @@ describe("the adapters behave as better-sqlite3 on every driver", () => {
     for (const driver of SQLITE_DRIVERS) expect(results[driver], driver).toEqual(expected);
   });
 
+  it("a statement that meets an integer past 2^53 on a later call reads it right; a write returning one runs once", () => {
+    const results = onEach((db) => {
+      const read = db.statement("SELECT n FROM t WHERE k = ?");
+      db.statement("INSERT INTO t (k, n) VALUES (?, ?)").run("small", 5);
+      db.statement("INSERT INTO t (k, n) VALUES (?, ?)").run("big", 2 ** 60);
+      const calls = [read.get("small"), read.get("big"), read.get("small"), db.rawStatement("SELECT n FROM t ORDER BY id").all()];
+      const returned = db.statement("INSERT INTO t (k, n) VALUES (?, ?) RETURNING n").get("ret", 2 ** 61);
+      const written = db.statement("SELECT count(*) AS c FROM t WHERE k = 'ret'").get();
+      return { calls, returned, written };
+    });
+    for (const driver of SQLITE_DRIVERS)
+      expect(results[driver], driver).toEqual({
+        calls: [{ n: 5 }, { n: 2 ** 60 }, { n: 5 }, [[5], [2 ** 60]]],
+        returned: { n: 2 ** 61 },
+        written: { c: 1 },
+      });
+  });
+
   it("reader and readonly flags are SQLite's own on every driver", () => {
     const statements = [
       "SELECT k FROM t",

@@ -148,13 +148,45 @@ class NodeSqliteStatement implements SqliteEngineStatement {
   #safe = false;
   #reader: boolean | undefined;
   #readonly: boolean | undefined;
+  /** Integers are read as bigint (and converted): once one did not fit a number, or from the start (see #needsBigInts). */
+  #bigints = false;
 
   constructor(
     private readonly db: NodeSqliteDriver,
     private readonly st: NodeStatement,
     private readonly sql: string,
-  ) {
-    st.setReadBigInts(true);
+  ) {}
+
+  /**
+   * Integers as bigint from the first row on: for safeIntegers, and for a
+   * write that returns rows (RETURNING), which must not run twice. Other
+   * statements read numbers and switch when one is too large (#read).
+   */
+  #needsBigInts(): boolean {
+    return this.#safe || RETURNING.test(this.sql);
+  }
+
+  #useBigInts(): void {
+    if (this.#bigints) return;
+    this.st.setReadBigInts(true);
+    this.#bigints = true;
+  }
+
+  /**
+   * Reads with numbers first (no bigint per value); an integer past 2^53
+   * makes node:sqlite throw ERR_OUT_OF_RANGE, and the statement, one that
+   * writes nothing, runs again with bigints, for good.
+   */
+  #read<R>(read: () => R): R {
+    if (!this.#bigints && this.#needsBigInts()) this.#useBigInts();
+    if (this.#bigints) return read();
+    try {
+      return read();
+    } catch (e) {
+      if ((e as { code?: unknown } | null)?.code !== "ERR_OUT_OF_RANGE") throw e;
+      this.#useBigInts();
+      return read();
+    }
   }
 
   raw(toggle = true): this {
@@ -188,17 +220,21 @@ class NodeSqliteStatement implements SqliteEngineStatement {
   }
 
   get(...params: unknown[]): unknown {
-    const row = this.st.get(...spread(params));
+    const args = spread(params);
+    const row = this.#read(() => this.st.get(...args));
     return row === undefined ? undefined : this.#row(row);
   }
 
   all(...params: unknown[]): unknown[] {
-    const rows = this.st.all(...spread(params));
+    const args = spread(params);
+    const rows = this.#read(() => this.st.all(...args));
     for (let i = 0; i < rows.length; i++) rows[i] = this.#row(rows[i] as Record<string, unknown> | unknown[]) as Record<string, unknown>;
     return rows;
   }
 
   *iterate(...params: unknown[]): IterableIterator<unknown> {
+    // Rows handed out one at a time cannot be read again: bigints from the start.
+    this.#useBigInts();
     for (const row of this.st.iterate(...spread(params))) yield this.#row(row);
   }
 
@@ -223,6 +259,9 @@ class NodeSqliteStatement implements SqliteEngineStatement {
     return this.db.native.prepare(`EXPLAIN ${this.sql}`).all() as unknown as { opcode: string; p2: number | bigint }[];
   }
 }
+
+/** A write that returns rows: read with bigints from the start, so it never runs twice. */
+const RETURNING = /\bRETURNING\b/i;
 
 /**
  * A zero-length blob that node:sqlite binds as a blob: on Node.js 22 a
