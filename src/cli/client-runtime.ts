@@ -97,7 +97,7 @@ async function send<T>(options: ClientOptions, op: Operation, payload: unknown, 
   if (op.kind === "command" && call.wait === true) url += "?wait=true";
   const headers: Record<string, string> = { accept: "application/json", "content-type": "application/json", ...options.headers, ...call.headers };
   const token = typeof options.token === "function" ? await options.token() : options.token;
-  if (token !== undefined) headers.authorization = "Bearer " + token;
+  if (token !== undefined) headers["authorization"] = "Bearer " + token;
   if (options.identityUuid !== undefined) headers["x-identity-uuid"] = options.identityUuid;
   let retries = call.retries ?? options.retries ?? 2;
   if (op.kind === "command") {

@@ -79,7 +79,12 @@ export const LendBook = Library.command<LendBook>("LendBook", {
 
 export const GetBook = Library.query<{ bookUuid: string }, ProjectionModel<BookState> | undefined>("GetBook", {
   description: "One book",
-  schema: { type: "object", properties: { bookUuid: { type: "string", format: "uuid" } }, required: ["bookUuid"], additionalProperties: false },
+  schema: {
+    type: "object",
+    properties: { bookUuid: { type: "string", format: "uuid" } },
+    required: ["bookUuid"],
+    additionalProperties: false,
+  },
 });
 
 export const ListBooks = Library.query<{ page?: number }, ProjectionList<BookState>>("ListBooks", {
