@@ -24,6 +24,7 @@ import type {
   OpenApiResponse,
   RouteDoc,
 } from "./openapi-types.js";
+import { RuntimeDomain } from "../runtime/runtime-domain.js";
 import { STATUS_BY_CODE } from "./problem.js";
 import { fixedGuardOf, type HttpRoute, type HttpRouteModule } from "./route.js";
 import { COMMAND_ROUTE, CORE_MODULE, isStoreMessage, QUERY_ROUTE, servedModules } from "./routes.js";
@@ -288,7 +289,8 @@ class DocumentBuilder {
   #route(m: HttpRouteModule, route: HttpRoute): void {
     const doc: RouteDoc = route.openapi ?? (m.name === CORE_MODULE ? CORE_ROUTE_DOCS[`${route.method} ${route.path}`] : undefined) ?? {};
     const guard = fixedGuardOf(route.guard);
-    const tag = m.name === CORE_MODULE ? "Runtime" : m.name;
+    // The generic routes other than the messages are the Runtime's: tagged with its domain.
+    const tag = m.name === CORE_MODULE ? RuntimeDomain.name : m.name;
     this.#tags.set(tag, m.name === CORE_MODULE ? "The Runtime: introspection, control, stores and system events" : undefined);
     const path = `${this.#basePath}${route.path.replace(/:([A-Za-z0-9_]+)/g, "{$1}")}`;
     const parameters: (OpenApiParameter | { $ref: string })[] = [];
