@@ -149,6 +149,26 @@ describe("the OpenAPI document", () => {
   });
 });
 
+describe("mneme openapi and mneme client on the command line", () => {
+  const mneme = (args: string[]) =>
+    runProcess("npx", ["tsx", "src/cli/main.ts", ...args], root, 90_000, { ...process.env, LIBRARY_DB: scratch.newFile() });
+
+  it("prints the document without --out, and refuses a missing --app or --out with a usage error", async () => {
+    const printed = await mneme(["openapi", "--app", "test/support/library-app.ts"]);
+    expect(printed.code).toBe(0);
+    expect(JSON.parse(printed.stdout)).toEqual(doc);
+    const noApp = await mneme(["openapi"]);
+    expect(noApp.code).toBe(2);
+    expect(noApp.stderr).toContain("mneme: missing --app");
+    const noOut = await mneme(["client", "--app", "test/support/library-app.ts"]);
+    expect(noOut.code).toBe(2);
+    expect(noOut.stderr).toContain("mneme: missing --out");
+    const notAnApp = await mneme(["openapi", "--app", "test/support/library-world.ts"]);
+    expect(notAnApp.code).toBe(1);
+    expect(notAnApp.stderr).toMatch(/default export must be a function that returns the app's facade/);
+  }, 120_000);
+});
+
 describe("every operation against the live app", () => {
   it("answers a matching request with a documented status and a body valid against the documented schema", async () => {
     const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });

@@ -41,7 +41,7 @@ export function generateClient(doc: OpenApiDocument): string {
   );
   for (const name of used) {
     const schema = doc.components.schemas[name];
-    const description = typeof schema === "object" && typeof schema.description === "string" ? schema.description : `${name}`;
+    const description = typeof schema === "object" && typeof schema.description === "string" ? schema.description : name;
     out.push(`${docComment(description, "")}export type ${names.get(name)!} = ${schemaToTs(schema, refName)};\n`);
   }
   out.push(CLIENT_RUNTIME);

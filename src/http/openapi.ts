@@ -519,7 +519,8 @@ function escapePointer(s: string): string {
 /** The security requirement of a permission: none for anonymous, a session (and an identity) otherwise. */
 function securityOf(p: OpenApiPermission, needsSession: boolean): Record<string, string[]>[] {
   if (p.kind === "level" && p.level === "Anonymous") return needsSession ? SESSION : [];
-  if (p.kind === "level" && p.level === "Authenticated") return [...SESSION, ...IDENTITY];
+  // An identity is optional there: a session alone satisfies it.
+  if (p.kind === "level" && p.level === "Authenticated") return SESSION;
   if (p.kind === "custom") return needsSession ? [...SESSION, ...IDENTITY] : optionalCredentials();
   return IDENTITY;
 }
