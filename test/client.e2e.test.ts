@@ -110,6 +110,15 @@ describe("the generated client", () => {
     const ok = await runProcess(process.execPath, [tsc, ...flags, ...strictest, clientFile, use], dir);
     expect(ok.stdout + ok.stderr).toBe("");
     expect(ok.code).toBe(0);
+    // Without the DOM lib: the types of Node's fetch (@types/node) are enough.
+    const nodeTypes = ["--noEmit", "--strict", "--target", "es2022", "--module", "nodenext", "--lib", "es2022", "--types", "node"];
+    const onNode = await runProcess(
+      process.execPath,
+      [tsc, ...nodeTypes, "--typeRoots", join(root, "node_modules/@types"), clientFile, use],
+      dir,
+    );
+    expect(onNode.stdout + onNode.stderr).toBe("");
+    expect(onNode.code).toBe(0);
     const bad = await runProcess(process.execPath, [tsc, ...flags, misuse], dir);
     expect(bad.code).not.toBe(0);
     expect(bad.stdout).toMatch(/Property 'title' is missing|Property 'room' is missing/);

@@ -46,7 +46,7 @@ export interface ClientOptions {
   /** The identity the caller acts as (X-Identity-Uuid); authorized permissions need one. */
   readonly identityUuid?: string;
   /** fetch's credentials mode: "include" sends the session cookie of a browser (then cookies authenticate). */
-  readonly credentials?: RequestCredentials;
+  readonly credentials?: "omit" | "same-origin" | "include";
   /** Another fetch (a test's, one with a proxy); default globalThis.fetch. */
   readonly fetch?: (input: string, init: RequestInit) => Promise<Response>;
   /** Headers sent with every call. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The `mneme` binary. Parses argv only; the work is in schema-build.ts,
- * privacy-migrate.ts, upgrade.ts and store-copy.ts. Exit codes: 0 done, 1 the command failed (also:
+ * privacy-migrate.ts, upgrade.ts, store-copy.ts, seed.ts, openapi.ts and client.ts. Exit codes: 0 done, 1 the command failed (also:
  * ts-json-schema-generator is not installed), 2 usage error. Only
  * `schema build` loads the generator.
  */
