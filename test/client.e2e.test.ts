@@ -69,6 +69,9 @@ describe("the generated client", () => {
     );
     // ListBooks requires nothing: its payload may be left out.
     expect(source).toContain("ListBooks: <R = unknown>(payload?: Library_ListBooks, call?: CallOptions): Promise<Result<R>>");
+    // GetBook declares its result's schema: the result type by default.
+    expect(source).toContain("GetBook: <R = Library_GetBook_Result>(payload: Library_GetBook, call?: CallOptions): Promise<Result<R>>");
+    expect(source).toContain("export type Library_GetBook_Result = null | {\n  aggregateUuid: string;\n  model: Library_BookState;\n};");
     const tsc = join(root, "node_modules/typescript/bin/tsc");
     const flags = [
       "--noEmit",
@@ -99,13 +102,18 @@ describe("the generated client", () => {
         `  const r = await c.commands.Library.AddBook({ bookUuid: "u", title: "t", shelf: { room: "A", row: 2 } }, { wait: true });\n` +
         `  if (!r.ok) return r.problem.code;\n` +
         `  const q = await c.queries.Library.GetBook<{ model: { title: string } }>({ bookUuid: "u" });\n` +
+        `  const typed = await c.queries.Library.GetBook({ bookUuid: "u" });\n` +
+        `  if (typed.ok && typed.value !== null) return typed.value.model.title.toUpperCase() + String(typed.value.model.lentTo);\n` +
         `  return q.ok ? q.value.model.title + r.value.commandUuid : q.problem.detail;\n}\n`,
     );
     writeFileSync(
       misuse,
       `import { createClient } from "./library-client.js";\n` +
         `const c = createClient({ baseUrl: "http://x" });\n` +
-        `void c.commands.Library.AddBook({ bookUuid: "u", shelf: { row: 2 } });\n`,
+        `void c.commands.Library.AddBook({ bookUuid: "u", shelf: { row: 2 } });\n` +
+        `export async function g(): Promise<number> {\n` +
+        `  const r = await c.queries.Library.GetBook({ bookUuid: "u" });\n` +
+        `  return r.ok && r.value !== null ? r.value.model.title : 0;\n}\n`,
     );
     const ok = await runProcess(process.execPath, [tsc, ...flags, ...strictest, clientFile, use], dir);
     expect(ok.stdout + ok.stderr).toBe("");
@@ -122,6 +130,8 @@ describe("the generated client", () => {
     const bad = await runProcess(process.execPath, [tsc, ...flags, misuse], dir);
     expect(bad.code).not.toBe(0);
     expect(bad.stdout).toMatch(/Property 'title' is missing|Property 'room' is missing/);
+    // The result type comes from GetBook's resultSchema: a title is a string, not a number.
+    expect(bad.stdout).toMatch(/misuse\.ts\(6,\d+\): error TS2322: Type 'string' is not assignable to type 'number'/);
   }, 120_000);
 });
 

@@ -34,14 +34,31 @@ function app(): { doc: OpenApiDocument } {
   const Same = Library.command<{ shelf: { room: string } }>("Same", { schema: withShelf(shelf({})) });
   const Store = Archive.command<{ shelf: { room: string } }>("Store", { schema: withShelf(shelf({})) });
   const Loose = Library.query<unknown, unknown>("Loose");
+  const Count = Library.query<Record<string, never>, { count: number }>("Count", {
+    schema: { type: "object" },
+    resultSchema: {
+      $schema: "https://json-schema.org/draft/2020-12/schema",
+      type: "object",
+      properties: { count: { type: "integer" } },
+      required: ["count"],
+    },
+  });
+  const Tag = Archive.command<{ tag: string }, { tagged: number }>("Tag", {
+    schema: { type: "object", properties: { tag: { type: "string" } }, required: ["tag"] },
+    resultSchema: { type: "object", properties: { tagged: { type: "integer" } } },
+  });
   const facade = createFacade({ appName: "units", version: "0.0.1" });
   facade.registerDomain(Library, (d) => {
     d.handleCommand(Put, () => []);
     d.handleCommand(Move, () => []);
     d.handleCommand(Same, () => []);
     d.handleQuery(Loose, () => null);
+    d.handleQuery(Count, () => ({ count: 0 }));
   });
-  facade.registerDomain(Archive, (d) => d.handleCommand(Store, () => []));
+  facade.registerDomain(Archive, (d) => {
+    d.handleCommand(Store, () => []);
+    d.handleCommand(Tag, () => []);
+  });
   const doc = buildOpenApiDocument(facade, {
     basePath: "/mneme",
     modules: [
@@ -78,6 +95,45 @@ describe("buildOpenApiDocument", () => {
     expect(Object.keys(put.responses)).toContain("2XX");
     expect(put["x-mneme-permission"]).toMatchObject({ message: "Library.Put", kind: "level", level: "Authorized" });
     expect(put.tags).toEqual(["shelves"]);
+  });
+
+  it("documents a declared resultSchema as the query's answer and the command's result", () => {
+    const count = doc.paths["/mneme/api/tenants/{tenantUuid}/queries/Library/Count"]!.post!;
+    expect(count.responses["200"]).toMatchObject({
+      content: { "application/json": { schema: { $ref: "#/components/schemas/Library.Count.Result" } } },
+    });
+    expect(doc.components.schemas["Library.Count.Result"]).toEqual({
+      type: "object",
+      properties: { count: { type: "integer" } },
+      required: ["count"],
+    });
+    const tag = doc.paths["/mneme/api/tenants/{tenantUuid}/commands/Archive/Tag"]!.post!;
+    expect(tag.responses["200"]).toMatchObject({
+      content: {
+        "application/json": {
+          schema: {
+            allOf: [
+              { $ref: "#/components/schemas/CommandResponse" },
+              { properties: { result: { $ref: "#/components/schemas/Archive.Tag.Result" } } },
+            ],
+          },
+        },
+      },
+    });
+    const source = generateClient(doc);
+    expect(source).toContain("Count: <R = Library_Count_Result>(payload?: Library_Count, call?: CallOptions): Promise<Result<R>>");
+    expect(source).toContain(
+      "Tag: <R = Archive_Tag_Result>(payload: Archive_Tag, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>>",
+    );
+  });
+
+  it("refuses a resultSchema that is not a JSON Schema object (INVALID_DOMAIN)", () => {
+    const D = defineDomain("Bad");
+    for (const resultSchema of ["string", null, [], 1]) {
+      expect(() => D.query(`Q${typeof resultSchema}${String(resultSchema).length}`, { resultSchema: resultSchema as never })).toThrow(
+        expect.objectContaining({ code: "INVALID_DOMAIN", message: expect.stringMatching(/resultSchema must be a JSON Schema object/) }),
+      );
+    }
   });
 
   it("writes a client whose payload types follow the lifted names", () => {

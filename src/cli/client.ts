@@ -108,12 +108,28 @@ function usedSchemas(doc: OpenApiDocument, ops: readonly MessageOperation[]): st
       }
     }
   };
-  for (const op of ops) visit(payloadSchema(op.operation));
+  for (const op of ops) {
+    visit(payloadSchema(op.operation));
+    visit(resultSchema(op));
+  }
   return Object.keys(doc.components.schemas).filter((n) => reached.has(n));
 }
 
 function payloadSchema(op: OpenApiOperation): JsonSchema | boolean | undefined {
   return op.requestBody?.content["application/json"]?.schema;
+}
+
+/**
+ * The result's schema, where the message declares one (`resultSchema`): a query's answer, or the
+ * `result` of a command's answer (`allOf: [CommandResponse, { properties: { result } }]`).
+ */
+function resultSchema(op: MessageOperation): JsonSchema | undefined {
+  const ok = op.operation.responses["200"];
+  const schema = ok !== undefined && "content" in ok ? ok.content?.["application/json"]?.schema : undefined;
+  if (typeof schema !== "object") return undefined;
+  if (op.kind === "query") return Object.keys(schema).length === 0 ? undefined : schema;
+  const typed = Array.isArray(schema.allOf) ? (schema.allOf[1] as { properties?: { result?: JsonSchema } } | undefined) : undefined;
+  return typed?.properties?.result;
 }
 
 function operationsTable(ops: readonly MessageOperation[]): string {
@@ -135,14 +151,16 @@ function createClientSource(doc: OpenApiDocument, ops: readonly MessageOperation
       const payload = payloadSchema(op.operation);
       const type = schemaToTs(payload, refName, "      ");
       const optional = !requiresSomething(payload, doc);
+      const declared = resultSchema(op);
+      const result = declared === undefined ? "unknown" : schemaToTs(declared, refName, "      ");
       const comment = docComment(
         [op.operation.summary, op.operation.description].filter((s) => s !== undefined && s !== "").join("\n\n"),
         "      ",
       );
       const line =
         kind === "command"
-          ? `${comment}      ${propertyKey(op.name)}: <R = unknown>(payload${optional ? "?" : ""}: ${type}, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>\n        send<CommandResponse<R>>(options, OPERATIONS[${index}]!, payload, call),`
-          : `${comment}      ${propertyKey(op.name)}: <R = unknown>(payload${optional ? "?" : ""}: ${type}, call?: CallOptions): Promise<Result<R>> =>\n        send<R>(options, OPERATIONS[${index}]!, payload, call),`;
+          ? `${comment}      ${propertyKey(op.name)}: <R = ${result}>(payload${optional ? "?" : ""}: ${type}, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>\n        send<CommandResponse<R>>(options, OPERATIONS[${index}]!, payload, call),`
+          : `${comment}      ${propertyKey(op.name)}: <R = ${result}>(payload${optional ? "?" : ""}: ${type}, call?: CallOptions): Promise<Result<R>> =>\n        send<R>(options, OPERATIONS[${index}]!, payload, call),`;
       const list = byDomain.get(op.domain) ?? [];
       list.push(line);
       byDomain.set(op.domain, list);

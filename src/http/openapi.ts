@@ -120,6 +120,7 @@ class DocumentBuilder {
         this.#tags.set(d.name, d.description);
         const path = `${this.#basePath}/api/tenants/{tenantUuid}/${kind === "command" ? "commands" : "queries"}/${segment(d.name)}/${segment(t.name)}`;
         const payload = this.#payloadSchema(t);
+        const result = this.#resultSchema(t);
         const parameters: { $ref: string }[] = [{ $ref: "#/components/parameters/tenantUuid" }];
         if (kind === "command")
           for (const p of ["wait", "idempotencyKey", "targetAggregateUuid", "targetAggregateVersion"])
@@ -130,11 +131,11 @@ class DocumentBuilder {
             ? {
                 description: "the command ran (or, with Idempotency-Key, was replayed)",
                 headers: { "Idempotent-Replayed": { description: "`true` on a replay", schema: { type: "string", enum: ["true"] } } },
-                content: { "application/json": { schema: { $ref: "#/components/schemas/CommandResponse" } } },
+                content: { "application/json": { schema: commandResponse(result) } },
               }
             : {
                 description: "the query handler's result (`null` when it returns nothing)",
-                content: { "application/json": { schema: {} } },
+                content: { "application/json": { schema: result ?? {} } },
               };
         const permission = this.#permission(t);
         const operation: OpenApiOperation = {
@@ -306,26 +307,36 @@ class DocumentBuilder {
   #payloadSchema(t: CommandType<any, any> | QueryType<any, any>): JsonSchema {
     const doc = this.#facade.schemas.documentFor(t);
     if (doc === undefined) return { description: `${t.domain}.${t.name} has no JSON Schema: any JSON object` };
+    return this.#component(t.domain, componentName(t.name), doc);
+  }
+
+  /** A message's result schema (`resultSchema`) as a reference to `<Domain>.<Name>.Result`; undefined when it has none. */
+  #resultSchema(t: CommandType<any, any> | QueryType<any, any>): JsonSchema | undefined {
+    return t.resultSchema === undefined ? undefined : this.#component(t.domain, `${componentName(t.name)}.Result`, t.resultSchema);
+  }
+
+  /** A schema document placed in components/schemas as `<domain>.<name>`, its `$defs` lifted as `<domain>.<def>`. */
+  #component(domain: string, name: string, doc: JsonSchema): JsonSchema {
     const { $defs, $schema: _dialect, ...root } = doc as JsonSchema & { $defs?: Record<string, JsonSchema | boolean> };
     const defs = Object.entries($defs ?? {});
-    const names = new Map(defs.map(([def]) => [def, `${t.domain}.${componentName(def)}`]));
+    const names = new Map(defs.map(([def]) => [def, `${domain}.${componentName(def)}`]));
     // A name another message's schema holds with other content gets a suffix; renaming may change what refers to it: again.
     for (let round = 0; round <= defs.length; round++) {
       let renamed = false;
       for (const [def, schema] of defs) {
         if (this.#clashes(names.get(def)!, rewriteRefs(schema, names))) {
-          names.set(def, this.#free(`${t.domain}.${componentName(def)}`, names));
+          names.set(def, this.#free(`${domain}.${componentName(def)}`, names));
           renamed = true;
         }
       }
       if (!renamed) break;
     }
     for (const [def, schema] of defs) this.#schemas[names.get(def)!] ??= rewriteRefs(schema, names) as JsonSchema;
-    const payload = rewriteRefs(root, names) as JsonSchema;
-    const wanted = `${t.domain}.${componentName(t.name)}`;
-    const name = this.#clashes(wanted, payload) ? this.#free(wanted, names) : wanted;
-    this.#schemas[name] ??= payload;
-    return { $ref: `#/components/schemas/${name}` };
+    const rewritten = rewriteRefs(root, names) as JsonSchema;
+    const wanted = `${domain}.${name}`;
+    const placed = this.#clashes(wanted, rewritten) ? this.#free(wanted, names) : wanted;
+    this.#schemas[placed] ??= rewritten;
+    return { $ref: `#/components/schemas/${placed}` };
   }
 
   /** True when components/schemas holds `name` with another schema. */
@@ -357,6 +368,12 @@ class DocumentBuilder {
     // A route defined twice is refused by buildRoutes; the first one is the one served.
     item[method] ??= operation;
   }
+}
+
+/** A command's answer: CommandResponse, its `result` typed when the command declares a resultSchema. */
+function commandResponse(result: JsonSchema | undefined): JsonSchema {
+  const base = { $ref: "#/components/schemas/CommandResponse" };
+  return result === undefined ? base : { allOf: [base, { properties: { result } }] };
 }
 
 /** A path segment as it appears in a path template (percent-encoded where needed). */

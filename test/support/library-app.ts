@@ -85,6 +85,24 @@ export const GetBook = Library.query<{ bookUuid: string }, ProjectionModel<BookS
     required: ["bookUuid"],
     additionalProperties: false,
   },
+  // What the query answers (null: no such book), for the OpenAPI document and the generated client.
+  resultSchema: {
+    anyOf: [
+      { type: "null" },
+      {
+        type: "object",
+        properties: { aggregateUuid: { type: "string" }, model: { $ref: "#/$defs/BookState" } },
+        required: ["aggregateUuid", "model"],
+      },
+    ],
+    $defs: {
+      BookState: {
+        type: "object",
+        properties: { exists: { type: "boolean" }, title: { type: "string" }, lentTo: { type: ["string", "null"] } },
+        required: ["exists", "title", "lentTo"],
+      },
+    },
+  },
 });
 
 export const ListBooks = Library.query<{ page?: number }, ProjectionList<BookState>>("ListBooks", {
