@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { createFacade, defineDomain } from "mneme";
-import { buildOpenApiDocument, jsonResponse, type OpenApiDocument } from "mneme/http";
+import { buildOpenApiDocument, createHttpHandler, jsonResponse, type OpenApiDocument } from "mneme/http";
 import { guardBy } from "../src/http/route.js";
 import { schemaToTs } from "../src/cli/schema-to-ts.js";
 import { generateClient } from "../src/cli/client.js";
@@ -143,6 +143,24 @@ describe("buildOpenApiDocument", () => {
     // A query without a schema takes any payload, which may be left out.
     expect(source).toContain("Loose: <R = unknown>(payload?: unknown, call?: CallOptions)");
     expect(source).toContain('path: "/mneme/api/tenants/{tenantUuid}/commands/Library/Move"');
+  });
+});
+
+describe("createHttpHandler", () => {
+  it("refuses a module route on the document's path unless openapi is false", () => {
+    const facade = createFacade({ appName: "units" });
+    const Own = defineDomain("Own").query<unknown, unknown>("Doc");
+    const module = {
+      name: "own-docs",
+      routes: [{ method: "GET" as const, path: "/api/:file", guard: guardBy(Own), run: () => Promise.resolve(jsonResponse(200, {})) }],
+    };
+    expect(() => createHttpHandler(facade, { modules: [module] })).toThrow(
+      expect.objectContaining({ code: "INVALID_REQUEST", message: expect.stringMatching(/openapi: false/) }),
+    );
+    expect(() => createHttpHandler(facade, { modules: [module], openapi: false })).not.toThrow();
+    expect(() => createHttpHandler(facade, { openapi: { access: "everyone" as never } })).toThrow(
+      expect.objectContaining({ code: "INVALID_REQUEST", message: expect.stringMatching(/openapi.access/) }),
+    );
   });
 });
 

@@ -1,4 +1,4 @@
-import { isMnemeError } from "../model/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { MessageRef } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
@@ -65,6 +65,12 @@ class HttpCore {
     this.#problems = { typeBase: opts.problemTypeBase, onError: opts.onError };
     this.#dashboard = opts.dashboard ? new Dashboard({ problemTypeBase: opts.problemTypeBase }) : undefined;
     this.#openapi = opts.openapi === false ? undefined : new OpenApiEndpoint(facade, opts, opts.openapi);
+    // The document's path is answered before the routes: a module route there would never be reached.
+    if (this.#openapi !== undefined && this.#router.match("GET", OPENAPI_PATH).kind === "found")
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `createHttpHandler: a route module serves GET ${OPENAPI_PATH}, the OpenAPI document's path; pass openapi: false to serve your own`,
+      );
   }
 
   /** The Fetch API entry point. */
