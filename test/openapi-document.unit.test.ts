@@ -158,6 +158,9 @@ describe("createHttpHandler", () => {
       expect.objectContaining({ code: "INVALID_REQUEST", message: expect.stringMatching(/openapi: false/) }),
     );
     expect(() => createHttpHandler(facade, { modules: [module], openapi: false })).not.toThrow();
+    expect(() => createHttpHandler(facade, { openapi: { info: { title: 1 as never } } })).toThrow(
+      expect.objectContaining({ code: "INVALID_REQUEST", message: expect.stringMatching(/openapi.info/) }),
+    );
     expect(() => createHttpHandler(facade, { openapi: { access: "everyone" as never } })).toThrow(
       expect.objectContaining({ code: "INVALID_REQUEST", message: expect.stringMatching(/openapi.access/) }),
     );

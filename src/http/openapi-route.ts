@@ -23,6 +23,17 @@ export function resolveOpenApiOptions(option: boolean | OpenApiServeOptions | un
     throw new MnemeError("INVALID_REQUEST", `openapi.access must be "public" or "authenticated" (got ${JSON.stringify(access)})`);
   if (option.servers !== undefined && (!Array.isArray(option.servers) || !option.servers.every((s) => typeof s?.url === "string")))
     throw new MnemeError("INVALID_REQUEST", "openapi.servers must be an array of { url, description? }");
+  const info: unknown = option.info;
+  if (
+    info !== undefined &&
+    (typeof info !== "object" ||
+      info === null ||
+      !["title", "version", "description"].every((k) => {
+        const v = (info as Record<string, unknown>)[k];
+        return v === undefined || typeof v === "string";
+      }))
+  )
+    throw new MnemeError("INVALID_REQUEST", "openapi.info must be { title?, version?, description? }, each a string");
   return { ...option, access };
 }
 
