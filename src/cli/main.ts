@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 /**
  * The `mneme` binary. Parses argv only; the work is in schema-build.ts,
- * privacy-migrate.ts, upgrade.ts and store-copy.ts. Exit codes: 0 done, 1 the command failed (also:
+ * privacy-migrate.ts, upgrade.ts, store-copy.ts, seed.ts, openapi.ts and client.ts. Exit codes: 0 done, 1 the command failed (also:
  * ts-json-schema-generator is not installed), 2 usage error. Only
  * `schema build` loads the generator.
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { errorMessage } from "../model/errors.js";
+import { runClientCommand } from "./client.js";
+import { runOpenApiCommand } from "./openapi.js";
 import { runPrivacyCommand } from "./privacy-migrate.js";
 import { buildSchemasWithReport, writeSchemasFile } from "./schema-build.js";
 import { runSeedCommand } from "./seed.js";
@@ -23,6 +25,8 @@ const USAGE = `Usage:
   mneme upgrade finish --app <module> [--settle-ms <n>] [--batch-size <n>]
   mneme store copy --from <file or postgres url> --to <postgres url or file> [--resume] [--batch-size <n>]
   mneme seed --app <module> --file <json>
+  mneme openapi --app <module> [--out <file>]
+  mneme client --app <module> --out <file>
   mneme --help | --version
 
 Commands:
@@ -60,6 +64,14 @@ Commands:
                  missing, as a system administrator; what exists is left as it
                  is, so a second run changes nothing (docs/auth.md, Seeding).
                  Prints what it created.
+  openapi        Write the OpenAPI 3.1 document of the app of <module>: every
+                 command and query with its payload's JSON Schema, the Runtime
+                 routes and the route modules of its exported httpOptions, with
+                 permissions and problem answers (docs/clients.md). To <file>,
+                 or to stdout without --out.
+  client         Write a typed client of the app of <module> to <file>: one
+                 dependency-free TypeScript file (fetch), a function per command
+                 and query typed by its payload schema (docs/clients.md).
 
 Options:
   --tsconfig <file>  tsconfig.json whose compiler options apply
@@ -135,6 +147,7 @@ async function run(argv: readonly string[]): Promise<number> {
   if (positionals[0] === "upgrade") return upgradeCommand(positionals, values);
   if (positionals[0] === "store") return storeCopy(positionals, values);
   if (positionals[0] === "seed") return seedCommand(positionals, values);
+  if (positionals[0] === "openapi" || positionals[0] === "client") return documentCommand(positionals, values);
   if (positionals[0] !== "schema" || positionals[1] !== "build") {
     throw new UsageError(`unknown command "${positionals.join(" ")}"`);
   }
@@ -204,6 +217,20 @@ async function seedCommand(positionals: readonly string[], values: Values): Prom
   if (missing.length > 0) throw new UsageError(`missing ${missing.map((k) => `--${k}`).join(", ")}`);
   const report = await runSeedCommand({ app: values.app!, file: values.file! });
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  return 0;
+}
+
+/** mneme openapi / mneme client: the app's OpenAPI document, or its typed client. */
+async function documentCommand(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
+  if (values.app === undefined || values.app === "") throw new UsageError("missing --app");
+  if (values.out === "") throw new UsageError("--out must name a file");
+  if (positionals[0] === "openapi") {
+    await runOpenApiCommand({ app: values.app, ...(values.out === undefined ? {} : { out: values.out }) }, process.stdout);
+    return 0;
+  }
+  if (values.out === undefined) throw new UsageError("missing --out");
+  await runClientCommand({ app: values.app, out: values.out }, process.stdout);
   return 0;
 }
 

@@ -13,6 +13,29 @@ import { GetAccount, ListAccounts, RegisterAccount } from "./account.js";
 import { resolveCredentials } from "./credentials.js";
 import { Login, Logout } from "./session.js";
 
+const ACCOUNT_UUID = { type: "object", properties: { accountUuid: { type: "string" } }, required: ["accountUuid"] };
+const INCLUDE_HISTORY = { schema: { type: "string", enum: ["true", "false"] }, description: "with the account's events" };
+const PAGE_PARAM = { schema: { type: "integer", minimum: 1 } };
+const SESSION_BODY = {
+  type: "object",
+  properties: {
+    sessionUuid: { type: "string" },
+    sessionKey: { type: "string" },
+    token: { type: "string", description: "`Authorization: Bearer <token>`" },
+    accountUuid: { type: "string" },
+    expiresAt: {},
+    identities: {
+      type: "array",
+      items: {
+        type: "object",
+        properties: { identityUuid: { type: "string" }, tenantUuid: { type: "string" } },
+        required: ["identityUuid", "tenantUuid"],
+      },
+    },
+  },
+  required: ["sessionUuid", "sessionKey", "token", "accountUuid", "identities"],
+};
+
 /** resolveCredentials of the built-in Account domain; a facade without registerDefaults is a setup mistake (500), not the client's. */
 const accountResolver: CredentialResolver = async (facade, creds) => {
   try {
@@ -49,6 +72,11 @@ function accountEndpoints(): HttpRoute[] {
       method: "POST",
       path: "/api/accounts",
       guard: guardBy(RegisterAccount),
+      openapi: {
+        summary: "Register an account",
+        body: "payload",
+        responses: { "201": { description: "the new account", schema: ACCOUNT_UUID } },
+      },
       run: async (c) => {
         const out = await c.facade.dispatch(RegisterAccount, bodyAs(RegisterAccount, await c.body()), { reqCtx: c.reqCtx });
         return jsonResponse(201, { accountUuid: out.result?.accountUuid });
@@ -58,6 +86,11 @@ function accountEndpoints(): HttpRoute[] {
       method: "GET",
       path: "/api/accounts/:accountUuid",
       guard: guardBy(GetAccount),
+      openapi: {
+        summary: "One account (the account itself, or system administrators)",
+        query: { includeHistory: INCLUDE_HISTORY },
+        responses: { "200": { description: "the account item (with historyEvents only when asked)", schema: { type: "object" } } },
+      },
       run: async (c) => {
         const includeHistory = boolParam("includeHistory", c.request.searchParams.get("includeHistory"));
         const payload = { accountUuid: c.params.accountUuid!, ...(includeHistory === undefined ? {} : { includeHistory }) };
@@ -69,6 +102,11 @@ function accountEndpoints(): HttpRoute[] {
       method: "GET",
       path: "/api/accounts",
       guard: guardBy(ListAccounts),
+      openapi: {
+        summary: "A page of accounts (system administrators)",
+        query: { includeHistory: INCLUDE_HISTORY, page: PAGE_PARAM, pageSize: PAGE_PARAM },
+        responses: { "200": { description: "`{ items, total, page, pageSize }`", schema: { type: "object" } } },
+      },
       run: async (c) => {
         const includeHistory = boolParam("includeHistory", c.request.searchParams.get("includeHistory"));
         const { page, pageSize } = readPage(pageQuery(c.request.searchParams), c.options);
@@ -86,6 +124,16 @@ function sessionEndpoints(): HttpRoute[] {
       method: "POST",
       path: "/api/sessions",
       guard: guardBy(Login),
+      openapi: {
+        summary: "Log in: a session and its token",
+        body: "payload",
+        responses: {
+          "201": {
+            description: "`{ sessionUuid, sessionKey, token, accountUuid, expiresAt, identities }`; Set-Cookie with sessionCookies",
+            schema: SESSION_BODY,
+          },
+        },
+      },
       run: async (c) => {
         const out = await c.facade.dispatch(Login, bodyAs(Login, await c.body()), { reqCtx: c.reqCtx });
         const session = out.result;
@@ -103,6 +151,11 @@ function sessionEndpoints(): HttpRoute[] {
       method: "DELETE",
       path: "/api/sessions/current",
       guard: guardBy(Logout),
+      openapi: {
+        summary: "Log out (ends the session of the credentials)",
+        body: false,
+        responses: { "204": { description: "signed out" } },
+      },
       run: async (c) => {
         await c.facade.dispatch(Logout, {}, { reqCtx: c.reqCtx });
         const cookies = c.options.sessionCookies;

@@ -1,4 +1,4 @@
-import { isMnemeError } from "../model/errors.js";
+import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { MessageRef } from "../model/facade-handle.js";
 import type { RequestContext } from "../model/types.js";
@@ -12,6 +12,8 @@ import { fetchInbound, type InboundRequest, type Reply, toResponse, withDirectHa
 import { errorResponse, problemResponse } from "./problem.js";
 import { checkOrigin, requestContext } from "./request-context.js";
 import { jsonResponse } from "./responses.js";
+import { OPENAPI_PATH } from "./openapi.js";
+import { OpenApiEndpoint } from "./openapi-route.js";
 import { buildRoutes, isStoreMessage, type ServedRoute } from "./routes.js";
 import type { RouteContext } from "./route.js";
 import type { Router } from "./router.js";
@@ -50,6 +52,7 @@ class HttpCore {
   readonly #limiter: TokenBucketLimiter | undefined;
   readonly #problems: { typeBase: string; onError: ResolvedHttpOptions["onError"] };
   readonly #dashboard: Dashboard | undefined;
+  readonly #openapi: OpenApiEndpoint | undefined;
 
   constructor(facade: Facade, options: HttpHandlerOptions) {
     const opts = resolveHttpOptions(options);
@@ -61,6 +64,13 @@ class HttpCore {
     this.#limiter = rate === false ? undefined : new TokenBucketLimiter(rate.requests, rate.windowMs, opts.now);
     this.#problems = { typeBase: opts.problemTypeBase, onError: opts.onError };
     this.#dashboard = opts.dashboard ? new Dashboard({ problemTypeBase: opts.problemTypeBase }) : undefined;
+    this.#openapi = opts.openapi === false ? undefined : new OpenApiEndpoint(facade, opts, opts.openapi);
+    // The document's path is answered before the routes: a module route there would never be reached.
+    if (this.#openapi !== undefined && this.#router.match("GET", OPENAPI_PATH).kind === "found")
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `createHttpHandler: a route module serves GET ${OPENAPI_PATH}, the OpenAPI document's path; pass openapi: false to serve your own`,
+      );
   }
 
   /** The Fetch API entry point. */
@@ -110,6 +120,7 @@ class HttpCore {
     if (path === undefined) return undefined;
     const health = this.#opts.health;
     if (health !== false && (path === HEALTH_LIVE || path === HEALTH_READY)) return this.#health(path, method, health);
+    if (path === OPENAPI_PATH && this.#openapi !== undefined) return this.#openApiDocument(request, method, this.#openapi);
     let match;
     try {
       match = this.#router.match(method, path);
@@ -209,6 +220,12 @@ class HttpCore {
     if (method !== "GET") return this.#methodNotAllowed(method, path, ["GET", "HEAD"]);
     const report = path === HEALTH_LIVE ? await checkLiveness(thresholds) : await checkReadiness(this.#facade, thresholds);
     return jsonResponse(report.status === "pass" ? 200 : 503, report);
+  }
+
+  /** The OpenAPI document (openapi-route.ts): GET and HEAD only. */
+  #openApiDocument(request: InboundRequest, method: string, endpoint: OpenApiEndpoint): Promise<Reply> | Reply {
+    if (method !== "GET") return this.#methodNotAllowed(method, OPENAPI_PATH, ["GET", "HEAD"]);
+    return endpoint.answer(request, (reason) => this.#unauthenticated(unresolved(reason ?? undefined)));
   }
 
   #notFound(path: string): Reply {

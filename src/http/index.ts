@@ -10,6 +10,16 @@ export type { SseOptions, RateLimitOptions, SessionCookieOptions } from "./setti
 export type { Credentials, CredentialResolver } from "./credentials.js";
 export type { HttpRouteModule, HttpRoute, RouteContext } from "./route.js";
 export type { Reply } from "./exchange.js";
+export { buildOpenApiDocument, OPENAPI_PATH, type OpenApiOptions } from "./openapi.js";
+export type {
+  OpenApiDocument,
+  OpenApiInfo,
+  OpenApiOperation,
+  OpenApiPermission,
+  OpenApiServeOptions,
+  OpenApiServer,
+  RouteDoc,
+} from "./openapi-types.js";
 export { STATUS_BY_CODE, statusOf, type ProblemBody } from "./problem.js";
 export { jsonResponse, noContent, type ListBody } from "./responses.js";
 export { formatSseEvent, formatSseGap } from "./sse.js";

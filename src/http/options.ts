@@ -1,6 +1,8 @@
 import { MnemeError } from "../model/errors.js";
 import { type HealthOptions, resolveHealthOptions } from "../app/health.js";
 import type { CredentialResolver } from "./credentials.js";
+import { resolveOpenApiOptions } from "./openapi-route.js";
+import type { OpenApiServeOptions } from "./openapi-types.js";
 import type { HttpRouteModule } from "./route.js";
 import type { RateLimitOptions, ResolvedHttpOptions, SessionCookieOptions, SseOptions } from "./settings.js";
 
@@ -52,6 +54,12 @@ export interface HttpHandlerOptions {
   readonly health?: HealthOptions | false;
   /** Serve the Runtime dashboard at `/dashboard/` (docs/dashboard.md). Default false: `/dashboard/` is a 404. */
   readonly dashboard?: boolean;
+  /**
+   * `GET <basePath>/api/openapi.json`, the OpenAPI 3.1 document of these
+   * routes (docs/clients.md): `true` (the default) serves it to anyone,
+   * `{ access: "authenticated" }` to a signed-in caller only, `false` not at all.
+   */
+  readonly openapi?: boolean | OpenApiServeOptions;
 }
 
 /** The defaults, in one place (docs/http.md lists them). */
@@ -111,6 +119,7 @@ export function resolveHttpOptions(opts: HttpHandlerOptions): ResolvedHttpOption
     allowedOrigins: originSet(opts.allowedOrigins ?? []),
     health: healthOptions(opts.health),
     dashboard: opts.dashboard ?? false,
+    openapi: resolveOpenApiOptions(opts.openapi),
   };
   if (typeof resolved.dashboard !== "boolean") throw new MnemeError("INVALID_REQUEST", "dashboard must be true or false");
   if (resolved.defaultPageSize > resolved.maxPageSize)

@@ -6,6 +6,7 @@ import type { MessageType, PayloadOf } from "../model/tokens.js";
 import type { RequestContext } from "../model/types.js";
 import type { Authentication, CredentialResolver } from "./credentials.js";
 import type { InboundRequest, Reply } from "./exchange.js";
+import type { RouteDoc } from "./openapi-types.js";
 import type { ConnectionGauge } from "./limits.js";
 import type { ResolvedHttpOptions } from "./settings.js";
 
@@ -47,6 +48,8 @@ export interface Route {
 export interface HttpRoute extends Route {
   readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   readonly path: string;
+  /** How the route appears in the OpenAPI document (`GET /api/openapi.json`, `mneme openapi`); optional. */
+  readonly openapi?: RouteDoc;
 }
 
 /**

@@ -85,18 +85,7 @@ function served(route: Route): ServedRoute {
  */
 export function buildRoutes(modules: readonly HttpRouteModule[] = []): Router<ServedRoute> {
   const r = new Router<ServedRoute>();
-  const core: HttpRouteModule = {
-    name: "mneme/http",
-    routes: [
-      ...runtimeRoutes(),
-      ...eventHandlerRoutes(),
-      ...storeRoutes(),
-      ...messageRoutes(),
-      ...eventStreamRoutes(T),
-      ...liveQueryRoutes(T),
-    ],
-  };
-  for (const m of [core, ...modules]) {
+  for (const m of servedModules(modules)) {
     for (const { method, path, ...route } of m.routes) {
       try {
         r.add(method, path, served(route));
@@ -107,6 +96,29 @@ export function buildRoutes(modules: readonly HttpRouteModule[] = []): Router<Se
   }
   return r;
 }
+
+/** The generic routes as a module (named "mneme/http"), then the application's modules: what buildRoutes serves, in order. */
+export function servedModules(modules: readonly HttpRouteModule[] = []): readonly HttpRouteModule[] {
+  const core: HttpRouteModule = {
+    name: CORE_MODULE,
+    routes: [
+      ...runtimeRoutes(),
+      ...eventHandlerRoutes(),
+      ...storeRoutes(),
+      ...messageRoutes(),
+      ...eventStreamRoutes(T),
+      ...liveQueryRoutes(T),
+    ],
+  };
+  return [core, ...modules];
+}
+
+/** The name of the generic routes' module (the OpenAPI document describes its routes itself). */
+export const CORE_MODULE = "mneme/http";
+
+/** The paths of the generic command and query routes, which serve every registered command and query. */
+export const COMMAND_ROUTE = `${T}/commands/:domain/:name`;
+export const QUERY_ROUTE = `${T}/queries/:domain/:name`;
 
 /** The runtime lists and the metrics and system info (GET, paged where a list). */
 function runtimeRoutes(): HttpRoute[] {
@@ -272,7 +284,7 @@ function messageRoutes(): HttpRoute[] {
   return [
     {
       method: "POST",
-      path: `${T}/commands/:domain/:name`,
+      path: COMMAND_ROUTE,
       concurrencyHeaders: true,
       guard: (p) => ({ domain: p.domain!, name: p.name! }),
       run: async (c) => {
@@ -298,7 +310,7 @@ function messageRoutes(): HttpRoute[] {
 
     {
       method: "POST",
-      path: `${T}/queries/:domain/:name`,
+      path: QUERY_ROUTE,
       guard: (p) => ({ domain: p.domain!, name: p.name! }),
       run: async (c) => {
         // The path names the query: it is answered through its registered token (UNKNOWN_QUERY when there is none).

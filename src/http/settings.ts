@@ -1,5 +1,6 @@
 import type { HealthOptions } from "../app/health.js";
 import type { CredentialResolver } from "./credentials.js";
+import type { ResolvedOpenApiOptions } from "./openapi-types.js";
 
 /** SSE limits and timing. */
 export interface SseOptions {
@@ -51,4 +52,6 @@ export interface ResolvedHttpOptions {
   readonly allowedOrigins: ReadonlySet<string>;
   readonly health: Required<HealthOptions> | false;
   readonly dashboard: boolean;
+  /** `GET /api/openapi.json`: who may read it, or false when it is not served. */
+  readonly openapi: ResolvedOpenApiOptions | false;
 }

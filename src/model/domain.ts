@@ -16,7 +16,7 @@ import type {
 } from "./tokens.js";
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
 import type { CommandContext, QueryContext } from "./context.js";
-import type { StandardSchemaV1 } from "./standard-schema.js";
+import { isStandardSchema, type StandardSchemaV1 } from "./standard-schema.js";
 
 /** What a command handler may return: events, nothing, or events with a result (of type `R`) for the caller. */
 export type CommandHandlerResult<R = unknown> = readonly NewEvent[] | void | undefined | { events?: readonly NewEvent[]; result?: R };
@@ -35,6 +35,12 @@ export interface MessageOptions {
   /** The payload's schema: JSON Schema, or a Standard Schema v1 validator (zod 4, valibot, arktype, ...). */
   readonly schema?: JsonSchema | StandardSchemaV1;
   readonly secretFields?: readonly string[];
+  /**
+   * The JSON Schema of the result (a query's answer, a command handler's `result`), for the
+   * applications around this one: the OpenAPI document's answer and the generated client's
+   * result type. Not checked against what the handler returns.
+   */
+  readonly resultSchema?: JsonSchema;
 }
 
 /** Options of `Domain.query`: those of every message, and whether it may be subscribed to live. */
@@ -416,11 +422,20 @@ function defineCommand<P, R>(d: DomainState, cmdName: string, o: CommandOptions<
     permission,
     secretFields: Object.freeze([...(o.secretFields ?? [])]),
     ...(o.schema === undefined ? {} : { schema: o.schema }),
+    ...resultSchemaOf(`${name}.${cmdName}`, o.resultSchema),
     ...(personalData === undefined ? {} : { personalData }),
   });
   d.commands.set(cmdName, type);
   d.permissions.set(cmdName, newPermission(name, cmdName, type.description, permission));
   return type;
+}
+
+/** `resultSchema` checked: a JSON Schema object (INVALID_DOMAIN otherwise), frozen; nothing when absent. */
+function resultSchemaOf(what: string, schema: unknown): { resultSchema?: JsonSchema } {
+  if (schema === undefined) return {};
+  if (typeof schema !== "object" || schema === null || Array.isArray(schema) || isStandardSchema(schema))
+    throw new MnemeError("INVALID_DOMAIN", `${what}: resultSchema must be a JSON Schema object`);
+  return { resultSchema: Object.freeze(structuredClone(schema as JsonSchema)) };
 }
 
 function defineQuery<P, R>(d: DomainState, qryName: string, o: QueryOptions): QueryType<P, R> {
@@ -438,6 +453,7 @@ function defineQuery<P, R>(d: DomainState, qryName: string, o: QueryOptions): Qu
     secretFields: Object.freeze([...(o.secretFields ?? [])]),
     ...(o.schema === undefined ? {} : { schema: o.schema }),
     ...(live === undefined ? {} : { live }),
+    ...resultSchemaOf(`${name}.${qryName}`, o.resultSchema),
   });
   d.queries.set(qryName, type);
   d.permissions.set(qryName, newPermission(name, qryName, type.description, permission));

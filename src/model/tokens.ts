@@ -9,6 +9,8 @@ export interface MessageType<P = unknown, R = unknown> {
   readonly description: string;
   readonly permission: PermissionFunc;
   readonly schema?: JsonSchema | StandardSchemaV1;
+  /** The result's JSON Schema, for documentation (the OpenAPI document, the generated client); never checked. */
+  readonly resultSchema?: JsonSchema;
   /** Payload fields recorded as "[redacted]" wherever the message is recorded. */
   readonly secretFields: readonly string[];
   /** Phantom members: carry the payload and result types. */
