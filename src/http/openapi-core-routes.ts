@@ -102,6 +102,28 @@ export const CORE_ROUTE_DOCS: Readonly<Record<string, RouteDoc>> = {
       "200": { description: "a text/event-stream of system events", contentType: "text/event-stream", schema: { type: "string" } },
     },
   },
+  [`GET ${T}/events/stream`]: {
+    summary: "The stored events of chosen types (server-sent events)",
+    description:
+      "Each `id:` is the event's position. Resumes after `Last-Event-ID` (header) or `?after`; an id that is no position or lies past the head starts with an `event: gap`. Needs a session, `Runtime.SubscribeEvents` and each type's `<Domain>.Subscribe.<Event>` permission (`allowEventSubscriptions`).",
+    query: {
+      types: { schema: { type: "string" }, description: "comma-separated event types, `Domain.Event`" },
+      after: { schema: integer(0), description: "every event after this position, then live (first connection)" },
+      ...ALL_TENANTS,
+    },
+    responses: {
+      "200": { description: "a text/event-stream of stored events", contentType: "text/event-stream", schema: { type: "string" } },
+    },
+  },
+  [`GET ${T}/queries/:domain/:name/live`]: {
+    summary: "A live query's result, again after each readmodel batch that may change it (server-sent events)",
+    description:
+      "Only for queries declared `live`. The query's own permission, checked again before each evaluation; the payload is the JSON of `?payload`.",
+    query: { payload: { schema: { type: "string" }, description: "the query's payload as JSON (default `{}`)" } },
+    responses: {
+      "200": { description: "a text/event-stream of results", contentType: "text/event-stream", schema: { type: "string" } },
+    },
+  },
   [`GET ${T}/runtime/stores/:store/info`]: {
     summary: "A store's information (administrators; rate limited per session)",
     responses: json("StoreInfo", { type: "object" }),

@@ -44,7 +44,7 @@ export interface MessageOptions {
 }
 
 /** Options of `Domain.query`: those of every message, and whether it may be subscribed to live. */
-export interface QueryOptions extends MessageOptions {
+export interface QueryDefinitionOptions extends MessageOptions {
   /**
    * `true` or `{ readmodels?, share? }`: the query may be subscribed to over
    * SSE (`GET .../queries/{domain}/{name}/live`), and runs again after a
@@ -220,9 +220,9 @@ export interface Domain<E extends Record<string, unknown> = Record<string, any>>
   /** A query whose payload type comes from its Standard Schema: `query<typeof Schema, Result>(name, { schema: Schema })`. */
   query<S extends StandardSchemaV1, R = unknown>(
     name: string,
-    opts: QueryOptions & { readonly schema: S },
+    opts: QueryDefinitionOptions & { readonly schema: S },
   ): QueryType<StandardSchemaV1.InferInput<S>, R>;
-  query<P, R>(name: string, opts?: QueryOptions): QueryType<P, R>;
+  query<P, R>(name: string, opts?: QueryDefinitionOptions): QueryType<P, R>;
   /** An event whose payload type is the input type of its Standard Schema. */
   event<S extends StandardSchemaV1>(
     name: string,
@@ -399,7 +399,7 @@ export function defineDomain<E extends Record<string, unknown> = Record<string, 
     queryHandlers: d.queryHandlers,
     permissions: d.permissions,
     command: <P, R = unknown>(cmdName: string, o: CommandOptions<P> = {}) => defineCommand<P, R>(d, cmdName, o),
-    query: <P, R>(qryName: string, o: QueryOptions = {}) => defineQuery<P, R>(d, qryName, o),
+    query: <P, R>(qryName: string, o: QueryDefinitionOptions = {}) => defineQuery<P, R>(d, qryName, o),
     event: <P>(evtName: string, o: EventOptions<P> = {}) => defineEvent<P>(d, evtName, o),
     aggregate: <S>(aggName: string, o: AggregateOptions<S, E>) => defineAggregate<S, E>(d, aggName, o),
     handleCommand: <P>(type: CommandType<P, any>, fn: CommandHandler<P>) => attachHandler(d, "command", type, fn),
@@ -438,7 +438,7 @@ function resultSchemaOf(what: string, schema: unknown): { resultSchema?: JsonSch
   return { resultSchema: Object.freeze(structuredClone(schema as JsonSchema)) };
 }
 
-function defineQuery<P, R>(d: DomainState, qryName: string, o: QueryOptions): QueryType<P, R> {
+function defineQuery<P, R>(d: DomainState, qryName: string, o: QueryDefinitionOptions): QueryType<P, R> {
   const name = d.name;
   checkName("query", qryName);
   if (taken(d, qryName)) throw new MnemeError("INVALID_DOMAIN", `${name}.${qryName} is defined twice`);
@@ -461,7 +461,7 @@ function defineQuery<P, R>(d: DomainState, qryName: string, o: QueryOptions): Qu
 }
 
 /** The `live` option of a query, checked: INVALID_DOMAIN for anything but a boolean or `{ readmodels?, share? }`. */
-function liveSettingsOf(path: string, live: QueryOptions["live"]): LiveQuerySettings | undefined {
+function liveSettingsOf(path: string, live: QueryDefinitionOptions["live"]): LiveQuerySettings | undefined {
   if (live === undefined || live === false) return undefined;
   if (live === true) return Object.freeze({ share: "sender" as const });
   if (typeof live !== "object" || live === null || Array.isArray(live))

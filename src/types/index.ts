@@ -16,7 +16,7 @@ export type {
 export type {
   CommandHandlerResult,
   MessageOptions,
-  QueryOptions,
+  QueryDefinitionOptions,
   CommandOptions,
   AggregateOptions,
   EvolveStep,
