@@ -196,3 +196,26 @@ describe.each(sharedPlaces("login_limit").filter(([name]) => name !== "memory"))
     }, 60_000);
   },
 );
+
+describe("PostgresDataStore stamps", () => {
+  it("a put whose stamp is older than the row's (another instance's clock ahead) leaves createdAt not after updatedAt", async () => {
+    const schema = pg.newSchema();
+    const a = new PostgresDataStore({ pool: pg.pool, schema });
+    const b = new PostgresDataStore({ pool: pg.pool, schema });
+    try {
+      await a.put("k", "first");
+      // Instance a's clock runs 10 s ahead of b's: its stamps are later than any b takes now.
+      const ahead = BigInt(Date.now() + 10_000) * 1_000_000n;
+      await pg.pool.query(`UPDATE "${schema}".data SET created_at = $1, updated_at = $1 WHERE key = 'k'`, [ahead.toString()]);
+      const info = await b.put("k", "second");
+      expect(info.updatedAt).toBeGreaterThanOrEqual(info.createdAt);
+      const got = await a.get("k");
+      expect(new TextDecoder().decode(got?.data)).toBe("second");
+      expect(got?.createdAt).toBe(info.createdAt);
+      expect(got?.updatedAt).toBe(info.updatedAt);
+      expect(got!.updatedAt).toBeGreaterThanOrEqual(got!.createdAt);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+});
