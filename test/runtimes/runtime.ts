@@ -44,6 +44,8 @@ export function runtimeVersion(): string {
 
 export interface Served {
   readonly url: string;
+  /** Which server serves it. */
+  readonly server: "Bun.serve" | "Deno.serve" | "node:http";
   close(): Promise<void>;
 }
 
@@ -52,12 +54,12 @@ export async function serveFetch(handler: HttpHandler): Promise<Served> {
   const b = bun();
   if (b !== undefined) {
     const server = b.serve({ port: 0, hostname: "127.0.0.1", fetch: handler });
-    return { url: `http://127.0.0.1:${server.port}`, close: async () => void (await server.stop(true)) };
+    return { url: `http://127.0.0.1:${server.port}`, server: "Bun.serve", close: async () => void (await server.stop(true)) };
   }
   const d = deno();
   if (d !== undefined) {
     const server = d.serve({ port: 0, hostname: "127.0.0.1", onListen: () => undefined }, handler);
-    return { url: `http://127.0.0.1:${server.addr.port}`, close: () => server.shutdown() };
+    return { url: `http://127.0.0.1:${server.addr.port}`, server: "Deno.serve", close: () => server.shutdown() };
   }
   const { createServer } = await import("node:http");
   const { toNodeListener } = await import("mneme/http");
@@ -68,6 +70,7 @@ export async function serveFetch(handler: HttpHandler): Promise<Served> {
   if (address === null || typeof address === "string") throw new Error("node:http did not listen on a port");
   return {
     url: `http://127.0.0.1:${address.port}`,
+    server: "node:http",
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
