@@ -1,7 +1,8 @@
 /**
  * Database drivers are optional peers loaded when a backend is made: a
  * missing one is a MnemeError naming the package and its install command; a
- * better-sqlite3 without its native build says how to build it. (The packed
+ * better-sqlite3 whose native module does not load names the runtime's own
+ * SQLite driver, which needs none. (The packed
  * package installed without drivers is checked in package-install.int.test.ts.)
  */
 import { describe, expect, it } from "vitest";
@@ -28,15 +29,16 @@ describe("requireDriver", () => {
   });
 
   it("names the ranges mneme supports", () => {
-    expect(driverInstallCommand(BETTER_SQLITE3)).toBe("npm install better-sqlite3@^12");
+    expect(driverInstallCommand(BETTER_SQLITE3)).toBe("npm install better-sqlite3@^13");
     expect(driverInstallCommand(PG)).toBe("npm install pg@^8");
   });
 
-  it("a better-sqlite3 without its native build is told how to build it; other errors are not touched", () => {
+  it("a better-sqlite3 whose native module does not load is told to reinstall it or use node:sqlite; other errors are not touched", () => {
     const e = nativeBuildMissing(new Error("Could not locate the bindings file. Tried:\n → /x/build/better_sqlite3.node"));
     expect(isMnemeError(e, "INVALID_REQUEST")).toBe(true);
-    expect(e!.message).toContain("npm rebuild better-sqlite3");
-    expect(e!.message).toContain('"allowScripts": { "better-sqlite3": true }');
+    expect(e!.message).toContain("npm install better-sqlite3@^13");
+    expect(e!.message).toContain('driver: "node:sqlite"');
+    expect(e!.message).not.toContain("allowScripts");
     expect(nativeBuildMissing(new Error("SQLITE_CANTOPEN: unable to open database file"))).toBeUndefined();
   });
 });

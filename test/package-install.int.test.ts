@@ -200,7 +200,7 @@ describe("production install of the packed package (npm install --omit=dev)", ()
     expect(r.stdout.trim()).toBe("1");
   });
 
-  it("without the database drivers (optional peers), mneme/sqlite and mneme/postgres import, and making a backend names the package and its install command", async () => {
+  it("without the database drivers (optional peers), mneme/sqlite runs on node:sqlite, and a named missing driver (better-sqlite3, pg) names the package and its install command", async () => {
     const packages = packagesBelow(appDir);
     expect(packages).not.toContain("better-sqlite3");
     expect(packages).not.toContain("pg");
@@ -208,15 +208,20 @@ describe("production install of the packed package (npm install --omit=dev)", ()
       'const { createSqliteBackends } = await import("mneme/sqlite");',
       'const { createPostgresBackends } = await import("mneme/postgres");',
       'const { isMnemeError } = await import("mneme");',
-      "for (const make of [() => createSqliteBackends({ filename: 'app.db' }), () => createPostgresBackends({ connectionString: 'postgres://127.0.0.1/x' })]) {",
+      // No driver named: node:sqlite, built into Node.js, with no package installed.
+      "const b = createSqliteBackends({ filename: 'app.db' });",
+      "const [e] = await b.eventRepository.append([{ domain: 'D', name: 'E', aggregateUuid: 'a', payload: { n: 1 } }]);",
+      "console.log(b.readmodelStoreBackend.connection().driverName, e.position); await b.close();",
+      "for (const make of [() => createSqliteBackends({ filename: 'app2.db', driver: 'better-sqlite3' }), () => createPostgresBackends({ connectionString: 'postgres://127.0.0.1/x' })]) {",
       "  try { make(); console.log('made'); } catch (e) { console.log(isMnemeError(e, 'INVALID_REQUEST'), e.message); }",
       "}",
     ].join("\n");
-    const r = await runProcess(process.execPath, ["--input-type=module", "-e", script], appDir);
+    const r = await runProcess(process.execPath, ["--disable-warning=ExperimentalWarning", "--input-type=module", "-e", script], appDir);
     expect(r.stderr.trim()).toBe("");
-    const [sqlite, postgres] = r.stdout.trim().split("\n");
+    const [noPackage, sqlite, postgres] = r.stdout.trim().split("\n");
+    expect(noPackage).toBe("node:sqlite 1");
     expect(sqlite).toMatch(
-      /^true mneme\/sqlite needs better-sqlite3, which is not installed: .*Install it: npm install better-sqlite3@\^12\. .*allowScripts/,
+      /^true mneme\/sqlite needs better-sqlite3, which is not installed: .*Install it: npm install better-sqlite3@\^13\. .*driver: "node:sqlite"/,
     );
     expect(postgres).toMatch(/^true mneme\/postgres needs pg, which is not installed: .*Install it: npm install pg@\^8$/);
   });

@@ -23,6 +23,7 @@ import { gate } from "./support/gated-totals.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { alice, bob } from "./support/shared-places.js";
 import { Add, AddMany, Added, GetTotals, SqlTally, Tally } from "./support/sql-tally.js";
+import { SQLITE_DRIVERS } from "./support/sqlite-drivers.js";
 import { expireLeases, sqliteScratch } from "./support/sqlite-scratch.js";
 import { until } from "./support/until.js";
 
@@ -66,18 +67,18 @@ function build(backends: ReturnType<typeof createSqliteBackends>, loseLock: () =
 }
 
 const places: [string, Place][] = [
-  [
-    "sqlite",
+  ...SQLITE_DRIVERS.map((driver): [string, Place] => [
+    `sqlite (${driver})`,
     () => {
       const filename = files.newFile();
       return (lockRetryMs?: number) =>
         build(
-          createSqliteBackends({ filename, pollIntervalMs: 20, lockLeaseMs: 3_600_000 }),
-          async () => expireLeases(filename),
+          createSqliteBackends({ filename, driver, pollIntervalMs: 20, lockLeaseMs: 3_600_000 }),
+          async () => expireLeases(filename, driver),
           lockRetryMs,
         );
     },
-  ],
+  ]),
   [
     "postgres",
     () => {
@@ -119,7 +120,11 @@ async function relations(access: SqlTableAccess, prefix: string): Promise<string
   return rows.rows.map((r) => r.name);
 }
 
-describeSqlTableAccessContract("SqliteReadmodelStoreBackend", async () => new SqliteReadmodelStoreBackend({ filename: files.newFile() }));
+for (const driver of SQLITE_DRIVERS)
+  describeSqlTableAccessContract(
+    `SqliteReadmodelStoreBackend (${driver})`,
+    async () => new SqliteReadmodelStoreBackend({ filename: files.newFile(), driver }),
+  );
 describeSqlTableAccessContract(
   "PostgresReadmodelStoreBackend",
   async () => new PostgresReadmodelStoreBackend({ pool: pg.pool, schema: pg.newSchema() }),
@@ -309,7 +314,10 @@ let probePoolInstance: ReturnType<typeof pg.newPool> | undefined;
 const probePool = () => (probePoolInstance ??= pg.newPool(6));
 
 const probeBackends: [string, () => ReturnType<typeof createSqliteBackends>][] = [
-  ["sqlite", () => createSqliteBackends({ filename: files.newFile() })],
+  ...SQLITE_DRIVERS.map((driver): [string, () => ReturnType<typeof createSqliteBackends>] => [
+    `sqlite (${driver})`,
+    () => createSqliteBackends({ filename: files.newFile(), driver }),
+  ]),
   [
     "postgres",
     () =>
@@ -452,16 +460,19 @@ describe("SQL-table readmodel: what it needs", () => {
 });
 
 describe("SQL tables: the backends' own checks, behind the statement check", () => {
-  it("SQLite: the engine refuses a program that ends or nests the transaction, however the text reads", async () => {
-    const backend = new SqliteReadmodelStoreBackend({ filename: files.newFile() });
-    await backend.init();
-    const db = backend.connection();
-    for (const sql of ["COMMIT", "/* x */ end", "ROLLBACK TO s", "RELEASE s", "BEGIN IMMEDIATE", "SAVEPOINT s"]) {
-      expect(() => assertKeepsTransaction(db, sql, []), sql).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
-    }
-    expect(() => assertKeepsTransaction(db, "SELECT ?", [1])).not.toThrow();
-    await backend.close();
-  });
+  it.each(SQLITE_DRIVERS)(
+    "SQLite (%s): the engine refuses a program that ends or nests the transaction, however the text reads",
+    async (driver) => {
+      const backend = new SqliteReadmodelStoreBackend({ filename: files.newFile(), driver });
+      await backend.init();
+      const db = backend.connection();
+      for (const sql of ["COMMIT", "/* x */ end", "ROLLBACK TO s", "RELEASE s", "BEGIN IMMEDIATE", "SAVEPOINT s"]) {
+        expect(() => assertKeepsTransaction(db, sql, []), sql).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
+      }
+      expect(() => assertKeepsTransaction(db, "SELECT ?", [1])).not.toThrow();
+      await backend.close();
+    },
+  );
 
   it("Postgres: a transaction ended behind the checks (the raw client) is INVALID_REQUEST at the next statement and at the commit", async () => {
     const backend = new PostgresReadmodelStoreBackend({ pool: pg.pool, schema: pg.newSchema() });

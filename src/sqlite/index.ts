@@ -1,6 +1,7 @@
 /**
- * `mneme/sqlite`: the SQLite backends (better-sqlite3), the embedded durable
- * default. The only module that loads better-sqlite3.
+ * `mneme/sqlite`: the SQLite backends, the embedded durable default, on
+ * better-sqlite3, node:sqlite or bun:sqlite. The only module that loads a
+ * SQLite driver.
  */
 export { createSqliteBackends } from "./sqlite-backends.js";
 export type { SqliteBackends, SqliteBackendsOptions } from "./sqlite-backends.js";
@@ -18,4 +19,11 @@ export type { SqliteReadmodelStoreBackendOptions } from "./sqlite-readmodel-stor
 export type { SqliteLockLostListener } from "./sqlite-lease-locks.js";
 export { SqliteDatabase, DEFAULT_TABLE_PREFIX } from "./sqlite-database.js";
 export type { SqliteConnectionOption, SqliteOpenOptions, SqliteStoreOptions } from "./sqlite-database.js";
-export type { SqliteDriverDatabase, SqliteDriverStatement } from "./sqlite-driver.js";
+export type {
+  BunSqliteDatabaseLike,
+  NodeSqliteDatabaseLike,
+  SqliteDatabaseObject,
+  SqliteDriverDatabase,
+  SqliteDriverName,
+  SqliteDriverStatement,
+} from "./sqlite-driver.js";

@@ -13,16 +13,20 @@ import { SqliteCacheStore } from "./sqlite-cache-store.js";
 import { SqliteCommandStore } from "./sqlite-command-store.js";
 import { SqliteDataStore } from "./sqlite-data-store.js";
 import { SqliteDatabase, type SqliteOpenOptions, validateTablePrefix } from "./sqlite-database.js";
-import type { SqliteDriverDatabase } from "./sqlite-driver.js";
+import type { SqliteDatabaseObject } from "./sqlite-driver.js";
 import { SqliteEventRepository } from "./sqlite-event-repository.js";
 import { SqliteKeyStore } from "./sqlite-key-store.js";
 import { SqliteLogStore } from "./sqlite-log-store.js";
 import { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js";
 import { SqliteSnapshotStore } from "./sqlite-snapshot-store.js";
 
-/** Options of {@link createSqliteBackends}: a file to open, or a better-sqlite3 Database the caller owns (and closes). */
+/**
+ * Options of {@link createSqliteBackends}: a file to open (with `driver`, or
+ * the default driver), or a database the caller opened and owns (and closes):
+ * a better-sqlite3 `Database`, a node:sqlite `DatabaseSync` or a bun:sqlite `Database`.
+ */
 export type SqliteBackendsOptions = (
-  { readonly filename: string; readonly database?: never } | { readonly database: SqliteDriverDatabase; readonly filename?: never }
+  { readonly filename: string; readonly database?: never } | { readonly database: SqliteDatabaseObject; readonly filename?: never }
 ) &
   SqliteOpenOptions & {
     /** Prepended to every table name. Default "mneme_". */
@@ -64,16 +68,24 @@ export interface SqliteBackends {
  * `pollIntervalMs`, and each SQLite-kept readmodel runs on one instance at a
  * time (a lease of `lockLeaseMs`); see docs/scaling.md.
  *
+ * The file is opened by `driver`: "better-sqlite3", "node:sqlite" or
+ * "bun:sqlite" (default: bun:sqlite on Bun, else better-sqlite3 where it is
+ * installed, else node:sqlite); instances on different drivers share a file.
+ *
  * @example
  * const facade = createFacade({ appName: "todo", version: "1.0.0", ...createSqliteBackends({ filename: "todo.db" }) });
+ * const noPackage = createSqliteBackends({ filename: "todo.db", driver: "node:sqlite" });
  */
 export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackends {
   if (typeof opts !== "object" || opts === null) throw new MnemeError("INVALID_REQUEST", "createSqliteBackends: options are required");
   const tablePrefix = validateTablePrefix(opts.tablePrefix);
   const connection =
     opts.database !== undefined
-      ? SqliteDatabase.wrap(opts.database)
-      : SqliteDatabase.open(opts.filename, opts.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: opts.busyTimeoutMs });
+      ? SqliteDatabase.wrap(opts.database, opts.driver)
+      : SqliteDatabase.open(opts.filename, {
+          ...(opts.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: opts.busyTimeoutMs }),
+          ...(opts.driver === undefined ? {} : { driver: opts.driver }),
+        });
   const shared = { connection, tablePrefix };
   let eventRepository: SqliteEventRepository;
   let readmodelStoreBackend: SqliteReadmodelStoreBackend;

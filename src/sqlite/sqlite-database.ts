@@ -1,19 +1,37 @@
-import type BetterSqlite3 from "better-sqlite3";
-import { BETTER_SQLITE3, nativeBuildMissing, requireDriver } from "../store/driver.js";
 import { MnemeError } from "../model/errors.js";
-import type { SqliteDriverDatabase, SqliteDriverStatement } from "./sqlite-driver.js";
+import { isBunSqliteDatabase, wrapBunSqlite } from "./sqlite-driver-bun.js";
+import { wrapBetterSqlite3 } from "./sqlite-driver-better.js";
+import { isNodeSqliteDatabase, wrapNodeSqlite } from "./sqlite-driver-node.js";
+import { openSqliteDriver, resolveSqliteDriver } from "./sqlite-driver-open.js";
+import {
+  isEngineDriver,
+  type SqliteDatabaseObject,
+  type SqliteDriverDatabase,
+  type SqliteDriverName,
+  type SqliteEngineDriver,
+  type SqliteEngineStatement,
+} from "./sqlite-driver.js";
 import { toStoreError } from "./sqlite-errors.js";
+import { claimFileForDriver } from "./sqlite-file-drivers.js";
 
 /** Options for opening a database file. */
 export interface SqliteOpenOptions {
   /** How long a write waits for another process's lock before SQLITE_BUSY (ms). Default 5000. */
   readonly busyTimeoutMs?: number;
+  /**
+   * The SQLite driver that opens the file: "better-sqlite3" (the package),
+   * "node:sqlite" (built into Node.js 22.16+ and Deno) or "bun:sqlite" (Bun's).
+   * Default: bun:sqlite on Bun; elsewhere better-sqlite3 where it is installed,
+   * else node:sqlite. Every driver keeps the same file format and locking, so
+   * instances on different drivers share a file.
+   */
+  readonly driver?: SqliteDriverName;
 }
 
 /** Where a SQLite store keeps its data: a file it opens, a driver instance the caller owns, or a connection shared with other stores. */
 export type SqliteConnectionOption =
   | { readonly filename: string; readonly database?: never; readonly connection?: never }
-  | { readonly database: SqliteDriverDatabase; readonly filename?: never; readonly connection?: never }
+  | { readonly database: SqliteDatabaseObject; readonly filename?: never; readonly connection?: never }
   | { readonly connection: SqliteDatabase; readonly filename?: never; readonly database?: never };
 
 /** Constructor options of every SQLite store. */
@@ -33,19 +51,23 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * caches prepared statements, and closes the driver when the last store
  * releases it (only when it opened the driver itself).
  *
- * Every method is synchronous: better-sqlite3 runs a statement to completion
- * on the calling thread, which is what makes commit order equal call order.
+ * Every method is synchronous: each driver (better-sqlite3, node:sqlite,
+ * bun:sqlite) runs a statement to completion on the calling thread, which is
+ * what makes commit order equal call order. `driver` is the driver's adapter
+ * (see sqlite-driver.ts), in better-sqlite3's shape whatever is underneath.
  */
 export class SqliteDatabase {
-  readonly driver: SqliteDriverDatabase;
+  readonly driver: SqliteEngineDriver;
   /** True when this object opened the driver and so must close it. */
   readonly ownsDriver: boolean;
   private refs = 0;
   private closed = false;
-  private readonly statements = new Map<string, SqliteDriverStatement>();
+  private readonly statements = new Map<string, SqliteEngineStatement>();
   private savepointDepth = 0;
+  private readonly releaseFile: () => void;
 
-  private constructor(driver: SqliteDriverDatabase, ownsDriver: boolean) {
+  private constructor(driver: SqliteEngineDriver, ownsDriver: boolean, releaseFile: () => void) {
+    this.releaseFile = releaseFile;
     this.driver = driver;
     this.ownsDriver = ownsDriver;
   }
@@ -63,12 +85,17 @@ export class SqliteDatabase {
     if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
       throw new MnemeError("INVALID_REQUEST", `sqlite: busyTimeoutMs must be a non-negative integer, got ${String(busyTimeoutMs)}`);
     }
-    const Database = requireDriver<typeof BetterSqlite3>(BETTER_SQLITE3);
-    let driver: SqliteDriverDatabase;
+    const name = resolveSqliteDriver(opts.driver);
+    // Claimed before opening: a refused second SQLite library must not even open (its close would drop the first one's locks).
+    const claimed = claimFileForDriver(filename, name);
+    let driver: SqliteEngineDriver;
+    let release: () => void;
     try {
-      driver = new Database(filename, { timeout: busyTimeoutMs });
+      driver = openSqliteDriver(filename, busyTimeoutMs, name);
+      release = claimed ?? claimFileForDriver(filename, name) ?? noRelease;
     } catch (e) {
-      throw nativeBuildMissing(e) ?? toStoreError(e, `opening ${filename}`);
+      claimed?.();
+      throw e;
     }
     try {
       driver.pragma("journal_mode = WAL");
@@ -79,17 +106,25 @@ export class SqliteDatabase {
       driver.pragma("secure_delete = ON");
     } catch (e) {
       driver.close();
+      release();
       throw toStoreError(e, `configuring ${filename}`);
     }
-    return new SqliteDatabase(driver, true);
+    return new SqliteDatabase(driver, true, release);
   }
 
-  /** Uses a driver the caller opened and configured; mneme never closes it. */
-  static wrap(driver: SqliteDriverDatabase): SqliteDatabase {
-    if (typeof driver !== "object" || driver === null || typeof driver.prepare !== "function") {
-      throw new MnemeError("INVALID_REQUEST", "sqlite: database must be a better-sqlite3 Database");
-    }
-    return new SqliteDatabase(driver, false);
+  /**
+   * Uses a database the caller opened and configured (better-sqlite3's
+   * `Database`, node:sqlite's `DatabaseSync` or bun:sqlite's `Database`, told
+   * apart by their shape); mneme never closes it.
+   */
+  static wrap(database: SqliteDatabaseObject, driver?: SqliteDriverName): SqliteDatabase {
+    const adapter = adapterOf(database);
+    if (driver !== undefined && driver !== adapter.driverName)
+      throw new MnemeError(
+        "INVALID_REQUEST",
+        `sqlite: driver is ${JSON.stringify(driver)} but database is a ${adapter.driverName} database`,
+      );
+    return new SqliteDatabase(adapter, false, claimFileForDriver(adapter.name, adapter.driverName) ?? noRelease);
   }
 
   /** The connection a store's options name, opened or wrapped as needed. */
@@ -107,7 +142,7 @@ export class SqliteDatabase {
       }
       return opts.connection;
     }
-    if (opts.database !== undefined) return SqliteDatabase.wrap(opts.database);
+    if (opts.database !== undefined) return SqliteDatabase.wrap(opts.database, opts.driver);
     return SqliteDatabase.open(opts.filename, opts);
   }
 
@@ -138,6 +173,7 @@ export class SqliteDatabase {
     if (this.closed) return;
     this.closed = true;
     this.statements.clear();
+    this.releaseFile();
     if (this.ownsDriver && this.driver.open) this.driver.close();
   }
 
@@ -163,8 +199,13 @@ export class SqliteDatabase {
     }
   }
 
+  /** The driver underneath: "better-sqlite3", "node:sqlite" or "bun:sqlite". */
+  get driverName(): SqliteDriverName {
+    return this.driver.driverName;
+  }
+
   /** A cached prepared statement (by SQL text). */
-  statement(sql: string): SqliteDriverStatement {
+  statement(sql: string): SqliteEngineStatement {
     let stmt = this.statements.get(sql);
     if (stmt === undefined) {
       this.assertOpen();
@@ -175,7 +216,7 @@ export class SqliteDatabase {
   }
 
   /** A cached prepared statement returning rows as arrays. */
-  rawStatement(sql: string): SqliteDriverStatement {
+  rawStatement(sql: string): SqliteEngineStatement {
     const key = `raw:${sql}`;
     let stmt = this.statements.get(key);
     if (stmt === undefined) {
@@ -251,4 +292,20 @@ export function validateTablePrefix(prefix: string | undefined): string {
     );
   }
   return p;
+}
+
+const noRelease = (): void => undefined;
+
+const ACCEPTED = "a better-sqlite3 Database, a node:sqlite DatabaseSync or a bun:sqlite Database";
+
+/** The adapter of a database object a caller passed, by its shape; INVALID_REQUEST naming what is accepted otherwise. */
+function adapterOf(database: SqliteDatabaseObject): SqliteEngineDriver {
+  if (typeof database !== "object" || database === null)
+    throw new MnemeError("INVALID_REQUEST", `sqlite: database must be ${ACCEPTED}, got ${database === null ? "null" : typeof database}`);
+  if (isEngineDriver(database)) return database;
+  if (typeof (database as Partial<SqliteDriverDatabase>).pragma === "function" && typeof database.prepare === "function")
+    return wrapBetterSqlite3(database as SqliteDriverDatabase);
+  if (isNodeSqliteDatabase(database)) return wrapNodeSqlite(database);
+  if (isBunSqliteDatabase(database)) return wrapBunSqlite(database);
+  throw new MnemeError("INVALID_REQUEST", `sqlite: database must be ${ACCEPTED} (an object of another shape was given)`);
 }

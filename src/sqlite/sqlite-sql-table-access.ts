@@ -2,7 +2,7 @@ import { isMnemeError, MnemeError } from "../model/errors.js";
 import { assertSqlStatement } from "../store/sql-statement-check.js";
 import { quoteSqlIdentifier, type SqlResult, type SqlTableAccess } from "../store/sql-table-access.js";
 import type { SqliteDatabase } from "./sqlite-database.js";
-import type { SqliteDriverStatement } from "./sqlite-driver.js";
+import type { SqliteEngineStatement } from "./sqlite-driver.js";
 import { toStoreError } from "./sqlite-errors.js";
 
 /** A statement of the application's own tables, kept for a transaction's commit. */
@@ -20,15 +20,7 @@ export interface SqliteSqlHost {
   write<R>(what: string, fn: (tx: unknown) => R): Promise<R>;
 }
 
-/** better-sqlite3's flags of a prepared statement. */
-interface StatementFlags {
-  /** It returns rows (a SELECT, or a write with RETURNING). */
-  readonly reader?: boolean;
-  /** It writes nothing. */
-  readonly readonly?: boolean;
-}
-
-/** better-sqlite3 binds no booleans or undefined: true/false as 1/0, undefined as NULL. */
+/** The SQLite drivers bind no booleans or undefined (node:sqlite of Node.js 22 and better-sqlite3 refuse them): true/false as 1/0, undefined as NULL. */
 function bindable(params: readonly unknown[]): unknown[] {
   return params.map((p) => (p === true ? 1 : p === false ? 0 : p === undefined ? null : p));
 }
@@ -46,7 +38,7 @@ const ENGINE_CHECKED_MAX = 2_000;
  * (assertKeepsTransaction), so nothing a lexer misreads can run.
  * INVALID_REQUEST for either; a statement SQLite cannot prepare throws the driver's error.
  */
-export function checkedStatement(db: SqliteDatabase, sql: string, params: readonly unknown[]): SqliteDriverStatement {
+export function checkedStatement(db: SqliteDatabase, sql: string, params: readonly unknown[]): SqliteEngineStatement {
   assertSqlStatement(sql, "sqlite");
   const st = db.statement(sql);
   assertKeepsTransaction(db, sql, params);
@@ -77,7 +69,7 @@ export function runStatements(db: SqliteDatabase, statements: readonly Deferred[
   const open = db.driver.inTransaction;
   for (const { sql, params } of statements) {
     const st = checkedStatement(db, sql, params);
-    if ((st as unknown as StatementFlags).reader === true) st.all(...params);
+    if (st.reader) st.all(...params);
     else st.run(...params);
     if (open && !db.driver.inTransaction)
       throw new MnemeError("INVALID_REQUEST", "sql: a statement ended mneme's transaction: the handler's batch runs in mneme's");
@@ -112,11 +104,11 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
     if (this.host.pending() !== undefined) return this.executeInTransaction<R>(sql, params);
     const args = bindable(params);
     const st = this.prepare(sql, args);
-    if ((st as unknown as StatementFlags).readonly === true) {
+    if (st.readonly) {
       return { rows: this.host.readPending("sql query", () => st.all(...args)) as R[], rowCount: undefined };
     }
     return this.host.write("sql statement", () => {
-      if ((st as unknown as StatementFlags).reader === true) {
+      if (st.reader) {
         const rows = st.all(...args) as R[];
         return { rows, rowCount: rows.length };
       }
@@ -128,7 +120,7 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
   executeInTransaction<R>(sql: string, params: readonly unknown[]): SqlResult<R> {
     assertSqlStatement(sql, "sqlite");
     const args = bindable(params);
-    let st: SqliteDriverStatement | undefined;
+    let st: SqliteEngineStatement | undefined;
     try {
       st = checkedStatement(this.host.connection(), sql, args);
     } catch (e) {
@@ -136,13 +128,11 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
       // Its table may be created by a statement kept before it: it is prepared again at the commit, which reports any error.
       st = undefined;
     }
-    const flags = (st ?? {}) as StatementFlags;
-    if (st !== undefined && flags.readonly === true) {
+    if (st !== undefined && st.readonly) {
       return { rows: this.host.readPending("sql query", () => st.all(...args)) as R[], rowCount: undefined };
     }
     // Rows a write returns (RETURNING) are computed now, in a throw-away savepoint, before it is kept for the commit.
-    const rows =
-      st !== undefined && flags.reader === true ? (this.host.readPending("sql statement", () => st.all(...args), true) as R[]) : [];
+    const rows = st !== undefined && st.reader ? (this.host.readPending("sql statement", () => st.all(...args), true) as R[]) : [];
     if (!this.host.deferStatement({ sql, params: args })) throw new MnemeError("INVALID_STATE", "sql: the transaction has ended");
     return { rows, rowCount: undefined };
   }
@@ -152,7 +142,7 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
     return new SqliteTransactionConnection(this);
   }
 
-  private prepare(sql: string, args: readonly unknown[]): SqliteDriverStatement {
+  private prepare(sql: string, args: readonly unknown[]): SqliteEngineStatement {
     try {
       return checkedStatement(this.host.connection(), sql, args);
     } catch (e) {
@@ -164,7 +154,7 @@ export class SqliteSqlTableAccess implements SqlTableAccess {
 
 /**
  * The connection a SQLite batch's handlers get (better-sqlite3's shape:
- * `prepare(sql).run/get/all`): its statements join the batch's transaction.
+ * `prepare(sql).run/get/all`, whichever driver runs the file): its statements join the batch's transaction.
  * A write's `changes` is not known before the commit (reported as 0).
  */
 class SqliteTransactionConnection {

@@ -1,9 +1,9 @@
 import { existsSync } from "node:fs";
-import type BetterSqlite3 from "better-sqlite3";
 import { MnemeError } from "../model/errors.js";
 import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format.js";
 import { createSqliteBackends } from "../sqlite/sqlite-backends.js";
 import { SqliteDatabase, validateTablePrefix } from "../sqlite/sqlite-database.js";
+import type { SqliteDriverName, SqliteEngineDriver } from "../sqlite/sqlite-driver.js";
 import {
   type CopyEndpoint,
   type CopyMarker,
@@ -29,6 +29,8 @@ export interface SqliteCopyLocation {
   readonly filename: string;
   /** Default "mneme_", as createSqliteBackends. */
   readonly tablePrefix?: string;
+  /** The SQLite driver that opens the file; default as createSqliteBackends. */
+  readonly driver?: SqliteDriverName;
 }
 
 type Value = string | number | bigint | Uint8Array | null;
@@ -43,12 +45,12 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
   readonly description: string;
   readonly #prefix: string;
   readonly #connection: SqliteDatabase;
-  readonly #db: BetterSqlite3.Database;
+  readonly #db: SqliteEngineDriver;
 
   private constructor(location: SqliteCopyLocation, connection: SqliteDatabase) {
     this.#prefix = validateTablePrefix(location.tablePrefix);
     this.#connection = connection;
-    this.#db = connection.driver as unknown as BetterSqlite3.Database;
+    this.#db = connection.driver;
     this.description = `sqlite file ${location.filename}${this.#prefix === "mneme_" ? "" : ` (table prefix ${this.#prefix})`}`;
   }
 
@@ -62,7 +64,10 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
   /** Opens (creating) a file to write. */
   static target(location: SqliteCopyLocation): SqliteCopyEndpoint {
     validateTablePrefix(location.tablePrefix);
-    return new SqliteCopyEndpoint(location, SqliteDatabase.open(location.filename));
+    return new SqliteCopyEndpoint(
+      location,
+      SqliteDatabase.open(location.filename, location.driver === undefined ? {} : { driver: location.driver }),
+    );
   }
 
   #table(name: string): string {
@@ -163,33 +168,31 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
         : this.#db.prepare(`INSERT INTO ${this.#table(table.name)} (${cols}) VALUES (${values})`);
     const dropKey = table.name === KEY_TABLES.forgotten ? this.#db.prepare(`DELETE FROM ${keys} WHERE key_id = ?`) : undefined;
     const kinds = table.columns.map((c) => c.kind);
-    const write = this.#db.transaction((page: readonly CopyRow[]): number => {
+    return this.#connection.writeTransaction((): number => {
       let written = 0;
       let dropped = 0;
-      for (const row of page) {
+      for (const row of rows) {
         const params = row.map((v, i) => (typeof v === "string" ? sqliteValue(kinds[i], v) : v));
         if (table.name === KEY_TABLES.keys) params.push(row[keyId] ?? null);
-        written += stmt.run(params).changes;
+        written += stmt.run(...params).changes;
         if (dropKey !== undefined) dropped += dropKey.run(row[keyId] ?? null).changes;
       }
       this.#advance(table.name, progress.sourceRows, written, progress.lastKey);
       if (dropped > 0) this.#lowerWritten(KEY_TABLES.keys, dropped);
       return written;
     });
-    return write.immediate(rows);
   }
 
   async dropForgottenKeys(keyIds: readonly string[]): Promise<number> {
     const keys = this.#table(KEY_TABLES.keys);
     const byId = this.#db.prepare(`DELETE FROM ${keys} WHERE key_id = ?`);
     const marked = this.#db.prepare(`DELETE FROM ${keys} WHERE key_id IN (SELECT key_id FROM ${this.#table(KEY_TABLES.forgotten)})`);
-    const drop = this.#db.transaction((ids: readonly string[]): number => {
+    return this.#connection.writeTransaction((): number => {
       let n = marked.run().changes;
-      for (const id of ids) n += byId.run(id).changes;
+      for (const id of keyIds) n += byId.run(id).changes;
       if (n > 0) this.#lowerWritten(KEY_TABLES.keys, n);
       return n;
     });
-    return drop.immediate(keyIds);
   }
 
   #advance(table: string, sourceRows: number, written: number, lastKey: string): void {

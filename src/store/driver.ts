@@ -22,11 +22,9 @@ export interface DriverPackage {
 
 export const BETTER_SQLITE3: DriverPackage = {
   name: "better-sqlite3",
-  range: "^12",
+  range: "^13",
   neededBy: "mneme/sqlite",
-  note:
-    'It builds a native module when installed: npm 11 runs that build only for packages your package.json allows ("allowScripts": { "better-sqlite3": true }); ' +
-    "after allowing it, run npm rebuild better-sqlite3",
+  note: 'Or use the runtime\'s own SQLite, which needs no package: driver: "node:sqlite" (Node.js 22.16+, Deno) or driver: "bun:sqlite" (Bun)',
 };
 
 export const PG: DriverPackage = { name: "pg", range: "^8", neededBy: "mneme/postgres" };
@@ -65,9 +63,10 @@ function isNotInstalled(e: unknown, name: string): boolean {
 }
 
 /**
- * better-sqlite3 installed without its native build (npm 11 skipped its
- * install script, or a Node.js of another ABI built it): the error says how
- * to build it; other errors are returned as they are.
+ * better-sqlite3 installed but its native module does not load (no prebuilt
+ * binary for this platform, or one built for another Node.js ABI): the error
+ * names the runtime's own driver, which needs none; other errors are
+ * returned as they are.
  */
 export function nativeBuildMissing(e: unknown): MnemeError | undefined {
   const message = e instanceof Error ? e.message : "";
@@ -75,10 +74,42 @@ export function nativeBuildMissing(e: unknown): MnemeError | undefined {
     return undefined;
   return new MnemeError(
     "INVALID_REQUEST",
-    `mneme/sqlite: better-sqlite3 is installed but its native module is not built for this Node.js (${process.version}): ` +
-      `allow its install script ("allowScripts": { "better-sqlite3": true } in your package.json, npm 11) and run npm rebuild better-sqlite3 (${message.split("\n")[0]})`,
+    `mneme/sqlite: better-sqlite3 is installed but its native module does not load on this ${runtimeName()} (${process.platform}-${process.arch}): ` +
+      `reinstall it (npm install better-sqlite3@${BETTER_SQLITE3.range}: it ships prebuilt binaries), or use the runtime's own SQLite, which needs no native module: ` +
+      `driver: "node:sqlite" (${message.split("\n")[0]})`,
     { cause: e },
   );
+}
+
+/**
+ * A module built into the runtime (`node:sqlite`, `bun:sqlite`), loaded
+ * synchronously: by `process.getBuiltinModule` where the runtime has it, else
+ * by `require`. Undefined where the runtime has no such module, so a package
+ * that names it still loads on every runtime.
+ */
+export function loadBuiltinModule<T>(specifier: string): T | undefined {
+  const getBuiltin = (process as { getBuiltinModule?: (id: string) => unknown }).getBuiltinModule;
+  if (typeof getBuiltin === "function") {
+    try {
+      const mod = getBuiltin.call(process, specifier);
+      if (mod !== undefined) return mod as T;
+    } catch {
+      // Not a builtin of this runtime under that name: try require below.
+    }
+  }
+  try {
+    return load(specifier) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The runtime and its version, as errors name it ("Node.js v24.1.0", "Bun 1.2.0", "Deno 2.1.0"). */
+export function runtimeName(): string {
+  const versions = process.versions as Record<string, string | undefined>;
+  if (versions.bun !== undefined) return `Bun ${versions.bun}`;
+  if (versions.deno !== undefined) return `Deno ${versions.deno}`;
+  return `Node.js ${process.version}`;
 }
 
 export const NATS_JETSTREAM: DriverPackage = { name: "@nats-io/jetstream", range: "^3", neededBy: "mneme/nats" };

@@ -5,10 +5,16 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { isMnemeError } from "../../src/model/errors.js";
+import type { SqliteDriverName } from "../../src/sqlite/sqlite-driver.js";
 import { SqliteEventRepository } from "../../src/sqlite/sqlite-event-repository.js";
 
-const { filename, worker, rounds } = workerData as { filename: string; worker: number; rounds: number };
-const repo = new SqliteEventRepository({ filename });
+const { filename, worker, rounds, driver } = workerData as {
+  filename: string;
+  worker: number;
+  rounds: number;
+  driver: SqliteDriverName;
+};
+const repo = new SqliteEventRepository({ filename, driver });
 let conflicts = 0;
 for (let i = 0; i < rounds; i++) {
   // Contended: read the version, append expecting it, retry on CONFLICT.

@@ -7,12 +7,13 @@
  * applied everything so far, which proves it follows live (not at the end).
  */
 import { createFacade } from "mneme";
-import { createSqliteBackends } from "mneme/sqlite";
+import { createSqliteBackends, type SqliteDriverName } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment, IncrementMany } from "./counter-domain.js";
 
-const [filename, commandsArg] = process.argv.slice(2);
+const [filename, commandsArg, driverArg] = process.argv.slice(2);
+const driver = driverArg as SqliteDriverName | undefined;
 if (filename === undefined || commandsArg === undefined || process.send === undefined) {
-  throw new Error("usage: sqlite-instance-process.ts <file> <commands> (forked with an IPC channel)");
+  throw new Error("usage: sqlite-instance-process.ts <file> <commands> [driver] (forked with an IPC channel)");
 }
 const send = (msg: unknown): Promise<void> =>
   new Promise((resolve, reject) => process.send!(msg, undefined, {}, (e) => (e ? reject(e) : resolve())));
@@ -20,7 +21,7 @@ const nextMessage = (): Promise<unknown> => new Promise((resolve) => process.onc
 
 const facade = createFacade({
   appName: "sqlite-instances",
-  ...createSqliteBackends({ filename, pollIntervalMs: 20 }),
+  ...createSqliteBackends({ filename, ...(driver === undefined ? {} : { driver }), pollIntervalMs: 20 }),
   delivery: { lockRetryMs: 50 },
 });
 facade.registerDomain(Counter);

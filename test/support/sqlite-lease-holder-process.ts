@@ -8,14 +8,18 @@
  * and exits.
  */
 import { createFacade } from "mneme";
-import { createSqliteBackends } from "mneme/sqlite";
+import { createSqliteBackends, type SqliteDriverName } from "mneme/sqlite";
 import { Counter, CounterTotals, Increment } from "./counter-domain.js";
 
-const [filename, eventsArg] = process.argv.slice(2);
+const [filename, eventsArg, driverArg] = process.argv.slice(2);
+const driver = driverArg as SqliteDriverName | undefined;
 if (filename === undefined || eventsArg === undefined || process.send === undefined) {
-  throw new Error("usage: sqlite-lease-holder-process.ts <file> <events> (forked with an IPC channel)");
+  throw new Error("usage: sqlite-lease-holder-process.ts <file> <events> [driver] (forked with an IPC channel)");
 }
-const facade = createFacade({ appName: "sqlite-instances", ...createSqliteBackends({ filename, lockLeaseMs: 60_000 }) });
+const facade = createFacade({
+  appName: "sqlite-instances",
+  ...createSqliteBackends({ filename, ...(driver === undefined ? {} : { driver }), lockLeaseMs: 60_000 }),
+});
 facade.registerDomain(Counter);
 const totals = new CounterTotals(facade);
 facade.registerReadmodel(totals);

@@ -5,9 +5,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import Database from "better-sqlite3";
 import { afterAll } from "vitest";
 import type { Facade } from "mneme";
+import { SqliteDatabase, type SqliteDriverName } from "mneme/sqlite";
 
 export interface SqliteScratch {
   /** A new file name in the scratch folder. */
@@ -33,9 +33,13 @@ export function sqliteScratch(prefix: string): SqliteScratch {
   };
 }
 
-/** Expires every lease from a third connection: stands for "the holder stalled past its lease". */
-export function expireLeases(filename: string): void {
-  const raw = new Database(filename);
-  raw.prepare("UPDATE mneme_readmodel_locks SET expires_at = 0").run();
+/**
+ * Expires every lease from a third connection: stands for "the holder stalled
+ * past its lease". Through `driver`, the one the test's instances use (two
+ * SQLite libraries on one file in one process would drop each other's locks).
+ */
+export function expireLeases(filename: string, driver?: SqliteDriverName): void {
+  const raw = SqliteDatabase.open(filename, driver === undefined ? {} : { driver });
+  raw.statement("UPDATE mneme_readmodel_locks SET expires_at = 0").run();
   raw.close();
 }
