@@ -4,6 +4,7 @@
  * Deno.serve; node:http with toNodeListener on Node).
  */
 import type { HttpHandler } from "mneme/http";
+import type { SqliteDriverName } from "mneme/sqlite";
 
 export type RuntimeName = "bun" | "deno" | "node";
 
@@ -40,6 +41,11 @@ export function runtimeVersion(): string {
   if (d !== undefined) return `deno ${d.version.deno}`;
   if (typeof process.versions.bun === "string") return `bun ${process.versions.bun}`;
   return `node ${process.versions.node}`;
+}
+
+/** The runtime's own SQLite: bun:sqlite on Bun, node:sqlite on Deno and Node (no driver package). */
+export function runtimeSqliteDriver(): SqliteDriverName {
+  return currentRuntime() === "bun" ? "bun:sqlite" : "node:sqlite";
 }
 
 export interface Served {
