@@ -19,17 +19,13 @@ import { settle } from "../src/testing/contract-harness.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { sharedPlaces } from "./support/shared-places.js";
-import { SQLITE_DRIVERS } from "./support/sqlite-drivers.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 
 const files = sqliteScratch("data-cache");
 const pg = postgresScratch("mneme_datacache");
 
-// On each Node.js driver (test/support/sqlite-drivers.ts).
-for (const driver of SQLITE_DRIVERS) {
-  describeDataStoreContract(`SqliteDataStore (${driver})`, async () => new SqliteDataStore({ filename: files.newFile(), driver }));
-  describeCacheStoreContract(`SqliteCacheStore (${driver})`, async () => new SqliteCacheStore({ filename: files.newFile(), driver }));
-}
+describeDataStoreContract("SqliteDataStore", async () => new SqliteDataStore({ filename: files.newFile() }));
+describeCacheStoreContract("SqliteCacheStore", async () => new SqliteCacheStore({ filename: files.newFile() }));
 describeDataStoreContract("createSqliteBackends().dataStore", async () => createSqliteBackends({ filename: files.newFile() }).dataStore);
 describeCacheStoreContract("createSqliteBackends().cacheStore", async () => createSqliteBackends({ filename: files.newFile() }).cacheStore);
 {
