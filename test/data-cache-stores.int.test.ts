@@ -19,15 +19,25 @@ import { settle } from "../src/testing/contract-harness.js";
 import { ADMIN_EMAIL, ADMIN_PASSWORD, FAST_HASHING } from "./support/defaults-world.js";
 import { postgresScratch } from "./support/postgres-scratch.js";
 import { sharedPlaces } from "./support/shared-places.js";
+import { SQLITE_DRIVERS } from "./support/sqlite-drivers.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 
 const files = sqliteScratch("data-cache");
 const pg = postgresScratch("mneme_datacache");
 
-describeDataStoreContract("SqliteDataStore", async () => new SqliteDataStore({ filename: files.newFile() }));
-describeCacheStoreContract("SqliteCacheStore", async () => new SqliteCacheStore({ filename: files.newFile() }));
-describeDataStoreContract("createSqliteBackends().dataStore", async () => createSqliteBackends({ filename: files.newFile() }).dataStore);
-describeCacheStoreContract("createSqliteBackends().cacheStore", async () => createSqliteBackends({ filename: files.newFile() }).cacheStore);
+// On each Node.js SQLite driver (test/support/sqlite-drivers.ts).
+for (const driver of SQLITE_DRIVERS) {
+  describeDataStoreContract(`SqliteDataStore (${driver})`, async () => new SqliteDataStore({ filename: files.newFile(), driver }));
+  describeCacheStoreContract(`SqliteCacheStore (${driver})`, async () => new SqliteCacheStore({ filename: files.newFile(), driver }));
+  describeDataStoreContract(
+    `createSqliteBackends().dataStore (${driver})`,
+    async () => createSqliteBackends({ filename: files.newFile(), driver }).dataStore,
+  );
+  describeCacheStoreContract(
+    `createSqliteBackends().cacheStore (${driver})`,
+    async () => createSqliteBackends({ filename: files.newFile(), driver }).cacheStore,
+  );
+}
 {
   const c = pg.inSchema<DataStore>((schema) => new PostgresDataStore({ pool: pg.pool, schema }));
   describeDataStoreContract("PostgresDataStore", c.factory, c.opts);

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { postgresScratch } from "./support/postgres-scratch.js";
+import { SQLITE_DRIVERS } from "./support/sqlite-drivers.js";
 import { MemoryKeyStore } from "../src/memory/memory-key-store.js";
 import { createPostgresBackends, PostgresKeyStore } from "../src/postgres/index.js";
 import { createSqliteBackends, SqliteKeyStore } from "../src/sqlite/index.js";
@@ -85,13 +86,16 @@ const dir = mkdtempSync(join(tmpdir(), "mneme-keys-"));
 let fileNo = 0;
 const newFile = (): string => join(dir, `k${++fileNo}.db`);
 
-describeKeyStoreContract("SqliteKeyStore", async () => new SqliteKeyStore({ filename: newFile() }));
-describeKeyStoreContract("createSqliteBackends().keyStore", async () => {
-  const b = createSqliteBackends({ filename: newFile() });
-  // The others are closed at once, so the suite's close() of the key store is the one that closes the file.
-  await Promise.all([b.eventRepository, b.commandStore, b.logStore, b.readmodelStoreBackend, b.snapshotStore].map((s) => s.close()));
-  return b.keyStore;
-});
+// On each Node.js SQLite driver (test/support/sqlite-drivers.ts).
+for (const driver of SQLITE_DRIVERS) {
+  describeKeyStoreContract(`SqliteKeyStore (${driver})`, async () => new SqliteKeyStore({ filename: newFile(), driver }));
+  describeKeyStoreContract(`createSqliteBackends().keyStore (${driver})`, async () => {
+    const b = createSqliteBackends({ filename: newFile(), driver });
+    // The others are closed at once, so the suite's close() of the key store is the one that closes the file.
+    await Promise.all([b.eventRepository, b.commandStore, b.logStore, b.readmodelStoreBackend, b.snapshotStore].map((s) => s.close()));
+    return b.keyStore;
+  });
+}
 
 /** The bytes of the database file and its -wal file. */
 function fileBytes(filename: string): Buffer {

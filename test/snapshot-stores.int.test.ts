@@ -22,6 +22,7 @@ import { validateSnapshot, validateSnapshotDelete, validateSnapshotKey } from ".
 import { storeClosed } from "../src/store/store-closed.js";
 import { describeSnapshotStoreContract } from "../src/testing/snapshot-store-contract.js";
 import { rejection } from "./support/rejections.js";
+import { SQLITE_DRIVERS } from "./support/sqlite-drivers.js";
 
 const snap = (uuid: string, version: number, more: Partial<NewSnapshotRecord> = {}): NewSnapshotRecord => ({
   domain: "Todo",
@@ -102,13 +103,16 @@ const dir = mkdtempSync(join(tmpdir(), "mneme-snapshots-"));
 let fileNo = 0;
 const newFile = (): string => join(dir, `s${++fileNo}.db`);
 
-describeSnapshotStoreContract("SqliteSnapshotStore", async () => new SqliteSnapshotStore({ filename: newFile() }));
-describeSnapshotStoreContract("createSqliteBackends().snapshotStore", async () => {
-  const b = createSqliteBackends({ filename: newFile() });
-  // The others are closed at once, so the suite's close() of the snapshot store is the one that closes the file.
-  await Promise.all([b.eventRepository, b.commandStore, b.logStore, b.readmodelStoreBackend].map((s) => s.close()));
-  return b.snapshotStore;
-});
+// On each Node.js SQLite driver (test/support/sqlite-drivers.ts).
+for (const driver of SQLITE_DRIVERS) {
+  describeSnapshotStoreContract(`SqliteSnapshotStore (${driver})`, async () => new SqliteSnapshotStore({ filename: newFile(), driver }));
+  describeSnapshotStoreContract(`createSqliteBackends().snapshotStore (${driver})`, async () => {
+    const b = createSqliteBackends({ filename: newFile(), driver });
+    // The others are closed at once, so the suite's close() of the snapshot store is the one that closes the file.
+    await Promise.all([b.eventRepository, b.commandStore, b.logStore, b.readmodelStoreBackend].map((s) => s.close()));
+    return b.snapshotStore;
+  });
+}
 
 describe("SqliteSnapshotStore", () => {
   it("lives in the events' file, with the backends' table prefix, and survives a reopen", async () => {

@@ -73,15 +73,16 @@ export class SqliteCacheStore extends SqliteStoreBase implements CacheStore {
       (db) =>
         db
           .rawStatement(
+            // `now` as four anonymous parameters: bun:sqlite binds no named object next to anonymous ones.
             `INSERT INTO ${this.table} (key, value, expires_at, created_at) VALUES (?, ?, ?, ?)
            ON CONFLICT (key) DO UPDATE SET
-             value = CASE WHEN expires_at <= $now THEN excluded.value ELSE CAST(CAST(value AS INTEGER) + excluded.value AS TEXT) END,
-             expires_at = CASE WHEN expires_at <= $now THEN excluded.expires_at ELSE expires_at END,
-             created_at = CASE WHEN expires_at <= $now THEN excluded.created_at ELSE created_at END
-           WHERE expires_at <= $now OR json_type(value) = 'integer'
+             value = CASE WHEN expires_at <= ? THEN excluded.value ELSE CAST(CAST(value AS INTEGER) + excluded.value AS TEXT) END,
+             expires_at = CASE WHEN expires_at <= ? THEN excluded.expires_at ELSE expires_at END,
+             created_at = CASE WHEN expires_at <= ? THEN excluded.created_at ELSE created_at END
+           WHERE expires_at <= ? OR json_type(value) = 'integer'
            RETURNING value`,
           )
-          .get(e.key, String(e.by), e.expiresAt ?? null, nowNs(), { now }) as [string] | undefined,
+          .get(e.key, String(e.by), e.expiresAt ?? null, nowNs(), now, now, now, now) as [string] | undefined,
     );
     if (row === undefined) throw notAnIntegerEntry(e.key);
     if (++this.setsSinceSweep >= SWEEP_EVERY) this.sweep();

@@ -11,7 +11,8 @@
  *   missing row is `undefined`;
  * - raw rows by `setReturnArrays` where the Node.js line has it, else the
  *   object's values in column order;
- * - arrays among the parameters are spread, as better-sqlite3 binds them;
+ * - parameters as better-sqlite3 takes them: arrays spread in place, an
+ *   object of named parameters anywhere (node:sqlite wants it first);
  * - `reader` from the statement's columns, `readonly` from its compiled
  *   program (node:sqlite exposes neither flag);
  * - `pragma()` by a PRAGMA statement, `inTransaction` by `isTransaction`;
@@ -222,9 +223,20 @@ class NodeSqliteStatement implements SqliteEngineStatement {
   }
 }
 
-/** better-sqlite3 binds the items of an array parameter as parameters in its place: the same for node:sqlite. */
+/**
+ * Parameters as better-sqlite3 takes them, in node:sqlite's order: the items
+ * of an array parameter bind in its place, and an object of named parameters
+ * may stand anywhere (node:sqlite wants it first).
+ */
 function spread(params: unknown[]): unknown[] {
   if (params.length === 1 && Array.isArray(params[0])) return params[0] as unknown[];
-  for (const p of params) if (Array.isArray(p)) return params.flat(1);
-  return params;
+  let out = params;
+  if (params.some((p) => Array.isArray(p))) out = params.flat(1);
+  const named = out.findIndex(isNamedParameters);
+  if (named > 0) out = [out[named], ...out.slice(0, named), ...out.slice(named + 1)];
+  return out;
+}
+
+function isNamedParameters(p: unknown): boolean {
+  return typeof p === "object" && p !== null && !Array.isArray(p) && !ArrayBuffer.isView(p);
 }

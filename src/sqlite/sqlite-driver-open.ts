@@ -37,9 +37,10 @@ export function openSqliteDriver(filename: string, busyTimeoutMs: number, driver
 
 /**
  * The driver used when none is named: bun:sqlite on Bun; elsewhere
- * better-sqlite3 when the package is installed (the fastest on Node.js, see
- * docs/performance.md), else node:sqlite. INVALID_REQUEST naming both when
- * neither is there.
+ * better-sqlite3 when the package is installed (the app asked for it, and
+ * node:sqlite is experimental on Node.js 22; through mneme the two are as
+ * fast, docs/performance.md), else node:sqlite. INVALID_REQUEST naming both
+ * when neither is there.
  */
 export function defaultSqliteDriver(): SqliteDriverName {
   if ((process.versions as Record<string, string | undefined>).bun !== undefined) return "bun:sqlite";
