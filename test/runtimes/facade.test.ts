@@ -2,19 +2,25 @@
  * A facade end to end on the runtime running this file, against the built
  * package: commands (aggregates, a conflict), queries answered by a projection
  * and by a readmodel with a collection, tenants kept apart, on the in-memory
- * backend and on Postgres, where a second instance on the same schema reads
- * and writes what the first did.
+ * backend, on Postgres and on SQLite through the runtime's own driver, where a
+ * second instance on the same schema or file reads and writes what the first did.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { BaseReadmodel, type Facade, type RequestContext, createFacade, defineDomain, isMnemeError, newUuid } from "mneme";
 import { createMemoryBackends } from "mneme/memory";
 import type { Backend } from "mneme/store";
 import { createPostgresBackends } from "mneme/postgres";
+import { createSqliteBackends } from "mneme/sqlite";
 import { CompleteTodo, CreateTodo, GetTodo, ListTodos, RenameTodo, TodoCreated, registerTodo } from "../../examples/todo/todo-domain.js";
 import { postgresScratch } from "../support/postgres-scratch.js";
-import { currentRuntime } from "./runtime.js";
+import { currentRuntime, runtimeSqliteDriver } from "./runtime.js";
 
 const pg = postgresScratch("mneme_rt_facade");
+const dir = mkdtempSync(join(tmpdir(), "mneme-rt-facade-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const ctxOf = (tenant: string, n: number): RequestContext => ({
   senderAccountUuid: `0190f5e4-0000-7000-8000-0000000000a${n}`,
@@ -74,9 +80,15 @@ const postgresPlace = (): (() => Backend) => {
   const schema = pg.newSchema();
   return () => createPostgresBackends({ pool: pg.pool, schema });
 };
+let fileNo = 0;
+const sqlitePlace = (): (() => Backend) => {
+  const filename = join(dir, `app${++fileNo}.db`);
+  return () => createSqliteBackends({ filename, driver: runtimeSqliteDriver() });
+};
 const places: [string, () => () => Backend][] = [
   ["memory", memoryPlace],
   ["postgres", postgresPlace],
+  [`SQLite (${runtimeSqliteDriver()})`, sqlitePlace],
 ];
 
 describe.each(places)("a facade on %s", (_name, place) => {
@@ -122,9 +134,12 @@ describe.each(places)("a facade on %s", (_name, place) => {
   });
 });
 
-describe("facades on one Postgres schema", () => {
+describe.each([
+  ["Postgres schema", postgresPlace],
+  [`SQLite file (${runtimeSqliteDriver()})`, sqlitePlace],
+])("facades on one %s", (_name, place) => {
   it("a second instance reads and writes what the first did", async () => {
-    const next = postgresPlace();
+    const next = place();
     const a = await start(next());
     const b = await start(next());
     const todo = newUuid();

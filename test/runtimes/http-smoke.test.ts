@@ -2,22 +2,29 @@
  * The HTTP handler served by the runtime's own server (Bun.serve, Deno.serve;
  * node:http through toNodeListener on Node) on 127.0.0.1, checked with fetch:
  * sign in, the Runtime's command list, a command, a query, the system-event
- * stream's first event, errors, sign out; in memory and on Postgres, where a
- * session made on one instance is accepted by another at once.
+ * stream's first event, errors, sign out; in memory, on SQLite through the
+ * runtime's own driver, and on Postgres, where a session made on one instance
+ * is accepted by another at once.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { type Facade, createFacade, newUuid } from "mneme";
 import { accountRoutes, registerDefaults } from "mneme/defaults";
 import { createHttpHandler } from "mneme/http";
 import { createMemoryBackends } from "mneme/memory";
 import { createPostgresBackends } from "mneme/postgres";
+import { createSqliteBackends } from "mneme/sqlite";
 import type { Backend } from "mneme/store";
 import { registerTodo } from "../../examples/todo/todo-domain.js";
 import { postgresScratch } from "../support/postgres-scratch.js";
 import { SseClient } from "../support/sse-client.js";
-import { type Served, currentRuntime, serveFetch } from "./runtime.js";
+import { type Served, currentRuntime, runtimeSqliteDriver, serveFetch } from "./runtime.js";
 
 const pg = postgresScratch("mneme_rt_http");
+const dir = mkdtempSync(join(tmpdir(), "mneme-rt-http-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const ADMIN = { email: "admin@example.org", password: "admin-password-1" };
 const json = { "content-type": "application/json" };
 const SERVER_OF = { bun: "Bun.serve", deno: "Deno.serve", node: "node:http" } as const;
@@ -138,6 +145,11 @@ async function walk(url: string): Promise<void> {
 describe(`HTTP on ${currentRuntime()}'s own server`, () => {
   it("in memory: sign in, Runtime list, command, query, the SSE stream's first event, errors, sign out", async () => {
     const { served } = await serveApp(createMemoryBackends());
+    await walk(served.url);
+  });
+
+  it(`on SQLite (${runtimeSqliteDriver()}): the same walk`, async () => {
+    const { served } = await serveApp(createSqliteBackends({ filename: join(dir, "app.db"), driver: runtimeSqliteDriver() }));
     await walk(served.url);
   });
 
