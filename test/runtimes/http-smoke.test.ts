@@ -42,14 +42,14 @@ afterEach(async () => {
 });
 
 /** The demo app (built-in domains, the Todo domain, system events) on `backend`, served on a free port. */
-async function serveApp(backend: Backend): Promise<Instance> {
+async function serveApp(backend: Backend, via: "native" | "node:http" = "native"): Promise<Instance> {
   const facade = createFacade({ appName: `http-${currentRuntime()}`, version: "1.0.0", systemEvents: true, backend });
   // Cheap scrypt: the flow is under test here, not the hashing cost.
   await registerDefaults(facade, { admin: ADMIN, passwordHashing: { N: 1024, r: 8, p: 1 } });
   registerTodo(facade);
   await facade.start();
-  const served = await serveFetch(createHttpHandler(facade, { modules: [accountRoutes()], sse: { maxConnections: 1 } }));
-  expect(served.server).toBe(SERVER_OF[currentRuntime()]);
+  const served = await serveFetch(createHttpHandler(facade, { modules: [accountRoutes()], sse: { maxConnections: 1 } }), via);
+  expect(served.server).toBe(via === "native" ? SERVER_OF[currentRuntime()] : "node:http");
   const instance = { facade, served };
   running.push(instance);
   return instance;
@@ -145,6 +145,11 @@ async function walk(url: string): Promise<void> {
 describe(`HTTP on ${currentRuntime()}'s own server`, () => {
   it("in memory: sign in, Runtime list, command, query, the SSE stream's first event, errors, sign out", async () => {
     const { served } = await serveApp(createMemoryBackends());
+    await walk(served.url);
+  });
+
+  it("in memory through the runtime's node:http and toNodeListener: the same walk", async () => {
+    const { served } = await serveApp(createMemoryBackends(), "node:http");
     await walk(served.url);
   });
 

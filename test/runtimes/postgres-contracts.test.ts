@@ -1,38 +1,24 @@
 /**
- * The Postgres backend's conformance suites, on the runtime running this file
- * (Bun, Deno or Node) with the `pg` driver, against the built package: every
- * test in a schema of its own (DATABASE_URL, default
- * postgres://postgres@127.0.0.1:5432/test).
+ * The Postgres backend's conformance suites for events, commands, logs and
+ * readmodels, on the runtime running this file (Bun, Deno or Node) with the
+ * `pg` driver, against the built package: every test in a schema of its own
+ * (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test). The other
+ * stores' suites are in postgres-store-contracts.test.ts (the two files run
+ * in parallel).
  */
 import {
-  PostgresCacheStore,
   PostgresCommandStore,
-  PostgresDataStore,
   PostgresEventRepository,
-  PostgresKeyStore,
   PostgresLogStore,
   PostgresReadmodelStoreBackend,
-  PostgresSnapshotStore,
+  createPostgresBackends,
 } from "mneme/postgres";
-import type {
-  CacheStore,
-  CommandStore,
-  DataStore,
-  EventRepository,
-  KeyStore,
-  LogStore,
-  ReadmodelStoreBackend,
-  SnapshotStore,
-} from "mneme/store";
+import type { CommandStore, EventRepository, LogStore, ReadmodelStoreBackend } from "mneme/store";
 import {
-  describeCacheStoreContract,
   describeCommandStoreContract,
-  describeDataStoreContract,
   describeEventRepositoryContract,
-  describeKeyStoreContract,
   describeLogStoreContract,
   describeReadmodelStoreBackendContract,
-  describeSnapshotStoreContract,
   describeSqlTableAccessContract,
 } from "mneme/testing";
 import { postgresScratch } from "../support/postgres-scratch.js";
@@ -43,6 +29,16 @@ const { pool, newSchema, inSchema } = postgresScratch("mneme_rt");
 {
   const c = inSchema<EventRepository>((schema) => new PostgresEventRepository({ pool, schema }));
   describeEventRepositoryContract("PostgresEventRepository", c.factory, { ...c.opts, skip: DENO_JSON_PARSE_SKIP });
+}
+{
+  // Through createPostgresBackends, whose stores share one pool and schema; the others are closed at once.
+  const c = inSchema<EventRepository>((schema) => {
+    const b = createPostgresBackends({ pool, schema });
+    for (const s of [b.commandStore, b.logStore, b.readmodelStoreBackend, b.snapshotStore, b.keyStore, b.dataStore, b.cacheStore])
+      void s.close();
+    return b.eventRepository;
+  });
+  describeEventRepositoryContract("createPostgresBackends().eventRepository", c.factory, { ...c.opts, skip: DENO_JSON_PARSE_SKIP });
 }
 {
   const c = inSchema<CommandStore>((schema) => new PostgresCommandStore({ pool, schema }));
@@ -61,19 +57,3 @@ describeSqlTableAccessContract(
   "PostgresReadmodelStoreBackend",
   async () => new PostgresReadmodelStoreBackend({ pool, schema: newSchema() }),
 );
-{
-  const c = inSchema<SnapshotStore>((schema) => new PostgresSnapshotStore({ pool, schema }));
-  describeSnapshotStoreContract("PostgresSnapshotStore", c.factory, c.opts);
-}
-{
-  const c = inSchema<KeyStore>((schema) => new PostgresKeyStore({ pool, schema }));
-  describeKeyStoreContract("PostgresKeyStore", c.factory, c.opts);
-}
-{
-  const c = inSchema<DataStore>((schema) => new PostgresDataStore({ pool, schema }));
-  describeDataStoreContract("PostgresDataStore", c.factory, c.opts);
-}
-{
-  const c = inSchema<CacheStore>((schema) => new PostgresCacheStore({ pool, schema }));
-  describeCacheStoreContract("PostgresCacheStore", c.factory, c.opts);
-}

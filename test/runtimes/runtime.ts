@@ -55,14 +55,18 @@ export interface Served {
   close(): Promise<void>;
 }
 
-/** Serves `handler` on 127.0.0.1 with a free port, by the runtime's own HTTP server. */
-export async function serveFetch(handler: HttpHandler): Promise<Served> {
-  const b = bun();
+/**
+ * Serves `handler` on 127.0.0.1 with a free port, by the runtime's own HTTP
+ * server, or with `via: "node:http"` by the runtime's node:http and
+ * toNodeListener (what Express, Fastify and NestJS hosts use).
+ */
+export async function serveFetch(handler: HttpHandler, via: "native" | "node:http" = "native"): Promise<Served> {
+  const b = via === "native" ? bun() : undefined;
   if (b !== undefined) {
     const server = b.serve({ port: 0, hostname: "127.0.0.1", fetch: handler });
     return { url: `http://127.0.0.1:${server.port}`, server: "Bun.serve", close: async () => void (await server.stop(true)) };
   }
-  const d = deno();
+  const d = via === "native" ? deno() : undefined;
   if (d !== undefined) {
     const server = d.serve({ port: 0, hostname: "127.0.0.1", onListen: () => undefined }, handler);
     return { url: `http://127.0.0.1:${server.addr.port}`, server: "Deno.serve", close: () => server.shutdown() };
