@@ -145,6 +145,8 @@ describe("the adapters behave as better-sqlite3 on every driver", () => {
       const raw = db.rawStatement("SELECT id, k, n FROM t").all();
       const spread = db.statement("SELECT ? + ? AS s").get([1, 2]) as { s: number };
       const named = db.statement("SELECT ? + $n AS s").get(1, { n: 2 }) as { s: number };
+      // A zero-length view of an ArrayBuffer without memory: node:sqlite of Node.js 22 binds it as NULL unless the adapter steps in.
+      const empty = db.statement("SELECT typeof(?) AS t").get(new TextEncoder().encode("")) as { t: string };
       return {
         ins: { changes: ins.changes, lastInsertRowid: ins.lastInsertRowid },
         rowN: row.n,
@@ -155,6 +157,7 @@ describe("the adapters behave as better-sqlite3 on every driver", () => {
         none: db.statement("SELECT k FROM t WHERE k = ?").get("zz"),
         spread: spread.s,
         named: named.s,
+        empty: empty.t,
         iterated: [...db.driver.prepare("SELECT k FROM t").iterate()],
         pragma: db.driver.pragma("journal_mode", { simple: true }),
       };
@@ -169,10 +172,29 @@ describe("the adapters behave as better-sqlite3 on every driver", () => {
       none: undefined,
       spread: 3,
       named: 3,
+      empty: "blob",
       iterated: [{ k: "a" }],
       pragma: "wal",
     };
     for (const driver of SQLITE_DRIVERS) expect(results[driver], driver).toEqual(expected);
+  });
+
+  it("a statement that meets an integer past 2^53 on a later call reads it right; a write returning one runs once", () => {
+    const results = onEach((db) => {
+      const read = db.statement("SELECT n FROM t WHERE k = ?");
+      db.statement("INSERT INTO t (k, n) VALUES (?, ?)").run("small", 5);
+      db.statement("INSERT INTO t (k, n) VALUES (?, ?)").run("big", 2 ** 60);
+      const calls = [read.get("small"), read.get("big"), read.get("small"), db.rawStatement("SELECT n FROM t ORDER BY id").all()];
+      const returned = db.statement("INSERT INTO t (k, n) VALUES (?, ?) RETURNING n").get("ret", 2 ** 61);
+      const written = db.statement("SELECT count(*) AS c FROM t WHERE k = 'ret'").get();
+      return { calls, returned, written };
+    });
+    for (const driver of SQLITE_DRIVERS)
+      expect(results[driver], driver).toEqual({
+        calls: [{ n: 5 }, { n: 2 ** 60 }, { n: 5 }, [[5], [2 ** 60]]],
+        returned: { n: 2 ** 61 },
+        written: { c: 1 },
+      });
   });
 
   it("reader and readonly flags are SQLite's own on every driver", () => {

@@ -26,4 +26,6 @@ export type {
   SqliteDriverDatabase,
   SqliteDriverName,
   SqliteDriverStatement,
+  SqliteEngineDriver,
+  SqliteEngineStatement,
 } from "./sqlite-driver.js";

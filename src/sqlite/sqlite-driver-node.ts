@@ -12,7 +12,8 @@
  * - raw rows by `setReturnArrays` where the Node.js line has it, else the
  *   object's values in column order;
  * - parameters as better-sqlite3 takes them: arrays spread in place, an
- *   object of named parameters anywhere (node:sqlite wants it first);
+ *   object of named parameters anywhere (node:sqlite wants it first), an
+ *   empty byte array an empty blob (Node.js 22 may bind it as NULL);
  * - `reader` from the statement's columns, `readonly` from its compiled
  *   program (node:sqlite exposes neither flag);
  * - `pragma()` by a PRAGMA statement, `inTransaction` by `isTransaction`;
@@ -147,13 +148,45 @@ class NodeSqliteStatement implements SqliteEngineStatement {
   #safe = false;
   #reader: boolean | undefined;
   #readonly: boolean | undefined;
+  /** Integers are read as bigint (and converted): once one did not fit a number, or from the start (see #needsBigInts). */
+  #bigints = false;
 
   constructor(
     private readonly db: NodeSqliteDriver,
     private readonly st: NodeStatement,
     private readonly sql: string,
-  ) {
-    st.setReadBigInts(true);
+  ) {}
+
+  /**
+   * Integers as bigint from the first row on: for safeIntegers, and for a
+   * write that returns rows (RETURNING), which must not run twice. Other
+   * statements read numbers and switch when one is too large (#read).
+   */
+  #needsBigInts(): boolean {
+    return this.#safe || RETURNING.test(this.sql);
+  }
+
+  #useBigInts(): void {
+    if (this.#bigints) return;
+    this.st.setReadBigInts(true);
+    this.#bigints = true;
+  }
+
+  /**
+   * Reads with numbers first (no bigint per value); an integer past 2^53
+   * makes node:sqlite throw ERR_OUT_OF_RANGE, and the statement, one that
+   * writes nothing, runs again with bigints, for good.
+   */
+  #read<R>(read: () => R): R {
+    if (!this.#bigints && this.#needsBigInts()) this.#useBigInts();
+    if (this.#bigints) return read();
+    try {
+      return read();
+    } catch (e) {
+      if ((e as { code?: unknown } | null)?.code !== "ERR_OUT_OF_RANGE") throw e;
+      this.#useBigInts();
+      return read();
+    }
   }
 
   raw(toggle = true): this {
@@ -187,17 +220,21 @@ class NodeSqliteStatement implements SqliteEngineStatement {
   }
 
   get(...params: unknown[]): unknown {
-    const row = this.st.get(...spread(params));
+    const args = spread(params);
+    const row = this.#read(() => this.st.get(...args));
     return row === undefined ? undefined : this.#row(row);
   }
 
   all(...params: unknown[]): unknown[] {
-    const rows = this.st.all(...spread(params));
+    const args = spread(params);
+    const rows = this.#read(() => this.st.all(...args));
     for (let i = 0; i < rows.length; i++) rows[i] = this.#row(rows[i] as Record<string, unknown> | unknown[]) as Record<string, unknown>;
     return rows;
   }
 
   *iterate(...params: unknown[]): IterableIterator<unknown> {
+    // Rows handed out one at a time cannot be read again: bigints from the start.
+    this.#useBigInts();
     for (const row of this.st.iterate(...spread(params))) yield this.#row(row);
   }
 
@@ -223,15 +260,36 @@ class NodeSqliteStatement implements SqliteEngineStatement {
   }
 }
 
+/** A write that returns rows: read with bigints from the start, so it never runs twice. */
+const RETURNING = /\bRETURNING\b/i;
+
+/**
+ * A zero-length blob that node:sqlite binds as a blob: on Node.js 22 a
+ * zero-length view of an ArrayBuffer without memory (`new ArrayBuffer(0)`,
+ * `TextEncoder().encode("")`) is bound as NULL, this one is not.
+ */
+const EMPTY_BLOB = new Uint8Array(0);
+
 /**
  * Parameters as better-sqlite3 takes them, in node:sqlite's order: the items
- * of an array parameter bind in its place, and an object of named parameters
- * may stand anywhere (node:sqlite wants it first).
+ * of an array parameter bind in its place, an object of named parameters may
+ * stand anywhere (node:sqlite wants it first), and an empty byte array is an
+ * empty blob, never NULL.
  */
 function spread(params: unknown[]): unknown[] {
-  if (params.length === 1 && Array.isArray(params[0])) return params[0] as unknown[];
-  let out = params;
-  if (params.some((p) => Array.isArray(p))) out = params.flat(1);
+  if (params.length === 1 && Array.isArray(params[0])) return spread(params[0] as unknown[]);
+  // The common case (strings, numbers, null, bytes) is returned as it is, after one look at each.
+  let plain = true;
+  for (let i = 0; i < params.length; i++) {
+    const p = params[i];
+    if (typeof p === "object" && p !== null && (!ArrayBuffer.isView(p) || p.byteLength === 0)) {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) return params;
+  let out = params.some((p) => Array.isArray(p)) ? params.flat(1) : params;
+  out = out.map((p) => (ArrayBuffer.isView(p) && p.byteLength === 0 ? EMPTY_BLOB : p));
   const named = out.findIndex(isNamedParameters);
   if (named > 0) out = [out[named], ...out.slice(0, named), ...out.slice(named + 1)];
   return out;
