@@ -1,9 +1,11 @@
 /**
- * Looks for the JSON.parse defect of Deno 2.9 (V8 15.0) behind the Deno skip in
- * test/runtimes/known-issues.ts: generated JSON values (the EventRepository
- * payload contract's generator) are stringified and parsed back until one comes
- * back different or the time is up. Exits 1 on a mismatch, 0 when none was seen.
- * Not part of the smoke run (it is a search, not a test). After `npm run build`:
+ * Checks a runtime's JSON.parse for V8's key-cache defect behind the skip in
+ * test/runtimes/known-issues.ts (https://issues.chromium.org/issues/521080746):
+ * first the two-line reproduction (a "\\" key parsed, then a "\"" key read back as
+ * "\\"), then generated JSON values (the EventRepository payload contract's
+ * generator) stringified and parsed back until one differs or the time is up.
+ * Exits 1 on a defect, 0 when none was seen. Not part of the smoke run. After
+ * `npm run build`:
  *
  *   deno run -A test/runtimes/json-key-probe.mjs [seconds]   (also: bun, node)
  */
@@ -14,6 +16,12 @@ const seconds = Number(process.argv[2] ?? 60);
 const deno = globalThis.Deno;
 const runtime =
   deno !== undefined ? `deno ${deno.version.deno}` : process.versions.bun ? `bun ${process.versions.bun}` : `node ${process.versions.node}`;
+JSON.parse('{"h":[],"\\\\":0}');
+const key = Object.keys(JSON.parse('{"h":1,"\\"":2}'))[1];
+if (key !== '"') {
+  console.log(`${runtime}: after a "\\\\" key, the key "\\"" reads back as ${JSON.stringify(key)}`);
+  process.exit(1);
+}
 const started = Date.now();
 let values = 0;
 while (Date.now() - started < seconds * 1000) {

@@ -22,13 +22,13 @@ import {
   describeSqlTableAccessContract,
 } from "mneme/testing";
 import { postgresScratch } from "../support/postgres-scratch.js";
-import { DENO_JSON_PARSE_SKIP } from "./known-issues.js";
+import { JSON_PARSE_KEY_SKIP } from "./known-issues.js";
 
 const { pool, newSchema, inSchema } = postgresScratch("mneme_rt");
 
 {
   const c = inSchema<EventRepository>((schema) => new PostgresEventRepository({ pool, schema }));
-  describeEventRepositoryContract("PostgresEventRepository", c.factory, { ...c.opts, skip: DENO_JSON_PARSE_SKIP });
+  describeEventRepositoryContract("PostgresEventRepository", c.factory, { ...c.opts, skip: JSON_PARSE_KEY_SKIP });
 }
 {
   // Through createPostgresBackends, whose stores share one pool and schema; the others are closed at once.
@@ -38,7 +38,7 @@ const { pool, newSchema, inSchema } = postgresScratch("mneme_rt");
       void s.close();
     return b.eventRepository;
   });
-  describeEventRepositoryContract("createPostgresBackends().eventRepository", c.factory, { ...c.opts, skip: DENO_JSON_PARSE_SKIP });
+  describeEventRepositoryContract("createPostgresBackends().eventRepository", c.factory, { ...c.opts, skip: JSON_PARSE_KEY_SKIP });
 }
 {
   const c = inSchema<CommandStore>((schema) => new PostgresCommandStore({ pool, schema }));

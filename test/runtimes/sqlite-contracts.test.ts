@@ -29,7 +29,7 @@ import {
   describeSnapshotStoreContract,
   describeSqlTableAccessContract,
 } from "mneme/testing";
-import { DENO_JSON_PARSE_SKIP } from "./known-issues.js";
+import { JSON_PARSE_KEY_SKIP } from "./known-issues.js";
 import { runtimeSqliteDriver } from "./runtime.js";
 
 const driver = runtimeSqliteDriver();
@@ -41,7 +41,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describeEventRepositoryContract(
   `SqliteEventRepository (${driver})`,
   async () => new SqliteEventRepository({ filename: newFile(), driver }),
-  { skip: DENO_JSON_PARSE_SKIP },
+  { skip: JSON_PARSE_KEY_SKIP },
 );
 describeCommandStoreContract(`SqliteCommandStore (${driver})`, async () => new SqliteCommandStore({ filename: newFile(), driver }));
 describeLogStoreContract(`SqliteLogStore (${driver})`, async () => new SqliteLogStore({ filename: newFile(), driver }));
@@ -78,7 +78,7 @@ async function sharedStore<K extends "eventRepository" | "readmodelStoreBackend"
   return b[key];
 }
 describeEventRepositoryContract(`createSqliteBackends({ driver: "${driver}" }).eventRepository`, () => sharedStore("eventRepository"), {
-  skip: DENO_JSON_PARSE_SKIP,
+  skip: JSON_PARSE_KEY_SKIP,
 });
 describeReadmodelStoreBackendContract(`createSqliteBackends({ driver: "${driver}" }).readmodelStoreBackend`, () =>
   sharedStore("readmodelStoreBackend"),
