@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url";
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 const src = (p: string) => fileURLToPath(new URL(`./src/${p}`, import.meta.url));
 
@@ -15,6 +15,8 @@ export default defineConfig({
   },
   test: {
     include: ["test/**/*.test.ts"],
+    // The runtime suites run against dist/ under Bun, Deno and Node, by scripts/runtimes-smoke.sh (test/runtimes/vitest.config.ts).
+    exclude: [...configDefaults.exclude, "test/runtimes/**"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // Postgres and SQLite suites each work in their own schema / file, so files may run in parallel.

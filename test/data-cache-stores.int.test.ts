@@ -206,3 +206,51 @@ describe.each(sharedPlaces("login_limit").filter(([name]) => name !== "memory"))
     }, 60_000);
   },
 );
+
+describe("PostgresDataStore stamps", () => {
+  it("a put whose stamp is older than the row's (another instance's clock ahead) leaves createdAt not after updatedAt", async () => {
+    const schema = pg.newSchema();
+    const a = new PostgresDataStore({ pool: pg.pool, schema });
+    const b = new PostgresDataStore({ pool: pg.pool, schema });
+    try {
+      await a.put("k", "first");
+      // Instance a's clock runs 10 s ahead of b's: its stamps are later than any b takes now.
+      const ahead = BigInt(Date.now() + 10_000) * 1_000_000n;
+      await pg.pool.query(`UPDATE "${schema}".data SET created_at = $1, updated_at = $1 WHERE key = 'k'`, [ahead.toString()]);
+      const info = await b.put("k", "second");
+      expect(info.updatedAt).toBeGreaterThanOrEqual(info.createdAt);
+      const got = await a.get("k");
+      expect(new TextDecoder().decode(got?.data)).toBe("second");
+      expect(got?.createdAt).toBe(info.createdAt);
+      expect(got?.updatedAt).toBe(info.updatedAt);
+      expect(got!.updatedAt).toBeGreaterThanOrEqual(got!.createdAt);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+});
+
+describe.each(SQLITE_DRIVERS)("SqliteDataStore stamps (%s)", (driver) => {
+  it("a put whose stamp is older than the row's (another process's clock ahead) leaves createdAt not after updatedAt", async () => {
+    const filename = files.newFile();
+    const a = new SqliteDataStore({ filename, driver });
+    await a.put("k", "first");
+    await a.close();
+    // Another process, whose clock runs 10 s ahead of this one's, wrote the row last.
+    const { DatabaseSync } = await import("node:sqlite");
+    const raw = new DatabaseSync(filename);
+    const ahead = (Date.now() + 10_000) * 1_000_000;
+    raw.prepare(`UPDATE mneme_data SET created_at = ?, updated_at = ? WHERE key = 'k'`).run(ahead, ahead);
+    raw.close();
+    const b = new SqliteDataStore({ filename, driver });
+    try {
+      const info = await b.put("k", "second");
+      expect(info.updatedAt).toBeGreaterThanOrEqual(info.createdAt);
+      const got = await b.get("k");
+      expect(new TextDecoder().decode(got?.data)).toBe("second");
+      expect(got).toMatchObject({ createdAt: info.createdAt, updatedAt: info.updatedAt });
+    } finally {
+      await b.close();
+    }
+  });
+});

@@ -16,8 +16,9 @@ interface InfoRow {
 /**
  * The DataStore on Postgres, one table in the schema of the events: blobs by
  * key, durable and shared by every instance on the schema. A put is one
- * upsert that keeps the row's `created_at`, so concurrent puts of one key
- * leave one complete entry. Keys sort in code-point order (`COLLATE "C"`),
+ * upsert that keeps the row's `created_at` and never moves `updated_at` back,
+ * so concurrent puts of one key leave one complete entry whose `createdAt` is
+ * not after its `updatedAt`, in whatever order their stamps commit. Keys sort in code-point order (`COLLATE "C"`),
  * so listing and cursors do not depend on the database's locale.
  */
 export class PostgresDataStore extends PostgresStoreBase implements DataStore {
@@ -34,15 +35,18 @@ export class PostgresDataStore extends PostgresStoreBase implements DataStore {
     return this.track(async () => {
       await this.ensureTable();
       const now = nowNs();
-      const res = await this.query<{ created_at: string }>(
-        `INSERT INTO ${this.table} (key, data, size, content_type, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)
+      // updated_at never goes back: puts on other connections (or instances with another clock) may commit
+      // out of the order of their stamps, and createdAt must never be after updatedAt.
+      const res = await this.query<{ created_at: string; updated_at: string }>(
+        `INSERT INTO ${this.table} AS d (key, data, size, content_type, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)
          ON CONFLICT (key) DO UPDATE SET data = excluded.data, size = excluded.size, content_type = excluded.content_type,
-           updated_at = excluded.updated_at
-         RETURNING created_at::text AS created_at`,
+           updated_at = GREATEST(excluded.updated_at, d.updated_at)
+         RETURNING created_at::text AS created_at, updated_at::text AS updated_at`,
         [key, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), bytes.byteLength, contentType, now],
         "data store put",
       );
-      return { key, size: bytes.byteLength, contentType, createdAt: Number(res.rows[0]!.created_at), updatedAt: now };
+      const row = res.rows[0]!;
+      return { key, size: bytes.byteLength, contentType, createdAt: Number(row.created_at), updatedAt: Number(row.updated_at) };
     });
   }
 

@@ -37,13 +37,18 @@ export class SqliteDataStore extends SqliteStoreBase implements DataStore {
     const now = nowNs();
     return this.attempt("data store put", (db) =>
       db.writeTransaction(() => {
+        // updated_at never goes back: another process on the file may have stamped the row with a clock ahead of
+        // this one's, and createdAt must never be after updatedAt.
         db.statement(
           `INSERT INTO ${this.table} (key, data, size, content_type, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (key) DO UPDATE SET data = excluded.data, size = excluded.size, content_type = excluded.content_type,
-             updated_at = excluded.updated_at`,
+             updated_at = MAX(excluded.updated_at, updated_at)`,
         ).run(key, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), bytes.byteLength, contentType, now, now);
-        const [createdAt] = db.rawStatement(`SELECT created_at FROM ${this.table} WHERE key = ?`).get(key) as [number];
-        return { key, size: bytes.byteLength, contentType, createdAt, updatedAt: now };
+        const [createdAt, updatedAt] = db.rawStatement(`SELECT created_at, updated_at FROM ${this.table} WHERE key = ?`).get(key) as [
+          number,
+          number,
+        ];
+        return { key, size: bytes.byteLength, contentType, createdAt, updatedAt };
       }),
     );
   }

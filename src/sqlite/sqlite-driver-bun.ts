@@ -92,7 +92,7 @@ class BunSqliteDriver implements SqliteEngineDriver {
   }
 
   prepare(sql: string): SqliteEngineStatement {
-    return new BunSqliteStatement(this.native.prepare(sql));
+    return new BunSqliteStatement(this.native.prepare(sql), /^\s*EXPLAIN\b/i.test(sql));
   }
 
   exec(sql: string): void {
@@ -114,7 +114,16 @@ class BunSqliteDriver implements SqliteEngineDriver {
 class BunSqliteStatement implements SqliteEngineStatement {
   #raw = false;
 
-  constructor(private readonly st: BunStatement) {}
+  /**
+   * `explain`: an EXPLAIN program. Read by all() or values(), Bun (1.4) leaves
+   * it unreset, and SQLite then counts it as a write in progress: SAVEPOINT and
+   * COMMIT fail with SQLITE_BUSY ("SQL statements in progress"). Read to the
+   * end by iterate(), it is reset, so its rows are read that way.
+   */
+  constructor(
+    private readonly st: BunStatement,
+    private readonly explain = false,
+  ) {}
 
   get reader(): boolean {
     return this.st.reader ?? this.st.columnNames.length > 0;
@@ -139,11 +148,16 @@ class BunSqliteStatement implements SqliteEngineStatement {
   }
 
   get(...params: unknown[]): unknown {
+    if (this.explain) return this.all(...params)[0];
     const row = this.#raw ? this.st.values(...params)[0] : this.st.get(...params);
     return row ?? undefined;
   }
 
   all(...params: unknown[]): unknown[] {
+    if (this.explain && this.st.iterate !== undefined) {
+      const rows = [...this.st.iterate(...params)];
+      return this.#raw ? rows.map((r) => Object.values(r as Record<string, unknown>)) : rows;
+    }
     return this.#raw ? this.st.values(...params) : this.st.all(...params);
   }
 
