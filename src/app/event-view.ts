@@ -3,6 +3,7 @@ import type { EventType } from "../model/tokens.js";
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import type { TaggedRead, TagQueryItem } from "../store/event-tags.js";
 import { isSealedJsonSafe, jsonSafeProblem } from "../store/json-safe.js";
 import type { StoreInfo } from "../store/store-info.js";
 
@@ -159,6 +160,13 @@ export class EventView implements EventRepository {
     }
     if (stored.joinCommandStore !== undefined) self.joinCommandStore = (commandStore) => stored.joinCommandStore!(commandStore);
     if (stored.onExternalAppend !== undefined) self.onExternalAppend = (listener) => stored.onExternalAppend!(listener);
+    if (stored.storesTags === true && stored.readTagged !== undefined) {
+      self.storesTags = true;
+      self.readTagged = async (tenantUuid, items) => {
+        const read = await stored.readTagged!(tenantUuid, items);
+        return this.#readSteps.length === 0 ? read : { events: await this.read(read.events), position: read.position };
+      };
+    }
     if (stored.loadEvents !== undefined) {
       self.loadEvents = async (eventUuids) => {
         const events = await stored.loadEvents!(eventUuids);
@@ -171,6 +179,8 @@ export class EventView implements EventRepository {
   declare readonly joinCommandStore?: (commandStore: CommandStore) => boolean;
   declare readonly onExternalAppend?: (listener: () => void) => () => void;
   declare readonly loadEvents?: (eventUuids: readonly string[]) => Promise<Event[]>;
+  declare readonly storesTags?: boolean;
+  declare readonly readTagged?: (tenantUuid: string, items: readonly TagQueryItem[]) => Promise<TaggedRead<Event>>;
 }
 
 /**

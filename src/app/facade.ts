@@ -232,6 +232,11 @@ export class Facade implements FacadeHandle {
       load: (aggregate, aggregateUuid, tenantUuid) => this.loadAggregate(aggregate, aggregateUuid, { tenantUuid }),
       runQuery: (t, p, reqCtx) => runQuery(this.#queries, t, p, reqCtx, newUuid(), false),
       readmodels: (tenantUuid) => this.#readmodels.scoped(tenantUuid),
+      taggedEvents: {
+        repository: this.eventRepository,
+        eventType: (path) => this.#registry.eventTypes.get(path),
+        storedPaths: (paths) => this.#upcasting.storedPaths(paths),
+      },
     };
   }
 

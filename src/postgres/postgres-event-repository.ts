@@ -6,6 +6,7 @@ import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import { readAllWindow } from "../store/read-all-options.js";
+import { itemMatchSql, planItems, type TaggedRead, type TagQueryItem } from "../store/event-tags.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { prepare, recordColumns } from "./postgres-append-input.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
@@ -242,6 +243,39 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   readAll(opts: ReadAllOptions = {}): AsyncIterable<Event[]> {
     return this.pages(opts);
+  }
+
+  /** Stores tags and checks append conditions (see EventRepository.storesTags). */
+  readonly storesTags = true;
+
+  /**
+   * See EventRepository.readTagged. One statement, so one snapshot: the head and the matches up to it.
+   * Appends commit in position order under the append lock, so the snapshot holds every position up to the head.
+   */
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+    return this.track(async () => {
+      if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readTagged: tenantUuid must be a string");
+      const planned = planItems(items, "readTagged");
+      const values: unknown[] = [];
+      const bind = (v: unknown): string => {
+        values.push(v);
+        return typeof v === "number" ? `$${values.length}::bigint` : `$${values.length}::text`;
+      };
+      const tags = `${this.qschema}.event_tags`;
+      const union = planned.map((item) => itemMatchSql(tags, tenantUuid, item, {}, bind)).join(" UNION ");
+      const rows = await this.rows<[...EventRow, string]>(
+        `WITH h AS MATERIALIZED (SELECT coalesce(max(position), 0) AS head FROM ${this.qschema}.events)
+         SELECT e.*, h.head::text FROM h LEFT JOIN LATERAL (
+           SELECT ${EVENT_COLUMNS} FROM ${this.qschema}.events
+           WHERE position <= h.head AND position IN (${union}) ORDER BY position
+         ) e ON true ORDER BY e.position`,
+        values,
+        "readTagged",
+      );
+      const position = Number(rows[0]?.[12] ?? 0);
+      const events = rows[0]?.[0] == null ? [] : rows.map((r) => toEvent(r.slice(0, 12) as unknown as EventRow));
+      return { events, position };
+    });
   }
 
   async headPosition(): Promise<number> {
