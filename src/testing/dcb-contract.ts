@@ -269,6 +269,30 @@ export const describeDcbContract = defineContract<DcbWorld>("DCB contract", (tes
     await expectRejectsWith(() => deciding, "CONFLICT");
   });
 
+  test("appends sent together (one commit where the store groups them) are checked in order against each other", async (w) => {
+    const repo = w.facade.eventRepository;
+    const tenantUuid = "t-group";
+    const head = await repo.headPosition();
+    const tagged = (tags: string[]) => ({ ...w.probes.Tagged.create(newUuid(), { tags }), tenantUuid, tags });
+    const guard = (tag: string) => ({ conditions: [{ tenantUuid, items: [{ tags: [tag] }], after: head }] });
+    // Sent in one tick: the first writes g:1; the second and fourth are guarded by it, the third by a tag no one writes.
+    // The last writes g:1 in another tenant, where no condition of t-group looks.
+    const results = await Promise.allSettled([
+      repo.append([tagged(["g:1"])]),
+      repo.append([tagged(["g:2"])], guard("g:1")),
+      repo.append([tagged(["g:3"])], guard("g:9")),
+      repo.append([tagged(["g:4"])], {
+        conditions: [{ tenantUuid, items: [{ types: ["DcbProbe.Other"] }, { tags: ["g:1", "g:1"] }], after: head }],
+      }),
+      // Guarded by g:2, which the refused second call did not write.
+      repo.append([{ ...tagged(["g:1"]), tenantUuid: "t-elsewhere" }], guard("g:2")),
+    ]);
+    expect(results.map(codeOf)).toEqual(["ok", "CONFLICT", "ok", "CONFLICT", "ok"]);
+    expect(((results[3] as PromiseRejectedResult).reason as MnemeError).details?.[0]).toMatchObject({ query: 0, item: 1 });
+    const read = await repo.readTagged!(tenantUuid, [{ tags: ["g:1"] }, { tags: ["g:3"] }]);
+    expect(read.events.map((e) => (e.payload as { tags: string[] }).tags)).toEqual([["g:1"], ["g:3"]]);
+  });
+
   test("aggregates and queries mix in one command: either moving is CONFLICT", async (w) => {
     const { Count, Append, Decide, hold } = w.probes;
     const counterUuid = newUuid();
