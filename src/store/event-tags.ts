@@ -209,11 +209,13 @@ export function itemMatchSql(
   let sql = `SELECT t.position FROM ${table} t WHERE t.tenant_uuid = ${tenant} AND t.tag ${inList(item.drive)}`;
   if (bounds.after !== undefined) sql += ` AND t.position > ${param(bounds.after)}`;
   if (bounds.until !== undefined) sql += ` AND t.position <= ${param(bounds.until)}`;
+  // Scalar subqueries with LIMIT, not EXISTS: the planner cannot turn them into a join that scans a tag's rows
+  // for every candidate (it did, on young tables whose statistics said one row); each stays a probe of the key.
   for (const tag of item.rest) {
-    sql += ` AND EXISTS (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(tag)} AND u.position = t.position)`;
+    sql += ` AND (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(tag)} AND u.position = t.position LIMIT 1) IS NOT NULL`;
   }
   if (item.types !== undefined) {
-    sql += ` AND EXISTS (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag ${inList(item.types)} AND u.position = t.position)`;
+    sql += ` AND (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag ${inList(item.types)} AND u.position = t.position LIMIT 1) IS NOT NULL`;
   }
   return sql;
 }
