@@ -45,3 +45,4 @@ export type {
   InboundCommand,
   CommandMapping,
 } from "../integration/integration-message.js";
+export type { IndexEventTagsOptions, IndexEventTagsReport } from "../app/tag-index.js";
