@@ -111,10 +111,7 @@ export class MemoryEventRepository implements EventRepository {
 
   /** Adds a stored event's index rows (its type and tags) under its tenant. */
   private index(ev: Event, tags: readonly string[]): void {
-    const rows = tagRows({ domain: ev.domain, name: ev.name, tags });
-    let byTag = this.tagIndex.get(ev.tenantUuid);
-    if (byTag === undefined) this.tagIndex.set(ev.tenantUuid, (byTag = new Map()));
-    this.indexRows(ev.tenantUuid, ev.position, rows);
+    this.indexRows(ev.tenantUuid, ev.position, tagRows({ domain: ev.domain, name: ev.name, tags }));
   }
 
   /** Adds index rows at a position (kept in position order: a backfill adds old positions). */
