@@ -8,12 +8,15 @@
  * payload (INVALID_EVENTS with pointers, nothing appended).
  */
 import { newUuid, nowNs } from "../model/clock.js";
-import { MnemeError, type MnemeErrorDetail } from "../model/errors.js";
+import { errorMessage, MnemeError, type MnemeErrorDetail } from "../model/errors.js";
 import type { EventType } from "../model/tokens.js";
 import type { CommandEnvelope, Event, NewEvent, RequestContext } from "../model/types.js";
 import type { DispatchTrace } from "../observability/telemetry.js";
+import { pointerTokens, valueAt } from "../privacy/personal-fields.js";
 import type { AppendOptions, EventRepository } from "../store/event-repository.js";
+import { checkEventTags } from "../store/event-tags.js";
 import type { CommandAggregates } from "./command-aggregates.js";
+import type { CommandEvents } from "./command-events.js";
 import { commandRecord, type RecordedCommand } from "./idempotency.js";
 import { type EventTenancy, globalAggregates, tenantOf } from "./tenancy.js";
 
@@ -53,10 +56,11 @@ export function appendCommandEvents(
   command: RecordedCommand,
   loader: CommandAggregates | undefined,
   trace: DispatchTrace | undefined,
+  queries?: CommandEvents,
 ): Promise<Event[]> {
   const done = completeEvents(host, events, command.envelope, command.storedCtx);
-  if (done.checking !== undefined) return Promise.all(done.checking).then(() => append(host, done, command, loader, trace));
-  return append(host, done, command, loader, trace);
+  if (done.checking !== undefined) return Promise.all(done.checking).then(() => append(host, done, command, loader, trace, queries));
+  return append(host, done, command, loader, trace, queries);
 }
 
 function append(
@@ -65,8 +69,12 @@ function append(
   command: RecordedCommand,
   loader: CommandAggregates | undefined,
   trace: DispatchTrace | undefined,
+  queries: CommandEvents | undefined,
 ): Promise<Event[]> {
   const opts: AppendOptions = {};
+  // What the handler read by queries is what it decided on: checked in the append's ordered section.
+  const conditions = queries?.conditions();
+  if (conditions !== undefined) opts.conditions = conditions;
   const globals = globalAggregates(done.aggregates, loader, done.scopedByEvent);
   if (globals !== undefined) opts.globalAggregates = globals;
   const expected = expectedVersions(command.storedCtx, done, loader);
@@ -112,6 +120,7 @@ function completeEvents(host: AppendHost, events: readonly NewEvent[], envelope:
       reqCtx,
     };
     if (e.version !== undefined) ne.version = e.version;
+    if (eventType.tags !== undefined) ne.tags = eventTags(eventType, e.payload, i);
     // Stored with the version it is written in: reads of older versions are upcast to it.
     if (eventType.version !== 1) ne.eventVersion = eventType.version;
     out[i] = ne;
@@ -138,6 +147,43 @@ function checkSchema(
   }
   if (problems !== undefined) throw invalidPayload(type, i, problems);
   return checking;
+}
+
+/**
+ * The tags of event `i` from its type's `tags` function, checked as every store checks them, and none
+ * carrying the value of one of the payload's personal fields: the tag index is not encrypted and no
+ * `forget` reaches it, so personal data must never get there (INVALID_EVENTS with a pointer per tag).
+ */
+export function eventTags(type: EventType, payload: unknown, i: number): readonly string[] {
+  let given: unknown;
+  try {
+    given = type.tags!(payload);
+  } catch (e) {
+    throw new MnemeError("INVALID_EVENTS", `event ${type.path} at index ${i}: its tags function failed: ${errorMessage(e)}`, { cause: e });
+  }
+  const tags = checkEventTags(given, i);
+  const personal = type.personalData?.fields;
+  if (personal === undefined || tags.length === 0) return tags;
+  const details: MnemeErrorDetail[] = [];
+  for (const field of personal) {
+    const v = valueAt(payload, pointerTokens(field));
+    if (typeof v !== "string" && typeof v !== "number") continue;
+    const value = String(v);
+    if (value === "") continue;
+    tags.forEach((tag, k) => {
+      if (tag.slice(tag.indexOf(":") + 1) === value) {
+        details.push({ pointer: `/${i}/tags/${k}`, message: `carries the value of personal field ${field}`, field });
+      }
+    });
+  }
+  if (details.length > 0) {
+    throw new MnemeError(
+      "INVALID_EVENTS",
+      `event ${type.path} at index ${i}: a tag carries personal data (${details.map((d) => String(d.field)).join(", ")}); tags are stored in clear and never forgotten: tag by an id instead`,
+      { details },
+    );
+  }
+  return tags;
 }
 
 const MESSAGE_POINTERS = 10;

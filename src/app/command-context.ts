@@ -8,6 +8,7 @@ import type { KeyedLock } from "../model/keyed-lock.js";
 import type { AggregateType, QueryType } from "../model/tokens.js";
 import type { RequestContext } from "../model/types.js";
 import { CommandAggregates } from "./command-aggregates.js";
+import { CommandEvents, type TaggedEventsHost } from "./command-events.js";
 import { tenantOf } from "./tenancy.js";
 
 /** Folds an aggregate as the tenant may see it (NOT_FOUND for another tenant's). */
@@ -21,6 +22,8 @@ export interface CommandContextHost {
   runQuery<P, R>(type: QueryType<P, R>, payload: P, reqCtx: RequestContext): Promise<R>;
   /** `ctx.readmodel` for a tenant. */
   readmodels(tenantUuid: string): MessageContext["readmodel"];
+  /** What `ctx.events` reads by. */
+  readonly taggedEvents: TaggedEventsHost;
 }
 
 /**
@@ -30,6 +33,7 @@ export interface CommandContextHost {
  */
 export class DispatchContext implements CommandContext {
   #loader: CommandAggregates | undefined;
+  #events: CommandEvents | undefined;
   #query: CommandContext["query"] | undefined;
   #readmodel: CommandContext["readmodel"] | undefined;
   readonly tenantUuid: string;
@@ -52,6 +56,15 @@ export class DispatchContext implements CommandContext {
       this.host.locks,
       this.reqCtx,
     ));
+  }
+
+  get events(): CommandEvents {
+    return (this.#events ??= new CommandEvents(this.host.taggedEvents, this.tenantUuid));
+  }
+
+  /** The query reader, if the handler used one. */
+  get queries(): CommandEvents | undefined {
+    return this.#events;
   }
 
   get query(): CommandContext["query"] {

@@ -141,7 +141,7 @@ export class Dispatcher {
         let events: readonly NewEvent[];
         if (Array.isArray(out)) events = out;
         else ({ events, result } = normaliseHandlerResult(out, run.type));
-        if (events.length > 0) appended = await appendCommandEvents(this.#host, events, run, ctx.loader, run.trace);
+        if (events.length > 0) appended = await appendCommandEvents(this.#host, events, run, ctx.loader, run.trace, ctx.queries);
       } finally {
         ctx.release();
       }

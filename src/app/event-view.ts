@@ -3,6 +3,7 @@ import type { EventType } from "../model/tokens.js";
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
+import type { TaggedRead, TagQueryItem } from "../store/event-tags.js";
 import { isSealedJsonSafe, jsonSafeProblem } from "../store/json-safe.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { declareCapabilities, eventRepositoryCapabilities, type EventRepositoryCapabilities } from "../store/backend.js";
@@ -193,6 +194,18 @@ export class EventView implements FacadeEventRepository {
     if (!this.capabilities.loadEvents) return [];
     const events = await this.stored.loadEvents!(eventUuids);
     return this.#readSteps.length === 0 ? events : await this.read(events);
+  }
+
+  /** Whether the repository stores event tags and answers tag queries (DCB, `ctx.events`). */
+  get storesTags(): boolean {
+    return this.stored.storesTags === true && this.stored.readTagged !== undefined;
+  }
+
+  /** The events matching `items` in `tenantUuid` and the head they were read at, through the read steps (INVALID_STATE when the repository stores no tags). */
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+    if (!this.storesTags) throw new MnemeError("INVALID_STATE", "this event repository stores no event tags");
+    const read = await this.stored.readTagged!(tenantUuid, items);
+    return this.#readSteps.length === 0 ? read : { events: await this.read(read.events), position: read.position };
   }
 }
 

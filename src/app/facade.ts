@@ -64,6 +64,7 @@ import type {
 } from "../privacy/personal-data-migration.js";
 import { checkAtStart, runMigration, startupCheckLimit } from "./personal-data-upgrade.js";
 import { type QueryHost, runQuery } from "./query.js";
+import { indexEventTags, type IndexEventTagsOptions, type IndexEventTagsReport } from "./tag-index.js";
 import { type ReadmodelClass, ReadmodelRegistry } from "./readmodel-registry.js";
 import { checkTimerMs, messageUuid, normaliseReqCtx } from "./request-input.js";
 import { aggregateNotFound } from "./tenancy.js";
@@ -235,6 +236,11 @@ export class Facade implements FacadeHandle {
       load: (aggregate, aggregateUuid, tenantUuid) => this.loadAggregate(aggregate, aggregateUuid, { tenantUuid }),
       runQuery: (t, p, reqCtx) => runQuery(this.#queries, t, p, reqCtx, newUuid(), false),
       readmodels: (tenantUuid) => this.#readmodels.scoped(tenantUuid),
+      taggedEvents: {
+        repository: this.eventRepository,
+        eventType: (path) => this.#registry.eventTypes.get(path),
+        storedPaths: (paths) => this.#upcasting.storedPaths(paths),
+      },
     };
   }
 
@@ -306,6 +312,18 @@ export class Facade implements FacadeHandle {
     const { report, after } = await runMigration(this.#migrationHost(), opts, this.#startupCheckLimit);
     this.#clearPersonalData = after;
     return report;
+  }
+
+  /**
+   * Adds the tag index rows of events stored before their type declared `tags`
+   * (docs/dcb.md, "Limits"), so `ctx.events` queries find them; idempotent,
+   * resumable, safe beside live appends. Run it before commands read those types.
+   * @example
+   * const { rowsAdded } = await facade.indexEventTags();
+   */
+  async indexEventTags(opts?: IndexEventTagsOptions): Promise<IndexEventTagsReport> {
+    this.#lifecycle.assertStarted();
+    return indexEventTags({ events: this.eventRepository, eventType: (path) => this.#registry.eventTypes.get(path) }, opts);
   }
 
   /**

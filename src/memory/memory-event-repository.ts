@@ -12,6 +12,19 @@ import {
 } from "../store/append-validation.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import type { StoreInfo } from "../store/store-info.js";
+import {
+  checkEventTags,
+  conditionFailed,
+  planConditions,
+  planItems,
+  type PlannedItem,
+  rowsMatch,
+  type TaggedRead,
+  type TagQueryItem,
+  type TagIndexEntry,
+  tagIndexRows,
+  tagRows,
+} from "../store/event-tags.js";
 import { isSealedJsonSafe, sealJsonSafe, trySealJsonSafe } from "../store/json-safe.js";
 import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import { storeClosed } from "../store/store-closed.js";
@@ -30,6 +43,12 @@ export class MemoryEventRepository implements EventRepository {
   /** Every event in position order (position i + 1 at index i). */
   private readonly events: Event[] = [];
   private readonly byAggregate = new Map<string, Event[]>();
+  /** The tag index: tenant -> tag (or type row) -> positions in order. Only events whose type declares tags are in it. */
+  private readonly tagIndex = new Map<string, Map<string, number[]>>();
+  /** Per tagged event's position, its index rows (see tagRows). */
+  private readonly rowsAt = new Map<number, ReadonlySet<string>>();
+  /** Stores tags and checks append conditions (see EventRepository.storesTags). */
+  readonly storesTags = true;
   private readonly listeners = new Set<AppendListener>();
   private listening: readonly AppendListener[] = [];
   private nextPosition = 1;
@@ -48,8 +67,19 @@ export class MemoryEventRepository implements EventRepository {
     checkAppendTenants(newEvents, globalAggregatesSet(opts?.globalAggregates), (agg) => this.byAggregate.get(agg)?.[0]?.tenantUuid);
     const expected = opts?.expectedVersions;
     if (expected !== undefined) this.checkExpected(expected);
+    const tags = checkTagsOf(newEvents);
+    const conditions = planConditions(opts?.conditions);
     const assigned = this.assignVersions(newEvents);
     if (newEvents.length === 0) return [];
+    if (conditions !== undefined) {
+      for (let c = 0; c < conditions.length; c++) {
+        const { tenantUuid, items, after } = conditions[c]!;
+        for (let k = 0; k < items.length; k++) {
+          const at = this.firstMatch(tenantUuid, items[k]!, after);
+          if (at !== undefined) throw conditionFailed(c, k, after, at);
+        }
+      }
+    }
     // Commit: nothing below can fail.
     const stored = new Array<Event>(newEvents.length);
     let lastCtxIn: RequestContext | undefined;
@@ -64,6 +94,8 @@ export class MemoryEventRepository implements EventRepository {
       const ctx = e.reqCtx === undefined ? EMPTY_CTX : lastCtxOut;
       const ev = storedEvent(e, this.nextPosition++, assigned[i] as number, ctx, payloads[i]);
       stored[i] = ev;
+      const evTags = tags?.[i];
+      if (evTags !== undefined) this.index(ev, evTags);
       this.events.push(ev);
       let stream = this.byAggregate.get(ev.aggregateUuid);
       if (stream === undefined) {
@@ -75,6 +107,84 @@ export class MemoryEventRepository implements EventRepository {
     this.notify(stored);
     // `stored` is not kept by the repository (its events are), so the caller may have the array itself.
     return stored;
+  }
+
+  /** Adds a stored event's index rows (its type and tags) under its tenant. */
+  private index(ev: Event, tags: readonly string[]): void {
+    this.indexRows(ev.tenantUuid, ev.position, tagRows({ domain: ev.domain, name: ev.name, tags }));
+  }
+
+  /** Adds index rows at a position (kept in position order: a backfill adds old positions). */
+  private indexRows(tenantUuid: string, position: number, rows: readonly string[]): number {
+    let byTag = this.tagIndex.get(tenantUuid);
+    if (byTag === undefined) this.tagIndex.set(tenantUuid, (byTag = new Map()));
+    const present = new Set(this.rowsAt.get(position));
+    let added = 0;
+    for (const row of rows) {
+      if (present.has(row)) continue;
+      present.add(row);
+      added++;
+      const positions = byTag.get(row);
+      if (positions === undefined) byTag.set(row, [position]);
+      else if (positions[positions.length - 1]! < position) positions.push(position);
+      else positions.splice(firstPositionAfter(positions, position), 0, position);
+    }
+    this.rowsAt.set(position, present);
+    return added;
+  }
+
+  /** See EventRepository.indexTags. */
+  async indexTags(entries: readonly TagIndexEntry[]): Promise<number> {
+    this.assertOpen();
+    const rows = tagIndexRows(entries);
+    for (const r of rows) {
+      const ev = this.events[r.position - 1];
+      if (ev === undefined || ev.tenantUuid !== r.tenantUuid) {
+        throw new MnemeError("INVALID_REQUEST", `indexTags: no event of tenant ${JSON.stringify(r.tenantUuid)} at position ${r.position}`);
+      }
+    }
+    let added = 0;
+    for (const r of rows) added += this.indexRows(r.tenantUuid, r.position, [r.tag]);
+    return added;
+  }
+
+  /** The first position after `after` of an event of the tenant matching `item`, by the tag index; undefined when none. */
+  private firstMatch(tenantUuid: string, item: PlannedItem, after: number): number | undefined {
+    const byTag = this.tagIndex.get(tenantUuid);
+    if (byTag === undefined) return undefined;
+    let first: number | undefined;
+    for (const d of item.drive) {
+      const positions = byTag.get(d);
+      if (positions === undefined) continue;
+      for (let i = firstPositionAfter(positions, after); i < positions.length; i++) {
+        const p = positions[i]!;
+        if (first !== undefined && p >= first) break;
+        if (rowsMatch(this.rowsAt.get(p)!, item)) {
+          first = p;
+          break;
+        }
+      }
+    }
+    return first;
+  }
+
+  /** See EventRepository.readTagged. */
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+    this.assertOpen();
+    if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readTagged: tenantUuid must be a string");
+    const planned = planItems(items, "readTagged");
+    const position = this.nextPosition - 1;
+    const byTag = this.tagIndex.get(tenantUuid);
+    const found = new Set<number>();
+    if (byTag !== undefined) {
+      for (const item of planned) {
+        for (const d of item.drive) {
+          for (const p of byTag.get(d) ?? []) if (!found.has(p) && rowsMatch(this.rowsAt.get(p)!, item)) found.add(p);
+        }
+      }
+    }
+    const events = [...found].sort((a, b) => a - b).map((p) => this.events[p - 1]!);
+    return { events, position };
   }
 
   /** CONFLICT unless every aggregate of `expectedVersions` is at its expected version. */
@@ -365,6 +475,28 @@ function storedEvent(e: NewEvent, position: number, version: number, reqCtx: Req
 
 function invalid(i: number, field: string): MnemeError {
   return new MnemeError("INVALID_EVENTS", `event ${i}: ${field} must be a non-empty string`);
+}
+
+/** The checked tags of each event (undefined for an event without tags); undefined when no event has tags. */
+function checkTagsOf(newEvents: readonly NewEvent[]): (readonly string[] | undefined)[] | undefined {
+  let out: (readonly string[] | undefined)[] | undefined;
+  for (let i = 0; i < newEvents.length; i++) {
+    const tags = newEvents[i]!.tags;
+    if (tags !== undefined) (out ??= new Array<readonly string[] | undefined>(newEvents.length))[i] = checkEventTags(tags, i);
+  }
+  return out;
+}
+
+/** Index of the first position greater than `after` in an ascending list (binary search). */
+function firstPositionAfter(positions: readonly number[], after: number): number {
+  let lo = 0;
+  let hi = positions.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (positions[mid]! <= after) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** Index of the first event whose position is greater than `after` (binary search). */

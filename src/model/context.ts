@@ -1,8 +1,8 @@
-import type { AggregateType, QueryType } from "./tokens.js";
+import type { AggregateType, EventType, Evolver, QueryType } from "./tokens.js";
 import type { FacadeHandle } from "./facade-handle.js";
 import type { EventHandler } from "./event-handler.js";
 import type { ReadmodelRef } from "./readmodel-handle.js";
-import type { RequestContext } from "./types.js";
+import type { Event, RequestContext } from "./types.js";
 
 /** An aggregate's state folded from its events, and its version (0: it does not exist). */
 export interface LoadedAggregate<S> {
@@ -78,9 +78,71 @@ export interface MessageContext {
   readmodel<T extends EventHandler = EventHandler>(ref: ReadmodelRef<T>, type?: abstract new (...args: any[]) => T): TenantView<T>;
 }
 
+/**
+ * One item of a query over events: events of one of `types` (any type when
+ * absent) that carry every tag of `tags`. An item names types, tags or both.
+ */
+export interface EventQueryItem {
+  readonly types?: readonly EventType<any>[];
+  readonly tags?: readonly string[];
+}
+
+/** A query over the events of the command's tenant: an event matches when it matches any item. */
+export interface EventQuery {
+  readonly items: readonly EventQueryItem[];
+}
+
+/** Options of `ctx.events.read` and `fold`. */
+export interface EventQueryOptions {
+  /**
+   * Default true: the command's append is refused with CONFLICT (nothing
+   * written) if an event matching the query was appended after `position`,
+   * on any instance. `false` for a read that decides nothing.
+   */
+  readonly check?: boolean;
+}
+
+/** What `ctx.events.read` returns: the matching events in position order, and the position they are complete up to. */
+export interface EventQueryRead {
+  readonly events: Event[];
+  /** At least the last event's position; the store's head when read (so a later match is caught). */
+  readonly position: number;
+}
+
+/** How `ctx.events.fold` folds the matches: `initialState` and `evolve` as in `Domain.aggregate`. */
+export interface EventQueryFold<S> {
+  readonly initialState: () => S;
+  /** Evolvers keyed by event path (`Domain.Name`) or name; events without one leave the state as it is. */
+  readonly evolve: Readonly<Record<string, Evolver<S>>>;
+}
+
+/** What `ctx.events.fold` returns: the decision state and the position it was read at. */
+export interface FoldedEvents<S> {
+  readonly state: S;
+  readonly position: number;
+}
+
+/**
+ * `ctx.events` of a command handler: decisions over events chosen by tags
+ * and types rather than by aggregate (dynamic consistency boundaries, see
+ * docs/dcb.md). Every read (unless `{ check: false }`) makes the command's
+ * append conditional, as `ctx.aggregates.load` does.
+ * @example
+ * const { state: seats } = await ctx.events.fold(
+ *   { items: [{ types: [StudentSubscribed, StudentUnsubscribed], tags: [`course:${p.courseId}`] }] },
+ *   { initialState: () => 0, evolve: { StudentSubscribed: (n) => n + 1, StudentUnsubscribed: (n) => n - 1 } },
+ * );
+ */
+export interface EventQueries {
+  read(query: EventQuery, opts?: EventQueryOptions): Promise<EventQueryRead>;
+  fold<S>(query: EventQuery, fold: EventQueryFold<S>, opts?: EventQueryOptions): Promise<FoldedEvents<S>>;
+}
+
 /** What a command handler receives. */
 export interface CommandContext extends MessageContext {
   readonly commandUuid: string;
+  /** Reads and guards the tenant's events by query (see {@link EventQueries}). */
+  readonly events: EventQueries;
 }
 
 /** What a query handler receives. */

@@ -494,6 +494,9 @@ function defineEvent<P>(d: DomainState, evtName: string, o: EventOptions<P>): Ev
     }
   }
   const personalData = personalDataOf(`event ${path}`, o.personalData);
+  if (o.tags !== undefined && typeof o.tags !== "function") {
+    throw new MnemeError("INVALID_DOMAIN", `event ${path}: tags must be a function of the payload returning "key:value" strings`);
+  }
   for (const former of renamedFrom) d.formerNames.add(former);
   const type: EventType<P> = Object.freeze({
     kind: "event" as const,
@@ -506,6 +509,7 @@ function defineEvent<P>(d: DomainState, evtName: string, o: EventOptions<P>): Ev
     upcasters,
     renamedFrom,
     ...(personalData === undefined ? {} : { personalData }),
+    ...(o.tags === undefined ? {} : { tags: o.tags }),
     create(aggregateUuid: string, payload: P, c: { version?: number; tenantUuid?: string; reqCtx?: RequestContext } = {}): NewEvent<P> {
       const e: NewEvent<P> = { domain: name, name: evtName, aggregateUuid, payload };
       if (c.version !== undefined) e.version = c.version;

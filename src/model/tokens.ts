@@ -89,6 +89,14 @@ export interface EventType<P = unknown> {
   readonly renamedFrom: readonly string[];
   /** The payload fields stored encrypted per data subject (see docs/privacy.md); absent when the event holds none. */
   readonly personalData?: PersonalData;
+  /**
+   * The tags of a payload (`"key:value"` strings), computed when the event is
+   * appended and stored in its tenant's tag index: commands read and guard
+   * events by them (`ctx.events.read`, see docs/dcb.md). Absent: the type
+   * declares no tags and no query finds its events. (A method, so an event
+   * type stays assignable to one of a wider payload, as without tags.)
+   */
+  tags?(payload: P): readonly string[];
   readonly __payload?: P;
 }
 
@@ -132,6 +140,17 @@ export interface EventOptions<P = any> {
   readonly renamedFrom?: string | readonly string[];
   /** Payload fields that are personal data of a subject: stored encrypted, erasable with `facade.forget(subject)`. */
   readonly personalData?: PersonalDataOptions<P>;
+  /**
+   * The event's tags, from its payload: `"key:value"` strings (each at most
+   * 512 characters, no value of a personal field) by which commands find and
+   * guard events beyond aggregates (dynamic consistency boundaries, see
+   * docs/dcb.md). Declare it, even as `() => []`, for every type a query names.
+   * @example
+   * const StudentSubscribed = Courses.event<{ studentId: string; courseId: string }>("StudentSubscribed", {
+   *   tags: (p) => [`student:${p.studentId}`, `course:${p.courseId}`],
+   * });
+   */
+  readonly tags?: (payload: P) => readonly string[];
 }
 
 /** The catch-all event kind: a handler registered for it receives every event. */

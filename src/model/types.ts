@@ -68,6 +68,13 @@ export interface NewEvent<P = unknown> {
   createdAt?: number;
   /** The version of the event type the payload is in (an integer >= 1; absent means 1). dispatch sets the type's current version. */
   eventVersion?: number;
+  /**
+   * The event's tags (`"key:value"`), set by dispatch from its type's `tags`
+   * function; stored in an index of the event's tenant, so commands can read
+   * and guard the events of a query (see docs/dcb.md). Absent: the event's
+   * type declares no tags, and no query finds it.
+   */
+  tags?: readonly string[];
 }
 
 /** A JSON Schema document (2020-12). */

@@ -1,4 +1,4 @@
-import { SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
+import { SQLSTATE_NOT_IN_TENANT, SQLSTATE_QUERY_MATCHED, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
 
 /** The events table's columns, in the order the readers map them (see `toEvent`) and the append functions insert them. */
 export const EVENT_COLUMNS =
@@ -17,6 +17,15 @@ const FLUSH_PARAMS = `
         p_global_ends integer[], p_global_aggregates text[],
         p_record_uuids text[], p_record_domains text[], p_record_names text[], p_record_tenants text[],
         p_record_statuses text[], p_record_created_ats bigint[], p_records jsonb[]`;
+
+/**
+ * The further parameters of `mneme_append_tagged`: the tag index rows of the events (`p_tag_events[k]` is the
+ * event's index in the flush, `p_tags[k]` a tag or its type row), and the append conditions per call
+ * (`p_cond_ends` as `p_expected_ends`; each condition item a jsonb `{ t: tenant, a: after, d: driving rows,
+ * r: further tags, y: types or null, q: query number, k: item number }`, see postgres-append-statements.ts).
+ */
+const TAGGED_PARAMS = `,
+        p_tag_events integer[], p_tags text[], p_cond_ends integer[], p_conds jsonb[]`;
 
 /**
  * `mneme_append_flush`: the append statement of this release for a flush of
@@ -46,14 +55,14 @@ const FLUSH_PARAMS = `
  * then written one by one, each in a subtransaction of its own (the EXCEPTION
  * path, kept for this rare case), so only the call at fault is refused.
  */
-export function appendFlushDdl(s: string): string {
-  return `CREATE OR REPLACE FUNCTION ${s}.mneme_append_flush(${FLUSH_PARAMS})
+export function appendFlushDdl(s: string, tagged = false): string {
+  return `CREATE OR REPLACE FUNCTION ${s}.${tagged ? "mneme_append_tagged" : "mneme_append_flush"}(${FLUSH_PARAMS}${tagged ? TAGGED_PARAMS : ""})
       RETURNS TABLE (call_no integer, base_position bigint, versions integer[],
                      error_state text, error_message text, error_constraint text)
       LANGUAGE plpgsql VOLATILE AS $fn$
       #variable_conflict use_column
       DECLARE
-${DECLARATIONS}
+${DECLARATIONS}${tagged ? TAGGED_DECLARATIONS : ""}
       BEGIN
         IF v_calls = 0 OR coalesce(cardinality(p_event_calls), 0) <> p_call_ends[v_calls] THEN
           RAISE EXCEPTION 'mneme_append_flush: no calls, or p_event_calls does not match p_call_ends' USING ERRCODE = '22023';
@@ -87,7 +96,7 @@ ${DECLARATIONS}
           IF v_hi >= v_lo AND (p_event_calls[v_lo] <> i OR p_event_calls[v_hi] <> i) THEN
             RAISE EXCEPTION 'mneme_append_flush: p_event_calls does not match p_call_ends' USING ERRCODE = '22023';
           END IF;
-${callChecks(s)}
+${callChecks(s)}${tagged ? conditionChecks(s) : ""}
           IF v_state IS NOT NULL THEN
             v_states[i] := v_state;
             v_msgs[i] := v_msg;
@@ -95,15 +104,15 @@ ${callChecks(s)}
           ELSIF v_apart THEN
             v_shift[i] := v_skipped;
           ELSE
-${writeAlone(s)}
+${writeAlone(s, tagged)}
           END IF;
           v_lo := v_hi + 1;
           v_elo := v_ehi + 1;
-          v_glo := v_ghi + 1;
+          v_glo := v_ghi + 1;${tagged ? "\n          v_clo := v_chi + 1;" : ""}
         END LOOP;
         v_events := v_lo - 1;
         IF v_apart AND v_events > v_skipped THEN
-${writeAll(s)}
+${writeAll(s, tagged)}
         END IF;
         IF v_events > v_skipped THEN
           -- One notification per flush; the sequence kept at the head for the append bodies of earlier releases.
@@ -167,13 +176,13 @@ const DECLARATIONS = `
  * subtransaction; if it fails, each call is written in a subtransaction of its own instead, so only the
  * call at fault is refused (and the positions of the calls after it close up).
  */
-function writeAll(s: string): string {
+function writeAll(s: string, tagged: boolean): string {
   return `
           IF v_calls = 1 THEN
-${writeCalls(s, "1", "1")}
+${writeCalls(s, "1", "1", tagged)}
           ELSE
             BEGIN
-${writeCalls(s, "1", "v_calls")}
+${writeCalls(s, "1", "v_calls", tagged)}
             EXCEPTION WHEN OTHERS THEN
               v_failed := true;
             END;
@@ -185,7 +194,7 @@ ${writeCalls(s, "1", "v_calls")}
                 IF v_shift[i] IS NULL THEN
                   v_skipped := v_skipped + greatest(v_hi - v_lo + 1, 0);
                 ELSE
-${writeAlone(s)}
+${writeAlone(s, tagged)}
                 END IF;
                 v_lo := v_hi + 1;
               END LOOP;
@@ -194,11 +203,11 @@ ${writeAlone(s)}
 }
 
 /** Writes call i (events v_lo..v_hi) in a subtransaction of its own: written whole, or refused with its SQLSTATE. */
-function writeAlone(s: string): string {
+function writeAlone(s: string, tagged: boolean): string {
   return `
             v_shift[i] := v_skipped;
             BEGIN
-${writeCalls(s, "i", "i")}
+${writeCalls(s, "i", "i", tagged)}
             EXCEPTION WHEN OTHERS THEN
               GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_msg = MESSAGE_TEXT, v_constraint = CONSTRAINT_NAME;
               v_states[i] := v_state;
@@ -363,7 +372,7 @@ ${versionRefusal("v_versions[v_bad]")}
  * The statement writing the events (and records) of the accepted calls from..to: positions after the head
  * read under the lock, less the events of refused calls before them (v_shift), so no position is skipped.
  */
-function writeCalls(s: string, from: string, to: string): string {
+function writeCalls(s: string, from: string, to: string, tagged: boolean): string {
   const events = `INSERT INTO ${s}.events (${EVENT_COLUMNS})
               SELECT v_start + u.ord - v_shift[u.call], u.event_uuid, u.tenant_uuid, u.domain, u.name, u.agg,
                      v_versions[u.ord::integer], u.command_uuid, u.created_at, u.req_ctx, u.payload, coalesce(u.event_version, 1)
@@ -382,5 +391,69 @@ function writeCalls(s: string, from: string, to: string): string {
                 WHERE r.call BETWEEN ${from} AND ${to} AND r.uuid IS NOT NULL AND v_shift[r.call::integer] IS NOT NULL;
               ELSE
                 ${events};
-              END IF;`;
+              END IF;${tagged ? writeTags(s, from, to) : ""}`;
+}
+
+/** The variables of `mneme_append_tagged` beside those of `mneme_append_flush`. */
+const TAGGED_DECLARATIONS = `
+        v_clo integer := 1;
+        v_chi integer;
+        v_cond jsonb;
+        v_tenant text;
+        v_after bigint;
+        v_drive text[];
+        v_rest text[];
+        v_types text[];
+        v_pos bigint;
+        v_ev integer;`;
+
+/**
+ * The append conditions of call i (items v_clo..v_chi), after its other checks: an event of the item's tenant
+ * that matches it, stored after the item's position (by the (tenant_uuid, tag, position) key of event_tags), or
+ * written by a call accepted before it in this flush (all after any position a reader saw), refuses the call.
+ */
+function conditionChecks(s: string): string {
+  return `
+          v_chi := coalesce(p_cond_ends[i], v_clo - 1);
+          FOR k IN v_clo .. v_chi LOOP
+            EXIT WHEN v_state IS NOT NULL;
+            v_cond := p_conds[k];
+            v_tenant := v_cond->>'t';
+            v_after := (v_cond->>'a')::bigint;
+            v_drive := ARRAY(SELECT jsonb_array_elements_text(v_cond->'d'));
+            v_rest := ARRAY(SELECT jsonb_array_elements_text(v_cond->'r'));
+            v_types := CASE WHEN jsonb_typeof(v_cond->'y') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(v_cond->'y')) END;
+            -- Probes as scalar subqueries with LIMIT (not EXISTS, which the planner may turn into a scan per candidate).
+            SELECT t.position INTO v_pos FROM ${s}.event_tags t
+            WHERE t.tenant_uuid = v_tenant AND t.tag = ANY (v_drive) AND t.position > v_after
+              AND (SELECT count(*) FROM unnest(v_rest) AS g(tag) WHERE (
+                SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = v_tenant AND u.tag = g.tag AND u.position = t.position LIMIT 1) IS NULL) = 0
+              AND (v_types IS NULL OR (
+                SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = v_tenant AND u.tag = ANY (v_types) AND u.position = t.position LIMIT 1) IS NOT NULL)
+            ORDER BY t.position LIMIT 1;
+            v_ev := NULL;
+            IF v_pos IS NULL AND v_lo > 1 THEN
+              SELECT x.ev INTO v_ev FROM unnest(p_tag_events, p_tags) AS x(ev, tag)
+              WHERE x.ev < v_lo AND x.tag = ANY (v_drive) AND p_tenant_uuids[x.ev] = v_tenant
+                AND v_shift[p_event_calls[x.ev]] IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM unnest(v_rest) AS g(tag) WHERE NOT EXISTS (
+                  SELECT 1 FROM unnest(p_tag_events, p_tags) AS y(ev, tag) WHERE y.ev = x.ev AND y.tag = g.tag))
+                AND (v_types IS NULL OR EXISTS (
+                  SELECT 1 FROM unnest(p_tag_events, p_tags) AS y(ev, tag) WHERE y.ev = x.ev AND y.tag = ANY (v_types)))
+              LIMIT 1;
+            END IF;
+            IF v_pos IS NOT NULL OR v_ev IS NOT NULL THEN
+              v_state := '${SQLSTATE_QUERY_MATCHED}';
+              v_msg := format('query %s item %s after %s at %s', v_cond->>'q', v_cond->>'k', v_after, coalesce(v_pos::text, '-'));
+            END IF;
+          END LOOP;`;
+}
+
+/** The tag index rows of the accepted calls from..to, at the positions their events are written at. */
+function writeTags(s: string, from: string, to: string): string {
+  return `
+              INSERT INTO ${s}.event_tags (tenant_uuid, tag, position)
+              SELECT p_tenant_uuids[x.ev], x.tag, v_start + x.ev - v_shift[p_event_calls[x.ev]]
+              FROM unnest(p_tag_events, p_tags) AS x(ev, tag)
+              WHERE p_event_calls[x.ev] BETWEEN ${from} AND ${to} AND v_shift[p_event_calls[x.ev]] IS NOT NULL;`;
 }

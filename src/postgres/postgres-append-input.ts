@@ -11,6 +11,7 @@ import {
 import { validateCommandRecord } from "../store/command-record-validation.js";
 import type { CommandRecord } from "../store/command-store.js";
 import type { AppendOptions } from "../store/event-repository.js";
+import { checkEventTags, planConditions, typeTag } from "../store/event-tags.js";
 
 const INT64_LIMIT = 2 ** 63;
 const INT32_MAX = 2 ** 31 - 1;
@@ -30,6 +31,22 @@ export interface Prepared {
   readonly aggregate: string | undefined;
   /** True when some event gives its version (the database checks it). */
   readonly givesVersions: boolean;
+  /**
+   * The tag index rows and append conditions of a call that has either
+   * (it goes by `mneme_append_tagged`); undefined for every other call, whose
+   * statement stays the one it was.
+   */
+  readonly tagged: TaggedInput | undefined;
+}
+
+/** What `mneme_append_tagged` takes beside the flush's parameters, for one call. */
+export interface TaggedInput {
+  /** Per index row: the event's index in the call (from 0). */
+  readonly tagEvents: number[];
+  /** Per index row: the tag, or the event's type row. */
+  readonly tags: string[];
+  /** Per condition item: its jsonb (see TAGGED_PARAMS in postgres-append-flush-ddl.ts). */
+  readonly conditions: string[];
 }
 
 /** The command record's columns, in the order of RECORD_COLUMNS. */
@@ -127,9 +144,17 @@ export function prepare(events: readonly NewEvent[], opts: AppendOptions | undef
   const ctxs = new ReqCtxCache();
   let aggregate: string | undefined = n > 0 ? (events[0] as NewEvent).aggregateUuid : undefined;
   let givesVersions = false;
+  let tagged: TaggedInput | undefined;
   for (let i = 0; i < n; i++) {
     const e = events[i] as NewEvent;
     checkNewEvent(e, i);
+    if (e.tags !== undefined) {
+      tagged ??= { tagEvents: [], tags: [], conditions: [] };
+      for (const row of [typeTag(e.domain, e.name), ...checkEventTags(e.tags, i)]) {
+        tagged.tagEvents.push(i);
+        tagged.tags.push(row);
+      }
+    }
     if (e.aggregateUuid !== aggregate) aggregate = undefined;
     if (e.version !== undefined) givesVersions = true;
     const [reqCtx, reqCtxJson] = ctxs.of(e.reqCtx, i);
@@ -138,7 +163,19 @@ export function prepare(events: readonly NewEvent[], opts: AppendOptions | undef
     out[i] = ev;
     cols.set(i, e, ev, reqCtxJson, eventVersion);
   }
+  const conditions = planConditions(opts?.conditions);
+  if (conditions !== undefined) {
+    tagged ??= { tagEvents: [], tags: [], conditions: [] };
+    for (let q = 0; q < conditions.length; q++) {
+      const { tenantUuid, items, after } = conditions[q]!;
+      for (let k = 0; k < items.length; k++) {
+        const { drive, rest, types } = items[k]!;
+        tagged.conditions.push(JSON.stringify({ t: tenantUuid, a: after, d: drive, r: rest, y: types ?? null, q, k }));
+      }
+    }
+  }
   return {
+    tagged,
     events: out,
     columns: cols.list(),
     expectedAggregates: [...expected.keys()],

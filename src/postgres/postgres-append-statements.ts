@@ -34,6 +34,33 @@ export function flushStatementText(qschema: string): string {
   );
 }
 
+/** The statement of `mneme_append_tagged`: `mneme_append_flush`'s, with the tag rows and conditions of its calls. */
+export function taggedStatementText(qschema: string): string {
+  return flushStatementText(qschema)
+    .replace(".mneme_append_flush(", ".mneme_append_tagged(")
+    .replace("$29::jsonb[])", "$29::jsonb[], $30::integer[], $31::text[], $32::integer[], $33::jsonb[])");
+}
+
+/** The further parameters of `mneme_append_tagged` for the calls of one flush (event indexes from 1 across the flush). */
+export function taggedValues(batch: readonly AppendCall[]): unknown[] {
+  const tagEvents: number[] = [];
+  const tags: string[] = [];
+  const condEnds: number[] = [];
+  const conds: string[] = [];
+  let offset = 1;
+  for (const { prepared: p } of batch) {
+    const t = p.tagged;
+    if (t !== undefined) {
+      for (const ev of t.tagEvents) tagEvents.push(ev + offset);
+      tags.push(...t.tags);
+      conds.push(...t.conditions);
+    }
+    condEnds.push(conds.length);
+    offset += p.events.length;
+  }
+  return [tagEvents, tags, condEnds, conds];
+}
+
 /** The statement of `mneme_append_aggregate` (see postgres-append-aggregate-ddl.ts): `r` is [base position, version before]. */
 export function aggregateStatementText(qschema: string): string {
   return (

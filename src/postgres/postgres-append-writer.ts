@@ -11,6 +11,8 @@ import {
   type CallOutcome,
   flushStatementText,
   flushValues,
+  taggedStatementText,
+  taggedValues,
 } from "./postgres-append-statements.js";
 import { isConnectionError, mapPgError } from "./postgres-errors.js";
 import type { CheckedOutClient, PgQuery } from "./postgres-pool.js";
@@ -59,6 +61,7 @@ export interface AppendWriterOptions extends AppendTarget {
 export class PostgresAppendWriter {
   private readonly statement: { readonly name: string; readonly text: string };
   private readonly aggregateStatement: { readonly name: string; readonly text: string };
+  private readonly taggedStatement: { readonly name: string; readonly text: string };
   private readonly queue: PendingAppend[] = [];
   private flushing = false;
   private readonly sendsInFlight = new Set<InFlight>();
@@ -69,6 +72,7 @@ export class PostgresAppendWriter {
   constructor(private readonly opts: AppendWriterOptions) {
     this.statement = { name: statementName("append", opts.qschema), text: flushStatementText(opts.qschema) };
     this.aggregateStatement = { name: statementName("append-aggregate", opts.qschema), text: aggregateStatementText(opts.qschema) };
+    this.taggedStatement = { name: statementName("append-tagged", opts.qschema), text: taggedStatementText(opts.qschema) };
   }
 
   /** Queues one checked append; resolves with its stored events once committed. */
@@ -172,10 +176,15 @@ export class PostgresAppendWriter {
 
   /**
    * The flush's statement: a lone call on one aggregate (a sequential command) by
-   * `mneme_append_aggregate`, whose refusal is an error of the statement; any
-   * other flush by `mneme_append_flush`, one outcome row per call.
+   * `mneme_append_aggregate`, whose refusal is an error of the statement; a
+   * flush with tags or query conditions by `mneme_append_tagged`; any other
+   * flush by `mneme_append_flush`, one outcome row per call.
    */
   private async run(client: CheckedOutClient, batch: readonly PendingAppend[]): Promise<CallOutcome[]> {
+    if (batch.some((p) => p.prepared.tagged !== undefined)) {
+      const q: PgQuery = { ...this.taggedStatement, values: [...flushValues(this.opts, batch), ...taggedValues(batch)] };
+      return (await client.query<CallOutcome>(q)).rows;
+    }
     const lone = batch.length === 1 ? (batch[0] as PendingAppend) : undefined;
     if (lone !== undefined && lone.prepared.aggregate !== undefined) {
       const q: PgQuery = { ...this.aggregateStatement, values: aggregateValues(this.opts, lone) };

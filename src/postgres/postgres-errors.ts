@@ -1,9 +1,13 @@
 import { isMnemeError, MnemeError, type MnemeErrorCode } from "../model/errors.js";
+import { conditionFailed } from "../store/event-tags.js";
 
 /** SQLSTATE raised by the append function when a version or expected version is taken (-> CONFLICT). */
 export const SQLSTATE_VERSION_TAKEN = "MN409";
 /** SQLSTATE raised by the append function when a given version leaves a gap (-> INVALID_EVENTS). */
 export const SQLSTATE_VERSION_GAP = "MN422";
+
+/** SQLSTATE of a call refused because an event matching one of its query conditions was stored after it read (-> CONFLICT). */
+export const SQLSTATE_QUERY_MATCHED = "MN412";
 
 /** SQLSTATE raised by the append function when an event's tenant is not its aggregate's (-> NOT_FOUND). */
 export const SQLSTATE_NOT_IN_TENANT = "MN404";
@@ -82,6 +86,8 @@ export function mapPgError(e: unknown, what: string, invalidCode: MnemeErrorCode
       return new MnemeError("INVALID_EVENTS", `${what}: ${msg}`, { cause: e });
     case SQLSTATE_NOT_IN_TENANT:
       return new MnemeError("NOT_FOUND", msg, { cause: e });
+    case SQLSTATE_QUERY_MATCHED:
+      return queryMatched(msg, e);
     case "22P05": // untranslatable character (\u0000 or a lone surrogate in JSONB)
     case "22P02": // invalid text representation
     case "22021": // character not in repertoire (NUL byte in text)
@@ -95,4 +101,12 @@ export function mapPgError(e: unknown, what: string, invalidCode: MnemeErrorCode
     default:
       return new MnemeError("STORE_ERROR", `${what}: ${msg}`, { cause: e });
   }
+}
+
+/** The CONFLICT of a refused condition, from the append function's message "query Q item K after A at P" (P "-": a call of the same flush). */
+function queryMatched(msg: string, cause: unknown): MnemeError {
+  const m = /^query (\d+) item (\d+) after (\d+) at (\d+|-)$/.exec(msg);
+  if (m === null) return new MnemeError("CONFLICT", `postgres: append: ${msg}`, { cause });
+  const e = conditionFailed(Number(m[1]), Number(m[2]), Number(m[3]), m[4] === "-" ? undefined : Number(m[4]));
+  return new MnemeError("CONFLICT", e.message, { details: e.details ?? [], cause });
 }

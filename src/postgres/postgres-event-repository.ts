@@ -6,6 +6,7 @@ import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import { readAllWindow } from "../store/read-all-options.js";
+import { itemMatchSql, planItems, type TagIndexEntry, tagIndexRows, type TaggedRead, type TagQueryItem } from "../store/event-tags.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { prepare, recordColumns } from "./postgres-append-input.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
@@ -34,6 +35,8 @@ export interface PostgresEventRepositoryOptions extends PostgresStoreOptions {
   readonly maxAppendsPerCommit?: number;
 }
 
+/** Shapes of readTagged's SQL prepared per connection at most (an application has a few); others are planned each time. */
+const MAX_PREPARED_TAGGED_READS = 64;
 const MAX_BATCH_SIZE = 10_000;
 
 /**
@@ -242,6 +245,70 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   readAll(opts: ReadAllOptions = {}): AsyncIterable<Event[]> {
     return this.pages(opts);
+  }
+
+  /** Stores tags and checks append conditions (see EventRepository.storesTags). */
+  readonly storesTags = true;
+  /** The prepared statement name of each shape of readTagged's SQL. */
+  private readonly taggedReads = new Map<string, string>();
+
+  /** See EventRepository.indexTags: one statement, which writes nothing when an entry names no event of its tenant. */
+  async indexTags(entries: readonly TagIndexEntry[]): Promise<number> {
+    return this.track(async () => {
+      const rows = tagIndexRows(entries);
+      if (rows.length === 0) return 0;
+      const s = this.qschema;
+      try {
+        const res = await this.poolQuery<{ bad: string | null; added: string }>("transaction", {
+          text: `WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(tenant_uuid, tag, position)),
+                 bad AS (SELECT r.position FROM r LEFT JOIN ${s}.events e ON e.position = r.position
+                         WHERE e.position IS NULL OR e.tenant_uuid <> r.tenant_uuid LIMIT 1),
+                 ins AS (INSERT INTO ${s}.event_tags (tenant_uuid, tag, position)
+                         SELECT r.tenant_uuid, r.tag, r.position FROM r WHERE NOT EXISTS (SELECT 1 FROM bad)
+                         ON CONFLICT DO NOTHING RETURNING 1)
+                 SELECT (SELECT position::text FROM bad) AS bad, (SELECT count(*)::text FROM ins) AS added`,
+          values: [rows.map((r) => r.tenantUuid), rows.map((r) => r.tag), rows.map((r) => r.position)],
+        });
+        const row = res.rows[0]!;
+        if (row.bad !== null) throw new MnemeError("INVALID_REQUEST", `indexTags: no event of the entry's tenant at position ${row.bad}`);
+        return Number(row.added);
+      } catch (e) {
+        throw mapPgError(e, "postgres: indexTags");
+      }
+    });
+  }
+
+  /**
+   * See EventRepository.readTagged. One statement, so one snapshot: the head and the matches up to it.
+   * Appends commit in position order under the append lock, so the snapshot holds every position up to the head.
+   */
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+    return this.track(async () => {
+      if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readTagged: tenantUuid must be a string");
+      const planned = planItems(items, "readTagged");
+      const values: unknown[] = [];
+      const bind = (v: unknown): string => {
+        values.push(v);
+        return typeof v === "number" ? `$${values.length}::bigint` : `$${values.length}::text`;
+      };
+      const tags = `${this.qschema}.event_tags`;
+      const union = planned.map((item) => itemMatchSql(tags, tenantUuid, item, {}, bind)).join(" UNION ");
+      const text = `WITH h AS MATERIALIZED (SELECT coalesce(max(position), 0) AS head FROM ${this.qschema}.events)
+         SELECT e.*, h.head::text FROM h LEFT JOIN LATERAL (
+           SELECT ${EVENT_COLUMNS} FROM ${this.qschema}.events
+           WHERE position <= h.head AND position IN (${union}) ORDER BY position
+         ) e ON true ORDER BY e.position`;
+      // Prepared once per connection and shape of query (the text depends only on how many tags and types each item has).
+      let name = this.taggedReads.get(text);
+      if (name === undefined && this.taggedReads.size < MAX_PREPARED_TAGGED_READS) {
+        name = `mneme:read-tagged:${this.qschema}:${this.taggedReads.size}`;
+        this.taggedReads.set(text, name);
+      }
+      const rows = await this.rows<[...EventRow, string]>(text, values, "readTagged", name);
+      const position = Number(rows[0]?.[12] ?? 0);
+      const events = rows[0]?.[0] == null ? [] : rows.map((r) => toEvent(r.slice(0, 12) as unknown as EventRow));
+      return { events, position };
+    });
   }
 
   async headPosition(): Promise<number> {

@@ -304,7 +304,18 @@ ${BATCH_PARAMS})
           NULL::integer[])
       $fn$`,
     // The append of this release (the functions above are kept for instances of earlier releases).
+    // The tag index of dynamic consistency boundaries: one row per tag and one for the type of each event whose
+    // type declares tags (see src/store/event-tags.ts); stores made before it get it here, empty (no event had tags).
+    `CREATE TABLE IF NOT EXISTS ${s}.event_tags (
+        tenant_uuid text NOT NULL,
+        tag text NOT NULL,
+        position bigint NOT NULL,
+        CONSTRAINT event_tags_pkey PRIMARY KEY (tenant_uuid, tag, position)
+      )`,
+    // The tag rows of an event by its position: what a tenant move reads to carry the tags along (src/shards).
+    `CREATE INDEX IF NOT EXISTS event_tags_position ON ${s}.event_tags (position)`,
     appendFlushDdl(s),
+    appendFlushDdl(s, true),
     appendAggregateDdl(s),
   ];
 }

@@ -17,6 +17,19 @@ import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } f
 import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import { readAllWindow } from "../store/read-all-options.js";
 import type { StoreInfo } from "../store/store-info.js";
+import {
+  checkEventTags,
+  conditionFailed,
+  itemMatchSql,
+  planConditions,
+  type PlannedCondition,
+  planItems,
+  type TaggedRead,
+  type TagIndexEntry,
+  tagIndexRows,
+  type TagQueryItem,
+  typeTag,
+} from "../store/event-tags.js";
 import { SqliteCommandStore } from "./sqlite-command-store.js";
 import { SqliteAppendWatcher, type SqliteExternalAppendListener } from "./sqlite-append-watcher.js";
 import type { SqliteStoreOptions } from "./sqlite-database.js";
@@ -56,6 +69,8 @@ interface PendingEvent {
   reqCtxJson: string;
   payloadJson: string | null;
   eventVersion: number;
+  /** The checked tags, when the event's type declares tags (see event-tags.ts). */
+  tags: readonly string[] | undefined;
 }
 
 /**
@@ -78,6 +93,10 @@ interface PendingEvent {
  */
 export class SqliteEventRepository extends SqliteStoreBase implements EventRepository {
   private readonly table: string;
+  /** The tag index: (tenant_uuid, tag, position), one row per tag and one for the type of each tagged event. */
+  private readonly tagTable: string;
+  /** Stores tags and checks append conditions (see EventRepository.storesTags). */
+  readonly storesTags = true;
   private readonly listeners = new Set<AppendListener>();
   private readonly notifyQueue: Event[][] = [];
   private notifying = false;
@@ -92,6 +111,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     }
     super(opts);
     this.table = `${this.prefix}events`;
+    this.tagTable = `${this.prefix}event_tags`;
     this.watcher = new SqliteAppendWatcher({
       pollIntervalMs,
       readDataVersion: () => (this.ready().statement("PRAGMA data_version").get() as { data_version: number }).data_version,
@@ -117,6 +137,12 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
         UNIQUE (aggregate_uuid, version)
       );
       CREATE UNIQUE INDEX IF NOT EXISTS ${this.table}_event_uuid ON ${this.table} (event_uuid);
+      CREATE TABLE IF NOT EXISTS ${this.tagTable} (
+        tenant_uuid TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (tenant_uuid, tag, position)
+      ) WITHOUT ROWID;
     `);
     // A file made before event versions: the column is added, every stored event is version 1.
     const columns = this.db.statement(`PRAGMA table_info(${this.table})`).all() as { name: string }[];
@@ -166,6 +192,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     if (events.length === 0 && expected.size === 0) return [];
     const ctxCache: ReqCtxCache = { obj: undefined, json: "{}" };
     const pending = events.map((e, i) => prepareEvent(e, i, ctxCache));
+    const conditions = events.length > 0 ? planConditions(opts?.conditions) : undefined;
     const record = events.length > 0 ? opts?.commandRecord : undefined;
     const commandStore = record === undefined ? undefined : this.commandStore;
 
@@ -220,7 +247,9 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
           }
           current.set(p.aggregateUuid, p.version);
         }
+        if (conditions !== undefined) this.checkConditions(conditions);
         this.insertRows(pending, positions);
+        this.insertTags(pending, positions);
         if (commandStore !== undefined && record !== undefined) commandStore.recordSync(record);
       });
     } catch (e) {
@@ -233,6 +262,80 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
       this.notify(stored);
     }
     return stored;
+  }
+
+  /** CONFLICT when an event matching a condition's item was stored after its position (inside the write transaction). */
+  private checkConditions(conditions: readonly PlannedCondition[]): void {
+    for (let c = 0; c < conditions.length; c++) {
+      const { tenantUuid, items, after } = conditions[c]!;
+      for (let k = 0; k < items.length; k++) {
+        const values: unknown[] = [];
+        const sql = `${itemMatchSql(this.tagTable, tenantUuid, items[k]!, { after }, (v) => (values.push(v), "?"))} ORDER BY t.position LIMIT 1`;
+        const row = this.db.statement(sql).get(...values) as { position: number } | undefined;
+        if (row !== undefined) throw conditionFailed(c, k, after, row.position);
+      }
+    }
+  }
+
+  /** The tag index rows of the tagged events just inserted (none for an append without tags). */
+  private insertTags(pending: readonly PendingEvent[], positions: readonly number[]): void {
+    let insert: ReturnType<typeof this.db.statement> | undefined;
+    for (let i = 0; i < pending.length; i++) {
+      const p = pending[i]!;
+      if (p.tags === undefined) continue;
+      insert ??= this.db.statement(`INSERT INTO ${this.tagTable} (tenant_uuid, tag, position) VALUES (?, ?, ?)`);
+      const position = positions[i]!;
+      insert.run(p.tenantUuid, typeTag(p.domain, p.name), position);
+      for (const tag of p.tags) insert.run(p.tenantUuid, tag, position);
+    }
+  }
+
+  /** See EventRepository.indexTags: one write transaction; rows present already are ignored. */
+  async indexTags(entries: readonly TagIndexEntry[]): Promise<number> {
+    const rows = tagIndexRows(entries);
+    const db = this.ready();
+    try {
+      return db.writeTransaction(() => {
+        const tenantAt = db.statement(`SELECT tenant_uuid AS t FROM ${this.table} WHERE position = ?`);
+        const insert = db.statement(`INSERT OR IGNORE INTO ${this.tagTable} (tenant_uuid, tag, position) VALUES (?, ?, ?)`);
+        let added = 0;
+        for (const r of rows) {
+          const at = tenantAt.get(r.position) as { t: string } | undefined;
+          if (at === undefined || at.t !== r.tenantUuid) {
+            throw new MnemeError(
+              "INVALID_REQUEST",
+              `indexTags: no event of tenant ${JSON.stringify(r.tenantUuid)} at position ${r.position}`,
+            );
+          }
+          added += Number(insert.run(r.tenantUuid, r.tag, r.position).changes);
+        }
+        return added;
+      });
+    } catch (e) {
+      throw e instanceof MnemeError ? e : toStoreError(e, "indexTags");
+    }
+  }
+
+  /**
+   * See EventRepository.readTagged: the head, then the matches up to it. Positions are given under the write
+   * lock in commit order, so an append committed between the two statements lies above the head and is left out.
+   */
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+    if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readTagged: tenantUuid must be a string");
+    const planned = planItems(items, "readTagged");
+    const db = this.ready();
+    try {
+      const head = (db.statement(`SELECT MAX(position) AS p FROM ${this.table}`).get() as { p: number | null }).p ?? 0;
+      const values: unknown[] = [];
+      const bind = (v: unknown): string => (values.push(v), "?");
+      const union = planned.map((item) => itemMatchSql(this.tagTable, tenantUuid, item, { until: head }, bind)).join(" UNION ");
+      const rows = db
+        .rawStatement(`SELECT ${COLUMNS} FROM ${this.table} WHERE position IN (${union}) ORDER BY position`)
+        .all(...values) as EventRow[];
+      return { events: rows.map(rowToEvent), position: head };
+    } catch (e) {
+      throw e instanceof MnemeError ? e : toStoreError(e, "readTagged");
+    }
   }
 
   /**
@@ -500,6 +603,7 @@ function prepareEvent(e: NewEvent, i: number, ctxCache: ReqCtxCache): PendingEve
     reqCtxJson: e.reqCtx === undefined ? "{}" : reqCtxJson(e.reqCtx, i, ctxCache),
     payloadJson: eventFieldJson(e.payload, i, "payload"),
     eventVersion: e.eventVersion ?? 1,
+    tags: e.tags === undefined ? undefined : checkEventTags(e.tags, i),
   };
 }
 

@@ -1,5 +1,6 @@
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandRecord, CommandStore } from "./command-store.js";
+import type { AppendCondition, TagIndexEntry, TaggedRead, TagQueryItem } from "./event-tags.js";
 import type { PayloadSealing } from "./payload-sealing.js";
 import type { StoreInfo } from "./store-info.js";
 
@@ -18,6 +19,14 @@ export interface AppendOptions {
    * and nothing of the call is written.
    */
   commandRecord?: CommandRecord;
+  /**
+   * Conditions on events read by a query (dynamic consistency boundaries):
+   * checked in the append's ordered section, by the tag index, after the tenant
+   * rule and the expected versions; an event of a condition's tenant that
+   * matches one of its items and was stored after its `after` is CONFLICT
+   * (details: `query`, `item`) and nothing of the call is written.
+   */
+  conditions?: readonly AppendCondition[];
 }
 
 export interface ReadAllOptions {
@@ -119,4 +128,25 @@ export interface EventRepository {
    * correcting or deleting events: events stay append-only.
    */
   sealStoredPayloads?(rewrites: readonly PayloadSealing[]): Promise<number>;
+  /**
+   * True when the repository stores event tags and checks `conditions`
+   * (dynamic consistency boundaries). A repository without it is refused
+   * tags and conditions (INVALID_REQUEST) rather than losing the guarantee.
+   */
+  readonly storesTags?: boolean;
+  /**
+   * The events of `tenantUuid` matching any item, in position order, read by
+   * the tag index, and `position`: the store's head when it was read (at
+   * least the last event's), so a condition `after: position` catches every
+   * later match. Required when `storesTags` is true.
+   */
+  readTagged?(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>>;
+  /**
+   * Adds the tag index rows of stored events that have none yet (events
+   * appended before their type declared tags; see `facade.indexEventTags`),
+   * all in one transaction; rows present already are left as they are.
+   * An entry whose position holds no event of its tenant is INVALID_REQUEST
+   * and nothing is written. Resolves how many rows were added.
+   */
+  indexTags?(entries: readonly TagIndexEntry[]): Promise<number>;
 }

@@ -14,3 +14,5 @@ export { describeSnapshotStoreContract } from "./snapshot-store-contract.js";
 export { describeKeyStoreContract } from "./key-store-contract.js";
 export { createTestFacade, testReqCtx, type TestFacadeOptions } from "./test-facade.js";
 export { scenario, type ExpectedEvent, type ScenarioGiven, type ScenarioWhen, type ScenarioThen } from "./scenario.js";
+export { describeDcbContract, dcbWorld, type DcbWorld, type DcbProbes } from "./dcb-contract.js";
+export { dcbExamples, DCB_RULE_BROKEN, type DcbExamples, type DcbExampleOptions } from "./dcb-examples.js";
