@@ -9,7 +9,7 @@ import { accountRoutes, registerDefaults } from "mneme/defaults";
 import { createHttpHandler } from "mneme/http";
 import { createMemoryBackends } from "mneme/memory";
 import { createSqliteBackends } from "mneme/sqlite";
-import type { Backend } from "mneme/store";
+import type { Engine } from "mneme/store";
 import { registerTodo } from "../todo/todo-domain.js";
 
 /** The part of Bun's global used here (the repository does not install Bun's types). */
@@ -21,7 +21,7 @@ declare const Bun: {
 };
 
 const db = process.env.MNEME_DB;
-const backend: Backend = db ? createSqliteBackends({ filename: db }) : createMemoryBackends(); // bun:sqlite on Bun
+const backend: Engine = db ? createSqliteBackends({ filename: db }) : createMemoryBackends(); // bun:sqlite on Bun
 const facade = createFacade({ appName: "todo-bun", version: "1.0.0", systemEvents: true, backend });
 const admin = {
   email: process.env.MNEME_ADMIN_EMAIL ?? "admin@example.org",

@@ -12,7 +12,7 @@ import { createHttpHandler } from "mneme/http";
 import { createMemoryBackends } from "mneme/memory";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
-import type { Backend } from "mneme/store";
+import type { Engine } from "mneme/store";
 import { registerTodo } from "../todo/todo-domain.js";
 
 /** The part of Deno's global used here (the repository does not install Deno's types). */
@@ -26,7 +26,7 @@ declare const Deno: {
   exit(code: number): never;
 };
 
-function backendOf(): Backend {
+function backendOf(): Engine {
   const url = Deno.env.get("DATABASE_URL");
   const db = Deno.env.get("MNEME_DB");
   if (url) return createPostgresBackends({ connectionString: url, schema: Deno.env.get("MNEME_SCHEMA") ?? "todo_deno" });

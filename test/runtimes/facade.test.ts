@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { BaseReadmodel, type Facade, type RequestContext, createFacade, defineDomain, isMnemeError, newUuid } from "mneme";
 import { createMemoryBackends } from "mneme/memory";
-import type { Backend } from "mneme/store";
+import type { Engine } from "mneme/store";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { CompleteTodo, CreateTodo, GetTodo, ListTodos, RenameTodo, TodoCreated, registerTodo } from "../../examples/todo/todo-domain.js";
@@ -48,7 +48,7 @@ class TitleIndex extends BaseReadmodel {
   }
 }
 
-function app(backend: Backend): Facade {
+function app(backend: Engine): Facade {
   const facade = createFacade({ appName: `runtime-${currentRuntime()}`, version: "1.0.0", backend });
   registerTodo(facade);
   const index = new TitleIndex(facade);
@@ -61,7 +61,7 @@ function app(backend: Backend): Facade {
 }
 
 const started: Facade[] = [];
-async function start(backend: Backend): Promise<Facade> {
+async function start(backend: Engine): Promise<Facade> {
   const f = app(backend);
   started.push(f);
   await f.start();
@@ -72,20 +72,20 @@ afterEach(async () => {
 });
 
 /** A fresh place to keep an app's data; each call of what it returns is one more instance's backend on it. */
-const memoryPlace = (): (() => Backend) => {
+const memoryPlace = (): (() => Engine) => {
   const backend = createMemoryBackends();
   return () => backend;
 };
-const postgresPlace = (): (() => Backend) => {
+const postgresPlace = (): (() => Engine) => {
   const schema = pg.newSchema();
   return () => createPostgresBackends({ pool: pg.pool, schema });
 };
 let fileNo = 0;
-const sqlitePlace = (): (() => Backend) => {
+const sqlitePlace = (): (() => Engine) => {
   const filename = join(dir, `app${++fileNo}.db`);
   return () => createSqliteBackends({ filename, driver: runtimeSqliteDriver() });
 };
-const places: [string, () => () => Backend][] = [
+const places: [string, () => () => Engine][] = [
   ["memory", memoryPlace],
   ["postgres", postgresPlace],
   [`SQLite (${runtimeSqliteDriver()})`, sqlitePlace],

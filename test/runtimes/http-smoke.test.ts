@@ -16,7 +16,7 @@ import { createHttpHandler } from "mneme/http";
 import { createMemoryBackends } from "mneme/memory";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
-import type { Backend } from "mneme/store";
+import type { Engine } from "mneme/store";
 import { registerTodo } from "../../examples/todo/todo-domain.js";
 import { postgresScratch } from "../support/postgres-scratch.js";
 import { SseClient } from "../support/sse-client.js";
@@ -42,7 +42,7 @@ afterEach(async () => {
 });
 
 /** The demo app (built-in domains, the Todo domain, system events) on `backend`, served on a free port. */
-async function serveApp(backend: Backend, via: "native" | "node:http" = "native"): Promise<Instance> {
+async function serveApp(backend: Engine, via: "native" | "node:http" = "native"): Promise<Instance> {
   const facade = createFacade({ appName: `http-${currentRuntime()}`, version: "1.0.0", systemEvents: true, backend });
   // Cheap scrypt: the flow is under test here, not the hashing cost.
   await registerDefaults(facade, { admin: ADMIN, passwordHashing: { N: 1024, r: 8, p: 1 } });
