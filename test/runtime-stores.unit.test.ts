@@ -4,10 +4,19 @@
  * registerStorePermissions, and audited in the LogStore.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type Authorizer, type Facade, type Permission, type RequestContext, createFacade, registerStorePermissions } from "mneme";
+import {
+  type Authorizer,
+  type Facade,
+  type Permission,
+  type RequestContext,
+  createFacade,
+  defineDomain,
+  newUuid,
+  registerStorePermissions,
+} from "mneme";
 import { type LogEntry } from "mneme/store";
 import { STORE_ACTIONS, STORE_NAMES, storePermissionName } from "mneme/runtime";
-import { ADMIN, USER, type Rig, startRig } from "./runtime-fixture.js";
+import { ADMIN, USER, type Rig, authorizer, startRig } from "./runtime-fixture.js";
 import { rejection } from "./support/rejections.js";
 import type { StoreAction, StoreName } from "mneme/types";
 
@@ -162,6 +171,31 @@ describe("allowed for an administrator", () => {
     } while (cursor !== undefined && pages < 10);
     expect(positions).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect(pages).toBe(3);
+  });
+
+  it("an event of a type with tags carries them in the event store's entries; others carry none", async () => {
+    const f = createFacade({ authorizer });
+    extra.push(f);
+    const Courses = defineDomain("Courses");
+    const Subscribe = Courses.command<{ studentId: string; courseId: string }>("Subscribe");
+    const Note = Courses.command<{ text: string }>("Note");
+    const Subscribed = Courses.event<{ studentId: string; courseId: string }>("Subscribed", {
+      tags: (p) => [`student:${p.studentId}`, `course:${p.courseId}`],
+    });
+    const Noted = Courses.event<{ text: string }>("Noted");
+    f.registerDomain(Courses, (d) => {
+      d.handleCommand(Subscribe, (_ctx, _c, p) => [Subscribed.create(newUuid(), p)]);
+      d.handleCommand(Note, (_ctx, _c, p) => [Noted.create(newUuid(), p)]);
+    });
+    await f.start();
+    registerStorePermissions(f);
+    await f.dispatch(Subscribe, { studentId: "s1", courseId: "c1" }, { reqCtx: USER });
+    await f.dispatch(Note, { text: "hello" }, { reqCtx: USER });
+    const page = await f.runtime.stores.read("event", ADMIN, { limit: 10 });
+    const byName = new Map(page.items.map((e) => [(e as { name: string }).name, e as { tags?: string[] }]));
+    expect(byName.get("Subscribed")?.tags).toEqual(["student:s1", "course:c1"]);
+    expect(byName.get("Noted")).toBeDefined();
+    expect(byName.get("Noted")).not.toHaveProperty("tags");
   });
 
   it("reads the command, log, data and cache stores in pages", async () => {

@@ -135,6 +135,8 @@ export interface EventEntry {
   domainEvtName: string;
   domainEvtPath: string;
   description: string;
+  /** The type declares tags (DCB): queries may name it. */
+  tagged?: true;
 }
 
 export interface StoreInfo {

@@ -1,6 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import { newUuid } from "../model/clock.js";
-import type { RequestContext } from "../model/types.js";
+import type { Event, RequestContext } from "../model/types.js";
 import { type StoreAction, type StoreName, STORE_NAMES, storePermissionName } from "../permissions/store-permissions.js";
 import type { PermissionRegistry } from "../permissions/permission-registry.js";
 import type { CacheStore } from "../store/cache-store.js";
@@ -22,6 +22,8 @@ export interface GovernedStores {
   readonly systemEvents: SystemEventProducer;
   /** Opens the personal fields of command records (they read "[erased]" once forgotten). */
   readonly commandPayloads?: { open(payload: unknown): Promise<{ readonly payload: unknown }> };
+  /** The registered event type of a path, for the tags of event store entries. */
+  eventType?(path: string): { readonly tags?: (payload: any) => readonly string[] } | undefined;
 }
 
 /**
@@ -64,6 +66,27 @@ export class StoreAccess {
     return name;
   }
 
+  /**
+   * Events of a type that declares tags (DCB, docs/dcb.md) carry `tags`: its
+   * tags function over the payload as read, which is what the append stored
+   * for it unless the function changed since. A function that throws on a
+   * payload read after forget leaves the entry without tags.
+   */
+  #withTags(events: readonly Event[]): unknown[] {
+    const typeOf = this.stores.eventType;
+    if (typeOf === undefined) return [...events];
+    return events.map((e) => {
+      const tagsOf = typeOf.call(this.stores, `${e.domain}.${e.name}`)?.tags;
+      if (tagsOf === undefined) return e;
+      try {
+        const tags = tagsOf(e.payload);
+        return Array.isArray(tags) && tags.every((t) => typeof t === "string") ? { ...e, tags: [...new Set(tags)] } : e;
+      } catch {
+        return e;
+      }
+    });
+  }
+
   async info(store: StoreName, reqCtx: RequestContext): Promise<StoreInfo> {
     const name = await this.authorize(store, "Info", reqCtx, { store });
     return this.#store(name).info();
@@ -93,7 +116,8 @@ export class StoreAccess {
           throw new MnemeError("INVALID_REQUEST", "an event store cursor is a position (a non-negative integer)");
         for await (const batch of this.stores.eventRepository.readAll({ afterPosition: after, batchSize: limit, ...tenant })) {
           const last = batch[batch.length - 1];
-          return batch.length === limit && last !== undefined ? { items: batch, nextCursor: String(last.position) } : { items: batch };
+          const items = this.#withTags(batch);
+          return batch.length === limit && last !== undefined ? { items, nextCursor: String(last.position) } : { items };
         }
         return { items: [] };
       }

@@ -97,7 +97,12 @@ export function catalogView({ api }: ViewContext): View {
         description: q.description,
         permission: q.permission,
       }));
-    return (await api.getAll<EventEntry>(path)).map((e) => ({ domain: e.domain, name: e.domainEvtName, description: e.description }));
+    return (await api.getAll<EventEntry>(path)).map((e) => ({
+      domain: e.domain,
+      name: e.domainEvtName,
+      // A type with tags (DCB) says so; its entries in the EventStore show the tags.
+      description: e.tagged === true ? `${e.description} [tagged]`.trim() : e.description,
+    }));
   }
 
   function renderList(): void {

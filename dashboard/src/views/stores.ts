@@ -161,6 +161,10 @@ function entry(store: Store, item: unknown): HTMLLIElement {
       "summary",
       null,
       h("span", { class: "name" }, title),
+      // An event of a type with tags (DCB) shows them: "key:value" strings.
+      store === "event" && Array.isArray(r.tags) && r.tags.length > 0
+        ? h("span", { class: "sub tags", title: "tags" }, r.tags.map(String).join(" "))
+        : null,
       h("span", { class: "sub" }, timeNs(numberOr(r.createdAt ?? r.at ?? r.timestamp))),
     ),
     jsonBlock(item),
