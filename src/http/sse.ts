@@ -170,7 +170,8 @@ function subscribeSelection(
   );
 }
 
-function sseResponse(stream: ReadableStream<Uint8Array>): Reply {
+/** A 200 text/event-stream reply of `stream`, not cached nor buffered by proxies. */
+export function sseResponse(stream: ReadableStream<Uint8Array>): Reply {
   return {
     status: 200,
     headers: {

@@ -2,6 +2,8 @@ import { MnemeError } from "../model/errors.js";
 import type { RequestContext } from "../model/types.js";
 import { readCredentials } from "./credentials.js";
 import type { RouteContext } from "./route.js";
+import { concat } from "./exchange.js";
+import { sseResponse } from "./sse.js";
 
 /**
  * The request context of a long-lived stream as it stands now: the stream's
@@ -123,7 +125,7 @@ export class SseWriter {
 
   #takeHeld(): Uint8Array {
     const held = this.#held;
-    const out = held.length === 1 ? held[0]! : concatBytes(held, this.#heldBytes);
+    const out = concat(held, this.#heldBytes);
     this.#held = [];
     this.#heldBytes = 0;
     this.#heldEvents = 0;
@@ -137,27 +139,7 @@ export class SseWriter {
   }
 }
 
-function concatBytes(chunks: readonly Uint8Array[], total: number): Uint8Array {
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
-}
-
 const encoder = new TextEncoder();
 
-/** The reply of an event stream. */
-export function eventStreamReply(stream: ReadableStream<Uint8Array>) {
-  return {
-    status: 200,
-    headers: {
-      "content-type": "text/event-stream; charset=utf-8",
-      "cache-control": "no-store",
-      "x-accel-buffering": "no",
-    },
-    body: stream,
-  };
-}
+/** The reply of an event stream (the headers of every SSE route). */
+export const eventStreamReply = sseResponse;
