@@ -78,4 +78,19 @@ export default tseslint.config(
       globals: { process: "readonly", console: "readonly", URL: "readonly" },
     },
   },
+  {
+    // The web-client example's page: a plain ES module run by the browser.
+    files: ["examples/web-client/public/**/*.js"],
+    languageOptions: {
+      globals: {
+        document: "readonly",
+        location: "readonly",
+        sessionStorage: "readonly",
+        fetch: "readonly",
+        FormData: "readonly",
+        EventSource: "readonly",
+        crypto: "readonly",
+      },
+    },
+  },
 );

@@ -111,7 +111,9 @@ describe.skipIf(skipBrowser)(`the web-client example in Chromium${skipBrowser ? 
 
   const tickets = (page: Page) => page.locator("#tickets li").evaluateAll((lis) => lis.map((li) => li.firstChild?.textContent ?? ""));
   const feed = (page: Page) =>
-    page.locator("#feed li").evaluateAll((lis) => lis.map((li) => ({ position: Number(li.getAttribute("data-position")), text: li.textContent })));
+    page
+      .locator("#feed li")
+      .evaluateAll((lis) => lis.map((li) => ({ position: Number(li.getAttribute("data-position")), text: li.textContent })));
 
   it("signs in, follows the live list and the event feed, never shows another tenant's, and resumes the feed on reload", async () => {
     const page = await newPage();

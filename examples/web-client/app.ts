@@ -30,7 +30,10 @@ export default async function createApp(): Promise<Facade> {
   // The page's feed: Board.Subscribe.TicketOpened and Board.Subscribe.TicketClosed, granted by "Board.*".
   allowEventSubscriptions(facade, [TicketOpened, TicketClosed]);
   await registerDefaults(facade, {
-    admin: { email: process.env.ADMIN_EMAIL ?? "admin@board.example", password: process.env.ADMIN_PASSWORD ?? "the board admin's password" },
+    admin: {
+      email: process.env.ADMIN_EMAIL ?? "admin@board.example",
+      password: process.env.ADMIN_PASSWORD ?? "the board admin's password",
+    },
     // A local demo's defaults: set both in any real deployment.
     sessionSecret: process.env.SESSION_SECRET ?? "the ticket board's local session secret",
   });

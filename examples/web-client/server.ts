@@ -48,7 +48,12 @@ function servePage(req: IncomingMessage, res: ServerResponse): boolean {
   if (req.method !== "GET" && req.method !== "HEAD") return false;
   const file = files.get(new URL(req.url ?? "/", "http://x").pathname);
   if (file === undefined) return false;
-  res.writeHead(200, { "content-type": file.type, "cache-control": "no-cache", "content-security-policy": CSP, "x-content-type-options": "nosniff" });
+  res.writeHead(200, {
+    "content-type": file.type,
+    "cache-control": "no-cache",
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+  });
   res.end(req.method === "HEAD" ? undefined : file.body);
   return true;
 }

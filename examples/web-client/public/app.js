@@ -54,7 +54,12 @@ function showBoard(signIn) {
   $("board").hidden = false;
   $("who").textContent = signIn.email;
   // Same origin: fetch sends the cookies; "include" also makes the client send an Idempotency-Key per command.
-  const client = createClient({ baseUrl: location.origin, tenantUuid: signIn.tenantUuid, identityUuid: signIn.identityUuid, credentials: "include" });
+  const client = createClient({
+    baseUrl: location.origin,
+    tenantUuid: signIn.tenantUuid,
+    identityUuid: signIn.identityUuid,
+    credentials: "include",
+  });
   const tenantPath = `/api/tenants/${encodeURIComponent(signIn.tenantUuid)}`;
 
   const problem = (r) => ($("board-problem").textContent = r.ok ? "" : `${r.problem.code}: ${r.problem.detail}`);
