@@ -7,6 +7,7 @@ import {
   type HeaderReader,
   type InboundRequest,
   type Reply,
+  plainTarget,
   tooLarge,
 } from "./exchange.js";
 
@@ -119,13 +120,6 @@ function drain(req: IncomingMessage): void {
 
 /** The methods served directly; anything else goes through the Fetch API, which refuses some of them itself. */
 const DIRECT_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
-/**
- * A target the URL parser leaves as it is: origin-form, no character it would
- * percent-encode, no fragment, and (tested apart) no dot segment it would
- * resolve. Anything else goes through the Fetch API, so both paths see the same path.
- */
-const PLAIN_TARGET = /^\/[\w\-.~!$&()*+,;=:@/%?]*$/;
-const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
 /** A host name or IPv4 address, or an IPv6 literal, with an optional port. */
 const PLAIN_HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
 
@@ -165,21 +159,21 @@ class NodeInbound implements InboundRequest {
   readonly #search: string;
   #query: URLSearchParams | undefined;
   #headers: Map<string, string> | undefined;
+  /** True when node:http's own header object can be read as is (no name repeated); undefined until asked. */
+  #distinct: boolean | undefined;
   readonly #res: ServerResponse;
   #abort: AbortController | undefined;
 
   /** Undefined when the request is better served through the Fetch API (see PLAIN_TARGET, PLAIN_HOST). */
   static of(req: IncomingMessage, res: ServerResponse): NodeInbound | undefined {
     const method = (req.method ?? "GET").toUpperCase();
-    const target = req.url ?? "/";
-    if (!DIRECT_METHODS.has(method) || !PLAIN_TARGET.test(target)) return undefined;
-    const q = target.indexOf("?");
-    const pathname = q < 0 ? target : target.slice(0, q);
-    if (DOT_SEGMENT.test(pathname)) return undefined;
+    if (!DIRECT_METHODS.has(method)) return undefined;
+    const target = plainTarget(req.url ?? "/");
+    if (target === undefined) return undefined;
     const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
     const origin = originOf(encrypted, req.headers.host ?? "localhost");
     if (origin === undefined) return undefined;
-    return new NodeInbound(req, res, method, pathname, q < 0 ? "" : target.slice(q + 1), origin);
+    return new NodeInbound(req, res, method, target.pathname, target.search, origin);
   }
 
   private constructor(
@@ -213,7 +207,18 @@ class NodeInbound implements InboundRequest {
 
   /** A header as the Fetch API's Headers gives it: repeated ones joined with ", " (cookies with "; "). */
   get(name: string): string | null {
-    return (this.#headers ??= headerMap(this.#req.rawHeaders)).get(name) ?? null;
+    if (this.#headers === undefined) {
+      // node:http has made its header object already (for Host, at least). Where no name is repeated,
+      // its values are the raw ones, as the Fetch API would give them; else the map below joins them.
+      const req = this.#req;
+      if ((this.#distinct ??= distinctNames(req))) {
+        const v = req.headers[name];
+        if (typeof v === "string") return v;
+        if (v === undefined) return null;
+      }
+      this.#headers = headerMap(req.rawHeaders);
+    }
+    return this.#headers.get(name) ?? null;
   }
 
   /** Made when a route asks for it (most never do): from then on it follows the response's "close". */
@@ -279,6 +284,13 @@ class NodeInbound implements InboundRequest {
     for (const [k, v] of this.#headers ?? headerMap(this.#req.rawHeaders)) headers.set(k, v);
     return new Request(`${this.origin}${this.#req.url ?? "/"}`, { method: this.method, headers });
   }
+}
+
+/** True when no header name of the request is repeated: node:http's object then holds one raw value per name. */
+function distinctNames(req: IncomingMessage): boolean {
+  let names = 0;
+  for (const _ in req.headers) names++;
+  return names * 2 === req.rawHeaders.length;
 }
 
 function headerMap(raw: readonly string[]): Map<string, string> {
