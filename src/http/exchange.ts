@@ -110,13 +110,17 @@ class FetchInbound implements InboundRequest {
 const PLAIN_TARGET = /^\/[\w\-.~!$&()*+,;=:@/%?]*$/;
 const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
 
-/** The path and query (without "?") of a plain target; undefined for any other (parse it as a URL). */
+/**
+ * The path and query of a plain target; undefined for any other (parse it as a
+ * URL). The query keeps its "?": URLSearchParams drops one leading "?" only, so
+ * "/a??x" reads as the URL parser reads it (a parameter named "?x").
+ */
 export function plainTarget(target: string): { pathname: string; search: string } | undefined {
   if (!PLAIN_TARGET.test(target)) return undefined;
   const q = target.indexOf("?");
   const pathname = q < 0 ? target : target.slice(0, q);
   if (DOT_SEGMENT.test(pathname)) return undefined;
-  return { pathname, search: q < 0 ? "" : target.slice(q + 1) };
+  return { pathname, search: q < 0 ? "" : target.slice(q) };
 }
 
 /**
