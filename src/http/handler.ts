@@ -63,20 +63,24 @@ class HttpCore {
     this.#dashboard = opts.dashboard ? new Dashboard({ problemTypeBase: opts.problemTypeBase }) : undefined;
   }
 
-  /** The Fetch API entry point. */
-  async fetch(request: Request): Promise<Response> {
+  /** The Fetch API entry point. Chained with `then`, not awaited in an async function: one promise less per request. */
+  fetch(request: Request): Promise<Response> {
     // Routes served through the Fetch API only belong here, before mneme's own: on node:http,
     // toNodeListener hands every request that none of mneme's routes matches to this function.
     let inbound: InboundRequest;
     try {
       inbound = fetchInbound(request);
     } catch (e) {
-      return toResponse(errorResponse(this.#problems, e, () => request));
+      return Promise.resolve(toResponse(errorResponse(this.#problems, e, () => request)));
     }
-    const dashboard = this.#dashboard;
-    const dashboardPath = dashboard === undefined ? undefined : belowBasePath(inbound.pathname, this.#opts.basePath);
-    if (dashboardPath !== undefined && Dashboard.owns(dashboardPath)) return dashboard!.respond(request, dashboardPath);
-    return toResponse((await this.answer(inbound, false)) ?? this.#notFound(inbound.pathname));
+    try {
+      const dashboard = this.#dashboard;
+      const dashboardPath = dashboard === undefined ? undefined : belowBasePath(inbound.pathname, this.#opts.basePath);
+      if (dashboardPath !== undefined && Dashboard.owns(dashboardPath)) return dashboard!.respond(request, dashboardPath);
+      return this.answer(inbound, false).then((reply) => toResponse(reply ?? this.#notFound(inbound.pathname)));
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
   }
 
   /**

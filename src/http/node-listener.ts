@@ -331,19 +331,40 @@ function toRequest(req: IncomingMessage, signal: AbortSignal): Request {
   const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
   const host = req.headers.host ?? "localhost";
   const target = req.url ?? "/";
-  // Concatenate, never resolve: "//x" must stay a path, not become a host.
-  const url = target.startsWith("/") ? new URL(`${encrypted ? "https" : "http"}://${host}${target}`) : new URL(target);
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError("unsupported request target");
-  const headers = new Headers();
-  const raw = req.rawHeaders;
-  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+  // Concatenate, never resolve: "//x" must stay a path, not become a host. An origin-form target
+  // gives an http(s) URL whatever the host, so the Request's own parse is the only one (it throws
+  // a TypeError for a malformed one); any other form is parsed first to check its scheme.
+  let url: string | URL;
+  if (target.startsWith("/")) url = `${encrypted ? "https" : "http"}://${host}${target}`;
+  else {
+    url = new URL(target);
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError("unsupported request target");
+  }
   const method = (req.method ?? "GET").toUpperCase();
-  const init: RequestInit & { duplex?: "half" } = { method, headers, signal };
+  const init: RequestInit & { duplex?: "half" } = { method, headers: fetchHeaders(req), signal };
   if (method !== "GET" && method !== "HEAD") {
     init.body = bodyStream(req);
     init.duplex = "half";
   }
   return new Request(url, init);
+}
+
+/**
+ * The request's headers as a Fetch Headers init: node:http's own object when
+ * no name is repeated (one raw value per name), else every raw pair, which the
+ * Headers joins as the Fetch API does. Never a Headers of our own: the
+ * Request would copy it into its own.
+ */
+function fetchHeaders(req: IncomingMessage): Record<string, string> | [string, string][] {
+  if (distinctNames(req)) {
+    let plain = true;
+    for (const name in req.headers) if (typeof req.headers[name] !== "string") plain = false;
+    if (plain) return req.headers as Record<string, string>;
+  }
+  const raw = req.rawHeaders;
+  const pairs: [string, string][] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) pairs.push([raw[i]!, raw[i + 1]!]);
+  return pairs;
 }
 
 function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {

@@ -303,7 +303,7 @@ function messageRoutes(): HttpRoute[] {
         if (out.replayed === true) body.replayed = true;
         if (out.handlerErrors.length > 0)
           body.handlerErrors = out.handlerErrors.map((h) => ({ eventHandlerName: h.eventHandlerName, message: h.error.message }));
-        return jsonResponse(200, body, out.replayed === true ? { "idempotent-replayed": "true" } : {});
+        return jsonResponse(200, body, out.replayed === true ? { "idempotent-replayed": "true" } : undefined);
       },
     },
 
