@@ -405,19 +405,22 @@ function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
 }
 
 async function writeResponse(response: Response, res: ServerResponse, signal: AbortSignal): Promise<void> {
-  res.statusCode = response.status;
-  const cookies = response.headers.getSetCookie();
+  // One object for writeHead (node:http writes it as it is), not a setHeader per header.
+  const headers: Record<string, string | string[] | number> = {};
   response.headers.forEach((v, k) => {
-    if (k !== "set-cookie") res.setHeader(k, v);
+    if (k !== "set-cookie") headers[k] = v;
   });
-  if (cookies.length > 0) res.setHeader("set-cookie", cookies);
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers["set-cookie"] = cookies;
   const text = (response as Response & { [BODY_TEXT]?: string })[BODY_TEXT];
   if (typeof text === "string" && !response.bodyUsed) {
     // A response of mneme/http whose text is at hand: skip pulling it through the stream.
-    res.setHeader("content-length", Buffer.byteLength(text));
+    headers["content-length"] = Buffer.byteLength(text);
+    res.writeHead(response.status, headers);
     res.end(text);
     return;
   }
+  res.writeHead(response.status, headers);
   if (response.body === null) {
     res.end();
     return;
