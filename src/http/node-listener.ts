@@ -44,16 +44,13 @@ export function toNodeListener(handler: (request: Request) => Promise<Response>,
     return direct.answer(inbound).then(
       (reply): Promise<void> | undefined => {
         if (reply === undefined) return bridge(req, res);
-        const failed = (e: unknown) => {
-          if (!inbound.closed) opts.onError?.(e);
-          res.destroy();
-        };
         try {
           // Text is written at once; only a stream (SSE) is awaited.
-          if (typeof reply.body === "object") return pipeReply(reply, reply.body, req, res, inbound).then(undefined, failed);
+          if (typeof reply.body === "object")
+            return pipeReply(reply, reply.body, req, res, inbound).then(undefined, (e: unknown) => writeFailed(e, inbound, res, opts));
           writeReply(reply, reply.body, req, res);
         } catch (e) {
-          failed(e);
+          writeFailed(e, inbound, res, opts);
         }
         return undefined;
       },
@@ -63,6 +60,12 @@ export function toNodeListener(handler: (request: Request) => Promise<Response>,
       },
     );
   };
+}
+
+/** Writing a reply failed: onError is told unless the client went away, and the connection is closed. */
+function writeFailed(e: unknown, inbound: NodeInbound, res: ServerResponse, opts: NodeListenerOptions): void {
+  if (!inbound.closed) opts.onError?.(e);
+  res.destroy();
 }
 
 async function viaFetch(
