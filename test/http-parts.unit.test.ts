@@ -312,22 +312,32 @@ describe("fetchInbound", () => {
   it("matches the URL parser on any path and query (property)", () => {
     const chars = fc.constantFrom(..."aZ09-._~!$&'()*+,;=:@/%?#[]\\ \"<>^`{|}é".split(""));
     fc.assert(
-      fc.property(fc.string({ unit: chars, maxLength: 30 }), fc.constantFrom("http://h.test", "https://h.test:444", "http://H.test"), (tail, base) => {
-        const href = `${base}/${tail}`;
-        let request: Request;
-        try {
-          request = new Request(href);
-        } catch {
-          return;
-        }
-        expect(read(request)).toEqual(parsed(href));
-      }),
+      fc.property(
+        fc.string({ unit: chars, maxLength: 30 }),
+        fc.constantFrom("http://h.test", "https://h.test:444", "http://H.test"),
+        (tail, base) => {
+          const href = `${base}/${tail}`;
+          let request: Request;
+          try {
+            request = new Request(href);
+          } catch {
+            return;
+          }
+          expect(read(request)).toEqual(parsed(href));
+        },
+      ),
       { numRuns: 500 },
     );
   });
 
   it("refuses a request whose URL does not parse with INVALID_REQUEST", () => {
-    const fake = { url: "http://[x/", method: "GET", headers: new Headers(), body: null, signal: new AbortController().signal } as unknown as Request;
+    const fake = {
+      url: "http://[x/",
+      method: "GET",
+      headers: new Headers(),
+      body: null,
+      signal: new AbortController().signal,
+    } as unknown as Request;
     expect(() => fetchInbound(fake)).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
   });
 });

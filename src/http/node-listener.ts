@@ -239,46 +239,14 @@ class NodeInbound implements InboundRequest {
   }
 
   readBody(maxBytes: number): Promise<Uint8Array> {
-    const req = this.#req;
+    const req = this.#req as Reading;
+    if (req.readableEnded || req[BODY_READ] !== undefined) return Promise.reject(bodyUnreadable(new Error("the body was read already")));
     return new Promise<Uint8Array>((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      let total = 0;
-      const done = () => {
-        req.off("data", onData);
-        req.off("end", onEnd);
-        req.off("error", onError);
-        req.off("close", onClose);
-      };
-      const onData = (chunk: Buffer) => {
-        total += chunk.byteLength;
-        if (total <= maxBytes) {
-          chunks.push(chunk);
-          return;
-        }
-        done();
-        // Drain the rest unread: the answer (413) goes out and the connection stays usable.
-        req.resume();
-        reject(tooLarge(maxBytes));
-      };
-      const onEnd = () => {
-        done();
-        resolve(concat(chunks, total));
-      };
-      const onError = (e: unknown) => {
-        done();
-        reject(bodyUnreadable(e));
-      };
-      const onClose = () => {
-        if (!req.complete) onError(new Error("the connection closed before the body ended"));
-      };
-      if (req.readableEnded) {
-        reject(bodyUnreadable(new Error("the body was read already")));
-        return;
-      }
-      req.on("data", onData);
-      req.once("end", onEnd);
-      req.once("error", onError);
-      req.once("close", onClose);
+      req[BODY_READ] = { chunks: [], total: 0, maxBytes, resolve, reject };
+      req.on("data", onBodyData);
+      req.once("end", onBodyEnd);
+      req.once("error", onBodyError);
+      req.once("close", onBodyClose);
     });
   }
 
@@ -287,6 +255,58 @@ class NodeInbound implements InboundRequest {
     for (const [k, v] of this.#headers ?? headerMap(this.#req.rawHeaders)) headers.set(k, v);
     return new Request(`${this.origin}${this.#req.url ?? "/"}`, { method: this.method, headers });
   }
+}
+
+/**
+ * The state of a body being read, kept on the request itself: the listeners
+ * are the four functions below, shared by every request, not four closures
+ * made per request.
+ */
+const BODY_READ: unique symbol = Symbol("mneme.http.bodyRead");
+
+interface BodyRead {
+  readonly chunks: Buffer[];
+  total: number;
+  readonly maxBytes: number;
+  readonly resolve: (body: Uint8Array) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+type Reading = IncomingMessage & { [BODY_READ]?: BodyRead };
+
+function onBodyData(this: Reading, chunk: Buffer): void {
+  const read = this[BODY_READ]!;
+  read.total += chunk.byteLength;
+  if (read.total <= read.maxBytes) {
+    read.chunks.push(chunk);
+    return;
+  }
+  stopReading(this);
+  // Drain the rest unread: the answer (413) goes out and the connection stays usable.
+  this.resume();
+  read.reject(tooLarge(read.maxBytes));
+}
+
+function onBodyEnd(this: Reading): void {
+  const read = stopReading(this);
+  read.resolve(concat(read.chunks, read.total));
+}
+
+function onBodyError(this: Reading, e: unknown): void {
+  stopReading(this).reject(bodyUnreadable(e));
+}
+
+function onBodyClose(this: Reading): void {
+  if (!this.complete) onBodyError.call(this, new Error("the connection closed before the body ended"));
+}
+
+/** Takes the body listeners off; the state stays, so a second read is refused. */
+function stopReading(req: Reading): BodyRead {
+  req.off("data", onBodyData);
+  req.off("end", onBodyEnd);
+  req.off("error", onBodyError);
+  req.off("close", onBodyClose);
+  return req[BODY_READ]!;
 }
 
 /** True when no header name of the request is repeated: node:http's object then holds one raw value per name. */
