@@ -125,6 +125,21 @@ describe("toNodeListener's direct path", () => {
     }
   });
 
+  it("the query is read as the URL parser reads it on both paths: after `??`, the parameter's name starts with `?`", async () => {
+    const viaFetch = await serve(facade, {}, "fetch");
+    try {
+      for (const url of [srv.url, viaFetch.url]) {
+        const one = await call(url, "GET", `${list}?pageSize=1`, { headers: USER.headers });
+        expect(one.body.pageSize, url).toBe(1);
+        const other = await call(url, "GET", `${list}??pageSize=1`, { headers: USER.headers });
+        expect(other.status, url).toBe(200);
+        expect(other.body.pageSize, url).not.toBe(1);
+      }
+    } finally {
+      await viaFetch.close();
+    }
+  });
+
   it("a refused body is drained, not read: 401 and 413 leave the connection usable for the next request", async () => {
     const agent = oneSocket();
     const big = JSON.stringify({ title: "x".repeat(5000) });

@@ -279,3 +279,65 @@ describe("dispatch through tokens", () => {
     }
   });
 });
+
+describe("fetchInbound", () => {
+  /** What the URL parser makes of a Request's URL: fetchInbound slices canonical ones and must give the same. */
+  const parsed = (href: string) => {
+    const u = new URL(new Request(href).url);
+    return { origin: u.origin, pathname: u.pathname, query: [...u.searchParams] };
+  };
+  const read = (request: Request) => {
+    const i = fetchInbound(request);
+    return { origin: i.origin, pathname: i.pathname, query: [...i.searchParams] };
+  };
+
+  it("gives the URL parser's origin, path and query, whether the URL is sliced or parsed", () => {
+    for (const href of [
+      "http://example.test/api/a?page=2&x=%20y+z",
+      "https://example.test:8443/a/b/",
+      "http://EXAMPLE.test:80/a",
+      "https://example.test:8080/a@b?c@d&e",
+      "http://example.test/a??b=1",
+      "http://127.1/a",
+      "http://[::1]:3000/a/%2e%2E/b?q=1#frag",
+      "http://example.test/a/./b/../c?x=a'b",
+      "http://example.test/a b/ü?q=ü",
+      "http://xn--bcher-kva.test/",
+      "http://example.test",
+    ]) {
+      expect(read(new Request(href)), href).toEqual(parsed(href));
+    }
+  });
+
+  it("matches the URL parser on any path and query (property)", () => {
+    const chars = fc.constantFrom(..."aZ09-._~!$&'()*+,;=:@/%?#[]\\ \"<>^`{|}é".split(""));
+    fc.assert(
+      fc.property(
+        fc.string({ unit: chars, maxLength: 30 }),
+        fc.constantFrom("http://h.test", "https://h.test:444", "http://H.test"),
+        (tail, base) => {
+          const href = `${base}/${tail}`;
+          let request: Request;
+          try {
+            request = new Request(href);
+          } catch {
+            return;
+          }
+          expect(read(request)).toEqual(parsed(href));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it("refuses a request whose URL does not parse with INVALID_REQUEST", () => {
+    const fake = {
+      url: "http://[x/",
+      method: "GET",
+      headers: new Headers(),
+      body: null,
+      signal: new AbortController().signal,
+    } as unknown as Request;
+    expect(() => fetchInbound(fake)).toThrow(expect.objectContaining({ code: "INVALID_REQUEST" }));
+  });
+});

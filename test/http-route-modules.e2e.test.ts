@@ -66,6 +66,29 @@ for (const path of HTTP_PATHS) {
       expect((await call(url, "GET", `/api/todos/${TODO}`, { headers: ADMIN.headers })).status).toBe(404);
     });
 
+    it("a route may take body and rawBody off its context and call them more than once: the body is read once", async () => {
+      const echo: HttpRouteModule = {
+        name: "echo",
+        routes: [
+          {
+            method: "POST",
+            path: "/api/echo",
+            guard: () => GetTodo,
+            run: async (c) => {
+              const { body, rawBody } = c;
+              const [first, raw, again] = [await body(), await rawBody(), await body()];
+              return jsonResponse(200, { first, raw: raw ?? "none", again, same: body === c.body });
+            },
+          },
+        ],
+      };
+      const url = await start({ modules: [echo] });
+      const sent = await call(url, "POST", "/api/echo", { headers: USER.headers, body: { a: 1 } });
+      expect(sent.body).toEqual({ first: { a: 1 }, raw: { a: 1 }, again: { a: 1 }, same: true });
+      const empty = await call(url, "POST", "/api/echo", { headers: USER.headers, rawBody: "" });
+      expect(empty.body).toEqual({ first: {}, raw: "none", again: {}, same: true });
+    });
+
     it("the resolver comes from the option first, else from the first module that has one; with none, credentials are a 500", async () => {
       const fromModule = await serve(facade, { resolveCredentials: undefined as never, modules: [todoModule(true)] }, path);
       servers.push(fromModule);

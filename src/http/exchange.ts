@@ -44,32 +44,133 @@ export interface Reply {
 
 /** An InboundRequest over a Fetch Request; INVALID_REQUEST when its URL is malformed. */
 export function fetchInbound(request: Request): InboundRequest {
-  let url: URL;
-  try {
-    url = new URL(request.url);
-  } catch {
-    throw new MnemeError("INVALID_REQUEST", "the request URL is malformed");
-  }
-  const body = request.body;
-  return {
-    method: request.method.toUpperCase(),
-    pathname: url.pathname,
-    origin: url.origin,
-    searchParams: url.searchParams,
-    headers: request.headers,
-    signal: request.signal,
-    hasBody: body !== null,
-    readBody: (maxBytes) => (body === null ? Promise.resolve(new Uint8Array(0)) : readBounded(body, maxBytes)),
-    toRequest: () => request,
-  };
+  return new FetchInbound(request);
 }
 
-/** The Fetch Response of a reply. */
+/** An InboundRequest over a Fetch Request: its URL split once, the query parsed only when asked for. */
+class FetchInbound implements InboundRequest {
+  readonly method: string;
+  readonly pathname: string;
+  readonly origin: string;
+  readonly hasBody: boolean;
+  readonly #request: Request;
+  #search: string | URLSearchParams;
+
+  constructor(request: Request) {
+    const href = request.url;
+    const split = splitHref(href);
+    if (split !== undefined) {
+      this.origin = split.origin;
+      this.pathname = split.target.pathname;
+      this.#search = split.target.search;
+    } else {
+      let url: URL;
+      try {
+        url = new URL(href);
+      } catch {
+        throw new MnemeError("INVALID_REQUEST", "the request URL is malformed");
+      }
+      this.origin = url.origin;
+      this.pathname = url.pathname;
+      this.#search = url.searchParams;
+    }
+    this.#request = request;
+    this.method = request.method.toUpperCase();
+    this.hasBody = request.body !== null;
+  }
+
+  get searchParams(): URLSearchParams {
+    const s = this.#search;
+    return typeof s === "string" ? (this.#search = new URLSearchParams(s)) : s;
+  }
+
+  get headers(): HeaderReader {
+    return this.#request.headers;
+  }
+
+  get signal(): AbortSignal {
+    return this.#request.signal;
+  }
+
+  readBody(maxBytes: number): Promise<Uint8Array> {
+    const body = this.#request.body;
+    return body === null ? Promise.resolve(new Uint8Array(0)) : readBounded(body, maxBytes);
+  }
+
+  toRequest(): Request {
+    return this.#request;
+  }
+}
+
+/**
+ * A target the URL parser leaves as it is: origin-form, no character it would
+ * percent-encode, no fragment, and (tested apart) no dot segment it would
+ * resolve. Both paths read such a target by slicing it, not by parsing a URL.
+ */
+const PLAIN_TARGET = /^\/[\w\-.~!$&()*+,;=:@/%?]*$/;
+const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
+
+/**
+ * The path and query of a plain target; undefined for any other (parse it as a
+ * URL). The query keeps its "?": URLSearchParams drops one leading "?" only, so
+ * "/a??x" reads as the URL parser reads it (a parameter named "?x").
+ */
+export function plainTarget(target: string): { pathname: string; search: string } | undefined {
+  if (!PLAIN_TARGET.test(target)) return undefined;
+  const q = target.indexOf("?");
+  const pathname = q < 0 ? target : target.slice(0, q);
+  if (DOT_SEGMENT.test(pathname)) return undefined;
+  return { pathname, search: q < 0 ? "" : target.slice(q) };
+}
+
+/**
+ * `scheme://authority` -> whether the URL parser serialises it as it is (its
+ * origin is itself); bounded, a client sending many hosts only clears it.
+ */
+const canonicalOrigins = new Map<string, boolean>();
+
+/**
+ * The origin, path and query of a Request's URL by slicing it, when the URL
+ * parser would give the same (an http(s) URL whose origin and target it leaves
+ * as they are); undefined otherwise.
+ */
+function splitHref(href: string): { origin: string; target: { pathname: string; search: string } } | undefined {
+  const from = href.startsWith("http://") ? 7 : href.startsWith("https://") ? 8 : 0;
+  if (from === 0) return undefined;
+  const slash = href.indexOf("/", from);
+  if (slash < 0) return undefined;
+  const origin = href.slice(0, slash);
+  let canonical = canonicalOrigins.get(origin);
+  if (canonical === undefined) {
+    canonical = !origin.includes("@") && urlOriginOf(`${origin}/`) === origin;
+    if (canonicalOrigins.size >= 64) canonicalOrigins.clear();
+    canonicalOrigins.set(origin, canonical);
+  }
+  if (!canonical) return undefined;
+  const target = plainTarget(href.slice(slash));
+  return target === undefined ? undefined : { origin, target };
+}
+
+function urlOriginOf(url: string): string | undefined {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The Fetch Response of a reply: its headers given as a plain init, not set one by one on a Headers. */
 export function toResponse(reply: Reply): Response {
-  const headers = new Headers();
-  for (const [name, value] of Object.entries(reply.headers)) {
-    if (typeof value === "string") headers.set(name, value);
-    else for (const v of value) headers.append(name, v);
+  let headers: Record<string, string> | [string, string][] = reply.headers as Record<string, string>;
+  for (const name in reply.headers) {
+    if (typeof reply.headers[name] !== "string") {
+      headers = [];
+      for (const [k, value] of Object.entries(reply.headers)) {
+        if (typeof value === "string") headers.push([k, value]);
+        else for (const v of value) headers.push([k, v]);
+      }
+      break;
+    }
   }
   const body = reply.body ?? null;
   const response = new Response(body, { status: reply.status, headers });

@@ -7,6 +7,7 @@ import {
   type HeaderReader,
   type InboundRequest,
   type Reply,
+  plainTarget,
   tooLarge,
 } from "./exchange.js";
 
@@ -43,16 +44,13 @@ export function toNodeListener(handler: (request: Request) => Promise<Response>,
     return direct.answer(inbound).then(
       (reply): Promise<void> | undefined => {
         if (reply === undefined) return bridge(req, res);
-        const failed = (e: unknown) => {
-          if (!inbound.closed) opts.onError?.(e);
-          res.destroy();
-        };
         try {
           // Text is written at once; only a stream (SSE) is awaited.
-          if (typeof reply.body === "object") return pipeReply(reply, reply.body, req, res, inbound).then(undefined, failed);
+          if (typeof reply.body === "object")
+            return pipeReply(reply, reply.body, req, res, inbound).then(undefined, (e: unknown) => writeFailed(e, inbound, res, opts));
           writeReply(reply, reply.body, req, res);
         } catch (e) {
-          failed(e);
+          writeFailed(e, inbound, res, opts);
         }
         return undefined;
       },
@@ -62,6 +60,12 @@ export function toNodeListener(handler: (request: Request) => Promise<Response>,
       },
     );
   };
+}
+
+/** Writing a reply failed: onError is told unless the client went away, and the connection is closed. */
+function writeFailed(e: unknown, inbound: NodeInbound, res: ServerResponse, opts: NodeListenerOptions): void {
+  if (!inbound.closed) opts.onError?.(e);
+  res.destroy();
 }
 
 async function viaFetch(
@@ -119,13 +123,6 @@ function drain(req: IncomingMessage): void {
 
 /** The methods served directly; anything else goes through the Fetch API, which refuses some of them itself. */
 const DIRECT_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
-/**
- * A target the URL parser leaves as it is: origin-form, no character it would
- * percent-encode, no fragment, and (tested apart) no dot segment it would
- * resolve. Anything else goes through the Fetch API, so both paths see the same path.
- */
-const PLAIN_TARGET = /^\/[\w\-.~!$&()*+,;=:@/%?]*$/;
-const DOT_SEGMENT = /(?:^|\/)(?:\.|%2e){1,2}(?:\/|$)/i;
 /** A host name or IPv4 address, or an IPv6 literal, with an optional port. */
 const PLAIN_HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$/;
 
@@ -165,21 +162,21 @@ class NodeInbound implements InboundRequest {
   readonly #search: string;
   #query: URLSearchParams | undefined;
   #headers: Map<string, string> | undefined;
+  /** True when node:http's own header object can be read as is (no name repeated); undefined until asked. */
+  #distinct: boolean | undefined;
   readonly #res: ServerResponse;
   #abort: AbortController | undefined;
 
   /** Undefined when the request is better served through the Fetch API (see PLAIN_TARGET, PLAIN_HOST). */
   static of(req: IncomingMessage, res: ServerResponse): NodeInbound | undefined {
     const method = (req.method ?? "GET").toUpperCase();
-    const target = req.url ?? "/";
-    if (!DIRECT_METHODS.has(method) || !PLAIN_TARGET.test(target)) return undefined;
-    const q = target.indexOf("?");
-    const pathname = q < 0 ? target : target.slice(0, q);
-    if (DOT_SEGMENT.test(pathname)) return undefined;
+    if (!DIRECT_METHODS.has(method)) return undefined;
+    const target = plainTarget(req.url ?? "/");
+    if (target === undefined) return undefined;
     const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
     const origin = originOf(encrypted, req.headers.host ?? "localhost");
     if (origin === undefined) return undefined;
-    return new NodeInbound(req, res, method, pathname, q < 0 ? "" : target.slice(q + 1), origin);
+    return new NodeInbound(req, res, method, target.pathname, target.search, origin);
   }
 
   private constructor(
@@ -213,7 +210,18 @@ class NodeInbound implements InboundRequest {
 
   /** A header as the Fetch API's Headers gives it: repeated ones joined with ", " (cookies with "; "). */
   get(name: string): string | null {
-    return (this.#headers ??= headerMap(this.#req.rawHeaders)).get(name) ?? null;
+    if (this.#headers === undefined) {
+      // node:http has made its header object already (for Host, at least). Where no name is repeated,
+      // its values are the raw ones, as the Fetch API would give them; else the map below joins them.
+      const req = this.#req;
+      if ((this.#distinct ??= distinctNames(req))) {
+        const v = req.headers[name];
+        if (typeof v === "string") return v;
+        if (v === undefined) return null;
+      }
+      this.#headers = headerMap(req.rawHeaders);
+    }
+    return this.#headers.get(name) ?? null;
   }
 
   /** Made when a route asks for it (most never do): from then on it follows the response's "close". */
@@ -231,46 +239,14 @@ class NodeInbound implements InboundRequest {
   }
 
   readBody(maxBytes: number): Promise<Uint8Array> {
-    const req = this.#req;
+    const req = this.#req as Reading;
+    if (req.readableEnded || req[BODY_READ] !== undefined) return Promise.reject(bodyUnreadable(new Error("the body was read already")));
     return new Promise<Uint8Array>((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      let total = 0;
-      const done = () => {
-        req.off("data", onData);
-        req.off("end", onEnd);
-        req.off("error", onError);
-        req.off("close", onClose);
-      };
-      const onData = (chunk: Buffer) => {
-        total += chunk.byteLength;
-        if (total <= maxBytes) {
-          chunks.push(chunk);
-          return;
-        }
-        done();
-        // Drain the rest unread: the answer (413) goes out and the connection stays usable.
-        req.resume();
-        reject(tooLarge(maxBytes));
-      };
-      const onEnd = () => {
-        done();
-        resolve(concat(chunks, total));
-      };
-      const onError = (e: unknown) => {
-        done();
-        reject(bodyUnreadable(e));
-      };
-      const onClose = () => {
-        if (!req.complete) onError(new Error("the connection closed before the body ended"));
-      };
-      if (req.readableEnded) {
-        reject(bodyUnreadable(new Error("the body was read already")));
-        return;
-      }
-      req.on("data", onData);
-      req.once("end", onEnd);
-      req.once("error", onError);
-      req.once("close", onClose);
+      req[BODY_READ] = { chunks: [], total: 0, maxBytes, resolve, reject };
+      req.on("data", onBodyData);
+      req.once("end", onBodyEnd);
+      req.once("error", onBodyError);
+      req.once("close", onBodyClose);
     });
   }
 
@@ -279,6 +255,65 @@ class NodeInbound implements InboundRequest {
     for (const [k, v] of this.#headers ?? headerMap(this.#req.rawHeaders)) headers.set(k, v);
     return new Request(`${this.origin}${this.#req.url ?? "/"}`, { method: this.method, headers });
   }
+}
+
+/**
+ * The state of a body being read, kept on the request itself: the listeners
+ * are the four functions below, shared by every request, not four closures
+ * made per request.
+ */
+const BODY_READ: unique symbol = Symbol("mneme.http.bodyRead");
+
+interface BodyRead {
+  readonly chunks: Buffer[];
+  total: number;
+  readonly maxBytes: number;
+  readonly resolve: (body: Uint8Array) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+type Reading = IncomingMessage & { [BODY_READ]?: BodyRead };
+
+function onBodyData(this: Reading, chunk: Buffer): void {
+  const read = this[BODY_READ]!;
+  read.total += chunk.byteLength;
+  if (read.total <= read.maxBytes) {
+    read.chunks.push(chunk);
+    return;
+  }
+  stopReading(this);
+  // Drain the rest unread: the answer (413) goes out and the connection stays usable.
+  this.resume();
+  read.reject(tooLarge(read.maxBytes));
+}
+
+function onBodyEnd(this: Reading): void {
+  const read = stopReading(this);
+  read.resolve(concat(read.chunks, read.total));
+}
+
+function onBodyError(this: Reading, e: unknown): void {
+  stopReading(this).reject(bodyUnreadable(e));
+}
+
+function onBodyClose(this: Reading): void {
+  if (!this.complete) onBodyError.call(this, new Error("the connection closed before the body ended"));
+}
+
+/** Takes the body listeners off; the state stays, so a second read is refused. */
+function stopReading(req: Reading): BodyRead {
+  req.off("data", onBodyData);
+  req.off("end", onBodyEnd);
+  req.off("error", onBodyError);
+  req.off("close", onBodyClose);
+  return req[BODY_READ]!;
+}
+
+/** True when no header name of the request is repeated: node:http's object then holds one raw value per name. */
+function distinctNames(req: IncomingMessage): boolean {
+  let names = 0;
+  for (const _ in req.headers) names++;
+  return names * 2 === req.rawHeaders.length;
 }
 
 function headerMap(raw: readonly string[]): Map<string, string> {
@@ -319,19 +354,40 @@ function toRequest(req: IncomingMessage, signal: AbortSignal): Request {
   const encrypted = (req.socket as { encrypted?: boolean }).encrypted === true;
   const host = req.headers.host ?? "localhost";
   const target = req.url ?? "/";
-  // Concatenate, never resolve: "//x" must stay a path, not become a host.
-  const url = target.startsWith("/") ? new URL(`${encrypted ? "https" : "http"}://${host}${target}`) : new URL(target);
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError("unsupported request target");
-  const headers = new Headers();
-  const raw = req.rawHeaders;
-  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+  // Concatenate, never resolve: "//x" must stay a path, not become a host. An origin-form target
+  // gives an http(s) URL whatever the host, so the Request's own parse is the only one (it throws
+  // a TypeError for a malformed one); any other form is parsed first to check its scheme.
+  let url: string | URL;
+  if (target.startsWith("/")) url = `${encrypted ? "https" : "http"}://${host}${target}`;
+  else {
+    url = new URL(target);
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new TypeError("unsupported request target");
+  }
   const method = (req.method ?? "GET").toUpperCase();
-  const init: RequestInit & { duplex?: "half" } = { method, headers, signal };
+  const init: RequestInit & { duplex?: "half" } = { method, headers: fetchHeaders(req), signal };
   if (method !== "GET" && method !== "HEAD") {
     init.body = bodyStream(req);
     init.duplex = "half";
   }
   return new Request(url, init);
+}
+
+/**
+ * The request's headers as a Fetch Headers init: node:http's own object when
+ * no name is repeated (one raw value per name), else every raw pair, which the
+ * Headers joins as the Fetch API does. Never a Headers of our own: the
+ * Request would copy it into its own.
+ */
+function fetchHeaders(req: IncomingMessage): Record<string, string> | [string, string][] {
+  if (distinctNames(req)) {
+    let plain = true;
+    for (const name in req.headers) if (typeof req.headers[name] !== "string") plain = false;
+    if (plain) return req.headers as Record<string, string>;
+  }
+  const raw = req.rawHeaders;
+  const pairs: [string, string][] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) pairs.push([raw[i]!, raw[i + 1]!]);
+  return pairs;
 }
 
 function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
@@ -372,19 +428,22 @@ function bodyStream(req: IncomingMessage): ReadableStream<Uint8Array> {
 }
 
 async function writeResponse(response: Response, res: ServerResponse, signal: AbortSignal): Promise<void> {
-  res.statusCode = response.status;
-  const cookies = response.headers.getSetCookie();
+  // One object for writeHead (node:http writes it as it is), not a setHeader per header.
+  const headers: Record<string, string | string[] | number> = {};
   response.headers.forEach((v, k) => {
-    if (k !== "set-cookie") res.setHeader(k, v);
+    if (k !== "set-cookie") headers[k] = v;
   });
-  if (cookies.length > 0) res.setHeader("set-cookie", cookies);
+  const cookies = response.headers.getSetCookie();
+  if (cookies.length > 0) headers["set-cookie"] = cookies;
   const text = (response as Response & { [BODY_TEXT]?: string })[BODY_TEXT];
   if (typeof text === "string" && !response.bodyUsed) {
     // A response of mneme/http whose text is at hand: skip pulling it through the stream.
-    res.setHeader("content-length", Buffer.byteLength(text));
+    headers["content-length"] = Buffer.byteLength(text);
+    res.writeHead(response.status, headers);
     res.end(text);
     return;
   }
+  res.writeHead(response.status, headers);
   if (response.body === null) {
     res.end();
     return;

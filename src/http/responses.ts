@@ -2,13 +2,17 @@ import { MnemeError } from "../model/errors.js";
 import type { Reply } from "./exchange.js";
 
 /** A JSON reply that no cache keeps (every answer depends on the caller's permissions). */
-export function jsonResponse(status: number, body: unknown, headers: Readonly<Record<string, string | string[]>> = {}): Reply {
-  return {
-    status,
-    headers: { ...headers, "content-type": "application/json; charset=utf-8", "cache-control": "no-store" },
-    body: JSON.stringify(body === undefined ? null : body),
-  };
+export function jsonResponse(status: number, body: unknown, headers?: Readonly<Record<string, string | string[]>>): Reply {
+  const text = JSON.stringify(body === undefined ? null : body);
+  // Most replies add no header of their own: a literal, not a spread of an empty object.
+  const all =
+    headers === undefined
+      ? { "content-type": JSON_TYPE, "cache-control": "no-store" }
+      : { ...headers, "content-type": JSON_TYPE, "cache-control": "no-store" };
+  return { status, headers: all, body: text };
 }
+
+const JSON_TYPE = "application/json; charset=utf-8";
 
 /** 204 without a body. */
 export function noContent(headers: Readonly<Record<string, string | string[]>> = {}): Reply {

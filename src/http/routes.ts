@@ -68,9 +68,20 @@ export interface ServedRoute {
   readonly fixed: { readonly guard: MessageRef; readonly storeAccess: boolean } | undefined;
 }
 
+/** The store messages' names by domain: the generic command and query routes ask on every request. */
+const STORE_MESSAGE_NAMES: ReadonlyMap<string, ReadonlySet<string>> = (() => {
+  const out = new Map<string, Set<string>>();
+  for (const t of STORE_MESSAGES) {
+    let names = out.get(t.domain);
+    if (names === undefined) out.set(t.domain, (names = new Set()));
+    names.add(t.name);
+  }
+  return out;
+})();
+
 /** True when `ref` is one of the Runtime's store messages (the generic routes can reach them too). */
 export function isStoreMessage(ref: MessageRef): boolean {
-  return STORE_MESSAGES.some((t) => t.domain === ref.domain && t.name === ref.name);
+  return STORE_MESSAGE_NAMES.get(ref.domain)?.has(ref.name) === true;
 }
 
 function served(route: Route): ServedRoute {
@@ -304,7 +315,7 @@ function messageRoutes(): HttpRoute[] {
         if (out.replayed === true) body.replayed = true;
         if (out.handlerErrors.length > 0)
           body.handlerErrors = out.handlerErrors.map((h) => ({ eventHandlerName: h.eventHandlerName, message: h.error.message }));
-        return jsonResponse(200, body, out.replayed === true ? { "idempotent-replayed": "true" } : {});
+        return jsonResponse(200, body, out.replayed === true ? { "idempotent-replayed": "true" } : undefined);
       },
     },
 
