@@ -66,6 +66,23 @@ export function tagIndexRows(entries: readonly TagIndexEntry[]): { tenantUuid: s
   return rows;
 }
 
+/** Options of `readTagged`. */
+export interface TaggedReadOptions {
+  /** Only the matches after this position (a cached answer brought up to date); default 0, every match. */
+  readonly after?: number;
+}
+
+/** `opts.after` of readTagged checked: a non-negative safe integer, 0 when absent (INVALID_REQUEST otherwise). */
+export function readAfter(opts: TaggedReadOptions | undefined): number {
+  if (opts === undefined) return 0;
+  if (typeof opts !== "object" || opts === null) throw new MnemeError("INVALID_REQUEST", "readTagged: options must be an object");
+  const after: unknown = opts.after;
+  if (after === undefined) return 0;
+  if (typeof after !== "number" || !Number.isSafeInteger(after) || after < 0)
+    throw new MnemeError("INVALID_REQUEST", `readTagged: after must be an integer >= 0, got ${String(after)}`);
+  return after;
+}
+
 /** The stored events matching a query, in position order, and the position the answer is complete up to. */
 export interface TaggedRead<E> {
   readonly events: E[];
