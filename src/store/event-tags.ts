@@ -266,7 +266,12 @@ export function itemMatchSql(
     sql += ` AND (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(tag)} AND u.position = t.position LIMIT 1) IS NOT NULL`;
   }
   if (item.types !== undefined) {
-    sql += ` AND (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag ${inList(item.types)} AND u.position = t.position LIMIT 1) IS NOT NULL`;
+    // One probe of the whole key per type: with `tag IN (...)` the planner probed (tenant, position) and filtered
+    // the tags, a scan of the tenant's part of the index per candidate, growing with the store.
+    const probes = item.types.map(
+      (type) => `(SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(type)} AND u.position = t.position LIMIT 1) IS NOT NULL`,
+    );
+    sql += probes.length === 1 ? ` AND ${probes[0]}` : ` AND (${probes.join(" OR ")})`;
   }
   return sql;
 }
