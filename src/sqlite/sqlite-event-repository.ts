@@ -331,7 +331,9 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
       const head = (db.statement(`SELECT MAX(position) AS p FROM ${this.table}`).get() as { p: number | null }).p ?? 0;
       const values: unknown[] = [];
       const bind = (v: unknown): string => (values.push(v), "?");
-      const union = planned.map((item) => itemMatchSql(this.tagTable, tenantUuid, item, after > 0 ? { after, until: head } : { until: head }, bind)).join(" UNION ");
+      const union = planned
+        .map((item) => itemMatchSql(this.tagTable, tenantUuid, item, after > 0 ? { after, until: head } : { until: head }, bind))
+        .join(" UNION ");
       const rows = db
         .rawStatement(`SELECT ${COLUMNS} FROM ${this.table} WHERE position IN (${union}) ORDER BY position`)
         .all(...values) as EventRow[];

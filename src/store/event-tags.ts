@@ -79,7 +79,10 @@ export function readAfter(opts: TaggedReadOptions | undefined): number {
   const after: unknown = opts.after;
   if (after === undefined) return 0;
   if (typeof after !== "number" || !Number.isSafeInteger(after) || after < 0)
-    throw new MnemeError("INVALID_REQUEST", `readTagged: after must be an integer >= 0, got ${String(after)}`);
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `readTagged: after must be an integer >= 0, got ${typeof after === "number" ? String(after) : (JSON.stringify(after) ?? typeof after)}`,
+    );
   return after;
 }
 
@@ -269,7 +272,8 @@ export function itemMatchSql(
     // One probe of the whole key per type: with `tag IN (...)` the planner probed (tenant, position) and filtered
     // the tags, a scan of the tenant's part of the index per candidate, growing with the store.
     const probes = item.types.map(
-      (type) => `(SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(type)} AND u.position = t.position LIMIT 1) IS NOT NULL`,
+      (type) =>
+        `(SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(type)} AND u.position = t.position LIMIT 1) IS NOT NULL`,
     );
     sql += probes.length === 1 ? ` AND ${probes[0]}` : ` AND (${probes.join(" OR ")})`;
   }
