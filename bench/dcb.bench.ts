@@ -36,7 +36,7 @@ const CAPACITY = 1_000;
 const REQ_CTX_JSON = JSON.stringify(reqCtx);
 
 /** The rule with aggregates: a course (capacity, seats taken) and a student (courses), both loaded. */
-export function aggregateCourses() {
+function aggregateCourses() {
   const D = defineDomain("AggCourses");
   const CourseDefined = D.event<{ capacity: number }>("CourseDefined");
   const StudentSubscribed = D.event<{ studentId: string; courseId: string }>("StudentSubscribed");
