@@ -1,8 +1,10 @@
 import type { EventQueries, EventQuery, EventQueryFold, EventQueryOptions, EventQueryRead, FoldedEvents } from "../model/context.js";
 import { MnemeError } from "../model/errors.js";
 import type { EventType, Evolver } from "../model/tokens.js";
+import type { Event } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
-import { type AppendCondition, planItems, tagProblem, type TagQueryItem } from "../store/event-tags.js";
+import { type AppendCondition, planItems, tagProblem, type TaggedRead, type TagQueryItem } from "../store/event-tags.js";
+import { type EventQueryCache, queryKey } from "./event-query-cache.js";
 
 /** What `ctx.events` needs of the facade. */
 export interface TaggedEventsHost {
@@ -12,6 +14,8 @@ export interface TaggedEventsHost {
   eventType(path: string): EventType | undefined;
   /** The paths events of these types are stored under (their former names too). */
   storedPaths(paths: readonly string[]): string[];
+  /** The facade's cache of query reads; undefined when it is off. */
+  readonly cache?: EventQueryCache | undefined;
 }
 
 /** A query the command read with check, as the append checks it and the command's record keeps it. */
@@ -46,7 +50,7 @@ export class CommandEvents implements EventQueries {
         "events.read: the event repository stores no event tags, so no query can be read or guarded (use the memory, SQLite or Postgres repository, or aggregates)",
       );
     }
-    const { events, position } = await repository.readTagged(this.tenantUuid, items);
+    const { events, position } = await this.#readTagged(repository, items);
     if (check) (this.#read ??= []).push({ items, position });
     return { events, position };
   }
@@ -60,6 +64,34 @@ export class CommandEvents implements EventQueries {
       if (fn !== undefined) state = fn(state, e.payload, e);
     }
     return { state, position };
+  }
+
+  /**
+   * The query's matches and the head they were read at: through the cache
+   * when it holds the query, reading only the matches after its position
+   * (so the answer is as fresh as a full read); copies, never the cached events.
+   */
+  async #readTagged(repository: EventRepository, items: TagQueryItem[]): Promise<TaggedRead<Event>> {
+    const cache = this.host.cache;
+    if (cache === undefined) return repository.readTagged!(this.tenantUuid, items);
+    const key = queryKey(this.tenantUuid, items);
+    const cached = cache.get(key);
+    const read = await repository.readTagged!(this.tenantUuid, items, cached === undefined ? undefined : { after: cached.position });
+    const keep = read.events.every((e) => this.#cacheable(e));
+    if (cached === undefined) {
+      if (!keep) return read;
+      cache.set(key, read.events, read.position);
+      return { events: copyEvents(read.events), position: read.position };
+    }
+    const events = read.events.length === 0 ? cached.events : [...cached.events, ...read.events];
+    // Kept at the newer position (also with no new match: the next read starts there); an answer with personal data is not.
+    if (keep) cache.set(key, events, read.position);
+    return { events: copyEvents(events), position: read.position };
+  }
+
+  /** False for an event of a type with personal data: a cached copy would outlive forget(). */
+  #cacheable(e: Event): boolean {
+    return this.host.eventType(`${e.domain}.${e.name}`)?.personalData === undefined;
   }
 
   /** The append conditions of the queries read with check; undefined when there are none. */
@@ -127,6 +159,11 @@ export class CommandEvents implements EventQueries {
     });
     return this.host.storedPaths(paths);
   }
+}
+
+/** Private copies of cached events: a handler or an evolver that changes what it read never changes the cache. */
+function copyEvents(events: readonly Event[]): Event[] {
+  return events.length === 0 ? [] : structuredClone(events as Event[]);
 }
 
 function checkOption(opts: EventQueryOptions | undefined, where: string): boolean {

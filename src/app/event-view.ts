@@ -3,7 +3,7 @@ import type { EventType } from "../model/tokens.js";
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
-import type { TaggedRead, TagQueryItem } from "../store/event-tags.js";
+import type { TaggedRead, TaggedReadOptions, TagQueryItem } from "../store/event-tags.js";
 import { isSealedJsonSafe, jsonSafeProblem } from "../store/json-safe.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { declareCapabilities, eventRepositoryCapabilities, type EventRepositoryCapabilities } from "../store/backend.js";
@@ -202,9 +202,9 @@ export class EventView implements FacadeEventRepository {
   }
 
   /** The events matching `items` in `tenantUuid` and the head they were read at, through the read steps (INVALID_STATE when the repository stores no tags). */
-  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[], opts?: TaggedReadOptions): Promise<TaggedRead<Event>> {
     if (!this.storesTags) throw new MnemeError("INVALID_STATE", "this event repository stores no event tags");
-    const read = await this.stored.readTagged!(tenantUuid, items);
+    const read = await this.stored.readTagged!(tenantUuid, items, opts);
     return this.#readSteps.length === 0 ? read : { events: await this.read(read.events), position: read.position };
   }
 }

@@ -4,6 +4,7 @@ import type { DeliveryOptions } from "../readmodel/handler-runner.js";
 import type { SystemEventProducerOptions } from "../runtime/system-events.js";
 import type { JsonSchema } from "../model/types.js";
 import type { AggregateCacheOptions } from "./aggregate-cache.js";
+import type { EventQueryCacheOptions } from "./event-query-cache.js";
 import type { IdempotencyOptions } from "./command-claim.js";
 import type { BackendChoice } from "./backend-choice.js";
 
@@ -41,6 +42,13 @@ export interface FacadeOptions extends BackendChoice {
    * version. `false` turns it off.
    */
   readonly aggregateCache?: AggregateCacheOptions | false;
+  /**
+   * The in-process cache of `ctx.events` reads (on by default, 10,000
+   * queries; off with `false`, or when `aggregateCache` is `false` and this
+   * is not given): a read of a cached query reads only the matches after
+   * the position it was cached at (docs/dcb.md, "The query cache").
+   */
+  readonly eventQueryCache?: EventQueryCacheOptions | false;
   /** OpenTelemetry spans and metrics, when @opentelemetry/api is installed (docs/observability.md). `false` turns them off. */
   readonly telemetry?: boolean;
   /**

@@ -37,6 +37,7 @@ import { KeyedLock } from "../model/keyed-lock.js";
 import type { AggregateType, CommandType, EventType, QueryType } from "../model/tokens.js";
 import type { DispatchOptions, DispatchResult, FacadeHandle, MessageRef, QueryOptions } from "../model/facade-handle.js";
 import { AggregateCache, type AggregateCacheStats } from "./aggregate-cache.js";
+import { EventQueryCache, type EventQueryCacheStats } from "./event-query-cache.js";
 import { AggregateLoading } from "./aggregate-loading.js";
 import { claimingStore, idempotencyOptions } from "./command-claim.js";
 import type { CommandContextHost } from "./command-context.js";
@@ -113,6 +114,8 @@ export class Facade implements FacadeHandle {
   readonly #readmodels = new ReadmodelRegistry();
   readonly #privacy: WritePathPrivacy;
   readonly #aggregateCache: AggregateCache | undefined;
+  /** The cache of `ctx.events` reads; undefined when off. */
+  readonly #queryCache: EventQueryCache | undefined;
   readonly #loading: AggregateLoading;
   readonly #upcasting = new Upcasting();
   readonly #delivery: DeliveryOptions;
@@ -169,6 +172,8 @@ export class Facade implements FacadeHandle {
     );
     events.setStoredPaths((paths) => this.#upcasting.storedPaths(paths));
     this.#aggregateCache = options.aggregateCache === false ? undefined : new AggregateCache(options.aggregateCache);
+    const queryCache = options.eventQueryCache ?? (options.aggregateCache === false ? false : undefined);
+    this.#queryCache = queryCache === false ? undefined : new EventQueryCache(queryCache);
     // An aggregate that folds personal data is neither cached nor snapshotted: a folded copy would outlive forget().
     this.#loading = new AggregateLoading(this.eventRepository, this.snapshotStore, this.#aggregateCache, this.logStore, (a) =>
       privacy.foldsPersonalData(a),
@@ -240,6 +245,7 @@ export class Facade implements FacadeHandle {
         repository: this.eventRepository,
         eventType: (path) => this.#registry.eventTypes.get(path),
         storedPaths: (paths) => this.#upcasting.storedPaths(paths),
+        cache: this.#queryCache,
       },
     };
   }
@@ -323,6 +329,8 @@ export class Facade implements FacadeHandle {
    */
   async indexEventTags(opts?: IndexEventTagsOptions): Promise<IndexEventTagsReport> {
     this.#lifecycle.assertStarted();
+    // Tag rows of stored events are matches below positions the query cache read at: it starts over.
+    this.#queryCache?.clear();
     return indexEventTags({ events: this.eventRepository, eventType: (path) => this.#registry.eventTypes.get(path) }, opts);
   }
 
@@ -450,6 +458,11 @@ export class Facade implements FacadeHandle {
   /** Size, bounds and hit counts of the aggregate cache; undefined when it is off. */
   aggregateCacheStats(): AggregateCacheStats | undefined {
     return this.#aggregateCache?.stats();
+  }
+
+  /** Size, bound, hits and misses of the cache of `ctx.events` reads; undefined when it is off. */
+  eventQueryCacheStats(): EventQueryCacheStats | undefined {
+    return this.#queryCache?.stats();
   }
 
   /** The highest event position this facade has seen. */

@@ -17,6 +17,8 @@ import {
   conditionFailed,
   planConditions,
   planItems,
+  readAfter,
+  type TaggedReadOptions,
   type PlannedItem,
   rowsMatch,
   type TaggedRead,
@@ -169,17 +171,18 @@ export class MemoryEventRepository implements EventRepository {
   }
 
   /** See EventRepository.readTagged. */
-  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[], opts?: TaggedReadOptions): Promise<TaggedRead<Event>> {
     this.assertOpen();
     if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readTagged: tenantUuid must be a string");
     const planned = planItems(items, "readTagged");
+    const after = readAfter(opts);
     const position = this.nextPosition - 1;
     const byTag = this.tagIndex.get(tenantUuid);
     const found = new Set<number>();
     if (byTag !== undefined) {
       for (const item of planned) {
         for (const d of item.drive) {
-          for (const p of byTag.get(d) ?? []) if (!found.has(p) && rowsMatch(this.rowsAt.get(p)!, item)) found.add(p);
+          for (const p of byTag.get(d) ?? []) if (p > after && !found.has(p) && rowsMatch(this.rowsAt.get(p)!, item)) found.add(p);
         }
       }
     }

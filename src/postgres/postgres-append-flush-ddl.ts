@@ -69,7 +69,7 @@ ${DECLARATIONS}${tagged ? TAGGED_DECLARATIONS : ""}
         END IF;
         -- Held until this transaction's commit is visible: appends are serialised in commit order.
         PERFORM pg_advisory_xact_lock(p_lock_key);
-        v_start := (SELECT coalesce(max(position), 0) FROM ${s}.events);
+        v_start := (SELECT coalesce(max(position), 0) FROM ${s}.events);${tagged ? storedMatches(s) : ""}
         v_apart := v_calls = 1;
         IF NOT v_apart THEN
           v_apart := NOT EXISTS (
@@ -96,7 +96,7 @@ ${DECLARATIONS}${tagged ? TAGGED_DECLARATIONS : ""}
           IF v_hi >= v_lo AND (p_event_calls[v_lo] <> i OR p_event_calls[v_hi] <> i) THEN
             RAISE EXCEPTION 'mneme_append_flush: p_event_calls does not match p_call_ends' USING ERRCODE = '22023';
           END IF;
-${callChecks(s)}${tagged ? conditionChecks(s) : ""}
+${callChecks(s)}${tagged ? conditionChecks() : ""}
           IF v_state IS NOT NULL THEN
             v_states[i] := v_state;
             v_msgs[i] := v_msg;
@@ -400,39 +400,57 @@ const TAGGED_DECLARATIONS = `
         v_chi integer;
         v_cond jsonb;
         v_tenant text;
-        v_after bigint;
         v_drive text[];
         v_rest text[];
         v_types text[];
         v_pos bigint;
-        v_ev integer;`;
+        v_ev integer;
+        v_stored bigint[];`;
+
+/**
+ * The first stored match of every condition item of the flush (NULL: none), by one statement under the lock
+ * before any call is written: an item of tenant t after position a, driven by the rows d (one tag, or the
+ * types), each candidate probed for the further tags r and one of the types y by the whole key. A call's
+ * conditions then read v_stored; what earlier calls of the flush write is checked from the parameters (see
+ * conditionChecks). One statement instead of several per item: the checks of a flush cost a plan execution
+ * each, which loaded machines felt (issue #43).
+ */
+function storedMatches(s: string): string {
+  return `
+        IF coalesce(cardinality(p_conds), 0) > 0 THEN
+          v_stored := ARRAY(
+            SELECT (
+              SELECT t.position FROM ${s}.event_tags t
+              WHERE t.tenant_uuid = c.v->>'t' AND t.tag = ANY (ARRAY(SELECT jsonb_array_elements_text(c.v->'d')))
+                AND t.position > (c.v->>'a')::bigint
+                AND (SELECT count(*) FROM jsonb_array_elements_text(c.v->'r') AS g(tag) WHERE (
+                  SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = g.tag AND u.position = t.position LIMIT 1) IS NULL) = 0
+                AND (jsonb_typeof(c.v->'y') IS DISTINCT FROM 'array' OR (
+                  SELECT count(*) FROM jsonb_array_elements_text(c.v->'y') AS y(tag) WHERE (
+                  SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = y.tag AND u.position = t.position LIMIT 1) IS NOT NULL) > 0)
+              ORDER BY t.position LIMIT 1)
+            FROM unnest(p_conds) WITH ORDINALITY AS c(v, k) ORDER BY c.k);
+        END IF;`;
+}
 
 /**
  * The append conditions of call i (items v_clo..v_chi), after its other checks: an event of the item's tenant
  * that matches it, stored after the item's position (by the (tenant_uuid, tag, position) key of event_tags), or
  * written by a call accepted before it in this flush (all after any position a reader saw), refuses the call.
  */
-function conditionChecks(s: string): string {
+function conditionChecks(): string {
   return `
           v_chi := coalesce(p_cond_ends[i], v_clo - 1);
           FOR k IN v_clo .. v_chi LOOP
             EXIT WHEN v_state IS NOT NULL;
             v_cond := p_conds[k];
-            v_tenant := v_cond->>'t';
-            v_after := (v_cond->>'a')::bigint;
-            v_drive := ARRAY(SELECT jsonb_array_elements_text(v_cond->'d'));
-            v_rest := ARRAY(SELECT jsonb_array_elements_text(v_cond->'r'));
-            v_types := CASE WHEN jsonb_typeof(v_cond->'y') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(v_cond->'y')) END;
-            -- Probes as scalar subqueries with LIMIT (not EXISTS, which the planner may turn into a scan per candidate).
-            SELECT t.position INTO v_pos FROM ${s}.event_tags t
-            WHERE t.tenant_uuid = v_tenant AND t.tag = ANY (v_drive) AND t.position > v_after
-              AND (SELECT count(*) FROM unnest(v_rest) AS g(tag) WHERE (
-                SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = v_tenant AND u.tag = g.tag AND u.position = t.position LIMIT 1) IS NULL) = 0
-              AND (v_types IS NULL OR (
-                SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = v_tenant AND u.tag = ANY (v_types) AND u.position = t.position LIMIT 1) IS NOT NULL)
-            ORDER BY t.position LIMIT 1;
+            v_pos := v_stored[k];
             v_ev := NULL;
             IF v_pos IS NULL AND v_lo > 1 THEN
+              v_tenant := v_cond->>'t';
+              v_drive := ARRAY(SELECT jsonb_array_elements_text(v_cond->'d'));
+              v_rest := ARRAY(SELECT jsonb_array_elements_text(v_cond->'r'));
+              v_types := CASE WHEN jsonb_typeof(v_cond->'y') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(v_cond->'y')) END;
               SELECT x.ev INTO v_ev FROM unnest(p_tag_events, p_tags) AS x(ev, tag)
               WHERE x.ev < v_lo AND x.tag = ANY (v_drive) AND p_tenant_uuids[x.ev] = v_tenant
                 AND v_shift[p_event_calls[x.ev]] IS NOT NULL
@@ -444,7 +462,7 @@ function conditionChecks(s: string): string {
             END IF;
             IF v_pos IS NOT NULL OR v_ev IS NOT NULL THEN
               v_state := '${SQLSTATE_QUERY_MATCHED}';
-              v_msg := format('query %s item %s after %s at %s', v_cond->>'q', v_cond->>'k', v_after, coalesce(v_pos::text, '-'));
+              v_msg := format('query %s item %s after %s at %s', v_cond->>'q', v_cond->>'k', v_cond->>'a', coalesce(v_pos::text, '-'));
             END IF;
           END LOOP;`;
 }

@@ -6,7 +6,16 @@ import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import { readAllWindow } from "../store/read-all-options.js";
-import { itemMatchSql, planItems, type TagIndexEntry, tagIndexRows, type TaggedRead, type TagQueryItem } from "../store/event-tags.js";
+import {
+  itemMatchSql,
+  planItems,
+  readAfter,
+  type TagIndexEntry,
+  tagIndexRows,
+  type TaggedRead,
+  type TaggedReadOptions,
+  type TagQueryItem,
+} from "../store/event-tags.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { prepare, recordColumns } from "./postgres-append-input.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
@@ -282,17 +291,18 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
    * See EventRepository.readTagged. One statement, so one snapshot: the head and the matches up to it.
    * Appends commit in position order under the append lock, so the snapshot holds every position up to the head.
    */
-  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[], opts?: TaggedReadOptions): Promise<TaggedRead<Event>> {
     return this.track(async () => {
       if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readTagged: tenantUuid must be a string");
       const planned = planItems(items, "readTagged");
+      const after = readAfter(opts);
       const values: unknown[] = [];
       const bind = (v: unknown): string => {
         values.push(v);
         return typeof v === "number" ? `$${values.length}::bigint` : `$${values.length}::text`;
       };
       const tags = `${this.qschema}.event_tags`;
-      const union = planned.map((item) => itemMatchSql(tags, tenantUuid, item, {}, bind)).join(" UNION ");
+      const union = planned.map((item) => itemMatchSql(tags, tenantUuid, item, after > 0 ? { after } : {}, bind)).join(" UNION ");
       const text = `WITH h AS MATERIALIZED (SELECT coalesce(max(position), 0) AS head FROM ${this.qschema}.events)
          SELECT e.*, h.head::text FROM h LEFT JOIN LATERAL (
            SELECT ${EVENT_COLUMNS} FROM ${this.qschema}.events

@@ -24,6 +24,8 @@ import {
   planConditions,
   type PlannedCondition,
   planItems,
+  readAfter,
+  type TaggedReadOptions,
   type TaggedRead,
   type TagIndexEntry,
   tagIndexRows,
@@ -320,15 +322,18 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
    * See EventRepository.readTagged: the head, then the matches up to it. Positions are given under the write
    * lock in commit order, so an append committed between the two statements lies above the head and is left out.
    */
-  async readTagged(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>> {
+  async readTagged(tenantUuid: string, items: readonly TagQueryItem[], opts?: TaggedReadOptions): Promise<TaggedRead<Event>> {
     if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readTagged: tenantUuid must be a string");
     const planned = planItems(items, "readTagged");
+    const after = readAfter(opts);
     const db = this.ready();
     try {
       const head = (db.statement(`SELECT MAX(position) AS p FROM ${this.table}`).get() as { p: number | null }).p ?? 0;
       const values: unknown[] = [];
       const bind = (v: unknown): string => (values.push(v), "?");
-      const union = planned.map((item) => itemMatchSql(this.tagTable, tenantUuid, item, { until: head }, bind)).join(" UNION ");
+      const union = planned
+        .map((item) => itemMatchSql(this.tagTable, tenantUuid, item, after > 0 ? { after, until: head } : { until: head }, bind))
+        .join(" UNION ");
       const rows = db
         .rawStatement(`SELECT ${COLUMNS} FROM ${this.table} WHERE position IN (${union}) ORDER BY position`)
         .all(...values) as EventRow[];

@@ -1,6 +1,6 @@
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandRecord, CommandStore } from "./command-store.js";
-import type { AppendCondition, TagIndexEntry, TaggedRead, TagQueryItem } from "./event-tags.js";
+import type { AppendCondition, TagIndexEntry, TaggedRead, TaggedReadOptions, TagQueryItem } from "./event-tags.js";
 import type { PayloadSealing } from "./payload-sealing.js";
 import type { StoreInfo } from "./store-info.js";
 
@@ -138,9 +138,10 @@ export interface EventRepository {
    * The events of `tenantUuid` matching any item, in position order, read by
    * the tag index, and `position`: the store's head when it was read (at
    * least the last event's), so a condition `after: position` catches every
-   * later match. Required when `storesTags` is true.
+   * later match. `opts.after`: only the matches above that position (what a
+   * cached answer read at `after` lacks). Required when `storesTags` is true.
    */
-  readTagged?(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>>;
+  readTagged?(tenantUuid: string, items: readonly TagQueryItem[], opts?: TaggedReadOptions): Promise<TaggedRead<Event>>;
   /**
    * Adds the tag index rows of stored events that have none yet (events
    * appended before their type declared tags; see `facade.indexEventTags`),

@@ -66,6 +66,26 @@ export function tagIndexRows(entries: readonly TagIndexEntry[]): { tenantUuid: s
   return rows;
 }
 
+/** Options of `readTagged`. */
+export interface TaggedReadOptions {
+  /** Only the matches after this position (a cached answer brought up to date); default 0, every match. */
+  readonly after?: number;
+}
+
+/** `opts.after` of readTagged checked: a non-negative safe integer, 0 when absent (INVALID_REQUEST otherwise). */
+export function readAfter(opts: TaggedReadOptions | undefined): number {
+  if (opts === undefined) return 0;
+  if (typeof opts !== "object" || opts === null) throw new MnemeError("INVALID_REQUEST", "readTagged: options must be an object");
+  const after: unknown = opts.after;
+  if (after === undefined) return 0;
+  if (typeof after !== "number" || !Number.isSafeInteger(after) || after < 0)
+    throw new MnemeError(
+      "INVALID_REQUEST",
+      `readTagged: after must be an integer >= 0, got ${typeof after === "number" ? String(after) : (JSON.stringify(after) ?? typeof after)}`,
+    );
+  return after;
+}
+
 /** The stored events matching a query, in position order, and the position the answer is complete up to. */
 export interface TaggedRead<E> {
   readonly events: E[];
@@ -249,7 +269,13 @@ export function itemMatchSql(
     sql += ` AND (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(tag)} AND u.position = t.position LIMIT 1) IS NOT NULL`;
   }
   if (item.types !== undefined) {
-    sql += ` AND (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag ${inList(item.types)} AND u.position = t.position LIMIT 1) IS NOT NULL`;
+    // One probe of the whole key per type: with `tag IN (...)` the planner probed (tenant, position) and filtered
+    // the tags, a scan of the tenant's part of the index per candidate, growing with the store.
+    const probes = item.types.map(
+      (type) =>
+        `(SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(type)} AND u.position = t.position LIMIT 1) IS NOT NULL`,
+    );
+    sql += probes.length === 1 ? ` AND ${probes[0]}` : ` AND (${probes.join(" OR ")})`;
   }
   return sql;
 }
