@@ -1,0 +1,178 @@
+import { createHash } from "node:crypto";
+import { MnemeError } from "../model/errors.js";
+
+/**
+ * The hash chain of stored events (tamper evidence).
+ *
+ * Every stored event carries `hash`, the SHA-256 (lowercase hex) of the UTF-8
+ * bytes of
+ *
+ *     previous hash "\n" position "\n" field(event uuid) "\n" field(tenant) "\n"
+ *     field(domain) "\n" field(name) "\n" field(aggregate uuid) "\n" version "\n"
+ *     field(command uuid) "\n" created at "\n" event version "\n"
+ *     field(request context as stored) "\n" field(payload as stored)
+ *
+ * where `field(x)` is the byte length of x's UTF-8 encoding in decimal, ":",
+ * and x itself (`-` for an absent command uuid or payload), numbers are in
+ * decimal, and the previous hash is that of the event stored just before in
+ * position order (64 zeros, {@link GENESIS_HASH}, for the first one). The
+ * payload and the request context are hashed as the store keeps them (JSON
+ * text on SQLite, `jsonb::text` on Postgres), personal fields as ciphertext, so
+ * forgetting a subject (which deletes its key, not its events) keeps the
+ * chain valid. The tag index is not part of the chain: it is derived from the
+ * payloads when they are appended.
+ *
+ * The hash is computed inside the append's ordered section (SQLite: the
+ * write transaction; Postgres: a row trigger under the append lock), so the
+ * chain follows commit order. Changing a stored byte, a position, or the
+ * order of rows changes the hash of that event and, through it, of every
+ * later one: {@link verifyEventChain} recomputes the chain from the start
+ * and reports the first position whose stored hash does not follow.
+ */
+export const GENESIS_HASH = "0".repeat(64);
+
+/** One stored event as the chain sees it: the stored texts, numbers in decimal. */
+export interface ChainRow {
+  readonly position: number;
+  /** The stored hash (null: not chained yet, a store older than the chain before its upgrade). */
+  readonly hash: string | null;
+  readonly eventUuid: string;
+  readonly tenantUuid: string;
+  readonly domain: string;
+  readonly name: string;
+  readonly aggregateUuid: string;
+  readonly version: number;
+  readonly commandUuid: string | null;
+  /** createdAt in ns, decimal (as the store keeps it: an int64). */
+  readonly createdAt: string;
+  readonly eventVersion: number;
+  /** The request context as stored (JSON text). */
+  readonly reqCtx: string;
+  /** The payload as stored (JSON text), null when absent. */
+  readonly payload: string | null;
+}
+
+/** The chain's newest link: the highest chained position and its hash (position 0 and {@link GENESIS_HASH} when empty). */
+export interface ChainHead {
+  readonly position: number;
+  readonly hash: string;
+}
+
+/** Options of {@link verifyEventChain}. */
+export interface VerifyChainOptions {
+  /** Rows per page read from the store. Default 1000. */
+  readonly batchSize?: number;
+  /** Called after each page with the rows checked so far and the last position checked. */
+  readonly onProgress?: (checked: number, position: number) => void;
+  /** When aborted, verification stops and reports what it checked (`complete: false`). */
+  readonly signal?: AbortSignal;
+}
+
+/** The outcome of {@link verifyEventChain}. */
+export type ChainVerification =
+  | { readonly ok: true; readonly checked: number; readonly head: ChainHead; readonly complete: boolean }
+  | {
+      readonly ok: false;
+      readonly checked: number;
+      /** The first position whose stored hash does not follow from the events before it. */
+      readonly position: number;
+      /** The last position that verified (0: none). */
+      readonly lastGoodPosition: number;
+      readonly reason: string;
+    };
+
+/** A repository that keeps the chain (see EventRepository.chainsEvents). */
+export interface ChainedEvents {
+  readonly chainsEvents: true;
+  /** The stored rows of the chain in position order, in pages of at most `batchSize`, from `afterPosition` (exclusive). */
+  readChain(opts?: { afterPosition?: number; batchSize?: number }): AsyncIterable<ChainRow[]>;
+  /** The chain's head (the hash stored with the highest position). */
+  chainHead(): Promise<ChainHead>;
+}
+
+/** True when `repo` keeps the hash chain. */
+export function isChained(repo: unknown): repo is ChainedEvents {
+  return (
+    typeof repo === "object" &&
+    repo !== null &&
+    (repo as Partial<ChainedEvents>).chainsEvents === true &&
+    typeof (repo as Partial<ChainedEvents>).readChain === "function"
+  );
+}
+
+const utf8 = new TextEncoder();
+
+function byteLength(s: string): number {
+  // ASCII (ids, most JSON) is one byte per code unit: skip the encoder then.
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return utf8.encode(s).length;
+  return s.length;
+}
+
+function field(s: string | null): string {
+  return s === null ? "-" : `${byteLength(s)}:${s}`;
+}
+
+/** The text a row's hash is taken over (see the module comment). */
+export function chainText(previous: string, r: Omit<ChainRow, "hash">): string {
+  return (
+    `${previous}\n${r.position}\n${field(r.eventUuid)}\n${field(r.tenantUuid)}\n${field(r.domain)}\n${field(r.name)}\n` +
+    `${field(r.aggregateUuid)}\n${r.version}\n${field(r.commandUuid)}\n${r.createdAt}\n${r.eventVersion}\n` +
+    `${field(r.reqCtx)}\n${field(r.payload)}`
+  );
+}
+
+/** The hash of a row following `previous`. */
+export function chainHash(previous: string, r: Omit<ChainRow, "hash">): string {
+  return createHash("sha256").update(chainText(previous, r), "utf8").digest("hex");
+}
+
+/** createdAt as the chain writes it: the int64's decimal digits (`String` of an integer-valued double below 1e21). */
+export function chainCreatedAt(createdAt: number): string {
+  return Number.isSafeInteger(createdAt) ? String(createdAt) : BigInt(createdAt).toString();
+}
+
+/**
+ * Recomputes the chain of `repo` from its first event and compares every
+ * stored hash, streaming page by page (never the whole store in memory).
+ * Resolves `ok: false` with the first position whose stored hash differs from
+ * the recomputed one (a changed byte of that event, of its position, or of the
+ * event before it in position order; a deleted event shows at the next one).
+ */
+export async function verifyEventChain(repo: ChainedEvents, opts: VerifyChainOptions = {}): Promise<ChainVerification> {
+  const batchSize = opts.batchSize ?? 1000;
+  if (!Number.isInteger(batchSize) || batchSize < 1) {
+    throw new MnemeError("INVALID_REQUEST", `verify: batchSize must be an integer >= 1, got ${String(batchSize)}`);
+  }
+  let previous = GENESIS_HASH;
+  let lastGood = 0;
+  let checked = 0;
+  for await (const page of repo.readChain({ batchSize })) {
+    for (const row of page) {
+      if (row.position <= lastGood) {
+        return broken(checked, row.position, lastGood, `position ${row.position} is out of order (after ${lastGood})`);
+      }
+      if (row.hash === null) {
+        return broken(checked, row.position, lastGood, `position ${row.position} has no hash (the store's chain was not built: open it with this release)`);
+      }
+      const expected = chainHash(previous, row);
+      if (expected !== row.hash) {
+        return broken(
+          checked,
+          row.position,
+          lastGood,
+          `the hash stored at position ${row.position} does not follow from its event and the chain up to position ${lastGood}`,
+        );
+      }
+      previous = expected;
+      lastGood = row.position;
+      checked++;
+    }
+    opts.onProgress?.(checked, lastGood);
+    if (opts.signal?.aborted === true) return { ok: true, checked, head: { position: lastGood, hash: previous }, complete: false };
+  }
+  return { ok: true, checked, head: { position: lastGood, hash: previous }, complete: true };
+}
+
+function broken(checked: number, position: number, lastGoodPosition: number, reason: string): ChainVerification {
+  return { ok: false, checked, position, lastGoodPosition, reason };
+}
