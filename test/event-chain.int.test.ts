@@ -12,11 +12,22 @@ import { MemoryEventRepository } from "mneme/memory";
 import { PostgresEventRepository } from "mneme/postgres";
 import { SqliteEventRepository } from "mneme/sqlite";
 import { type ChainedEvents, chainHash, GENESIS_HASH, verifyEventChain } from "mneme/store";
-import { postgresScratch } from "./support/postgres-scratch.js";
+import { fileURLToPath } from "node:url";
+import { verifyStore } from "mneme/store-copy";
+import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
+import { runProcess } from "./support/run-process.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 
 const files = sqliteScratch("event-chain");
 const pg = postgresScratch("chain");
+const cwd = fileURLToPath(new URL("..", import.meta.url));
+const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
+const mneme = (args: string[]) => runProcess(process.execPath, ["--import", "tsx", cli, ...args], cwd);
+const pgUrl = (schema: string): string => {
+  const u = new URL(DATABASE_URL);
+  u.searchParams.set("schema", schema);
+  return u.toString();
+};
 
 function ev(i: number, extra: Partial<NewEvent> = {}): NewEvent {
   return {
@@ -25,7 +36,7 @@ function ev(i: number, extra: Partial<NewEvent> = {}): NewEvent {
     name: "Ordered",
     tenantUuid: "t1",
     payload: { n: i, text: `ärger ${i}`, nested: { z: 1, a: [i, "x"] } },
-    reqCtx: { userUuid: "u1" },
+    reqCtx: { senderAccountUuid: "u1" },
     ...extra,
   };
 }
@@ -97,7 +108,7 @@ describe("sqlite", () => {
 
   it("fails at the event whose request context changed", async () => {
     const { repo, file } = await filled();
-    tamper(file, `UPDATE mneme_events SET req_ctx = '{"userUuid":"u2"}' WHERE position = 7`);
+    tamper(file, `UPDATE mneme_events SET req_ctx = '{"senderAccountUuid":"u2"}' WHERE position = 7`);
     await failsAt(repo, 7);
     await repo.close();
   });
@@ -111,8 +122,11 @@ describe("sqlite", () => {
 
   it("fails at the first of two swapped events", async () => {
     const { repo, file } = await filled();
-    tamper(file, `UPDATE mneme_events SET position = -1 WHERE position = 3; UPDATE mneme_events SET position = 3 WHERE position = 4;
-                  UPDATE mneme_events SET position = 4 WHERE position = -1`);
+    tamper(
+      file,
+      `UPDATE mneme_events SET position = -1 WHERE position = 3; UPDATE mneme_events SET position = 3 WHERE position = 4;
+                  UPDATE mneme_events SET position = 4 WHERE position = -1`,
+    );
     await failsAt(repo, 3);
     await repo.close();
   });
@@ -171,7 +185,7 @@ describe("postgres", () => {
   it("fails at the changed payload, request context, moved or swapped event", async () => {
     const cases: [string, number][] = [
       [`UPDATE $S.events SET payload = jsonb_set(payload, '{n}', '6') WHERE position = 5`, 5],
-      [`UPDATE $S.events SET req_ctx = '{"userUuid":"u2"}' WHERE position = 7`, 7],
+      [`UPDATE $S.events SET req_ctx = '{"senderAccountUuid":"u2"}' WHERE position = 7`, 7],
       [`UPDATE $S.events SET position = 1000 WHERE position = 4`, 5],
       [
         `UPDATE $S.events SET position = -1 WHERE position = 3; UPDATE $S.events SET position = 3 WHERE position = 4;
@@ -211,5 +225,43 @@ describe("postgres", () => {
     // The SQL function and the TypeScript definition agree on every row (non-ASCII text, nulls, nesting).
     expect((await verifyEventChain(repo)).ok).toBe(true);
     await repo.close();
+  });
+});
+
+describe("mneme store verify", () => {
+  it("exits 0 on a sound SQLite file and 1 naming the first broken position once a byte changed", async () => {
+    const file = files.newFile();
+    const repo = new SqliteEventRepository({ filename: file });
+    await repo.init();
+    await fill(repo);
+    const head = await repo.chainHead();
+    await repo.close();
+    const sound = await mneme(["store", "verify", "--store", file, "--batch-size", "3"]);
+    expect(sound.code, sound.stderr).toBe(0);
+    expect(sound.stdout).toContain(`head position 10 hash ${head.hash}`);
+    const db = new Database(file);
+    db.exec(`UPDATE mneme_events SET payload = replace(payload, 'ärger 8', 'ärger 9') WHERE position = 8`);
+    db.close();
+    const broken = await mneme(["store", "verify", "--store", file]);
+    expect(broken.code).toBe(1);
+    expect(broken.stdout).toContain("BROKEN at position 8");
+    expect(broken.stdout).toContain("up to position 7");
+  });
+
+  it("reads a Postgres schema named by ?schema=, and the library says the same", async () => {
+    const schema = pg.newSchema();
+    const repo = new PostgresEventRepository({ pool: pg.pool, schema });
+    await repo.init();
+    await fill(repo);
+    await repo.close();
+    expect(await verifyStore(pgUrl(schema))).toMatchObject({ ok: true, checked: 10 });
+    await pg.pool.query(`UPDATE "${schema}".events SET tenant_uuid = 't2' WHERE position = 2`);
+    const broken = await mneme(["store", "verify", "--store", pgUrl(schema)]);
+    expect(broken.code).toBe(1);
+    expect(broken.stdout).toContain("BROKEN at position 2");
+    expect(await verifyStore(pgUrl(schema))).toMatchObject({ ok: false, position: 2, lastGoodPosition: 1 });
+    const usage = await mneme(["store", "verify"]);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("missing --store");
   });
 });

@@ -277,7 +277,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       );
       const last = rows[0];
       if (last === undefined) return { position: 0, hash: GENESIS_HASH };
-      if (last[1] === null) throw new MnemeError("STORE_ERROR", `postgres schema ${this.schema}: the newest event has no hash (init() builds the chain)`);
+      if (last[1] === null)
+        throw new MnemeError("STORE_ERROR", `postgres schema ${this.schema}: the newest event has no hash (init() builds the chain)`);
       return { position: Number(last[0]), hash: last[1] };
     });
   }
@@ -297,23 +298,21 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       type Row = [string, string | null, string, string, string, string, string, number, string | null, string, number, string, string];
       const rows = await this.rows<Row>(sql, [position, batchSize], "readChain");
       if (rows.length === 0) return;
-      const page = rows.map(
-        (r): ChainRow => ({
-          position: Number(r[0]),
-          hash: r[1],
-          eventUuid: r[2],
-          tenantUuid: r[3],
-          domain: r[4],
-          name: r[5],
-          aggregateUuid: r[6],
-          version: r[7],
-          commandUuid: r[8],
-          createdAt: r[9],
-          eventVersion: r[10],
-          reqCtx: r[11],
-          payload: r[12],
-        }),
-      );
+      const page = rows.map((r): ChainRow => ({
+        position: Number(r[0]),
+        hash: r[1],
+        eventUuid: r[2],
+        tenantUuid: r[3],
+        domain: r[4],
+        name: r[5],
+        aggregateUuid: r[6],
+        version: r[7],
+        commandUuid: r[8],
+        createdAt: r[9],
+        eventVersion: r[10],
+        reqCtx: r[11],
+        payload: r[12],
+      }));
       position = page[page.length - 1]!.position;
       yield page;
       if (rows.length < batchSize) return;

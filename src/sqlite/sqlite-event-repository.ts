@@ -176,7 +176,8 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
   private rechainFrom(from: number): ChainHead {
     const before = this.db.statement(`SELECT hash FROM ${this.table} WHERE position < ? ORDER BY position DESC LIMIT 1`).get(from) as
       { hash: string | null } | undefined;
-    if (before !== undefined && before.hash === null) throw new MnemeError("STORE_ERROR", `the hash chain has a hole before position ${from}`);
+    if (before !== undefined && before.hash === null)
+      throw new MnemeError("STORE_ERROR", `the hash chain has a hole before position ${from}`);
     let previous = before?.hash ?? GENESIS_HASH;
     let position = 0;
     const update = this.db.statement(`UPDATE ${this.table} SET hash = ? WHERE position = ?`);

@@ -138,7 +138,7 @@ export function chainCreatedAt(createdAt: number): string {
  * the recomputed one (a changed byte of that event, of its position, or of the
  * event before it in position order; a deleted event shows at the next one).
  */
-export async function verifyEventChain(repo: ChainedEvents, opts: VerifyChainOptions = {}): Promise<ChainVerification> {
+export async function verifyEventChain(repo: Pick<ChainedEvents, "readChain">, opts: VerifyChainOptions = {}): Promise<ChainVerification> {
   const batchSize = opts.batchSize ?? 1000;
   if (!Number.isInteger(batchSize) || batchSize < 1) {
     throw new MnemeError("INVALID_REQUEST", `verify: batchSize must be an integer >= 1, got ${String(batchSize)}`);
@@ -152,7 +152,12 @@ export async function verifyEventChain(repo: ChainedEvents, opts: VerifyChainOpt
         return broken(checked, row.position, lastGood, `position ${row.position} is out of order (after ${lastGood})`);
       }
       if (row.hash === null) {
-        return broken(checked, row.position, lastGood, `position ${row.position} has no hash (the store's chain was not built: open it with this release)`);
+        return broken(
+          checked,
+          row.position,
+          lastGood,
+          `position ${row.position} has no hash (the store's chain was not built: open it with this release)`,
+        );
       }
       const expected = chainHash(previous, row);
       if (expected !== row.hash) {
