@@ -536,6 +536,7 @@ describe("createPostgresBackends", () => {
     expect(tables.rows.map((r) => r.table_name)).toEqual([
       "command_claims",
       "commands",
+      "event_tags",
       "events",
       "logs",
       "mneme_rearm_old_start",

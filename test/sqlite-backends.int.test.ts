@@ -492,8 +492,8 @@ describe("createSqliteBackends", () => {
     await two.close();
     expect(db.open).toBe(true);
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'one_%' ORDER BY name").all();
-    // The events table and the prefix's store format record (see docs/upgrading.md).
-    expect(tables).toEqual([{ name: "one_events" }, { name: "one_store_format" }]);
+    // The events table, its tag index (docs/dcb.md) and the prefix's store format record (see docs/upgrading.md).
+    expect(tables).toEqual([{ name: "one_event_tags" }, { name: "one_events" }, { name: "one_store_format" }]);
     db.close();
     expect(() => createSqliteBackends({ filename: newFile(), tablePrefix: "x; DROP" })).toThrow(/tablePrefix/);
   });

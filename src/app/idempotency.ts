@@ -4,6 +4,7 @@
  * earlier outcome under a caller's commandUuid, the replay of a succeeded one,
  * and the in-process serialisation of duplicates where the store offers no claims.
  */
+import type { ReadQuery } from "./command-events.js";
 import { newUuid, nowNs } from "../model/clock.js";
 import { errorMessage, MnemeError } from "../model/errors.js";
 import { KeyedLock } from "../model/keyed-lock.js";
@@ -28,6 +29,8 @@ export interface RecordedCommand {
   readonly t0: number;
   /** The payload its record keeps (personal fields sealed); undefined: personal fields "[redacted]". */
   readonly recordPayload: unknown;
+  /** The handler's context, once it runs: the queries it read are what it decided on. */
+  readonly ctx?: { readonly queries?: { readQueries(): readonly ReadQuery[] | undefined } | undefined } | undefined;
 }
 
 /** The record of a command. */
@@ -50,6 +53,8 @@ export function commandRecord(
     durationMicros: Math.round((performance.now() - c.t0) * 1000),
   };
   if (error !== undefined) rec.error = { code: error.code, message: error.message };
+  const read = c.ctx?.queries?.readQueries();
+  if (read !== undefined) rec.decidedOn = { queries: read.map((q) => ({ items: q.items.map((i) => ({ ...i })), position: q.position })) };
   return rec;
 }
 

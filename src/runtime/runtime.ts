@@ -48,6 +48,12 @@ export interface EventListEntry {
   version?: number;
   /** Former names, when it was renamed (stored events of those names read as this one). */
   renamedFrom?: string[];
+  /**
+   * True when the type declares tags: its events are stored in the tag index and
+   * command queries (`ctx.events`) may name it. (The tags are computed from
+   * each payload; they cannot be listed here.)
+   */
+  tagged?: true;
 }
 export interface CommandHandlerListEntry {
   commandHandlerDomain: string;
@@ -213,6 +219,7 @@ export class Runtime {
         const entry: EventListEntry = { domain: d.name, domainEvtName: e.name, domainEvtPath: e.path, description: e.description };
         if (e.version > 1) entry.version = e.version;
         if (e.renamedFrom.length > 0) entry.renamedFrom = [...e.renamedFrom];
+        if (e.tags !== undefined) entry.tagged = true;
         out.push(entry);
       }
     }
@@ -356,7 +363,10 @@ export class Runtime {
       for (const q of d.queries.values()) types.push(q);
       for (const e of d.events.values()) types.push(e);
     }
-    return this.facade.schemas.requireDocument(types, req ?? {});
+    const document = this.facade.schemas.requireDocument(types, req ?? {});
+    // An event type with tags says so (`x-mneme-tagged`): queries may name it (docs/dcb.md).
+    const event = d?.events.get(req.type);
+    return event?.tags === undefined ? document : { ...document, "x-mneme-tagged": true };
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { TagQueryItem } from "./event-tags.js";
 import type { RequestContext } from "../model/types.js";
 import type { PayloadSealing } from "./payload-sealing.js";
 import type { PageRequest, StoreInfo, StorePage } from "./store-info.js";
@@ -19,6 +20,12 @@ export interface CommandRecord {
   /** ns since the epoch. */
   createdAt: number;
   durationMicros: number;
+  /**
+   * What the command decided on beyond aggregates: each query it read with
+   * `ctx.events` (checked), as the store matched it (types as stored event
+   * paths), and the position it was read at. Absent when it read none.
+   */
+  decidedOn?: { queries: { items: TagQueryItem[]; position: number }[] };
 }
 
 /** Who claims a commandUuid, for how long, and for which command (the claim names it while it runs). */

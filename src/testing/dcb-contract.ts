@@ -23,14 +23,17 @@ export interface DcbWorld {
 /** Commands whose handlers the tests hold between their read and their append. */
 function dcbProbes() {
   const Probe = defineDomain("DcbProbe", { description: "Held decisions of the DCB conformance suite" });
-  const Tagged = Probe.event<{ tags: string[]; note?: string }>("Tagged", { tags: (p) => p.tags });
+  const Tagged = Probe.event<{ tags: string[]; note?: string }>("Tagged", {
+    tags: (p) => p.tags,
+    schema: { type: "object", properties: { tags: {}, note: { type: "string" } }, required: ["tags"] },
+  });
   const Other = Probe.event<{ tags: string[] }>("Other", { tags: (p) => p.tags });
   const Untagged = Probe.event<{ n: number }>("Untagged");
   const Secret = Probe.event<{ email: string; tag: string }>("Secret", {
     tags: (p) => [p.tag],
     personalData: { subject: () => "subject-1", fields: ["email"] },
   });
-  const Counted = Probe.event<{ n: number }>("Counted");
+  const Counted = Probe.event<{ n: number }>("Counted", { schema: { type: "object", properties: { n: { type: "number" } } } });
   const Counter = Probe.aggregate<number>("Counter", { initialState: () => 0, evolve: { Counted: (s: number) => s + 1 } });
   const Append = Probe.command<{ tags: string[]; other?: boolean; note?: string }>("Append", { permission: anonymous });
   /** Appends a Tagged event with `given.tags` as its tags (any value: they are not a command payload). */
@@ -267,6 +270,57 @@ export const describeDcbContract = defineContract<DcbWorld>("DCB contract", (tes
     await w.facade.dispatch(Append, { tags: ["fresh:1"] }, { reqCtx });
     release.resolve();
     await expectRejectsWith(() => deciding, "CONFLICT");
+  });
+
+  test("appends sent together (one commit where the store groups them) are checked in order against each other", async (w) => {
+    const repo = w.facade.eventRepository;
+    const tenantUuid = "t-group";
+    const head = await repo.headPosition();
+    const tagged = (tags: string[]) => ({ ...w.probes.Tagged.create(newUuid(), { tags }), tenantUuid, tags });
+    const guard = (tag: string) => ({ conditions: [{ tenantUuid, items: [{ tags: [tag] }], after: head }] });
+    // Sent in one tick: the first writes g:1; the second and fourth are guarded by it, the third by a tag no one writes.
+    // The last writes g:1 in another tenant, where no condition of t-group looks.
+    const results = await Promise.allSettled([
+      repo.append([tagged(["g:1"])]),
+      repo.append([tagged(["g:2"])], guard("g:1")),
+      repo.append([tagged(["g:3"])], guard("g:9")),
+      repo.append([tagged(["g:4"])], {
+        conditions: [{ tenantUuid, items: [{ types: ["DcbProbe.Other"] }, { tags: ["g:1", "g:1"] }], after: head }],
+      }),
+      // Guarded by g:2, which the refused second call did not write.
+      repo.append([{ ...tagged(["g:1"]), tenantUuid: "t-elsewhere" }], guard("g:2")),
+    ]);
+    expect(results.map(codeOf)).toEqual(["ok", "CONFLICT", "ok", "CONFLICT", "ok"]);
+    expect(((results[3] as PromiseRejectedResult).reason as MnemeError).details?.[0]).toMatchObject({ query: 0, item: 1 });
+    const read = await repo.readTagged!(tenantUuid, [{ tags: ["g:1"] }, { tags: ["g:3"] }]);
+    expect(read.events.map((e) => (e.payload as { tags: string[] }).tags)).toEqual([["g:1"], ["g:3"]]);
+  });
+
+  test("the command's record notes the queries it decided on and their positions", async (w) => {
+    const { Append, Decide } = w.probes;
+    await w.facade.dispatch(Append, { tags: ["rec:1"] }, { reqCtx });
+    const head = await w.facade.eventRepository.headPosition();
+    const done = await w.facade.dispatch(
+      Decide,
+      {
+        queries: [{ items: [{ tags: ["rec:1"], typed: true }] }, { items: [{ tags: ["rec:2"] }], check: false }],
+        appendTags: ["rec:3"],
+      },
+      { reqCtx },
+    );
+    const rec = await w.facade.commandStore.get(done.commandUuid);
+    expect(rec?.status).toBe("succeeded");
+    expect(rec?.decidedOn).toEqual({ queries: [{ items: [{ tags: ["rec:1"], types: ["DcbProbe.Tagged"] }], position: head }] });
+    const plain = await w.facade.dispatch(Append, { tags: ["rec:4"] }, { reqCtx });
+    expect((await w.facade.commandStore.get(plain.commandUuid))?.decidedOn).toBeUndefined();
+  });
+
+  test("Runtime says which event types declare tags (ListEvents, GetSchema)", async (w) => {
+    const entries = w.facade.runtime.listEvents();
+    expect(entries.find((e) => e.domainEvtPath === "DcbProbe.Tagged")?.tagged).toBe(true);
+    expect(entries.find((e) => e.domainEvtPath === "DcbProbe.Counted")?.tagged).toBeUndefined();
+    expect(w.facade.runtime.getSchema({ domain: "DcbProbe", type: "Tagged" })["x-mneme-tagged"]).toBe(true);
+    expect(w.facade.runtime.getSchema({ domain: "DcbProbe", type: "Counted" })["x-mneme-tagged"]).toBeUndefined();
   });
 
   test("aggregates and queries mix in one command: either moving is CONFLICT", async (w) => {
