@@ -96,7 +96,8 @@ export function isChained(repo: unknown): repo is ChainedEvents {
     typeof repo === "object" &&
     repo !== null &&
     (repo as Partial<ChainedEvents>).chainsEvents === true &&
-    typeof (repo as Partial<ChainedEvents>).readChain === "function"
+    typeof (repo as Partial<ChainedEvents>).readChain === "function" &&
+    typeof (repo as Partial<ChainedEvents>).chainHead === "function"
   );
 }
 
