@@ -66,6 +66,13 @@ export interface VerifyChainOptions {
   readonly onProgress?: (checked: number, position: number) => void;
   /** When aborted, verification stops and reports what it checked (`complete: false`). */
   readonly signal?: AbortSignal;
+  /**
+   * Go on from a link this process recomputed earlier (its position and hash) instead of from the first
+   * event: an incremental check of what was appended since. Never a hash read from the store.
+   */
+  readonly from?: ChainHead;
+  /** Stop after this position (a store still being appended to). Default: the end. */
+  readonly untilPosition?: number;
 }
 
 /** The outcome of {@link verifyEventChain}. */
@@ -144,11 +151,13 @@ export async function verifyEventChain(repo: Pick<ChainedEvents, "readChain">, o
   if (!Number.isInteger(batchSize) || batchSize < 1) {
     throw new MnemeError("INVALID_REQUEST", `verify: batchSize must be an integer >= 1, got ${String(batchSize)}`);
   }
-  let previous = GENESIS_HASH;
-  let lastGood = 0;
+  let previous = opts.from?.hash ?? GENESIS_HASH;
+  let lastGood = opts.from?.position ?? 0;
   let checked = 0;
-  for await (const page of repo.readChain({ batchSize })) {
+  const until = opts.untilPosition ?? Infinity;
+  for await (const page of repo.readChain({ batchSize, afterPosition: lastGood })) {
     for (const row of page) {
+      if (row.position > until) return { ok: true, checked, head: { position: lastGood, hash: previous }, complete: true };
       if (row.position <= lastGood) {
         return broken(checked, row.position, lastGood, `position ${row.position} is out of order (after ${lastGood})`);
       }
