@@ -214,7 +214,7 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release (Postgres)", ()
     const refused = await old.add(4);
     for (const o of refused) {
       expect(o.ok).toBe(false);
-      expect(o.message).toContain("store format 3 (mneme 0.3.0)");
+      expect(o.message).toContain("store format 4 (mneme 0.3.0)");
       expect(o.message).toContain("mneme 0.1.0 (44da8f1)");
     }
     // A downgrade: a 0.1.0 instance started now does not start, naming both releases.
@@ -309,7 +309,7 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release in compatibilit
     const now = new Instance(ROOT, schema, "new", true, "accounts-rolling");
     expect(await now.started()).toEqual({ started: true });
     expect(await now.line("info")).toMatchObject({
-      answer: { rollingFrom: "0.1.0", storeFormat: { stores: { event: { format: 3, lowestWriterFormat: 1 } } } },
+      answer: { rollingFrom: "0.1.0", storeFormat: { stores: { event: { format: 4, lowestWriterFormat: 1 } } } },
     });
     const newAccount = (await now.line("register bob@new.test")).answer as { accountUuid: string };
     expect(newAccount.accountUuid).toBeTypeOf("string");
@@ -368,7 +368,7 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release in compatibilit
     const finished = (await now.line("finish")) as { answer: Record<string, unknown> };
     expect(finished.answer).toMatchObject({
       finishedFrom: "0.1.0",
-      storeFormat: { format: 3, lowestWriterFormat: 2 },
+      storeFormat: { format: 4, lowestWriterFormat: 2 },
       unscopedDocuments: [],
       migration: { complete: true },
     });
