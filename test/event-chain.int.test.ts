@@ -219,8 +219,12 @@ describe("postgres", () => {
     await reopened.close();
   });
 
-  it("computes in SQL what the TypeScript definition computes (non-ASCII text, a null payload, a command uuid)", async () => {
+  it("computes in SQL what the TypeScript definition computes (escapes, non-ASCII text, a null payload, a command uuid)", async () => {
     const { repo } = await filled();
+    const odd = 'agg "q" \\ \u0001\t\u007f\u2028 é 😀 /';
+    await repo.append([
+      ev(11, { aggregateUuid: odd, tenantUuid: `t ${odd}`, commandUuid: `c ${odd}`, payload: { [odd]: odd, list: [odd, 1.5, -0, 1e21] } }),
+    ]);
     for await (const page of repo.readChain()) for (const row of page) expect(row.hash).toMatch(/^[0-9a-f]{64}$/);
     // The SQL function and the TypeScript definition agree on every row (non-ASCII text, nulls, nesting).
     expect((await verifyEventChain(repo)).ok).toBe(true);

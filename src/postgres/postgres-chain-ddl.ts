@@ -19,17 +19,12 @@
 export function chainDdl(qschema: string): string[] {
   const s = qschema;
   const genesis = `'${"0".repeat(64)}'`;
-  const f = (col: string) => `octet_length(${col})::text || ':' || ${col}`;
-  const nullable = (col: string) => `CASE WHEN ${col} IS NULL THEN '-' ELSE ${f(col)} END`;
+  const hashOf = (prev: string, e: string) => chainHashSql(prev, e);
   return [
     `ALTER TABLE ${s}.events ADD COLUMN IF NOT EXISTS hash text`,
     `CREATE OR REPLACE FUNCTION ${s}.mneme_chain_hash(p_prev text, e ${s}.events) RETURNS text
       LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-        SELECT encode(sha256(convert_to(
-          p_prev || E'\\n' || e.position::text || E'\\n' || ${f("e.event_uuid")} || E'\\n' || ${f("e.tenant_uuid")} || E'\\n' ||
-          ${f("e.domain")} || E'\\n' || ${f("e.name")} || E'\\n' || ${f("e.aggregate_uuid")} || E'\\n' || e.version::text || E'\\n' ||
-          ${nullable("e.command_uuid")} || E'\\n' || e.created_at::text || E'\\n' || e.event_version::text || E'\\n' ||
-          ${f("e.req_ctx::text")} || E'\\n' || ${nullable("e.payload::text")}, 'UTF8')), 'hex')
+        SELECT ${hashOf("p_prev", "e")}
       $fn$`,
     `CREATE OR REPLACE FUNCTION ${s}.mneme_chain_event() RETURNS trigger
       LANGUAGE plpgsql VOLATILE AS $fn$
@@ -42,7 +37,8 @@ export function chainDdl(qschema: string): string[] {
         ELSIF v_prev IS NULL THEN
           RAISE EXCEPTION 'the event before position % has no hash: the store''s chain was not built (start this release on it)', NEW.position;
         END IF;
-        NEW.hash := ${s}.mneme_chain_hash(v_prev, NEW);
+        -- The expression of mneme_chain_hash inline: a call with a row argument per inserted row costs more.
+        NEW.hash := ${hashOf("v_prev", "NEW")};
         RETURN NEW;
       END
       $fn$`,
@@ -81,4 +77,18 @@ export function chainDdl(qschema: string): string[] {
     `DROP TRIGGER IF EXISTS mneme_zz_chain ON ${s}.events`,
     `CREATE TRIGGER mneme_zz_chain BEFORE INSERT ON ${s}.events FOR EACH ROW EXECUTE FUNCTION ${s}.mneme_chain_event()`,
   ];
+}
+
+/**
+ * The SQL expression of an event's hash (see src/store/event-chain.ts): `prev` the previous hash, `e` the
+ * row. JSON strings as JSON.stringify writes them (to_json escapes the same characters, and ids hold no
+ * lone surrogate).
+ */
+function chainHashSql(prev: string, e: string): string {
+  const str = (col: string) => `coalesce(to_json(${e}.${col})::text, 'null')`;
+  const ids = ["event_uuid", "tenant_uuid", "domain", "name", "aggregate_uuid", "command_uuid"].map(str).join(` || ',' || `);
+  return `encode(sha256(convert_to(
+          ${prev} || E'\\n' || ${e}.position::text || E'\\n' || '[' || ${ids} || ']' || E'\\n' ||
+          ${e}.version::text || E'\\n' || ${e}.created_at::text || E'\\n' || ${e}.event_version::text || E'\\n' ||
+          ${e}.req_ctx::text || E'\\n' || coalesce(${e}.payload::text, '-'), 'UTF8')), 'hex')`;
 }

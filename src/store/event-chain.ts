@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import * as nodeCrypto from "node:crypto";
 import { MnemeError } from "../model/errors.js";
 
 /**
@@ -7,15 +7,18 @@ import { MnemeError } from "../model/errors.js";
  * Every stored event carries `hash`, the SHA-256 (lowercase hex) of the UTF-8
  * bytes of
  *
- *     previous hash "\n" position "\n" field(event uuid) "\n" field(tenant) "\n"
- *     field(domain) "\n" field(name) "\n" field(aggregate uuid) "\n" version "\n"
- *     field(command uuid) "\n" created at "\n" event version "\n"
- *     field(request context as stored) "\n" field(payload as stored)
+ *     previous hash "\n" position "\n"
+ *     [event uuid, tenant, domain, name, aggregate uuid, command uuid] "\n"
+ *     version "\n" created at "\n" event version "\n"
+ *     request context as stored "\n" payload as stored
  *
- * where `field(x)` is the byte length of x's UTF-8 encoding in decimal, ":",
- * and x itself (`-` for an absent command uuid or payload), numbers are in
- * decimal, and the previous hash is that of the event stored just before in
- * position order (64 zeros, {@link GENESIS_HASH}, for the first one). The
+ * where the bracketed list is a compact JSON array of those strings (the
+ * command uuid `null` when absent; JSON.stringify's escaping, which Postgres'
+ * `to_json(text)` shares for the strings mneme accepts), numbers are in
+ * decimal, the request context and payload are the stored JSON texts (a
+ * JSON value ends where it ends, so no separator inside them matters; `-`
+ * for an absent payload), and the previous hash is that of the event stored
+ * just before in position order (64 zeros, {@link GENESIS_HASH}, for the first one). The
  * payload and the request context are hashed as the store keeps them (JSON
  * text on SQLite, `jsonb::text` on Postgres), personal fields as ciphertext, so
  * forgetting a subject (which deletes its key, not its events) keeps the
@@ -108,30 +111,23 @@ export function isChained(repo: unknown): repo is ChainedEvents {
   );
 }
 
-const utf8 = new TextEncoder();
-
-function byteLength(s: string): number {
-  // ASCII (ids, most JSON) is one byte per code unit: skip the encoder then.
-  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return utf8.encode(s).length;
-  return s.length;
-}
-
-function field(s: string | null): string {
-  return s === null ? "-" : `${byteLength(s)}:${s}`;
-}
+/** SHA-256 hex of a string's UTF-8 bytes: the one-shot `crypto.hash` where the runtime has it (Node 21.7+), else a Hash object. */
+const sha256 =
+  typeof nodeCrypto.hash === "function"
+    ? (text: string): string => nodeCrypto.hash("sha256", text, "hex")
+    : (text: string): string => nodeCrypto.createHash("sha256").update(text, "utf8").digest("hex");
 
 /** The text a row's hash is taken over (see the module comment). */
 export function chainText(previous: string, r: Omit<ChainRow, "hash">): string {
   return (
-    `${previous}\n${r.position}\n${field(r.eventUuid)}\n${field(r.tenantUuid)}\n${field(r.domain)}\n${field(r.name)}\n` +
-    `${field(r.aggregateUuid)}\n${r.version}\n${field(r.commandUuid)}\n${r.createdAt}\n${r.eventVersion}\n` +
-    `${field(r.reqCtx)}\n${field(r.payload)}`
+    `${previous}\n${r.position}\n${JSON.stringify([r.eventUuid, r.tenantUuid, r.domain, r.name, r.aggregateUuid, r.commandUuid])}\n` +
+    `${r.version}\n${r.createdAt}\n${r.eventVersion}\n${r.reqCtx}\n${r.payload ?? "-"}`
   );
 }
 
 /** The hash of a row following `previous`. */
 export function chainHash(previous: string, r: Omit<ChainRow, "hash">): string {
-  return createHash("sha256").update(chainText(previous, r), "utf8").digest("hex");
+  return sha256(chainText(previous, r));
 }
 
 /** createdAt as the chain writes it: the int64's decimal digits (`String` of an integer-valued double below 1e21). */
