@@ -264,6 +264,8 @@ describe("mneme store verify", () => {
     expect(broken.code).toBe(1);
     expect(broken.stdout).toContain("BROKEN at position 2");
     expect(await verifyStore(pgUrl(schema))).toMatchObject({ ok: false, position: 2, lastGoodPosition: 1 });
+    const nothing = await verifyStore(pgUrl(pg.newSchema())).catch((e: unknown) => e);
+    expect((nothing as { code?: string }).code).toBe("NOT_FOUND");
     const usage = await mneme(["store", "verify"]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain("missing --store");

@@ -1,3 +1,4 @@
+import { MnemeError } from "../model/errors.js";
 import { type ChainVerification, verifyEventChain } from "../store/event-chain.js";
 import { openEndpoint, type StoreLocation } from "./copy-store.js";
 import { COPY_TABLES } from "./copy-tables.js";
@@ -28,6 +29,8 @@ export async function verifyStore(location: StoreLocation, opts: VerifyStoreOpti
   const side = openEndpoint(location, "source");
   try {
     await side.beginSnapshot();
+    if (!(await side.hasTable("events")))
+      throw new MnemeError("NOT_FOUND", `store verify: ${side.description} holds no mneme events table`);
     const total = await side.count(COPY_TABLES[0]!);
     const result = await verifyEventChain(side, {
       batchSize: opts.pageSize ?? 5000,
