@@ -154,7 +154,7 @@ function checkSchema(
  * carrying the value of one of the payload's personal fields: the tag index is not encrypted and no
  * `forget` reaches it, so personal data must never get there (INVALID_EVENTS with a pointer per tag).
  */
-function eventTags(type: EventType, payload: unknown, i: number): readonly string[] {
+export function eventTags(type: EventType, payload: unknown, i: number): readonly string[] {
   let given: unknown;
   try {
     given = type.tags!(payload);

@@ -64,6 +64,7 @@ import type {
 } from "../privacy/personal-data-migration.js";
 import { checkAtStart, runMigration, startupCheckLimit } from "./personal-data-upgrade.js";
 import { type QueryHost, runQuery } from "./query.js";
+import { indexEventTags, type IndexEventTagsOptions, type IndexEventTagsReport } from "./tag-index.js";
 import { type ReadmodelClass, ReadmodelRegistry } from "./readmodel-registry.js";
 import { checkTimerMs, messageUuid, normaliseReqCtx } from "./request-input.js";
 import { aggregateNotFound } from "./tenancy.js";
@@ -308,6 +309,18 @@ export class Facade implements FacadeHandle {
     const { report, after } = await runMigration(this.#migrationHost(), opts, this.#startupCheckLimit);
     this.#clearPersonalData = after;
     return report;
+  }
+
+  /**
+   * Adds the tag index rows of events stored before their type declared `tags`
+   * (docs/dcb.md, "Limits"), so `ctx.events` queries find them; idempotent,
+   * resumable, safe beside live appends. Run it before commands read those types.
+   * @example
+   * const { rowsAdded } = await facade.indexEventTags();
+   */
+  async indexEventTags(opts?: IndexEventTagsOptions): Promise<IndexEventTagsReport> {
+    this.#lifecycle.assertStarted();
+    return indexEventTags({ events: this.eventRepository, eventType: (path) => this.#registry.eventTypes.get(path) }, opts);
   }
 
   /**

@@ -21,6 +21,8 @@ import {
   rowsMatch,
   type TaggedRead,
   type TagQueryItem,
+  type TagIndexEntry,
+  tagIndexRows,
   tagRows,
 } from "../store/event-tags.js";
 import { isSealedJsonSafe, sealJsonSafe, trySealJsonSafe } from "../store/json-safe.js";
@@ -118,15 +120,41 @@ export class MemoryEventRepository implements EventRepository {
 
   /** Adds a stored event's index rows (its type and tags) under its tenant. */
   private index(ev: Event, tags: readonly string[]): void {
-    const rows = tagRows({ domain: ev.domain, name: ev.name, tags });
-    let byTag = this.tagIndex.get(ev.tenantUuid);
-    if (byTag === undefined) this.tagIndex.set(ev.tenantUuid, (byTag = new Map()));
+    this.indexRows(ev.tenantUuid, ev.position, tagRows({ domain: ev.domain, name: ev.name, tags }));
+  }
+
+  /** Adds index rows at a position (kept in position order: a backfill adds old positions). */
+  private indexRows(tenantUuid: string, position: number, rows: readonly string[]): number {
+    let byTag = this.tagIndex.get(tenantUuid);
+    if (byTag === undefined) this.tagIndex.set(tenantUuid, (byTag = new Map()));
+    const present = new Set(this.rowsAt.get(position));
+    let added = 0;
     for (const row of rows) {
+      if (present.has(row)) continue;
+      present.add(row);
+      added++;
       const positions = byTag.get(row);
-      if (positions === undefined) byTag.set(row, [ev.position]);
-      else positions.push(ev.position);
+      if (positions === undefined) byTag.set(row, [position]);
+      else if (positions[positions.length - 1]! < position) positions.push(position);
+      else positions.splice(firstPositionAfter(positions, position), 0, position);
     }
-    this.rowsAt.set(ev.position, new Set(rows));
+    this.rowsAt.set(position, present);
+    return added;
+  }
+
+  /** See EventRepository.indexTags. */
+  async indexTags(entries: readonly TagIndexEntry[]): Promise<number> {
+    this.assertOpen();
+    const rows = tagIndexRows(entries);
+    for (const r of rows) {
+      const ev = this.events[r.position - 1];
+      if (ev === undefined || ev.tenantUuid !== r.tenantUuid) {
+        throw new MnemeError("INVALID_REQUEST", `indexTags: no event of tenant ${JSON.stringify(r.tenantUuid)} at position ${r.position}`);
+      }
+    }
+    let added = 0;
+    for (const r of rows) added += this.indexRows(r.tenantUuid, r.position, [r.tag]);
+    return added;
   }
 
   /** The first position after `after` of an event of the tenant matching `item`, by the tag index; undefined when none. */

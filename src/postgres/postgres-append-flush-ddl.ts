@@ -423,12 +423,13 @@ function conditionChecks(s: string): string {
             v_drive := ARRAY(SELECT jsonb_array_elements_text(v_cond->'d'));
             v_rest := ARRAY(SELECT jsonb_array_elements_text(v_cond->'r'));
             v_types := CASE WHEN jsonb_typeof(v_cond->'y') = 'array' THEN ARRAY(SELECT jsonb_array_elements_text(v_cond->'y')) END;
+            -- Probes as scalar subqueries with LIMIT (not EXISTS, which the planner may turn into a scan per candidate).
             SELECT t.position INTO v_pos FROM ${s}.event_tags t
             WHERE t.tenant_uuid = v_tenant AND t.tag = ANY (v_drive) AND t.position > v_after
-              AND NOT EXISTS (SELECT 1 FROM unnest(v_rest) AS g(tag) WHERE NOT EXISTS (
-                SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = v_tenant AND u.tag = g.tag AND u.position = t.position))
-              AND (v_types IS NULL OR EXISTS (
-                SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = v_tenant AND u.tag = ANY (v_types) AND u.position = t.position))
+              AND (SELECT count(*) FROM unnest(v_rest) AS g(tag) WHERE (
+                SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = v_tenant AND u.tag = g.tag AND u.position = t.position LIMIT 1) IS NULL) = 0
+              AND (v_types IS NULL OR (
+                SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = v_tenant AND u.tag = ANY (v_types) AND u.position = t.position LIMIT 1) IS NOT NULL)
             ORDER BY t.position LIMIT 1;
             v_ev := NULL;
             IF v_pos IS NULL AND v_lo > 1 THEN

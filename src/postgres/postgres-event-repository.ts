@@ -6,7 +6,7 @@ import type { CommandStore } from "../store/command-store.js";
 import type { AppendListener, AppendOptions, EventRepository, ReadAllOptions } from "../store/event-repository.js";
 import { checkPayloadSealing, type PayloadSealing } from "../store/payload-sealing.js";
 import { readAllWindow } from "../store/read-all-options.js";
-import { itemMatchSql, planItems, type TaggedRead, type TagQueryItem } from "../store/event-tags.js";
+import { itemMatchSql, planItems, type TagIndexEntry, tagIndexRows, type TaggedRead, type TagQueryItem } from "../store/event-tags.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { type ChainHead, type ChainRow, GENESIS_HASH } from "../store/event-chain.js";
 import { prepare, recordColumns } from "./postgres-append-input.js";
@@ -325,6 +325,32 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   /** Stores tags and checks append conditions (see EventRepository.storesTags). */
   readonly storesTags = true;
+
+  /** See EventRepository.indexTags: one statement, which writes nothing when an entry names no event of its tenant. */
+  async indexTags(entries: readonly TagIndexEntry[]): Promise<number> {
+    return this.track(async () => {
+      const rows = tagIndexRows(entries);
+      if (rows.length === 0) return 0;
+      const s = this.qschema;
+      try {
+        const res = await this.poolQuery<{ bad: string | null; added: string }>("transaction", {
+          text: `WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(tenant_uuid, tag, position)),
+                 bad AS (SELECT r.position FROM r LEFT JOIN ${s}.events e ON e.position = r.position
+                         WHERE e.position IS NULL OR e.tenant_uuid <> r.tenant_uuid LIMIT 1),
+                 ins AS (INSERT INTO ${s}.event_tags (tenant_uuid, tag, position)
+                         SELECT r.tenant_uuid, r.tag, r.position FROM r WHERE NOT EXISTS (SELECT 1 FROM bad)
+                         ON CONFLICT DO NOTHING RETURNING 1)
+                 SELECT (SELECT position::text FROM bad) AS bad, (SELECT count(*)::text FROM ins) AS added`,
+          values: [rows.map((r) => r.tenantUuid), rows.map((r) => r.tag), rows.map((r) => r.position)],
+        });
+        const row = res.rows[0]!;
+        if (row.bad !== null) throw new MnemeError("INVALID_REQUEST", `indexTags: no event of the entry's tenant at position ${row.bad}`);
+        return Number(row.added);
+      } catch (e) {
+        throw mapPgError(e, "postgres: indexTags");
+      }
+    });
+  }
 
   /**
    * See EventRepository.readTagged. One statement, so one snapshot: the head and the matches up to it.

@@ -315,6 +315,8 @@ ${BATCH_PARAMS})
         position bigint NOT NULL,
         CONSTRAINT event_tags_pkey PRIMARY KEY (tenant_uuid, tag, position)
       )`,
+    // The tag rows of an event by its position: what a tenant move reads to carry the tags along (src/shards).
+    `CREATE INDEX IF NOT EXISTS event_tags_position ON ${s}.event_tags (position)`,
     appendFlushDdl(s),
     appendFlushDdl(s, true),
     appendAggregateDdl(s),

@@ -37,6 +37,8 @@ interface EventRow {
   req_ctx: Record<string, unknown>;
   payload: unknown;
   event_version: number;
+  /** The event's tags (its type row left out), when it has them in the source's tag index. */
+  tags?: string[];
 }
 
 /**
@@ -87,13 +89,32 @@ export async function copyEvents(
     // The next page is read while this one is written (a page's position bound does not depend on the write).
     next = rows.length < pageSize ? Promise.resolve([]) : read(last);
     next.catch(() => undefined);
-    const fresh = await missingInTarget(targetSide, rows);
+    const fresh = await withTags(source, scope.tenantUuid, await missingInTarget(targetSide, rows));
     if (fresh.length > 0) await target.append(fresh.map(toNewEvent));
     appended += fresh.length;
     after = last;
     await onPage(after, fresh.length, keyIdsOf(rows.map((r) => r.payload)));
     if (rows.length < pageSize) return { appended, lastPosition: after, pages };
   }
+}
+
+/**
+ * The rows with their tags from the source's tag index (by its position index), so the target's append
+ * indexes them again at their new positions: queries of commands (docs/dcb.md) find the moved events.
+ * An event with a type row had tags (maybe none); one without had a type that declared none.
+ */
+async function withTags(source: ShardSide, tenantUuid: string, rows: EventRow[]): Promise<EventRow[]> {
+  if (rows.length === 0) return rows;
+  const res = await source.pool.query<{ position: string; tags: string[] }>(
+    `SELECT position::text AS position, array_agg(tag ORDER BY tag) AS tags FROM ${t(source, "event_tags")}
+      WHERE position = ANY($1::bigint[]) AND tenant_uuid = $2 GROUP BY position`,
+    [rows.map((r) => r.position), tenantUuid],
+  );
+  const byPosition = new Map(res.rows.map((r) => [r.position, r.tags]));
+  return rows.map((r) => {
+    const tags = byPosition.get(r.position);
+    return tags === undefined ? r : { ...r, tags: tags.filter((tag) => !tag.startsWith(":")) };
+  });
 }
 
 /** The rows whose version is beyond their aggregate's version in the target (earlier runs copied the rest). */
@@ -120,6 +141,7 @@ function toNewEvent(r: EventRow): NewEvent {
     reqCtx: r.req_ctx,
     payload: r.payload,
     eventVersion: r.event_version,
+    ...(r.tags === undefined ? {} : { tags: r.tags }),
   };
 }
 

@@ -25,6 +25,8 @@ import {
   type PlannedCondition,
   planItems,
   type TaggedRead,
+  type TagIndexEntry,
+  tagIndexRows,
   type TagQueryItem,
   typeTag,
 } from "../store/event-tags.js";
@@ -372,6 +374,32 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
       const position = positions[i]!;
       insert.run(p.tenantUuid, typeTag(p.domain, p.name), position);
       for (const tag of p.tags) insert.run(p.tenantUuid, tag, position);
+    }
+  }
+
+  /** See EventRepository.indexTags: one write transaction; rows present already are ignored. */
+  async indexTags(entries: readonly TagIndexEntry[]): Promise<number> {
+    const rows = tagIndexRows(entries);
+    const db = this.ready();
+    try {
+      return db.writeTransaction(() => {
+        const tenantAt = db.statement(`SELECT tenant_uuid AS t FROM ${this.table} WHERE position = ?`);
+        const insert = db.statement(`INSERT OR IGNORE INTO ${this.tagTable} (tenant_uuid, tag, position) VALUES (?, ?, ?)`);
+        let added = 0;
+        for (const r of rows) {
+          const at = tenantAt.get(r.position) as { t: string } | undefined;
+          if (at === undefined || at.t !== r.tenantUuid) {
+            throw new MnemeError(
+              "INVALID_REQUEST",
+              `indexTags: no event of tenant ${JSON.stringify(r.tenantUuid)} at position ${r.position}`,
+            );
+          }
+          added += Number(insert.run(r.tenantUuid, r.tag, r.position).changes);
+        }
+        return added;
+      });
+    } catch (e) {
+      throw e instanceof MnemeError ? e : toStoreError(e, "indexTags");
     }
   }
 

@@ -62,6 +62,8 @@ export const COPY_TABLES: readonly CopyTable[] = [
     ],
     key: [0],
   },
+  // The tag index of the events (dynamic consistency boundaries, docs/dcb.md): without it no query finds them.
+  { name: "event_tags", columns: [text("tenant_uuid"), text("tag"), int("position")], key: [0, 1, 2] },
   {
     name: "commands",
     columns: [text("command_uuid"), text("domain"), text("name"), text("tenant_uuid"), text("status"), int("created_at"), json("record")],

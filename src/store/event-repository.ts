@@ -1,7 +1,7 @@
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandRecord, CommandStore } from "./command-store.js";
 import type { ChainHead, ChainRow } from "./event-chain.js";
-import type { AppendCondition, TaggedRead, TagQueryItem } from "./event-tags.js";
+import type { AppendCondition, TagIndexEntry, TaggedRead, TagQueryItem } from "./event-tags.js";
 import type { PayloadSealing } from "./payload-sealing.js";
 import type { StoreInfo } from "./store-info.js";
 
@@ -142,6 +142,14 @@ export interface EventRepository {
    * later match. Required when `storesTags` is true.
    */
   readTagged?(tenantUuid: string, items: readonly TagQueryItem[]): Promise<TaggedRead<Event>>;
+  /**
+   * Adds the tag index rows of stored events that have none yet (events
+   * appended before their type declared tags; see `facade.indexEventTags`),
+   * all in one transaction; rows present already are left as they are.
+   * An entry whose position holds no event of its tenant is INVALID_REQUEST
+   * and nothing is written. Resolves how many rows were added.
+   */
+  indexTags?(entries: readonly TagIndexEntry[]): Promise<number>;
   /**
    * True when every stored event carries the hash chain (tamper evidence, see
    * src/store/event-chain.ts); `readChain` and `chainHead` are then required.

@@ -32,6 +32,40 @@ export interface AppendCondition {
   readonly after: number;
 }
 
+/** The index rows of one stored event to add (see EventRepository.indexTags): its type and tags. */
+export interface TagIndexEntry {
+  readonly position: number;
+  /** The event's tenant, as stored: an entry of another tenant than the event's is refused. */
+  readonly tenantUuid: string;
+  /** `domain.name` of its type row (the current name of its type). */
+  readonly type: string;
+  readonly tags: readonly string[];
+}
+
+/** Checks entries for indexTags (INVALID_REQUEST; tags by the append's rule) and returns each entry's rows. */
+export function tagIndexRows(entries: readonly TagIndexEntry[]): { tenantUuid: string; tag: string; position: number }[] {
+  if (!Array.isArray(entries)) throw new MnemeError("INVALID_REQUEST", "indexTags: entries must be an array");
+  const rows: { tenantUuid: string; tag: string; position: number }[] = [];
+  entries.forEach((e, i) => {
+    if (typeof e !== "object" || e === null || !Number.isSafeInteger(e.position) || e.position < 1 || typeof e.tenantUuid !== "string") {
+      throw new MnemeError("INVALID_REQUEST", `indexTags: entries[${i}] needs a position (integer >= 1) and a tenantUuid`);
+    }
+    const dot = typeof e.type === "string" ? e.type.indexOf(".") : -1;
+    if (dot <= 0 || stringProblem(e.type) !== undefined)
+      throw new MnemeError("INVALID_REQUEST", `indexTags: entries[${i}].type must be domain.name`);
+    let tags: string[];
+    try {
+      tags = checkEventTags(e.tags, i);
+    } catch (err) {
+      throw new MnemeError("INVALID_REQUEST", `indexTags: entries[${i}] (position ${e.position}): ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    for (const tag of [`:${e.type}`, ...tags]) rows.push({ tenantUuid: e.tenantUuid, tag, position: e.position });
+  });
+  return rows;
+}
+
 /** The stored events matching a query, in position order, and the position the answer is complete up to. */
 export interface TaggedRead<E> {
   readonly events: E[];
@@ -209,11 +243,13 @@ export function itemMatchSql(
   let sql = `SELECT t.position FROM ${table} t WHERE t.tenant_uuid = ${tenant} AND t.tag ${inList(item.drive)}`;
   if (bounds.after !== undefined) sql += ` AND t.position > ${param(bounds.after)}`;
   if (bounds.until !== undefined) sql += ` AND t.position <= ${param(bounds.until)}`;
+  // Scalar subqueries with LIMIT, not EXISTS: the planner cannot turn them into a join that scans a tag's rows
+  // for every candidate (it did, on young tables whose statistics said one row); each stays a probe of the key.
   for (const tag of item.rest) {
-    sql += ` AND EXISTS (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(tag)} AND u.position = t.position)`;
+    sql += ` AND (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag = ${param(tag)} AND u.position = t.position LIMIT 1) IS NOT NULL`;
   }
   if (item.types !== undefined) {
-    sql += ` AND EXISTS (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag ${inList(item.types)} AND u.position = t.position)`;
+    sql += ` AND (SELECT 1 FROM ${table} u WHERE u.tenant_uuid = t.tenant_uuid AND u.tag ${inList(item.types)} AND u.position = t.position LIMIT 1) IS NOT NULL`;
   }
   return sql;
 }

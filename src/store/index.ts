@@ -24,6 +24,7 @@ export {
 } from "./backend.js";
 export type { StoreInfo, StorePage, PageRequest } from "./store-info.js";
 export type { EventRepository, AppendOptions, ReadAllOptions, AppendListener } from "./event-repository.js";
+export type { AppendCondition, TagQueryItem, TaggedRead } from "./event-tags.js";
 export type { CommandStore, CommandRecord, CommandStatus, CommandListOptions, CommandClaim, CommandClaimant } from "./command-store.js";
 export type { DataStore, DataEntry, DataEntryInfo } from "./data-store.js";
 export type { CacheStore, CacheEntry } from "./cache-store.js";

@@ -323,6 +323,27 @@ export const describeDcbContract = defineContract<DcbWorld>("DCB contract", (tes
     expect(w.facade.runtime.getSchema({ domain: "DcbProbe", type: "Counted" })["x-mneme-tagged"]).toBeUndefined();
   });
 
+  test("events stored before their type declared tags are found once indexEventTags has run (idempotent)", async (w) => {
+    const repo = w.facade.eventRepository;
+    const tenantUuid = reqCtx.senderTenantUuid!;
+    // As an earlier release (or the type before it declared tags) stored them: no `tags`, so no index rows.
+    const old = (tags: string[]) => ({ ...w.probes.Tagged.create(newUuid(), { tags }), tenantUuid });
+    await repo.append([old(["old:1"]), old(["old:1", "x:2"])]);
+    await w.facade.dispatch(w.probes.Append, { tags: ["old:1"] }, { reqCtx });
+    expect((await repo.readTagged!(tenantUuid, [{ tags: ["old:1"] }])).events).toHaveLength(1);
+    const first = await w.facade.indexEventTags({ batchSize: 2 });
+    expect(first.rowsAdded).toBe(5);
+    const found = await repo.readTagged!(tenantUuid, [{ tags: ["old:1"], types: ["DcbProbe.Tagged"] }]);
+    expect(found.events.map((e) => e.position)).toEqual([...found.events.map((e) => e.position)].sort((a, b) => a - b));
+    expect(found.events).toHaveLength(3);
+    expect((await repo.readTagged!(tenantUuid, [{ tags: ["old:1", "x:2"] }])).events).toHaveLength(1);
+    expect((await w.facade.indexEventTags()).rowsAdded).toBe(0);
+    await expectRejectsWith(
+      () => repo.stored.indexTags!([{ position: 1, tenantUuid: "not-its-tenant", type: "DcbProbe.Tagged", tags: [] }]),
+      "INVALID_REQUEST",
+    );
+  });
+
   test("aggregates and queries mix in one command: either moving is CONFLICT", async (w) => {
     const { Count, Append, Decide, hold } = w.probes;
     const counterUuid = newUuid();

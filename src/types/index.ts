@@ -16,7 +16,18 @@ export type {
   StateTypeNotGiven,
 } from "../model/domain.js";
 export type { DomainInstall, InstalledDomain, TypedCommandHandler } from "../model/domain-install.js";
-export type { MessageContext, AggregateLoader, AggregateLoadOptions } from "../model/context.js";
+export type {
+  MessageContext,
+  AggregateLoader,
+  AggregateLoadOptions,
+  EventQueries,
+  EventQuery,
+  EventQueryItem,
+  EventQueryOptions,
+  EventQueryRead,
+  EventQueryFold,
+  FoldedEvents,
+} from "../model/context.js";
 export type { HandlerError, EventReader, MessageRef, CommandRef, QueryRef } from "../model/facade-handle.js";
 export type { PermissionLevel } from "../model/permission.js";
 export type { StoreName, StoreAction } from "../permissions/store-permissions.js";
@@ -34,3 +45,4 @@ export type {
   InboundCommand,
   CommandMapping,
 } from "../integration/integration-message.js";
+export type { IndexEventTagsOptions, IndexEventTagsReport } from "../app/tag-index.js";
