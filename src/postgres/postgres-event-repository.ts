@@ -36,6 +36,8 @@ export interface PostgresEventRepositoryOptions extends PostgresStoreOptions {
   readonly maxAppendsPerCommit?: number;
 }
 
+/** Shapes of readTagged's SQL prepared per connection at most (an application has a few); others are planned each time. */
+const MAX_PREPARED_TAGGED_READS = 64;
 const MAX_BATCH_SIZE = 10_000;
 
 /**
@@ -325,6 +327,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
 
   /** Stores tags and checks append conditions (see EventRepository.storesTags). */
   readonly storesTags = true;
+  /** The prepared statement name of each shape of readTagged's SQL. */
+  private readonly taggedReads = new Map<string, string>();
 
   /** See EventRepository.indexTags: one statement, which writes nothing when an entry names no event of its tenant. */
   async indexTags(entries: readonly TagIndexEntry[]): Promise<number> {
@@ -367,15 +371,18 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       };
       const tags = `${this.qschema}.event_tags`;
       const union = planned.map((item) => itemMatchSql(tags, tenantUuid, item, {}, bind)).join(" UNION ");
-      const rows = await this.rows<[...EventRow, string]>(
-        `WITH h AS MATERIALIZED (SELECT coalesce(max(position), 0) AS head FROM ${this.qschema}.events)
+      const text = `WITH h AS MATERIALIZED (SELECT coalesce(max(position), 0) AS head FROM ${this.qschema}.events)
          SELECT e.*, h.head::text FROM h LEFT JOIN LATERAL (
            SELECT ${EVENT_COLUMNS} FROM ${this.qschema}.events
            WHERE position <= h.head AND position IN (${union}) ORDER BY position
-         ) e ON true ORDER BY e.position`,
-        values,
-        "readTagged",
-      );
+         ) e ON true ORDER BY e.position`;
+      // Prepared once per connection and shape of query (the text depends only on how many tags and types each item has).
+      let name = this.taggedReads.get(text);
+      if (name === undefined && this.taggedReads.size < MAX_PREPARED_TAGGED_READS) {
+        name = `mneme:read-tagged:${this.qschema}:${this.taggedReads.size}`;
+        this.taggedReads.set(text, name);
+      }
+      const rows = await this.rows<[...EventRow, string]>(text, values, "readTagged", name);
       const position = Number(rows[0]?.[12] ?? 0);
       const events = rows[0]?.[0] == null ? [] : rows.map((r) => toEvent(r.slice(0, 12) as unknown as EventRow));
       return { events, position };

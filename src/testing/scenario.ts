@@ -1,3 +1,4 @@
+import { eventTags } from "../app/append.js";
 import { type ErrorCode, isMnemeError } from "../model/errors.js";
 import type { Facade } from "../app/facade.js";
 import type { CommandType } from "../model/tokens.js";
@@ -60,12 +61,19 @@ class Scenario implements ScenarioGiven, ScenarioWhen {
     return new Scenario(this.facade, [...this.history, ...events]);
   }
 
+  /** A given event as a command would have stored it: in the command's tenant unless it names one, with its type's tags. */
+  private stored(e: NewEvent, tenantUuid: string): NewEvent {
+    const type = this.facade.eventType(`${e.domain}.${e.name}`);
+    const tags = e.tags === undefined && type?.tags !== undefined ? { tags: eventTags(type, e.payload, 0) } : {};
+    return { ...e, ...(e.tenantUuid === undefined ? { tenantUuid } : {}), ...tags };
+  }
+
   when<P>(type: CommandType<P, any>, payload: P, opts: { reqCtx?: RequestContext } = {}): ScenarioThen {
     const run = async (): Promise<{ events?: Event[]; error?: unknown; before: number }> => {
       if (this.history.length > 0) {
         // History belongs to the tenant the command acts in (an aggregate is its first event's tenant's), unless an event names one.
         const tenantUuid = opts.reqCtx?.targetTenantUuid ?? opts.reqCtx?.senderTenantUuid ?? "";
-        await this.facade.eventRepository.append(this.history.map((e) => (e.tenantUuid === undefined ? { ...e, tenantUuid } : e)));
+        await this.facade.eventRepository.append(this.history.map((e) => this.stored(e, tenantUuid)));
       }
       const before = await this.facade.eventRepository.headPosition();
       try {
