@@ -13,7 +13,10 @@
  * - mneme aggregates: the same rule with a Course and a Student aggregate,
  *   both loaded (read-checked), the event appended to the course;
  * - raw pg: one transaction under the schema's advisory lock doing the same
- *   lookups on a tag table of the same shape, then the event and its tag rows.
+ *   lookups on a tag table of the same shape, then the event and its tag rows;
+ * - raw pg with the other storage the design allowed: the tags as a `text[]`
+ *   column of the events table with a GIN index (`tags @> ARRAY[...]`), the same
+ *   transaction otherwise; it shows what the tag table costs against it.
  *
  * Prints mneme's ratios against each and the load average.
  */
@@ -161,16 +164,23 @@ async function subscriptions(b: Bench, schemaOf: (tag: string) => string, c: num
   const warm = Math.max(50, 4 * c);
   // Each side its own rota over the same course ids (each side has its own store): a side's history is its own.
   const perCaller = Math.ceil((warm + perC) / c) + warm;
-  const rotas = [new CourseRota(c, perCaller), new CourseRota(c, perCaller), new CourseRota(c, perCaller)] as const;
+  const rotas = [
+    new CourseRota(c, perCaller),
+    new CourseRota(c, perCaller),
+    new CourseRota(c, perCaller),
+    new CourseRota(c, perCaller),
+  ] as const;
   for (const courseId of rotas[0].all) await dcb.f.dispatch(ex.commands.DefineCourse, { courseId, capacity: CAPACITY }, { reqCtx });
   for (const courseId of rotas[1].all) await aggs.f.dispatch(agg.DefineCourse, { courseId, capacity: CAPACITY }, { reqCtx });
   const raw = rawSubscribe(pool, rawSchema);
+  const gin = await ginSubscribe(pool, rawSchema);
   const viaDcb = (courseId: string, studentId: string) => dcb.f.dispatch(ex.commands.Subscribe, { courseId, studentId }, { reqCtx });
   const viaAggregates = (courseId: string, studentId: string) => aggs.f.dispatch(agg.Subscribe, { courseId, studentId }, { reqCtx });
   // Warm-up: connections opened, statements prepared.
   await callers(c, warm, rotas[0], viaDcb);
   await callers(c, warm, rotas[1], viaAggregates);
   await callers(c, warm, rotas[2], raw);
+  await callers(c, warm, rotas[3], gin);
   await duel(
     b,
     "dcb",
@@ -184,6 +194,7 @@ async function subscriptions(b: Bench, schemaOf: (tag: string) => string, c: num
         name: "raw pg (advisory lock; tag lookups; INSERT event + tags; one transaction)",
         run: () => callers(c, perC / rounds, rotas[2], raw),
       },
+      { name: "raw pg, tags as text[] + GIN (same transaction)", run: () => callers(c, perC / rounds, rotas[3], gin) },
     ],
     "commands/s",
   );
@@ -202,7 +213,7 @@ async function subscriptions(b: Bench, schemaOf: (tag: string) => string, c: num
 function rawSubscribe(pool: pg.Pool, schema: string): (courseId: string, studentId: string) => Promise<void> {
   const s = `"${schema}"`;
   const lookup = `SELECT count(*)::int AS n FROM ${s}.event_tags t WHERE t.tenant_uuid = $1 AND t.tag = $2
-      AND EXISTS (SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = $1 AND u.tag = ':Courses.StudentSubscribed' AND u.position = t.position)`;
+      AND (SELECT 1 FROM ${s}.event_tags u WHERE u.tenant_uuid = $1 AND u.tag = ':Courses.StudentSubscribed' AND u.position = t.position LIMIT 1) IS NOT NULL`;
   const insert = `WITH p AS (SELECT coalesce(max(position), 0) + 1 AS position FROM ${s}.events),
       e AS (INSERT INTO ${s}.events (position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload, event_version)
             SELECT p.position, $1, $2, 'Courses', 'StudentSubscribed', $1, 1, $3, $4, $5::jsonb, $6::jsonb, 1 FROM p RETURNING position)
@@ -224,6 +235,46 @@ function rawSubscribe(pool: pg.Pool, schema: string): (courseId: string, student
         nowNs(),
         REQ_CTX_JSON,
         JSON.stringify({ studentId, courseId }),
+        `course:${courseId}`,
+        `student:${studentId}`,
+      ]);
+      await client.query("COMMIT");
+    } catch (e) {
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw e;
+    } finally {
+      client.release();
+    }
+  };
+}
+
+/** The raw side with tags as a `text[]` column under a GIN index (the alternative to the tag table), same transaction. */
+async function ginSubscribe(pool: pg.Pool, schema: string): Promise<(courseId: string, studentId: string) => Promise<void>> {
+  const table = `"${schema}".gin_events`;
+  await pool.query(`CREATE TABLE IF NOT EXISTS ${table} (
+      position bigint PRIMARY KEY, event_uuid text NOT NULL, tenant_uuid text NOT NULL, domain text NOT NULL, name text NOT NULL,
+      command_uuid text, created_at bigint NOT NULL, req_ctx jsonb NOT NULL, payload jsonb NOT NULL, tags text[] NOT NULL)`);
+  await pool.query(`CREATE INDEX IF NOT EXISTS gin_events_tags ON ${table} USING gin (tags)`);
+  const lookup = `SELECT count(*)::int AS n FROM ${table} WHERE tenant_uuid = $1 AND tags @> ARRAY[$2::text, ':Courses.StudentSubscribed']`;
+  const insert = `INSERT INTO ${table} (position, event_uuid, tenant_uuid, domain, name, command_uuid, created_at, req_ctx, payload, tags)
+      SELECT coalesce(max(position), 0) + 1, $1, $2, 'Courses', 'StudentSubscribed', $3, $4, $5::jsonb, $6::jsonb,
+             ARRAY[':Courses.StudentSubscribed', $7::text, $8::text] FROM ${table}`;
+  return async (courseId, studentId) => {
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT pg_advisory_xact_lock(4243)");
+      const seats = (await client.query<{ n: number }>(lookup, [TENANT, `course:${courseId}`])).rows[0]!.n;
+      const mine = (await client.query<{ n: number }>(lookup, [TENANT, `student:${studentId}`])).rows[0]!.n;
+      if (seats >= CAPACITY || mine >= 3) throw new Error("refused");
+      const payload = JSON.stringify({ studentId, courseId });
+      await client.query(insert, [
+        newUuid(),
+        TENANT,
+        newUuid(),
+        nowNs(),
+        REQ_CTX_JSON,
+        payload,
         `course:${courseId}`,
         `student:${studentId}`,
       ]);
