@@ -120,6 +120,20 @@ describe("sqlite", () => {
     await repo.close();
   });
 
+  it("fails at an event whose hash was written by hand, and after a deleted event", async () => {
+    const { repo, file } = await filled();
+    tamper(file, `UPDATE mneme_events SET hash = '${"a".repeat(64)}' WHERE position = 6`);
+    await failsAt(repo, 6);
+    tamper(file, `UPDATE mneme_events SET hash = NULL WHERE position = 6`);
+    await repo.chainHead(); // chains nothing: the newest event has its hash
+    await failsAt(repo, 6);
+    await repo.close();
+    const other = await filled();
+    tamper(other.file, `DELETE FROM mneme_events WHERE position = 9`);
+    await failsAt(other.repo, 10);
+    await other.repo.close();
+  });
+
   it("fails at the first of two swapped events", async () => {
     const { repo, file } = await filled();
     tamper(
