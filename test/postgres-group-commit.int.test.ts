@@ -10,7 +10,7 @@ import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createFacade, defineDomain, type Event, type Facade, isMnemeError, newUuid, type NewEvent } from "mneme";
 import { createPostgresBackends, PostgresCommandStore, PostgresEventRepository, type PgStatement } from "mneme/postgres";
-import type { CommandRecord } from "mneme/store";
+import { type CommandRecord, verifyEventChain } from "mneme/store";
 import { outcomeCode } from "./support/rejections.js";
 import { ev } from "./support/todo-events.js";
 import { MemoryEventRepository } from "mneme/memory";
@@ -395,6 +395,8 @@ describe("group commit", () => {
     expect(rows.map((r) => r.position)).toEqual(rows.map((_, i) => i + 1));
     expect(read).toEqual(rows.map((r) => r.position));
     expect((await a.loadAggregate("shared")).map((e) => e.version)).toEqual(Array.from({ length: 120 }, (_, i) => i + 1));
+    // The hash chain follows commit order across both instances' flushes.
+    expect(await verifyEventChain(reader)).toMatchObject({ ok: true, checked: total + 120 });
   });
 
   it("a connection lost while a coalesced flush is under way: every waiting call rejects with UNAVAILABLE and nothing of the flush is written", async () => {

@@ -259,6 +259,10 @@ describe("monitoring", () => {
     expect(info.counts.queries).toBe(rig.facade.runtime.listQueries().length);
     expect(info.counts.events).toBe(rig.facade.runtime.listEvents().length);
     expect(await q(rig.facade, "GetSystemInfo")).toMatchObject({ appName: "shop", instanceId: "inst-1", counts: info.counts });
+    // The head of the events' hash chain: the highest position and its hash (see docs/operations.md).
+    const withChain = (await q(rig.facade, "GetSystemInfo")) as { eventChain: { position: number; hash: string }; headPosition: number };
+    expect(withChain.eventChain.position).toBe(withChain.headPosition);
+    expect(withChain.eventChain.hash).toMatch(/^[0-9a-f]{64}$/);
   });
 
   it("systemInfo has no tenant when none is configured, and no start time before start", () => {

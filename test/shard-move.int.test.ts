@@ -209,6 +209,41 @@ describe("a move whose copy differs from its source", () => {
   }, 60_000);
 });
 
+describe("a move whose source's hash chain is broken", () => {
+  it("fails before anything switches, naming the position; repaired, it moves and reports both chains", async () => {
+    const [tenant, neighbour] = [`chain-t-${id}`, `chain-u-${id}`];
+    await app.placeTenant(tenant, { shard: "s0" });
+    await app.placeTenant(neighbour, { shard: "s0" });
+    const accounts = [newUuid(), newUuid()];
+    for (let k = 0; k < 30; k++) {
+      const [who, account] = k === 12 ? [neighbour, newUuid()] : [tenant, accounts[k % 2]!];
+      await app.dispatch(Deposit, { accountUuid: account, amount: 1 }, { reqCtx: reqCtxOf(who) });
+    }
+    // A neighbour's event, stored between the moved tenant's, changed behind mneme's back: the tenant's rows
+    // digest the same on both sides, but the source's chain no longer holds over what the copy read.
+    const source = `"${shards[0]!.schema}".events`;
+    const row = await admin.query<{ position: string; payload: unknown }>(
+      `SELECT position::text AS position, payload FROM ${source} WHERE tenant_uuid = $1 ORDER BY position DESC LIMIT 1`,
+      [neighbour],
+    );
+    const { position, payload } = row.rows[0]!;
+    await admin.query(`UPDATE ${source} SET payload = jsonb_set(payload, '{amount}', '1000') WHERE position = $1`, [position]);
+    const failed = await app.moveTenant(tenant, "s1", { pageSize: 20 }).catch((e: unknown) => e);
+    expect(isMnemeError(failed, "INVALID_STATE")).toBe(true);
+    expect((failed as Error).message).toContain(`the hash chain of the source is broken at position ${position}`);
+    expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s0", state: "active" });
+    await admin.query(`UPDATE ${source} SET payload = $2 WHERE position = $1`, [position, JSON.stringify(payload)]);
+    const report = await app.moveTenant(tenant, "s1", { pageSize: 20, catchUpMs: 30_000 });
+    expect((await app.placements()).find((p) => p.tenantUuid === tenant)).toMatchObject({ shard: "s1", state: "active" });
+    // The source's chain verified up to the last event copied; the target's own chain (new positions) up to its head.
+    expect(report.chains?.source.position).toBeGreaterThan(Number(position));
+    expect(report.chains?.target.hash).toMatch(/^[0-9a-f]{64}$/);
+    const head = await admin.query<{ h: string }>(`SELECT max(position)::text AS h FROM "${shards[1]!.schema}".events`);
+    expect(report.chains?.target.position).toBeLessThanOrEqual(Number(head.rows[0]!.h));
+    expect(report.chains?.target.position).toBeGreaterThan(0);
+  }, 60_000);
+});
+
 describe("a mover killed at random points and times", () => {
   it("is run again until it finishes; every error any run saw is a MnemeError, and the move ends as an uninterrupted one", async () => {
     const tenant = `random-t-${id}`;

@@ -9,6 +9,7 @@ import { nowNs } from "../src/model/clock.js";
 import { isMnemeError } from "../src/model/errors.js";
 import type { Event, NewEvent } from "../src/model/types.js";
 import type { CommandRecord } from "../src/store/command-store.js";
+import { verifyEventChain } from "../src/store/event-chain.js";
 import {
   createSqliteBackends,
   SqliteCommandStore,
@@ -186,6 +187,8 @@ describe.each(SQLITE_DRIVERS)("driver %s", (driver) => {
       expect(seen).toEqual(Array.from({ length: total }, (_, i) => i + 1));
       const contended = await repo.loadAggregate("contended");
       expect(contended.map((e) => e.version)).toEqual(Array.from({ length: 2 * rounds }, (_, i) => i + 1));
+      // The hash chain follows commit order across the two connections.
+      expect(await verifyEventChain(repo)).toMatchObject({ ok: true, checked: total });
       await repo.close();
     }, 60_000);
 

@@ -135,6 +135,11 @@ async function headOf(file: string): Promise<number> {
 function expectVerified(r: CopyStoreReport): void {
   expect(r.tables.filter((t) => !t.matches)).toEqual([]);
   expect(r.verified).toBe(true);
+  // The hash chains: the source's verified before the copy (its subject forgotten: the chain holds), the target's after.
+  const events = r.tables.find((t) => t.table === "events")!.source.rows;
+  expect(r.chain.source).toMatchObject({ ok: true, checked: events, complete: true });
+  expect(r.chain.target).toMatchObject({ ok: true, checked: events, complete: true });
+  if (r.chain.source.ok && r.chain.target.ok) expect(r.chain.target.head.position).toBe(r.chain.source.head.position);
   expect(r.sourceDigest).toBe(r.targetDigest);
   const rows = Object.fromEntries(r.tables.map((t) => [t.table, t.source.rows]));
   for (const t of [
@@ -212,6 +217,20 @@ describe("store copy SQLite -> Postgres -> SQLite", () => {
     expect(isMnemeError(notACopy, "CONFLICT")).toBe(true);
     expect(await headOf(source.file)).toBe(sourceHead);
     expect(await events()).toBe(before);
+  });
+
+  it("refuses a source whose hash chain is broken (INVALID_STATE naming the position, nothing written)", async () => {
+    const tampered = files.newFile();
+    copyFileSync(source.file, tampered);
+    const db = new Database(tampered);
+    db.prepare("UPDATE mneme_events SET payload = json_set(payload, '$.n', 999) WHERE position = 30").run();
+    db.close();
+    const target = pg.newSchema();
+    const refused = await copyStore({ from: tampered, to: pgUrl(target) }).catch((e: unknown) => e);
+    expect(isMnemeError(refused, "INVALID_STATE")).toBe(true);
+    expect(String((refused as Error).message)).toContain("broken at position 30");
+    const made = await pg.pool.query(`SELECT to_regclass($1) AS t`, [`"${target}".events`]);
+    expect(made.rows[0].t).toBeNull();
   });
 
   it("refuses bad input with a code: a bad schema name, the same store as source and target, usage errors", async () => {

@@ -75,7 +75,7 @@ describe("checkStoreFormat (the refusal, at unit level)", () => {
   it("refuses a store of a newer format whose lowest writer is above this format", () => {
     expect(() =>
       checkStoreFormat({ format: STORE_FORMAT + 1, lowestWriterFormat: STORE_FORMAT + 1, upgradedBy: "9.0.0", upgradedAt: 1 }, "x"),
-    ).toThrow(/format 4 \(mneme a release of format 4\) and later; this is mneme 0\.3\.0 \(format 3\)/);
+    ).toThrow(/format 5 \(mneme a release of format 5\) and later; this is mneme 0\.3\.0 \(format 4\)/);
   });
 
   it("names this release as package.json does (the record's upgraded_by is the version an operator deploys)", () => {
@@ -97,7 +97,7 @@ describe("Postgres: the schema's format record", () => {
     const f = createFacade({ appName: "fmt", ...backends });
     closers.push(() => f.stop());
     await f.start();
-    expect(await formatRow(schema)).toEqual([{ format: 3, lowest_writer_format: 2, upgraded_by: STORE_RELEASE }]);
+    expect(await formatRow(schema)).toEqual([{ format: 4, lowest_writer_format: 2, upgraded_by: STORE_RELEASE }]);
     expect(backends.eventRepository.storeFormat()).toMatchObject(THIS_RELEASE);
     const info = f.runtime.systemInfo();
     expect(info.storeFormat.release).toBe(STORE_FORMAT);
@@ -112,14 +112,14 @@ describe("Postgres: the schema's format record", () => {
     await scratch.pool.query(
       `CREATE TABLE "${schema}".mneme_store_format (id smallint PRIMARY KEY, format integer, lowest_writer_format integer, upgraded_by text, upgraded_at bigint)`,
     );
-    await scratch.pool.query(`INSERT INTO "${schema}".mneme_store_format VALUES (1, 4, 4, '0.4.0', 0)`);
+    await scratch.pool.query(`INSERT INTO "${schema}".mneme_store_format VALUES (1, 5, 5, '0.4.0', 0)`);
     const backends = createPostgresBackends({ pool: scratch.newPool(4), schema, pollIntervalMs: 0 });
     closers.push(() => backends.close());
     for (const store of [backends.eventRepository, backends.readmodelStoreBackend, backends.commandStore, backends.logStore]) {
       const err = await rejection(store.init());
       expect(codeOf(err)).toBe("STORE_TOO_NEW");
-      expect((err as Error).message).toContain(`postgres schema ${schema} is in store format 4, written by mneme 0.4.0`);
-      expect((err as Error).message).toContain("this is mneme 0.3.0 (format 3)");
+      expect((err as Error).message).toContain(`postgres schema ${schema} is in store format 5, written by mneme 0.4.0`);
+      expect((err as Error).message).toContain("this is mneme 0.3.0 (format 4)");
     }
     const { rows } = await scratch.pool.query("SELECT table_name FROM information_schema.tables WHERE table_schema = $1", [schema]);
     expect(rows.map((r: { table_name: string }) => r.table_name)).toEqual(["mneme_store_format"]);
@@ -225,14 +225,14 @@ describe("concurrent starts upgrade an older store once", () => {
     const raw = new Database(filename);
     raw.exec(
       "CREATE TABLE mneme_store_format (id INTEGER PRIMARY KEY, format INTEGER, lowest_writer_format INTEGER, upgraded_by TEXT, upgraded_at INTEGER);" +
-        "INSERT INTO mneme_store_format VALUES (1, 5, 4, '0.5.0', 0);",
+        "INSERT INTO mneme_store_format VALUES (1, 6, 5, '0.5.0', 0);",
     );
     raw.close();
     const backends = createSqliteBackends({ filename });
     closers.push(() => backends.close());
     const err = await rejection(backends.eventRepository.init());
     expect(codeOf(err)).toBe("STORE_TOO_NEW");
-    expect((err as Error).message).toContain(`sqlite file ${filename} (table prefix mneme_) is in store format 5, written by mneme 0.5.0`);
+    expect((err as Error).message).toContain(`sqlite file ${filename} (table prefix mneme_) is in store format 6, written by mneme 0.5.0`);
     const f = files.keep(createFacade({ appName: "fmt", ...backends }));
     expect(await codeOfRejection(f.start())).toBe("STORE_TOO_NEW");
     const check = new Database(filename);

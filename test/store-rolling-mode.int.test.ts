@@ -169,7 +169,7 @@ describe("compatibility mode for 0.1.0 (rollingFrom, Postgres)", () => {
     const report = await b.finishRollingUpgrade({ settleMs: 0 });
     expect(report).toMatchObject({
       finishedFrom: "0.1.0",
-      storeFormat: { format: 3, lowestWriterFormat: 2 },
+      storeFormat: { format: 4, lowestWriterFormat: 2 },
       unscopedDocuments: [{ collection: "OldNotes:models", documents: 1 }],
       migration: { complete: true },
     });
@@ -192,7 +192,7 @@ describe("compatibility mode for 0.1.0 (rollingFrom, Postgres)", () => {
     ];
     for (const e of refusals) {
       expect((e as { code?: string }).code).toBe("MN001");
-      expect(e.message).toContain("store format 3 (mneme 0.3.0)");
+      expect(e.message).toContain("store format 4 (mneme 0.3.0)");
     }
 
     // rollingFrom on a finished schema is ignored: strict.

@@ -19,7 +19,8 @@ import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { STORE_RELEASE } from "mneme/store";
+import { PostgresEventRepository } from "mneme/postgres";
+import { STORE_RELEASE, verifyEventChain } from "mneme/store";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { until } from "./support/until.js";
 
@@ -180,6 +181,13 @@ async function expectProjectedInClear(schema: string, outcomes: Outcome[]): Prom
  * A 0.1.0 instance started on `schema` does not start: its init() fails, naming 0.1.0 and this release, so it
  * serves nothing (no session, no aggregate read as ciphertext, no stale document).
  */
+/** The schema's hash chain holds over every event, whichever release appended it (the trigger chains them all). */
+async function expectChainHolds(schema: string): Promise<void> {
+  const events = new PostgresEventRepository({ pool: scratch.pool, schema, pollIntervalMs: 0 });
+  const n = await scratch.pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM "${schema}".events`);
+  expect(await verifyEventChain(events)).toMatchObject({ ok: true, checked: Number(n.rows[0]!.n) });
+}
+
 async function expectRefusedAtStart(schema: string, mode = ""): Promise<void> {
   const late = new Instance(releaseRoot(RELEASES["0.1.0"]), schema, "late", false, mode);
   const started = await late.started();
@@ -214,7 +222,7 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release (Postgres)", ()
     const refused = await old.add(4);
     for (const o of refused) {
       expect(o.ok).toBe(false);
-      expect(o.message).toContain("store format 3 (mneme 0.3.0)");
+      expect(o.message).toContain("store format 4 (mneme 0.3.0)");
       expect(o.message).toContain("mneme 0.1.0 (44da8f1)");
     }
     // A downgrade: a 0.1.0 instance started now does not start, naming both releases.
@@ -242,6 +250,7 @@ describe.skipIf(skipWithout("0.2.0-pre"))("0.2.0-pre beside this release (Postgr
     const all = [...before, ...a, ...b];
     await expectStoredOnce(schema, all);
     await expectProjectedInClear(schema, all);
+    await expectChainHolds(schema);
     await now.stop();
   }, 240_000);
 });
@@ -266,6 +275,7 @@ describe.skipIf(skipWithout("0.2.0") || skipWithout("0.1.0"))("0.2.0 beside this
     const all = [...a, ...b];
     await expectStoredOnce(schema, all);
     await expectProjectedInClear(schema, all);
+    await expectChainHolds(schema);
     await now.stop();
   }, 240_000);
 });
@@ -309,7 +319,7 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release in compatibilit
     const now = new Instance(ROOT, schema, "new", true, "accounts-rolling");
     expect(await now.started()).toEqual({ started: true });
     expect(await now.line("info")).toMatchObject({
-      answer: { rollingFrom: "0.1.0", storeFormat: { stores: { event: { format: 3, lowestWriterFormat: 1 } } } },
+      answer: { rollingFrom: "0.1.0", storeFormat: { stores: { event: { format: 4, lowestWriterFormat: 1 } } } },
     });
     const newAccount = (await now.line("register bob@new.test")).answer as { accountUuid: string };
     expect(newAccount.accountUuid).toBeTypeOf("string");
@@ -368,11 +378,13 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release in compatibilit
     const finished = (await now.line("finish")) as { answer: Record<string, unknown> };
     expect(finished.answer).toMatchObject({
       finishedFrom: "0.1.0",
-      storeFormat: { format: 3, lowestWriterFormat: 2 },
+      storeFormat: { format: 4, lowestWriterFormat: 2 },
       unscopedDocuments: [],
       migration: { complete: true },
     });
     expect(await now.line("info")).toMatchObject({ answer: { rollingFrom: null } });
+    // 0.1.0's appends were chained by the trigger, and the migration re-chained what it sealed.
+    await expectChainHolds(schema);
     const rawEvents = await scratch.pool.query<{ p: string }>(`SELECT payload::text AS p FROM "${schema}".events`);
     const rawText = rawEvents.rows.map((r) => r.p).join("\n");
     expect(rawText).not.toContain('"ann@old.test"');

@@ -26,6 +26,7 @@ import {
 import { createPostgresBackends } from "mneme/postgres";
 import { GetClearPersonalData, MigratePersonalData } from "mneme/runtime";
 import { createSqliteBackends } from "mneme/sqlite";
+import { type ChainedEvents, verifyEventChain } from "mneme/store";
 import { defineCrm } from "./fixtures/upgrade/crm-app.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
@@ -298,6 +299,12 @@ describe.each(RELEASES)("a store written by $label", ({ release, clearAccounts }
       // forget: an old account and an old contact read "[erased]" on every read path.
       const contact = m.contacts[0]!;
       expect(await facade.forget(ivan.accountUuid)).toEqual({ keysDeleted: 1 });
+      // The hash chain: built over the old store's events when today's code opened it, recomputed from the
+      // first event the migration sealed, and kept by forget (it deletes a key, not a stored byte).
+      const headBefore = await facade.eventRepository.headPosition();
+      const chain = await verifyEventChain(facade.eventRepository.stored as ChainedEvents);
+      expect(chain).toMatchObject({ ok: true, complete: true });
+      expect(chain.ok && chain.head.position).toBeGreaterThanOrEqual(headBefore);
       expect(await facade.forget(contact.contactUuid)).toEqual({ keysDeleted: 1 });
       await facade.dispatch(
         ChangeAccountName,

@@ -14,6 +14,7 @@ import { runPrivacyCommand } from "./privacy-migrate.js";
 import { buildSchemasWithReport, writeSchemasFile } from "./schema-build.js";
 import { runSeedCommand } from "./seed.js";
 import { runStoreCopy } from "./store-copy.js";
+import { runStoreVerify } from "./store-verify.js";
 import { runUpgradeCommand } from "./upgrade.js";
 
 const USAGE = `Usage:
@@ -24,6 +25,7 @@ const USAGE = `Usage:
   mneme upgrade status --app <module>
   mneme upgrade finish --app <module> [--settle-ms <n>] [--batch-size <n>]
   mneme store copy --from <file or postgres url> --to <postgres url or file> [--resume] [--batch-size <n>]
+  mneme store verify --store <file or postgres url> [--batch-size <n>]
   mneme seed --app <module> --file <json>
   mneme openapi --app <module> [--out <file>]
   mneme client --app <module> --out <file>
@@ -59,6 +61,10 @@ Commands:
                  rows and a SHA-256 per table on both sides; exit 1 if one differs.
                  A Postgres URL names its schema with ?schema= (default public).
                  Stop the app's writers first (see docs/scaling.md).
+  store verify   Recompute the hash chain of a store's events (each event's hash
+                 follows the one before it; see docs/operations.md) and compare it
+                 with the stored hashes, page by page; exit 1 and print the first
+                 broken position when one differs.
   seed           Start the app of <module> (with registerDefaults) and create the
                  tenants, groups, accounts and identities of <json> that are
                  missing, as a system administrator; what exists is left as it
@@ -90,6 +96,7 @@ Options:
   --from <store>     store copy: the source, a SQLite file or postgres:// URL
   --to <store>       store copy: the target (empty, or an interrupted copy with --resume)
   --resume           store copy: continue a copy into this target that was interrupted
+  --store <store>    store verify: a SQLite file or postgres:// URL (?schema=)
   --file <json>      seed: the seed file
   -h, --help         show this help
   -v, --version      show the version
@@ -117,6 +124,7 @@ const OPTIONS = {
   from: { type: "string" },
   to: { type: "string" },
   resume: { type: "boolean" },
+  store: { type: "string" },
   file: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean", short: "v" },
@@ -145,6 +153,7 @@ async function run(argv: readonly string[]): Promise<number> {
   if (positionals.length === 0) throw new UsageError("no command given");
   if (positionals[0] === "privacy") return privacyCommand(positionals, values);
   if (positionals[0] === "upgrade") return upgradeCommand(positionals, values);
+  if (positionals[0] === "store" && positionals[1] === "verify") return storeVerify(positionals, values);
   if (positionals[0] === "store") return storeCopy(positionals, values);
   if (positionals[0] === "seed") return seedCommand(positionals, values);
   if (positionals[0] === "openapi" || positionals[0] === "client") return documentCommand(positionals, values);
@@ -287,6 +296,21 @@ function storeCopy(
   if (batch !== undefined && !/^[1-9][0-9]{0,4}$/.test(batch)) throw new UsageError(`--batch-size must be an integer >= 1, got "${batch}"`);
   return runStoreCopy(
     { from: values.from!, to: values.to!, resume: values.resume === true, ...(batch === undefined ? {} : { pageSize: Number(batch) }) },
+    process.stdout,
+    process.stderr,
+  );
+}
+
+function storeVerify(
+  positionals: readonly string[],
+  values: { store?: string | undefined; "batch-size"?: string | undefined },
+): Promise<number> {
+  if (positionals.length > 2) throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+  if (values.store === undefined || values.store === "") throw new UsageError("missing --store");
+  const batch = values["batch-size"];
+  if (batch !== undefined && !/^[1-9][0-9]{0,4}$/.test(batch)) throw new UsageError(`--batch-size must be an integer >= 1, got "${batch}"`);
+  return runStoreVerify(
+    { store: values.store, ...(batch === undefined ? {} : { pageSize: Number(batch) }) },
     process.stdout,
     process.stderr,
   );

@@ -30,6 +30,7 @@ import {
 import { isSealedJsonSafe, sealJsonSafe, trySealJsonSafe } from "../store/json-safe.js";
 import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import { storeClosed } from "../store/store-closed.js";
+import { chainCreatedAt, chainHash, type ChainHead, type ChainRow, GENESIS_HASH } from "../store/event-chain.js";
 
 const DEFAULT_BATCH_SIZE = 1000;
 const EMPTY: readonly Event[] = Object.freeze([]);
@@ -55,6 +56,14 @@ export class MemoryEventRepository implements EventRepository {
   private listening: readonly AppendListener[] = [];
   private nextPosition = 1;
   private closed = false;
+  /**
+   * The hash chain (see src/store/event-chain.ts): hashes[i] is the hash of the event at position i + 1. Stored
+   * events are frozen, so the chain is computed when asked for (readChain, chainHead) rather than on the append
+   * path; a sealing of stored payloads drops it from the first event sealed.
+   */
+  private readonly hashes: string[] = [];
+  /** Keeps the hash chain. */
+  readonly chainsEvents = true;
 
   async init(): Promise<void> {
     this.assertOpen();
@@ -248,6 +257,7 @@ export class MemoryEventRepository implements EventRepository {
       const next = Object.freeze({ ...e, payload: sealJsonSafe(r.sealed) });
       this.events[i] = next;
       (this.byAggregate.get(e.aggregateUuid) as Event[])[e.version - 1] = next;
+      if (this.hashes.length > i) this.hashes.length = i;
       n++;
     }
     return n;
@@ -351,6 +361,38 @@ export class MemoryEventRepository implements EventRepository {
     }
   }
 
+  /** Computes the chain's missing hashes up to the event at index n - 1. */
+  private chainUpTo(n: number): void {
+    for (let i = this.hashes.length; i < n; i++) {
+      this.hashes.push(chainHash(i === 0 ? GENESIS_HASH : this.hashes[i - 1]!, memoryChainRow(this.events[i]!)));
+    }
+  }
+
+  /** See ChainedEvents.chainHead. */
+  async chainHead(): Promise<ChainHead> {
+    this.assertOpen();
+    const n = this.events.length;
+    this.chainUpTo(n);
+    return n === 0 ? { position: 0, hash: GENESIS_HASH } : { position: n, hash: this.hashes[n - 1]! };
+  }
+
+  /** See ChainedEvents.readChain. */
+  readChain(opts: { afterPosition?: number; batchSize?: number } = {}): AsyncIterable<ChainRow[]> {
+    this.assertOpen();
+    return this.chainPages(Math.max(0, opts.afterPosition ?? 0), opts.batchSize ?? 1000);
+  }
+
+  private async *chainPages(after: number, batchSize: number): AsyncGenerator<ChainRow[], void, undefined> {
+    for (let i = after; i < this.events.length; i += batchSize) {
+      this.assertOpen();
+      const end = Math.min(this.events.length, i + batchSize);
+      this.chainUpTo(end);
+      const page: ChainRow[] = [];
+      for (let k = i; k < end; k++) page.push({ ...memoryChainRow(this.events[k]!), hash: this.hashes[k]! });
+      yield page;
+    }
+  }
+
   async headPosition(): Promise<number> {
     this.assertOpen();
     return this.events.length === 0 ? 0 : (this.events[this.events.length - 1] as Event).position;
@@ -402,6 +444,24 @@ export class MemoryEventRepository implements EventRepository {
 }
 
 const EMPTY_CTX: RequestContext = Object.freeze({});
+
+/** A stored event as the chain sees it: its payload and reqCtx as JSON text. */
+function memoryChainRow(e: Event): Omit<ChainRow, "hash"> {
+  return {
+    position: e.position,
+    eventUuid: e.eventUuid,
+    tenantUuid: e.tenantUuid,
+    domain: e.domain,
+    name: e.name,
+    aggregateUuid: e.aggregateUuid,
+    version: e.version,
+    commandUuid: e.commandUuid ?? null,
+    createdAt: chainCreatedAt(e.createdAt),
+    eventVersion: e.eventVersion ?? 1,
+    reqCtx: JSON.stringify(e.reqCtx),
+    payload: e.payload === undefined ? null : JSON.stringify(e.payload),
+  };
+}
 
 /**
  * The checks of every event before anything else: shape, aggregate, tenant, and the JSON-safe payload and reqCtx.

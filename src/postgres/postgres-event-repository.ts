@@ -17,6 +17,7 @@ import {
   type TagQueryItem,
 } from "../store/event-tags.js";
 import type { StoreInfo } from "../store/store-info.js";
+import { type ChainHead, type ChainRow, GENESIS_HASH } from "../store/event-chain.js";
 import { prepare, recordColumns } from "./postgres-append-input.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
 import { PostgresAppendWriter } from "./postgres-append-writer.js";
@@ -121,6 +122,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   /** True once joinCommandStore joined a command store of the same pool and schema. */
   private recordsWithAppend = false;
   private readonly watcher: PostgresAppendWatcher;
+  /** The append lock's key (see the class comment). */
+  private readonly lockKey: string;
 
   constructor(opts: PostgresEventRepositoryOptions) {
     super(opts);
@@ -138,9 +141,10 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     // NOTIFY channel names are identifiers (at most 63 bytes): long schema names are hashed.
     const channel = `mneme_events_${this.schema}`;
     this.channel = channel.length <= 63 ? channel : `mneme_events_${advisoryKey(channel).replace("-", "n")}`;
+    this.lockKey = advisoryKey("mneme:events", this.schema);
     this.writer = new PostgresAppendWriter({
       qschema: this.qschema,
-      lockKey: advisoryKey("mneme:events", this.schema),
+      lockKey: this.lockKey,
       channel: this.channel,
       instanceId: this.instanceId,
       maxAppendsPerCommit: perCommit,
@@ -238,18 +242,92 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     return this.track(async () => {
       checkPayloadSealing("sealStoredPayloads", rewrites);
       if (rewrites.length === 0) return 0;
+      const client = await this.checkout("transaction", "postgres: sealStoredPayloads");
+      let broken = false;
       try {
-        const res = await this.poolQuery("transaction", {
-          text: `UPDATE ${this.qschema}.events AS e SET payload = u.sealed
-                   FROM unnest($1::text[], $2::jsonb[], $3::jsonb[]) AS u(id, stored, sealed)
-                  WHERE e.event_uuid = u.id AND e.payload = u.stored`,
+        await client.query("BEGIN");
+        // The one sanctioned rewrite of stored events: under the append lock, the chain is recomputed from the
+        // first event sealed, so no append chains onto a hash that is about to change.
+        await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [this.lockKey]);
+        const res = await client.query<{ n: string; first: string | null }>({
+          text: `WITH sealed AS (
+                   UPDATE ${this.qschema}.events AS e SET payload = u.sealed
+                     FROM unnest($1::text[], $2::jsonb[], $3::jsonb[]) AS u(id, stored, sealed)
+                    WHERE e.event_uuid = u.id AND e.payload = u.stored
+                   RETURNING e.position)
+                 SELECT count(*)::text AS n, min(position)::text AS first FROM sealed`,
           values: [rewrites.map((r) => r.id), rewrites.map((r) => JSON.stringify(r.stored)), rewrites.map((r) => JSON.stringify(r.sealed))],
         });
-        return res.rowCount ?? 0;
+        const first = res.rows[0]?.first;
+        if (first != null) await client.query(`SELECT ${this.qschema}.mneme_chain_from($1::bigint)`, [first]);
+        await client.query("COMMIT");
+        return Number(res.rows[0]?.n ?? 0);
       } catch (e) {
+        try {
+          await client.query("ROLLBACK");
+        } catch {
+          broken = true;
+        }
         throw mapPgError(e, "postgres: sealStoredPayloads");
+      } finally {
+        client.release(broken);
       }
     });
+  }
+
+  /** Keeps the hash chain (see src/store/event-chain.ts and postgres-chain-ddl.ts). */
+  readonly chainsEvents = true;
+
+  /** See ChainedEvents.chainHead: the hash stored with the highest position. */
+  async chainHead(): Promise<ChainHead> {
+    return this.track(async () => {
+      const rows = await this.rows<[string, string | null]>(
+        `SELECT e.position::text, e.hash FROM ${this.qschema}.events e ORDER BY e.position DESC LIMIT 1`,
+        [],
+        "chainHead",
+      );
+      const last = rows[0];
+      if (last === undefined) return { position: 0, hash: GENESIS_HASH };
+      if (last[1] === null)
+        throw new MnemeError("STORE_ERROR", `postgres schema ${this.schema}: the newest event has no hash (init() builds the chain)`);
+      return { position: Number(last[0]), hash: last[1] };
+    });
+  }
+
+  /** See ChainedEvents.readChain: keyset pages of the stored rows as text, with their hashes. */
+  readChain(opts: { afterPosition?: number; batchSize?: number } = {}): AsyncIterable<ChainRow[]> {
+    return this.chainPages(opts.afterPosition ?? 0, opts.batchSize ?? 1000);
+  }
+
+  private async *chainPages(after: number, batchSize: number): AsyncGenerator<ChainRow[], void, undefined> {
+    const sql =
+      `SELECT position, hash, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at::text, ` +
+      `event_version, req_ctx::text, payload::text FROM ${this.qschema}.events WHERE position > $1 ORDER BY position LIMIT $2`;
+    let position = after;
+    for (;;) {
+      this.assertOpen();
+      type Row = [string, string | null, string, string, string, string, string, number, string | null, string, number, string, string];
+      const rows = await this.rows<Row>(sql, [position, batchSize], "readChain");
+      if (rows.length === 0) return;
+      const page = rows.map((r): ChainRow => ({
+        position: Number(r[0]),
+        hash: r[1],
+        eventUuid: r[2],
+        tenantUuid: r[3],
+        domain: r[4],
+        name: r[5],
+        aggregateUuid: r[6],
+        version: r[7],
+        commandUuid: r[8],
+        createdAt: r[9],
+        eventVersion: r[10],
+        reqCtx: r[11],
+        payload: r[12],
+      }));
+      position = page[page.length - 1]!.position;
+      yield page;
+      if (rows.length < batchSize) return;
+    }
   }
 
   readAll(opts: ReadAllOptions = {}): AsyncIterable<Event[]> {

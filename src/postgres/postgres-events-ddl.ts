@@ -1,5 +1,6 @@
 import { SQLSTATE_NOT_IN_TENANT, SQLSTATE_VERSION_GAP, SQLSTATE_VERSION_TAKEN } from "./postgres-errors.js";
 import { appendAggregateDdl } from "./postgres-append-aggregate-ddl.js";
+import { chainDdl } from "./postgres-chain-ddl.js";
 import { appendFlushDdl, EVENT_COLUMNS, RECORD_COLUMNS } from "./postgres-append-flush-ddl.js";
 import { oldSignatureDdl } from "./postgres-old-starts.js";
 import { unversionedAppends } from "./postgres-old-writers.js";
@@ -52,6 +53,8 @@ export function eventsDdl(qschema: string, schema: string, admitOldWriters: bool
       )`,
     // A schema made before event versions: every stored event is version 1.
     `ALTER TABLE ${s}.events ADD COLUMN IF NOT EXISTS event_version integer NOT NULL DEFAULT 1`,
+    // The hash chain (tamper evidence): the column, its trigger, and the chain of a store made before it.
+    ...chainDdl(s),
     // An append that leaves event_version out comes from 0.1, which would misread this store: refused.
     ...unversionedAppends(s, schema, admitOldWriters),
     // The helper of the signatures before event versions: only their own bodies called it, and those are replaced

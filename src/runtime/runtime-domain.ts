@@ -312,7 +312,7 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   d.handleQuery(ListCommandHandlers, () => runtime.listCommandHandlers());
   d.handleQuery(ListQueryHandlers, () => runtime.listQueryHandlers());
   d.handleQuery(ListEventHandlers, async (ctx, q, p) => runtime.listEventHandlers(await scope(ctx, q, p)));
-  d.handleQuery(GetSystemInfo, () => runtime.systemInfo());
+  d.handleQuery(GetSystemInfo, () => runtime.systemInfoWithChain());
   d.handleQuery(ListPermissions, (_ctx, _q, p) =>
     runtime.permissions.list(p.domain === undefined ? {} : { domain: p.domain }).map(({ cmdFunc: _f, ...rest }) => rest),
   );

@@ -1,4 +1,5 @@
 import { hostname } from "node:os";
+import { type ChainHead, isChained } from "../store/event-chain.js";
 import { isStoreFormatted, type RollingFrom, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
 import { isMnemeError, MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
@@ -121,6 +122,11 @@ export interface SystemInfo {
    * (`rollingFrom`), until `FinishRollingUpgrade`. Absent otherwise (see docs/upgrading.md).
    */
   rollingFrom?: RollingFrom;
+  /**
+   * The head of the events' hash chain (tamper evidence): the highest position and its hash, to write down
+   * and compare with a later `mneme store verify` (see docs/operations.md). Absent when the event store keeps no chain.
+   */
+  eventChain?: ChainHead;
 }
 
 /** What `facade.finishRollingUpgrade` (the Runtime command `FinishRollingUpgrade`) did. */
@@ -329,6 +335,15 @@ export class Runtime {
     if (f.rollingFrom !== undefined) info.rollingFrom = f.rollingFrom;
     const clear = f.clearPersonalData;
     if (clear !== undefined) info.personalDataInClear = { subjects: clear.subjects, events: clear.events, complete: clear.complete };
+    return info;
+  }
+
+  /** {@link systemInfo} with the head of the events' hash chain, read now (the Runtime query `GetSystemInfo`). */
+  async systemInfoWithChain(): Promise<SystemInfo> {
+    const info = this.systemInfo();
+    const f = this.facade;
+    const events = (f.eventRepository as { readonly stored?: unknown }).stored ?? f.eventRepository;
+    if (isChained(events)) info.eventChain = await events.chainHead();
     return info;
   }
 

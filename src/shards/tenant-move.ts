@@ -22,6 +22,7 @@ import { isMnemeError, MnemeError } from "../model/errors.js";
 import { mapPgError } from "../postgres/postgres-errors.js";
 import { PostgresEventRepository } from "../postgres/postgres-event-repository.js";
 import { PG, requireDriver } from "../store/driver.js";
+import { type ChainHead, verifyEventChain } from "../store/event-chain.js";
 import { type MoveRecord, PlacementStore } from "./placement-store.js";
 import { freezeTenant, unfreezeTenant } from "./shard-freeze.js";
 import type { ShardLocation } from "./shard-location.js";
@@ -97,6 +98,12 @@ export interface TenantMoveReport {
   /** How long the tenant's writes were paused by this run (0 when it found the move switched already). */
   readonly pausedMs: number;
   readonly durationMs: number;
+  /**
+   * The hash chains this run verified (absent when it found the move switched already): the source's up to
+   * the last event copied (what the copy read is what was stored), and the target's own, with the copied
+   * events at their new positions, up to its head after the copy.
+   */
+  readonly chains?: { readonly source: ChainHead; readonly target: ChainHead };
 }
 
 interface MoveContext {
@@ -105,6 +112,7 @@ interface MoveContext {
   readonly source: ShardSide;
   readonly target: ShardSide;
   readonly targetEvents: PostgresEventRepository;
+  readonly sourceEvents: PostgresEventRepository;
   readonly scope: TenantScope;
   readonly pageSize: number;
   readonly keyIds: Set<string>;
@@ -112,6 +120,8 @@ interface MoveContext {
   copied: number;
   copiedThrough: number;
   documents?: TenantMoveReport["documents"];
+  /** The chains' links this run recomputed (see checkChains). */
+  chains?: { source: ChainHead; target: ChainHead };
 }
 
 /**
@@ -137,12 +147,14 @@ export async function moveTenant(opts: TenantMoveOptions): Promise<TenantMoveRep
     const source = side(locate(opts, move.fromShard), open);
     const target = side(locate(opts, move.toShard), open);
     const targetEvents = new PostgresEventRepository({ pool: target.pool, schema: target.schema, pollIntervalMs: 0 });
+    const sourceEvents = new PostgresEventRepository({ pool: source.pool, schema: source.schema, pollIntervalMs: 0 });
     const ctx: MoveContext = {
       opts,
       store,
       source,
       target,
       targetEvents,
+      sourceEvents,
       scope: { tenantUuid: opts.tenantUuid, homeDomains: opts.homeDomains },
       pageSize: opts.pageSize ?? 5000,
       keyIds: new Set(),
@@ -155,6 +167,7 @@ export async function moveTenant(opts: TenantMoveOptions): Promise<TenantMoveRep
       return await finish(ctx, move, resumed, pausedMs, t0);
     } finally {
       await targetEvents.close().catch(() => undefined);
+      await sourceEvents.close().catch(() => undefined);
     }
   } catch (e) {
     throw moveFailure(e, opts.tenantUuid);
@@ -289,6 +302,7 @@ async function copyBulk(ctx: MoveContext): Promise<{ sourceMark: number; targetM
     ],
     true,
   );
+  await checkChains(ctx, "before the pause");
   return { sourceMark, targetMark, recordsFrom };
 }
 
@@ -317,12 +331,47 @@ async function copyAndSwitch(ctx: MoveContext): Promise<number> {
     ],
     true,
   );
+  await checkChains(ctx, "in the pause");
   await unfreezeTenant(ctx.target.pool, ctx.target.schema, tenant);
   ctx.documents = await compareDocuments(ctx);
   await store.update(tenant, move.toShard, "active", "switched");
   const pausedMs = Date.now() - pausedAt;
   progress(ctx, "switched");
   return pausedMs;
+}
+
+/**
+ * Verifies the hash chains: the source's up to the last event copied (so the copy read what was stored),
+ * the target's up to its head (its own chain over the copied events at their new positions). Before the
+ * pause from the first event; in the pause from the links recomputed before it, so the pause reads only
+ * what was appended since. A broken chain fails the move (INVALID_STATE naming the shard and the
+ * position) and nothing switches.
+ */
+async function checkChains(ctx: MoveContext, when: VerifiedPart["when"]): Promise<void> {
+  const targetHead = await headOf(ctx.target);
+  const [source, target] = await Promise.all([
+    verifyEventChain(ctx.sourceEvents, {
+      batchSize: ctx.pageSize,
+      untilPosition: ctx.copiedThrough,
+      ...(ctx.chains === undefined ? {} : { from: ctx.chains.source }),
+    }),
+    verifyEventChain(ctx.targetEvents, {
+      batchSize: ctx.pageSize,
+      untilPosition: targetHead,
+      ...(ctx.chains === undefined ? {} : { from: ctx.chains.target }),
+    }),
+  ]);
+  if (source.ok && target.ok) {
+    ctx.chains = { source: source.head, target: target.head };
+    return;
+  }
+  await failMove(ctx);
+  const [shard, broken] = source.ok ? [ctx.opts.to, target] : ["the source", source];
+  throw new MnemeError(
+    "INVALID_STATE",
+    `tenant move of ${ctx.scope.tenantUuid}: the hash chain of ${shard} is broken at position ${broken.ok ? 0 : broken.position} ` +
+      `(${when}; ${broken.ok ? "" : broken.reason}); nothing switched`,
+  );
 }
 
 async function copyKeysOf(ctx: MoveContext, keyIds: readonly string[]): Promise<void> {
@@ -428,5 +477,6 @@ async function finish(ctx: MoveContext, move: MoveRecord, resumed: boolean, paus
     documents: ctx.documents ?? { compared: [], notCompared: [{ collection: "*", reason: "compared by the run that switched" }] },
     pausedMs,
     durationMs: Date.now() - t0,
+    ...(ctx.chains === undefined ? {} : { chains: ctx.chains }),
   };
 }

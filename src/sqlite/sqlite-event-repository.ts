@@ -37,6 +37,7 @@ import { SqliteAppendWatcher, type SqliteExternalAppendListener } from "./sqlite
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
+import { chainCreatedAt, chainHash, type ChainHead, type ChainRow, GENESIS_HASH } from "../store/event-chain.js";
 
 const MAX_BATCH_SIZE = 100_000;
 
@@ -136,6 +137,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
         req_ctx TEXT NOT NULL,
         payload TEXT,
         event_version INTEGER NOT NULL DEFAULT 1,
+        hash TEXT,
         UNIQUE (aggregate_uuid, version)
       );
       CREATE UNIQUE INDEX IF NOT EXISTS ${this.table}_event_uuid ON ${this.table} (event_uuid);
@@ -151,6 +153,87 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     if (!columns.some((c) => c.name === "event_version")) {
       this.db.exec(`ALTER TABLE ${this.table} ADD COLUMN event_version INTEGER NOT NULL DEFAULT 1`);
     }
+    // A file made before the hash chain: the column is added and the chain computed over the stored events,
+    // in this write transaction (the store format upgrade), so no append sees a half-built chain.
+    if (!columns.some((c) => c.name === "hash")) this.db.exec(`ALTER TABLE ${this.table} ADD COLUMN hash TEXT`);
+    this.chainUnchained();
+  }
+
+  /** Keeps the hash chain (see src/store/event-chain.ts). */
+  readonly chainsEvents = true;
+
+  /**
+   * Chains the events stored without a hash (by a release before the chain, or by an instance of one still
+   * appending beside this release during a rolling deploy; they are always the newest), inside the caller's
+   * write transaction. Returns the head.
+   */
+  private chainUnchained(): ChainHead {
+    const last = this.db.statement(`SELECT position, hash FROM ${this.table} ORDER BY position DESC LIMIT 1`).get() as
+      { position: number; hash: string | null } | undefined;
+    if (last === undefined) return { position: 0, hash: GENESIS_HASH };
+    if (last.hash !== null) return { position: last.position, hash: last.hash };
+    const first = (this.db.statement(`SELECT MIN(position) AS p FROM ${this.table} WHERE hash IS NULL`).get() as { p: number }).p;
+    return this.rechainFrom(first);
+  }
+
+  /** Recomputes the stored hashes from `from` to the head (inside the caller's write transaction); returns the head. */
+  private rechainFrom(from: number): ChainHead {
+    const before = this.db.statement(`SELECT hash FROM ${this.table} WHERE position < ? ORDER BY position DESC LIMIT 1`).get(from) as
+      { hash: string | null } | undefined;
+    if (before !== undefined && before.hash === null)
+      throw new MnemeError("STORE_ERROR", `the hash chain has a hole before position ${from}`);
+    let previous = before?.hash ?? GENESIS_HASH;
+    let position = 0;
+    const update = this.db.statement(`UPDATE ${this.table} SET hash = ? WHERE position = ?`);
+    const page = this.db.rawStatement(`SELECT ${COLUMNS} FROM ${this.table} WHERE position >= ? ORDER BY position LIMIT 1000`);
+    let after = from;
+    for (;;) {
+      const rows = page.all(after) as EventRow[];
+      for (const r of rows) {
+        previous = chainHash(previous, chainRowOf(r));
+        position = r[0];
+        update.run(previous, position);
+      }
+      if (rows.length < 1000) break;
+      after = position + 1;
+    }
+    return { position, hash: previous };
+  }
+
+  /** See ChainedEvents.chainHead: the hash stored with the highest position. */
+  async chainHead(): Promise<ChainHead> {
+    try {
+      const last = this.ready().statement(`SELECT position, hash FROM ${this.table} ORDER BY position DESC LIMIT 1`).get() as
+        { position: number; hash: string | null } | undefined;
+      if (last === undefined) return { position: 0, hash: GENESIS_HASH };
+      if (last.hash === null) return this.ready().writeTransaction(() => this.chainUnchained());
+      return { position: last.position, hash: last.hash };
+    } catch (e) {
+      throw e instanceof MnemeError ? e : toStoreError(e, "chainHead");
+    }
+  }
+
+  /** See ChainedEvents.readChain: keyset pages of the stored rows with their hashes. */
+  readChain(opts: { afterPosition?: number; batchSize?: number } = {}): AsyncIterable<ChainRow[]> {
+    return this.chainPages(opts.afterPosition ?? 0, opts.batchSize ?? 1000);
+  }
+
+  private async *chainPages(after: number, batchSize: number): AsyncGenerator<ChainRow[], void, undefined> {
+    let position = after;
+    for (;;) {
+      let rows: ChainRowData[];
+      try {
+        rows = this.ready()
+          .rawStatement(`SELECT ${COLUMNS}, hash FROM ${this.table} WHERE position > ? ORDER BY position LIMIT ?`)
+          .all(position, batchSize) as ChainRowData[];
+      } catch (e) {
+        throw toStoreError(e, "readChain");
+      }
+      if (rows.length === 0) return;
+      position = rows[rows.length - 1]![0];
+      yield rows.map((r) => ({ ...chainRowOf(r), hash: r[12] }));
+      if (rows.length < batchSize) return;
+    }
   }
 
   async append(events: readonly NewEvent[], opts: AppendOptions = {}): Promise<Event[]> {
@@ -164,13 +247,17 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     try {
       return db.writeTransaction(() => {
         let n = 0;
+        let first = Infinity;
         for (const r of rewrites) {
-          const row = db.statement(`SELECT payload FROM ${this.table} WHERE event_uuid = ?`).get(r.id) as
-            { payload: string | null } | undefined;
+          const row = db.statement(`SELECT position, payload FROM ${this.table} WHERE event_uuid = ?`).get(r.id) as
+            { position: number; payload: string | null } | undefined;
           if (row === undefined || row.payload === null || !jsonEqual(JSON.parse(row.payload), r.stored)) continue;
           db.statement(`UPDATE ${this.table} SET payload = ? WHERE event_uuid = ?`).run(JSON.stringify(r.sealed), r.id);
+          first = Math.min(first, row.position);
           n++;
         }
+        // The one sanctioned rewrite of stored events: the chain is recomputed from the first one sealed.
+        if (n > 0) this.rechainFrom(first);
         return n;
       });
     } catch (e) {
@@ -250,7 +337,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
           current.set(p.aggregateUuid, p.version);
         }
         if (conditions !== undefined) this.checkConditions(conditions);
-        this.insertRows(pending, positions);
+        this.insertRows(pending, positions, this.chainUnchained());
         this.insertTags(pending, positions);
         if (commandStore !== undefined && record !== undefined) commandStore.recordSync(record);
       });
@@ -345,18 +432,36 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
 
   /**
    * Inserts with multi-row INSERTs (chunks of 64/16/4/1 rows, one cached
-   * statement per size): a batch of 100 costs 4 statement runs, not 100. Rows
-   * of one INSERT get consecutive rowids (max + 1 each, and the write lock is
-   * ours), so each row's position follows from lastInsertRowid.
+   * statement per size): a batch of 100 costs 4 statement runs, not 100.
+   * Positions follow the head (the write lock is ours, and a rolled-back
+   * append leaves no row), and each row's hash follows the one before it.
    */
-  private insertRows(pending: readonly PendingEvent[], positions: number[]): void {
+  private insertRows(pending: readonly PendingEvent[], positions: number[], head: ChainHead): void {
+    let previous = head.hash;
     let i = 0;
     while (i < pending.length) {
       const left = pending.length - i;
       const size = left >= 64 ? 64 : left >= 16 ? 16 : left >= 4 ? 4 : 1;
-      const params = new Array<unknown>(size * 11);
+      const params = new Array<unknown>(size * 13);
       for (let k = 0, j = 0; k < size; k++) {
         const p = pending[i + k] as PendingEvent;
+        const position = head.position + i + k + 1;
+        positions[i + k] = position;
+        previous = chainHash(previous, {
+          position,
+          eventUuid: p.eventUuid,
+          tenantUuid: p.tenantUuid,
+          domain: p.domain,
+          name: p.name,
+          aggregateUuid: p.aggregateUuid,
+          version: p.version as number,
+          commandUuid: p.commandUuid,
+          createdAt: chainCreatedAt(p.createdAt),
+          eventVersion: p.eventVersion,
+          reqCtx: p.reqCtxJson,
+          payload: p.payloadJson,
+        });
+        params[j++] = position;
         params[j++] = p.eventUuid;
         params[j++] = p.tenantUuid;
         params[j++] = p.domain;
@@ -368,9 +473,9 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
         params[j++] = p.reqCtxJson;
         params[j++] = p.payloadJson;
         params[j++] = p.eventVersion;
+        params[j++] = previous;
       }
-      const last = Number(this.db.statement(this.insertSql(size)).run(params).lastInsertRowid);
-      for (let k = 0; k < size; k++) positions[i + k] = last - size + 1 + k;
+      this.db.statement(this.insertSql(size)).run(params);
       i += size;
     }
   }
@@ -379,8 +484,8 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     let sql = this.insertSqls.get(rows);
     if (sql === undefined) {
       sql =
-        `INSERT INTO ${this.table} (event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload, event_version) VALUES ` +
-        Array.from({ length: rows }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
+        `INSERT INTO ${this.table} (position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload, event_version, hash) VALUES ` +
+        Array.from({ length: rows }, () => "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)").join(", ");
       this.insertSqls.set(rows, sql);
     }
     return sql;
@@ -658,6 +763,26 @@ function toEvent(position: number, p: PendingEvent): Event {
   if (p.commandUuid !== null) e.commandUuid = p.commandUuid;
   if (p.eventVersion !== 1) e.eventVersion = p.eventVersion;
   return withCausation(e);
+}
+
+/** A row of COLUMNS followed by the hash. */
+type ChainRowData = [...EventRow, string | null];
+
+function chainRowOf(r: EventRow | ChainRowData): Omit<ChainRow, "hash"> {
+  return {
+    position: r[0],
+    eventUuid: r[1],
+    tenantUuid: r[2],
+    domain: r[3],
+    name: r[4],
+    aggregateUuid: r[5],
+    version: r[6],
+    commandUuid: r[7],
+    createdAt: chainCreatedAt(r[8]),
+    eventVersion: r[11],
+    reqCtx: r[9],
+    payload: r[10],
+  };
 }
 
 function rowToEvent(r: EventRow): Event {

@@ -1,3 +1,4 @@
+import type { ChainRow } from "../store/event-chain.js";
 import type { StoreFormatRecord } from "../store/store-format.js";
 import type { CopyRow, CopyTable } from "./copy-tables.js";
 
@@ -57,6 +58,8 @@ export interface CopyEndpoint {
   count(table: CopyTable): Promise<number>;
   /** The rows of a table in key order, a page at a time. */
   rows(table: CopyTable, pageSize: number): AsyncIterable<CopyRow[]>;
+  /** The events with their stored hashes in position order, a page at a time, in the read snapshot (see src/store/event-chain.ts). */
+  readChain(opts?: { afterPosition?: number; batchSize?: number }): AsyncIterable<ChainRow[]>;
   /** The readmodels that keep SQL tables (their names in the SQL-table generations table). */
   sqlTableReadmodels(): Promise<string[]>;
   /** Creates every store's tables (the stores' own init), the copy marker table and the progress table. */

@@ -1,4 +1,5 @@
 import { MnemeError } from "../model/errors.js";
+import { type ChainVerification, verifyEventChain } from "../store/event-chain.js";
 import { checkStoreFormat, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
 import { storeDigest, TableDigester, type TableDigest } from "./copy-digest.js";
 import type { CopyEndpoint, CopyTableProgress } from "./copy-endpoint.js";
@@ -23,7 +24,8 @@ export interface CopyStoreOptions {
 
 /** Where a copy is. */
 export interface CopyProgress {
-  readonly phase: "copy" | "verify";
+  /** "chain": the source's hash chain being verified before the copy, and the target's after it. */
+  readonly phase: "copy" | "verify" | "chain";
   readonly table: string;
   /** Rows of this table done (read in the verify phase). */
   readonly done: number;
@@ -51,7 +53,14 @@ export interface CopyStoreReport {
   /** SHA-256 over every table's rows and digest, per side; equal when the copy is verified. */
   readonly sourceDigest: string;
   readonly targetDigest: string;
-  /** True when every table has the same rows and digest on both sides. */
+  /**
+   * The hash chain of the events on each side (see src/store/event-chain.ts): the source's verified in the
+   * snapshot before anything is copied, the target's after (recomputed over the target's own stored texts,
+   * so its hashes differ from the source's when the backends differ; positions are kept, so the heads'
+   * positions are equal).
+   */
+  readonly chain: { readonly source: ChainVerification; readonly target: ChainVerification };
+  /** True when every table has the same rows and digest on both sides and both chains verify up to the same position. */
   readonly verified: boolean;
   /** Readmodels that keep SQL tables: not copied; their checkpoints are left out, so they restore from zero on the target. */
   readonly restoredFromZero: readonly string[];
@@ -89,6 +98,13 @@ export async function copyStore(opts: CopyStoreOptions): Promise<CopyStoreReport
       throw new MnemeError("INVALID_REQUEST", `store copy: the source and the target are the same store (${source.description})`);
     await source.beginSnapshot();
     const format = await sourceFormat(source);
+    const sourceChain = await chainOf(source, "source", opts.onProgress);
+    if (!sourceChain.ok)
+      throw new MnemeError(
+        "INVALID_STATE",
+        `store copy: the hash chain of ${source.description} is broken at position ${sourceChain.position} (${sourceChain.reason}); ` +
+          "nothing was copied: run `mneme store verify` on it, and restore a backup",
+      );
     const progress = await prepareTarget(source, target, opts.resume === true);
     const resumed = progress !== undefined;
     const run = { source, target, pageSize, onProgress: opts.onProgress, skip: await sqlTableCheckpoints(source), progress };
@@ -96,6 +112,7 @@ export async function copyStore(opts: CopyStoreOptions): Promise<CopyStoreReport
     for (const table of COPY_TABLES) copied.push({ table, ...(await copyTable(run, table)) });
     await target.writeStoreFormat(format);
     await target.afterRows();
+    const targetChain = await chainOf(target, "target", opts.onProgress);
     await target.writeMarker({ source: source.description, finishedAt: Date.now() });
     const tables: CopyTableReport[] = [];
     for (const c of copied) {
@@ -112,7 +129,8 @@ export async function copyStore(opts: CopyStoreOptions): Promise<CopyStoreReport
       tables,
       sourceDigest: storeDigest(tables.map((t) => ({ table: t.table, digest: t.source }))),
       targetDigest: storeDigest(tables.map((t) => ({ table: t.table, digest: t.target }))),
-      verified: tables.every((t) => t.matches),
+      chain: { source: sourceChain, target: targetChain },
+      verified: tables.every((t) => t.matches) && targetChain.ok && targetChain.head.position === sourceChain.head.position,
       restoredFromZero: run.skip,
       seconds: (performance.now() - started) / 1000,
     };
@@ -122,7 +140,21 @@ export async function copyStore(opts: CopyStoreOptions): Promise<CopyStoreReport
   }
 }
 
-function openEndpoint(location: StoreLocation, side: "source" | "target"): CopyEndpoint {
+/** Verifies a side's hash chain, streaming, with progress as the "chain" phase. */
+async function chainOf(
+  side: CopyEndpoint,
+  which: "source" | "target",
+  onProgress: ((p: CopyProgress) => void) | undefined,
+): Promise<ChainVerification> {
+  const total = await side.count(COPY_TABLES[0]!);
+  return verifyEventChain(side, {
+    batchSize: 5000,
+    onProgress: (done) => onProgress?.({ phase: "chain", table: `events (${which})`, done, total }),
+  });
+}
+
+/** Opens one side of a copy (or the store `mneme store verify` reads) from its location. */
+export function openEndpoint(location: StoreLocation, side: "source" | "target"): CopyEndpoint {
   if (typeof location === "string") {
     if (location === "") throw new MnemeError("INVALID_REQUEST", `store copy: the ${side} is empty`);
     if (/^postgres(ql)?:\/\//i.test(location)) return new PostgresCopyEndpoint(parsePostgresUrl(location));

@@ -9,3 +9,5 @@ export type { CopyProgress, CopyStoreOptions, CopyStoreReport, CopyTableReport, 
 export type { TableDigest } from "./copy-digest.js";
 export type { SqliteCopyLocation } from "./sqlite-copy-endpoint.js";
 export type { PostgresCopyLocation } from "./postgres-copy-endpoint.js";
+export { verifyStore } from "./store-verify.js";
+export type { VerifyStoreOptions, VerifyStoreReport } from "./store-verify.js";

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { ChainRow } from "../store/event-chain.js";
 import { MnemeError } from "../model/errors.js";
 import { PG, requireDriver } from "../store/driver.js";
 import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format.js";
@@ -58,6 +59,23 @@ export function parsePostgresUrl(url: string): PostgresCopyLocation {
  * as SQLite's). JSON is read as jsonb's text (a space after each colon and
  * comma); the SQLite side compacts it when it writes. Writes are one INSERT ... SELECT FROM unnest(arrays) per page.
  */
+/** A row of the events table as readChain selects it. */
+interface ChainRowText {
+  position: string;
+  hash: string | null;
+  event_uuid: string;
+  tenant_uuid: string;
+  domain: string;
+  name: string;
+  aggregate_uuid: string;
+  version: number;
+  command_uuid: string | null;
+  created_at: string;
+  event_version: number;
+  req_ctx: string;
+  payload: string;
+}
+
 export class PostgresCopyEndpoint implements CopyEndpoint {
   readonly description: string;
   readonly #schema: string;
@@ -151,6 +169,38 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
       // A reader left early (an error, or the consumer stopped): its transaction must not go back to the pool open.
       if (own && !finished) await reader.query("ROLLBACK").catch(() => undefined);
       if (own) reader.release();
+    }
+  }
+
+  async *readChain(opts: { afterPosition?: number; batchSize?: number } = {}): AsyncIterable<ChainRow[]> {
+    if (!(await this.hasTable("events"))) return;
+    const batchSize = opts.batchSize ?? 1000;
+    let after = String(opts.afterPosition ?? 0);
+    for (;;) {
+      const res = await this.#query<ChainRowText>(
+        `SELECT e.position::text, e.hash, e.event_uuid, e.tenant_uuid, e.domain, e.name, e.aggregate_uuid, e.version,
+                e.command_uuid, e.created_at::text, e.event_version, e.req_ctx::text, e.payload::text
+           FROM ${this.#table("events")} e WHERE e.position > $1::bigint ORDER BY e.position LIMIT $2`,
+        [after, batchSize],
+      );
+      if (res.rows.length === 0) return;
+      after = res.rows[res.rows.length - 1]!.position;
+      yield res.rows.map((r) => ({
+        position: Number(r.position),
+        hash: r.hash,
+        eventUuid: r.event_uuid,
+        tenantUuid: r.tenant_uuid,
+        domain: r.domain,
+        name: r.name,
+        aggregateUuid: r.aggregate_uuid,
+        version: r.version,
+        commandUuid: r.command_uuid,
+        createdAt: r.created_at,
+        eventVersion: r.event_version,
+        reqCtx: r.req_ctx,
+        payload: r.payload,
+      }));
+      if (res.rows.length < batchSize) return;
     }
   }
 

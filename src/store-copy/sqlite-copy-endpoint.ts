@@ -4,6 +4,8 @@ import { storeFormatRecord, type StoreFormatRecord } from "../store/store-format
 import { createSqliteBackends } from "../sqlite/sqlite-backends.js";
 import { SqliteDatabase, validateTablePrefix } from "../sqlite/sqlite-database.js";
 import type { SqliteDriverName, SqliteEngineDriver } from "../sqlite/sqlite-driver.js";
+import { SqliteEventRepository } from "../sqlite/sqlite-event-repository.js";
+import type { ChainRow } from "../store/event-chain.js";
 import {
   type CopyEndpoint,
   type CopyMarker,
@@ -116,6 +118,53 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
     if (page.length > 0) yield page;
   }
 
+  async *readChain(opts: { afterPosition?: number; batchSize?: number } = {}): AsyncIterable<ChainRow[]> {
+    if (!(await this.hasTable("events"))) return;
+    const batchSize = opts.batchSize ?? 1000;
+    const stmt = this.#db.prepare(
+      `SELECT position, hash, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, event_version,
+              req_ctx, payload FROM ${this.#table("events")} WHERE position > ? ORDER BY position LIMIT ?`,
+    );
+    stmt.raw(true).safeIntegers(true);
+    let after = BigInt(opts.afterPosition ?? 0);
+    for (;;) {
+      type Raw = [
+        bigint,
+        string | null,
+        string,
+        string,
+        string,
+        string,
+        string,
+        bigint,
+        string | null,
+        bigint,
+        bigint,
+        string,
+        string | null,
+      ];
+      const rows = stmt.all(after, batchSize) as Raw[];
+      if (rows.length === 0) return;
+      after = rows[rows.length - 1]![0];
+      yield rows.map((r) => ({
+        position: Number(r[0]),
+        hash: r[1],
+        eventUuid: r[2],
+        tenantUuid: r[3],
+        domain: r[4],
+        name: r[5],
+        aggregateUuid: r[6],
+        version: Number(r[7]),
+        commandUuid: r[8],
+        createdAt: String(r[9]),
+        eventVersion: Number(r[10]),
+        reqCtx: r[11],
+        payload: r[12],
+      }));
+      if (rows.length < batchSize) return;
+    }
+  }
+
   async sqlTableReadmodels(): Promise<string[]> {
     if (!(await this.hasTable(SQL_TABLE_GENERATIONS))) return [];
     const rows = this.#db
@@ -219,6 +268,14 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
 
   async afterRows(): Promise<void> {
     // AUTOINCREMENT keeps its own high-water mark (sqlite_sequence), raised by every insert with an explicit id.
+    // The copied events came without hashes (the chain is over each store's own stored texts): the event
+    // repository's init chains them, as it does for a store made before the chain.
+    const events = new SqliteEventRepository({ database: this.#connection.driver, tablePrefix: this.#prefix, pollIntervalMs: 0 });
+    try {
+      await events.init();
+    } finally {
+      await events.close();
+    }
   }
 
   async close(): Promise<void> {

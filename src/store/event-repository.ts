@@ -1,5 +1,6 @@
 import type { Event, NewEvent } from "../model/types.js";
 import type { CommandRecord, CommandStore } from "./command-store.js";
+import type { ChainHead, ChainRow } from "./event-chain.js";
 import type { AppendCondition, TagIndexEntry, TaggedRead, TaggedReadOptions, TagQueryItem } from "./event-tags.js";
 import type { PayloadSealing } from "./payload-sealing.js";
 import type { StoreInfo } from "./store-info.js";
@@ -150,4 +151,13 @@ export interface EventRepository {
    * and nothing is written. Resolves how many rows were added.
    */
   indexTags?(entries: readonly TagIndexEntry[]): Promise<number>;
+  /**
+   * True when every stored event carries the hash chain (tamper evidence, see
+   * src/store/event-chain.ts); `readChain` and `chainHead` are then required.
+   */
+  readonly chainsEvents?: boolean;
+  /** The stored rows of the chain (texts as stored, with their hashes) in position order, in pages. */
+  readChain?(opts?: { afterPosition?: number; batchSize?: number }): AsyncIterable<ChainRow[]>;
+  /** The chain's newest link (position 0 and 64 zeros when the store is empty). */
+  chainHead?(): Promise<ChainHead>;
 }

@@ -61,3 +61,15 @@ export {
   type StoreFormatRecord,
   type StoreFormatted,
 } from "./store-format.js";
+export {
+  verifyEventChain,
+  chainHash,
+  chainText,
+  isChained,
+  GENESIS_HASH,
+  type ChainRow,
+  type ChainHead,
+  type ChainVerification,
+  type ChainedEvents,
+  type VerifyChainOptions,
+} from "./event-chain.js";

@@ -12,11 +12,14 @@ import { MnemeError } from "../model/errors.js";
  * | 1 | 0.1.0 (commit 44da8f1) | (the first; keeps no format record) |
  * | 2 | 0.2.0-pre (commit 8256c9f) | event versions; personal fields of events stored encrypted (`{"$enc": ...}`) |
  * | 3 | 0.2.0 | the format record; readmodel documents carry their tenant; claims, fencing tokens, snapshot digests |
+ * | 4 | the release after 0.3.0 (unreleased; STORE_RELEASE follows package.json) | the hash chain of events (a `hash` per event; see src/store/event-chain.ts) |
  *
- * 0.3.0 (this release) writes format 3 too: 0.2.0 reads everything it writes
- * and may run beside it (a rolling deploy, or a downgrade).
+ * Format 4 still admits writers of format 2: 0.2.0 reads everything this
+ * release writes (it ignores the hash) and may run beside it. On Postgres its
+ * appends are chained by the events table's trigger; on SQLite the next append
+ * of this release chains them (see docs/upgrading.md).
  */
-export const STORE_FORMAT = 3;
+export const STORE_FORMAT = 4;
 
 /** This release, as a store's format record names the release that last upgraded it (package.json's version). */
 export const STORE_RELEASE = "0.3.0";
@@ -34,6 +37,7 @@ const RELEASES: Readonly<Record<number, string>> = Object.freeze({
   1: "0.1.0 (44da8f1)",
   2: "0.2.0-pre (8256c9f)",
   3: "0.2.0",
+  4: "0.4.0",
 });
 
 /** The format record a store keeps. */
