@@ -326,3 +326,45 @@ describe("readTagged after a position", () => {
     }, 60_000);
   }
 });
+
+describe("readTagged on Postgres, reads grouped in one statement", () => {
+  it("reads sent together answer as each read alone: matches, items, types, tenants and positions", async () => {
+    const f = createFacade({ appName: "rt-group", backend: createPostgresBackends({ pool: pgs.pool, schema: pgs.newSchema() }) });
+    await f.start();
+    try {
+      const repo = f.eventRepository.stored;
+      const events = [];
+      for (let n = 1; n <= 40; n++) {
+        const tenantUuid = n % 3 === 0 ? "t2" : "t1";
+        events.push({
+          domain: "R",
+          name: n % 2 === 0 ? "Even" : "Odd",
+          aggregateUuid: `agg-${n}`,
+          payload: { n },
+          tenantUuid,
+          reqCtx: { senderTenantUuid: tenantUuid },
+          tags: [`m:${n % 4}`, `k:${n % 5}`, ...(n % 7 === 0 ? ["seven:yes"] : [])],
+        });
+      }
+      await repo.append(events);
+      const queries: Array<[string, Parameters<NonNullable<EventRepository["readTagged"]>>[1], number]> = [];
+      for (const tenant of ["t1", "t2", "t3"]) {
+        for (const after of [0, 10, 25, 40]) {
+          queries.push([tenant, [{ tags: ["m:1"] }], after]);
+          queries.push([tenant, [{ tags: ["m:2", "k:2"] }], after]);
+          queries.push([tenant, [{ types: ["R.Even"], tags: ["k:3"] }], after]);
+          queries.push([tenant, [{ types: ["R.Odd", "R.Even"] }, { tags: ["seven:yes"] }], after]);
+          queries.push([tenant, [{ tags: ["m:0"] }, { tags: ["k:0"] }], after]);
+        }
+      }
+      const alone = [];
+      for (const [t, items, after] of queries) alone.push(await repo.readTagged!(t, items, { after }));
+      const together = await Promise.all(queries.map(([t, items, after]) => repo.readTagged!(t, items, { after })));
+      expect(together).toEqual(alone);
+      expect(alone.some((r) => r.events.length > 3)).toBe(true);
+      expect(alone.some((r) => r.events.length === 0)).toBe(true);
+    } finally {
+      await f.stop();
+    }
+  }, 60_000);
+});

@@ -6,8 +6,8 @@ import { EVENT_COLUMNS } from "./postgres-append-flush-ddl.js";
 /** A row of the events table in EVENT_COLUMNS order (rowMode "array"). */
 export type EventRow = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown, number];
 
-/** Runs one read statement (prepared under `name`) and returns its rows as arrays. */
-export type ReadRows = <R extends unknown[]>(text: string, values: unknown[], what: string, name: string) => Promise<R[]>;
+/** Runs one read statement (prepared under `name` when given) and returns its rows as arrays. */
+export type ReadRows = <R extends unknown[]>(text: string, values: unknown[], what: string, name?: string) => Promise<R[]>;
 
 /** At most this many statements of loads of one repository run at once; further loads wait and go together. */
 const LOADS_IN_FLIGHT = 2;

@@ -54,12 +54,18 @@ const TAGGED_PARAMS = `,
  * record, a value Postgres refuses) fails the one statement; the calls are
  * then written one by one, each in a subtransaction of its own (the EXCEPTION
  * path, kept for this rare case), so only the call at fault is refused.
+ *
+ * `mneme_append_tagged` runs with JIT off: its statements that unpack the
+ * conditions from `jsonb` are estimated at 100 rows per array, which puts
+ * their generic plans above `jit_above_cost` once the tag table holds about a
+ * million rows, and the JIT compile then took 150-380 ms of a statement that
+ * runs in 0.05 ms (measured by bench/dcb-flat.ts with 1M events).
  */
 export function appendFlushDdl(s: string, tagged = false): string {
   return `CREATE OR REPLACE FUNCTION ${s}.${tagged ? "mneme_append_tagged" : "mneme_append_flush"}(${FLUSH_PARAMS}${tagged ? TAGGED_PARAMS : ""})
       RETURNS TABLE (call_no integer, base_position bigint, versions integer[],
                      error_state text, error_message text, error_constraint text)
-      LANGUAGE plpgsql VOLATILE AS $fn$
+      LANGUAGE plpgsql VOLATILE${tagged ? " SET jit = off" : ""} AS $fn$
       #variable_conflict use_column
       DECLARE
 ${DECLARATIONS}${tagged ? TAGGED_DECLARATIONS : ""}

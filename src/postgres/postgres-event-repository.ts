@@ -8,6 +8,7 @@ import { checkPayloadSealing, type PayloadSealing } from "../store/payload-seali
 import { readAllWindow } from "../store/read-all-options.js";
 import {
   itemMatchSql,
+  type PlannedItem,
   planItems,
   readAfter,
   type TagIndexEntry,
@@ -22,6 +23,7 @@ import { prepare, recordColumns } from "./postgres-append-input.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
 import { PostgresAppendWriter } from "./postgres-append-writer.js";
 import { type EventRow, PostgresAggregateLoader, toEvent } from "./postgres-aggregate-loader.js";
+import { PostgresTaggedReader } from "./postgres-tagged-reader.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { mapPgError } from "./postgres-errors.js";
 import { EVENT_COLUMNS } from "./postgres-append-flush-ddl.js";
@@ -119,6 +121,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
   private readonly instanceId = newUuid();
   private readonly writer: PostgresAppendWriter;
   private readonly loader: PostgresAggregateLoader;
+  private readonly taggedReader: PostgresTaggedReader;
   /** True once joinCommandStore joined a command store of the same pool and schema. */
   private recordsWithAppend = false;
   private readonly watcher: PostgresAppendWatcher;
@@ -152,6 +155,7 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       onFlushed: (first, last) => this.watcher.noteOwnAppend(first, last),
     });
     this.loader = new PostgresAggregateLoader(this.qschema, (text, values, what, name) => this.rows(text, values, what, name));
+    this.taggedReader = new PostgresTaggedReader(this.qschema, (text, values, what, name) => this.rows(text, values, what, name));
     this.watcher = new PostgresAppendWatcher({
       pool: this.pool,
       channel: this.channel,
@@ -374,29 +378,35 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
       if (typeof tenantUuid !== "string") throw new MnemeError("INVALID_REQUEST", "readTagged: tenantUuid must be a string");
       const planned = planItems(items, "readTagged");
       const after = readAfter(opts);
-      const values: unknown[] = [];
-      const bind = (v: unknown): string => {
-        values.push(v);
-        return typeof v === "number" ? `$${values.length}::bigint` : `$${values.length}::text`;
-      };
-      const tags = `${this.qschema}.event_tags`;
-      const union = planned.map((item) => itemMatchSql(tags, tenantUuid, item, after > 0 ? { after } : {}, bind)).join(" UNION ");
-      const text = `WITH h AS MATERIALIZED (SELECT coalesce(max(position), 0) AS head FROM ${this.qschema}.events)
+      // Alone when few reads are under way, else grouped with the reads that arrive meanwhile (PostgresTaggedReader).
+      return this.taggedReader.readTagged(tenantUuid, planned, after, () => this.readTaggedAlone(tenantUuid, planned, after));
+    });
+  }
+
+  /** One read of readTagged as a statement of its own, prepared per shape of query. */
+  private async readTaggedAlone(tenantUuid: string, planned: readonly PlannedItem[], after: number): Promise<TaggedRead<Event>> {
+    const values: unknown[] = [];
+    const bind = (v: unknown): string => {
+      values.push(v);
+      return typeof v === "number" ? `$${values.length}::bigint` : `$${values.length}::text`;
+    };
+    const tags = `${this.qschema}.event_tags`;
+    const union = planned.map((item) => itemMatchSql(tags, tenantUuid, item, after > 0 ? { after } : {}, bind)).join(" UNION ");
+    const text = `WITH h AS MATERIALIZED (SELECT coalesce(max(position), 0) AS head FROM ${this.qschema}.events)
          SELECT e.*, h.head::text FROM h LEFT JOIN LATERAL (
            SELECT ${EVENT_COLUMNS} FROM ${this.qschema}.events
            WHERE position <= h.head AND position IN (${union}) ORDER BY position
          ) e ON true ORDER BY e.position`;
-      // Prepared once per connection and shape of query (the text depends only on how many tags and types each item has).
-      let name = this.taggedReads.get(text);
-      if (name === undefined && this.taggedReads.size < MAX_PREPARED_TAGGED_READS) {
-        name = `mneme:read-tagged:${this.qschema}:${this.taggedReads.size}`;
-        this.taggedReads.set(text, name);
-      }
-      const rows = await this.rows<[...EventRow, string]>(text, values, "readTagged", name);
-      const position = Number(rows[0]?.[12] ?? 0);
-      const events = rows[0]?.[0] == null ? [] : rows.map((r) => toEvent(r.slice(0, 12) as unknown as EventRow));
-      return { events, position };
-    });
+    // Prepared once per connection and shape of query (the text depends only on how many tags and types each item has).
+    let name = this.taggedReads.get(text);
+    if (name === undefined && this.taggedReads.size < MAX_PREPARED_TAGGED_READS) {
+      name = `mneme:read-tagged:${this.qschema}:${this.taggedReads.size}`;
+      this.taggedReads.set(text, name);
+    }
+    const rows = await this.rows<[...EventRow, string]>(text, values, "readTagged", name);
+    const position = Number(rows[0]?.[12] ?? 0);
+    const events = rows[0]?.[0] == null ? [] : rows.map((r) => toEvent(r.slice(0, 12) as unknown as EventRow));
+    return { events, position };
   }
 
   async headPosition(): Promise<number> {
