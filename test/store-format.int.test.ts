@@ -119,7 +119,7 @@ describe("Postgres: the schema's format record", () => {
       const err = await rejection(store.init());
       expect(codeOf(err)).toBe("STORE_TOO_NEW");
       expect((err as Error).message).toContain(`postgres schema ${schema} is in store format 5, written by mneme 0.4.0`);
-      expect((err as Error).message).toContain("this is mneme 0.3.0 (format 4)");
+      expect((err as Error).message).toContain("this is mneme 0.4.0 (format 4)");
     }
     const { rows } = await scratch.pool.query("SELECT table_name FROM information_schema.tables WHERE table_schema = $1", [schema]);
     expect(rows.map((r: { table_name: string }) => r.table_name)).toEqual(["mneme_store_format"]);

@@ -192,7 +192,7 @@ describe("compatibility mode for 0.1.0 (rollingFrom, Postgres)", () => {
     ];
     for (const e of refusals) {
       expect((e as { code?: string }).code).toBe("MN001");
-      expect(e.message).toContain("store format 4 (mneme 0.3.0)");
+      expect(e.message).toContain("store format 4 (mneme 0.4.0)");
     }
 
     // rollingFrom on a finished schema is ignored: strict.

@@ -222,7 +222,7 @@ describe.skipIf(skipWithout("0.1.0"))("0.1.0 beside this release (Postgres)", ()
     const refused = await old.add(4);
     for (const o of refused) {
       expect(o.ok).toBe(false);
-      expect(o.message).toContain("store format 4 (mneme 0.3.0)");
+      expect(o.message).toContain("store format 4 (mneme 0.4.0)");
       expect(o.message).toContain("mneme 0.1.0 (44da8f1)");
     }
     // A downgrade: a 0.1.0 instance started now does not start, naming both releases.

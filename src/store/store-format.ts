@@ -12,7 +12,7 @@ import { MnemeError } from "../model/errors.js";
  * | 1 | 0.1.0 (commit 44da8f1) | (the first; keeps no format record) |
  * | 2 | 0.2.0-pre (commit 8256c9f) | event versions; personal fields of events stored encrypted (`{"$enc": ...}`) |
  * | 3 | 0.2.0 | the format record; readmodel documents carry their tenant; claims, fencing tokens, snapshot digests |
- * | 4 | the release after 0.3.0 (unreleased; STORE_RELEASE follows package.json) | the hash chain of events (a `hash` per event; see src/store/event-chain.ts) |
+ * | 4 | 0.4.0 | the hash chain of events (a `hash` per event; see src/store/event-chain.ts) |
  *
  * Format 4 still admits writers of format 2: 0.2.0 reads everything this
  * release writes (it ignores the hash) and may run beside it. On Postgres its
@@ -22,7 +22,7 @@ import { MnemeError } from "../model/errors.js";
 export const STORE_FORMAT = 4;
 
 /** This release, as a store's format record names the release that last upgraded it (package.json's version). */
-export const STORE_RELEASE = "0.3.0";
+export const STORE_RELEASE = "0.4.0";
 
 /**
  * The lowest format whose code may write a store this release upgraded: an
