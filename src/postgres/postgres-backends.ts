@@ -20,7 +20,7 @@ import { PostgresFailoverPool } from "./postgres-failover-pool.js";
 import { parsePostgresHosts, redactConnectionString } from "./postgres-hosts.js";
 import { PostgresKeyStore } from "./postgres-key-store.js";
 import { PostgresLogStore } from "./postgres-log-store.js";
-import { describeConnection, listenForPoolErrors, type PgPool, type PgStatementHook } from "./postgres-pool.js";
+import { describeConnection, guardedClientClass, listenForPoolErrors, type PgPool, type PgStatementHook } from "./postgres-pool.js";
 import { PostgresReadmodelStoreBackend } from "./postgres-readmodel-store-backend.js";
 import { validateSchemaName } from "./postgres-schema.js";
 import { PostgresSnapshotStore } from "./postgres-snapshot-store.js";
@@ -182,7 +182,7 @@ function poolFor(connectionString: string, max: number): PgPool & { end(): Promi
   if (!parsed.chooseWritable && only !== undefined) {
     // One host: node-postgres reads the string as it always did (connect_timeout, when given, now bounds the connect).
     const timeout = parsed.connectTimeoutMs === undefined ? {} : { connectionTimeoutMillis: connectTimeoutMs };
-    return new driver.Pool({ connectionString: only.connectionString, max, ...timeout });
+    return new driver.Pool({ connectionString: only.connectionString, max, ...timeout, Client: guardedClientClass(driver.Client) });
   }
   const failover = new PostgresFailoverPool({
     hosts: parsed.hosts,

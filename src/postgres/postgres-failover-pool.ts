@@ -2,6 +2,7 @@ import type pg from "pg";
 import type { PoolClient, QueryResult, QueryResultRow } from "pg";
 import { isConnectionError } from "./postgres-errors.js";
 import type { PostgresHost } from "./postgres-hosts.js";
+import { guardedClientClass } from "./postgres-pool.js";
 
 /** Options of {@link PostgresFailoverPool}. */
 export interface PostgresFailoverPoolOptions {
@@ -197,6 +198,7 @@ export class PostgresFailoverPool {
       max: this.#opts.max,
       connectionTimeoutMillis: this.#opts.connectTimeoutMs,
       keepAlive: true,
+      Client: guardedClientClass(this.#opts.driver.Client),
     });
     // An idle client that loses its connection is removed by the pool, which then emits 'error'.
     pool.on("error", ignore);

@@ -171,6 +171,32 @@ export async function withClient<R>(
   }
 }
 
+/**
+ * A client class for the pools mneme makes: each client listens for 'error'
+ * from its construction to its end with a listener that does nothing. The
+ * listeners that act (the pool's while idle, `CheckedOutClient`'s while
+ * checked out, pg-pool's during `pool.query`) still get every error; this one
+ * only keeps a session terminated in a window none of them covers (between
+ * two listeners, or during `end()`) from being an 'error' event nobody
+ * listens to, which ends the process. Such a client is not queryable any
+ * more, and its next statement fails with the driver's error.
+ */
+const guardedClients = new WeakMap<object, unknown>();
+export function guardedClientClass<C extends new (...args: any[]) => { on(event: "error", fn: (e: unknown) => void): unknown }>(
+  Client: C,
+): C {
+  const known = guardedClients.get(Client);
+  if (known !== undefined) return known as C;
+  const Guarded = class extends Client {
+    constructor(...args: any[]) {
+      super(...args);
+      this.on("error", ignore);
+    }
+  };
+  guardedClients.set(Client, Guarded);
+  return Guarded;
+}
+
 const guardedPools = new WeakSet<object>();
 
 /**
