@@ -2,6 +2,7 @@ import type { Event, RequestContext } from "../model/types.js";
 import { withCausation } from "../store/append-validation.js";
 import { statementName } from "./postgres-append-writer.js";
 import { EVENT_COLUMNS } from "./postgres-append-flush-ddl.js";
+import { StatementBatcher } from "./postgres-statement-batcher.js";
 
 /** A row of the events table in EVENT_COLUMNS order (rowMode "array"). */
 export type EventRow = [string, string, string, string, string, string, number, string | null, string, RequestContext, unknown, number];
@@ -33,9 +34,7 @@ interface PendingLoad {
 export class PostgresAggregateLoader {
   private readonly single: { readonly name: string; readonly text: string };
   private readonly grouped: { readonly name: string; readonly text: string };
-  private readonly queue: PendingLoad[] = [];
-  private inFlight = 0;
-  private drainScheduled = false;
+  private readonly batcher = new StatementBatcher<PendingLoad>(LOADS_IN_FLIGHT, MAX_LOADS_PER_STATEMENT, (group) => this.send(group));
 
   constructor(
     qschema: string,
@@ -62,27 +61,8 @@ export class PostgresAggregateLoader {
   /** The events of one aggregate from `fromVersion` (an integer in 1..2^31-1), in version order. */
   load(aggregateUuid: string, fromVersion: number): Promise<Event[]> {
     return new Promise<Event[]>((resolve, reject) => {
-      this.queue.push({ aggregateUuid, fromVersion, resolve, reject });
-      if (this.inFlight < LOADS_IN_FLIGHT && !this.drainScheduled) {
-        // Sent after the pending callbacks of this turn: the loads of callers resumed together (the calls of one
-        // settled flush) share one statement, and their appends then share one flush instead of two.
-        this.drainScheduled = true;
-        process.nextTick(() => {
-          this.drainScheduled = false;
-          void this.drain();
-        });
-      }
+      this.batcher.push({ aggregateUuid, fromVersion, resolve, reject });
     });
-  }
-
-  /** Sends the queued loads, a group at a time, until the queue is empty. */
-  private async drain(): Promise<void> {
-    this.inFlight++;
-    try {
-      while (this.queue.length > 0) await this.send(this.queue.splice(0, MAX_LOADS_PER_STATEMENT));
-    } finally {
-      this.inFlight--;
-    }
   }
 
   private async send(group: readonly PendingLoad[]): Promise<void> {

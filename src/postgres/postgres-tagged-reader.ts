@@ -3,6 +3,7 @@ import { itemMatchSql, type PlannedItem, type TaggedRead } from "../store/event-
 import { type EventRow, type ReadRows, toEvent } from "./postgres-aggregate-loader.js";
 import { EVENT_COLUMNS } from "./postgres-append-flush-ddl.js";
 import { statementName } from "./postgres-append-writer.js";
+import { StatementBatcher } from "./postgres-statement-batcher.js";
 
 /** At most this many statements of tag reads of one repository run at once; further reads wait and go together. */
 const READS_IN_FLIGHT = 2;
@@ -53,9 +54,7 @@ export class PostgresTaggedReader {
   private readonly tags: string;
   /** The prepared statement name of each shape's grouped SQL. */
   private readonly shapes = new Map<string, string>();
-  private readonly queue: PendingRead[] = [];
-  private inFlight = 0;
-  private drainScheduled = false;
+  private readonly batcher = new StatementBatcher<PendingRead>(READS_IN_FLIGHT, MAX_READS_PER_STATEMENT, (group) => this.send(group));
 
   constructor(
     private readonly qschema: string,
@@ -72,25 +71,8 @@ export class PostgresTaggedReader {
     alone: () => Promise<TaggedRead<Event>>,
   ): Promise<TaggedRead<Event>> {
     return new Promise<TaggedRead<Event>>((resolve, reject) => {
-      this.queue.push({ tenantUuid, planned, after, alone, resolve, reject });
-      if (this.inFlight < READS_IN_FLIGHT && !this.drainScheduled) {
-        // Sent after the pending callbacks of this turn: the reads of callers resumed together share one statement.
-        this.drainScheduled = true;
-        process.nextTick(() => {
-          this.drainScheduled = false;
-          void this.drain();
-        });
-      }
+      this.batcher.push({ tenantUuid, planned, after, alone, resolve, reject });
     });
-  }
-
-  private async drain(): Promise<void> {
-    this.inFlight++;
-    try {
-      while (this.queue.length > 0) await this.send(this.queue.splice(0, MAX_READS_PER_STATEMENT));
-    } finally {
-      this.inFlight--;
-    }
   }
 
   /** Sends the reads of `group`: one statement per shape, at once. */
