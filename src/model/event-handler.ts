@@ -70,7 +70,6 @@ export interface EventHandlerMetrics {
   lastRestore?: RestoreReport;
 }
 
-/** The record `runtime.listEventHandlers()` returns per handler. */
 /**
  * Where a restore from zero stands while it builds the next generation of a
  * readmodel beside the served one (blue-green): `rebuilding` replays the
@@ -93,6 +92,7 @@ export interface RestorationProgress {
   eventsPerSecond: number;
 }
 
+/** The record `runtime.listEventHandlers()` returns per handler. */
 export interface EventHandlerInfo {
   eventHandlerName: string;
   domain: string;

@@ -52,13 +52,6 @@ export function parsePostgresUrl(url: string): PostgresCopyLocation {
   return { connectionString: parsed.toString(), schema: validateSchemaName(schema) };
 }
 
-/**
- * A Postgres schema as one side of a copy. Reads run on one session in a
- * REPEATABLE READ READ ONLY transaction (one snapshot for every table) through
- * server-side cursors; text keys are ordered COLLATE "C" (code point order,
- * as SQLite's). JSON is read as jsonb's text (a space after each colon and
- * comma); the SQLite side compacts it when it writes. Writes are one INSERT ... SELECT FROM unnest(arrays) per page.
- */
 /** A row of the events table as readChain selects it. */
 interface ChainRowText {
   position: string;
@@ -76,6 +69,13 @@ interface ChainRowText {
   payload: string;
 }
 
+/**
+ * A Postgres schema as one side of a copy. Reads run on one session in a
+ * REPEATABLE READ READ ONLY transaction (one snapshot for every table) through
+ * server-side cursors; text keys are ordered COLLATE "C" (code point order,
+ * as SQLite's). JSON is read as jsonb's text (a space after each colon and
+ * comma); the SQLite side compacts it when it writes. Writes are one INSERT ... SELECT FROM unnest(arrays) per page.
+ */
 export class PostgresCopyEndpoint implements CopyEndpoint {
   readonly description: string;
   readonly #schema: string;
