@@ -266,7 +266,7 @@ describe("earlier releases appending beside this one", () => {
       (e: { code?: string; message?: string }) => `${e.code}: ${e.message}`,
     );
     expect(r01).toMatch(
-      /^MN001: mneme: schema \w+ is in store format 4 \(mneme 0\.3\.0\); .*mneme 0\.1\.0 \(44da8f1\).*docs\/upgrading\.md/,
+      /^MN001: mneme: schema \w+ is in store format 4 \(mneme 0\.4\.0\); .*mneme 0\.1\.0 \(44da8f1\).*docs\/upgrading\.md/,
     );
     // 0.1's own body, put back by its init(), inserts without event_version: refused by the events table.
     const direct = await admin

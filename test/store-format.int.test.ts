@@ -75,7 +75,7 @@ describe("checkStoreFormat (the refusal, at unit level)", () => {
   it("refuses a store of a newer format whose lowest writer is above this format", () => {
     expect(() =>
       checkStoreFormat({ format: STORE_FORMAT + 1, lowestWriterFormat: STORE_FORMAT + 1, upgradedBy: "9.0.0", upgradedAt: 1 }, "x"),
-    ).toThrow(/format 5 \(mneme a release of format 5\) and later; this is mneme 0\.3\.0 \(format 4\)/);
+    ).toThrow(/format 5 \(mneme a release of format 5\) and later; this is mneme 0\.4\.0 \(format 4\)/);
   });
 
   it("names this release as package.json does (the record's upgraded_by is the version an operator deploys)", () => {
