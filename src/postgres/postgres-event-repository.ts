@@ -1,3 +1,4 @@
+import { sha256Hex } from "../store/sha256.js";
 import { newUuid } from "../model/clock.js";
 import { checkAggregateIdToRead } from "../store/append-validation.js";
 import { MnemeError } from "../model/errors.js";
@@ -400,7 +401,8 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     // Prepared once per connection and shape of query (the text depends only on how many tags and types each item has).
     let name = this.taggedReads.get(text);
     if (name === undefined && this.taggedReads.size < MAX_PREPARED_TAGGED_READS) {
-      name = `mneme:read-tagged:${this.qschema}:${this.taggedReads.size}`;
+      // Named by the text itself: every repository on a pool (several may share one, on one schema) gives one text one name.
+      name = `mneme:read-tagged:${sha256Hex(text).slice(0, 32)}`;
       this.taggedReads.set(text, name);
     }
     const rows = await this.rows<[...EventRow, string]>(text, values, "readTagged", name);

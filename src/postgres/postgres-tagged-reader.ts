@@ -1,8 +1,8 @@
+import { sha256Hex } from "../store/sha256.js";
 import type { Event } from "../model/types.js";
 import { itemMatchSql, type PlannedItem, type TaggedRead } from "../store/event-tags.js";
 import { type EventRow, type ReadRows, toEvent } from "./postgres-aggregate-loader.js";
 import { EVENT_COLUMNS } from "./postgres-append-flush-ddl.js";
-import { statementName } from "./postgres-append-writer.js";
 import { StatementBatcher } from "./postgres-statement-batcher.js";
 
 /** At most this many statements of tag reads of one repository run at once; further reads wait and go together. */
@@ -122,7 +122,8 @@ export class PostgresTaggedReader {
       ORDER BY r.i, x.position`;
     let name = this.shapes.get(first.union);
     if (name === undefined && this.shapes.size < MAX_PREPARED_SHAPES) {
-      name = statementName(`readTaggedGrouped-${this.shapes.size}`, this.qschema);
+      // Named by the text: readers of several repositories on one pool never give two texts one name.
+      name = `mneme:read-tagged-grouped:${sha256Hex(text).slice(0, 32)}`;
       this.shapes.set(first.union, name);
     }
     try {
