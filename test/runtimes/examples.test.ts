@@ -34,8 +34,10 @@ const runtime = currentRuntime();
 
 it.skipIf(runtime === "node")(`examples/runtimes/${runtime}-server.ts serves the demo and stops on SIGTERM`, async () => {
   const args = COMMANDS[runtime as "bun" | "deno"];
+  // The example on a SQLite file of its own: without DATABASE_URL (CI exports it), which would put it on a shared Postgres schema.
+  const { DATABASE_URL: _shared, ...env } = process.env;
   const proc = spawn(process.execPath, [...args], {
-    env: { ...process.env, PORT: "0", MNEME_DB: join(dir, "demo.db"), MNEME_ADMIN_PASSWORD: "example-password-1" },
+    env: { ...env, PORT: "0", MNEME_DB: join(dir, "demo.db"), MNEME_ADMIN_PASSWORD: "example-password-1" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
