@@ -15,6 +15,7 @@ import {
   defineDomain,
 } from "mneme";
 import { type CredentialResolver, allowEventSubscriptions } from "mneme/http";
+import { SseStream } from "./sse-stream.js";
 
 export const TENANT_SYS = "0190f5e4-0000-7000-8000-00000000e000";
 export const TENANT_A = "0190f5e4-0000-7000-8000-00000000e001";
@@ -158,30 +159,26 @@ export interface StreamBlock {
 }
 
 /** A minimal SSE client over fetch: every block with its event, id and parsed data. */
-export class StreamClient {
+export class StreamClient extends SseStream {
   readonly blocks: StreamBlock[] = [];
   lastEventId: number | undefined;
-  ended = false;
-  readonly #abort = new AbortController();
-  #done: Promise<void> = Promise.resolve();
-  #waiters: (() => void)[] = [];
 
   private constructor(
     readonly status: number,
     readonly body: string,
-  ) {}
+  ) {
+    super();
+  }
 
   static async open(url: string, headers: Record<string, string>): Promise<StreamClient> {
-    const abort = new AbortController();
-    const res = await fetch(url, { headers, signal: abort.signal });
+    const { res, abort } = await SseStream.fetchStream(url, headers);
     if (res.status !== 200) {
       const c = new StreamClient(res.status, await res.text());
       c.ended = true;
       return c;
     }
     const c = new StreamClient(200, "");
-    c.#abort.signal.addEventListener("abort", () => abort.abort());
-    c.#done = c.#read(res.body!);
+    c.readBody(res.body!, abort);
     return c;
   }
 
@@ -190,56 +187,15 @@ export class StreamClient {
     return this.blocks.filter((b) => b.event === undefined && b.data !== undefined);
   }
 
-  async until(predicate: (c: StreamClient) => boolean, ms = 20_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!predicate(this)) {
-      if (this.ended) throw new Error(`stream ended before the condition held (${this.blocks.length} blocks)`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out waiting (${this.blocks.length} blocks, last ${JSON.stringify(this.blocks.at(-1))})`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(left, 200));
-        this.#waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
+  override until(predicate: (c: this) => boolean, ms = 20_000): Promise<void> {
+    return super.until(predicate, ms);
   }
 
-  close(): Promise<void> {
-    this.#abort.abort();
-    return this.#done;
+  protected describe(): string {
+    return `${this.blocks.length} blocks, last ${JSON.stringify(this.blocks.at(-1))}`;
   }
 
-  get finished(): Promise<void> {
-    return this.#done;
-  }
-
-  async #read(body: ReadableStream<Uint8Array>): Promise<void> {
-    const decoder = new TextDecoder();
-    let buffer = "";
-    const reader = body.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let cut: number;
-        while ((cut = buffer.indexOf("\n\n")) >= 0) {
-          this.#block(buffer.slice(0, cut));
-          buffer = buffer.slice(cut + 2);
-        }
-        this.#wake();
-      }
-    } catch {
-      // aborted by close()
-    } finally {
-      this.ended = true;
-      this.#wake();
-    }
-  }
-
-  #block(block: string): void {
+  protected onBlock(block: string): void {
     let id: number | undefined;
     let data: string | undefined;
     let event: string | undefined;
@@ -254,9 +210,5 @@ export class StreamClient {
     if (!any) return;
     if (id !== undefined) this.lastEventId = id;
     this.blocks.push({ event, id, data: data === undefined ? undefined : JSON.parse(data) });
-  }
-
-  #wake(): void {
-    for (const w of this.#waiters.splice(0)) w();
   }
 }

@@ -1,3 +1,5 @@
+import { SseStream } from "./sse-stream.js";
+
 /** A minimal SSE client over fetch for the http-sse tests: parses blocks into events and comments. */
 export interface SseEvent {
   id: number;
@@ -10,27 +12,23 @@ export interface SseGap {
   data: { lastEventId: number | string; reason: string };
 }
 
-export class SseClient {
+export class SseClient extends SseStream {
   readonly events: SseEvent[] = [];
   readonly gaps: SseGap[] = [];
   readonly comments: string[] = [];
   /** The last `id:` received, as an EventSource would send it on reconnect (also from a block without data). */
   lastEventId: number | undefined;
   retry: number | undefined;
-  ended = false;
-  readonly #abort = new AbortController();
-  #waiters: (() => void)[] = [];
-  #done: Promise<void> = Promise.resolve();
 
-  private constructor(readonly response: Response) {}
+  private constructor(readonly response: Response) {
+    super();
+  }
 
   /** Opens the stream; resolves once the response headers are in (the body is read in the background). */
   static async open(url: string, headers: Record<string, string>): Promise<SseClient> {
-    const abort = new AbortController();
-    const res = await fetch(url, { headers, signal: abort.signal });
+    const { res, abort } = await SseStream.fetchStream(url, headers);
     const c = new SseClient(res);
-    c.#abort.signal.addEventListener("abort", () => abort.abort());
-    if (res.status === 200 && res.body !== null) c.#done = c.#read(res.body);
+    if (res.status === 200 && res.body !== null) c.readBody(res.body, abort);
     return c;
   }
 
@@ -38,59 +36,11 @@ export class SseClient {
     return this.response.status;
   }
 
-  /** Resolves when `predicate` holds (checked after every block); rejects after `ms`. */
-  async until(predicate: (c: SseClient) => boolean, ms = 10_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!predicate(this)) {
-      if (this.ended) throw new Error(`stream ended before the condition held (events: ${this.events.map((e) => e.id).join(",")})`);
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out waiting (events: ${this.events.map((e) => `${e.id}:${e.data.kind}`).join(",")})`);
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(left, 200));
-        this.#waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
+  protected describe(): string {
+    return `events: ${this.events.map((e) => `${e.id}:${e.data.kind}`).join(",")}`;
   }
 
-  /** Disconnects like a browser tab closing. */
-  close(): Promise<void> {
-    this.#abort.abort();
-    return this.#done;
-  }
-
-  /** Resolves when the server ended the stream. */
-  get finished(): Promise<void> {
-    return this.#done;
-  }
-
-  async #read(body: ReadableStream<Uint8Array>): Promise<void> {
-    const decoder = new TextDecoder();
-    let buffer = "";
-    const reader = body.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        buffer += decoder.decode(value, { stream: true });
-        let cut: number;
-        while ((cut = buffer.indexOf("\n\n")) >= 0) {
-          this.#block(buffer.slice(0, cut));
-          buffer = buffer.slice(cut + 2);
-        }
-        this.#wake();
-      }
-    } catch {
-      // aborted by close()
-    } finally {
-      this.ended = true;
-      this.#wake();
-    }
-  }
-
-  #block(block: string): void {
+  protected onBlock(block: string): void {
     let id: number | undefined;
     let data: string | undefined;
     let type: string | undefined;
@@ -112,9 +62,5 @@ export class SseClient {
       if (id === undefined) throw new Error(`an event without id: ${block}`);
       this.events.push({ id, data: JSON.parse(data) });
     }
-  }
-
-  #wake(): void {
-    for (const w of this.#waiters.splice(0)) w();
   }
 }
