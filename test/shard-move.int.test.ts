@@ -94,6 +94,22 @@ async function tenantEvents(
   return res.rows;
 }
 
+/** Waits until every readmodel checkpoint of the target shard (s1) is at its events' head. */
+async function targetHandlersCaughtUp(): Promise<void> {
+  const schema = shards[1]!.schema;
+  const end = Date.now() + 30_000;
+  for (;;) {
+    const res = await admin.query<{ behind: string; handlers: string }>(
+      `SELECT count(*) FILTER (WHERE c.position < h.head)::text AS behind, count(*)::text AS handlers
+         FROM "${schema}".readmodel_checkpoints c,
+              (SELECT coalesce(max(position), 0) AS head FROM "${schema}".events) h`,
+    );
+    if (res.rows[0]!.handlers !== "0" && res.rows[0]!.behind === "0") return;
+    if (Date.now() > end) throw new Error(`the target's handlers did not catch up: ${JSON.stringify(res.rows[0])}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 async function runMover(opts: TenantMoveOptions, stopAt: string): Promise<string> {
   const r = await runKillable(mover, [JSON.stringify(opts), stopAt], cwd, (out) => out.includes("stopped "));
   if (!r.out.includes("stopped ") && !r.out.includes("moved "))
@@ -184,7 +200,11 @@ describe("a move whose copy differs from its source", () => {
       })
       .catch((e: unknown) => e);
     expect((stopped as Error).message).toBe("stop here");
-    // A copied event is changed in the target: the next run's verification must see it.
+    // A copied event is changed in the target: the next run's verification must see it. The target's
+    // readmodels first apply the copied page as it was, so that the repair below leaves them right (a
+    // projection that applied the changed payload would make the resumed move's document check fail, as
+    // it should: the operator then restores the target's readmodels).
+    await targetHandlersCaughtUp();
     const target = `"${shards[1]!.schema}".events`;
     const changed = await admin.query<{ event_uuid: string; payload: unknown }>(
       `SELECT event_uuid, payload FROM ${target} WHERE tenant_uuid = $1 ORDER BY position LIMIT 1`,

@@ -456,7 +456,8 @@ async function compareDocuments(ctx: MoveContext): Promise<TenantMoveReport["doc
       await failMove(ctx);
       throw new MnemeError(
         "INVALID_STATE",
-        `tenant move of ${ctx.scope.tenantUuid}: documents of ${collection} differ between the shards; nothing switched`,
+        `tenant move of ${ctx.scope.tenantUuid}: documents of ${collection} differ between the shards; nothing switched ` +
+          "(restore the target's readmodels from zero, then run the move again)",
       );
     } else compared.push(collection);
   }
