@@ -177,6 +177,25 @@ function statementEnd(tokens: readonly Token[], dialect: SqlDialect): number {
  */
 export function assertSqlStatement(sql: string, dialect: SqlDialect): void {
   if (typeof sql !== "string") throw bad("a statement must be a non-empty string");
+  const accepted = ACCEPTED[dialect];
+  if (accepted.has(sql)) return;
+  checkStatement(sql, dialect);
+  if (sql.length <= ACCEPTED_MAX_LENGTH) {
+    if (accepted.size >= ACCEPTED_MAX) accepted.clear();
+    accepted.add(sql);
+  }
+}
+
+/**
+ * Texts that passed the check, per dialect: the check depends on the text
+ * alone, and a handler sends the same few texts once per row, so each is
+ * lexed once (bounded: cleared when full; long texts are not kept).
+ */
+const ACCEPTED: Record<SqlDialect, Set<string>> = { sqlite: new Set(), postgres: new Set() };
+const ACCEPTED_MAX = 2_000;
+const ACCEPTED_MAX_LENGTH = 4_096;
+
+function checkStatement(sql: string, dialect: SqlDialect): void {
   const tokens = sqlTokens(sql, dialect);
   const end = statementEnd(tokens, dialect);
   const body = tokens.slice(0, end);
