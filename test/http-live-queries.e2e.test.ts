@@ -7,7 +7,7 @@
  */
 import { createServer } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
-import { type Facade, defineDomain, newUuid } from "mneme";
+import { type Facade, authenticated, createFacade, defineDomain, newUuid } from "mneme";
 import { createHttpHandler } from "mneme/http";
 import { createPostgresBackends } from "mneme/postgres";
 import { HTTP_PATHS, listenLocal, nodeListenerFor } from "./support/http-fixture.js";
@@ -19,9 +19,12 @@ import {
   StreamClient,
   TENANT_A,
   TENANT_B,
+  TENANT_SYS,
   newUser,
+  notesAuthorizer,
   notesResolver,
   queryRuns,
+  registerNotes,
   revoke,
   startNotes,
 } from "./support/notes-world.js";
@@ -136,10 +139,94 @@ describe("live queries over HTTP", () => {
     expect(D.query("Off", { live: false }).live).toBeUndefined();
     expect(D.query("On", { live: true }).live).toEqual({ share: "sender" });
     expect(D.query("Named", { live: { readmodels: ["R"], share: "tenant" } }).live).toEqual({ share: "tenant", readmodels: ["R"] });
-    const bad: unknown[] = [{ share: "everyone" }, { readmodels: [] }, { readmodels: [""] }, { other: 1 }, "yes", []];
+    expect(
+      D.query("Signals", { live: { readmodels: [], allTenants: true, systemEvents: ["CommandFailed", "CommandFailed"], everyMs: 50 } })
+        .live,
+    ).toEqual({ share: "sender", readmodels: [], allTenants: true, systemEvents: ["CommandFailed"], everyMs: 50 });
+    const bad: unknown[] = [
+      { share: "everyone" },
+      { readmodels: [] },
+      { readmodels: [""] },
+      { other: 1 },
+      "yes",
+      [],
+      { allTenants: "yes" },
+      { systemEvents: [] },
+      { systemEvents: ["NoSuchKind"] },
+      { everyMs: 0 },
+      { everyMs: 1.5 },
+      { minIntervalMs: 86_400_001 },
+      { readmodels: [], minIntervalMs: 10 },
+    ];
     for (const [i, live] of bad.entries()) {
       expect(() => D.query(`Bad${i}`, { live: live as never })).toThrow(expect.objectContaining({ code: "INVALID_DOMAIN" }));
     }
+  });
+
+  it("Runtime queries are live: a batch of another tenant moves a tenant's handler metrics, a failed command reaches the failure list", async () => {
+    const facade = await startNotes({ systemEvents: true });
+    const srv = await setup(facade);
+    const ann = newUser("ann", TENANT_A);
+    const runtimeUrl = (tenant: string, name: string, payload: unknown) =>
+      `${srv.url}/api/tenants/${tenant}/queries/Runtime/${name}/live?payload=${encodeURIComponent(JSON.stringify(payload))}`;
+    // A tenant's operator: the query's own permission (authorized) and scope (its tenant) hold on the live route.
+    const metrics = await open(runtimeUrl(TENANT_A, "GetMetrics", {}), ann);
+    expect(metrics.status).toBe(200);
+    await metrics.until((x) => x.messages.length >= 1);
+    expect(metrics.messages[0]!.data.NoteProjection.eventsProcessed).toBe(0);
+    expect((await StreamClient.open(runtimeUrl(TENANT_A, "GetMetrics", { allTenants: true }), ann.headers)).status).toBe(403);
+    const failures = await open(runtimeUrl(TENANT_SYS, "ListFailures", { allTenants: true }), ADMIN);
+    await failures.until((x) => x.messages.length >= 1);
+    expect(failures.messages[0]!.data).toEqual([]);
+
+    // Tenant B's note: no batch of tenant A, yet the handler's metrics (the instance's) changed.
+    const bea = newUser("bea", TENANT_B);
+    const noteUuid = newUuid();
+    const add = { noteUuid, text: "b", author: "x", personUuid: newUuid() };
+    const reqCtx = { ...bea.reqCtx, targetTenantUuid: TENANT_B };
+    await facade.dispatch(AddNote, add, { reqCtx });
+    await metrics.until((x) => x.messages.at(-1)!.data.NoteProjection.eventsProcessed === 1);
+    // A failure is a system event, not a batch: the failure list follows it.
+    await expect(facade.dispatch(AddNote, add, { reqCtx })).rejects.toMatchObject({ code: "CONFLICT" });
+    await failures.until((x) => x.messages.at(-1)!.data.length === 1);
+    expect(failures.messages.at(-1)!.data[0]).toMatchObject({ kind: "CommandFailed", tenantUuid: TENANT_B });
+  });
+
+  it("everyMs runs a query again without a signal and sends only changes; minIntervalMs spaces the runs of a group", async () => {
+    const D = defineDomain("Timed");
+    let ticks = 0;
+    const starts: number[] = [];
+    const Tick = D.query<Record<string, never>, { third: number }>("Tick", {
+      live: { readmodels: [], everyMs: 20 },
+      permission: authenticated,
+    });
+    const Spaced = D.query<Record<string, never>, { runs: number }>("Spaced", { live: { minIntervalMs: 150 }, permission: authenticated });
+    const facade = createFacade({ appName: "timed", authorizer: notesAuthorizer });
+    registerNotes(facade);
+    facade.registerDomain(D, (d) => {
+      d.handleQuery(Tick, () => ({ third: Math.floor(++ticks / 3) }));
+      d.handleQuery(Spaced, () => {
+        starts.push(performance.now());
+        return { runs: starts.length };
+      });
+    });
+    await facade.start();
+    const srv = await setup(facade);
+    const ann = newUser("ann", TENANT_A);
+    const url = (name: string) => `${srv.url}/api/tenants/${TENANT_A}/queries/Timed/${name}/live`;
+    const tick = await open(url("Tick"), ann);
+    await tick.until((x) => x.messages.length >= 4);
+    const sent = tick.messages.map((m) => m.data.third);
+    // Three runs per value, each value sent once, in order.
+    expect(sent).toEqual(sent.map((_, i) => sent[0] + i));
+    expect(ticks).toBeGreaterThanOrEqual(3 * (sent.length - 1));
+
+    const spaced = await open(url("Spaced"), ann);
+    await spaced.until((x) => x.messages.length >= 1);
+    for (let i = 0; i < 6; i++) await addNote(facade, ann, `n${i}`);
+    await spaced.until((x) => x.messages.length >= 2);
+    await new Promise((r) => setTimeout(r, 400));
+    for (let i = 2; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(149);
   });
 
   it.each(HTTP_PATHS)(

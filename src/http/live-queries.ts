@@ -10,6 +10,7 @@ import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { LiveQuerySettings, QueryType } from "../model/tokens.js";
 import type { RequestContext } from "../model/types.js";
 import type { ReadmodelBatch } from "../readmodel/readmodel-commits.js";
+import type { SystemEvent } from "../runtime/system-events.js";
 import { depthExceeds } from "./body.js";
 import type { Reply } from "./exchange.js";
 import type { HttpRoute, RouteContext } from "./route.js";
@@ -28,6 +29,12 @@ class LiveGroup {
   readonly subscribers = new Set<LiveSubscriber>();
   #running = false;
   #again = false;
+  /** When the last evaluation started (performance.now()), for `minIntervalMs`. */
+  #lastRun = Number.NEGATIVE_INFINITY;
+  /** The `everyMs` timer, set after each evaluation while the group has subscribers. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** The `minIntervalMs` wait under way, resolved early by close(). */
+  #wait: { timer: ReturnType<typeof setTimeout>; done: () => void } | undefined;
 
   constructor(
     readonly key: string,
@@ -38,11 +45,24 @@ class LiveGroup {
     readonly facade: Facade,
   ) {}
 
-  /** Whether a committed batch may change the result: a readmodel it reads, events of its tenant or of none. */
+  /**
+   * Whether a committed batch may change the result: a readmodel it reads,
+   * events of its tenant or of none (of any tenant with `allTenants`).
+   */
   touchedBy(batch: ReadmodelBatch): boolean {
     const names = this.settings.readmodels;
     if (names !== undefined && !names.includes(batch.eventHandlerName)) return false;
-    return batch.tenantUuids.has(this.tenantUuid) || batch.tenantUuids.has("");
+    return this.#ofTenant(batch.tenantUuids);
+  }
+
+  /** Whether a system event of this instance may change the result: a kind it names, of its tenant or of none (any with `allTenants`). */
+  touchedByEvent(event: SystemEvent): boolean {
+    if (this.settings.systemEvents?.includes(event.kind) !== true) return false;
+    return this.#ofTenant(new Set([event.tenantUuid ?? ""]));
+  }
+
+  #ofTenant(tenantUuids: ReadonlySet<string>): boolean {
+    return this.settings.allTenants === true || tenantUuids.has(this.tenantUuid) || tenantUuids.has("");
   }
 
   /** Evaluates once more after the current evaluation (coalesced: a burst of batches costs at most two runs). */
@@ -55,15 +75,61 @@ class LiveGroup {
     void this.#loop();
   }
 
+  /** The group has no subscriber left: its timers stop. */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#wait !== undefined) {
+      clearTimeout(this.#wait.timer);
+      this.#wait.done();
+    }
+  }
+
   async #loop(): Promise<void> {
     try {
       do {
         this.#again = false;
+        await this.#spaced();
+        if (this.subscribers.size === 0) return;
+        clearTimeout(this.#timer);
+        this.#lastRun = performance.now();
         await this.#evaluate();
       } while (this.#again && this.subscribers.size > 0);
     } finally {
       this.#running = false;
+      this.#rearm();
     }
+  }
+
+  /** Waits out `minIntervalMs` since the last evaluation; signals that come meanwhile are served by the run that follows. */
+  async #spaced(): Promise<void> {
+    const min = this.settings.minIntervalMs;
+    if (min === undefined) return;
+    const wait = this.#lastRun + min - performance.now();
+    if (wait <= 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#wait = undefined;
+        resolve();
+      }, wait);
+      (timer as { unref?: () => void }).unref?.();
+      this.#wait = {
+        timer,
+        done: () => {
+          this.#wait = undefined;
+          resolve();
+        },
+      };
+    });
+  }
+
+  /** `everyMs`: the next run when no signal comes first. */
+  #rearm(): void {
+    const every = this.settings.everyMs;
+    if (every === undefined || this.subscribers.size === 0) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.schedule(), every);
+    (this.#timer as { unref?: () => void }).unref?.();
   }
 
   /**
@@ -122,10 +188,15 @@ function resultFrame(text: string): string {
   return `data: ${text}\n\n`;
 }
 
-/** The live queries of one facade: their groups, and the one readmodel listener that schedules them. */
+/**
+ * The live queries of one facade: their groups, the one readmodel listener
+ * and the one system-event subscription (while a group names system events)
+ * that schedule them.
+ */
 export class LiveQueries {
   readonly #groups = new Map<string, LiveGroup>();
   #unlisten: (() => void) | undefined;
+  #unsubscribe: (() => void) | undefined;
 
   constructor(readonly facade: Facade) {}
 
@@ -148,16 +219,38 @@ export class LiveQueries {
     this.#unlisten ??= this.facade.readmodelCommits.listen((batch) => {
       for (const g of this.#groups.values()) if (g.touchedBy(batch)) g.schedule();
     });
+    if (settings.systemEvents !== undefined) this.#subscribeSystemEvents();
     group.schedule();
     const joined = group;
     return () => {
       joined.subscribers.delete(s);
-      if (joined.subscribers.size === 0 && this.#groups.get(joined.key) === joined) this.#groups.delete(joined.key);
+      if (joined.subscribers.size === 0 && this.#groups.get(joined.key) === joined) {
+        this.#groups.delete(joined.key);
+        joined.close();
+      }
       if (this.#groups.size === 0) {
         this.#unlisten?.();
         this.#unlisten = undefined;
+        this.#unsubscribe?.();
+        this.#unsubscribe = undefined;
       }
     };
+  }
+
+  /**
+   * One subscription to this instance's system events, while the stream
+   * runs (`createFacade({ systemEvents: true })`); without it such a query
+   * runs again on batches (and `everyMs`) only.
+   */
+  #subscribeSystemEvents(): void {
+    const producer = this.facade.systemEvents;
+    if (this.#unsubscribe !== undefined || !producer.running) return;
+    this.#unsubscribe = producer.subscribe(
+      (event) => {
+        for (const g of this.#groups.values()) if (g.touchedByEvent(event)) g.schedule();
+      },
+      { onClose: () => (this.#unsubscribe = undefined) },
+    );
   }
 }
 
