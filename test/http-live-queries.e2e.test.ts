@@ -192,6 +192,69 @@ describe("live queries over HTTP", () => {
     expect(failures.messages.at(-1)!.data[0]).toMatchObject({ kind: "CommandFailed", tenantUuid: TENANT_B });
   });
 
+  it("a set of live queries on one stream: each with its own permission and scope, a refusal ends that query only, the stream ends with the last", async () => {
+    const facade = await startNotes();
+    const srv = await setup(facade);
+    const ann = newUser("ann", TENANT_A);
+    const setUrl = (tenant: string, queries: unknown) =>
+      `${srv.url}/api/tenants/${tenant}/live-queries?queries=${encodeURIComponent(JSON.stringify(queries))}`;
+    const c = await open(
+      setUrl(TENANT_A, [
+        { id: "count", domain: "Notes", name: "CountNotes" },
+        { id: "list", domain: "Notes", name: "ListNotes", payload: { prefix: "o" } },
+        { id: "plain", domain: "Notes", name: "GetNoteCount" },
+        { id: "none", domain: "Notes", name: "NoSuchQuery" },
+        { id: "store", domain: "Runtime", name: "GetMetrics", payload: { allTenants: true } },
+      ]),
+      ann,
+    );
+    expect(c.status).toBe(200);
+    await c.until((x) => x.messages.length >= 2 && x.blocks.filter((b) => b.event === "error").length >= 3);
+    const byId = (id: string) => c.messages.filter((m) => m.data.id === id).map((m) => m.data.result);
+    expect(byId("count")).toEqual([{ count: 0 }]);
+    expect(byId("list")).toEqual([{ tenantUuid: TENANT_A, texts: [] }]);
+    const errors = Object.fromEntries(c.blocks.filter((b) => b.event === "error").map((b) => [b.data.id, b.data.code]));
+    expect(errors).toEqual({ plain: "INVALID_REQUEST", none: "UNKNOWN_QUERY", store: "PERMISSION_DENIED" });
+    await addNote(facade, ann, "one");
+    await c.until((x) => byId("list").length === 2 && byId("count").length === 2);
+    expect(byId("count").at(-1)).toEqual({ count: 1 });
+    expect(byId("list").at(-1)).toEqual({ tenantUuid: TENANT_A, texts: ["one"] });
+    // Another tenant's note changes neither.
+    await addNote(facade, newUser("bea", TENANT_B), "other");
+    await addNote(facade, ann, "two");
+    await c.until((x) => byId("count").length === 3);
+    expect(byId("list")).toHaveLength(2);
+
+    // A revoked session ends each query with its error, then the stream.
+    revoke(ann);
+    await addNote(facade, newUser("amy", TENANT_A), "three");
+    await c.finished;
+    const ended = c.blocks.filter((b) => b.event === "error" && b.data.code === "UNAUTHENTICATED").map((b) => b.data.id);
+    expect(ended.sort()).toEqual(["count", "list"]);
+
+    // The set itself: a session, and a well-formed list.
+    const bob = newUser("bob", TENANT_A);
+    expect((await StreamClient.open(setUrl(TENANT_A, [{ id: "a", domain: "Notes", name: "CountNotes" }]), {})).status).toBe(401);
+    for (const bad of [
+      [],
+      [{ id: "a b", domain: "Notes", name: "CountNotes" }],
+      [{ id: "a", domain: "Notes" }],
+      [
+        { id: "a", domain: "Notes", name: "CountNotes" },
+        { id: "a", domain: "Notes", name: "ListNotes" },
+      ],
+      Array.from({ length: 33 }, (_, i) => ({ id: `q${i}`, domain: "Notes", name: "CountNotes" })),
+    ]) {
+      expect((await StreamClient.open(setUrl(TENANT_A, bad), bob.headers)).status).toBe(400);
+    }
+    // The tenant of the path is the scope of each query: another tenant's is refused per query.
+    const other = await open(setUrl(TENANT_B, [{ id: "count", domain: "Notes", name: "CountNotes" }]), bob);
+    await other.finished;
+    expect(other.blocks.filter((b) => b.event === "error").map((b) => b.data)).toEqual([
+      expect.objectContaining({ id: "count", code: "PERMISSION_DENIED" }),
+    ]);
+  });
+
   it("everyMs runs a query again without a signal and sends only changes; minIntervalMs spaces the runs of a group", async () => {
     const D = defineDomain("Timed");
     let ticks = 0;

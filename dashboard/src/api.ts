@@ -66,7 +66,8 @@ export class Api {
     return out.result as T;
   }
 
-  private tenantPath(): string {
+  /** The session tenant's part of the API: `api/tenants/{t}`. */
+  tenantPath(): string {
     return `api/tenants/${encodeURIComponent(this.current?.tenantUuid ?? "")}`;
   }
 

@@ -1,14 +1,15 @@
 /**
  * The signed-in dashboard's state, pushed by the server: system info,
  * handlers, their metrics, the failure history, a sharded app's shards and
- * placements, and the tenants' names, each a live query (`LiveQuery`: the
- * server sends a result when it changed, nothing is polled); the live
+ * placements, and the tenants' names, each a live query on the page's one
+ * live-query stream (`LiveSet`: the server sends a result when it changed,
+ * nothing is polled); the live
  * system-event stream; and a five-minute history of throughput and lag for
  * the charts, sampled here every two seconds from the latest metrics (a local
  * timer, no request). Views read it and subscribe to changes.
  */
 import { Api, ApiError } from "./api.js";
-import { LiveQuery } from "./live-query.js";
+import { LiveSet } from "./live-query.js";
 import { type StreamStatus, SystemEventStream } from "./sse.js";
 import type {
   EventHandlerInfo,
@@ -74,14 +75,15 @@ export class App {
   private readonly startedAt = Date.now();
   /** When `info` arrived: its uptime goes on counting from there. */
   private infoAt = 0;
-  /** The live queries open now, by what they read. */
-  private readonly live = new Map<string, LiveQuery<unknown>>();
+  /** The page's live queries, on one stream (views follow theirs on it too). */
+  readonly live: LiveSet;
   /** Optional queries the server refused (unknown, or not granted): not opened again. */
   private readonly refusedOptional = new Set<string>();
   /** Tenant names by uuid (Tenant.ListTenants, for those who may list them; else the session's tenant alone). */
   private readonly tenantNames = new Map<string, string>();
 
   constructor(readonly api: Api) {
+    this.live = new LiveSet(api);
     this.stream = new SystemEventStream({
       url: () => api.url(`${api.runtimePath("sse")}${this.allTenants ? "?allTenants=true" : ""}`),
       headers: () => api.headers(),
@@ -105,8 +107,7 @@ export class App {
 
   stop(): void {
     clearInterval(this.timer);
-    for (const q of this.live.values()) q.stop();
-    this.live.clear();
+    this.live.stop();
     this.stream.stop();
     this.listeners.clear();
   }
@@ -122,16 +123,22 @@ export class App {
 
   /** The live queries of the page; those of optional domains open once system info names them. */
   private openLive(): void {
-    this.follow<SystemInfo>("info", "Runtime", "GetSystemInfo", {}, {
-      onResult: (info) => {
-        this.info = info;
-        this.infoAt = Date.now();
-        this.loadError = undefined;
-        this.openOptional(info);
-        this.emit("info");
+    this.follow<SystemInfo>(
+      "info",
+      "Runtime",
+      "GetSystemInfo",
+      {},
+      {
+        onResult: (info) => {
+          this.info = info;
+          this.infoAt = Date.now();
+          this.loadError = undefined;
+          this.openOptional(info);
+          this.emit("info");
+        },
+        onRefused: (e) => this.failed(e),
       },
-      onRefused: (e) => this.failed(e),
-    });
+    );
     this.openWide();
   }
 
@@ -165,17 +172,23 @@ export class App {
       onRefused: (e) => refusedWide(e) || this.failed(e),
     });
     // The failure history is the server's: it shows what failed before the page opened too.
-    this.follow<FailureEntry[]>("failures", "Runtime", "ListFailures", { limit: 20, ...wide }, {
-      onResult: (failures) => {
-        this.failures = failures;
-        this.emit("handlers");
+    this.follow<FailureEntry[]>(
+      "failures",
+      "Runtime",
+      "ListFailures",
+      { limit: 20, ...wide },
+      {
+        onResult: (failures) => {
+          this.failures = failures;
+          this.emit("handlers");
+        },
+        onRefused: (e) => {
+          if (refusedWide(e)) return;
+          this.failures = undefined;
+          this.emit("handlers");
+        },
       },
-      onRefused: (e) => {
-        if (refusedWide(e)) return;
-        this.failures = undefined;
-        this.emit("handlers");
-      },
-    });
+    );
   }
 
   /** Only a sharded app has `Shards`, only an app with the built-in domains `Tenant`: asked when system info lists them. */
@@ -185,20 +198,32 @@ export class App {
     const gone = (key: string) => () => void this.refusedOptional.add(key);
     const wanted = (key: string) => !this.live.has(key) && !this.refusedOptional.has(key);
     if (has("Shards") && wanted("shards") && wanted("placements")) {
-      this.follow<ShardInfo[]>("shards", "Shards", "ListShards", {}, {
-        onResult: (shards) => {
-          this.shards = shards;
-          this.emit("handlers");
+      this.follow<ShardInfo[]>(
+        "shards",
+        "Shards",
+        "ListShards",
+        {},
+        {
+          onResult: (shards) => {
+            this.shards = shards;
+            this.emit("handlers");
+          },
+          onRefused: gone("shards"),
         },
-        onRefused: gone("shards"),
-      });
-      this.follow<Placement[]>("placements", "Shards", "ListPlacements", {}, {
-        onResult: (placements) => {
-          this.placements = placements;
-          this.emit("handlers");
+      );
+      this.follow<Placement[]>(
+        "placements",
+        "Shards",
+        "ListPlacements",
+        {},
+        {
+          onResult: (placements) => {
+            this.placements = placements;
+            this.emit("handlers");
+          },
+          onRefused: gone("placements"),
         },
-        onRefused: gone("placements"),
-      });
+      );
     }
     if (info.domains?.includes("Tenant") === true && wanted("tenants")) {
       this.follow<{ items: { aggregateUuid: string; model: { name: string } }[] }>(
@@ -218,7 +243,7 @@ export class App {
     }
   }
 
-  /** Opens (or opens again, with another payload) the live query kept under `key`. */
+  /** Follows (or follows again, with another payload) the live query kept under `key`. */
   private follow<T>(
     key: string,
     domain: string,
@@ -226,19 +251,13 @@ export class App {
     payload: Record<string, unknown>,
     cb: { onResult(result: T): void; onRefused(e: ApiError): void },
   ): void {
-    this.live.get(key)?.stop();
-    const q = new LiveQuery<T>(this.api, domain, name, payload, {
+    this.live.follow<T>(key, domain, name, payload, {
       onResult: cb.onResult,
-      onRefused: (e) => {
-        if (this.live.get(key) === q) this.live.delete(key);
-        cb.onRefused(e);
-      },
+      onRefused: cb.onRefused,
       onTrouble: (e) => {
         if (key === "info" || key === "handlers" || key === "metrics") this.failed(e);
       },
     });
-    this.live.set(key, q as LiveQuery<unknown>);
-    q.start();
   }
 
   private failed(e: ApiError): boolean {

@@ -16,12 +16,17 @@ import type { Reply } from "./exchange.js";
 import type { HttpRoute, RouteContext } from "./route.js";
 import { currentRequestContext, eventStreamReply, SseWriter } from "./stream-access.js";
 
-/** One open live-query stream. */
+/** One subscription to a live query: a stream of its own, or one query of a set sharing a stream. */
 interface LiveSubscriber {
-  readonly writer: SseWriter;
   readonly route: RouteContext;
   /** The result text it was sent last: a new evaluation is sent only when it differs. */
   sent: string;
+  /** True once it ended (its stream closed, or it failed). */
+  readonly closed: boolean;
+  /** Sends a result (JSON text). */
+  send(text: string): void;
+  /** Sends `event: error` with the code and message and ends the subscription. */
+  fail(e: unknown): void;
 }
 
 /** The subscribers of one query, payload and scope, evaluated together. */
@@ -147,18 +152,18 @@ class LiveGroup {
       const result: unknown = await this.facade.query(this.type, this.payload, { reqCtx: allowed[0]![1] });
       text = JSON.stringify(result ?? null);
     } catch (e) {
-      for (const [s] of allowed) endWith(s, e);
+      for (const [s] of allowed) s.fail(e);
       return;
     }
     for (const [s] of allowed) {
-      if (s.writer.closed || s.sent === text) continue;
+      if (s.closed || s.sent === text) continue;
       s.sent = text;
-      s.writer.push(resultFrame(text));
+      s.send(text);
     }
   }
 
   async #recheck(s: LiveSubscriber): Promise<RequestContext | undefined> {
-    if (s.writer.closed) return undefined;
+    if (s.closed) return undefined;
     try {
       const reqCtx = await currentRequestContext(s.route);
       await this.facade.permissions.check(reqCtx, {
@@ -170,18 +175,17 @@ class LiveGroup {
       });
       return reqCtx;
     } catch (e) {
-      endWith(s, e);
+      s.fail(e);
       return undefined;
     }
   }
 }
 
-/** Ends a stream with `event: error` (the code and message) so the client knows why. */
-function endWith(s: LiveSubscriber, e: unknown): void {
+/** The `event: error` frame of a failure: its code and message (and the query's id in a set). */
+function errorFrame(e: unknown, id?: string): string {
   const code = isMnemeError(e) ? e.code : "INTERNAL";
   const message = isMnemeError(e) ? e.message : "the live query failed";
-  s.writer.push(`event: error\ndata: ${JSON.stringify({ code, message })}\n\n`);
-  s.writer.close();
+  return `event: error\ndata: ${JSON.stringify(id === undefined ? { code, message } : { id, code, message })}\n\n`;
 }
 
 function resultFrame(text: string): string {
@@ -317,7 +321,7 @@ export function livePayloadOf(c: RouteContext): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-/** The live-query route (added to the generic routes by buildRoutes). */
+/** The live-query routes (added to the generic routes by buildRoutes): one query per stream, or a set sharing one. */
 export function liveQueryRoutes(tenantPath: string): HttpRoute[] {
   return [
     {
@@ -327,7 +331,159 @@ export function liveQueryRoutes(tenantPath: string): HttpRoute[] {
       session: true,
       run: (c) => openLiveQuery(c),
     },
+    {
+      method: "GET",
+      path: `${tenantPath}/live-queries`,
+      // Each query's own permission decides, per query, when the set opens and before each evaluation.
+      guard: () => ({ domain: "Runtime", name: "LiveQuerySet" }),
+      session: true,
+      run: (c) => openLiveQuerySet(c),
+    },
   ];
+}
+
+/** The most queries one set may hold. */
+export const MAX_LIVE_SET = 32;
+const SET_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** One query of a set, as `?queries=` names it. */
+interface SetItem {
+  readonly id: string;
+  readonly domain: string;
+  readonly name: string;
+  readonly payload: Record<string, unknown>;
+}
+
+/** The `queries` parameter: a JSON array of 1..32 `{ id, domain, name, payload? }`, ids unique, within the body limits. */
+export function liveSetOf(c: RouteContext): SetItem[] {
+  const raw = c.request.searchParams.get("queries");
+  const bad = (why: string) => new MnemeError("INVALID_REQUEST", `queries ${why}`);
+  if (raw === null || raw.trim() === "") throw bad(`is missing: a JSON array of { id, domain, name, payload? }`);
+  if (raw.length > c.options.maxBodyBytes)
+    throw new MnemeError("PAYLOAD_TOO_LARGE", `queries is longer than ${c.options.maxBodyBytes} characters`);
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (e) {
+    throw bad(`is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_LIVE_SET)
+    throw bad(`must be an array of 1 to ${MAX_LIVE_SET} queries`);
+  if (depthExceeds(value, c.options.maxJsonDepth)) throw bad(`nests deeper than ${c.options.maxJsonDepth} levels`);
+  const ids = new Set<string>();
+  return value.map((v: unknown, i) => {
+    const o = (typeof v === "object" && v !== null && !Array.isArray(v) ? v : {}) as Record<string, unknown>;
+    const { id, domain, name, payload } = o;
+    if (typeof id !== "string" || !SET_ID.test(id)) throw bad(`[${i}].id must be 1 to 64 letters, digits, "_", "." or "-"`);
+    if (ids.has(id)) throw bad(`[${i}].id ${JSON.stringify(id)} is given twice`);
+    ids.add(id);
+    if (typeof domain !== "string" || domain === "" || typeof name !== "string" || name === "")
+      throw bad(`[${i}] needs a domain and a name`);
+    if (payload !== undefined && (typeof payload !== "object" || payload === null || Array.isArray(payload)))
+      throw bad(`[${i}].payload must be a JSON object`);
+    if (Object.keys(o).some((k) => !["id", "domain", "name", "payload"].includes(k)))
+      throw bad(`[${i}] has a field other than id, domain, name, payload`);
+    return { id, domain, name, payload: (payload ?? {}) as Record<string, unknown> };
+  });
+}
+
+/** One query of an open set: its subscription on the set's stream. */
+class SetSubscriber implements LiveSubscriber {
+  #ended = false;
+  leave: (() => void) | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly route: RouteContext,
+    public sent: string,
+    private readonly writer: SseWriter,
+    private readonly onEnd: () => void,
+  ) {}
+
+  get closed(): boolean {
+    return this.#ended || this.writer.closed;
+  }
+
+  send(text: string): void {
+    this.writer.push(setResultFrame(this.id, text));
+  }
+
+  fail(e: unknown): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.writer.push(errorFrame(e, this.id));
+    this.leave?.();
+    this.onEnd();
+  }
+}
+
+function setResultFrame(id: string, text: string): string {
+  return `data: {"id":${JSON.stringify(id)},"result":${text}}\n\n`;
+}
+
+/**
+ * `GET {t}/live-queries?queries=[{ id, domain, name, payload? }, ...]`: up to
+ * 32 live queries on one stream (a browser holds few connections per origin
+ * over HTTP/1.1: six in Chromium). Each query is answered and followed as on
+ * its own route, with its own permission, tenant scope and group; its results
+ * come as `data: {"id", "result"}`, its refusal or failure as `event: error`
+ * with `{ id, code, message }`, which ends that query only. The stream ends
+ * when every query of the set has ended.
+ */
+export async function openLiveQuerySet(c: RouteContext): Promise<Reply> {
+  const items = liveSetOf(c);
+  const firsts = await Promise.all(
+    items.map(async (item) => {
+      try {
+        const type = c.facade.resolveQuery({ domain: item.domain, name: item.name });
+        if (type.live === undefined)
+          throw new MnemeError("INVALID_REQUEST", `${type.domain}.${type.name} is not a live query (define it with { live: true })`);
+        const first = JSON.stringify((await c.facade.query(type, item.payload, { reqCtx: c.reqCtx })) ?? null);
+        return { item, type, first, error: undefined };
+      } catch (error) {
+        return { item, type: undefined, first: "", error };
+      }
+    }),
+  );
+  const release = c.sseGauge.tryAcquire();
+  if (release === undefined)
+    throw new MnemeError("SSE_CONNECTION_LIMIT", `too many open event streams (the limit is ${c.sseGauge.max}); retry later`);
+  const subscribers: SetSubscriber[] = [];
+  let heartbeat: ReturnType<typeof setInterval> | undefined;
+  const onAbort = () => writer.close();
+  let opening = "";
+  for (const f of firsts) opening += f.error === undefined ? setResultFrame(f.item.id, f.first) : errorFrame(f.error, f.item.id);
+  const writer = new SseWriter(`retry: ${c.options.sse.retryMs}\n: connected\n\n${opening}`, c.options.sse.maxQueuedEvents, () => {
+    if (heartbeat !== undefined) clearInterval(heartbeat);
+    c.request.signal.removeEventListener("abort", onAbort);
+    for (const s of subscribers) s.leave?.();
+    release();
+  });
+  let open = firsts.filter((f) => f.error === undefined).length;
+  // Ends the stream once the client has read what was sent (a close drops what it has not read yet).
+  const end = () => void writer.room().then(() => writer.close());
+  if (c.request.signal.aborted) {
+    writer.close();
+    return eventStreamReply(writer.stream);
+  }
+  if (open === 0) {
+    end();
+    return eventStreamReply(writer.stream);
+  }
+  c.request.signal.addEventListener("abort", onAbort, { once: true });
+  heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), c.options.sse.heartbeatMs);
+  (heartbeat as { unref?: () => void }).unref?.();
+  const registry = liveQueriesOf(c.facade);
+  for (const f of firsts) {
+    if (f.type === undefined) continue;
+    const s = new SetSubscriber(f.item.id, c, f.first, writer, () => {
+      // Nothing more can come once every query of the set has ended.
+      if (--open === 0) end();
+    });
+    subscribers.push(s);
+    s.leave = registry.join(f.type, f.item.payload, c.reqCtx, s);
+  }
+  return eventStreamReply(writer.stream);
 }
 
 /**
@@ -364,6 +520,17 @@ export async function openLiveQuery(c: RouteContext): Promise<Reply> {
   c.request.signal.addEventListener("abort", onAbort, { once: true });
   heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), c.options.sse.heartbeatMs);
   (heartbeat as { unref?: () => void }).unref?.();
-  leave = liveQueriesOf(c.facade).join(type, payload, c.reqCtx, { writer, route: c, sent: first });
+  leave = liveQueriesOf(c.facade).join(type, payload, c.reqCtx, {
+    route: c,
+    sent: first,
+    get closed() {
+      return writer.closed;
+    },
+    send: (text) => writer.push(resultFrame(text)),
+    fail: (e) => {
+      writer.push(errorFrame(e));
+      writer.close();
+    },
+  });
   return eventStreamReply(writer.stream);
 }

@@ -8,7 +8,6 @@
  * server refuses it.
  */
 import { ApiError } from "../api.js";
-import { LiveQuery } from "../live-query.js";
 import { type Child, fill, h } from "../dom.js";
 import { empty, errorBanner, table } from "../ui.js";
 import type { View, ViewContext } from "./view.js";
@@ -56,33 +55,40 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
   let bulkOutcome: { ok: boolean; text: string } | undefined;
   let bulkRunning = false;
 
-  let live: LiveQuery<E[]> | undefined;
-  /** Follows the list; a refused "every tenant" opens the session tenant's instead. */
+  let unfollow: (() => void) | undefined;
+  /** Follows the list on the page's live-query stream; a refused "every tenant" follows the session tenant's instead. */
   const follow = (): void => {
-    live?.stop();
-    live = new LiveQuery<E[]>(api, "Runtime", o.query, { limit: 1000, ...(wide ? { allTenants: true } : {}) }, {
-      onResult: (list) => {
-        entries = list;
-        error = undefined;
-        const present = new Set(list.map(o.key));
-        for (const k of selected) if (!present.has(k)) selected.delete(k);
-        if (!disposed) render();
+    unfollow?.();
+    unfollow = app.live.follow<E[]>(
+      o.view,
+      "Runtime",
+      o.query,
+      { limit: 1000, ...(wide ? { allTenants: true } : {}) },
+      {
+        onResult: (list) => {
+          entries = list;
+          error = undefined;
+          const present = new Set(list.map(o.key));
+          for (const k of selected) if (!present.has(k)) selected.delete(k);
+          if (!disposed) render();
+        },
+        onRefused: (e) => {
+          if (disposed) return;
+          if (wide && e.status === 403) {
+            // Only system administrators see every tenant: the session tenant's then.
+            wide = false;
+            follow();
+            return;
+          }
+          error = e;
+          render();
+        },
+        onTrouble: (e) => {
+          error = e;
+          if (!disposed) render();
+        },
       },
-      onRefused: (e) => {
-        if (wide && e.status === 403) {
-          // Only system administrators see every tenant: the session tenant's then.
-          wide = false;
-          follow();
-          return;
-        }
-        error = e;
-        if (!disposed) render();
-      },
-      onTrouble: (e) => {
-        error = e;
-        if (!disposed) render();
-      },
-    }).start();
+    );
   };
 
   /**
@@ -382,7 +388,7 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
     el,
     dispose: () => {
       disposed = true;
-      live?.stop();
+      unfollow?.();
       for (const t of confirming.values()) clearTimeout(t);
     },
   };
