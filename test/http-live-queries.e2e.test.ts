@@ -216,13 +216,13 @@ describe("live queries over HTTP", () => {
     const errors = Object.fromEntries(c.blocks.filter((b) => b.event === "error").map((b) => [b.data.id, b.data.code]));
     expect(errors).toEqual({ plain: "INVALID_REQUEST", none: "UNKNOWN_QUERY", store: "PERMISSION_DENIED" });
     await addNote(facade, ann, "one");
-    await c.until((x) => byId("list").length === 2 && byId("count").length === 2);
+    await c.until(() => byId("list").length === 2 && byId("count").length === 2);
     expect(byId("count").at(-1)).toEqual({ count: 1 });
     expect(byId("list").at(-1)).toEqual({ tenantUuid: TENANT_A, texts: ["one"] });
     // Another tenant's note changes neither.
     await addNote(facade, newUser("bea", TENANT_B), "other");
     await addNote(facade, ann, "two");
-    await c.until((x) => byId("count").length === 3);
+    await c.until(() => byId("count").length === 3);
     expect(byId("list")).toHaveLength(2);
 
     // A revoked session ends each query with its error, then the stream.

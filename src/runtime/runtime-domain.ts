@@ -63,7 +63,9 @@ const list = <R>(name: string, description: string) => RuntimeDomain.query<NoPay
  * stopped, a restore, an append); `everyMs` covers what neither announces (a
  * handler another instance applies while this one stands by, a reactor's
  * effect the outbox worker settles); `minIntervalMs` bounds the cost under
- * load (at most one run per group per interval). `share` stays "sender": the
+ * load (at most one run per group per interval). The timers run every two
+ * seconds, the period the dashboard polled at before, now once per group on
+ * the server and sent only when the result changed. `share` stays "sender": the
  * answer depends on who asks (the tenant scope, `allTenants`).
  */
 const HANDLER_EVENTS = [
@@ -76,7 +78,7 @@ const HANDLER_EVENTS = [
   "HandlerFailed",
   "HandlersInStandby",
 ] as const;
-const LIVE_HANDLERS = { allTenants: true, systemEvents: HANDLER_EVENTS, everyMs: 5000, minIntervalMs: 500 } as const;
+const LIVE_HANDLERS = { allTenants: true, systemEvents: HANDLER_EVENTS, everyMs: 2000, minIntervalMs: 500 } as const;
 /** System info: its head moves with appends and batches; no timer (its `uptimeMs` would change every run: clients count it from `startedAt`). */
 const LIVE_SYSTEM_INFO = {
   allTenants: true,
@@ -89,7 +91,7 @@ const LIVE_FAILURES = { readmodels: [], allTenants: true, systemEvents: ["Comman
 const LIVE_OUTBOX = {
   allTenants: true,
   systemEvents: ["CommandExecuted", "CommandFailed", "HandlerFailed"],
-  everyMs: 5000,
+  everyMs: 2000,
   minIntervalMs: 1000,
 } as const;
 

@@ -55,9 +55,9 @@ export const ShardsDomain = defineDomain("Shards", {
 
 /**
  * Live (the dashboard subscribes): heads move with every shard's batches, placements with moves that
- * announce nothing on this facade, so a batch of any tenant and, at the latest, every five seconds.
+ * announce nothing on this facade, so a batch of any tenant and, at the latest, every two seconds.
  */
-const LIVE_SHARDS = { allTenants: true, everyMs: 5000, minIntervalMs: 1000 } as const;
+const LIVE_SHARDS = { allTenants: true, everyMs: 2000, minIntervalMs: 1000 } as const;
 
 /** `Shards.ListShards`: every shard with its location (no password), home flag, tenant count, head position and frozen tenants. */
 export const ListShards = ShardsDomain.query<NoPayload, ShardInfo[]>("ListShards", {
