@@ -5,8 +5,8 @@
  * ETag, the CSP, 404 / 405, off by default, and a clear 503 problem when the
  * package is missing. In headless Chromium: the page renders the Todo
  * example's operations, every request it makes goes to the same origin and
- * succeeds, no console error, no CSP violation, on both HTTP paths and below
- * a basePath.
+ * succeeds, no console error, no CSP violation (under the dashboard's strict
+ * policy), on both HTTP paths and below a basePath.
  *
  * Without Chromium the browser part is skipped with the reason, unless CI is set.
  */
@@ -18,6 +18,7 @@ import { createFacade, type Facade } from "mneme";
 import { createHttpHandler, toNodeListener } from "mneme/http";
 import { registerTodo } from "../examples/todo/todo-domain.js";
 import { ApiViewer, locateSwaggerUi } from "../src/http/api-viewer.js";
+import { DASHBOARD_CSP } from "../src/http/dashboard.js";
 import { browserGate } from "./support/chromium.js";
 import { type DashboardPages, dashboardPages } from "./support/dashboard-pages.js";
 import { HTTP_PATHS, listenLocal, nodeListenerFor, testResolver } from "./support/http-fixture.js";
@@ -57,9 +58,10 @@ describe("serving the API viewer over HTTP", () => {
     const page = await fetch(`${url}/api/docs/`);
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    // The dashboard's strict policy, unchanged (no inline script or style, same-origin requests only).
     const csp = page.headers.get("content-security-policy")!;
-    expect(csp).toContain("default-src 'none'");
-    expect(csp).toContain("script-src 'self';");
+    expect(csp).toBe(DASHBOARD_CSP);
+    expect(csp).toContain("style-src 'self';");
     expect(csp).toContain("connect-src 'self'");
     const html = await page.text();
     // Nothing from another origin, no inline script.

@@ -8,7 +8,7 @@
  * no CDN, no validator badge, no request to another origin.
  */
 import { MnemeError } from "../model/errors.js";
-import { type DashboardReply, type DashboardRequest, etagMatches, etagOf } from "./dashboard.js";
+import { DASHBOARD_CSP, type DashboardReply, type DashboardRequest, etagMatches, etagOf } from "./dashboard.js";
 
 /** The path prefix the viewer is served under (below basePath). */
 export const API_VIEWER_PATH = "/api/docs";
@@ -20,22 +20,12 @@ export interface ApiViewerOptions {
 }
 
 /**
- * Like the dashboard's, but Swagger UI sets style attributes in its markup
- * (React), so styles allow 'unsafe-inline'; scripts stay 'self' only (no
- * inline script: the page's own start-up code is a file), requests go to the
- * same origin only (the document and "Try it out").
+ * The dashboard's policy, unchanged: scripts and styles only from the
+ * viewer's own files (no inline script: the page's start-up code is a file;
+ * Swagger UI sets its styles through the DOM, which the policy allows),
+ * requests to the same origin only (the document, "Try it out").
  */
-export const API_VIEWER_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self' 'unsafe-inline'",
-  "img-src 'self' data:",
-  "font-src 'self' data:",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join("; ");
+export const API_VIEWER_CSP = DASHBOARD_CSP;
 
 const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   "content-security-policy": API_VIEWER_CSP,
