@@ -13,7 +13,8 @@ import type { ReadmodelBatch } from "../readmodel/readmodel-commits.js";
 import type { SystemEvent } from "../runtime/system-events.js";
 import { depthExceeds } from "./body.js";
 import type { Reply } from "./exchange.js";
-import type { HttpRoute, RouteContext } from "./route.js";
+import { guardBy, type HttpRoute, type RouteContext } from "./route.js";
+import { ListQueries } from "../runtime/runtime-domain.js";
 import { currentRequestContext, eventStreamReply, SseWriter } from "./stream-access.js";
 
 /** One subscription to a live query: a stream of its own, or one query of a set sharing a stream. */
@@ -334,8 +335,9 @@ export function liveQueryRoutes(tenantPath: string): HttpRoute[] {
     {
       method: "GET",
       path: `${tenantPath}/live-queries`,
-      // Each query's own permission decides, per query, when the set opens and before each evaluation.
-      guard: () => ({ domain: "Runtime", name: "LiveQuerySet" }),
+      // Only the session this guard asks for counts here: each query's own permission decides, per query,
+      // when the set opens and before each evaluation (Runtime.ListQueries itself is never checked).
+      guard: guardBy(ListQueries),
       session: true,
       run: (c) => openLiveQuerySet(c),
     },
