@@ -7,7 +7,7 @@
  */
 import { createServer } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
-import { type Facade, defineDomain, newUuid } from "mneme";
+import { type Facade, authenticated, createFacade, defineDomain, newUuid } from "mneme";
 import { createHttpHandler } from "mneme/http";
 import { createPostgresBackends } from "mneme/postgres";
 import { HTTP_PATHS, listenLocal, nodeListenerFor } from "./support/http-fixture.js";
@@ -19,9 +19,12 @@ import {
   StreamClient,
   TENANT_A,
   TENANT_B,
+  TENANT_SYS,
   newUser,
+  notesAuthorizer,
   notesResolver,
   queryRuns,
+  registerNotes,
   revoke,
   startNotes,
 } from "./support/notes-world.js";
@@ -136,10 +139,157 @@ describe("live queries over HTTP", () => {
     expect(D.query("Off", { live: false }).live).toBeUndefined();
     expect(D.query("On", { live: true }).live).toEqual({ share: "sender" });
     expect(D.query("Named", { live: { readmodels: ["R"], share: "tenant" } }).live).toEqual({ share: "tenant", readmodels: ["R"] });
-    const bad: unknown[] = [{ share: "everyone" }, { readmodels: [] }, { readmodels: [""] }, { other: 1 }, "yes", []];
+    expect(
+      D.query("Signals", { live: { readmodels: [], allTenants: true, systemEvents: ["CommandFailed", "CommandFailed"], everyMs: 50 } })
+        .live,
+    ).toEqual({ share: "sender", readmodels: [], allTenants: true, systemEvents: ["CommandFailed"], everyMs: 50 });
+    const bad: unknown[] = [
+      { share: "everyone" },
+      { readmodels: [] },
+      { readmodels: [""] },
+      { other: 1 },
+      "yes",
+      [],
+      { allTenants: "yes" },
+      { systemEvents: [] },
+      { systemEvents: ["NoSuchKind"] },
+      { everyMs: 0 },
+      { everyMs: 1.5 },
+      { minIntervalMs: 86_400_001 },
+      { readmodels: [], minIntervalMs: 10 },
+    ];
     for (const [i, live] of bad.entries()) {
       expect(() => D.query(`Bad${i}`, { live: live as never })).toThrow(expect.objectContaining({ code: "INVALID_DOMAIN" }));
     }
+  });
+
+  it("Runtime queries are live: a batch of another tenant moves a tenant's handler metrics, a failed command reaches the failure list", async () => {
+    const facade = await startNotes({ systemEvents: true });
+    const srv = await setup(facade);
+    const ann = newUser("ann", TENANT_A);
+    const runtimeUrl = (tenant: string, name: string, payload: unknown) =>
+      `${srv.url}/api/tenants/${tenant}/queries/Runtime/${name}/live?payload=${encodeURIComponent(JSON.stringify(payload))}`;
+    // A tenant's operator: the query's own permission (authorized) and scope (its tenant) hold on the live route.
+    const metrics = await open(runtimeUrl(TENANT_A, "GetMetrics", {}), ann);
+    expect(metrics.status).toBe(200);
+    await metrics.until((x) => x.messages.length >= 1);
+    expect(metrics.messages[0]!.data.NoteProjection.eventsProcessed).toBe(0);
+    expect((await StreamClient.open(runtimeUrl(TENANT_A, "GetMetrics", { allTenants: true }), ann.headers)).status).toBe(403);
+    const failures = await open(runtimeUrl(TENANT_SYS, "ListFailures", { allTenants: true }), ADMIN);
+    await failures.until((x) => x.messages.length >= 1);
+    expect(failures.messages[0]!.data).toEqual([]);
+
+    // Tenant B's note: no batch of tenant A, yet the handler's metrics (the instance's) changed.
+    const bea = newUser("bea", TENANT_B);
+    const noteUuid = newUuid();
+    const add = { noteUuid, text: "b", author: "x", personUuid: newUuid() };
+    const reqCtx = { ...bea.reqCtx, targetTenantUuid: TENANT_B };
+    await facade.dispatch(AddNote, add, { reqCtx });
+    await metrics.until((x) => x.messages.at(-1)!.data.NoteProjection.eventsProcessed === 1);
+    // A failure is a system event, not a batch: the failure list follows it.
+    await expect(facade.dispatch(AddNote, add, { reqCtx })).rejects.toMatchObject({ code: "CONFLICT" });
+    await failures.until((x) => x.messages.at(-1)!.data.length === 1);
+    expect(failures.messages.at(-1)!.data[0]).toMatchObject({ kind: "CommandFailed", tenantUuid: TENANT_B });
+  });
+
+  it("a set of live queries on one stream: each with its own permission and scope, a refusal ends that query only, the stream ends with the last", async () => {
+    const facade = await startNotes();
+    const srv = await setup(facade);
+    const ann = newUser("ann", TENANT_A);
+    const setUrl = (tenant: string, queries: unknown) =>
+      `${srv.url}/api/tenants/${tenant}/live-queries?queries=${encodeURIComponent(JSON.stringify(queries))}`;
+    const c = await open(
+      setUrl(TENANT_A, [
+        { id: "count", domain: "Notes", name: "CountNotes" },
+        { id: "list", domain: "Notes", name: "ListNotes", payload: { prefix: "o" } },
+        { id: "plain", domain: "Notes", name: "GetNoteCount" },
+        { id: "none", domain: "Notes", name: "NoSuchQuery" },
+        { id: "store", domain: "Runtime", name: "GetMetrics", payload: { allTenants: true } },
+      ]),
+      ann,
+    );
+    expect(c.status).toBe(200);
+    await c.until((x) => x.messages.length >= 2 && x.blocks.filter((b) => b.event === "error").length >= 3);
+    const byId = (id: string) => c.messages.filter((m) => m.data.id === id).map((m) => m.data.result);
+    expect(byId("count")).toEqual([{ count: 0 }]);
+    expect(byId("list")).toEqual([{ tenantUuid: TENANT_A, texts: [] }]);
+    const errors = Object.fromEntries(c.blocks.filter((b) => b.event === "error").map((b) => [b.data.id, b.data.code]));
+    expect(errors).toEqual({ plain: "INVALID_REQUEST", none: "UNKNOWN_QUERY", store: "PERMISSION_DENIED" });
+    await addNote(facade, ann, "one");
+    await c.until(() => byId("list").length === 2 && byId("count").length === 2);
+    expect(byId("count").at(-1)).toEqual({ count: 1 });
+    expect(byId("list").at(-1)).toEqual({ tenantUuid: TENANT_A, texts: ["one"] });
+    // Another tenant's note changes neither.
+    await addNote(facade, newUser("bea", TENANT_B), "other");
+    await addNote(facade, ann, "two");
+    await c.until(() => byId("count").length === 3);
+    expect(byId("list")).toHaveLength(2);
+
+    // A revoked session ends each query with its error, then the stream.
+    revoke(ann);
+    await addNote(facade, newUser("amy", TENANT_A), "three");
+    await c.finished;
+    const ended = c.blocks.filter((b) => b.event === "error" && b.data.code === "UNAUTHENTICATED").map((b) => b.data.id);
+    expect(ended.sort()).toEqual(["count", "list"]);
+
+    // The set itself: a session, and a well-formed list.
+    const bob = newUser("bob", TENANT_A);
+    expect((await StreamClient.open(setUrl(TENANT_A, [{ id: "a", domain: "Notes", name: "CountNotes" }]), {})).status).toBe(401);
+    for (const bad of [
+      [],
+      [{ id: "a b", domain: "Notes", name: "CountNotes" }],
+      [{ id: "a", domain: "Notes" }],
+      [
+        { id: "a", domain: "Notes", name: "CountNotes" },
+        { id: "a", domain: "Notes", name: "ListNotes" },
+      ],
+      Array.from({ length: 33 }, (_, i) => ({ id: `q${i}`, domain: "Notes", name: "CountNotes" })),
+    ]) {
+      expect((await StreamClient.open(setUrl(TENANT_A, bad), bob.headers)).status).toBe(400);
+    }
+    // The tenant of the path is the scope of each query: another tenant's is refused per query.
+    const other = await open(setUrl(TENANT_B, [{ id: "count", domain: "Notes", name: "CountNotes" }]), bob);
+    await other.finished;
+    expect(other.blocks.filter((b) => b.event === "error").map((b) => b.data)).toEqual([
+      expect.objectContaining({ id: "count", code: "PERMISSION_DENIED" }),
+    ]);
+  });
+
+  it("everyMs runs a query again without a signal and sends only changes; minIntervalMs spaces the runs of a group", async () => {
+    const D = defineDomain("Timed");
+    let ticks = 0;
+    const starts: number[] = [];
+    const Tick = D.query<Record<string, never>, { third: number }>("Tick", {
+      live: { readmodels: [], everyMs: 20 },
+      permission: authenticated,
+    });
+    const Spaced = D.query<Record<string, never>, { runs: number }>("Spaced", { live: { minIntervalMs: 150 }, permission: authenticated });
+    const facade = createFacade({ appName: "timed", authorizer: notesAuthorizer });
+    registerNotes(facade);
+    facade.registerDomain(D, (d) => {
+      d.handleQuery(Tick, () => ({ third: Math.floor(++ticks / 3) }));
+      d.handleQuery(Spaced, () => {
+        starts.push(performance.now());
+        return { runs: starts.length };
+      });
+    });
+    await facade.start();
+    const srv = await setup(facade);
+    const ann = newUser("ann", TENANT_A);
+    const url = (name: string) => `${srv.url}/api/tenants/${TENANT_A}/queries/Timed/${name}/live`;
+    const tick = await open(url("Tick"), ann);
+    await tick.until((x) => x.messages.length >= 4);
+    const sent = tick.messages.map((m) => m.data.third);
+    // Three runs per value, each value sent once, in order.
+    expect(sent).toEqual(sent.map((_, i) => sent[0] + i));
+    expect(ticks).toBeGreaterThanOrEqual(3 * (sent.length - 1));
+
+    const spaced = await open(url("Spaced"), ann);
+    await spaced.until((x) => x.messages.length >= 1);
+    for (let i = 0; i < 6; i++) await addNote(facade, ann, `n${i}`);
+    await spaced.until((x) => x.messages.length >= 2);
+    await new Promise((r) => setTimeout(r, 400));
+    for (let i = 2; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(149);
   });
 
   it.each(HTTP_PATHS)(

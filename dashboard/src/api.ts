@@ -47,9 +47,14 @@ export class Api {
     return `${this.tenantPath()}/runtime/${path}`;
   }
 
-  /** A query of the session's tenant through the generic route: `api/tenants/{t}/queries/{domain}/{name}`. */
+  /** The generic route of a query of the session's tenant: `api/tenants/{t}/queries/{domain}/{name}`. */
+  tenantQueryPath(domain: string, name: string): string {
+    return `${this.tenantPath()}/queries/${encodeURIComponent(domain)}/${encodeURIComponent(name)}`;
+  }
+
+  /** A query of the session's tenant through the generic route (one answer; `LiveQuery` follows one). */
   query<T>(domain: string, name: string, payload: unknown): Promise<T> {
-    return this.post<T>(`${this.tenantPath()}/queries/${encodeURIComponent(domain)}/${encodeURIComponent(name)}`, payload);
+    return this.post<T>(this.tenantQueryPath(domain, name), payload);
   }
 
   /** A command of the session's tenant through the generic route; resolves with the command's `result`. */
@@ -61,7 +66,8 @@ export class Api {
     return out.result as T;
   }
 
-  private tenantPath(): string {
+  /** The session tenant's part of the API: `api/tenants/{t}`. */
+  tenantPath(): string {
     return `api/tenants/${encodeURIComponent(this.current?.tenantUuid ?? "")}`;
   }
 

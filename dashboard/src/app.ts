@@ -1,10 +1,15 @@
 /**
- * The signed-in dashboard's state: handlers and their metrics (polled every
- * two seconds, and at once when a system event says a handler changed), a
- * five-minute history of throughput and lag for the charts, system info, and
- * the live system-event stream. Views read it and subscribe to changes.
+ * The signed-in dashboard's state, pushed by the server: system info,
+ * handlers, their metrics, the failure history, a sharded app's shards and
+ * placements, and the tenants' names, each a live query on the page's one
+ * live-query stream (`LiveSet`: the server sends a result when it changed,
+ * nothing is polled); the live
+ * system-event stream; and a five-minute history of throughput and lag for
+ * the charts, sampled here every two seconds from the latest metrics (a local
+ * timer, no request). Views read it and subscribe to changes.
  */
 import { Api, ApiError } from "./api.js";
+import { LiveSet } from "./live-query.js";
 import { type StreamStatus, SystemEventStream } from "./sse.js";
 import type {
   EventHandlerInfo,
@@ -17,7 +22,8 @@ import type {
   SystemInfo,
 } from "./types.js";
 
-export const POLL_MS = 2000;
+/** How often the charts take a sample of the latest metrics (locally: no request). */
+export const SAMPLE_MS = 2000;
 export const HISTORY_MS = 5 * 60_000;
 const MAX_EVENTS = 500;
 
@@ -54,8 +60,9 @@ export class App {
   readonly restoring = new Map<string, RestoreProgress>();
   streamStatus: StreamStatus = "connecting";
   streamDetail = "";
-  /** Commands per poll interval, from CommandExecuted / CommandFailed events. */
+  /** Commands per sample interval, from CommandExecuted / CommandFailed events. */
   readonly commandRate: [number, number][] = [];
+  /** The last refusal or connection trouble of the system info, handler or metrics query; cleared by their next result. */
   loadError: ApiError | undefined;
   /** The stream shows every tenant's events (administrators), not only the session's tenant and system-wide ones. */
   allTenants = true;
@@ -64,25 +71,25 @@ export class App {
   readonly stream: SystemEventStream;
   private readonly listeners = new Map<Topic, Set<() => void>>();
   private timer: ReturnType<typeof setInterval> | undefined;
-  private refreshing: Promise<void> | undefined;
   private commandsThisTick = 0;
   private readonly startedAt = Date.now();
-  /** The server has no `Shards` queries for this session (a plain app, or no grant): not asked again. */
-  private noShards = false;
+  /** When `info` arrived: its uptime goes on counting from there. */
+  private infoAt = 0;
+  /** The page's live queries, on one stream (views follow theirs on it too). */
+  readonly live: LiveSet;
+  /** Optional queries the server refused (unknown, or not granted): not opened again. */
+  private readonly refusedOptional = new Set<string>();
   /** Tenant names by uuid (Tenant.ListTenants, for those who may list them; else the session's tenant alone). */
   private readonly tenantNames = new Map<string, string>();
-  private tenantNamesAt = 0;
 
   constructor(readonly api: Api) {
+    this.live = new LiveSet(api);
     this.stream = new SystemEventStream({
       url: () => api.url(`${api.runtimePath("sse")}${this.allTenants ? "?allTenants=true" : ""}`),
       headers: () => api.headers(),
       onEvent: (e) => this.onSystemEvent(e),
-      onGap: (gap) => {
-        this.push({ kind: "gap", gap, at: Date.now() });
-        // Whatever was derived from the stream may be stale: read the state again.
-        void this.refresh();
-      },
+      // The live queries do not depend on this stream: only its own lines may be missing.
+      onGap: (gap) => this.push({ kind: "gap", gap, at: Date.now() }),
       onStatus: (status, detail) => {
         this.streamStatus = status;
         this.streamDetail = detail ?? "";
@@ -93,27 +100,186 @@ export class App {
   }
 
   start(): void {
-    void this.refresh();
+    this.openLive();
     this.stream.start();
-    this.timer = setInterval(() => {
-      this.tickCommands();
-      void this.refresh();
-    }, POLL_MS);
+    this.timer = setInterval(() => this.tick(), SAMPLE_MS);
   }
 
   stop(): void {
     clearInterval(this.timer);
+    this.live.stop();
     this.stream.stop();
     this.listeners.clear();
   }
 
-  /** Reopens the stream with the other tenant filter; it resumes after the last id seen. */
+  /** Reopens the stream with the other tenant filter (it resumes after the last id seen), and the tenant-wide queries. */
   setAllTenants(all: boolean): void {
     if (all === this.allTenants) return;
     this.allTenants = all;
     this.stream.stop();
     this.stream.start();
-    void this.refresh();
+    this.openWide();
+  }
+
+  /** The live queries of the page; those of optional domains open once system info names them. */
+  private openLive(): void {
+    this.follow<SystemInfo>(
+      "info",
+      "Runtime",
+      "GetSystemInfo",
+      {},
+      {
+        onResult: (info) => {
+          this.info = info;
+          this.infoAt = Date.now();
+          this.loadError = undefined;
+          this.openOptional(info);
+          this.emit("info");
+        },
+        onRefused: (e) => this.failed(e),
+      },
+    );
+    this.openWide();
+  }
+
+  /** The queries that list every tenant's entries for administrators (`allTenants`), the session tenant's for others. */
+  private openWide(): void {
+    const wide = this.allTenants && this.wideLists ? { allTenants: true } : {};
+    const refusedWide = (e: ApiError): boolean => {
+      if (e.status !== 403 || !("allTenants" in wide)) return false;
+      // Only system administrators see every tenant: the session tenant's then (opened once, by the first refusal).
+      if (this.wideLists) {
+        this.wideLists = false;
+        this.openWide();
+      }
+      return true;
+    };
+    this.follow<EventHandlerInfo[]>("handlers", "Runtime", "ListEventHandlers", wide, {
+      onResult: (list) => {
+        this.handlers = list;
+        this.loadError = undefined;
+        this.emit("handlers");
+      },
+      onRefused: (e) => refusedWide(e) || this.failed(e),
+    });
+    this.follow<Record<string, EventHandlerMetrics>>("metrics", "Runtime", "GetMetrics", wide, {
+      onResult: (metrics) => {
+        const first = Object.keys(this.metrics).length === 0;
+        this.metrics = metrics;
+        if (first) this.sample(Date.now());
+        this.emit("handlers");
+      },
+      onRefused: (e) => refusedWide(e) || this.failed(e),
+    });
+    // The failure history is the server's: it shows what failed before the page opened too.
+    this.follow<FailureEntry[]>(
+      "failures",
+      "Runtime",
+      "ListFailures",
+      { limit: 20, ...wide },
+      {
+        onResult: (failures) => {
+          this.failures = failures;
+          this.emit("handlers");
+        },
+        onRefused: (e) => {
+          if (refusedWide(e)) return;
+          this.failures = undefined;
+          this.emit("handlers");
+        },
+      },
+    );
+  }
+
+  /** Only a sharded app has `Shards`, only an app with the built-in domains `Tenant`: asked when system info lists them. */
+  private openOptional(info: SystemInfo): void {
+    const has = (domain: string) => info.domains === undefined || info.domains.includes(domain);
+    // Unknown here, or not granted: not asked again while the page is open.
+    const gone = (key: string) => () => void this.refusedOptional.add(key);
+    const wanted = (key: string) => !this.live.has(key) && !this.refusedOptional.has(key);
+    if (has("Shards") && wanted("shards") && wanted("placements")) {
+      this.follow<ShardInfo[]>(
+        "shards",
+        "Shards",
+        "ListShards",
+        {},
+        {
+          onResult: (shards) => {
+            this.shards = shards;
+            this.emit("handlers");
+          },
+          onRefused: gone("shards"),
+        },
+      );
+      this.follow<Placement[]>(
+        "placements",
+        "Shards",
+        "ListPlacements",
+        {},
+        {
+          onResult: (placements) => {
+            this.placements = placements;
+            this.emit("handlers");
+          },
+          onRefused: gone("placements"),
+        },
+      );
+    }
+    if (info.domains?.includes("Tenant") === true && wanted("tenants")) {
+      this.follow<{ items: { aggregateUuid: string; model: { name: string } }[] }>(
+        "tenants",
+        "Tenant",
+        "ListTenants",
+        { pageSize: 1000 },
+        {
+          onResult: (page) => {
+            for (const t of page.items) this.tenantNames.set(t.aggregateUuid, t.model.name);
+            this.emit("stream");
+          },
+          // Not a system administrator: the session's tenant is the one it sees anyway.
+          onRefused: gone("tenants"),
+        },
+      );
+    }
+  }
+
+  /** Follows (or follows again, with another payload) the live query kept under `key`. */
+  private follow<T>(
+    key: string,
+    domain: string,
+    name: string,
+    payload: Record<string, unknown>,
+    cb: { onResult(result: T): void; onRefused(e: ApiError): void },
+  ): void {
+    this.live.follow<T>(key, domain, name, payload, {
+      onResult: cb.onResult,
+      onRefused: cb.onRefused,
+      onTrouble: (e) => {
+        if (key === "info" || key === "handlers" || key === "metrics") this.failed(e);
+      },
+    });
+  }
+
+  private failed(e: ApiError): boolean {
+    this.loadError = e;
+    this.emit("handlers");
+    this.emit("info");
+    return true;
+  }
+
+  /** The instance's uptime now: the server's at the last system info, counted on here. */
+  uptimeMs(): number {
+    const info = this.info;
+    if (info === undefined) return 0;
+    return info.startedAt === 0 ? 0 : info.uptimeMs + (Date.now() - this.infoAt);
+  }
+
+  /** The sample timer: the charts' history and the command rate move on, the views redraw (no request). */
+  private tick(): void {
+    this.tickCommands();
+    this.sample(Date.now());
+    this.emit("handlers");
+    this.emit("info");
   }
 
   on(topic: Topic, fn: () => void): () => void {
@@ -127,59 +293,9 @@ export class App {
     for (const fn of this.listeners.get(topic) ?? []) fn();
   }
 
-  /** Reads handlers, metrics and system info; concurrent calls share one round. */
-  refresh(): Promise<void> {
-    this.refreshing ??= this.load().finally(() => (this.refreshing = undefined));
-    return this.refreshing;
-  }
-
-  private async load(): Promise<void> {
-    // With "All tenants", handler errors of every tenant's events; else only the session's tenant's.
-    const wide = this.allTenants && this.wideLists ? "?allTenants=true" : "";
-    try {
-      // System info first: it says which domains the server has, so no query is sent that can only answer 404.
-      const info = await this.api.get<SystemInfo>(this.api.runtimePath("system-info"));
-      const has = (domain: string) => info.domains === undefined || info.domains.includes(domain);
-      if (!has("Shards")) this.noShards = true;
-      const [list, metrics, failures, shards, placements] = await Promise.all([
-        this.api.getAll<EventHandlerInfo>(this.api.runtimePath(`event-handlers${wide}`)),
-        this.api.get<Record<string, EventHandlerMetrics>>(this.api.runtimePath(`metrics${wide}`)),
-        // The failure history is the server's: it shows what failed before the page opened too.
-        this.api
-          .query<FailureEntry[]>("Runtime", "ListFailures", { limit: 20, ...(wide === "" ? {} : { allTenants: true }) })
-          .catch((e: unknown) => {
-            if (e instanceof ApiError && e.status === 403 && wide !== "") throw e;
-            return undefined;
-          }),
-        // Only a sharded app has these (mneme/shards); asked until the server refuses once (unknown, or not granted).
-        this.noShards ? undefined : this.api.query<ShardInfo[]>("Shards", "ListShards", {}).catch((e: unknown) => this.refusedShards(e)),
-        this.noShards
-          ? undefined
-          : this.api.query<Placement[]>("Shards", "ListPlacements", {}).catch((e: unknown) => this.refusedShards(e)),
-        info.domains?.includes("Tenant") === true ? this.loadTenantNames() : undefined,
-      ]);
-      this.handlers = list;
-      this.metrics = metrics;
-      this.info = info;
-      this.failures = failures;
-      this.shards = shards;
-      this.placements = placements;
-      this.loadError = undefined;
-      this.sample(Date.now());
-    } catch (e) {
-      if (wide !== "" && e instanceof ApiError && e.status === 403) {
-        this.wideLists = false;
-        return this.load();
-      }
-      this.loadError = e instanceof ApiError ? e : new ApiError(0, "ERROR", String(e));
-    }
-    this.emit("handlers");
-    this.emit("info");
-  }
-
   /**
    * The name of a tenant, when known: every tenant's for those who may list
-   * them (read once a minute), else the session's own.
+   * them (a live query), else the session's own.
    */
   tenantName(tenantUuid: string | undefined): string | undefined {
     if (tenantUuid === undefined) return undefined;
@@ -188,30 +304,12 @@ export class App {
     return this.tenantNames.get(tenantUuid);
   }
 
-  private async loadTenantNames(): Promise<void> {
-    if (Date.now() - this.tenantNamesAt < 60_000) return;
-    this.tenantNamesAt = Date.now();
-    try {
-      const page = await this.api.query<{ items: { aggregateUuid: string; model: { name: string } }[] }>("Tenant", "ListTenants", {
-        pageSize: 1000,
-      });
-      for (const t of page.items) this.tenantNames.set(t.aggregateUuid, t.model.name);
-    } catch {
-      // Not a system administrator: the session's tenant is the one it sees anyway.
-    }
-  }
-
-  private refusedShards(e: unknown): undefined {
-    if (e instanceof ApiError && (e.status === 403 || e.status === 404)) this.noShards = true;
-    return undefined;
-  }
-
   private sample(t: number): void {
     for (const [name, m] of Object.entries(this.metrics)) {
       let list = this.history.get(name);
       if (list === undefined) this.history.set(name, (list = []));
       list.push({ t, processed: m.eventsProcessed, lag: m.lag });
-      while (list.length > 0 && list[0]!.t < t - HISTORY_MS - POLL_MS) list.shift();
+      while (list.length > 0 && list[0]!.t < t - HISTORY_MS - SAMPLE_MS) list.shift();
     }
   }
 
@@ -240,9 +338,9 @@ export class App {
 
   private tickCommands(): void {
     const t = Date.now();
-    this.commandRate.push([t, this.commandsThisTick / (POLL_MS / 1000)]);
+    this.commandRate.push([t, this.commandsThisTick / (SAMPLE_MS / 1000)]);
     this.commandsThisTick = 0;
-    while (this.commandRate.length > 0 && this.commandRate[0]![0] < t - HISTORY_MS - POLL_MS) this.commandRate.shift();
+    while (this.commandRate.length > 0 && this.commandRate[0]![0] < t - HISTORY_MS - SAMPLE_MS) this.commandRate.shift();
   }
 
   private push(entry: StreamEntry): void {
@@ -260,12 +358,11 @@ export class App {
         break;
       case "CommandFailed":
         this.commandsThisTick++;
-        void this.refresh();
         break;
       case "RestoreStarted":
         if (name !== undefined)
           this.restoring.set(name, { eventsReplayed: 0, position: num(e.data.afterPosition), head: this.info?.headPosition ?? 0 });
-        void this.refresh();
+        this.emit("handlers");
         break;
       case "RestoreProgress":
         if (name !== undefined)
@@ -275,12 +372,7 @@ export class App {
       case "RestoreCompleted":
       case "RestoreFailed":
         if (name !== undefined) this.restoring.delete(name);
-        void this.refresh();
-        break;
-      case "EventHandlerStateChanged":
-      case "HandlerFailed":
-      case "HandlersInStandby":
-        void this.refresh();
+        this.emit("handlers");
         break;
       default:
         break;

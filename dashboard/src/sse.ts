@@ -6,6 +6,7 @@
  * reconnects after the server's `retry:` and sends `Last-Event-ID`, so the
  * server replays what was missed, or says `event: gap` when it cannot.
  */
+import { problemDetail, readSse, type SseBlock } from "./sse-reader.js";
 import type { GapInfo, SystemEvent } from "./types.js";
 
 export type StreamStatus = "connecting" | "live" | "reconnecting" | "refused" | "stopped";
@@ -88,40 +89,16 @@ export class SystemEventStream {
     this.timer = setTimeout(() => void this.connect(gen), this.retryMs);
   }
 
-  private async read(body: ReadableStream<Uint8Array>, gen: number): Promise<void> {
-    const reader = body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    let event = { id: undefined as string | undefined, type: "", data: [] as string[] };
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done || !this.live(gen)) return;
-      buffer += decoder.decode(value, { stream: true });
-      let nl: number;
-      while ((nl = buffer.search(/\r\n|\r|\n/)) !== -1) {
-        // A CR at the end of a chunk may be the first half of CRLF: wait for the next chunk.
-        if (nl === buffer.length - 1 && buffer.endsWith("\r")) break;
-        const line = buffer.slice(0, nl);
-        buffer = buffer.slice(nl + (buffer.startsWith("\r\n", nl) ? 2 : 1));
-        if (line === "") {
-          this.dispatch(event);
-          event = { id: undefined, type: "", data: [] };
-          continue;
-        }
-        if (line.startsWith(":")) continue;
-        const colon = line.indexOf(":");
-        const field = colon === -1 ? line : line.slice(0, colon);
-        let v = colon === -1 ? "" : line.slice(colon + 1);
-        if (v.startsWith(" ")) v = v.slice(1);
-        if (field === "id" && !v.includes("\0")) event.id = v;
-        else if (field === "event") event.type = v;
-        else if (field === "data") event.data.push(v);
-        else if (field === "retry" && /^\d+$/.test(v)) this.retryMs = Number(v);
-      }
-    }
+  private read(body: ReadableStream<Uint8Array>, gen: number): Promise<void> {
+    return readSse(
+      body,
+      () => this.live(gen),
+      (block) => this.dispatch(block),
+      (ms) => (this.retryMs = ms),
+    );
   }
 
-  private dispatch(event: { id: string | undefined; type: string; data: string[] }): void {
+  private dispatch(event: SseBlock): void {
     // An `id:` alone moves the resume point too (the server sends one first, so even a quiet stream resumes exactly).
     if (event.id !== undefined) this.lastEventId = event.id;
     if (event.data.length === 0) return;
@@ -133,14 +110,5 @@ export class SystemEventStream {
     }
     if (event.type === "gap") this.cb.onGap(data as GapInfo);
     else if (event.type === "" || event.type === "message") this.cb.onEvent(data as SystemEvent);
-  }
-}
-
-async function problemDetail(res: Response): Promise<string> {
-  try {
-    const p = (await res.json()) as { detail?: string };
-    return p.detail ?? res.statusText;
-  } catch {
-    return res.statusText;
   }
 }

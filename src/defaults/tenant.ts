@@ -69,6 +69,8 @@ export const GetTenant = Tenant.query<GetTenant, ProjectionModel<TenantModel>>("
 export const ListTenants = Tenant.query<ListTenants, ProjectionList<TenantModel>>("ListTenants", {
   description: "A page of tenants (system administrators)",
   permission: systemAdministrator,
+  // Live (the dashboard names tenants with it): a tenant's events carry its own tenant, so a batch of any tenant counts.
+  live: { readmodels: [READMODELS.tenant], allTenants: true },
   schema: objectSchema(pageProperties),
 });
 

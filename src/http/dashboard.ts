@@ -218,7 +218,7 @@ function extensionOf(name: string): string {
 }
 
 /** A strong validator: a SHA-256 digest of the content (web crypto). */
-async function etagOf(body: string): Promise<string> {
+export async function etagOf(body: string): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)));
   let hex = "";
   for (const b of digest.subarray(0, 16)) hex += b.toString(16).padStart(2, "0");
@@ -226,7 +226,7 @@ async function etagOf(body: string): Promise<string> {
 }
 
 /** If-None-Match: `*` or a list of entity tags, weak ones compared weakly (RFC 9110, 13.1.2). */
-function etagMatches(header: string | null, etag: string): boolean {
+export function etagMatches(header: string | null, etag: string): boolean {
   if (header === null) return false;
   if (header.trim() === "*") return true;
   return header.split(",").some((t) => t.trim().replace(/^W\//, "") === etag);

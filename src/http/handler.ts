@@ -5,6 +5,7 @@ import type { RequestContext } from "../model/types.js";
 import { checkLiveness, checkReadiness, type HealthOptions } from "../app/health.js";
 import { readJsonBody, UnsupportedMediaType } from "./body.js";
 import { type Authentication, readCredentials } from "./credentials.js";
+import { ApiViewer } from "./api-viewer.js";
 import { Dashboard } from "./dashboard.js";
 import { ConnectionGauge, TokenBucketLimiter } from "./limits.js";
 import { type HttpHandlerOptions, resolveHttpOptions } from "./options.js";
@@ -52,6 +53,7 @@ class HttpCore {
   readonly #limiter: TokenBucketLimiter | undefined;
   readonly #problems: { typeBase: string; onError: ResolvedHttpOptions["onError"] };
   readonly #dashboard: Dashboard | undefined;
+  readonly #apiViewer: ApiViewer | undefined;
   readonly #openapi: OpenApiEndpoint | undefined;
 
   constructor(facade: Facade, options: HttpHandlerOptions) {
@@ -64,6 +66,7 @@ class HttpCore {
     this.#limiter = rate === false ? undefined : new TokenBucketLimiter(rate.requests, rate.windowMs, opts.now);
     this.#problems = { typeBase: opts.problemTypeBase, onError: opts.onError };
     this.#dashboard = opts.dashboard ? new Dashboard({ problemTypeBase: opts.problemTypeBase }) : undefined;
+    this.#apiViewer = opts.apiViewer === false ? undefined : new ApiViewer({ ...opts.apiViewer, problemTypeBase: opts.problemTypeBase });
     this.#openapi = opts.openapi === false ? undefined : new OpenApiEndpoint(facade, opts, opts.openapi);
     // The document's path is answered before the routes: a module route there would never be reached.
     if (this.#openapi !== undefined && this.#router.match("GET", OPENAPI_PATH).kind === "found")
@@ -85,8 +88,10 @@ class HttpCore {
     }
     try {
       const dashboard = this.#dashboard;
-      const dashboardPath = dashboard === undefined ? undefined : belowBasePath(inbound.pathname, this.#opts.basePath);
-      if (dashboardPath !== undefined && Dashboard.owns(dashboardPath)) return dashboard!.respond(request, dashboardPath);
+      const viewer = this.#apiViewer;
+      const staticPath = dashboard === undefined && viewer === undefined ? undefined : belowBasePath(inbound.pathname, this.#opts.basePath);
+      if (staticPath !== undefined && dashboard !== undefined && Dashboard.owns(staticPath)) return dashboard.respond(request, staticPath);
+      if (staticPath !== undefined && viewer !== undefined && ApiViewer.owns(staticPath)) return viewer.respond(request, staticPath);
       return this.answer(inbound, false).then((reply) => toResponse(reply ?? this.#notFound(inbound.pathname)));
     } catch (e) {
       return Promise.reject(e as Error);

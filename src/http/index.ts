@@ -10,6 +10,7 @@ export type { SseOptions, RateLimitOptions, SessionCookieOptions } from "./setti
 export type { Credentials, CredentialResolver } from "./credentials.js";
 export type { HttpRouteModule, HttpRoute, RouteContext } from "./route.js";
 export type { Reply } from "./exchange.js";
+export { API_VIEWER_PATH, type ApiViewerOptions } from "./api-viewer.js";
 export { buildOpenApiDocument, OPENAPI_PATH, type OpenApiOptions } from "./openapi.js";
 export type {
   OpenApiDocument,

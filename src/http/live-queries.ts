@@ -10,17 +10,24 @@ import { isMnemeError, MnemeError } from "../model/errors.js";
 import type { LiveQuerySettings, QueryType } from "../model/tokens.js";
 import type { RequestContext } from "../model/types.js";
 import type { ReadmodelBatch } from "../readmodel/readmodel-commits.js";
+import type { SystemEvent } from "../runtime/system-events.js";
 import { depthExceeds } from "./body.js";
 import type { Reply } from "./exchange.js";
-import type { HttpRoute, RouteContext } from "./route.js";
+import { guardBy, type HttpRoute, type RouteContext } from "./route.js";
+import { ListQueries } from "../runtime/runtime-domain.js";
 import { currentRequestContext, eventStreamReply, SseWriter } from "./stream-access.js";
 
-/** One open live-query stream. */
+/** One subscription to a live query: a stream of its own, or one query of a set sharing a stream. */
 interface LiveSubscriber {
-  readonly writer: SseWriter;
   readonly route: RouteContext;
   /** The result text it was sent last: a new evaluation is sent only when it differs. */
   sent: string;
+  /** True once it ended (its stream closed, or it failed). */
+  readonly closed: boolean;
+  /** Sends a result (JSON text). */
+  send(text: string): void;
+  /** Sends `event: error` with the code and message and ends the subscription. */
+  fail(e: unknown): void;
 }
 
 /** The subscribers of one query, payload and scope, evaluated together. */
@@ -28,6 +35,12 @@ class LiveGroup {
   readonly subscribers = new Set<LiveSubscriber>();
   #running = false;
   #again = false;
+  /** When the last evaluation started (performance.now()), for `minIntervalMs`. */
+  #lastRun = Number.NEGATIVE_INFINITY;
+  /** The `everyMs` timer, set after each evaluation while the group has subscribers. */
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  /** The `minIntervalMs` wait under way, resolved early by close(). */
+  #wait: { timer: ReturnType<typeof setTimeout>; done: () => void } | undefined;
 
   constructor(
     readonly key: string,
@@ -38,11 +51,24 @@ class LiveGroup {
     readonly facade: Facade,
   ) {}
 
-  /** Whether a committed batch may change the result: a readmodel it reads, events of its tenant or of none. */
+  /**
+   * Whether a committed batch may change the result: a readmodel it reads,
+   * events of its tenant or of none (of any tenant with `allTenants`).
+   */
   touchedBy(batch: ReadmodelBatch): boolean {
     const names = this.settings.readmodels;
     if (names !== undefined && !names.includes(batch.eventHandlerName)) return false;
-    return batch.tenantUuids.has(this.tenantUuid) || batch.tenantUuids.has("");
+    return this.#ofTenant(batch.tenantUuids);
+  }
+
+  /** Whether a system event of this instance may change the result: a kind it names, of its tenant or of none (any with `allTenants`). */
+  touchedByEvent(event: SystemEvent): boolean {
+    if (this.settings.systemEvents?.includes(event.kind) !== true) return false;
+    return this.#ofTenant(new Set([event.tenantUuid ?? ""]));
+  }
+
+  #ofTenant(tenantUuids: ReadonlySet<string>): boolean {
+    return this.settings.allTenants === true || tenantUuids.has(this.tenantUuid) || tenantUuids.has("");
   }
 
   /** Evaluates once more after the current evaluation (coalesced: a burst of batches costs at most two runs). */
@@ -55,15 +81,61 @@ class LiveGroup {
     void this.#loop();
   }
 
+  /** The group has no subscriber left: its timers stop. */
+  close(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#wait !== undefined) {
+      clearTimeout(this.#wait.timer);
+      this.#wait.done();
+    }
+  }
+
   async #loop(): Promise<void> {
     try {
       do {
         this.#again = false;
+        await this.#spaced();
+        if (this.subscribers.size === 0) return;
+        clearTimeout(this.#timer);
+        this.#lastRun = performance.now();
         await this.#evaluate();
       } while (this.#again && this.subscribers.size > 0);
     } finally {
       this.#running = false;
+      this.#rearm();
     }
+  }
+
+  /** Waits out `minIntervalMs` since the last evaluation; signals that come meanwhile are served by the run that follows. */
+  async #spaced(): Promise<void> {
+    const min = this.settings.minIntervalMs;
+    if (min === undefined) return;
+    const wait = this.#lastRun + min - performance.now();
+    if (wait <= 0) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.#wait = undefined;
+        resolve();
+      }, wait);
+      (timer as { unref?: () => void }).unref?.();
+      this.#wait = {
+        timer,
+        done: () => {
+          this.#wait = undefined;
+          resolve();
+        },
+      };
+    });
+  }
+
+  /** `everyMs`: the next run when no signal comes first. */
+  #rearm(): void {
+    const every = this.settings.everyMs;
+    if (every === undefined || this.subscribers.size === 0) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.schedule(), every);
+    (this.#timer as { unref?: () => void }).unref?.();
   }
 
   /**
@@ -81,18 +153,18 @@ class LiveGroup {
       const result: unknown = await this.facade.query(this.type, this.payload, { reqCtx: allowed[0]![1] });
       text = JSON.stringify(result ?? null);
     } catch (e) {
-      for (const [s] of allowed) endWith(s, e);
+      for (const [s] of allowed) s.fail(e);
       return;
     }
     for (const [s] of allowed) {
-      if (s.writer.closed || s.sent === text) continue;
+      if (s.closed || s.sent === text) continue;
       s.sent = text;
-      s.writer.push(resultFrame(text));
+      s.send(text);
     }
   }
 
   async #recheck(s: LiveSubscriber): Promise<RequestContext | undefined> {
-    if (s.writer.closed) return undefined;
+    if (s.closed) return undefined;
     try {
       const reqCtx = await currentRequestContext(s.route);
       await this.facade.permissions.check(reqCtx, {
@@ -104,28 +176,32 @@ class LiveGroup {
       });
       return reqCtx;
     } catch (e) {
-      endWith(s, e);
+      s.fail(e);
       return undefined;
     }
   }
 }
 
-/** Ends a stream with `event: error` (the code and message) so the client knows why. */
-function endWith(s: LiveSubscriber, e: unknown): void {
+/** The `event: error` frame of a failure: its code and message (and the query's id in a set). */
+function errorFrame(e: unknown, id?: string): string {
   const code = isMnemeError(e) ? e.code : "INTERNAL";
   const message = isMnemeError(e) ? e.message : "the live query failed";
-  s.writer.push(`event: error\ndata: ${JSON.stringify({ code, message })}\n\n`);
-  s.writer.close();
+  return `event: error\ndata: ${JSON.stringify(id === undefined ? { code, message } : { id, code, message })}\n\n`;
 }
 
 function resultFrame(text: string): string {
   return `data: ${text}\n\n`;
 }
 
-/** The live queries of one facade: their groups, and the one readmodel listener that schedules them. */
+/**
+ * The live queries of one facade: their groups, the one readmodel listener
+ * and the one system-event subscription (while a group names system events)
+ * that schedule them.
+ */
 export class LiveQueries {
   readonly #groups = new Map<string, LiveGroup>();
   #unlisten: (() => void) | undefined;
+  #unsubscribe: (() => void) | undefined;
 
   constructor(readonly facade: Facade) {}
 
@@ -148,16 +224,38 @@ export class LiveQueries {
     this.#unlisten ??= this.facade.readmodelCommits.listen((batch) => {
       for (const g of this.#groups.values()) if (g.touchedBy(batch)) g.schedule();
     });
+    if (settings.systemEvents !== undefined) this.#subscribeSystemEvents();
     group.schedule();
     const joined = group;
     return () => {
       joined.subscribers.delete(s);
-      if (joined.subscribers.size === 0 && this.#groups.get(joined.key) === joined) this.#groups.delete(joined.key);
+      if (joined.subscribers.size === 0 && this.#groups.get(joined.key) === joined) {
+        this.#groups.delete(joined.key);
+        joined.close();
+      }
       if (this.#groups.size === 0) {
         this.#unlisten?.();
         this.#unlisten = undefined;
+        this.#unsubscribe?.();
+        this.#unsubscribe = undefined;
       }
     };
+  }
+
+  /**
+   * One subscription to this instance's system events, while the stream
+   * runs (`createFacade({ systemEvents: true })`); without it such a query
+   * runs again on batches (and `everyMs`) only.
+   */
+  #subscribeSystemEvents(): void {
+    const producer = this.facade.systemEvents;
+    if (this.#unsubscribe !== undefined || !producer.running) return;
+    this.#unsubscribe = producer.subscribe(
+      (event) => {
+        for (const g of this.#groups.values()) if (g.touchedByEvent(event)) g.schedule();
+      },
+      { onClose: () => (this.#unsubscribe = undefined) },
+    );
   }
 }
 
@@ -224,7 +322,7 @@ export function livePayloadOf(c: RouteContext): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-/** The live-query route (added to the generic routes by buildRoutes). */
+/** The live-query routes (added to the generic routes by buildRoutes): one query per stream, or a set sharing one. */
 export function liveQueryRoutes(tenantPath: string): HttpRoute[] {
   return [
     {
@@ -234,7 +332,160 @@ export function liveQueryRoutes(tenantPath: string): HttpRoute[] {
       session: true,
       run: (c) => openLiveQuery(c),
     },
+    {
+      method: "GET",
+      path: `${tenantPath}/live-queries`,
+      // Only the session this guard asks for counts here: each query's own permission decides, per query,
+      // when the set opens and before each evaluation (Runtime.ListQueries itself is never checked).
+      guard: guardBy(ListQueries),
+      session: true,
+      run: (c) => openLiveQuerySet(c),
+    },
   ];
+}
+
+/** The most queries one set may hold. */
+export const MAX_LIVE_SET = 32;
+const SET_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** One query of a set, as `?queries=` names it. */
+interface SetItem {
+  readonly id: string;
+  readonly domain: string;
+  readonly name: string;
+  readonly payload: Record<string, unknown>;
+}
+
+/** The `queries` parameter: a JSON array of 1..32 `{ id, domain, name, payload? }`, ids unique, within the body limits. */
+export function liveSetOf(c: RouteContext): SetItem[] {
+  const raw = c.request.searchParams.get("queries");
+  const bad = (why: string) => new MnemeError("INVALID_REQUEST", `queries ${why}`);
+  if (raw === null || raw.trim() === "") throw bad(`is missing: a JSON array of { id, domain, name, payload? }`);
+  if (raw.length > c.options.maxBodyBytes)
+    throw new MnemeError("PAYLOAD_TOO_LARGE", `queries is longer than ${c.options.maxBodyBytes} characters`);
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (e) {
+    throw bad(`is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_LIVE_SET)
+    throw bad(`must be an array of 1 to ${MAX_LIVE_SET} queries`);
+  if (depthExceeds(value, c.options.maxJsonDepth)) throw bad(`nests deeper than ${c.options.maxJsonDepth} levels`);
+  const ids = new Set<string>();
+  return value.map((v: unknown, i) => {
+    const o = (typeof v === "object" && v !== null && !Array.isArray(v) ? v : {}) as Record<string, unknown>;
+    const { id, domain, name, payload } = o;
+    if (typeof id !== "string" || !SET_ID.test(id)) throw bad(`[${i}].id must be 1 to 64 letters, digits, "_", "." or "-"`);
+    if (ids.has(id)) throw bad(`[${i}].id ${JSON.stringify(id)} is given twice`);
+    ids.add(id);
+    if (typeof domain !== "string" || domain === "" || typeof name !== "string" || name === "")
+      throw bad(`[${i}] needs a domain and a name`);
+    if (payload !== undefined && (typeof payload !== "object" || payload === null || Array.isArray(payload)))
+      throw bad(`[${i}].payload must be a JSON object`);
+    if (Object.keys(o).some((k) => !["id", "domain", "name", "payload"].includes(k)))
+      throw bad(`[${i}] has a field other than id, domain, name, payload`);
+    return { id, domain, name, payload: (payload ?? {}) as Record<string, unknown> };
+  });
+}
+
+/** One query of an open set: its subscription on the set's stream. */
+class SetSubscriber implements LiveSubscriber {
+  #ended = false;
+  leave: (() => void) | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly route: RouteContext,
+    public sent: string,
+    private readonly writer: SseWriter,
+    private readonly onEnd: () => void,
+  ) {}
+
+  get closed(): boolean {
+    return this.#ended || this.writer.closed;
+  }
+
+  send(text: string): void {
+    this.writer.push(setResultFrame(this.id, text));
+  }
+
+  fail(e: unknown): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.writer.push(errorFrame(e, this.id));
+    this.leave?.();
+    this.onEnd();
+  }
+}
+
+function setResultFrame(id: string, text: string): string {
+  return `data: {"id":${JSON.stringify(id)},"result":${text}}\n\n`;
+}
+
+/**
+ * `GET {t}/live-queries?queries=[{ id, domain, name, payload? }, ...]`: up to
+ * 32 live queries on one stream (a browser holds few connections per origin
+ * over HTTP/1.1: six in Chromium). Each query is answered and followed as on
+ * its own route, with its own permission, tenant scope and group; its results
+ * come as `data: {"id", "result"}`, its refusal or failure as `event: error`
+ * with `{ id, code, message }`, which ends that query only. The stream ends
+ * when every query of the set has ended.
+ */
+export async function openLiveQuerySet(c: RouteContext): Promise<Reply> {
+  const items = liveSetOf(c);
+  const firsts = await Promise.all(
+    items.map(async (item) => {
+      try {
+        const type = c.facade.resolveQuery({ domain: item.domain, name: item.name });
+        if (type.live === undefined)
+          throw new MnemeError("INVALID_REQUEST", `${type.domain}.${type.name} is not a live query (define it with { live: true })`);
+        const first = JSON.stringify((await c.facade.query(type, item.payload, { reqCtx: c.reqCtx })) ?? null);
+        return { item, type, first, error: undefined };
+      } catch (error) {
+        return { item, type: undefined, first: "", error };
+      }
+    }),
+  );
+  const release = c.sseGauge.tryAcquire();
+  if (release === undefined)
+    throw new MnemeError("SSE_CONNECTION_LIMIT", `too many open event streams (the limit is ${c.sseGauge.max}); retry later`);
+  const subscribers: SetSubscriber[] = [];
+  let heartbeat: ReturnType<typeof setInterval> | undefined;
+  const onAbort = () => writer.close();
+  let opening = "";
+  for (const f of firsts) opening += f.error === undefined ? setResultFrame(f.item.id, f.first) : errorFrame(f.error, f.item.id);
+  const writer = new SseWriter(`retry: ${c.options.sse.retryMs}\n: connected\n\n${opening}`, c.options.sse.maxQueuedEvents, () => {
+    if (heartbeat !== undefined) clearInterval(heartbeat);
+    c.request.signal.removeEventListener("abort", onAbort);
+    for (const s of subscribers) s.leave?.();
+    release();
+  });
+  let open = firsts.filter((f) => f.error === undefined).length;
+  // Ends the stream once the client has read what was sent (a close drops what it has not read yet).
+  const end = () => void writer.room().then(() => writer.close());
+  if (c.request.signal.aborted) {
+    writer.close();
+    return eventStreamReply(writer.stream);
+  }
+  if (open === 0) {
+    end();
+    return eventStreamReply(writer.stream);
+  }
+  c.request.signal.addEventListener("abort", onAbort, { once: true });
+  heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), c.options.sse.heartbeatMs);
+  (heartbeat as { unref?: () => void }).unref?.();
+  const registry = liveQueriesOf(c.facade);
+  for (const f of firsts) {
+    if (f.type === undefined) continue;
+    const s = new SetSubscriber(f.item.id, c, f.first, writer, () => {
+      // Nothing more can come once every query of the set has ended.
+      if (--open === 0) end();
+    });
+    subscribers.push(s);
+    s.leave = registry.join(f.type, f.item.payload, c.reqCtx, s);
+  }
+  return eventStreamReply(writer.stream);
 }
 
 /**
@@ -271,6 +522,17 @@ export async function openLiveQuery(c: RouteContext): Promise<Reply> {
   c.request.signal.addEventListener("abort", onAbort, { once: true });
   heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), c.options.sse.heartbeatMs);
   (heartbeat as { unref?: () => void }).unref?.();
-  leave = liveQueriesOf(c.facade).join(type, payload, c.reqCtx, { writer, route: c, sent: first });
+  leave = liveQueriesOf(c.facade).join(type, payload, c.reqCtx, {
+    route: c,
+    sent: first,
+    get closed() {
+      return writer.closed;
+    },
+    send: (text) => writer.push(resultFrame(text)),
+    fail: (e) => {
+      writer.push(errorFrame(e));
+      writer.close();
+    },
+  });
   return eventStreamReply(writer.stream);
 }

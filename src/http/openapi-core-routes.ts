@@ -124,6 +124,20 @@ export const CORE_ROUTE_DOCS: Readonly<Record<string, RouteDoc>> = {
       "200": { description: "a text/event-stream of results", contentType: "text/event-stream", schema: { type: "string" } },
     },
   },
+  [`GET ${T}/live-queries`]: {
+    summary: "Several live queries on one stream (server-sent events)",
+    description:
+      'Up to 32 queries declared `live`, each with its own permission, tenant scope and evaluation, as on their own route. A result comes as `data: {"id", "result"}`; a refusal or failure as `event: error` with `{ id, code, message }`, ending that query only. Needs a session.',
+    query: {
+      queries: {
+        schema: { type: "string" },
+        description: "a JSON array of `{ id, domain, name, payload? }` (ids unique: letters, digits, `_`, `.`, `-`)",
+      },
+    },
+    responses: {
+      "200": { description: "a text/event-stream of results by id", contentType: "text/event-stream", schema: { type: "string" } },
+    },
+  },
   [`GET ${T}/runtime/stores/:store/info`]: {
     summary: "A store's information (administrators; rate limited per session)",
     responses: json("StoreInfo", { type: "object" }),

@@ -3,6 +3,7 @@ import { type HealthOptions, resolveHealthOptions } from "../app/health.js";
 import type { CredentialResolver } from "./credentials.js";
 import { resolveOpenApiOptions } from "./openapi-route.js";
 import type { OpenApiServeOptions } from "./openapi-types.js";
+import type { ApiViewerOptions } from "./api-viewer.js";
 import type { HttpRouteModule } from "./route.js";
 import type { RateLimitOptions, ResolvedHttpOptions, SessionCookieOptions, SseOptions } from "./settings.js";
 
@@ -60,6 +61,13 @@ export interface HttpHandlerOptions {
    * `{ access: "authenticated" }` to a signed-in caller only, `false` not at all.
    */
   readonly openapi?: boolean | OpenApiServeOptions;
+  /**
+   * Serve Swagger UI over the OpenAPI document at `<basePath>/api/docs/`
+   * (docs/http.md, "API viewer"): `true` with the installed optional package
+   * `swagger-ui-dist`, or `{ swaggerUiDir }` with a copy of its files.
+   * Default false: `/api/docs` is a 404.
+   */
+  readonly apiViewer?: boolean | ApiViewerOptions;
 }
 
 /** The defaults, in one place (docs/http.md lists them). */
@@ -120,11 +128,23 @@ export function resolveHttpOptions(opts: HttpHandlerOptions): ResolvedHttpOption
     health: healthOptions(opts.health),
     dashboard: opts.dashboard ?? false,
     openapi: resolveOpenApiOptions(opts.openapi),
+    apiViewer: apiViewerOptions(opts.apiViewer),
   };
   if (typeof resolved.dashboard !== "boolean") throw new MnemeError("INVALID_REQUEST", "dashboard must be true or false");
   if (resolved.defaultPageSize > resolved.maxPageSize)
     throw new MnemeError("INVALID_REQUEST", "defaultPageSize must not exceed maxPageSize");
   return resolved;
+}
+
+/** The `apiViewer` option, checked: a boolean or `{ swaggerUiDir? }`. */
+function apiViewerOptions(option: boolean | ApiViewerOptions | undefined): ApiViewerOptions | false {
+  if (option === undefined || option === false) return false;
+  if (option === true) return {};
+  const dir: unknown = typeof option === "object" && option !== null ? option.swaggerUiDir : undefined;
+  const keys = typeof option === "object" && option !== null ? Object.keys(option) : ["?"];
+  if (keys.some((k) => k !== "swaggerUiDir") || (dir !== undefined && typeof dir !== "string" && !(dir instanceof URL)))
+    throw new MnemeError("INVALID_REQUEST", "apiViewer must be true, false or { swaggerUiDir?: string | URL }");
+  return dir === undefined ? {} : { swaggerUiDir: dir };
 }
 
 /** The `modules` option, checked: an array of `{ name, routes }`. */

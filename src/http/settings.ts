@@ -1,3 +1,4 @@
+import type { ApiViewerOptions } from "./api-viewer.js";
 import type { HealthOptions } from "../app/health.js";
 import type { CredentialResolver } from "./credentials.js";
 import type { ResolvedOpenApiOptions } from "./openapi-types.js";
@@ -52,6 +53,8 @@ export interface ResolvedHttpOptions {
   readonly allowedOrigins: ReadonlySet<string>;
   readonly health: Required<HealthOptions> | false;
   readonly dashboard: boolean;
+  /** Swagger UI at `/api/docs/`, and where its files are; false when not served. */
+  readonly apiViewer: ApiViewerOptions | false;
   /** `GET /api/openapi.json`: who may read it, or false when it is not served. */
   readonly openapi: ResolvedOpenApiOptions | false;
 }

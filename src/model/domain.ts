@@ -17,6 +17,7 @@ import type {
 import type { CommandEnvelope, Event, JsonSchema, NewEvent, QueryEnvelope, RequestContext } from "./types.js";
 import type { CommandContext, QueryContext } from "./context.js";
 import { isStandardSchema, type StandardSchemaV1 } from "./standard-schema.js";
+import { SYSTEM_EVENT_KINDS, type SystemEventKind } from "./system-event-kind.js";
 
 /** What a command handler may return: events, nothing, or events with a result (of type `R`) for the caller. */
 export type CommandHandlerResult<R = unknown> = readonly NewEvent[] | void | undefined | { events?: readonly NewEvent[]; result?: R };
@@ -46,11 +47,12 @@ export interface MessageOptions {
 /** Options of `Domain.query`: those of every message, and whether it may be subscribed to live. */
 export interface QueryDefinitionOptions extends MessageOptions {
   /**
-   * `true` or `{ readmodels?, share? }`: the query may be subscribed to over
-   * SSE (`GET .../queries/{domain}/{name}/live`), and runs again after a
-   * readmodel batch commits (see LiveQuerySettings and docs/http.md).
+   * `true` or LiveQueryOptions: the query may be subscribed to over SSE
+   * (`GET .../queries/{domain}/{name}/live`), and runs again after a
+   * readmodel batch commits, or on the other signals it names (see
+   * LiveQuerySettings and docs/http.md).
    */
-  readonly live?: boolean | { readonly readmodels?: readonly string[]; readonly share?: "sender" | "tenant" };
+  readonly live?: boolean | LiveQueryOptions;
 }
 
 /** Options of `Domain.command`: those of every message, and the personal data the payload carries. */
@@ -460,24 +462,60 @@ function defineQuery<P, R>(d: DomainState, qryName: string, o: QueryDefinitionOp
   return type;
 }
 
-/** The `live` option of a query, checked: INVALID_DOMAIN for anything but a boolean or `{ readmodels?, share? }`. */
+/** The options of `live` besides `true`: see LiveQuerySettings. */
+export interface LiveQueryOptions {
+  readonly readmodels?: readonly string[];
+  readonly share?: "sender" | "tenant";
+  readonly allTenants?: boolean;
+  readonly systemEvents?: readonly SystemEventKind[];
+  readonly everyMs?: number;
+  readonly minIntervalMs?: number;
+}
+
+const LIVE_OPTIONS = ["readmodels", "share", "allTenants", "systemEvents", "everyMs", "minIntervalMs"];
+/** The longest `everyMs` / `minIntervalMs`: a day (a setTimeout beyond 2^31 ms would fire at once). */
+const MAX_LIVE_MS = 86_400_000;
+
+/** The `live` option of a query, checked: INVALID_DOMAIN for anything but a boolean or LiveQueryOptions. */
 function liveSettingsOf(path: string, live: QueryDefinitionOptions["live"]): LiveQuerySettings | undefined {
   if (live === undefined || live === false) return undefined;
   if (live === true) return Object.freeze({ share: "sender" as const });
+  const bad = (what: string) => new MnemeError("INVALID_DOMAIN", `query ${path}: ${what}`);
   if (typeof live !== "object" || live === null || Array.isArray(live))
-    throw new MnemeError("INVALID_DOMAIN", `query ${path}: live must be a boolean or { readmodels?, share? }`);
+    throw bad(`live must be a boolean or { ${LIVE_OPTIONS.join(", ")} }`);
   for (const k of Object.keys(live)) {
-    if (k !== "readmodels" && k !== "share")
-      throw new MnemeError("INVALID_DOMAIN", `query ${path}: live has no option ${JSON.stringify(k)} (allowed: readmodels, share)`);
+    if (!LIVE_OPTIONS.includes(k)) throw bad(`live has no option ${JSON.stringify(k)} (allowed: ${LIVE_OPTIONS.join(", ")})`);
   }
   const share = live.share ?? "sender";
-  if (share !== "sender" && share !== "tenant")
-    throw new MnemeError("INVALID_DOMAIN", `query ${path}: live.share must be "sender" or "tenant" (got ${JSON.stringify(share)})`);
-  const readmodels = live.readmodels;
-  if (readmodels === undefined) return Object.freeze({ share });
-  if (!Array.isArray(readmodels) || readmodels.length === 0 || readmodels.some((r) => typeof r !== "string" || r === ""))
-    throw new MnemeError("INVALID_DOMAIN", `query ${path}: live.readmodels must be a non-empty array of readmodel names`);
-  return Object.freeze({ share, readmodels: Object.freeze([...readmodels]) });
+  if (share !== "sender" && share !== "tenant") throw bad(`live.share must be "sender" or "tenant" (got ${JSON.stringify(share)})`);
+  const out: { -readonly [K in keyof LiveQuerySettings]: LiveQuerySettings[K] } = { share };
+  const { readmodels, allTenants, systemEvents, everyMs, minIntervalMs } = live;
+  if (readmodels !== undefined) {
+    if (!Array.isArray(readmodels) || readmodels.some((r) => typeof r !== "string" || r === ""))
+      throw bad("live.readmodels must be an array of readmodel names");
+    out.readmodels = Object.freeze([...readmodels]);
+  }
+  if (allTenants !== undefined) {
+    if (typeof allTenants !== "boolean") throw bad("live.allTenants must be a boolean");
+    if (allTenants) out.allTenants = true;
+  }
+  if (systemEvents !== undefined) {
+    const known: readonly string[] = SYSTEM_EVENT_KINDS;
+    if (!Array.isArray(systemEvents) || systemEvents.length === 0 || systemEvents.some((k) => !known.includes(k)))
+      throw bad(`live.systemEvents must be a non-empty array of system event kinds (${known.join(", ")})`);
+    out.systemEvents = Object.freeze([...new Set(systemEvents)]);
+  }
+  for (const [key, v] of [
+    ["everyMs", everyMs],
+    ["minIntervalMs", minIntervalMs],
+  ] as const) {
+    if (v === undefined) continue;
+    if (!Number.isInteger(v) || v < 1 || v > MAX_LIVE_MS) throw bad(`live.${key} must be an integer from 1 to ${MAX_LIVE_MS} (ms)`);
+    out[key] = v;
+  }
+  if (out.readmodels?.length === 0 && out.systemEvents === undefined && out.everyMs === undefined)
+    throw bad("live.readmodels is empty and no other signal (systemEvents, everyMs) is named: it would never run again");
+  return Object.freeze(out);
 }
 
 function defineEvent<P>(d: DomainState, evtName: string, o: EventOptions<P>): EventType<P> {

@@ -1,5 +1,6 @@
 import type { PermissionFunc } from "./permission.js";
 import type { StandardSchemaV1 } from "./standard-schema.js";
+import type { SystemEventKind } from "./system-event-kind.js";
 import type { Event, JsonSchema, NewEvent, RequestContext } from "./types.js";
 
 /** What command and query types share: identity, description, permission, schema, secret fields. */
@@ -59,14 +60,25 @@ export interface QueryType<P = unknown, R = unknown> extends MessageType<P, R> {
 /**
  * How a live query is evaluated again. `readmodels`: the names of the
  * readmodels whose committed batches make it run again (absent: a batch of
- * any readmodel does). `share`: who may share one evaluation: `"sender"`
+ * any readmodel does; empty: none, the other signals only). `share`: who may share one evaluation: `"sender"`
  * (default) the subscribers with the same sender (account, identity, tenant)
  * and target tenant, `"tenant"` every subscriber of the target tenant (the
  * result depends on the tenant and the payload only, not on who asks).
+ * `allTenants`: a batch of any tenant makes it run again, not only one of
+ * the subscriber's tenant (for results that describe the instance or every
+ * tenant). `systemEvents`: this instance's system events of these kinds make
+ * it run again too (while the system-event stream runs). `everyMs`: it also
+ * runs again after this long without another run (for state no batch or
+ * system event announces). `minIntervalMs`: at least this long between two
+ * runs of one group (a burst costs one run per interval). See docs/http.md.
  */
 export interface LiveQuerySettings {
   readonly readmodels?: readonly string[];
   readonly share: "sender" | "tenant";
+  readonly allTenants?: boolean;
+  readonly systemEvents?: readonly SystemEventKind[];
+  readonly everyMs?: number;
+  readonly minIntervalMs?: number;
 }
 
 /** An event type. `create` makes a NewEvent for dispatch to append. */

@@ -55,6 +55,46 @@ export const RuntimeDomain = defineDomain("Runtime", {
 const empty = objectSchema({});
 const list = <R>(name: string, description: string) => RuntimeDomain.query<NoPayload, R>(name, { description, schema: empty });
 
+/**
+ * How the Runtime's live queries run again (the dashboard subscribes to them
+ * instead of polling). Their results describe the instance, not one tenant's
+ * data: a batch of any tenant's events moves a handler's position, so
+ * `allTenants`; the system events name the changes no batch makes (a handler
+ * stopped, a restore, an append); `everyMs` covers what neither announces (a
+ * handler another instance applies while this one stands by, a reactor's
+ * effect the outbox worker settles); `minIntervalMs` bounds the cost under
+ * load (at most one run per group per interval). The timers run every two
+ * seconds, the period the dashboard polled at before, now once per group on
+ * the server and sent only when the result changed. `share` stays "sender": the
+ * answer depends on who asks (the tenant scope, `allTenants`).
+ */
+const HANDLER_EVENTS = [
+  "EventsAppended",
+  "EventHandlerStateChanged",
+  "RestoreStarted",
+  "RestoreProgress",
+  "RestoreCompleted",
+  "RestoreFailed",
+  "HandlerFailed",
+  "HandlersInStandby",
+] as const;
+const LIVE_HANDLERS = { allTenants: true, systemEvents: HANDLER_EVENTS, everyMs: 2000, minIntervalMs: 500 } as const;
+/** System info: its head moves with appends and batches; no timer (its `uptimeMs` would change every run: clients count it from `startedAt`). */
+const LIVE_SYSTEM_INFO = {
+  allTenants: true,
+  systemEvents: ["EventsAppended", "EventHandlerStateChanged", "HandlersInStandby"],
+  minIntervalMs: 1000,
+} as const;
+/** The failure history is fed by the failure events alone: no batch changes it. */
+const LIVE_FAILURES = { readmodels: [], allTenants: true, systemEvents: ["CommandFailed", "HandlerFailed", "RestoreFailed"] } as const;
+/** Outbox entries: written by process-manager and reactor batches, settled by commands and the outbox worker (announced by nothing: everyMs). */
+const LIVE_OUTBOX = {
+  allTenants: true,
+  systemEvents: ["CommandExecuted", "CommandFailed", "HandlerFailed"],
+  everyMs: 2000,
+  minIntervalMs: 1000,
+} as const;
+
 /** `Runtime.ListCommands`: every registered command with its permission (`authorized`). */
 export const ListCommands = list<CommandListEntry[]>("ListCommands", "List every registered command with its permission");
 /** `Runtime.ListQueries`: every registered query with its permission (`authorized`). */
@@ -76,10 +116,15 @@ const ALL_TENANTS_FIELD = {
  */
 export const ListEventHandlers = RuntimeDomain.query<{ allTenants?: boolean }, EventHandlerListing[]>("ListEventHandlers", {
   description: "List event handlers and readmodels with their state",
+  live: LIVE_HANDLERS,
   schema: objectSchema({ allTenants: ALL_TENANTS_FIELD }),
 });
 /** `Runtime.GetSystemInfo`: application name, version, instance, uptime, stores and counts (`authorized`). */
-export const GetSystemInfo = list<SystemInfo>("GetSystemInfo", "Application name, version, instance, uptime, stores and counts");
+export const GetSystemInfo = RuntimeDomain.query<NoPayload, SystemInfo>("GetSystemInfo", {
+  description: "Application name, version, instance, uptime, stores and counts",
+  schema: empty,
+  live: LIVE_SYSTEM_INFO,
+});
 
 /** `Runtime.ListPermissions`: the permission registry, optionally of one domain (`authorized`). */
 export const ListPermissions = RuntimeDomain.query<{ domain?: string }, PermissionListEntry[]>("ListPermissions", {
@@ -96,6 +141,7 @@ export const GetMetrics = RuntimeDomain.query<
   EventHandlerMetrics | Record<string, EventHandlerMetrics>
 >("GetMetrics", {
   description: "Metrics of event handlers that are state restorers",
+  live: LIVE_HANDLERS,
   schema: objectSchema({ eventHandlerName: { type: "string", minLength: 1 }, allTenants: ALL_TENANTS_FIELD }),
 });
 
@@ -131,6 +177,7 @@ const reactionList = objectSchema({
 export const ListScheduledCommands = RuntimeDomain.query<ReactionListFilter, ScheduledCommandEntry[]>("ListScheduledCommands", {
   description: "List the scheduled commands of process managers that have not fired",
   schema: reactionList,
+  live: LIVE_OUTBOX,
 });
 
 /** `Runtime.CancelScheduledCommand`: cancels a scheduled command that has not fired; `result` is what was cancelled (authorizer only). */
@@ -148,6 +195,7 @@ export const CancelScheduledCommand = RuntimeDomain.command<{ commandUuid: strin
 export const ListDeadLetters = RuntimeDomain.query<ReactionListFilter, DeadLetterEntry[]>("ListDeadLetters", {
   description: "List the dead letters of process managers and reactors",
   schema: reactionList,
+  live: LIVE_OUTBOX,
 });
 
 /** `Runtime.ControlDeadLetter`: `retry` a dead letter (pending again, attempts reset) or `discard` it; `result` is the entry (authorizer only). */
@@ -168,6 +216,7 @@ export const ControlDeadLetter = RuntimeDomain.command<DeadLetterControl, DeadLe
 export const ListFailures = RuntimeDomain.query<FailureListFilter, FailureEntry[]>("ListFailures", {
   description: "List the latest failures this instance saw: failed commands, handler failures, failed restores",
   schema: reactionList,
+  live: LIVE_FAILURES,
 });
 
 /**

@@ -53,16 +53,24 @@ export const ShardsDomain = defineDomain("Shards", {
   description: "The shards of a sharded app (mneme/shards): shards with their heads, tenant placements, tenant moves",
 });
 
+/**
+ * Live (the dashboard subscribes): heads move with every shard's batches, placements with moves that
+ * announce nothing on this facade, so a batch of any tenant and, at the latest, every two seconds.
+ */
+const LIVE_SHARDS = { allTenants: true, everyMs: 2000, minIntervalMs: 1000 } as const;
+
 /** `Shards.ListShards`: every shard with its location (no password), home flag, tenant count, head position and frozen tenants. */
 export const ListShards = ShardsDomain.query<NoPayload, ShardInfo[]>("ListShards", {
   description: "List the app's shards: location, home flag, tenants, head position, frozen tenants",
   schema: empty,
+  live: LIVE_SHARDS,
 });
 
 /** `Shards.ListPlacements`: where each tenant lives (tenant, shard, state, version). */
 export const ListPlacements = ShardsDomain.query<NoPayload, Placement[]>("ListPlacements", {
   description: "List every tenant's placement: its shard, state (active, or paused by a move) and version",
   schema: empty,
+  live: LIVE_SHARDS,
 });
 
 /** `Shards.ListMoves`: the tenant moves recorded in the control store, under way, done or failed. */

@@ -45,8 +45,9 @@ export function handlersView({ app, api }: ViewContext): View {
       const err = e instanceof ApiError ? e : new ApiError(0, "ERROR", String(e));
       outcome.set(name, { ok: false, text: `${verb(action)} refused: ${err.detail} (${err.code})` });
     } finally {
+      // The list follows by itself: the server's live queries run again on the handler's state change.
       pending.delete(name);
-      await app.refresh();
+      render();
     }
   }
 
@@ -157,7 +158,7 @@ export function handlersView({ app, api }: ViewContext): View {
     const names = Object.keys(app.metrics);
     fill(
       el,
-      app.loadError === undefined ? null : errorBanner(app.loadError, "refresh"),
+      app.loadError === undefined ? null : errorBanner(app.loadError, "live data"),
       app.handlers.length === 0
         ? empty(app.loadError === undefined ? "Loading…" : "No event handlers to show.")
         : table(["Handler", "State", "Position / head", "Lag", "Processed", "Mean / p99", "Last event", ""], app.handlers.map(row), {

@@ -1,7 +1,8 @@
 /**
  * A page that lists entries of the process managers' and reactors' outboxes
- * (scheduled commands, dead letters) through a Runtime query, refreshed with
- * the page's polls, with per-row actions that go through a Runtime command.
+ * (scheduled commands, dead letters) through a Runtime query followed live
+ * (the server sends the list again when it changed: no polling), with per-row
+ * actions that go through a Runtime command.
  * The list is the session tenant's, as the Runtime scopes it; "All tenants"
  * (system administrators) asks for every tenant's and falls back once the
  * server refuses it.
@@ -45,7 +46,6 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
   let entries: E[] | undefined;
   let error: ApiError | undefined;
   let wide = app.allTenants;
-  let loading: Promise<void> | undefined;
   let disposed = false;
   const pageSize = o.pageSize ?? 20;
   let page = 1;
@@ -55,27 +55,41 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
   let bulkOutcome: { ok: boolean; text: string } | undefined;
   let bulkRunning = false;
 
-  const load = (): Promise<void> =>
-    (loading ??= (async () => {
-      try {
-        entries = await api.query<E[]>("Runtime", o.query, { limit: 1000, ...(wide ? { allTenants: true } : {}) });
-        error = undefined;
-        const present = new Set(entries.map(o.key));
-        for (const k of selected) if (!present.has(k)) selected.delete(k);
-      } catch (e) {
-        if (wide && e instanceof ApiError && e.status === 403) {
-          // Only system administrators see every tenant: the session tenant's then.
-          wide = false;
-          loading = undefined;
-          await load();
-          return;
-        }
-        error = e instanceof ApiError ? e : new ApiError(0, "ERROR", String(e));
-      } finally {
-        loading = undefined;
-      }
-      if (!disposed) render();
-    })());
+  let unfollow: (() => void) | undefined;
+  /** Follows the list on the page's live-query stream; a refused "every tenant" follows the session tenant's instead. */
+  const follow = (): void => {
+    unfollow?.();
+    unfollow = app.live.follow<E[]>(
+      o.view,
+      "Runtime",
+      o.query,
+      { limit: 1000, ...(wide ? { allTenants: true } : {}) },
+      {
+        onResult: (list) => {
+          entries = list;
+          error = undefined;
+          const present = new Set(list.map(o.key));
+          for (const k of selected) if (!present.has(k)) selected.delete(k);
+          if (!disposed) render();
+        },
+        onRefused: (e) => {
+          if (disposed) return;
+          if (wide && e.status === 403) {
+            // Only system administrators see every tenant: the session tenant's then.
+            wide = false;
+            follow();
+            return;
+          }
+          error = e;
+          render();
+        },
+        onTrouble: (e) => {
+          error = e;
+          if (!disposed) render();
+        },
+      },
+    );
+  };
 
   /**
    * An action that asks once more: false on the first click (the button says so
@@ -109,8 +123,9 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
       const err = e instanceof ApiError ? e : new ApiError(0, "ERROR", String(e));
       outcome.set(o.key(entry), { ok: false, text: `${a.label} refused: ${err.detail} (${err.code})` });
     } finally {
+      // The list follows by itself (the live query runs again after the command).
       pending.delete(o.key(entry));
-      await load();
+      render();
     }
   }
 
@@ -139,7 +154,7 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
             text: `${a.label}: ${done} of ${targets.length} done; ${refused.length} refused: ${[...new Set(refused)].join("; ")}`,
           };
     bulkRunning = false;
-    await load();
+    render();
   }
 
   /** The entries in display order: grouped (groups in order of first appearance) or as listed. */
@@ -250,7 +265,7 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
           wide ? "Every tenant" : `Tenant ${api.session?.tenantName ?? ""}`,
         ),
         h("div", { class: "spacer" }),
-        h("button", { type: "button", class: "small", "data-action": "reload", onclick: () => void load() }, "Reload"),
+        h("button", { type: "button", class: "small", "data-action": "reload", onclick: () => follow() }, "Reload"),
       ),
       // Many single outcomes (after a bulk action) would push the list off the page: the last three, and the bulk line.
       gone
@@ -368,13 +383,12 @@ export function outboxListView<E>({ app, api }: ViewContext, o: OutboxListOption
   }
 
   render();
-  void load();
-  const off = app.on("handlers", () => void load());
+  follow();
   return {
     el,
     dispose: () => {
       disposed = true;
-      off();
+      unfollow?.();
       for (const t of confirming.values()) clearTimeout(t);
     },
   };

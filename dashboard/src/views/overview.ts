@@ -23,12 +23,12 @@ function content(app: App): (HTMLElement | null)[] {
   const totalLag = Object.values(app.metrics).reduce((a, m) => a + m.lag, 0);
   const now = Date.now();
   return [
-    app.loadError === undefined ? null : errorBanner(app.loadError, "refresh"),
+    app.loadError === undefined ? null : errorBanner(app.loadError, "live data"),
     h(
       "div",
       { class: "kpis" },
       kpi("State", badge(info.state), `since ${timeNs(info.startedAt)}`),
-      kpi("Uptime", duration(info.uptimeMs), instanceLabel(info)),
+      kpi("Uptime", duration(app.uptimeMs()), instanceLabel(info)),
       kpi("Head position", num(info.headPosition), "events in the event store"),
       kpi(
         "Event handlers",
