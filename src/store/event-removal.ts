@@ -40,8 +40,7 @@ export interface RemovedEventPayload {
 export interface RemovalRecordPayload {
   readonly run: string;
   /** The lowest and highest position the run removes (0 when none). */
-  readonly firstPosition: number;
-  readonly lastPosition: number;
+  readonly events: { readonly firstPosition: number; readonly lastPosition: number };
 }
 
 /** One event to remove: its position and uuid (both must match the stored row). */
@@ -147,7 +146,9 @@ export class ChainRemovals {
     if (p === undefined || typeof p.run !== "string") return undefined;
     const seen = this.#pending.get(p.run);
     if (seen === undefined) return undefined;
-    if (typeof p.firstPosition !== "number" || typeof p.lastPosition !== "number" || seen.first < p.firstPosition || seen.last > p.lastPosition) {
+    const first = p.events?.firstPosition;
+    const last = p.events?.lastPosition;
+    if (typeof first !== "number" || typeof last !== "number" || seen.first < first || seen.last > last) {
       return `the removal record at position ${row.position} (run ${p.run}) does not name positions ${seen.first} to ${seen.last}, which its run removed`;
     }
     this.#pending.delete(p.run);
