@@ -23,6 +23,7 @@ import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { runProcess } from "./support/run-process.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 import { until } from "./support/until.js";
+import { shop } from "./support/retention-app.js";
 
 const cwd = fileURLToPath(new URL("..", import.meta.url));
 const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
@@ -36,27 +37,6 @@ const pgUrl = (schema: string): string => {
 };
 
 const DAY_NS = 86_400 * 1e9;
-
-function shop() {
-  const D = defineDomain("Shop");
-  const Visited = D.event<{ visitor: string; note: string }>("PageVisited", {
-    retainFor: "30d",
-    tags: (p) => [`visitor:${p.visitor}`],
-  });
-  const Placed = D.event<{ orderId: string; note: string }>("OrderPlaced", { retainFor: "P30D" });
-  const Noted = D.event<{ note: string }>("Noted");
-  const Order = D.aggregate<{ count: number }>("Order", {
-    initialState: () => ({ count: 0 }),
-    evolve: { OrderPlaced: (s) => ({ count: s.count + 1 }) },
-    snapshotEvery: 1,
-  });
-  const Visit = D.command<{ visitor: string }>("Visit");
-  D.handleCommand(Visit, async (ctx, _c, p) => {
-    const seen = await ctx.events.read({ items: [{ types: [Visited], tags: [`visitor:${p.visitor}`] }] });
-    return [Visited.create(`visit-${p.visitor}-new-${seen.events.length}`, { visitor: p.visitor, note: `seen ${seen.events.length}` })];
-  });
-  return { D, Visited, Placed, Noted, Order, Visit };
-}
 
 interface Place {
   readonly name: string;
@@ -185,7 +165,8 @@ describe.each([
       // The tag query of a command finds the three visits (two expired).
       expect(await visitNote(f, s)).toBe("seen 3");
       const before = await place.scan(f);
-      for (const marker of ["SECRET-VISIT-ONE", "SECRET-ORDER-A1", "SECRET-COMMAND-RECORD", "SECRET-LOG-LINE"]) expect(before).toContain(marker);
+      for (const marker of ["SECRET-VISIT-ONE", "SECRET-ORDER-A1", "SECRET-COMMAND-RECORD", "SECRET-LOG-LINE"])
+        expect(before).toContain(marker);
       await new Promise((r) => setTimeout(r, 5));
 
       // The dry run lists what would go and changes nothing.
@@ -272,9 +253,9 @@ describe("retention", () => {
   it("refuses a retainFor it cannot read, when the event is defined", () => {
     const D = defineDomain("Bad");
     for (const bad of ["30 days", "P1M", "P1Y", 0, -5, 1.5, "", "PT", "d30"]) {
-      expect(() => D.event(`E${String(bad).replace(/\W/g, "")}x${Math.random().toString(36).slice(2, 6)}`, { retainFor: bad as never })).toThrow(
-        expect.objectContaining({ code: "INVALID_DOMAIN", message: expect.stringContaining("retainFor") }) as Error,
-      );
+      expect(() =>
+        D.event(`E${String(bad).replace(/\W/g, "")}x${Math.random().toString(36).slice(2, 6)}`, { retainFor: bad as never }),
+      ).toThrow(expect.objectContaining({ code: "INVALID_DOMAIN", message: expect.stringContaining("retainFor") }) as Error);
     }
     for (const [good, ms] of [
       [60_000, 60_000],
@@ -354,4 +335,42 @@ describe("retention", () => {
       db.close();
     }
   });
+});
+
+describe("mneme store retention", () => {
+  it("runs from the mneme binary: --dry-run lists, the run removes and records the tool, store verify passes", async () => {
+    const filename = files.newFile();
+    const s = shop();
+    const f = createFacade({ appName: "retention-cli", ...createSqliteBackends({ filename }) });
+    f.registerDomain(s.D);
+    await f.start();
+    try {
+      await seed(f, s);
+    } finally {
+      await f.stop();
+    }
+    process.env.RETENTION_FILE = filename;
+    const dry = await mneme(["store", "retention", "--app", "test/support/retention-app.ts", "--dry-run"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, events: { removed: 4, keptCount: 1 }, recordPosition: null });
+    expect(
+      readFileSync(filename).toString("latin1") + (existsSync(`${filename}-wal`) ? readFileSync(`${filename}-wal`).toString("latin1") : ""),
+    ).toContain("SECRET-VISIT-ONE");
+    const real = await mneme(["store", "retention", "--app", "test/support/retention-app.ts", "--batch-size", "2"]);
+    expect(real.code, real.stderr).toBe(0);
+    const report = JSON.parse(real.stdout) as RetentionReport;
+    expect(report).toMatchObject({ dryRun: false, events: { removed: 4 }, commandRecords: { deleted: 1 }, logs: { retainForMs: 1 } });
+    expect(report.ranBy).toMatch(/^mneme store retention \(OS user .+\)$/);
+    const bytes = [filename, `${filename}-wal`]
+      .filter((x) => existsSync(x))
+      .map((x) => readFileSync(x).toString("latin1"))
+      .join("");
+    expect(bytes.match(/SECRET-[A-Z0-9-]+/g) ?? []).toEqual([]);
+    const verified = await mneme(["store", "verify", "--store", filename]);
+    expect(verified.code, verified.stderr).toBe(0);
+    expect(verified.stdout).toContain("of which 4 removed by retention");
+    const usage = await mneme(["store", "retention"]);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("missing --app");
+  }, 120_000);
 });

@@ -63,7 +63,7 @@ export async function applyRetention(host: RetentionHost, opts: RetentionOptions
     run,
     dryRun,
     at,
-    ranBy: by.reqCtx?.senderAccountUuid ?? by.reqCtx?.senderService ?? null,
+    ranBy: ranByOf(by.reqCtx),
     events: {
       removed: removed.length,
       byType: sortedRecord(byType),
@@ -86,7 +86,10 @@ export async function applyRetention(host: RetentionHost, opts: RetentionOptions
       throw new MnemeError("INVALID_STATE", "retention: this event repository cannot remove events (it offers no removeEvents)");
     }
     // The record first: a tombstone without it fails verification, so a crash mid-run must leave the record behind.
-    const record = RetentionApplied.create(run, report(null, 0, null), { tenantUuid: "", ...(by.reqCtx === undefined ? {} : { reqCtx: by.reqCtx }) });
+    const record = RetentionApplied.create(run, report(null, 0, null), {
+      tenantUuid: "",
+      ...(by.reqCtx === undefined ? {} : { reqCtx: by.reqCtx }),
+    });
     if (by.commandUuid !== undefined) record.commandUuid = by.commandUuid;
     const [stored] = await host.events.append([record], { globalAggregates: [run] });
     recordPosition = stored?.position ?? null;
@@ -94,8 +97,7 @@ export async function applyRetention(host: RetentionHost, opts: RetentionOptions
     host.forgetCachedEvents();
   }
   const commandRecords = removed.length === 0 ? 0 : await deleteCommandRecords(host, plan.events);
-  const logs =
-    host.logRetainForMs === undefined ? null : { deleted: await deleteExpiredLogs(host, at), retainForMs: host.logRetainForMs };
+  const logs = host.logRetainForMs === undefined ? null : { deleted: await deleteExpiredLogs(host, at), retainForMs: host.logRetainForMs };
   if (removed.length > 0 || commandRecords > 0 || (logs?.deleted ?? 0) > 0) await scrub(host);
   const result = report(recordPosition, commandRecords, logs);
   await host.logStore.append({
@@ -107,6 +109,12 @@ export async function applyRetention(host: RetentionHost, opts: RetentionOptions
     data: { run, ranBy: result.ranBy, recordPosition, byType: result.events.byType },
   });
   return result;
+}
+
+/** Who ran it: the sender's account or service, else what a tool named (`attributes.ranBy`), else null. */
+function ranByOf(reqCtx: RequestContext | undefined): string | null {
+  const named = reqCtx?.attributes?.ranBy;
+  return reqCtx?.senderAccountUuid ?? reqCtx?.senderService ?? (typeof named === "string" ? named : null);
 }
 
 function checkOptions(opts: RetentionOptions): boolean {
@@ -165,7 +173,8 @@ async function planRemoval(host: RetentionHost, at: number): Promise<Plan> {
       }
       keptCount++;
       const key = `${type.path} ${e.aggregateUuid}`;
-      if (kept.has(key) || kept.size < KEPT_LISTED) kept.set(key, { type: type.path, aggregateUuid: e.aggregateUuid, version: e.version, reason: missing });
+      if (kept.has(key) || kept.size < KEPT_LISTED)
+        kept.set(key, { type: type.path, aggregateUuid: e.aggregateUuid, version: e.version, reason: missing });
     }
   }
   return { events, removals: events.map((e) => ({ position: e.position, eventUuid: e.eventUuid })), keptCount, kept: [...kept.values()] };
@@ -173,10 +182,10 @@ async function planRemoval(host: RetentionHost, at: number): Promise<Plan> {
 
 /** The aggregate types whose evolve folds an event type (as `AggregateType.apply` finds its step). */
 class DependentAggregates {
-  readonly #cache = new Map<string, AggregateType<unknown>[]>();
+  readonly #cache = new Map<string, AggregateType[]>();
   constructor(private readonly domains: ReadonlyMap<string, InstalledDomain>) {}
 
-  of(type: EventType): readonly AggregateType<unknown>[] {
+  of(type: EventType): readonly AggregateType[] {
     let found = this.#cache.get(type.path);
     if (found === undefined) {
       found = [];
@@ -197,12 +206,13 @@ class SnapshotCover {
   readonly #versions = new Map<string, number>();
   constructor(private readonly snapshots: SnapshotStore) {}
 
-  async covers(agg: AggregateType<unknown>, aggregateUuid: string, version: number): Promise<boolean> {
+  async covers(agg: AggregateType, aggregateUuid: string, version: number): Promise<boolean> {
     const key = `${agg.domain}.${agg.name} ${aggregateUuid}`;
     let at = this.#versions.get(key);
     if (at === undefined) {
       const { snapshotEvery, snapshotVersion } = snapshotOptionsOf(agg);
-      const snap = snapshotEvery === undefined ? undefined : await this.snapshots.latest(agg.domain, agg.name, aggregateUuid, snapshotVersion);
+      const snap =
+        snapshotEvery === undefined ? undefined : await this.snapshots.latest(agg.domain, agg.name, aggregateUuid, snapshotVersion);
       // A snapshot the loader would not fold on (no digest, or one that does not match) covers nothing.
       at = snap !== undefined && snap.digest !== undefined && snapshotDigestMatches(snap) ? snap.version : 0;
       this.#versions.set(key, at);

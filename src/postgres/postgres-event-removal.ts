@@ -12,7 +12,12 @@ import type { CheckedOutClient } from "./postgres-pool.js";
  * from the heap with the store's scrub (VACUUM), which the retention job
  * runs after. Returns how many were removed.
  */
-export async function removePostgresEvents(client: CheckedOutClient, qschema: string, run: string, removals: readonly EventRemoval[]): Promise<number> {
+export async function removePostgresEvents(
+  client: CheckedOutClient,
+  qschema: string,
+  run: string,
+  removals: readonly EventRemoval[],
+): Promise<number> {
   const res = await client.query<{ position: string }>({
     text: `WITH target AS (
              SELECT e.position, e.domain || '.' || e.name AS type,
@@ -24,7 +29,14 @@ export async function removePostgresEvents(client: CheckedOutClient, qschema: st
                   payload = jsonb_build_object('type', t.type, 'reason', 'retention', 'run', $3::text, 'prevHash', t.prev)
              FROM target t WHERE e.position = t.position
            RETURNING e.position::text`,
-    values: [removals.map((r) => r.position), removals.map((r) => r.eventUuid), run, GENESIS_HASH, REMOVED_EVENT.domain, REMOVED_EVENT.name],
+    values: [
+      removals.map((r) => r.position),
+      removals.map((r) => r.eventUuid),
+      run,
+      GENESIS_HASH,
+      REMOVED_EVENT.domain,
+      REMOVED_EVENT.name,
+    ],
   });
   const positions = res.rows.map((r) => r.position);
   if (positions.length > 0) {

@@ -86,7 +86,11 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
       if (typeof createdAt !== "number" || !Number.isFinite(createdAt)) {
         throw new MnemeError("INVALID_REQUEST", `deleteBefore: createdAt must be a finite number (ns), got ${String(createdAt)}`);
       }
-      const res = await this.query(`DELETE FROM ${this.table} WHERE created_at < $1::bigint`, [BigInt(Math.floor(createdAt)).toString()], "log deleteBefore");
+      const res = await this.query(
+        `DELETE FROM ${this.table} WHERE created_at < $1::bigint`,
+        [BigInt(Math.floor(createdAt)).toString()],
+        "log deleteBefore",
+      );
       return res.rowCount ?? 0;
     });
   }

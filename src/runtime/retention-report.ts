@@ -30,7 +30,7 @@ export interface RetentionReport {
   readonly dryRun: boolean;
   /** When it ran, ns since the epoch. */
   readonly at: number;
-  /** Who ran it: the caller's account (or service), null for trusted code. */
+  /** Who ran it: the caller's account (or service), what a tool named (`reqCtx.attributes.ranBy`), else null. */
   readonly ranBy: string | null;
   readonly events: {
     /** Events removed (dry run: that would be). */

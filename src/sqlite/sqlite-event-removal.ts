@@ -21,7 +21,9 @@ export function removeSqliteEvents(
     `SELECT e.domain, e.name, (SELECT p.hash FROM ${table} p WHERE p.position < e.position ORDER BY p.position DESC LIMIT 1) AS prev
        FROM ${table} e WHERE e.position = ? AND e.event_uuid = ?`,
   );
-  const hollow = db.statement(`UPDATE ${table} SET domain = ?, name = ?, req_ctx = '{}', payload = ?, event_version = 1 WHERE position = ?`);
+  const hollow = db.statement(
+    `UPDATE ${table} SET domain = ?, name = ?, req_ctx = '{}', payload = ?, event_version = 1 WHERE position = ?`,
+  );
   const removed: number[] = [];
   for (const r of [...removals].sort((a, b) => a.position - b.position)) {
     const row = read.get(r.position, r.eventUuid) as { domain: string; name: string; prev: string | null } | undefined;
