@@ -17,7 +17,7 @@ import { createPostgresBackends } from "mneme/postgres";
 import { ApplyRetention, type RetentionReport } from "mneme/runtime";
 import { createSqliteBackends } from "mneme/sqlite";
 import { verifyEventChain } from "mneme/store";
-import { verifyStore } from "mneme/store-copy";
+import { copyStore, verifyStore } from "mneme/store-copy";
 import { ADMIN, call, serve, TENANT_SYS, testAuthorizer, USER } from "./support/http-fixture.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { runProcess } from "./support/run-process.js";
@@ -307,6 +307,14 @@ describe("retention", () => {
       await f.stop();
     }
     expect(await verifyStore(filename)).toMatchObject({ ok: true });
+    // A copy to Postgres: the target chains the tombstones as it stores them; both sides verify, the data stays gone.
+    const schema = pg.newSchema();
+    const copied = await copyStore({ from: filename, to: pgUrl(schema) });
+    expect(copied.chain.source).toMatchObject({ ok: true, removals: { removed: 4 } });
+    expect(copied.chain.target).toMatchObject({ ok: true, removals: { removed: 4 } });
+    expect(await verifyStore(pgUrl(schema))).toMatchObject({ ok: true, removals: { removed: 4 } });
+    const rows = await pg.pool.query<{ t: string }>(`SELECT e::text AS t FROM "${schema}".events e`);
+    expect(rows.rows.map((r) => r.t).join("\n")).not.toMatch(/SECRET-/);
     const db = new Database(filename);
     try {
       // A normal event made to look removed (a run no record names): refused, though it links.

@@ -3,12 +3,11 @@ import type { InstalledDomain } from "../model/domain-install.js";
 import { snapshotOptionsOf } from "../model/domain.js";
 import { MnemeError } from "../model/errors.js";
 import type { AggregateType, EventType } from "../model/tokens.js";
-import type { Event, RequestContext } from "../model/types.js";
+import type { Event, NewEvent, RequestContext } from "../model/types.js";
 import type { RetentionKept, RetentionOptions, RetentionReport } from "../runtime/retention-report.js";
-import { RetentionApplied } from "../runtime/runtime-domain.js";
 import type { CommandStore } from "../store/command-store.js";
 import type { EventRepository } from "../store/event-repository.js";
-import { canRemoveEvents, type EventRemoval, REMOVED_EVENT } from "../store/event-removal.js";
+import { canRemoveEvents, type EventRemoval, REMOVAL_RECORD, REMOVED_EVENT } from "../store/event-removal.js";
 import type { LogStore } from "../store/log-store.js";
 import { snapshotDigestMatches, type SnapshotStore } from "../store/snapshot-store.js";
 import { canScrubStorage } from "../store/storage-scrub.js";
@@ -86,10 +85,15 @@ export async function applyRetention(host: RetentionHost, opts: RetentionOptions
       throw new MnemeError("INVALID_STATE", "retention: this event repository cannot remove events (it offers no removeEvents)");
     }
     // The record first: a tombstone without it fails verification, so a crash mid-run must leave the record behind.
-    const record = RetentionApplied.create(run, report(null, 0, null), {
+    // `Runtime.RetentionApplied` is no registered type (listings stay as they were); readers meet it by its name.
+    const record: NewEvent = {
+      domain: REMOVAL_RECORD.domain,
+      name: REMOVAL_RECORD.name,
+      aggregateUuid: run,
       tenantUuid: "",
+      payload: report(null, 0, null),
       ...(by.reqCtx === undefined ? {} : { reqCtx: by.reqCtx }),
-    });
+    };
     if (by.commandUuid !== undefined) record.commandUuid = by.commandUuid;
     const [stored] = await host.events.append([record], { globalAggregates: [run] });
     recordPosition = stored?.position ?? null;

@@ -49,8 +49,6 @@ export {
   GetClearPersonalData,
   ForgetSubject,
   ApplyRetention,
-  EventRemoved,
-  RetentionApplied,
   type PermissionListEntry,
 } from "./runtime-domain.js";
 export type { RetentionKept, RetentionOptions, RetentionReport } from "./retention-report.js";

@@ -30,7 +30,6 @@ import type {
 } from "./runtime.js";
 import type { FailureEntry, FailureListFilter } from "./failure-history.js";
 import type { RetentionOptions, RetentionReport } from "./retention-report.js";
-import { REMOVAL_RECORD, REMOVED_EVENT, type RemovedEventPayload } from "../store/event-removal.js";
 import { scopeOfRequest, type RuntimeScope, type TenantSelection } from "./runtime-scope.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
@@ -284,22 +283,6 @@ export const ForgetSubject = RuntimeDomain.command<{ subjectUuid: string }, { ke
 export const ApplyRetention = RuntimeDomain.command<RetentionOptions, RetentionReport>("ApplyRetention", {
   description: "Remove expired events and log entries, recorded in the event chain; dryRun lists what would go (system administrators)",
   schema: objectSchema({ dryRun: { type: "boolean" }, batchSize: { type: "integer", minimum: 1, maximum: 10000 } }),
-});
-
-/**
- * `Runtime.EventRemoved`: the tombstone an expired event becomes in place (position, ids, version and hash
- * kept; payload, request context and tags gone). Reads return it where the event was; see docs/operations.md.
- */
-export const EventRemoved = RuntimeDomain.event<RemovedEventPayload>(REMOVED_EVENT.name, {
-  description: "The tombstone of an event removed by retention: its former type, the run and its predecessor's hash",
-});
-
-/**
- * `Runtime.RetentionApplied`: the removal record of a retention run, appended before the run removes
- * anything; the verifier of the chain requires it for every tombstone of the run.
- */
-export const RetentionApplied = RuntimeDomain.event<RetentionReport>(REMOVAL_RECORD.name, {
-  description: "A retention run: what it removes (counts by type, the position range), what it keeps and who ran it",
 });
 
 /** The store messages, each gated by the store's own `<Store>.<Action>` permission once installed. */

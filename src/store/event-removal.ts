@@ -18,6 +18,9 @@ import { MnemeError } from "../model/errors.js";
  * covers, and it requires the removal record of the run
  * (`Runtime.RetentionApplied`, appended before the run removes anything)
  * later in the chain, naming a position range that holds the tombstone.
+ * A tombstone whose stored hash does follow from its row as stored (the
+ * target of a store copy or a tenant move chains the rows it receives) is
+ * covered by the chain like any event and needs no record.
  */
 export const REMOVED_EVENT = Object.freeze({ domain: "Runtime", name: "EventRemoved" });
 
@@ -138,6 +141,17 @@ export class ChainRemovals {
     }
     this.#byType.set(p.type, (this.#byType.get(p.type) ?? 0) + 1);
     return undefined;
+  }
+
+  /**
+   * A tombstone whose stored hash follows from its row as stored (a copy's target chained it as it got it):
+   * covered by the chain like any event, so it needs no removal record; counted by the type it had.
+   */
+  rechained(row: RemovalRow): void {
+    const p = parsePayload(row.payload);
+    const type = typeof p?.type === "string" ? p.type : "unknown";
+    this.#confirmed++;
+    this.#byType.set(type, (this.#byType.get(type) ?? 0) + 1);
   }
 
   /** A removal record met (its hash verified): confirms its run's tombstones; the reason when they are out of its range. */
