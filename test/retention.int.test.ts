@@ -13,9 +13,10 @@ import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { createFacade, defineDomain, type Event, type Facade, type FacadeOptions, nowNs } from "mneme";
-import { createPostgresBackends } from "mneme/postgres";
+import { MemoryEventRepository } from "mneme/memory";
+import { createPostgresBackends, PostgresEventRepository } from "mneme/postgres";
 import { ApplyRetention, type RetentionReport } from "mneme/runtime";
-import { createSqliteBackends } from "mneme/sqlite";
+import { createSqliteBackends, SqliteEventRepository } from "mneme/sqlite";
 import { verifyEventChain } from "mneme/store";
 import { copyStore, verifyStore } from "mneme/store-copy";
 import { ADMIN, call, serve, TENANT_SYS, testAuthorizer, USER } from "./support/http-fixture.js";
@@ -381,4 +382,62 @@ describe("mneme store retention", () => {
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain("missing --app");
   }, 120_000);
+});
+
+describe.each([
+  ["memory", () => new MemoryEventRepository()],
+  ["sqlite", () => new SqliteEventRepository({ filename: files.newFile() })],
+  ["postgres", () => new PostgresEventRepository({ pool: pg.pool, schema: pg.newSchema() })],
+])("removeEvents on %s", (_name, make) => {
+  it("hollows only the rows named by position and uuid, once, and takes them out of the tag index", async () => {
+    const repo = make();
+    await repo.init();
+    try {
+      const ev = (i: number) => ({
+        domain: "Shop",
+        name: "PageVisited",
+        aggregateUuid: `v-${i}`,
+        tenantUuid: "t1",
+        payload: { visitor: "ann", note: `MARK-${i}` },
+        tags: ["visitor:ann"],
+      });
+      const stored = await repo.append([ev(1), ev(2), ev(3), ev(4)]);
+      const [a, b, c] = stored as [Event, Event, Event];
+      await expect(repo.removeEvents("", [])).rejects.toMatchObject({ code: "INVALID_REQUEST" });
+      await expect(repo.removeEvents("r", [{ position: 0, eventUuid: "x" }])).rejects.toMatchObject({ code: "INVALID_REQUEST" });
+      // A uuid that is not the one at the position: skipped.
+      expect(await repo.removeEvents("run-1", [{ position: a.position, eventUuid: b.eventUuid }])).toBe(0);
+      expect(
+        await repo.removeEvents(
+          "run-1",
+          [a, b].map((e) => ({ position: e.position, eventUuid: e.eventUuid })),
+        ),
+      ).toBe(2);
+      // Already removed: skipped, the first run's tombstone stays.
+      expect(await repo.removeEvents("run-2", [{ position: b.position, eventUuid: b.eventUuid }])).toBe(0);
+      const all: Event[] = [];
+      for await (const page of repo.readAll()) all.push(...page);
+      expect(all.map((e) => `${e.domain}.${e.name}`)).toEqual([
+        "Runtime.EventRemoved",
+        "Runtime.EventRemoved",
+        "Shop.PageVisited",
+        "Shop.PageVisited",
+      ]);
+      expect(all[1]).toMatchObject({
+        aggregateUuid: "v-2",
+        version: 1,
+        tenantUuid: "t1",
+        reqCtx: {},
+        payload: { type: "Shop.PageVisited", run: "run-1" },
+      });
+      expect(JSON.stringify(all)).not.toMatch(/MARK-[12]/);
+      const tagged = await repo.readTagged!("t1", [{ tags: ["visitor:ann"] }]);
+      expect(tagged.events.map((e) => e.position)).toEqual([c.position, stored[3]!.position]);
+      // Without the run's removal record the chain does not verify; it links, so the verifier names the missing record.
+      const chain = await verifyEventChain(repo as never);
+      expect(chain).toMatchObject({ ok: false, position: a.position, reason: expect.stringContaining("no removal record") as string });
+    } finally {
+      await repo.close();
+    }
+  });
 });
