@@ -133,9 +133,12 @@ function checkOptions(opts: RetentionOptions): boolean {
   return opts.dryRun === true;
 }
 
+/** What a run keeps of an event it removes (not its payload: a run over millions of events holds these only). */
+type Expired = Pick<Event, "position" | "eventUuid" | "domain" | "name" | "commandUuid">;
+
 interface Plan {
   /** The events to remove, in position order. */
-  readonly events: Event[];
+  readonly events: Expired[];
   readonly removals: EventRemoval[];
   readonly keptCount: number;
   readonly kept: RetentionKept[];
@@ -153,7 +156,7 @@ async function planRemoval(host: RetentionHost, at: number): Promise<Plan> {
     expiring.set(t.path, t);
     for (const former of t.renamedFrom) expiring.set(`${t.domain}.${former}`, t);
   }
-  const events: Event[] = [];
+  const events: Expired[] = [];
   const kept = new Map<string, RetentionKept>();
   let keptCount = 0;
   if (expiring.size === 0) return { events, removals: [], keptCount, kept: [] };
@@ -172,7 +175,13 @@ async function planRemoval(host: RetentionHost, at: number): Promise<Plan> {
         }
       }
       if (missing === undefined) {
-        events.push(e);
+        events.push({
+          position: e.position,
+          eventUuid: e.eventUuid,
+          domain: e.domain,
+          name: e.name,
+          ...(e.commandUuid === undefined ? {} : { commandUuid: e.commandUuid }),
+        });
         continue;
       }
       keptCount++;
@@ -226,7 +235,7 @@ class SnapshotCover {
 }
 
 /** The commands whose every event is removed now or before: their records go with them. */
-async function recordsToDelete(host: RetentionHost, events: readonly Event[], removedNow: ReadonlySet<string>): Promise<string[]> {
+async function recordsToDelete(host: RetentionHost, events: readonly Expired[], removedNow: ReadonlySet<string>): Promise<string[]> {
   const load = host.stored.loadEvents?.bind(host.stored);
   // A repository that cannot load events by uuid keeps every record (what they hold is not known to be gone).
   if (load === undefined) return [];
@@ -243,11 +252,11 @@ async function recordsToDelete(host: RetentionHost, events: readonly Event[], re
   return out;
 }
 
-async function countCommandRecords(host: RetentionHost, events: readonly Event[], removing: ReadonlySet<string>): Promise<number> {
+async function countCommandRecords(host: RetentionHost, events: readonly Expired[], removing: ReadonlySet<string>): Promise<number> {
   return (await recordsToDelete(host, events, removing)).length;
 }
 
-async function deleteCommandRecords(host: RetentionHost, events: readonly Event[]): Promise<number> {
+async function deleteCommandRecords(host: RetentionHost, events: readonly Expired[]): Promise<number> {
   let n = 0;
   for (const commandUuid of await recordsToDelete(host, events, new Set())) if (await host.commandStore.delete(commandUuid)) n++;
   return n;
