@@ -199,6 +199,9 @@ describe.each([
       });
       expect(report.logs?.deleted).toBeGreaterThanOrEqual(1);
       expect(report.recordPosition).toBeGreaterThan(e.note!.position);
+      // The LogStore keeps the run's own entry, written after the expired ones were deleted.
+      const audit = await f.logStore.list({ source: "retention" });
+      expect(audit.items.map((x) => x.data)).toEqual([expect.objectContaining({ run: report.run, ranBy: ADMIN.reqCtx.senderAccountUuid })]);
 
       // Gone from every table and file; what is not expired, and what order-b needs, stays.
       const after = await place.scan(f);
