@@ -174,6 +174,7 @@ describe("the Runtime domain", () => {
         ?.domainCommandHandlers.map((h) => h.domainCmdName)
         .sort(),
     ).toEqual([
+      "ApplyRetention",
       "CancelScheduledCommand",
       "ControlDeadLetter",
       "ControlEventHandler",

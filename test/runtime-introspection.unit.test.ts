@@ -41,6 +41,7 @@ describe("lists", () => {
       MigratePersonalData: "Administrator",
       FinishRollingUpgrade: "Administrator",
       ForgetSubject: "Custom",
+      ApplyRetention: "Administrator",
       StoreUpdate: "Custom",
       StoreDelete: "Custom",
     });
@@ -105,6 +106,7 @@ describe("lists", () => {
         ?.domainCommandHandlers.map((h) => h.domainCmdName)
         .sort(),
     ).toEqual([
+      "ApplyRetention",
       "CancelScheduledCommand",
       "ControlDeadLetter",
       "ControlEventHandler",

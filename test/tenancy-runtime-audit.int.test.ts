@@ -27,6 +27,7 @@ import {
   ControlDeadLetter,
   GetClearPersonalData,
   ForgetSubject,
+  ApplyRetention,
   MigratePersonalData,
   FinishRollingUpgrade,
   ControlEventHandler,
@@ -222,6 +223,7 @@ const ROWS: Record<string, Row> = {
     kind: "administrators",
     call: (s, r) => q(s).dispatch(ForgetSubject, { subjectUuid: s.admin.senderAccountUuid! }, { reqCtx: r }),
   },
+  ApplyRetention: { kind: "administrators", call: (s, r) => q(s).dispatch(ApplyRetention, { dryRun: true }, { reqCtx: r }) },
   StreamSystemEvents: { kind: "administrators", call: (s, r) => q(s).query(StreamSystemEvents, {}, { reqCtx: r }) },
   // A permission with no handler (the HTTP event subscription's first check): it answers nothing to anyone.
   SubscribeEvents: {

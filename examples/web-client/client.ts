@@ -64,6 +64,12 @@ export type Runtime_ForgetSubject = {
   subjectUuid: string;
 };
 
+/** Runtime.ApplyRetention */
+export type Runtime_ApplyRetention = {
+  dryRun?: boolean;
+  batchSize?: number;
+};
+
 /** Board.OpenTicket */
 export type Board_OpenTicket = {
   ticketUuid: string;
@@ -526,6 +532,7 @@ const OPERATIONS: readonly Operation[] = [
   { kind: "command", name: "Runtime.MigratePersonalData", path: "/api/tenants/{tenantUuid}/commands/Runtime/MigratePersonalData", anonymous: false },
   { kind: "command", name: "Runtime.FinishRollingUpgrade", path: "/api/tenants/{tenantUuid}/commands/Runtime/FinishRollingUpgrade", anonymous: false },
   { kind: "command", name: "Runtime.ForgetSubject", path: "/api/tenants/{tenantUuid}/commands/Runtime/ForgetSubject", anonymous: false },
+  { kind: "command", name: "Runtime.ApplyRetention", path: "/api/tenants/{tenantUuid}/commands/Runtime/ApplyRetention", anonymous: false },
   { kind: "command", name: "Board.OpenTicket", path: "/api/tenants/{tenantUuid}/commands/Board/OpenTicket", anonymous: false },
   { kind: "command", name: "Board.CloseTicket", path: "/api/tenants/{tenantUuid}/commands/Board/CloseTicket", anonymous: false },
   { kind: "command", name: "Tenant.CreateTenant", path: "/api/tenants/{tenantUuid}/commands/Tenant/CreateTenant", anonymous: false },
@@ -644,6 +651,13 @@ export function createClient(options: ClientOptions) {
      */
     ForgetSubject: <R = unknown>(payload: Runtime_ForgetSubject, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
       send<CommandResponse<R>>(options, OPERATIONS[7]!, payload, call),
+    /**
+     * Remove expired events and log entries, recorded in the event chain; dryRun lists what would go (system administrators)
+     *
+     * Permission Runtime.ApplyRetention: administrators (only the authorizer grants it).
+     */
+    ApplyRetention: <R = unknown>(payload?: Runtime_ApplyRetention, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
+      send<CommandResponse<R>>(options, OPERATIONS[8]!, payload, call),
   },
   Board: {
     /**
@@ -652,14 +666,14 @@ export function createClient(options: ClientOptions) {
      * Permission Board.OpenTicket: Authorized.
      */
     OpenTicket: <R = unknown>(payload: Board_OpenTicket, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[8]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[9]!, payload, call),
     /**
      * Close a ticket
      *
      * Permission Board.CloseTicket: Authorized.
      */
     CloseTicket: <R = unknown>(payload: Board_CloseTicket, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[9]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[10]!, payload, call),
   },
   Tenant: {
     /**
@@ -668,28 +682,28 @@ export function createClient(options: ClientOptions) {
      * Permission Tenant.CreateTenant: a custom function decides (Create a tenant (system administrators)); a denial of a caller without a session is 401.
      */
     CreateTenant: <R = unknown>(payload: Tenant_CreateTenant, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[10]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[11]!, payload, call),
     /**
      * Rename a tenant (its own members with the grant, or system administrators)
      *
      * Permission Tenant.RenameTenant: Authorized.
      */
     RenameTenant: <R = unknown>(payload: Tenant_RenameTenant, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[11]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[12]!, payload, call),
     /**
      * Remove a tenant (not the system tenant); its identities stop authorizing
      *
      * Permission Tenant.RemoveTenant: Authorized.
      */
     RemoveTenant: <R = unknown>(payload: Tenant_RemoveTenant, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[12]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[13]!, payload, call),
     /**
      * Create the system tenant, the system-admin group and the admin account and identity (runs inside facade.start() only)
      *
      * Permission Tenant.BootstrapSystemTenant: a custom function decides (Create the system tenant, the system-admin group and the admin account and identity (runs inside facade.start() only)); a denial of a caller without a session is 401.
      */
     BootstrapSystemTenant: <R = unknown>(payload: Tenant_BootstrapSystemTenant, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[13]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[14]!, payload, call),
   },
   Account: {
     /**
@@ -698,49 +712,49 @@ export function createClient(options: ClientOptions) {
      * Permission Account.RegisterAccount: Anonymous (no credentials needed).
      */
     RegisterAccount: <R = unknown>(payload: Account_RegisterAccount, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[14]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[15]!, payload, call),
     /**
      * Change an account's email (the account itself, or system administrators)
      *
      * Permission Account.ChangeAccountEmail: a custom function decides (Change an account's email (the account itself, or system administrators)); a denial of a caller without a session is 401.
      */
     ChangeAccountEmail: <R = unknown>(payload: Account_ChangeAccountEmail, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[15]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[16]!, payload, call),
     /**
      * Change an account's display name (the account itself, or system administrators)
      *
      * Permission Account.ChangeAccountName: a custom function decides (Change an account's display name (the account itself, or system administrators)); a denial of a caller without a session is 401.
      */
     ChangeAccountName: <R = unknown>(payload: Account_ChangeAccountName, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[16]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[17]!, payload, call),
     /**
      * Set an account's password; the account itself gives its current one; other sessions end (the account itself, or system administrators)
      *
      * Permission Account.SetAccountPassword: a custom function decides (Set an account's password; the account itself gives its current one; other sessions end (the account itself, or system administrators)); a denial of a caller without a session is 401.
      */
     SetAccountPassword: <R = unknown>(payload: Account_SetAccountPassword, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[17]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[18]!, payload, call),
     /**
      * Remove an account: its email is freed, its sessions end; with erase, its email and name are erased (the account itself, or system administrators)
      *
      * Permission Account.RemoveAccount: a custom function decides (Remove an account: its email is freed, its sessions end; with erase, its email and name are erased (the account itself, or system administrators)); a denial of a caller without a session is 401.
      */
     RemoveAccount: <R = unknown>(payload: Account_RemoveAccount, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[18]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[19]!, payload, call),
     /**
      * Start a session with email and password (anonymous); the result holds the session key
      *
      * Permission Account.Login: Anonymous (no credentials needed).
      */
     Login: <R = unknown>(payload: Account_Login, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[19]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[20]!, payload, call),
     /**
      * End the sender's session (authenticated)
      *
      * Permission Account.Logout: Authenticated.
      */
     Logout: <R = unknown>(payload?: Account_Logout, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[20]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[21]!, payload, call),
   },
   Identity: {
     /**
@@ -749,28 +763,28 @@ export function createClient(options: ClientOptions) {
      * Permission Identity.CreateIdentity: Authorized.
      */
     CreateIdentity: <R = unknown>(payload: Identity_CreateIdentity, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[21]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[22]!, payload, call),
     /**
      * End an account's membership of a tenant (members of the tenant with the grant, or system administrators)
      *
      * Permission Identity.RemoveIdentity: Authorized.
      */
     RemoveIdentity: <R = unknown>(payload: Identity_RemoveIdentity, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[22]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[23]!, payload, call),
     /**
      * Give an identity a group of its tenant; the sender must hold the group's permissions (members of the tenant with the grant, or system administrators)
      *
      * Permission Identity.AssignGroup: Authorized.
      */
     AssignGroup: <R = unknown>(payload: Identity_AssignGroup, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[23]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[24]!, payload, call),
     /**
      * Take a group from an identity (members of the tenant with the grant, or system administrators)
      *
      * Permission Identity.UnassignGroup: Authorized.
      */
     UnassignGroup: <R = unknown>(payload: Identity_UnassignGroup, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[24]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[25]!, payload, call),
   },
   Group: {
     /**
@@ -779,35 +793,35 @@ export function createClient(options: ClientOptions) {
      * Permission Group.CreateGroup: Authorized.
      */
     CreateGroup: <R = unknown>(payload: Group_CreateGroup, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[25]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[26]!, payload, call),
     /**
      * Rename a group (members of the group's tenant with the grant, or system administrators)
      *
      * Permission Group.RenameGroup: Authorized.
      */
     RenameGroup: <R = unknown>(payload: Group_RenameGroup, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[26]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[27]!, payload, call),
     /**
      * Add a permission to a group; the sender must hold it (members of the group's tenant with the grant, or system administrators)
      *
      * Permission Group.AddGroupPermission: Authorized.
      */
     AddGroupPermission: <R = unknown>(payload: Group_AddGroupPermission, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[27]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[28]!, payload, call),
     /**
      * Remove a permission from a group (members of the group's tenant with the grant, or system administrators)
      *
      * Permission Group.RemoveGroupPermission: Authorized.
      */
     RemoveGroupPermission: <R = unknown>(payload: Group_RemoveGroupPermission, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[28]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[29]!, payload, call),
     /**
      * Remove a group (not system-admin) (members of the group's tenant with the grant, or system administrators)
      *
      * Permission Group.RemoveGroup: Authorized.
      */
     RemoveGroup: <R = unknown>(payload: Group_RemoveGroup, call?: CommandCallOptions): Promise<Result<CommandResponse<R>>> =>
-      send<CommandResponse<R>>(options, OPERATIONS[29]!, payload, call),
+      send<CommandResponse<R>>(options, OPERATIONS[30]!, payload, call),
   },
   },
   queries: {
@@ -818,126 +832,126 @@ export function createClient(options: ClientOptions) {
      * Permission Runtime.ListCommands: Authorized.
      */
     ListCommands: <R = unknown>(payload?: Runtime_ListCommands, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[30]!, payload, call),
+      send<R>(options, OPERATIONS[31]!, payload, call),
     /**
      * List every registered query with its permission
      *
      * Permission Runtime.ListQueries: Authorized.
      */
     ListQueries: <R = unknown>(payload?: Runtime_ListQueries, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[31]!, payload, call),
+      send<R>(options, OPERATIONS[32]!, payload, call),
     /**
      * List every registered domain event
      *
      * Permission Runtime.ListEvents: Authorized.
      */
     ListEvents: <R = unknown>(payload?: Runtime_ListEvents, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[32]!, payload, call),
+      send<R>(options, OPERATIONS[33]!, payload, call),
     /**
      * List command handlers grouped by domain
      *
      * Permission Runtime.ListCommandHandlers: Authorized.
      */
     ListCommandHandlers: <R = unknown>(payload?: Runtime_ListCommandHandlers, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[33]!, payload, call),
+      send<R>(options, OPERATIONS[34]!, payload, call),
     /**
      * List query handlers grouped by domain
      *
      * Permission Runtime.ListQueryHandlers: Authorized.
      */
     ListQueryHandlers: <R = unknown>(payload?: Runtime_ListQueryHandlers, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[34]!, payload, call),
+      send<R>(options, OPERATIONS[35]!, payload, call),
     /**
      * List event handlers and readmodels with their state
      *
      * Permission Runtime.ListEventHandlers: Authorized.
      */
     ListEventHandlers: <R = unknown>(payload?: Runtime_ListEventHandlers, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[35]!, payload, call),
+      send<R>(options, OPERATIONS[36]!, payload, call),
     /**
      * Application name, version, instance, uptime, stores and counts
      *
      * Permission Runtime.GetSystemInfo: Authorized.
      */
     GetSystemInfo: <R = unknown>(payload?: Runtime_GetSystemInfo, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[36]!, payload, call),
+      send<R>(options, OPERATIONS[37]!, payload, call),
     /**
      * List the permission registry (optionally of one domain)
      *
      * Permission Runtime.ListPermissions: Authorized.
      */
     ListPermissions: <R = unknown>(payload?: Runtime_ListPermissions, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[37]!, payload, call),
+      send<R>(options, OPERATIONS[38]!, payload, call),
     /**
      * Metrics of event handlers that are state restorers
      *
      * Permission Runtime.GetMetrics: Authorized.
      */
     GetMetrics: <R = unknown>(payload?: Runtime_GetMetrics, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[38]!, payload, call),
+      send<R>(options, OPERATIONS[39]!, payload, call),
     /**
      * The JSON Schema 2020-12 of a command, query or event type
      *
      * Permission Runtime.GetSchema: Authorized.
      */
     GetSchema: <R = unknown>(payload: Runtime_GetSchema, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[39]!, payload, call),
+      send<R>(options, OPERATIONS[40]!, payload, call),
     /**
      * List the scheduled commands of process managers that have not fired
      *
      * Permission Runtime.ListScheduledCommands: Authorized.
      */
     ListScheduledCommands: <R = unknown>(payload?: Runtime_ListScheduledCommands, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[40]!, payload, call),
+      send<R>(options, OPERATIONS[41]!, payload, call),
     /**
      * List the dead letters of process managers and reactors
      *
      * Permission Runtime.ListDeadLetters: Authorized.
      */
     ListDeadLetters: <R = unknown>(payload?: Runtime_ListDeadLetters, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[41]!, payload, call),
+      send<R>(options, OPERATIONS[42]!, payload, call),
     /**
      * List the latest failures this instance saw: failed commands, handler failures, failed restores
      *
      * Permission Runtime.ListFailures: Authorized.
      */
     ListFailures: <R = unknown>(payload?: Runtime_ListFailures, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[42]!, payload, call),
+      send<R>(options, OPERATIONS[43]!, payload, call),
     /**
      * Subscribe to the real-time system-event stream (SSE; system administrators)
      *
      * Permission Runtime.StreamSystemEvents: administrators (only the authorizer grants it).
      */
     StreamSystemEvents: <R = unknown>(payload?: Runtime_StreamSystemEvents, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[43]!, payload, call),
+      send<R>(options, OPERATIONS[44]!, payload, call),
     /**
      * Subscribe to stored events over HTTP (SSE); each event type's Subscribe permission decides too
      *
      * Permission Runtime.SubscribeEvents: Authenticated.
      */
     SubscribeEvents: <R = unknown>(payload: Runtime_SubscribeEvents, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[44]!, payload, call),
+      send<R>(options, OPERATIONS[45]!, payload, call),
     /**
      * Information about a store (needs <Store>.Info)
      *
      * Permission Runtime.StoreInfo: a custom function decides (Information about a store (needs <Store>.Info)); a denial of a caller without a session is 401.
      */
     StoreInfo: <R = unknown>(payload: Runtime_StoreInfo, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[45]!, payload, call),
+      send<R>(options, OPERATIONS[46]!, payload, call),
     /**
      * Read a page of store entries (needs <Store>.Read)
      *
      * Permission Runtime.StoreRead: a custom function decides (Read a page of store entries (needs <Store>.Read)); a denial of a caller without a session is 401.
      */
     StoreRead: <R = unknown>(payload: Runtime_StoreRead, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[46]!, payload, call),
+      send<R>(options, OPERATIONS[47]!, payload, call),
     /**
      * Subjects whose personal data is stored in clear, not erasable until MigratePersonalData ran (system administrators)
      *
      * Permission Runtime.GetClearPersonalData: administrators (only the authorizer grants it).
      */
     GetClearPersonalData: <R = unknown>(payload?: Runtime_GetClearPersonalData, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[47]!, payload, call),
+      send<R>(options, OPERATIONS[48]!, payload, call),
   },
   Board: {
     /**
@@ -946,7 +960,7 @@ export function createClient(options: ClientOptions) {
      * Permission Board.ListOpenTickets: Authorized.
      */
     ListOpenTickets: <R = Board_ListOpenTickets_Result>(payload?: Board_ListOpenTickets, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[48]!, payload, call),
+      send<R>(options, OPERATIONS[49]!, payload, call),
   },
   Tenant: {
     /**
@@ -955,14 +969,14 @@ export function createClient(options: ClientOptions) {
      * Permission Tenant.GetTenant: Authorized.
      */
     GetTenant: <R = unknown>(payload: Tenant_GetTenant, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[49]!, payload, call),
+      send<R>(options, OPERATIONS[50]!, payload, call),
     /**
      * A page of tenants (system administrators)
      *
      * Permission Tenant.ListTenants: a custom function decides (A page of tenants (system administrators)); a denial of a caller without a session is 401.
      */
     ListTenants: <R = unknown>(payload?: Tenant_ListTenants, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[50]!, payload, call),
+      send<R>(options, OPERATIONS[51]!, payload, call),
   },
   Account: {
     /**
@@ -971,21 +985,21 @@ export function createClient(options: ClientOptions) {
      * Permission Account.GetAccount: a custom function decides (One account, with its history on request (the account itself, or system administrators)); a denial of a caller without a session is 401.
      */
     GetAccount: <R = unknown>(payload: Account_GetAccount, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[51]!, payload, call),
+      send<R>(options, OPERATIONS[52]!, payload, call),
     /**
      * A page of accounts (system administrators)
      *
      * Permission Account.ListAccounts: a custom function decides (A page of accounts (system administrators)); a denial of a caller without a session is 401.
      */
     ListAccounts: <R = unknown>(payload?: Account_ListAccounts, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[52]!, payload, call),
+      send<R>(options, OPERATIONS[53]!, payload, call),
     /**
      * The account of an email (system administrators)
      *
      * Permission Account.GetAccountByEmail: a custom function decides (The account of an email (system administrators)); a denial of a caller without a session is 401.
      */
     GetAccountByEmail: <R = unknown>(payload: Account_GetAccountByEmail, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[53]!, payload, call),
+      send<R>(options, OPERATIONS[54]!, payload, call),
   },
   Identity: {
     /**
@@ -994,21 +1008,21 @@ export function createClient(options: ClientOptions) {
      * Permission Identity.GetIdentity: Authorized.
      */
     GetIdentity: <R = unknown>(payload: Identity_GetIdentity, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[54]!, payload, call),
+      send<R>(options, OPERATIONS[55]!, payload, call),
     /**
      * A page of the identities of a tenant (default: the sender's)
      *
      * Permission Identity.ListIdentities: Authorized.
      */
     ListIdentities: <R = unknown>(payload?: Identity_ListIdentities, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[55]!, payload, call),
+      send<R>(options, OPERATIONS[56]!, payload, call),
     /**
      * The identities of an account, to choose one (the account itself, or system administrators)
      *
      * Permission Identity.ListAccountIdentities: a custom function decides (The identities of an account, to choose one (the account itself, or system administrators)); a denial of a caller without a session is 401.
      */
     ListAccountIdentities: <R = unknown>(payload: Identity_ListAccountIdentities, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[56]!, payload, call),
+      send<R>(options, OPERATIONS[57]!, payload, call),
   },
   Group: {
     /**
@@ -1017,14 +1031,14 @@ export function createClient(options: ClientOptions) {
      * Permission Group.GetGroup: Authorized.
      */
     GetGroup: <R = unknown>(payload: Group_GetGroup, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[57]!, payload, call),
+      send<R>(options, OPERATIONS[58]!, payload, call),
     /**
      * A page of the groups of a tenant (default: the sender's)
      *
      * Permission Group.ListGroups: Authorized.
      */
     ListGroups: <R = unknown>(payload?: Group_ListGroups, call?: CallOptions): Promise<Result<R>> =>
-      send<R>(options, OPERATIONS[58]!, payload, call),
+      send<R>(options, OPERATIONS[59]!, payload, call),
   },
   },
   };

@@ -57,4 +57,11 @@ export interface FacadeOptions extends BackendChoice {
    * outcome (docs/reactions.md, "How duplicates are settled: claims").
    */
   readonly idempotency?: IdempotencyOptions;
+  /**
+   * How long the LogStore keeps its entries (`logs`: milliseconds, an ISO
+   * 8601 duration such as `"P30D"`, or `"30d"`): older ones are deleted by
+   * the retention job (`facade.applyRetention`, `Runtime.ApplyRetention`,
+   * `mneme store retention`). Event types declare theirs with `retainFor`.
+   */
+  readonly retention?: { readonly logs?: number | string };
 }

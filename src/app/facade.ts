@@ -44,6 +44,9 @@ import type { CommandContextHost } from "./command-context.js";
 import { Dispatcher } from "./dispatch.js";
 import { DomainRegistry } from "./domain-registry.js";
 import { EventView, Upcasting, type FacadeEventRepository } from "./event-view.js";
+import { applyRetention, type RetentionCaller } from "./retention.js";
+import { retentionMs } from "../model/retention-period.js";
+import type { RetentionOptions, RetentionReport } from "../runtime/retention-report.js";
 import type { FacadeOptions } from "./facade-options.js";
 import { CommandRecords } from "./idempotency.js";
 import { FacadeLifecycle, type FacadeState, type Lifecycle } from "./lifecycle.js";
@@ -129,6 +132,8 @@ export class Facade implements FacadeHandle {
   #clearPersonalData: ClearPersonalData | undefined;
   readonly #rolling: RollingUpgrade;
   readonly #startupCheckLimit: number;
+  /** The LogStore's retention (ms, from `retention.logs`). */
+  readonly #logRetainForMs: number | undefined;
 
   constructor(options: FacadeOptions = {}) {
     options = chooseStores(options);
@@ -143,6 +148,8 @@ export class Facade implements FacadeHandle {
     this.dataStore = options.dataStore ?? new MemoryDataStore();
     this.cacheStore = options.cacheStore ?? new MemoryCacheStore();
     this.logStore = options.logStore ?? new MemoryLogStore();
+    const logs = options.retention?.logs;
+    this.#logRetainForMs = logs === undefined ? undefined : retentionMs(logs, "createFacade: retention.logs", "INVALID_REQUEST");
     this.readmodelStoreBackend = options.readmodelStoreBackend ?? new MemoryReadmodelStoreBackend();
     this.snapshotStore = options.snapshotStore ?? new MemorySnapshotStore();
     // Keys kept in memory only must not seal events a durable repository keeps.
@@ -318,6 +325,37 @@ export class Facade implements FacadeHandle {
     const { report, after } = await runMigration(this.#migrationHost(), opts, this.#startupCheckLimit);
     this.#clearPersonalData = after;
     return report;
+  }
+
+  /**
+   * Runs retention: the events older than their type's `retainFor` become
+   * tombstones (never one a live aggregate's state depends on without a
+   * snapshot at or past its version), the log entries older than
+   * `retention.logs` are deleted, and the run is recorded in the event chain
+   * (`Runtime.RetentionApplied`) and the LogStore. `by` names who asked
+   * (the Runtime command `ApplyRetention` passes its caller). See
+   * docs/operations.md, "Retention".
+   * @example
+   * const report = await facade.applyRetention({ dryRun: true });
+   */
+  async applyRetention(opts?: RetentionOptions, by?: RetentionCaller): Promise<RetentionReport> {
+    this.#lifecycle.assertStarted();
+    return applyRetention(
+      {
+        events: this.eventRepository,
+        stored: this.eventRepository.stored,
+        domains: this.#registry.domains,
+        eventTypes: this.#registry.eventTypes,
+        snapshotStore: this.snapshotStore,
+        commandStore: this.commandStore,
+        logStore: this.logStore,
+        logRetainForMs: this.#logRetainForMs,
+        stores: () => this.#stores(),
+        forgetCachedEvents: () => this.#queryCache?.clear(),
+      },
+      opts,
+      by,
+    );
   }
 
   /**

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The `mneme` binary. Parses argv only; the work is in schema-build.ts,
- * privacy-migrate.ts, upgrade.ts, store-copy.ts, seed.ts, openapi.ts and client.ts. Exit codes: 0 done, 1 the command failed (also:
+ * privacy-migrate.ts, upgrade.ts, store-copy.ts, store-retention.ts, seed.ts, openapi.ts and client.ts. Exit codes: 0 done, 1 the command failed (also:
  * ts-json-schema-generator is not installed), 2 usage error. Only
  * `schema build` loads the generator.
  */
@@ -14,6 +14,7 @@ import { runPrivacyCommand } from "./privacy-migrate.js";
 import { buildSchemasWithReport, writeSchemasFile } from "./schema-build.js";
 import { runSeedCommand } from "./seed.js";
 import { runStoreCopy } from "./store-copy.js";
+import { runStoreRetention } from "./store-retention.js";
 import { runStoreVerify } from "./store-verify.js";
 import { runUpgradeCommand } from "./upgrade.js";
 
@@ -26,6 +27,7 @@ const USAGE = `Usage:
   mneme upgrade finish --app <module> [--settle-ms <n>] [--batch-size <n>]
   mneme store copy --from <file or postgres url> --to <postgres url or file> [--resume] [--batch-size <n>]
   mneme store verify --store <file or postgres url> [--batch-size <n>]
+  mneme store retention --app <module> [--dry-run] [--batch-size <n>]
   mneme seed --app <module> --file <json>
   mneme openapi --app <module> [--out <file>]
   mneme client --app <module> --out <file>
@@ -64,7 +66,16 @@ Commands:
   store verify   Recompute the hash chain of a store's events (each event's hash
                  follows the one before it; see docs/operations.md) and compare it
                  with the stored hashes, page by page; exit 1 and print the first
-                 broken position when one differs.
+                 broken position when one differs. Events removed by retention
+                 are counted: each must link to the chain and have its run's
+                 removal record in it.
+  store retention
+                 Start the app of <module> and run retention: events older than
+                 their type's retainFor become tombstones (never one a live
+                 aggregate needs without a snapshot), log entries older than
+                 retention.logs go, the run is recorded in the event chain
+                 (docs/operations.md, Retention). --dry-run lists what would go.
+                 Prints the report.
   seed           Start the app of <module> (with registerDefaults) and create the
                  tenants, groups, accounts and identities of <json> that are
                  missing, as a system administrator; what exists is left as it
@@ -90,7 +101,8 @@ Options:
   --type <name>      the same as --types <name>
   --app <module>     a module whose default export returns the app's facade, not started
   --settle-ms <n>    upgrade finish: wait after refusing old writers (default 1000)
-  --dry-run          report what would be sealed, write nothing
+  --dry-run          privacy migrate: report what would be sealed, write nothing;
+                     store retention: list what would go, remove nothing
   --batch-size <n>   events per page of the migration (default 500); rows per
                      page of a store copy (default 2000)
   --from <store>     store copy: the source, a SQLite file or postgres:// URL
@@ -154,6 +166,7 @@ async function run(argv: readonly string[]): Promise<number> {
   if (positionals[0] === "privacy") return privacyCommand(positionals, values);
   if (positionals[0] === "upgrade") return upgradeCommand(positionals, values);
   if (positionals[0] === "store" && positionals[1] === "verify") return storeVerify(positionals, values);
+  if (positionals[0] === "store" && positionals[1] === "retention") return storeRetention(positionals, values);
   if (positionals[0] === "store") return storeCopy(positionals, values);
   if (positionals[0] === "seed") return seedCommand(positionals, values);
   if (positionals[0] === "openapi" || positionals[0] === "client") return documentCommand(positionals, values);
@@ -217,6 +230,20 @@ async function upgradeCommand(positionals: readonly string[], values: Values): P
     ...(batchSize === undefined ? {} : { batchSize }),
   });
   process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
+  return 0;
+}
+
+async function storeRetention(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length > 2) throw new UsageError(`unexpected argument "${positionals[2]}"`);
+  if (values.app === undefined || values.app === "") throw new UsageError("missing --app");
+  const batchSize = countOption(values, "batch-size", 1);
+  if (batchSize !== undefined && batchSize > 10_000) throw new UsageError(`--batch-size must be at most 10000, got ${batchSize}`);
+  const report = await runStoreRetention({
+    app: values.app,
+    ...(values["dry-run"] === true ? { dryRun: true } : {}),
+    ...(batchSize === undefined ? {} : { batchSize }),
+  });
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   return 0;
 }
 

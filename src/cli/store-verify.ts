@@ -31,8 +31,17 @@ export async function runStoreVerify(args: StoreVerifyArgs, out: Out, err: Out):
   });
   if (err.isTTY === true) err.write("\n");
   if (report.ok) {
+    const { removed, byType } = report.removals;
+    // A tombstone's hash is not recomputed (its bytes are gone): say how many there are and what they were.
+    const removals =
+      removed === 0
+        ? ""
+        : `of which ${removed} removed by retention (${Object.entries(byType)
+            .map(([t, n]) => `${t} ${n}`)
+            .join(", ")}): each links to the chain and its removal record is in it\n`;
     out.write(
       `mneme: store verify ${report.store}: the hash chain holds: ${report.checked} events in ${report.seconds.toFixed(1)} s\n` +
+        removals +
         `head position ${report.head.position} hash ${report.head.hash}\n`,
     );
     return 0;

@@ -31,6 +31,7 @@ import { isSealedJsonSafe, sealJsonSafe, trySealJsonSafe } from "../store/json-s
 import { checkPayloadSealing, jsonEqual, type PayloadSealing } from "../store/payload-sealing.js";
 import { storeClosed } from "../store/store-closed.js";
 import { chainCreatedAt, chainHash, type ChainHead, type ChainRow, GENESIS_HASH } from "../store/event-chain.js";
+import { checkRemovals, type EventRemoval, REMOVED_EVENT, removedPayload, type RemovesEvents } from "../store/event-removal.js";
 
 const DEFAULT_BATCH_SIZE = 1000;
 const EMPTY: readonly Event[] = Object.freeze([]);
@@ -42,7 +43,7 @@ const EMPTY: readonly Event[] = Object.freeze([]);
  * its reqCtx and its payload), so readers share them without copying and no
  * one can change what is stored.
  */
-export class MemoryEventRepository implements EventRepository {
+export class MemoryEventRepository implements EventRepository, RemovesEvents {
   /** Every event in position order (position i + 1 at index i). */
   private readonly events: Event[] = [];
   private readonly byAggregate = new Map<string, Event[]>();
@@ -64,6 +65,8 @@ export class MemoryEventRepository implements EventRepository {
   private readonly hashes: string[] = [];
   /** Keeps the hash chain. */
   readonly chainsEvents = true;
+  /** The stored hashes of the tombstones (by index), which cannot be recomputed from their hollowed events. */
+  private readonly removedHashes = new Map<number, string>();
 
   async init(): Promise<void> {
     this.assertOpen();
@@ -361,10 +364,63 @@ export class MemoryEventRepository implements EventRepository {
     }
   }
 
-  /** Computes the chain's missing hashes up to the event at index n - 1. */
+  /** Computes the chain's missing hashes up to the event at index n - 1 (a tombstone keeps the hash it had). */
   private chainUpTo(n: number): void {
     for (let i = this.hashes.length; i < n; i++) {
-      this.hashes.push(chainHash(i === 0 ? GENESIS_HASH : this.hashes[i - 1]!, memoryChainRow(this.events[i]!)));
+      this.hashes.push(
+        this.removedHashes.get(i) ?? chainHash(i === 0 ? GENESIS_HASH : this.hashes[i - 1]!, memoryChainRow(this.events[i]!)),
+      );
+    }
+  }
+
+  /** See RemovesEvents.removeEvents: each event is replaced by its tombstone (the event object dropped) and leaves the tag index. */
+  async removeEvents(run: string, removals: readonly EventRemoval[]): Promise<number> {
+    this.assertOpen();
+    checkRemovals(run, removals);
+    const at = removals
+      .map((r) => ({ i: r.position - 1, r }))
+      .filter(({ i, r }) => {
+        const e = this.events[i];
+        return e !== undefined && e.eventUuid === r.eventUuid && !(e.domain === REMOVED_EVENT.domain && e.name === REMOVED_EVENT.name);
+      });
+    if (at.length === 0) return 0;
+    // The hashes they had, before their bytes go.
+    this.chainUpTo(Math.max(...at.map(({ i }) => i)) + 1);
+    for (const { i } of at.sort((a, b) => a.i - b.i)) {
+      const e = this.events[i]!;
+      const tombstone: Event = {
+        eventUuid: e.eventUuid,
+        position: e.position,
+        tenantUuid: e.tenantUuid,
+        domain: REMOVED_EVENT.domain,
+        name: REMOVED_EVENT.name,
+        aggregateUuid: e.aggregateUuid,
+        version: e.version,
+        createdAt: e.createdAt,
+        reqCtx: EMPTY_CTX,
+        payload: Object.freeze(removedPayload(`${e.domain}.${e.name}`, run, i === 0 ? GENESIS_HASH : this.hashes[i - 1]!)),
+      };
+      if (e.commandUuid !== undefined) tombstone.commandUuid = tombstone.causationId = e.commandUuid;
+      this.removedHashes.set(i, this.hashes[i]!);
+      this.events[i] = Object.freeze(tombstone);
+      (this.byAggregate.get(e.aggregateUuid) as Event[])[e.version - 1] = this.events[i];
+      this.unindex(e);
+    }
+    return at.length;
+  }
+
+  /** Takes a removed event's position out of its tenant's tag index. */
+  private unindex(e: Event): void {
+    const rows = this.rowsAt.get(e.position);
+    if (rows === undefined) return;
+    this.rowsAt.delete(e.position);
+    const byTag = this.tagIndex.get(e.tenantUuid);
+    for (const row of rows) {
+      const positions = byTag?.get(row);
+      if (positions === undefined) continue;
+      const k = firstPositionAfter(positions, e.position - 1);
+      if (positions[k] === e.position) positions.splice(k, 1);
+      if (positions.length === 0) byTag!.delete(row);
     }
   }
 

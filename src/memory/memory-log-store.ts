@@ -1,3 +1,4 @@
+import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
 import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
@@ -39,6 +40,20 @@ export class MemoryLogStore extends MemoryStoreBase implements LogStore {
     return { items };
   }
 
+  /** See LogStore.deleteBefore. */
+  async deleteBefore(createdAt: number): Promise<number> {
+    this.assertOpen();
+    checkCreatedAt(createdAt);
+    let n = 0;
+    for (let i = this.entries.length - 1; i >= 0; i--) {
+      if (this.entries[i]!.entry.createdAt < createdAt) {
+        this.entries.splice(i, 1);
+        n++;
+      }
+    }
+    return n;
+  }
+
   async delete(id: number): Promise<boolean> {
     this.assertOpen();
     const i = firstAfter(this.entries, id - 1);
@@ -70,4 +85,10 @@ function firstAfter(entries: readonly { entry: LogEntry }[], id: number): number
     else hi = mid;
   }
   return lo;
+}
+
+function checkCreatedAt(createdAt: number): void {
+  if (typeof createdAt !== "number" || !Number.isFinite(createdAt)) {
+    throw new MnemeError("INVALID_REQUEST", `deleteBefore: createdAt must be a finite number (ns), got ${String(createdAt)}`);
+  }
 }

@@ -1,5 +1,6 @@
 import { authorized, checkPermission, newPermission, type Permission, type PermissionFunc } from "./permission.js";
 import { MnemeError } from "./errors.js";
+import { retentionMs } from "./retention-period.js";
 import type {
   AggregateTenancy,
   AggregateType,
@@ -535,6 +536,7 @@ function defineEvent<P>(d: DomainState, evtName: string, o: EventOptions<P>): Ev
   if (o.tags !== undefined && typeof o.tags !== "function") {
     throw new MnemeError("INVALID_DOMAIN", `event ${path}: tags must be a function of the payload returning "key:value" strings`);
   }
+  const retainForMs = o.retainFor === undefined ? undefined : retentionMs(o.retainFor, `event ${path}`);
   for (const former of renamedFrom) d.formerNames.add(former);
   const type: EventType<P> = Object.freeze({
     kind: "event" as const,
@@ -548,6 +550,7 @@ function defineEvent<P>(d: DomainState, evtName: string, o: EventOptions<P>): Ev
     renamedFrom,
     ...(personalData === undefined ? {} : { personalData }),
     ...(o.tags === undefined ? {} : { tags: o.tags }),
+    ...(retainForMs === undefined ? {} : { retainForMs }),
     create(aggregateUuid: string, payload: P, c: { version?: number; tenantUuid?: string; reqCtx?: RequestContext } = {}): NewEvent<P> {
       const e: NewEvent<P> = { domain: name, name: evtName, aggregateUuid, payload };
       if (c.version !== undefined) e.version = c.version;

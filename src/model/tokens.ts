@@ -109,6 +109,8 @@ export interface EventType<P = unknown> {
    * type stays assignable to one of a wider payload, as without tags.)
    */
   tags?(payload: P): readonly string[];
+  /** How long events of this type are kept (ms, from `retainFor`); absent: for ever. */
+  readonly retainForMs?: number;
   readonly __payload?: P;
 }
 
@@ -163,6 +165,16 @@ export interface EventOptions<P = any> {
    * });
    */
   readonly tags?: (payload: P) => readonly string[];
+  /**
+   * How long events of this type are kept: milliseconds, an ISO 8601
+   * duration (`"P30D"`) or a short form (`"30d"`, `"12h"`). Older ones are
+   * removed by the retention job (`Runtime.ApplyRetention`, `mneme store
+   * retention`), never while a live aggregate's state depends on them
+   * without a snapshot; see docs/operations.md.
+   * @example
+   * const PageVisited = Shop.event<{ page: string }>("PageVisited", { retainFor: "P90D" });
+   */
+  readonly retainFor?: number | string;
 }
 
 /** The catch-all event kind: a handler registered for it receives every event. */

@@ -20,6 +20,8 @@ import {
 } from "../store/event-tags.js";
 import type { StoreInfo } from "../store/store-info.js";
 import { type ChainHead, type ChainRow, GENESIS_HASH } from "../store/event-chain.js";
+import { checkRemovals, type EventRemoval, type RemovesEvents } from "../store/event-removal.js";
+import { removePostgresEvents } from "./postgres-event-removal.js";
 import { prepare, recordColumns } from "./postgres-append-input.js";
 import { type ExternalAppendListener, PostgresAppendWatcher } from "./postgres-append-watcher.js";
 import { PostgresAppendWriter } from "./postgres-append-writer.js";
@@ -117,7 +119,7 @@ const MAX_BATCH_SIZE = 10_000;
  * const repo = new PostgresEventRepository({ pool: new pg.Pool({ connectionString }), schema: "app" });
  * await repo.init();
  */
-export class PostgresEventRepository extends PostgresStoreBase implements EventRepository {
+export class PostgresEventRepository extends PostgresStoreBase implements EventRepository, RemovesEvents {
   private readonly channel: string;
   private readonly instanceId = newUuid();
   private readonly writer: PostgresAppendWriter;
@@ -274,6 +276,33 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
           broken = true;
         }
         throw mapPgError(e, "postgres: sealStoredPayloads");
+      } finally {
+        client.release(broken);
+      }
+    });
+  }
+
+  /** See RemovesEvents.removeEvents (retention): one transaction under the append lock. */
+  async removeEvents(run: string, removals: readonly EventRemoval[]): Promise<number> {
+    return this.track(async () => {
+      checkRemovals(run, removals);
+      if (removals.length === 0) return 0;
+      const client = await this.checkout("transaction", "postgres: removeEvents");
+      let broken = false;
+      try {
+        await client.query("BEGIN");
+        // Under the append lock: no append chains onto a row while it is hollowed.
+        await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [this.lockKey]);
+        const n = await removePostgresEvents(client, this.qschema, run, removals);
+        await client.query("COMMIT");
+        return n;
+      } catch (e) {
+        try {
+          await client.query("ROLLBACK");
+        } catch {
+          broken = true;
+        }
+        throw mapPgError(e, "postgres: removeEvents");
       } finally {
         client.release(broken);
       }

@@ -1,3 +1,4 @@
+import { MnemeError } from "../model/errors.js";
 import { nowNs } from "../model/clock.js";
 import { validateNewLogEntry } from "../store/log-entry-validation.js";
 import type { LogEntry, LogLevel, LogStore, NewLogEntry } from "../store/log-store.js";
@@ -76,6 +77,21 @@ export class PostgresLogStore extends PostgresStoreBase implements LogStore {
       const items = res.rows.slice(0, limit).map(toEntry);
       if (res.rows.length <= limit) return { items };
       return { items, nextCursor: encodeCursor([(items[items.length - 1] as LogEntry).id]) };
+    });
+  }
+
+  /** See LogStore.deleteBefore. */
+  async deleteBefore(createdAt: number): Promise<number> {
+    return this.track(async () => {
+      if (typeof createdAt !== "number" || !Number.isFinite(createdAt)) {
+        throw new MnemeError("INVALID_REQUEST", `deleteBefore: createdAt must be a finite number (ns), got ${String(createdAt)}`);
+      }
+      const res = await this.query(
+        `DELETE FROM ${this.table} WHERE created_at < $1::bigint`,
+        [BigInt(Math.floor(createdAt)).toString()],
+        "log deleteBefore",
+      );
+      return res.rowCount ?? 0;
     });
   }
 

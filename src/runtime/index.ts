@@ -48,8 +48,10 @@ export {
   FinishRollingUpgrade,
   GetClearPersonalData,
   ForgetSubject,
+  ApplyRetention,
   type PermissionListEntry,
 } from "./runtime-domain.js";
+export type { RetentionKept, RetentionOptions, RetentionReport } from "./retention-report.js";
 export type { FailureEntry, FailureListFilter } from "./failure-history.js";
 export {
   SystemEventProducer,

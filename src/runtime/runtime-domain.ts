@@ -29,6 +29,7 @@ import type {
   SystemInfo,
 } from "./runtime.js";
 import type { FailureEntry, FailureListFilter } from "./failure-history.js";
+import type { RetentionOptions, RetentionReport } from "./retention-report.js";
 import { scopeOfRequest, type RuntimeScope, type TenantSelection } from "./runtime-scope.js";
 
 const S2020 = "https://json-schema.org/draft/2020-12/schema";
@@ -322,6 +323,17 @@ export const ForgetSubject = RuntimeDomain.command<{ subjectUuid: string }, { ke
   ),
 });
 
+/**
+ * `Runtime.ApplyRetention`: removes the events older than their type's `retainFor` (never what a live
+ * aggregate's state depends on without a snapshot) and the LogStore entries older than its retention, and
+ * records the run in the event chain; `dryRun` lists what would go. `result` is the report (system administrators).
+ * See docs/operations.md, "Retention".
+ */
+export const ApplyRetention = RuntimeDomain.command<RetentionOptions, RetentionReport>("ApplyRetention", {
+  description: "Remove expired events and log entries, recorded in the event chain; dryRun lists what would go (system administrators)",
+  schema: objectSchema({ dryRun: { type: "boolean" }, batchSize: { type: "integer", minimum: 1, maximum: 10000 } }),
+});
+
 /** The store messages, each gated by the store's own `<Store>.<Action>` permission once installed. */
 export const STORE_MESSAGES = Object.freeze([StoreInfo, StoreRead, StoreUpdate, StoreDelete]);
 
@@ -335,6 +347,7 @@ for (const t of [
   FinishRollingUpgrade,
   GetClearPersonalData,
   ForgetSubject,
+  ApplyRetention,
   StreamSystemEvents,
   ...STORE_MESSAGES,
 ]) {
@@ -385,6 +398,10 @@ export function installRuntimeDomain(d: DomainInstaller, runtime: Runtime): void
   );
   d.handleCommand(ForgetSubject, async (ctx, c, p) => ({
     result: await runtime.forgetSubject(p.subjectUuid, { reqCtx: ctx.reqCtx, commandUuid: c.commandUuid }),
+  }));
+
+  d.handleCommand(ApplyRetention, async (ctx, c, p) => ({
+    result: await runtime.applyRetention(p, { reqCtx: ctx.reqCtx, commandUuid: c.commandUuid }),
   }));
 
   // Store access: each operation is gated by the store's own <Store>.<Action> permission.

@@ -26,6 +26,7 @@ import { type GovernedStores, StoreAccess } from "./store-access.js";
 import type { FailureEntry, FailureListFilter } from "./failure-history.js";
 import type { ClearPersonalData, MigratePersonalDataOptions, PersonalDataMigrationReport } from "../privacy/personal-data-migration.js";
 import type { SystemEventProducer } from "./system-events.js";
+import type { RetentionOptions, RetentionReport } from "./retention-report.js";
 import { ALL_TENANTS, type RuntimeScope, scopedInfo, scopedMetrics } from "./runtime-scope.js";
 
 export interface CommandListEntry {
@@ -170,6 +171,8 @@ export interface RuntimeHost extends GovernedStores {
   forget?(subject: string, opts?: { reqCtx?: RequestContext; commandUuid?: string }): Promise<{ keysDeleted: number }>;
   /** The tenants whose events carry the subject's personal data. */
   subjectTenants?(subject: string): Promise<ReadonlySet<string>>;
+  /** A retention run (`facade.applyRetention`): see docs/operations.md, "Retention". */
+  applyRetention?(opts?: RetentionOptions, by?: { reqCtx?: RequestContext; commandUuid?: string }): Promise<RetentionReport>;
   /** See {@link RollingUpgradeReport}. */
   finishRollingUpgrade?(opts?: MigratePersonalDataOptions & { settleMs?: number }): Promise<RollingUpgradeReport>;
   /** The release whose writers the store admits (compatibility mode of a rolling deploy), undefined otherwise. */
@@ -392,6 +395,15 @@ export class Runtime {
   /** What the start-up check (or the last migration) found of personal data stored in clear, with the first subject ids. */
   clearPersonalData(): ClearPersonalData | undefined {
     return this.facade.clearPersonalData;
+  }
+
+  /**
+   * Runs retention (`facade.applyRetention`): expired events become tombstones, expired log entries go, the
+   * run is recorded in the chain; INVALID_STATE when the host cannot. `by` is who asked (recorded).
+   */
+  async applyRetention(opts: RetentionOptions = {}, by: { reqCtx?: RequestContext; commandUuid?: string } = {}): Promise<RetentionReport> {
+    if (this.facade.applyRetention === undefined) throw new MnemeError("INVALID_STATE", "this host cannot apply retention");
+    return this.facade.applyRetention(opts, by);
   }
 
   /** Seals personal data stored before it was declared (see `facade.migratePersonalData`); INVALID_STATE when the host cannot. */

@@ -37,6 +37,8 @@ import { SqliteAppendWatcher, type SqliteExternalAppendListener } from "./sqlite
 import type { SqliteStoreOptions } from "./sqlite-database.js";
 import { sqliteCode, toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
+import { checkRemovals, type EventRemoval, type RemovesEvents } from "../store/event-removal.js";
+import { removeSqliteEvents } from "./sqlite-event-removal.js";
 import { chainCreatedAt, chainHash, type ChainHead, type ChainRow, GENESIS_HASH } from "../store/event-chain.js";
 
 const MAX_BATCH_SIZE = 100_000;
@@ -94,7 +96,7 @@ interface PendingEvent {
  * - `onExternalAppend` polls `PRAGMA data_version` (see SqliteAppendWatcher),
  *   so processes sharing the file see each other's appends live.
  */
-export class SqliteEventRepository extends SqliteStoreBase implements EventRepository {
+export class SqliteEventRepository extends SqliteStoreBase implements EventRepository, RemovesEvents {
   private readonly table: string;
   /** The tag index: (tenant_uuid, tag, position), one row per tag and one for the type of each tagged event. */
   private readonly tagTable: string;
@@ -262,6 +264,17 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
       });
     } catch (e) {
       throw e instanceof MnemeError ? e : toStoreError(e, "sealStoredPayloads");
+    }
+  }
+
+  /** See RemovesEvents.removeEvents (retention): one write transaction, so no append runs meanwhile. */
+  async removeEvents(run: string, removals: readonly EventRemoval[]): Promise<number> {
+    checkRemovals(run, removals);
+    const db = this.ready();
+    try {
+      return db.writeTransaction(() => removeSqliteEvents(db, this.table, this.tagTable, run, removals));
+    } catch (e) {
+      throw e instanceof MnemeError ? e : toStoreError(e, "removeEvents");
     }
   }
 

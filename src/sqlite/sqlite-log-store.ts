@@ -74,6 +74,14 @@ export class SqliteLogStore extends SqliteStoreBase implements LogStore {
     return rows.length > limit && last !== undefined ? { items, nextCursor: encodeCursor([last.id]) } : { items };
   }
 
+  /** See LogStore.deleteBefore. */
+  async deleteBefore(createdAt: number): Promise<number> {
+    if (typeof createdAt !== "number" || !Number.isFinite(createdAt)) {
+      throw new MnemeError("INVALID_REQUEST", `deleteBefore: createdAt must be a finite number (ns), got ${String(createdAt)}`);
+    }
+    return this.change("deleteBefore", `DELETE FROM ${this.table} WHERE created_at < ?`, createdAt);
+  }
+
   async delete(id: number): Promise<boolean> {
     if (!Number.isInteger(id)) throw new MnemeError("INVALID_REQUEST", `delete: id must be an integer, got ${String(id)}`);
     return this.change("delete", `DELETE FROM ${this.table} WHERE id = ?`, id) > 0;

@@ -1,5 +1,6 @@
 import * as nodeCrypto from "node:crypto";
 import { MnemeError } from "../model/errors.js";
+import { ChainRemovals, isRemovalRecordRow, isRemovedRow } from "./event-removal.js";
 
 /**
  * The hash chain of stored events (tamper evidence).
@@ -78,9 +79,26 @@ export interface VerifyChainOptions {
   readonly untilPosition?: number;
 }
 
+/**
+ * The events removed by retention that the verifier met (see src/store/event-removal.ts): their count and the
+ * type each had. Their hashes are not recomputed (the bytes they covered are gone); each links to the chain
+ * before it, the next event's hash covers it, and its removal record is later in the chain.
+ */
+export interface ChainRemovalSummary {
+  readonly removed: number;
+  readonly byType: Readonly<Record<string, number>>;
+}
+
 /** The outcome of {@link verifyEventChain}. */
 export type ChainVerification =
-  | { readonly ok: true; readonly checked: number; readonly head: ChainHead; readonly complete: boolean }
+  | {
+      readonly ok: true;
+      readonly checked: number;
+      readonly head: ChainHead;
+      readonly complete: boolean;
+      /** The positions that are tombstones of removed events, among those checked. */
+      readonly removals: ChainRemovalSummary;
+    }
   | {
       readonly ok: false;
       readonly checked: number;
@@ -141,6 +159,9 @@ export function chainCreatedAt(createdAt: number): string {
  * Resolves `ok: false` with the first position whose stored hash differs from
  * the recomputed one (a changed byte of that event, of its position, or of the
  * event before it in position order; a deleted event shows at the next one).
+ * A tombstone of an event removed by retention is accepted when it links to
+ * the chain before it and its run's removal record follows it in the chain
+ * (checked when the verification reaches the end of the store).
  */
 export async function verifyEventChain(repo: Pick<ChainedEvents, "readChain">, opts: VerifyChainOptions = {}): Promise<ChainVerification> {
   const batchSize = opts.batchSize ?? 1000;
@@ -151,9 +172,17 @@ export async function verifyEventChain(repo: Pick<ChainedEvents, "readChain">, o
   let lastGood = opts.from?.position ?? 0;
   let checked = 0;
   const until = opts.untilPosition ?? Infinity;
+  const removals = new ChainRemovals();
+  const done = (complete: boolean): ChainVerification => ({
+    ok: true,
+    checked,
+    head: { position: lastGood, hash: previous },
+    complete,
+    removals: removals.summary(),
+  });
   for await (const page of repo.readChain({ batchSize, afterPosition: lastGood })) {
     for (const row of page) {
-      if (row.position > until) return { ok: true, checked, head: { position: lastGood, hash: previous }, complete: true };
+      if (row.position > until) return done(true);
       if (row.position <= lastGood) {
         return broken(checked, row.position, lastGood, `position ${row.position} is out of order (after ${lastGood})`);
       }
@@ -166,6 +195,20 @@ export async function verifyEventChain(repo: Pick<ChainedEvents, "readChain">, o
         );
       }
       const expected = chainHash(previous, row);
+      if (isRemovedRow(row)) {
+        if (expected === row.hash) {
+          // Chained as it is stored (a copy of a store with tombstones, whose target hashed the rows it got): covered as any event.
+          removals.rechained(row);
+        } else {
+          // Hollowed in place, its bytes gone: it must link to what is before it; the next event's hash covers its stored hash.
+          const refused = removals.tombstone(row, previous);
+          if (refused !== undefined) return broken(checked, row.position, lastGood, refused);
+        }
+        previous = row.hash;
+        lastGood = row.position;
+        checked++;
+        continue;
+      }
       if (expected !== row.hash) {
         return broken(
           checked,
@@ -174,14 +217,23 @@ export async function verifyEventChain(repo: Pick<ChainedEvents, "readChain">, o
           `the hash stored at position ${row.position} does not follow from its event and the chain up to position ${lastGood}`,
         );
       }
+      if (isRemovalRecordRow(row)) {
+        const refused = removals.record(row);
+        if (refused !== undefined) return broken(checked, row.position, lastGood, refused);
+      }
       previous = expected;
       lastGood = row.position;
       checked++;
     }
     opts.onProgress?.(checked, lastGood);
-    if (opts.signal?.aborted === true) return { ok: true, checked, head: { position: lastGood, hash: previous }, complete: false };
+    if (opts.signal?.aborted === true) return done(false);
   }
-  return { ok: true, checked, head: { position: lastGood, hash: previous }, complete: true };
+  // The whole store read: every run's tombstones need the removal record that the run appended first.
+  if (opts.untilPosition === undefined) {
+    const missing = removals.unconfirmed();
+    if (missing !== undefined) return broken(checked, missing.position, lastGood, missing.reason);
+  }
+  return done(true);
 }
 
 function broken(checked: number, position: number, lastGoodPosition: number, reason: string): ChainVerification {

@@ -26,6 +26,12 @@ export interface LogStore {
   append(entry: NewLogEntry): Promise<LogEntry>;
   list(opts?: PageRequest & { level?: LogLevel; source?: string; tenantUuid?: string }): Promise<StorePage<LogEntry>>;
   delete(id: number): Promise<boolean>;
+  /**
+   * Optional: deletes every entry created before `createdAt` (ns since the
+   * epoch) in one statement and resolves how many (the LogStore's retention,
+   * see docs/operations.md). Without it the retention job deletes them one by one.
+   */
+  deleteBefore?(createdAt: number): Promise<number>;
   info(): Promise<StoreInfo>;
   close(): Promise<void>;
 }
