@@ -251,7 +251,7 @@ export function openEventSubscription(c: RouteContext, selection: EventSelection
   const onAbort = () => writer.close();
   if (c.request.signal.aborted) {
     writer.close();
-    return eventStreamReply(writer.stream);
+    return eventStreamReply(writer);
   }
   c.request.signal.addEventListener("abort", onAbort, { once: true });
   heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), limits.heartbeatMs);
@@ -298,7 +298,7 @@ export function openEventSubscription(c: RouteContext, selection: EventSelection
     }
   };
   run().catch(() => writer.close());
-  return eventStreamReply(writer.stream);
+  return eventStreamReply(writer);
 }
 
 /**

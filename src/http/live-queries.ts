@@ -266,11 +266,11 @@ export async function openLiveQuery(c: RouteContext): Promise<Reply> {
   );
   if (c.request.signal.aborted) {
     writer.close();
-    return eventStreamReply(writer.stream);
+    return eventStreamReply(writer);
   }
   c.request.signal.addEventListener("abort", onAbort, { once: true });
   heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), c.options.sse.heartbeatMs);
   (heartbeat as { unref?: () => void }).unref?.();
   leave = liveQueriesOf(c.facade).join(type, payload, c.reqCtx, { writer, route: c, sent: first });
-  return eventStreamReply(writer.stream);
+  return eventStreamReply(writer);
 }
