@@ -13,7 +13,7 @@ import type { ReadmodelBatch } from "../readmodel/readmodel-commits.js";
 import { depthExceeds } from "./body.js";
 import type { Reply } from "./exchange.js";
 import type { HttpRoute, RouteContext } from "./route.js";
-import { currentRequestContext, eventStreamReply, SseWriter } from "./stream-access.js";
+import { currentRequestContext, eventStreamReply, HEARTBEAT, SseWriter, streamTicker } from "./stream-access.js";
 
 /** One open live-query stream. */
 interface LiveSubscriber {
@@ -252,13 +252,13 @@ export async function openLiveQuery(c: RouteContext): Promise<Reply> {
   if (release === undefined)
     throw new MnemeError("SSE_CONNECTION_LIMIT", `too many open event streams (the limit is ${c.sseGauge.max}); retry later`);
   let leave: (() => void) | undefined;
-  let heartbeat: ReturnType<typeof setInterval> | undefined;
+  let heartbeat: (() => void) | undefined;
   const onAbort = () => writer.close();
   const writer = new SseWriter(
     `retry: ${c.options.sse.retryMs}\n: connected\n\n${resultFrame(first)}`,
     c.options.sse.maxQueuedEvents,
     () => {
-      if (heartbeat !== undefined) clearInterval(heartbeat);
+      heartbeat?.();
       c.request.signal.removeEventListener("abort", onAbort);
       leave?.();
       release();
@@ -269,8 +269,7 @@ export async function openLiveQuery(c: RouteContext): Promise<Reply> {
     return eventStreamReply(writer);
   }
   c.request.signal.addEventListener("abort", onAbort, { once: true });
-  heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), c.options.sse.heartbeatMs);
-  (heartbeat as { unref?: () => void }).unref?.();
+  heartbeat = streamTicker(c.options.sse.heartbeatMs).add(() => writer.push(HEARTBEAT));
   leave = liveQueriesOf(c.facade).join(type, payload, c.reqCtx, { writer, route: c, sent: first });
   return eventStreamReply(writer);
 }

@@ -209,7 +209,70 @@ export class SseWriter implements PushBody {
 
 const encoder = new TextEncoder();
 
+/** The heartbeat comment, its bytes made once for every stream. */
+export const HEARTBEAT = encoder.encode(": heartbeat\n\n");
+
 /** The reply of an event stream (the headers of every SSE route), its body pushed by `writer`. */
 export function eventStreamReply(writer: SseWriter): Reply {
   return sseResponse(writer);
+}
+
+/**
+ * One timer for many streams instead of a setInterval each: calls every
+ * member once per `periodMs`, the members dealt round the `slots` ticks of the
+ * period (1,000 streams' re-checks are 100 per tick, not 1,000 at once). A
+ * member's first call comes within one period of joining, and each later one
+ * one period after the one before. The timer runs (unref'd) while there are
+ * members.
+ */
+export class StreamTicker {
+  readonly #slots: Set<() => void>[];
+  #deal = 0;
+  #turn = 0;
+  #members = 0;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(
+    readonly periodMs: number,
+    slots = 10,
+  ) {
+    this.#slots = Array.from({ length: Math.max(1, Math.min(slots, Math.floor(periodMs))) }, () => new Set());
+  }
+
+  /** Adds `fn`; the function returned takes it off (idempotent). */
+  add(fn: () => void): () => void {
+    const slot = this.#slots[this.#deal]!;
+    this.#deal = (this.#deal + 1) % this.#slots.length;
+    slot.add(fn);
+    this.#members++;
+    if (this.#timer === undefined) {
+      this.#timer = setInterval(() => this.#tick(), this.periodMs / this.#slots.length);
+      (this.#timer as { unref?: () => void }).unref?.();
+    }
+    return () => {
+      if (!slot.delete(fn)) return;
+      if (--this.#members === 0 && this.#timer !== undefined) {
+        clearInterval(this.#timer);
+        this.#timer = undefined;
+      }
+    };
+  }
+
+  #tick(): void {
+    const slot = this.#slots[this.#turn]!;
+    this.#turn = (this.#turn + 1) % this.#slots.length;
+    for (const fn of slot) fn();
+  }
+}
+
+const tickers = new Map<number, StreamTicker>();
+
+/** The ticker of a period, shared by every stream of the process that uses that period. */
+export function streamTicker(periodMs: number): StreamTicker {
+  let t = tickers.get(periodMs);
+  if (t === undefined) {
+    t = new StreamTicker(periodMs);
+    tickers.set(periodMs, t);
+  }
+  return t;
 }
