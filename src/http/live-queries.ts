@@ -84,10 +84,12 @@ class LiveGroup {
       for (const [s] of allowed) endWith(s, e);
       return;
     }
+    // One frame's bytes for the whole group; each subscriber gets one write of them.
+    let frame: Uint8Array | undefined;
     for (const [s] of allowed) {
       if (s.writer.closed || s.sent === text) continue;
       s.sent = text;
-      s.writer.push(resultFrame(text));
+      s.writer.push((frame ??= encoder.encode(resultFrame(text))));
     }
   }
 
@@ -117,6 +119,8 @@ function endWith(s: LiveSubscriber, e: unknown): void {
   s.writer.push(`event: error\ndata: ${JSON.stringify({ code, message })}\n\n`);
   s.writer.close();
 }
+
+const encoder = new TextEncoder();
 
 function resultFrame(text: string): string {
   return `data: ${text}\n\n`;

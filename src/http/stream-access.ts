@@ -1,10 +1,12 @@
 import { MnemeError } from "../model/errors.js";
 import type { RequestContext } from "../model/types.js";
-import { readCredentials } from "./credentials.js";
+import { type Credentials, readCredentials } from "./credentials.js";
 import type { RouteContext } from "./route.js";
 import type { Reply } from "./exchange.js";
 import { concat, type PushBody, type PushEvents, type PushTarget } from "./exchange.js";
 import { sseResponse } from "./sse.js";
+
+const streamCredentials = new WeakMap<RouteContext, Credentials | string | null>();
 
 /**
  * The request context of a long-lived stream as it stands now: the stream's
@@ -13,8 +15,13 @@ import { sseResponse } from "./sse.js";
  * a live query call it before they push, so a revoked session ends the stream.
  */
 export async function currentRequestContext(c: RouteContext): Promise<RequestContext> {
-  const creds = readCredentials(c.request.headers);
-  if (creds === undefined || typeof creds === "string")
+  // The headers of an open stream do not change: they are read once per stream, then resolved every time.
+  let creds = streamCredentials.get(c);
+  if (creds === undefined) {
+    creds = readCredentials(c.request.headers) ?? null;
+    streamCredentials.set(c, creds);
+  }
+  if (creds === null || typeof creds === "string")
     throw new MnemeError("UNAUTHENTICATED", "the stream's credentials are no longer readable");
   const resolved = await c.options.resolveCredentials(c.facade, creds);
   if (resolved === undefined) throw new MnemeError("UNAUTHENTICATED", "the stream's session is unknown, expired or signed out");
