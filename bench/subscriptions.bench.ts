@@ -175,7 +175,20 @@ async function runPlain(b: Bench, n: number, seconds: number): Promise<RunResult
       let text = "";
       for (let i = 0; i < k; i++) {
         seq++;
-        text += `id: ${seq}\ndata: ${JSON.stringify({ position: seq, domain: "Todo", name: "TodoCreated", tenantUuid: TENANT, payload: { title: "t", sentAt: now() } })}\n\n`;
+        // The fields (and so the size) of mneme's frame of the same event.
+        const id = `0190a7a2-7d3c-7b5e-9f00-${String(seq).padStart(12, "0")}`;
+        const event = {
+          position: seq,
+          eventUuid: id,
+          domain: "Todo",
+          name: "TodoCreated",
+          aggregateUuid: id,
+          version: 1,
+          tenantUuid: TENANT,
+          createdAt: Date.now() * 1_000_000,
+          payload: { title: "t", sentAt: now() },
+        };
+        text += `id: ${seq}\ndata: ${JSON.stringify(event)}\n\n`;
       }
       for (const res of open) res.write(text);
     },

@@ -44,7 +44,7 @@ export class EventTail {
   constructor(
     repo: EventRepository,
     readonly pollMs = 1000,
-    readonly fanOutWritesPerSecond = Number(process.env.MNEME_FANOUT_WPS ?? 50_000),
+    readonly fanOutWritesPerSecond = 50_000,
   ) {
     this.#repo = repo;
   }
