@@ -11,7 +11,8 @@
  * based), and the load average.
  * Baseline in the same run: a plain node:http SSE fan-out (the same frames
  * written to the same number of responses, no store, no routes, no checks).
- * BENCH_QUICK=1: 100 subscribers for 2 s.
+ * BENCH_QUICK=1: 100 subscribers for 2 s; SUBS=<n> another number of
+ * subscribers; SUBS_SIDES=plain or =mneme one side only (for a profile).
  */
 import { readFileSync } from "node:fs";
 import { fork } from "node:child_process";
@@ -57,6 +58,7 @@ function memory(): { heap: number; rss: number } {
 interface RunResult {
   delivered: number;
   duplicates: number;
+  missing: number;
   reconnects: number;
   p50: number;
   p99: number;
@@ -112,6 +114,7 @@ async function run(
   return {
     delivered: r.delivered!,
     duplicates: r.duplicates!,
+    missing: r.missing!,
     reconnects: r.reconnects!,
     p50: r.p50!,
     p99: r.p99!,
@@ -125,6 +128,7 @@ async function run(
 function report(b: Bench, name: string, r: RunResult): void {
   b.value("subscriptions", `${name}: events delivered`, r.delivered, `of ${r.expected}`);
   b.value("subscriptions", `${name}: duplicates`, r.duplicates, "events");
+  b.value("subscriptions", `${name}: missing`, r.missing, "events");
   b.value("subscriptions", `${name}: reconnects (cut off as too slow)`, r.reconnects, "streams");
   b.value("subscriptions", `${name}: delivery latency p50`, r.p50, "ms");
   b.value("subscriptions", `${name}: delivery latency p99`, r.p99, "ms");
@@ -138,13 +142,27 @@ export default async function subscriptionsBench(b: Bench): Promise<void> {
   const seconds = b.quick ? 2 : 10;
   console.log(`  load average before: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
 
-  // Baseline: a plain node:http SSE fan-out of the same frames.
+  const sides = (process.env.SUBS_SIDES ?? "plain,mneme").split(",");
+  let plainRun: RunResult | undefined;
+  let mnemeRun: RunResult | undefined;
+  if (sides.includes("plain")) plainRun = await runPlain(b, n, seconds);
+  if (sides.includes("mneme")) mnemeRun = await runMneme(b, n, seconds);
+  if (plainRun !== undefined && mnemeRun !== undefined) {
+    const ratio = mnemeRun.p99 / Math.max(0.1, plainRun.p99);
+    console.log(`    -> p99 latency mneme / plain = ${ratio.toFixed(2)}x  (${n} subscribers, 1,000 events/s for ${seconds} s)`);
+  }
+  console.log(`  load average after: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
+}
+
+/** Baseline: a plain node:http SSE fan-out of the same frames. */
+async function runPlain(b: Bench, n: number, seconds: number): Promise<RunResult> {
   const open = new Set<ServerResponse>();
   let seq = 0;
   const plain = await listen(
     createServer((_req, res) => {
       res.writeHead(200, { "content-type": "text/event-stream" });
-      res.write("retry: 2000\n: connected\n\n");
+      // As mneme's stream starting live: the current position first (so every client checks ids from 0).
+      res.write("retry: 2000\n: connected\n\nid: 0\n\n");
       open.add(res);
       res.on("close", () => open.delete(res));
     }),
@@ -157,7 +175,20 @@ export default async function subscriptionsBench(b: Bench): Promise<void> {
       let text = "";
       for (let i = 0; i < k; i++) {
         seq++;
-        text += `id: ${seq}\ndata: ${JSON.stringify({ position: seq, domain: "Todo", name: "TodoCreated", tenantUuid: TENANT, payload: { title: "t", sentAt: now() } })}\n\n`;
+        // The fields (and so the size) of mneme's frame of the same event.
+        const id = `0190a7a2-7d3c-7b5e-9f00-${String(seq).padStart(12, "0")}`;
+        const event = {
+          position: seq,
+          eventUuid: id,
+          domain: "Todo",
+          name: "TodoCreated",
+          aggregateUuid: id,
+          version: 1,
+          tenantUuid: TENANT,
+          createdAt: Date.now() * 1_000_000,
+          payload: { title: "t", sentAt: now() },
+        };
+        text += `id: ${seq}\ndata: ${JSON.stringify(event)}\n\n`;
       }
       for (const res of open) res.write(text);
     },
@@ -165,7 +196,11 @@ export default async function subscriptionsBench(b: Bench): Promise<void> {
   );
   await plain.close();
   report(b, "plain node:http fan-out", plainRun);
+  return plainRun;
+}
 
+/** mneme: `GET {t}/events/stream` served by toNodeListener(createHttpHandler(facade)). */
+async function runMneme(b: Bench, n: number, seconds: number): Promise<RunResult> {
   const facade = createFacade({ appName: "subscriptions-bench" });
   registerTodo(facade);
   allowEventSubscriptions(facade, [TodoCreated]);
@@ -206,7 +241,5 @@ export default async function subscriptionsBench(b: Bench): Promise<void> {
   await srv.close();
   await facade.stop();
   report(b, "mneme events/stream", mnemeRun);
-  const ratio = mnemeRun.p99 / Math.max(0.1, plainRun.p99);
-  console.log(`    -> p99 latency mneme / plain = ${ratio.toFixed(2)}x  (${n} subscribers, 1,000 events/s for ${seconds} s)`);
-  console.log(`  load average after: ${readFileSync("/proc/loadavg", "utf8").trim()}`);
+  return mnemeRun;
 }

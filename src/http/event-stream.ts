@@ -17,7 +17,7 @@ import { boolParam, intParam } from "./responses.js";
 import { guardBy, type HttpRoute, type RouteContext } from "./route.js";
 import { SubscribeEvents } from "../runtime/runtime-domain.js";
 import { lastEventIdOf } from "./sse.js";
-import { currentRequestContext, eventStreamReply, SseWriter } from "./stream-access.js";
+import { currentRequestContext, eventStreamReply, HEARTBEAT, SseWriter, streamTicker } from "./stream-access.js";
 
 /** The permission type that guards subscribing to an event type: `Subscribe.<EventName>` in the event's domain. */
 export function subscriptionPermissionType(event: Pick<EventType, "name">): string {
@@ -220,8 +220,8 @@ export function openEventSubscription(c: RouteContext, selection: EventSelection
   const filter = new EventFilter(selection);
   const limits = c.options.sse;
   let sent = 0;
-  let heartbeat: ReturnType<typeof setInterval> | undefined;
-  let recheck: ReturnType<typeof setInterval> | undefined;
+  let heartbeat: (() => void) | undefined;
+  let recheck: (() => void) | undefined;
   const subscriber: TailSubscriber = {
     deliver: (events) => {
       const first = events[0];
@@ -242,8 +242,8 @@ export function openEventSubscription(c: RouteContext, selection: EventSelection
     fail: () => writer.close(),
   };
   const writer = new SseWriter(`retry: ${limits.retryMs}\n: connected\n\n`, limits.maxQueuedEvents, () => {
-    if (heartbeat !== undefined) clearInterval(heartbeat);
-    if (recheck !== undefined) clearInterval(recheck);
+    heartbeat?.();
+    recheck?.();
     c.request.signal.removeEventListener("abort", onAbort);
     tail.leave(subscriber);
     release();
@@ -251,17 +251,16 @@ export function openEventSubscription(c: RouteContext, selection: EventSelection
   const onAbort = () => writer.close();
   if (c.request.signal.aborted) {
     writer.close();
-    return eventStreamReply(writer.stream);
+    return eventStreamReply(writer);
   }
   c.request.signal.addEventListener("abort", onAbort, { once: true });
-  heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), limits.heartbeatMs);
-  (heartbeat as { unref?: () => void }).unref?.();
-  recheck = setInterval(() => {
+  // One timer per period for all streams, not two per stream.
+  heartbeat = streamTicker(limits.heartbeatMs).add(() => writer.push(HEARTBEAT));
+  recheck = streamTicker(SUBSCRIPTION_RECHECK_MS).add(() => {
     currentRequestContext(c)
       .then((reqCtx) => checkSubscription(c.facade, reqCtx, selection))
       .catch(() => writer.close());
-  }, SUBSCRIPTION_RECHECK_MS);
-  (recheck as { unref?: () => void }).unref?.();
+  });
 
   const run = async () => {
     await tail.ensureStarted();
@@ -298,7 +297,7 @@ export function openEventSubscription(c: RouteContext, selection: EventSelection
     }
   };
   run().catch(() => writer.close());
-  return eventStreamReply(writer.stream);
+  return eventStreamReply(writer);
 }
 
 /**

@@ -27,13 +27,24 @@ export class EventTail {
   #pulling = false;
   #again = false;
   #pollTimer: ReturnType<typeof setInterval> | undefined;
+  // The fan-out waiting for its turn (see fanOutWritesPerSecond), and when the last one was.
+  #lingerTimer: ReturnType<typeof setTimeout> | undefined;
+  #lastFanOut = -Infinity;
   // Counts starts and stops: a read begun before a stop hands nothing out after it.
   #generation = 0;
 
-  /** @param pollMs how often the tail also reads without a notice (a store without notices, a notice lost). */
+  /**
+   * @param pollMs how often the tail also reads without a notice (a store without notices, a notice lost).
+   * @param fanOutWritesPerSecond the socket writes per second the fan-out aims to stay under: with `n`
+   * subscribers, a page is handed out at most every `n / fanOutWritesPerSecond` s (1,000 subscribers:
+   * every 20 ms; 50 or fewer: at once), what comes meanwhile going out with it. A write per subscriber
+   * is the fan-out's cost (a system call each); fewer, larger ones keep a busy server from falling
+   * behind, for a wait of at most that interval.
+   */
   constructor(
     repo: EventRepository,
     readonly pollMs = 1000,
+    readonly fanOutWritesPerSecond = 50_000,
   ) {
     this.#repo = repo;
   }
@@ -61,7 +72,7 @@ export class EventTail {
     const head = await this.#repo.headPosition();
     if (gen !== this.#generation) return;
     this.#position = head;
-    const wake = () => void this.#pull();
+    const wake = () => this.#wake();
     const offAppend = this.#repo.onAppend?.(wake);
     const offExternal = this.#repo.onExternalAppend?.(wake);
     this.#stopListening = [offAppend, offExternal].filter((f) => f !== undefined);
@@ -97,8 +108,24 @@ export class EventTail {
     this.#stopListening = [];
     if (this.#pollTimer !== undefined) clearInterval(this.#pollTimer);
     this.#pollTimer = undefined;
+    if (this.#lingerTimer !== undefined) clearTimeout(this.#lingerTimer);
+    this.#lingerTimer = undefined;
     this.#started = undefined;
     this.#generation++;
+  }
+
+  /** Reads now, or once the interval since the last fan-out has passed (one timer for the tail, whatever the subscribers). */
+  #wake(): void {
+    if (this.#lingerTimer !== undefined) return;
+    const wait = this.#lastFanOut + (this.#subscribers.size / this.fanOutWritesPerSecond) * 1000 - performance.now();
+    if (wait < 1) {
+      void this.#pull();
+      return;
+    }
+    this.#lingerTimer = setTimeout(() => {
+      this.#lingerTimer = undefined;
+      void this.#pull();
+    }, wait);
   }
 
   /** Reads after the position; a wake-up while reading reads again after (one reader at a time). */
@@ -119,6 +146,7 @@ export class EventTail {
           if (fresh.length === 0) continue;
           // Position and hand-out in one synchronous step: a subscriber joining between pages sees exactly what follows.
           this.#position = fresh[fresh.length - 1]!.position;
+          this.#lastFanOut = performance.now();
           for (const s of [...this.#subscribers]) s.deliver(fresh);
         }
       } while (this.#again && gen === this.#generation);

@@ -38,8 +38,45 @@ export interface Reply {
   readonly status: number;
   /** Lowercase names; `set-cookie` may hold several values. */
   readonly headers: Readonly<Record<string, string | string[]>>;
-  /** Text (written with its length), a stream (SSE), or nothing. */
-  readonly body?: string | ReadableStream<Uint8Array>;
+  /** Text (written with its length), a stream, a body pushed as it comes (SSE), or nothing. */
+  readonly body?: string | ReadableStream<Uint8Array> | PushBody;
+}
+
+/**
+ * A body the handler pushes bytes into as they come (an event stream). On
+ * node:http, toNodeListener attaches the response itself and the bytes are
+ * written straight to it; anywhere else the body is read as a ReadableStream.
+ * Exactly one of `stream` and `attach` is called, once.
+ */
+export interface PushBody {
+  readonly kind: "push";
+  /** The body as a stream the client pulls (the Fetch API's view). */
+  stream(): ReadableStream<Uint8Array>;
+  /** From now on the body writes into `target`; the target tells it when the client caught up or went away. */
+  attach(target: PushTarget): PushEvents;
+  /** Ends the body unread (a HEAD answer). */
+  cancel(): Promise<void>;
+}
+
+/** Where a PushBody writes on node:http (toNodeListener's side). */
+export interface PushTarget {
+  /** Writes the chunks in one go; false when they wait in memory (the client is behind): `drained` follows. */
+  write(chunks: readonly Uint8Array[]): boolean;
+  /** The body ended: ends the response. */
+  end(): void;
+}
+
+/** What the target tells its PushBody. */
+export interface PushEvents {
+  /** Everything written was handed to the connection: writing may go on. */
+  drained(): void;
+  /** The client went away (the response closed before the body ended). */
+  gone(): void;
+}
+
+/** True for a PushBody (not text, not a ReadableStream). */
+export function isPushBody(body: Reply["body"]): body is PushBody {
+  return typeof body === "object" && (body as Partial<PushBody>).kind === "push";
 }
 
 /** An InboundRequest over a Fetch Request; INVALID_REQUEST when its URL is malformed. */
@@ -172,7 +209,7 @@ export function toResponse(reply: Reply): Response {
       break;
     }
   }
-  const body = reply.body ?? null;
+  const body = isPushBody(reply.body) ? reply.body.stream() : (reply.body ?? null);
   const response = new Response(body, { status: reply.status, headers });
   if (typeof body === "string") withBodyText(response, body);
   return response;

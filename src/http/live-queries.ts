@@ -15,7 +15,7 @@ import { depthExceeds } from "./body.js";
 import type { Reply } from "./exchange.js";
 import { guardBy, type HttpRoute, type RouteContext } from "./route.js";
 import { ListQueries } from "../runtime/runtime-domain.js";
-import { currentRequestContext, eventStreamReply, SseWriter } from "./stream-access.js";
+import { currentRequestContext, eventStreamReply, HEARTBEAT, SseWriter, streamTicker } from "./stream-access.js";
 
 /** One subscription to a live query: a stream of its own, or one query of a set sharing a stream. */
 interface LiveSubscriber {
@@ -24,8 +24,12 @@ interface LiveSubscriber {
   sent: string;
   /** True once it ended (its stream closed, or it failed). */
   readonly closed: boolean;
-  /** Sends a result (JSON text). */
-  send(text: string): void;
+  /**
+   * Sends a result: its JSON text, and `frame`, the `data:` frame's bytes a
+   * subscriber with a stream of its own writes (made once per evaluation for
+   * the whole group).
+   */
+  send(text: string, frame: () => Uint8Array): void;
   /** Sends `event: error` with the code and message and ends the subscription. */
   fail(e: unknown): void;
 }
@@ -156,10 +160,13 @@ class LiveGroup {
       for (const [s] of allowed) s.fail(e);
       return;
     }
+    // One frame's bytes for the whole group; each subscriber gets one write of them.
+    let frame: Uint8Array | undefined;
+    const bytes = () => (frame ??= encoder.encode(resultFrame(text)));
     for (const [s] of allowed) {
       if (s.closed || s.sent === text) continue;
       s.sent = text;
-      s.send(text);
+      s.send(text, bytes);
     }
   }
 
@@ -188,6 +195,8 @@ function errorFrame(e: unknown, id?: string): string {
   const message = isMnemeError(e) ? e.message : "the live query failed";
   return `event: error\ndata: ${JSON.stringify(id === undefined ? { code, message } : { id, code, message })}\n\n`;
 }
+
+const encoder = new TextEncoder();
 
 function resultFrame(text: string): string {
   return `data: ${text}\n\n`;
@@ -451,12 +460,12 @@ export async function openLiveQuerySet(c: RouteContext): Promise<Reply> {
   if (release === undefined)
     throw new MnemeError("SSE_CONNECTION_LIMIT", `too many open event streams (the limit is ${c.sseGauge.max}); retry later`);
   const subscribers: SetSubscriber[] = [];
-  let heartbeat: ReturnType<typeof setInterval> | undefined;
+  let heartbeat: (() => void) | undefined;
   const onAbort = () => writer.close();
   let opening = "";
   for (const f of firsts) opening += f.error === undefined ? setResultFrame(f.item.id, f.first) : errorFrame(f.error, f.item.id);
   const writer = new SseWriter(`retry: ${c.options.sse.retryMs}\n: connected\n\n${opening}`, c.options.sse.maxQueuedEvents, () => {
-    if (heartbeat !== undefined) clearInterval(heartbeat);
+    heartbeat?.();
     c.request.signal.removeEventListener("abort", onAbort);
     for (const s of subscribers) s.leave?.();
     release();
@@ -466,15 +475,14 @@ export async function openLiveQuerySet(c: RouteContext): Promise<Reply> {
   const end = () => void writer.room().then(() => writer.close());
   if (c.request.signal.aborted) {
     writer.close();
-    return eventStreamReply(writer.stream);
+    return eventStreamReply(writer);
   }
   if (open === 0) {
     end();
-    return eventStreamReply(writer.stream);
+    return eventStreamReply(writer);
   }
   c.request.signal.addEventListener("abort", onAbort, { once: true });
-  heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), c.options.sse.heartbeatMs);
-  (heartbeat as { unref?: () => void }).unref?.();
+  heartbeat = streamTicker(c.options.sse.heartbeatMs).add(() => writer.push(HEARTBEAT));
   const registry = liveQueriesOf(c.facade);
   for (const f of firsts) {
     if (f.type === undefined) continue;
@@ -485,7 +493,7 @@ export async function openLiveQuerySet(c: RouteContext): Promise<Reply> {
     subscribers.push(s);
     s.leave = registry.join(f.type, f.item.payload, c.reqCtx, s);
   }
-  return eventStreamReply(writer.stream);
+  return eventStreamReply(writer);
 }
 
 /**
@@ -503,13 +511,13 @@ export async function openLiveQuery(c: RouteContext): Promise<Reply> {
   if (release === undefined)
     throw new MnemeError("SSE_CONNECTION_LIMIT", `too many open event streams (the limit is ${c.sseGauge.max}); retry later`);
   let leave: (() => void) | undefined;
-  let heartbeat: ReturnType<typeof setInterval> | undefined;
+  let heartbeat: (() => void) | undefined;
   const onAbort = () => writer.close();
   const writer = new SseWriter(
     `retry: ${c.options.sse.retryMs}\n: connected\n\n${resultFrame(first)}`,
     c.options.sse.maxQueuedEvents,
     () => {
-      if (heartbeat !== undefined) clearInterval(heartbeat);
+      heartbeat?.();
       c.request.signal.removeEventListener("abort", onAbort);
       leave?.();
       release();
@@ -517,22 +525,21 @@ export async function openLiveQuery(c: RouteContext): Promise<Reply> {
   );
   if (c.request.signal.aborted) {
     writer.close();
-    return eventStreamReply(writer.stream);
+    return eventStreamReply(writer);
   }
   c.request.signal.addEventListener("abort", onAbort, { once: true });
-  heartbeat = setInterval(() => writer.push(": heartbeat\n\n"), c.options.sse.heartbeatMs);
-  (heartbeat as { unref?: () => void }).unref?.();
+  heartbeat = streamTicker(c.options.sse.heartbeatMs).add(() => writer.push(HEARTBEAT));
   leave = liveQueriesOf(c.facade).join(type, payload, c.reqCtx, {
     route: c,
     sent: first,
     get closed() {
       return writer.closed;
     },
-    send: (text) => writer.push(resultFrame(text)),
+    send: (_text, frame) => writer.push(frame()),
     fail: (e) => {
       writer.push(errorFrame(e));
       writer.close();
     },
   });
-  return eventStreamReply(writer.stream);
+  return eventStreamReply(writer);
 }

@@ -7,7 +7,10 @@ import {
   type HeaderReader,
   type InboundRequest,
   type Reply,
+  isPushBody,
   plainTarget,
+  type PushBody,
+  type PushTarget,
   tooLarge,
 } from "./exchange.js";
 
@@ -46,6 +49,7 @@ export function toNodeListener(handler: (request: Request) => Promise<Response>,
         if (reply === undefined) return bridge(req, res);
         try {
           // Text is written at once; only a stream (SSE) is awaited.
+          if (isPushBody(reply.body)) return pushReply(reply, reply.body, req, res);
           if (typeof reply.body === "object")
             return pipeReply(reply, reply.body, req, res, inbound).then(undefined, (e: unknown) => writeFailed(e, inbound, res, opts));
           writeReply(reply, reply.body, req, res);
@@ -348,6 +352,45 @@ async function pipeReply(
   res.writeHead(reply.status, reply.headers);
   await pipeStream(body, res, inbound.signal);
   drain(req);
+}
+
+/**
+ * Serves a pushed body (an event stream) straight into the response: each
+ * push is a write (writes of one tick leave as one), with no stream, reader
+ * or promise per chunk. The body holds what comes while node:http reports the
+ * connection full and writes it on "drain"; the response's "close" before the
+ * end tells the body the client went away.
+ */
+function pushReply(reply: Reply, body: PushBody, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  res.writeHead(reply.status, reply.headers);
+  res.flushHeaders();
+  return new Promise<void>((resolve) => {
+    const target: PushTarget = {
+      write: (chunks) => {
+        let room = true;
+        for (const chunk of chunks) room = res.write(chunk);
+        return room;
+      },
+      end: () => {
+        if (!res.destroyed) res.end();
+      },
+    };
+    const events = body.attach(target);
+    if (res.destroyed) {
+      // The client went away before the answer: its "close" came already.
+      if (!res.writableFinished) events.gone();
+      drain(req);
+      resolve();
+      return;
+    }
+    res.on("drain", events.drained);
+    res.once("close", () => {
+      res.off("drain", events.drained);
+      if (!res.writableFinished) events.gone();
+      drain(req);
+      resolve();
+    });
+  });
 }
 
 function toRequest(req: IncomingMessage, signal: AbortSignal): Request {

@@ -1,6 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import type { SystemEvent, SystemEventGap, SystemEventProducer } from "../runtime/system-events.js";
-import type { InboundRequest, Reply } from "./exchange.js";
+import type { InboundRequest, PushBody, Reply } from "./exchange.js";
 import type { ConnectionGauge } from "./limits.js";
 
 /** What a system-event stream shows and where it resumes. */
@@ -171,7 +171,7 @@ function subscribeSelection(
 }
 
 /** A 200 text/event-stream reply of `stream`, not cached nor buffered by proxies. */
-export function sseResponse(stream: ReadableStream<Uint8Array>): Reply {
+export function sseResponse(stream: ReadableStream<Uint8Array> | PushBody): Reply {
   return {
     status: 200,
     headers: {
