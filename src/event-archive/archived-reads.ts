@@ -333,3 +333,31 @@ function mergeByPosition<T extends { position: number }>(a: readonly T[], b: rea
   }
   return out;
 }
+
+/**
+ * The chain rows of a store whose archived rows are in files: `readChain` of
+ * the database merged with the archive's (every file checked on the way),
+ * for `mneme store verify` and `mneme store copy`.
+ */
+export function archivedChain(
+  readChain: (opts: { afterPosition?: number; batchSize?: number }) => AsyncIterable<ChainRow[]>,
+  ranges: () => Promise<readonly ArchivedRange[]>,
+  opts: ArchiveReaderOptions = {},
+): (opts: { afterPosition?: number; batchSize?: number }) => AsyncIterable<ChainRow[]> {
+  const inner: Inner = {
+    readAll: missing("readAll"),
+    loadAggregate: missing("loadAggregate"),
+    loadAggregates: missing("loadAggregates"),
+    loadEvents: missing("loadEvents"),
+    info: missing("info"),
+    readChain,
+  };
+  const index: EventArchiveIndex = {
+    ranges,
+    streamSegments: missing("streamSegments"),
+    init: async () => undefined,
+    close: async () => undefined,
+  };
+  const reads = new ArchivedReads(inner, index, { ...opts, absentPayload: undefined });
+  return (o) => reads.readChain(o);
+}
