@@ -165,7 +165,7 @@ async function verifyAgainstStore(
         if (stored === undefined || stored.position > to || encodeRow(stored) !== encodeRow(r)) {
           throw new MnemeError(
             "STORE_ERROR",
-            `store archive: the archived event at position ${r.position} does not read back as the database holds it; nothing was removed`,
+            `store archive: the archived event at position ${r.position} does not read back as the database holds it; nothing was removed` + (process.env.MNEME_DEBUG ? JSON.stringify([stored, r]) : ""),
           );
         }
         checked++;

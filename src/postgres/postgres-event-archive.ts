@@ -8,6 +8,7 @@ import type { CheckedOutClient } from "./postgres-pool.js";
 import { advisoryKey } from "./postgres-schema.js";
 import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-base.js";
 
+/** Qualified by the alias `e`: ORDER BY e.position then orders by the column, not by its text. */
 const COLUMNS =
   "position::text, hash, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at::text, event_version, req_ctx::text, payload::text";
 
@@ -154,7 +155,7 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
     let p = opts.afterPosition ?? 0;
     for (;;) {
       const rows = await this.track(() =>
-        this.rows<Row>(`SELECT ${COLUMNS} FROM ${this.t("events")} WHERE position > $1 ORDER BY position LIMIT $2`, [p, batchSize], "readChain"),
+        this.rows<Row>(`SELECT ${COLUMNS} FROM ${this.t("events")} e WHERE e.position > $1 ORDER BY e.position LIMIT $2`, [p, batchSize], "readChain"),
       );
       if (rows.length === 0) return;
       const page = rows.map(chainRow);
@@ -237,7 +238,7 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
       for (let i = 0; i < positions.length; i += CHUNK) {
         const chunk = positions.slice(i, i + CHUNK);
         const stored = await this.rows<[string, string | null]>(
-          `SELECT position::text, hash FROM ${this.t("events")} WHERE position = ANY($1::bigint[]) ORDER BY position`,
+          `SELECT e.position::text, e.hash FROM ${this.t("events")} e WHERE e.position = ANY($1::bigint[]) ORDER BY e.position`,
           [chunk],
           "store archive",
           client,
