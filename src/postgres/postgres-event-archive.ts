@@ -80,8 +80,8 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
 
   private async rangesOn(client: CheckedOutClient | undefined): Promise<ArchivedRange[]> {
     const rows = await this.rows<RangeRow>(
-      `SELECT from_position::text, to_position::text, directory, manifest_sha256, events::text, head_position::text, head_hash
-         FROM ${this.t("event_archives")} ORDER BY to_position`,
+      `SELECT a.from_position::text, a.to_position::text, a.directory, a.manifest_sha256, a.events::text, a.head_position::text, a.head_hash
+         FROM ${this.t("event_archives")} a ORDER BY a.to_position`,
       [],
       "event archive ranges",
       client,
@@ -99,7 +99,7 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
   async streamSegments(aggregateUuid: string): Promise<readonly StreamSegments[]> {
     return this.track(async () => {
       const rows = await this.rows<[string, number, number]>(
-        `SELECT to_position::text, first_segment, last_segment FROM ${this.t("event_archive_streams")} WHERE aggregate_uuid = $1 ORDER BY to_position`,
+        `SELECT s.to_position::text, s.first_segment, s.last_segment FROM ${this.t("event_archive_streams")} s WHERE s.aggregate_uuid = $1 ORDER BY s.to_position`,
         [aggregateUuid],
         "event archive streams",
       );

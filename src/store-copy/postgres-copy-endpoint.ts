@@ -209,7 +209,7 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
     if (!(await this.hasTable("event_archives"))) return [];
     const res = await this.#query<{ f: string; t: string; d: string; m: string; n: string; hp: string; hh: string }>(
       `SELECT from_position::text AS f, to_position::text AS t, directory AS d, manifest_sha256 AS m, events::text AS n,
-              head_position::text AS hp, head_hash AS hh FROM ${this.#table("event_archives")} ORDER BY to_position`,
+              head_position::text AS hp, head_hash AS hh FROM ${this.#table("event_archives")} AS a ORDER BY a.to_position`,
     );
     return res.rows.map((r) => ({
       fromPosition: Number(r.f),
