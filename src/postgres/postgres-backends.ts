@@ -216,5 +216,6 @@ function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {
   if (o.onStatement !== undefined) out.onStatement = o.onStatement;
   if (o.claimCommit !== undefined) out.claimCommit = o.claimCommit;
   if (o.rollingFrom !== undefined) out.rollingFrom = o.rollingFrom;
+  if (o.archiveDirectory !== undefined) out.archiveDirectory = o.archiveDirectory;
   return out;
 }
