@@ -10,7 +10,9 @@
  */
 import Database from "better-sqlite3";
 import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
+import { fileURLToPath } from "node:url";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -332,3 +334,57 @@ describe.each([
 
 // The pg import keeps the driver's types in the file's graph (the scratch pool is a pg.Pool).
 void pg;
+
+describe("event archive killed with SIGKILL (SQLite)", () => {
+  const cwd = fileURLToPath(new URL("..", import.meta.url));
+  const script = fileURLToPath(new URL("./support/archive-kill-process.ts", import.meta.url));
+
+  /** Runs the archive process, SIGKILLed after its `killAfter`-th progress line (never, when 0); its output. */
+  function run(store: string, dir: string, killAfter: number): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, ["--import", "tsx", script, store, dir, "1900", "40"], { cwd, stdio: ["ignore", "pipe", "inherit"] });
+      let out = "";
+      let lines = 0;
+      child.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+        lines = out.split("\n").filter((l) => l.startsWith("progress")).length;
+        if (killAfter > 0 && lines >= killAfter) child.kill("SIGKILL");
+      });
+      child.once("error", reject);
+      child.once("exit", (_code, signal) => resolve(`${signal ?? "exited"}\n${out}`));
+    });
+  }
+
+  it("leaves the store whole at any point; a rerun archives, and reads answer as before", async () => {
+    const engine = sqliteEngine();
+    const b = engine.open();
+    await b.eventRepository.init();
+    for (let i = 0; i < 2000; i += 100) await b.eventRepository.append(newEvents(i, 100));
+    await b.close();
+    const before = await readsOf(engine);
+    const raw = await engine.rawDigest();
+    const dir = newDir();
+    // About 40 segments are written, then verified: 80 progress lines; kill at random points of them.
+    const points = [1, 2, ...Array.from({ length: 5 }, () => 3 + Math.floor(Math.random() * 76))];
+    let kills = 0;
+    for (const k of points) {
+      const out = await run(engine.location, dir, k);
+      if (!out.startsWith("SIGKILL")) break;
+      kills++;
+      // Killed before the commit: the database is untouched and verifies; the reads answer as before.
+      expect(await engine.rawDigest()).toBe(raw);
+      expect((await verifyStore(engine.location)).ok).toBe(true);
+      expect(await readsOf(engine)).toEqual(before);
+    }
+    expect(kills).toBeGreaterThan(0);
+    const done = await run(engine.location, dir, 0);
+    expect(done).toMatch(/^exited[\s\S]*done \d+/);
+    expect(await engine.rawDigest()).not.toBe(raw);
+    expect(await readsOf(engine)).toEqual(before);
+    expect((await verifyStore(engine.location)).ok).toBe(true);
+    // Only the recorded range's directory is left (the partial ones were replaced).
+    expect(readdirSync(dir)).toEqual(["range-1-1899"]);
+    await restoreStoreArchive(engine.location);
+    expect(await engine.rawDigest()).toBe(raw);
+  }, 240_000);
+});
