@@ -17,13 +17,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
-import type { Event, NewEvent } from "mneme";
+import { createFacade, type Event, type NewEvent } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
 import { archiveStore, copyStore, restoreStoreArchive, verifyStore } from "mneme/store-copy";
 import type { EventRepository } from "mneme/store";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
+import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
+import { runProcess } from "./support/run-process.js";
 
 const files = sqliteScratch("event-archive");
 const pgs = postgresScratch("archive");
@@ -388,3 +390,67 @@ describe("event archive killed with SIGKILL (SQLite)", () => {
     expect(await engine.rawDigest()).toBe(raw);
   }, 240_000);
 });
+
+describe("an app over an archived SQLite store (the CLI, a readmodel from zero)", () => {
+  const cwd = fileURLToPath(new URL("..", import.meta.url));
+  const cli = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url));
+  const mneme = (args: string[]) => runProcess(process.execPath, ["--import", "tsx", cli, ...args], cwd);
+
+  it("builds a readmodel from zero over the archive and restores it from zero, as over the database", async () => {
+    const filename = files.newFile();
+    const writer = files.keep(createFacade({ appName: "archive-app", ...createSqliteBackends({ filename, pollIntervalMs: 0 }) }));
+    writer.registerDomain(Counter);
+    await writer.start();
+    const expected: Record<string, number> = {};
+    for (let i = 1; i <= 120; i++) {
+      const counterUuid = `c${i % 7}`;
+      expected[counterUuid] = (expected[counterUuid] ?? 0) + i;
+      await writer.dispatch(Increment, { counterUuid, by: i });
+    }
+    await writer.stop();
+    const dir = newDir();
+    const bad = await mneme(["store", "archive", "--store", filename, "--before", "yesterday", "--to", dir]);
+    expect(bad.code).toBe(2);
+    const run = await mneme(["store", "archive", "--store", filename, "--before", "100", "--to", dir, "--segment-events", "16"]);
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/events of positions 1\.\.99 archived/);
+    const verify = await mneme(["store", "verify", "--store", filename]);
+    expect(verify.code).toBe(0);
+    expect(verify.stdout).toMatch(/the hash chain holds: 120 events/);
+
+    const reader = files.keep(createFacade({ appName: "archive-app", ...createSqliteBackends({ filename, pollIntervalMs: 0 }) }));
+    reader.registerDomain(Counter);
+    const totals = new CounterTotals(reader);
+    reader.registerReadmodel(totals);
+    await reader.start();
+    await until(async () => (await totals.allTotals())["c0"] === expected["c0"], "the readmodel caught up from zero");
+    expect(await totals.allTotals()).toEqual(expected);
+    expect(totals.applied).toEqual(Array.from({ length: 120 }, (_x, i) => i + 1));
+    await reader.runtime.controlEventHandler({ eventHandlerName: "CounterTotals", action: "restore", restoreFromZero: true });
+    await until(async () => totals.applied.length === 120, "restored from zero");
+    await until(
+      () => reader.runtime.listEventHandlers().find((h) => h.eventHandlerName === "CounterTotals")?.restorationState === "restored",
+      "the rebuild switched",
+    );
+    expect(await totals.allTotals()).toEqual(expected);
+    await reader.stop();
+
+    // The handler is at the head now: the rest may go too, and --restore brings everything back.
+    const rest = await mneme(["store", "archive", "--store", filename, "--before", "2099-01-01T00:00:00Z", "--to", dir]);
+    expect(rest.stderr).toBe("");
+    expect(rest.code).toBe(0);
+    const back = await mneme(["store", "archive", "--restore", "--store", filename]);
+    expect(back.stderr).toBe("");
+    expect(back.code).toBe(0);
+    expect(back.stdout).toMatch(/events of 2 range\(s\) are back in the database/);
+  }, 120_000);
+});
+
+async function until(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

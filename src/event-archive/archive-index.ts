@@ -35,7 +35,11 @@ export interface EventArchiveIndex {
   close(): Promise<void>;
 }
 
-/** A reason an archive is refused: a handler that has not read past the boundary, or a snapshot whose later events would leave the database. */
+/**
+ * A reason an archive is refused: a handler that has not read past the boundary, or a snapshot whose later
+ * events would leave the database. The checkpoint of a blue-green rebuild (`<readmodel>#rebuild`) is not one:
+ * a rebuild reads from zero by design, through the archive like every restore from zero.
+ */
 export interface ArchiveBlocker {
   readonly kind: "checkpoint" | "snapshot";
   /** The handler (readmodel, reaction) or the aggregate (`domain.aggregate uuid`). */

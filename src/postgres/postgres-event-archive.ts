@@ -179,7 +179,7 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
     );
     if (exists[0]?.[0] != null) {
       const rows = await this.rows<[string, string]>(
-        `SELECT handler, position::text FROM ${this.t("readmodel_checkpoints")} WHERE position < $1 ORDER BY handler LIMIT 100`,
+        `SELECT c.handler, c.position::text FROM ${this.t("readmodel_checkpoints")} c WHERE c.position < $1 AND c.handler NOT LIKE '%#rebuild' ORDER BY c.handler LIMIT 100`,
         [to],
         "archive blockers",
         client,

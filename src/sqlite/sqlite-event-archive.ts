@@ -34,7 +34,7 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
   private readonly streams: string;
 
   get description(): string {
-    return `sqlite ${this.storageScope()}`;
+    return `sqlite file ${this.storageScope().replace(/^sqlite:/, "")}`;
   }
 
   constructor(opts: ConstructorParameters<typeof SqliteStoreBase>[0]) {
@@ -158,7 +158,7 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
     const out: ArchiveBlocker[] = [];
     const checkpoints = `${this.prefix}readmodel_checkpoints`;
     if (this.hasTable(checkpoints)) {
-      const rows = this.db.statement(`SELECT handler, position FROM ${checkpoints} WHERE position < ? ORDER BY handler LIMIT 100`).all(to) as {
+      const rows = this.db.statement(`SELECT handler, position FROM ${checkpoints} WHERE position < ? AND handler NOT LIKE '%#rebuild' ORDER BY handler LIMIT 100`).all(to) as {
         handler: string;
         position: number;
       }[];
