@@ -58,7 +58,8 @@ function sqliteEngine(): Engine {
   return {
     name: "sqlite",
     location: file,
-    open: (archiveDirectory) => createSqliteBackends({ filename: file, pollIntervalMs: 0, ...(archiveDirectory === undefined ? {} : { archiveDirectory }) }),
+    open: (archiveDirectory) =>
+      createSqliteBackends({ filename: file, pollIntervalMs: 0, ...(archiveDirectory === undefined ? {} : { archiveDirectory }) }),
     rawDigest: async () => {
       const db = new Database(file, { readonly: true });
       try {
@@ -98,7 +99,10 @@ function postgresEngine(): Engine {
                       req_ctx::text, payload::text, event_version FROM "${schema}".events ORDER BY position`,
         rowMode: "array",
       });
-      const tags = await pgs.pool.query({ text: `SELECT * FROM "${schema}".event_tags ORDER BY tenant_uuid, tag, position`, rowMode: "array" });
+      const tags = await pgs.pool.query({
+        text: `SELECT * FROM "${schema}".event_tags ORDER BY tenant_uuid, tag, position`,
+        rowMode: "array",
+      });
       return digest([rows.rows, tags.rows]);
     },
     sql: async (text) => {
@@ -253,13 +257,19 @@ describe.each([
     const c = engine.open();
     try {
       await c.eventRepository.init();
-      const [e] = await c.eventRepository.append([{ aggregateUuid: "agg-3", tenantUuid: "t1", domain: "shop", name: "Paid", payload: { n: 1 } }]);
+      const [e] = await c.eventRepository.append([
+        { aggregateUuid: "agg-3", tenantUuid: "t1", domain: "shop", name: "Paid", payload: { n: 1 } },
+      ]);
       expect(e!.version).toBe(9);
       expect(e!.position).toBe(81);
       await expect(
         c.eventRepository.append([{ aggregateUuid: "agg-3", tenantUuid: "t0", domain: "shop", name: "Paid", payload: { n: 2 } }]),
       ).rejects.toMatchObject({ code: "NOT_FOUND" });
-      await expect(c.eventRepository.append([{ aggregateUuid: "agg-3", domain: "shop", name: "Paid", tenantUuid: "t1", payload: {} }], { expectedVersions: { "agg-3": 8 } })).rejects.toMatchObject({
+      await expect(
+        c.eventRepository.append([{ aggregateUuid: "agg-3", domain: "shop", name: "Paid", tenantUuid: "t1", payload: {} }], {
+          expectedVersions: { "agg-3": 8 },
+        }),
+      ).rejects.toMatchObject({
         code: "CONFLICT",
       });
       const agg = await c.eventRepository.loadAggregate("agg-3");
@@ -276,7 +286,8 @@ describe.each([
     const b = engine.open();
     await b.eventRepository.init();
     await fill(b.eventRepository, 60);
-    for (const s of ["readmodelStoreBackend", "snapshotStore"] as const) await (b as unknown as Record<string, { init(): Promise<void> }>)[s]!.init();
+    for (const s of ["readmodelStoreBackend", "snapshotStore"] as const)
+      await (b as unknown as Record<string, { init(): Promise<void> }>)[s]!.init();
     await b.close();
     const raw = await engine.rawDigest();
     const dir = newDir();
@@ -344,7 +355,10 @@ describe("event archive killed with SIGKILL (SQLite)", () => {
   /** Runs the archive process, SIGKILLed after its `killAfter`-th progress line (never, when 0); its output. */
   function run(store: string, dir: string, killAfter: number): Promise<string> {
     return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ["--import", "tsx", script, store, dir, "1900", "40"], { cwd, stdio: ["ignore", "pipe", "inherit"] });
+      const child = spawn(process.execPath, ["--import", "tsx", script, store, dir, "1900", "40"], {
+        cwd,
+        stdio: ["ignore", "pipe", "inherit"],
+      });
       let out = "";
       let lines = 0;
       child.stdout.on("data", (d: Buffer) => {

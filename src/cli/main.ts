@@ -363,7 +363,8 @@ function storeArchive(
   } else {
     const missing = (["before", "to"] as const).filter((k) => values[k] === undefined || values[k] === "");
     if (missing.length > 0) throw new UsageError(`missing ${missing.map((k) => `--${k}`).join(", ")}`);
-    if (parseBefore(values.before!) === undefined) throw new UsageError(`--before must be a position or an ISO date, got "${values.before!}"`);
+    if (parseBefore(values.before!) === undefined)
+      throw new UsageError(`--before must be a position or an ISO date, got "${values.before!}"`);
     if (values.from !== undefined) throw new UsageError("--from goes with --restore");
   }
   const seg = values["segment-events"];

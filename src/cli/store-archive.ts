@@ -43,7 +43,9 @@ export async function runStoreArchive(args: StoreArchiveArgs, out: Out, err: Out
     out.write(
       `mneme: store archive --restore ${report.store}: ${report.restored} events of ${report.ranges.length} range(s) are back in the database ` +
         `in ${report.seconds.toFixed(1)} s\n` +
-        report.ranges.map((r) => `restored positions ${r.fromPosition + 1}..${r.toPosition} from ${r.directory} (the files are no longer used)\n`).join(""),
+        report.ranges
+          .map((r) => `restored positions ${r.fromPosition + 1}..${r.toPosition} from ${r.directory} (the files are no longer used)\n`)
+          .join(""),
     );
     return 0;
   }

@@ -54,7 +54,8 @@ export async function archiveEvents(store: EventArchiveStore, opts: ArchiveEvent
   const segmentEvents = opts.segmentEvents ?? 20_000;
   if (!Number.isInteger(segmentEvents) || segmentEvents < 1)
     throw new MnemeError("INVALID_REQUEST", `store archive: segmentEvents must be an integer >= 1, got ${String(segmentEvents)}`);
-  if (typeof opts.to !== "string" || opts.to === "") throw new MnemeError("INVALID_REQUEST", "store archive: the archive directory (--to) is required");
+  if (typeof opts.to !== "string" || opts.to === "")
+    throw new MnemeError("INVALID_REQUEST", "store archive: the archive directory (--to) is required");
   const done = (archived: number, extra: { range?: ArchivedRange; reason?: string }): ArchiveEventsReport => ({
     store: store.description,
     archived,
@@ -88,7 +89,11 @@ export async function archiveEvents(store: EventArchiveStore, opts: ArchiveEvent
   try {
     for await (const page of store.archivable(after, to, 5000)) {
       for (const r of page) {
-        if (r.hash === null) throw new MnemeError("INVALID_STATE", `store archive: the event at position ${r.position} has no hash (start this release on the store first)`);
+        if (r.hash === null)
+          throw new MnemeError(
+            "INVALID_STATE",
+            `store archive: the event at position ${r.position} has no hash (start this release on the store first)`,
+          );
         positions.push(r.position);
         hashes.push(r.hash);
         const s = streams.get(r.aggregateUuid);
@@ -131,7 +136,8 @@ async function boundary(store: EventArchiveStore, before: number | Date, head: n
     if (Number.isNaN(ms)) throw new MnemeError("INVALID_REQUEST", "store archive: --before is not a valid date");
     return (await store.firstPositionAt(BigInt(ms) * 1_000_000n)) ?? head + 1;
   }
-  if (!Number.isInteger(before) || before < 1) throw new MnemeError("INVALID_REQUEST", `store archive: --before must be a position >= 1 or an ISO date, got ${String(before)}`);
+  if (!Number.isInteger(before) || before < 1)
+    throw new MnemeError("INVALID_REQUEST", `store archive: --before must be a position >= 1 or an ISO date, got ${String(before)}`);
   return before;
 }
 
@@ -165,7 +171,8 @@ async function verifyAgainstStore(
         if (stored === undefined || stored.position > to || encodeRow(stored) !== encodeRow(r)) {
           throw new MnemeError(
             "STORE_ERROR",
-            `store archive: the archived event at position ${r.position} does not read back as the database holds it; nothing was removed` + (process.env.MNEME_DEBUG ? JSON.stringify([stored, r]) : ""),
+            `store archive: the archived event at position ${r.position} does not read back as the database holds it; nothing was removed` +
+              (process.env.MNEME_DEBUG ? JSON.stringify([stored, r]) : ""),
           );
         }
         checked++;
@@ -202,7 +209,9 @@ export async function restoreEvents(store: EventArchiveStore, opts: RestoreEvent
   const started = performance.now();
   await store.init();
   const ranges = await store.ranges();
-  const reader = new ArchiveReader(opts.from === undefined ? { cachedSegments: 2 } : { archiveDirectory: resolve(opts.from), cachedSegments: 2 });
+  const reader = new ArchiveReader(
+    opts.from === undefined ? { cachedSegments: 2 } : { archiveDirectory: resolve(opts.from), cachedSegments: 2 },
+  );
   for (const range of ranges) {
     const m = reader.manifest(range);
     for (let i = 0; i < m.segments.length; i++) reader.segmentRows(range, i);

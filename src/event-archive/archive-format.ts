@@ -173,7 +173,14 @@ export class ArchiveRangeWriter {
     const file = `events-${first}-${last}.jsonl.gz`;
     const bytes = gzipSync(Buffer.from(rows.map(encodeRow).join("\n") + "\n", "utf8"), { level: 6 });
     writeFileSynced(join(this.#tmp, file), bytes);
-    this.#segments.push({ file, firstPosition: first, lastPosition: last, events: rows.length, bytes: bytes.length, sha256: sha256Bytes(bytes) });
+    this.#segments.push({
+      file,
+      firstPosition: first,
+      lastPosition: last,
+      events: rows.length,
+      bytes: bytes.length,
+      sha256: sha256Bytes(bytes),
+    });
     this.#events += rows.length;
     const tail = rows[rows.length - 1]!;
     this.#head = { position: tail.position, hash: tail.hash ?? "" };
@@ -227,7 +234,10 @@ export function readManifest(directory: string, expectedSha256: string | undefin
   }
   const sha = sha256Bytes(bytes);
   if (expectedSha256 !== undefined && sha !== expectedSha256) {
-    throw new MnemeError("STORE_ERROR", `event archive: ${path} is not the manifest the store recorded (SHA-256 ${sha}, recorded ${expectedSha256})`);
+    throw new MnemeError(
+      "STORE_ERROR",
+      `event archive: ${path} is not the manifest the store recorded (SHA-256 ${sha}, recorded ${expectedSha256})`,
+    );
   }
   let manifest: ArchiveManifest;
   try {
@@ -248,9 +258,13 @@ export function readSegment(directory: string, segment: ArchiveSegment): ChainRo
   try {
     bytes = readFileSync(path);
   } catch (e) {
-    throw new MnemeError("STORE_ERROR", `event archive: ${path} cannot be read (${(e as Error).message}); the archived events are missing`, {
-      cause: e,
-    });
+    throw new MnemeError(
+      "STORE_ERROR",
+      `event archive: ${path} cannot be read (${(e as Error).message}); the archived events are missing`,
+      {
+        cause: e,
+      },
+    );
   }
   const sha = sha256Bytes(bytes);
   if (sha !== segment.sha256) {

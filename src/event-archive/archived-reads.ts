@@ -154,7 +154,16 @@ class ArchivedReads {
       }
     };
     const above = (after: number): AsyncIterable<ChainRow[]> => this.#inner.readChain({ afterPosition: after, batchSize });
-    yield* this.#merged(opts.afterPosition ?? 0, undefined, batchSize, () => true, (r) => r, dbWindow, above, undefined);
+    yield* this.#merged(
+      opts.afterPosition ?? 0,
+      undefined,
+      batchSize,
+      () => true,
+      (r) => r,
+      dbWindow,
+      above,
+      undefined,
+    );
   }
 
   /**
@@ -238,7 +247,8 @@ class ArchivedReads {
       for (const s of streams) {
         const range = ranges.find((r) => r.toPosition === s.toPosition);
         if (range === undefined) continue;
-        for (const r of this.#reader.aggregateRows(range, s.firstSegment, s.lastSegment, aggregateUuid, from)) archived.push(this.toEvent(r));
+        for (const r of this.#reader.aggregateRows(range, s.firstSegment, s.lastSegment, aggregateUuid, from))
+          archived.push(this.toEvent(r));
       }
       const byVersion = new Map<number, Event>();
       for (const e of archived) byVersion.set(e.version, e);

@@ -155,7 +155,11 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
     let p = opts.afterPosition ?? 0;
     for (;;) {
       const rows = await this.track(() =>
-        this.rows<Row>(`SELECT ${COLUMNS} FROM ${this.t("events")} e WHERE e.position > $1 ORDER BY e.position LIMIT $2`, [p, batchSize], "readChain"),
+        this.rows<Row>(
+          `SELECT ${COLUMNS} FROM ${this.t("events")} e WHERE e.position > $1 ORDER BY e.position LIMIT $2`,
+          [p, batchSize],
+          "readChain",
+        ),
       );
       if (rows.length === 0) return;
       const page = rows.map(chainRow);
@@ -232,7 +236,10 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
     await this.transaction("store archive", async (client) => {
       const last = (await this.rangesOn(client)).at(-1);
       if ((last?.toPosition ?? 0) !== range.fromPosition) {
-        throw new MnemeError("CONFLICT", `store archive: the archive moved on meanwhile (it ends at position ${last?.toPosition ?? 0}, not ${range.fromPosition})`);
+        throw new MnemeError(
+          "CONFLICT",
+          `store archive: the archive moved on meanwhile (it ends at position ${last?.toPosition ?? 0}, not ${range.fromPosition})`,
+        );
       }
       refuseBlocked(await this.blockersOn(client, range.fromPosition, range.toPosition));
       for (let i = 0; i < positions.length; i += CHUNK) {
@@ -244,16 +251,32 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
           client,
         );
         checkStored(stored, positions, hashes, i, i + chunk.length);
-        const tagged = await this.rows<[string]>(`SELECT count(*)::text FROM ${this.t("event_tags")} WHERE position = ANY($1::bigint[])`, [chunk], "store archive", client);
+        const tagged = await this.rows<[string]>(
+          `SELECT count(*)::text FROM ${this.t("event_tags")} WHERE position = ANY($1::bigint[])`,
+          [chunk],
+          "store archive",
+          client,
+        );
         if (Number(tagged[0]?.[0] ?? 0) > 0) {
-          throw new MnemeError("CONFLICT", "store archive: events were tagged meanwhile (tagged events stay in the database); run the archive again");
+          throw new MnemeError(
+            "CONFLICT",
+            "store archive: events were tagged meanwhile (tagged events stay in the database); run the archive again",
+          );
         }
         await client.query(`DELETE FROM ${this.t("events")} WHERE position = ANY($1::bigint[])`, [chunk]);
       }
       await client.query(
         `INSERT INTO ${this.t("event_archives")} (to_position, from_position, directory, manifest_sha256, events, head_position, head_hash)
          VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-        [range.toPosition, range.fromPosition, range.directory, range.manifestSha256, range.events, range.chainHead.position, range.chainHead.hash],
+        [
+          range.toPosition,
+          range.fromPosition,
+          range.directory,
+          range.manifestSha256,
+          range.events,
+          range.chainHead.position,
+          range.chainHead.hash,
+        ],
       );
       const aggs = [...streams.keys()];
       for (let i = 0; i < aggs.length; i += CHUNK) {

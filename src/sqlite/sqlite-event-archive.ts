@@ -1,12 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import { chainCreatedAt, type ChainRow } from "../store/event-chain.js";
-import type {
-  ArchiveBlocker,
-  ArchiveCommit,
-  ArchivedRange,
-  EventArchiveStore,
-  StreamSegments,
-} from "../event-archive/archive-index.js";
+import type { ArchiveBlocker, ArchiveCommit, ArchivedRange, EventArchiveStore, StreamSegments } from "../event-archive/archive-index.js";
 import { checkStored, refuseBlocked } from "../event-archive/archive-checks.js";
 import { toStoreError } from "./sqlite-errors.js";
 import { SqliteStoreBase } from "./sqlite-store-base.js";
@@ -14,7 +8,21 @@ import { SqliteStoreBase } from "./sqlite-store-base.js";
 const COLUMNS =
   "position, hash, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, event_version, req_ctx, payload";
 
-type Row = [number, string | null, string, string, string, string, string, number, string | null, number | bigint, number, string, string | null];
+type Row = [
+  number,
+  string | null,
+  string,
+  string,
+  string,
+  string,
+  string,
+  number,
+  string | null,
+  number | bigint,
+  number,
+  string,
+  string | null,
+];
 
 /** Positions per statement of a commit's checks and deletes (one JSON parameter each). */
 const CHUNK = 10_000;
@@ -76,7 +84,15 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
       .statement(
         `SELECT from_position, to_position, directory, manifest_sha256, events, head_position, head_hash FROM ${this.archives} ORDER BY to_position`,
       )
-      .all() as { from_position: number; to_position: number; directory: string; manifest_sha256: string; events: number; head_position: number; head_hash: string }[];
+      .all() as {
+      from_position: number;
+      to_position: number;
+      directory: string;
+      manifest_sha256: string;
+      events: number;
+      head_position: number;
+      head_hash: string;
+    }[];
     return rows.map((r) => ({
       fromPosition: r.from_position,
       toPosition: r.to_position,
@@ -98,12 +114,17 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
   }
 
   async headPosition(): Promise<number> {
-    return this.attempt("head position", (db) => (db.statement(`SELECT MAX(position) AS p FROM ${this.events}`).get() as { p: number | null }).p ?? 0);
+    return this.attempt(
+      "head position",
+      (db) => (db.statement(`SELECT MAX(position) AS p FROM ${this.events}`).get() as { p: number | null }).p ?? 0,
+    );
   }
 
   async firstPositionAt(createdAtNs: bigint): Promise<number | undefined> {
     return this.attempt("position by date", (db) => {
-      const p = (db.statement(`SELECT MIN(position) AS p FROM ${this.events} WHERE created_at >= ?`).get(createdAtNs) as { p: number | null }).p;
+      const p = (
+        db.statement(`SELECT MIN(position) AS p FROM ${this.events} WHERE created_at >= ?`).get(createdAtNs) as { p: number | null }
+      ).p;
       return p ?? undefined;
     });
   }
@@ -129,8 +150,10 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
     const batchSize = opts.batchSize ?? 1000;
     let p = opts.afterPosition ?? 0;
     for (;;) {
-      const rows = this.attempt("readChain", (db) =>
-        db.rawStatement(`SELECT ${COLUMNS} FROM ${this.events} WHERE position > ? ORDER BY position LIMIT ?`).all(p, batchSize) as Row[],
+      const rows = this.attempt(
+        "readChain",
+        (db) =>
+          db.rawStatement(`SELECT ${COLUMNS} FROM ${this.events} WHERE position > ? ORDER BY position LIMIT ?`).all(p, batchSize) as Row[],
       );
       if (rows.length === 0) return;
       p = rows[rows.length - 1]![0];
@@ -141,7 +164,9 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
 
   private taggedIn(after: number, to: number): Set<number> {
     return this.attempt("tagged events", (db) => {
-      const rows = db.rawStatement(`SELECT DISTINCT position FROM ${this.tags} WHERE position > ? AND position <= ?`).all(after, to) as [number][];
+      const rows = db.rawStatement(`SELECT DISTINCT position FROM ${this.tags} WHERE position > ? AND position <= ?`).all(after, to) as [
+        number,
+      ][];
       return new Set(rows.map((r) => r[0]));
     });
   }
@@ -158,7 +183,11 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
     const out: ArchiveBlocker[] = [];
     const checkpoints = `${this.prefix}readmodel_checkpoints`;
     if (this.hasTable(checkpoints)) {
-      const rows = this.db.statement(`SELECT handler, position FROM ${checkpoints} WHERE position < ? AND handler NOT LIKE '%#rebuild' ORDER BY handler LIMIT 100`).all(to) as {
+      const rows = this.db
+        .statement(
+          `SELECT handler, position FROM ${checkpoints} WHERE position < ? AND handler NOT LIKE '%#rebuild' ORDER BY handler LIMIT 100`,
+        )
+        .all(to) as {
         handler: string;
         position: number;
       }[];
@@ -188,7 +217,10 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
       db.writeTransaction(() => {
         const last = this.rangesSync(db).at(-1);
         if ((last?.toPosition ?? 0) !== range.fromPosition) {
-          throw new MnemeError("CONFLICT", `store archive: the archive moved on meanwhile (it ends at position ${last?.toPosition ?? 0}, not ${range.fromPosition})`);
+          throw new MnemeError(
+            "CONFLICT",
+            `store archive: the archive moved on meanwhile (it ends at position ${last?.toPosition ?? 0}, not ${range.fromPosition})`,
+          );
         }
         refuseBlocked(this.blockersSync(range.fromPosition, range.toPosition));
         for (let i = 0; i < positions.length; i += CHUNK) {
@@ -197,15 +229,34 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
             .rawStatement(`SELECT position, hash FROM ${this.events} WHERE position IN (SELECT value FROM json_each(?)) ORDER BY position`)
             .all(chunk) as [number, string | null][];
           checkStored(stored, positions, hashes, i, Math.min(positions.length, i + CHUNK));
-          const tagged = (db.statement(`SELECT COUNT(*) AS n FROM ${this.tags} WHERE position IN (SELECT value FROM json_each(?))`).get(chunk) as { n: number }).n;
-          if (tagged > 0) throw new MnemeError("CONFLICT", "store archive: events were tagged meanwhile (tagged events stay in the database); run the archive again");
+          const tagged = (
+            db.statement(`SELECT COUNT(*) AS n FROM ${this.tags} WHERE position IN (SELECT value FROM json_each(?))`).get(chunk) as {
+              n: number;
+            }
+          ).n;
+          if (tagged > 0)
+            throw new MnemeError(
+              "CONFLICT",
+              "store archive: events were tagged meanwhile (tagged events stay in the database); run the archive again",
+            );
           db.statement(`DELETE FROM ${this.events} WHERE position IN (SELECT value FROM json_each(?))`).run(chunk);
         }
         db.statement(
           `INSERT INTO ${this.archives} (to_position, from_position, directory, manifest_sha256, events, head_position, head_hash, archived_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        ).run(range.toPosition, range.fromPosition, range.directory, range.manifestSha256, range.events, range.chainHead.position, range.chainHead.hash, Date.now());
-        const insert = db.statement(`INSERT INTO ${this.streams} (aggregate_uuid, to_position, first_segment, last_segment) VALUES (?, ?, ?, ?)`);
+        ).run(
+          range.toPosition,
+          range.fromPosition,
+          range.directory,
+          range.manifestSha256,
+          range.events,
+          range.chainHead.position,
+          range.chainHead.hash,
+          Date.now(),
+        );
+        const insert = db.statement(
+          `INSERT INTO ${this.streams} (aggregate_uuid, to_position, first_segment, last_segment) VALUES (?, ?, ?, ?)`,
+        );
         for (const [agg, s] of streams) insert.run(agg, range.toPosition, s.first, s.last);
         // A release before archives would read an archived store without its archived events: it is refused.
         db.statement(`UPDATE ${this.prefix}store_format SET lowest_writer_format = MAX(lowest_writer_format, 4) WHERE id = 1`).run();
@@ -231,7 +282,21 @@ export class SqliteEventArchive extends SqliteStoreBase implements EventArchiveS
         for (const range of ranges) {
           for (const page of rowsOf(range)) {
             for (const r of page) {
-              insert.run(r.position, r.hash, r.eventUuid, r.tenantUuid, r.domain, r.name, r.aggregateUuid, r.version, r.commandUuid, BigInt(r.createdAt), r.eventVersion, r.reqCtx, r.payload);
+              insert.run(
+                r.position,
+                r.hash,
+                r.eventUuid,
+                r.tenantUuid,
+                r.domain,
+                r.name,
+                r.aggregateUuid,
+                r.version,
+                r.commandUuid,
+                BigInt(r.createdAt),
+                r.eventVersion,
+                r.reqCtx,
+                r.payload,
+              );
               n++;
             }
           }
@@ -263,4 +328,3 @@ function chainRow(r: Row): ChainRow {
     payload: r[12],
   };
 }
-

@@ -93,7 +93,10 @@ export async function copyStore(opts: CopyStoreOptions): Promise<CopyStoreReport
   const pageSize = opts.pageSize ?? 2000;
   if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100_000)
     throw new MnemeError("INVALID_REQUEST", `store copy: pageSize must be an integer 1..100000, got ${String(pageSize)}`);
-  const source = withArchivedEvents(openEndpoint(opts.from, "source"), opts.archiveDirectory === undefined ? {} : { archiveDirectory: opts.archiveDirectory });
+  const source = withArchivedEvents(
+    openEndpoint(opts.from, "source"),
+    opts.archiveDirectory === undefined ? {} : { archiveDirectory: opts.archiveDirectory },
+  );
   let target: CopyEndpoint | undefined;
   try {
     target = openEndpoint(opts.to, "target");

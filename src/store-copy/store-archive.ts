@@ -24,7 +24,11 @@ function openArchiveStore(location: StoreLocation): { store: EventArchiveStore; 
     const pool = new Pool({ connectionString: location.postgres.connectionString, max: 2 });
     pool.on("error", () => undefined);
     const u = new URL(location.postgres.connectionString);
-    const store = new PostgresEventArchive({ pool, schema: location.postgres.schema ?? "public", connectionInfo: `${u.host}${u.pathname} schema ${location.postgres.schema ?? "public"}` });
+    const store = new PostgresEventArchive({
+      pool,
+      schema: location.postgres.schema ?? "public",
+      connectionInfo: `${u.host}${u.pathname} schema ${location.postgres.schema ?? "public"}`,
+    });
     return {
       store,
       close: async () => {
@@ -33,8 +37,10 @@ function openArchiveStore(location: StoreLocation): { store: EventArchiveStore; 
       },
     };
   }
-  const sqlite = typeof location === "string" ? { filename: location.replace(/^sqlite:/i, "") } : "sqlite" in location ? location.sqlite : undefined;
-  if (sqlite === undefined || sqlite.filename === "") throw new MnemeError("INVALID_REQUEST", "store archive: --store must be a SQLite file or a postgres:// URL");
+  const sqlite =
+    typeof location === "string" ? { filename: location.replace(/^sqlite:/i, "") } : "sqlite" in location ? location.sqlite : undefined;
+  if (sqlite === undefined || sqlite.filename === "")
+    throw new MnemeError("INVALID_REQUEST", "store archive: --store must be a SQLite file or a postgres:// URL");
   if (!existsSync(sqlite.filename)) throw new MnemeError("NOT_FOUND", `store archive: the file ${sqlite.filename} does not exist`);
   const store = new SqliteEventArchive({
     filename: sqlite.filename,

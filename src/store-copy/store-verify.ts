@@ -30,7 +30,10 @@ export type VerifyStoreReport = ChainVerification & { readonly store: string; re
 export async function verifyStore(location: StoreLocation, opts: VerifyStoreOptions = {}): Promise<VerifyStoreReport> {
   const started = performance.now();
   // Archived events are verified in their files, in the one chain with the database's (see archived-endpoint.ts).
-  const side = withArchivedEvents(openEndpoint(location, "source"), opts.archiveDirectory === undefined ? {} : { archiveDirectory: opts.archiveDirectory });
+  const side = withArchivedEvents(
+    openEndpoint(location, "source"),
+    opts.archiveDirectory === undefined ? {} : { archiveDirectory: opts.archiveDirectory },
+  );
   try {
     await side.beginSnapshot();
     if (!(await side.hasTable("events")))
