@@ -190,7 +190,9 @@ class ArchivedReads {
       if (range !== undefined) {
         const w = until === undefined ? range.toPosition : Math.min(until, range.toPosition);
         const fromFiles = this.#reader.rowsIn(range, p, w, batchSize, keep);
-        const fromDb = await dbWindow(p, w, batchSize);
+        // The files' rows cover (p, span] completely: the database's are read over the same span only.
+        const span = fromFiles.done ? w : fromFiles.rows[fromFiles.rows.length - 1]!.position;
+        const fromDb = await dbWindow(p, span, batchSize);
         const again = await this.#index.ranges();
         if (!sameRanges(ranges, again)) {
           ranges = again;
@@ -198,7 +200,7 @@ class ArchivedReads {
         }
         const merged = mergeByPosition(fromFiles.rows.map(convert), fromDb.items);
         const page = merged.length > batchSize ? merged.slice(0, batchSize) : merged;
-        p = fromFiles.done && fromDb.done && merged.length <= batchSize ? w : page[page.length - 1]!.position;
+        p = fromDb.done && merged.length <= batchSize ? span : page[page.length - 1]!.position;
         if (page.length > 0) yield page;
         continue;
       }
