@@ -1,6 +1,6 @@
 /**
- * Reads over an archive against the same reads from the database, in one run
- * (SQLite): two copies of one store file, one archived (every event below the
+ * Reads over an archive against the same reads from the database, in one run.
+ * SQLite: two copies of one store file, one archived (every event below the
  * head moved to the files, but the first and newest of each aggregate), one
  * not. Interleaved rounds of
  *
@@ -13,12 +13,15 @@
  * untimed read of each); each round opens the store anew, so the archive's
  * segments are decoded (SHA-256, gunzip, JSON) in every timed read, as in a
  * restore from zero. Also printed: the archive's own cost (events per second
- * archived, bytes per event in the files).
+ * archived, bytes per event in the files). Postgres: readAll from zero of two
+ * schemas holding the same events, one archived.
  */
 import { copyFileSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { anonymous, BaseReadmodel, createFacade, defineDomain } from "../src/index.js";
+import pg from "pg";
+import { anonymous, BaseReadmodel, createFacade, defineDomain, type NewEvent } from "../src/index.js";
+import { createPostgresBackends } from "../src/postgres/index.js";
 import { createSqliteBackends } from "../src/sqlite/index.js";
 import { archiveStore } from "../src/store-copy/index.js";
 import type { Bench } from "./harness.js";
@@ -41,6 +44,69 @@ class Totals extends BaseReadmodel {
 }
 
 export default async function archiveBench(b: Bench): Promise<void> {
+  await sqlite(b);
+  await postgres(b);
+}
+
+/** Postgres: readAll from zero of one schema against an archived twin (the same events appended to both). */
+async function postgres(b: Bench): Promise<void> {
+  const url = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+  const events = b.quick ? 20_000 : 100_000;
+  const suffix = Math.random().toString(36).slice(2, 10);
+  const schemas = [`bench_archive_db_${suffix}`, `bench_archive_ar_${suffix}`];
+  const dir = mkdtempSync(join(tmpdir(), "mneme-archive-bench-pg-"));
+  const open = (schema: string) => createPostgresBackends({ connectionString: url, schema, pollIntervalMs: 0 });
+  try {
+    for (const schema of schemas) {
+      const s = open(schema);
+      await s.eventRepository.init();
+      for (let i = 0; i < events; i += 500) await s.eventRepository.append(batch(i));
+      await s.close();
+    }
+    const u = new URL(url);
+    u.searchParams.set("schema", schemas[1]!);
+    const report = await archiveStore(u.toString(), { before: events, to: join(dir, "archive") });
+    const readAll = async (schema: string): Promise<number> => {
+      const s = open(schema);
+      await s.eventRepository.init();
+      const t = performance.now();
+      let n = 0;
+      for await (const page of s.eventRepository.readAll({ batchSize: 1000 })) n += page.length;
+      const seconds = (performance.now() - t) / 1000;
+      await s.close();
+      if (n !== events) throw new Error(`readAll read ${n} of ${events}`);
+      return seconds;
+    };
+    await readAll(schemas[0]!);
+    await readAll(schemas[1]!);
+    const db: number[] = [];
+    const ar: number[] = [];
+    for (let r = 0; r < (b.quick ? 2 : 3); r++) {
+      db.push(await readAll(schemas[0]!));
+      ar.push(await readAll(schemas[1]!));
+    }
+    b.record("archive", "postgres: readAll from zero, database", events, Math.min(...db), "events/s");
+    b.record("archive", "postgres: readAll from zero, archive", events, Math.min(...ar), "events/s");
+    b.value("archive", "postgres: readAll, archive / database", Math.min(...db) / Math.min(...ar), "x", `${report.archived} archived`);
+  } finally {
+    const pool = new pg.Pool({ connectionString: url });
+    for (const schema of schemas) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await pool.end();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function batch(i: number): NewEvent[] {
+  return Array.from({ length: 500 }, (_x, k) => ({
+    aggregateUuid: `counter-${(i + k) % 1000}`,
+    domain: "Counter",
+    name: "Incremented",
+    payload: { by: (i + k) % 7, note: `increment number ${i + k} of a counter` },
+    reqCtx: { senderAccountUuid: "bench" },
+  }));
+}
+
+async function sqlite(b: Bench): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "mneme-archive-bench-"));
   try {
     const events = b.quick ? 20_000 : 100_000;
@@ -49,15 +115,7 @@ export default async function archiveBench(b: Bench): Promise<void> {
     const stores = createSqliteBackends({ filename: db, pollIntervalMs: 0 });
     await stores.eventRepository.init();
     for (let i = 0; i < events; i += 500) {
-      await stores.eventRepository.append(
-        Array.from({ length: 500 }, (_x, k) => ({
-          aggregateUuid: `counter-${(i + k) % 1000}`,
-          domain: "Counter",
-          name: "Incremented",
-          payload: { by: (i + k) % 7, note: `increment number ${i + k} of a counter` },
-          reqCtx: { senderAccountUuid: "bench" },
-        })),
-      );
+      await stores.eventRepository.append(batch(i));
     }
     await stores.close();
     copyFileSync(db, archived);
