@@ -5,8 +5,10 @@
  * (versions, the tenant rule, the chain), verify checks the chain across the
  * files and the database, a copy of an archived store holds every event, a
  * restore gives back the store row for row (hashes included), refusals name
- * what needs the events, and a changed or missing archive file is an error,
- * never fewer events.
+ * what needs the events, a changed or missing archive file is an error,
+ * never fewer events, a SIGKILL at any point of an archive leaves the store
+ * whole, an app rebuilds a readmodel from zero over the archive, and a
+ * tenant move refuses a shard with archived events.
  */
 import Database from "better-sqlite3";
 import { mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -26,6 +28,7 @@ import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
 import { sqliteScratch } from "./support/sqlite-scratch.js";
 import { Counter, CounterTotals, Increment } from "./support/counter-domain.js";
 import { runProcess } from "./support/run-process.js";
+import { refuseArchived } from "../src/shards/tenant-copy.js";
 
 const files = sqliteScratch("event-archive");
 const pgs = postgresScratch("archive");
@@ -279,6 +282,13 @@ describe.each([
     }
     const v = await verifyStore(engine.location);
     expect(v.ok).toBe(true);
+    // A tenant move reads the events table itself: a Postgres shard with archived events is refused.
+    if (engine.name === "postgres") {
+      const schema = new URL(engine.location).searchParams.get("schema")!;
+      await expect(refuseArchived({ pool: pgs.pool, schema }, "source")).rejects.toMatchObject({ code: "INVALID_STATE" });
+      await restoreStoreArchive(engine.location);
+      await expect(refuseArchived({ pool: pgs.pool, schema }, "source")).resolves.toBeUndefined();
+    }
   });
 
   it("refuses while a handler's checkpoint or a snapshot needs the events, naming it", async () => {
