@@ -28,7 +28,7 @@ const LAYERS = [
   ["model", ["model"]], //                        types, tokens, defineDomain, errors, clock, context types, permission levels
   ["store contracts", ["store", "observability"]], // store interfaces, engine capabilities and their shared validation; spans and metrics
   ["registries", ["permissions", "schema"]], //   the permission registry and store permissions; schema registry, conversion, validation
-  ["file storage", ["store-fs"]], //              the filesystem DataStore (exported by mneme/memory)
+  ["file storage", ["store-fs", "event-archive"]], // the filesystem DataStore (exported by mneme/memory); archive files of old events
   ["engines", ["memory", "sqlite", "postgres"]], // one folder per database: mneme/memory, mneme/sqlite, mneme/postgres
   ["store copy", ["store-copy"]], //              mneme/store-copy: a whole store copied between SQLite and Postgres
   ["read side", ["readmodel", "privacy"]], //     delivery, restoration, BaseReadmodel, projections, history; personal data, forget

@@ -536,6 +536,8 @@ describe("createPostgresBackends", () => {
     expect(tables.rows.map((r) => r.table_name)).toEqual([
       "command_claims",
       "commands",
+      "event_archive_streams",
+      "event_archives",
       "event_tags",
       "events",
       "logs",

@@ -16,6 +16,7 @@ import { runSeedCommand } from "./seed.js";
 import { runStoreCopy } from "./store-copy.js";
 import { runStoreRetention } from "./store-retention.js";
 import { runStoreVerify } from "./store-verify.js";
+import { parseBefore, runStoreArchive } from "./store-archive.js";
 import { runUpgradeCommand } from "./upgrade.js";
 
 const USAGE = `Usage:
@@ -26,8 +27,10 @@ const USAGE = `Usage:
   mneme upgrade status --app <module>
   mneme upgrade finish --app <module> [--settle-ms <n>] [--batch-size <n>]
   mneme store copy --from <file or postgres url> --to <postgres url or file> [--resume] [--batch-size <n>]
-  mneme store verify --store <file or postgres url> [--batch-size <n>]
+  mneme store verify --store <file or postgres url> [--batch-size <n>] [--archive-dir <dir>]
   mneme store retention --app <module> [--dry-run] [--batch-size <n>]
+  mneme store archive --store <file or postgres url> --before <position or ISO date> --to <dir> [--segment-events <n>]
+  mneme store archive --restore --store <file or postgres url> [--from <dir>]
   mneme seed --app <module> --file <json>
   mneme openapi --app <module> [--out <file>]
   mneme client --app <module> --out <file>
@@ -69,6 +72,8 @@ Commands:
                  broken position when one differs. Events removed by retention
                  are counted: each must link to the chain and have its run's
                  removal record in it.
+                 Archived events are verified in their files (SHA-256 of each)
+                 within the same chain.
   store retention
                  Start the app of <module> and run retention: events older than
                  their type's retainFor become tombstones (never one a live
@@ -76,6 +81,14 @@ Commands:
                  retention.logs go, the run is recorded in the event chain
                  (docs/operations.md, Retention). --dry-run lists what would go.
                  Prints the report.
+  store archive  Move the events below --before (a position, or the first event
+                 created at or after an ISO date) to gzip JSON-lines files under
+                 <dir> with a manifest (SHA-256 per file, chain head), verified
+                 before the rows are deleted; reads go on seeing them. Refused
+                 while a handler's checkpoint or a snapshot still needs them.
+                 Each aggregate's first and newest event and tagged events stay
+                 in the database. --restore brings every archived event back,
+                 as stored (see docs/operations.md, "Archiving old events").
   seed           Start the app of <module> (with registerDefaults) and create the
                  tenants, groups, accounts and identities of <json> that are
                  missing, as a system administrator; what exists is left as it
@@ -108,7 +121,13 @@ Options:
   --from <store>     store copy: the source, a SQLite file or postgres:// URL
   --to <store>       store copy: the target (empty, or an interrupted copy with --resume)
   --resume           store copy: continue a copy into this target that was interrupted
-  --store <store>    store verify: a SQLite file or postgres:// URL (?schema=)
+  --store <store>    store verify, store archive: a SQLite file or postgres:// URL (?schema=)
+  --before <p|date>  store archive: the boundary, a position or an ISO date
+  --to <dir>         store archive: the archive directory
+  --restore          store archive: bring the archived events back into the database
+  --from <dir>       store archive --restore: where the archive is now, if it was moved
+  --archive-dir <d>  store verify: where the store's archive is now, if it was moved
+  --segment-events <n>  store archive: events per archive file (default 20000)
   --file <json>      seed: the seed file
   -h, --help         show this help
   -v, --version      show the version
@@ -137,6 +156,10 @@ const OPTIONS = {
   to: { type: "string" },
   resume: { type: "boolean" },
   store: { type: "string" },
+  before: { type: "string" },
+  restore: { type: "boolean" },
+  "archive-dir": { type: "string" },
+  "segment-events": { type: "string" },
   file: { type: "string" },
   help: { type: "boolean", short: "h" },
   version: { type: "boolean", short: "v" },
@@ -167,6 +190,7 @@ async function run(argv: readonly string[]): Promise<number> {
   if (positionals[0] === "upgrade") return upgradeCommand(positionals, values);
   if (positionals[0] === "store" && positionals[1] === "verify") return storeVerify(positionals, values);
   if (positionals[0] === "store" && positionals[1] === "retention") return storeRetention(positionals, values);
+  if (positionals[0] === "store" && positionals[1] === "archive") return storeArchive(positionals, values);
   if (positionals[0] === "store") return storeCopy(positionals, values);
   if (positionals[0] === "seed") return seedCommand(positionals, values);
   if (positionals[0] === "openapi" || positionals[0] === "client") return documentCommand(positionals, values);
@@ -330,14 +354,58 @@ function storeCopy(
 
 function storeVerify(
   positionals: readonly string[],
-  values: { store?: string | undefined; "batch-size"?: string | undefined },
+  values: { store?: string | undefined; "batch-size"?: string | undefined; "archive-dir"?: string | undefined },
 ): Promise<number> {
   if (positionals.length > 2) throw new UsageError(`unknown command "${positionals.join(" ")}"`);
   if (values.store === undefined || values.store === "") throw new UsageError("missing --store");
   const batch = values["batch-size"];
   if (batch !== undefined && !/^[1-9][0-9]{0,4}$/.test(batch)) throw new UsageError(`--batch-size must be an integer >= 1, got "${batch}"`);
+  const archiveDir = values["archive-dir"];
   return runStoreVerify(
-    { store: values.store, ...(batch === undefined ? {} : { pageSize: Number(batch) }) },
+    {
+      store: values.store,
+      ...(batch === undefined ? {} : { pageSize: Number(batch) }),
+      ...(archiveDir === undefined ? {} : { archiveDirectory: archiveDir }),
+    },
+    process.stdout,
+    process.stderr,
+  );
+}
+
+function storeArchive(
+  positionals: readonly string[],
+  values: {
+    store?: string | undefined;
+    before?: string | undefined;
+    to?: string | undefined;
+    from?: string | undefined;
+    restore?: boolean | undefined;
+    "segment-events"?: string | undefined;
+  },
+): Promise<number> {
+  if (positionals.length > 2) throw new UsageError(`unknown command "${positionals.join(" ")}"`);
+  if (values.store === undefined || values.store === "") throw new UsageError("missing --store");
+  const restore = values.restore === true;
+  if (restore) {
+    if (values.before !== undefined || values.to !== undefined) throw new UsageError("--restore takes --store and --from only");
+  } else {
+    const missing = (["before", "to"] as const).filter((k) => values[k] === undefined || values[k] === "");
+    if (missing.length > 0) throw new UsageError(`missing ${missing.map((k) => `--${k}`).join(", ")}`);
+    if (parseBefore(values.before!) === undefined)
+      throw new UsageError(`--before must be a position or an ISO date, got "${values.before!}"`);
+    if (values.from !== undefined) throw new UsageError("--from goes with --restore");
+  }
+  const seg = values["segment-events"];
+  if (seg !== undefined && !/^[1-9][0-9]{0,6}$/.test(seg)) throw new UsageError(`--segment-events must be an integer >= 1, got "${seg}"`);
+  return runStoreArchive(
+    {
+      store: values.store,
+      restore,
+      ...(values.before === undefined ? {} : { before: values.before }),
+      ...(values.to === undefined ? {} : { to: values.to }),
+      ...(values.from === undefined ? {} : { from: values.from }),
+      ...(seg === undefined ? {} : { segmentEvents: Number(seg) }),
+    },
     process.stdout,
     process.stderr,
   );

@@ -4,6 +4,8 @@ import { verifyStore } from "../store-copy/index.js";
 export interface StoreVerifyArgs {
   readonly store: string;
   readonly pageSize?: number;
+  /** Where the store's archive of old events is now, when it was moved. */
+  readonly archiveDirectory?: string;
 }
 
 interface Out {
@@ -21,6 +23,7 @@ export async function runStoreVerify(args: StoreVerifyArgs, out: Out, err: Out):
   let lastDraw = 0;
   const report = await verifyStore(args.store, {
     ...(args.pageSize === undefined ? {} : { pageSize: args.pageSize }),
+    ...(args.archiveDirectory === undefined ? {} : { archiveDirectory: args.archiveDirectory }),
     onProgress: (checked, position, total) => {
       if (err.isTTY !== true) return;
       const now = Date.now();

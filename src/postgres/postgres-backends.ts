@@ -16,6 +16,8 @@ import { PostgresCacheStore } from "./postgres-cache-store.js";
 import { PostgresCommandStore } from "./postgres-command-store.js";
 import { PostgresDataStore } from "./postgres-data-store.js";
 import { PostgresEventRepository } from "./postgres-event-repository.js";
+import { PostgresEventArchive } from "./postgres-event-archive.js";
+import { withArchivedReads } from "../event-archive/archived-reads.js";
 import { PostgresFailoverPool } from "./postgres-failover-pool.js";
 import { parsePostgresHosts, redactConnectionString } from "./postgres-hosts.js";
 import { PostgresKeyStore } from "./postgres-key-store.js";
@@ -56,6 +58,11 @@ export interface PostgresBackendsOptions {
    * Leave it unset in production.
    */
   readonly onStatement?: PgStatementHook;
+  /**
+   * Where the archive of old events is now, when its directory was moved after `mneme store archive`
+   * (the directory given to `--to`). Default: where the store recorded it. See docs/operations.md.
+   */
+  readonly archiveDirectory?: string;
 }
 
 /** The Postgres engine: the stores of one schema, for `createFacade({ backend })`. */
@@ -149,11 +156,16 @@ export function createPostgresBackends(
     ...(opts.onStatement === undefined ? {} : { onStatement: opts.onStatement }),
     ...(opts.rollingFrom === undefined ? {} : { rollingFrom: checkRollingFrom(opts.rollingFrom, "createPostgresBackends") as RollingFrom }),
   };
-  const eventRepository = new PostgresEventRepository({
-    ...shared,
-    ...(opts.pollIntervalMs === undefined ? {} : { pollIntervalMs: opts.pollIntervalMs }),
-    ...(opts.maxAppendsPerCommit === undefined ? {} : { maxAppendsPerCommit: opts.maxAppendsPerCommit }),
-  });
+  // Archived events are read from their files by the same methods (see src/event-archive/archived-reads.ts).
+  const eventRepository = withArchivedReads(
+    new PostgresEventRepository({
+      ...shared,
+      ...(opts.pollIntervalMs === undefined ? {} : { pollIntervalMs: opts.pollIntervalMs }),
+      ...(opts.maxAppendsPerCommit === undefined ? {} : { maxAppendsPerCommit: opts.maxAppendsPerCommit }),
+    }),
+    new PostgresEventArchive(shared),
+    { absentPayload: null, ...(opts.archiveDirectory === undefined ? {} : { archiveDirectory: opts.archiveDirectory }) },
+  );
   const commandStore = new PostgresCommandStore(opts.claimCommit === undefined ? shared : { ...shared, claimCommit: opts.claimCommit });
   const logStore = new PostgresLogStore(shared);
   const readmodelStoreBackend = new PostgresReadmodelStoreBackend(shared);
@@ -204,5 +216,6 @@ function pick(o: PostgresBackendsOptions): PostgresBackendsOptions {
   if (o.onStatement !== undefined) out.onStatement = o.onStatement;
   if (o.claimCommit !== undefined) out.claimCommit = o.claimCommit;
   if (o.rollingFrom !== undefined) out.rollingFrom = o.rollingFrom;
+  if (o.archiveDirectory !== undefined) out.archiveDirectory = o.archiveDirectory;
   return out;
 }

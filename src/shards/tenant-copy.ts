@@ -1,3 +1,4 @@
+import { MnemeError } from "../model/errors.js";
 /**
  * The rows of one tenant copied from one shard to another, and the digests
  * that verify the copy. Events go through the target's event repository
@@ -359,6 +360,23 @@ export async function handlersBehind(side: ShardSide, position: number): Promise
     [position],
   );
   return res.rows.map((r) => r.handler);
+}
+
+/**
+ * Refuses a move from or to a shard with archived events (`mneme store archive`): the move reads and writes the
+ * events table itself, so archived events would be left behind. INVALID_STATE until the archive is restored.
+ */
+export async function refuseArchived(side: ShardSide, which: string): Promise<void> {
+  const exists = await side.pool.query<{ t: string | null }>("SELECT to_regclass($1)::text AS t", [t(side, "event_archives")]);
+  if (exists.rows[0]?.t == null) return;
+  const res = await side.pool.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${t(side, "event_archives")}`);
+  if (Number(res.rows[0]?.n ?? 0) > 0) {
+    throw new MnemeError(
+      "INVALID_STATE",
+      `tenant move: the ${which} shard has archived events (mneme store archive); a move would leave them behind: ` +
+        "restore the archive first (mneme store archive --restore)",
+    );
+  }
 }
 
 export async function headOf(side: ShardSide): Promise<number> {

@@ -38,6 +38,7 @@ import {
   headOf,
   holdsTenant,
   keysDigest,
+  refuseArchived,
   type ShardSide,
   type SideDigest,
   snapshotsDigest,
@@ -146,6 +147,8 @@ export async function moveTenant(opts: TenantMoveOptions): Promise<TenantMoveRep
     const { move, resumed } = await beginOrResume(store, opts, (name) => locate(opts, name), open);
     const source = side(locate(opts, move.fromShard), open);
     const target = side(locate(opts, move.toShard), open);
+    await refuseArchived(source, "source");
+    await refuseArchived(target, "target");
     const targetEvents = new PostgresEventRepository({ pool: target.pool, schema: target.schema, pollIntervalMs: 0 });
     const sourceEvents = new PostgresEventRepository({ pool: source.pool, schema: source.schema, pollIntervalMs: 0 });
     const ctx: MoveContext = {

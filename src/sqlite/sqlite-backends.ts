@@ -15,6 +15,8 @@ import { SqliteDataStore } from "./sqlite-data-store.js";
 import { SqliteDatabase, type SqliteOpenOptions, validateTablePrefix } from "./sqlite-database.js";
 import type { SqliteDatabaseObject } from "./sqlite-driver.js";
 import { SqliteEventRepository } from "./sqlite-event-repository.js";
+import { SqliteEventArchive } from "./sqlite-event-archive.js";
+import { withArchivedReads } from "../event-archive/archived-reads.js";
 import { SqliteKeyStore } from "./sqlite-key-store.js";
 import { SqliteLogStore } from "./sqlite-log-store.js";
 import { SqliteReadmodelStoreBackend } from "./sqlite-readmodel-store-backend.js";
@@ -35,6 +37,11 @@ export type SqliteBackendsOptions = (
     readonly pollIntervalMs?: number;
     /** Lease of a readmodel's processing lock (ms), renewed every third of it. Default 5000. */
     readonly lockLeaseMs?: number;
+    /**
+     * Where the archive of old events is now, when its directory was moved after `mneme store archive`
+     * (the directory given to `--to`). Default: where the store recorded it. See docs/operations.md.
+     */
+    readonly archiveDirectory?: string;
   };
 
 /** The SQLite engine: the stores of one database file, for `createFacade({ backend })`. */
@@ -112,8 +119,11 @@ export function createSqliteBackends(opts: SqliteBackendsOptions): SqliteBackend
   let eventRepository: SqliteEventRepository;
   let readmodelStoreBackend: SqliteReadmodelStoreBackend;
   try {
-    eventRepository = new SqliteEventRepository(
-      opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs },
+    // Archived events are read from their files by the same methods (see src/event-archive/archived-reads.ts).
+    eventRepository = withArchivedReads(
+      new SqliteEventRepository(opts.pollIntervalMs === undefined ? shared : { ...shared, pollIntervalMs: opts.pollIntervalMs }),
+      new SqliteEventArchive(shared),
+      { absentPayload: undefined, ...(opts.archiveDirectory === undefined ? {} : { archiveDirectory: opts.archiveDirectory }) },
     );
     readmodelStoreBackend = new SqliteReadmodelStoreBackend(
       opts.lockLeaseMs === undefined ? shared : { ...shared, lockLeaseMs: opts.lockLeaseMs },

@@ -1,3 +1,4 @@
+import type { ArchivedRange } from "../event-archive/archive-index.js";
 import type { ChainRow } from "../store/event-chain.js";
 import type { StoreFormatRecord } from "../store/store-format.js";
 import type { CopyRow, CopyTable } from "./copy-tables.js";
@@ -60,6 +61,8 @@ export interface CopyEndpoint {
   rows(table: CopyTable, pageSize: number): AsyncIterable<CopyRow[]>;
   /** The events with their stored hashes in position order, a page at a time, in the read snapshot (see src/store/event-chain.ts). */
   readChain(opts?: { afterPosition?: number; batchSize?: number }): AsyncIterable<ChainRow[]>;
+  /** The archived ranges of events (`mneme store archive`), in position order, in the read snapshot; empty when none. */
+  archivedRanges(): Promise<ArchivedRange[]>;
   /** The readmodels that keep SQL tables (their names in the SQL-table generations table). */
   sqlTableReadmodels(): Promise<string[]>;
   /** Creates every store's tables (the stores' own init), the copy marker table and the progress table. */

@@ -2,6 +2,7 @@ import { MnemeError } from "../model/errors.js";
 import { type ChainVerification, verifyEventChain } from "../store/event-chain.js";
 import { checkStoreFormat, STORE_FORMAT, type StoreFormatRecord } from "../store/store-format.js";
 import { storeDigest, TableDigester, type TableDigest } from "./copy-digest.js";
+import { withArchivedEvents } from "./archived-endpoint.js";
 import type { CopyEndpoint, CopyTableProgress } from "./copy-endpoint.js";
 import { CHECKPOINTS_TABLE, COPY_TABLES, type CopyRow, type CopyTable, KEY_TABLES, STORE_FORMAT_TABLE } from "./copy-tables.js";
 import { parsePostgresUrl, PostgresCopyEndpoint, type PostgresCopyLocation } from "./postgres-copy-endpoint.js";
@@ -20,6 +21,8 @@ export interface CopyStoreOptions {
   readonly pageSize?: number;
   /** Told after each page copied and each table verified. */
   readonly onProgress?: (progress: CopyProgress) => void;
+  /** Where the source's archive of old events is now, when it was moved after `mneme store archive`. Default: where the source recorded it. */
+  readonly archiveDirectory?: string;
 }
 
 /** Where a copy is. */
@@ -90,7 +93,10 @@ export async function copyStore(opts: CopyStoreOptions): Promise<CopyStoreReport
   const pageSize = opts.pageSize ?? 2000;
   if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 100_000)
     throw new MnemeError("INVALID_REQUEST", `store copy: pageSize must be an integer 1..100000, got ${String(pageSize)}`);
-  const source = openEndpoint(opts.from, "source");
+  const source = withArchivedEvents(
+    openEndpoint(opts.from, "source"),
+    opts.archiveDirectory === undefined ? {} : { archiveDirectory: opts.archiveDirectory },
+  );
   let target: CopyEndpoint | undefined;
   try {
     target = openEndpoint(opts.to, "target");

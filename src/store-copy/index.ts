@@ -11,3 +11,10 @@ export type { SqliteCopyLocation } from "./sqlite-copy-endpoint.js";
 export type { PostgresCopyLocation } from "./postgres-copy-endpoint.js";
 export { verifyStore } from "./store-verify.js";
 export type { VerifyStoreOptions, VerifyStoreReport } from "./store-verify.js";
+export { archiveStore, restoreStoreArchive } from "./store-archive.js";
+export type {
+  ArchiveEventsOptions,
+  ArchiveEventsReport,
+  RestoreEventsOptions,
+  RestoreEventsReport,
+} from "../event-archive/archive-events.js";

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { ArchivedRange } from "../event-archive/archive-index.js";
 import type { ChainRow } from "../store/event-chain.js";
 import { MnemeError } from "../model/errors.js";
 import { PG, requireDriver } from "../store/driver.js";
@@ -202,6 +203,22 @@ export class PostgresCopyEndpoint implements CopyEndpoint {
       }));
       if (res.rows.length < batchSize) return;
     }
+  }
+
+  async archivedRanges(): Promise<ArchivedRange[]> {
+    if (!(await this.hasTable("event_archives"))) return [];
+    const res = await this.#query<{ f: string; t: string; d: string; m: string; n: string; hp: string; hh: string }>(
+      `SELECT from_position::text AS f, to_position::text AS t, directory AS d, manifest_sha256 AS m, events::text AS n,
+              head_position::text AS hp, head_hash AS hh FROM ${this.#table("event_archives")} AS a ORDER BY a.to_position`,
+    );
+    return res.rows.map((r) => ({
+      fromPosition: Number(r.f),
+      toPosition: Number(r.t),
+      directory: r.d,
+      manifestSha256: r.m,
+      events: Number(r.n),
+      chainHead: { position: Number(r.hp), hash: r.hh },
+    }));
   }
 
   async sqlTableReadmodels(): Promise<string[]> {

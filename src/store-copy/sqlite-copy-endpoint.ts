@@ -5,6 +5,7 @@ import { createSqliteBackends } from "../sqlite/sqlite-backends.js";
 import { SqliteDatabase, validateTablePrefix } from "../sqlite/sqlite-database.js";
 import type { SqliteDriverName, SqliteEngineDriver } from "../sqlite/sqlite-driver.js";
 import { SqliteEventRepository } from "../sqlite/sqlite-event-repository.js";
+import type { ArchivedRange } from "../event-archive/archive-index.js";
 import type { ChainRow } from "../store/event-chain.js";
 import {
   type CopyEndpoint,
@@ -163,6 +164,24 @@ export class SqliteCopyEndpoint implements CopyEndpoint {
       }));
       if (rows.length < batchSize) return;
     }
+  }
+
+  async archivedRanges(): Promise<ArchivedRange[]> {
+    if (!(await this.hasTable("event_archives"))) return [];
+    const rows = this.#db
+      .prepare(
+        `SELECT from_position, to_position, directory, manifest_sha256, events, head_position, head_hash FROM ${this.#table("event_archives")} ORDER BY to_position`,
+      )
+      .raw(true)
+      .all() as [number, number, string, string, number, number, string][];
+    return rows.map((r) => ({
+      fromPosition: Number(r[0]),
+      toPosition: Number(r[1]),
+      directory: r[2],
+      manifestSha256: r[3],
+      events: Number(r[4]),
+      chainHead: { position: Number(r[5]), hash: r[6] },
+    }));
   }
 
   async sqlTableReadmodels(): Promise<string[]> {

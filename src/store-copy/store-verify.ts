@@ -1,5 +1,6 @@
 import { MnemeError } from "../model/errors.js";
 import { type ChainVerification, verifyEventChain } from "../store/event-chain.js";
+import { withArchivedEvents } from "./archived-endpoint.js";
 import { openEndpoint, type StoreLocation } from "./copy-store.js";
 import { COPY_TABLES } from "./copy-tables.js";
 
@@ -9,6 +10,8 @@ export interface VerifyStoreOptions {
   readonly pageSize?: number;
   /** Told after each page with the events checked so far, the last position checked and the events the store holds. */
   readonly onProgress?: (checked: number, position: number, total: number) => void;
+  /** Where the store's archive of old events is now, when it was moved after `mneme store archive`. Default: where the store recorded it. */
+  readonly archiveDirectory?: string;
 }
 
 /** What {@link verifyStore} found: the store in words and the chain's verification. */
@@ -26,7 +29,11 @@ export type VerifyStoreReport = ChainVerification & { readonly store: string; re
  */
 export async function verifyStore(location: StoreLocation, opts: VerifyStoreOptions = {}): Promise<VerifyStoreReport> {
   const started = performance.now();
-  const side = openEndpoint(location, "source");
+  // Archived events are verified in their files, in the one chain with the database's (see archived-endpoint.ts).
+  const side = withArchivedEvents(
+    openEndpoint(location, "source"),
+    opts.archiveDirectory === undefined ? {} : { archiveDirectory: opts.archiveDirectory },
+  );
   try {
     await side.beginSnapshot();
     if (!(await side.hasTable("events")))
