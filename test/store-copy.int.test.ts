@@ -16,7 +16,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { createFacade, type Facade, type FacadeOptions, isMnemeError, newUuid, type RequestContext } from "mneme";
 import { createPostgresBackends } from "mneme/postgres";
 import { createSqliteBackends } from "mneme/sqlite";
-import { copyStore, type CopyStoreReport } from "mneme/store-copy";
+import { copyStore, type CopyStoreReport, verifyStore } from "mneme/store-copy";
 import { ADMIN_EMAIL, ADMIN_PASSWORD } from "./support/defaults-world.js";
 import { Bin, depotAnswers, Owner, RegisterOwner, Stock, startDepot, type DepotApp } from "./support/depot-app.js";
 import { DATABASE_URL, postgresScratch } from "./support/postgres-scratch.js";
@@ -193,6 +193,40 @@ describe("store copy SQLite -> Postgres -> SQLite", () => {
     } finally {
       await app.facade.stop();
     }
+  }, 180_000);
+
+  it("copies events appended on Postgres to SQLite with a chain that verifies (their int64 times are no doubles)", async () => {
+    // pg sends a time as its double's shortest decimal (1764412345678901248 as 1764412345678901200): an int64 no double is.
+    const own = pg.newSchema();
+    const app = await startDepot(createPostgresBackends({ pool: pg.pool, schema: own }));
+    try {
+      const at = 1764412345678901248;
+      await app.facade.eventRepository.append(
+        Array.from({ length: 5 }, (_, k) => ({
+          domain: "Depot",
+          name: "Noted",
+          aggregateUuid: `note-${k}`,
+          tenantUuid: "t",
+          payload: { k },
+          createdAt: at + k * 512,
+        })),
+      );
+    } finally {
+      await app.facade.stop();
+    }
+    const times = await pg.pool.query<{ t: string }>(
+      `SELECT created_at::text AS t FROM "${own}".events WHERE domain = 'Depot' AND name = 'Noted'`,
+    );
+    expect(times.rows).toHaveLength(5);
+    expect(times.rows.every((r) => BigInt(Number(r.t)) !== BigInt(r.t))).toBe(true);
+    const file = files.newFile();
+    const copied = await copyStore({ from: pgUrl(own), to: file });
+    expect(copied.verified).toBe(true);
+    expect(copied.chain.target, JSON.stringify(copied.chain.target)).toMatchObject({ ok: true, complete: true });
+    const verified = await verifyStore(file);
+    expect(verified, JSON.stringify(verified)).toMatchObject({ ok: true, complete: true });
+    const run = await mneme(["store", "verify", "--store", file]);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
   }, 180_000);
 
   it("refuses a target that holds data (CONFLICT, nothing written), also with --resume", async () => {

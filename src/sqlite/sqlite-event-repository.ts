@@ -58,6 +58,13 @@ export type SqliteEventRepositoryOptions = SqliteStoreOptions & {
 const COLUMNS =
   "position, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at, req_ctx, payload, event_version";
 
+/**
+ * COLUMNS as the chain reads them: created_at as SQLite's decimal text, exact
+ * whatever wrote it (a store copied from Postgres holds int64s that are no
+ * double, which a number would round).
+ */
+const CHAIN_COLUMNS = COLUMNS.replace("created_at", "CAST(created_at AS TEXT)");
+
 /** A row as better-sqlite3 returns it in raw mode, in COLUMNS order. */
 type EventRow = [number, string, string, string, string, string, number, string | null, number, string, string | null, number];
 
@@ -187,10 +194,10 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
     let previous = before?.hash ?? GENESIS_HASH;
     let position = 0;
     const update = this.db.statement(`UPDATE ${this.table} SET hash = ? WHERE position = ?`);
-    const page = this.db.rawStatement(`SELECT ${COLUMNS} FROM ${this.table} WHERE position >= ? ORDER BY position LIMIT 1000`);
+    const page = this.db.rawStatement(`SELECT ${CHAIN_COLUMNS} FROM ${this.table} WHERE position >= ? ORDER BY position LIMIT 1000`);
     let after = from;
     for (;;) {
-      const rows = page.all(after) as EventRow[];
+      const rows = page.all(after) as ChainEventRow[];
       for (const r of rows) {
         previous = chainHash(previous, chainRowOf(r));
         position = r[0];
@@ -226,7 +233,7 @@ export class SqliteEventRepository extends SqliteStoreBase implements EventRepos
       let rows: ChainRowData[];
       try {
         rows = this.ready()
-          .rawStatement(`SELECT ${COLUMNS}, hash FROM ${this.table} WHERE position > ? ORDER BY position LIMIT ?`)
+          .rawStatement(`SELECT ${CHAIN_COLUMNS}, hash FROM ${this.table} WHERE position > ? ORDER BY position LIMIT ?`)
           .all(position, batchSize) as ChainRowData[];
       } catch (e) {
         throw toStoreError(e, "readChain");
@@ -778,10 +785,13 @@ function toEvent(position: number, p: PendingEvent): Event {
   return withCausation(e);
 }
 
-/** A row of COLUMNS followed by the hash. */
-type ChainRowData = [...EventRow, string | null];
+/** A row of CHAIN_COLUMNS: EventRow with created_at as text. */
+type ChainEventRow = [number, string, string, string, string, string, number, string | null, string, string, string | null, number];
 
-function chainRowOf(r: EventRow | ChainRowData): Omit<ChainRow, "hash"> {
+/** A row of CHAIN_COLUMNS followed by the hash. */
+type ChainRowData = [...ChainEventRow, string | null];
+
+function chainRowOf(r: ChainEventRow | ChainRowData): Omit<ChainRow, "hash"> {
   return {
     position: r[0],
     eventUuid: r[1],
@@ -791,7 +801,7 @@ function chainRowOf(r: EventRow | ChainRowData): Omit<ChainRow, "hash"> {
     aggregateUuid: r[5],
     version: r[6],
     commandUuid: r[7],
-    createdAt: chainCreatedAt(r[8]),
+    createdAt: r[8],
     eventVersion: r[11],
     reqCtx: r[9],
     payload: r[10],
