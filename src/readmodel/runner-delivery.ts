@@ -2,7 +2,8 @@ import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
 import type { HandlerContext } from "../model/event-handler.js";
 import { isLockLostError } from "../store/lock-fencing.js";
-import { inNextGeneration, nextGenerationCheckpoint } from "./readmodel-generations.js";
+import { nextGenerationCheckpoint } from "./readmodel-generations.js";
+import { clearEventTenant, inReadmodelBatch } from "./tenant-scope.js";
 import { HandlerFailure, type Rebuild, type RunnerState } from "./runner-state.js";
 import type { RunnerLocks } from "./runner-locks.js";
 
@@ -292,8 +293,7 @@ export class RunnerDelivery {
         const batch = async (): Promise<void> => {
           handled = await this.#batch(own, last, restoring, token, rebuild);
         };
-        const run = () => (rebuild === undefined ? batch() : inNextGeneration(name, batch));
-        await (traced === undefined ? run() : traced.within(run));
+        await (traced === undefined ? batch() : traced.within(batch));
       }
     } catch (err) {
       traced?.failed(err);
@@ -338,13 +338,17 @@ export class RunnerDelivery {
         : { eventHandlerName: name, restoring, partition: { index: lane.index, count: lane.count } };
     const checkpoint = rebuild === undefined ? s.key : nextGenerationCheckpoint(name);
     let handled = 0;
-    const inTransaction = () =>
+    // A readmodel's batch (and a rebuild's) runs in a context of its own: the tenant of the event being
+    // applied, and the generation it writes (see tenant-scope.ts). A plain handler's needs none.
+    const context = s.isStateRestorer || rebuild !== undefined;
+    const transaction = () =>
       this.#locks.fencedTransaction(backend, token, async () => {
         handled = 0;
         await hooks.beforeBatch(events);
         for (const e of events) {
           const fns = s.handlersFor(e);
           if (fns.length === 0) continue;
+          if (context) clearEventTenant();
           const t = restoring ? 0 : performance.now();
           for (const h of fns) {
             const r = h.fn(ctx, e, e.payload);
@@ -353,12 +357,14 @@ export class RunnerDelivery {
           handled++;
           if (!restoring) metrics.sample((performance.now() - t) * 1000);
         }
+        if (context) clearEventTenant();
         await hooks.afterBatch();
         await backend.setCheckpoint(checkpoint, last.position);
         // Without fencing tokens a backend may fence a commit by the checkpoint of the locked handler (SQLite's
         // lease check): writing the served one unchanged keeps an instance that lost the lock out of the new generation.
         if (rebuild !== undefined && token === undefined) await backend.setCheckpoint(s.key, rebuild.servedPosition);
       });
+    const inTransaction = context ? () => inReadmodelBatch(rebuild === undefined ? undefined : name, transaction) : transaction;
     const gate = s.partition?.gate;
     await (gate === undefined ? inTransaction() : gate(inTransaction));
     return handled;
