@@ -3,7 +3,7 @@ import type { AggregateType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
 import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";
-import { runnerOf } from "./base-event-handler.js";
+import { BaseEventHandler, runnerOf } from "./base-event-handler.js";
 import { type HistoryEventModel, toHistoryEvent } from "./history.js";
 
 /** A served model of one aggregate. `historyEvents` only when asked for. */
@@ -119,7 +119,9 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
             `${this.name}: the aggregate ${this.aggregate.domain}.${this.aggregate.name} evolves ${path}, which no registered domain defines`,
           );
         }
-        this.addDomainEventHandler(type, (_ctx, event) => this.#apply(event));
+        // Registered as a plain handler function: #apply writes nothing (afterBatch does, unscoped), so the
+        // tenant BaseReadmodel would set for each event's writes is of no use to it.
+        BaseEventHandler.prototype.addDomainEventHandler.call(this, type, (_ctx, event) => this.#apply(event));
       }
     });
   }

@@ -338,9 +338,11 @@ export class RunnerDelivery {
         : { eventHandlerName: name, restoring, partition: { index: lane.index, count: lane.count } };
     const checkpoint = rebuild === undefined ? s.key : nextGenerationCheckpoint(name);
     let handled = 0;
-    // A readmodel's batch (and a rebuild's) runs in a context of its own: the tenant of the event being
-    // applied, and the generation it writes (see tenant-scope.ts). A plain handler's needs none.
-    const context = s.isStateRestorer || rebuild !== undefined;
+    // A rebuild's batch, and a readmodel's batch of several events, runs in a context of its own: the
+    // generation it writes and the tenant of the event being applied (see tenant-scope.ts). A batch of
+    // one live event needs none (its handler functions set their event's tenant each in a context of
+    // their own, as they would in the batch's), nor does a plain handler's.
+    const context = rebuild !== undefined || (s.isStateRestorer && events.length > 1);
     const transaction = () =>
       this.#locks.fencedTransaction(backend, token, async () => {
         handled = 0;
