@@ -20,6 +20,8 @@ import {
 } from "../store/readmodel-validation.js";
 import { type EnsureIndexesOptions, normalizeIndexes, tenantFirstOf } from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
+import { type BoundTransaction, declareBoundTransactions } from "../store/bound-transaction.js";
+import { MnemeError } from "../model/errors.js";
 import { AsyncMutex } from "./async-mutex.js";
 import { storeClosed } from "../store/store-closed.js";
 import { noteFence } from "../store/lock-fencing.js";
@@ -116,6 +118,10 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     writesNow: () => this.writesNow(),
   };
 
+  constructor() {
+    declareBoundTransactions(this, (fn) => this.boundTransaction(fn));
+  }
+
   async init(): Promise<void> {
     this.assertOpen();
   }
@@ -145,12 +151,70 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   async transaction<R>(fn: () => Promise<R>): Promise<R> {
     this.assertOpen();
     if (this.insideTx()) return fn();
+    return this.runTx((tx) => this.als.run(tx, fn));
+  }
+
+  /**
+   * A transaction handed to fn (see BoundTransaction): what fn writes through
+   * it joins it without an async context. Inside a running `transaction(fn)`
+   * (in its async context) it joins that one.
+   * @internal
+   */
+  private async boundTransaction<R>(fn: (tx: BoundTransaction) => Promise<R>): Promise<R> {
+    this.assertOpen();
+    if (this.insideTx()) return fn(this.bound(this.activeTx!));
+    return this.runTx((tx) => fn(this.bound(tx)));
+  }
+
+  /** The transaction `tx` as a BoundTransaction: writes through it run at once while `tx` runs, and are refused after. */
+  private bound(tx: Tx): BoundTransaction {
+    const active = (): void => {
+      this.assertOpen();
+      if (this.activeTx !== tx)
+        throw new MnemeError("INVALID_STATE", "MemoryReadmodelStoreBackend: a write through a transaction that has ended");
+    };
+    const core: BackendCore = {
+      ...this.core,
+      write: async (apply) => {
+        active();
+        return apply();
+      },
+      writesNow: () => {
+        active();
+        return true;
+      },
+    };
+    return {
+      collection: <T>(name: string, scope: CollectionScope = {}) => {
+        assertCollectionName(name);
+        return new MemoryCollection<T>(core, name, checkScope(scope));
+      },
+      setCheckpoint: async (handler, position) => {
+        assertHandlerName(handler);
+        assertCheckpoint(position);
+        active();
+        this.putCheckpoint(handler, position);
+      },
+      checkFencingToken: (handler, token) => {
+        try {
+          active();
+          noteFence(tx.fences, handler, token);
+          return NOTED;
+        } catch (e) {
+          return Promise.reject(e as Error);
+        }
+      },
+    };
+  }
+
+  /** Runs `body` as the one running transaction: serialised, the fences checked before it commits, undone when it throws. */
+  private async runTx<R>(body: (tx: Tx) => Promise<R>): Promise<R> {
     const release = this.mutex.tryAcquire() ?? (await this.mutex.acquire());
     const tx: Tx = { undo: [], fences: new Map() };
     const lastWriteAt = this.lastWriteAt;
     this.activeTx = tx;
     try {
-      const result = await this.als.run(tx, fn);
+      const result = await body(tx);
       // The fence: a lease taken again (or freed) since the transaction noted it refuses the commit, all undone.
       this.lease.check(tx.fences);
       return result;

@@ -1,6 +1,7 @@
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
 import type { HandlerContext } from "../model/event-handler.js";
+import { boundTransactionsOf } from "../store/bound-transaction.js";
 import { isLockLostError } from "../store/lock-fencing.js";
 import { nextGenerationCheckpoint } from "./readmodel-generations.js";
 import { clearEventTenant, inReadmodelBatch } from "./tenant-scope.js";
@@ -338,6 +339,30 @@ export class RunnerDelivery {
         : { eventHandlerName: name, restoring, partition: { index: lane.index, count: lane.count } };
     const checkpoint = rebuild === undefined ? s.key : nextGenerationCheckpoint(name);
     let handled = 0;
+    // A handler whose own hooks do every write of the batch (a ProjectionReadmodel's), live or catching up,
+    // on a backend that hands its transaction over: the transaction is an argument, no async context.
+    const bound = rebuild === undefined && lane === undefined ? s.bound : undefined;
+    const run = bound !== undefined && bound.eligible() ? boundTransactionsOf(backend) : undefined;
+    if (bound !== undefined && run !== undefined) {
+      await this.#locks.fencedBoundTransaction(run, backend, token, async (tx) => {
+        handled = 0;
+        await bound.beforeBatch(events, tx);
+        for (const e of events) {
+          const fns = s.handlersFor(e);
+          if (fns.length === 0) continue;
+          const t = restoring ? 0 : performance.now();
+          for (const h of fns) {
+            const r = h.fn(ctx, e, e.payload);
+            if (r !== undefined && typeof r.then === "function") await r;
+          }
+          handled++;
+          if (!restoring) metrics.sample((performance.now() - t) * 1000);
+        }
+        await bound.afterBatch(tx);
+        await tx.setCheckpoint(checkpoint, last.position);
+      });
+      return handled;
+    }
     // A rebuild's batch, and a readmodel's batch of several events, runs in a context of its own: the
     // generation it writes and the tenant of the event being applied (see tenant-scope.ts). A batch of
     // one live event needs none (its handler functions set their event's tenant each in a context of
