@@ -3,8 +3,8 @@ import type { CollectionScope, ReadmodelCollection, ReadmodelStoreBackend } from
 /**
  * A readmodel backend's transaction handed to its caller explicitly: the
  * collections it gives write into that transaction and no other, whatever
- * async context they are called from, and the backend tells no write by an
- * async context (no AsyncLocalStorage). What `collection` gives is valid
+ * async context they are called from: the backend needs no async context to
+ * tell which writes are the transaction's. What `collection` gives is valid
  * while the transaction runs; a write through it after the end is refused
  * (INVALID_STATE). Writes made through the backend itself (not through the
  * transaction) count as from outside: they wait for the transaction to end,
