@@ -20,6 +20,8 @@ import {
 } from "../store/readmodel-validation.js";
 import { type EnsureIndexesOptions, normalizeIndexes, tenantFirstOf } from "../store/readmodel-indexes.js";
 import type { StoreInfo } from "../store/store-info.js";
+import { type BoundTransaction, declareBoundTransactions } from "../store/bound-transaction.js";
+import { MnemeError } from "../model/errors.js";
 import { AsyncMutex } from "./async-mutex.js";
 import { storeClosed } from "../store/store-closed.js";
 import { noteFence } from "../store/lock-fencing.js";
@@ -79,6 +81,78 @@ interface BackendCore {
   writesNow(): boolean;
 }
 
+/** What a bound transaction needs of its backend besides a collection's core. */
+interface BoundCore {
+  /** The running transaction, if any. */
+  active(): Tx | undefined;
+  /** Writes a checkpoint at once, logging the previous one for rollback. */
+  putCheckpoint(handler: string, position: number): void;
+}
+
+/**
+ * One transaction of the memory backend handed over (see BoundTransaction):
+ * the collections it gives write at once while it runs, and are refused after.
+ */
+class MemoryBoundTransaction implements BoundTransaction, BackendCore {
+  constructor(
+    private readonly core: BackendCore & BoundCore,
+    private readonly tx: Tx,
+  ) {}
+
+  private check(): void {
+    this.core.assertOpen();
+    if (this.core.active() !== this.tx)
+      throw new MnemeError("INVALID_STATE", "MemoryReadmodelStoreBackend: a write through a transaction that has ended");
+  }
+
+  collection<T>(name: string, scope: CollectionScope = {}): ReadmodelCollection<T> {
+    assertCollectionName(name);
+    return new MemoryCollection<T>(this, name, checkScope(scope));
+  }
+
+  async setCheckpoint(handler: string, position: number): Promise<void> {
+    assertHandlerName(handler);
+    assertCheckpoint(position);
+    this.check();
+    this.core.putCheckpoint(handler, position);
+  }
+
+  checkFencingToken(handler: string, token: number): Promise<void> {
+    try {
+      this.check();
+      noteFence(this.tx.fences, handler, token);
+      return NOTED;
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  // BackendCore, for the collections it gives: writes run at once, in this transaction.
+  assertOpen(): void {
+    this.core.assertOpen();
+  }
+  peek(name: string): Coll | undefined {
+    return this.core.peek(name);
+  }
+  ensure(name: string): Coll {
+    return this.core.ensure(name);
+  }
+  reset(name: string): void {
+    this.core.reset(name);
+  }
+  setDoc(c: Coll, key: string, doc: Doc | undefined): boolean {
+    return this.core.setDoc(c, key, doc);
+  }
+  async write<R>(apply: () => R): Promise<R> {
+    this.check();
+    return apply();
+  }
+  writesNow(): boolean {
+    this.check();
+    return true;
+  }
+}
+
 /**
  * The in-memory ReadmodelStoreBackend. Documents are stored as JSON (copies in,
  * copies out). Transactions are serialised by a mutex and undone from an undo
@@ -106,7 +180,7 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   private activeTx: Tx | undefined;
   private lastWriteAt = 0;
   private closed = false;
-  private readonly core: BackendCore = {
+  private readonly core: BackendCore & BoundCore = {
     assertOpen: () => this.assertOpen(),
     peek: (name) => this.colls.get(name),
     ensure: (name) => this.ensure(name),
@@ -114,7 +188,13 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
     setDoc: (c, key, doc) => this.setDoc(c, key, doc),
     write: (apply) => this.write(apply),
     writesNow: () => this.writesNow(),
+    active: () => this.activeTx,
+    putCheckpoint: (handler, position) => this.putCheckpoint(handler, position),
   };
+
+  constructor() {
+    declareBoundTransactions(this, (fn) => this.boundTransaction(fn));
+  }
 
   async init(): Promise<void> {
     this.assertOpen();
@@ -145,12 +225,30 @@ export class MemoryReadmodelStoreBackend implements ReadmodelStoreBackend {
   async transaction<R>(fn: () => Promise<R>): Promise<R> {
     this.assertOpen();
     if (this.insideTx()) return fn();
+    return this.runTx((tx) => this.als.run(tx, fn));
+  }
+
+  /**
+   * A transaction handed to fn (see BoundTransaction): what fn writes through
+   * it joins it without an async context. Inside a running `transaction(fn)`
+   * (in its async context) it joins that one.
+   * @internal
+   */
+  private boundTransaction<R>(fn: (tx: BoundTransaction) => Promise<R>): Promise<R> {
+    if (this.closed) return Promise.reject(storeClosed("MemoryReadmodelStoreBackend"));
+    const active = this.activeTx;
+    if (active !== undefined && this.insideTx()) return fn(new MemoryBoundTransaction(this.core, active));
+    return this.runTx((tx) => fn(new MemoryBoundTransaction(this.core, tx)));
+  }
+
+  /** Runs `body` as the one running transaction: serialised, the fences checked before it commits, undone when it throws. */
+  private async runTx<R>(body: (tx: Tx) => Promise<R>): Promise<R> {
     const release = this.mutex.tryAcquire() ?? (await this.mutex.acquire());
     const tx: Tx = { undo: [], fences: new Map() };
     const lastWriteAt = this.lastWriteAt;
     this.activeTx = tx;
     try {
-      const result = await this.als.run(tx, fn);
+      const result = await body(tx);
       // The fence: a lease taken again (or freed) since the transaction noted it refuses the commit, all undone.
       this.lease.check(tx.fences);
       return result;

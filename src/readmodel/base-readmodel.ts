@@ -6,7 +6,7 @@ import { BaseEventHandler, runnerOf } from "./base-event-handler.js";
 import { type CollectionTenancy, currentPrefix, type DeclaredIndexes, GenerationalCollection } from "./readmodel-generations.js";
 import { assertPartitionCount } from "./partition-routing.js";
 import { assertSubjectErasure, type SubjectErasure, subjectEraser } from "./subject-erasure.js";
-import { inTenantScope } from "./tenant-scope.js";
+import { withEventTenant } from "./tenant-scope.js";
 import { tenantView } from "./tenant-view.js";
 import type { AllEventsType, EventType } from "../model/tokens.js";
 import { SubjectForgotten } from "../model/privacy-events.js";
@@ -166,9 +166,7 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
         "INVALID_EVENT_HANDLER",
         `readmodel ${this.name || this.constructor.name} is partitioned: a handler of ${SubjectForgotten.path} would run in one partition and write documents other partitions own; erase with eraseSubjects(collection, { where, keyOf, erase }) (see docs/privacy.md)`,
       );
-    super.addDomainEventHandler(type, (ctx, event: Event<P>, p: P) =>
-      inTenantScope({ writeTenantUuid: event.tenantUuid }, () => fn(ctx, event, p)),
-    );
+    super.addDomainEventHandler(type, (ctx, event: Event<P>, p: P) => withEventTenant(event.tenantUuid, () => fn(ctx, event, p)));
   }
 
   /**
@@ -189,7 +187,7 @@ export abstract class BaseReadmodel extends BaseEventHandler implements StateRes
     assertSubjectErasure(this.name || this.constructor.name, collection, erasure);
     const erase = subjectEraser(collection, erasure);
     this.addDomainEventHandlerInEveryPartition(SubjectForgotten, (ctx, event, p) =>
-      inTenantScope({ writeTenantUuid: event.tenantUuid }, () => erase(ctx, event, p)),
+      withEventTenant(event.tenantUuid, () => erase(ctx, event, p)),
     );
   }
 

@@ -16,6 +16,7 @@ import { type EventHandlerListing, handlerListing, handlerMetrics } from "./runn
 import { RunnerLocks } from "./runner-locks.js";
 import { RunnerRestore } from "./runner-restore.js";
 import {
+  type BoundBatchHooks,
   DEFAULT_DELIVERY,
   type DeliveryOptions,
   type HandlerHost,
@@ -64,6 +65,11 @@ export class HandlerRunner {
   configureRestorer(config: RestorerConfig): void {
     this.#s.restorer = config;
     this.#partitioned?.configureRestorer(config);
+  }
+
+  /** Lets the handler's batches run in a transaction handed to its hooks (see BoundBatchHooks); a partitioned handler's do not. */
+  configureBoundBatch(hooks: BoundBatchHooks): void {
+    this.#s.bound = hooks;
   }
 
   /** Runs the handler as `count` partitions (`withPartitions`), before it is registered. */

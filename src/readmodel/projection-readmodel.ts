@@ -1,10 +1,12 @@
 import { MnemeError } from "../model/errors.js";
-import type { AggregateType } from "../model/tokens.js";
+import type { AggregateType, AllEventsType, EventType } from "../model/tokens.js";
+import type { HandlerContext } from "../model/event-handler.js";
 import type { Event } from "../model/types.js";
 import type { ReadmodelCollection } from "../store/readmodel-store-backend.js";
 import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";
-import { runnerOf } from "./base-event-handler.js";
+import { BaseEventHandler, runnerOf } from "./base-event-handler.js";
 import { type HistoryEventModel, toHistoryEvent } from "./history.js";
+import { servedPrefix } from "./readmodel-generations.js";
 
 /** A served model of one aggregate. `historyEvents` only when asked for. */
 export interface ProjectionModel<M> {
@@ -95,6 +97,8 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
   readonly #toModel: (state: S) => M;
   readonly #models: () => ReadmodelCollection<StoredModel<S>>;
   #batch = new Map<string, StoredModel<S> | undefined>();
+  /** False once a handler function was added from outside (see addDomainEventHandler). */
+  #ownHandlersOnly = true;
   #dirty = new Set<string>();
 
   constructor(facade: ReadmodelFacade, config: ProjectionConfig<S, M>, ...options: ReadmodelOption[]) {
@@ -107,6 +111,13 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
     this.#toModel = config.toModel ?? ((s: S) => s as unknown as M);
     let coll: ReadmodelCollection<StoredModel<S>> | undefined;
     this.#models = () => (coll ??= this.collection<StoredModel<S>>("models"));
+    // A ProjectionReadmodel as it comes (not a subclass, which may override the batch hooks or add parts),
+    // with only its own handler functions: its batches write through the transaction handed to them.
+    runnerOf(this).configureBoundBatch({
+      eligible: () => this.#ownHandlersOnly && Object.getPrototypeOf(this) === ProjectionReadmodel.prototype,
+      beforeBatch: (events, tx) => this.#prefetch(events, tx.collection(this.#servedModels())),
+      afterBatch: (tx) => this.#flush(tx.collection(this.#servedModels())),
+    });
     // Registered with a facade: handle every event the aggregate evolves, as the facade's domains define them.
     runnerOf(this).onAttach((host) => {
       if (this.getDomainEvents().length > 0) return;
@@ -119,12 +130,36 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
             `${this.name}: the aggregate ${this.aggregate.domain}.${this.aggregate.name} evolves ${path}, which no registered domain defines`,
           );
         }
-        this.addDomainEventHandler(type, (_ctx, event) => this.#apply(event));
+        // Registered as a plain handler function: #apply writes nothing (afterBatch does, unscoped), so the
+        // tenant BaseReadmodel would set for each event's writes is of no use to it.
+        BaseEventHandler.prototype.addDomainEventHandler.call(this, type, (_ctx, event) => this.#apply(event));
       }
     });
   }
 
-  protected override async beforeBatch(events: readonly Event[]): Promise<void> {
+  /**
+   * Registers a handler function as BaseReadmodel does. A projection given
+   * one of these is applied as any readmodel is (its batches told by async
+   * context), since the function may write to collections.
+   */
+  override addDomainEventHandler<P>(
+    type: EventType<P> | AllEventsType,
+    fn: (ctx: HandlerContext, event: Event<P>, domainEvt: P) => Promise<void> | void,
+  ): void {
+    this.#ownHandlersOnly = false;
+    super.addDomainEventHandler(type, fn);
+  }
+
+  /** The backend collection of the served generation's models. */
+  #servedModels(): string {
+    return `${servedPrefix(this.name)}models`;
+  }
+
+  protected override beforeBatch(events: readonly Event[]): Promise<void> {
+    return this.#prefetch(events, this.#models());
+  }
+
+  async #prefetch(events: readonly Event[], models: ReadmodelCollection<StoredModel<S>>): Promise<void> {
     const missing: string[] = [];
     const seen = new Set<string>();
     for (const e of events) {
@@ -133,7 +168,7 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
       missing.push(e.aggregateUuid);
     }
     if (missing.length === 0) return;
-    const found = await this.#models().getMany(missing);
+    const found = await models.getMany(missing);
     for (const uuid of missing) this.#batch.set(uuid, found.get(uuid));
   }
 
@@ -163,11 +198,15 @@ export class ProjectionReadmodel<S, M = S> extends BaseReadmodel {
     this.#dirty.add(event.aggregateUuid);
   }
 
-  protected override async afterBatch(): Promise<void> {
+  protected override afterBatch(): Promise<void> {
+    return this.#flush(this.#models());
+  }
+
+  async #flush(models: ReadmodelCollection<StoredModel<S>>): Promise<void> {
     if (this.#dirty.size > 0) {
       const entries: [string, StoredModel<S>][] = [];
       for (const uuid of this.#dirty) entries.push([uuid, this.#batch.get(uuid)!]);
-      await this.#models().putMany(entries);
+      await models.putMany(entries);
     }
     this.#dirty.clear();
     // keep the cache bounded: it only serves the batch

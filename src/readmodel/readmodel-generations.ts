@@ -1,8 +1,7 @@
-import { AsyncLocalStorage } from "node:async_hooks";
 import { readmodelBackendCapabilities } from "../store/backend.js";
 import type { ListOptions, ReadmodelCollection, ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
 import { assertDocumentKeys } from "../store/readmodel-validation.js";
-import { collectionInScope } from "./tenant-scope.js";
+import { buildingNextGeneration, collectionInScope } from "./tenant-scope.js";
 
 /**
  * Blue-green generations of a readmodel's documents. The served generation
@@ -11,9 +10,9 @@ import { collectionInScope } from "./tenant-scope.js";
  * `<name>#rebuild:<collection>` under the checkpoint `<name>#rebuild`, and
  * replaces the served collections with it in one backend transaction when it
  * is complete. Which generation `collection()` reaches is decided per call by
- * an async context: the runner applies the rebuild's batches inside
- * `inNextGeneration`, everything else (queries, live delivery) reaches the
- * served one.
+ * the batch's context (tenant-scope.ts): the runner applies the rebuild's
+ * batches in a context that builds the next generation (`inReadmodelBatch`),
+ * everything else (queries, live delivery) reaches the served one.
  * @internal
  */
 
@@ -35,17 +34,9 @@ export function nextPrefix(readmodel: string): string {
   return `${readmodel}${NEXT}:`;
 }
 
-/** The readmodel names whose next generation the current async context writes to. */
-const building = new AsyncLocalStorage<string>();
-
-/** Runs fn so that the collections of `readmodel` reached inside it are those of its next generation. */
-export function inNextGeneration<R>(readmodel: string, fn: () => Promise<R>): Promise<R> {
-  return building.run(readmodel, fn);
-}
-
 /** The collection prefix `readmodel`'s collections resolve to in the current async context. */
 export function currentPrefix(readmodel: string): string {
-  return building.getStore() === readmodel ? nextPrefix(readmodel) : servedPrefix(readmodel);
+  return buildingNextGeneration(readmodel) ? nextPrefix(readmodel) : servedPrefix(readmodel);
 }
 
 /**
@@ -112,11 +103,6 @@ function participantOf(backend: ReadmodelStoreBackend, readmodel: string): Gener
   return participants.get(backend)?.get(readmodel);
 }
 
-/** Whether the current async context builds `readmodel`'s next generation (a restore from zero's batches). */
-export function buildingNextGeneration(readmodel: string): boolean {
-  return building.getStore() === readmodel;
-}
-
 /** Whether a collection's documents belong to tenants (the default) or are shared by all. */
 export type CollectionTenancy = "tenant" | "global";
 
@@ -128,7 +114,7 @@ export interface DeclaredIndexes {
 
 /**
  * A readmodel's collection that resolves, per call, to the served generation
- * or (inside `inNextGeneration`) to the one being built, and, for a
+ * or (in a rebuild's batch) to the one being built, and, for a
  * tenant-scoped collection, to the tenant scope of the async context.
  */
 export class GenerationalCollection<T> implements ReadmodelCollection<T> {

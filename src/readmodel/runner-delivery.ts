@@ -1,8 +1,10 @@
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { Event } from "../model/types.js";
 import type { HandlerContext } from "../model/event-handler.js";
+import { boundTransactionsOf } from "../store/bound-transaction.js";
 import { isLockLostError } from "../store/lock-fencing.js";
-import { inNextGeneration, nextGenerationCheckpoint } from "./readmodel-generations.js";
+import { nextGenerationCheckpoint } from "./readmodel-generations.js";
+import { clearEventTenant, inReadmodelBatch } from "./tenant-scope.js";
 import { HandlerFailure, type Rebuild, type RunnerState } from "./runner-state.js";
 import type { RunnerLocks } from "./runner-locks.js";
 
@@ -292,8 +294,7 @@ export class RunnerDelivery {
         const batch = async (): Promise<void> => {
           handled = await this.#batch(own, last, restoring, token, rebuild);
         };
-        const run = () => (rebuild === undefined ? batch() : inNextGeneration(name, batch));
-        await (traced === undefined ? run() : traced.within(run));
+        await (traced === undefined ? batch() : traced.within(batch));
       }
     } catch (err) {
       traced?.failed(err);
@@ -338,10 +339,14 @@ export class RunnerDelivery {
         : { eventHandlerName: name, restoring, partition: { index: lane.index, count: lane.count } };
     const checkpoint = rebuild === undefined ? s.key : nextGenerationCheckpoint(name);
     let handled = 0;
-    const inTransaction = () =>
-      this.#locks.fencedTransaction(backend, token, async () => {
+    // A handler whose own hooks do every write of the batch (a ProjectionReadmodel's), live or catching up,
+    // on a backend that hands its transaction over: the transaction is an argument, no async context.
+    const bound = rebuild === undefined && lane === undefined ? s.bound : undefined;
+    const run = bound !== undefined && bound.eligible() ? boundTransactionsOf(backend) : undefined;
+    if (bound !== undefined && run !== undefined) {
+      await this.#locks.fencedBoundTransaction(run, backend, token, async (tx) => {
         handled = 0;
-        await hooks.beforeBatch(events);
+        await bound.beforeBatch(events, tx);
         for (const e of events) {
           const fns = s.handlersFor(e);
           if (fns.length === 0) continue;
@@ -353,12 +358,40 @@ export class RunnerDelivery {
           handled++;
           if (!restoring) metrics.sample((performance.now() - t) * 1000);
         }
+        await bound.afterBatch(tx);
+        await tx.setCheckpoint(checkpoint, last.position);
+      });
+      return handled;
+    }
+    // A rebuild's batch, and a readmodel's batch of several events, runs in a context of its own: the
+    // generation it writes and the tenant of the event being applied (see tenant-scope.ts). A batch of
+    // one live event needs none (its handler functions set their event's tenant each in a context of
+    // their own, as they would in the batch's), nor does a plain handler's.
+    const context = rebuild !== undefined || (s.isStateRestorer && events.length > 1);
+    const transaction = () =>
+      this.#locks.fencedTransaction(backend, token, async () => {
+        handled = 0;
+        await hooks.beforeBatch(events);
+        for (const e of events) {
+          const fns = s.handlersFor(e);
+          if (fns.length === 0) continue;
+          if (context) clearEventTenant();
+          const t = restoring ? 0 : performance.now();
+          for (const h of fns) {
+            const r = h.fn(ctx, e, e.payload);
+            if (r !== undefined && typeof r.then === "function") await r;
+          }
+          handled++;
+          if (!restoring) metrics.sample((performance.now() - t) * 1000);
+        }
+        if (context) clearEventTenant();
         await hooks.afterBatch();
         await backend.setCheckpoint(checkpoint, last.position);
         // Without fencing tokens a backend may fence a commit by the checkpoint of the locked handler (SQLite's
         // lease check): writing the served one unchanged keeps an instance that lost the lock out of the new generation.
         if (rebuild !== undefined && token === undefined) await backend.setCheckpoint(s.key, rebuild.servedPosition);
       });
+    const inTransaction = context ? () => inReadmodelBatch(rebuild === undefined ? undefined : name, transaction) : transaction;
     const gate = s.partition?.gate;
     await (gate === undefined ? inTransaction() : gate(inTransaction));
     return handled;

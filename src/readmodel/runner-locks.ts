@@ -1,5 +1,6 @@
 import { errorMessage, isMnemeError, MnemeError } from "../model/errors.js";
 import type { EventHandlerState } from "../model/event-handler.js";
+import type { BoundTransaction, BoundTransactions } from "../store/bound-transaction.js";
 import type { LeasedReadmodelStoreBackend } from "../store/leased-readmodel-backend.js";
 import { isLockLostError, lockLostError } from "../store/lock-fencing.js";
 import { SharedCheckpointWatch, type CheckpointWaitResult } from "./shared-checkpoint-watch.js";
@@ -50,6 +51,25 @@ export class RunnerLocks {
       });
     });
     return fenced.catch((err: unknown) => {
+      if (isLockLostError(err)) this.#fencedOff(backend, token);
+      throw err;
+    });
+  }
+
+  /**
+   * As fencedTransaction, in a transaction handed to fn (`run`: the backend's
+   * bound transactions), fenced through it. Not for a restore from zero of
+   * every partition (fencedTransaction checks every partition's lock).
+   */
+  fencedBoundTransaction<R>(
+    run: BoundTransactions,
+    backend: LeasedReadmodelStoreBackend,
+    token: number | undefined,
+    fn: (tx: BoundTransaction) => Promise<R>,
+  ): Promise<R> {
+    if (token === undefined) return run(fn);
+    const name = this.#s.key;
+    return run((tx) => tx.checkFencingToken(name, token).then(() => fn(tx))).catch((err: unknown) => {
       if (isLockLostError(err)) this.#fencedOff(backend, token);
       throw err;
     });

@@ -4,13 +4,13 @@ import type { EventHandlerState, RestoreReport } from "../model/event-handler.js
 import type { LeasedReadmodelStoreBackend } from "../store/leased-readmodel-backend.js";
 import {
   clearNextGeneration,
-  inNextGeneration,
   nextGenerationCheckpoint,
   supportsGenerations,
   switchGenerations,
   type CollectionReplacing,
 } from "./readmodel-generations.js";
 import type { RunnerState } from "./runner-state.js";
+import { inReadmodelBatch } from "./tenant-scope.js";
 import type { RunnerLocks } from "./runner-locks.js";
 import type { RunnerDelivery } from "./runner-delivery.js";
 
@@ -149,7 +149,7 @@ export class RunnerRestore {
       const servedTimestamp = await s.timestampAt(served);
       const targetHead = await s.requireHost().eventRepository.headPosition();
       // Emptied first (a generation left by a crash or a failed rebuild included), in one transaction with its checkpoint.
-      await inNextGeneration(name, () =>
+      await inReadmodelBatch(name, () =>
         this.#locks.fencedTransaction(backend, s.token, async () => {
           await s.hooks.resetState();
           await backend.setCheckpoint(nextGenerationCheckpoint(name), 0);

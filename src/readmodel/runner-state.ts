@@ -4,6 +4,7 @@ import type { EventType } from "../model/tokens.js";
 import type { Event } from "../model/types.js";
 import type { EventRepository } from "../store/event-repository.js";
 import type { ReadmodelStoreBackend } from "../store/readmodel-store-backend.js";
+import type { BoundTransaction } from "../store/bound-transaction.js";
 import { leasedBackend, type LeasedReadmodelStoreBackend } from "../store/leased-readmodel-backend.js";
 import type { SystemEventKind } from "../model/system-event-kind.js";
 import type {
@@ -112,6 +113,25 @@ export interface RunnerHooks {
   stopping(): Promise<void>;
   /** What its broker part (a publisher's, a consumer's) says for the Runtime's listing, if it has one. */
   describe(): IntegrationInfo | undefined;
+}
+
+/**
+ * A handler whose batches can run in a transaction handed to it (a backend's
+ * BoundTransaction) instead of one told by async context: its own hooks do
+ * every write of the batch through the transaction they are given, and its
+ * handler functions write nothing (ProjectionReadmodel configures its runner
+ * so). Used for a live or catch-up batch of a handler that runs as one, on a
+ * backend that declares bound transactions; a rebuild's batch and a
+ * partition's go the usual way.
+ * @internal
+ */
+export interface BoundBatchHooks {
+  /** Whether the next batch may run so (nothing was added since that writes through the handler's collections). */
+  eligible(): boolean;
+  /** Inside the batch's transaction, before its events are handled (instead of RunnerHooks.beforeBatch). */
+  beforeBatch(events: readonly Event[], tx: BoundTransaction): Promise<void>;
+  /** Inside the batch's transaction, after its events were handled (instead of RunnerHooks.afterBatch). */
+  afterBatch(tx: BoundTransaction): Promise<void>;
 }
 
 /**
@@ -238,6 +258,8 @@ export class RunnerState {
   readonly handler: EventHandler;
   readonly hooks: RunnerHooks;
   restorer: RestorerConfig | undefined;
+  /** Set by a handler whose batches can run in a bound transaction (see BoundBatchHooks). */
+  bound: BoundBatchHooks | undefined;
   host: HandlerHost | undefined;
   delivery: DeliveryOptions = DEFAULT_DELIVERY;
   readonly metrics = new HandlerMetrics();

@@ -11,9 +11,9 @@ import {
   supportsSqlTables,
 } from "../store/sql-table-access.js";
 import { BaseReadmodel, type ReadmodelFacade, type ReadmodelOption } from "./base-readmodel.js";
-import { addGenerationParticipant, buildingNextGeneration } from "./readmodel-generations.js";
+import { addGenerationParticipant } from "./readmodel-generations.js";
 import { type KyselyWrite, loadKysely, sqlTableKysely } from "./sql-kysely.js";
-import { currentTenantScope } from "./tenant-scope.js";
+import { buildingNextGeneration, currentTenantScope } from "./tenant-scope.js";
 
 /** How one table of a SQL-table readmodel is shared. */
 export interface SqlTableDeclaration {
