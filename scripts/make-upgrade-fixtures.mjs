@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Makes the upgrade fixtures of test/upgrade-fixtures.int.test.ts: a SQLite
+ * Makes the upgrade fixtures of test/cli/upgrade-fixtures.int.test.ts: a SQLite
  * file and a plain-SQL Postgres dump written by each earlier release, with
  * the manifest of what they hold (test/fixtures/upgrade/<release>.*).
  *

@@ -5,7 +5,7 @@
  * and nothing is written; operator calls with bad arguments are refused with
  * their own codes. Stored events are trusted: an upcast payload is checked for
  * JSON safety only, not against the event's schema.
- * test/evolution-guide.int.test.ts runs it.
+ * test/project/evolution-guide.int.test.ts runs it.
  */
 import { createFacade, defineDomain, type DomainInstaller, isMnemeError } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";

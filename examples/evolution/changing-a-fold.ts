@@ -3,7 +3,7 @@
  * events into a different state, so it bumps `snapshotVersion`. Its loads
  * ignore release 1's snapshots (they fold from the events and save snapshots
  * of version 2), and the leftovers are deleted with `deleteAggregateType`.
- * test/evolution-guide.int.test.ts runs it.
+ * test/project/evolution-guide.int.test.ts runs it.
  */
 import { createFacade, defineDomain, type DomainInstaller, on } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";

@@ -3,7 +3,7 @@
  * release 3 stores cents and a currency. The event's `version` goes up, one
  * upcaster per older version turns a stored payload into the next version's,
  * and every read hands out the current version. The stored rows never change.
- * test/evolution-guide.int.test.ts runs it.
+ * test/project/evolution-guide.int.test.ts runs it.
  */
 import { createFacade, defineDomain, type DomainInstaller, type Event, on } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";

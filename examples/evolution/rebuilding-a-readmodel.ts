@@ -4,7 +4,7 @@
  * restore from zero through the Runtime. The rebuild fills a new generation
  * beside the served one: queries keep reading the old documents, whole,
  * until the switch; the Runtime's listing shows the progress.
- * test/evolution-guide.int.test.ts runs it.
+ * test/project/evolution-guide.int.test.ts runs it.
  */
 import {
   BaseReadmodel,

@@ -3,7 +3,7 @@
  * release 2 calls it LoanStarted with `renamedFrom: "BookLent"`. Stored
  * BookLent events read as LoanStarted on every read path, and a filter on the
  * new name (readAll's eventPaths, a handler for LoanStarted) finds them.
- * test/evolution-guide.int.test.ts runs it.
+ * test/project/evolution-guide.int.test.ts runs it.
  */
 import { BaseReadmodel, createFacade, defineDomain, type DomainInstaller, type Event, type Facade } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";

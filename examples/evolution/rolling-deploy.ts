@@ -3,7 +3,7 @@
  * database. Release 2 writes Ticketed at version 2; release 1, still running,
  * cannot read it (UPCAST_FAILED) and refuses rather than misreading it. Once
  * release 1 stops, release 2 handles everything.
- * test/evolution-guide.int.test.ts runs it.
+ * test/project/evolution-guide.int.test.ts runs it.
  */
 import { createFacade, defineDomain, type DomainInstaller, isMnemeError, on, ProjectionReadmodel } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";

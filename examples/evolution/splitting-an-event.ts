@@ -5,7 +5,7 @@
  * keeps AddressChanged registered and folds it next to the new events. For a
  * clean break, a copy-and-transform writes a new event store in which every
  * AddressChanged has become the two new events (release 3 knows only those).
- * test/evolution-guide.int.test.ts runs it.
+ * test/project/evolution-guide.int.test.ts runs it.
  */
 import { createFacade, defineDomain, type DomainInstaller, type Event, type NewEvent, on, ProjectionReadmodel } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";

@@ -3,7 +3,7 @@
  * the public message `{ orderId, item }` to a topic exchange; shipping
  * consumes it from its own queue and runs ShipOrder once per message (the
  * commandUuid is a uuid v5 of the message-id, so a repeat is a replay).
- * test/integration-example.int.test.ts runs it.
+ * test/integration/integration-example.int.test.ts runs it.
  */
 import { type AmqpConnectionLike, AmqpConsumer, AmqpPublisher } from "mneme/amqp";
 import { anonymous, createFacade, defineDomain, type Facade } from "mneme";

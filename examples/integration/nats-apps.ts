@@ -1,7 +1,7 @@
 /**
  * Two mneme apps talking through NATS JetStream: orders publishes
  * OrderPlaced as the public message `{ orderId, item }`; shipping consumes it
- * and runs ShipOrder once per message. test/integration-example.int.test.ts runs it.
+ * and runs ShipOrder once per message. test/integration/integration-example.int.test.ts runs it.
  */
 import type { NatsConnection } from "@nats-io/transport-node";
 import { anonymous, createFacade, defineDomain, type Facade } from "mneme";

@@ -1,4 +1,4 @@
-// The README's "A whole app in 36 lines" example, kept identical to it (but for the file name) and run by test/examples.unit.test.ts.
+// The README's "A whole app in 36 lines" example, kept identical to it (but for the file name) and run by test/project/examples.unit.test.ts.
 import { createFacade, defineDomain, MnemeError, newUuid, type ProjectionModel, ProjectionReadmodel } from "mneme";
 import { createSqliteBackends } from "mneme/sqlite";
 

@@ -1,6 +1,6 @@
 /**
  * docs/readmodels.md's example: a custom readmodel (open todos per tenant),
- * its restoration, and history on demand. test/examples.unit.test.ts runs it.
+ * its restoration, and history on demand. test/project/examples.unit.test.ts runs it.
  */
 import { BaseReadmodel, createFacade, type Facade, type RequestContext, withRestoreBatchSize } from "mneme";
 import { CompleteTodo, CreateTodo, GetTodo, TodoCompleted, TodoCreated, registerTodo } from "../todo/todo-domain.js";

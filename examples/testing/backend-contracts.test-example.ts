@@ -3,7 +3,7 @@
  * `mneme/testing` run against backends, as you run them against your own.
  * Here the backends are mneme's memory and filesystem stores (and one broken
  * on purpose), and a backend of one's own declaring its guarantees.
- * test/docs-testing.unit.test.ts calls backendContracts().
+ * test/project/docs-testing.unit.test.ts calls backendContracts().
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";

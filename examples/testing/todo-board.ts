@@ -1,7 +1,7 @@
 /**
  * docs/readmodels.md's Collections example, and the readmodel that
  * docs/testing.md tests: one document per todo in the collection "todos",
- * listed, counted and looked up. test/docs-testing.unit.test.ts runs it.
+ * listed, counted and looked up. test/project/docs-testing.unit.test.ts runs it.
  */
 import { BaseReadmodel, type Facade } from "mneme";
 import { type ReadmodelCollection } from "mneme/store";

@@ -1,7 +1,7 @@
 /**
  * docs/testing.md's examples: tests of the Todo domain's commands and of a
  * readmodel, written as a user writes them in a `*.test.ts` file (here inside
- * a function, so that test/docs-testing.unit.test.ts can run them).
+ * a function, so that test/project/docs-testing.unit.test.ts can run them).
  */
 import type { Facade } from "mneme";
 import { createTestFacade, scenario, testReqCtx } from "mneme/testing";

@@ -2,7 +2,7 @@
  * examples/runtimes: the runtime's own server example (bun-server.ts on Bun,
  * deno-server.ts on Deno) started as its own process of this runtime on a
  * SQLite file, signed in to, given a command, and stopped with SIGTERM.
- * Node.js serves the same app through examples/http-node (test/http-examples.e2e.test.ts).
+ * Node.js serves the same app through examples/http-node (test/http/http-examples.e2e.test.ts).
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";

@@ -1,5 +1,5 @@
 /**
- * A process for test/amqp-faults.int.test.ts (run with `node --import tsx`):
+ * A process for test/amqp/amqp-faults.int.test.ts (run with `node --import tsx`):
  * an app on a SQLite file, killed with SIGKILL by the test at points of progress.
  *
  * `publish <file> <amqp url> <exchange> <count>`: dispatches increments on

@@ -1,5 +1,5 @@
 /**
- * A process for test/consumer-dead-claim.int.test.ts (run with `node --import
+ * A process for test/integration/consumer-dead-claim.int.test.ts (run with `node --import
  * tsx`): a consumer app on a SQLite file or a Postgres schema whose command
  * handler prints "running" and never finishes, so the test can kill it with
  * SIGKILL while the message's command holds its claim (a lease of ten

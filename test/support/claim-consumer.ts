@@ -1,5 +1,5 @@
 /**
- * The consumer of test/consumer-dead-claim.int.test.ts, the same in the test
+ * The consumer of test/integration/consumer-dead-claim.int.test.ts, the same in the test
  * and in its child process: each message `{ accountUuid, amount }` becomes a
  * Charge (of claims-domain), retried at most twice (`retry.maxAttempts: 2`).
  */

@@ -1,5 +1,5 @@
 /**
- * A process for test/idempotency-claims.int.test.ts (run with
+ * A process for test/app/idempotency-claims.int.test.ts (run with
  * `node --import tsx`): on a SQLite file or a Postgres schema, dispatches one
  * command with the given commandUuid and a short claim lease, prints
  * "running <command>" from inside its handler and never finishes it: the test

@@ -1,5 +1,5 @@
 /**
- * An app instance in a process of its own for test/dcb-instances.int.test.ts
+ * An app instance in a process of its own for test/app/dcb-instances.int.test.ts
  * (forked with `--import tsx` and an IPC channel): the dcb.events examples on
  * a shared SQLite file or Postgres schema. On "go" it subscribes its students
  * to one course, each retried on CONFLICT or UNAVAILABLE until it succeeds or

@@ -1,5 +1,5 @@
 /**
- * The app of test/store-copy.int.test.ts: a store that uses every part mneme
+ * The app of test/store-copy/store-copy.int.test.ts: a store that uses every part mneme
  * keeps. The built-in domains (accounts, sessions, two tenants), the Depot
  * domain with a snapshotted aggregate, a ProjectionReadmodel, a BaseReadmodel
  * whose handler calls are counted (a replay would show), a process manager

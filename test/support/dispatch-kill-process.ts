@@ -1,5 +1,5 @@
 /**
- * A process for test/command-record-atomic.int.test.ts (run with
+ * A process for test/app/command-record-atomic.int.test.ts (run with
  * `node --import tsx`): dispatches commands on a SQLite file as fast as it can
  * until the test kills it with SIGKILL. Prints "ready" once started.
  */

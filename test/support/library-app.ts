@@ -1,5 +1,5 @@
 /**
- * The `--app` module of test/openapi.e2e.test.ts and test/client.e2e.test.ts:
+ * The `--app` module of test/http/openapi.e2e.test.ts and test/cli/client.e2e.test.ts:
  * a lending library with the built-in domains, on the SQLite file named by
  * LIBRARY_DB or, when it is a postgres:// URL, on the Postgres schema named
  * by LIBRARY_SCHEMA. Its messages cover every kind of permission (authorized,

@@ -1,5 +1,5 @@
 /**
- * A process for test/nats-faults.int.test.ts (run with `node --import tsx`):
+ * A process for test/nats/nats-faults.int.test.ts (run with `node --import tsx`):
  * an app on a SQLite file, killed with SIGKILL by the test at random points.
  *
  * `publish <file> <nats url> <stream> <count>`: dispatches increments on five

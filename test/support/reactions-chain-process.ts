@@ -1,5 +1,5 @@
 /**
- * A process for test/reactions-crash.int.test.ts (run with `node --import tsx`):
+ * A process for test/reactions/reactions-crash.int.test.ts (run with `node --import tsx`):
  * the orders example on a SQLite file or a Postgres schema, with a payment
  * provider outside the process (a log file: every call is a line, and a
  * charge is made once per idempotency key). It places ORDERS orders (those

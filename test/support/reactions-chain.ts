@@ -1,4 +1,4 @@
-/** The orders of test/reactions-crash.int.test.ts and its child process: their ids and which the provider refuses. */
+/** The orders of test/reactions/reactions-crash.int.test.ts and its child process: their ids and which the provider refuses. */
 import { v5 as uuidv5 } from "uuid";
 
 export const ORDERS = 12;

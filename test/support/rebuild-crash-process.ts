@@ -1,5 +1,5 @@
 /**
- * A process for test/readmodel-blue-green.int.test.ts (run with
+ * A process for test/readmodel/readmodel-blue-green.int.test.ts (run with
  * `node --import tsx`): opens the SQLite file, starts, then restores
  * CounterTotals from zero in pages of 5 events and kills itself with SIGKILL
  * while applying the 21st replayed event, so four pages (positions 1..20) of

@@ -1,5 +1,5 @@
 /**
- * A process for test/readmodel-restore-crash.int.test.ts (run with
+ * A process for test/readmodel/readmodel-restore-crash.int.test.ts (run with
  * `node --import tsx`): opens the SQLite file, starts, then restores
  * CounterTotals from zero and kills itself with SIGKILL at `killAt`:
  * - "after-clear": the new generation's collections are cleared, its checkpoint

@@ -1,7 +1,7 @@
 /**
  * The property of restore under live traffic, shared by
- * test/readmodel-restore.property.unit.test.ts (a quick run) and
- * test/readmodel-restore.property.long.unit.test.ts (>= 1,000 interleavings):
+ * test/readmodel/readmodel-restore.property.unit.test.ts (a quick run) and
+ * test/readmodel/readmodel-restore.property.long.unit.test.ts (>= 1,000 interleavings):
  * random sequences of dispatches, restores (from the checkpoint or from zero),
  * stops and starts, racing each other, end in the state of a full replay with
  * every event applied exactly once to the served generation (a restore from

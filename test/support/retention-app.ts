@@ -1,5 +1,5 @@
 /**
- * The Shop domain of test/retention.int.test.ts (page visits and orders that
+ * The Shop domain of test/app/retention.int.test.ts (page visits and orders that
  * expire after 30 days, notes that never do), and, as the default export, its
  * app on the SQLite file named by RETENTION_FILE: the `--app` module the test
  * gives `mneme store retention`.

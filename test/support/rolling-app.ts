@@ -1,5 +1,5 @@
 /**
- * The `--app` module test/store-rolling-mode.int.test.ts gives `mneme upgrade
+ * The `--app` module test/store/store-rolling-mode.int.test.ts gives `mneme upgrade
  * status|finish`: an app on the Postgres schema named by ROLLING_SCHEMA,
  * started in compatibility mode for 0.1.0 (which only a schema without a
  * format record enters).

@@ -1,7 +1,7 @@
 /**
  * One instance of an app, run by the release whose source is at `<root>/src`
  * (this repository, or an earlier release taken from git history by
- * test/store-rolling.int.test.ts), on the Postgres schema `<schema>`. It uses
+ * test/store/store-rolling.int.test.ts), on the Postgres schema `<schema>`. It uses
  * only what every release since 0.1.0 exports (defineDomain, createFacade,
  * ProjectionReadmodel, createPostgresBackends), so the same app runs on each.
  *

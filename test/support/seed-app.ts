@@ -1,5 +1,5 @@
 /**
- * The `--app` module of test/cli-seed.int.test.ts: a helpdesk app with the
+ * The `--app` module of test/cli/cli-seed.int.test.ts: a helpdesk app with the
  * built-in domains on the SQLite file named by SEED_FILE (fast password
  * hashing: the test logs in with the seeded passwords).
  */

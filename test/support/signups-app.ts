@@ -1,5 +1,5 @@
 /**
- * The Signups domain of test/privacy-migration.int.test.ts (an e-mail that
+ * The Signups domain of test/privacy/privacy-migration.int.test.ts (an e-mail that
  * was not declared personal data at first), and, as the default export, its
  * app on the SQLite file named by SIGNUPS_FILE with the e-mail declared: the
  * `--app` module the test gives `mneme privacy check|migrate`.

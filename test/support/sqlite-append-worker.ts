@@ -1,5 +1,5 @@
 /**
- * Worker for test/sqlite-backends.int.test.ts: appends to a shared SQLite file
+ * Worker for test/sqlite/sqlite-backends.int.test.ts: appends to a shared SQLite file
  * from another thread (its own connection), so BEGIN IMMEDIATE, busy_timeout
  * and optimistic concurrency are exercised across connections for real.
  */

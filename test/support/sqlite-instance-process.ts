@@ -1,5 +1,5 @@
 /**
- * A second process for test/sqlite-instances.int.test.ts (run with
+ * A second process for test/sqlite/sqlite-instances.int.test.ts (run with
  * `node --import tsx`): an app instance on the shared SQLite file, as a CLI or
  * a second server would be. It registers the same readmodel (which must wait
  * in standby: the test process holds its lock), dispatches commands, reports

@@ -1,5 +1,5 @@
 /**
- * A process for test/sqlite-instances.int.test.ts (run with `node --import
+ * A process for test/sqlite/sqlite-instances.int.test.ts (run with `node --import
  * tsx`): an app instance on the shared SQLite file that takes the lease of
  * CounterTotals (lockLeaseMs 60 s: only its death can free it early), appends
  * `<events>` increments of counter "shared" and waits until its readmodel has

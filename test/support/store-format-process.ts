@@ -1,6 +1,6 @@
 /**
  * One app instance starting on a store, for the concurrent-start tests of
- * test/store-format.int.test.ts: opens the stores (`sqlite <file>` or
+ * test/store/store-format.int.test.ts: opens the stores (`sqlite <file>` or
  * `postgres <schema>`), prints "ready", waits for a line "go" on stdin (so
  * every process runs init() at the same moment), runs init() of every store,
  * and prints the format record each store reports, or the error's code.
