@@ -8,7 +8,7 @@
  * no CDN, no validator badge, no request to another origin.
  */
 import { MnemeError } from "../model/errors.js";
-import { DASHBOARD_CSP, type DashboardReply, type DashboardRequest, etagMatches, etagOf } from "./dashboard.js";
+import { DASHBOARD_CSP, directoryUrl, etagOf, fileUrl, type StaticAsset, StaticFiles } from "./static-files.js";
 
 /** The path prefix the viewer is served under (below basePath). */
 export const API_VIEWER_PATH = "/api/docs";
@@ -26,15 +26,6 @@ export interface ApiViewerOptions {
  * requests to the same origin only (the document, "Try it out").
  */
 export const API_VIEWER_CSP = DASHBOARD_CSP;
-
-const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  "content-security-policy": API_VIEWER_CSP,
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-  "cross-origin-opener-policy": "same-origin",
-  "cross-origin-resource-policy": "same-origin",
-});
 
 const HTML = "text/html; charset=utf-8";
 const JS = "text/javascript; charset=utf-8";
@@ -80,12 +71,6 @@ window.ui = SwaggerUIBundle({
 /** The files of swagger-ui-dist the page loads, and where they are read from. */
 const PACKAGE_FILES: Readonly<Record<string, string>> = Object.freeze({ "swagger-ui-bundle.js": JS, "swagger-ui.css": CSS });
 
-interface Asset {
-  readonly body: string;
-  readonly contentType: string;
-  readonly etag: string;
-}
-
 /** How the viewer finds an installed package (createRequire's resolve); replaceable in tests. */
 export type PackageResolver = (specifier: string) => Promise<string>;
 
@@ -116,36 +101,21 @@ async function resolveFromHere(specifier: string): Promise<string> {
   }
 }
 
-function fileUrl(path: string): URL {
-  return new URL(
-    `file://${encodeURI(
-      path
-        .split("\\")
-        .join("/")
-        .replace(/^(?=[A-Za-z]:)/, "/"),
-    )}`,
-  );
-}
-
-function directoryUrl(dir: string | URL): URL {
-  if (dir instanceof URL) return dir.href.endsWith("/") ? dir : new URL(`${dir.href}/`);
-  if (dir.startsWith("file:")) return new URL(dir.endsWith("/") ? dir : `${dir}/`);
-  const absolute = dir.startsWith("/") ? dir : `${process.cwd()}/${dir}`;
-  return fileUrl(absolute.endsWith("/") ? absolute : `${absolute}/`);
-}
-
 /**
  * Serves the viewer from memory: the page and its start-up file are mneme's,
  * Swagger UI's bundle and stylesheet are read once, on the first request for
  * the viewer (through `node:fs` loaded only then); a missing package answers
  * 503 UNAVAILABLE and is looked for again on the next request.
  */
-export class ApiViewer {
-  private readonly typeBase: string;
-  private loading: Promise<ReadonlyMap<string, Asset>> | undefined;
-
+export class ApiViewer extends StaticFiles {
   constructor(private readonly options: ApiViewerOptions & { readonly problemTypeBase?: string; readonly resolve?: PackageResolver } = {}) {
-    this.typeBase = options.problemTypeBase ?? "urn:mneme:error:";
+    super({
+      path: API_VIEWER_PATH,
+      redirect: "docs/",
+      missing: "API viewer file",
+      unreadable: "the API viewer's files cannot be read",
+      problemTypeBase: options.problemTypeBase ?? "urn:mneme:error:",
+    });
   }
 
   /** True when `path` (below basePath) belongs to the viewer. */
@@ -153,54 +123,13 @@ export class ApiViewer {
     return path === API_VIEWER_PATH || path.startsWith(`${API_VIEWER_PATH}/`);
   }
 
-  /** Answers one request whose path the viewer owns; for HEAD the caller leaves out the body. */
-  async serve(request: DashboardRequest): Promise<DashboardReply> {
-    const { method, path } = request;
-    if (method !== "GET" && method !== "HEAD") {
-      const allow = "GET, HEAD, OPTIONS";
-      if (method === "OPTIONS") return { status: 204, headers: { allow } };
-      return this.problem(405, "INVALID_REQUEST", `${method} is not allowed on ${path.slice(0, 200)}; allowed: ${allow}`, { allow });
-    }
-    // Relative, so it stays right below any basePath.
-    if (path === API_VIEWER_PATH) return { status: 308, headers: { location: "docs/", "cache-control": "no-cache" } };
-    const name = path.slice(API_VIEWER_PATH.length + 1) || "index.html";
-    let assets: ReadonlyMap<string, Asset>;
-    try {
-      assets = await this.assets();
-    } catch (e) {
-      // The message names no server path: anyone may ask for the viewer.
-      const reason = e instanceof MnemeError ? e.message : "the API viewer's files cannot be read";
-      return this.problem(503, "UNAVAILABLE", reason);
-    }
-    const asset = assets.get(name);
-    if (asset === undefined) return this.problem(404, "NOT_FOUND", `no API viewer file ${JSON.stringify(path.slice(0, 200))}`);
-    const headers = { ...SECURITY_HEADERS, "content-type": asset.contentType, "cache-control": "no-cache", etag: asset.etag };
-    if (etagMatches(request.headers.get("if-none-match"), asset.etag)) return { status: 304, headers };
-    return { status: 200, headers, body: asset.body };
-  }
-
-  /** `serve` for a Fetch API request; `path` is below basePath. HEAD gets the headers of GET and no body. */
-  async respond(request: Request, path: string): Promise<Response> {
-    const method = request.method.toUpperCase();
-    const reply = await this.serve({ method, path, headers: request.headers });
-    return new Response(method === "HEAD" ? null : (reply.body ?? null), { status: reply.status, headers: reply.headers });
-  }
-
-  private assets(): Promise<ReadonlyMap<string, Asset>> {
-    this.loading ??= this.load().catch((e: unknown) => {
-      this.loading = undefined; // a package installed later is picked up
-      throw e;
-    });
-    return this.loading;
-  }
-
-  private async load(): Promise<ReadonlyMap<string, Asset>> {
+  protected override async load(): Promise<ReadonlyMap<string, StaticAsset>> {
     const dir =
       this.options.swaggerUiDir === undefined ? await locateSwaggerUi(this.options.resolve) : directoryUrl(this.options.swaggerUiDir);
     const fs = await import("node:fs/promises");
-    const assets = new Map<string, Asset>();
+    const assets = new Map<string, StaticAsset>();
     const add = async (name: string, body: string, contentType: string) =>
-      assets.set(name, { body, contentType, etag: await etagOf(body) });
+      assets.set(name, { body, contentType, etag: await etagOf(body), cacheControl: "no-cache" });
     await add("index.html", INDEX_HTML, HTML);
     await add("viewer.js", VIEWER_JS, JS);
     for (const [name, contentType] of Object.entries(PACKAGE_FILES)) {
@@ -213,14 +142,5 @@ export class ApiViewer {
       await add(name, body, contentType);
     }
     return assets;
-  }
-
-  private problem(status: number, code: string, detail: string, headers: Record<string, string> = {}): DashboardReply {
-    const title = status === 404 ? "Not Found" : status === 405 ? "Method Not Allowed" : "Service Unavailable";
-    return {
-      status,
-      headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...headers },
-      body: JSON.stringify({ type: `${this.typeBase}${code}`, title, status, detail, code }),
-    };
   }
 }

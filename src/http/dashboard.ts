@@ -1,4 +1,5 @@
 import { MnemeError } from "../model/errors.js";
+import { directoryUrl, etagOf, type StaticAsset, StaticFiles } from "./static-files.js";
 
 /**
  * The Runtime dashboard's static assets, served under `/dashboard/` when
@@ -8,34 +9,7 @@ import { MnemeError } from "../model/errors.js";
  * HTTP API as any other client, so it can do exactly what its user may.
  */
 
-/** The answer to a dashboard request: the shape of the handler's replies (text bodies only). */
-export interface DashboardReply {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body?: string;
-}
-
-/** Reads one request header by lowercase name (a Fetch `Headers` fits). */
-export interface DashboardHeaders {
-  get(name: string): string | null;
-}
-
-/** What a request the dashboard answers looks like after the handler stripped its basePath. */
-export interface DashboardRequest {
-  /** Upper case. */
-  readonly method: string;
-  /** The path below basePath, still percent-encoded: `/dashboard/` or `/dashboard/<asset>`. */
-  readonly path: string;
-  readonly headers: DashboardHeaders;
-}
-
-/** One file of the built dashboard, held in memory. */
-interface Asset {
-  readonly body: string;
-  readonly contentType: string;
-  readonly etag: string;
-  readonly cacheControl: string;
-}
+export { DASHBOARD_CSP, type DashboardHeaders, type DashboardReply, type DashboardRequest, etagMatches, etagOf } from "./static-files.js";
 
 /** Where the assets are and how problems are typed; createHttpHandler passes its problemTypeBase. */
 export interface DashboardOptions {
@@ -51,31 +25,6 @@ export interface DashboardOptions {
 
 /** The path prefix the dashboard is served under (below basePath). */
 export const DASHBOARD_PATH = "/dashboard";
-
-/**
- * Strict: scripts and styles only from the dashboard's own files (no inline
- * script or style attribute), requests only to the same origin (the API), no
- * framing, no plugins, no form posts elsewhere.
- */
-export const DASHBOARD_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self'",
-  "base-uri 'none'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-].join("; ");
-
-const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({
-  "content-security-policy": DASHBOARD_CSP,
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-  "cross-origin-opener-policy": "same-origin",
-  "cross-origin-resource-policy": "same-origin",
-});
 
 /** Served file types; a file of another type in the assets folder is not served. */
 const CONTENT_TYPES: Readonly<Record<string, string>> = Object.freeze({
@@ -104,15 +53,18 @@ const CACHE_CONTROL = "no-cache";
  * dashboard needs no file system); a missing build answers 503 and is looked
  * for again on the next request.
  */
-export class Dashboard {
+export class Dashboard extends StaticFiles {
   private readonly assetsDir: URL;
-  private readonly typeBase: string;
-  private loading: Promise<ReadonlyMap<string, Asset>> | undefined;
 
   constructor(options: DashboardOptions = {}) {
-    const dir = options.assetsDir ?? defaultAssetsDir();
-    this.assetsDir = typeof dir === "string" ? directoryUrl(dir) : dir;
-    this.typeBase = options.problemTypeBase ?? "urn:mneme:error:";
+    super({
+      path: DASHBOARD_PATH,
+      redirect: "dashboard/",
+      missing: "dashboard asset",
+      unreadable: "the dashboard's assets cannot be read",
+      problemTypeBase: options.problemTypeBase ?? "urn:mneme:error:",
+    });
+    this.assetsDir = directoryUrl(options.assetsDir ?? defaultAssetsDir());
   }
 
   /** True when `path` (below basePath) belongs to the dashboard. */
@@ -120,59 +72,12 @@ export class Dashboard {
     return path === DASHBOARD_PATH || path.startsWith(`${DASHBOARD_PATH}/`);
   }
 
-  /** Answers one request whose path the dashboard owns; for HEAD the caller leaves out the body. */
-  async serve(request: DashboardRequest): Promise<DashboardReply> {
-    const { method, path } = request;
-    if (method !== "GET" && method !== "HEAD") {
-      const allow = "GET, HEAD, OPTIONS";
-      if (method === "OPTIONS") return { status: 204, headers: { allow } };
-      return this.problem(405, "INVALID_REQUEST", `${method} is not allowed on ${path.slice(0, 200)}; allowed: ${allow}`, { allow });
-    }
-    // Relative, so it stays right below any basePath.
-    if (path === DASHBOARD_PATH) return { status: 308, headers: { location: "dashboard/", "cache-control": CACHE_CONTROL } };
-    const name = path.slice(DASHBOARD_PATH.length + 1) || "index.html";
-    if (!ASSET_NAME.test(name)) return this.notFound(path);
-    let assets: ReadonlyMap<string, Asset>;
-    try {
-      assets = await this.assets();
-    } catch (e) {
-      // The message names no server path: anyone may ask for /dashboard/.
-      const reason = e instanceof MnemeError ? e.message : "the dashboard's assets cannot be read";
-      return this.problem(503, "UNAVAILABLE", reason);
-    }
-    const asset = assets.get(name);
-    if (asset === undefined) return this.notFound(path);
-    const headers = { ...SECURITY_HEADERS, "content-type": asset.contentType, "cache-control": asset.cacheControl, etag: asset.etag };
-    if (etagMatches(request.headers.get("if-none-match"), asset.etag)) return { status: 304, headers };
-    return { status: 200, headers, body: asset.body };
+  protected override acceptsName(name: string): boolean {
+    return ASSET_NAME.test(name);
   }
 
-  /** `serve` for a Fetch API request; `path` is below basePath. HEAD gets the headers of GET and no body. */
-  async respond(request: Request, path: string): Promise<Response> {
-    const method = request.method.toUpperCase();
-    const reply = await this.serve({ method, path, headers: request.headers });
-    return new Response(method === "HEAD" ? null : (reply.body ?? null), { status: reply.status, headers: reply.headers });
-  }
-
-  private assets(): Promise<ReadonlyMap<string, Asset>> {
-    this.loading ??= loadAssets(this.assetsDir).catch((e: unknown) => {
-      this.loading = undefined; // a build that appears later is picked up
-      throw e;
-    });
-    return this.loading;
-  }
-
-  private notFound(path: string): DashboardReply {
-    return this.problem(404, "NOT_FOUND", `no dashboard asset ${JSON.stringify(path.slice(0, 200))}`);
-  }
-
-  private problem(status: number, code: string, detail: string, headers: Record<string, string> = {}): DashboardReply {
-    const title = status === 404 ? "Not Found" : status === 405 ? "Method Not Allowed" : "Service Unavailable";
-    return {
-      status,
-      headers: { "content-type": "application/problem+json", "cache-control": "no-store", ...headers },
-      body: JSON.stringify({ type: `${this.typeBase}${code}`, title, status, detail, code }),
-    };
+  protected override load(): Promise<ReadonlyMap<string, StaticAsset>> {
+    return loadAssets(this.assetsDir);
   }
 }
 
@@ -186,13 +91,7 @@ function defaultAssetsDir(): URL {
   return new URL(fromSources ? "../../dist/dashboard/" : "../dashboard/", import.meta.url);
 }
 
-function directoryUrl(dir: string): URL {
-  if (dir.startsWith("file:")) return new URL(dir.endsWith("/") ? dir : `${dir}/`);
-  const absolute = dir.startsWith("/") ? dir : `${process.cwd()}/${dir}`;
-  return new URL(`file://${encodeURI(absolute.endsWith("/") ? absolute : `${absolute}/`)}`);
-}
-
-async function loadAssets(dir: URL): Promise<ReadonlyMap<string, Asset>> {
+async function loadAssets(dir: URL): Promise<ReadonlyMap<string, StaticAsset>> {
   const fs = await import("node:fs/promises");
   let names: string[];
   try {
@@ -202,7 +101,7 @@ async function loadAssets(dir: URL): Promise<ReadonlyMap<string, Asset>> {
   }
   if (!names.includes("index.html"))
     throw new MnemeError("UNAVAILABLE", "the dashboard's assets are incomplete (no index.html in dist/dashboard/): run npm run build");
-  const assets = new Map<string, Asset>();
+  const assets = new Map<string, StaticAsset>();
   for (const name of names) {
     const contentType = CONTENT_TYPES[extensionOf(name)];
     if (contentType === undefined || !ASSET_NAME.test(name)) continue;
@@ -215,19 +114,4 @@ async function loadAssets(dir: URL): Promise<ReadonlyMap<string, Asset>> {
 function extensionOf(name: string): string {
   const dot = name.lastIndexOf(".");
   return dot === -1 ? "" : name.slice(dot);
-}
-
-/** A strong validator: a SHA-256 digest of the content (web crypto). */
-export async function etagOf(body: string): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body)));
-  let hex = "";
-  for (const b of digest.subarray(0, 16)) hex += b.toString(16).padStart(2, "0");
-  return `"${hex}"`;
-}
-
-/** If-None-Match: `*` or a list of entity tags, weak ones compared weakly (RFC 9110, 13.1.2). */
-export function etagMatches(header: string | null, etag: string): boolean {
-  if (header === null) return false;
-  if (header.trim() === "*") return true;
-  return header.split(",").some((t) => t.trim().replace(/^W\//, "") === etag);
 }
