@@ -1,5 +1,5 @@
 import { MnemeError } from "../model/errors.js";
-import type { ChainRow } from "../store/event-chain.js";
+import { type ChainColumns, type ChainRow, chainRowOfColumns } from "../store/event-chain.js";
 import { checkStored, refuseBlocked } from "../event-archive/archive-checks.js";
 import type { ArchiveBlocker, ArchiveCommit, ArchivedRange, EventArchiveStore, StreamSegments } from "../event-archive/archive-index.js";
 import { mapPgError } from "./postgres-errors.js";
@@ -12,7 +12,7 @@ import { PostgresStoreBase, type PostgresStoreOptions } from "./postgres-store-b
 const COLUMNS =
   "position::text, hash, event_uuid, tenant_uuid, domain, name, aggregate_uuid, version, command_uuid, created_at::text, event_version, req_ctx::text, payload::text";
 
-type Row = [string, string | null, string, string, string, string, string, number, string | null, string, number, string, string | null];
+type Row = ChainColumns;
 
 type RangeRow = [string, string, string, string, string, string, string];
 
@@ -144,7 +144,7 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
       const rows = await this.track(() => this.rows<Row>(sql, [p, to, pageSize], "archivable events"));
       if (rows.length === 0) return;
       p = Number(rows[rows.length - 1]![0]);
-      const page = rows.map(chainRow).filter((r) => !tagged.has(r.position));
+      const page = rows.map(chainRowOfColumns).filter((r) => !tagged.has(r.position));
       if (page.length > 0) yield page;
       if (rows.length < pageSize) return;
     }
@@ -162,7 +162,7 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
         ),
       );
       if (rows.length === 0) return;
-      const page = rows.map(chainRow);
+      const page = rows.map(chainRowOfColumns);
       p = page[page.length - 1]!.position;
       yield page;
       if (rows.length < batchSize) return;
@@ -346,22 +346,4 @@ export class PostgresEventArchive extends PostgresStoreBase implements EventArch
       return n;
     });
   }
-}
-
-function chainRow(r: Row): ChainRow {
-  return {
-    position: Number(r[0]),
-    hash: r[1],
-    eventUuid: r[2],
-    tenantUuid: r[3],
-    domain: r[4],
-    name: r[5],
-    aggregateUuid: r[6],
-    version: r[7],
-    commandUuid: r[8],
-    createdAt: r[9],
-    eventVersion: r[10],
-    reqCtx: r[11],
-    payload: r[12],
-  };
 }

@@ -19,7 +19,7 @@ import {
   type TagQueryItem,
 } from "../store/event-tags.js";
 import type { StoreInfo } from "../store/store-info.js";
-import { type ChainHead, type ChainRow, GENESIS_HASH } from "../store/event-chain.js";
+import { type ChainColumns, type ChainHead, type ChainRow, chainRowOfColumns, GENESIS_HASH } from "../store/event-chain.js";
 import { checkRemovals, type EventRemoval, type RemovesEvents } from "../store/event-removal.js";
 import { removePostgresEvents } from "./postgres-event-removal.js";
 import { prepare, recordColumns } from "./postgres-append-input.js";
@@ -340,24 +340,9 @@ export class PostgresEventRepository extends PostgresStoreBase implements EventR
     let position = after;
     for (;;) {
       this.assertOpen();
-      type Row = [string, string | null, string, string, string, string, string, number, string | null, string, number, string, string];
-      const rows = await this.rows<Row>(sql, [position, batchSize], "readChain");
+      const rows = await this.rows<ChainColumns>(sql, [position, batchSize], "readChain");
       if (rows.length === 0) return;
-      const page = rows.map((r): ChainRow => ({
-        position: Number(r[0]),
-        hash: r[1],
-        eventUuid: r[2],
-        tenantUuid: r[3],
-        domain: r[4],
-        name: r[5],
-        aggregateUuid: r[6],
-        version: r[7],
-        commandUuid: r[8],
-        createdAt: r[9],
-        eventVersion: r[10],
-        reqCtx: r[11],
-        payload: r[12],
-      }));
+      const page = rows.map(chainRowOfColumns);
       position = page[page.length - 1]!.position;
       yield page;
       if (rows.length < batchSize) return;

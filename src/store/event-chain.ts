@@ -56,6 +56,47 @@ export interface ChainRow {
   readonly payload: string | null;
 }
 
+/**
+ * A chain row as the SQL readers select it, in this column order: position,
+ * hash, event uuid, tenant, domain, name, aggregate uuid, version, command
+ * uuid, created at, event version, request context, payload (the texts as
+ * stored; position and created at as decimal text).
+ */
+export type ChainColumns = [
+  string,
+  string | null,
+  string,
+  string,
+  string,
+  string,
+  string,
+  number,
+  string | null,
+  string,
+  number,
+  string,
+  string | null,
+];
+
+/** The ChainRow of a row selected in {@link ChainColumns} order. */
+export function chainRowOfColumns(r: ChainColumns): ChainRow {
+  return {
+    position: Number(r[0]),
+    hash: r[1],
+    eventUuid: r[2],
+    tenantUuid: r[3],
+    domain: r[4],
+    name: r[5],
+    aggregateUuid: r[6],
+    version: r[7],
+    commandUuid: r[8],
+    createdAt: r[9],
+    eventVersion: r[10],
+    reqCtx: r[11],
+    payload: r[12],
+  };
+}
+
 /** The chain's newest link: the highest chained position and its hash (position 0 and {@link GENESIS_HASH} when empty). */
 export interface ChainHead {
   readonly position: number;
