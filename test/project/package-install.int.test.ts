@@ -167,15 +167,16 @@ describe("production install of the packed package (npm install --omit=dev)", ()
     expect(install.code, install.stderr).toBe(0);
   }, 300_000);
 
-  // 8 MB on disk (allocated blocks): mneme's own dist (about 600 small files, the dashboard included) and ajv make most of it.
-  it("brings neither typescript nor the generator, a handful of packages, under 9 MB", () => {
+  // 9 MB on disk (allocated blocks): mneme's own dist (about 760 small files, the dashboard included) and ajv make most of it.
+  it("brings neither typescript nor the generator, a handful of packages, under 10 MB", () => {
     const packages = packagesBelow(appDir);
     expect(packages).toContain("mneme");
     expect(packages).not.toContain("typescript");
     expect(packages).not.toContain(GENERATOR_PACKAGE);
     expect(packages.length).toBeLessThanOrEqual(12);
-    // 8.3 MB with 0.3.0 (its dist without maps is about 2.7 MB; the rest is ajv, uuid, eventemitter3 and tslib).
-    expect(diskUsage(join(appDir, "node_modules"))).toBeLessThan(9 * 1024 * 1024);
+    // 8.3 MB with 0.3.0 (its dist without maps is about 2.7 MB; the rest is ajv, uuid, eventemitter3 and tslib);
+    // 9.2 MB once archive, retention, live-query signals and the API viewer's route were added (Unreleased).
+    expect(diskUsage(join(appDir, "node_modules"))).toBeLessThan(10 * 1024 * 1024);
     expect(readdirSync(join(appDir, "node_modules", "mneme", "dist", "dashboard"))).toContain("index.html");
   });
 
