@@ -167,7 +167,7 @@ describe("production install of the packed package (npm install --omit=dev)", ()
     expect(install.code, install.stderr).toBe(0);
   }, 300_000);
 
-  // 9 MB on disk (allocated blocks): mneme's own dist (about 760 small files, the dashboard included) and ajv make most of it.
+  // 9 MB on disk (allocated blocks): mneme's own dist (about 740 small files, the dashboard included) and ajv make most of it.
   it("brings neither typescript nor the generator, a handful of packages, under 10 MB", () => {
     const packages = packagesBelow(appDir);
     expect(packages).toContain("mneme");
