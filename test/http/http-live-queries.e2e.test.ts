@@ -289,7 +289,10 @@ describe("live queries over HTTP", () => {
     for (let i = 0; i < 6; i++) await addNote(facade, ann, `n${i}`);
     await spaced.until((x) => x.messages.length >= 2);
     await new Promise((r) => setTimeout(r, 400));
-    for (let i = 2; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(149);
+    // The interval is kept between the starts of a group's runs; the handler runs after the run re-checked its
+    // subscribers' sessions, which takes longer on a busy machine, so its own times are allowed some slack (without
+    // the interval, these six notes' runs would come milliseconds apart).
+    for (let i = 2; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(120);
   });
 
   it.each(HTTP_PATHS)(
